@@ -1,0 +1,41 @@
+// The dispatcher: the single entry point through which every operator call
+// passes. Two layers above hook into it without ops depending on them:
+//   - an interceptor (thread-local): the tracer of the graph layer records each
+//     call into a Graph (Section 3: capture at dispatcher level, so C++ and
+//     Python callers are captured by the same code);
+//   - the autograd recorder: attaches a backward Node to results that need grad.
+#pragma once
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace tp {
+
+std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+Tensor call_op1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+
+// Runs the eager kernel only: no interceptor, no autograd (used by the tracer
+// and by autograd itself).
+std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+
+class DispatchInterceptor {
+ public:
+  virtual ~DispatchInterceptor() = default;
+  virtual std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) = 0;
+};
+DispatchInterceptor* current_interceptor();
+class ScopedInterceptor {  // installs (or, with nullptr, suspends) the interceptor of this thread
+ public:
+  explicit ScopedInterceptor(DispatchInterceptor* i);
+  ~ScopedInterceptor();
+  ScopedInterceptor(const ScopedInterceptor&) = delete;
+  ScopedInterceptor& operator=(const ScopedInterceptor&) = delete;
+ private:
+  DispatchInterceptor* prev_;
+};
+
+using AutogradRecorder = void (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                                  std::vector<Tensor>& outputs);
+void set_autograd_recorder(AutogradRecorder r);
+
+}  // namespace tp

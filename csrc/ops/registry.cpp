@@ -1,0 +1,55 @@
+#include "ops/registry.h"
+
+#include "ops/families.h"
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+namespace tp {
+namespace {
+struct Registry {
+  std::deque<OpDef> defs;  // deque: stable addresses
+  std::unordered_map<std::string, const OpDef*> by_name;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+// Registration is explicit (not static initializers): objects of a static
+// library that nothing references would be dropped by the linker.
+void ensure_registered() {
+  static std::once_flag once;
+  std::call_once(once, register_builtin_ops);
+}
+}  // namespace
+
+const OpDef& register_op(OpDef def) {
+  auto& r = registry();
+  TP_CHECK(!r.by_name.count(def.name), Error, "operator registered twice: ", def.name);
+  r.defs.push_back(def);
+  r.by_name[def.name] = &r.defs.back();
+  return r.defs.back();
+}
+
+const OpDef* find_op(const std::string& name) {
+  ensure_registered();
+  auto& r = registry();
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second;
+}
+
+const OpDef& get_op(const std::string& name) {
+  const OpDef* op = find_op(name);
+  TP_CHECK(op, Error, "unknown operator '", name, "'");
+  return *op;
+}
+
+std::vector<const OpDef*> all_ops() {
+  ensure_registered();
+  std::vector<const OpDef*> out;
+  for (auto& d : registry().defs) out.push_back(&d);
+  return out;
+}
+
+}  // namespace tp

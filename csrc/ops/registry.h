@@ -1,0 +1,66 @@
+// The operator registry: one OpDef per operator, declared once, holding
+// everything every layer needs to know about it:
+//   - infer: shape/dtype inference that never touches data (eager, tracing and
+//     later symbolic shapes share it),
+//   - cpu: the eager kernel,
+//   - backward: the derivative, written with tensor operators so that it can
+//     later be traced into a joint graph,
+//   - decompose: optional rewrite into simpler operators (used by graph passes),
+//   - tags: what kind of operator it is (the lowering and passes key off these).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attrs.h"
+
+namespace tp {
+
+enum OpTag : uint32_t {
+  kPointwise = 1u << 0,
+  kReduction = 1u << 1,
+  kView = 1u << 2,       // output aliases input 0
+  kFactory = 1u << 3,    // no tensor inputs
+  kRandom = 1u << 4,
+  kInplace = 1u << 5,    // writes input 0
+  kComposite = 1u << 6,  // has a decomposition that passes may apply
+  kNondeterministicShape = 1u << 7,
+};
+
+struct OpDef;
+using InferFn = std::vector<TensorMeta> (*)(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs);
+using KernelFn = std::vector<Tensor> (*)(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                         const std::vector<TensorMeta>& out_meta);
+
+// Everything a derivative formula may read. Saved tensors carry no autograd history.
+struct BackwardArgs {
+  const std::vector<Tensor>& inputs;
+  const std::vector<Tensor>& outputs;
+  const std::vector<Tensor>& grad_outputs;  // same count as outputs; undefined if no gradient flowed
+  const Attrs& attrs;
+  const std::vector<bool>& needs_grad;  // per input
+};
+using BackwardFn = std::vector<Tensor> (*)(const BackwardArgs& a);  // one (possibly undefined) grad per input
+using DecomposeFn = std::vector<Tensor> (*)(const std::vector<Tensor>& in, const Attrs& attrs);
+
+struct OpDef {
+  const char* name = "";
+  uint32_t tags = 0;
+  int num_inputs = 1;  // -1: variadic
+  InferFn infer = nullptr;
+  KernelFn cpu = nullptr;
+  BackwardFn backward = nullptr;
+  DecomposeFn decompose = nullptr;
+  // For pointwise ops: the lowering looks operators up by name; this names the
+  // scalar math the code generator emits (e.g. "exp"); empty if none.
+  const char* pointwise_fn = "";
+  bool has(OpTag t) const { return (tags & t) != 0; }
+};
+
+// Registration happens in static initializers of each operator family's .cpp.
+const OpDef& register_op(OpDef def);
+const OpDef* find_op(const std::string& name);
+const OpDef& get_op(const std::string& name);  // throws if missing
+std::vector<const OpDef*> all_ops();
+
+}  // namespace tp

@@ -1,0 +1,47 @@
+// The prelude of every generated CPU kernel: the text that goes at the top of
+// the one C++ translation unit Stax compiles per region. It includes no headers
+// (a TU including <immintrin.h> costs ~1 s of g++ time, the prelude ~0.1 s):
+// everything is GCC vector extensions and __builtin_* functions, and only the
+// helper groups a kernel asks for are emitted.
+//
+// What the text defines (all `static inline`, names fixed, the code generator
+// prints calls to them):
+//   typedef long long i64;  vector types vf (float), vd (double), vi (int32,
+//   as wide as vf: mask type of vf comparisons), vl (long long, as wide as vd:
+//   mask type of vd comparisons and the i64 vector), each vector_bytes wide;
+//   enum constants TP_LF / TP_LD: lanes of vf / vd.
+//   tp_load(const float*|const double*|const i64*) -> vf|vd|vl (unaligned),
+//   tp_store(p, v), tp_splat_vf(float), tp_splat_vd(double), tp_splat_vl(i64).
+//   tp_neg, tp_abs, tp_relu, tp_max, tp_min (NaN-propagating), tp_sqrt,
+//   tp_where(mask, a, b): scalar float/double (and i64 where it makes sense)
+//   and vf/vd (vl for neg/abs/relu/max/min/where); vector comparisons are the
+//   plain operators (`a < b` is a vi / vl mask).
+//   tp_hsum / tp_hmax / tp_hmin (vf) -> float, (vd) -> double: pairwise tree.
+//   need_exp:      tp_exp      (float, double, vf, vd)
+//   need_log:      tp_log      (float, double, vf, vd)
+//   need_tanh:     tp_tanh     (float, double, vf, vd)   (pulls in exp)
+//   need_sigmoid:  tp_sigmoid  (float, double, vf, vd)   (pulls in exp)
+//   need_floordiv: tp_floordiv(i64, i64), tp_mod(i64, i64) (Python semantics)
+// Scalar transcendental overloads call libm (__builtin_expf etc.); the vector
+// ones are own range-reduction + polynomial code (exp/log within ~1 ulp of
+// libm, tanh/sigmoid within ~2 ulp; libm special values).
+#pragma once
+#include <string>
+
+namespace tp::stax::codegen {
+
+struct PreludeRequest {
+  int vector_bytes = 64;  // 16 (SSE2 baseline), 32 (avx2) or 64 (avx512)
+  bool need_exp = false, need_log = false, need_tanh = false, need_sigmoid = false;
+  bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
+};
+
+// The prelude text; throws tp::ValueError for a vector_bytes other than 16/32/64.
+std::string cpp_prelude(const PreludeRequest& req);
+
+// Lanes of vf / vd / vl for a given vector_bytes.
+int lanes_f32(int vector_bytes);
+int lanes_f64(int vector_bytes);
+int lanes_i64(int vector_bytes);
+
+}  // namespace tp::stax::codegen

@@ -1,0 +1,53 @@
+"""The byte model of Section 1.1 / 13.2: count main-memory traffic operator by
+operator, in elements, then multiply by the item size.
+
+Every operator of eager execution reads its inputs from memory and writes its
+output to memory; a fused compiled region reads the region's inputs and writes
+its outputs once.  rho = b_e / b_c is the structural part of the speedup
+(Proposition 13.3: S = rho * beta_c / beta_e).  Writes are counted once (write
+allocate is deliberately not modelled: Section 13.1 says the model therefore
+underestimates writes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List
+
+
+@dataclass
+class Access:
+    op: str
+    read: int  # elements read from memory
+    write: int  # elements written to memory
+
+
+@dataclass
+class Traffic:
+    """Memory traffic of one way of executing, as a list of per-operator accesses."""
+
+    itemsize: int
+    accesses: List[Access] = field(default_factory=list)
+
+    def add(self, op: str, read: int, write: int) -> "Traffic":
+        self.accesses.append(Access(op, int(read), int(write)))
+        return self
+
+    @property
+    def elements(self) -> int:
+        return sum(a.read + a.write for a in self.accesses)
+
+    @property
+    def bytes(self) -> int:
+        return self.itemsize * self.elements
+
+    def describe(self) -> str:
+        """'add r2N w1N + relu r1N w1N + ...' style one-liner, in elements."""
+        return " + ".join(f"{a.op}(r{a.read} w{a.write})" for a in self.accesses)
+
+    def to_dict(self) -> dict:
+        return {
+            "itemsize": self.itemsize,
+            "bytes": self.bytes,
+            "accesses": [{"op": a.op, "read": a.read, "write": a.write} for a in self.accesses],
+        }
