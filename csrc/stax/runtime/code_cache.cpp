@@ -45,8 +45,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 CodeCache& CodeCache::instance() {
-  static CodeCache cache;
-  return cache;
+  // Never destroyed: dlclose()ing kernels during static destruction would pull
+  // code out from under other statics (or OpenMP threads) that may still use it.
+  static CodeCache* cache = new CodeCache();
+  return *cache;
 }
 
 std::vector<std::string> CodeCache::compile_command(const std::string& src_path, const std::string& out_path) const {

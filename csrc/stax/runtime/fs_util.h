@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 
 namespace tp::stax::runtime::fs {
 

@@ -41,9 +41,10 @@ class Traffic:
     def bytes(self) -> int:
         return self.itemsize * self.elements
 
-    def describe(self) -> str:
-        """'add r2N w1N + relu r1N w1N + ...' style one-liner, in elements."""
-        return " + ".join(f"{a.op}(r{a.read} w{a.write})" for a in self.accesses)
+    def describe(self, n: int, rows: int) -> str:
+        """'add(r 2N, w N) + ... + sum(r N, w R)': counts in units of N (elements of
+        the input) and R (rows), for the report."""
+        return " + ".join(f"{a.op}(r {_in_units(a.read, n, rows)}, w {_in_units(a.write, n, rows)})" for a in self.accesses)
 
     def to_dict(self) -> dict:
         return {
@@ -51,3 +52,14 @@ class Traffic:
             "bytes": self.bytes,
             "accesses": [{"op": a.op, "read": a.read, "write": a.write} for a in self.accesses],
         }
+
+
+def _in_units(count: int, n: int, rows: int) -> str:
+    """count as 'aN + bR' when it is such a combination, else the plain number."""
+    for a in range(count // n if n else 0, -1, -1):
+        rest = count - a * n
+        if rows and rest % rows == 0:
+            b = rest // rows
+            terms = [t for t, k in ((f"{a}N" if a != 1 else "N", a), (f"{b}R" if b != 1 else "R", b)) if k]
+            return " + ".join(terms) or "0"
+    return str(count)

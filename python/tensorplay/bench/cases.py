@@ -53,9 +53,6 @@ class FusionCase:
             tp.manual_seed(seed)
         return tuple(tp.randn(*shape) for _ in range(self.n_inputs))
 
-    def call_source(self) -> str:
-        return "f(" + ", ".join(["x", "w", "y", "z"][: self.n_inputs]) + ")"
-
 
 # --- Example 1.1: f(x, w) = ((x + w).relu() * 2).sum(-1) -------------------------
 

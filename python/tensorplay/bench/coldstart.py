@@ -16,9 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
-from .cases import EXAMPLE_1_1, FUSION_CASES, FusionCase
+from .cases import EXAMPLE_1_1, FusionCase
 from .report import Report, verdict
 from .stats import median
 
@@ -87,100 +87,97 @@ def run_child(script: str, cache_dir: str, timeout: float = CHILD_TIMEOUT_S) -> 
     raise RuntimeError(f"child process exited {proc.returncode}: " + " | ".join(tail))
 
 
-def _fresh_dir(keep: List[str]) -> str:
-    d = tempfile.mkdtemp(prefix="tp_bench_cache_")
-    keep.append(d)
-    return d
-
-
 def _summary(results: List[dict], key: str) -> dict:
     vals = [r[key] for r in results]
     return {"median_s": median(vals), "min_s": min(vals), "max_s": max(vals), "n": len(vals), "readings_s": vals}
 
 
-def measure(report: Report, quick: bool, keep_cache: bool = False) -> dict:
-    out: dict = {}
-    dirs: List[str] = []
-    repeats = 1 if quick else 3
-    try:
-        # --- Example 1.1 at 64x128: cold, then warm with the same directory ---
-        case = EXAMPLE_1_1
-        script = child_script(case, SMALL_SHAPE)
-        report.section(f"3. Cold and warm compile in a new process: {case.title} at 64x128")
-        report.code(
-            "# new process, TP_CACHE_DIR = a fresh empty directory (cold) / the same directory again (warm)\n"
-            "import tensorplay as tp                       # timed: import\n"
-            + case.fn_source
-            + case.inputs_source(SMALL_SHAPE)
-            + "\ncf = tp.compile(f, strict_native=True)       # timed from here ...\n"
-            "out = cf(*args)                               # ... to here: compile + first call"
-        )
-        cold, warm = [], []
-        warm_dir: Optional[str] = None
-        for i in range(repeats):
-            d = _fresh_dir(dirs)
-            cold.append(run_child(script, d))
-            if warm_dir is None:
-                warm_dir = d
-        for i in range(repeats):
-            warm.append(run_child(script, warm_dir))
-        cold_s = _summary(cold, "compile_and_first_call_s")
-        warm_s = _summary(warm, "compile_and_first_call_s")
-        imp = _summary(cold + warm, "import_s")
-        wm = warm[-1]["metrics"]
-        warm_cache_ok = wm.get("cache_hits", 0) >= 1 and wm.get("cache_misses", -1) == 0
-        report.figure(
-            "cold: compile + first call",
-            f"{cold_s['median_s'] * 1e3:.1f} ms",
-            f"median of {cold_s['n']}, min {cold_s['min_s'] * 1e3:.1f} ms; target <= {COLD_TARGET_S * 1e3:.0f} ms: "
-            + verdict(cold_s["median_s"] <= COLD_TARGET_S),
-        )
-        report.figure("cold metrics", json.dumps(cold[-1]["metrics"]))
-        report.figure(
-            "warm: compile + first call",
-            f"{warm_s['median_s'] * 1e3:.1f} ms",
-            f"median of {warm_s['n']}, min {warm_s['min_s'] * 1e3:.1f} ms; target <= {WARM_TARGET_S * 1e3:.0f} ms: "
-            + verdict(warm_s["median_s"] <= WARM_TARGET_S),
-        )
-        report.figure(
-            "warm metrics",
-            json.dumps(wm),
-            "cache_hits >= 1 and cache_misses == 0: " + verdict(warm_cache_ok),
-        )
-        report.figure("import tensorplay", f"{imp['median_s'] * 1e3:.1f} ms", f"median of {imp['n']} processes")
-        out["example_1_1_small"] = {
-            "shape": list(SMALL_SHAPE),
-            "cold": cold_s,
-            "warm": warm_s,
-            "import": imp,
-            "cold_metrics": cold[-1]["metrics"],
-            "warm_metrics": wm,
-            "cold_target_s": COLD_TARGET_S,
-            "warm_target_s": WARM_TARGET_S,
-            "cold_within_target": cold_s["median_s"] <= COLD_TARGET_S,
-            "warm_within_target": warm_s["median_s"] <= WARM_TARGET_S,
-            "warm_cache_ok": warm_cache_ok,
-        }
+class CacheDirs:
+    """Fresh temporary cache directories, removed at the end unless kept."""
 
-        # --- every fusion case at its benchmark size, cold ---
-        for case in FUSION_CASES:
-            shape = case.quick_shape if quick else case.shape
-            report.section(f"3b. Cold compile in a new process: {case.title} at {shape[0]}x{shape[1]}")
-            report.code(case.inputs_source(shape) + "\ncf = tp.compile(f, strict_native=True); out = cf(*args)   # timed")
-            r = run_child(child_script(case, shape), _fresh_dir(dirs))
-            report.figure("cold: compile + first call", f"{r['compile_and_first_call_s'] * 1e3:.1f} ms", "single reading")
-            report.figure("import tensorplay", f"{r['import_s'] * 1e3:.1f} ms")
-            report.figure("metrics", json.dumps(r["metrics"]))
-            out[f"{case.key}_full"] = {
-                "shape": list(shape),
-                "cold_s": r["compile_and_first_call_s"],
-                "import_s": r["import_s"],
-                "metrics": r["metrics"],
-            }
-    finally:
-        if keep_cache:
-            report.note("cache directories kept: " + ", ".join(dirs))
+    def __init__(self, keep: bool = False):
+        self.keep = keep
+        self.dirs: List[str] = []
+
+    def fresh(self) -> str:
+        d = tempfile.mkdtemp(prefix="tp_bench_cache_")
+        self.dirs.append(d)
+        return d
+
+    def cleanup(self, report: Report) -> None:
+        if self.keep:
+            if self.dirs:
+                report.note("cache directories kept: " + ", ".join(self.dirs))
         else:
-            for d in dirs:
+            for d in self.dirs:
                 shutil.rmtree(d, ignore_errors=True)
-    return out
+        self.dirs = []
+
+
+def measure_small(report: Report, quick: bool, dirs: CacheDirs) -> dict:
+    """Example 1.1 at 64x128: cold (fresh directory), then warm (same directory)."""
+    repeats = 1 if quick else 3
+    case = EXAMPLE_1_1
+    script = child_script(case, SMALL_SHAPE)
+    report.section(f"3a. Cold and warm compile in a new process: {case.title} at 64x128")
+    report.code(
+        "# new process, TP_CACHE_DIR = a fresh empty directory (cold) / the same directory again (warm)\n"
+        "import tensorplay as tp                       # timed: import\n"
+        + case.fn_source
+        + case.inputs_source(SMALL_SHAPE)
+        + "\ncf = tp.compile(f, strict_native=True)       # timed from here ...\n"
+        "out = cf(*args)                               # ... to here: compile + first call"
+    )
+    cold_dirs = [dirs.fresh() for _ in range(repeats)]
+    cold = [run_child(script, d) for d in cold_dirs]
+    warm = [run_child(script, cold_dirs[0]) for _ in range(repeats)]  # now filled
+    cold_s = _summary(cold, "compile_and_first_call_s")
+    warm_s = _summary(warm, "compile_and_first_call_s")
+    imp = _summary(cold + warm, "import_s")
+    wm = warm[-1]["metrics"]
+    warm_cache_ok = wm.get("cache_hits", 0) >= 1 and wm.get("cache_misses", -1) == 0
+    report.figure(
+        "cold: compile + first call",
+        f"{cold_s['median_s'] * 1e3:.1f} ms",
+        f"median of {cold_s['n']}, min {cold_s['min_s'] * 1e3:.1f} ms; "
+        f"target <= {COLD_TARGET_S * 1e3:.0f} ms: " + verdict(cold_s["median_s"] <= COLD_TARGET_S),
+    )
+    report.figure("cold metrics", json.dumps(cold[-1]["metrics"]))
+    report.figure(
+        "warm: compile + first call",
+        f"{warm_s['median_s'] * 1e3:.1f} ms",
+        f"median of {warm_s['n']}, min {warm_s['min_s'] * 1e3:.1f} ms; "
+        f"target <= {WARM_TARGET_S * 1e3:.0f} ms: " + verdict(warm_s["median_s"] <= WARM_TARGET_S),
+    )
+    report.figure("warm metrics", json.dumps(wm), "cache_hits >= 1 and cache_misses == 0: " + verdict(warm_cache_ok))
+    report.figure("import tensorplay", f"{imp['median_s'] * 1e3:.1f} ms", f"median of {imp['n']} processes")
+    return {
+        "shape": list(SMALL_SHAPE),
+        "cold": cold_s,
+        "warm": warm_s,
+        "import": imp,
+        "cold_metrics": cold[-1]["metrics"],
+        "warm_metrics": wm,
+        "cold_target_s": COLD_TARGET_S,
+        "warm_target_s": WARM_TARGET_S,
+        "cold_within_target": cold_s["median_s"] <= COLD_TARGET_S,
+        "warm_within_target": warm_s["median_s"] <= WARM_TARGET_S,
+        "warm_cache_ok": warm_cache_ok,
+    }
+
+
+def measure_full(case: FusionCase, report: Report, quick: bool, dirs: CacheDirs, number: str = "3b") -> dict:
+    """One cold compile of `case` at its benchmark size (single reading)."""
+    shape = case.quick_shape if quick else case.shape
+    report.section(f"{number}. Cold compile in a new process: {case.title} at {shape[0]}x{shape[1]}")
+    report.code(case.inputs_source(shape) + "\ncf = tp.compile(f, strict_native=True); out = cf(*args)   # timed")
+    r = run_child(child_script(case, shape), dirs.fresh())
+    report.figure("cold: compile + first call", f"{r['compile_and_first_call_s'] * 1e3:.1f} ms", "single reading")
+    report.figure("import tensorplay", f"{r['import_s'] * 1e3:.1f} ms")
+    report.figure("metrics", json.dumps(r["metrics"]))
+    return {
+        "shape": list(shape),
+        "cold_s": r["compile_and_first_call_s"],
+        "import_s": r["import_s"],
+        "metrics": r["metrics"],
+    }

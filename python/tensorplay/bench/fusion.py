@@ -34,10 +34,10 @@ def check_agreement(case: FusionCase, args, eager_out, compiled_out) -> dict:
     }
 
 
-def run_case(case: FusionCase, report: Report, quick: bool, bandwidth_Bps: float) -> dict:
+def run_case(case: FusionCase, report: Report, quick: bool, bandwidth_Bps: float, number: str = "2") -> dict:
     rows, cols = case.quick_shape if quick else case.shape
     runs, warmup = (7, 1) if quick else (15, 3)
-    report.section(f"2. {case.title} at {rows}x{cols} float32")
+    report.section(f"{number}. {case.title} at {rows}x{cols} float32")
     names = ", ".join(["x", "w"][: case.n_inputs])
     report.code(
         case.fn_source
@@ -68,8 +68,8 @@ def run_case(case: FusionCase, report: Report, quick: bool, bandwidth_Bps: float
     report.figure("compiled Tc", tc.fmt())
     report.figure("speedup S = Te/Tc", f"{s:.2f}", f"paired per-round ratio {s_med:.2f} [{s_lo:.2f}, {s_hi:.2f}]")
     report.figure("model byte ratio rho = b_e/b_c", f"{rho:.3f}", f"b_e = {be.bytes} B, b_c = {bc.bytes} B")
-    report.note(f"eager traffic (elements): {be.describe()}")
-    report.note(f"compiled traffic (elements): {bc.describe()}")
+    report.note(f"eager traffic (elements; N = {rows * cols}, R = {rows} rows): {be.describe(rows * cols, rows)}")
+    report.note(f"compiled traffic (elements): {bc.describe(rows * cols, rows)}")
     report.figure("beta_e = b_e/Te", f"{beta_e:.1f} GB/s", f"{beta_e / B:.0%} of B" if B else "")
     report.figure("beta_c = b_c/Tc", f"{beta_c:.1f} GB/s", f"{beta_c / B:.0%} of B" if B else "")
     report.figure("rho * beta_c/beta_e", f"{rho * beta_c / beta_e:.2f}", "= S (Proposition 13.3)")

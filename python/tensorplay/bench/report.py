@@ -28,7 +28,8 @@ class Report:
     def code(self, source: str) -> None:
         """The command context of the figures that follow."""
         for line in textwrap.dedent(source).strip("\n").splitlines():
-            self._w("    >>> " + line if line.strip() else "    ...")
+            prompt = "..." if line[:1].isspace() or not line.strip() else ">>>"
+            self._w(f"    {prompt} {line}".rstrip())
 
     def figure(self, label: str, value: str, note: str = "") -> None:
         line = f"  {label:<34} {value}"

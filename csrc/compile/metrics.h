@@ -1,0 +1,29 @@
+// Counters users and tests read through tp.compiler.metrics.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace tp::compile {
+
+struct Metrics {
+  std::atomic<int64_t> generated_kernel_count{0};  // kernels in regions Stax generated
+  std::atomic<int64_t> compile_count{0};           // regions compiled by Stax
+  std::atomic<int64_t> cache_hits{0};              // disk cache: artifact found, compiler not run
+  std::atomic<int64_t> cache_misses{0};            // disk cache: compiler ran
+  std::atomic<int64_t> fallback_count{0};          // regions Stax could not generate, run eagerly
+  std::atomic<int64_t> recompiles{0};              // specialization misses after the first version
+  std::atomic<int64_t> first_level_hits{0};        // same tensor objects and versions as last call
+  std::atomic<int64_t> specialization_hits{0};     // found by specialization key
+  std::atomic<int64_t> captures{0};                // functions traced into graphs
+  void reset();
+};
+
+Metrics& metrics();
+// Clears metrics and every in-process cache (specialization caches, loaded
+// artifacts); the next call of any compiled function recompiles (the disk cache
+// still answers).
+void reset();
+// Bumped by reset(); compiled functions drop their caches when it changes.
+uint64_t cache_epoch();
+
+}  // namespace tp::compile

@@ -1,0 +1,33 @@
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tp::compile {
+
+// What a compiled region is at run time: tensor inputs -> tensor outputs.
+using RegionFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+// A user backend: (captured graph, example inputs) -> callable (Section 11.4 prefixes are backends too).
+using CustomBackend = std::function<RegionFn(std::shared_ptr<const graph::Graph>, const std::vector<Tensor>&)>;
+
+struct CompileOptions {
+  std::string backend = "stax";   // "stax", "eager", "aot_eager", or a registered name
+  CustomBackend custom_backend;   // set when the user passed a callable
+  std::string mode;               // preset; "default" behaves like empty
+  std::map<std::string, std::string> options;
+  bool dynamic = false;
+  bool fullgraph = true;
+  bool strict_native = false;
+};
+
+void register_backend(const std::string& name, CustomBackend backend);
+const CustomBackend* find_backend(const std::string& name);
+
+// Parses TP_LOGS (comma separated: recompiles, graph, code) once.
+bool log_enabled(const char* topic);
+
+}  // namespace tp::compile

@@ -1,0 +1,74 @@
+// The captured program: a list of Nodes in topological order, with the six
+// opcodes of torch.fx. Capture happens at the dispatcher, so operator calls are
+// always call_function nodes whose target is an OpDef; call_method and
+// call_module exist so that a front end recording Python-level calls can use
+// the same structure later.
+#pragma once
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace tp::graph {
+
+enum class Opcode { Placeholder, GetAttr, CallFunction, CallMethod, CallModule, Output };
+const char* opcode_name(Opcode op);
+
+class Node;
+// An argument of a call: another node's value, or a constant number folded
+// into the graph (a Python scalar; Section 2: scalars are specialized by value).
+using Arg = std::variant<Node*, Scalar>;
+
+class Node {
+ public:
+  Opcode opcode = Opcode::CallFunction;
+  std::string name;           // unique within the graph, a valid Python identifier
+  const OpDef* target = nullptr;  // call_function
+  std::vector<Arg> args;      // call_function: operator inputs in order; output: the returned values
+  Attrs attrs;
+  TensorMeta meta;            // shape/dtype/strides of the value (placeholders: of the example input)
+  Tensor constant;            // get_attr: the tensor it names (a free tensor lifted into the graph)
+  int input_index = -1;       // placeholder: position among the function's tensor inputs
+  std::vector<Node*> users;
+
+  std::vector<Node*> input_nodes() const;  // the Node* args, in order
+  bool is_op(const char* name) const;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Node* placeholder(const std::string& hint, const TensorMeta& meta, int input_index);
+  Node* get_attr(const std::string& hint, const Tensor& value);
+  Node* call(const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta);
+  Node* output(std::vector<Arg> values);
+
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<Node*> placeholders() const;
+  Node* output_node() const;
+  // Rewiring used by passes.
+  void replace_all_uses(Node* from, Node* to);
+  void erase(Node* n);  // must have no users
+  // Inserts a new call node right before `before` (keeps topological order).
+  Node* insert_call_before(Node* before, const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta);
+  void recompute_users();
+  // Readable Python-like code: `def forward(x, w):\n    add = tp.add(x, w)\n ...`
+  std::string code() const;
+  // Structural check: topological order, users consistent; throws tp::Error.
+  void lint() const;
+  // A deep copy (passes mutate; the specialization cache keeps the original).
+  std::unique_ptr<Graph> clone() const;
+
+ private:
+  std::string unique_name(const std::string& hint);
+  Node* add(std::unique_ptr<Node> n, Node* before = nullptr);
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::string> used_names_;
+};
+
+}  // namespace tp::graph

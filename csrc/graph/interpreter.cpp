@@ -1,0 +1,43 @@
+#include "graph/interpreter.h"
+
+#include <unordered_map>
+
+#include "ops/dispatch.h"
+
+namespace tp::graph {
+
+std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::unordered_map<const Node*, Tensor> env;
+  auto value = [&](const Arg& a) -> Tensor {
+    if (auto* n = std::get_if<Node*>(&a)) return env.at(*n);
+    return Tensor::wrapped_scalar(std::get<Scalar>(a));
+  };
+  std::vector<Tensor> result;
+  for (auto& up : g.nodes()) {
+    const Node* n = up.get();
+    switch (n->opcode) {
+      case Opcode::Placeholder:
+        TP_CHECK(n->input_index >= 0 && n->input_index < static_cast<int>(inputs.size()), TypeError,
+                 "graph expects input #", n->input_index, " but only ", inputs.size(), " were given");
+        env[n] = inputs[n->input_index];
+        break;
+      case Opcode::GetAttr: env[n] = n->constant; break;
+      case Opcode::CallFunction:
+      case Opcode::CallMethod:
+      case Opcode::CallModule: {
+        std::vector<Tensor> args;
+        args.reserve(n->args.size());
+        for (auto& a : n->args) args.push_back(value(a));
+        env[n] = call_op1(*n->target, args, n->attrs);
+        // Free intermediates as soon as their last user ran.
+        break;
+      }
+      case Opcode::Output:
+        for (auto& a : n->args) result.push_back(value(a));
+        break;
+    }
+  }
+  return result;
+}
+
+}  // namespace tp::graph

@@ -1,0 +1,70 @@
+// Expands composite operators into the primitives the Stax lowering knows, by
+// tracing each OpDef::decompose in meta mode and splicing the result in place.
+#include <unordered_map>
+
+#include "graph/tracer.h"
+#include "passes/passes.h"
+
+namespace tp::passes {
+using namespace tp::graph;
+
+namespace {
+// Splices `sub` (placeholders bound to `args`) before `at`; returns the node
+// that replaces `at`'s value.
+Arg splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args) {
+  std::unordered_map<const Node*, Arg> map;
+  for (auto& up : sub.nodes()) {
+    const Node* n = up.get();
+    switch (n->opcode) {
+      case Opcode::Placeholder: map[n] = args.at(n->input_index); break;
+      case Opcode::GetAttr: {
+        // Constants created inside a decomposition are 0-d numbers (e.g. 1/count).
+        if (n->constant.numel() == 1 && n->constant.dim() == 0) {
+          map[n] = n->constant.item();
+        } else {
+          map[n] = g.get_attr("const", n->constant);
+        }
+        break;
+      }
+      case Opcode::CallFunction: {
+        std::vector<Arg> a;
+        for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
+        map[n] = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
+        break;
+      }
+      case Opcode::Output: return map.at(std::get<Node*>(n->args.at(0)));
+      default: break;
+    }
+  }
+  throw Error("internal: decomposition without output");
+}
+}  // namespace
+
+bool decompose_composites(Graph& g) {
+  std::vector<Node*> todo;
+  for (auto& n : g.nodes())
+    if (n->opcode == Opcode::CallFunction && n->target->decompose) todo.push_back(n.get());
+  for (Node* n : todo) {
+    std::vector<Tensor> examples;
+    std::vector<Arg> tensor_args;
+    for (auto& a : n->args) {
+      if (auto* p = std::get_if<Node*>(&a)) {
+        examples.push_back(Tensor::empty_strided((*p)->meta.sizes, (*p)->meta.strides, (*p)->meta.dtype));
+      } else {
+        examples.push_back(Tensor::wrapped_scalar(std::get<Scalar>(a)));
+      }
+      tensor_args.push_back(a);
+    }
+    const OpDef& op = *n->target;
+    Attrs attrs = n->attrs;
+    TraceResult sub = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs); }, examples, {},
+                            /*execute=*/false);
+    Arg replacement = splice(g, n, *sub.graph, tensor_args);
+    Node* r = std::get<Node*>(replacement);
+    g.replace_all_uses(n, r);
+    g.erase(n);
+  }
+  return !todo.empty();
+}
+
+}  // namespace tp::passes

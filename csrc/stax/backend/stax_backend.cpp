@@ -1,0 +1,76 @@
+#include "stax/backend/stax_backend.h"
+
+#include "stax/codegen/cpp/cpp_codegen.h"
+#include "stax/lowering/lower.h"
+#include "stax/runtime/isa.h"
+#include "stax/scheduler/schedule.h"
+
+namespace tp::stax {
+
+std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
+  LoweredRegion lowered = lower(g);
+  const ir::LoopProgram& prog = lowered.program;
+  const runtime::IsaInfo& isa = runtime::host_isa();
+  ScheduleOptions opts;
+  opts.vector_bytes = isa.vector_bytes;
+  Schedule sched = schedule(prog, opts);
+  codegen::GeneratedSource gen = codegen::generate_cpp(prog, sched, isa.vector_bytes);
+
+  auto region = std::make_shared<CompiledRegion>();
+  runtime::BuildResult built = runtime::CodeCache::instance().load_or_build(gen.source);
+  region->library_ = built.library;
+  region->entry_ = reinterpret_cast<EntryFn>(built.library->symbol("tp_entry"));
+  region->source_ = std::move(gen.source);
+  region->kernel_count_ = gen.kernel_count;
+  region->disk_hit_ = built.disk_hit;
+  region->compiler_seconds_ = built.compile_seconds;
+  region->constants_ = lowered.constants;
+  region->num_outputs_ = prog.num_outputs;
+  for (int b : gen.slot_buffer) {
+    const ir::Buffer& buf = prog.buffers[b];
+    CompiledRegion::Slot s;
+    switch (buf.kind) {
+      case ir::BufferKind::Input: s.kind = CompiledRegion::SlotKind::Input; break;
+      case ir::BufferKind::Constant: s.kind = CompiledRegion::SlotKind::Constant; break;
+      case ir::BufferKind::Output: s.kind = CompiledRegion::SlotKind::Output; break;
+      case ir::BufferKind::Temp: s.kind = CompiledRegion::SlotKind::Temp; break;
+    }
+    s.index = buf.arg_index;
+    s.sizes = buf.sizes;
+    s.strides = buf.strides;
+    s.dtype = buf.dtype;
+    region->slots_.push_back(std::move(s));
+  }
+  return region;
+}
+
+std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> outputs(num_outputs_);
+  std::vector<Tensor> temps;
+  void* ptrs[64];
+  std::vector<void*> heap;
+  void** bufs = ptrs;
+  if (slots_.size() > 64) {
+    heap.resize(slots_.size());
+    bufs = heap.data();
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    switch (s.kind) {
+      case SlotKind::Input: bufs[i] = inputs[s.index].data(); break;
+      case SlotKind::Constant: bufs[i] = constants_[s.index].data(); break;
+      case SlotKind::Output:
+        outputs[s.index] = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+        bufs[i] = outputs[s.index].data();
+        break;
+      case SlotKind::Temp:
+        temps.push_back(Tensor::empty_strided(s.sizes, s.strides, s.dtype));
+        bufs[i] = temps.back().data();
+        break;
+    }
+  }
+  entry_(bufs, nullptr);
+  return outputs;
+}
+
+}  // namespace tp::stax

@@ -1,0 +1,229 @@
+#include "stax/codegen/cpp/prelude.h"
+
+#include "core/error.h"
+
+namespace tp::stax::codegen {
+
+namespace {
+
+// Always emitted: memory, elementwise helpers that need no constants.
+// Templates cover scalar and vector types at once (a vector comparison is an
+// integer vector and `m ? a : b` is a lane select), so max/min/relu/where work
+// for float, double, i64, vf, vd, vl alike.
+constexpr const char* kCore = R"TP(
+static inline vf tp_load(const float* p) { vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline vd tp_load(const double* p) { vd v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline vl tp_load(const i64* p) { vl v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tp_store(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline void tp_store(double* p, vd v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline void tp_store(i64* p, vl v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline vf tp_splat_vf(float x) { return x - (vf){}; }
+static inline vd tp_splat_vd(double x) { return x - (vd){}; }
+static inline vl tp_splat_vl(i64 x) { return x - (vl){}; }
+template <class M, class T> static inline T tp_where(M m, T a, T b) { return m ? a : b; }
+template <class T> static inline T tp_neg(T x) { return -x; }
+template <class T> static inline T tp_relu(T x) { return x < T{} ? T{} : x; }
+// NaN-propagating (torch.maximum/minimum): take a when a wins or a is NaN.
+template <class T> static inline T tp_max(T a, T b) { return (a > b) | (a != a) ? a : b; }
+template <class T> static inline T tp_min(T a, T b) { return (a < b) | (a != a) ? a : b; }
+static inline float tp_abs(float x) { return __builtin_fabsf(x); }
+static inline double tp_abs(double x) { return __builtin_fabs(x); }
+static inline i64 tp_abs(i64 x) { return x < 0 ? -x : x; }
+static inline vf tp_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+static inline vd tp_abs(vd x) { return (vd)((vl)x & 0x7fffffffffffffffLL); }
+static inline vl tp_abs(vl x) { return x < 0 ? -x : x; }
+static inline float tp_sqrt(float x) { return __builtin_sqrtf(x); }
+static inline double tp_sqrt(double x) { return __builtin_sqrt(x); }
+// GCC vectorizes these lane loops to one vsqrtps / vsqrtpd.
+static inline vf tp_sqrt(vf x) { for (int i = 0; i < TP_LF; ++i) x[i] = __builtin_sqrtf(x[i]); return x; }
+static inline vd tp_sqrt(vd x) { for (int i = 0; i < TP_LD; ++i) x[i] = __builtin_sqrt(x[i]); return x; }
+)TP";
+
+// vf: x = 2^k * e^r, |r| <= ln2/2 (Cody-Waite), Cephes expf polynomial. The
+// scale 2^k is applied as two factors so results in the denormal range round
+// once (gradual underflow) and k = 128 still overflows to inf.
+// vd: same reduction, degree-13 Taylor polynomial (truncation < 2^-57).
+constexpr const char* kExp = R"TP(
+static inline float tp_exp(float x) { return __builtin_expf(x); }
+static inline double tp_exp(double x) { return __builtin_exp(x); }
+static inline vf tp_exp(vf x) {
+  x = x < -104.0f ? -104.0f : x;  // exp(-104) < 2^-150 rounds to 0; NaN passes
+  x = x > 89.0f ? 89.0f : x;      // exp(89) > FLT_MAX
+  vf t = x * 1.44269504088896341f + 12582912.0f;  // 1.5*2^23: round to integer
+  vf n = t - 12582912.0f;
+  vi k = (vi)t - 0x4b400000;
+  vf r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  vf p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+           4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  vi h = k >> 1;
+  return p * (vf)((h + 127) << 23) * (vf)((k - h + 127) << 23);
+}
+static inline vd tp_exp(vd x) {
+  x = x < -746.0 ? -746.0 : x;
+  x = x > 710.0 ? 710.0 : x;
+  vd t = x * 1.4426950408889634 + 6755399441055744.0;  // 1.5*2^52
+  vd n = t - 6755399441055744.0;
+  vl k = (vl)t - 0x4338000000000000LL;
+  vd r = x - n * 6.93145751953125e-1;
+  r = r - n * 1.42860682030941723212e-6;
+  vd p = 1.6059043836821613e-10 * r + 2.08767569878681e-09;
+  p = p * r + 2.505210838544172e-08; p = p * r + 2.755731922398589e-07;
+  p = p * r + 2.7557319223985893e-06; p = p * r + 2.48015873015873e-05;
+  p = p * r + 1.984126984126984e-04; p = p * r + 1.388888888888889e-03;
+  p = p * r + 8.333333333333333e-03; p = p * r + 4.1666666666666664e-02;
+  p = p * r + 1.6666666666666666e-01; p = p * r + 0.5;
+  p = p * (r * r) + r + 1.0;
+  vl h = k >> 1;
+  return p * (vd)((h + 1023) << 52) * (vd)((k - h + 1023) << 52);
+}
+)TP";
+
+// x = 2^e * m, m in [sqrt(1/2), sqrt(2)) by integer arithmetic on the bits
+// (denormals pre-scaled), then log(m) by polynomial (Cephes logf for vf,
+// fdlibm log for vd) + e*ln2 in two parts; special values fixed up at the end.
+constexpr const char* kLog = R"TP(
+static inline float tp_log(float x) { return __builtin_logf(x); }
+static inline double tp_log(double x) { return __builtin_log(x); }
+static inline vf tp_log(vf x) {
+  vi den = x < 1.17549435e-38f;
+  vi b = (vi)(den ? x * 8388608.0f : x) - 0x3f3504f3;  // bits(sqrt(1/2))
+  vf e = __builtin_convertvector((b >> 23) - (den & 23), vf);
+  vf f = (vf)((b & 0x007fffff) + 0x3f3504f3) - 1.0f;
+  vf z = f * f;
+  vf p = ((((((((7.0376836292e-2f * f - 1.1514610310e-1f) * f + 1.1676998740e-1f) * f -
+               1.2420140846e-1f) * f + 1.4249322787e-1f) * f - 1.6668057665e-1f) * f +
+            2.0000714765e-1f) * f - 2.4999993993e-1f) * f + 3.3333331174e-1f) * f * z;
+  p = p + e * -2.12194440e-4f - 0.5f * z;
+  vf r = f + p + e * 0.693359375f;
+  r = x == __builtin_inff() ? x : r;
+  r = x == 0.0f ? -__builtin_inff() : r;
+  return x >= 0.0f ? r : __builtin_nanf("");
+}
+static inline vd tp_log(vd x) {
+  vl den = x < 2.2250738585072014e-308;
+  vl b = (vl)(den ? x * 18014398509481984.0 : x) - 0x3fe6a09e667f3bcdLL;  // 2^54
+  vd e = __builtin_convertvector((b >> 52) - (den & 54), vd);
+  vd f = (vd)((b & 0x000fffffffffffffLL) + 0x3fe6a09e667f3bcdLL) - 1.0;
+  vd hf = 0.5 * f * f, s = f / (2.0 + f), z = s * s, w = z * z;
+  vd R = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01 +
+              w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01))) +
+         w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 +
+              w * 1.531383769920937332e-01));
+  vd r = e * 6.93147180369123816490e-01 - ((hf - (s * (hf + R) + e * 1.90821492927058770002e-10)) - f);
+  r = x == __builtin_inf() ? x : r;
+  r = x == 0.0 ? -__builtin_inf() : r;
+  return x >= 0.0 ? r : __builtin_nan("");
+}
+)TP";
+
+// |x| < 0.625: odd polynomial / rational (Cephes), accurate near 0;
+// otherwise 1 - 2/(exp(2|x|) + 1) with the sign of x (saturates to +-1).
+constexpr const char* kTanh = R"TP(
+static inline float tp_tanh(float x) { return __builtin_tanhf(x); }
+static inline double tp_tanh(double x) { return __builtin_tanh(x); }
+static inline vf tp_tanh(vf x) {
+  vf a = tp_abs(x), z = a * a;
+  vf r = a + a * z * ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                       1.33314422036e-1f) * z - 3.33332819422e-1f);
+  r = a < 0.625f ? r : 1.0f - 2.0f / (tp_exp(a + a) + 1.0f);
+  return (vf)((vi)r | ((vi)x & (-0x7fffffff - 1)));  // sign of x (tanh(-0) = -0)
+}
+static inline vd tp_tanh(vd x) {
+  vd a = tp_abs(x), z = a * a;
+  vd P = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3;
+  vd Q = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3;
+  vd r = a + a * z * (P / Q);
+  r = a < 0.625 ? r : 1.0 - 2.0 / (tp_exp(a + a) + 1.0);
+  return (vd)((vl)r | ((vl)x & (-0x7fffffffffffffffLL - 1)));
+}
+)TP";
+
+// e = exp(-|x|) never overflows: sigmoid = (x < 0 ? e : 1) / (1 + e).
+constexpr const char* kSigmoid = R"TP(
+static inline float tp_sigmoid(float x) { float e = __builtin_expf(-__builtin_fabsf(x)); return (x < 0.0f ? e : 1.0f) / (1.0f + e); }
+static inline double tp_sigmoid(double x) { double e = __builtin_exp(-__builtin_fabs(x)); return (x < 0.0 ? e : 1.0) / (1.0 + e); }
+static inline vf tp_sigmoid(vf x) { vf e = tp_exp(-tp_abs(x)); return (x < 0.0f ? e : 1.0f) / (1.0f + e); }
+static inline vd tp_sigmoid(vd x) { vd e = tp_exp(-tp_abs(x)); return (x < 0.0 ? e : 1.0) / (1.0 + e); }
+)TP";
+
+// Python // and % (floor division; the remainder takes the divisor's sign).
+// b == -1 is special-cased so INT64_MIN // -1 wraps instead of trapping.
+constexpr const char* kFloorDiv = R"TP(
+static inline i64 tp_floordiv(i64 a, i64 b) {
+  if (b == -1) return (i64)(0ULL - (unsigned long long)a);
+  i64 q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline i64 tp_mod(i64 a, i64 b) {
+  if (b == -1) return 0;
+  i64 r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+)TP";
+
+// One horizontal reduction: a butterfly over the lanes (lane i meets lane
+// i ^ w for w = lanes/2 .. 1), i.e. a balanced pairwise tree.
+void horizontal(std::string& s, const char* scalar, const char* name, const char* vt,
+                const char* mt, int lanes, const char* combine) {
+  s += "static inline ";
+  s += scalar;
+  s += ' ';
+  s += name;
+  s += '(';
+  s += vt;
+  s += " v) {";
+  for (int w = lanes / 2; w >= 1; w /= 2) {
+    std::string shuf = "__builtin_shuffle(v, (" + std::string(mt) + "){";
+    for (int i = 0; i < lanes; ++i) shuf += (i ? "," : "") + std::to_string(i ^ w);
+    shuf += "})";
+    s += " v = ";
+    if (combine[0] == '+') {
+      s += "v + " + shuf;
+    } else {
+      s += std::string(combine) + "(v, " + shuf + ")";
+    }
+    s += ';';
+  }
+  s += " return v[0]; }\n";
+}
+
+}  // namespace
+
+int lanes_f32(int vector_bytes) { return vector_bytes / 4; }
+int lanes_f64(int vector_bytes) { return vector_bytes / 8; }
+int lanes_i64(int vector_bytes) { return vector_bytes / 8; }
+
+std::string cpp_prelude(const PreludeRequest& req) {
+  const int vb = req.vector_bytes;
+  TP_CHECK(vb == 16 || vb == 32 || vb == 64, ValueError,
+           "cpp_prelude: vector_bytes must be 16, 32 or 64, got ", vb);
+  const std::string n = std::to_string(vb);
+  std::string s;
+  s.reserve(8192);
+  s += "// Stax kernel prelude (vector_bytes = " + n + ")\n";
+  s += "typedef long long i64;\n";
+  s += "typedef float vf __attribute__((vector_size(" + n + ")));\n";
+  s += "typedef double vd __attribute__((vector_size(" + n + ")));\n";
+  s += "typedef int vi __attribute__((vector_size(" + n + ")));\n";
+  s += "typedef long long vl __attribute__((vector_size(" + n + ")));\n";
+  s += "enum { TP_LF = " + std::to_string(lanes_f32(vb)) +
+       ", TP_LD = " + std::to_string(lanes_f64(vb)) + " };";
+  s += kCore;
+  const int lf = lanes_f32(vb), ld = lanes_f64(vb);
+  horizontal(s, "float", "tp_hsum", "vf", "vi", lf, "+");
+  horizontal(s, "float", "tp_hmax", "vf", "vi", lf, "tp_max");
+  horizontal(s, "float", "tp_hmin", "vf", "vi", lf, "tp_min");
+  horizontal(s, "double", "tp_hsum", "vd", "vl", ld, "+");
+  horizontal(s, "double", "tp_hmax", "vd", "vl", ld, "tp_max");
+  horizontal(s, "double", "tp_hmin", "vd", "vl", ld, "tp_min");
+  if (req.need_exp || req.need_tanh || req.need_sigmoid) s += kExp;
+  if (req.need_log) s += kLog;
+  if (req.need_tanh) s += kTanh;
+  if (req.need_sigmoid) s += kSigmoid;
+  if (req.need_floordiv) s += kFloorDiv;
+  return s;
+}
+
+}  // namespace tp::stax::codegen

@@ -1,0 +1,114 @@
+#include "stax/ir/loop_ir.h"
+
+#include <sstream>
+#include <unordered_set>
+
+namespace tp::stax::ir {
+
+Expr constant(const Scalar& v, DType dtype) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Const;
+  n->dtype = dtype;
+  n->value = v;
+  return n;
+}
+
+Expr load(int buffer, IndexExpr index, DType dtype) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Load;
+  n->dtype = dtype;
+  n->buffer = buffer;
+  n->index = std::move(index);
+  return n;
+}
+
+Expr call(std::string fn, std::vector<Expr> args, DType dtype) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Call;
+  n->dtype = dtype;
+  n->fn = std::move(fn);
+  n->args = std::move(args);
+  return n;
+}
+
+Expr where(Expr cond, Expr a, Expr b) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Where;
+  n->dtype = a->dtype;
+  n->args = {std::move(cond), std::move(a), std::move(b)};
+  return n;
+}
+
+Expr cast(Expr x, DType dtype) {
+  if (x->dtype == dtype) return x;
+  if (x->op == ExprOp::Const) return constant(x->value, dtype);
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Cast;
+  n->dtype = dtype;
+  n->args = {std::move(x)};
+  return n;
+}
+
+bool is_comparison(const std::string& fn) {
+  return fn == "eq" || fn == "ne" || fn == "lt" || fn == "le" || fn == "gt" || fn == "ge";
+}
+
+std::string to_string(const Expr& e) {
+  switch (e->op) {
+    case ExprOp::Const: return e->value.repr();
+    case ExprOp::Load: return "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + ")";
+    case ExprOp::Call: {
+      std::string s = e->fn + "(";
+      for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + to_string(e->args[i]);
+      return s + ")";
+    }
+    case ExprOp::Where:
+      return "where(" + to_string(e->args[0]) + ", " + to_string(e->args[1]) + ", " + to_string(e->args[2]) + ")";
+    case ExprOp::Cast: return std::string(dtype_name(e->dtype)) + "(" + to_string(e->args[0]) + ")";
+  }
+  return "?";
+}
+
+const char* reduce_op_name(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::None: return "none";
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+IndexExpr LoopProgram::new_var(const std::string& prefix) {
+  int id = next_var_id++;
+  return var(id, prefix + std::to_string(id));
+}
+
+std::string LoopProgram::to_string() const {
+  std::ostringstream os;
+  for (auto& b : buffers)
+    os << "buffer " << b.name << " (b" << b.id << "): " << dtype_name(b.dtype) << shape_str(b.sizes) << "\n";
+  for (auto& n : nodes) {
+    os << "node " << n.id << " [" << n.origin << "] -> b" << n.out_buffer << "[" << n.store_index.to_string()
+       << "] over " << shape_str(n.ranges);
+    if (n.is_reduction()) os << " " << reduce_op_name(n.reduce) << " over " << shape_str(n.reduce_ranges);
+    os << ": " << ir::to_string(n.body) << "\n";
+  }
+  return os.str();
+}
+
+std::vector<const ExprNode*> loads_of(const Expr& e) {
+  std::vector<const ExprNode*> out;
+  std::unordered_set<const ExprNode*> seen;
+  std::vector<const ExprNode*> stack{e.get()};
+  while (!stack.empty()) {
+    const ExprNode* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->op == ExprOp::Load) out.push_back(n);
+    for (auto& a : n->args) stack.push_back(a.get());
+  }
+  return out;
+}
+
+}  // namespace tp::stax::ir

@@ -1,0 +1,21 @@
+// Lowering (Section 6): a captured, decomposed Graph -> LoopProgram.
+//
+// Every value is first a *compute function* from an index to an expression;
+// pointwise operators and views compose those functions, so a chain of them
+// never touches memory (Property 6.1). Only reductions and region outputs are
+// written into buffers. An operator without a lowering raises
+// tp::BackendError naming it (with TP_STAX_LOWER_DEBUG=1 also printed).
+#pragma once
+#include "graph/graph.h"
+#include "stax/ir/loop_ir.h"
+
+namespace tp::stax {
+
+struct LoweredRegion {
+  ir::LoopProgram program;
+  std::vector<Tensor> constants;  // get_attr tensors, passed as extra inputs, in Constant-buffer order
+};
+
+LoweredRegion lower(const graph::Graph& g);
+
+}  // namespace tp::stax

@@ -1,0 +1,246 @@
+#include "stax/scheduler/schedule.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tp::stax {
+using namespace tp::stax::ir;
+
+namespace {
+
+using VarMap = std::unordered_map<int, IndexExpr>;
+
+// Rebuilds an expression with every load index substituted and simplified.
+// Memoized so the DAG stays a DAG (shared subexpressions are emitted once).
+class ExprRewriter {
+ public:
+  ExprRewriter(const VarMap& map, const RangeMap& ranges) : map_(map), ranges_(ranges) {}
+  Expr operator()(const Expr& e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    Expr out;
+    if (e->op == ExprOp::Load) {
+      out = load(e->buffer, simplify(substitute(e->index, map_), ranges_), e->dtype);
+    } else if (e->args.empty()) {
+      out = e;
+    } else {
+      auto n = std::make_shared<ExprNode>(*e);
+      for (auto& a : n->args) a = (*this)(a);
+      out = n;
+    }
+    memo_[e.get()] = out;
+    return out;
+  }
+
+ private:
+  const VarMap& map_;
+  const RangeMap& ranges_;
+  std::unordered_map<const ExprNode*, Expr> memo_;
+};
+
+const ComputeNode* producer_of(const LoopProgram& p, const std::vector<int>& members, int buffer) {
+  for (int m : members)
+    if (p.nodes[m].out_buffer == buffer) return &p.nodes[m];
+  return nullptr;
+}
+
+bool starts_with(const Shape& s, const Shape& prefix) {
+  return s.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), s.begin());
+}
+
+// Canonical names for the first k vars of a node, so indices of two nodes can be compared.
+VarMap canonical_outer(const ComputeNode& n, size_t k) {
+  VarMap m;
+  for (size_t d = 0; d < k && d < n.vars.size(); ++d)
+    if (n.vars[d].is_var()) m[n.vars[d].var_id()] = var(1000000 + static_cast<int>(d), "c" + std::to_string(d));
+  return m;
+}
+
+RangeMap canonical_ranges(const Shape& outer) {
+  RangeMap r;
+  for (size_t d = 0; d < outer.size(); ++d) r[1000000 + static_cast<int>(d)] = {0, outer[d] - 1};
+  return r;
+}
+
+}  // namespace
+
+bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node) {
+  const ComputeNode& n = p.nodes[node];
+  if (n.is_reduction() ? n.ranges != outer : !starts_with(n.ranges, outer)) return false;
+  RangeMap ranges = canonical_ranges(outer);
+  VarMap n_map = canonical_outer(n, outer.size());
+  for (const ExprNode* l : loads_of(n.body)) {
+    const ComputeNode* prod = producer_of(p, members, l->buffer);
+    if (!prod) continue;
+    // Only a reduction's per-outer-iteration result can be handed over inside
+    // a kernel; a pointwise producer would need its whole inner loop first.
+    if (!prod->is_reduction()) return false;
+    IndexExpr read = simplify(substitute(l->index, n_map), ranges);
+    IndexExpr wrote = simplify(substitute(prod->store_index, canonical_outer(*prod, outer.size())), ranges);
+    if (!(read == wrote)) return false;  // dependence distance != 0
+  }
+  return true;
+}
+
+namespace {
+
+bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
+  if (nest.inner_vars.empty()) return false;
+  const ComputeNode& n = p.nodes[nest.node];
+  DType lane = n.body->dtype;
+  if (!is_floating(lane)) return false;
+  int lanes = vector_bytes / static_cast<int>(itemsize(lane));
+  if (nest.inner_ranges.back() < lanes) return false;
+  int j = nest.inner_vars.back().var_id();
+  if (!n.is_reduction()) {
+    auto c = coefficient_of(nest.store_index, j);
+    if (!c || *c != 1) return false;
+  }
+  // Every value is of the lane type, except masks straight out of a comparison.
+  std::vector<const ExprNode*> stack{nest.body.get()};
+  while (!stack.empty()) {
+    const ExprNode* e = stack.back();
+    stack.pop_back();
+    switch (e->op) {
+      case ExprOp::Const: if (e->dtype != lane) return false; break;
+      case ExprOp::Load: {
+        if (e->dtype != lane) return false;
+        if (locals.count(e->buffer)) break;
+        auto c = coefficient_of(e->index, j);
+        if (!c || (*c != 0 && *c != 1)) return false;
+        break;
+      }
+      case ExprOp::Call:
+        if (is_comparison(e->fn)) {
+          for (auto& a : e->args) if (a->dtype != lane) return false;
+        } else if (e->dtype != lane) {
+          return false;
+        }
+        break;
+      case ExprOp::Where:
+        if (e->args[0]->op != ExprOp::Call || !is_comparison(e->args[0]->fn) || e->dtype != lane) return false;
+        break;
+      case ExprOp::Cast: return false;
+    }
+    for (auto& a : e->args) stack.push_back(a.get());
+  }
+  return true;
+}
+
+// Merges adjacent inner loops while every access stays affine in the merged
+// variable (Proposition 6.3): fewer, longer loops vectorize and amortize better.
+void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) {
+  while (nest.inner_vars.size() >= 2) {
+    size_t d = nest.inner_vars.size() - 2;
+    int64_t a = nest.inner_ranges[d], b = nest.inner_ranges[d + 1];
+    IndexExpr m = scratch_ids.new_var("j");
+    RangeMap r = ranges;
+    r[m.var_id()] = {0, a * b - 1};
+    VarMap sub{{nest.inner_vars[d].var_id(), floordiv(m, b)}, {nest.inner_vars[d + 1].var_id(), mod(m, b)}};
+    ExprRewriter rw(sub, r);
+    Expr body = rw(nest.body);
+    IndexExpr store = simplify(substitute(nest.store_index, sub), r);
+    bool affine = coefficient_of(store, m.var_id()).has_value();
+    for (const ExprNode* l : loads_of(body)) affine = affine && coefficient_of(l->index, m.var_id()).has_value();
+    if (!affine) return;
+    nest.body = body;
+    nest.store_index = store;
+    nest.inner_vars.pop_back();
+    nest.inner_vars.back() = m;
+    nest.inner_ranges.pop_back();
+    nest.inner_ranges.back() = a * b;
+    ranges = r;
+  }
+}
+
+}  // namespace
+
+Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
+  // 1. Fusion: greedy grouping in dependence order.
+  std::vector<std::vector<int>> groups;
+  std::vector<Shape> outers;
+  for (int i = 0; i < static_cast<int>(program.nodes.size()); ++i) {
+    if (!groups.empty() && can_fuse(program, groups.back(), outers.back(), i)) {
+      groups.back().push_back(i);
+      continue;
+    }
+    const ComputeNode& n = program.nodes[i];
+    groups.push_back({i});
+    outers.push_back(n.is_reduction() || n.ranges.empty() ? n.ranges : Shape(n.ranges.begin(), n.ranges.end() - 1));
+  }
+
+  // Which buffers are read outside the kernel that writes them.
+  std::unordered_map<int, int> group_of_buffer;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int m : groups[g]) group_of_buffer[program.nodes[m].out_buffer] = static_cast<int>(g);
+  std::set<int> read_elsewhere;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int m : groups[g])
+      for (const ExprNode* l : loads_of(program.nodes[m].body)) {
+        auto it = group_of_buffer.find(l->buffer);
+        if (it != group_of_buffer.end() && it->second != static_cast<int>(g)) read_elsewhere.insert(l->buffer);
+      }
+
+  LoopProgram ids;  // fresh variable ids for the kernels' loops
+  ids.next_var_id = program.next_var_id;
+  Schedule s;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    KernelPlan k;
+    k.name = "kernel" + std::to_string(g);
+    k.nodes = groups[g];
+    k.outer_ranges = outers[g];
+    k.outer_extent = numel(k.outer_ranges);
+    k.outer_var = ids.new_var("o");
+    RangeMap ranges;
+    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
+    // Outer dims flattened into one loop variable: dim d = (o // inner_size) % size.
+    std::vector<IndexExpr> outer_idx;
+    int64_t inner_size = k.outer_extent;
+    for (size_t d = 0; d < k.outer_ranges.size(); ++d) {
+      inner_size /= k.outer_ranges[d];
+      IndexExpr e = floordiv(k.outer_var, inner_size);
+      outer_idx.push_back(d == 0 ? e : mod(e, k.outer_ranges[d]));
+    }
+    for (int m : k.nodes) {
+      const ComputeNode& n = program.nodes[m];
+      if (n.is_reduction()) k.local_buffers.insert(n.out_buffer);
+      k.origin += (k.origin.empty() ? "" : "; ") + n.origin;
+    }
+    int64_t work = 0;
+    for (int m : k.nodes) {
+      const ComputeNode& n = program.nodes[m];
+      LoopNest nest;
+      nest.node = m;
+      VarMap sub;
+      for (size_t d = 0; d < k.outer_ranges.size(); ++d) sub[n.vars[d].var_id()] = outer_idx[d];
+      RangeMap r = ranges;
+      const auto& ivars = n.is_reduction() ? n.rvars : n.vars;
+      const auto& iranges = n.is_reduction() ? n.reduce_ranges : n.ranges;
+      size_t first = n.is_reduction() ? 0 : k.outer_ranges.size();
+      for (size_t d = first; d < ivars.size(); ++d) {
+        nest.inner_vars.push_back(ivars[d]);
+        nest.inner_ranges.push_back(iranges[d]);
+        r[ivars[d].var_id()] = {0, iranges[d] - 1};
+      }
+      ExprRewriter rw(sub, r);
+      nest.body = rw(n.body);
+      nest.store_index = simplify(substitute(n.store_index, sub), r);
+      coalesce_inner(nest, r, ids);
+      const Buffer& out = program.buffers[n.out_buffer];
+      nest.store_to_memory = out.kind == BufferKind::Output || read_elsewhere.count(n.out_buffer);
+      nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes);
+      work = std::max(work, numel(nest.inner_ranges));
+      k.nests.push_back(std::move(nest));
+    }
+    k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
+    if (k.outer_extent == 1 && k.nests.size() == 1 && !program.nodes[k.nodes[0]].is_reduction() &&
+        k.nests[0].inner_vars.size() == 1 && k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
+      k.chunk = 16384;  // one long pointwise loop: split it across threads
+      k.parallel = true;
+    }
+    s.kernels.push_back(std::move(k));
+  }
+  return s;
+}
+
+}  // namespace tp::stax

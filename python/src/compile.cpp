@@ -1,0 +1,200 @@
+// tp.compile's binding: the CompiledFunction object (its __call__ is the hot
+// path of every compiled call), GraphModule, metrics, backend registration.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/shared_ptr.h>
+
+#include "common.h"
+#include "compile/compiled_function.h"
+#include "compile/metrics.h"
+#include "graph/interpreter.h"
+#include "graph/tracer.h"
+#include "passes/passes.h"
+#include "stax/runtime/code_cache.h"
+#include "stax/runtime/isa.h"
+
+namespace tp::py {
+namespace {
+
+using compile::ArgValue;
+
+// The graph handed to user backends and returned by tp.compiler.capture.
+struct GraphModule {
+  std::shared_ptr<const graph::Graph> graph;
+  std::string code() const { return graph->code(); }
+  std::vector<Tensor> call(const std::vector<Tensor>& in) const { return graph::interpret(*graph, in); }
+};
+
+std::vector<Tensor> outputs_from_python(nb::handle r, bool* is_tuple) {
+  std::vector<Tensor> out;
+  if (nb::isinstance<Tensor>(r)) {
+    *is_tuple = false;
+    out.push_back(nb::cast<Tensor>(r));
+    return out;
+  }
+  if (PyTuple_Check(r.ptr()) || PyList_Check(r.ptr())) {
+    *is_tuple = true;
+    for (nb::handle x : r) {
+      TP_CHECK(nb::isinstance<Tensor>(x), CaptureError, "compiled functions must return a Tensor or a tuple of Tensors, got an element of type ",
+               nb::inst_name(x).c_str());
+      out.push_back(nb::cast<Tensor>(x));
+    }
+    return out;
+  }
+  throw CaptureError(str("compiled functions must return a Tensor or a tuple of Tensors, got ",
+                         nb::inst_name(r).c_str()));
+}
+
+nb::object outputs_to_python(std::vector<Tensor>&& out, bool is_tuple) {
+  if (!is_tuple && out.size() == 1) return nb::cast(std::move(out[0]));
+  nb::list l;
+  for (auto& t : out) l.append(nb::cast(std::move(t)));
+  return nb::tuple(l);
+}
+
+struct PyCompiled {
+  std::shared_ptr<bool> returns_tuple = std::make_shared<bool>(false);
+  std::unique_ptr<compile::CompiledFunction> fn;
+  nb::object wrapped;  // the user's function (kept for __wrapped__)
+
+  nb::object call(nb::args args) {
+    std::vector<ArgValue> values;
+    values.reserve(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      nb::handle h = args[i];
+      if (nb::isinstance<Tensor>(h)) {
+        values.emplace_back(nb::cast<Tensor>(h));
+      } else if (auto s = to_scalar(h)) {
+        values.emplace_back(*s);
+      } else {
+        throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
+                            " (expected a Tensor or a number)"));
+      }
+    }
+    return outputs_to_python(fn->call(values), *returns_tuple);
+  }
+};
+
+compile::RegionFn python_region(nb::object callable) {
+  auto holder = std::make_shared<nb::object>(std::move(callable));
+  return [holder](const std::vector<Tensor>& in) {
+    nb::list l;
+    for (auto& t : in) l.append(nb::cast(t));
+    nb::object r = (*holder)(*nb::tuple(l));
+    bool tuple = false;
+    return outputs_from_python(r, &tuple);
+  };
+}
+
+compile::CustomBackend python_backend(nb::object backend) {
+  auto holder = std::make_shared<nb::object>(std::move(backend));
+  return [holder](std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& examples) {
+    nb::list ex;
+    for (auto& t : examples) ex.append(nb::cast(t));
+    nb::object fn = (*holder)(GraphModule{std::move(g)}, ex);
+    TP_CHECK(PyCallable_Check(fn.ptr()), TypeError, "a compile backend must return a callable, got ",
+             nb::inst_name(fn).c_str());
+    return python_region(std::move(fn));
+  };
+}
+
+}  // namespace
+
+void bind_compile(nb::module_& m) {
+  nb::class_<GraphModule>(m, "GraphModule")
+      .def_prop_ro("code", &GraphModule::code)
+      .def("__call__", [](const GraphModule& g, nb::args a) {
+        std::vector<Tensor> in;
+        for (nb::handle h : a) in.push_back(nb::cast<Tensor>(h));
+        auto out = g.call(in);
+        return outputs_to_python(std::move(out), out.size() != 1);
+      })
+      .def("__repr__", [](const GraphModule& g) { return "GraphModule(\n" + g.code() + ")"; })
+      .def("print_readable", [](const GraphModule& g) { nb::print(nb::str(g.code().c_str())); })
+      .def_prop_ro("nodes", [](const GraphModule& g) {
+        nb::list l;
+        for (auto& n : g.graph->nodes())
+          l.append(nb::make_tuple(graph::opcode_name(n->opcode), n->name, n->target ? n->target->name : ""));
+        return l;
+      });
+
+  nb::class_<PyCompiled>(m, "CompiledFunction")
+      .def("__call__", &PyCompiled::call)
+      .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
+      .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
+        auto g = c.fn->last_graph();
+        if (!g) return nb::none();
+        return nb::cast(GraphModule{g});
+      })
+      .def_prop_ro("last_source", [](const PyCompiled& c) { return c.fn->last_source(); })
+      .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
+
+  m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
+                       std::map<std::string, std::string> options, bool dynamic, bool fullgraph, bool strict_native,
+                       std::vector<std::string> arg_names, int num_params) {
+    compile::CompileOptions o;
+    o.backend = backend;
+    if (!custom.is_none()) o.custom_backend = python_backend(custom);
+    o.mode = mode;
+    o.options = options;
+    o.dynamic = dynamic;
+    o.fullgraph = fullgraph;
+    o.strict_native = strict_native;
+    auto pc = std::make_unique<PyCompiled>();
+    pc->wrapped = fn;
+    std::shared_ptr<bool> tuple_flag = pc->returns_tuple;
+    compile::UserFn user = [fn, tuple_flag](const std::vector<ArgValue>& args) {
+      nb::list l;
+      for (auto& a : args) {
+        if (const Tensor* t = std::get_if<Tensor>(&a)) l.append(nb::cast(*t));
+        else l.append(scalar_to_py(std::get<Scalar>(a)));
+      }
+      nb::object r = fn(*nb::tuple(l));
+      return outputs_from_python(r, tuple_flag.get());
+    };
+    pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
+                                                         num_params);
+    return pc;
+  });
+
+  m.def("_capture", [](nb::object fn, nb::args args) {
+    std::vector<Tensor> in;
+    for (nb::handle h : args) {
+      TP_CHECK(nb::isinstance<Tensor>(h), TypeError, "capture: arguments must be tensors");
+      in.push_back(nb::cast<Tensor>(h));
+    }
+    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
+      nb::list l;
+      for (auto& t : proxies) l.append(nb::cast(t));
+      bool tuple = false;
+      return outputs_from_python(fn(*nb::tuple(l)), &tuple);
+    }, in);
+    passes::PassOptions po;
+    po.decompose = false;
+    passes::run_default_passes(*r.graph, po);
+    return GraphModule{std::shared_ptr<const graph::Graph>(std::move(r.graph))};
+  });
+
+  m.def("_register_backend", [](std::string name, nb::object fn) {
+    compile::register_backend(name, python_backend(std::move(fn)));
+  });
+  m.def("_metrics", []() {
+    auto& mm = compile::metrics();
+    nb::dict d;
+    d["generated_kernel_count"] = mm.generated_kernel_count.load();
+    d["compile_count"] = mm.compile_count.load();
+    d["cache_hits"] = mm.cache_hits.load();
+    d["cache_misses"] = mm.cache_misses.load();
+    d["fallback_count"] = mm.fallback_count.load();
+    d["recompiles"] = mm.recompiles.load();
+    d["first_level_hits"] = mm.first_level_hits.load();
+    d["specialization_hits"] = mm.specialization_hits.load();
+    d["captures"] = mm.captures.load();
+    return d;
+  });
+  m.def("_reset", &compile::reset);
+  m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
+  m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
+}
+
+}  // namespace tp::py

@@ -1,0 +1,138 @@
+// tensorplay._C: the binding. Everything here converts between Python and the
+// C++ layers; no decision about tensors or compilation is taken here.
+#include <Python.h>
+
+#include "autograd/engine.h"
+#include "common.h"
+#include "core/warning.h"
+
+namespace tp::py {
+namespace {
+
+PyObject* g_capture_error = nullptr;
+PyObject* g_backend_error = nullptr;
+
+void python_warning(const std::string& msg) {
+  // Called from C++ code that holds the GIL (compilation runs on the caller's thread).
+  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) PyErr_Clear();
+}
+
+}  // namespace
+
+std::optional<Scalar> to_scalar(nb::handle h) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) return Scalar(o == Py_True);
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) throw ValueError("integer value out of range for int64");
+    return Scalar(static_cast<int64_t>(v));
+  }
+  if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
+  // NumPy scalars (np.float32(2), np.int64(3)) behave like Python numbers.
+  if (PyObject_HasAttrString(o, "dtype") && PyObject_HasAttrString(o, "item") && !nb::isinstance<Tensor>(h)) {
+    nb::object shape = nb::getattr(h, "shape", nb::none());
+    if (!shape.is_none() && nb::len(shape) == 0) return to_scalar(h.attr("item")());
+  }
+  return std::nullopt;
+}
+
+std::optional<Tensor> to_operand(nb::handle h) {
+  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  if (auto s = to_scalar(h)) return Tensor::wrapped_scalar(*s);
+  return std::nullopt;
+}
+
+Tensor require_operand(nb::handle h, const char* op) {
+  if (auto t = to_operand(h)) return *t;
+  throw TypeError(str(op, ": expected a Tensor or a number but got ", nb::inst_name(h).c_str()));
+}
+
+nb::object scalar_to_py(const Scalar& s) {
+  switch (s.kind()) {
+    case Scalar::Kind::Bool: return nb::bool_(s.to_bool());
+    case Scalar::Kind::Int: return nb::int_(s.to_int());
+    case Scalar::Kind::Float: return nb::float_(s.to_double());
+  }
+  return nb::none();
+}
+
+Shape shape_from_args(const nb::args& args, const char* op) {
+  Shape s;
+  nb::handle src = args;
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) src = args[0];
+  for (nb::handle x : src) {
+    TP_CHECK(PyLong_Check(x.ptr()), TypeError, op, ": size must be a sequence of ints, got ",
+             nb::inst_name(x).c_str());
+    int64_t v = nb::cast<int64_t>(x);
+    TP_CHECK(v >= -1, ValueError, op, ": invalid size ", v);
+    s.push_back(v);
+  }
+  return s;
+}
+
+std::optional<DType> to_dtype(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (nb::isinstance<DType>(h)) return nb::cast<DType>(h);
+  throw TypeError(str("expected a tensorplay dtype but got ", nb::inst_name(h).c_str()));
+}
+
+std::vector<int64_t> dims_from(nb::handle h) {
+  if (h.is_none()) return {};
+  if (PyLong_Check(h.ptr())) return {nb::cast<int64_t>(h)};
+  std::vector<int64_t> d;
+  for (nb::handle x : h) d.push_back(nb::cast<int64_t>(x));
+  TP_CHECK(!d.empty(), ValueError, "dim must not be an empty sequence");
+  return d;
+}
+
+}  // namespace tp::py
+
+using namespace tp;
+using namespace tp::py;
+
+NB_MODULE(_C, m) {
+  autograd::install();
+  set_warning_handler(&python_warning);
+
+  nb::object runtime_error = nb::borrow(PyExc_RuntimeError);
+  g_capture_error = PyErr_NewExceptionWithDoc("tensorplay.compiler.CaptureError",
+                                              "A function could not be captured into a graph (Section 11.3).",
+                                              PyExc_RuntimeError, nullptr);
+  g_backend_error = PyErr_NewExceptionWithDoc("tensorplay.compiler.BackendError",
+                                              "Stax could not generate code for a region (raised under strict_native).",
+                                              PyExc_RuntimeError, nullptr);
+  m.attr("CaptureError") = nb::handle(g_capture_error);
+  m.attr("BackendError") = nb::handle(g_backend_error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const CaptureError& e) {
+      PyErr_SetString(g_capture_error, e.what());
+    } catch (const BackendError& e) {
+      PyErr_SetString(g_backend_error, e.what());
+    } catch (const tp::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const tp::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const tp::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const tp::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  nb::enum_<DType>(m, "dtype")
+      .value("bool", DType::Bool)
+      .value("int64", DType::Int64)
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .def_prop_ro("itemsize", [](DType d) { return itemsize(d); })
+      .def_prop_ro("is_floating_point", [](DType d) { return is_floating(d); })
+      .def("__repr__", [](DType d) { return std::string("tensorplay.") + dtype_name(d); })
+      .def("__str__", [](DType d) { return std::string("tensorplay.") + dtype_name(d); });
+
+  bind_tensor(m);
+  bind_functions(m);
+  bind_compile(m);
+}

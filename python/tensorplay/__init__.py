@@ -1,0 +1,53 @@
+"""TensorPlay: tensors with eager execution and the Stax compiler.
+
+    import tensorplay as tp
+    cf = tp.compile(f)      # capture, fuse, generate C++, cache, run
+    y = cf(x, w)
+
+Everything that computes lives in the C++ extension ``tensorplay._C``; this
+package only arranges the Python-facing names.
+"""
+import os as _os
+
+from . import _C
+from ._C import (  # noqa: F401  (re-exported API)
+    Tensor,
+    dtype,
+    from_numpy,
+    empty, zeros, ones, full, arange, randn, rand, manual_seed,
+    add, sub, mul, div, maximum, minimum, matmul, eq, ne, lt, le, gt, ge,
+    neg, relu, abs, exp, log, sqrt, tanh, sigmoid, where,
+    sum, amax, mean, softmax, transpose, reshape,
+    is_grad_enabled, set_num_threads, get_num_threads,
+)
+from ._tensor import tensor, _install_tensor_extras
+from ._grad_mode import no_grad, enable_grad, set_grad_enabled
+from . import autograd  # noqa: F401
+from . import compiler  # noqa: F401
+from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
+
+bool = dtype.bool  # noqa: A001
+int64 = dtype.int64
+long = dtype.int64
+float32 = dtype.float32
+float = dtype.float32  # noqa: A001
+float64 = dtype.float64
+double = dtype.float64
+
+
+def _find_blas():
+    # OpenBLAS comes from the scipy-openblas32 wheel and is loaded at run time
+    # (dlopen), so the extension has no link-time dependency on it.
+    try:
+        import scipy_openblas32 as _ob
+        path = _os.path.join(_ob.get_lib_dir(), "lib" + _ob.get_library() + ".so")
+        if _os.path.exists(path):
+            _C._set_blas_library(path)
+    except ImportError:
+        pass
+
+
+_find_blas()
+_install_tensor_extras()
+
+__version__ = "0.1.0"

@@ -1,0 +1,88 @@
+"""Suites: named lists of measurements.  A suite is a function
+(report, options) -> results dict; add one by decorating it with @suite("name").
+Each measurement runs on its own: one that fails is reported (and recorded under
+"errors") and the others still run."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Dict
+
+from . import coldstart, fusion, machine, overhead
+from .cases import FUSION_CASES
+from .report import Report
+
+SUITES: Dict[str, Callable[["Report", "Options"], dict]] = {}
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    keep_cache: bool = False
+
+
+def suite(name: str):
+    def register(fn):
+        SUITES[name] = fn
+        return fn
+
+    return register
+
+
+class _Step:
+    """Runs one measurement, storing its result (or its error) under `key`."""
+
+    def __init__(self, report: Report, results: dict):
+        self.report = report
+        self.results = results
+
+    def __call__(self, key: str, fn: Callable[[], dict]):
+        t0 = time.perf_counter()
+        try:
+            value = fn()
+        except Exception as exc:  # report it, keep measuring the rest
+            self.report.error(key, exc)
+            self.results.setdefault("errors", {})[key] = f"{type(exc).__name__}: {exc}"
+            self.results.setdefault("tracebacks", {})[key] = traceback.format_exc()
+            return None
+        finally:
+            self.results.setdefault("step_seconds", {})[key] = time.perf_counter() - t0
+        _set_path(self.results, key, value)
+        return value
+
+
+def _set_path(d: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for p in parents:
+        d = d.setdefault(p, {})
+    d[last] = value
+
+
+@suite("default")
+def default_suite(report: Report, opts: Options) -> dict:
+    results: dict = {}
+    step = _Step(report, results)
+
+    bw = step("bandwidth", lambda: machine.measure_bandwidth(report, opts.quick))
+    B = bw["B_GBps"] * 1e9 if bw else 0.0
+
+    for i, case in enumerate(FUSION_CASES):
+        number = "2" + "abcdefgh"[i]
+        step(f"fusion.{case.key}", lambda case=case, number=number: fusion.run_case(case, report, opts.quick, B, number))
+
+    dirs = coldstart.CacheDirs(keep=opts.keep_cache)
+    try:
+        step("cold_compile.example_1_1_small", lambda: coldstart.measure_small(report, opts.quick, dirs))
+        for i, case in enumerate(FUSION_CASES):
+            number = "3" + "bcdefgh"[i]
+            step(
+                f"cold_compile.{case.key}_full",
+                lambda case=case, number=number: coldstart.measure_full(case, report, opts.quick, dirs, number),
+            )
+    finally:
+        dirs.cleanup(report)
+
+    step("call_overhead", lambda: overhead.measure(report, opts.quick))
+    return results
