@@ -28,26 +28,26 @@ template <> struct dtype_of<double> { static constexpr DType value = DType::Floa
 }  // namespace tp
 
 // TP_DISPATCH_ALL(dtype, "opname", [&]<class T>() { ... });  calls the lambda with T = the C++ type.
-#define TP_DISPATCH_CASE(enumv, ctype, fn) \
-  case ::tp::DType::enumv:                 \
-    return fn.template operator()<ctype>();
+#define TP_DISPATCH_CASE(enumv, ctype, ...) \
+  case ::tp::DType::enumv:                  \
+    return (__VA_ARGS__).template operator()<ctype>();
 
-#define TP_DISPATCH_ALL(dt, opname, fn)                                                   \
+#define TP_DISPATCH_ALL(dt, opname, ...)                                                   \
   [&]() {                                                                                 \
     switch (dt) {                                                                         \
-      TP_DISPATCH_CASE(Bool, bool, fn)                                                    \
-      TP_DISPATCH_CASE(Int64, int64_t, fn)                                                \
-      TP_DISPATCH_CASE(Float32, float, fn)                                                \
-      TP_DISPATCH_CASE(Float64, double, fn)                                               \
+      TP_DISPATCH_CASE(Bool, bool, __VA_ARGS__)                                                    \
+      TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                                                \
+      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                \
+      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                               \
     }                                                                                     \
     throw ::tp::TypeError(::tp::str(opname, ": unsupported dtype ", ::tp::dtype_name(dt))); \
   }()
 
-#define TP_DISPATCH_FLOATING(dt, opname, fn)                                                    \
+#define TP_DISPATCH_FLOATING(dt, opname, ...)                                                    \
   [&]() {                                                                                       \
     switch (dt) {                                                                               \
-      TP_DISPATCH_CASE(Float32, float, fn)                                                      \
-      TP_DISPATCH_CASE(Float64, double, fn)                                                     \
+      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                      \
+      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                                     \
       default:                                                                                  \
         break;                                                                                  \
     }                                                                                           \
@@ -55,12 +55,12 @@ template <> struct dtype_of<double> { static constexpr DType value = DType::Floa
                                     ::tp::dtype_name(dt)));                                     \
   }()
 
-#define TP_DISPATCH_NUMERIC(dt, opname, fn)                                                  \
+#define TP_DISPATCH_NUMERIC(dt, opname, ...)                                                  \
   [&]() {                                                                                    \
     switch (dt) {                                                                            \
-      TP_DISPATCH_CASE(Int64, int64_t, fn)                                                   \
-      TP_DISPATCH_CASE(Float32, float, fn)                                                   \
-      TP_DISPATCH_CASE(Float64, double, fn)                                                  \
+      TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                                                   \
+      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                   \
+      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                                  \
       default:                                                                               \
         break;                                                                               \
     }                                                                                        \

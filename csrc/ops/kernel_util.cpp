@@ -37,9 +37,9 @@ void copy_loop(const TensorIterator& it) {
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   TensorIterator it({dst, src});
-  TP_DISPATCH_ALL(dst.dtype(), "copy", [&]<class To>() {
-    TP_DISPATCH_ALL(src.dtype(), "copy", [&]<class From>() { copy_loop<To, From>(it); });
-  });
+  TP_DISPATCH_ALL(dst.dtype(), "copy", ([&]<class To>() {
+    TP_DISPATCH_ALL(src.dtype(), "copy", ([&]<class From>() { copy_loop<To, From>(it); }));
+  }));
 }
 
 Tensor convert(const Tensor& t, DType dtype) {
@@ -59,7 +59,7 @@ Tensor as_contiguous(const Tensor& t) { return t.is_contiguous() ? t : contiguou
 
 void fill(const Tensor& dst, const Scalar& value) {
   TensorIterator it({dst});
-  TP_DISPATCH_ALL(dst.dtype(), "fill_", [&]<class T>() {
+  TP_DISPATCH_ALL(dst.dtype(), "fill_", ([&]<class T>() {
     const T v = value.is_float() ? cast_value<T>(value.to_double()) : value.to<T>();
     it.for_each([v](char** d, const int64_t* s, int64_t n) {
       if (s[0] == sizeof(T)) {
@@ -70,7 +70,7 @@ void fill(const Tensor& dst, const Scalar& value) {
         for (int64_t i = 0; i < n; ++i, p += s[0]) *reinterpret_cast<T*>(p) = v;
       }
     });
-  });
+  }));
 }
 
 bool may_overlap(const Tensor& a, const Tensor& b) {

@@ -145,7 +145,7 @@ void run_binary(const Tensor& out, const Tensor& a, const Tensor& b) {
   TP_CHECK(a.dtype() == b.dtype(), Error, "internal: ", binary_name(K), " kernel got operands of dtypes ",
            dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   TensorIterator it({out, a, b});
-  TP_DISPATCH_ALL(a.dtype(), binary_name(K), [&]<class T>() {
+  TP_DISPATCH_ALL(a.dtype(), binary_name(K), ([&]<class T>() {
     if constexpr (is_comparison(K)) {
       binary_loop<bool, T>(it, [](T x, T y) { return binary_apply<K, T>(x, y); });
     } else if constexpr (K == BinaryOp::Div && !std::is_floating_point_v<T>) {
@@ -153,7 +153,7 @@ void run_binary(const Tensor& out, const Tensor& a, const Tensor& b) {
     } else {
       binary_loop<T, T>(it, [](T x, T y) { return static_cast<T>(binary_apply<K, T>(x, y)); });
     }
-  });
+  }));
 }
 
 // ---------------------------------------------------------------------------
@@ -217,10 +217,10 @@ std::vector<Tensor> unary_cpu(const OpDef& op, const std::vector<Tensor>& in, co
   TensorIterator it({out, x});
   if constexpr (promotes_to_float<K>()) {
     TP_DISPATCH_FLOATING(out.dtype(), op.name,
-                         [&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); });
+                         ([&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); }));
   } else {
     TP_DISPATCH_NUMERIC(out.dtype(), op.name,
-                        [&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); });
+                        ([&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); }));
   }
   return {out};
 }
@@ -240,7 +240,7 @@ std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, co
   DType dt = om[0].dtype;
   Tensor a = convert(in[1], dt), b = convert(in[2], dt);
   TensorIterator it({out, in[0], a, b});
-  TP_DISPATCH_ALL(dt, op.name, [&]<class T>() {
+  TP_DISPATCH_ALL(dt, op.name, ([&]<class T>() {
     it.for_each([](char** d, const int64_t* s, int64_t n) {
       if (s[0] == sizeof(T) && s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {
         T* o = reinterpret_cast<T*>(d[0]);
@@ -255,7 +255,7 @@ std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, co
         *reinterpret_cast<T*>(po) =
             *reinterpret_cast<const bool*>(pc) ? *reinterpret_cast<const T*>(px) : *reinterpret_cast<const T*>(py);
     });
-  });
+  }));
   return {out};
 }
 

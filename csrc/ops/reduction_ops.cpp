@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -229,7 +230,7 @@ void reduce_kernel(const Tensor& in, const Tensor& out, const std::vector<bool>&
 
   // ---- outer mode: the innermost dim is kept; accumulate rows into columns ----
   using Acc = typename P::Acc;
-  constexpr int64_t W = 256;           // columns per task
+  constexpr int64_t W = 2048;          // columns per task (acc + tot stay in L1/L2)
   constexpr int64_t kFlushRows = 128;  // rows between flushes of Acc into Tot
   const int64_t blocks = (n + W - 1) / W;
   // Reduces rows [r0, r1) of columns [c0, c0 + w) for the kept outer offset `base` into tot[0..w).
@@ -276,9 +277,9 @@ void reduce_kernel(const Tensor& in, const Tensor& out, const std::vector<bool>&
   }
   // Few, narrow outputs and many rows: split the rows, merge partial columns in order.
   const int64_t width = K * n;
-  std::vector<Tot> parts(static_cast<size_t>(std::clamp<int64_t>(nt, 1, kMaxChunks) * width));
+  std::unique_ptr<Tot[]> parts(new Tot[static_cast<size_t>(std::clamp<int64_t>(nt, 1, kMaxChunks) * width)]);
   int64_t chunks = split_range(R, [&](int64_t c, int64_t r0, int64_t r1) {
-    Tot* dst = parts.data() + c * width;
+    Tot* dst = parts.get() + c * width;
     DimWalker w = kept;
     w.start(0);
     for (int64_t k = 0; k < K; ++k, w.next())
@@ -310,7 +311,7 @@ std::vector<Tensor> sum_cpu(const OpDef& op, const std::vector<Tensor>& in, cons
                             const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
   auto mask = mask_of(op, in[0].meta(), attrs);
-  TP_DISPATCH_ALL(in[0].dtype(), op.name, [&]<class T>() { reduce_kernel<SumPolicy<T>, T>(in[0], out, mask); });
+  TP_DISPATCH_ALL(in[0].dtype(), op.name, ([&]<class T>() { reduce_kernel<SumPolicy<T>, T>(in[0], out, mask); }));
   return {out};
 }
 
@@ -328,7 +329,7 @@ std::vector<Tensor> amax_cpu(const OpDef& op, const std::vector<Tensor>& in, con
                              const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
   auto mask = mask_of(op, in[0].meta(), attrs);
-  TP_DISPATCH_ALL(in[0].dtype(), op.name, [&]<class T>() { reduce_kernel<MaxPolicy<T>, T>(in[0], out, mask); });
+  TP_DISPATCH_ALL(in[0].dtype(), op.name, ([&]<class T>() { reduce_kernel<MaxPolicy<T>, T>(in[0], out, mask); }));
   return {out};
 }
 
@@ -351,12 +352,12 @@ std::vector<Tensor> mean_cpu(const OpDef& op, const std::vector<Tensor>& in, con
   Tensor out = alloc_out(om[0]);
   auto mask = mask_of(op, in[0].meta(), attrs);
   const int64_t count = reduced_count(in[0].sizes(), mask);
-  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, [&]<class T>() {
+  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, ([&]<class T>() {
     reduce_kernel<SumPolicy<T>, T>(in[0], out, mask);
     T* o = out.data_as<T>();
     const T c = static_cast<T>(count);
     for (int64_t i = 0, e = out.numel(); i < e; ++i) o[i] = o[i] / c;
-  });
+  }));
   return {out};
 }
 
@@ -435,7 +436,7 @@ std::vector<Tensor> softmax_cpu(const OpDef& op, const std::vector<Tensor>& in, 
                                 const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
   int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), in[0].dim(), op.name);
-  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, [&]<class T>() { softmax_kernel<T>(in[0], out, dim); });
+  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, ([&]<class T>() { softmax_kernel<T>(in[0], out, dim); }));
   return {out};
 }
 

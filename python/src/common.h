@@ -2,6 +2,8 @@
 // and numbers, and building shapes from *args.
 #pragma once
 #include <nanobind/nanobind.h>
+
+#include <memory>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -23,6 +25,12 @@ nb::object scalar_to_py(const Scalar& s);
 Shape shape_from_args(const nb::args& args, const char* op);
 std::optional<DType> to_dtype(nb::handle h);  // None -> nullopt
 std::vector<int64_t> dims_from(nb::handle h);  // None -> {}, int -> {d}, sequence -> dims
+
+// A Python object held by C++ state that may outlive the interpreter (static
+// registries, caches): released with the GIL, or deliberately leaked when the
+// interpreter is already finalizing.
+std::shared_ptr<nb::object> keep_py(nb::object o);
+bool interpreter_finalizing();
 
 void bind_tensor(nb::module_& m);
 void bind_functions(nb::module_& m);

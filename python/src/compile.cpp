@@ -3,6 +3,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/unique_ptr.h>
 
 #include "common.h"
 #include "compile/compiled_function.h"
@@ -76,7 +77,7 @@ struct PyCompiled {
 };
 
 compile::RegionFn python_region(nb::object callable) {
-  auto holder = std::make_shared<nb::object>(std::move(callable));
+  auto holder = keep_py(std::move(callable));
   return [holder](const std::vector<Tensor>& in) {
     nb::list l;
     for (auto& t : in) l.append(nb::cast(t));
@@ -87,7 +88,7 @@ compile::RegionFn python_region(nb::object callable) {
 }
 
 compile::CustomBackend python_backend(nb::object backend) {
-  auto holder = std::make_shared<nb::object>(std::move(backend));
+  auto holder = keep_py(std::move(backend));
   return [holder](std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& examples) {
     nb::list ex;
     for (auto& t : examples) ex.append(nb::cast(t));
@@ -143,7 +144,9 @@ void bind_compile(nb::module_& m) {
     auto pc = std::make_unique<PyCompiled>();
     pc->wrapped = fn;
     std::shared_ptr<bool> tuple_flag = pc->returns_tuple;
-    compile::UserFn user = [fn, tuple_flag](const std::vector<ArgValue>& args) {
+    auto fn_ref = keep_py(fn);
+    compile::UserFn user = [fn_ref, tuple_flag](const std::vector<ArgValue>& args) {
+      nb::object& fn = *fn_ref;
       nb::list l;
       for (auto& a : args) {
         if (const Tensor* t = std::get_if<Tensor>(&a)) l.append(nb::cast(*t));
@@ -155,7 +158,8 @@ void bind_compile(nb::module_& m) {
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
     return pc;
-  });
+  }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
+     nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"));
 
   m.def("_capture", [](nb::object fn, nb::args args) {
     std::vector<Tensor> in;

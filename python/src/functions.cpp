@@ -9,6 +9,28 @@
 #include "ops/ops.h"
 
 namespace tp::py {
+
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+std::shared_ptr<nb::object> keep_py(nb::object o) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(o)), [](nb::object* p) {
+    if (!Py_IsInitialized() || interpreter_finalizing()) {
+      p->release();  // leak the reference: the interpreter is gone
+    } else {
+      nb::gil_scoped_acquire gil;
+      delete p;
+      return;
+    }
+    delete p;
+  });
+}
+
 namespace {
 
 Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> a) {
@@ -37,6 +59,8 @@ Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> a) {
   nb::object owner = nb::cast(a);
   PyObject* ref = owner.release().ptr();
   auto storage = StorageImpl::wrap(a.data(), static_cast<size_t>(span) * itemsize(dt), [ref] {
+    // A tensor outliving the interpreter (held by a C++ static) must not touch it.
+    if (!Py_IsInitialized() || interpreter_finalizing()) return;
     nb::gil_scoped_acquire gil;
     Py_DECREF(ref);
   });

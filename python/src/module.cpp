@@ -92,6 +92,9 @@ using namespace tp;
 using namespace tp::py;
 
 NB_MODULE(_C, m) {
+  // Compiled functions hold Python callables that the interpreter may not
+  // collect at exit; that is not a leak worth a message on every shutdown.
+  nb::set_leak_warnings(false);
   autograd::install();
   set_warning_handler(&python_warning);
 

@@ -70,7 +70,7 @@ struct IndexNode {
   std::vector<IndexExpr> operands;
   size_t hash = 0;     // cached structural hash
   int min_var = 0;     // smallest / largest var id mentioned; min_var > max_var when none
-  int max_var = -1;
+  int max_var = -1;    // (both filled in at construction)
 };
 
 // Loop variable; two vars are the same variable iff their ids are equal.
@@ -132,7 +132,14 @@ Interval range_of(const IndexExpr& e, const RangeMap& ranges);
 
 // ---- Simplification (index_simplify.cpp) ---------------------------------
 // Canonical, cheaper form with the same value for every assignment of the
-// variables inside `ranges`. Idempotent.
+// variables inside `ranges` (absent vars: any value). Idempotent. Folds
+// constants; flattens and sorts sums (constant last) and products; collects
+// like terms; distributes constant factors; splits multiples of c out of
+// x // c and x % c; drops // and % that ranges make trivial; merges
+// (x // a) // b, (x % (a*b)) // a, (x % (a*b)) % a; recombines
+// (x // c) * (c*k) + (x % c) * k -> x * k (undoing flattened loops); drops
+// min/max operands that ranges prove dominated; a var with a one-point range
+// becomes that constant. See index_simplify.cpp for the canonical form.
 IndexExpr simplify(const IndexExpr& e, const RangeMap& ranges = {});
 // Replaces variables by expressions (no simplification).
 IndexExpr substitute(const IndexExpr& e, const std::unordered_map<int, IndexExpr>& by_var_id);

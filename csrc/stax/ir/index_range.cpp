@@ -13,8 +13,9 @@ namespace tp::stax::ir {
 namespace {
 
 using Wide = __int128;
-// Larger than any product of two int64 values would need to be to stay
-// "finite" after saturation, small enough that sums of two never overflow.
+// Stands for infinity. Finite ends are int64 (|v| <= 2^63), so kInf is beyond
+// all of them, sums of two ends cannot overflow 128 bits, and products of two
+// finite ends (<= 2^126) are exact before saturating.
 constexpr Wide kInf = Wide(1) << 100;
 
 bool is_inf(Wide v) { return v >= kInf || v <= -kInf; }

@@ -159,7 +159,11 @@ class Simplifier {
         return e;
       }
       case IndexOp::Add: {
-        std::vector<IndexExpr> ops = mutate_all(e.operands());
+        // Flatten the raw chain first: `e = e + t` in a loop builds a deep
+        // left-leaning tree, which would otherwise be re-canonicalized per level.
+        std::vector<IndexExpr> leaves;
+        collect_addends(e, leaves);
+        std::vector<IndexExpr> ops = mutate_all(leaves);
         Sum s;
         for (const IndexExpr& o : ops) add_scaled(s, to_sum(o), 1);
         if (auto r = build_sum(std::move(s))) return *r;
@@ -180,6 +184,14 @@ class Simplifier {
 
  private:
   Interval range(const IndexExpr& e) const { return range_of(e, ranges_); }
+
+  static void collect_addends(const IndexExpr& e, std::vector<IndexExpr>& out) {
+    if (e.op() != IndexOp::Add) {
+      out.push_back(e);
+      return;
+    }
+    for (const IndexExpr& o : e.operands()) collect_addends(o, out);
+  }
 
   std::vector<IndexExpr> mutate_all(const std::vector<IndexExpr>& es) {
     std::vector<IndexExpr> out;

@@ -1,0 +1,205 @@
+// The factory family: empty, zeros, ones, full, arange, rand, randn. No tensor
+// inputs; every attribute is known at trace time, so inference gives the exact
+// output.
+#include <cmath>
+#include <limits>
+
+#include "core/parallel.h"
+#include "ops/families.h"
+#include "ops/generator.h"
+#include "ops/kernel_util.h"
+#include "ops/registry.h"
+
+namespace tp {
+namespace {
+
+DType dtype_attr(const Attrs& attrs, DType fallback) { return attrs.get_or<DType>("dtype", fallback); }
+
+// ---- empty / zeros / ones / full ----
+std::vector<TensorMeta> sized_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
+  Shape size = attr_shape(attrs, "size");
+  check_sizes(size, op.name);
+  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, DType::Float32))};
+}
+
+std::vector<Tensor> empty_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs&,
+                              const std::vector<TensorMeta>& om) {
+  return {alloc_out(om[0])};
+}
+
+template <int V>
+std::vector<Tensor> constant_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs&,
+                                 const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  fill(out, Scalar(int64_t{V}));
+  return {out};
+}
+
+std::vector<TensorMeta> full_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
+  Shape size = attr_shape(attrs, "size");
+  check_sizes(size, op.name);
+  const Scalar& v = attrs.get<Scalar>("value");
+  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, v.natural_dtype()))};
+}
+
+std::vector<Tensor> full_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs& attrs,
+                             const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  fill(out, attrs.get<Scalar>("value"));
+  return {out};
+}
+
+// ---- arange ----
+struct ArangeGeom {
+  int64_t length;
+  bool integral;  // start, end and step are all integers: exact integer arithmetic
+};
+
+ArangeGeom arange_geom(const Attrs& attrs, const char* op) {
+  const Scalar& start = attrs.get<Scalar>("start");
+  const Scalar& end = attrs.get<Scalar>("end");
+  const Scalar& step = attrs.get<Scalar>("step");
+  bool integral = !start.is_float() && !end.is_float() && !step.is_float();
+  TP_CHECK(step.to_double() != 0, ValueError, op, ": step must be nonzero");
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  TP_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, op, ": unsupported range: ", start.repr(), " -> ",
+           end.repr());
+  TP_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError, op,
+           ": upper bound and larger bound inconsistent with step sign (start=", start.repr(), ", end=", end.repr(),
+           ", step=", step.repr(), ")");
+  int64_t length;
+  if (integral) {
+    __int128 span = static_cast<__int128>(end.to_int()) - start.to_int();
+    __int128 stp = step.to_int();
+    __int128 q = span / stp;
+    if (q * stp != span) ++q;  // same signs: ceil
+    TP_CHECK(q <= (__int128{1} << 48), ValueError, op, ": the range ", start.repr(), " -> ", end.repr(),
+             " with step ", step.repr(), " has too many elements");
+    length = static_cast<int64_t>(q);
+  } else {
+    double n = std::ceil((e - s) / st);
+    TP_CHECK(n >= 0 && n <= 281474976710656.0, ValueError, op, ": the range ", start.repr(), " -> ", end.repr(),
+             " with step ", step.repr(), " has an invalid number of elements");
+    length = static_cast<int64_t>(n);
+  }
+  return {length, integral};
+}
+
+std::vector<TensorMeta> arange_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
+  ArangeGeom g = arange_geom(attrs, op.name);
+  return {TensorMeta::contiguous({g.length}, dtype_attr(attrs, g.integral ? DType::Int64 : default_float_dtype()))};
+}
+
+std::vector<Tensor> arange_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs& attrs,
+                               const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  ArangeGeom g = arange_geom(attrs, op.name);
+  const Scalar& start = attrs.get<Scalar>("start");
+  const Scalar& step = attrs.get<Scalar>("step");
+  TP_DISPATCH_ALL(out.dtype(), op.name, ([&]<class T>() {
+    T* o = out.data_as<T>();
+    if (g.integral) {
+      const uint64_t s0 = static_cast<uint64_t>(start.to_int()), st = static_cast<uint64_t>(step.to_int());
+      parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(static_cast<int64_t>(s0 + st * static_cast<uint64_t>(i)));
+      });
+    } else {
+      const double s0 = start.to_double(), st = step.to_double();
+      parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(s0 + st * static_cast<double>(i));
+      });
+    }
+  }));
+  return {out};
+}
+
+// ---- rand / randn ----
+std::vector<TensorMeta> random_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  auto out = sized_infer(op, in, attrs);
+  TP_CHECK(is_floating(out[0].dtype), TypeError, op.name, ": expected a floating-point dtype but got ",
+           dtype_name(out[0].dtype));
+  return out;
+}
+
+constexpr float kTwoPiF = 6.28318530717958647692f;
+constexpr double kTwoPi = 6.28318530717958647692;
+
+inline float unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }  // [0, 1)
+inline double unit_double(uint32_t hi, uint32_t lo) {  // [0, 1)
+  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Each Philox counter yields four float32 or two float64 values.
+template <class T, bool Normal>
+void random_kernel(const Tensor& out) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  constexpr int64_t per = sizeof(T) == 4 ? 4 : 2;
+  const int64_t counters = (n + per - 1) / per;
+  PhiloxRange r = generator_reserve(static_cast<uint64_t>(counters));
+  T* o = out.data_as<T>();
+  parallel_for(0, counters, kGrainSize / 8, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      uint32_t w[4];
+      philox4x32(r.first + static_cast<uint64_t>(c), r.key, w);
+      T v[per];
+      if constexpr (sizeof(T) == 4) {
+        if constexpr (Normal) {  // Box-Muller on two pairs
+          for (int p = 0; p < 2; ++p) {
+            float u1 = unit_float(w[2 * p]) + (1.0f / 16777216.0f);  // (0, 1]: log stays finite
+            float u2 = unit_float(w[2 * p + 1]);
+            float rad = std::sqrt(-2.0f * std::log(u1));
+            v[2 * p] = rad * std::cos(kTwoPiF * u2);
+            v[2 * p + 1] = rad * std::sin(kTwoPiF * u2);
+          }
+        } else {
+          for (int p = 0; p < 4; ++p) v[p] = unit_float(w[p]);
+        }
+      } else {
+        double u1 = unit_double(w[0], w[1]), u2 = unit_double(w[2], w[3]);
+        if constexpr (Normal) {
+          double rad = std::sqrt(-2.0 * std::log(1.0 - u1));  // 1 - u1 in (0, 1]
+          v[0] = rad * std::cos(kTwoPi * u2);
+          v[1] = rad * std::sin(kTwoPi * u2);
+        } else {
+          v[0] = u1;
+          v[1] = u2;
+        }
+      }
+      const int64_t base = c * per, cnt = std::min<int64_t>(per, n - base);
+      for (int64_t j = 0; j < cnt; ++j) o[base + j] = v[j];
+    }
+  });
+}
+
+template <bool Normal>
+std::vector<Tensor> random_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs&,
+                               const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() { random_kernel<T, Normal>(out); }));
+  return {out};
+}
+
+void register_factory(const char* name, uint32_t tags, InferFn infer, KernelFn cpu) {
+  OpDef d;
+  d.name = name;
+  d.tags = kFactory | tags;
+  d.num_inputs = 0;
+  d.infer = infer;
+  d.cpu = cpu;
+  register_op(d);
+}
+
+}  // namespace
+
+void register_factory_ops() {
+  register_factory("empty", 0, &sized_infer, &empty_cpu);
+  register_factory("zeros", 0, &sized_infer, &constant_cpu<0>);
+  register_factory("ones", 0, &sized_infer, &constant_cpu<1>);
+  register_factory("full", 0, &full_infer, &full_cpu);
+  register_factory("arange", 0, &arange_infer, &arange_cpu);
+  register_factory("rand", kRandom, &random_infer, &random_cpu<false>);
+  register_factory("randn", kRandom, &random_infer, &random_cpu<true>);
+}
+
+}  // namespace tp

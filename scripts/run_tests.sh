@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test command of the README: C++ unit tests (GoogleTest under ctest) and
+# the Python API tests (pytest). Installs what is missing on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export CCACHE_BASEDIR="$ROOT"
+
+need_apt=()
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+[ -f /usr/include/openssl/sha.h ] || need_apt+=(libssl-dev)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v ninja >/dev/null || pip install -q ninja
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing ${need_apt[*]} (apt-get)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The Python package, always built from this checkout (an installed copy from
+# elsewhere must never be what gets tested). ccache keeps rebuilds short.
+python -m pip install -q ".[test]"
+
+echo "== C++ unit tests (ctest) =="
+cmake -S . -B build/tests -G Ninja -DTP_BUILD_PYTHON=OFF -DTP_BUILD_TESTS=ON >/dev/null
+cmake --build build/tests
+cpp_rc=0
+(cd build/tests && ctest --output-on-failure -j2) || cpp_rc=$?
+
+echo "== Python tests (pytest) =="
+py_rc=0
+# Run from outside the source tree so the installed package is what gets imported.
+(cd tests && python -m pytest -q -p no:cacheprovider python) || py_rc=$?
+
+if [ $cpp_rc -ne 0 ] || [ $py_rc -ne 0 ]; then
+  echo "tests failed: ctest rc=$cpp_rc pytest rc=$py_rc"
+  exit 1
+fi
