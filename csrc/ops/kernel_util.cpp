@@ -1,5 +1,6 @@
 #include "ops/kernel_util.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/tensor_iterator.h"
@@ -9,8 +10,49 @@ namespace tp {
 Tensor alloc_out(const TensorMeta& m) { return Tensor::empty_strided(m.sizes, m.strides, m.dtype); }
 
 namespace {
+// A copy whose source walks memory across the destination's rows (a
+// transpose: the source's unit stride is on the destination's second-innermost
+// dim) goes tile by tile so both sides stay in cache.
+template <class To, class From>
+bool tiled_copy(const TensorIterator& it) {
+  const int nd = it.ndim();
+  if (nd < 2) return false;
+  const int64_t os1 = it.stride(0, nd - 1), is1 = it.stride(1, nd - 1);
+  const int64_t os0 = it.stride(0, nd - 2), is0 = it.stride(1, nd - 2);
+  if (os1 != static_cast<int64_t>(sizeof(To)) || is0 != static_cast<int64_t>(sizeof(From)) || is1 == is0) return false;
+  const int64_t rows = it.shape()[nd - 2], cols = it.shape()[nd - 1];
+  if (rows < 16 || cols < 16) return false;
+  constexpr int64_t kTile = 32;
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= it.shape()[d];
+  parallel_for(0, outer * row_tiles, std::max<int64_t>(1, kGrainSize / (kTile * cols)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / row_tiles, r0 = (t % row_tiles) * kTile, r1 = std::min(rows, r0 + kTile);
+      char* po = it.data(0);
+      const char* pi = it.data(1);
+      for (int d = nd - 3; d >= 0; --d) {
+        int64_t idx = o % it.shape()[d];
+        o /= it.shape()[d];
+        po += idx * it.stride(0, d);
+        pi += idx * it.stride(1, d);
+      }
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          To* orow = reinterpret_cast<To*>(po + r * os0);
+          const char* irow = pi + r * is0;
+          for (int64_t c = c0; c < c1; ++c) orow[c] = cast_value<To>(*reinterpret_cast<const From*>(irow + c * is1));
+        }
+      }
+    }
+  });
+  return true;
+}
+
 template <class To, class From>
 void copy_loop(const TensorIterator& it) {
+  if (it.numel() >= kGrainSize / 4 && tiled_copy<To, From>(it)) return;
   it.for_each([](char** d, const int64_t* s, int64_t n) {
     if constexpr (std::is_same_v<To, From>) {
       if (s[0] == sizeof(To) && s[1] == sizeof(From)) {

@@ -14,6 +14,7 @@
 #include "ops/registry.h"
 #include "ops/tensor_iterator.h"
 #include "ops/type_promotion.h"
+#include "ops/vec_math.h"
 
 namespace tp {
 namespace {
@@ -79,7 +80,7 @@ inline T unary_apply(T x) {
     if constexpr (std::is_same_v<T, int64_t>) return x < 0 ? static_cast<int64_t>(0ull - static_cast<uint64_t>(x)) : x;
     else return std::abs(x);
   } else if constexpr (K == UnaryOp::Exp) {
-    return std::exp(x);
+    return exp_any(x);
   } else if constexpr (K == UnaryOp::Log) {
     return std::log(x);
   } else if constexpr (K == UnaryOp::Sqrt) {
@@ -87,7 +88,7 @@ inline T unary_apply(T x) {
   } else if constexpr (K == UnaryOp::Tanh) {
     return std::tanh(x);
   } else {
-    return T(1) / (T(1) + std::exp(-x));
+    return T(1) / (T(1) + exp_any(-x));
   }
 }
 

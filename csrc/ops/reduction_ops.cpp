@@ -24,6 +24,7 @@
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 #include "ops/tensor_iterator.h"
+#include "ops/vec_math.h"
 
 namespace tp {
 namespace {
@@ -395,7 +396,7 @@ void softmax_kernel(const Tensor& in, const Tensor& out, int64_t dim) {
         const T* xr = x + r * D;
         T* yr = y + r * D;
         const T m = reduce_row<MaxPolicy<T>>(xr, D, 1);
-        for (int64_t i = 0; i < D; ++i) yr[i] = std::exp(xr[i] - m);
+        for (int64_t i = 0; i < D; ++i) yr[i] = exp_any(xr[i] - m);
         const T inv = static_cast<T>(1.0 / reduce_row<SumPolicy<T>>(yr, D, 1));
         for (int64_t i = 0; i < D; ++i) yr[i] *= inv;
       }
@@ -421,7 +422,7 @@ void softmax_kernel(const Tensor& in, const Tensor& out, int64_t dim) {
         for (int64_t j = 0; j < w; ++j) m[j] = MaxPolicy<T>::step(m[j], xb[d * inner + j]);
       for (int64_t d = 0; d < D; ++d)
         for (int64_t j = 0; j < w; ++j) {
-          T v = std::exp(xb[d * inner + j] - m[j]);
+          T v = exp_any(xb[d * inner + j] - m[j]);
           yb[d * inner + j] = v;
           sum[j] += v;
         }

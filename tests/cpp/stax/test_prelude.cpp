@@ -131,6 +131,9 @@ extern "C" float hmin_vf(const float* x) { return tp_hmin(tp_load(x)); }
 extern "C" double hsum_vd(const double* x) { return tp_hsum(tp_load(x)); }
 extern "C" double hmax_vd(const double* x) { return tp_hmax(tp_load(x)); }
 extern "C" double hmin_vd(const double* x) { return tp_hmin(tp_load(x)); }
+extern "C" i64 hsum_vl(const i64* x) { return tp_hsum(tp_load(x)); }
+extern "C" i64 hmax_vl(const i64* x) { return tp_hmax(tp_load(x)); }
+extern "C" i64 hmin_vl(const i64* x) { return tp_hmin(tp_load(x)); }
 extern "C" void splat(float f, double d, i64 l, float* yf, double* yd, i64* yl) {
   tp_store(yf, tp_splat_vf(f)); tp_store(yd, tp_splat_vd(d)); tp_store(yl, tp_splat_vl(l));
 }
@@ -721,6 +724,12 @@ TEST_P(PreludeIsa, HorizontalReductions) {
     EXPECT_TRUE(std::isnan(hmax_d(v.data()))) << pos;
     EXPECT_TRUE(std::isnan(hmin_d(v.data()))) << pos;
   }
+  std::vector<i64> l = {5, -9, 3, 1LL << 40, 7, -2, 11, 4};
+  i64 sl = 0, mxl = INT64_MIN, mnl = INT64_MAX;
+  for (int i = 0; i < ld; ++i) sl += l[i], mxl = std::max(mxl, l[i]), mnl = std::min(mnl, l[i]);
+  EXPECT_EQ(lib->fn<i64 (*)(const i64*)>("hsum_vl")(l.data()), sl);
+  EXPECT_EQ(lib->fn<i64 (*)(const i64*)>("hmax_vl")(l.data()), mxl);
+  EXPECT_EQ(lib->fn<i64 (*)(const i64*)>("hmin_vl")(l.data()), mnl);
   // pairwise tree: 1 + 16 * 2^-24 sums exactly (sequential summation would lose them all)
   std::vector<float> t(16, 0x1p-24f);
   t[0] = 1.0f;

@@ -218,6 +218,9 @@ std::string cpp_prelude(const PreludeRequest& req) {
   horizontal(s, "double", "tp_hsum", "vd", "vl", ld, "+");
   horizontal(s, "double", "tp_hmax", "vd", "vl", ld, "tp_max");
   horizontal(s, "double", "tp_hmin", "vd", "vl", ld, "tp_min");
+  horizontal(s, "i64", "tp_hsum", "vl", "vl", ld, "+");
+  horizontal(s, "i64", "tp_hmax", "vl", "vl", ld, "tp_max");
+  horizontal(s, "i64", "tp_hmin", "vl", "vl", ld, "tp_min");
   if (req.need_exp || req.need_tanh || req.need_sigmoid) s += kExp;
   if (req.need_log) s += kLog;
   if (req.need_tanh) s += kTanh;
