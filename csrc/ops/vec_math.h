@@ -13,9 +13,17 @@ namespace tp {
 // factors so results down in the denormal range stay right. NaN propagates,
 // overflow gives inf, underflow 0. No float->int conversion: n comes out of
 // the mantissa of a magic-number sum, so NaN inputs are not undefined behaviour.
+// A float select written with integer masks: GCC (with the default
+// -ftrapping-math) will not if-convert `c ? k : x` on floats, which keeps the
+// whole loop scalar.
+inline float select_f32(bool c, float a, float b) {
+  const int32_t m = -static_cast<int32_t>(c);
+  return std::bit_cast<float>((m & std::bit_cast<int32_t>(a)) | (~m & std::bit_cast<int32_t>(b)));
+}
+
 inline float exp_f32(float x) {
-  x = x < -104.0f ? -104.0f : x;  // NaN passes both clamps unchanged
-  x = x > 89.0f ? 89.0f : x;
+  x = select_f32(x < -104.0f, -104.0f, x);  // NaN passes both clamps unchanged
+  x = select_f32(x > 89.0f, 89.0f, x);
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = x * 1.44269504088896341f + kMagic;
   const float n = t - kMagic;
