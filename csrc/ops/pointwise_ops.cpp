@@ -49,9 +49,9 @@ inline auto binary_apply(T a, T b) {
   } else if constexpr (K == BinaryOp::Div) {
     return static_cast<T>(a / b);  // floating only (true division)
   } else if constexpr (K == BinaryOp::Maximum) {
-    return (a > b || a != a) ? a : b;  // NaN on either side propagates
+    return select(a > b || a != a, a, b);  // NaN on either side propagates
   } else if constexpr (K == BinaryOp::Minimum) {
-    return (a < b || a != a) ? a : b;
+    return select(a < b || a != a, a, b);
   } else if constexpr (K == BinaryOp::Eq) {
     return a == b;
   } else if constexpr (K == BinaryOp::Ne) {
@@ -75,7 +75,7 @@ inline T unary_apply(T x) {
     if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(0ull - static_cast<uint64_t>(x));
     else return -x;
   } else if constexpr (K == UnaryOp::Relu) {
-    return x < T(0) ? T(0) : x;  // NaN stays NaN
+    return select(x < T(0), T(0), x);  // NaN stays NaN
   } else if constexpr (K == UnaryOp::Abs) {
     if constexpr (std::is_same_v<T, int64_t>) return x < 0 ? static_cast<int64_t>(0ull - static_cast<uint64_t>(x)) : x;
     else return std::abs(x);
@@ -248,7 +248,7 @@ std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, co
         const bool* c = reinterpret_cast<const bool*>(d[1]);
         const T* x = reinterpret_cast<const T*>(d[2]);
         const T* y = reinterpret_cast<const T*>(d[3]);
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+        for (int64_t i = 0; i < n; ++i) o[i] = select(c[i], x[i], y[i]);
         return;
       }
       char *po = d[0], *pc = d[1], *px = d[2], *py = d[3];

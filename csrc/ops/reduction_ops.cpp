@@ -62,7 +62,7 @@ struct MaxPolicy {
   // A NaN, once seen, stays: `v > a` is false against a NaN accumulator.
   static In step(In a, In v) {
     if constexpr (std::is_same_v<In, bool>) return a | v;
-    else return (v > a || v != v) ? v : a;
+    else return select(v > a || v != v, v, a);
   }
   static In combine(In a, In b) { return step(a, b); }
   static In flush(In t, In a) { return step(t, a); }

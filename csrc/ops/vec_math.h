@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace tp {
 
@@ -16,10 +17,17 @@ namespace tp {
 // A float select written with integer masks: GCC (with the default
 // -ftrapping-math) will not if-convert `c ? k : x` on floats, which keeps the
 // whole loop scalar.
-inline float select_f32(bool c, float a, float b) {
-  const int32_t m = -static_cast<int32_t>(c);
-  return std::bit_cast<float>((m & std::bit_cast<int32_t>(a)) | (~m & std::bit_cast<int32_t>(b)));
+template <class T>
+inline T select(bool c, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+    const I m = -static_cast<I>(c);
+    return std::bit_cast<T>(static_cast<I>((m & std::bit_cast<I>(a)) | (~m & std::bit_cast<I>(b))));
+  } else {
+    return c ? a : b;
+  }
 }
+inline float select_f32(bool c, float a, float b) { return select<float>(c, a, b); }
 
 inline float exp_f32(float x) {
   x = select_f32(x < -104.0f, -104.0f, x);  // NaN passes both clamps unchanged
