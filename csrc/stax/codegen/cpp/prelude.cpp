@@ -17,9 +17,9 @@ static inline vl tp_load(const i64* p) { vl v; __builtin_memcpy(&v, p, sizeof v)
 static inline void tp_store(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline void tp_store(double* p, vd v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline void tp_store(i64* p, vl v) { __builtin_memcpy(p, &v, sizeof v); }
-static inline vf tp_splat_vf(float x) { return x - (vf){}; }
-static inline vd tp_splat_vd(double x) { return x - (vd){}; }
-static inline vl tp_splat_vl(i64 x) { return x - (vl){}; }
+static inline vf tp_splat_vf(float x) { return x - vf{}; }
+static inline vd tp_splat_vd(double x) { return x - vd{}; }
+static inline vl tp_splat_vl(i64 x) { return x - vl{}; }
 template <class M, class T> static inline T tp_where(M m, T a, T b) { return m ? a : b; }
 template <class T> static inline T tp_neg(T x) { return -x; }
 template <class T> static inline T tp_relu(T x) { return x < T{} ? T{} : x; }
@@ -167,26 +167,16 @@ static inline i64 tp_mod(i64 a, i64 b) {
 // i ^ w for w = lanes/2 .. 1), i.e. a balanced pairwise tree.
 void horizontal(std::string& s, const char* scalar, const char* name, const char* vt,
                 const char* mt, int lanes, const char* combine) {
-  s += "static inline ";
-  s += scalar;
-  s += ' ';
-  s += name;
-  s += '(';
-  s += vt;
-  s += " v) {";
+  const bool add = combine[0] == '+';
+  s.append("static inline ").append(scalar).append(" ").append(name).append("(").append(vt);
+  s.append(" v) {");
   for (int w = lanes / 2; w >= 1; w /= 2) {
-    std::string shuf = "__builtin_shuffle(v, (" + std::string(mt) + "){";
-    for (int i = 0; i < lanes; ++i) shuf += (i ? "," : "") + std::to_string(i ^ w);
-    shuf += "})";
-    s += " v = ";
-    if (combine[0] == '+') {
-      s += "v + " + shuf;
-    } else {
-      s += std::string(combine) + "(v, " + shuf + ")";
-    }
-    s += ';';
+    s.append(add ? " v = v + " : " v = ").append(add ? "" : combine).append(add ? "" : "(v, ");
+    s.append("__builtin_shuffle(v, ").append(mt).append("{");
+    for (int i = 0; i < lanes; ++i) s.append(i ? "," : "").append(std::to_string(i ^ w));
+    s.append(add ? "});" : "}));");
   }
-  s += " return v[0]; }\n";
+  s.append(" return v[0]; }\n");
 }
 
 }  // namespace
