@@ -21,6 +21,8 @@ struct TensorMeta {
   Shape strides;
   DType dtype = DType::Float32;
   Device device = Device::cpu();
+  // A Python number (see TensorImpl::wrapped_number): type promotion ranks it below tensors.
+  bool wrapped_number = false;
   static TensorMeta contiguous(Shape sizes, DType dtype) {
     TensorMeta m;
     m.strides = contiguous_strides(sizes);
@@ -81,7 +83,9 @@ class Tensor {
   bool is_contiguous() const { return tp::is_contiguous(impl_->sizes, impl_->strides); }
   void* data() const { return impl_->data(); }
   template <class T> T* data_as() const { return static_cast<T*>(impl_->data()); }
-  TensorMeta meta() const { return TensorMeta{impl_->sizes, impl_->strides, impl_->dtype, device()}; }
+  TensorMeta meta() const {
+    return TensorMeta{impl_->sizes, impl_->strides, impl_->dtype, device(), impl_->wrapped_number};
+  }
   uint64_t version() const { return impl_->version(); }
   void bump_version() const { impl_->storage->bump_version(); }
   bool requires_grad() const { return impl_->requires_grad; }

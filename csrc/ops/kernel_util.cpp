@@ -120,8 +120,13 @@ bool may_overlap(const Tensor& a, const Tensor& b) {
 }
 
 void check_sizes(const Shape& sizes, const char* op) {
-  for (auto s : sizes)
+  int64_t n = 1;
+  for (auto s : sizes) {
     TP_CHECK(s >= 0, ValueError, op, ": negative dimension in size ", shape_str(sizes));
+    TP_CHECK(s == 0 || n <= (int64_t{1} << 62) / s, ValueError, op, ": size ", shape_str(sizes),
+             " has too many elements");
+    n *= s;
+  }
 }
 
 Shape infer_view_size(const Shape& requested, int64_t numel, const char* op) {
@@ -134,7 +139,8 @@ Shape infer_view_size(const Shape& requested, int64_t numel, const char* op) {
       infer_at = static_cast<int>(i);
     } else {
       TP_CHECK(out[i] >= 0, ValueError, op, ": invalid shape dimension ", out[i], " in size ", shape_str(requested));
-      known *= out[i];
+      TP_CHECK(!__builtin_mul_overflow(known, out[i], &known), ValueError, op, ": shape ", shape_str(requested),
+               " is invalid for input of size ", numel);
     }
   }
   if (infer_at >= 0) {

@@ -88,7 +88,7 @@ Tensor view(const Tensor& x, const Shape& shape) { return call_op1(TP_OP("view")
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Shape size = infer_view_size(shape, x.numel(), "reshape");
   if (view_strides(x.sizes(), x.strides(), size)) return view(x, size);
-  return view(clone(x), size);
+  return view(contiguous(x), size);
 }
 
 Tensor permute(const Tensor& x, const Dims& dims) { return call_op1(TP_OP("permute"), {x}, {{"dims", dims}}); }

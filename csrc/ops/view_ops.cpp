@@ -99,6 +99,7 @@ std::vector<TensorMeta> expand_infer(const OpDef& op, const std::vector<TensorMe
       strides[i] = 0;
     }
   }
+  check_sizes(sizes, op.name);
   return {view_meta(x, std::move(sizes), std::move(strides))};
 }
 
