@@ -131,3 +131,13 @@ def test_forcing_a_lower_isa_changes_the_cache_key(tmp_path):
     assert outs[0][1] == "1" and outs[1][1] == "1"  # both compiled: different keys
     keys = [p for p in tmp_path.glob("*/*") if p.is_dir()]
     assert len(keys) == (1 if tp.compiler.host_isa() == "scalar" else 2)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0,)])
+def test_zero_size_inputs(shape):
+    x = tp.randn(*shape)
+    _check(lambda x: (x * 2).exp(), x)
+    _check(lambda x: x.sum(-1), x)
+    _check(lambda x: x.reshape(-1) + 1, x)
+    if len(shape) == 2:
+        _check(lambda x: x.t().exp() * x.sum(1).unsqueeze(0), x)

@@ -285,7 +285,7 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
       IndexExpr flat = linear_index(idx, out_c);
       Index src(x.sizes.size());
       for (size_t d = 0; d < x.sizes.size(); ++d)
-        src[d] = x.sizes[d] == 1 ? IndexExpr(0) : mod(floordiv(flat, in_c[d]), x.sizes[d]);
+        src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(floordiv(flat, in_c[d]), x.sizes[d]);
       return x.at(src);
     };
     return v;

@@ -130,6 +130,9 @@ bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int
 // Merges adjacent inner loops while every access stays affine in the merged
 // variable (Proposition 6.3): fewer, longer loops vectorize and amortize better.
 void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) {
+  // An empty loop stays as it is (and no index may divide by a zero extent).
+  for (int64_t r : nest.inner_ranges)
+    if (r == 0) return;
   while (nest.inner_vars.size() >= 2) {
     size_t d = nest.inner_vars.size() - 2;
     int64_t a = nest.inner_ranges[d], b = nest.inner_ranges[d + 1];
@@ -197,6 +200,10 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     std::vector<IndexExpr> outer_idx;
     int64_t inner_size = k.outer_extent;
     for (size_t d = 0; d < k.outer_ranges.size(); ++d) {
+      if (k.outer_extent == 0) {  // zero-size output: the loop never runs
+        outer_idx.push_back(0);
+        continue;
+      }
       inner_size /= k.outer_ranges[d];
       IndexExpr e = floordiv(k.outer_var, inner_size);
       outer_idx.push_back(d == 0 ? e : mod(e, k.outer_ranges[d]));

@@ -341,7 +341,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << " = 0; " << o << " < " << std::max<int64_t>(k.outer_extent, 1) << "; ++" << o
+      os << "  for (i64 " << o << " = 0; " << o << " < " << k.outer_extent << "; ++" << o
          << ") {\n";
       for (auto& n : k.nests) emit_nest(os, p, k, n, locals, vector_bytes, "", "");
       os << "  }\n";
