@@ -84,15 +84,17 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
 
 namespace {
 
-bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
-  if (nest.inner_vars.empty()) return false;
+// Can `nest` run with vector lanes along loop variable j (extent `extent`)?
+// Every load must be contiguous or invariant in j, every value of one float
+// type; `store_in_lanes`: the store index must be contiguous in j too.
+bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
+                        int j, int64_t extent, bool store_in_lanes) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
   if (!is_floating(lane)) return false;
   int lanes = vector_bytes / static_cast<int>(itemsize(lane));
-  if (nest.inner_ranges.back() < lanes) return false;
-  int j = nest.inner_vars.back().var_id();
-  if (!n.is_reduction()) {
+  if (extent < lanes) return false;
+  if (store_in_lanes) {
     auto c = coefficient_of(nest.store_index, j);
     if (!c || *c != 1) return false;
   }
@@ -125,6 +127,13 @@ bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int
     for (auto& a : e->args) stack.push_back(a.get());
   }
   return true;
+}
+
+bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
+  if (nest.inner_vars.empty()) return false;
+  bool reduction = p.nodes[nest.node].is_reduction();
+  return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
+                            !reduction);
 }
 
 // Merges adjacent inner loops while every access stays affine in the merged
@@ -239,6 +248,9 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));
     }
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction())
+      k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
+                                             k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
     if (k.outer_extent == 1 && k.nests.size() == 1 && !program.nodes[k.nodes[0]].is_reduction() &&
         k.nests[0].inner_vars.size() == 1 && k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {

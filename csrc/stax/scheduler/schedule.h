@@ -37,6 +37,10 @@ struct KernelPlan {
   std::set<int> local_buffers;          // buffers read from a local variable inside this kernel
   bool parallel = false;
   int64_t chunk = 0;                    // >0: a single pointwise nest split into chunks across threads
+  // A single reduction whose inner loop is strided (e.g. sum over dim 0 of a
+  // row-major matrix): vectorize across consecutive outer iterations instead,
+  // one vector accumulator holding `lanes` neighbouring results.
+  bool vectorize_outer = false;
   std::string origin;                   // operators fused here, for the comment above the kernel
 };
 

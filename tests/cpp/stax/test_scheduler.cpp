@@ -105,6 +105,19 @@ TEST(Scheduler, ReductionOverFirstDimStartsANewKernelForItsConsumer) {
   EXPECT_EQ(s.schedule.kernels.size(), 2u);
 }
 
+TEST(Scheduler, ReductionOverLeadingDimVectorizesAcrossTheOuterLoop) {
+  Tensor x = Tensor::empty({512, 96}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::sum(in[0], {0})}; }, {x});
+  ASSERT_EQ(s.schedule.kernels.size(), 1u);
+  const KernelPlan& k = s.schedule.kernels[0];
+  EXPECT_FALSE(k.nests[0].vectorize);  // the reduced dim is strided
+  EXPECT_TRUE(k.vectorize_outer);      // the kept dim is contiguous
+  // Over the last dim the usual inner vectorization applies instead.
+  auto t = schedule_fn([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::sum(in[0], {1})}; }, {x});
+  EXPECT_TRUE(t.schedule.kernels[0].nests[0].vectorize);
+  EXPECT_FALSE(t.schedule.kernels[0].vectorize_outer);
+}
+
 TEST(Scheduler, CanFuseRejectsReadsAtAnotherIteration) {
   // Hand-built program: node 0 reduces into b1[i]; node 1 reads b1[i + 1].
   ir::LoopProgram p;

@@ -274,6 +274,52 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   }
 }
 
+// A reduction vectorized across the outer loop: `unroll` vectors hold
+// unroll*lanes neighbouring outputs (o .. o+unroll*lanes-1), so every row
+// the inner loop visits is read as one contiguous run; the inner loops take
+// scalar steps.
+void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
+                                 const LoopNest& nest, int lanes, int unroll) {
+  const ComputeNode& node = p.nodes[nest.node];
+  const Buffer& out = p.buffers[node.out_buffer];
+  RangeMap ranges = nest_ranges(k, nest);
+  std::unordered_map<int, std::string> no_locals;
+  Writer w(p, no_locals, ranges);
+  DType dt = node.body->dtype;
+  std::string o = k.outer_var.var_name();
+  std::string acc = "red" + std::to_string(nest.node) + "_v";
+  std::string indent = "    ";
+  os << indent << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name << " ("
+     << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << "), vectorized across " << o
+     << "\n";
+  indent += "  ";
+  for (int u = 0; u < unroll; ++u)
+    os << indent << vtype(dt) << " " << acc << u << " = " << splat(dt) << "(" << reduce_init(node.reduce, dt)
+       << ");\n";
+  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+    std::string v = var_name(nest.inner_vars[d]);
+    os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+    indent += "  ";
+  }
+  for (int u = 0; u < unroll; ++u) {
+    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    std::string val = w.emit(nest.body, true, k.outer_var.var_id(), os, indent + "  ");
+    os << indent << "  " << acc << u << " = " << combine(node.reduce, acc + std::to_string(u), val) << ";\n";
+    os << indent << "}\n";
+    w.reset_names();
+  }
+  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  for (int u = 0; u < unroll; ++u) {
+    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    os << indent << "  tp_store(" << out.name << " + (" << to_c(nest.store_index, ranges) << "), " << acc << u
+       << ");\n" << indent << "}\n";
+  }
+  os << "    }\n";
+}
+
 }  // namespace
 
 GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector_bytes) {
@@ -338,6 +384,26 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
       os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       emit_nest(os, p, k, k.nests[0], locals, vector_bytes, "lo", "hi");
+      os << "  }\n";
+    } else if (k.vectorize_outer) {
+      int lanes = vector_bytes / static_cast<int>(itemsize(p.nodes[k.nodes[0]].body->dtype));
+      // Widest block of vectors (up to 8, i.e. 512 bytes of a float row) that
+      // divides the outer extent, so at most lanes-1 outputs are left over.
+      int unroll = 8;
+      while (unroll > 1 && (k.outer_extent % (unroll * lanes) != 0 || k.outer_extent < unroll * lanes)) unroll /= 2;
+      int64_t width = static_cast<int64_t>(unroll) * lanes;
+      int64_t groups = k.outer_extent / width;
+      if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
+      os << "  for (i64 " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
+      os << "    const i64 " << o << "_b = " << o << "_g * " << width << ";\n";
+      emit_outer_vector_reduction(os, p, k, k.nests[0], lanes, unroll);
+      os << "  }\n";
+      // The remaining outputs, one at a time.
+      LoopNest tail = k.nests[0];
+      tail.vectorize = false;
+      os << "  for (i64 " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
+         << ") {\n";
+      emit_nest(os, p, k, tail, locals, vector_bytes, "", "");
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
