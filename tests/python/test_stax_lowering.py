@@ -70,6 +70,8 @@ CASES = {
     "zero_dim_tensor_arg": (lambda x, s: x * s, (X(6, 6), tp.tensor(3.0))),
     "vector_tail_lengths": (lambda x: (x * 2).sum(-1), (X(3, 1000),)),
     "long_1d_chunked": (lambda x: (x * 2 + 1).exp(), (X(300000),)),
+    "full_sum_chunked": (lambda x: (x * x).sum(), (X(1000, 1000),)),
+    "full_amax_chunked": (lambda x: x.amax() + x.mean(), (X(300001),)),
 }
 
 

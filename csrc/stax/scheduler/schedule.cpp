@@ -252,9 +252,15 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (k.outer_extent == 1 && k.nests.size() == 1 && !program.nodes[k.nodes[0]].is_reduction() &&
-        k.nests[0].inner_vars.size() == 1 && k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
-      k.chunk = 16384;  // one long pointwise loop: split it across threads
+    if (k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+        k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
+      // One long loop: split it across threads. A reduction is split into a
+      // fixed number of partial results combined in order afterwards, so the
+      // result does not depend on the thread count.
+      bool reduction = program.nodes[k.nodes[0]].is_reduction();
+      int64_t extent = k.nests[0].inner_ranges[0];
+      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : 16384;
+      k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
       k.parallel = true;
     }
     s.kernels.push_back(std::move(k));

@@ -230,7 +230,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   }
   os << indent << ctype(dt) << " " << acc << "_s = " << init << ";\n";
   open_outer_inner();
-  os << indent << "i64 " << jb << " = 0;\n";
+  os << indent << "i64 " << jb << " = " << lo << ";\n";
   if (nest.vectorize) {
     os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << hi << "; " << jb << " += " << kAcc * lanes
        << ") {\n";
@@ -375,7 +375,32 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
     }
     std::string o = k.outer_var.var_name();
     std::unordered_map<int, std::string> locals;
-    if (k.chunk > 0) {
+    if (k.chunk > 0 && p.nodes[k.nodes[0]].is_reduction()) {
+      // Partial results per chunk, combined in chunk order.
+      const LoopNest& nest = k.nests[0];
+      const ComputeNode& node = p.nodes[nest.node];
+      DType dt = node.body->dtype;
+      int64_t extent = nest.inner_ranges[0];
+      int64_t chunks = (extent + k.chunk - 1) / k.chunk;
+      std::string red = "red" + std::to_string(nest.node);
+      os << "  " << ctype(dt) << " partial[" << chunks << "];\n";
+      os << "  #pragma omp parallel for schedule(static)\n";
+      os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+      os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
+      os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
+      os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      LoopNest part = nest;
+      part.store_to_memory = false;
+      emit_nest(os, p, k, part, locals, vector_bytes, "lo", "hi");
+      os << "    partial[" << o << "_c] = " << red << ";\n  }\n";
+      os << "  " << ctype(dt) << " total = partial[0];\n";
+      os << "  for (i64 c = 1; c < " << chunks << "; ++c) total = " << combine(node.reduce, "total", "partial[c]")
+         << ";\n";
+      RangeMap r;
+      r[k.outer_var.var_id()] = {0, 0};
+      os << "  " << p.buffers[node.out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
+         << "] = total;\n";
+    } else if (k.chunk > 0) {
       int64_t extent = k.nests[0].inner_ranges[0];
       int64_t chunks = (extent + k.chunk - 1) / k.chunk;
       os << "  #pragma omp parallel for schedule(static)\n";
