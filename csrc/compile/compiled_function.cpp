@@ -211,6 +211,13 @@ CompiledFunction::Artifact CompiledFunction::build(const std::vector<ArgValue>& 
 }
 
 std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args) {
+  // Called while an enclosing compiled function is being captured: inline the
+  // body so its operators land in the enclosing graph (running our own
+  // artifact here would hide them from the tracer).
+  if (graph::is_tracing()) {
+    check_arity(args);
+    return fn_(args);
+  }
   if (epoch_ != cache_epoch()) {
     cache_.clear();
     first_ = FirstLevel{};
