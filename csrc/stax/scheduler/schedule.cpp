@@ -165,6 +165,111 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
   }
 }
 
+bool is_expensive(const ExprNode* e) {
+  if (e->op == ExprOp::Call &&
+      (e->fn == "exp" || e->fn == "log" || e->fn == "tanh" || e->fn == "sigmoid" || e->fn == "sqrt"))
+    return true;
+  for (auto& a : e->args)
+    if (is_expensive(a.get())) return true;
+  return false;
+}
+
+// Does r (a subexpression of another nest, whose inner variable maps to p's by
+// r_to_p) compute the same value as p at every point?
+bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, const RangeMap& ranges) {
+  if (p->op != r->op || p->dtype != r->dtype || p->args.size() != r->args.size()) return false;
+  switch (p->op) {
+    case ExprOp::Const: if (!(p->value == r->value)) return false; break;
+    case ExprOp::Load:
+      if (p->buffer != r->buffer || !(simplify(substitute(r->index, r_to_p), ranges) == p->index)) return false;
+      break;
+    case ExprOp::Call: if (p->fn != r->fn) return false; break;
+    default: break;
+  }
+  for (size_t i = 0; i < p->args.size(); ++i)
+    if (!same_value(p->args[i].get(), r->args[i].get(), r_to_p, ranges)) return false;
+  return true;
+}
+
+Expr replace_node(const Expr& root, const ExprNode* target, const Expr& with,
+                  std::unordered_map<const ExprNode*, Expr>& memo) {
+  if (root.get() == target) return with;
+  auto it = memo.find(root.get());
+  if (it != memo.end()) return it->second;
+  Expr out = root;
+  if (!root->args.empty()) {
+    auto n = std::make_shared<ExprNode>(*root);
+    for (auto& a : n->args) a = replace_node(a, target, with, memo);
+    out = n;
+  }
+  memo[root.get()] = out;
+  return out;
+}
+
+std::vector<const ExprNode*> preorder(const Expr& root) {
+  std::vector<const ExprNode*> out;
+  std::vector<const ExprNode*> stack{root.get()};
+  std::set<const ExprNode*> seen;
+  while (!stack.empty()) {
+    const ExprNode* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    out.push_back(e);
+    for (auto it = e->args.rbegin(); it != e->args.rend(); ++it) stack.push_back(it->get());
+  }
+  return out;
+}
+
+// Within one kernel, a later pointwise nest often recomputes a costly value an
+// earlier nest already computed over the same inner loop (softmax: exp(x - m)
+// in the sum and again in the division). The earlier nest then also stores the
+// value into the later nest's output, at the index the later nest writes, and
+// the later nest reads it back: one exp per element instead of two, and the
+// re-read hits a row still in cache (Section 6.6: materialize when it pays).
+void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
+  for (size_t b = 1; b < k.nests.size(); ++b) {
+    LoopNest& P = k.nests[b];
+    if (program.nodes[P.node].is_reduction() || P.inner_vars.size() != 1 || !P.store_to_memory) continue;
+    const Buffer& out = program.buffers[program.nodes[P.node].out_buffer];
+    int pj = P.inner_vars[0].var_id();
+    RangeMap ranges;
+    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
+    ranges[pj] = {0, P.inner_ranges[0] - 1};
+    bool done = false;
+    for (size_t a = 0; a < b && !done; ++a) {
+      LoopNest& R = k.nests[a];
+      if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || R.vectorize != P.vectorize) continue;
+      int rj = R.inner_vars[0].var_id();
+      VarMap r_to_p{{rj, P.inner_vars[0]}};
+      std::vector<const ExprNode*> r_nodes = preorder(R.body);
+      for (const ExprNode* e : preorder(P.body)) {  // largest subexpressions first
+        if (e == P.body.get() || e->dtype != out.dtype || !is_expensive(e)) continue;
+        const ExprNode* match = nullptr;
+        for (const ExprNode* r : r_nodes)
+          if (same_value(e, r, r_to_p, ranges)) { match = r; break; }
+        if (!match) continue;
+        // Keep the node of R's own body so the code generator emits it once.
+        Expr value;
+        std::vector<Expr> stack{R.body};
+        while (!stack.empty() && !value) {
+          Expr x = stack.back();
+          stack.pop_back();
+          if (x.get() == match) value = x;
+          for (auto& c : x->args) stack.push_back(c);
+        }
+        RangeMap r_ranges = ranges;
+        r_ranges[rj] = {0, R.inner_ranges[0] - 1};
+        VarMap p_to_r{{pj, R.inner_vars[0]}};
+        R.side_stores.push_back({value, out.id, simplify(substitute(P.store_index, p_to_r), r_ranges)});
+        std::unordered_map<const ExprNode*, Expr> memo;
+        P.body = replace_node(P.body, e, load(out.id, P.store_index, out.dtype), memo);
+        done = true;
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
@@ -248,6 +353,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));
     }
+    share_expensive_values(k, program);
     if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction())
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);

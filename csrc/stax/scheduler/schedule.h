@@ -17,6 +17,14 @@
 
 namespace tp::stax {
 
+// A value a nest also writes to memory so that a later nest of the same kernel
+// can read it instead of recomputing it (see share_expensive_values).
+struct SideStore {
+  ir::Expr value;          // a subexpression of the nest's body (same node, so it is emitted once)
+  int buffer = -1;
+  ir::IndexExpr index;     // over the nest's own loop variables
+};
+
 struct LoopNest {
   int node = -1;                        // index into LoopProgram::nodes
   std::vector<ir::IndexExpr> inner_vars;  // after coalescing; the last one is the vector loop
@@ -25,6 +33,7 @@ struct LoopNest {
   ir::IndexExpr store_index;            // over the outer var (and inner vars for pointwise nests)
   bool vectorize = false;
   bool store_to_memory = true;          // false: only a local of this kernel reads it
+  std::vector<SideStore> side_stores;
 };
 
 struct KernelPlan {

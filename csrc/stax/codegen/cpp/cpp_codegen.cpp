@@ -193,6 +193,16 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   std::string j = nd ? var_name(nest.inner_vars.back()) : "";
   std::string jb = j + "_";
   std::string store_idx = to_c(nest.store_index, ranges);
+  // Values a later nest of this kernel reads back instead of recomputing.
+  auto side_stores = [&](bool vec, const std::string& ind) {
+    for (auto& ss : nest.side_stores) {
+      std::string v = w.emit(ss.value, vec, jv, os, ind);
+      const Buffer& b = p.buffers[ss.buffer];
+      std::string idx = to_c(ss.index, ranges);
+      if (vec) os << ind << "tp_store(" << b.name << " + (" << idx << "), " << v << ");  // reused below\n";
+      else os << ind << b.name << "[" << idx << "] = " << v << ";  // reused below\n";
+    }
+  };
 
   if (!node.is_reduction()) {
     if (nd == 0) {
@@ -205,6 +215,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
         os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
         os << indent << "  const i64 " << j << " = " << jb << ";\n";
         std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+        side_stores(true, indent + "  ");
         os << indent << "  tp_store(" << out.name << " + (" << store_idx << "), " << v << ");\n";
         os << indent << "}\n";
         w.reset_names();
@@ -212,6 +223,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
       os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
       os << indent << "  const i64 " << j << " = " << jb << ";\n";
       std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
+      side_stores(false, indent + "  ");
       os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
       os << indent << "}\n";
       close_outer_inner();
@@ -237,6 +249,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
     for (int a = 0; a < kAcc; ++a) {
       os << indent << "  {\n" << indent << "    const i64 " << j << " = " << jb << " + " << a * lanes << ";\n";
       std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
+      side_stores(true, indent + "    ");
       std::string av = acc + "_v" + std::to_string(a);
       os << indent << "    " << av << " = " << combine(node.reduce, av, v) << ";\n" << indent << "  }\n";
       w.reset_names();
@@ -245,6 +258,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
     os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
     os << indent << "  const i64 " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+    side_stores(true, indent + "  ");
     os << indent << "  " << acc << "_v0 = " << combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
     w.reset_names();
   }
@@ -255,6 +269,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
     os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
     os << indent << "  const i64 " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
+    side_stores(false, indent + "  ");
     os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
   }
   close_outer_inner();
