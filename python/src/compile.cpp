@@ -58,7 +58,22 @@ struct PyCompiled {
   std::unique_ptr<compile::CompiledFunction> fn;
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
-  nb::object call(nb::args args) {
+  nb::object binder;   // compiler._bind_arguments(signature, args, kwargs) or None
+  int num_params = -1;
+
+  nb::object call(nb::args args, nb::kwargs kwargs) {
+    // Keyword arguments and defaults are resolved against the signature on a
+    // slow path; the common positional call goes straight to C++.
+    if ((kwargs.size() > 0 || (num_params >= 0 && static_cast<int>(args.size()) != num_params)) &&
+        !binder.is_none()) {
+      nb::object bound = binder(args, kwargs);
+      return call_positional(nb::borrow<nb::tuple>(bound));
+    }
+    TP_CHECK(kwargs.size() == 0, TypeError, "compiled function: keyword arguments are not supported for this callable");
+    return call_positional(args);
+  }
+
+  nb::object call_positional(nb::tuple args) {
     std::vector<ArgValue> values;
     values.reserve(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
@@ -132,7 +147,7 @@ void bind_compile(nb::module_& m) {
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
                        std::map<std::string, std::string> options, bool dynamic, bool fullgraph, bool strict_native,
-                       std::vector<std::string> arg_names, int num_params) {
+                       std::vector<std::string> arg_names, int num_params, nb::object binder) {
     compile::CompileOptions o;
     o.backend = backend;
     if (!custom.is_none()) o.custom_backend = python_backend(custom);
@@ -143,6 +158,8 @@ void bind_compile(nb::module_& m) {
     o.strict_native = strict_native;
     auto pc = std::make_unique<PyCompiled>();
     pc->wrapped = fn;
+    pc->binder = binder;
+    pc->num_params = num_params;
     std::shared_ptr<bool> tuple_flag = pc->returns_tuple;
     auto fn_ref = keep_py(fn);
     compile::UserFn user = [fn_ref, tuple_flag](const std::vector<ArgValue>& args) {
@@ -159,7 +176,8 @@ void bind_compile(nb::module_& m) {
                                                          num_params);
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
-     nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"));
+     nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
+     nb::arg("binder").none());
 
   m.def("_capture", [](nb::object fn, nb::args args) {
     std::vector<Tensor> in;

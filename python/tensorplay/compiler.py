@@ -59,6 +59,26 @@ def host_isa():
     return _C._host_isa()
 
 
+def _make_binder(fn):
+    """Resolves keyword arguments and defaults into the positional tuple the
+    compiled function takes (the slow path; positional calls never come here)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+    def bind(args, kwargs):
+        try:
+            b = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"compiled function: {e}") from None
+        b.apply_defaults()
+        if b.kwargs:
+            raise TypeError("compiled function: keyword-only and **kwargs parameters are not supported")
+        return tuple(b.args)
+    return bind
+
+
 def _signature(fn):
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -98,4 +118,4 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     names, nparams = _signature(fn)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     return _C._compile(fn, backend, custom, mode or "", opts, bool(dynamic), bool(fullgraph),
-                       bool(strict_native), names, nparams)
+                       bool(strict_native), names, nparams, _make_binder(fn))

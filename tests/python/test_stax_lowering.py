@@ -154,3 +154,15 @@ def test_compiled_function_called_inside_another_is_inlined():
     y = tp.randn(4, 32)
     np.testing.assert_allclose(outer(y).numpy(), (y.exp() * 2).sum(-1).numpy(), rtol=1e-5)
     assert "const" not in tp.compiler.capture(lambda x: inner(x).sum(-1), x).code
+
+
+def test_keyword_arguments_and_defaults_bind_like_python():
+    cf = tp.compile(lambda a, b=2.0: a * b, strict_native=True)
+    x = tp.ones(3)
+    assert cf(x).tolist() == [2.0, 2.0, 2.0]
+    assert cf(x, b=3.0).tolist() == [3.0, 3.0, 3.0]
+    assert cf(b=4.0, a=x).tolist() == [4.0, 4.0, 4.0]
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        cf(x, c=1)
+    with pytest.raises(TypeError, match="missing"):
+        cf()
