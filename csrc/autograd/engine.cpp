@@ -40,6 +40,22 @@ void record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& att
   }
 }
 
+// Every node reachable from `roots`, each once (explicit DFS: graphs can be deep).
+std::vector<Node*> reachable(const std::vector<Edge>& roots) {
+  std::vector<Node*> order, stack;
+  std::unordered_set<Node*> seen;
+  for (auto& e : roots)
+    if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (auto& e : n->next_edges)
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  return order;
+}
+
 struct GraphTask {
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, std::vector<Tensor>> input_buffers;
@@ -57,20 +73,9 @@ void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool 
          std::unordered_map<Node*, Tensor>* capture) {
   AutoGradMode no_grad(false);
   GraphTask task;
-  // Count dependencies with an explicit DFS (graphs can be deep).
-  std::vector<Node*> stack;
-  std::unordered_set<Node*> seen;
-  for (auto& e : roots)
-    if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (auto& e : n->next_edges) {
-      if (!e.fn) continue;
-      task.dependencies[e.fn.get()]++;
-      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-    }
-  }
+  for (Node* n : reachable(roots))
+    for (auto& e : n->next_edges)
+      if (e.fn) task.dependencies[e.fn.get()]++;
   std::vector<std::shared_ptr<Node>> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
     if (!roots[i].fn) continue;
@@ -143,21 +148,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Ten
   // capture grads of inputs by intercepting the nodes their uses point at.
   std::unordered_map<Node*, Tensor> capture;
   std::vector<std::vector<Node*>> input_nodes(inputs.size());
-  // Walk the graph once to find AccumulateGrad nodes of each leaf input.
-  std::vector<Node*> stack;
-  std::unordered_set<Node*> seen;
-  for (auto& e : edges)
-    if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
+  // Find the AccumulateGrad nodes of each leaf input.
+  for (Node* n : reachable(edges)) {
     if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
       auto leaf = acc->leaf_.lock();
       for (size_t i = 0; i < inputs.size(); ++i)
         if (leaf.get() == inputs[i].impl()) { input_nodes[i].push_back(n); capture[n] = Tensor(); }
     }
-    for (auto& e : n->next_edges)
-      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     TP_CHECK(inputs[i].impl()->grad_fn == nullptr, Error,

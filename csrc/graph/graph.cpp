@@ -78,14 +78,7 @@ Node* Graph::get_attr(const std::string& hint, const Tensor& value) {
 }
 
 Node* Graph::call(const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta) {
-  auto n = std::make_unique<Node>();
-  n->opcode = Opcode::CallFunction;
-  n->name = unique_name(op.name);
-  n->target = &op;
-  n->args = std::move(args);
-  n->attrs = std::move(attrs);
-  n->meta = meta;
-  return add(std::move(n));
+  return insert_call_before(nullptr, op, std::move(args), std::move(attrs), meta);  // nullptr: append
 }
 
 Node* Graph::insert_call_before(Node* before, const OpDef& op, std::vector<Arg> args, Attrs attrs,

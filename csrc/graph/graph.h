@@ -54,7 +54,7 @@ class Graph {
   // Rewiring used by passes.
   void replace_all_uses(Node* from, Node* to);
   void erase(Node* n);  // must have no users
-  // Inserts a new call node right before `before` (keeps topological order).
+  // Inserts a new call node right before `before` (keeps topological order); nullptr appends.
   Node* insert_call_before(Node* before, const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta);
   void recompute_users();
   // Readable Python-like code: `def forward(x, w):\n    add = tp.add(x, w)\n ...`
