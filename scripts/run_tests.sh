@@ -11,6 +11,7 @@ need_apt=()
 [ -f /usr/include/openssl/sha.h ] || need_apt+=(libssl-dev)
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v ninja >/dev/null || pip install -q ninja
+command -v cmake >/dev/null || pip install -q cmake
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} (apt-get)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -240,8 +240,10 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args) {
     if (!cache_.empty()) {
       metrics().recompiles++;
       if (log_enabled("recompiles")) {
+        // Report against the version used last: that is the guard chain the call just failed.
+        const Artifact* last = first_.artifact ? first_.artifact : cache_.begin()->second.get();
         std::fprintf(stderr, "[tp.compile] recompiling: guard failed: %s\n",
-                     first_difference(describe(args), cache_.begin()->second->description).c_str());
+                     first_difference(describe(args), last->description).c_str());
       }
     }
     auto art = std::make_unique<Artifact>(build(args, tensors));
