@@ -271,16 +271,16 @@ TEST_F(CodeCacheTest, ThreadsBuildOnce) {
   EXPECT_EQ(misses, 1);
 }
 
-TEST_F(CodeCacheTest, WarmLoadIsFast) {
+// How fast a warm load is belongs to the benchmark harness (section 3 of
+// `python -m tensorplay.bench`); here: a warm load never runs the compiler.
+TEST_F(CodeCacheTest, WarmLoadDoesNotRunTheCompiler) {
   const std::string source = unique_kernel(3);
   cache().load_or_build(source);
   cache().reset_for_testing();  // forget everything but the disk, like a new process
-  const auto start = std::chrono::steady_clock::now();
   BuildResult r = cache().load_or_build(source);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(r.disk_hit);
-  EXPECT_LT(ms, 50.0);
-  RecordProperty("warm_load_ms", std::to_string(ms));
+  EXPECT_FALSE(r.memory_hit);
+  EXPECT_EQ(r.compile_seconds, 0.0);
 }
 
 TEST(RunCommand, ExitStatusAndCapturedOutput) {
