@@ -129,14 +129,7 @@ std::vector<Tensor> copy_cpu(const OpDef&, const std::vector<Tensor>& in, const 
 
 void register_copy(const char* name, uint32_t tags, int num_inputs, InferFn infer, KernelFn cpu,
                    BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.tags = tags;
-  d.num_inputs = num_inputs;
-  d.infer = infer;
-  d.cpu = cpu;
-  d.backward = backward;
-  register_op(d);
+  register_op({.name = name, .tags = tags, .num_inputs = num_inputs, .infer = infer, .cpu = cpu, .backward = backward});
 }
 
 }  // namespace

@@ -497,15 +497,7 @@ std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
 
 void register_reduction(const char* name, uint32_t tags, InferFn infer, KernelFn cpu, BackwardFn backward,
                         DecomposeFn decompose) {
-  OpDef d;
-  d.name = name;
-  d.tags = tags;
-  d.num_inputs = 1;
-  d.infer = infer;
-  d.cpu = cpu;
-  d.backward = backward;
-  d.decompose = decompose;
-  register_op(d);
+  register_op({.name = name, .tags = tags, .num_inputs = 1, .infer = infer, .cpu = cpu, .backward = backward, .decompose = decompose});
 }
 
 }  // namespace

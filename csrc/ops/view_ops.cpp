@@ -216,14 +216,7 @@ std::vector<Tensor> select_backward(const BackwardArgs& a) {
 }
 
 void register_view(const char* name, InferFn infer, KernelFn cpu, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.tags = kView;
-  d.num_inputs = 1;
-  d.infer = infer;
-  d.cpu = cpu;
-  d.backward = backward;
-  register_op(d);
+  register_op({.name = name, .tags = kView, .num_inputs = 1, .infer = infer, .cpu = cpu, .backward = backward});
 }
 
 }  // namespace
