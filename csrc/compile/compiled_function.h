@@ -29,6 +29,7 @@ class CompiledFunction {
   CompiledFunction(UserFn fn, CompileOptions options, std::vector<std::string> arg_names, int num_params);
   std::vector<Tensor> call(const std::vector<ArgValue>& args);
   const CompileOptions& options() const { return options_; }
+  int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }

@@ -38,9 +38,8 @@ std::string Graph::unique_name(const std::string& hint) {
   static const std::unordered_set<std::string> reserved = {"sum", "abs", "max", "min", "pow", "input", "def",
                                                            "return", "tp", "and", "or", "not", "in", "is"};
   std::string name = reserved.count(base) ? base + "_1" : base;
-  for (int i = 1; std::find(used_names_.begin(), used_names_.end(), name) != used_names_.end(); ++i)
-    name = base + "_" + std::to_string(i);
-  used_names_.push_back(name);
+  for (int i = 1; used_names_.count(name); ++i) name = base + "_" + std::to_string(i);
+  used_names_.insert(name);
   return name;
 }
 

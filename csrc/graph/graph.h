@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -68,7 +69,7 @@ class Graph {
   std::string unique_name(const std::string& hint);
   Node* add(std::unique_ptr<Node> n, Node* before = nullptr);
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<std::string> used_names_;
+  std::unordered_set<std::string> used_names_;
 };
 
 }  // namespace tp::graph

@@ -46,20 +46,18 @@ bool decompose_composites(Graph& g) {
     if (n->opcode == Opcode::CallFunction && n->target->decompose) todo.push_back(n.get());
   for (Node* n : todo) {
     std::vector<Tensor> examples;
-    std::vector<Arg> tensor_args;
     for (auto& a : n->args) {
       if (auto* p = std::get_if<Node*>(&a)) {
         examples.push_back(Tensor::empty_strided((*p)->meta.sizes, (*p)->meta.strides, (*p)->meta.dtype));
       } else {
         examples.push_back(Tensor::wrapped_scalar(std::get<Scalar>(a)));
       }
-      tensor_args.push_back(a);
     }
     const OpDef& op = *n->target;
     Attrs attrs = n->attrs;
     TraceResult sub = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs); }, examples, {},
                             /*execute=*/false);
-    Arg replacement = splice(g, n, *sub.graph, tensor_args);
+    Arg replacement = splice(g, n, *sub.graph, n->args);
     Node* r = std::get<Node*>(replacement);
     g.replace_all_uses(n, r);
     g.erase(n);

@@ -58,12 +58,12 @@ struct PyCompiled {
   std::unique_ptr<compile::CompiledFunction> fn;
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
-  nb::object binder;   // compiler._bind_arguments(signature, args, kwargs) or None
-  int num_params = -1;
+  nb::object binder;   // compiler._make_binder(fn): resolves keywords and defaults, or None
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     // Keyword arguments and defaults are resolved against the signature on a
     // slow path; the common positional call goes straight to C++.
+    int num_params = fn->num_params();
     if ((kwargs.size() > 0 || (num_params >= 0 && static_cast<int>(args.size()) != num_params)) &&
         !binder.is_none()) {
       nb::object bound = binder(args, kwargs);
@@ -159,7 +159,6 @@ void bind_compile(nb::module_& m) {
     auto pc = std::make_unique<PyCompiled>();
     pc->wrapped = fn;
     pc->binder = binder;
-    pc->num_params = num_params;
     std::shared_ptr<bool> tuple_flag = pc->returns_tuple;
     auto fn_ref = keep_py(fn);
     compile::UserFn user = [fn_ref, tuple_flag](const std::vector<ArgValue>& args) {

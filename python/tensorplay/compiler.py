@@ -10,10 +10,6 @@ from . import _C
 CaptureError = _C.CaptureError
 BackendError = _C.BackendError
 
-_COUNTERS = ("generated_kernel_count", "compile_count", "cache_hits", "cache_misses",
-             "fallback_count", "recompiles", "first_level_hits", "specialization_hits", "captures")
-
-
 class _Metrics:
     """Live view of the compiler's counters: tp.compiler.metrics.cache_hits etc."""
 

@@ -582,8 +582,9 @@ def test_capture_code_names_the_operators_and_graph_is_callable():
     check_example_1_1(out, x, w)
 
 
-def test_tp_logs_code_prints_generated_code():
-    env = dict(os.environ, TP_LOGS="code")
+@pytest.mark.parametrize("topic, expected", [("code", 'extern "C"'), ("graph", "relu")])
+def test_tp_logs_prints_code_and_graph(topic, expected):
+    env = dict(os.environ, TP_LOGS=topic)
     rc, out, err = run_python(
         f"""
         import tensorplay as tp
@@ -593,21 +594,7 @@ def test_tp_logs_code_prints_generated_code():
         env=env,
     )
     assert rc == 0, err
-    assert 'extern "C"' in out + err
-
-
-def test_tp_logs_graph_prints_captured_graph():
-    env = dict(os.environ, TP_LOGS="graph")
-    rc, out, err = run_python(
-        f"""
-        import tensorplay as tp
-        {EXAMPLE_1_1_SRC}
-        tp.compile(f)(tp.randn(4, 8), tp.randn(4, 8))
-        """,
-        env=env,
-    )
-    assert rc == 0, err
-    assert "relu" in out + err
+    assert expected in out + err
 
 
 def test_tp_logs_recompiles_says_why():

@@ -294,7 +294,6 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
   if (op == "sum" || op == "amax") {
     const Value& x = in[0];
     auto dims = n->attrs.get<std::vector<int64_t>>("dim");
-    bool keepdim = n->attrs.get_or<bool>("keepdim", false);
     int64_t nd = static_cast<int64_t>(x.sizes.size());
     std::vector<bool> reduced(nd, dims.empty());
     for (auto d : dims) reduced[d < 0 ? d + nd : d] = true;
@@ -328,7 +327,7 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     int buf = add_buffer(BufferKind::Temp, "buf", out_dtype, out_sizes, contiguous_strides(out_sizes), -1);
     c.out_buffer = buf;
     prog_.nodes.push_back(std::move(c));
-    (void)keepdim;  // out_sizes already reflects keepdim; the layout is the same
+    // out_sizes already reflects keepdim: with or without the size-1 dims the layout is the same.
     return from_buffer(buf, out_sizes, contiguous_strides(out_sizes), out_dtype);
   }
   cannot_lower(n, "no lowering rule");

@@ -23,16 +23,6 @@ from .report import Report, verdict
 from .stats import median
 
 MARKER = "TPBENCH_RESULT "
-METRIC_NAMES = (
-    "generated_kernel_count",
-    "compile_count",
-    "cache_hits",
-    "cache_misses",
-    "fallback_count",
-    "recompiles",
-    "first_level_hits",
-    "specialization_hits",
-)
 SMALL_SHAPE = (64, 128)  # the figure
 COLD_TARGET_S = 0.5
 WARM_TARGET_S = 0.050
@@ -49,8 +39,7 @@ _t2 = time.perf_counter()
 cf = tp.compile(f, strict_native=True)
 out = cf(*args)
 _t3 = time.perf_counter()
-_m = tp.compiler.metrics
-_metrics = {{n: int(getattr(_m, n)) for n in {metric_names!r} if hasattr(_m, n)}}
+_metrics = tp.compiler.metrics.as_dict()
 print({marker!r} + json.dumps({{
     "import_s": _t1 - _t0,
     "compile_and_first_call_s": _t3 - _t2,
@@ -64,7 +53,6 @@ def child_script(case: FusionCase, shape: Tuple[int, int]) -> str:
     return _CHILD.format(
         fn_source=case.fn_source.rstrip("\n"),
         inputs_source=case.inputs_source(shape),
-        metric_names=METRIC_NAMES,
         marker=MARKER,
     )
 
