@@ -88,7 +88,10 @@ nb::object to_numpy(const Tensor& t) {
 
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor");
-  cls.def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.sizes())); })
+  // Tensor(other) shares other's TensorImpl; it exists so that Python subclasses
+  // (nn.Parameter) can initialize their C++ part from an existing tensor.
+  cls.def(nb::init<const Tensor&>(), nb::arg("other"))
+      .def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.sizes())); })
       .def("size", [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
             if (d) return nb::cast(t.size(*d));
             return nb::tuple(nb::cast(t.sizes()));
