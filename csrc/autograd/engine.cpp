@@ -24,6 +24,13 @@ void record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& att
   auto node = std::make_shared<OpNode>(op, attrs);
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (auto& t : inputs) {
+    if (!t.defined()) {  // an absent optional argument (Tensor? in the schema)
+      node->next_edges.push_back(Edge{});
+      node->saved_inputs.push_back(Tensor());
+      node->input_shapes.push_back({});
+      node->input_dtypes.push_back(DType::Float32);
+      continue;
+    }
     node->next_edges.push_back(gradient_edge(t));
     node->saved_inputs.push_back(detached(t));
     node->input_shapes.push_back(t.sizes());

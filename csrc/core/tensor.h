@@ -13,6 +13,7 @@
 namespace tp {
 namespace autograd {
 class Node;
+struct AutogradMeta;  // hooks, grad accumulator, inference flag (defined in autograd/node.h)
 }
 
 // What shape inference produces and consumes: everything about a tensor but its data.
@@ -23,6 +24,8 @@ struct TensorMeta {
   Device device = Device::cpu();
   // A Python number (see TensorImpl::wrapped_number): type promotion ranks it below tensors.
   bool wrapped_number = false;
+  // False for an absent optional tensor argument (Tensor? in a schema).
+  bool defined = true;
   static TensorMeta contiguous(Shape sizes, DType dtype) {
     TensorMeta m;
     m.strides = contiguous_strides(sizes);
@@ -49,6 +52,7 @@ class TensorImpl {
   uint32_t output_nr = 0;
   std::shared_ptr<TensorImpl> grad;
   bool retains_grad = false;
+  std::shared_ptr<autograd::AutogradMeta> autograd_meta;  // null for most tensors
 
   void* data() const { return static_cast<char*>(storage->data()) + offset * itemsize(dtype); }
   uint64_t version() const { return storage->version(); }

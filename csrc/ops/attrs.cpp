@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <unordered_set>
 
 namespace tp {
 
@@ -35,6 +37,39 @@ size_t Attrs::hash() const {
   return h;
 }
 
+namespace {
+std::optional<Scalar> as_scalar(const AttrValue* v) {
+  if (!v) return std::nullopt;
+  if (auto* i = std::get_if<int64_t>(v)) return Scalar(*i);
+  if (auto* b = std::get_if<bool>(v)) return Scalar(*b);
+  if (auto* s = std::get_if<Scalar>(v)) return *s;
+  return std::nullopt;
+}
+}  // namespace
+
+Scalar Attrs::get_scalar(const char* name) const {
+  auto s = as_scalar(find(name));
+  TP_CHECK(s, Error, "internal: missing or non-numeric attribute '", name, "'");
+  return *s;
+}
+double Attrs::get_double(const char* name) const { return get_scalar(name).to_double(); }
+int64_t Attrs::get_int(const char* name) const { return get_scalar(name).to_int(); }
+std::optional<double> Attrs::get_optional_double(const char* name) const {
+  auto s = as_scalar(find(name));
+  return s ? std::optional<double>(s->to_double()) : std::nullopt;
+}
+std::optional<int64_t> Attrs::get_optional_int(const char* name) const {
+  auto s = as_scalar(find(name));
+  return s ? std::optional<int64_t>(s->to_int()) : std::nullopt;
+}
+
+const char* intern_attr_name(std::string_view name) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> names;  // node-based: c_str() stays valid
+  std::lock_guard<std::mutex> lock(mu);
+  return names.emplace(name).first->c_str();
+}
+
 std::string attr_repr(const AttrValue& v) {
   struct V {
     std::string operator()(std::monostate) const { return "None"; }
@@ -43,6 +78,7 @@ std::string attr_repr(const AttrValue& v) {
     std::string operator()(const Scalar& s) const { return s.repr(); }
     std::string operator()(const std::vector<int64_t>& xs) const { return str(xs); }
     std::string operator()(DType d) const { return std::string("tp.") + dtype_name(d); }
+    std::string operator()(const std::string& x) const { return "'" + x + "'"; }
   };
   return std::visit(V{}, v);
 }

@@ -1,6 +1,7 @@
 // Non-tensor arguments of an operator call (dims, keepdim, dtype, fill value),
 // kept by name so the graph printer can show `sum(x, dim=[-1], keepdim=False)`.
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -12,7 +13,7 @@
 
 namespace tp {
 
-using AttrValue = std::variant<std::monostate, int64_t, bool, Scalar, std::vector<int64_t>, DType>;
+using AttrValue = std::variant<std::monostate, int64_t, bool, Scalar, std::vector<int64_t>, DType, std::string>;
 
 class Attrs {
  public:
@@ -30,6 +31,17 @@ class Attrs {
     const AttrValue* v = find(name);
     return v && std::holds_alternative<T>(*v) ? std::get<T>(*v) : fallback;
   }
+  // Typed readers shared by kernels: numbers accept any numeric alternative.
+  double get_double(const char* name) const;
+  std::optional<double> get_optional_double(const char* name) const;
+  int64_t get_int(const char* name) const;
+  std::optional<int64_t> get_optional_int(const char* name) const;
+  Scalar get_scalar(const char* name) const;
+  const std::string& get_str(const char* name) const { return get<std::string>(name); }
+  bool is_none(const char* name) const {
+    const AttrValue* v = find(name);
+    return !v || std::holds_alternative<std::monostate>(*v);
+  }
   const std::vector<std::pair<const char*, AttrValue>>& items() const { return items_; }
   bool operator==(const Attrs& o) const;
   size_t hash() const;
@@ -40,5 +52,8 @@ class Attrs {
 };
 
 std::string attr_repr(const AttrValue& v);  // Python-like literal
+// A stable C string for an attribute name that does not come from a literal
+// (names parsed from schemas, names from Python keyword arguments).
+const char* intern_attr_name(std::string_view name);
 
 }  // namespace tp

@@ -8,5 +8,14 @@ void register_builtin_ops() {
   register_factory_ops();
   register_copy_ops();
   register_matmul_ops();
+  register_unary_math_ops();
+  register_binary_math_ops();
+  register_reduction_extra_ops();
+  register_norm_ops();
+  register_shape_ops();
+  register_index_ops();
+  register_linalg_ops();
+  register_nn_ops();
+  register_factory_extra_ops();
 }
 }  // namespace tp

@@ -5,7 +5,7 @@
 namespace tp {
 namespace {
 thread_local DispatchInterceptor* t_interceptor = nullptr;
-AutogradRecorder g_autograd_recorder = nullptr;
+AutogradHook g_autograd_hook = nullptr;
 
 std::string describe_inputs(const std::vector<Tensor>& in) {
   std::string s;
@@ -20,7 +20,7 @@ std::string describe_inputs(const std::vector<Tensor>& in) {
 DispatchInterceptor* current_interceptor() { return t_interceptor; }
 ScopedInterceptor::ScopedInterceptor(DispatchInterceptor* i) : prev_(t_interceptor) { t_interceptor = i; }
 ScopedInterceptor::~ScopedInterceptor() { t_interceptor = prev_; }
-void set_autograd_recorder(AutogradRecorder r) { g_autograd_recorder = r; }
+void set_autograd_hook(AutogradHook h) { g_autograd_hook = h; }
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)
@@ -28,8 +28,13 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
   std::vector<TensorMeta> in_meta;
   in_meta.reserve(inputs.size());
   for (auto& t : inputs) {
-    TP_CHECK(t.defined(), TypeError, op.name, ": got an undefined tensor argument");
-    in_meta.push_back(t.meta());
+    if (t.defined()) {
+      in_meta.push_back(t.meta());
+    } else {  // an absent optional argument; infer and the kernel decide if that is allowed
+      TensorMeta m;
+      m.defined = false;
+      in_meta.push_back(m);
+    }
   }
   std::vector<TensorMeta> out_meta = op.infer(op, in_meta, attrs);
   TP_CHECK(op.cpu, Error, op.name, ": no CPU kernel for inputs (", describe_inputs(inputs), ")");
@@ -39,16 +44,11 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
 }
 
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  // Implicit composites run as their parts, each through this dispatcher.
+  if (op.is_implicit_composite()) return op.decompose(inputs, attrs);
   if (t_interceptor) return t_interceptor->intercept(op, inputs, attrs);
-  std::vector<Tensor> out = run_kernel(op, inputs, attrs);
-  if (g_autograd_recorder && GradMode::is_enabled()) {
-    for (auto& t : inputs)
-      if (t.requires_grad()) {
-        g_autograd_recorder(op, inputs, attrs, out);
-        break;
-      }
-  }
-  return out;
+  if (g_autograd_hook) return g_autograd_hook(op, inputs, attrs);
+  return run_kernel(op, inputs, attrs);
 }
 
 Tensor call_op1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {

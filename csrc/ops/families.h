@@ -8,5 +8,15 @@ void register_view_ops();        // ops/view_ops.cpp
 void register_factory_ops();     // ops/factory_ops.cpp
 void register_copy_ops();        // ops/copy_ops.cpp (to / clone / copy_ / fill_ / in-place arithmetic)
 void register_matmul_ops();      // ops/matmul_ops.cpp
+// Issue 3 families (one owner each):
+void register_unary_math_ops();    // ops/unary_math_ops.cpp
+void register_binary_math_ops();   // ops/binary_math_ops.cpp
+void register_reduction_extra_ops();  // ops/reduction_extra_ops.cpp
+void register_norm_ops();          // ops/norm_ops.cpp (softmax family, layer/rms/batch norm, dropout)
+void register_shape_ops();         // ops/shape_ops.cpp
+void register_index_ops();         // ops/index_ops.cpp
+void register_linalg_ops();        // ops/linalg_ops.cpp
+void register_nn_ops();            // ops/nn_ops.cpp (conv, pool, losses, embedding)
+void register_factory_extra_ops(); // ops/factory_extra_ops.cpp
 void register_builtin_ops();     // ops/builtin_ops.cpp: calls all of the above
 }  // namespace tp

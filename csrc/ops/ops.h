@@ -84,3 +84,9 @@ void manual_seed(uint64_t seed);
 inline Tensor scalar(const Scalar& s) { return Tensor::wrapped_scalar(s); }
 
 }  // namespace tp::ops
+
+// Issue 3 families: one header per owner.
+#include "ops/api_math.h"
+#include "ops/api_nn_linalg.h"
+#include "ops/api_reduction.h"
+#include "ops/api_shape_index.h"

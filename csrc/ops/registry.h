@@ -25,6 +25,10 @@ enum OpTag : uint32_t {
   kInplace = 1u << 5,    // writes input 0
   kComposite = 1u << 6,  // has a decomposition that passes may apply
   kNondeterministicShape = 1u << 7,
+  // The eager kernel handles every dtype itself (data movement dispatched on
+  // itemsize). Without it, the dispatcher runs the kernel in the compute dtype
+  // (int8..int32/uint8 -> int64, float16/bfloat16 -> float32) and converts back.
+  kAllDTypes = 1u << 8,
 };
 
 struct OpDef;
@@ -45,16 +49,25 @@ using DecomposeFn = std::vector<Tensor> (*)(const std::vector<Tensor>& in, const
 
 struct OpDef {
   const char* name = "";
+  // PyTorch-style signature, e.g. "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+  // (ops/schema.h). Tensor parameters are the inputs in order; every other
+  // parameter is the Attrs entry of the same name. The Python binding is
+  // generated from it. Empty: the op is internal (no generated binding).
+  const char* schema = "";
   uint32_t tags = 0;
   int num_inputs = 1;  // -1: variadic
   InferFn infer = nullptr;
   KernelFn cpu = nullptr;
   BackwardFn backward = nullptr;
+  // Rewrite into simpler operators. An op with a decomposition and no `cpu`
+  // kernel is an implicit composite: the dispatcher runs the decomposition
+  // itself, so autograd and tracing only ever see its parts.
   DecomposeFn decompose = nullptr;
   // For pointwise ops: the lowering looks operators up by name; this names the
   // scalar math the code generator emits (e.g. "exp"); empty if none.
   const char* pointwise_fn = "";
   bool has(OpTag t) const { return (tags & t) != 0; }
+  bool is_implicit_composite() const { return cpu == nullptr && decompose != nullptr; }
 };
 
 // Registration happens in static initializers of each operator family's .cpp.

@@ -1,0 +1,9 @@
+// C++ API of the shape_index operators added for issue 3 (calls through the dispatcher).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tp::ops {}  // namespace tp::ops
