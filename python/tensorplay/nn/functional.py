@@ -1,0 +1,361 @@
+"""tensorplay.nn.functional: PyTorch-signature functions over registered operators.
+
+Each function normalizes its arguments (PyTorch's conveniences: an int for a
+pair, stride=None meaning the kernel size, legacy size_average/reduce flags,
+padding='same') and then calls the C++ operator of the same name, looked up
+on the tensorplay package *at call time*: importing this module never fails
+because an operator is missing from the build; calling a function whose
+operator is missing raises a NotImplementedError that names it.
+"""
+import math
+import warnings
+
+import tensorplay as _tp
+
+__all__ = [
+    "relu", "relu6", "gelu", "silu", "mish", "softplus", "elu", "leaky_relu", "hardtanh", "sigmoid", "tanh",
+    "logsigmoid", "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "dropout", "embedding",
+    "linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+    "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "one_hot", "scaled_dot_product_attention",
+]
+
+
+def _op(name):
+    fn = getattr(_tp, name, None)
+    if fn is None:
+        raise NotImplementedError(f"tensorplay.nn.functional needs the operator '{name}', "
+                                  "which this build of tensorplay does not register")
+    return fn
+
+
+def _pair(x, n=2):
+    if isinstance(x, (list, tuple)):
+        if len(x) == 1:
+            return tuple(x) * n
+        return tuple(x)
+    return (x,) * n
+
+
+def _reduction(size_average, reduce, reduction):
+    """Maps the legacy size_average/reduce flags onto reduction, as PyTorch does."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction instead.",
+                  stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _check_reduction(fn, reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{fn}: {reduction} is not a valid value for reduction (expected 'none', 'mean' or 'sum')")
+
+
+# ---------------------------------------------------------------- activations
+def _maybe_inplace(input, out, inplace):
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def relu(input, inplace=False):
+    return _maybe_inplace(input, _op("relu")(input), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _op("gelu")(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _maybe_inplace(input, _op("silu")(input), inplace)
+
+
+def mish(input, inplace=False):
+    return _maybe_inplace(input, _op("mish")(input), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _op("softplus")(input, beta=beta, threshold=threshold)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _maybe_inplace(input, _op("elu")(input, alpha=alpha), inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _maybe_inplace(input, _op("leaky_relu")(input, negative_slope=negative_slope), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _maybe_inplace(input, _op("hardtanh")(input, min_val=min_val, max_val=max_val), inplace)
+
+
+def sigmoid(input):
+    return _op("sigmoid")(input)
+
+
+def tanh(input):
+    return _op("tanh")(input)
+
+
+def logsigmoid(input):
+    # log(sigmoid(x)) = -softplus(-x), the stable form.
+    return -softplus(-input)
+
+
+def _softmax_dim(name, ndim):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmax", input.dim())
+    if dtype is not None:
+        input = input.to(dtype)
+    return _op("softmax")(input, dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.dim())
+    if dtype is not None:
+        input = input.to(dtype)
+    return _op("log_softmax")(input, dim)
+
+
+# ---------------------------------------------------------------- normalization
+def _shape_list(normalized_shape):
+    if isinstance(normalized_shape, int):
+        return [normalized_shape]
+    return [int(s) for s in normalized_shape]
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return _op("layer_norm")(input, _shape_list(normalized_shape), weight, bias, eps=eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    return _op("rms_norm")(input, _shape_list(normalized_shape), weight, eps=eps)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Updates running_mean/running_var in place when training (and they are given)."""
+    if training:
+        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.dim() >= 2 and input.numel() else 1
+        if input.dim() >= 2 and input.shape[0] * spatial == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
+    return _op("batch_norm")(input, running_mean, running_var, weight, bias,
+                             training=training, momentum=momentum, eps=eps)
+
+
+# ---------------------------------------------------------------- dropout, embedding, linear
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    return _maybe_inplace(input, _op("dropout")(input, p=p, training=True), inplace)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx ({padding_idx}) must be within num_embeddings ({n})")
+        if padding_idx < 0:
+            padding_idx += n
+    return _op("embedding")(input, weight, padding_idx=padding_idx)
+
+
+def linear(input, weight, bias=None):
+    return _op("linear")(input, weight, bias)
+
+
+# ---------------------------------------------------------------- convolution and pooling
+def _same_padding(input, weight, dilation, nd):
+    """padding='same' (stride 1): total padding d*(k-1) per dim; an odd total puts the extra on the right."""
+    dil = _pair(dilation, nd)
+    ksz = weight.shape[2:]
+    total = [d * (k - 1) for d, k in zip(dil, ksz)]
+    left = [t // 2 for t in total]
+    for i, t in enumerate(total):
+        if t % 2:
+            dim = input.dim() - nd + i
+            extra = _tp.zeros(*[1 if j == dim else s for j, s in enumerate(input.shape)], dtype=input.dtype)
+            input = _op("cat")([input, extra], dim)
+    return input, left
+
+
+def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in _pair(stride, nd)):
+                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+            input, padding = _same_padding(input, weight, dilation, nd)
+        else:
+            raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of 'valid', 'same'")
+    return _op(name)(input, weight, bias, stride=list(_pair(stride, nd)), padding=list(_pair(padding, nd)),
+                     dilation=list(_pair(dilation, nd)), groups=groups)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _stride_or_kernel(stride, kernel_size, n):
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        return list(_pair(kernel_size, n))
+    return list(_pair(stride, n))
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    k = list(_pair(kernel_size))
+    args = dict(stride=_stride_or_kernel(stride, kernel_size, 2), padding=list(_pair(padding)),
+                dilation=list(_pair(dilation)), ceil_mode=ceil_mode)
+    if return_indices:
+        return _op("max_pool2d_with_indices")(input, k, **args)
+    return _op("max_pool2d")(input, k, **args)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    if divisor_override is not None:
+        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
+    return _op("avg_pool2d")(input, list(_pair(kernel_size)), stride=_stride_or_kernel(stride, kernel_size, 2),
+                             padding=list(_pair(padding)), ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+
+def _pool1d_via_2d(fn, input, kernel_size, stride, padding, **kw):
+    # A 1-d pool is the 2-d pool over a height-1 image.
+    k, s, p = _pair(kernel_size, 1)[0], _stride_or_kernel(stride, kernel_size, 1)[0], _pair(padding, 1)[0]
+    out = fn(input.unsqueeze(-2), (1, k), (1, s), (0, p), **kw)
+    return out.squeeze(-2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return _pool1d_via_2d(max_pool2d, input, kernel_size, stride, padding,
+                          dilation=(1, _pair(dilation, 1)[0]), ceil_mode=ceil_mode)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _pool1d_via_2d(avg_pool2d, input, kernel_size, stride, padding, ceil_mode=ceil_mode,
+                          count_include_pad=count_include_pad)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    size = list(_pair(output_size))
+    size = [input.shape[input.dim() - 2 + i] if s is None else int(s) for i, s in enumerate(size)]
+    return _op("adaptive_avg_pool2d")(input, size)
+
+
+# ---------------------------------------------------------------- losses
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("mse_loss", reduction)
+    return _op("mse_loss")(input, target, reduction=reduction)
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("l1_loss", reduction)
+    return _reduce((input - target).abs(), reduction)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    return _op("cross_entropy")(input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                                label_smoothing=label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("nll_loss", reduction)
+    return _op("nll_loss")(input, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("binary_cross_entropy", reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                         f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+    return _op("binary_cross_entropy")(input, target, weight, reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size ({tuple(input.shape)})")
+    return _op("binary_cross_entropy_with_logits")(input, target, weight, pos_weight=pos_weight,
+                                                   reduction=reduction)
+
+
+def one_hot(tensor, num_classes=-1):
+    return _op("one_hot")(tensor, num_classes=num_classes)
+
+
+# ---------------------------------------------------------------- attention
+def _causal_mask(L, S):
+    # Query i may attend to keys j <= i (top-left aligned, like PyTorch's is_causal).
+    return _tp.arange(L).unsqueeze(1) >= _tp.arange(S).unsqueeze(0)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q k^T * scale + mask) v, composed from matmul/softmax (autograd and tracing see each step)."""
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
+    L, S = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = _tp.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        attn_mask = _causal_mask(L, S)
+    if attn_mask is not None:
+        if attn_mask.dtype == _tp.bool:
+            scores = _tp.where(attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return _tp.matmul(weights, value)

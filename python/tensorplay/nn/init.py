@@ -1,0 +1,157 @@
+"""nn.init: in-place parameter initializers with PyTorch's names, gains and fan rules.
+
+Every initializer writes into the given tensor under no_grad (so it works on
+leaves that require grad) and returns that tensor. Randomness comes from
+tp.rand/tp.randn, so tp.manual_seed makes initialization reproducible.
+"""
+import math
+import warnings
+
+import tensorplay as _tp
+from .._grad_mode import no_grad
+
+__all__ = [
+    "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
+    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+]
+
+_LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d", "sigmoid")
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended scale of the std for a nonlinearity (Glorot/He analysis)."""
+    if nonlinearity in _LINEAR_GAINS:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.dim() < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = 1
+    for s in tensor.shape[2:]:
+        receptive *= s
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _fill_from(tensor, sample):
+    """Copies a float64 sample into tensor (any dtype) without recording autograd."""
+    with no_grad():
+        tensor.copy_(sample.to(tensor.dtype))
+    return tensor
+
+
+def _check_generator(generator):
+    if generator is not None:
+        raise NotImplementedError("nn.init: generator= is not supported; use tp.manual_seed")
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    _check_generator(generator)
+    u = _tp.rand(*tensor.shape, dtype=_tp.float64)
+    return _fill_from(tensor, u * (b - a) + a)
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    _check_generator(generator)
+    z = _tp.randn(*tensor.shape, dtype=_tp.float64)
+    return _fill_from(tensor, z * std + mean)
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) restricted to [a, b], by redrawing the samples that fall outside."""
+    _check_generator(generator)
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    shape = tensor.shape
+    x = _tp.randn(*shape, dtype=_tp.float64) * std + mean
+    for _ in range(100):
+        outside = ((x < a).long() + (x > b).long()) > 0
+        if not outside.sum().item():
+            break
+        x = _tp.where(outside, _tp.randn(*shape, dtype=_tp.float64) * std + mean, x)
+    # Whatever is still outside after many redraws (a far-tail interval) is clamped.
+    x = _tp.minimum(_tp.maximum(x, a), b)
+    return _fill_from(tensor, x)
+
+
+def constant_(tensor, val):
+    with no_grad():
+        tensor.fill_(val)
+    return tensor
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    with no_grad():
+        tensor.zero_()
+    return tensor
+
+
+def eye_(tensor):
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    n, m = tensor.shape
+    eye = _tp.arange(n).unsqueeze(1) == _tp.arange(m).unsqueeze(0)
+    return _fill_from(tensor, eye.to(_tp.float64))
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
+
+
+def _kaiming_std(tensor, a, mode, nonlinearity):
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return None
+    fan = _calculate_correct_fan(tensor, mode)
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    if std is None:
+        return tensor
+    bound = math.sqrt(3.0) * std  # a uniform on [-b, b] has std b/sqrt(3)
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    if std is None:
+        return tensor
+    return normal_(tensor, 0.0, std, generator)

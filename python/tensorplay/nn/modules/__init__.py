@@ -1,0 +1,17 @@
+"""The layer classes of tensorplay.nn, one family per file."""
+from .module import Module  # noqa: F401
+from .container import Sequential, ModuleList, ModuleDict  # noqa: F401
+from .linear import Identity, Linear  # noqa: F401
+from .conv import Conv1d, Conv2d  # noqa: F401
+from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .sparse import Embedding  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .flatten import Flatten, Unflatten  # noqa: F401
+from .activation import (  # noqa: F401
+    ReLU, ReLU6, GELU, SiLU, Mish, Softplus, ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax,
+    LogSoftmax,
+)
+from .loss import L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss  # noqa: F401
+from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
+from .attention import MultiheadAttention  # noqa: F401

@@ -1,0 +1,166 @@
+"""MultiheadAttention with PyTorch's parameter layout (in_proj_weight/in_proj_bias/out_proj, or
+q/k/v_proj_weight when key/value dims differ), so state dicts map one-to-one."""
+import math
+
+import tensorplay as _tp
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import Linear, _check_device
+from .module import Module
+
+__all__ = ["MultiheadAttention"]
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under PyTorch's name for MultiheadAttention.out_proj (it shows in reprs)."""
+
+
+class MultiheadAttention(Module):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} "
+                             f"and num_heads={num_heads} instead")
+        if embed_dim % num_heads:
+            raise ValueError("embed_dim must be divisible by num_heads")
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        E = embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_tp.empty(3 * E, E, dtype=dtype))
+            for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(n, None)
+        else:
+            self.q_proj_weight = Parameter(_tp.empty(E, E, dtype=dtype))
+            self.k_proj_weight = Parameter(_tp.empty(E, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(_tp.empty(E, self.vdim, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(_tp.empty(3 * E, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(E, E, bias=bias, dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(_tp.empty(1, 1, E, dtype=dtype))
+            self.bias_v = Parameter(_tp.empty(1, 1, E, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+
+    # ------------------------------------------------------------ helpers
+    def _projections(self):
+        E = self.embed_dim
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            ws = (w[0:E], w[E:2 * E], w[2 * E:3 * E])
+        else:
+            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        b = self.in_proj_bias
+        bs = (b[0:E], b[E:2 * E], b[2 * E:3 * E]) if b is not None else (None, None, None)
+        return ws, bs
+
+    @staticmethod
+    def _float_mask(mask, dtype, name):
+        """A bool mask (True = masked out) becomes an additive float mask with -inf."""
+        if mask is None:
+            return None
+        if mask.dtype == _tp.bool:
+            return _tp.where(mask, float("-inf"), _tp.zeros(*mask.shape, dtype=dtype))
+        if "float" not in str(mask.dtype):
+            raise TypeError(f"MultiheadAttention: only bool and floating types of {name} are supported")
+        return mask.to(dtype)
+
+    @staticmethod
+    def _pad_last(t, value=0.0):
+        """Appends one column (value) along the last dim: the slot added by bias_kv / zero_attn."""
+        if t is None:
+            return None
+        extra = _tp.full([*t.shape[:-1], 1], value, dtype=t.dtype)
+        return F._op("cat")([t, extra], -1)
+
+    # ------------------------------------------------------------ forward
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer "
+                               "module method `generate_square_subsequent_mask` to create this mask.")
+        batched = query.dim() == 3
+        if not batched:
+            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif not self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        out, weights = self._attend(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                    average_attn_weights)
+        if not batched:
+            out = out.squeeze(0)
+            weights = weights.squeeze(0) if weights is not None else None
+        elif not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
+
+    def _attend(self, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights):
+        # Works in (N, L, E) layout throughout.
+        N, L, E = query.shape
+        S = key.shape[1]
+        H, D = self.num_heads, self.head_dim
+        if E != self.embed_dim:
+            raise ValueError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
+        (wq, wk, wv), (bq, bk, bv) = self._projections()
+        q, k, v = F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
+        attn_mask = self._float_mask(attn_mask, q.dtype, "attn_mask")
+        key_padding_mask = self._float_mask(key_padding_mask, q.dtype, "key_padding_mask")
+        if attn_mask is not None and attn_mask.dim() == 3:
+            attn_mask = attn_mask.reshape([N, H, L, S])
+        if self.bias_k is not None:
+            k = F._op("cat")([k, self.bias_k.expand(N, 1, E)], 1)
+            v = F._op("cat")([v, self.bias_v.expand(N, 1, E)], 1)
+            attn_mask, key_padding_mask = self._pad_last(attn_mask), self._pad_last(key_padding_mask)
+            S += 1
+        q = q.reshape([N, L, H, D]).transpose(1, 2)
+        k = k.reshape([N, S, H, D]).transpose(1, 2)
+        v = v.reshape([N, S, H, D]).transpose(1, 2)
+        if self.add_zero_attn:
+            k = F._op("cat")([k, _tp.zeros(N, H, 1, D, dtype=k.dtype)], 2)
+            v = F._op("cat")([v, _tp.zeros(N, H, 1, D, dtype=v.dtype)], 2)
+            attn_mask, key_padding_mask = self._pad_last(attn_mask), self._pad_last(key_padding_mask)
+            S += 1
+        scores = _tp.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        if key_padding_mask is not None:
+            scores = scores + key_padding_mask.reshape([N, 1, 1, S])
+        weights = F.softmax(scores, -1)
+        if self.training and self.dropout > 0.0:
+            weights = F.dropout(weights, self.dropout, True)
+        out = _tp.matmul(weights, v).transpose(1, 2).reshape([N, L, E])
+        out = self.out_proj(out)
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
+            weights = weights.mean(1)
+        return out, weights

@@ -1,0 +1,504 @@
+"""Module: the base class of every layer; owns parameters, buffers and submodules.
+
+The attribute magic (__setattr__/__getattr__) routes Parameters, Modules and
+registered buffers into three ordered dicts, so that traversal
+(named_parameters, state_dict, ...) visits them in registration order and
+yields the same dotted names PyTorch does: checkpoints map one-to-one.
+"""
+from collections import OrderedDict, namedtuple
+import inspect
+import itertools
+
+from ... import _C
+from ..._grad_mode import no_grad
+from ..parameter import Parameter
+
+__all__ = ["Module"]
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+class RemovableHandle:
+    """Returned by register_*_hook; `remove()` unregisters the hook."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self._hooks = hooks_dict
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _addindent(text, spaces):
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _check_attr_name(kind, name, module):
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+
+
+class Module:
+    """Base class for all neural network modules; subclasses define `forward`."""
+
+    training: bool
+    _version = 1
+
+    def __init__(self):
+        # object.__setattr__: our own __setattr__ needs these dicts to exist.
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_compiled_call", None)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    # ---------------------------------------------------------------- registration
+    def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_attr_name("parameter", name, self)
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(tensorplay.nn.Parameter or None required)")
+        if not param.is_leaf:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                             "created explicitly; wrap the tensor in nn.Parameter(t.detach()) if it is a fixed value.")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_attr_name("buffer", name, self)
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, _C.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        _check_attr_name("module", name, self)
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _drop_name(self, name, keep):
+        # The registry the name moves into keeps its slot, so re-assigning
+        # (e.g. tying a weight) does not change the traversal order.
+        for d in (self.__dict__, self._parameters, self._buffers, self._modules):
+            if d is not keep:
+                d.pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._drop_name(name, params)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(tensorplay.nn.Parameter or None expected)")
+            params[name] = None
+        elif isinstance(value, Module):
+            if "_modules" not in self.__dict__:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._drop_name(name, self._modules)
+            self._modules[name] = value
+        elif name in self.__dict__.get("_modules", {}):
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                "(tensorplay.nn.Module or None expected)")
+            self._modules[name] = None
+        elif name in self.__dict__.get("_buffers", {}):
+            if value is not None and not isinstance(value, _C.Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(tensorplay.Tensor or None expected)")
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # Only called when normal lookup fails: look in the three registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for registry in (self._parameters, self._buffers, self._modules):
+            if name in registry:
+                del registry[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(super().__dir__()) + list(self._parameters) + list(self._modules) + list(self._buffers)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    # ---------------------------------------------------------------- traversal
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from module.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        # Tensors are deduplicated by identity (id), never by __eq__/__hash__:
+        # Tensor.__eq__ is elementwise.
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
+            for k, v in get_members(mod):
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield mod_prefix + ("." if mod_prefix else "") + k, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        mod = self
+        for item in target.split(".") if target else []:
+            if item not in mod._modules:
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = mod._modules[item]
+        return mod
+
+    def get_parameter(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return mod._parameters[name]
+
+    def get_buffer(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
+    # ---------------------------------------------------------------- modes and bulk edits
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad = g.detach()
+                p.grad.zero_()
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def _apply(self, fn):
+        """Replace every parameter/buffer with fn(tensor) (dtype conversion).
+
+        Parameters are rebuilt as new Parameter objects (there is no `.data`
+        setter), so convert a model before handing its parameters to an optimizer.
+        """
+        for m in self.children():
+            m._apply(fn)
+        for k, p in self._parameters.items():
+            if p is None:
+                continue
+            new = Parameter(fn(p.detach()), p.requires_grad)
+            if p.grad is not None:
+                new.grad = fn(p.grad)
+            self._parameters[k] = new
+        for k, b in self._buffers.items():
+            if b is not None:
+                self._buffers[k] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        dtype = kwargs.get("dtype")
+        for a in list(args) + [kwargs.get("device")]:
+            if isinstance(a, _C.dtype):
+                dtype = a
+            elif a is not None and str(a) != "cpu":
+                raise ValueError(f"Module.to: only the cpu device exists today (got {a!r})")
+        if dtype is None:
+            return self
+        return self._apply(lambda t: t.to(dtype) if t.dtype in _FLOAT_DTYPES() else t)
+
+    def float(self):
+        return self.to(_C.dtype.float32)
+
+    def double(self):
+        return self.to(_C.dtype.float64)
+
+    def half(self):
+        return self.to(getattr(_C.dtype, "float16"))
+
+    def bfloat16(self):
+        return self.to(getattr(_C.dtype, "bfloat16"))
+
+    def cpu(self):
+        return self
+
+    # ---------------------------------------------------------------- state dict
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        if args:  # the old positional form state_dict(destination, prefix, keep_vars)
+            destination = args[0]
+            prefix = args[1] if len(args) > 1 else prefix
+            keep_vars = args[2] if len(args) > 2 else keep_vars
+        if destination is None:
+            destination = OrderedDict()
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        return destination
+
+    def _load_from_state_dict(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs,
+                              assign=False):
+        local = {k: v for k, v in self._parameters.items() if v is not None}
+        local.update((k, v) for k, v in self._buffers.items()
+                     if v is not None and k not in self._non_persistent_buffers_set)
+        for name, current in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, _C.Tensor):
+                error_msgs.append(f'While copying the parameter named "{key}", expected a Tensor from the '
+                                  f"checkpoint but received {type(value).__name__}")
+                continue
+            if tuple(value.shape) != tuple(current.shape):
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
+                                  f"from checkpoint, the shape in current model is {tuple(current.shape)}.")
+                continue
+            try:
+                self._load_one(name, current, value, assign)
+            except Exception as e:  # noqa: BLE001  (reported like PyTorch, with the key)
+                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
+                                  f"{tuple(current.shape)} and whose dimensions in the checkpoint are "
+                                  f"{tuple(value.shape)}, an exception occurred : {e}.")
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix):
+                    first = key[len(prefix):].split(".", 1)[0]
+                    if first not in self._modules and first not in local:
+                        unexpected_keys.append(key)
+
+    def _load_one(self, name, current, value, assign):
+        if not assign:
+            with no_grad():
+                current.copy_(value)
+        elif name in self._parameters:
+            self._parameters[name] = Parameter(value.detach(), current.requires_grad)
+        else:
+            self._buffers[name] = value.detach()
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        missing, unexpected, errors = [], [], []
+
+        def load(module, prefix):
+            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected, errors, assign)
+            for name, child in module._modules.items():
+                if child is not None:
+                    load(child, prefix + name + ".")
+
+        load(self, "")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---------------------------------------------------------------- calling
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) -> None or new args (a tuple, or one value)."""
+        handle = RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) -> None or a replacement output."""
+        handle = RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = hook
+        return handle
+
+    def _call_impl(self, *args, **kwargs):
+        for hook in list(self._forward_pre_hooks.values()):
+            new = hook(self, args)
+            if new is not None:
+                args = new if isinstance(new, tuple) else (new,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            new = hook(self, args, out)
+            if new is not None:
+                out = new
+        return out
+
+    def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compile this module's forward with tp.compile (in place; like torch's Module.compile).
+
+        Parameters are free tensors of the traced function; the compiler reads them
+        as constants by reference, and eager semantics apply when they require grad.
+        """
+        from ...compiler import compile as tp_compile
+
+        def run(*a, **k):
+            return self._call_impl(*a, **k)
+
+        # The compiler binds keywords and defaults against forward's signature.
+        try:
+            run.__signature__ = inspect.signature(self.forward)
+        except (TypeError, ValueError):
+            pass
+
+        object.__setattr__(self, "_compiled_call", tp_compile(run, *args, **kwargs))
+
+    # ---------------------------------------------------------------- printing
+    def _get_name(self):
+        return type(self).__name__
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        for key, module in self._modules.items():
+            lines.append("(" + key + "): " + _addindent(repr(module), 2))
+        main = self._get_name() + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __getstate__(self):
+        return self.__dict__.copy()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+def _FLOAT_DTYPES():
+    return {getattr(_C.dtype, n) for n in ("float16", "bfloat16", "float32", "float64") if hasattr(_C.dtype, n)}

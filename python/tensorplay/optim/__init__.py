@@ -1,0 +1,6 @@
+"""tensorplay.optim: optimizers and learning-rate schedulers with PyTorch's API."""
+from .optimizer import Optimizer  # noqa: F401
+from .sgd import SGD  # noqa: F401
+from .adam import Adam  # noqa: F401
+from .adamw import AdamW  # noqa: F401
+from . import lr_scheduler  # noqa: F401

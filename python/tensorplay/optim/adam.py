@@ -1,0 +1,78 @@
+"""Adam (Kingma & Ba) with bias correction, L2 or decoupled weight decay, AMSGrad and maximize;
+the update follows PyTorch's single-tensor formulation step for step."""
+import math
+
+from .. import _C
+from .._grad_mode import no_grad
+from .optimizer import Optimizer
+
+__all__ = ["Adam"]
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if capturable or differentiable or fused:
+            raise NotImplementedError(f"{type(self).__name__}: capturable, differentiable and fused are not supported")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, amsgrad):
+        state = self.state[p]
+        if not state:
+            # The step count is a 0-d float32 tensor, as in PyTorch's state dicts.
+            state["step"] = _C.zeros(1, dtype=_C.dtype.float32).reshape([])
+            state["exp_avg"] = _C.zeros(*p.shape, dtype=p.dtype)
+            state["exp_avg_sq"] = _C.zeros(*p.shape, dtype=p.dtype)
+            if amsgrad:
+                state["max_exp_avg_sq"] = _C.zeros(*p.shape, dtype=p.dtype)
+        return state
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        grad = p.grad
+        if grad.dtype != p.dtype:
+            raise TypeError(f"{type(self).__name__}: gradient dtype {grad.dtype} differs from parameter dtype {p.dtype}")
+        if group["maximize"]:
+            grad = -grad
+        state = self._init_state(p, group["amsgrad"])
+        state["step"].add_(1)
+        step = state["step"].item()
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            else:
+                grad = grad + p * wd
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp towards grad
+        exp_avg_sq.mul_(beta2).add_(grad * grad * (1 - beta2))
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        second = exp_avg_sq
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"].copy_(_C.maximum(state["max_exp_avg_sq"], exp_avg_sq))
+            second = state["max_exp_avg_sq"]
+        denom = second.sqrt() / bias_correction2_sqrt + eps
+        p.sub_(exp_avg / denom * (lr / bias_correction1))

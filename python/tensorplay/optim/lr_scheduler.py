@@ -1,0 +1,128 @@
+"""Learning-rate schedulers: LRScheduler base, StepLR, CosineAnnealingLR, LambdaLR.
+
+Construction performs step 0 (the optimizer's lr becomes the schedule's first
+value and each group remembers 'initial_lr'); every step() afterwards advances
+last_epoch by one and writes the new lr into the optimizer's groups.
+"""
+import math
+import types
+import warnings
+
+from .optimizer import Optimizer
+
+__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR"]
+
+
+class LRScheduler:
+    def __init__(self, optimizer, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an "
+                                   "optimizer (last_epoch >= 0 needs the optimizer's state loaded first)")
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._step_count = 0
+        self.step()
+
+    def get_lr(self):
+        raise NotImplementedError
+
+    def get_last_lr(self):
+        return self._last_lr
+
+    def step(self, epoch=None):
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated; call step() once per epoch.",
+                          UserWarning, stacklevel=2)
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+
+
+class StepLR(LRScheduler):
+    """Multiplies the lr by gamma every step_size epochs (applied to the current lr, so manual
+    changes in between are kept, as in PyTorch)."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2.
+
+    The closed form; PyTorch's recursive update produces the same sequence (it
+    continues as a cosine of period 2*T_max past T_max, which this formula does too).
+    """
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def _get_closed_form_lr(self):
+        cos = math.cos(math.pi * self.last_epoch / self.T_max)
+        return [self.eta_min + (base - self.eta_min) * (1 + cos) / 2 for base in self.base_lrs]
+
+    get_lr = _get_closed_form_lr
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr * lr_lambda(epoch), one lambda for all groups or one per group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+    def state_dict(self):
+        # Plain functions cannot be saved; callable objects contribute their attributes.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) or not hasattr(fn, "__dict__")
+                               else fn.__dict__.copy() for fn in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        lambdas = state.pop("lr_lambdas")
+        self.__dict__.update(state)
+        for fn, saved in zip(self.lr_lambdas, lambdas):
+            if saved is not None:
+                fn.__dict__.update(saved)

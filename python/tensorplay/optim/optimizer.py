@@ -1,0 +1,148 @@
+"""Optimizer base: parameter groups, per-parameter state, zero_grad, state_dict in PyTorch's format.
+
+State is keyed by the parameter objects themselves (as in PyTorch). Parameters
+are compared by identity (id), never with ==, because Tensor.__eq__ is
+elementwise.
+"""
+from collections import defaultdict
+
+from .. import _C
+from .._grad_mode import no_grad
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        if isinstance(params, _C.Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, _C.Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        for p in params:
+            if not isinstance(p, _C.Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group, params=params)
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("optimizer contains a parameter group with duplicate parameters")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad = g.detach()
+                    p.grad.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    def _closure_loss(self, closure):
+        if closure is None:
+            return None
+        from .._grad_mode import enable_grad
+        with enable_grad():
+            return closure()
+
+    # ------------------------------------------------------------ state dict
+    def state_dict(self):
+        """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}; indices count
+        parameters across groups in order, as in PyTorch."""
+        index_of = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index_of.setdefault(id(p), len(index_of))
+            packed["params"] = [index_of[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {}
+        for p, s in self.state.items():
+            key = index_of[id(p)] if isinstance(p, _C.Tensor) else p
+            state[key] = dict(s)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        groups, saved_groups = self.param_groups, state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, sg in zip(groups, saved_groups):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+        param_of = {}
+        for g, sg in zip(groups, saved_groups):
+            for idx, p in zip(sg["params"], g["params"]):
+                param_of[idx] = p
+        self.state = defaultdict(dict)
+        for key, s in state_dict["state"].items():
+            if key in param_of:
+                p = param_of[key]
+                self.state[p] = {k: self._cast_state(p, k, v) for k, v in s.items()}
+            else:
+                self.state[key] = dict(s)
+        self.param_groups = [dict(sg, params=g["params"]) for g, sg in zip(groups, saved_groups)]
+
+    @staticmethod
+    def _cast_state(param, key, value):
+        # Copies, so the loaded optimizer never aliases the checkpoint; floating state
+        # follows the parameter's dtype, except the step counter (kept as saved).
+        if not isinstance(value, _C.Tensor):
+            return value
+        with no_grad():
+            v = value.detach().clone()
+            if key != "step" and "float" in str(v.dtype) and v.dtype != param.dtype:
+                v = v.to(param.dtype)
+        return v

@@ -1,0 +1,51 @@
+"""SGD with momentum, dampening, Nesterov momentum, L2 weight decay and maximize (PyTorch's update rule)."""
+from .._grad_mode import no_grad
+from .optimizer import Optimizer
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if differentiable or fused:
+            raise NotImplementedError("SGD: differentiable and fused are not supported")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+                        fused=fused)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group):
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        d_p = p.grad
+        if group["maximize"]:
+            d_p = -d_p
+        if wd != 0:
+            d_p = d_p + p * wd
+        if momentum != 0:
+            state = self.state[p]
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = d_p.detach().clone()  # the first step takes the gradient as is (no dampening)
+                state["momentum_buffer"] = buf
+            else:
+                buf.mul_(momentum).add_(d_p * (1 - group["dampening"]))
+            d_p = d_p + buf * momentum if group["nesterov"] else buf
+        p.sub_(d_p * lr)
