@@ -1,5 +1,536 @@
+// Normalizations: softmax / log_softmax, layer_norm, rms_norm, batch_norm,
+// and dropout.
+//
+// layer_norm, batch_norm and dropout are composites over a primitive that
+// returns what the derivative needs as extra outputs (native_layer_norm:
+// mean and 1/std per row; native_batch_norm: the per-channel statistics;
+// native_dropout: the keep mask), so the backward formulas reuse them
+// instead of recomputing. rms_norm is a plain composite of tensor operators.
+#include <cmath>
+#include <limits>
+
+#include "core/parallel.h"
 #include "ops/families.h"
+#include "ops/generator.h"
+#include "ops/reduce_kernel.h"
+#include "ops/reduction_grad.h"
+#include "ops/registry.h"
+#include "ops/vec_math.h"
+
+// GCC 12 warns falsely about the attribute initializer lists below.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace tp {
-void register_norm_ops() {}
+namespace {
+using reduce::MaxPolicy;
+using reduce::reduce_row;
+using reduce::SumPolicy;
+using ops::Dims;
+
+std::optional<DType> dtype_arg(const Attrs& attrs) {
+  const AttrValue* v = attrs.find("dtype");
+  if (v && std::holds_alternative<DType>(*v)) return std::get<DType>(*v);
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// softmax / log_softmax (dtype= converts the input first, like PyTorch).
+std::vector<TensorMeta> softmax_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  DType dt = dtype_arg(attrs).value_or(in[0].dtype);
+  TP_CHECK(is_floating(dt), TypeError, op.name, ": expected a floating-point tensor but got dtype ", dtype_name(dt));
+  wrap_dim(attrs.get_int("dim"), std::max<int64_t>(1, static_cast<int64_t>(in[0].sizes.size())), op.name);
+  return {TensorMeta::contiguous(in[0].sizes, dt)};
+}
+
+// One row at a time: max, exp and sum, then scale (softmax) or shift (log), all
+// while the row is in cache.
+template <bool Log, class T>
+void softmax_row(const T* x, T* y, int64_t D) {
+  const T m = reduce_row<MaxPolicy<T>>(x, D, 1);
+  for (int64_t i = 0; i < D; ++i) y[i] = exp_any(x[i] - m);
+  const double s = reduce_row<SumPolicy<T>>(y, D, 1);
+  if constexpr (Log) {
+    const T shift = static_cast<T>(m + std::log(s));
+    for (int64_t i = 0; i < D; ++i) y[i] = x[i] - shift;
+  } else {
+    const T inv = static_cast<T>(1.0 / s);
+    for (int64_t i = 0; i < D; ++i) y[i] *= inv;
+  }
+}
+
+// Over a non-innermost dim: vectorize across a block of neighbouring columns.
+template <bool Log, class T>
+void softmax_columns(const T* xb, T* yb, int64_t D, int64_t inner, int64_t w) {
+  constexpr int64_t W = 256;
+  T m[W];
+  double sum[W];
+  for (int64_t j = 0; j < w; ++j) {
+    m[j] = MaxPolicy<T>::identity();
+    sum[j] = 0;
+  }
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t j = 0; j < w; ++j) m[j] = MaxPolicy<T>::step(m[j], xb[d * inner + j]);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t j = 0; j < w; ++j) {
+      T v = exp_any(xb[d * inner + j] - m[j]);
+      if (!Log) yb[d * inner + j] = v;
+      sum[j] += v;
+    }
+  for (int64_t j = 0; j < w; ++j) m[j] = Log ? static_cast<T>(m[j] + std::log(sum[j])) : static_cast<T>(1.0 / sum[j]);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t j = 0; j < w; ++j)
+      yb[d * inner + j] = Log ? xb[d * inner + j] - m[j] : yb[d * inner + j] * m[j];
+}
+
+template <bool Log, class T>
+void softmax_kernel(const Tensor& in, const Tensor& out, int64_t dim) {
+  Tensor xc = as_contiguous(in);
+  const T* x = xc.data_as<T>();
+  T* y = out.data_as<T>();
+  const Shape& s = in.sizes();
+  int64_t outer = 1, inner = 1, D = s.empty() ? 1 : s[dim];
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(s.size()); ++d) inner *= s[d];
+  if (outer * D * inner == 0) return;
+  if (inner == 1) {
+    parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / D), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) softmax_row<Log>(x + r * D, y + r * D, D);
+    });
+    return;
+  }
+  constexpr int64_t W = 256;
+  const int64_t blocks = (inner + W - 1) / W;
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, kGrainSize / (D * std::min(inner, W))), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / blocks, c0 = (t % blocks) * W;
+      softmax_columns<Log>(x + o * D * inner + c0, y + o * D * inner + c0, D, inner, std::min(W, inner - c0));
+    }
+  });
+}
+
+template <bool Log>
+std::vector<Tensor> softmax_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  Tensor x = convert(in[0], om[0].dtype);
+  int64_t dim = in[0].dim() ? wrap_dim(attrs.get_int("dim"), in[0].dim(), op.name) : 0;
+  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() { softmax_kernel<Log, T>(x, out, dim); }));
+  return {out};
+}
+
+Tensor softmax_input(const std::vector<Tensor>& in, const Attrs& attrs) {
+  auto dt = dtype_arg(attrs);
+  return dt ? ops::to_dtype(in[0], *dt) : in[0];
+}
+
+std::vector<Tensor> softmax_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  int64_t dim = attrs.get_int("dim");
+  Tensor x = softmax_input(in, attrs);
+  Tensor e = ops::exp(ops::sub(x, ops::amax(x, {dim}, true)));
+  return {ops::div(e, ops::sum(e, {dim}, true))};
+}
+
+std::vector<Tensor> log_softmax_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  int64_t dim = attrs.get_int("dim");
+  Tensor x = softmax_input(in, attrs);
+  Tensor shifted = ops::sub(x, ops::amax(x, {dim}, true));
+  return {ops::sub(shifted, ops::log(ops::sum(ops::exp(shifted), {dim}, true)))};
+}
+
+// d softmax: y * (g - sum(g * y)); d log_softmax: g - exp(y) * sum(g).
+std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& y = a.outputs[0];
+  if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
+  int64_t dim = a.attrs.get_int("dim");
+  Tensor dot = ops::sum(ops::mul(g, y), {dim}, true);
+  return {ops::reduce_grad(ops::mul(y, ops::sub(g, dot)), a.inputs[0])};
+}
+
+std::vector<Tensor> log_softmax_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& y = a.outputs[0];
+  if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
+  int64_t dim = a.attrs.get_int("dim");
+  return {ops::reduce_grad(ops::sub(g, ops::mul(ops::exp(y), ops::sum(g, {dim}, true))), a.inputs[0])};
+}
+
+// ---------------------------------------------------------------------------
+// Shape checks shared by layer_norm and rms_norm: the trailing dims of the
+// input are normalized_shape; weight and bias have exactly that shape.
+int64_t check_normalized(const char* op, const Shape& in, const Shape& norm, const TensorMeta* w, const TensorMeta* b) {
+  const int64_t k = static_cast<int64_t>(norm.size()), nd = static_cast<int64_t>(in.size());
+  TP_CHECK(k >= 1, ValueError, op, ": normalized_shape must have at least one dim");
+  bool ok = nd >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = in[nd - k + i] == norm[i];
+  TP_CHECK(ok, ValueError, op, ": expected input with shape [*, ", str(norm).substr(1), " but got input of size ",
+           shape_str(in));
+  for (const TensorMeta* t : {w, b})
+    if (t && t->defined)
+      TP_CHECK(t->sizes == norm, ValueError, op, ": expected weight and bias of shape ", shape_str(norm), " but got ",
+               shape_str(t->sizes));
+  return nd - k;  // the first normalized dim
+}
+
+Shape normalized_attr(const Attrs& attrs) {
+  const auto& v = attrs.get<std::vector<int64_t>>("normalized_shape");
+  return Shape(v.begin(), v.end());
+}
+
+std::vector<TensorMeta> layer_norm_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  TP_CHECK(is_floating(in[0].dtype), TypeError, op.name, ": expected a floating-point input but got dtype ",
+           dtype_name(in[0].dtype));
+  const int64_t axis = check_normalized(op.name, in[0].sizes, normalized_attr(attrs), &in[1], &in[2]);
+  Shape stat = in[0].sizes;
+  for (size_t d = static_cast<size_t>(axis); d < stat.size(); ++d) stat[d] = 1;
+  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype), TensorMeta::contiguous(stat, in[0].dtype),
+          TensorMeta::contiguous(stat, in[0].dtype)};
+}
+
+// Sum of squared deviations from m, with independent accumulators GCC vectorizes.
+template <class T>
+double sq_dev_sum(const T* x, int64_t n, T m) {
+  constexpr int L = sizeof(T) == 4 ? 16 : 8;
+  T acc[L] = {};
+  int64_t i = 0;
+  double tot = 0;
+  while (n - i >= L) {
+    const int64_t stop = i + std::min<int64_t>(256 * L, (n - i) / L * L);  // flush into double regularly
+    for (; i < stop; i += L)
+      for (int j = 0; j < L; ++j) acc[j] += (x[i + j] - m) * (x[i + j] - m);
+    for (int j = 0; j < L; ++j) {
+      tot += acc[j];
+      acc[j] = T(0);
+    }
+  }
+  for (; i < n; ++i) tot += static_cast<double>(x[i] - m) * static_cast<double>(x[i] - m);
+  return tot;
+}
+
+template <class T>
+void layer_norm_kernel(const Tensor& xin, const Tensor& win, const Tensor& bin, double eps, const Tensor& out,
+                       const Tensor& mean, const Tensor& rstd) {
+  Tensor xc = as_contiguous(xin);
+  Tensor wc = win.defined() ? as_contiguous(win) : Tensor(), bc = bin.defined() ? as_contiguous(bin) : Tensor();
+  const int64_t rows = mean.numel(), n = rows ? xc.numel() / rows : 0;
+  const T* x = xc.data_as<T>();
+  const T* w = wc.defined() ? wc.data_as<T>() : nullptr;
+  const T* b = bc.defined() ? bc.data_as<T>() : nullptr;
+  T* y = out.data_as<T>();
+  T* pm = mean.data_as<T>();
+  T* pr = rstd.data_as<T>();
+  parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * n;
+      T* yr = y + r * n;
+      const T m = static_cast<T>(reduce_row<SumPolicy<T>>(xr, n, 1) / static_cast<double>(n));
+      const T rs = static_cast<T>(1.0 / std::sqrt(sq_dev_sum(xr, n, m) / static_cast<double>(n) + eps));
+      pm[r] = m;
+      pr[r] = rs;
+      if (w && b) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+      } else if (w) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i];
+      } else if (b) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs + b[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs;
+      }
+    }
+  });
+}
+
+std::vector<Tensor> layer_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                   const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]), mean = alloc_out(om[1]), rstd = alloc_out(om[2]);
+  const double eps = attrs.get_double("eps");
+  DType dt = out.dtype();
+  Tensor w = in[1].defined() ? convert(in[1], dt) : Tensor(), b = in[2].defined() ? convert(in[2], dt) : Tensor();
+  TP_DISPATCH_FLOATING(dt, op.name, ([&]<class T>() { layer_norm_kernel<T>(in[0], w, b, eps, out, mean, rstd); }));
+  return {out, mean, rstd};
+}
+
+Dims trailing_dims(int64_t from, int64_t nd) {
+  Dims dims;
+  for (int64_t d = from; d < nd; ++d) dims.push_back(d);
+  return dims;
+}
+
+// With xhat = (x - mean) * rstd and gx = g * weight:
+//   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat))   (means over the normalized dims)
+//   dweight = sum(g * xhat), dbias = sum(g)                  (over the other dims)
+std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
+  const Tensor& g = a.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  const Tensor& x = a.inputs[0];
+  const Tensor& w = a.inputs[1];
+  const int64_t k = static_cast<int64_t>(normalized_attr(a.attrs).size());
+  const Dims dims = trailing_dims(x.dim() - k, x.dim());
+  Tensor xhat = ops::mul(ops::sub(x, a.outputs[1]), a.outputs[2]);
+  std::vector<Tensor> grads(3);
+  if (a.needs_grad[0]) {
+    Tensor gx = w.defined() ? ops::mul(g, w) : g;
+    Tensor inner = ops::sub(ops::sub(gx, ops::mean(gx, dims, true)), ops::mul(xhat, ops::mean(ops::mul(gx, xhat), dims, true)));
+    grads[0] = ops::reduce_grad(ops::mul(a.outputs[2], inner), x);
+  }
+  if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), w);
+  if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::reduce_grad(g, a.inputs[2]);
+  return grads;
+}
+
+std::vector<Tensor> layer_norm_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return {ops::native_layer_norm(in[0], normalized_attr(attrs), in[1], in[2], attrs.get_double("eps"))[0]};
+}
+
+// ---------------------------------------------------------------------------
+// rms_norm: x / sqrt(mean(x^2) + eps) * weight; eps defaults to the dtype's epsilon.
+std::vector<Tensor> rms_norm_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(is_floating(x.dtype()), TypeError, "rms_norm: expected a floating-point input but got dtype ",
+           dtype_name(x.dtype()));
+  TensorMeta wm = in[1].defined() ? in[1].meta() : TensorMeta{};
+  wm.defined = in[1].defined();
+  const int64_t axis = check_normalized("rms_norm", x.sizes(), normalized_attr(attrs), &wm, nullptr);
+  const double eps = attrs.get_optional_double("eps").value_or(
+      x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon());
+  Tensor ms = ops::mean(ops::mul(x, x), trailing_dims(axis, x.dim()), true);
+  Tensor y = ops::div(x, ops::sqrt(ops::add(ms, ops::scalar(Scalar(eps)))));
+  return {in[1].defined() ? ops::mul(y, in[1]) : y};
+}
+
+// ---------------------------------------------------------------------------
+// batch_norm over dim 1 of an (N, C, *) input. Training normalizes with the
+// batch statistics (biased variance) and moves the running statistics toward
+// them (unbiased variance) in place; evaluation uses the running statistics.
+struct BnGeom {
+  int64_t n = 1, c = 1, s = 1;  // batch, channels, spatial
+};
+BnGeom bn_geom(const Shape& x) {
+  BnGeom g;
+  g.n = x[0];
+  g.c = x[1];
+  for (size_t d = 2; d < x.size(); ++d) g.s *= x[d];
+  return g;
+}
+
+std::vector<TensorMeta> batch_norm_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  const TensorMeta& x = in[0];
+  TP_CHECK(is_floating(x.dtype), TypeError, op.name, ": expected a floating-point input but got dtype ",
+           dtype_name(x.dtype));
+  TP_CHECK(x.sizes.size() >= 2, ValueError, op.name, ": expected an input of at least 2 dims (N, C, ...) but got ",
+           shape_str(x.sizes));
+  const int64_t c = x.sizes[1];
+  for (int i = 1; i <= 4; ++i)
+    if (in[i].defined)
+      TP_CHECK(in[i].sizes == Shape{c}, ValueError, op.name, ": expected running stats, weight and bias of shape [",
+               c, "] but got ", shape_str(in[i].sizes), " for input of size ", shape_str(x.sizes));
+  const bool training = attrs.get_or("training", false);
+  if (training) {
+    BnGeom g = bn_geom(x.sizes);
+    TP_CHECK(g.n * g.s > 1, ValueError, op.name, ": expected more than 1 value per channel when training, got input of size ",
+             shape_str(x.sizes));
+  } else {
+    TP_CHECK(in[1].defined && in[2].defined, ValueError, op.name,
+             ": running_mean and running_var must be given when training=False");
+  }
+  return {TensorMeta::contiguous(x.sizes, x.dtype), TensorMeta::contiguous({c}, x.dtype),
+          TensorMeta::contiguous({c}, x.dtype)};
+}
+
+template <class T>
+void batch_stats(const T* x, BnGeom g, int64_t ch, double* mean, double* var) {
+  double s = 0;
+  for (int64_t i = 0; i < g.n; ++i) s += reduce_row<SumPolicy<T>>(x + (i * g.c + ch) * g.s, g.s, 1);
+  const double m = s / static_cast<double>(g.n * g.s);
+  double ss = 0;
+  for (int64_t i = 0; i < g.n; ++i) ss += sq_dev_sum(x + (i * g.c + ch) * g.s, g.s, static_cast<T>(m));
+  *mean = m;
+  *var = ss / static_cast<double>(g.n * g.s);
+}
+
+template <class T>
+void batch_norm_kernel(const std::vector<Tensor>& in, const Tensor& out, const Tensor& save_mean,
+                       const Tensor& save_rstd, bool training, double momentum, double eps) {
+  Tensor xc = as_contiguous(in[0]);
+  const BnGeom g = bn_geom(xc.sizes());
+  const T* x = xc.data_as<T>();
+  auto vec = [&](int i) { return in[i].defined() ? as_contiguous(convert(in[i], out.dtype())) : Tensor(); };
+  Tensor rm = vec(1), rv = vec(2), w = vec(3), b = vec(4);
+  T* pm = save_mean.data_as<T>();
+  T* pr = save_rstd.data_as<T>();
+  parallel_for(0, g.c, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, g.n * g.s)), [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double m, v;
+      if (training) {
+        batch_stats(x, g, ch, &m, &v);
+        if (rm.defined()) {
+          T& r = rm.data_as<T>()[ch];
+          r = static_cast<T>((1 - momentum) * r + momentum * m);
+        }
+        if (rv.defined()) {
+          const double cnt = static_cast<double>(g.n * g.s);
+          T& r = rv.data_as<T>()[ch];
+          r = static_cast<T>((1 - momentum) * r + momentum * v * cnt / (cnt - 1));
+        }
+      } else {
+        m = rm.data_as<T>()[ch];
+        v = rv.data_as<T>()[ch];
+      }
+      const T mean = static_cast<T>(m), rstd = static_cast<T>(1.0 / std::sqrt(v + eps));
+      pm[ch] = mean;
+      pr[ch] = rstd;
+      const T scale = w.defined() ? rstd * w.data_as<T>()[ch] : rstd;
+      const T shift = (b.defined() ? b.data_as<T>()[ch] : T(0)) - mean * scale;
+      for (int64_t i = 0; i < g.n; ++i) {
+        const T* xr = x + (i * g.c + ch) * g.s;
+        T* yr = out.data_as<T>() + (i * g.c + ch) * g.s;
+        for (int64_t j = 0; j < g.s; ++j) yr[j] = xr[j] * scale + shift;
+      }
+    }
+  });
+  // The running statistics are updated in place (after a copy if they were
+  // not contiguous float of the input's dtype).
+  for (int i : {1, 2}) {
+    Tensor& r = i == 1 ? rm : rv;
+    if (!training || !r.defined()) continue;
+    if (r.impl() != in[i].impl()) copy_into(in[i], r);
+    in[i].bump_version();
+  }
+}
+
+std::vector<Tensor> batch_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                   const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]), mean = alloc_out(om[1]), rstd = alloc_out(om[2]);
+  const bool training = attrs.get_or("training", false);
+  const double momentum = attrs.get_double("momentum"), eps = attrs.get_double("eps");
+  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
+                         batch_norm_kernel<T>(in, out, mean, rstd, training, momentum, eps);
+                       }));
+  return {out, mean, rstd};
+}
+
+// Training: dx = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) over (N, *);
+// evaluation: the statistics are constants, dx = g * w * rstd.
+std::vector<Tensor> batch_norm_backward(const BackwardArgs& a) {
+  const Tensor& g = a.grad_outputs[0];
+  std::vector<Tensor> grads(5);
+  if (!g.defined()) return grads;
+  const Tensor& x = a.inputs[0];
+  Shape cshape(static_cast<size_t>(x.dim()), 1);
+  cshape[1] = x.sizes()[1];
+  Dims dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != 1) dims.push_back(d);
+  Tensor mean = ops::reshape(a.outputs[1], cshape), rstd = ops::reshape(a.outputs[2], cshape);
+  Tensor xhat = ops::mul(ops::sub(x, mean), rstd);
+  const Tensor& w = a.inputs[3];
+  if (a.needs_grad[0]) {
+    Tensor scale = w.defined() ? ops::mul(rstd, ops::reshape(w, cshape)) : rstd;
+    Tensor inner = g;
+    if (a.attrs.get_or("training", false))
+      inner = ops::sub(ops::sub(g, ops::mean(g, dims, true)), ops::mul(xhat, ops::mean(ops::mul(g, xhat), dims, true)));
+    grads[0] = ops::reduce_grad(ops::mul(scale, inner), x);
+  }
+  if (a.needs_grad[3] && w.defined()) grads[3] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), w.dtype());
+  if (a.needs_grad[4] && a.inputs[4].defined()) grads[4] = ops::to_dtype(ops::sum(g, dims, false), a.inputs[4].dtype());
+  return grads;
+}
+
+std::vector<Tensor> batch_norm_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return {ops::native_batch_norm(in[0], in[1], in[2], in[3], in[4], attrs.get_or("training", false),
+                                 attrs.get_double("momentum"), attrs.get_double("eps"))[0]};
+}
+
+// ---------------------------------------------------------------------------
+// dropout: zeroes each element with probability p (Philox, 4 elements per
+// counter, so the result does not depend on the thread count) and scales the
+// kept ones by 1/(1-p).
+void check_p(const char* op, double p) {
+  TP_CHECK(p >= 0 && p <= 1, ValueError, op, ": dropout probability has to be between 0 and 1, but got ", p);
+}
+
+std::vector<TensorMeta> dropout_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  TP_CHECK(is_floating(in[0].dtype), TypeError, op.name, ": expected a floating-point input but got dtype ",
+           dtype_name(in[0].dtype));
+  check_p(op.name, attrs.get_double("p"));
+  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype), TensorMeta::contiguous(in[0].sizes, DType::Bool)};
+}
+
+std::vector<Tensor> dropout_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]), mask = alloc_out(om[1]);
+  const double p = attrs.get_or("train", true) ? attrs.get_double("p") : 0.0;
+  const int64_t n = out.numel();
+  if (n == 0) return {out, mask};
+  Tensor x = as_contiguous(in[0]);
+  const uint64_t words = static_cast<uint64_t>((n + 3) / 4);
+  PhiloxRange range = generator_reserve(words);
+  const float keep = static_cast<float>(1.0 - p);
+  bool* pm = mask.data_as<bool>();
+  parallel_for(0, static_cast<int64_t>(words), kGrainSize / 4, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      uint32_t r[4];
+      philox4x32(range.first + static_cast<uint64_t>(c), range.key, r);
+      for (int64_t j = 0; j < 4 && c * 4 + j < n; ++j) pm[c * 4 + j] = unit_float(r[j]) < keep;
+    }
+  });
+  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
+                         const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+                         const T* px = x.data_as<T>();
+                         T* po = out.data_as<T>();
+                         parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
+                           for (int64_t i = b; i < e; ++i) po[i] = select(pm[i], px[i] * scale, T(0));
+                         });
+                       }));
+  return {out, mask};
+}
+
+std::vector<Tensor> dropout_backward(const BackwardArgs& a) {
+  const Tensor& g = a.grad_outputs[0];
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const double p = a.attrs.get_or("train", true) ? a.attrs.get_double("p") : 0.0;
+  Tensor scale = ops::scalar(Scalar(p < 1 ? 1.0 / (1.0 - p) : 0.0));
+  return {ops::reduce_grad(ops::mul(ops::mul(g, ops::to_dtype(a.outputs[1], g.dtype())), scale), a.inputs[0])};
+}
+
+std::vector<Tensor> dropout_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const double p = attrs.get_double("p");
+  check_p("dropout", p);
+  if (!attrs.get_or("train", true)) return {in[0]};
+  return {ops::native_dropout(in[0], p, true)[0]};
+}
+
+}  // namespace
+
+void register_norm_ops() {
+  auto reg = [](OpDef d) { register_op(d); };
+  reg({.name = "softmax", .schema = "softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+       .tags = kComposite, .infer = &softmax_infer, .cpu = &softmax_cpu<false>, .backward = &softmax_backward,
+       .decompose = &softmax_decompose});
+  reg({.name = "log_softmax", .schema = "log_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+       .tags = kComposite, .infer = &softmax_infer, .cpu = &softmax_cpu<true>, .backward = &log_softmax_backward,
+       .decompose = &log_softmax_decompose});
+  reg({.name = "native_layer_norm",
+       .schema = "native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+       .num_inputs = 3, .infer = &layer_norm_infer, .cpu = &layer_norm_cpu, .backward = &layer_norm_backward});
+  reg({.name = "layer_norm",
+       .schema = "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+       .num_inputs = 3, .decompose = &layer_norm_decompose});
+  reg({.name = "rms_norm",
+       .schema = "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
+       .num_inputs = 2, .decompose = &rms_norm_decompose});
+  reg({.name = "native_batch_norm",
+       .schema = "native_batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+       .num_inputs = 5, .infer = &batch_norm_infer, .cpu = &batch_norm_cpu, .backward = &batch_norm_backward});
+  reg({.name = "batch_norm",
+       .schema = "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
+       .num_inputs = 5, .decompose = &batch_norm_decompose});
+  reg({.name = "native_dropout", .schema = "native_dropout(Tensor input, float p, bool train) -> (Tensor, Tensor)",
+       .tags = kRandom, .infer = &dropout_infer, .cpu = &dropout_cpu, .backward = &dropout_backward});
+  reg({.name = "dropout", .schema = "dropout(Tensor input, float p=0.5, bool train=True) -> Tensor",
+       .decompose = &dropout_decompose});
+}
+
 }  // namespace tp

@@ -1,338 +1,37 @@
-// The reduction family: sum, amax, mean, softmax.
-//
-// Eager strategy (after PyTorch): the input and an output view with stride 0
-// on the reduced dims are put through the TensorIterator's geometry (dims
-// ordered by the input's strides, then coalesced). The innermost remaining dim
-// then decides the loop:
-//   - it is reduced ("inner" mode, e.g. sum(-1) of a row-major matrix): each
-//     output reduces contiguous rows with kLanes independent accumulators that
-//     GCC vectorizes, flushed every few thousand elements into a wider total
-//     (segmented summation: fast and more accurate than one running sum);
-//   - it is kept ("outer" mode, e.g. sum(0)): rows of the input are accumulated
-//     into a block of output columns, again vectorized along the row.
-// Both split the outputs over threads, or, when there are too few outputs,
-// split the reduced range and merge per-thread partial results in order.
+// The plain reductions: sum, mean, prod, amax/amin, max()/min() over all
+// elements, all/any. The loops are in reduce_kernel.h; this file holds the
+// operator definitions (schema, inference, kernel entry, derivative).
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <memory>
-#include <type_traits>
 
-#include "core/parallel.h"
-#include "ops/derivative_util.h"
 #include "ops/families.h"
-#include "ops/kernel_util.h"
+#include "ops/reduce_kernel.h"
+#include "ops/reduction_grad.h"
 #include "ops/registry.h"
-#include "ops/tensor_iterator.h"
-#include "ops/vec_math.h"
+
+// GCC 12 warns falsely about the attribute initializer lists below.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace tp {
 namespace {
+using reduce::MaxPolicy;
+using reduce::MinPolicy;
+using reduce::ProdPolicy;
+using reduce::SumPolicy;
 
 // ---------------------------------------------------------------------------
-// Reduction policies: Acc accumulates a short run (vector lanes), Tot the whole
-// reduction, Out is the stored result.
-template <class In>
-struct SumPolicy {
-  using Out = std::conditional_t<std::is_same_v<In, bool>, int64_t, In>;
-  // Integers wrap through uint64_t (signed overflow is undefined behaviour).
-  using Acc = std::conditional_t<std::is_floating_point_v<In>, In, uint64_t>;
-  using Tot = std::conditional_t<std::is_floating_point_v<In>, double, uint64_t>;
-  static constexpr int kLanes = sizeof(Acc) == 4 ? 32 : 16;
-  static Acc acc_identity() { return Acc(0); }
-  static Tot identity() { return Tot(0); }
-  static Acc step(Acc a, In v) { return a + static_cast<Acc>(v); }
-  static Acc combine(Acc a, Acc b) { return a + b; }
-  static Tot flush(Tot t, Acc a) { return t + static_cast<Tot>(a); }
-  static Tot merge(Tot a, Tot b) { return a + b; }
-  static Out finish(Tot t) { return static_cast<Out>(t); }
-};
-
-template <class In>
-struct MaxPolicy {
-  using Out = In;
-  using Acc = In;
-  using Tot = In;
-  static constexpr int kLanes = sizeof(In) == 8 ? 16 : 32;
-  static In acc_identity() {
-    if constexpr (std::is_floating_point_v<In>) return -std::numeric_limits<In>::infinity();
-    else return std::numeric_limits<In>::lowest();
-  }
-  static In identity() { return acc_identity(); }
-  // A NaN, once seen, stays: `v > a` is false against a NaN accumulator.
-  static In step(In a, In v) {
-    if constexpr (std::is_same_v<In, bool>) return a | v;
-    else return select(v > a || v != v, v, a);
-  }
-  static In combine(In a, In b) { return step(a, b); }
-  static In flush(In t, In a) { return step(t, a); }
-  static In merge(In a, In b) { return step(a, b); }
-  static In finish(In t) { return t; }
-};
-
-// Reduces n elements at p (element stride s).
-template <class P, class In>
-typename P::Tot reduce_row(const In* p, int64_t n, int64_t s) {
-  using Acc = typename P::Acc;
-  using Tot = typename P::Tot;
-  constexpr int L = P::kLanes;
-  constexpr int64_t kBlock = 128 * L;  // elements between flushes into the total
-  Tot tot = P::identity();
-  int64_t i = 0;
-  if (s == 1) {
-    while (n - i >= L) {
-      Acc acc[L];
-      for (int j = 0; j < L; ++j) acc[j] = P::acc_identity();
-      int64_t stop = i + std::min<int64_t>(kBlock, (n - i) / L * L);
-      for (; i < stop; i += L)
-        for (int j = 0; j < L; ++j) acc[j] = P::step(acc[j], p[i + j]);
-      for (int w = L / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; ++j) acc[j] = P::combine(acc[j], acc[j + w]);
-      tot = P::flush(tot, acc[0]);
-    }
-    for (; i < n; ++i) tot = P::flush(tot, P::step(P::acc_identity(), p[i]));
-    return tot;
-  }
-  while (i < n) {
-    Acc acc = P::acc_identity();
-    int64_t stop = std::min(n, i + kBlock);
-    for (; i < stop; ++i) acc = P::step(acc, p[i * s]);
-    tot = P::flush(tot, acc);
-  }
-  return tot;
+// Shared argument handling.
+// The reduced dims: attribute "dim" as a list (int[]), a single int (int?) or
+// None (all dims).
+std::vector<bool> mask_of(const OpDef& op, int64_t ndim, const Attrs& attrs) {
+  const AttrValue* v = attrs.find("dim");
+  std::vector<int64_t> dims;
+  if (v && std::holds_alternative<int64_t>(*v)) dims = {std::get<int64_t>(*v)};
+  else if (v && std::holds_alternative<std::vector<int64_t>>(*v)) dims = std::get<std::vector<int64_t>>(*v);
+  return reduction_mask(dims, ndim, op.name);
 }
 
-// Walks a set of dims (outermost first) with two element-stride sets.
-struct DimWalker {
-  int nd = 0;
-  int64_t size[64], s0[64], s1[64], idx[64];
-  int64_t off0 = 0, off1 = 0;
-  void add(int64_t sz, int64_t a, int64_t b) {
-    size[nd] = sz;
-    s0[nd] = a;
-    s1[nd] = b;
-    ++nd;
-  }
-  int64_t count() const {
-    int64_t c = 1;
-    for (int d = 0; d < nd; ++d) c *= size[d];
-    return c;
-  }
-  void start(int64_t linear) {
-    off0 = off1 = 0;
-    for (int d = nd - 1; d >= 0; --d) {
-      idx[d] = linear % size[d];
-      linear /= size[d];
-      off0 += idx[d] * s0[d];
-      off1 += idx[d] * s1[d];
-    }
-  }
-  void next() {
-    for (int d = nd - 1; d >= 0; --d) {
-      off0 += s0[d];
-      off1 += s1[d];
-      if (++idx[d] < size[d]) return;
-      off0 -= size[d] * s0[d];
-      off1 -= size[d] * s1[d];
-      idx[d] = 0;
-    }
-  }
-};
-
-constexpr int64_t kMaxChunks = 256;
-
-// Splits [0, total) into at most num_threads() (and kMaxChunks) chunks and runs body(chunk, b, e) in parallel.
-template <class F>
-int64_t split_range(int64_t total, const F& body) {
-  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({num_threads(), kMaxChunks, total / kGrainSize}));
-  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) body(c, total * c / chunks, total * (c + 1) / chunks);
-  });
-  return chunks;
-}
-
-// out[kept] = reduce(in) over the dims where mask is true. `out` is contiguous
-// with the reduced shape (with or without keepdim).
-template <class P, class In>
-void reduce_kernel(const Tensor& in, const Tensor& out, const std::vector<bool>& mask) {
-  using Out = typename P::Out;
-  using Tot = typename P::Tot;
-  const int64_t out_numel = out.numel();
-  if (out_numel == 0) return;
-  Out* o = out.data_as<Out>();
-  if (in.numel() == 0) {
-    for (int64_t i = 0; i < out_numel; ++i) o[i] = P::finish(P::identity());
-    return;
-  }
-  // Byte strides of the output seen in the input's shape (0 on reduced dims).
-  const int64_t nd_in = in.dim();
-  Shape out_strides(nd_in, 0), in_strides(nd_in, 0);
-  const bool keepdim = out.dim() == nd_in;
-  for (int64_t d = 0, j = 0; d < nd_in; ++d) {
-    in_strides[d] = in.strides()[d] * static_cast<int64_t>(sizeof(In));
-    if (!mask[d]) out_strides[d] = out.strides()[keepdim ? d : j++] * static_cast<int64_t>(sizeof(Out));
-    else if (keepdim) ++j;
-  }
-  TensorIterator it(in.sizes(), {out_strides, in_strides},
-                    {static_cast<char*>(out.data()), static_cast<char*>(in.data())}, /*order_by=*/1);
-  const int nd = it.ndim();
-  const int64_t n = it.shape()[nd - 1];
-  const int64_t in_s = it.stride(1, nd - 1) / static_cast<int64_t>(sizeof(In));
-  const int64_t out_s = it.stride(0, nd - 1) / static_cast<int64_t>(sizeof(Out));
-  const In* x = reinterpret_cast<const In*>(it.data(1));
-  // Outer dims, split into kept (walked per output) and reduced (walked per output).
-  DimWalker kept, red;
-  for (int d = 0; d < nd - 1; ++d) {
-    int64_t so = it.stride(0, d) / static_cast<int64_t>(sizeof(Out));
-    int64_t si = it.stride(1, d) / static_cast<int64_t>(sizeof(In));
-    if (so != 0) kept.add(it.shape()[d], si, so);
-    else red.add(it.shape()[d], si, 0);
-  }
-  const int64_t K = kept.count(), R = red.count();
-  const int nt = num_threads();
-
-  if (out_s == 0) {
-    // ---- inner mode: each output reduces R rows of n elements ----
-    // Reduces the linear range [b, e) of (reduced row, element) for the output at in-offset `base`.
-    auto partial = [&](int64_t base, int64_t b, int64_t e) {
-      Tot tot = P::identity();
-      DimWalker w = red;
-      w.start(b / n);
-      int64_t i = b % n, pos = b;
-      while (pos < e) {
-        int64_t len = std::min(n - i, e - pos);
-        tot = P::merge(tot, reduce_row<P>(x + base + w.off0 + i * in_s, len, in_s));
-        pos += len;
-        i = 0;
-        w.next();
-      }
-      return tot;
-    };
-    if (K >= 2 * nt || K * R * n < 2 * kGrainSize) {
-      int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, R * n));
-      parallel_for(0, K, grain, [&](int64_t b, int64_t e) {
-        DimWalker w = kept;
-        w.start(b);
-        for (int64_t k = b; k < e; ++k, w.next()) o[w.off1] = P::finish(partial(w.off0, 0, R * n));
-      });
-    } else {
-      DimWalker w = kept;
-      w.start(0);
-      for (int64_t k = 0; k < K; ++k, w.next()) {
-        Tot parts[kMaxChunks];
-        int64_t chunks = split_range(R * n, [&](int64_t c, int64_t b, int64_t e) { parts[c] = partial(w.off0, b, e); });
-        Tot tot = parts[0];
-        for (int64_t c = 1; c < chunks; ++c) tot = P::merge(tot, parts[c]);
-        o[w.off1] = P::finish(tot);
-      }
-    }
-    return;
-  }
-
-  // ---- outer mode: the innermost dim is kept; accumulate rows into columns ----
-  using Acc = typename P::Acc;
-  constexpr int64_t W = 2048;          // columns per task (acc + tot stay in L1/L2)
-  constexpr int64_t kFlushRows = 128;  // rows between flushes of Acc into Tot
-  const int64_t blocks = (n + W - 1) / W;
-  // Reduces rows [r0, r1) of columns [c0, c0 + w) for the kept outer offset `base` into tot[0..w).
-  auto column_task = [&](int64_t base, int64_t c0, int64_t w, int64_t r0, int64_t r1, Tot* tot) {
-    Acc acc[W];
-    for (int64_t j = 0; j < w; ++j) {
-      tot[j] = P::identity();
-      acc[j] = P::acc_identity();
-    }
-    DimWalker rw = red;
-    rw.start(r0);
-    int64_t since_flush = 0;
-    for (int64_t r = r0; r < r1; ++r, rw.next()) {
-      const In* row = x + base + rw.off0 + c0 * in_s;
-      if (in_s == 1) {
-        for (int64_t j = 0; j < w; ++j) acc[j] = P::step(acc[j], row[j]);
-      } else {
-        for (int64_t j = 0; j < w; ++j) acc[j] = P::step(acc[j], row[j * in_s]);
-      }
-      if (++since_flush == kFlushRows) {
-        for (int64_t j = 0; j < w; ++j) {
-          tot[j] = P::flush(tot[j], acc[j]);
-          acc[j] = P::acc_identity();
-        }
-        since_flush = 0;
-      }
-    }
-    for (int64_t j = 0; j < w; ++j) tot[j] = P::flush(tot[j], acc[j]);
-  };
-  const int64_t tasks = K * blocks;
-  if (tasks >= 2 * nt || K * R * n < 2 * kGrainSize || K * n > (1 << 16)) {
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, R * std::min(n, W)));
-    parallel_for(0, tasks, grain, [&](int64_t b, int64_t e) {
-      Tot tot[W];
-      for (int64_t t = b; t < e; ++t) {
-        DimWalker w = kept;
-        w.start(t / blocks);
-        int64_t c0 = (t % blocks) * W, cw = std::min(W, n - c0);
-        column_task(w.off0, c0, cw, 0, R, tot);
-        for (int64_t j = 0; j < cw; ++j) o[w.off1 + (c0 + j) * out_s] = P::finish(tot[j]);
-      }
-    });
-    return;
-  }
-  // Few, narrow outputs and many rows: split the rows, merge partial columns in order.
-  const int64_t width = K * n;
-  std::unique_ptr<Tot[]> parts(new Tot[static_cast<size_t>(std::clamp<int64_t>(nt, 1, kMaxChunks) * width)]);
-  int64_t chunks = split_range(R, [&](int64_t c, int64_t r0, int64_t r1) {
-    Tot* dst = parts.get() + c * width;
-    DimWalker w = kept;
-    w.start(0);
-    for (int64_t k = 0; k < K; ++k, w.next())
-      for (int64_t c0 = 0; c0 < n; c0 += W) column_task(w.off0, c0, std::min(W, n - c0), r0, r1, dst + k * n + c0);
-  });
-  DimWalker w = kept;
-  w.start(0);
-  for (int64_t k = 0; k < K; ++k, w.next())
-    for (int64_t j = 0; j < n; ++j) {
-      Tot tot = parts[k * n + j];
-      for (int64_t c = 1; c < chunks; ++c) tot = P::merge(tot, parts[c * width + k * n + j]);
-      o[w.off1 + j * out_s] = P::finish(tot);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// sum / amax / mean
-std::vector<bool> mask_of(const OpDef& op, const TensorMeta& m, const Attrs& attrs) {
-  return reduction_mask(attrs.get_or<std::vector<int64_t>>("dim", {}), static_cast<int64_t>(m.sizes.size()), op.name);
-}
-
-std::vector<TensorMeta> sum_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  auto mask = mask_of(op, in[0], attrs);
-  DType dt = is_floating(in[0].dtype) ? in[0].dtype : DType::Int64;
-  return {TensorMeta::contiguous(reduced_shape(in[0].sizes, mask, attrs.get_or("keepdim", false)), dt)};
-}
-
-std::vector<Tensor> sum_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
-                            const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  auto mask = mask_of(op, in[0].meta(), attrs);
-  TP_DISPATCH_ALL(in[0].dtype(), op.name, ([&]<class T>() { reduce_kernel<SumPolicy<T>, T>(in[0], out, mask); }));
-  return {out};
-}
-
-std::vector<TensorMeta> amax_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  auto mask = mask_of(op, in[0], attrs);
-  Shape out = reduced_shape(in[0].sizes, mask, attrs.get_or("keepdim", false));
-  if (numel(out) > 0)
-    for (size_t d = 0; d < mask.size(); ++d)
-      TP_CHECK(!mask[d] || in[0].sizes[d] != 0, IndexError, op.name, ": expected reduction dim ", d,
-               " to have non-zero size (input shape ", shape_str(in[0].sizes), ")");
-  return {TensorMeta::contiguous(std::move(out), in[0].dtype)};
-}
-
-std::vector<Tensor> amax_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
-                             const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  auto mask = mask_of(op, in[0].meta(), attrs);
-  TP_DISPATCH_ALL(in[0].dtype(), op.name, ([&]<class T>() { reduce_kernel<MaxPolicy<T>, T>(in[0], out, mask); }));
-  return {out};
-}
+bool keepdim_of(const Attrs& attrs) { return attrs.get_or("keepdim", false); }
 
 int64_t reduced_count(const Shape& sizes, const std::vector<bool>& mask) {
   int64_t c = 1;
@@ -341,172 +40,223 @@ int64_t reduced_count(const Shape& sizes, const std::vector<bool>& mask) {
   return c;
 }
 
+// The `dtype=` argument, if given.
+std::optional<DType> dtype_arg(const Attrs& attrs) {
+  const AttrValue* v = attrs.find("dtype");
+  if (v && std::holds_alternative<DType>(*v)) return std::get<DType>(*v);
+  return std::nullopt;
+}
+
+TensorMeta reduced_meta(const OpDef& op, const TensorMeta& in, const Attrs& attrs, DType dt) {
+  auto mask = mask_of(op, static_cast<int64_t>(in.sizes.size()), attrs);
+  return TensorMeta::contiguous(reduced_shape(in.sizes, mask, keepdim_of(attrs)), dt);
+}
+
+// Max/min style reductions have no identity: reducing an empty slice is an error.
+void check_nonempty_slices(const OpDef& op, const TensorMeta& in, const std::vector<bool>& mask, const Shape& out) {
+  if (numel(out) == 0) return;
+  for (size_t d = 0; d < mask.size(); ++d)
+    TP_CHECK(!mask[d] || in.sizes[d] != 0, IndexError, op.name, ": expected reduction dim ", d,
+             " to have non-zero size (input shape ", shape_str(in.sizes), ")");
+}
+
+// Runs policy P over `x` into a fresh tensor of its natural result dtype and
+// converts to the inferred dtype when they differ (e.g. sum(bool, dtype=bool)).
+template <template <class> class P>
+Tensor reduce_to(const OpDef& op, const Tensor& x, const TensorMeta& om, const std::vector<bool>& mask) {
+  Tensor out;
+  TP_DISPATCH_ALL(x.dtype(), op.name, ([&]<class T>() {
+                    using Out = typename P<T>::Out;
+                    TensorMeta m = om;
+                    m.dtype = dtype_of<Out>::value;
+                    out = alloc_out(m);
+                    reduce::reduce_kernel<P<T>, T>(x, out, mask);
+                  }));
+  if (out.dtype() == om.dtype) return out;
+  Tensor conv = alloc_out(om);
+  copy_into(conv, out);
+  return conv;
+}
+
+// The input converted to the requested `dtype=` before reducing (PyTorch's order).
+Tensor input_in(const Tensor& x, const Attrs& attrs, DType out_dtype) {
+  return dtype_arg(attrs) && x.dtype() != out_dtype ? convert(x, out_dtype) : x;
+}
+
+// ---------------------------------------------------------------------------
+// sum / prod: bool and integer inputs accumulate in int64.
+DType int64_unless_floating(DType in, const Attrs& attrs) {
+  if (auto d = dtype_arg(attrs)) return *d;
+  return is_floating(in) ? in : DType::Int64;
+}
+
+std::vector<TensorMeta> sum_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  return {reduced_meta(op, in[0], attrs, int64_unless_floating(in[0].dtype, attrs))};
+}
+
+std::vector<Tensor> sum_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                            const std::vector<TensorMeta>& om) {
+  auto mask = mask_of(op, in[0].dim(), attrs);
+  return {reduce_to<SumPolicy>(op, input_in(in[0], attrs, om[0].dtype), om[0], mask)};
+}
+
+std::vector<Tensor> prod_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                             const std::vector<TensorMeta>& om) {
+  auto mask = mask_of(op, in[0].dim(), attrs);
+  return {reduce_to<ProdPolicy>(op, input_in(in[0], attrs, om[0].dtype), om[0], mask)};
+}
+
+// ---------------------------------------------------------------------------
+// mean: floating point only (an integer input needs dtype=, like PyTorch).
 std::vector<TensorMeta> mean_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  TP_CHECK(is_floating(in[0].dtype), TypeError, op.name,
-           ": could not infer output dtype; the input dtype must be floating point, got ", dtype_name(in[0].dtype));
-  auto mask = mask_of(op, in[0], attrs);
-  return {TensorMeta::contiguous(reduced_shape(in[0].sizes, mask, attrs.get_or("keepdim", false)), in[0].dtype)};
+  DType dt = dtype_arg(attrs).value_or(in[0].dtype);
+  TP_CHECK(is_floating(dt), TypeError, op.name,
+           ": could not infer output dtype; the input dtype must be floating point (or pass dtype=), got ",
+           dtype_name(dt));
+  return {reduced_meta(op, in[0], attrs, dt)};
 }
 
 std::vector<Tensor> mean_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                              const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  auto mask = mask_of(op, in[0].meta(), attrs);
+  auto mask = mask_of(op, in[0].dim(), attrs);
+  Tensor x = input_in(in[0], attrs, om[0].dtype);
+  Tensor out = reduce_to<SumPolicy>(op, x, om[0], mask);
   const int64_t count = reduced_count(in[0].sizes(), mask);
-  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, ([&]<class T>() {
-    reduce_kernel<SumPolicy<T>, T>(in[0], out, mask);
-    T* o = out.data_as<T>();
-    const T c = static_cast<T>(count);
-    for (int64_t i = 0, e = out.numel(); i < e; ++i) o[i] = o[i] / c;
-  }));
+  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
+                         T* o = out.data_as<T>();
+                         const T c = static_cast<T>(count);  // 0 -> NaN, like 0/0
+                         for (int64_t i = 0, e = out.numel(); i < e; ++i) o[i] = o[i] / c;
+                       }));
   return {out};
 }
 
 std::vector<Tensor> mean_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  auto mask = reduction_mask(attrs.get_or<std::vector<int64_t>>("dim", {}), in[0].dim(), "mean");
+  Tensor x = dtype_arg(attrs) ? ops::to_dtype(in[0], *dtype_arg(attrs)) : in[0];
   auto dims = attrs.get_or<std::vector<int64_t>>("dim", {});
-  bool keepdim = attrs.get_or("keepdim", false);
-  auto mask = reduction_mask(dims, in[0].dim(), "mean");
-  return {ops::div(ops::sum(in[0], dims, keepdim), ops::scalar(Scalar(reduced_count(in[0].sizes(), mask))))};
+  return {ops::div(ops::sum(x, dims, keepdim_of(attrs)), ops::scalar(Scalar(reduced_count(in[0].sizes(), mask))))};
 }
 
 // ---------------------------------------------------------------------------
-// softmax
-std::vector<TensorMeta> softmax_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  TP_CHECK(is_floating(in[0].dtype), TypeError, op.name, ": expected a floating-point tensor but got dtype ",
-           dtype_name(in[0].dtype));
-  wrap_dim(attrs.get<int64_t>("dim"), static_cast<int64_t>(in[0].sizes.size()), op.name);
-  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype)};
+// amax / amin / max() / min(): NaN propagates; empty slices are an error.
+std::vector<TensorMeta> extremum_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  auto mask = mask_of(op, static_cast<int64_t>(in[0].sizes.size()), attrs);
+  Shape out = reduced_shape(in[0].sizes, mask, keepdim_of(attrs));
+  check_nonempty_slices(op, in[0], mask, out);
+  return {TensorMeta::contiguous(std::move(out), in[0].dtype)};
 }
 
-template <class T>
-void softmax_kernel(const Tensor& in, const Tensor& out, int64_t dim) {
-  Tensor xc = as_contiguous(in);
-  const T* x = xc.data_as<T>();
-  T* y = out.data_as<T>();
-  const Shape& s = in.sizes();
-  int64_t outer = 1, inner = 1, D = s.empty() ? 1 : s[dim];
-  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
-  for (int64_t d = dim + 1; d < static_cast<int64_t>(s.size()); ++d) inner *= s[d];
-  if (outer * D * inner == 0) return;
-  if (inner == 1) {
-    // One row at a time: max, exp and sum, scale, all while the row is in cache.
-    int64_t grain = std::max<int64_t>(1, kGrainSize / D);
-    parallel_for(0, outer, grain, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const T* xr = x + r * D;
-        T* yr = y + r * D;
-        const T m = reduce_row<MaxPolicy<T>>(xr, D, 1);
-        for (int64_t i = 0; i < D; ++i) yr[i] = exp_any(xr[i] - m);
-        const T inv = static_cast<T>(1.0 / reduce_row<SumPolicy<T>>(yr, D, 1));
-        for (int64_t i = 0; i < D; ++i) yr[i] *= inv;
-      }
-    });
-    return;
-  }
-  // Softmax over a non-innermost dim: vectorize across a block of columns.
-  constexpr int64_t W = 256;
-  const int64_t blocks = (inner + W - 1) / W;
-  int64_t grain = std::max<int64_t>(1, kGrainSize / (D * std::min(inner, W)));
-  parallel_for(0, outer * blocks, grain, [&](int64_t b, int64_t e) {
-    T m[W];
-    double sum[W];
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t o = t / blocks, c0 = (t % blocks) * W, w = std::min(W, inner - c0);
-      const T* xb = x + o * D * inner + c0;
-      T* yb = y + o * D * inner + c0;
-      for (int64_t j = 0; j < w; ++j) {
-        m[j] = MaxPolicy<T>::identity();
-        sum[j] = 0;
-      }
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t j = 0; j < w; ++j) m[j] = MaxPolicy<T>::step(m[j], xb[d * inner + j]);
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t j = 0; j < w; ++j) {
-          T v = exp_any(xb[d * inner + j] - m[j]);
-          yb[d * inner + j] = v;
-          sum[j] += v;
-        }
-      for (int64_t j = 0; j < w; ++j) m[j] = static_cast<T>(1.0 / sum[j]);  // reuse m as 1/sum
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t j = 0; j < w; ++j) yb[d * inner + j] *= m[j];
-    }
-  });
+template <template <class> class P>
+std::vector<Tensor> extremum_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                 const std::vector<TensorMeta>& om) {
+  return {reduce_to<P>(op, in[0], om[0], mask_of(op, in[0].dim(), attrs))};
 }
 
-std::vector<Tensor> softmax_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+// ---------------------------------------------------------------------------
+// all / any: the truth value of every element (NaN is true), result bool.
+std::vector<TensorMeta> logical_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  return {reduced_meta(op, in[0], attrs, DType::Bool)};
+}
+
+template <template <class> class P>
+std::vector<Tensor> logical_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                 const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  int64_t dim = wrap_dim(attrs.get<int64_t>("dim"), in[0].dim(), op.name);
-  TP_DISPATCH_FLOATING(in[0].dtype(), op.name, ([&]<class T>() { softmax_kernel<T>(in[0], out, dim); }));
-  return {out};
-}
-
-std::vector<Tensor> softmax_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  int64_t dim = attrs.get<int64_t>("dim");
-  Tensor m = ops::amax(in[0], {dim}, true);
-  Tensor e = ops::exp(ops::sub(in[0], m));
-  return {ops::div(e, ops::sum(e, {dim}, true))};
+  Tensor b = convert(in[0], DType::Bool);
+  return {reduce_to<P>(op, b, om[0], mask_of(op, in[0].dim(), attrs))};
 }
 
 // ---------------------------------------------------------------------------
 // Derivative formulas.
-// The gradient of a reduction result reshaped to the keepdim shape.
-Tensor grad_keepdim(const Tensor& g, const Tensor& x, const Attrs& attrs, const char* op) {
-  auto mask = reduction_mask(attrs.get_or<std::vector<int64_t>>("dim", {}), x.dim(), op);
-  if (attrs.get_or("keepdim", false)) return g;
-  return ops::reshape(g, reduced_shape(x.sizes(), mask, true));
+std::vector<bool> mask_for(const BackwardArgs& a, const char* name) {
+  return mask_of(get_op(name), a.inputs[0].dim(), a.attrs);
 }
 
 std::vector<Tensor> sum_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
   const Tensor& x = a.inputs[0];
-  return {ops::expand(grad_keepdim(g, x, a.attrs, "sum"), x.sizes())};
+  Tensor gk = ops::as_keepdim(g, x, mask_for(a, "sum"), keepdim_of(a.attrs));
+  return {ops::to_dtype(ops::expand(gk, x.sizes()), x.dtype())};
 }
 
 std::vector<Tensor> mean_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
   const Tensor& x = a.inputs[0];
-  auto mask = reduction_mask(a.attrs.get_or<std::vector<int64_t>>("dim", {}), x.dim(), "mean");
-  Tensor gk = ops::div(grad_keepdim(g, x, a.attrs, "mean"), ops::scalar(Scalar(reduced_count(x.sizes(), mask))));
-  return {ops::expand(gk, x.sizes())};
+  auto mask = mask_for(a, "mean");
+  Tensor gk = ops::div(ops::as_keepdim(g, x, mask, keepdim_of(a.attrs)),
+                       ops::scalar(Scalar(reduced_count(x.sizes(), mask))));
+  return {ops::to_dtype(ops::expand(gk, x.sizes()), x.dtype())};
 }
 
-// The gradient goes to the positions of the maximum, split evenly between ties.
-std::vector<Tensor> amax_backward(const BackwardArgs& a) {
+// d prod / d x_i = product of the other elements. Without zeros that is
+// prod / x_i; a slice with one zero passes the product of its non-zeros to
+// the zero's position only; a slice with two or more zeros has gradient 0.
+std::vector<Tensor> prod_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
   const Tensor& x = a.inputs[0];
-  auto dims = a.attrs.get_or<std::vector<int64_t>>("dim", {});
-  Tensor gk = grad_keepdim(g, x, a.attrs, "amax");
-  Tensor outk = grad_keepdim(a.outputs[0], x, a.attrs, "amax");
-  Tensor hit = ops::to_dtype(ops::eq(x, outk), g.dtype());
-  Tensor count = ops::sum(hit, dims, true);
-  return {ops::reduce_grad(ops::mul(ops::div(gk, count), hit), x)};
+  if (x.dim() == 0) return {ops::reduce_grad(g, x)};
+  auto mask = mask_for(a, "prod");
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) dims.push_back(static_cast<int64_t>(d));
+  const bool keep = keepdim_of(a.attrs);
+  const std::optional<int64_t> dim = a.attrs.get_optional_int("dim");
+  Tensor gk = ops::as_keepdim(g, x, mask, keep);
+  Tensor zero = ops::eq(x, ops::scalar(Scalar(0.0)));
+  Tensor zeros_in_slice = ops::sum(zero, dims, true);
+  Tensor nonzero = ops::where(zero, ops::scalar(Scalar(1.0)), x);
+  Tensor prod_nz = dim ? ops::prod(nonzero, dim, true) : ops::as_keepdim(ops::prod(nonzero), x, mask, false);
+  Tensor no_zero = ops::eq(zeros_in_slice, ops::scalar(Scalar(int64_t{0})));
+  Tensor one_zero = ops::eq(zeros_in_slice, ops::scalar(Scalar(int64_t{1})));
+  Tensor others = ops::where(no_zero, ops::div(prod_nz, nonzero),
+                             ops::where(one_zero, ops::where(zero, prod_nz, ops::scalar(Scalar(0.0))),
+                                        ops::scalar(Scalar(0.0))));
+  return {ops::reduce_grad(ops::mul(gk, others), x)};
 }
 
-std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
+template <const char* Name>
+std::vector<Tensor> extremum_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& y = a.outputs[0];
-  int64_t dim = a.attrs.get<int64_t>("dim");
-  Tensor dot = ops::sum(ops::mul(g, y), {dim}, true);
-  return {ops::reduce_grad(ops::mul(y, ops::sub(g, dot)), a.inputs[0])};
+  return {ops::extremum_grad(g, a.inputs[0], a.outputs[0], mask_for(a, Name), keepdim_of(a.attrs))};
 }
-
-void register_reduction(const char* name, uint32_t tags, InferFn infer, KernelFn cpu, BackwardFn backward,
-                        DecomposeFn decompose) {
-  register_op({.name = name, .tags = tags, .num_inputs = 1, .infer = infer, .cpu = cpu, .backward = backward, .decompose = decompose});
-}
+constexpr char kAmax[] = "amax";
+constexpr char kAmin[] = "amin";
+constexpr char kMax[] = "max";
+constexpr char kMin[] = "min";
 
 }  // namespace
 
 void register_reduction_ops() {
-  register_reduction("sum", kReduction, &sum_infer, &sum_cpu, &sum_backward, nullptr);
-  register_reduction("amax", kReduction, &amax_infer, &amax_cpu, &amax_backward, nullptr);
-  register_reduction("mean", kReduction | kComposite, &mean_infer, &mean_cpu, &mean_backward, &mean_decompose);
-  register_reduction("softmax", kComposite, &softmax_infer, &softmax_cpu, &softmax_backward, &softmax_decompose);
+  auto reg = [](OpDef d) {
+    d.num_inputs = 1;
+    register_op(d);
+  };
+  reg({.name = "sum",
+       .schema = "sum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+       .tags = kReduction, .infer = &sum_infer, .cpu = &sum_cpu, .backward = &sum_backward});
+  reg({.name = "amax", .schema = "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", .tags = kReduction,
+       .infer = &extremum_infer, .cpu = &extremum_cpu<MaxPolicy>, .backward = &extremum_backward<kAmax>});
+  reg({.name = "amin", .schema = "amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", .tags = kReduction,
+       .infer = &extremum_infer, .cpu = &extremum_cpu<MinPolicy>, .backward = &extremum_backward<kAmin>});
+  reg({.name = "mean",
+       .schema = "mean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+       .tags = kReduction | kComposite, .infer = &mean_infer, .cpu = &mean_cpu, .backward = &mean_backward,
+       .decompose = &mean_decompose});
+  reg({.name = "prod",
+       .schema = "prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+       .tags = kReduction, .infer = &sum_infer, .cpu = &prod_cpu, .backward = &prod_backward});
+  // max(self)/min(self): the full reductions (max.dim and max.other live in reduction_extra_ops.cpp).
+  reg({.name = "max", .schema = "max(Tensor self) -> Tensor", .tags = kReduction, .infer = &extremum_infer,
+       .cpu = &extremum_cpu<MaxPolicy>, .backward = &extremum_backward<kMax>});
+  reg({.name = "min", .schema = "min(Tensor self) -> Tensor", .tags = kReduction, .infer = &extremum_infer,
+       .cpu = &extremum_cpu<MinPolicy>, .backward = &extremum_backward<kMin>});
+  reg({.name = "all", .schema = "all(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
+       .tags = kReduction, .infer = &logical_infer, .cpu = &logical_cpu<MinPolicy>});
+  reg({.name = "any", .schema = "any(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
+       .tags = kReduction, .infer = &logical_infer, .cpu = &logical_cpu<MaxPolicy>});
 }
 
 }  // namespace tp

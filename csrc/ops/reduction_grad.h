@@ -1,0 +1,33 @@
+// Pieces shared by the derivative formulas of the reduction operators,
+// written with the C++ operator API only (so a traced backward records plain
+// operator calls).
+#pragma once
+#include <vector>
+
+#include "ops/derivative_util.h"
+#include "ops/kernel_util.h"
+
+namespace tp::ops {
+
+// `t` (a reduction result over `mask`) with the reduced dims restored as size
+// 1, so it broadcasts against the input.
+inline Tensor as_keepdim(const Tensor& t, const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
+  if (keepdim) return t;
+  return reshape(t, reduced_shape(x.sizes(), mask, true));
+}
+
+// The gradient of an extremum (max/min/amax/amin): it flows to every position
+// equal to the result, split evenly between ties, so the gradient sums to the
+// incoming one whichever tie a subgradient would pick.
+inline Tensor extremum_grad(const Tensor& g, const Tensor& x, const Tensor& result, const std::vector<bool>& mask,
+                            bool keepdim) {
+  Tensor gk = as_keepdim(g, x, mask, keepdim);
+  Tensor hit = to_dtype(eq(x, as_keepdim(result, x, mask, keepdim)), g.dtype());
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) dims.push_back(static_cast<int64_t>(d));
+  Tensor count = dims.empty() ? ops::ones({}, g.dtype()) : sum(hit, dims, true);
+  return reduce_grad(mul(div(gk, count), hit), x);
+}
+
+}  // namespace tp::ops
