@@ -1,9 +1,11 @@
-// The pointwise family: binary arithmetic and comparisons, unary math, where.
-// Shape: broadcast (NumPy rules); dtype: PyTorch's result_type; output: a new
-// contiguous tensor. Each kernel converts its operands to the computation
-// dtype first (a no-op in the common case) so that the inner loops handle one
-// element type and stay short enough for GCC to vectorize.
-#include <cmath>
+// The core binary pointwise family: add/sub (with alpha), mul, div (with
+// rounding_mode), maximum, minimum, the six comparisons and where.
+// Shape: broadcast (NumPy rules); dtype: PyTorch's result_type (true division
+// of integers gives the default float); output: a new contiguous tensor.
+// Float kernels come from the per-ISA tables of ops/vec; integer and bool
+// kernels are element loops here. The unary operators live in
+// unary_math_ops.cpp, the other binary ones in binary_math_ops.cpp.
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -12,218 +14,140 @@
 #include "ops/kernel_util.h"
 #include "ops/pointwise_kernels.h"
 #include "ops/registry.h"
-#include "ops/tensor_iterator.h"
 #include "ops/type_promotion.h"
-#include "ops/vec_math.h"
+#include "ops/vec/pointwise_common.h"
 
 namespace tp {
 namespace {
 
+using pw::binary_loop;
+using vec::BinaryFn;
+
 constexpr bool is_comparison(BinaryOp k) { return k >= BinaryOp::Eq; }
 
-const char* binary_name(BinaryOp k) {
-  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum",
-                                "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
-  return names[static_cast<int>(k)];
+// ---------------------------------------------------------------------------
+// Attributes
+Scalar alpha_of(const Attrs& attrs) { return attrs.is_none("alpha") ? Scalar(int64_t{1}) : attrs.get_scalar("alpha"); }
+
+enum class Rounding { None, Trunc, Floor };
+Rounding rounding_of(const Attrs& attrs, const char* op) {
+  if (attrs.is_none("rounding_mode")) return Rounding::None;
+  const std::string& m = attrs.get_str("rounding_mode");
+  if (m == "trunc") return Rounding::Trunc;
+  if (m == "floor") return Rounding::Floor;
+  throw ValueError(str(op, ": expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", m, "'"));
 }
 
 // ---------------------------------------------------------------------------
-// Scalar math. Integer arithmetic wraps (through uint64_t: signed overflow
-// would be undefined behaviour).
-template <BinaryOp K, class T>
-inline auto binary_apply(T a, T b) {
-  constexpr bool is_int = std::is_same_v<T, int64_t>;
-  constexpr bool is_bool = std::is_same_v<T, bool>;
-  if constexpr (K == BinaryOp::Add) {
-    if constexpr (is_bool) return static_cast<bool>(a | b);
-    else if constexpr (is_int) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    else return static_cast<T>(a + b);
-  } else if constexpr (K == BinaryOp::Sub) {
-    if constexpr (is_bool) return static_cast<bool>(a ^ b);  // rejected by inference
-    else if constexpr (is_int) return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-    else return static_cast<T>(a - b);
-  } else if constexpr (K == BinaryOp::Mul) {
-    if constexpr (is_bool) return static_cast<bool>(a & b);
-    else if constexpr (is_int) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-    else return static_cast<T>(a * b);
-  } else if constexpr (K == BinaryOp::Div) {
-    return static_cast<T>(a / b);  // floating only (true division)
-  } else if constexpr (K == BinaryOp::Maximum) {
-    return select(a > b || a != a, a, b);  // NaN on either side propagates
-  } else if constexpr (K == BinaryOp::Minimum) {
-    return select(a < b || a != a, a, b);
-  } else if constexpr (K == BinaryOp::Eq) {
-    return a == b;
-  } else if constexpr (K == BinaryOp::Ne) {
-    return a != b;
-  } else if constexpr (K == BinaryOp::Lt) {
-    return a < b;
-  } else if constexpr (K == BinaryOp::Le) {
-    return a <= b;
-  } else if constexpr (K == BinaryOp::Gt) {
-    return a > b;
-  } else {
-    return a >= b;
-  }
-}
-
-enum class UnaryOp { Neg, Relu, Abs, Exp, Log, Sqrt, Tanh, Sigmoid };
-
-template <UnaryOp K, class T>
-inline T unary_apply(T x) {
-  if constexpr (K == UnaryOp::Neg) {
-    if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(0ull - static_cast<uint64_t>(x));
-    else return -x;
-  } else if constexpr (K == UnaryOp::Relu) {
-    return select(x < T(0), T(0), x);  // NaN stays NaN
-  } else if constexpr (K == UnaryOp::Abs) {
-    if constexpr (std::is_same_v<T, int64_t>) return x < 0 ? static_cast<int64_t>(0ull - static_cast<uint64_t>(x)) : x;
-    else return std::abs(x);
-  } else if constexpr (K == UnaryOp::Exp) {
-    return exp_any(x);
-  } else if constexpr (K == UnaryOp::Log) {
-    return std::log(x);
-  } else if constexpr (K == UnaryOp::Sqrt) {
-    return std::sqrt(x);
-  } else if constexpr (K == UnaryOp::Tanh) {
-    return std::tanh(x);
-  } else {
-    return T(1) / (T(1) + exp_any(-x));
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Inner loops: a contiguous path, a path with one broadcast scalar operand,
-// and the general strided path.
-template <class Out, class T, class F>
-void binary_loop(const TensorIterator& it, F f) {
-  it.for_each([f](char** d, const int64_t* s, int64_t n) {
-    Out* o = reinterpret_cast<Out*>(d[0]);
-    const T* a = reinterpret_cast<const T*>(d[1]);
-    const T* b = reinterpret_cast<const T*>(d[2]);
-    if (s[0] == sizeof(Out)) {
-      if (s[1] == sizeof(T) && s[2] == sizeof(T)) {
-        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-        return;
+// Integer and bool element functions.
+template <BinaryOp K>
+auto int_fn(int64_t alpha, std::atomic<bool>* zero, Rounding r) {
+  return [alpha, zero, r](int64_t a, int64_t b) -> int64_t {
+    if constexpr (K == BinaryOp::Add) return pw::wrap_add(a, pw::wrap_mul(alpha, b));
+    else if constexpr (K == BinaryOp::Sub) return pw::wrap_sub(a, pw::wrap_mul(alpha, b));
+    else if constexpr (K == BinaryOp::Mul) return pw::wrap_mul(a, b);
+    else if constexpr (K == BinaryOp::Maximum) return a > b ? a : b;
+    else if constexpr (K == BinaryOp::Minimum) return a < b ? a : b;
+    else {  // Div with rounding
+      if (b == 0) {
+        zero->store(true, std::memory_order_relaxed);
+        return 0;
       }
-      if (s[1] == sizeof(T) && s[2] == 0) {
-        const T bv = *b;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
-        return;
-      }
-      if (s[1] == 0 && s[2] == sizeof(T)) {
-        const T av = *a;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
-        return;
-      }
+      if (b == -1) return pw::wrap_sub(0, a);  // INT64_MIN / -1 wraps instead of trapping
+      int64_t q = a / b;
+      if (r == Rounding::Floor && (a % b != 0) && ((a < 0) != (b < 0))) --q;
+      return q;
     }
-    char* po = d[0];
-    const char* pa = d[1];
-    const char* pb = d[2];
-    for (int64_t i = 0; i < n; ++i, po += s[0], pa += s[1], pb += s[2])
-      *reinterpret_cast<Out*>(po) = f(*reinterpret_cast<const T*>(pa), *reinterpret_cast<const T*>(pb));
-  });
-}
-
-template <class T, class F>
-void unary_loop(const TensorIterator& it, F f) {
-  it.for_each([f](char** d, const int64_t* s, int64_t n) {
-    T* o = reinterpret_cast<T*>(d[0]);
-    const T* a = reinterpret_cast<const T*>(d[1]);
-    if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
-      return;
-    }
-    char* po = d[0];
-    const char* pa = d[1];
-    for (int64_t i = 0; i < n; ++i, po += s[0], pa += s[1])
-      *reinterpret_cast<T*>(po) = f(*reinterpret_cast<const T*>(pa));
-  });
+  };
 }
 
 template <BinaryOp K>
-void run_binary(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TP_CHECK(a.dtype() == b.dtype(), Error, "internal: ", binary_name(K), " kernel got operands of dtypes ",
-           dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  TensorIterator it({out, a, b});
-  TP_DISPATCH_ALL(a.dtype(), binary_name(K), ([&]<class T>() {
-    if constexpr (is_comparison(K)) {
-      binary_loop<bool, T>(it, [](T x, T y) { return binary_apply<K, T>(x, y); });
-    } else if constexpr (K == BinaryOp::Div && !std::is_floating_point_v<T>) {
-      throw Error(str("internal: div kernel on dtype ", dtype_name(a.dtype())));
-    } else {
-      binary_loop<T, T>(it, [](T x, T y) { return static_cast<T>(binary_apply<K, T>(x, y)); });
-    }
+bool bool_fn(bool a, bool b) {
+  if constexpr (K == BinaryOp::Add || K == BinaryOp::Maximum) return a || b;
+  else return a && b;  // Mul, Minimum
+}
+
+BinaryFn float_fn(BinaryOp k, Rounding r) {
+  switch (k) {
+    case BinaryOp::Add: return BinaryFn::Add;
+    case BinaryOp::Sub: return BinaryFn::Sub;
+    case BinaryOp::Mul: return BinaryFn::Mul;
+    case BinaryOp::Div: return r == Rounding::None ? BinaryFn::Div : r == Rounding::Trunc ? BinaryFn::DivTrunc : BinaryFn::DivFloor;
+    case BinaryOp::Maximum: return BinaryFn::Maximum;
+    default: return BinaryFn::Minimum;
+  }
+}
+
+template <BinaryOp K>
+void compare_into(const char* name, const Tensor& out, const Tensor& a, const Tensor& b) {
+  TP_DISPATCH_ALL(a.dtype(), name, ([&]<class T>() {
+    binary_loop<bool, T>(out, a, b, [](T x, T y) -> bool {
+      if constexpr (K == BinaryOp::Eq) return x == y;
+      else if constexpr (K == BinaryOp::Ne) return x != y;
+      else if constexpr (K == BinaryOp::Lt) return x < y;
+      else if constexpr (K == BinaryOp::Le) return x <= y;
+      else if constexpr (K == BinaryOp::Gt) return x > y;
+      else return x >= y;
+    });
   }));
 }
 
-// ---------------------------------------------------------------------------
-// Binary operators.
+// out = a <K> b with a, b already in out's dtype (or the promoted dtype for comparisons).
 template <BinaryOp K>
-std::vector<TensorMeta> binary_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
+void arith_into(const char* name, const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha, Rounding r) {
+  const DType dt = out.dtype();
+  if (dt == DType::Float32 || dt == DType::Float64) {
+    vec::Params p;
+    p.a = alpha.to_double();
+    TP_DISPATCH_FLOATING(dt, name, ([&]<class T>() { pw::run_binary_float<T>(float_fn(K, r), out, a, b, p); }));
+  } else if (dt == DType::Bool) {
+    TP_CHECK(K != BinaryOp::Div, TypeError, name, ": rounding division is not supported for dtype bool");
+    if constexpr (K != BinaryOp::Div && K != BinaryOp::Sub)
+      binary_loop<bool, bool>(out, a, b, [](bool x, bool y) { return bool_fn<K>(x, y); });
+  } else {
+    TP_CHECK(dt == DType::Int64, TypeError, name, ": unsupported dtype ", dtype_name(dt));
+    std::atomic<bool> zero{false};
+    binary_loop<int64_t, int64_t>(out, a, b, int_fn<K>(alpha.to_int(), &zero, r));
+    if (zero.load()) pw::throw_zero_division(name);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Inference
+template <BinaryOp K>
+std::vector<TensorMeta> binary_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   Shape shape = broadcast_shapes(in[0].sizes, in[1].sizes, op.name);
   DType ct = result_type(in);
   DType out = ct;
   if constexpr (is_comparison(K)) {
     out = DType::Bool;
   } else if constexpr (K == BinaryOp::Div) {
-    if (!is_floating(ct)) out = default_float_dtype();
-  } else if constexpr (K == BinaryOp::Sub) {
-    TP_CHECK(in[0].dtype != DType::Bool && in[1].dtype != DType::Bool, TypeError, op.name,
-             ": subtraction, the `-` operator, with a bool tensor is not supported (got dtypes ",
-             dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype),
-             "); to invert a mask use the `~` or `logical_not()` operator instead");
+    if (rounding_of(attrs, op.name) == Rounding::None) out = pw::float_result(ct);
+    else if (ct == DType::Bool) pw::throw_dtype(op.name, in, "rounding division is not supported for bool tensors");
+  } else if constexpr (K == BinaryOp::Add || K == BinaryOp::Sub) {
+    if (K == BinaryOp::Sub && (in[0].dtype == DType::Bool || in[1].dtype == DType::Bool))
+      throw TypeError(str(op.name, ": subtraction, the `-` operator, with a bool tensor is not supported (got dtypes ",
+                          dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype),
+                          "); to invert a mask use the `~` or `logical_not()` operator instead"));
+    const Scalar alpha = alpha_of(attrs);
+    TP_CHECK(!(alpha.is_float() && !is_floating(ct)), TypeError, op.name, ": for integral input tensors (dtype ",
+             dtype_name(ct), "), argument alpha must not be a floating point number");
+    TP_CHECK(!(alpha.is_bool() && ct != DType::Bool), TypeError, op.name,
+             ": boolean alpha only supported for boolean results (got dtype ", dtype_name(ct), ")");
   }
   return {TensorMeta::contiguous(std::move(shape), out)};
 }
 
 template <BinaryOp K>
-std::vector<Tensor> binary_cpu(const OpDef&, const std::vector<Tensor>& in, const Attrs&,
-                               const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  // Comparisons compute in the promoted dtype; arithmetic in the result dtype.
-  DType ct = is_comparison(K) ? result_type(in) : om[0].dtype;
-  run_binary<K>(out, convert(in[0], ct), convert(in[1], ct));
-  return {out};
-}
-
-// ---------------------------------------------------------------------------
-// Unary operators.
-template <UnaryOp K>
-constexpr bool promotes_to_float() {
-  return K == UnaryOp::Exp || K == UnaryOp::Log || K == UnaryOp::Sqrt || K == UnaryOp::Tanh ||
-         K == UnaryOp::Sigmoid;
-}
-
-template <UnaryOp K>
-std::vector<TensorMeta> unary_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
-  DType dt = in[0].dtype;
-  if constexpr (promotes_to_float<K>()) {
-    if (!is_floating(dt)) dt = default_float_dtype();
-  } else if constexpr (K == UnaryOp::Neg) {
-    TP_CHECK(dt != DType::Bool, TypeError, op.name,
-             ": negation, the `-` operator, on a bool tensor is not supported (dtype bool); to invert a mask use "
-             "the `~` or `logical_not()` operator instead");
+void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs& attrs) {
+  if constexpr (is_comparison(K)) {
+    const DType ct = result_type(in);
+    compare_into<K>(op.name, out, convert(in[0], ct), convert(in[1], ct));
   } else {
-    TP_CHECK(dt != DType::Bool, TypeError, op.name, ": not supported for dtype bool");
+    const Rounding r = K == BinaryOp::Div ? rounding_of(attrs, op.name) : Rounding::None;
+    const DType ct = out.dtype();
+    arith_into<K>(op.name, out, convert(in[0], ct), convert(in[1], ct), alpha_of(attrs), r);
   }
-  return {TensorMeta::contiguous(in[0].sizes, dt)};
-}
-
-template <UnaryOp K>
-std::vector<Tensor> unary_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs&,
-                              const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  Tensor x = convert(in[0], om[0].dtype);
-  TensorIterator it({out, x});
-  if constexpr (promotes_to_float<K>()) {
-    TP_DISPATCH_FLOATING(out.dtype(), op.name,
-                         ([&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); }));
-  } else {
-    TP_DISPATCH_NUMERIC(out.dtype(), op.name,
-                        ([&]<class T>() { unary_loop<T>(it, [](T v) { return unary_apply<K, T>(v); }); }));
-  }
-  return {out};
 }
 
 // ---------------------------------------------------------------------------
@@ -235,10 +159,8 @@ std::vector<TensorMeta> where_infer(const OpDef& op, const std::vector<TensorMet
   return {TensorMeta::contiguous(std::move(shape), result_type(std::vector<TensorMeta>{in[1], in[2]}))};
 }
 
-std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs&,
-                              const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  DType dt = om[0].dtype;
+void where_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
+  DType dt = out.dtype();
   Tensor a = convert(in[1], dt), b = convert(in[2], dt);
   TensorIterator it({out, in[0], a, b});
   TP_DISPATCH_ALL(dt, op.name, ([&]<class T>() {
@@ -248,7 +170,7 @@ std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, co
         const bool* c = reinterpret_cast<const bool*>(d[1]);
         const T* x = reinterpret_cast<const T*>(d[2]);
         const T* y = reinterpret_cast<const T*>(d[3]);
-        for (int64_t i = 0; i < n; ++i) o[i] = select(c[i], x[i], y[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
         return;
       }
       char *po = d[0], *pc = d[1], *px = d[2], *py = d[3];
@@ -257,7 +179,6 @@ std::vector<Tensor> where_cpu(const OpDef& op, const std::vector<Tensor>& in, co
             *reinterpret_cast<const bool*>(pc) ? *reinterpret_cast<const T*>(px) : *reinterpret_cast<const T*>(py);
     });
   }));
-  return {out};
 }
 
 // ---------------------------------------------------------------------------
@@ -266,18 +187,24 @@ using ops::grad_out;
 using ops::reduce_grad;
 using ops::scalar;
 
+Tensor scaled(const Tensor& g, const Scalar& alpha, bool negate) {
+  const bool one = !alpha.is_float() && alpha.to_int() == 1;
+  if (one) return negate ? ops::neg(g) : g;
+  return ops::mul(g, scalar(negate ? Scalar(-alpha.to_double()) : Scalar(alpha.to_double())));
+}
+
 std::vector<Tensor> add_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor()};
   return {a.needs_grad[0] ? reduce_grad(g, a.inputs[0]) : Tensor(),
-          a.needs_grad[1] ? reduce_grad(g, a.inputs[1]) : Tensor()};
+          a.needs_grad[1] ? reduce_grad(scaled(g, alpha_of(a.attrs), false), a.inputs[1]) : Tensor()};
 }
 
 std::vector<Tensor> sub_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor()};
   return {a.needs_grad[0] ? reduce_grad(g, a.inputs[0]) : Tensor(),
-          a.needs_grad[1] ? reduce_grad(ops::neg(g), a.inputs[1]) : Tensor()};
+          a.needs_grad[1] ? reduce_grad(scaled(g, alpha_of(a.attrs), true), a.inputs[1]) : Tensor()};
 }
 
 std::vector<Tensor> mul_backward(const BackwardArgs& a) {
@@ -291,6 +218,10 @@ std::vector<Tensor> div_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor()};
   const Tensor &x = a.inputs[0], &y = a.inputs[1];
+  if (!a.attrs.is_none("rounding_mode")) {  // piecewise constant: zero almost everywhere
+    return {a.needs_grad[0] ? ops::zeros(x.sizes(), x.dtype()) : Tensor(),
+            a.needs_grad[1] ? ops::zeros(y.sizes(), y.dtype()) : Tensor()};
+  }
   Tensor gx, gy;
   if (a.needs_grad[0]) gx = reduce_grad(ops::div(g, y), x);
   if (a.needs_grad[1]) gy = reduce_grad(ops::neg(ops::div(ops::mul(g, x), ops::mul(y, y))), y);
@@ -323,110 +254,56 @@ std::vector<Tensor> where_backward(const BackwardArgs& a) {
           a.needs_grad[2] ? reduce_grad(ops::where(c, scalar(0.0), g), a.inputs[2]) : Tensor()};
 }
 
-// Unary formulas: f(g, x, out) -> grad for x.
-template <Tensor (*F)(const Tensor& g, const Tensor& x, const Tensor& out)>
-std::vector<Tensor> unary_backward(const BackwardArgs& a) {
-  const Tensor& g = grad_out(a);
-  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  return {reduce_grad(F(g, a.inputs[0], a.outputs[0]), a.inputs[0])};
-}
-Tensor d_neg(const Tensor& g, const Tensor&, const Tensor&) { return ops::neg(g); }
-Tensor d_relu(const Tensor& g, const Tensor&, const Tensor& out) {
-  return ops::where(ops::gt(out, scalar(0)), g, scalar(0.0));
-}
-Tensor d_abs(const Tensor& g, const Tensor& x, const Tensor&) {
-  return ops::where(ops::gt(x, scalar(0)), g, ops::where(ops::lt(x, scalar(0)), ops::neg(g), scalar(0.0)));
-}
-Tensor d_exp(const Tensor& g, const Tensor&, const Tensor& out) { return ops::mul(g, out); }
-Tensor d_log(const Tensor& g, const Tensor& x, const Tensor&) { return ops::div(g, x); }
-Tensor d_sqrt(const Tensor& g, const Tensor&, const Tensor& out) {
-  return ops::div(g, ops::mul(out, scalar(2)));
-}
-Tensor d_tanh(const Tensor& g, const Tensor&, const Tensor& out) {
-  return ops::mul(g, ops::sub(scalar(1), ops::mul(out, out)));
-}
-Tensor d_sigmoid(const Tensor& g, const Tensor&, const Tensor& out) {
-  return ops::mul(g, ops::mul(out, ops::sub(scalar(1), out)));
-}
-
 // ---------------------------------------------------------------------------
 template <BinaryOp K>
-void register_binary(BackwardFn backward) {
-  OpDef d;
-  d.name = binary_name(K);
-  d.tags = kPointwise;
-  d.num_inputs = 2;
-  d.infer = &binary_infer<K>;
-  d.cpu = &binary_cpu<K>;
-  d.backward = backward;
-  d.pointwise_fn = binary_name(K);
-  register_op(d);
-}
-
-template <UnaryOp K>
-void register_unary(const char* name, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.tags = kPointwise;
-  d.num_inputs = 1;
-  d.infer = &unary_infer<K>;
-  d.cpu = &unary_cpu<K>;
-  d.backward = backward;
-  d.pointwise_fn = name;
-  register_op(d);
+void reg(const char* name, const char* schema, BackwardFn backward, const char* inplace_schema) {
+  const char* iname = inplace_schema ? intern_attr_name(std::string(name) + "_") : nullptr;
+  pw::register_pointwise<&binary_into<K>, &binary_infer<K>>(name, schema, 2, backward, iname, inplace_schema);
 }
 
 }  // namespace
 
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  auto run = [&]<BinaryOp K>() {
+    if constexpr (is_comparison(K)) compare_into<K>("binary", out, a, b);
+    else arith_into<K>("binary", out, a, b, Scalar(int64_t{1}), Rounding::None);
+  };
   switch (op) {
-    case BinaryOp::Add: return run_binary<BinaryOp::Add>(out, a, b);
-    case BinaryOp::Sub: return run_binary<BinaryOp::Sub>(out, a, b);
-    case BinaryOp::Mul: return run_binary<BinaryOp::Mul>(out, a, b);
-    case BinaryOp::Div: return run_binary<BinaryOp::Div>(out, a, b);
-    case BinaryOp::Maximum: return run_binary<BinaryOp::Maximum>(out, a, b);
-    case BinaryOp::Minimum: return run_binary<BinaryOp::Minimum>(out, a, b);
-    case BinaryOp::Eq: return run_binary<BinaryOp::Eq>(out, a, b);
-    case BinaryOp::Ne: return run_binary<BinaryOp::Ne>(out, a, b);
-    case BinaryOp::Lt: return run_binary<BinaryOp::Lt>(out, a, b);
-    case BinaryOp::Le: return run_binary<BinaryOp::Le>(out, a, b);
-    case BinaryOp::Gt: return run_binary<BinaryOp::Gt>(out, a, b);
-    case BinaryOp::Ge: return run_binary<BinaryOp::Ge>(out, a, b);
+    case BinaryOp::Add: return run.template operator()<BinaryOp::Add>();
+    case BinaryOp::Sub: return run.template operator()<BinaryOp::Sub>();
+    case BinaryOp::Mul: return run.template operator()<BinaryOp::Mul>();
+    case BinaryOp::Div: return run.template operator()<BinaryOp::Div>();
+    case BinaryOp::Maximum: return run.template operator()<BinaryOp::Maximum>();
+    case BinaryOp::Minimum: return run.template operator()<BinaryOp::Minimum>();
+    case BinaryOp::Eq: return run.template operator()<BinaryOp::Eq>();
+    case BinaryOp::Ne: return run.template operator()<BinaryOp::Ne>();
+    case BinaryOp::Lt: return run.template operator()<BinaryOp::Lt>();
+    case BinaryOp::Le: return run.template operator()<BinaryOp::Le>();
+    case BinaryOp::Gt: return run.template operator()<BinaryOp::Gt>();
+    case BinaryOp::Ge: return run.template operator()<BinaryOp::Ge>();
   }
 }
 
 void register_pointwise_ops() {
-  register_binary<BinaryOp::Add>(&add_backward);
-  register_binary<BinaryOp::Sub>(&sub_backward);
-  register_binary<BinaryOp::Mul>(&mul_backward);
-  register_binary<BinaryOp::Div>(&div_backward);
-  register_binary<BinaryOp::Maximum>(&maximum_backward);
-  register_binary<BinaryOp::Minimum>(&minimum_backward);
-  register_binary<BinaryOp::Eq>(nullptr);  // comparisons are not differentiable
-  register_binary<BinaryOp::Ne>(nullptr);
-  register_binary<BinaryOp::Lt>(nullptr);
-  register_binary<BinaryOp::Le>(nullptr);
-  register_binary<BinaryOp::Gt>(nullptr);
-  register_binary<BinaryOp::Ge>(nullptr);
-
-  register_unary<UnaryOp::Neg>("neg", &unary_backward<d_neg>);
-  register_unary<UnaryOp::Relu>("relu", &unary_backward<d_relu>);
-  register_unary<UnaryOp::Abs>("abs", &unary_backward<d_abs>);
-  register_unary<UnaryOp::Exp>("exp", &unary_backward<d_exp>);
-  register_unary<UnaryOp::Log>("log", &unary_backward<d_log>);
-  register_unary<UnaryOp::Sqrt>("sqrt", &unary_backward<d_sqrt>);
-  register_unary<UnaryOp::Tanh>("tanh", &unary_backward<d_tanh>);
-  register_unary<UnaryOp::Sigmoid>("sigmoid", &unary_backward<d_sigmoid>);
-
-  OpDef w;
-  w.name = "where";
-  w.tags = kPointwise;
-  w.num_inputs = 3;
-  w.infer = &where_infer;
-  w.cpu = &where_cpu;
-  w.backward = &where_backward;
-  w.pointwise_fn = "where";
-  register_op(w);
+  reg<BinaryOp::Add>("add", "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", &add_backward,
+                     "add_(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  reg<BinaryOp::Sub>("sub", "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", &sub_backward,
+                     "sub_(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  reg<BinaryOp::Mul>("mul", "mul(Tensor self, Tensor other) -> Tensor", &mul_backward,
+                     "mul_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Div>("div", "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor", &div_backward,
+                     "div_(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor");
+  reg<BinaryOp::Maximum>("maximum", "maximum(Tensor self, Tensor other) -> Tensor", &maximum_backward, nullptr);
+  reg<BinaryOp::Minimum>("minimum", "minimum(Tensor self, Tensor other) -> Tensor", &minimum_backward, nullptr);
+  // Comparisons are not differentiable.
+  reg<BinaryOp::Eq>("eq", "eq(Tensor self, Tensor other) -> Tensor", nullptr, "eq_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Ne>("ne", "ne(Tensor self, Tensor other) -> Tensor", nullptr, "ne_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Lt>("lt", "lt(Tensor self, Tensor other) -> Tensor", nullptr, "lt_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Le>("le", "le(Tensor self, Tensor other) -> Tensor", nullptr, "le_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Gt>("gt", "gt(Tensor self, Tensor other) -> Tensor", nullptr, "gt_(Tensor self, Tensor other) -> Tensor");
+  reg<BinaryOp::Ge>("ge", "ge(Tensor self, Tensor other) -> Tensor", nullptr, "ge_(Tensor self, Tensor other) -> Tensor");
+  pw::register_pointwise<&where_into, &where_infer>(
+      "where", "where(Tensor condition, Tensor self, Tensor other) -> Tensor", 3, &where_backward);
 }
 
 }  // namespace tp

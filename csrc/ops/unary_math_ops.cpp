@@ -1,5 +1,379 @@
+// The unary pointwise family: exponentials and logarithms, trigonometric and
+// hyperbolic functions, erf and friends, activations (sigmoid, gelu, silu,
+// mish, softplus, elu, leaky_relu, hardtanh, relu), rounding, sign/abs/neg,
+// the float classifiers (isnan, isinf, isfinite) and logical/bitwise not.
+//
+// Every operator is one table row: its schema, a dtype rule, the float kernel
+// of ops/vec (float32 vectorized per ISA, float64 through libm) and, where it
+// is differentiable, a derivative written with tensor operators. Integer and
+// bool inputs run small element loops here.
+#include <cmath>
+#include <cstdint>
+
+#include "ops/api_math.h"
+#include "ops/derivative_util.h"
 #include "ops/families.h"
+#include "ops/vec/pointwise_common.h"
 
 namespace tp {
-void register_unary_math_ops() {}
+namespace {
+
+using vec::UnaryFn;
+using ops::grad_out;
+using ops::scalar;
+
+// How an operator treats dtypes.
+enum class Rule {
+  FloatValued,  // integers and bool compute and return the default float (exp, sin, sigmoid, ...)
+  FloatOnly,    // floating inputs only (gelu, silu, ...: PyTorch has no integer kernel)
+  SameNoBool,   // keeps the dtype; bool is rejected (neg, abs, floor, relu, ...)
+  SameAny,      // keeps the dtype, bool included (sign); square turns bool into int64
+};
+
+// ---------------------------------------------------------------------------
+// Parameters from attributes.
+vec::Params params_of(UnaryFn f, const Attrs& at) {
+  vec::Params p;
+  switch (f) {
+    case UnaryFn::Logit: {
+      auto eps = at.get_optional_double("eps");
+      p.a = eps ? *eps : -1.0;
+      break;
+    }
+    case UnaryFn::Softplus:
+      p.a = at.is_none("beta") ? 1.0 : at.get_double("beta");
+      p.b = at.is_none("threshold") ? 20.0 : at.get_double("threshold");
+      break;
+    case UnaryFn::Elu: p.a = at.is_none("alpha") ? 1.0 : at.get_double("alpha"); break;
+    case UnaryFn::LeakyRelu: p.a = at.is_none("negative_slope") ? 0.01 : at.get_double("negative_slope"); break;
+    case UnaryFn::Hardtanh:
+      p.a = at.is_none("min_val") ? -1.0 : at.get_double("min_val");
+      p.b = at.is_none("max_val") ? 1.0 : at.get_double("max_val");
+      break;
+    case UnaryFn::Round: {
+      const int64_t d = at.is_none("decimals") ? 0 : at.get_int("decimals");
+      p.a = std::pow(10.0, static_cast<double>(d < 0 ? -d : d));
+      p.b = d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0);
+      break;
+    }
+    default: break;
+  }
+  return p;
+}
+
+// gelu's `approximate` picks the kernel.
+UnaryFn resolve(UnaryFn f, const Attrs& at, const char* op) {
+  if (f != UnaryFn::Gelu || at.is_none("approximate")) return f;
+  const std::string& a = at.get_str("approximate");
+  if (a == "none") return UnaryFn::Gelu;
+  if (a == "tanh") return UnaryFn::GeluTanh;
+  throw ValueError(str(op, ": approximate argument must be either 'none' or 'tanh', got '", a, "'"));
+}
+
+// ---------------------------------------------------------------------------
+// Inference and kernels.
+template <UnaryFn F, Rule R>
+std::vector<TensorMeta> unary_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& at) {
+  DType dt = in[0].dtype;
+  resolve(F, at, op.name);
+  if constexpr (R == Rule::FloatValued) {
+    dt = pw::float_result(dt);
+  } else if constexpr (R == Rule::FloatOnly) {
+    if (!is_floating(dt)) pw::throw_dtype(op.name, in, "expected a floating-point tensor");
+  } else if constexpr (R == Rule::SameNoBool) {
+    if (dt == DType::Bool) {
+      if (F == UnaryFn::Neg)
+        throw TypeError(str(op.name, ": negation, the `-` operator, on a bool tensor is not supported (dtype bool); "
+                                     "to invert a mask use the `~` or `logical_not()` operator instead"));
+      pw::throw_dtype(op.name, in, "not supported for bool tensors");
+    }
+    if (F == UnaryFn::Round && !is_floating(dt) && !at.is_none("decimals") && at.get_int("decimals") != 0)
+      pw::throw_dtype(op.name, in, "round with decimals is only supported for floating-point tensors");
+  } else {
+    if (F == UnaryFn::Square && dt == DType::Bool) dt = DType::Int64;
+  }
+  return {TensorMeta::contiguous(in[0].sizes, dt)};
+}
+
+// Integer kernels of the dtype-keeping operators (int64 after the dispatcher's widening).
+template <UnaryFn F>
+int64_t int_apply(int64_t x, int64_t lo, int64_t hi) {
+  if constexpr (F == UnaryFn::Neg) return pw::wrap_sub(0, x);
+  else if constexpr (F == UnaryFn::Abs) return x < 0 ? pw::wrap_sub(0, x) : x;
+  else if constexpr (F == UnaryFn::Relu) return x < 0 ? 0 : x;
+  else if constexpr (F == UnaryFn::Sign) return (x > 0) - (x < 0);
+  else if constexpr (F == UnaryFn::Square) return pw::wrap_mul(x, x);
+  else if constexpr (F == UnaryFn::Hardtanh) return x < lo ? lo : (x > hi ? hi : x);
+  else return x;  // floor, ceil, round, trunc of an integer
+}
+
+template <UnaryFn F, Rule R>
+void unary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs& at) {
+  const DType dt = out.dtype();
+  const Tensor x = convert(in[0], dt);
+  if (is_floating(dt)) {
+    const vec::Params p = params_of(F, at);
+    const UnaryFn f = resolve(F, at, op.name);
+    TP_DISPATCH_FLOATING(dt, op.name, ([&]<class T>() { pw::run_unary_float<T>(f, out, x, p); }));
+    return;
+  }
+  if constexpr (R == Rule::SameNoBool || R == Rule::SameAny) {
+    if (dt == DType::Bool) {  // sign of a bool is itself
+      copy_into(out, x);
+      return;
+    }
+    TP_CHECK(dt == DType::Int64, TypeError, op.name, ": unsupported dtype ", dtype_name(dt));
+    int64_t lo = 0, hi = 0;
+    if constexpr (F == UnaryFn::Hardtanh) {
+      const vec::Params p = params_of(F, at);
+      lo = static_cast<int64_t>(p.a);
+      hi = static_cast<int64_t>(p.b);
+    }
+    pw::unary_loop<int64_t, int64_t>(out, x, [lo, hi](int64_t v) { return int_apply<F>(v, lo, hi); });
+    return;
+  }
+  throw TypeError(str(op.name, ": unsupported dtype ", dtype_name(dt)));
+}
+
+// ---------------------------------------------------------------------------
+// Bool-valued classifiers and the nots: any dtype in.
+enum class Pred { IsNan, IsInf, IsFinite, LogicalNot };
+
+template <Pred P>
+std::vector<TensorMeta> pred_infer(const OpDef&, const std::vector<TensorMeta>& in, const Attrs&) {
+  return {TensorMeta::contiguous(in[0].sizes, DType::Bool)};
+}
+
+template <Pred P, class T>
+bool pred_apply(T v) {
+  if constexpr (P == Pred::LogicalNot) return !(v != T(0));
+  if constexpr (!std::is_floating_point_v<T>) return P == Pred::IsFinite;  // integers are always finite
+  if constexpr (P == Pred::IsNan) return v != v;
+  if constexpr (P == Pred::IsInf) return v - v != v - v && v == v;  // inf - inf is NaN; NaN is excluded
+  return v - v == v - v;  // IsFinite: NaN for inf and NaN, 0 otherwise
+}
+
+template <Pred P>
+void pred_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor& x = in[0];
+  TP_DISPATCH_ALL(x.dtype(), op.name,
+                  ([&]<class T>() { pw::unary_loop<bool, T>(out, x, [](T v) { return pred_apply<P, T>(v); }); }));
+}
+
+std::vector<TensorMeta> bitwise_not_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
+  if (is_floating(in[0].dtype)) pw::throw_dtype(op.name, in, "bitwise operations need an integer or bool tensor");
+  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype)};
+}
+
+void bitwise_not_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor x = convert(in[0], out.dtype());
+  if (out.dtype() == DType::Bool) pw::unary_loop<bool, bool>(out, x, [](bool v) { return !v; });
+  else pw::unary_loop<int64_t, int64_t>(out, x, [](int64_t v) { return ~v; });
+}
+
+// ---------------------------------------------------------------------------
+// Derivative formulas: f(g, x, out, attrs) -> gradient for x.
+using DFn = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& out, const Attrs& at);
+using IntoFnAlias = pw::IntoFn;
+
+template <DFn D>
+std::vector<Tensor> unary_backward(const BackwardArgs& a) {
+  const Tensor& g = grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  return {ops::reduce_grad(D(g, a.inputs[0], a.outputs[0], a.attrs), a.inputs[0])};
+}
+
+Tensor c(double v) { return scalar(v); }
+Tensor mul3(const Tensor& a, const Tensor& b, const Tensor& d) { return ops::mul(ops::mul(a, b), d); }
+Tensor one_minus_sq(const Tensor& x) { return ops::sub(c(1.0), ops::mul(x, x)); }
+Tensor zero_grad(const Tensor&, const Tensor& x, const Tensor&, const Attrs&) { return ops::zeros(x.sizes(), x.dtype()); }
+
+constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
+constexpr double k2OverSqrtPi = 1.12837916709551257390, kSqrtPiOver2 = 0.88622692545275801365;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794, kSqrt2OverPi = 0.79788456080286535588;
+
+Tensor d_exp(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) { return ops::mul(g, o); }
+Tensor d_exp2(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) { return mul3(g, o, c(kLn2)); }
+Tensor d_expm1(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) { return ops::mul(g, ops::add(o, c(1.0))); }
+Tensor d_log(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::div(g, x); }
+Tensor d_log2(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::div(g, ops::mul(x, c(kLn2))); }
+Tensor d_log10(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::div(g, ops::mul(x, c(kLn10))); }
+Tensor d_log1p(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::div(g, ops::add(x, c(1.0))); }
+Tensor d_sqrt(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) { return ops::div(g, ops::mul(o, c(2.0))); }
+Tensor d_rsqrt(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return ops::mul(mul3(g, o, ops::mul(o, o)), c(-0.5));
+}
+Tensor d_sin(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::mul(g, ops::cos(x)); }
+Tensor d_cos(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::neg(ops::mul(g, ops::sin(x))); }
+Tensor d_tan(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return ops::mul(g, ops::add(c(1.0), ops::mul(o, o)));
+}
+Tensor d_asin(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::mul(g, ops::rsqrt(one_minus_sq(x))); }
+Tensor d_acos(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return ops::neg(ops::mul(g, ops::rsqrt(one_minus_sq(x))));
+}
+Tensor d_atan(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return ops::div(g, ops::add(c(1.0), ops::mul(x, x)));
+}
+Tensor d_sinh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::mul(g, ops::cosh(x)); }
+Tensor d_cosh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::mul(g, ops::sinh(x)); }
+Tensor d_tanh(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) { return ops::mul(g, one_minus_sq(o)); }
+Tensor d_asinh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return ops::mul(g, ops::rsqrt(ops::add(ops::mul(x, x), c(1.0))));
+}
+Tensor d_acosh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return ops::mul(g, ops::rsqrt(ops::mul(ops::sub(x, c(1.0)), ops::add(x, c(1.0)))));
+}
+Tensor d_atanh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::div(g, one_minus_sq(x)); }
+Tensor d_erf(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return mul3(g, ops::exp(ops::neg(ops::mul(x, x))), c(k2OverSqrtPi));
+}
+Tensor d_erfc(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return mul3(g, ops::exp(ops::neg(ops::mul(x, x))), c(-k2OverSqrtPi));
+}
+Tensor d_erfinv(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return mul3(g, ops::exp(ops::mul(o, o)), c(kSqrtPiOver2));
+}
+Tensor d_sigmoid(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return mul3(g, o, ops::sub(c(1.0), o));
+}
+Tensor d_logit(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  Tensor d = ops::div(g, ops::mul(x, ops::sub(c(1.0), x)));
+  auto eps = at.get_optional_double("eps");
+  if (!eps) return d;
+  Tensor outside = ops::logical_or(ops::lt(x, c(*eps)), ops::gt(x, c(1.0 - *eps)));
+  return ops::where(outside, c(0.0), d);
+}
+Tensor d_relu(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return ops::where(ops::gt(o, c(0.0)), g, c(0.0));
+}
+Tensor d_gelu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  if (resolve(UnaryFn::Gelu, at, "gelu") == UnaryFn::GeluTanh) {
+    Tensor x2 = ops::mul(x, x);
+    Tensor t = ops::tanh(ops::mul(ops::add(x, mul3(x2, x, c(0.044715))), c(kSqrt2OverPi)));
+    Tensor left = ops::mul(ops::add(t, c(1.0)), c(0.5));
+    Tensor dinner = ops::mul(ops::add(ops::mul(x2, c(3 * 0.044715)), c(1.0)), c(kSqrt2OverPi));
+    Tensor right = mul3(ops::mul(x, c(0.5)), one_minus_sq(t), dinner);
+    return ops::mul(g, ops::add(left, right));
+  }
+  Tensor cdf = ops::mul(ops::add(ops::erf(ops::mul(x, c(0.70710678118654752440))), c(1.0)), c(0.5));
+  Tensor pdf = ops::mul(ops::exp(ops::mul(ops::mul(x, x), c(-0.5))), c(kInvSqrt2Pi));
+  return ops::mul(g, ops::add(cdf, ops::mul(x, pdf)));
+}
+Tensor d_silu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  Tensor s = ops::sigmoid(x);
+  return mul3(g, s, ops::add(c(1.0), ops::mul(x, ops::sub(c(1.0), s))));
+}
+Tensor d_mish(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  Tensor t = ops::tanh(ops::softplus(x));
+  return ops::mul(g, ops::add(t, mul3(x, ops::sigmoid(x), one_minus_sq(t))));
+}
+Tensor d_softplus(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  const vec::Params p = params_of(UnaryFn::Softplus, at);
+  Tensor bx = ops::mul(x, c(p.a));
+  return ops::where(ops::gt(bx, c(p.b)), g, ops::mul(g, ops::sigmoid(bx)));
+}
+Tensor d_elu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  const double alpha = params_of(UnaryFn::Elu, at).a;
+  return ops::where(ops::gt(x, c(0.0)), g, mul3(g, ops::exp(x), c(alpha)));
+}
+Tensor d_leaky_relu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  return ops::where(ops::gt(x, c(0.0)), g, ops::mul(g, c(params_of(UnaryFn::LeakyRelu, at).a)));
+}
+Tensor d_hardtanh(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) {
+  const vec::Params p = params_of(UnaryFn::Hardtanh, at);
+  return ops::where(ops::le(x, c(p.a)), c(0.0), ops::where(ops::ge(x, c(p.b)), c(0.0), g));
+}
+Tensor d_abs(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return ops::mul(g, ops::sign(x)); }
+Tensor d_neg(const Tensor& g, const Tensor&, const Tensor&, const Attrs&) { return ops::neg(g); }
+Tensor d_frac(const Tensor& g, const Tensor&, const Tensor&, const Attrs&) { return g; }
+Tensor d_reciprocal(const Tensor& g, const Tensor&, const Tensor& o, const Attrs&) {
+  return ops::neg(mul3(g, o, o));
+}
+Tensor d_square(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return mul3(g, x, c(2.0)); }
+
+// ---------------------------------------------------------------------------
+// "exp(Tensor self) -> Tensor" -> "exp_(Tensor(a!) self) -> Tensor(a!)"
+const char* inplace_schema_of(const char* iname, const char* schema) {
+  std::string is = schema;
+  is.replace(0, is.find('('), iname);
+  is.replace(is.find("Tensor self"), 11, "Tensor(a!) self");
+  is.replace(is.rfind("-> Tensor"), 9, "-> Tensor(a!)");
+  return intern_attr_name(is);
+}
+
+template <IntoFnAlias Into, InferFn Infer, DFn D>
+void reg_any(const char* name, const char* schema, bool inplace) {
+  const char* iname = inplace ? intern_attr_name(std::string(name) + "_") : nullptr;
+  BackwardFn bw = nullptr;
+  if constexpr (D != nullptr) bw = &unary_backward<D>;
+  pw::register_pointwise<Into, Infer>(name, schema, 1, bw, iname, inplace ? inplace_schema_of(iname, schema) : nullptr);
+}
+
+template <UnaryFn F, Rule R, DFn D = nullptr>
+void reg(const char* name, const char* schema, bool inplace = true) {
+  reg_any<&unary_into<F, R>, &unary_infer<F, R>, D>(name, schema, inplace);
+}
+
+template <Pred P>
+void reg_pred(const char* name, const char* schema, bool inplace) {
+  reg_any<&pred_into<P>, &pred_infer<P>, nullptr>(name, schema, inplace);
+}
+
+}  // namespace
+
+void register_unary_math_ops() {
+  using R = Rule;
+  using U = UnaryFn;
+  reg<U::Exp, R::FloatValued, d_exp>("exp", "exp(Tensor self) -> Tensor");
+  reg<U::Exp2, R::FloatValued, d_exp2>("exp2", "exp2(Tensor self) -> Tensor");
+  reg<U::Expm1, R::FloatValued, d_expm1>("expm1", "expm1(Tensor self) -> Tensor");
+  reg<U::Log, R::FloatValued, d_log>("log", "log(Tensor self) -> Tensor");
+  reg<U::Log2, R::FloatValued, d_log2>("log2", "log2(Tensor self) -> Tensor");
+  reg<U::Log10, R::FloatValued, d_log10>("log10", "log10(Tensor self) -> Tensor");
+  reg<U::Log1p, R::FloatValued, d_log1p>("log1p", "log1p(Tensor self) -> Tensor");
+  reg<U::Sqrt, R::FloatValued, d_sqrt>("sqrt", "sqrt(Tensor self) -> Tensor");
+  reg<U::Rsqrt, R::FloatValued, d_rsqrt>("rsqrt", "rsqrt(Tensor self) -> Tensor");
+  reg<U::Sin, R::FloatValued, d_sin>("sin", "sin(Tensor self) -> Tensor");
+  reg<U::Cos, R::FloatValued, d_cos>("cos", "cos(Tensor self) -> Tensor");
+  reg<U::Tan, R::FloatValued, d_tan>("tan", "tan(Tensor self) -> Tensor");
+  reg<U::Asin, R::FloatValued, d_asin>("asin", "asin(Tensor self) -> Tensor");
+  reg<U::Acos, R::FloatValued, d_acos>("acos", "acos(Tensor self) -> Tensor");
+  reg<U::Atan, R::FloatValued, d_atan>("atan", "atan(Tensor self) -> Tensor");
+  reg<U::Sinh, R::FloatValued, d_sinh>("sinh", "sinh(Tensor self) -> Tensor");
+  reg<U::Cosh, R::FloatValued, d_cosh>("cosh", "cosh(Tensor self) -> Tensor");
+  reg<U::Tanh, R::FloatValued, d_tanh>("tanh", "tanh(Tensor self) -> Tensor");
+  reg<U::Asinh, R::FloatValued, d_asinh>("asinh", "asinh(Tensor self) -> Tensor");
+  reg<U::Acosh, R::FloatValued, d_acosh>("acosh", "acosh(Tensor self) -> Tensor");
+  reg<U::Atanh, R::FloatValued, d_atanh>("atanh", "atanh(Tensor self) -> Tensor");
+  reg<U::Erf, R::FloatValued, d_erf>("erf", "erf(Tensor self) -> Tensor");
+  reg<U::Erfc, R::FloatValued, d_erfc>("erfc", "erfc(Tensor self) -> Tensor");
+  reg<U::Erfinv, R::FloatValued, d_erfinv>("erfinv", "erfinv(Tensor self) -> Tensor");
+  reg<U::Sigmoid, R::FloatValued, d_sigmoid>("sigmoid", "sigmoid(Tensor self) -> Tensor");
+  reg<U::Logit, R::FloatValued, d_logit>("logit", "logit(Tensor self, float? eps=None) -> Tensor");
+  reg<U::Reciprocal, R::FloatValued, d_reciprocal>("reciprocal", "reciprocal(Tensor self) -> Tensor");
+  reg<U::Relu, R::SameNoBool, d_relu>("relu", "relu(Tensor self) -> Tensor");
+  reg<U::Gelu, R::FloatOnly, d_gelu>("gelu", "gelu(Tensor self, *, str approximate='none') -> Tensor");
+  reg<U::Silu, R::FloatOnly, d_silu>("silu", "silu(Tensor self) -> Tensor");
+  reg<U::Mish, R::FloatOnly, d_mish>("mish", "mish(Tensor self) -> Tensor");
+  reg<U::Softplus, R::FloatOnly, d_softplus>("softplus", "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", false);
+  reg<U::Elu, R::FloatOnly, d_elu>("elu", "elu(Tensor self, Scalar alpha=1.0) -> Tensor");
+  reg<U::LeakyRelu, R::FloatOnly, d_leaky_relu>("leaky_relu", "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor");
+  reg<U::Hardtanh, R::SameNoBool, d_hardtanh>("hardtanh", "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor");
+  reg<U::Abs, R::SameNoBool, d_abs>("abs", "abs(Tensor self) -> Tensor");
+  reg<U::Neg, R::SameNoBool, d_neg>("neg", "neg(Tensor self) -> Tensor");
+  reg<U::Sign, R::SameAny, zero_grad>("sign", "sign(Tensor self) -> Tensor");
+  reg<U::Floor, R::SameNoBool, zero_grad>("floor", "floor(Tensor self) -> Tensor");
+  reg<U::Ceil, R::SameNoBool, zero_grad>("ceil", "ceil(Tensor self) -> Tensor");
+  reg<U::Round, R::SameNoBool, zero_grad>("round", "round(Tensor self, *, int decimals=0) -> Tensor");
+  reg<U::Trunc, R::SameNoBool, zero_grad>("trunc", "trunc(Tensor self) -> Tensor");
+  reg<U::Frac, R::FloatOnly, d_frac>("frac", "frac(Tensor self) -> Tensor");
+  reg<U::Square, R::SameAny, d_square>("square", "square(Tensor self) -> Tensor");
+  reg_pred<Pred::IsNan>("isnan", "isnan(Tensor self) -> Tensor", false);
+  reg_pred<Pred::IsInf>("isinf", "isinf(Tensor self) -> Tensor", false);
+  reg_pred<Pred::IsFinite>("isfinite", "isfinite(Tensor self) -> Tensor", false);
+  reg_pred<Pred::LogicalNot>("logical_not", "logical_not(Tensor self) -> Tensor", true);
+  reg_any<&bitwise_not_into, &bitwise_not_infer, nullptr>("bitwise_not", "bitwise_not(Tensor self) -> Tensor", true);
+}
+
 }  // namespace tp

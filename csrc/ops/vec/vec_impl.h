@@ -1,0 +1,463 @@
+// The float pointwise kernels, written once and compiled once per ISA: each of
+// vec_avx512.cpp / vec_avx2.cpp / vec_base.cpp defines
+//   TP_VEC_NS     the namespace of its copy (avx512, avx2, base),
+//   TP_VEC_BYTES  the vector width in bytes (64, 32, 16),
+//   TP_MVEC(f) / TP_MVEC2(f)  the libmvec names of the one/two-argument
+//                 float function f at that width (e.g. _ZGVeN16v_expf),
+// then includes this file. Only this file's own code is compiled under the
+// ISA flags: everything here has internal linkage except the table getter,
+// and it includes no header with inline functions (<cmath>, <cstring>, ...)
+// whose out-of-line copies the linker could pick for the baseline code.
+//
+// Two loop shapes: `simple` operators (add, abs, floor, relu, ...) are plain
+// element loops that GCC vectorizes itself; operators that need a
+// transcendental function run on explicit vectors (GCC vector extensions) and
+// call libmvec for float32, libm element by element for float64 (full
+// accuracy). Composite operators (sigmoid, gelu, mish, erfinv, ...) are written
+// once as generic code over V = vf (float32 vectors) or double.
+#include <cstdint>
+#include <utility>
+
+#include "ops/vec/vec_kernels.h"
+
+#ifndef TP_HAVE_LIBMVEC
+#define TP_HAVE_LIBMVEC 0
+#endif
+
+namespace tp::vec::TP_VEC_NS {
+namespace {
+
+constexpr int W = TP_VEC_BYTES / 4;  // float lanes
+typedef float vf __attribute__((vector_size(TP_VEC_BYTES)));
+typedef int32_t vi __attribute__((vector_size(TP_VEC_BYTES)));
+
+template <class V> struct elem { using type = V; };
+template <> struct elem<vf> { using type = float; };
+template <class V> using E = typename elem<V>::type;
+template <class V> inline V splat(E<V> s) { return V{} + s; }
+
+// ---- elementary functions: vf -> libmvec, double -> libm ----
+#if TP_HAVE_LIBMVEC
+#define TP_VFN1(name, fn)                                      \
+  extern "C" vf TP_MVEC(fn##f)(vf);                            \
+  inline vf name(vf x) { return TP_MVEC(fn##f)(x); }           \
+  inline double name(double x) { return __builtin_##fn(x); }
+#define TP_VFN2(name, fn)                                              \
+  extern "C" vf TP_MVEC2(fn##f)(vf, vf);                               \
+  inline vf name(vf x, vf y) { return TP_MVEC2(fn##f)(x, y); }         \
+  inline double name(double x, double y) { return __builtin_##fn(x, y); }
+#else  // no libmvec (non-glibc or non-x86): lane by lane through libm
+#define TP_VFN1(name, fn)                                            \
+  inline vf name(vf x) {                                             \
+    vf r;                                                            \
+    for (int k = 0; k < W; ++k) r[k] = __builtin_##fn##f(x[k]);      \
+    return r;                                                        \
+  }                                                                  \
+  inline double name(double x) { return __builtin_##fn(x); }
+#define TP_VFN2(name, fn)                                                     \
+  inline vf name(vf x, vf y) {                                                \
+    vf r;                                                                     \
+    for (int k = 0; k < W; ++k) r[k] = __builtin_##fn##f(x[k], y[k]);         \
+    return r;                                                                 \
+  }                                                                           \
+  inline double name(double x, double y) { return __builtin_##fn(x, y); }
+#endif
+
+TP_VFN1(v_exp, exp)
+TP_VFN1(v_exp2, exp2)
+TP_VFN1(v_expm1, expm1)
+TP_VFN1(v_log, log)
+TP_VFN1(v_log2, log2)
+TP_VFN1(v_log10, log10)
+TP_VFN1(v_log1p, log1p)
+TP_VFN1(v_sin, sin)
+TP_VFN1(v_cos, cos)
+TP_VFN1(v_tan, tan)
+TP_VFN1(v_asin, asin)
+TP_VFN1(v_acos, acos)
+TP_VFN1(v_atan, atan)
+TP_VFN1(v_sinh, sinh)
+TP_VFN1(v_cosh, cosh)
+TP_VFN1(v_tanh, tanh)
+TP_VFN1(v_asinh, asinh)
+TP_VFN1(v_acosh, acosh)
+TP_VFN1(v_atanh, atanh)
+TP_VFN1(v_erf, erf)
+TP_VFN1(v_erfc, erfc)
+TP_VFN2(v_pow, pow)
+TP_VFN2(v_atan2, atan2)
+TP_VFN2(v_hypot, hypot)
+
+// Lane loops that GCC turns into single instructions (sqrtps, andps).
+inline vf v_sqrt(vf x) {
+  vf r;
+  for (int k = 0; k < W; ++k) r[k] = __builtin_sqrtf(x[k]);
+  return r;
+}
+inline double v_sqrt(double x) { return __builtin_sqrt(x); }
+inline vf v_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+inline double v_abs(double x) { return __builtin_fabs(x); }
+inline float v_abs(float x) { return __builtin_fabsf(x); }
+inline vf v_copysign(vf mag, vf sgn) {
+  return (vf)(((vi)mag & 0x7fffffff) | ((vi)sgn & (vi{} + int32_t(0x80000000u))));
+}
+inline double v_copysign(double m, double s) { return __builtin_copysign(m, s); }
+
+// ---- the operators ----
+// Simple operators are applied element by element in loops GCC vectorizes.
+constexpr bool is_simple(UnaryFn f) {
+  switch (f) {
+    case UnaryFn::Sqrt: case UnaryFn::Rsqrt: case UnaryFn::Relu: case UnaryFn::LeakyRelu:
+    case UnaryFn::Hardtanh: case UnaryFn::Abs: case UnaryFn::Neg: case UnaryFn::Sign:
+    case UnaryFn::Floor: case UnaryFn::Ceil: case UnaryFn::Round: case UnaryFn::Trunc:
+    case UnaryFn::Frac: case UnaryFn::Reciprocal: case UnaryFn::Square:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Rounding on plain scalars (used by the simple loops only).
+inline float s_floor(float x) { return __builtin_floorf(x); }
+inline double s_floor(double x) { return __builtin_floor(x); }
+inline float s_ceil(float x) { return __builtin_ceilf(x); }
+inline double s_ceil(double x) { return __builtin_ceil(x); }
+inline float s_trunc(float x) { return __builtin_truncf(x); }
+inline double s_trunc(double x) { return __builtin_trunc(x); }
+inline float s_rint(float x) { return __builtin_rintf(x); }  // half to even
+inline double s_rint(double x) { return __builtin_rint(x); }
+inline float s_sqrt(float x) { return __builtin_sqrtf(x); }
+inline double s_sqrt(double x) { return __builtin_sqrt(x); }
+
+// erfinv: Giles' single-precision approximation ("Approximating the erfinv
+// function", GPU Computing Gems, 2011), two regions in w = -log(1 - x^2).
+template <class V>
+V erfinv_giles(V x) {
+  using T = E<V>;
+  const V w = -v_log((T(1) - x) * (T(1) + x));
+  V a = w - T(2.5);
+  V p = splat<V>(T(2.81022636e-08));
+  p = T(3.43273939e-07) + p * a;
+  p = T(-3.5233877e-06) + p * a;
+  p = T(-4.39150654e-06) + p * a;
+  p = T(0.00021858087) + p * a;
+  p = T(-0.00125372503) + p * a;
+  p = T(-0.00417768164) + p * a;
+  p = T(0.246640727) + p * a;
+  p = T(1.50140941) + p * a;
+  V b = v_sqrt(w) - T(3);
+  V q = splat<V>(T(-0.000200214257));
+  q = T(0.000100950558) + q * b;
+  q = T(0.00134934322) + q * b;
+  q = T(-0.00367342844) + q * b;
+  q = T(0.00573950773) + q * b;
+  q = T(-0.0076224613) + q * b;
+  q = T(0.00943887047) + q * b;
+  q = T(1.00167406) + q * b;
+  q = T(2.83297682) + q * b;
+  return (w < T(5) ? p : q) * x;
+}
+
+// erfinv in float32: the approximation plus one Newton step on erf (or on erfc
+// where |x| > 0.5, whose argument 1-|x| is exact there), then the edges.
+inline vf erfinv_v(vf x) {
+  const vf ax = v_abs(x);
+  vf r = erfinv_giles(ax);
+  const vf d = 1.1283791670955126f * v_exp(-r * r);  // d/dr erf(r)
+  const vf f = ax > 0.5f ? (1.0f - ax) - v_erfc(r) : v_erf(r) - ax;
+  const vf rn = r - f / d;
+  r = (ax < 0.9999f) & (rn == rn) ? rn : r;  // near 1 erfc underflows: keep the estimate
+  r = ax == 1.0f ? splat<vf>(__builtin_inff()) : r;
+  r = ax > 1.0f ? splat<vf>(__builtin_nanf("")) : r;
+  return v_copysign(r, x);
+}
+
+// erfinv in float64: two Newton steps from the float estimate (on erfc where
+// |x| > 0.5, so the residual keeps its relative accuracy next to 1).
+inline double erfinv_d(double x) {
+  const double ax = __builtin_fabs(x);
+  if (!(ax < 1.0)) return ax == 1.0 ? __builtin_copysign(__builtin_inf(), x) : __builtin_nan("");
+  if (ax == 0.0) return x;
+  double r = erfinv_giles(static_cast<double>(static_cast<float>(ax)));
+  if (!(r < 1e300)) r = 6.0;  // float estimate overflowed: start from the tail
+  for (int it = 0; it < 3; ++it) {
+    const double d = 1.1283791670955126 * __builtin_exp(-r * r);
+    const double f = ax > 0.5 ? (1.0 - ax) - __builtin_erfc(r) : __builtin_erf(r) - ax;
+    if (d == 0.0) break;
+    r -= f / d;
+  }
+  return __builtin_copysign(r, x);
+}
+
+template <UnaryFn F, class V>
+inline V unary_apply(V x, E<V> a, E<V> b) {
+  using T = E<V>;
+  if constexpr (F == UnaryFn::Exp) return v_exp(x);
+  else if constexpr (F == UnaryFn::Exp2) return v_exp2(x);
+  else if constexpr (F == UnaryFn::Expm1) return v_expm1(x);
+  else if constexpr (F == UnaryFn::Log) return v_log(x);
+  else if constexpr (F == UnaryFn::Log2) return v_log2(x);
+  else if constexpr (F == UnaryFn::Log10) return v_log10(x);
+  else if constexpr (F == UnaryFn::Log1p) return v_log1p(x);
+  else if constexpr (F == UnaryFn::Sin) return v_sin(x);
+  else if constexpr (F == UnaryFn::Cos) return v_cos(x);
+  else if constexpr (F == UnaryFn::Tan) return v_tan(x);
+  else if constexpr (F == UnaryFn::Asin) return v_asin(x);
+  else if constexpr (F == UnaryFn::Acos) return v_acos(x);
+  else if constexpr (F == UnaryFn::Atan) return v_atan(x);
+  else if constexpr (F == UnaryFn::Sinh) return v_sinh(x);
+  else if constexpr (F == UnaryFn::Cosh) return v_cosh(x);
+  else if constexpr (F == UnaryFn::Tanh) return v_tanh(x);
+  else if constexpr (F == UnaryFn::Asinh) return v_asinh(x);
+  else if constexpr (F == UnaryFn::Acosh) return v_acosh(x);
+  else if constexpr (F == UnaryFn::Atanh) return v_atanh(x);
+  else if constexpr (F == UnaryFn::Erf) return v_erf(x);
+  else if constexpr (F == UnaryFn::Erfc) return v_erfc(x);
+  else if constexpr (F == UnaryFn::Erfinv) {
+    if constexpr (sizeof(T) == 4) return erfinv_v(x);
+    else return erfinv_d(x);
+  } else if constexpr (F == UnaryFn::Sigmoid) {
+    return T(1) / (T(1) + v_exp(-x));
+  } else if constexpr (F == UnaryFn::Logit) {
+    if (a >= T(0)) {  // clamp to [eps, 1 - eps]; NaN stays NaN
+      x = x < a ? splat<V>(a) : x;
+      x = x > T(1) - a ? splat<V>(T(1) - a) : x;
+    }
+    return v_log(x / (T(1) - x));
+  } else if constexpr (F == UnaryFn::Gelu) {
+    return T(0.5) * x * (T(1) + v_erf(x * T(0.70710678118654752440)));
+  } else if constexpr (F == UnaryFn::GeluTanh) {
+    const V inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + v_tanh(inner));
+  } else if constexpr (F == UnaryFn::Silu) {
+    return x / (T(1) + v_exp(-x));
+  } else if constexpr (F == UnaryFn::Mish) {
+    return x * v_tanh(v_log1p(v_exp(x)));
+  } else if constexpr (F == UnaryFn::Softplus) {  // a = beta, b = threshold
+    const V bx = x * a;
+    return bx > b ? x : v_log1p(v_exp(bx)) / a;
+  } else if constexpr (F == UnaryFn::Elu) {
+    return x > T(0) ? x : a * v_expm1(x);
+  }
+  // ---- simple operators (plain scalars) ----
+  else if constexpr (F == UnaryFn::Sqrt) return s_sqrt(x);
+  else if constexpr (F == UnaryFn::Rsqrt) return T(1) / s_sqrt(x);
+  else if constexpr (F == UnaryFn::Relu) return x < T(0) ? T(0) : x;
+  else if constexpr (F == UnaryFn::LeakyRelu) return x > T(0) ? x : x * a;
+  else if constexpr (F == UnaryFn::Hardtanh) {  // min(max(x, a), b): NaN passes, a > b gives b
+    const T lo = x < a ? a : x;
+    return lo > b ? b : lo;
+  }
+  else if constexpr (F == UnaryFn::Abs) return v_abs(x);
+  else if constexpr (F == UnaryFn::Neg) return -x;
+  else if constexpr (F == UnaryFn::Sign) return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  else if constexpr (F == UnaryFn::Floor) return s_floor(x);
+  else if constexpr (F == UnaryFn::Ceil) return s_ceil(x);
+  else if constexpr (F == UnaryFn::Round) {  // a = 10^|decimals|, b = sign of decimals
+    if (b == T(0)) return s_rint(x);
+    return b > T(0) ? s_rint(x * a) / a : s_rint(x / a) * a;
+  } else if constexpr (F == UnaryFn::Trunc) return s_trunc(x);
+  else if constexpr (F == UnaryFn::Frac) return x - s_trunc(x);
+  else if constexpr (F == UnaryFn::Reciprocal) return T(1) / x;
+  else return x * x;  // Square
+}
+
+// ---- loops ----
+template <class T, class Fn>
+void map_scalar(const T* __restrict x, T* y, int64_t n, Fn f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+inline vf load(const float* p) {
+  vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// W lanes at a time; the tail is padded with its last element (a value of the
+// input, so no special-case slow path is triggered that the data did not ask for).
+template <class Fn>
+void map_vec(const float* x, float* y, int64_t n, Fn f) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) store(y + i, f(load(x + i)));
+  if (i < n) {
+    vf v;
+    for (int k = 0; k < W; ++k) v[k] = x[i + (i + k < n ? k : n - 1 - i)];
+    v = f(v);
+    for (int k = 0; i + k < n; ++k) y[i + k] = v[k];
+  }
+}
+
+template <UnaryFn F>
+void unary_f32(const float* x, float* y, int64_t n, const Params& p) {
+  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
+  if constexpr (is_simple(F)) map_scalar(x, y, n, [a, b](float v) { return unary_apply<F, float>(v, a, b); });
+  else map_vec(x, y, n, [a, b](vf v) { return unary_apply<F, vf>(v, a, b); });
+}
+
+template <UnaryFn F>
+void unary_f64(const double* x, double* y, int64_t n, const Params& p) {
+  map_scalar(x, y, n, [a = p.a, b = p.b](double v) { return unary_apply<F, double>(v, a, b); });
+}
+
+// ---- binary operators ----
+constexpr bool is_vector_binary(BinaryFn f) {
+  return f == BinaryFn::Pow || f == BinaryFn::Atan2 || f == BinaryFn::Hypot;
+}
+
+template <BinaryFn F, class T>
+inline T binary_apply(T x, T y, T alpha) {
+  if constexpr (F == BinaryFn::Add) return x + alpha * y;
+  else if constexpr (F == BinaryFn::Sub) return x - alpha * y;
+  else if constexpr (F == BinaryFn::Mul) return x * y;
+  else if constexpr (F == BinaryFn::Div) return x / y;
+  else if constexpr (F == BinaryFn::DivTrunc) return s_trunc(x / y);
+  else if constexpr (F == BinaryFn::Maximum) return (x > y || x != x) ? x : y;  // NaN propagates
+  else if constexpr (F == BinaryFn::Minimum) return (x < y || x != x) ? x : y;
+  else if constexpr (F == BinaryFn::Pow) return v_pow(x, y);
+  else if constexpr (F == BinaryFn::Atan2) return v_atan2(x, y);
+  else return v_hypot(x, y);
+}
+
+template <BinaryFn F, class T, int SA, int SB>
+void binary_simple(const T* __restrict a, const T* __restrict b, T* y, int64_t n, T alpha) {
+  if (alpha == T(1) && (F == BinaryFn::Add || F == BinaryFn::Sub)) {  // exact x + y, no multiply
+    for (int64_t i = 0; i < n; ++i) y[i] = F == BinaryFn::Add ? a[i * SA] + b[i * SB] : a[i * SA] - b[i * SB];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = binary_apply<F, T>(a[i * SA], b[i * SB], alpha);
+}
+
+template <BinaryFn F, int SA, int SB>
+void binary_vec(const float* a, const float* b, float* y, int64_t n) {
+  auto get = [](const float* p, int64_t i, int64_t n) -> vf {  // a padded tail
+    vf v;
+    for (int k = 0; k < W; ++k) v[k] = p[(i + k < n ? i + k : n - 1)];
+    return v;
+  };
+  int64_t i = 0;
+  const vf as = SA == 0 ? splat<vf>(*a) : vf{}, bs = SB == 0 ? splat<vf>(*b) : vf{};
+  for (; i + W <= n; i += W) {
+    const vf va = SA ? load(a + i) : as, vb = SB ? load(b + i) : bs;
+    store(y + i, binary_apply<F, vf>(va, vb, vf{}));
+  }
+  if (i < n) {
+    const vf va = SA ? get(a, i, n) : as, vb = SB ? get(b, i, n) : bs;
+    const vf r = binary_apply<F, vf>(va, vb, vf{});
+    for (int k = 0; i + k < n; ++k) y[i + k] = r[k];
+  }
+}
+
+// fmod in float32 without libm's slow exact loop: in double, a - trunc(a/b)*b
+// is exact while |a/b| < 2^23 (the product has at most 47 significant bits and
+// a/b is never rounded across an integer at that size); other lanes (huge
+// quotients, b = 0 or inf, NaN) are redone with fmodf.
+template <int SA, int SB>
+void fmod_f32(const float* a, const float* b, float* y, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = n - i0 < kBlock ? n - i0 : kBlock;
+    const float* pa = a + i0 * SA;
+    const float* pb = b + i0 * SB;
+    float* py = y + i0;
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const double x = pa[i * SA], d = pb[i * SB], q = x / d;
+      const bool ok = __builtin_fabs(q) < 8388608.0 && __builtin_fabs(d) < 1e300;
+      const double r = ok ? x - __builtin_trunc(q) * d : 0.0;
+      py[i] = __builtin_copysignf(static_cast<float>(r), pa[i * SA]);
+      bad |= !ok;
+    }
+    if (bad)
+      for (int64_t i = 0; i < m; ++i) {
+        const double q = static_cast<double>(pa[i * SA]) / pb[i * SB];
+        if (!(__builtin_fabs(q) < 8388608.0 && __builtin_fabs(static_cast<double>(pb[i * SB])) < 1e300))
+          py[i] = __builtin_fmodf(pa[i * SA], pb[i * SB]);
+      }
+  }
+}
+
+template <int SA, int SB>
+void fmod_f64(const double* a, const double* b, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = __builtin_fmod(a[i * SA], b[i * SB]);
+}
+
+template <class T, int SA, int SB>
+void fmod_any(const T* a, const T* b, T* y, int64_t n) {
+  if constexpr (sizeof(T) == 4) fmod_f32<SA, SB>(a, b, y, n);
+  else fmod_f64<SA, SB>(a, b, y, n);
+}
+
+// remainder (sign of the divisor, Python's %) and floor division, both from
+// fmod (PyTorch and NumPy derive them the same way, so results agree exactly).
+template <BinaryFn F, class T, int SA, int SB>
+void floor_family(const T* a, const T* b, T* y, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  T mod[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = n - i0 < kBlock ? n - i0 : kBlock;
+    const T* pa = a + i0 * SA;
+    const T* pb = b + i0 * SB;
+    fmod_any<T, SA, SB>(pa, pb, mod, m);
+    T* py = y + i0;
+    for (int64_t i = 0; i < m; ++i) {
+      const T x = pa[i * SA], d = pb[i * SB], r = mod[i];
+      const bool adjust = r != T(0) && ((d < T(0)) != (r < T(0)));
+      if constexpr (F == BinaryFn::Remainder) {
+        py[i] = adjust ? r + d : r;
+      } else {  // DivFloor
+        T q = (x - r) / d;
+        q = adjust ? q - T(1) : q;
+        const T fq = s_floor(q);
+        const T rounded = q - fq > T(0.5) ? fq + T(1) : fq;
+        const T zero = __builtin_copysign(T(0), x / d);
+        py[i] = d == T(0) ? x / d : (q != T(0) ? rounded : zero);
+      }
+    }
+  }
+}
+
+template <BinaryFn F, class T, int SA, int SB>
+void binary_dispatch_fixed(const T* a, const T* b, T* y, int64_t n, T alpha) {
+  if constexpr (F == BinaryFn::Fmod) fmod_any<T, SA, SB>(a, b, y, n);
+  else if constexpr (F == BinaryFn::Remainder || F == BinaryFn::DivFloor) floor_family<F, T, SA, SB>(a, b, y, n);
+  else if constexpr (is_vector_binary(F) && sizeof(T) == 4) binary_vec<F, SA, SB>(a, b, y, n);
+  else binary_simple<F, T, SA, SB>(a, b, y, n, alpha);
+}
+
+template <BinaryFn F, class T>
+void binary_kernel(const T* a, int64_t sa, const T* b, int64_t sb, T* y, int64_t n, const Params& p) {
+  const T alpha = static_cast<T>(p.a);
+  if (sa && sb) binary_dispatch_fixed<F, T, 1, 1>(a, b, y, n, alpha);
+  else if (sa) binary_dispatch_fixed<F, T, 1, 0>(a, b, y, n, alpha);
+  else if (sb) binary_dispatch_fixed<F, T, 0, 1>(a, b, y, n, alpha);
+  else binary_dispatch_fixed<F, T, 0, 0>(a, b, y, n, alpha);
+}
+
+template <int... I>
+Table make_table(std::integer_sequence<int, I...>) {
+  Table t{};
+  t.isa = TP_VEC_NAME;
+  ((t.unary_f32[I] = &unary_f32<static_cast<UnaryFn>(I)>), ...);
+  ((t.unary_f64[I] = &unary_f64<static_cast<UnaryFn>(I)>), ...);
+  return t;
+}
+template <int... I>
+void fill_binary(Table& t, std::integer_sequence<int, I...>) {
+  ((t.binary_f32[I] = &binary_kernel<static_cast<BinaryFn>(I), float>), ...);
+  ((t.binary_f64[I] = &binary_kernel<static_cast<BinaryFn>(I), double>), ...);
+}
+
+}  // namespace
+
+const Table& get_table() {
+  static const Table t = [] {
+    Table r = make_table(std::make_integer_sequence<int, static_cast<int>(UnaryFn::Count)>());
+    fill_binary(r, std::make_integer_sequence<int, static_cast<int>(BinaryFn::Count)>());
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace tp::vec::TP_VEC_NS
