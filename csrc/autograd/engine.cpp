@@ -1,193 +1,249 @@
+// The backward engine: runs the graph from given roots, each node once all the
+// nodes that feed it have run, and either accumulates into .grad (backward) or
+// captures the gradients of chosen tensors (grad).
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autograd/node.h"
 #include "core/grad_mode.h"
-#include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace tp::autograd {
 namespace {
 
-// Called by the dispatcher after an operator ran with grad mode on and at least
-// one input requiring grad.
-void record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) {
-  if (!op.backward) {
-    // Non-differentiable (comparisons, factories): results simply do not require grad.
-    return;
-  }
-  if (op.has(kInplace)) {
-    throw Error(str(op.name, ": in-place operation on a tensor that requires grad is not supported"));
-  }
-  auto node = std::make_shared<OpNode>(op, attrs);
-  node->num_outputs = static_cast<uint32_t>(outputs.size());
-  for (auto& t : inputs) {
-    if (!t.defined()) {  // an absent optional argument (Tensor? in the schema)
-      node->next_edges.push_back(Edge{});
-      node->saved_inputs.push_back(Tensor());
-      node->input_shapes.push_back({});
-      node->input_dtypes.push_back(DType::Float32);
-      continue;
-    }
-    node->next_edges.push_back(gradient_edge(t));
-    node->saved_inputs.push_back(detached(t));
-    node->input_shapes.push_back(t.sizes());
-    node->input_dtypes.push_back(t.dtype());
-  }
-  for (uint32_t i = 0; i < outputs.size(); ++i) {
-    node->saved_outputs.push_back(detached(outputs[i]));
-    // Outputs of views alias the input's storage but get their own autograd identity.
-    auto* impl = outputs[i].impl();
-    if (!is_floating(impl->dtype)) continue;
-    impl->requires_grad = true;
-    impl->grad_fn = node;
-    impl->output_nr = i;
-  }
-}
-
-// Every node reachable from `roots`, each once (explicit DFS: graphs can be deep).
-std::vector<Node*> reachable(const std::vector<Edge>& roots) {
-  std::vector<Node*> order, stack;
+// Every node reachable from `roots`, parents before children (Kahn's order).
+std::vector<Node*> topological(const std::vector<Edge>& roots) {
+  std::vector<Node*> stack, seen_order;
   std::unordered_set<Node*> seen;
   for (auto& e : roots)
     if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-  while (!stack.empty()) {
+  while (!stack.empty()) {  // explicit DFS: graphs can be deep
     Node* n = stack.back();
     stack.pop_back();
-    order.push_back(n);
+    seen_order.push_back(n);
     for (auto& e : n->next_edges)
       if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
   }
+  std::unordered_map<Node*, int> indeg;
+  for (Node* n : seen_order)
+    for (auto& e : n->next_edges)
+      if (e.fn) indeg[e.fn.get()]++;
+  std::vector<Node*> order;
+  for (Node* n : seen_order)
+    if (!indeg[n]) order.push_back(n);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (auto& e : order[i]->next_edges)
+      if (e.fn && --indeg[e.fn.get()] == 0) order.push_back(e.fn.get());
   return order;
 }
 
-struct GraphTask {
-  std::unordered_map<Node*, int> dependencies;
-  std::unordered_map<Node*, std::vector<Tensor>> input_buffers;
-};
-
-void accumulate(std::vector<Tensor>& slot_list, uint32_t nr, const Tensor& g) {
-  if (slot_list.size() <= nr) slot_list.resize(nr + 1);
-  Tensor& slot = slot_list[nr];
+void accumulate(std::vector<Tensor>& slots, uint32_t nr, const Tensor& g) {
+  if (slots.size() <= nr) slots.resize(nr + 1);
+  Tensor& slot = slots[nr];
   slot = slot.defined() ? ops::add(slot, g) : g;
 }
 
-// Runs the backward graph from the given root edges. `capture` (optional) maps
-// nodes whose incoming grads should be returned instead of applied (autograd.grad).
-void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-         std::unordered_map<Node*, Tensor>* capture) {
-  AutoGradMode no_grad(false);
-  GraphTask task;
-  for (Node* n : reachable(roots))
+bool all_undefined(const std::vector<Tensor>& v) {
+  return std::none_of(v.begin(), v.end(), [](const Tensor& t) { return t.defined(); });
+}
+
+// Runs the backward graph from `roots`. Without `capture` every reachable node
+// runs and leaves accumulate into .grad. With it, only nodes leading to a
+// captured edge run, AccumulateGrad never does, and (*captured)[i] receives the
+// gradient flowing into (*capture)[i].
+void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool keep_graph, bool create_graph,
+         const std::vector<Edge>* capture, std::vector<Tensor>* captured) {
+  AutoGradMode mode(create_graph);
+  std::vector<Node*> order = topological(roots);
+  std::unordered_set<Node*> active(order.begin(), order.end());
+  if (capture) {
+    std::unordered_set<Node*> targets;
+    for (auto& e : *capture)
+      if (e.fn) targets.insert(e.fn.get());
+    active.clear();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children first
+      Node* n = *it;
+      bool need = targets.count(n) > 0;
+      for (auto& e : n->next_edges) need = need || (e.fn && active.count(e.fn.get()));
+      if (need) active.insert(n);
+    }
+  }
+  std::unordered_map<Node*, int> deps;
+  for (Node* n : order) {
+    if (!active.count(n)) continue;
     for (auto& e : n->next_edges)
-      if (e.fn) task.dependencies[e.fn.get()]++;
+      if (e.fn && active.count(e.fn.get())) deps[e.fn.get()]++;
+  }
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::vector<std::shared_ptr<Node>> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
-    if (!roots[i].fn) continue;
-    accumulate(task.input_buffers[roots[i].fn.get()], roots[i].input_nr, grads[i]);
+    const Edge& e = roots[i];
+    if (!e.fn || !active.count(e.fn.get())) continue;
+    accumulate(buffers[e.fn.get()], e.input_nr, grads[i]);
+    if (deps[e.fn.get()] == 0 && std::find(ready.begin(), ready.end(), e.fn) == ready.end()) ready.push_back(e.fn);
   }
-  for (auto& e : roots)
-    if (e.fn && task.dependencies[e.fn.get()] == 0) {
-      bool dup = false;
-      for (auto& r : ready) dup |= r == e.fn;
-      if (!dup) ready.push_back(e.fn);
-    }
   while (!ready.empty()) {
     std::shared_ptr<Node> n = ready.back();
     ready.pop_back();
-    std::vector<Tensor> in = std::move(task.input_buffers[n.get()]);
-    task.input_buffers.erase(n.get());
-    in.resize(n->num_outputs);
+    std::vector<Tensor> in = std::move(buffers[n.get()]);
+    buffers.erase(n.get());
+    in.resize(std::max<size_t>(n->num_outputs, in.size()));
+    n->run_pre_hooks(in);
     std::vector<Tensor> out;
-    if (capture && capture->count(n.get())) {
-      (*capture)[n.get()] = in.empty() ? Tensor() : in[0];
-    } else {
+    // grad() runs a node only if it leads to a captured tensor; it never writes .grad.
+    bool runs = !capture;
+    if (capture) {
+      for (auto& e : n->next_edges) runs = runs || (e.fn && active.count(e.fn.get()));
+      for (size_t i = 0; i < capture->size(); ++i) {
+        const Edge& e = (*capture)[i];
+        if (e.fn == n && e.input_nr < in.size() && in[e.input_nr].defined()) (*captured)[i] = in[e.input_nr];
+      }
+    }
+    if (runs && !all_undefined(in)) {
       out = n->apply(in);
-      if (!retain_graph) n->release_saved();
+      if (!keep_graph) n->release_saved();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
-      if (!e.fn) continue;
-      if (i < out.size() && out[i].defined()) accumulate(task.input_buffers[e.fn.get()], e.input_nr, out[i]);
-      if (--task.dependencies[e.fn.get()] == 0) ready.push_back(e.fn);
+      if (!e.fn || !active.count(e.fn.get())) continue;
+      if (i < out.size() && out[i].defined()) accumulate(buffers[e.fn.get()], e.input_nr, out[i]);
+      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn);
     }
   }
 }
 
 std::vector<Tensor> root_grads(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots) {
+  TP_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), ValueError, "backward: got ",
+           grad_roots.size(), " gradients for ", roots.size(), " tensors");
   std::vector<Tensor> grads;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
-    TP_CHECK(r.requires_grad(), Error,
-             "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    TP_CHECK(r.defined() && r.requires_grad(), Error, "element ", i,
+             " of tensors does not require grad and does not have a grad_fn");
     if (i < grad_roots.size() && grad_roots[i].defined()) {
-      TP_CHECK(grad_roots[i].sizes() == r.sizes(), ValueError, "backward: gradient has shape ",
-               shape_str(grad_roots[i].sizes()), " but the output has shape ", shape_str(r.sizes()));
-      grads.push_back(grad_roots[i]);
+      const Tensor& g = grad_roots[i];
+      TP_CHECK(g.sizes() == r.sizes(), ValueError, "backward: gradient ", i, " has shape ", shape_str(g.sizes()),
+               " but output ", i, " has shape ", shape_str(r.sizes()));
+      grads.push_back(g.dtype() == r.dtype() ? g : ops::to_dtype(g, r.dtype()));
     } else {
-      TP_CHECK(r.numel() == 1, Error, "grad can be implicitly created only for scalar outputs (got shape ",
-               shape_str(r.sizes()), ")");
+      TP_CHECK(r.numel() == 1, Error, "grad can be implicitly created only for scalar outputs, but output ", i,
+               " has shape ", shape_str(r.sizes()), "; pass gradient= (a tensor of that shape) to backward()");
       grads.push_back(ops::ones(r.sizes(), r.dtype()));
     }
   }
   return grads;
 }
 
+std::vector<Edge> edges_of(const std::vector<Tensor>& ts) {
+  std::vector<Edge> edges;
+  for (auto& t : ts) edges.push_back(gradient_edge(t));
+  return edges;
+}
+
 }  // namespace
 
-void install() { set_autograd_recorder(&record); }
-
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+              bool create_graph) {
   std::vector<Tensor> grads = root_grads(roots, grad_roots);
-  std::vector<Edge> edges;
-  for (auto& r : roots) edges.push_back(gradient_edge(r));
-  run(edges, grads, retain_graph, nullptr);
+  run(edges_of(roots), grads, retain_graph || create_graph, create_graph, nullptr, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused,
+                         bool create_graph) {
   std::vector<Tensor> grads = root_grads(roots, grad_roots);
-  std::vector<Edge> edges;
-  for (auto& r : roots) edges.push_back(gradient_edge(r));
-  // Leaves get a fresh AccumulateGrad each time gradient_edge is called, so
-  // capture grads of inputs by intercepting the nodes their uses point at.
-  std::unordered_map<Node*, Tensor> capture;
-  std::vector<std::vector<Node*>> input_nodes(inputs.size());
-  // Find the AccumulateGrad nodes of each leaf input.
-  for (Node* n : reachable(edges)) {
-    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
-      auto leaf = acc->leaf_.lock();
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (leaf.get() == inputs[i].impl()) { input_nodes[i].push_back(n); capture[n] = Tensor(); }
-    }
-  }
   for (size_t i = 0; i < inputs.size(); ++i)
-    TP_CHECK(inputs[i].impl()->grad_fn == nullptr, Error,
-             "autograd.grad: only leaf tensors are supported as inputs in this version");
-  run(edges, grads, retain_graph, &capture);
+    TP_CHECK(inputs[i].defined() && inputs[i].requires_grad(), Error, "autograd.grad: input ", i,
+             " does not require grad (set requires_grad=True on it before computing the outputs)");
+  std::vector<Edge> capture = edges_of(inputs);
   std::vector<Tensor> result(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (Node* n : input_nodes[i]) {
-      const Tensor& g = capture[n];
-      if (g.defined()) result[i] = result[i].defined() ? ops::add(result[i], g) : g;
-    }
-    TP_CHECK(result[i].defined() || allow_unused, Error,
-             "One of the differentiated Tensors appears to not have been used in the graph. "
-             "Set allow_unused=True if this is the desired behavior.");
-  }
+  run(edges_of(roots), grads, retain_graph || create_graph, create_graph, &capture, &result);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TP_CHECK(result[i].defined() || allow_unused, Error, "autograd.grad: input ", i,
+             " was not used to compute the outputs (its gradient would be None); "
+             "pass allow_unused=True if that is expected");
   return result;
 }
 
 void set_requires_grad(const Tensor& t, bool requires_grad) {
   TP_CHECK(!t.impl()->grad_fn || requires_grad, Error,
-           "you can only change requires_grad flags of leaf variables");
+           "you can only change requires_grad flags of leaf variables; use detach() to get a tensor without history");
   TP_CHECK(!requires_grad || is_floating(t.dtype()), TypeError,
            "only Tensors of floating point dtype can require gradients (got ", dtype_name(t.dtype()), ")");
+  TP_CHECK(!requires_grad || !is_inference(t), Error,
+           "requires_grad_: an inference tensor (created under tp.inference_mode) cannot require grad; clone() it "
+           "outside inference_mode first");
   t.impl()->requires_grad = requires_grad;
 }
 
 Tensor detach(const Tensor& t) { return detached(t); }
+
+void detach_(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  impl->grad_fn = nullptr;
+  impl->output_nr = 0;
+  impl->requires_grad = false;
+}
+
+void retain_grad(const Tensor& t) {
+  TP_CHECK(t.requires_grad(), Error, "can't retain_grad on a Tensor that has requires_grad=False");
+  TensorImpl* impl = t.impl();
+  if (!impl->grad_fn || impl->retains_grad) return;  // leaves keep their grad anyway
+  impl->retains_grad = true;
+  impl->grad_fn->retained.push_back({impl->output_nr, t.impl_ptr()});
+}
+
+int64_t register_hook(const Tensor& t, GradHook fn, bool post_accumulate) {
+  TP_CHECK(t.requires_grad(), Error, "cannot register a hook on a tensor that doesn't require gradient");
+  int64_t id = next_hook_id();
+  TensorImpl* impl = t.impl();
+  if (post_accumulate) {
+    TP_CHECK(!impl->grad_fn, Error, "post accumulate grad hooks cannot be registered on non-leaf tensors");
+    meta(t).post_accumulate_hooks.push_back({id, std::move(fn)});
+  } else if (impl->grad_fn) {
+    impl->grad_fn->pre_hooks.push_back({impl->output_nr, {id, std::move(fn)}});
+  } else {
+    meta(t).hooks.push_back({id, std::move(fn)});
+  }
+  return id;
+}
+
+HookOwner hook_owner(const Tensor& t) {
+  if (t.impl()->grad_fn) return {t.impl()->grad_fn, {}};
+  meta(t);
+  return {{}, t.impl()->autograd_meta};
+}
+
+void remove_hook(const HookOwner& owner, int64_t id) {
+  if (auto n = owner.node.lock()) {
+    auto& v = n->pre_hooks;
+    v.erase(std::remove_if(v.begin(), v.end(), [id](auto& p) { return p.second.id == id; }), v.end());
+  }
+  if (auto m = owner.meta.lock()) {
+    for (auto* v : {&m->hooks, &m->post_accumulate_hooks})
+      v->erase(std::remove_if(v->begin(), v->end(), [id](auto& h) { return h.id == id; }), v->end());
+  }
+}
+
+std::shared_ptr<Node> record_function(const std::string& name, const std::vector<Tensor>& inputs,
+                                      std::vector<Tensor>& outputs, FunctionNode::Fn fn,
+                                      const std::vector<bool>& non_differentiable) {
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+  for (auto& t : inputs) {
+    node->next_edges.push_back(gradient_edge(t));
+    node->input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  node->num_outputs = static_cast<uint32_t>(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& o = outputs[i];
+    if (!o.defined() || !is_floating(o.dtype())) continue;
+    if (i < non_differentiable.size() && non_differentiable[i]) continue;
+    set_history(o, node, static_cast<uint32_t>(i));
+  }
+  return node;
+}
 
 }  // namespace tp::autograd

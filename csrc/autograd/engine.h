@@ -1,20 +1,48 @@
 #pragma once
 #include <vector>
 
+#include "autograd/node.h"
 #include "core/tensor.h"
 
 namespace tp::autograd {
 
-// Installs the recorder into the dispatcher (idempotent).
+// Installs the recording hook into the dispatcher (idempotent).
 void install();
 
-// Backpropagates from `roots` (with `grad_roots`; undefined = ones for scalars).
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph);
+// Backpropagates from `roots` (with `grad_roots`; undefined = ones for one-element
+// roots) into the .grad of the leaves. create_graph records the backward pass
+// itself (higher-order derivatives).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+              bool create_graph = false);
 // Returns d(roots)/d(inputs) without touching .grad (tp.autograd.grad).
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused);
+                         const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused,
+                         bool create_graph = false);
 
 void set_requires_grad(const Tensor& t, bool requires_grad);  // leaves only
 Tensor detach(const Tensor& t);
+void detach_(const Tensor& t);
+void retain_grad(const Tensor& t);
+// Tensor.register_hook: returns the id for remove_hook. `post_accumulate` hooks
+// (leaves only) run after .grad was updated and receive the leaf.
+int64_t register_hook(const Tensor& t, GradHook fn, bool post_accumulate = false);
+// The hook holder of a registration (a node or a leaf's meta), kept weakly by handles.
+struct HookOwner {
+  std::weak_ptr<Node> node;
+  std::weak_ptr<AutogradMeta> meta;
+};
+HookOwner hook_owner(const Tensor& t);
+void remove_hook(const HookOwner& owner, int64_t id);
+
+// Gives `outputs` a FunctionNode over `inputs` (tp.autograd.Function.apply);
+// non_differentiable[i] leaves output i without history.
+std::shared_ptr<Node> record_function(const std::string& name, const std::vector<Tensor>& inputs,
+                                      std::vector<Tensor>& outputs, FunctionNode::Fn fn,
+                                      const std::vector<bool>& non_differentiable);
+
+// inference_mode: grad mode off, and new tensors are marked as inference tensors
+// (which may not take part in autograd later).
+bool inference_mode_enabled();
+void set_inference_mode(bool enabled);
 
 }  // namespace tp::autograd

@@ -1,9 +1,23 @@
 #include "autograd/node.h"
 
+#include <atomic>
+#include <cctype>
+
 #include "core/grad_mode.h"
 #include "ops/ops.h"
 
 namespace tp::autograd {
+
+int64_t next_hook_id() {
+  static std::atomic<int64_t> id{0};
+  return ++id;
+}
+
+AutogradMeta& meta(const Tensor& t) {
+  auto& m = t.impl()->autograd_meta;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
 
 Tensor detached(const Tensor& t) {
   if (!t.defined()) return t;
@@ -15,31 +29,139 @@ Tensor detached(const Tensor& t) {
   impl->offset = src.offset;
   impl->dtype = src.dtype;
   impl->wrapped_number = src.wrapped_number;
+  // An alias of an inference tensor is one too (PyTorch: detach keeps the kind).
+  if (is_inference(t)) meta(Tensor(impl)).inference = true;
   return Tensor(std::move(impl));
 }
 
 Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
   TensorImpl* impl = t.impl();
   if (!impl->requires_grad) return {};
   if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
-  // A leaf: one AccumulateGrad per leaf, kept alive by the graph that uses it.
-  return {std::make_shared<AccumulateGrad>(t.impl_ptr()), 0};
+  // One AccumulateGrad per leaf while a graph uses it, so that hooks and
+  // autograd.grad see a single node for every use of the leaf.
+  AutogradMeta& m = meta(t);
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    m.grad_accumulator = acc;
+  }
+  return {acc, 0};
 }
 
+void set_history(const Tensor& t, const std::shared_ptr<Node>& node, uint32_t nr) {
+  TensorImpl* impl = t.impl();
+  impl->requires_grad = true;
+  impl->grad_fn = node;
+  impl->output_nr = nr;
+}
+
+Tensor fit_grad(const Tensor& g, const Shape& shape, DType dtype, const std::string& who) {
+  Tensor r = g;
+  if (r.sizes() != shape) {
+    bool expandable = false;
+    try {
+      expandable = broadcast_shapes(shape, r.sizes(), "backward") == r.sizes();
+    } catch (const Error&) {
+    }
+    TP_CHECK(expandable, ValueError, who, ": got a gradient of shape ", shape_str(r.sizes()),
+             " for a tensor of shape ", shape_str(shape));
+    r = ops::sum_to(r, shape);
+  }
+  if (r.dtype() != dtype && is_floating(dtype)) r = ops::to_dtype(r, dtype);
+  return r;
+}
+
+void Node::run_pre_hooks(std::vector<Tensor>& g) {
+  for (auto& [nr, h] : pre_hooks) {
+    if (nr >= g.size() || !g[nr].defined()) continue;
+    Tensor r = h.fn(g[nr]);
+    if (!r.defined()) continue;
+    TP_CHECK(r.sizes() == g[nr].sizes(), ValueError, "hook registered on an output of ", name(),
+             " returned a gradient of shape ", shape_str(r.sizes()), " but the gradient has shape ",
+             shape_str(g[nr].sizes()));
+    g[nr] = r;
+  }
+  for (auto& [nr, w] : retained) {
+    auto impl = w.lock();
+    if (!impl || nr >= g.size() || !g[nr].defined()) continue;
+    Tensor gi = GradMode::is_enabled() ? g[nr] : detached(g[nr]);
+    impl->grad = impl->grad ? ops::add(Tensor(impl->grad), gi).impl_ptr() : ops::clone(gi).impl_ptr();
+  }
+}
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t.defined()) return;
+  version_ = t.version();
+  if (is_output) {
+    // The output's grad_fn is the node saving it: keep no history (no cycle).
+    data_ = detached(t);
+    output_nr_ = t.impl()->output_nr;
+    requires_grad_ = t.requires_grad();
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+  if (!data_.defined()) return data_;
+  if (data_.version() != version_) {
+    // Raised by the dispatcher only if the formula really uses this tensor.
+    Tensor t = detached(data_);
+    meta(t).stale_error =
+        str("one of the variables needed for gradient computation has been modified by an inplace operation: [",
+            dtype_name(t.dtype()), " ", shape_str(t.sizes()), "] is at version ", data_.version(),
+            "; expected version ", version_, " instead (", owner->name(),
+            " saved it; clone() it before the in-place write, or write out of place)");
+    return t;
+  }
+  if (is_output_ && requires_grad_ && GradMode::is_enabled()) {
+    Tensor t = detached(data_);
+    set_history(t, owner, output_nr_);
+    return t;
+  }
+  return data_;
+}
+
+// "add" -> "AddBackward0", "max.dim" -> "MaxBackward0", "add_" -> "AddBackward0"
+std::string OpNode::name() const {
+  std::string n, src = op_.name;
+  src = src.substr(0, src.find('.'));
+  bool up = true;
+  for (char c : src) {
+    if (c == '_') { up = true; continue; }
+    n += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return n + "Backward0";
+}
+
+namespace {
+void check_not_released(bool released, const std::string& name) {
+  TP_CHECK(!released, Error, "Trying to backward through the graph a second time: ", name,
+           " has already freed the values it saved for backward. Pass retain_graph=True to the first "
+           "backward()/autograd.grad() call to go through the same graph again.");
+}
+}  // namespace
+
 std::vector<Tensor> OpNode::apply(const std::vector<Tensor>& grad_outputs) {
-  TP_CHECK(!released_, Error, "Trying to backward through the graph a second time (", name(),
-           "); specify retain_graph=True if you need to backward twice");
+  check_not_released(released_, name());
+  auto self = shared_from_this();
+  std::vector<Tensor> ins, outs;
+  ins.reserve(saved_inputs.size());
+  for (auto& s : saved_inputs) ins.push_back(s.unpack(self));
+  for (auto& s : saved_outputs) outs.push_back(s.unpack(self));
   std::vector<bool> needs(next_edges.size());
   for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].fn != nullptr;
-  BackwardArgs args{saved_inputs, saved_outputs, grad_outputs, attrs_, needs};
-  std::vector<Tensor> grads = op_.backward(args);
+  BackwardArgs args{ins, outs, grad_outputs, attrs_, needs};
+  std::vector<Tensor> grads = fn_(args);
   grads.resize(next_edges.size());
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined() || !needs[i]) continue;
+    if (!needs[i]) grads[i] = Tensor();
+    if (!grads[i].defined()) continue;
     // A gradient has its input's shape and dtype (broadcast and promotion undone).
-    if (grads[i].sizes() != input_shapes[i]) grads[i] = ops::sum_to(grads[i], input_shapes[i]);
-    if (grads[i].dtype() != input_dtypes[i] && is_floating(input_dtypes[i]))
-      grads[i] = ops::to_dtype(grads[i], input_dtypes[i]);
+    grads[i] = fit_grad(grads[i], input_shapes[i], input_dtypes[i], name());
   }
   return grads;
 }
@@ -50,16 +172,51 @@ void OpNode::release_saved() {
   released_ = true;
 }
 
+std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grad_outputs) {
+  check_not_released(released_, name());
+  std::vector<Tensor> grads = fn_(grad_outputs);
+  TP_CHECK(grads.size() == next_edges.size(), Error, name(), ": backward returned ", grads.size(),
+           " gradients for ", next_edges.size(), " tensor inputs");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!next_edges[i].fn) grads[i] = Tensor();
+    if (grads[i].defined()) grads[i] = fit_grad(grads[i], input_shapes[i], input_dtypes[i], name());
+  }
+  return grads;
+}
+
+void AccumulateGrad::run_pre_hooks(std::vector<Tensor>& g) {
+  auto leaf = leaf_.lock();
+  if (!leaf || !leaf->autograd_meta || g.empty() || !g[0].defined()) return;
+  auto hooks = leaf->autograd_meta->hooks;  // a hook may remove itself
+  for (auto& h : hooks) {
+    Tensor r = h.fn(g[0]);
+    if (!r.defined()) continue;
+    TP_CHECK(r.sizes() == g[0].sizes(), ValueError, "hook returned a gradient of shape ", shape_str(r.sizes()),
+             " for a tensor of shape ", shape_str(g[0].sizes()));
+    g[0] = r;
+  }
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   auto leaf = leaf_.lock();
-  if (!leaf || !grad_outputs[0].defined()) return {};
-  Tensor g = detached(grad_outputs[0]);
+  if (!leaf || grad_outputs.empty() || !grad_outputs[0].defined()) return {};
+  // With create_graph the accumulated gradient keeps its history (higher order).
+  const bool keep_graph = GradMode::is_enabled();
+  Tensor g = keep_graph ? grad_outputs[0] : detached(grad_outputs[0]);
+  g = fit_grad(g, leaf->sizes, leaf->dtype, "AccumulateGrad");
   if (!leaf->grad) {
     // Own the memory: later in-place accumulation must not write into a tensor the user holds.
     leaf->grad = ops::clone(g).impl_ptr();
+  } else if (keep_graph || leaf->grad->requires_grad) {
+    leaf->grad = ops::add(Tensor(leaf->grad), g).impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     ops::add_(acc, g);
+  }
+  if (leaf->autograd_meta) {
+    Tensor t(leaf);
+    auto hooks = leaf->autograd_meta->post_accumulate_hooks;  // a hook may remove itself
+    for (auto& h : hooks) h.fn(t);
   }
   return {};
 }

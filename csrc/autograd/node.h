@@ -1,8 +1,10 @@
 // The backward graph: one Node per differentiable operator call, pointing at
 // the Nodes that produced its inputs (edges). Leaves that require grad end in
-// an AccumulateGrad node writing their .grad.
+// their AccumulateGrad node, which writes .grad.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/registry.h"
@@ -15,7 +17,34 @@ struct Edge {
   uint32_t input_nr = 0;     // which output of `fn` this edge feeds
 };
 
-class Node {
+// A tensor hook: sees the gradient of a tensor and may return a replacement
+// (an undefined result keeps the gradient as it is).
+using GradHook = std::function<Tensor(const Tensor&)>;
+struct HookEntry {
+  int64_t id;
+  GradHook fn;
+};
+int64_t next_hook_id();
+
+// The autograd state of a tensor that needs more than requires_grad/grad_fn;
+// allocated on demand (TensorImpl::autograd_meta).
+struct AutogradMeta {
+  std::vector<HookEntry> hooks;                    // leaf tensors: run before accumulation
+  std::vector<HookEntry> post_accumulate_hooks;    // leaf tensors: run after .grad was updated
+  std::weak_ptr<Node> grad_accumulator;            // leaf tensors: the one AccumulateGrad
+  bool inference = false;                          // created under inference_mode
+  // A saved tensor that was modified in place after it was saved carries the
+  // error to raise when a derivative formula actually uses it.
+  std::string stale_error;
+};
+AutogradMeta& meta(const Tensor& t);  // creates it if missing
+inline const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd_meta.get() : nullptr; }
+inline bool is_inference(const Tensor& t) {
+  auto* m = meta_if(t);
+  return m && m->inference;
+}
+
+class Node : public std::enable_shared_from_this<Node> {
  public:
   virtual ~Node() = default;
   // grads w.r.t. this node's outputs -> grads w.r.t. its inputs (one per edge)
@@ -24,22 +53,71 @@ class Node {
   virtual void release_saved() {}
   std::vector<Edge> next_edges;
   uint32_t num_outputs = 1;
+  // Hooks of non-leaf tensors this node produced, per output (Tensor.register_hook).
+  std::vector<std::pair<uint32_t, HookEntry>> pre_hooks;
+  // Non-leaf tensors that asked for retain_grad(), per output.
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+  // Runs the hooks and retain_grad for the incoming gradients (before apply).
+  virtual void run_pre_hooks(std::vector<Tensor>& grad_outputs);
 };
 
-// Backward of a registry operator: calls its OpDef::backward.
+// A tensor saved for backward. Inputs are held as themselves (so a formula run
+// with create_graph=True connects to their history); outputs of the node that
+// saves them are held without history (to avoid a cycle) and get it back on
+// unpack. The version at save time detects later in-place writes.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output);
+  Tensor unpack(const std::shared_ptr<Node>& owner) const;
+  void reset() { data_ = Tensor(); }
+  bool defined() const { return data_.defined(); }
+  const Tensor& raw() const { return data_; }  // no version check, no history restored
+
+ private:
+  Tensor data_;
+  bool is_output_ = false;
+  uint32_t output_nr_ = 0;
+  bool requires_grad_ = false;
+  uint64_t version_ = 0;
+};
+
+// Backward of a registry operator: calls its OpDef::backward. For an in-place
+// operator the formula is that of its out-of-place twin, and inputs[0] is the
+// value before the write (saved as a copy).
 class OpNode : public Node {
  public:
-  OpNode(const OpDef& op, Attrs attrs) : op_(op), attrs_(std::move(attrs)) {}
+  OpNode(const OpDef& op, const BackwardFn fn, Attrs attrs) : op_(op), fn_(fn), attrs_(std::move(attrs)) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
-  std::string name() const override { return std::string(op_.name) + "_backward"; }
+  std::string name() const override;
   void release_saved() override;
-  std::vector<Tensor> saved_inputs, saved_outputs;
+  const OpDef& op() const { return op_; }
+  bool released() const { return released_; }
+  std::vector<SavedTensor> saved_inputs, saved_outputs;
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
 
  private:
   const OpDef& op_;
+  BackwardFn fn_;
   Attrs attrs_;
+  bool released_ = false;
+};
+
+// Backward of a user-defined tp.autograd.Function (or any callable).
+class FunctionNode : public Node {
+ public:
+  using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  FunctionNode(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
+  std::string name() const override { return name_; }
+  void release_saved() override { released_ = true; }
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+
+ private:
+  std::string name_;
+  Fn fn_;
   bool released_ = false;
 };
 
@@ -48,12 +126,17 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(leaf) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
+  void run_pre_hooks(std::vector<Tensor>& grad_outputs) override;  // the leaf's tensor hooks
   std::weak_ptr<TensorImpl> leaf_;
 };
 
-// Detached alias: same storage, no autograd history (what Nodes save).
+// Detached alias: same storage, no autograd history.
 Tensor detached(const Tensor& t);
 // The edge a tensor contributes as an input of a new Node.
 Edge gradient_edge(const Tensor& t);
+// Gives `t` (a result of `node`'s output `nr`) its history.
+void set_history(const Tensor& t, const std::shared_ptr<Node>& node, uint32_t nr);
+// Checks a gradient for `t`'s shape and casts it to t's dtype.
+Tensor fit_grad(const Tensor& g, const Shape& shape, DType dtype, const std::string& who);
 
 }  // namespace tp::autograd

@@ -34,8 +34,10 @@ class ScopedInterceptor {  // installs (or, with nullptr, suspends) the intercep
   DispatchInterceptor* prev_;
 };
 
-using AutogradRecorder = void (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                                  std::vector<Tensor>& outputs);
-void set_autograd_recorder(AutogradRecorder r);
+// The autograd layer wraps every eager kernel call (it decides from grad mode and
+// requires_grad whether to record, and must see in-place inputs before the kernel
+// overwrites them).
+using AutogradHook = std::vector<Tensor> (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+void set_autograd_hook(AutogradHook h);
 
 }  // namespace tp

@@ -1,0 +1,245 @@
+// The dispatcher hook: every eager operator call passes here. It decides whether
+// the call is recorded (grad mode on and an input requires grad), attaches the
+// backward Node to the results, handles in-place writes (rebasing the written
+// tensor's history, or its base's when it is a view), and enforces the rules of
+// inference tensors and of saved tensors modified in place.
+#include <unordered_map>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "core/grad_mode.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace tp::autograd {
+namespace {
+
+thread_local bool t_inference = false;
+
+const OpDef& clone_op() {
+  static const OpDef& op = get_op("clone");
+  return op;
+}
+
+Tensor plain_clone(const Tensor& t) { return run_kernel(clone_op(), {detached(t)}, {})[0]; }
+
+// Rules that hold whether or not the call is recorded.
+void check_input_meta(const OpDef& op, const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const AutogradMeta* m = meta_if(inputs[i]);
+    if (!m) continue;
+    if (!m->stale_error.empty()) throw Error(m->stale_error);
+    TP_CHECK(!(m->inference && i == 0 && op.has(kInplace) && !t_inference), Error, op.name,
+             ": in-place update of an inference tensor (created under tp.inference_mode) is only allowed "
+             "inside inference_mode");
+  }
+}
+
+void mark_inference(const OpDef& op, const std::vector<Tensor>& outputs) {
+  if (op.has(kView) || op.has(kInplace)) return;  // views and writes keep the kind of their input
+  for (auto& o : outputs)
+    if (o.defined()) meta(o).inference = true;
+}
+
+// ---- out-of-place ops ----
+std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  std::vector<Tensor> out = run_kernel(op, inputs, attrs);
+  if (!op.backward) return out;  // non-differentiable (comparisons, argmax, ...)
+  auto node = std::make_shared<OpNode>(op, op.backward, attrs);
+  node->num_outputs = static_cast<uint32_t>(out.size());
+  for (auto& t : inputs) {
+    node->next_edges.push_back(gradient_edge(t));
+    node->saved_inputs.emplace_back(t, false);
+    node->input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    Tensor& o = out[i];
+    if (o.defined() && is_floating(o.dtype())) {
+      // A kernel handing back an input unchanged must not rebase that input.
+      for (auto& t : inputs)
+        if (t.defined() && t.impl() == o.impl()) o = detached(o);
+      set_history(o, node, i);
+    }
+    node->saved_outputs.emplace_back(o, true);
+  }
+  return out;
+}
+
+// ---- in-place ops ----
+std::vector<Tensor> copy_backward(const BackwardArgs& a) {
+  const Tensor& g = a.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor()};
+  return {Tensor(), a.needs_grad[1] ? g : Tensor()};  // the old value of self is overwritten: no gradient
+}
+
+std::vector<Tensor> overwrite_backward(const BackwardArgs& a) {  // fill_, random fills
+  return std::vector<Tensor>(a.inputs.size());
+}
+
+// The derivative of an in-place op, written for the value of self before the write.
+BackwardFn inplace_formula(const OpDef& op, bool& needs_old_self) {
+  std::string name = op.name;
+  needs_old_self = false;
+  if (name == "copy_") return &copy_backward;
+  if (name == "fill_" || name == "zero_" || op.has(kRandom)) return &overwrite_backward;
+  needs_old_self = true;
+  if (op.backward) return op.backward;
+  std::string twin = name.substr(0, name.find('.'));
+  if (!twin.empty() && twin.back() == '_') twin.pop_back();
+  const OpDef* t = find_op(twin + name.substr(std::min(name.size(), name.find('.'))));
+  if (!t) t = find_op(twin);
+  return t ? t->backward : nullptr;
+}
+
+// A view node whose history is regenerated after its base was written through it:
+// the gradient of the view lands in its region of a zero gradient for the base.
+struct Geometry {
+  Shape sizes, strides;
+  int64_t offset = 0;
+  static Geometry of(const Tensor& t) { return {t.sizes(), t.strides(), t.offset()}; }
+};
+
+Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) {
+  return buf.as_strided(view.sizes, view.strides, buf.offset() + view.offset - base.offset);
+}
+
+class ViewOfBaseNode : public Node {
+ public:
+  ViewOfBaseNode(Tensor base, Geometry view) : base_(std::move(base)), geo_(Geometry::of(base_)), view_(std::move(view)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
+    Tensor buf = Tensor::empty_strided(geo_.sizes, geo_.strides, g[0].dtype());
+    ops::zero_(buf);
+    Tensor r = region_of(buf, geo_, view_);
+    ops::copy_(r, g[0]);
+    return {buf};
+  }
+  std::string name() const override { return "AsStridedBackward0"; }
+  Tensor base_;
+
+ private:
+  Geometry geo_, view_;
+};
+
+// The base's new history after a write through one of its views: the view's
+// region of the gradient goes through the in-place op's derivative, the rest
+// passes unchanged.
+class CopySlices : public OpNode {
+ public:
+  CopySlices(const OpDef& op, BackwardFn fn, Attrs attrs, const Tensor& base, const Tensor& view)
+      : OpNode(op, fn, std::move(attrs)), base_(Geometry::of(base)), view_(Geometry::of(view)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    const Tensor& g = grad_outputs[0];
+    Tensor buf = Tensor::empty_strided(base_.sizes, base_.strides, g.dtype());
+    ops::copy_(buf, g);
+    Tensor region = region_of(buf, base_, view_);
+    std::vector<Tensor> inner = OpNode::apply({ops::clone(region)});
+    if (inner[0].defined()) ops::copy_(region, inner[0]);
+    else ops::zero_(region);
+    inner[0] = buf;
+    return inner;
+  }
+  std::string name() const override { return "CopySlices"; }
+
+ private:
+  Geometry base_, view_;
+};
+
+// The tensor whose memory a view chain reads (undefined if `t` is no view).
+Tensor view_base(const Tensor& t) {
+  Tensor cur = t, base;
+  for (;;) {
+    Node* n = cur.impl()->grad_fn.get();
+    if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) {
+      cur = base = v->base_;
+    } else if (auto* o = dynamic_cast<OpNode*>(n); o && o->op().has(kView) && !o->saved_inputs.empty()) {
+      TP_CHECK(!o->released(), Error, "in-place write to a view whose graph was already freed by backward()");
+      cur = base = o->saved_inputs[0].raw();
+    } else {
+      return base;
+    }
+  }
+}
+
+std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  const Tensor& self = inputs[0];
+  TP_CHECK(!(self.requires_grad() && !self.impl()->grad_fn), Error, op.name,
+           ": a leaf Variable that requires grad is being used in an in-place operation (shape ",
+           shape_str(self.sizes()), "); do it under tp.no_grad() or on a clone()");
+  Tensor base = view_base(self);
+  TP_CHECK(!base.defined() || base.impl()->grad_fn || !base.requires_grad(), Error, op.name,
+           ": a view of a leaf Variable that requires grad is being used in an in-place operation (view shape ",
+           shape_str(self.sizes()), ", leaf shape ", shape_str(base.sizes()), ")");
+  bool needs_old = false;
+  BackwardFn fn = inplace_formula(op, needs_old);
+  Tensor old_self = needs_old && fn ? plain_clone(self) : Tensor();
+  std::vector<Tensor> out = run_kernel(op, inputs, attrs);
+  if (!is_floating(self.dtype())) return out;
+  if (!fn) {  // not differentiable: the written tensor loses its history
+    if (self.impl()->grad_fn) detach_(self);
+    return out;
+  }
+  const bool through_view = base.defined() && base.requires_grad();
+  std::shared_ptr<OpNode> node = through_view ? std::make_shared<CopySlices>(op, fn, attrs, base, self)
+                                              : std::make_shared<OpNode>(op, fn, attrs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const Tensor& src = i == 0 && through_view ? base : t;
+    node->next_edges.push_back(gradient_edge(src));
+    bool aliases_self = t.defined() && t.impl() == self.impl();
+    node->saved_inputs.emplace_back(aliases_self ? old_self : t, false);
+    node->input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  node->num_outputs = 1;
+  if (through_view) {
+    node->input_shapes[0] = self.sizes();  // the formula's self is the view's region
+    set_history(base, node, 0);
+    auto view_node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(self));
+    view_node->next_edges.push_back(gradient_edge(base));
+    std::shared_ptr<Node> old = self.impl()->grad_fn;
+    set_history(self, view_node, 0);
+    (void)old;
+  } else {
+    std::shared_ptr<Node> old = self.impl()->grad_fn;
+    set_history(self, node, 0);
+    if (self.impl()->retains_grad && old) {  // retain_grad follows the tensor to its new history
+      auto& r = old->retained;
+      std::erase_if(r, [&](auto& p) { return p.second.lock().get() == self.impl(); });
+      node->retained.push_back({0, self.impl_ptr()});
+    }
+  }
+  node->saved_outputs.emplace_back(self, true);
+  return out;
+}
+
+std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  bool wants_grad = false;
+  bool has_meta = false;
+  for (auto& t : inputs) {
+    if (!t.defined()) continue;
+    wants_grad |= t.impl()->requires_grad;
+    has_meta |= t.impl()->autograd_meta != nullptr;
+  }
+  if (has_meta) check_input_meta(op, inputs);
+  if (!wants_grad || !GradMode::is_enabled()) {
+    std::vector<Tensor> out = run_kernel(op, inputs, attrs);
+    if (t_inference) mark_inference(op, out);
+    return out;
+  }
+  if (has_meta)
+    for (auto& t : inputs)
+      TP_CHECK(!is_inference(t), Error, op.name,
+               ": an inference tensor (created under tp.inference_mode) cannot be used in an operation "
+               "recorded for autograd; clone() it outside inference_mode to get a normal tensor");
+  return op.has(kInplace) ? record_inplace(op, inputs, attrs) : record(op, inputs, attrs);
+}
+
+}  // namespace
+
+void install() { set_autograd_hook(&hook); }
+
+bool inference_mode_enabled() { return t_inference; }
+void set_inference_mode(bool enabled) { t_inference = enabled; }
+
+}  // namespace tp::autograd

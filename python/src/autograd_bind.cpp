@@ -1,0 +1,178 @@
+// Autograd in Python: the engine entry points, grad/inference modes, backward
+// nodes as Python objects (grad_fn), hooks, custom Functions, and the
+// autograd-related Tensor members.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+
+#include "autograd/engine.h"
+#include "common.h"
+#include "core/grad_mode.h"
+#include "ops/ops.h"
+
+namespace tp::py {
+namespace {
+
+using autograd::Node;
+
+std::vector<Tensor> defined_or_empty(const std::vector<std::optional<Tensor>>& v) {
+  std::vector<Tensor> out;
+  for (auto& x : v) out.push_back(x ? *x : Tensor());
+  return out;
+}
+
+std::vector<std::optional<Tensor>> to_optional(const std::vector<Tensor>& v) {
+  std::vector<std::optional<Tensor>> out;
+  for (auto& t : v) out.push_back(t.defined() ? std::optional<Tensor>(t) : std::nullopt);
+  return out;
+}
+
+// A Python callable kept by C++ state (a hook or a backward) that may outlive the call.
+std::shared_ptr<nb::object> hold(nb::handle fn) { return keep_py(nb::borrow(fn)); }
+
+autograd::GradHook python_hook(nb::handle fn) {
+  auto f = hold(fn);
+  return [f](const Tensor& g) -> Tensor {
+    nb::gil_scoped_acquire gil;
+    nb::object r = (*f)(g);
+    if (r.is_none()) return Tensor();
+    TP_CHECK(nb::isinstance<Tensor>(r), TypeError, "a tensor hook must return None or a Tensor, got ",
+             nb::inst_name(r).c_str());
+    return nb::cast<Tensor>(r);
+  };
+}
+
+// Returned by register_hook: remove() unregisters, also after the tensor is gone.
+struct HookHandle {
+  autograd::HookOwner owner;
+  int64_t id;
+  void remove() { autograd::remove_hook(owner, id); }
+};
+
+nb::object node_or_none(const std::shared_ptr<Node>& n) { return n ? nb::cast(n) : nb::none(); }
+
+void bind_node(nb::module_& m) {
+  nb::class_<Node>(m, "_Node")
+      .def("name", &Node::name)
+      .def_prop_ro("next_functions", [](const Node& n) {
+        nb::list l;
+        for (auto& e : n.next_edges) l.append(nb::make_tuple(node_or_none(e.fn), e.input_nr));
+        return nb::tuple(l);
+      })
+      .def("register_hook", [](const std::shared_ptr<Node>&, nb::handle) {
+        throw Error("grad_fn.register_hook is not supported; use Tensor.register_hook");
+      })
+      .def("__repr__", [](const Node& n) {
+        return str("<", n.name(), " object at ", static_cast<const void*>(&n), ">");
+      });
+  nb::class_<HookHandle>(m, "_HookHandle")
+      .def("remove", &HookHandle::remove)
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def("__exit__", [](HookHandle& h, nb::args) { h.remove(); });
+}
+
+void bind_engine(nb::module_& m) {
+  m.def("_backward", [](std::vector<Tensor> roots, std::vector<std::optional<Tensor>> grads, bool retain,
+                        bool create_graph) {
+    autograd::backward(roots, defined_or_empty(grads), retain, create_graph);
+  }, nb::arg("roots"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("create_graph") = false);
+  m.def("_grad", [](std::vector<Tensor> roots, std::vector<Tensor> inputs, std::vector<std::optional<Tensor>> grads,
+                    bool retain, bool allow_unused, bool create_graph) {
+    return to_optional(autograd::grad(roots, inputs, defined_or_empty(grads), retain, allow_unused, create_graph));
+  }, nb::arg("roots"), nb::arg("inputs"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("allow_unused"),
+        nb::arg("create_graph") = false);
+  // gradcheck: a 0-d alias of element k (row-major) of `t`, to move it in place.
+  m.def("_element_alias", [](const Tensor& t, int64_t k) {
+    TP_CHECK(k >= 0 && k < t.numel(), IndexError, "_element_alias: index ", k, " out of range");
+    int64_t off = t.offset();
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      off += (k % t.sizes()[d]) * t.strides()[d];
+      k /= t.sizes()[d];
+    }
+    return autograd::detach(t).as_strided({}, {}, off);
+  });
+  m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("_set_grad_enabled", &GradMode::set_enabled);
+  m.def("is_inference_mode_enabled", &autograd::inference_mode_enabled);
+  m.def("_set_inference_mode", &autograd::set_inference_mode);
+  // tp.autograd.Function.apply: `backward` maps grads of the outputs (None where
+  // none flowed) to grads of `inputs` (None where there is none).
+  m.def("_record_function", [](const std::string& name, std::vector<std::optional<Tensor>> inputs,
+                               std::vector<Tensor> outputs, nb::handle backward, std::vector<bool> non_diff) {
+    auto fn = hold(backward);
+    auto call = [fn](const std::vector<Tensor>& grads) {
+      nb::gil_scoped_acquire gil;
+      nb::object r = (*fn)(to_optional(grads));
+      return defined_or_empty(nb::cast<std::vector<std::optional<Tensor>>>(r));
+    };
+    return autograd::record_function(name, defined_or_empty(inputs), outputs, call, non_diff);
+  });
+}
+
+void bind_tensor_autograd() {
+  nb::handle cls = nb::type<Tensor>();
+  nb::object property = nb::module_::import_("builtins").attr("property");
+  auto method = [&](const char* name, auto&& f, auto... extra) {
+    cls.attr(name) = nb::cpp_function(f, nb::scope(cls), nb::name(name), nb::is_method(), extra...);
+  };
+  auto prop = [&](const char* name, auto&& get) { cls.attr(name) = property(nb::cpp_function(get)); };
+
+  cls.attr("requires_grad") = property(
+      nb::cpp_function([](const Tensor& t) { return t.requires_grad(); }),
+      nb::cpp_function([](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); }));
+  method("requires_grad_", [](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); return t; },
+         nb::arg("requires_grad") = true);
+  cls.attr("grad") = property(
+      nb::cpp_function([](const Tensor& t) -> std::optional<Tensor> {
+        if (t.impl()->grad_fn && !t.impl()->retains_grad)
+          PyErr_WarnEx(PyExc_UserWarning,
+                       "The .grad attribute of a non-leaf Tensor is being accessed; it is not populated during "
+                       "backward() unless you call .retain_grad() on it first.", 1);
+        if (!t.impl()->grad) return std::nullopt;
+        return Tensor(t.impl()->grad);
+      }),
+      nb::cpp_function([](const Tensor& t, std::optional<Tensor> g) {
+        if (g) {
+          TP_CHECK(g->sizes() == t.sizes(), ValueError, "assigned grad has shape ", shape_str(g->sizes()),
+                   " but the tensor has shape ", shape_str(t.sizes()));
+          TP_CHECK(g->dtype() == t.dtype(), TypeError, "assigned grad has dtype ", dtype_name(g->dtype()),
+                   " but the tensor has dtype ", dtype_name(t.dtype()));
+        }
+        t.impl()->grad = g ? g->impl_ptr() : nullptr;
+      }));
+  prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
+  prop("grad_fn", [](const Tensor& t) { return node_or_none(t.impl()->grad_fn); });
+  prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
+  prop("output_nr", [](const Tensor& t) { return t.impl()->output_nr; });
+  method("is_inference", [](const Tensor& t) { return autograd::is_inference(t); });
+  method("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
+                        bool create_graph) {
+    autograd::backward({t}, {gradient ? *gradient : Tensor()}, retain_graph.value_or(create_graph), create_graph);
+  }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false);
+  method("detach", [](const Tensor& t) { return autograd::detach(t); });
+  method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
+  method("retain_grad", [](const Tensor& t) { autograd::retain_grad(t); });
+  method("register_hook", [](const Tensor& t, nb::handle fn) {
+    int64_t id = autograd::register_hook(t, python_hook(fn));
+    return HookHandle{autograd::hook_owner(t), id};
+  }, nb::arg("hook"));
+  method("register_post_accumulate_grad_hook", [](const Tensor& t, nb::handle fn) {
+    auto f = hold(fn);
+    int64_t id = autograd::register_hook(t, [f](const Tensor& leaf) {
+      nb::gil_scoped_acquire gil;
+      (*f)(leaf);
+      return Tensor();
+    }, true);
+    return HookHandle{autograd::hook_owner(t), id};
+  }, nb::arg("hook"));
+}
+
+}  // namespace
+
+void bind_autograd(nb::module_& m) {
+  bind_node(m);
+  bind_engine(m);
+  bind_tensor_autograd();
+}
+
+}  // namespace tp::py

@@ -1,0 +1,227 @@
+// DLPack interchange (zero-copy): tp.from_dlpack(obj) and Tensor.__dlpack__ /
+// __dlpack_device__, so NumPy, PyTorch and others share memory with TensorPlay.
+// The structs below follow the DLPack C ABI (v0 "dltensor" capsules and v1
+// "dltensor_versioned" capsules); they are plain data, laid out as the
+// standard specifies.
+#include <nanobind/stl/pair.h>
+
+#include <functional>
+
+#include "common.h"
+
+namespace tp::py {
+namespace {
+
+struct DLDevice {
+  int32_t device_type;  // 1 = CPU
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; may be null (compact row-major)
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+struct DLPackVersion {
+  uint32_t major, minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned*);
+  uint64_t flags;  // bit 0: read only, bit 1: is a copy
+  DLTensor dl_tensor;
+};
+constexpr int32_t kDLCPU = 1, kDLCUDAHost = 3;
+constexpr uint8_t kInt = 0, kUInt = 1, kFloat = 2, kBfloat = 4, kBool = 6;
+constexpr uint64_t kReadOnly = 1;
+
+struct DTypeCode {
+  DType dtype;
+  DLDataType dl;
+};
+constexpr DTypeCode kCodes[] = {
+    {DType::Bool, {kBool, 8, 1}},     {DType::UInt8, {kUInt, 8, 1}},      {DType::Int8, {kInt, 8, 1}},
+    {DType::Int16, {kInt, 16, 1}},    {DType::Int32, {kInt, 32, 1}},      {DType::Int64, {kInt, 64, 1}},
+    {DType::Float16, {kFloat, 16, 1}}, {DType::BFloat16, {kBfloat, 16, 1}}, {DType::Float32, {kFloat, 32, 1}},
+    {DType::Float64, {kFloat, 64, 1}},
+};
+
+DLDataType to_dl(DType d) {
+  for (auto& c : kCodes)
+    if (c.dtype == d) return c.dl;
+  throw TypeError(str("__dlpack__: dtype ", dtype_name(d), " has no DLPack code"));
+}
+
+DType from_dl(DLDataType t) {
+  // NumPy < 1.25 and some producers describe bool as an 8-bit unsigned "bool" or uint8.
+  for (auto& c : kCodes)
+    if (c.dl.code == t.code && c.dl.bits == t.bits && t.lanes == 1) return c.dtype;
+  throw TypeError(str("from_dlpack: unsupported DLPack dtype (code ", int(t.code), ", ", int(t.bits), " bits, ",
+                      int(t.lanes), " lanes)"));
+}
+
+// What an exported capsule owns: the tensor (keeps the storage alive) and the
+// shape/stride arrays the DLTensor points to.
+template <class Managed>
+struct Export {
+  Tensor tensor;
+  std::vector<int64_t> shape, strides;
+  Managed managed{};
+};
+
+template <class Managed>
+Managed* make_managed(const Tensor& t) {
+  auto* ctx = new Export<Managed>{t, {t.sizes().begin(), t.sizes().end()}, {t.strides().begin(), t.strides().end()}};
+  DLTensor& dl = ctx->managed.dl_tensor;
+  dl.data = t.data();
+  dl.device = {kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(t.dim());
+  dl.dtype = to_dl(t.dtype());
+  dl.shape = ctx->shape.data();
+  dl.strides = ctx->strides.data();
+  dl.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = [](Managed* m) { delete static_cast<Export<Managed>*>(m->manager_ctx); };
+  return &ctx->managed;
+}
+
+// A capsule that nobody consumed still owns the tensor: its destructor frees it.
+template <class Managed>
+void capsule_destructor(PyObject* cap, const char* live_name) {
+  if (!PyCapsule_IsValid(cap, live_name)) return;  // renamed "used_..." by the consumer
+  auto* m = static_cast<Managed*>(PyCapsule_GetPointer(cap, live_name));
+  if (m && m->deleter) m->deleter(m);
+}
+
+nb::object to_dlpack(const Tensor& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                     nb::handle copy) {
+  TP_CHECK(!self.requires_grad(), Error,
+           "__dlpack__: can't export a tensor that requires grad; use tensor.detach() first");
+  TP_CHECK(stream.is_none() || PyLong_Check(stream.ptr()), TypeError, "__dlpack__: stream must be None or an int");
+  if (!dl_device.is_none()) {
+    auto dev = nb::cast<std::pair<int, int>>(dl_device);
+    TP_CHECK(dev.first == kDLCPU, ValueError, "__dlpack__: only the CPU device (1, 0) is supported, got (",
+             dev.first, ", ", dev.second, ")");
+  }
+  Tensor t = self;
+  if (!copy.is_none() && nb::cast<bool>(copy)) t = nb::cast<Tensor>(nb::cast(self).attr("clone")());
+  bool versioned = !max_version.is_none() && nb::cast<std::pair<int, int>>(max_version).first >= 1;
+  PyObject* cap;
+  if (versioned) {
+    auto* m = make_managed<DLManagedTensorVersioned>(t);
+    m->version = {1, 0};
+    m->flags = (!copy.is_none() && nb::cast<bool>(copy)) ? 2 : 0;
+    cap = PyCapsule_New(m, "dltensor_versioned",
+                        [](PyObject* c) { capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); });
+  } else {
+    auto* m = make_managed<DLManagedTensor>(t);
+    cap = PyCapsule_New(m, "dltensor", [](PyObject* c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); });
+  }
+  if (!cap) throw nb::python_error();
+  return nb::steal(cap);
+}
+
+// Wraps a DLTensor's memory; `release` runs the producer's deleter when the
+// last view of the storage dies (with the GIL: deleters may touch Python objects).
+Tensor wrap_dl(const DLTensor& dl, std::function<void()> release) {
+  TP_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDAHost, ValueError,
+           "from_dlpack: only CPU tensors are supported (DLPack device type ", dl.device.device_type, ")");
+  DType dt = from_dl(dl.dtype);
+  Shape sizes(dl.shape, dl.shape + dl.ndim);
+  Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
+  int64_t span = 1;
+  for (int i = 0; i < dl.ndim; ++i) {
+    if (sizes[i] == 0) { span = 0; break; }
+    TP_CHECK(strides[i] >= 0 || sizes[i] == 1, ValueError,
+             "from_dlpack: negative strides are not supported (strides ", shape_str(strides), ")");
+    if (sizes[i] > 1) span += (sizes[i] - 1) * strides[i];
+  }
+  for (int i = 0; i < dl.ndim; ++i)
+    if (sizes[i] == 1 && strides[i] < 0) strides[i] = 0;
+  void* data = static_cast<char*>(dl.data) + dl.byte_offset;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = StorageImpl::wrap(data, static_cast<size_t>(span) * itemsize(dt), std::move(release));
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->dtype = dt;
+  return Tensor(std::move(impl));
+}
+
+template <class Managed>
+std::function<void()> deleter_of(Managed* m) {
+  return [m] {
+    if (!m->deleter) return;
+    if (!Py_IsInitialized() || interpreter_finalizing()) return;  // the producer's memory dies with the process
+    nb::gil_scoped_acquire gil;
+    m->deleter(m);
+  };
+}
+
+Tensor from_capsule(nb::handle cap) {
+  PyObject* c = cap.ptr();
+  if (PyCapsule_IsValid(c, "dltensor_versioned")) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
+    TP_CHECK(m->version.major == 1, ValueError, "from_dlpack: unsupported DLPack version ", m->version.major, ".",
+             m->version.minor);
+    Tensor t = wrap_dl(m->dl_tensor, deleter_of(m));
+    PyCapsule_SetName(c, "used_dltensor_versioned");
+    return t;
+  }
+  if (PyCapsule_IsValid(c, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    Tensor t = wrap_dl(m->dl_tensor, deleter_of(m));
+    PyCapsule_SetName(c, "used_dltensor");
+    return t;
+  }
+  throw ValueError("from_dlpack: the capsule is not an unconsumed DLPack tensor (\"dltensor\" or "
+                   "\"dltensor_versioned\")");
+}
+
+Tensor from_dlpack(nb::handle obj) {
+  if (nb::isinstance<Tensor>(obj)) return nb::cast<Tensor>(obj);
+  if (PyCapsule_CheckExact(obj.ptr())) return from_capsule(obj);
+  TP_CHECK(nb::hasattr(obj, "__dlpack__"), TypeError, "from_dlpack: expected an object with __dlpack__ or a "
+           "DLPack capsule, got ", nb::inst_name(obj).c_str());
+  if (nb::hasattr(obj, "__dlpack_device__")) {
+    auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
+    TP_CHECK(dev.first == kDLCPU || dev.first == kDLCUDAHost, ValueError,
+             "from_dlpack: only CPU tensors are supported (device type ", dev.first, ")");
+  }
+  nb::object cap;
+  try {  // ask for a versioned capsule; older producers do not know max_version
+    cap = obj.attr("__dlpack__")(nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    cap = obj.attr("__dlpack__")();
+  }
+  return from_capsule(cap);
+}
+
+}  // namespace
+
+void bind_dlpack(nb::module_& m) {
+  m.def("from_dlpack", &from_dlpack, nb::arg("ext_tensor"));
+  nb::handle cls = nb::type<Tensor>();
+  cls.attr("__dlpack__") = nb::cpp_function(&to_dlpack, nb::scope(cls), nb::name("__dlpack__"), nb::is_method(),
+                                            nb::arg("stream") = nb::none(),
+                                            nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
+                                            nb::arg("copy") = nb::none());
+  cls.attr("__dlpack_device__") = nb::cpp_function([](const Tensor&) { return nb::make_tuple(kDLCPU, 0); },
+                                                   nb::scope(cls), nb::name("__dlpack_device__"), nb::is_method());
+}
+
+}  // namespace tp::py
