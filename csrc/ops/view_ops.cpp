@@ -1,6 +1,9 @@
-// The view family: view, permute, expand, slice, select. Each output aliases
-// input 0 (same storage and version counter) with new sizes/strides/offset;
-// inference computes the view's strides, so the tracer sees them too.
+// The view family. Primitives (view, permute, expand, slice, select,
+// as_strided, diagonal, view.dtype): each output aliases input 0 (same storage
+// and version counter) with new sizes/strides/offset; inference computes the
+// view's strides, so the tracer sees them too. Composites (reshape, flatten,
+// transpose, squeeze, narrow, split, ...) decompose into the primitives.
+#include <algorithm>
 #include <optional>
 
 #include "ops/derivative_util.h"
@@ -215,18 +218,399 @@ std::vector<Tensor> select_backward(const BackwardArgs& a) {
   return {z};
 }
 
-void register_view(const char* name, InferFn infer, KernelFn cpu, BackwardFn backward) {
-  register_op({.name = name, .tags = kView, .num_inputs = 1, .infer = infer, .cpu = cpu, .backward = backward});
+
+// ---- as_strided ----
+struct StridedGeom {
+  Shape sizes, strides;
+  int64_t offset;
+};
+
+StridedGeom as_strided_geom(const TensorMeta& x, int64_t x_offset, const Attrs& attrs, const char* op) {
+  StridedGeom g{attr_shape(attrs, "size"), attr_shape(attrs, "stride"),
+                attrs.get_optional_int("storage_offset").value_or(x_offset)};
+  TP_CHECK(g.sizes.size() == g.strides.size(), ValueError, op, ": mismatch in length of strides and shape: size ",
+           shape_str(g.sizes), ", stride ", shape_str(g.strides));
+  check_sizes(g.sizes, op);
+  for (auto s : g.strides) TP_CHECK(s >= 0, ValueError, op, ": negative strides are not supported, got ", shape_str(g.strides));
+  TP_CHECK(g.offset >= 0, ValueError, op, ": negative storage offset ", g.offset);
+  (void)x;
+  return g;
+}
+
+// Highest element offset a view reaches (offset itself for a one-element view), or -1 when empty.
+int64_t last_element(const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return -1;
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return last;
+}
+
+std::vector<TensorMeta> as_strided_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  StridedGeom g = as_strided_geom(in[0], 0, attrs, op.name);
+  return {view_meta(in[0], std::move(g.sizes), std::move(g.strides))};
+}
+
+std::vector<Tensor> as_strided_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                   const std::vector<TensorMeta>& om) {
+  const Tensor& x = in[0];
+  StridedGeom g = as_strided_geom(x.meta(), x.offset(), attrs, op.name);
+  const int64_t capacity = static_cast<int64_t>(x.impl()->storage->nbytes()) / itemsize(x.dtype());
+  const int64_t last = last_element(g.sizes, g.strides, g.offset);
+  TP_CHECK(last < capacity, ValueError, op.name, ": setStorage: sizes ", shape_str(g.sizes), ", strides ",
+           shape_str(g.strides), " and storage offset ", g.offset, " require a storage of ", last + 1,
+           " elements but the storage holds ", capacity);
+  return {x.as_strided(om[0].sizes, om[0].strides, g.offset)};
+}
+
+// The gradient is accumulated into a zero buffer that stands for the storage
+// both views read (every output element adds to the memory it came from) and
+// read back through the input's geometry. Exact when the input's own elements
+// do not overlap (true for every tensor that is not an expanded view).
+std::vector<Tensor> as_strided_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  StridedGeom og = as_strided_geom(x.meta(), x.offset(), a.attrs, "as_strided");
+  const int64_t x_last = last_element(x.sizes(), x.strides(), x.offset());
+  const int64_t o_last = last_element(og.sizes, og.strides, og.offset);
+  if (x_last < 0 || o_last < 0) return {ops::zeros(x.sizes(), g.dtype())};
+  const int64_t lo = std::min(x.offset(), og.offset), len = std::max(x_last, o_last) + 1 - lo;
+  Tensor positions = ops::as_strided(ops::arange(Scalar(int64_t{0}), Scalar(len), Scalar(int64_t{1}), DType::Int64),
+                                     og.sizes, og.strides, og.offset - lo);
+  Tensor buf = ops::index_add(ops::zeros({len}, g.dtype()), 0, ops::reshape(positions, {-1}), ops::reshape(g, {-1}));
+  return {ops::as_strided(buf, x.sizes(), x.strides(), x.offset() - lo)};
+}
+
+// ---- diagonal ----
+struct DiagGeom {
+  int64_t d1, d2, length, offset_elems;
+};
+
+DiagGeom diagonal_geom(const Shape& sizes, const Shape& strides, const Attrs& attrs, const char* op) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  TP_CHECK(nd >= 2, ValueError, op, ": expected a tensor with at least 2 dimensions, got shape ", shape_str(sizes));
+  const int64_t d1 = wrap_dim(attrs.get_int("dim1"), nd, op), d2 = wrap_dim(attrs.get_int("dim2"), nd, op);
+  TP_CHECK(d1 != d2, ValueError, op, ": diagonal dimensions cannot be identical ", attrs.get_int("dim1"), ", ",
+           attrs.get_int("dim2"));
+  const int64_t off = attrs.get_int("offset");
+  int64_t len = off >= 0 ? std::min(sizes[d1], sizes[d2] - off) : std::min(sizes[d1] + off, sizes[d2]);
+  len = std::max<int64_t>(len, 0);
+  int64_t start = 0;
+  if (len > 0) start = off >= 0 ? off * strides[d2] : -off * strides[d1];
+  return {d1, d2, len, start};
+}
+
+TensorMeta diagonal_meta(const TensorMeta& x, const DiagGeom& g) {
+  Shape sizes, strides;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    if (static_cast<int64_t>(d) == g.d1 || static_cast<int64_t>(d) == g.d2) continue;
+    sizes.push_back(x.sizes[d]);
+    strides.push_back(x.strides[d]);
+  }
+  sizes.push_back(g.length);
+  strides.push_back(x.strides[g.d1] + x.strides[g.d2]);
+  return view_meta(x, std::move(sizes), std::move(strides));
+}
+
+std::vector<TensorMeta> diagonal_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  return {diagonal_meta(in[0], diagonal_geom(in[0].sizes, in[0].strides, attrs, op.name))};
+}
+
+std::vector<Tensor> diagonal_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                 const std::vector<TensorMeta>& om) {
+  const Tensor& x = in[0];
+  DiagGeom g = diagonal_geom(x.sizes(), x.strides(), attrs, op.name);
+  return {x.as_strided(om[0].sizes, om[0].strides, x.offset() + g.offset_elems)};
+}
+
+std::vector<Tensor> diagonal_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  Tensor z = ops::zeros(a.inputs[0].sizes(), g.dtype());
+  Tensor part = ops::diagonal(z, a.attrs.get_int("offset"), a.attrs.get_int("dim1"), a.attrs.get_int("dim2"));
+  ops::copy_(part, g);
+  return {z};
+}
+
+// ---- view.dtype: the same bits read as another dtype of the same size ----
+std::vector<TensorMeta> view_dtype_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  const DType to = attrs.get<DType>("dtype");
+  TP_CHECK(itemsize(to) == itemsize(in[0].dtype), ValueError, op.name, ": cannot view a tensor of dtype ",
+           dtype_name(in[0].dtype), " (", itemsize(in[0].dtype), " bytes per element) as ", dtype_name(to), " (",
+           itemsize(to), " bytes per element)");
+  TensorMeta m = view_meta(in[0], in[0].sizes, in[0].strides);
+  m.dtype = to;
+  return {m};
+}
+
+std::vector<Tensor> view_dtype_cpu(const OpDef&, const std::vector<Tensor>& in, const Attrs&,
+                                   const std::vector<TensorMeta>& om) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = in[0].impl()->storage;
+  impl->sizes = om[0].sizes;
+  impl->strides = om[0].strides;
+  impl->offset = in[0].offset();
+  impl->dtype = om[0].dtype;
+  return {Tensor(std::move(impl))};
+}
+
+// ---------------------------------------------------------------------------
+// Composite views: each decomposes into the primitive views above, so autograd,
+// the tracer and the Stax lowering only ever see view/permute/expand/slice/select.
+std::vector<Tensor> reshape_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return {ops::reshape(in[0], attr_shape(attrs, "shape"))};
+}
+
+std::vector<Tensor> flatten_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  if (x.dim() == 0) return {ops::reshape(x, {1})};
+  const int64_t s = wrap_dim(attrs.get_int("start_dim"), x.dim(), "flatten");
+  const int64_t e = wrap_dim(attrs.get_int("end_dim"), x.dim(), "flatten");
+  TP_CHECK(s <= e, ValueError, "flatten: start_dim (", attrs.get_int("start_dim"),
+           ") cannot come after end_dim (", attrs.get_int("end_dim"), ") for a tensor of shape ",
+           shape_str(x.sizes()));
+  if (s == e) return {x};
+  Shape sizes(x.sizes().begin(), x.sizes().begin() + s);
+  int64_t n = 1;
+  for (int64_t d = s; d <= e; ++d) n *= x.sizes()[d];
+  sizes.push_back(n);
+  sizes.insert(sizes.end(), x.sizes().begin() + e + 1, x.sizes().end());
+  return {ops::reshape(x, sizes)};
+}
+
+std::vector<Tensor> unflatten_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, ValueError, "unflatten: cannot unflatten a 0-d tensor");
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "unflatten");
+  Shape parts = attr_shape(attrs, "sizes");
+  TP_CHECK(!parts.empty(), ValueError, "unflatten: sizes must be non-empty");
+  parts = infer_view_size(parts, x.sizes()[d], "unflatten");
+  int64_t n = 1;
+  for (auto p : parts) n *= p;
+  TP_CHECK(n == x.sizes()[d], ValueError, "unflatten: provided sizes ", shape_str(attr_shape(attrs, "sizes")),
+           " don't multiply up to the size of dim ", d, " (", x.sizes()[d], ") in the input tensor of shape ",
+           shape_str(x.sizes()));
+  Shape sizes(x.sizes().begin(), x.sizes().begin() + d);
+  sizes.insert(sizes.end(), parts.begin(), parts.end());
+  sizes.insert(sizes.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return {ops::view(x, sizes)};
+}
+
+std::vector<Tensor> transpose_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  if (in[0].dim() == 0) {  // a 0-d tensor accepts dims 0 and -1 and is its own transpose
+    wrap_dim(attrs.get_int("dim0"), 1, "transpose");
+    wrap_dim(attrs.get_int("dim1"), 1, "transpose");
+    return {in[0]};
+  }
+  return {ops::transpose(in[0], attrs.get_int("dim0"), attrs.get_int("dim1"))};
+}
+
+std::vector<Tensor> t_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() <= 2, ValueError, "t: expects a tensor with <= 2 dimensions, but self is ", x.dim(),
+           "D (shape ", shape_str(x.sizes()), ")");
+  return {x.dim() < 2 ? x : ops::transpose(x, 0, 1)};
+}
+
+std::vector<Tensor> squeeze_decompose(const std::vector<Tensor>& in, const Attrs&) { return {ops::squeeze(in[0])}; }
+
+std::vector<Tensor> squeeze_dims_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  const AttrValue* v = attrs.find("dim");
+  std::vector<int64_t> dims = v && std::holds_alternative<std::vector<int64_t>>(*v)
+                                  ? std::get<std::vector<int64_t>>(*v)
+                                  : std::vector<int64_t>{attrs.get_int("dim")};
+  const int64_t nd = std::max<int64_t>(x.dim(), 1);
+  std::vector<bool> drop(static_cast<size_t>(nd), false);
+  for (auto d : dims) drop[wrap_dim(d, nd, "squeeze")] = true;
+  if (x.dim() == 0) return {x};
+  Shape sizes;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!(drop[d] && x.sizes()[d] == 1)) sizes.push_back(x.sizes()[d]);
+  return {ops::view(x, sizes)};
+}
+
+std::vector<Tensor> unsqueeze_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return {ops::unsqueeze(in[0], attrs.get_int("dim"))};
+}
+
+std::vector<Tensor> narrow_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, IndexError, "narrow: cannot be applied to a 0-dim tensor");
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "narrow");
+  const int64_t size = x.sizes()[d], length = attrs.get_int("length");
+  int64_t start = attrs.get_int("start");
+  TP_CHECK(start >= -size && start <= size, IndexError, "narrow: start ", start, " is out of range for dimension ",
+           d, " of size ", size);
+  if (start < 0) start += size;
+  TP_CHECK(length >= 0 && start + length <= size, ValueError, "narrow: start (", start, ") + length (", length,
+           ") exceeds dimension size (", size, ") of dimension ", d);
+  return {ops::slice(x, d, start, start + length, 1)};
+}
+
+std::vector<Tensor> expand_as_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::expand(in[0], in[1].sizes())};
+}
+std::vector<Tensor> view_as_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::view(in[0], in[1].sizes())};
+}
+std::vector<Tensor> reshape_as_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::reshape(in[0], in[1].sizes())};
+}
+
+std::vector<Tensor> movedim_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  const auto& src = attrs.get<std::vector<int64_t>>("source");
+  const auto& dst = attrs.get<std::vector<int64_t>>("destination");
+  TP_CHECK(src.size() == dst.size(), ValueError, "movedim: invalid source or destination dims: source ", src,
+           " and destination ", dst, " have different lengths");
+  const int64_t nd = x.dim();
+  std::vector<int64_t> perm(static_cast<size_t>(nd), -1);
+  std::vector<bool> used(static_cast<size_t>(nd), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    const int64_t s = wrap_dim(src[i], std::max<int64_t>(nd, 1), "movedim");
+    const int64_t t = wrap_dim(dst[i], std::max<int64_t>(nd, 1), "movedim");
+    if (nd == 0) continue;
+    TP_CHECK(!used[s], ValueError, "movedim: repeated dim in source ", src);
+    TP_CHECK(perm[t] < 0, ValueError, "movedim: repeated dim in destination ", dst);
+    used[s] = true;
+    perm[t] = s;
+  }
+  int64_t next = 0;
+  for (auto& p : perm) {
+    if (p >= 0) continue;
+    while (used[next]) ++next;
+    p = next++;
+  }
+  return {nd == 0 ? x : ops::permute(x, perm)};
+}
+
+std::vector<Tensor> unbind_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, IndexError, "unbind: dimension specified as ", attrs.get_int("dim"),
+           " but tensor has no dimensions");
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(ops::select(x, d, i));
+  return out;
+}
+
+std::vector<Tensor> split_at(const Tensor& x, int64_t d, const std::vector<int64_t>& lengths) {
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (auto len : lengths) {
+    out.push_back(ops::slice(x, d, start, start + len, 1));
+    start += len;
+  }
+  return out;
+}
+
+std::vector<Tensor> split_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, ValueError, "split: expects at least a 1-dimensional tensor");
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "split");
+  const int64_t size = x.sizes()[d], step = attrs.get_int("split_size");
+  TP_CHECK(step > 0 || (step == 0 && size == 0), ValueError, "split: split_size can only be 0 if dimension size is 0, but got split_size ",
+           step, " for dimension ", d, " of size ", size);
+  std::vector<int64_t> lengths;
+  if (step == 0) lengths.push_back(0);
+  for (int64_t s = 0; s < size; s += step) lengths.push_back(std::min(step, size - s));
+  if (lengths.empty()) lengths.push_back(0);
+  return split_at(x, d, lengths);
+}
+
+std::vector<Tensor> split_sizes_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, ValueError, "split: expects at least a 1-dimensional tensor");
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "split");
+  const auto& sizes = attrs.get<std::vector<int64_t>>("split_size");
+  int64_t total = 0;
+  for (auto s : sizes) {
+    TP_CHECK(s >= 0, ValueError, "split: split_sizes must be non-negative, got ", sizes);
+    total += s;
+  }
+  TP_CHECK(total == x.sizes()[d], ValueError, "split: split_sizes ", sizes, " must sum exactly to the size ",
+           x.sizes()[d], " of dimension ", d, " (tensor shape ", shape_str(x.sizes()), ")");
+  return split_at(x, d, sizes);
+}
+
+std::vector<Tensor> chunk_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(x.dim() > 0, ValueError, "chunk: expects at least a 1-dimensional tensor");
+  const int64_t chunks = attrs.get_int("chunks");
+  TP_CHECK(chunks > 0, ValueError, "chunk: number of chunks must be greater than 0, got ", chunks);
+  const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "chunk");
+  const int64_t size = x.sizes()[d], step = (size + chunks - 1) / chunks;
+  Attrs a{{"split_size", step}, {"dim", d}};
+  return split_decompose(in, a);
+}
+
+void register_view(const char* name, const char* schema, InferFn infer, KernelFn cpu, BackwardFn backward) {
+  register_op({.name = name, .schema = schema, .tags = kView | kAllDTypes, .num_inputs = 1, .infer = infer,
+               .cpu = cpu, .backward = backward});
+}
+
+void register_composite_view(const char* name, const char* schema, int num_inputs, DecomposeFn decompose) {
+  register_op({.name = name, .schema = schema, .tags = kView | kComposite | kAllDTypes, .num_inputs = num_inputs,
+               .decompose = decompose});
 }
 
 }  // namespace
 
 void register_view_ops() {
-  register_view("view", &view_infer, &alias_cpu, &view_backward);
-  register_view("permute", &permute_infer, &alias_cpu, &permute_backward);
-  register_view("expand", &expand_infer, &alias_cpu, &expand_backward);
-  register_view("slice", &slice_infer, &slice_cpu, &slice_backward);
-  register_view("select", &select_infer, &select_cpu, &select_backward);
+  register_view("view", "view(Tensor(a) self, int[] size) -> Tensor(a)", &view_infer, &alias_cpu, &view_backward);
+  register_view("permute", "permute(Tensor(a) self, int[] dims) -> Tensor(a)", &permute_infer, &alias_cpu,
+                &permute_backward);
+  register_view("expand", "expand(Tensor(a) self, int[] size, *, bool implicit=False) -> Tensor(a)", &expand_infer,
+                &alias_cpu, &expand_backward);
+  register_view("slice", "slice(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor(a)",
+                &slice_infer, &slice_cpu, &slice_backward);
+  register_view("select", "select(Tensor(a) self, int dim, int index) -> Tensor(a)", &select_infer, &select_cpu,
+                &select_backward);
+  register_view("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> Tensor(a)",
+                &as_strided_infer, &as_strided_cpu, &as_strided_backward);
+  register_view("diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)",
+                &diagonal_infer, &diagonal_cpu, &diagonal_backward);
+  // Reinterpreting bits has no derivative (PyTorch refuses it across dtypes too).
+  register_view("view.dtype", "view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)", &view_dtype_infer,
+                &view_dtype_cpu, nullptr);
+
+  register_composite_view("reshape", "reshape(Tensor(a) self, int[] shape) -> Tensor(a)", 1, &reshape_decompose);
+  register_composite_view("flatten", "flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", 1,
+                          &flatten_decompose);
+  register_composite_view("unflatten", "unflatten(Tensor(a) self, int dim, int[] sizes) -> Tensor(a)", 1,
+                          &unflatten_decompose);
+  register_composite_view("transpose", "transpose(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", 1,
+                          &transpose_decompose);
+  register_composite_view("swapaxes", "swapaxes(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", 1,
+                          &transpose_decompose);
+  register_composite_view("t", "t(Tensor(a) self) -> Tensor(a)", 1, &t_decompose);
+  register_composite_view("squeeze", "squeeze(Tensor(a) self) -> Tensor(a)", 1, &squeeze_decompose);
+  register_composite_view("squeeze.dim", "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", 1,
+                          &squeeze_dims_decompose);
+  register_composite_view("squeeze.dims", "squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", 1,
+                          &squeeze_dims_decompose);
+  register_composite_view("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", 1, &unsqueeze_decompose);
+  register_composite_view("narrow", "narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)", 1,
+                          &narrow_decompose);
+  register_composite_view("expand_as", "expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", 2,
+                          &expand_as_decompose);
+  register_composite_view("view_as", "view_as(Tensor(a) self, Tensor other) -> Tensor(a)", 2, &view_as_decompose);
+  register_composite_view("reshape_as", "reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)", 2,
+                          &reshape_as_decompose);
+  register_composite_view("movedim", "movedim(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", 1,
+                          &movedim_decompose);
+  register_composite_view("moveaxis", "moveaxis(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", 1,
+                          &movedim_decompose);
+  register_composite_view("unbind", "unbind(Tensor(a) self, int dim=0) -> Tensor(a)[]", 1, &unbind_decompose);
+  register_composite_view("split", "split(Tensor(a) self, int split_size, int dim=0) -> Tensor(a)[]", 1,
+                          &split_decompose);
+  register_composite_view("split.sizes", "split.sizes(Tensor(a) self, int[] split_size, int dim=0) -> Tensor(a)[]", 1,
+                          &split_sizes_decompose);
+  register_composite_view("chunk", "chunk(Tensor(a) self, int chunks, int dim=0) -> Tensor(a)[]", 1,
+                          &chunk_decompose);
 }
 
 }  // namespace tp

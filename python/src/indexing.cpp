@@ -1,0 +1,294 @@
+// Tensor.__getitem__ / __setitem__ with PyTorch's indexing rules, and the
+// shape methods whose Python forms (varargs, a dtype for view, as_tuple) a
+// schema cannot describe.
+//
+// An index is split in two passes: the basic part (ints, slices, None,
+// Ellipsis) becomes a view of self; the advanced part (integer/bool tensors,
+// lists, NumPy arrays, Python bools) then goes through the index operator
+// (a copy) or index_put_ (a write). As in PyTorch, an int next to an advanced
+// index is a select (NumPy would treat it as an advanced index too).
+#include "common.h"
+#include "ops/ops.h"
+
+namespace tp::py {
+namespace {
+
+enum class Kind { Int, Slice, None, Ellipsis, Mask, Index };
+
+struct Item {
+  Kind kind;
+  int64_t value = 0;  // Int
+  nb::handle slice;   // Slice
+  Tensor tensor;      // Mask (bool, >= 1 dim) / Index (integer)
+};
+
+bool is_int_like(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return false;
+  if (PyLong_Check(h.ptr())) return true;
+  // NumPy integer scalars (and anything else with __index__), but not tensors or arrays.
+  return !nb::isinstance<Tensor>(h) && PyIndex_Check(h.ptr()) && !PyObject_HasAttrString(h.ptr(), "shape");
+}
+
+bool is_sequence(nb::handle h) {
+  return PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()) ||
+         (PyObject_HasAttrString(h.ptr(), "__array__") && !nb::isinstance<Tensor>(h));
+}
+
+// A list, tuple or array used as an index, as a tensor (flat int lists skip NumPy).
+Tensor sequence_to_tensor(nb::handle h) {
+  if (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) {
+    nb::sequence seq = nb::borrow<nb::sequence>(h);
+    const size_t n = nb::len(seq);
+    bool flat_ints = true;
+    for (nb::handle x : seq) flat_ints = flat_ints && is_int_like(x);
+    if (flat_ints) {
+      Tensor t = Tensor::empty({static_cast<int64_t>(n)}, DType::Int64);
+      int64_t* p = t.data_as<int64_t>();
+      size_t i = 0;
+      for (nb::handle x : seq) p[i++] = nb::cast<int64_t>(nb::int_(x));
+      return t;
+    }
+  }
+  nb::object t = nb::module_::import_("tensorplay").attr("tensor")(h);
+  return nb::cast<Tensor>(t);
+}
+
+Item classify(nb::handle h) {
+  if (h.is_none()) return {Kind::None};
+  if (h.ptr() == Py_Ellipsis) return {Kind::Ellipsis};
+  if (PySlice_Check(h.ptr())) return {Kind::Slice, 0, h};
+  if (PyBool_Check(h.ptr())) return {Kind::Mask, 0, {}, Tensor::scalar_tensor(Scalar(h.ptr() == Py_True), DType::Bool)};
+  if (is_int_like(h)) return {Kind::Int, nb::cast<int64_t>(nb::int_(h))};
+  Tensor t;
+  if (nb::isinstance<Tensor>(h)) t = nb::cast<Tensor>(h);
+  else if (is_sequence(h)) t = sequence_to_tensor(h);
+  else
+    throw IndexError(str("only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors are valid "
+                         "indices (got ",
+                         nb::inst_name(h).c_str(), ")"));
+  if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t};
+  TP_CHECK(is_integral(t.dtype(), false), IndexError,
+           "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
+  return {Kind::Index, 0, {}, t};
+}
+
+// PyTorch's rule for a list at the top level: it is a tuple of indices when it
+// holds a slice, None, Ellipsis, a tensor or another sequence; else one index.
+bool list_is_tuple(nb::handle idx) {
+  if (!PyList_Check(idx.ptr()) || nb::len(idx) >= 32) return false;
+  for (nb::handle x : idx)
+    if (x.is_none() || x.ptr() == Py_Ellipsis || PySlice_Check(x.ptr()) || nb::isinstance<Tensor>(x) ||
+        is_sequence(x))
+      return true;
+  return false;
+}
+
+std::vector<Item> parse(nb::handle idx) {
+  std::vector<Item> items;
+  if (PyTuple_Check(idx.ptr()) || list_is_tuple(idx)) {
+    for (nb::handle h : idx) items.push_back(classify(h));
+  } else {
+    items.push_back(classify(idx));
+  }
+  return items;
+}
+
+std::optional<int64_t> slice_part(PyObject* o) {
+  if (o == Py_None) return std::nullopt;
+  return nb::cast<int64_t>(nb::int_(nb::handle(o)));
+}
+
+struct Indexed {
+  Tensor view;                  // self after the basic part
+  std::vector<Tensor> indices;  // advanced part, one entry per dim of view (undefined: whole dim)
+  bool advanced = false;
+};
+
+Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
+  int64_t consumed = 0, ellipses = 0;
+  for (auto& it : items) {
+    if (it.kind == Kind::Int || it.kind == Kind::Slice || it.kind == Kind::Index) consumed += 1;
+    if (it.kind == Kind::Mask) consumed += it.tensor.dim();
+    if (it.kind == Kind::Ellipsis) ellipses += 1;
+  }
+  TP_CHECK(ellipses <= 1, IndexError, "an index can only have a single ellipsis ('...')");
+  TP_CHECK(consumed <= self.dim(), IndexError, "too many indices for tensor of dimension ", self.dim(), " (got ",
+           consumed, ")");
+  Indexed r{self};
+  std::vector<std::pair<int64_t, Tensor>> adv;  // (dim of the view, index or mask)
+  int64_t dim = 0;
+  for (auto& it : items) {
+    switch (it.kind) {
+      case Kind::Int:
+        r.view = ops::select(r.view, dim, it.value);
+        break;
+      case Kind::Slice: {
+        auto* s = reinterpret_cast<PySliceObject*>(it.slice.ptr());
+        const int64_t step = slice_part(s->step).value_or(1);
+        TP_CHECK(step > 0, ValueError, "slice step must be greater than zero (got ", step, ")");
+        r.view = ops::slice(r.view, dim++, slice_part(s->start), slice_part(s->stop), step);
+        break;
+      }
+      case Kind::None:
+        r.view = ops::unsqueeze(r.view, dim++);
+        break;
+      case Kind::Ellipsis:
+        dim += self.dim() - consumed;
+        break;
+      case Kind::Index:
+        adv.emplace_back(dim++, it.tensor);
+        break;
+      case Kind::Mask:
+        if (it.tensor.dim() == 0) {  // True/False: a new dim of length 1 or 0
+          r.view = ops::unsqueeze(r.view, dim);
+          const bool keep = it.tensor.item().to_bool();
+          adv.emplace_back(dim++, keep ? Tensor::scalar_tensor(Scalar(int64_t{0}), DType::Int64)
+                                       : Tensor::empty({0}, DType::Int64));
+        } else {
+          adv.emplace_back(dim, it.tensor);
+          dim += it.tensor.dim();
+        }
+        break;
+    }
+  }
+  if (adv.empty()) return r;
+  r.advanced = true;
+  size_t k = 0;
+  for (int64_t d = 0; d < r.view.dim() && k < adv.size();) {
+    if (adv[k].first == d) {
+      const Tensor& t = adv[k++].second;
+      r.indices.push_back(t);
+      d += t.dtype() == DType::Bool ? t.dim() : 1;
+    } else {
+      r.indices.emplace_back();
+      ++d;
+    }
+  }
+  return r;
+}
+
+Tensor getitem(const Tensor& self, nb::handle idx) {
+  // The common cases first: one int, one slice.
+  if (is_int_like(idx)) return ops::select(self, 0, nb::cast<int64_t>(nb::int_(idx)));
+  Indexed r = apply_index(self, parse(idx));
+  return r.advanced ? ops::index(r.view, r.indices) : r.view;
+}
+
+// A value's leading size-1 dims beyond the destination's rank are dropped (as PyTorch does).
+Tensor strip_leading_ones(Tensor v, int64_t rank) {
+  while (v.dim() > rank && v.sizes()[0] == 1) v = ops::select(v, 0, 0);
+  return v;
+}
+
+void setitem(Tensor& self, nb::handle idx, nb::handle value) {
+  Indexed r = apply_index(self, parse(idx));
+  std::optional<Scalar> s = nb::isinstance<Tensor>(value) ? std::nullopt : to_scalar(value);
+  Tensor v;
+  if (!s) v = nb::isinstance<Tensor>(value) ? nb::cast<Tensor>(value) : sequence_to_tensor(value);
+  if (!r.advanced) {
+    if (s) ops::fill_(r.view, *s);
+    else ops::copy_(r.view, strip_leading_ones(v, r.view.dim()));
+    return;
+  }
+  // x[mask] = number with a mask over the leading dims: one masked_fill_, no nonzero().
+  if (s && r.indices.size() == 1 && r.indices[0].dtype() == DType::Bool) {
+    Tensor mask = r.indices[0];
+    Shape ms = mask.sizes();
+    ms.resize(static_cast<size_t>(r.view.dim()), 1);
+    Shape want(r.view.sizes().begin(), r.view.sizes().begin() + mask.dim());
+    if (mask.sizes() == want) {
+      ops::masked_fill_(r.view, ops::view(mask, ms), *s);
+      return;
+    }
+  }
+  if (s) v = Tensor::scalar_tensor(*s, r.view.dtype());
+  ops::index_put_(r.view, r.indices, strip_leading_ones(v, r.view.dim()), false);
+}
+
+// ---- conveniences ----
+// Replaces a method defined earlier (nanobind would otherwise append an overload after it).
+template <class F, class... Extra>
+void redefine(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
+  if (nb::hasattr(cls, name)) nb::delattr(cls, name);
+  nb::cpp_function_def(std::forward<F>(f), nb::scope(cls), nb::name(name), nb::is_method(), extra...);
+}
+
+std::vector<int64_t> ints_from_args(const nb::args& args, const char* op) {
+  std::vector<int64_t> out;
+  nb::handle src = args;
+  if (args.size() == 1 && !is_int_like(args[0])) src = args[0];
+  for (nb::handle x : src) {
+    TP_CHECK(is_int_like(x), TypeError, op, ": expected a sequence of ints, got an element of type ",
+             nb::inst_name(x).c_str());
+    out.push_back(nb::cast<int64_t>(nb::int_(x)));
+  }
+  return out;
+}
+
+nb::object tuple_of(const std::vector<Tensor>& ts) {
+  nb::list l;
+  for (auto& t : ts) l.append(nb::cast(t));
+  return nb::tuple(l);
+}
+
+nb::object nonzero_py(const Tensor& t, bool as_tuple) {
+  return as_tuple ? tuple_of(ops::nonzero_tuple(t)) : nb::cast(ops::nonzero(t));
+}
+
+std::vector<Tensor> indices_from(nb::handle indices) {
+  std::vector<Tensor> out;
+  for (nb::handle h : indices) {
+    if (h.is_none()) out.emplace_back();
+    else if (nb::isinstance<Tensor>(h)) out.push_back(nb::cast<Tensor>(h));
+    else out.push_back(sequence_to_tensor(h));
+  }
+  return out;
+}
+
+Tensor matrix_transpose(const Tensor& t) {
+  TP_CHECK(t.dim() >= 2, ValueError, "tensor.mT is only supported on matrices or batches of matrices, got a ",
+           t.dim(), "-D tensor");
+  return ops::transpose(t, -2, -1);
+}
+
+void bind_shape_conveniences(nb::module_& m) {
+  nb::handle cls = nb::type<Tensor>();
+  // view(*shape) or view(dtype): the same bits read as another dtype of equal size.
+  redefine(cls, "view", [](const Tensor& t, nb::args a) {
+    if (a.size() == 1 && nb::isinstance<DType>(a[0])) return ops::view_dtype(t, nb::cast<DType>(a[0]));
+    return ops::view(t, ints_from_args(a, "view"));
+  });
+  redefine(cls, "flatten", &ops::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1);
+  redefine(cls, "squeeze", [](const Tensor& t, nb::handle dim) {
+    if (dim.is_none()) return ops::squeeze(t);
+    if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
+    return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
+  }, nb::arg("dim") = nb::none());
+  redefine(cls, "repeat", [](const Tensor& t, nb::args a) { return ops::repeat(t, ints_from_args(a, "repeat")); });
+  redefine(cls, "tile", [](const Tensor& t, nb::args a) { return ops::tile(t, ints_from_args(a, "tile")); });
+  redefine(cls, "flip", [](const Tensor& t, nb::args a) { return ops::flip(t, ints_from_args(a, "flip")); });
+  redefine(cls, "nonzero", &nonzero_py, nb::kw_only(), nb::arg("as_tuple") = false);
+  redefine(cls, "index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
+    return ops::index_put_(t, indices_from(indices), values, accumulate);
+  }, nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
+  redefine(cls, "index_put", [](const Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
+    return ops::index_put(t, indices_from(indices), values, accumulate);
+  }, nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
+  for (const char* name : {"mT", "mH"}) {
+    if (nb::hasattr(cls, name)) nb::delattr(cls, name);
+    nb::setattr(cls, name, nb::module_::import_("builtins").attr("property")(nb::cpp_function(&matrix_transpose)));
+  }
+  if (nb::hasattr(m, "nonzero")) nb::delattr(m, "nonzero");
+  m.def("nonzero", &nonzero_py, nb::arg("input"), nb::kw_only(), nb::arg("as_tuple") = false);
+}
+
+}  // namespace
+
+void bind_indexing(nb::module_& m) {
+  nb::handle cls = nb::type<Tensor>();
+  redefine(cls, "__getitem__", &getitem);
+  redefine(cls, "__setitem__", &setitem);
+  bind_shape_conveniences(m);
+}
+
+}  // namespace tp::py
