@@ -6,9 +6,15 @@ namespace tp {
 
 int64_t itemsize(DType t) {
   switch (t) {
-    case DType::Bool: return 1;
-    case DType::Int64: return 8;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8: return 1;
+    case DType::Int16:
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Int32:
     case DType::Float32: return 4;
+    case DType::Int64:
     case DType::Float64: return 8;
   }
   return 0;
@@ -17,7 +23,13 @@ int64_t itemsize(DType t) {
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8";
+    case DType::Int8: return "int8";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
     case DType::Int64: return "int64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
   }
@@ -25,8 +37,22 @@ const char* dtype_name(DType t) {
 }
 
 DType promote_types(DType a, DType b) {
-  // The enum is ordered along the promotion lattice.
-  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;
+  if (a == b) return a;
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
+  const bool fa = is_floating(a), fb = is_floating(b);
+  if (fa != fb) return fa ? a : b;  // floating beats integral, whatever the widths
+  if (fa) {
+    if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+      return DType::Float32;
+    return itemsize(a) >= itemsize(b) ? a : b;
+  }
+  // Integers. uint8 and a signed type: the signed type, widened to hold 0..255.
+  if (a == DType::UInt8 || b == DType::UInt8) {
+    const DType other = a == DType::UInt8 ? b : a;
+    return other == DType::Int8 ? DType::Int16 : other;
+  }
+  return itemsize(a) >= itemsize(b) ? a : b;
 }
 
 DType default_float_dtype() { return DType::Float32; }

@@ -33,7 +33,10 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
 
 Tensor Tensor::scalar_tensor(const Scalar& s, DType dtype) {
   Tensor t = empty({}, dtype);
-  TP_DISPATCH_ALL(dtype, "scalar_tensor", [&]<class T>() { *t.data_as<T>() = s.to<T>(); });
+  TP_DISPATCH_EVERY(dtype, "scalar_tensor", [&]<class T>() {
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) *t.data_as<T>() = T(static_cast<float>(s.to_double()));
+    else *t.data_as<T>() = s.to<T>();
+  });
   return t;
 }
 
@@ -48,11 +51,12 @@ int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "
 Scalar Tensor::item() const {
   TP_CHECK(numel() == 1, ValueError, "item: a Tensor with ", numel(),
            " elements cannot be converted to a Python number");
-  return TP_DISPATCH_ALL(dtype(), "item", [&]<class T>() -> Scalar {
+  return TP_DISPATCH_EVERY(dtype(), "item", [&]<class T>() -> Scalar {
     T v = *data_as<T>();
     if constexpr (std::is_same_v<T, bool>) return Scalar(v);
     else if constexpr (std::is_integral_v<T>) return Scalar(static_cast<int64_t>(v));
-    else return Scalar(static_cast<double>(v));
+    else if constexpr (std::is_floating_point_v<T>) return Scalar(static_cast<double>(v));
+    else return Scalar(static_cast<double>(static_cast<float>(v)));
   });
 }
 

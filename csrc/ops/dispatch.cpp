@@ -1,6 +1,7 @@
 #include "ops/dispatch.h"
 
 #include "core/grad_mode.h"
+#include "ops/kernel_util.h"
 
 namespace tp {
 namespace {
@@ -14,6 +15,49 @@ std::string describe_inputs(const std::vector<Tensor>& in) {
     s += in[i].defined() ? str(dtype_name(in[i].dtype()), shape_str(in[i].sizes())) : "None";
   }
   return s;
+}
+bool all_compute_dtypes(const std::vector<TensorMeta>& metas) {
+  for (auto& m : metas)
+    if (m.defined && !is_compute_dtype(m.dtype)) return false;
+  return true;
+}
+
+// Kernels are written for the compute dtypes (bool, int64, float32, float64).
+// A narrow dtype (int8..int32, uint8, float16, bfloat16) is widened before the
+// kernel and the results are narrowed to the dtypes inference gave: integer
+// arithmetic then wraps exactly as in the narrow type, and 16-bit floats are
+// computed in float32 and rounded once, as PyTorch does on CPU.
+std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Tensor>& inputs,
+                                          std::vector<TensorMeta> in_meta, const Attrs& attrs,
+                                          const std::vector<TensorMeta>& out_meta) {
+  std::vector<Tensor> wide;
+  wide.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (t.defined() && !is_compute_dtype(t.dtype())) {
+      wide.push_back(convert(t, compute_dtype(t.dtype())));
+      in_meta[i] = wide.back().meta();
+    } else {
+      wide.push_back(t);
+    }
+  }
+  std::vector<TensorMeta> wide_meta = op.infer(op, in_meta, attrs);
+  for (auto& m : wide_meta) {
+    if (!is_compute_dtype(m.dtype)) {
+      m.dtype = compute_dtype(m.dtype);
+      m.strides = contiguous_strides(m.sizes);
+    }
+  }
+  std::vector<Tensor> out = op.cpu(op, wide, attrs, wide_meta);
+  if (op.has(kInplace)) {
+    if (wide[0].impl() != inputs[0].impl()) copy_into(inputs[0], wide[0]);
+    out[0] = inputs[0];
+    inputs[0].bump_version();
+    return out;
+  }
+  for (size_t i = 0; i < out.size() && i < out_meta.size(); ++i)
+    if (out[i].dtype() != out_meta[i].dtype) out[i] = convert(out[i], out_meta[i].dtype);
+  return out;
 }
 }  // namespace
 
@@ -38,6 +82,8 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
   }
   std::vector<TensorMeta> out_meta = op.infer(op, in_meta, attrs);
   TP_CHECK(op.cpu, Error, op.name, ": no CPU kernel for inputs (", describe_inputs(inputs), ")");
+  if (!op.has(kAllDTypes) && !op.has(kView) && (!all_compute_dtypes(in_meta) || !all_compute_dtypes(out_meta)))
+    return run_in_compute_dtypes(op, inputs, in_meta, attrs, out_meta);
   std::vector<Tensor> out = op.cpu(op, inputs, attrs, out_meta);
   if (op.has(kInplace)) inputs[0].bump_version();
   return out;

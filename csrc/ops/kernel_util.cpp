@@ -79,8 +79,8 @@ void copy_loop(const TensorIterator& it) {
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   TensorIterator it({dst, src});
-  TP_DISPATCH_ALL(dst.dtype(), "copy", ([&]<class To>() {
-    TP_DISPATCH_ALL(src.dtype(), "copy", ([&]<class From>() { copy_loop<To, From>(it); }));
+  TP_DISPATCH_EVERY(dst.dtype(), "copy", ([&]<class To>() {
+    TP_DISPATCH_EVERY(src.dtype(), "copy", ([&]<class From>() { copy_loop<To, From>(it); }));
   }));
 }
 
@@ -101,7 +101,7 @@ Tensor as_contiguous(const Tensor& t) { return t.is_contiguous() ? t : contiguou
 
 void fill(const Tensor& dst, const Scalar& value) {
   TensorIterator it({dst});
-  TP_DISPATCH_ALL(dst.dtype(), "fill_", ([&]<class T>() {
+  TP_DISPATCH_EVERY(dst.dtype(), "fill_", ([&]<class T>() {
     const T v = value.is_float() ? cast_value<T>(value.to_double()) : value.to<T>();
     it.for_each([v](char** d, const int64_t* s, int64_t n) {
       if (s[0] == sizeof(T)) {

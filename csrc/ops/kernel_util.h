@@ -27,16 +27,24 @@ void fill(const Tensor& dst, const Scalar& value);
 // operand first when an in-place write could overwrite it before it is read.
 bool may_overlap(const Tensor& a, const Tensor& b);
 
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
 // Scalar conversion with C++'s undefined cases defined: NaN and out-of-range
-// floats become INT64_MIN (what x86 gives), anything non-zero becomes true.
+// floats become INT64_MIN before narrowing (what x86 gives), anything non-zero
+// becomes true. 16-bit floats convert through float32.
 template <class To, class From>
 inline To cast_value(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
+  if constexpr (is_half_v<From>) {
+    return cast_value<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To>) {
+    return To(cast_value<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     if (!(v >= From(-9223372036854775808.0) && v < From(9223372036854775808.0)))
-      return std::numeric_limits<To>::min();
-    return static_cast<To>(v);
+      return static_cast<To>(std::numeric_limits<int64_t>::min());
+    return static_cast<To>(static_cast<int64_t>(v));
   } else {
     return static_cast<To>(v);
   }

@@ -1,6 +1,7 @@
 #include "ops/registry.h"
 
 #include "ops/families.h"
+#include "ops/schema.h"
 
 #include <deque>
 #include <mutex>
@@ -11,6 +12,7 @@ namespace {
 struct Registry {
   std::deque<OpDef> defs;  // deque: stable addresses
   std::unordered_map<std::string, const OpDef*> by_name;
+  std::unordered_map<const OpDef*, Schema> schemas;
 };
 Registry& registry() {
   static Registry r;
@@ -28,8 +30,18 @@ const OpDef& register_op(OpDef def) {
   auto& r = registry();
   TP_CHECK(!r.by_name.count(def.name), Error, "operator registered twice: ", def.name);
   r.defs.push_back(def);
-  r.by_name[def.name] = &r.defs.back();
-  return r.defs.back();
+  const OpDef* op = &r.defs.back();
+  r.by_name[def.name] = op;
+  if (def.schema && *def.schema) {
+    Schema s = parse_schema(def.schema);
+    const std::string full = s.overload.empty() ? s.name : s.name + "." + s.overload;
+    TP_CHECK(full == def.name, Error, "internal: schema '", def.schema, "' does not name operator ", def.name);
+    const int expected = s.has_tensor_list() ? -1 : s.num_tensor_args();
+    TP_CHECK(def.num_inputs == expected, Error, "internal: operator ", def.name, " declares ", def.num_inputs,
+             " tensor inputs but its schema has ", expected);
+    r.schemas.emplace(op, std::move(s));
+  }
+  return *op;
 }
 
 const OpDef* find_op(const std::string& name) {
@@ -43,6 +55,13 @@ const OpDef& get_op(const std::string& name) {
   const OpDef* op = find_op(name);
   TP_CHECK(op, Error, "unknown operator '", name, "'");
   return *op;
+}
+
+const Schema* op_schema(const OpDef& op) {
+  ensure_registered();
+  auto& m = registry().schemas;
+  auto it = m.find(&op);
+  return it == m.end() ? nullptr : &it->second;
 }
 
 std::vector<const OpDef*> all_ops() {

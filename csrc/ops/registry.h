@@ -75,5 +75,9 @@ const OpDef& register_op(OpDef def);
 const OpDef* find_op(const std::string& name);
 const OpDef& get_op(const std::string& name);  // throws if missing
 std::vector<const OpDef*> all_ops();
+struct Schema;
+// The parsed schema of an op (null when it has none). Parsed and checked
+// against the OpDef (name, number of tensor inputs) at registration.
+const Schema* op_schema(const OpDef& op);
 
 }  // namespace tp

@@ -2,6 +2,7 @@
 // and numbers, and building shapes from *args.
 #pragma once
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
 #include <memory>
 #include <nanobind/stl/optional.h>
@@ -32,8 +33,17 @@ std::vector<int64_t> dims_from(nb::handle h);  // None -> {}, int -> {d}, sequen
 std::shared_ptr<nb::object> keep_py(nb::object o);
 bool interpreter_finalizing();
 
+// DType <-> DLPack dtype codes (NumPy interop and DLPack share them).
+nb::dlpack::dtype to_dlpack_dtype(DType t);
+std::optional<DType> from_dlpack_dtype(nb::dlpack::dtype d);  // nullopt: no TensorPlay dtype
+
 void bind_tensor(nb::module_& m);
 void bind_functions(nb::module_& m);
 void bind_compile(nb::module_& m);
+void bind_autograd(nb::module_& m);  // autograd_bind.cpp (after bind_tensor: adds Tensor members)
+void bind_dlpack(nb::module_& m);     // dlpack.cpp
+void bind_generated_ops(nb::module_& m);  // op_binding.cpp: tp.<op> / Tensor.<op> from schemas
+void bind_generator(nb::module_& m);  // generator_bind.cpp: tp.Generator, manual_seed, default_generator
+void bind_indexing(nb::module_& m);   // indexing.cpp: __getitem__/__setitem__, varargs shape methods
 
 }  // namespace tp::py

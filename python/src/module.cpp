@@ -19,6 +19,36 @@ void python_warning(const std::string& msg) {
 
 }  // namespace
 
+nb::dlpack::dtype to_dlpack_dtype(DType t) {
+  using nb::dlpack::dtype_code;
+  auto make = [](dtype_code c, int bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
+  };
+  switch (t) {
+    case DType::Bool: return make(dtype_code::Bool, 8);
+    case DType::UInt8: return make(dtype_code::UInt, 8);
+    case DType::Int8: return make(dtype_code::Int, 8);
+    case DType::Int16: return make(dtype_code::Int, 16);
+    case DType::Int32: return make(dtype_code::Int, 32);
+    case DType::Int64: return make(dtype_code::Int, 64);
+    case DType::Float16: return make(dtype_code::Float, 16);
+    case DType::BFloat16: return make(dtype_code::Bfloat, 16);
+    case DType::Float32: return make(dtype_code::Float, 32);
+    case DType::Float64: return make(dtype_code::Float, 64);
+  }
+  return make(dtype_code::Float, 32);
+}
+
+std::optional<DType> from_dlpack_dtype(nb::dlpack::dtype d) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType t = static_cast<DType>(i);
+    if (to_dlpack_dtype(t) == d) return t;
+  }
+  // NumPy reports bool as an 8-bit unsigned "bool" code; both spellings map to bool.
+  if (d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool)) return DType::Bool;
+  return std::nullopt;
+}
+
 std::optional<Scalar> to_scalar(nb::handle h) {
   PyObject* o = h.ptr();
   if (PyBool_Check(o)) return Scalar(o == Py_True);
@@ -127,9 +157,16 @@ NB_MODULE(_C, m) {
 
   nb::enum_<DType>(m, "dtype")
       .value("bool", DType::Bool)
+      .value("uint8", DType::UInt8)
+      .value("int8", DType::Int8)
+      .value("int16", DType::Int16)
+      .value("int32", DType::Int32)
       .value("int64", DType::Int64)
+      .value("float16", DType::Float16)
+      .value("bfloat16", DType::BFloat16)
       .value("float32", DType::Float32)
       .value("float64", DType::Float64)
+      .def_prop_ro("is_signed", [](DType d) { return d != DType::Bool && d != DType::UInt8; })
       .def_prop_ro("itemsize", [](DType d) { return itemsize(d); })
       .def_prop_ro("is_floating_point", [](DType d) { return is_floating(d); })
       .def("__repr__", [](DType d) { return std::string("tensorplay.") + dtype_name(d); })
@@ -137,5 +174,13 @@ NB_MODULE(_C, m) {
 
   bind_tensor(m);
   bind_functions(m);
+  bind_generator(m);  // after bind_functions: its manual_seed returns the default generator
   bind_compile(m);
+  // Last: generated bindings replace hand-written ones of the same name.
+  bind_generated_ops(m);
+  // Indexing and the shape methods whose Python forms no schema describes (varargs, view(dtype)).
+  bind_indexing(m);
+  // Autograd members of Tensor (detach, grad, ...) are not plain operators: they win.
+  bind_autograd(m);
+  bind_dlpack(m);
 }

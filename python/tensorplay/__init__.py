@@ -17,18 +17,33 @@ from ._C import (  # noqa: F401  (re-exported API)
     empty, zeros, ones, full, arange, randn, rand, manual_seed,
     add, sub, mul, div, maximum, minimum, matmul, eq, ne, lt, le, gt, ge,
     neg, relu, abs, exp, log, sqrt, tanh, sigmoid, where,
-    sum, amax, mean, softmax, transpose, reshape,
+    sum, amax, mean, transpose, reshape,
     is_grad_enabled, set_num_threads, get_num_threads,
 )
+# Every registered operator with a schema (generated in C++, op_binding.cpp);
+# these replace the hand-written bindings of the same name.
+globals().update(_C._op_functions)
 from ._tensor import tensor, _install_tensor_extras
-from ._grad_mode import no_grad, enable_grad, set_grad_enabled
+from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode, is_inference_mode_enabled
+from ._C import from_dlpack  # noqa: F401  (dlpack.cpp)
 from . import autograd  # noqa: F401
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
+from . import nn, optim  # noqa: F401,E402
+from .serialization import save, load  # noqa: F401,E402
 
 bool = dtype.bool  # noqa: A001
+uint8 = dtype.uint8
+int8 = dtype.int8
+int16 = dtype.int16
+short = dtype.int16
+int32 = dtype.int32
+int = dtype.int32  # noqa: A001
 int64 = dtype.int64
 long = dtype.int64
+float16 = dtype.float16
+half = dtype.float16
+bfloat16 = dtype.bfloat16
 float32 = dtype.float32
 float = dtype.float32  # noqa: A001
 float64 = dtype.float64

@@ -7,60 +7,60 @@ import numpy as np
 from . import _C
 
 _NP_TO_TP = {
+    np.dtype(np.bool_): _C.dtype.bool,
+    np.dtype(np.uint8): _C.dtype.uint8,
+    np.dtype(np.int8): _C.dtype.int8,
+    np.dtype(np.int16): _C.dtype.int16,
+    np.dtype(np.int32): _C.dtype.int32,
+    np.dtype(np.int64): _C.dtype.int64,
+    np.dtype(np.float16): _C.dtype.float16,
     np.dtype(np.float32): _C.dtype.float32,
     np.dtype(np.float64): _C.dtype.float64,
-    np.dtype(np.int64): _C.dtype.int64,
-    np.dtype(np.bool_): _C.dtype.bool,
 }
 _TP_TO_NP = {v: k for k, v in _NP_TO_TP.items()}
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def _as_array(data):
+    """NumPy array for `data`, with PyTorch's defaults for Python values:
+    floats become float32, ints int64, bools bool; NumPy arrays keep their dtype."""
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        if isinstance(data, (list, tuple)):
+            data = [x.detach().float().numpy() if isinstance(x, _C.Tensor) and x.dtype == _C.dtype.bfloat16
+                    else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
+        arr = np.asarray(data)
+        if arr.dtype.kind == "f":
+            arr = arr.astype(np.float32)
+        elif arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+    if arr.dtype not in _NP_TO_TP:
+        raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} with NumPy dtype {arr.dtype}")
+    return arr
+
+
+def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a Tensor).
 
     Like torch.tensor: Python floats become float32, ints int64, bools bool.
     """
+    if device is not None and str(device) != "cpu":
+        raise ValueError(f"tensor: only the 'cpu' device exists (got {device!r})")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
-        if dtype is not None:
-            t = t.to(dtype)
     else:
-        if isinstance(data, np.ndarray):
-            arr = data
-            if arr.dtype not in _NP_TO_TP:
-                if arr.dtype.kind == "f":
-                    arr = arr.astype(np.float32)
-                elif arr.dtype.kind in "iu":
-                    arr = arr.astype(np.int64)
-                else:
-                    raise TypeError(f"tensor: unsupported NumPy dtype {arr.dtype}")
-        else:
-            arr = np.asarray(data)
-            if arr.dtype.kind == "f":
-                arr = arr.astype(np.float32)
-            elif arr.dtype.kind in "iu":
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind != "b":
-                raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__}")
-        if dtype is not None:
-            arr = arr.astype(_TP_TO_NP[dtype])
+        arr = _as_array(data)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
 def _repr(self):
-    arr = self.detach().numpy() if self.requires_grad else self.numpy()
-    body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000)
-    extras = []
-    if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool) or (self.numel() == 0):
-        extras.append(f"dtype={self.dtype!r}")
-    if self.grad_fn is not None:
-        extras.append(f"grad_fn=<{self.grad_fn}>")
-    elif self.requires_grad:
-        extras.append("requires_grad=True")
-    return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+    from ._tensor_str import tensor_repr  # PyTorch's layout (my own formatter)
+    return tensor_repr(self)
 
 
 def _iter(self):

@@ -1,0 +1,383 @@
+// Python functions and Tensor methods generated from the operator registry.
+//
+// Every OpDef with a schema becomes `tensorplay.<name>` and, when its first
+// parameter is `self`, `Tensor.<name>`. Overloads ("max", "max.dim",
+// "max.other") share one Python name and are tried in registration order, the
+// first whose parameters accept the arguments wins (PyTorch's rule). Parsing
+// is driven by the parsed Schema, so a new operator needs no binding code.
+#include <Python.h>
+
+#include <deque>
+#include <map>
+
+#include "autograd/engine.h"
+#include "common.h"
+#include "core/grad_mode.h"
+#include "core/warning.h"
+#include "ops/dispatch.h"
+#include "ops/kernel_util.h"
+#include "ops/ops.h"
+#include "ops/schema.h"
+#include "ops/type_promotion.h"
+
+namespace tp::py {
+namespace {
+
+struct Overload {
+  const OpDef* op;
+  const Schema* schema;
+  std::vector<nb::object> names;  // interned Python strings, one per parameter
+  nb::object result_type;         // a namedtuple class for named multi-results, else None
+  bool accepts_out;
+  bool has_requires_grad;
+};
+
+struct OpFunction {
+  std::string name;
+  std::vector<Overload> overloads;
+  bool is_method = false;  // some overload's first parameter is `self`
+  bool inplace = false;    // name ends in '_': a method only
+};
+
+// The parse of one call against one overload.
+struct Parsed {
+  std::vector<Tensor> inputs;
+  Attrs attrs;
+};
+
+bool is_int_like(PyObject* o) {
+  if (PyLong_Check(o)) return true;
+  return PyIndex_Check(o) && !PyFloat_Check(o) && !nb::isinstance<Tensor>(nb::handle(o));
+}
+
+int64_t as_int(PyObject* o) {
+  nb::object idx = nb::steal(PyNumber_Index(o));
+  if (!idx.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+  if (overflow) throw ValueError("integer value out of range for int64");
+  return v;
+}
+
+std::string py_type_name(PyObject* o) {
+  if (o == Py_None) return "None";
+  if (nb::isinstance<Tensor>(nb::handle(o))) return "Tensor";
+  return Py_TYPE(o)->tp_name;
+}
+
+// Converts one Python value for parameter `a`; false (and `why`) when it does not fit.
+bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
+  auto mismatch = [&](const char* expected) {
+    why = str("argument '", a.name, "' must be ", expected, ", not ", py_type_name(v));
+    return false;
+  };
+  if (v == Py_None) {
+    if (!a.optional) return mismatch(arg_type_name(a).c_str());
+    if (a.type == ArgType::Tensor) p.inputs.emplace_back();
+    else p.attrs.set(a.attr_name, std::monostate{});
+    return true;
+  }
+  nb::handle h(v);
+  switch (a.type) {
+    case ArgType::Tensor:
+      if (nb::isinstance<Tensor>(h)) {
+        p.inputs.push_back(nb::cast<Tensor>(h));
+        return true;
+      }
+      if (auto s = to_scalar(h)) {  // Python numbers take part as wrapped scalars
+        p.inputs.push_back(Tensor::wrapped_scalar(*s));
+        return true;
+      }
+      return mismatch("Tensor");
+    case ArgType::TensorList: {
+      if (!PyList_Check(v) && !PyTuple_Check(v)) return mismatch("a list or tuple of Tensors");
+      for (nb::handle x : h) {
+        if (!nb::isinstance<Tensor>(x)) {
+          why = str("argument '", a.name, "' must be a sequence of Tensors, but it contains ",
+                    py_type_name(x.ptr()));
+          return false;
+        }
+        p.inputs.push_back(nb::cast<Tensor>(x));
+      }
+      return true;
+    }
+    case ArgType::Int:
+      if (!is_int_like(v)) return mismatch("int");
+      p.attrs.set(a.attr_name, as_int(v));
+      return true;
+    case ArgType::IntList: {
+      std::vector<int64_t> xs;
+      if (is_int_like(v)) {
+        xs.assign(a.list_len > 0 ? a.list_len : 1, as_int(v));
+      } else if (PyList_Check(v) || PyTuple_Check(v)) {
+        for (nb::handle x : h) {
+          if (!is_int_like(x.ptr())) return mismatch(str("a sequence of ints (", arg_type_name(a), ")").c_str());
+          xs.push_back(as_int(x.ptr()));
+        }
+        if (a.list_len > 0 && xs.size() == 1) xs.assign(a.list_len, xs[0]);
+        if (a.list_len > 0 && static_cast<int>(xs.size()) != a.list_len) {
+          why = str("argument '", a.name, "' must have ", a.list_len, " elements, got ", xs.size());
+          return false;
+        }
+      } else {
+        return mismatch(arg_type_name(a).c_str());
+      }
+      p.attrs.set(a.attr_name, std::move(xs));
+      return true;
+    }
+    case ArgType::Float: {
+      auto s = to_scalar(h);
+      if (!s || s->is_bool()) return mismatch("float");
+      p.attrs.set(a.attr_name, Scalar(s->to_double()));
+      return true;
+    }
+    case ArgType::Bool:
+      if (!PyBool_Check(v)) return mismatch("bool");
+      p.attrs.set(a.attr_name, v == Py_True);
+      return true;
+    case ArgType::Scalar: {
+      auto s = to_scalar(h);
+      if (!s && nb::isinstance<Tensor>(h)) {
+        const Tensor& t = nb::cast<const Tensor&>(h);
+        if (t.numel() == 1) s = t.item();
+      }
+      if (!s) return mismatch("a number");
+      p.attrs.set(a.attr_name, *s);
+      return true;
+    }
+    case ArgType::Str:
+      if (!PyUnicode_Check(v)) return mismatch("str");
+      p.attrs.set(a.attr_name, std::string(nb::cast<std::string>(h)));
+      return true;
+    case ArgType::ScalarType:
+      if (!nb::isinstance<DType>(h)) return mismatch("a tensorplay dtype");
+      p.attrs.set(a.attr_name, nb::cast<DType>(h));
+      return true;
+    case ArgType::Generator: {
+      nb::object id = nb::getattr(h, "_id", nb::none());
+      if (id.is_none() || !PyLong_Check(id.ptr())) return mismatch("a tensorplay.Generator");
+      p.attrs.set(a.attr_name, nb::cast<int64_t>(id));
+      return true;
+    }
+  }
+  return mismatch("?");
+}
+
+// Matches positional and keyword arguments to the overload's parameters.
+bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwargs, Parsed& p, std::string& why) {
+  const auto& args = o.schema->args;
+  size_t n_positional = 0;
+  while (n_positional < args.size() && !args[n_positional].kwarg_only) ++n_positional;
+  // f(x, 2, 3) for a single int[] parameter after the tensors: gather the ints
+  // (x.view(2, 3), tp.zeros(2, 3), x.permute(1, 0)).
+  nb::object packed;
+  if (npos > n_positional && n_positional >= 1 && args[n_positional - 1].type == ArgType::IntList) {
+    bool all_ints = true;
+    for (size_t i = n_positional - 1; i < npos; ++i) all_ints &= is_int_like(pos[i]);
+    if (all_ints) {
+      packed = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(npos - n_positional + 1)));
+      for (size_t i = n_positional - 1; i < npos; ++i) {
+        Py_INCREF(pos[i]);
+        PyTuple_SET_ITEM(packed.ptr(), static_cast<Py_ssize_t>(i - n_positional + 1), pos[i]);
+      }
+      npos = n_positional;
+    }
+  }
+  if (npos > n_positional) {
+    why = str("takes ", n_positional, " positional arguments but ", npos, " were given");
+    return false;
+  }
+  size_t kw_used = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const SchemaArg& a = args[i];
+    PyObject* v = nullptr;
+    if (i < npos) v = (packed.is_valid() && i == npos - 1) ? packed.ptr() : pos[i];
+    PyObject* kv = kwargs ? PyDict_GetItem(kwargs, o.names[i].ptr()) : nullptr;
+    if (kv) {
+      if (v) {
+        why = str("got multiple values for argument '", a.name, "'");
+        return false;
+      }
+      v = kv;
+      kw_used++;
+    }
+    if (!v) {
+      if (a.has_default) {
+        if (a.type == ArgType::Tensor) p.inputs.emplace_back();
+        else if (a.type != ArgType::TensorList) p.attrs.set(a.attr_name, a.default_value);
+        continue;
+      }
+      why = str("missing required argument '", a.name, "'");
+      return false;
+    }
+    if (!convert_arg(a, v, p, why)) return false;
+  }
+  const size_t n_kwargs = kwargs ? static_cast<size_t>(PyDict_Size(kwargs)) : 0;
+  const bool has_out = kwargs && PyDict_GetItemString(kwargs, "out");
+  if (kw_used + (has_out ? 1 : 0) != n_kwargs || (has_out && !o.accepts_out)) {
+    for (auto [k, _] : nb::borrow<nb::dict>(kwargs)) {
+      bool known = false;
+      for (auto& nm : o.names) known |= PyObject_RichCompareBool(k.ptr(), nm.ptr(), Py_EQ) == 1;
+      if (!known && !(o.accepts_out && nb::cast<std::string>(k) == "out")) {
+        why = str("got an unexpected keyword argument '", nb::cast<std::string>(k), "'");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// out=: PyTorch's contract: resize if the shape differs (warning when the
+// tensor was not empty), cast into out's dtype when that cast is allowed.
+void write_out(const OpFunction& f, Tensor& out, const Tensor& result) {
+  TP_CHECK(can_cast(result.dtype(), out.dtype()), TypeError, f.name, ": result type ", dtype_name(result.dtype()),
+           " can't be cast to the desired output type ", dtype_name(out.dtype()));
+  if (out.sizes() != result.sizes()) {
+    if (out.numel() != 0)
+      warn(str(f.name, ": an output with shape ", shape_str(out.sizes()), " was resized to ",
+               shape_str(result.sizes()), " (resizing non-empty out= tensors is deprecated)"));
+    Tensor fresh = Tensor::empty(result.sizes(), out.dtype());
+    TensorImpl* impl = out.impl();
+    impl->storage = fresh.impl()->storage;
+    impl->sizes = fresh.sizes();
+    impl->strides = fresh.strides();
+    impl->offset = 0;
+  }
+  ops::copy_(out, result);
+}
+
+nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject* kwargs) {
+  std::string first_why;
+  for (const Overload& o : f.overloads) {
+    Parsed p;
+    p.inputs.reserve(4);
+    std::string why;
+    if (!parse(o, pos, npos, kwargs, p, why)) {
+      if (first_why.empty()) first_why = why;
+      continue;
+    }
+    PyObject* out_obj = kwargs ? PyDict_GetItemString(kwargs, "out") : nullptr;
+    if (out_obj == Py_None) out_obj = nullptr;
+    if (out_obj && GradMode::is_enabled()) {
+      for (auto& t : p.inputs)
+        TP_CHECK(!(t.defined() && t.requires_grad()), Error, f.name,
+                 "(): functions with out=... arguments don't support automatic differentiation, but one of the "
+                 "arguments requires grad");
+    }
+    std::vector<Tensor> results = call_op(*o.op, p.inputs, p.attrs);
+    if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
+      for (auto& r : results) autograd::set_requires_grad(r, true);
+    if (o.op->has(kInplace)) return nb::borrow(pos[0]);  // the very object, as PyTorch does
+    if (out_obj) {
+      if (results.size() == 1) {
+        TP_CHECK(nb::isinstance<Tensor>(nb::handle(out_obj)), TypeError, f.name, ": out must be a Tensor");
+        Tensor& out = nb::cast<Tensor&>(nb::handle(out_obj));
+        write_out(f, out, results[0]);
+      } else {
+        nb::handle outs(out_obj);
+        TP_CHECK(PyTuple_Check(out_obj) && nb::len(outs) == results.size(), TypeError, f.name,
+                 ": out must be a tuple of ", results.size(), " tensors");
+        for (size_t i = 0; i < results.size(); ++i) write_out(f, nb::cast<Tensor&>(outs[i]), results[i]);
+      }
+      return nb::borrow(out_obj);
+    }
+    if (results.size() == 1 && !o.schema->returns_list) return nb::cast(std::move(results[0]));
+    nb::list items;
+    for (auto& r : results) items.append(nb::cast(std::move(r)));
+    if (!o.result_type.is_none()) return o.result_type(*nb::tuple(items));
+    return nb::tuple(items);
+  }
+  // No overload fits: list them all, like PyTorch's message.
+  std::string got;
+  for (size_t i = 0; i < npos; ++i) got += (i ? ", " : "") + py_type_name(pos[i]);
+  if (kwargs)
+    for (auto [k, v] : nb::borrow<nb::dict>(kwargs))
+      got += (got.empty() ? "" : ", ") + nb::cast<std::string>(k) + "=" + py_type_name(v.ptr());
+  if (f.overloads.size() == 1)
+    throw TypeError(str(f.name, "(): ", first_why, " (got (", got, "); expected ", f.overloads[0].schema->text, ")"));
+  std::string sigs;
+  for (auto& o : f.overloads) sigs += "\n  " + o.schema->text;
+  throw TypeError(str(f.name, "() received an invalid combination of arguments - got (", got,
+                      "), but expected one of:", sigs));
+}
+
+std::deque<OpFunction>& functions() {
+  static auto* fs = new std::deque<OpFunction>();  // leaked: lives as long as the functions bound to it
+  return *fs;
+}
+
+nb::object make_result_type(const OpFunction& f, const Schema& s) {
+  if (s.returns.size() < 2) return nb::none();
+  for (auto& n : s.returns)
+    if (n.empty()) return nb::none();
+  nb::list fields;
+  for (auto& n : s.returns) fields.append(nb::str(n.c_str()));
+  return nb::module_::import_("collections").attr("namedtuple")(nb::str(f.name.c_str()), fields);
+}
+
+void build_functions() {
+  auto& fs = functions();
+  if (!fs.empty()) return;
+  std::map<std::string, size_t> index;
+  for (const OpDef* op : all_ops()) {
+    const Schema* s = op_schema(*op);
+    if (!s || s->name.empty() || s->name[0] == '_') continue;
+    auto it = index.find(s->name);
+    if (it == index.end()) {
+      it = index.emplace(s->name, fs.size()).first;
+      fs.emplace_back();
+      fs.back().name = s->name;
+      fs.back().inplace = s->name.back() == '_';
+    }
+    OpFunction& f = fs[it->second];
+    Overload o{op, s, {}, nb::none(), !op->has(kView) && !op->has(kInplace), false};
+    for (auto& a : s->args) {
+      o.names.push_back(nb::steal(PyUnicode_InternFromString(a.name.c_str())));
+      o.has_requires_grad |= a.name == "requires_grad" && a.type == ArgType::Bool;
+    }
+    o.result_type = make_result_type(f, *s);
+    if (!s->args.empty() && s->args[0].name == "self") f.is_method = true;
+    f.overloads.push_back(std::move(o));
+  }
+}
+
+nb::object call_from_python(const OpFunction* f, nb::args args, nb::kwargs kwargs) {
+  const size_t n = args.size();
+  PyObject* const* pos = n ? &PyTuple_GET_ITEM(args.ptr(), 0) : nullptr;
+  return call(*f, pos, n, kwargs.ptr());
+}
+
+}  // namespace
+
+void bind_generated_ops(nb::module_& m) {
+  build_functions();
+  nb::dict table;
+  nb::handle tensor_cls = nb::type<Tensor>();
+  for (const OpFunction& f : functions()) {
+    const OpFunction* fp = &f;
+    if (!f.inplace) {
+      table[f.name.c_str()] = nb::cpp_function(
+          [fp](nb::args a, nb::kwargs k) { return call_from_python(fp, std::move(a), std::move(k)); },
+          nb::name(f.name.c_str()));
+    }
+    if (f.is_method) {
+      // A method: `self` arrives as the first positional argument. A hand-written
+      // method of the same name is removed first: nanobind would otherwise chain
+      // the two as overloads and try the old one first.
+      if (nb::hasattr(tensor_cls, f.name.c_str())) nb::delattr(tensor_cls, f.name.c_str());
+      nb::object meth = nb::cpp_function(
+          [fp](nb::args a, nb::kwargs k) { return call_from_python(fp, std::move(a), std::move(k)); },
+          nb::name(f.name.c_str()), nb::scope(tensor_cls), nb::is_method());
+      nb::setattr(tensor_cls, f.name.c_str(), meth);
+    }
+  }
+  m.attr("_op_functions") = table;
+  m.def("_op_schemas", [] {
+    nb::dict d;
+    for (const OpDef* op : all_ops())
+      if (const Schema* s = op_schema(*op)) d[op->name] = nb::str(s->text.c_str());
+    return d;
+  });
+}
+
+}  // namespace tp::py
