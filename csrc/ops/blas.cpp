@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <climits>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace tp {
 namespace {
@@ -14,6 +16,7 @@ using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int
                           int);
 using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
                           double*, int);
+using set_threads_fn = void (*)(int);
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
 struct Blas {
@@ -22,6 +25,8 @@ struct Blas {
   std::string path;
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
+  set_threads_fn set_threads = nullptr;  // absent in some builds: then BLAS keeps its own count
+  int threads = 0;                       // the count last set (0: never)
 };
 Blas& lib() {
   static Blas b;
@@ -46,10 +51,14 @@ bool try_load(Blas& b, const std::string& path, std::string* why) {
     dlclose(h);
     return false;
   }
+  auto t = reinterpret_cast<set_threads_fn>(dlsym(h, "scipy_openblas_set_num_threads"));
+  if (!t) t = reinterpret_cast<set_threads_fn>(dlsym(h, "openblas_set_num_threads"));
   b.handle = h;
   b.path = path;
   b.sgemm = s;
   b.dgemm = d;
+  b.set_threads = t;
+  b.threads = 0;
   return true;
 }
 
@@ -59,6 +68,9 @@ struct Fns {
   std::string path;
 };
 
+// Inside one of our parallel regions BLAS must not start threads of its own.
+int wanted_threads() { return in_parallel_region() ? 1 : std::max(1, num_threads()); }
+
 // The functions in use (copied under the lock: set_blas_library may swap them).
 Fns loaded() {
   Blas& b = lib();
@@ -66,7 +78,15 @@ Fns loaded() {
   if (!b.handle)
     for (const char* name : {"libscipy_openblas.so", "libopenblas.so.0", "libopenblas.so"})
       if (try_load(b, name, nullptr)) break;
-  if (b.handle) return {b.sgemm, b.dgemm, b.path};
+  if (b.handle) {
+    // Changing the count is costly in OpenBLAS (it may start or park threads): only on change.
+    const int want = wanted_threads();
+    if (b.set_threads && want != b.threads && !in_parallel_region()) {
+      b.set_threads(want);
+      b.threads = want;
+    }
+    return {b.sgemm, b.dgemm, b.path};
+  }
   throw Error(
       "matmul: no BLAS library is loaded. Install the PyPI package scipy-openblas32 (the tensorplay package "
       "loads it at import), or call tp::set_blas_library(\"/path/to/libscipy_openblas.so\") / put "
@@ -93,15 +113,15 @@ void set_blas_library(const std::string& path) {
 std::string blas_library() { return loaded().path; }
 
 namespace blas {
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float* C, int64_t ldc) {
-  loaded().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), 1.0f,
-                 A, to_int(lda), B, to_int(ldb), 0.0f, C, to_int(ldc));
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  loaded().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), alpha,
+                 A, to_int(lda), B, to_int(ldb), beta, C, to_int(ldc));
 }
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
-          int64_t ldb, double* C, int64_t ldc) {
-  loaded().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), 1.0,
-                 A, to_int(lda), B, to_int(ldb), 0.0, C, to_int(ldc));
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  loaded().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), alpha,
+                 A, to_int(lda), B, to_int(ldb), beta, C, to_int(ldc));
 }
 }  // namespace blas
 

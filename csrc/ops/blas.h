@@ -16,12 +16,17 @@ void set_blas_library(const std::string& path);
 std::string blas_library();
 
 namespace blas {
-// Row-major C[M,N] = A[M,K] * B[K,N] (beta = 0). trans_a: A is stored as its
-// transpose (K x M, leading dimension lda), likewise trans_b.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float* C, int64_t ldc);
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-          const double* B, int64_t ldb, double* C, int64_t ldc);
+// Row-major C[M,N] = alpha * A[M,K] * B[K,N] + beta * C (C is not read when
+// beta == 0). trans_a: A is stored as its transpose (K x M, leading dimension
+// lda), likewise trans_b. Before each call the BLAS thread count is set to
+// tp::num_threads() (only when it changed), so tp.set_num_threads governs it.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+// A GEMM this small runs on one BLAS thread anyway (OpenBLAS switches to one
+// thread below about 2^18 multiply-adds), so callers may run several at once.
+inline bool is_small(int64_t M, int64_t N, int64_t K) { return M * N * K <= (int64_t{1} << 18); }
 }  // namespace blas
 
 }  // namespace tp

@@ -1,6 +1,7 @@
 // The factory family: empty, zeros, ones, full, arange, rand, randn. No tensor
 // inputs; every attribute is known at trace time, so inference gives the exact
-// output.
+// output. The random ones draw from the generator named by the "generator"
+// attribute (ops/generator.h).
 #include <cmath>
 #include <limits>
 
@@ -19,7 +20,7 @@ DType dtype_attr(const Attrs& attrs, DType fallback) { return attrs.get_or<DType
 std::vector<TensorMeta> sized_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
   Shape size = attr_shape(attrs, "size");
   check_sizes(size, op.name);
-  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, DType::Float32))};
+  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, default_float_dtype()))};
 }
 
 std::vector<Tensor> empty_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs&,
@@ -35,30 +36,42 @@ std::vector<Tensor> constant_cpu(const OpDef&, const std::vector<Tensor>&, const
   return {out};
 }
 
+// The fill value: schema name "fill_value"; the older C++ API spelled it "value".
+const Scalar& fill_value(const Attrs& attrs) {
+  return attrs.has("fill_value") ? attrs.get<Scalar>("fill_value") : attrs.get<Scalar>("value");
+}
+
+// Without a dtype the value decides, like PyTorch: bool -> bool, int -> int64, float -> default float.
 std::vector<TensorMeta> full_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
   Shape size = attr_shape(attrs, "size");
   check_sizes(size, op.name);
-  const Scalar& v = attrs.get<Scalar>("value");
-  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, v.natural_dtype()))};
+  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, fill_value(attrs).natural_dtype()))};
 }
 
 std::vector<Tensor> full_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs& attrs,
                              const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
-  fill(out, attrs.get<Scalar>("value"));
+  fill(out, fill_value(attrs));
   return {out};
 }
 
 // ---- arange ----
+// "arange(end)" has no start/step attributes: they default to 0 and 1.
+struct ArangeArgs {
+  Scalar start, end, step;
+};
+ArangeArgs arange_args(const Attrs& attrs) {
+  return {attrs.has("start") ? attrs.get_scalar("start") : Scalar(int64_t{0}), attrs.get_scalar("end"),
+          attrs.has("step") ? attrs.get_scalar("step") : Scalar(int64_t{1})};
+}
+
 struct ArangeGeom {
   int64_t length;
   bool integral;  // start, end and step are all integers: exact integer arithmetic
 };
 
-ArangeGeom arange_geom(const Attrs& attrs, const char* op) {
-  const Scalar& start = attrs.get<Scalar>("start");
-  const Scalar& end = attrs.get<Scalar>("end");
-  const Scalar& step = attrs.get<Scalar>("step");
+ArangeGeom arange_geom(const ArangeArgs& a, const char* op) {
+  const Scalar &start = a.start, &end = a.end, &step = a.step;
   bool integral = !start.is_float() && !end.is_float() && !step.is_float();
   TP_CHECK(step.to_double() != 0, ValueError, op, ": step must be nonzero");
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -86,25 +99,24 @@ ArangeGeom arange_geom(const Attrs& attrs, const char* op) {
 }
 
 std::vector<TensorMeta> arange_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
-  ArangeGeom g = arange_geom(attrs, op.name);
+  ArangeGeom g = arange_geom(arange_args(attrs), op.name);
   return {TensorMeta::contiguous({g.length}, dtype_attr(attrs, g.integral ? DType::Int64 : default_float_dtype()))};
 }
 
 std::vector<Tensor> arange_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs& attrs,
                                const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
-  ArangeGeom g = arange_geom(attrs, op.name);
-  const Scalar& start = attrs.get<Scalar>("start");
-  const Scalar& step = attrs.get<Scalar>("step");
+  const ArangeArgs a = arange_args(attrs);
+  ArangeGeom g = arange_geom(a, op.name);
   TP_DISPATCH_ALL(out.dtype(), op.name, ([&]<class T>() {
     T* o = out.data_as<T>();
     if (g.integral) {
-      const uint64_t s0 = static_cast<uint64_t>(start.to_int()), st = static_cast<uint64_t>(step.to_int());
+      const uint64_t s0 = static_cast<uint64_t>(a.start.to_int()), st = static_cast<uint64_t>(a.step.to_int());
       parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(static_cast<int64_t>(s0 + st * static_cast<uint64_t>(i)));
       });
     } else {
-      const double s0 = start.to_double(), st = step.to_double();
+      const double s0 = a.start.to_double(), st = a.step.to_double();
       parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(s0 + st * static_cast<double>(i));
       });
@@ -124,19 +136,14 @@ std::vector<TensorMeta> random_infer(const OpDef& op, const std::vector<TensorMe
 constexpr float kTwoPiF = 6.28318530717958647692f;
 constexpr double kTwoPi = 6.28318530717958647692;
 
-inline float unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }  // [0, 1)
-inline double unit_double(uint32_t hi, uint32_t lo) {  // [0, 1)
-  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
-}
-
 // Each Philox counter yields four float32 or two float64 values.
 template <class T, bool Normal>
-void random_kernel(const Tensor& out) {
+void random_kernel(const Tensor& out, int64_t gen) {
   const int64_t n = out.numel();
   if (n == 0) return;
   constexpr int64_t per = sizeof(T) == 4 ? 4 : 2;
   const int64_t counters = (n + per - 1) / per;
-  PhiloxRange r = generator_reserve(static_cast<uint64_t>(counters));
+  PhiloxRange r = generator_reserve(gen, static_cast<uint64_t>(counters));
   T* o = out.data_as<T>();
   parallel_for(0, counters, kGrainSize / 8, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
@@ -173,33 +180,44 @@ void random_kernel(const Tensor& out) {
 }
 
 template <bool Normal>
-std::vector<Tensor> random_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs&,
+std::vector<Tensor> random_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs& attrs,
                                const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
-  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() { random_kernel<T, Normal>(out); }));
+  random_fill(out, generator_attr(attrs), Normal);
   return {out};
 }
 
-void register_factory(const char* name, uint32_t tags, InferFn infer, KernelFn cpu) {
-  OpDef d;
-  d.name = name;
-  d.tags = kFactory | tags;
-  d.num_inputs = 0;
-  d.infer = infer;
-  d.cpu = cpu;
-  register_op(d);
+void register_factory(const char* name, const char* schema, uint32_t tags, InferFn infer, KernelFn cpu) {
+  register_op({.name = name, .schema = schema, .tags = kFactory | tags, .num_inputs = 0, .infer = infer,
+               .cpu = cpu});
 }
 
 }  // namespace
 
+void random_fill(const Tensor& out, int64_t gen, bool normal) {
+  TP_DISPATCH_FLOATING(out.dtype(), normal ? "randn" : "rand", ([&]<class T>() {
+    if (normal) random_kernel<T, true>(out, gen);
+    else random_kernel<T, false>(out, gen);
+  }));
+}
+
 void register_factory_ops() {
-  register_factory("empty", 0, &sized_infer, &empty_cpu);
-  register_factory("zeros", 0, &sized_infer, &constant_cpu<0>);
-  register_factory("ones", 0, &sized_infer, &constant_cpu<1>);
-  register_factory("full", 0, &full_infer, &full_cpu);
-  register_factory("arange", 0, &arange_infer, &arange_cpu);
-  register_factory("rand", kRandom, &random_infer, &random_cpu<false>);
-  register_factory("randn", kRandom, &random_infer, &random_cpu<true>);
+  register_factory("empty", "empty(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer, &empty_cpu);
+  register_factory("zeros", "zeros(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
+                   &constant_cpu<0>);
+  register_factory("ones", "ones(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
+                   &constant_cpu<1>);
+  register_factory("full", "full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0,
+                   &full_infer, &full_cpu);
+  register_factory("arange", "arange(Scalar end, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &arange_infer,
+                   &arange_cpu);
+  register_factory("arange.start",
+                   "arange.start(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0,
+                   &arange_infer, &arange_cpu);
+  register_factory("rand", "rand(int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+                   kRandom, &random_infer, &random_cpu<false>);
+  register_factory("randn", "randn(int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+                   kRandom, &random_infer, &random_cpu<true>);
 }
 
 }  // namespace tp

@@ -1,10 +1,16 @@
-// The global random generator behind rand/randn: Philox4x32-10 (Salmon et
-// al., "Parallel random numbers: as easy as 1, 2, 3", SC'11), a counter-based
-// generator. Element blocks are a pure function of (seed, counter), so kernels
-// fill tensors in parallel with results independent of the thread count, and
-// a call only has to reserve a range of counters.
+// Random generators behind rand/randn/randint/dropout: Philox4x32-10 (Salmon
+// et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11), a
+// counter-based generator. Element blocks are a pure function of (key,
+// counter), so kernels fill tensors in parallel with results independent of
+// the thread count, and a call only has to reserve a range of counters.
+//
+// Generators live in a table and are named by an int64 id; operators receive
+// the id as the attribute "generator" (absent or None = the default generator,
+// id 0), so a call stays plain data for the tracer and the graph printer.
 #pragma once
 #include <cstdint>
+
+#include "ops/attrs.h"
 
 namespace tp {
 
@@ -30,13 +36,47 @@ inline void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) {
   out[3] = c3;
 }
 
-// Resets the global generator (tp.manual_seed).
-void generator_manual_seed(uint64_t seed);
+constexpr int64_t kDefaultGenerator = 0;
+
+// A fresh generator seeded with the default seed; returns its id.
+int64_t generator_create();
+// Forgets a generator (its Python object died). The default one stays.
+void generator_destroy(int64_t id);
+// Every function below throws ValueError for an unknown id.
+void generator_manual_seed(int64_t id, uint64_t seed);
+uint64_t generator_seed(int64_t id);  // reseeds non-deterministically, returns the seed
+uint64_t generator_initial_seed(int64_t id);
+// The whole state: the seed (the Philox key) and the next unused counter.
+struct GeneratorState {
+  uint64_t seed;
+  uint64_t offset;
+};
+GeneratorState generator_get_state(int64_t id);
+void generator_set_state(int64_t id, GeneratorState s);
+
 // Reserves `n` consecutive counters; returns the key and the first counter.
 struct PhiloxRange {
   uint64_t key;
   uint64_t first;
 };
-PhiloxRange generator_reserve(uint64_t n);
+PhiloxRange generator_reserve(int64_t id, uint64_t n);
+// The generator an operator call names (attribute "generator"; absent = default).
+int64_t generator_attr(const Attrs& attrs);
+
+// The default generator (tp.manual_seed, and callers that predate the table).
+inline void generator_manual_seed(uint64_t seed) { generator_manual_seed(kDefaultGenerator, seed); }
+inline PhiloxRange generator_reserve(uint64_t n) { return generator_reserve(kDefaultGenerator, n); }
+
+// Fills a contiguous float32/float64 tensor with uniform [0, 1) or standard
+// normal samples from generator `gen` (ops/factory_ops.cpp; rand/randn and the
+// in-place random ops share it, so a seed gives the same numbers through both).
+class Tensor;
+void random_fill(const Tensor& out, int64_t gen, bool normal);
+
+// Uniform numbers from Philox words.
+inline float unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }  // [0, 1)
+inline double unit_double(uint32_t hi, uint32_t lo) {                                            // [0, 1)
+  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 }  // namespace tp
