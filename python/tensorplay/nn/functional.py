@@ -168,7 +168,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    return _maybe_inplace(input, _op("dropout")(input, p=p, training=True), inplace)
+    return _maybe_inplace(input, _op("dropout")(input, p, True), inplace)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
@@ -189,32 +189,16 @@ def linear(input, weight, bias=None):
 
 
 # ---------------------------------------------------------------- convolution and pooling
-def _same_padding(input, weight, dilation, nd):
-    """padding='same' (stride 1): total padding d*(k-1) per dim; an odd total puts the extra on the right."""
-    dil = _pair(dilation, nd)
-    ksz = weight.shape[2:]
-    total = [d * (k - 1) for d, k in zip(dil, ksz)]
-    left = [t // 2 for t in total]
-    for i, t in enumerate(total):
-        if t % 2:
-            dim = input.dim() - nd + i
-            extra = _tp.zeros(*[1 if j == dim else s for j, s in enumerate(input.shape)], dtype=input.dtype)
-            input = _op("cat")([input, extra], dim)
-    return input, left
-
-
 def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if any(s != 1 for s in _pair(stride, nd)):
-                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
-            input, padding = _same_padding(input, weight, dilation, nd)
-        else:
+        # The op's "padding" overload computes 'same'/'valid' itself.
+        if padding not in ("valid", "same"):
             raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of 'valid', 'same'")
-    return _op(name)(input, weight, bias, stride=list(_pair(stride, nd)), padding=list(_pair(padding, nd)),
-                     dilation=list(_pair(dilation, nd)), groups=groups)
+        if padding == "same" and any(s != 1 for s in _pair(stride, nd)):
+            raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+    else:
+        padding = list(_pair(padding, nd))
+    return _op(name)(input, weight, bias, list(_pair(stride, nd)), padding, list(_pair(dilation, nd)), groups)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
