@@ -168,3 +168,28 @@ def test_bench_quick_writes_json(tmp_path):
         assert ov[k]["unit"] == "us" and ov[k]["median"] > 0
 
     assert "ms [" in proc.stdout  # the printed report has median [interval] figures
+
+
+@pytest.mark.slow
+def test_bench_eager_suite_quick_covers_every_listed_case(tmp_path):
+    out = tmp_path / "eager.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tensorplay.bench", "--suite", "eager", "--quick", "--json", str(out)],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())["eager"]
+    from tensorplay.bench.eager import BINARY, UNARY
+
+    kernels = doc["kernels"]
+    for name in UNARY + BINARY + ["sum(dim=-1)", "sum(dim=0)", "amax(dim=0)", "mean(dim=-1)", "softmax(dim=-1)",
+                                 "layer_norm(last dim)"]:
+        assert name in kernels and "error" not in kernels[name], (name, kernels.get(name))
+        assert kernels[name]["tensorplay"]["median"] > 0
+        if doc["torch_version"]:  # side by side: paired ratio with its interval
+            lo, hi = kernels[name]["ratio_interval"]
+            assert lo <= kernels[name]["ratio"] <= hi
+    assert all("error" not in v for v in doc["overhead"].values()), doc["overhead"]

@@ -10,7 +10,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Dict
 
-from . import coldstart, fusion, machine, overhead
+import tensorplay as tp
+
+from . import coldstart, eager, fusion, machine, overhead
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -85,4 +87,13 @@ def default_suite(report: Report, opts: Options) -> dict:
         dirs.cleanup(report)
 
     step("call_overhead", lambda: overhead.measure(report, opts.quick))
+    return results
+
+
+@suite("eager")
+def eager_suite(report: Report, opts: Options) -> dict:
+    """TensorPlay eager against PyTorch eager (issue 3): kernels and per-op overhead."""
+    results: dict = {}
+    step = _Step(report, results)
+    step("eager", lambda: eager.measure(report, opts.quick, tp.get_num_threads()))
     return results
