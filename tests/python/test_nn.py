@@ -906,3 +906,93 @@ def test_module_compile_sees_parameter_updates():
     with tp.no_grad():
         m.w.mul_(0)
     close(arr(m(x)), [[1.0, 1.0]])
+
+
+# ---------------------------------------------------------------- dtypes, layouts, sizes, errors
+@pytest.mark.parametrize("build,shape", [
+    (lambda m, **k: m.Linear(5, 3, **k), (4, 5)),
+    (lambda m, **k: m.Conv2d(2, 3, 3, padding=1, **k), (2, 2, 5, 5)),
+    (lambda m, **k: m.LayerNorm(5, **k), (3, 5)),
+    (lambda m, **k: m.BatchNorm1d(5, **k), (6, 5)),
+    (lambda m, **k: m.RMSNorm(5, **k), (3, 5)),
+])
+def test_float64_layers_match_torch(torch, build, shape):
+    tm = build(torch.nn, dtype=torch.float64)
+    m = build(nn, dtype=tp.float64)
+    assert all(p.dtype == tp.float64 for p in m.parameters())
+    copy_from_torch(m, tm)
+    x = np.random.default_rng(0).standard_normal(shape)
+    out = m(tp.tensor(x, dtype=tp.float64))
+    assert out.dtype == tp.float64
+    close(arr(out), tm(torch.from_numpy(x)).detach().numpy(), 1e-12, 1e-12)
+
+
+def test_float64_multihead_attention_via_double(torch):
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    m = copy_from_torch(nn.MultiheadAttention(8, 2, batch_first=True).double(), tm)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8))
+    out, w = m(*(tp.tensor(x, dtype=tp.float64),) * 3)
+    tout, tw = tm(*(torch.from_numpy(x),) * 3)
+    close(arr(out), tout.detach().numpy(), 1e-12, 1e-12)
+    close(arr(w), tw.detach().numpy(), 1e-12, 1e-12)
+
+
+def test_non_contiguous_inputs(torch):
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.LayerNorm(6))
+    m = copy_from_torch(nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6)), tm)
+    x = rand(4, 5)
+    out = m(tp.tensor(x).t())  # (5, 4) transposed view
+    close(arr(out), tm(torch.from_numpy(x).t()).detach().numpy())
+    conv_t, conv = torch.nn.Conv2d(2, 2, 3), nn.Conv2d(2, 2, 3)
+    copy_from_torch(conv, conv_t)
+    img = rand(2, 6, 7, 7)
+    close(arr(conv(tp.tensor(img)[:, ::3])), conv_t(torch.from_numpy(img)[:, ::3]).detach().numpy(), 1e-5, 1e-5)
+
+
+def test_zero_size_batch(torch):
+    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.LayerNorm(3))
+    out = m(tp.zeros(0, 4))
+    assert out.shape == (0, 3)
+    out.sum().backward()
+    close(arr(m[0].weight.grad), np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: nn.Linear(4, 3)(tp.ones(2, 5)),
+    lambda: nn.Conv2d(3, 4, 3)(tp.ones(1, 2, 5, 5)),
+    lambda: nn.LayerNorm(4)(tp.ones(2, 5)),
+    lambda: nn.Embedding(3, 2)(tp.tensor([0, 5])),
+    lambda: nn.CrossEntropyLoss()(tp.ones(2, 3), tp.tensor([0, 1, 2])),
+    lambda: nn.MSELoss()(tp.ones(2, 3), tp.ones(3, 2)),
+    lambda: nn.MultiheadAttention(4, 2)(tp.ones(3, 1, 5), tp.ones(3, 1, 5), tp.ones(3, 1, 5)),
+])
+def test_bad_shapes_raise_python_errors(call):
+    with pytest.raises((ValueError, TypeError, IndexError, RuntimeError)):
+        call()
+
+
+# ---------------------------------------------------------------- utils
+@pytest.mark.parametrize("norm_type", [2.0, 1, float("inf")])
+def test_clip_grad_norm_matches_torch(torch, norm_type):
+    grads = [rand(3, 4, seed=1), rand(5, seed=2)]
+    ps = [nn.Parameter(tp.zeros(*g.shape)) for g in grads]
+    tps = [torch.nn.Parameter(torch.zeros(*g.shape)) for g in grads]
+    for p, tpp, g in zip(ps, tps, grads):
+        p.grad, tpp.grad = tp.tensor(g), torch.from_numpy(g.copy())
+    total = nn.utils.clip_grad_norm_(ps, 0.5, norm_type)
+    ttotal = torch.nn.utils.clip_grad_norm_(tps, 0.5, norm_type)
+    close(total.item(), ttotal.item(), 1e-6)
+    for p, tpp in zip(ps, tps):
+        close(arr(p.grad), tpp.grad.numpy(), 1e-5, 1e-7)
+
+
+def test_clip_grad_norm_leaves_small_gradients_and_value_clips():
+    p = nn.Parameter(tp.zeros(2))
+    p.grad = tp.tensor([0.1, -0.2])
+    nn.utils.clip_grad_norm_(p, 10.0)
+    close(arr(p.grad), [0.1, -0.2])
+    nn.utils.clip_grad_value_([p], 0.15)
+    close(arr(p.grad), [0.1, -0.15])
+    p.grad = tp.tensor([float("nan"), 1.0])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)

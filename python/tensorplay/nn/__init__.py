@@ -6,4 +6,4 @@ from .modules import (  # noqa: F401
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, L1Loss, MSELoss, CrossEntropyLoss,
     NLLLoss, BCELoss, BCEWithLogitsLoss, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention,
 )
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401

@@ -1,0 +1,57 @@
+"""Gradient clipping: scale all gradients together so their joint norm is at most max_norm,
+or clamp each gradient element into [-clip_value, clip_value]."""
+import math
+
+import tensorplay as _tp
+from ..._grad_mode import no_grad
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+
+
+def _as_list(parameters):
+    if isinstance(parameters, _tp.Tensor):
+        return [parameters]
+    return list(parameters)
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of the norms of `tensors`: the norm of all their elements as one vector."""
+    tensors = _as_list(tensors)
+    norm_type = float(norm_type)
+    if not tensors:
+        return _tp.zeros([])
+    with no_grad():
+        if math.isinf(norm_type):
+            per = [t.detach().abs().amax().to(_tp.float64) for t in tensors]
+            total = _tp.stack(per).amax()
+        else:
+            per = [_tp.pow(t.detach().abs().to(_tp.float64), norm_type).sum() for t in tensors]
+            total = _tp.pow(_tp.stack(per).sum(), 1.0 / norm_type)
+        total = total.to(tensors[0].dtype)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+                           "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+                           "norm anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)); returns the total norm."""
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    if not grads:
+        return total
+    coef = min(1.0, float(max_norm) / (total.item() + 1e-6))
+    if coef < 1.0:
+        with no_grad():
+            for g in grads:
+                g.mul_(coef)
+    return total
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in _as_list(parameters):
+            if p.grad is not None:
+                p.grad.copy_(_tp.clamp(p.grad, -clip_value, clip_value))
