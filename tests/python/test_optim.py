@@ -328,3 +328,43 @@ def test_lambda_lr_wrong_count_and_state_dict():
 def test_scheduler_requires_optimizer():
     with pytest.raises(TypeError, match="not an Optimizer"):
         optim.lr_scheduler.StepLR(object(), 2)
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("MultiStepLR", dict(milestones=[3, 7, 7, 12], gamma=0.5)),
+    ("ExponentialLR", dict(gamma=0.9)),
+    ("LinearLR", dict(start_factor=0.1, total_iters=6)),
+    ("LinearLR", dict(start_factor=1.0, end_factor=0.2, total_iters=4)),
+])
+def test_more_schedulers_match_torch(torch, name, kw):
+    ours, theirs, _, _ = _lr_sequences(torch, lambda o: getattr(optim.lr_scheduler, name)(o, **kw),
+                                       lambda o: getattr(torch.optim.lr_scheduler, name)(o, **kw))
+    close(ours, theirs, 1e-9, 1e-15)
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("StepLR", dict(step_size=3, gamma=0.5)), ("MultiStepLR", dict(milestones=[2, 5], gamma=0.1)),
+    ("ExponentialLR", dict(gamma=0.8)), ("LinearLR", dict(start_factor=0.25, total_iters=4)),
+    ("CosineAnnealingLR", dict(T_max=6)),
+])
+def test_step_with_epoch_uses_closed_form(name, kw):
+    opt = optim.SGD([nn.Parameter(tp.ones(1))], lr=1.0)
+    s = getattr(optim.lr_scheduler, name)(opt, **kw)
+    seq = [s.get_last_lr()[0]]
+    for _ in range(8):
+        s.step()
+        seq.append(s.get_last_lr()[0])
+    opt2 = optim.SGD([nn.Parameter(tp.ones(1))], lr=1.0)
+    s2 = getattr(optim.lr_scheduler, name)(opt2, **kw)
+    for e in (5, 2, 8):
+        with pytest.warns(UserWarning, match="deprecated"):
+            s2.step(e)
+        assert s2.get_last_lr()[0] == pytest.approx(seq[e], rel=1e-12)
+
+
+def test_linear_lr_validates_factors():
+    opt = optim.SGD([nn.Parameter(tp.ones(1))], lr=1.0)
+    with pytest.raises(ValueError, match="Starting"):
+        optim.lr_scheduler.LinearLR(opt, start_factor=0)
+    with pytest.raises(ValueError, match="Ending"):
+        optim.lr_scheduler.LinearLR(opt, end_factor=2)

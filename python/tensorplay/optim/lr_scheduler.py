@@ -4,13 +4,15 @@ Construction performs step 0 (the optimizer's lr becomes the schedule's first
 value and each group remembers 'initial_lr'); every step() afterwards advances
 last_epoch by one and writes the new lr into the optimizer's groups.
 """
+import bisect
+from collections import Counter
 import math
 import types
 import warnings
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR", "LambdaLR"]
 
 
 class LRScheduler:
@@ -75,6 +77,70 @@ class StepLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiplies the lr by gamma at each milestone epoch (twice if a milestone is listed twice)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones = Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        hits = self.milestones.get(self.last_epoch, 0)
+        return [group["lr"] * self.gamma ** hits for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        passed = bisect.bisect_right(sorted(self.milestones.elements()), self.last_epoch)
+        return [base * self.gamma ** passed for base in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiplies the lr by gamma every epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scales the lr by a factor moving linearly from start_factor to end_factor over total_iters
+    epochs (a warmup when start_factor < 1), then keeps it."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if not 0 <= end_factor <= 1:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in lrs]
+        if self.last_epoch > self.total_iters:
+            return lrs
+        # Ratio of this epoch's factor to the previous one's, applied to the current lr.
+        delta = self.end_factor - self.start_factor
+        ratio = 1.0 + delta / (self.total_iters * self.start_factor + (self.last_epoch - 1) * delta)
+        return [lr * ratio for lr in lrs]
+
+    def _get_closed_form_lr(self):
+        progress = min(self.total_iters, self.last_epoch) / self.total_iters
+        factor = self.start_factor + (self.end_factor - self.start_factor) * progress
+        return [base * factor for base in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
