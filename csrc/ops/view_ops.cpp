@@ -543,6 +543,7 @@ std::vector<Tensor> chunk_decompose(const std::vector<Tensor>& in, const Attrs& 
   TP_CHECK(chunks > 0, ValueError, "chunk: number of chunks must be greater than 0, got ", chunks);
   const int64_t d = wrap_dim(attrs.get_int("dim"), x.dim(), "chunk");
   const int64_t size = x.sizes()[d], step = (size + chunks - 1) / chunks;
+  if (size == 0) return split_at(x, d, std::vector<int64_t>(static_cast<size_t>(chunks), 0));  // as PyTorch
   Attrs a{{"split_size", step}, {"dim", d}};
   return split_decompose(in, a);
 }
