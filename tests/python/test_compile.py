@@ -625,3 +625,19 @@ def test_lower_debug_names_the_operator_that_could_not_be_lowered():
     )
     assert rc == 0, err
     assert "matmul" in out + err
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "int32", "uint8"])
+def test_narrow_dtypes_fall_back_to_eager_with_the_same_result(dtype):
+    # Generated kernels use bool/int64/float32/float64; other dtypes run eagerly.
+    dt = getattr(tp, dtype)
+    x = (tp.arange(12).reshape(3, 4) % 7).to(dt)
+    f = tp.compile(lambda a: a * 2 + 1)
+    tp.compiler.reset()
+    got = f(x)
+    want = x * 2 + 1
+    assert got.dtype == want.dtype == dt
+    assert got.float().numpy().tolist() == want.float().numpy().tolist()
+    assert tp.compiler.metrics.fallback_count == 1
+    with pytest.raises(tp.compiler.BackendError, match=dtype):
+        tp.compile(lambda a: a * 2 + 1, strict_native=True)(x)

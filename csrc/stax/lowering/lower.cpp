@@ -105,13 +105,21 @@ class Lowerer {
   void run(const graph::Graph& g) {
     std::unordered_map<const Node*, Value> env;
     std::unordered_map<const Node*, std::string> origin;
+    // Generated kernels use the four compute dtypes; graphs touching a narrow
+    // dtype (int8..int32, uint8, float16, bfloat16) fall back to eager.
+    auto check_dtype = [](const Node* n) {
+      if (!is_compute_dtype(n->meta.dtype))
+        cannot_lower(n, str("dtype ", dtype_name(n->meta.dtype), " is not supported by generated kernels yet"));
+    };
     for (Node* p : g.placeholders()) {
+      check_dtype(p);
       int buf = add_buffer(BufferKind::Input, "in", p->meta.dtype, p->meta.sizes, p->meta.strides, p->input_index);
       env[p] = from_buffer(buf, p->meta.sizes, p->meta.strides, p->meta.dtype);
       prog_.num_inputs++;
     }
     for (auto& up : g.nodes()) {
       const Node* n = up.get();
+      if (n->opcode == Opcode::GetAttr || n->opcode == Opcode::CallFunction) check_dtype(n);
       if (n->opcode == Opcode::GetAttr) {
         int buf = add_buffer(BufferKind::Constant, "const", n->meta.dtype, n->meta.sizes, n->meta.strides,
                              static_cast<int>(r_.constants.size()));
