@@ -996,3 +996,82 @@ def test_clip_grad_norm_leaves_small_gradients_and_value_clips():
     p.grad = tp.tensor([float("nan"), 1.0])
     with pytest.raises(RuntimeError, match="non-finite"):
         nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+
+
+# ---------------------------------------------------------------- compositions beyond the registered ops
+@pytest.mark.parametrize("name,kw", [("SELU", {}), ("CELU", {}), ("CELU", dict(alpha=0.5)), ("Hardsigmoid", {}),
+                                     ("Hardswish", {}), ("Softsign", {}), ("GLU", {}), ("GLU", dict(dim=0)),
+                                     ("Softmin", dict(dim=1))])
+def test_composed_activations_match_torch(torch, name, kw):
+    x = rand(4, 6) * 4
+    xp, xt = tp.tensor(x, requires_grad=True), torch.from_numpy(x).requires_grad_()
+    out, tout = getattr(nn, name)(**kw)(xp), getattr(torch.nn, name)(**kw)(xt)
+    close(arr(out), tout.detach().numpy())
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    close(arr(xp.grad), xt.grad.numpy(), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("groups,shape", [(2, (3, 4, 5)), (1, (2, 6, 3, 3)), (6, (2, 6, 4))])
+def test_group_norm_matches_torch(torch, groups, shape):
+    c = shape[1]
+    tm = torch.nn.GroupNorm(groups, c)
+    with torch.no_grad():
+        tm.weight.uniform_(0.5, 1.5)
+        tm.bias.uniform_(-0.5, 0.5)
+    m = copy_from_torch(nn.GroupNorm(groups, c), tm)
+    out, tout = _fwd(m, tm, torch, rand(*shape) * 3 + 1, rtol=1e-4, atol=1e-5)
+    out.sum().backward()
+    tout.sum().backward()
+    close(arr(m.weight.grad), tm.weight.grad.numpy(), 1e-4, 1e-4)
+    assert repr(m) == repr(tm)
+    with pytest.raises(ValueError, match="divisible"):
+        nn.GroupNorm(4, 6)
+
+
+@pytest.mark.parametrize("name,kw", [("SmoothL1Loss", {}), ("SmoothL1Loss", dict(beta=0.5)),
+                                     ("SmoothL1Loss", dict(beta=0.0)), ("HuberLoss", dict(delta=0.7)),
+                                     ("HuberLoss", dict(reduction="sum"))])
+def test_regression_losses_match_torch(torch, name, kw):
+    x, y = rand(5, 3) * 2, rand(5, 3, seed=1)
+    xp, xt = tp.tensor(x, requires_grad=True), torch.from_numpy(x).requires_grad_()
+    out = getattr(nn, name)(**kw)(xp, tp.tensor(y))
+    tout = getattr(torch.nn, name)(**kw)(xt, torch.from_numpy(y))
+    close(arr(out), tout.detach().numpy())
+    out.backward()
+    tout.backward()
+    close(arr(xp.grad), xt.grad.numpy(), 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["batchmean", "sum", "none"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_matches_torch(torch, reduction, log_target):
+    x = rand(4, 5)
+    x = x - np.log(np.exp(x).sum(1, keepdims=True))
+    t = np.abs(rand(4, 5, seed=1))
+    t[0, 0] = 0.0  # 0 * log 0 counts as 0
+    t = t / t.sum(1, keepdims=True)
+    if log_target:
+        t = np.log(t + 1e-3).astype(np.float32)
+    out = nn.KLDivLoss(reduction=reduction, log_target=log_target)(tp.tensor(x), tp.tensor(t))
+    tout = torch.nn.KLDivLoss(reduction=reduction, log_target=log_target)(torch.from_numpy(x), torch.from_numpy(t))
+    close(arr(out), tout.numpy(), 1e-5, 1e-6)
+
+
+def test_normalize_and_cosine_similarity_match_torch(torch):
+    tf = torch.nn.functional
+    x, y = rand(4, 6), rand(4, 6, seed=1)
+    x[1] = 0.0  # a zero row: eps keeps it finite
+    for kw in [dict(), dict(p=1.0, dim=0), dict(dim=-1, eps=1e-3)]:
+        close(arr(F.normalize(tp.tensor(x), **kw)), tf.normalize(torch.from_numpy(x), **kw).numpy(), 1e-5, 1e-6)
+    close(arr(F.cosine_similarity(tp.tensor(x), tp.tensor(y))),
+          tf.cosine_similarity(torch.from_numpy(x), torch.from_numpy(y)).numpy(), 1e-5, 1e-6)
+    close(arr(F.cosine_similarity(tp.tensor(x), tp.tensor(y[:1]), dim=-1)),
+          tf.cosine_similarity(torch.from_numpy(x), torch.from_numpy(y[:1]), dim=-1).numpy(), 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("build", [lambda m: m.GroupNorm(2, 4), lambda m: m.SELU(inplace=True), lambda m: m.CELU(0.5),
+                                   lambda m: m.GLU(dim=1), lambda m: m.Hardswish(), lambda m: m.SmoothL1Loss(beta=0.5),
+                                   lambda m: m.KLDivLoss(reduction="batchmean"), lambda m: m.Softmin(dim=0)])
+def test_more_reprs_match_pytorch(torch, build):
+    assert repr(build(nn)) == repr(build(torch.nn))

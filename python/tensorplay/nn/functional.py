@@ -17,7 +17,8 @@ __all__ = [
     "logsigmoid", "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "dropout", "embedding",
     "linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
     "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "one_hot", "scaled_dot_product_attention",
+    "one_hot", "scaled_dot_product_attention", "selu", "celu", "softsign", "hardsigmoid", "hardswish", "glu",
+    "softmin", "normalize", "cosine_similarity", "group_norm", "smooth_l1_loss", "huber_loss", "kl_div",
 ]
 
 
@@ -115,6 +116,41 @@ def logsigmoid(input):
     return -softplus(-input)
 
 
+# SELU's constants: the fixed point of mean 0 / variance 1 (Klambauer et al., 2017).
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    # max(0,x) + min(0, alpha*(exp(x/alpha)-1)) is alpha * elu(x/alpha).
+    if alpha == 0:
+        raise ValueError("celu: alpha cannot be 0")
+    return _maybe_inplace(input, elu(input / alpha) * alpha, inplace)
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def hardsigmoid(input, inplace=False):
+    return _maybe_inplace(input, hardtanh(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _maybe_inplace(input, input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+
+
+def glu(input, dim=-1):
+    if input.shape[dim] % 2:
+        raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {input.shape[dim]}")
+    a, b = _op("chunk")(input, 2, dim)
+    return a * sigmoid(b)
+
+
 def _softmax_dim(name, ndim):
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
                   "as an argument.", stacklevel=3)
@@ -127,6 +163,12 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     return _op("softmax")(input, dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim())
+    return softmax(-input, dim, dtype=dtype)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -152,11 +194,42 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _op("rms_norm")(input, _shape_list(normalized_shape), weight, eps=eps)
 
 
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalizes each group of num_groups channel groups over (its channels x spatial dims)."""
+    if input.dim() < 2:
+        raise ValueError(f"group_norm: expected at least 2 dims (N, C, ...), got input of shape {tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: num_channels ({c}) must be divisible by num_groups ({num_groups})")
+    grouped = input.reshape([n, num_groups, -1])
+    out = layer_norm(grouped, [grouped.shape[-1]], eps=eps).reshape(list(input.shape))
+    affine_shape = [1, c] + [1] * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine_shape)
+    if bias is not None:
+        out = out + bias.reshape(affine_shape)
+    return out
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """input / max(||input||_p over dim, eps)."""
+    return input / _op("clamp_min")(_op("norm")(input, p, dim, True), eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    # Each side is divided by its own (clamped) norm before the dot product, which stays
+    # accurate when the norms are far apart.
+    n1 = _op("clamp_min")(_op("norm")(x1, 2, dim, True), eps)
+    n2 = _op("clamp_min")(_op("norm")(x2, 2, dim, True), eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Updates running_mean/running_var in place when training (and they are given)."""
-    if training:
-        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.dim() >= 2 and input.numel() else 1
-        if input.dim() >= 2 and input.shape[0] * spatial == 1:
+    if training and input.dim() >= 2:
+        # Batch statistics need more than one value per channel (N * spatial size).
+        per_channel = input.shape[0] * math.prod(input.shape[2:])
+        if per_channel == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
     return _op("batch_norm")(input, running_mean, running_var, weight, bias,
                              training=training, momentum=momentum, eps=eps)
@@ -274,6 +347,41 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     return _reduce((input - target).abs(), reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("smooth_l1_loss", reduction)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(_tp.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _check_reduction("huber_loss", reduction)
+    if weight is not None:
+        raise NotImplementedError("huber_loss: weight is not supported")
+    d = (input - target).abs()
+    return _reduce(_tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise target * (log target - input) with input given as log-probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"kl_div: {reduction} is not a valid value for reduction")
+    if log_target:
+        loss = _tp.exp(target) * (target - input)
+    else:
+        # 0 * log 0 is taken as 0.
+        safe = _tp.where(target > 0, target, _tp.ones_like(target))
+        loss = _tp.where(target > 0, target * (_tp.log(safe) - input), 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

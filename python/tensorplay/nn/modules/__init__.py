@@ -3,15 +3,17 @@ from .module import Module  # noqa: F401
 from .container import Sequential, ModuleList, ModuleDict  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
-from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .activation import (  # noqa: F401
     ReLU, ReLU6, GELU, SiLU, Mish, Softplus, ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax,
-    LogSoftmax,
+    LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish, Softsign, GLU, Softmin,
 )
-from .loss import L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss  # noqa: F401
+from .loss import (  # noqa: F401
+    L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
+)
 from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401

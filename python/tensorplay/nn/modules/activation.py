@@ -3,7 +3,8 @@ from .. import functional as F
 from .module import Module
 
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Softplus", "ELU", "LeakyReLU", "Hardtanh", "Tanh", "Sigmoid",
-           "LogSigmoid", "Softmax", "LogSoftmax"]
+           "LogSigmoid", "Softmax", "LogSoftmax", "SELU", "CELU", "Hardsigmoid", "Hardswish", "Softsign", "GLU",
+           "Softmin"]
 
 
 def _inplace_suffix(inplace, lead=", "):
@@ -137,3 +138,53 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim)
+
+
+class SELU(ReLU):
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+
+class CELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + _inplace_suffix(self.inplace)
+
+
+class Hardsigmoid(ReLU):
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Hardswish(ReLU):
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmin(Softmax):
+    def forward(self, input):
+        return F.softmin(input, self.dim)
