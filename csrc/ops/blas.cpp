@@ -123,6 +123,14 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
   loaded().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), alpha,
                  A, to_int(lda), B, to_int(ldb), beta, C, to_int(ldc));
 }
+void use_one_thread() {
+  Blas& b = lib();
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.set_threads && b.threads != 1) {
+    b.set_threads(1);
+    b.threads = 1;
+  }
+}
 }  // namespace blas
 
 }  // namespace tp

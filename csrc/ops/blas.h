@@ -24,6 +24,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+// Call before a parallel region whose threads each run GEMMs: BLAS then runs
+// one thread per call (its thread count is global, so it cannot be set from
+// inside the region). The next GEMM outside a region restores tp::num_threads().
+void use_one_thread();
 // A GEMM this small runs on one BLAS thread anyway (OpenBLAS switches to one
 // thread below about 2^18 multiply-adds), so callers may run several at once.
 inline bool is_small(int64_t M, int64_t N, int64_t K) { return M * N * K <= (int64_t{1} << 18); }

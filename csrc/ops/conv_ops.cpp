@@ -131,16 +131,19 @@ bool is_pointwise(const ConvGeom& g) {
   return g.kh == 1 && g.kw == 1 && g.stride == Pair{1, 1} && g.pad == Pair{0, 0};
 }
 
-// Runs body(n) for every sample: in parallel when each sample's GEMM is small
-// (BLAS then runs single-threaded), else in order with threaded BLAS.
+// Runs body(n) for every sample: with several samples, one thread per sample
+// (single-threaded BLAS, so the unfolding runs in parallel too); a single
+// sample uses threaded BLAS.
 template <class F>
 void for_samples(const ConvGeom& g, const F& body) {
-  if (blas::is_small(g.Og(), g.hw(), g.kk()) && g.N > 1)
+  if (g.N > 1 && num_threads() > 1 && !in_parallel_region()) {
+    blas::use_one_thread();
     parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) body(n);
     });
-  else
+  } else {
     for (int64_t n = 0; n < g.N; ++n) body(n);
+  }
 }
 
 template <class T>

@@ -116,9 +116,9 @@ void gemm_one(const Mat& a, const T* pa, const Mat& b, const T* pb, int64_t M, i
   if constexpr (std::is_floating_point_v<T>) {
     blas::gemm(a.l.trans, b.l.trans, M, N, K, alpha, pa, a.l.ld, pb, b.l.ld, beta, c, N);
   } else {
-    const int64_t d = a.t.dim();
-    const int64_t ar = a.t.strides()[d - 2], ac = a.t.strides()[d - 1];
-    const int64_t br = b.t.strides()[d - 2], bc = b.t.strides()[d - 1];
+    const int64_t da = a.t.dim(), db = b.t.dim();
+    const int64_t ar = a.t.strides()[da - 2], ac = a.t.strides()[da - 1];
+    const int64_t br = b.t.strides()[db - 2], bc = b.t.strides()[db - 1];
     for (int64_t i = 0; i < M; ++i) {
       T* row = c + i * N;
       for (int64_t j = 0; j < N; ++j) row[j] = beta == T(0) ? T(0) : beta * row[j];
@@ -179,9 +179,17 @@ void batched_gemm(Tensor a, Tensor b, const Tensor& out, T alpha, T beta) {
       gemm_one<T>(ma, pa + oa, mb, pb + ob, M, N, K, alpha, beta, c + i * M * N);
     }
   };
-  // Small products: one per thread. Large ones: BLAS (or the row loop) threads each.
-  if (blas::is_small(M, N, K)) parallel_for(0, B, std::max<int64_t>(1, (int64_t{1} << 16) / (M * N * K + 1)), run);
-  else run(0, B);
+  // Small products, or a batch that divides evenly among the threads: one
+  // product per thread with single-threaded BLAS. Otherwise BLAS threads each.
+  const int nt = num_threads();
+  if (blas::is_small(M, N, K)) {
+    parallel_for(0, B, std::max<int64_t>(1, (int64_t{1} << 16) / (M * N * K + 1)), run);
+  } else if (nt > 1 && !in_parallel_region() && (B % nt == 0 || B >= 4 * nt)) {
+    if constexpr (std::is_floating_point_v<T>) blas::use_one_thread();
+    parallel_for(0, B, 1, run);
+  } else {
+    run(0, B);
+  }
 }
 
 // Large integer products parallelize over rows of the result.
