@@ -537,7 +537,7 @@ std::vector<TensorMeta> scatter_infer(const OpDef& op, const std::vector<TensorM
   const int64_t dim = wrap_dim(attrs.get_int("dim"), std::max<int64_t>(1, in[0].sizes.size()), op.name);
   TP_CHECK(is_index_dtype(in[1].dtype), TypeError, op.name, ": expected an integer index tensor, got ",
            dtype_name(in[1].dtype));
-  const bool has_src = in.size() > 2;
+  const bool has_src = in.size() > 2 && !in[2].sizes.empty();  // a 0-d src is a fill value
   check_dim_index_shapes(in[0].sizes, in[1].sizes, has_src ? &in[2].sizes : nullptr, dim, op.name);
   if (attrs.has("reduce")) reduce_kind(attrs, op.name);
   if (op.has(kInplace)) {
@@ -558,7 +558,7 @@ std::vector<Tensor> scatter_cpu(const OpDef& op, const std::vector<Tensor>& in, 
   const bool has_src = in.size() > 2;
   Tensor src = has_src ? in[2] : scalar_of(attrs.get_scalar("value"), in[0].dtype());
   const Reduce r = kAdd ? Reduce::Add : reduce_kind(attrs, op.name);
-  scatter_into(dst, attrs.get_int("dim"), in[1], src, !has_src, r, op.name);
+  scatter_into(dst, attrs.get_int("dim"), in[1], src, src.dim() == 0, r, op.name);
   return {dst};
 }
 
@@ -566,6 +566,7 @@ std::vector<Tensor> scatter_cpu(const OpDef& op, const std::vector<Tensor>& in, 
 // zero where src was not read (src may be larger than index).
 Tensor scatter_src_grad(const Tensor& g, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor picked = ops::gather(g, dim, index);
+  if (src.dim() == 0) return ops::sum(picked);  // a fill value reaches every scattered position
   if (index.sizes() == src.sizes()) return picked;
   Tensor z = ops::zeros(src.sizes(), g.dtype());
   Tensor part = z;
@@ -786,8 +787,9 @@ void reg_composite(const char* name, const char* schema, int num_inputs, Decompo
 
 void register_index_ops() {
   constexpr uint32_t A = kAllDTypes, I = kInplace | kAllDTypes;
-  // Overloads are tried in registration order: a Scalar overload comes first so
-  // that a Python number does not become a wrapped tensor `src`.
+  // Overloads are tried in registration order. The Tensor overloads come first,
+  // so a 0-d tensor that requires grad stays a tensor; a Python number reaches
+  // them as a wrapped 0-d tensor, which both read as a fill value.
   // Tensor[] indices: one entry per leading dim of self; an undefined entry is a whole dim (a `:`).
   reg("index", "index(Tensor self, Tensor[] indices) -> Tensor", A, -1, &index_infer, &index_cpu, &index_backward);
   reg("index_put", "index_put(Tensor self, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor", A, -1,
@@ -803,28 +805,28 @@ void register_index_ops() {
       &index_add_infer, &index_add_cpu, &index_add_backward);
   reg("gather", "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", A, 2,
       &gather_infer, &gather_cpu, &gather_backward);
+  reg("scatter.src", "scatter.src(Tensor self, int dim, Tensor index, Tensor src, *, str? reduce=None) -> Tensor", A,
+      3, &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
   reg("scatter.value",
       "scatter.value(Tensor self, int dim, Tensor index, Scalar value, *, str? reduce=None) -> Tensor", A, 2,
       &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
-  reg("scatter.src", "scatter.src(Tensor self, int dim, Tensor index, Tensor src, *, str? reduce=None) -> Tensor", A,
-      3, &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
-  reg("scatter_.value",
-      "scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value, *, str? reduce=None) -> Tensor(a!)", I, 2,
-      &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
   reg("scatter_.src",
       "scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src, *, str? reduce=None) -> Tensor(a!)", I, 3,
+      &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
+  reg("scatter_.value",
+      "scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value, *, str? reduce=None) -> Tensor(a!)", I, 2,
       &scatter_infer, &scatter_cpu<false>, &scatter_backward<false>);
   reg("scatter_add", "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", A, 3, &scatter_infer,
       &scatter_cpu<true>, &scatter_backward<true>);
   reg("scatter_add_", "scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", I, 3,
       &scatter_infer, &scatter_cpu<true>, &scatter_backward<true>);
-  reg("masked_fill.Scalar", "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", A, 2,
-      &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
   reg("masked_fill.Tensor", "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", A, 3,
       &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
-  reg("masked_fill_.Scalar", "masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", I, 2,
+  reg("masked_fill.Scalar", "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", A, 2,
       &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
   reg("masked_fill_.Tensor", "masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", I, 3,
+      &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
+  reg("masked_fill_.Scalar", "masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", I, 2,
       &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
   reg("nonzero", "nonzero(Tensor self) -> Tensor", A | kNondeterministicShape, 1, &nonzero_infer, &nonzero_cpu,
       nullptr);

@@ -142,8 +142,9 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         if (it.tensor.dim() == 0) {  // True/False: a new dim of length 1 or 0
           r.view = ops::unsqueeze(r.view, dim);
           const bool keep = it.tensor.item().to_bool();
-          adv.emplace_back(dim++, keep ? Tensor::scalar_tensor(Scalar(int64_t{0}), DType::Int64)
-                                       : Tensor::empty({0}, DType::Int64));
+          Tensor pick = Tensor::empty({keep ? 1 : 0}, DType::Int64);
+          if (keep) *pick.data_as<int64_t>() = 0;
+          adv.emplace_back(dim++, pick);
         } else {
           adv.emplace_back(dim, it.tensor);
           dim += it.tensor.dim();
@@ -278,8 +279,20 @@ void bind_shape_conveniences(nb::module_& m) {
     if (nb::hasattr(cls, name)) nb::delattr(cls, name);
     nb::setattr(cls, name, nb::module_::import_("builtins").attr("property")(nb::cpp_function(&matrix_transpose)));
   }
-  if (nb::hasattr(m, "nonzero")) nb::delattr(m, "nonzero");
-  m.def("nonzero", &nonzero_py, nb::arg("input"), nb::kw_only(), nb::arg("as_tuple") = false);
+  // Module functions: replaced both as attributes of _C and in the table of
+  // generated functions that the package exports.
+  auto def_function = [&](const char* name, auto&& f, auto... extra) {
+    if (nb::hasattr(m, name)) nb::delattr(m, name);
+    m.def(name, f, extra...);
+    if (nb::hasattr(m, "_op_functions")) m.attr("_op_functions")[name] = m.attr(name);
+  };
+  def_function("nonzero", &nonzero_py, nb::arg("input"), nb::kw_only(), nb::arg("as_tuple") = false);
+  def_function("index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
+    return ops::index_put_(t, indices_from(indices), values, accumulate);
+  }, nb::arg("input"), nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
+  def_function("index_put", [](const Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
+    return ops::index_put(t, indices_from(indices), values, accumulate);
+  }, nb::arg("input"), nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
 }
 
 }  // namespace
