@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <atomic>
+
 #include "core/error.h"
 
 namespace tp {
@@ -55,6 +57,17 @@ DType promote_types(DType a, DType b) {
   return itemsize(a) >= itemsize(b) ? a : b;
 }
 
-DType default_float_dtype() { return DType::Float32; }
+namespace {
+// What Python floats and float factories produce (tp.set_default_dtype).
+std::atomic<DType> g_default_float{DType::Float32};
+}  // namespace
+
+DType default_float_dtype() { return g_default_float.load(std::memory_order_relaxed); }
+
+void set_default_float_dtype(DType t) {
+  TP_CHECK(is_floating(t), TypeError, "set_default_dtype: only floating-point types can be the default (got ",
+           dtype_name(t), ")");
+  g_default_float.store(t, std::memory_order_relaxed);
+}
 
 }  // namespace tp

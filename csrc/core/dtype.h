@@ -42,7 +42,8 @@ inline bool is_compute_dtype(DType t) { return compute_dtype(t) == t; }
 // PyTorch's promote_types: bool < integers < floating; uint8 with a signed
 // type needs the next wider signed type; float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);
-DType default_float_dtype();
+DType default_float_dtype();  // float32 unless set_default_float_dtype changed it
+void set_default_float_dtype(DType t);  // floating dtypes only
 
 template <class T> struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };

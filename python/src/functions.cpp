@@ -1,12 +1,12 @@
-// Module-level functions: factories, NumPy import, operators, autograd, runtime settings.
+// Module-level functions: factories, NumPy import, operators, runtime settings (autograd: autograd_bind.cpp).
 #include <nanobind/ndarray.h>
 
 #include "autograd/engine.h"
 #include "common.h"
-#include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "ops/blas.h"
 #include "ops/ops.h"
+#include "ops/type_promotion.h"
 
 namespace tp::py {
 
@@ -34,15 +34,10 @@ std::shared_ptr<nb::object> keep_py(nb::object o) {
 namespace {
 
 Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> a) {
-  DType dt;
-  auto d = a.dtype();
-  if (d == nb::dtype<float>()) dt = DType::Float32;
-  else if (d == nb::dtype<double>()) dt = DType::Float64;
-  else if (d == nb::dtype<int64_t>()) dt = DType::Int64;
-  else if (d == nb::dtype<bool>()) dt = DType::Bool;
-  else
-    throw TypeError(str("from_numpy: unsupported NumPy dtype (code ", int(d.code), ", ", int(d.bits),
-                        " bits); supported: float32, float64, int64, bool"));
+  auto mapped = from_dlpack_dtype(a.dtype());
+  TP_CHECK(mapped, TypeError, "from_numpy: unsupported NumPy dtype (code ", int(a.dtype().code), ", ",
+           int(a.dtype().bits), " bits); supported: bool, uint8, int8, int16, int32, int64, float16, float32, float64");
+  const DType dt = *mapped;
   Shape sizes, strides;
   int64_t span = 1;
   for (size_t i = 0; i < a.ndim(); ++i) {
@@ -137,30 +132,20 @@ void bind_functions(nb::module_& m) {
         nb::arg("input"), nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
   m.def("mean", [](const Tensor& t, nb::handle dim, bool keepdim) { return ops::mean(t, dims_from(dim), keepdim); },
         nb::arg("input"), nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
-  m.def("softmax", &ops::softmax, nb::arg("input"), nb::arg("dim"));
   m.def("transpose", &ops::transpose);
   m.def("reshape", [](const Tensor& t, nb::handle shape) {
     Shape s;
     for (nb::handle x : shape) s.push_back(nb::cast<int64_t>(x));
     return ops::reshape(t, s);
   });
-  // ---- autograd ----
-  m.def("_backward", [](std::vector<Tensor> roots, std::vector<std::optional<Tensor>> grads, bool retain) {
-    std::vector<Tensor> g;
-    for (auto& x : grads) g.push_back(x ? *x : Tensor());
-    autograd::backward(roots, g, retain);
-  });
-  m.def("_grad", [](std::vector<Tensor> roots, std::vector<Tensor> inputs, std::vector<std::optional<Tensor>> grads,
-                    bool retain, bool allow_unused) {
-    std::vector<Tensor> g;
-    for (auto& x : grads) g.push_back(x ? *x : Tensor());
-    std::vector<std::optional<Tensor>> out;
-    for (auto& t : autograd::grad(roots, inputs, g, retain, allow_unused))
-      out.push_back(t.defined() ? std::optional<Tensor>(t) : std::nullopt);
-    return out;
-  });
-  m.def("is_grad_enabled", &GradMode::is_enabled);
-  m.def("_set_grad_enabled", &GradMode::set_enabled);
+  // ---- dtypes ----
+  m.def("promote_types", &promote_types, nb::arg("type1"), nb::arg("type2"));
+  m.def("can_cast", &can_cast, nb::arg("from_"), nb::arg("to"));
+  m.def("result_type", [](nb::handle a, nb::handle b) {
+        return result_type(std::vector<Tensor>{require_operand(a, "result_type"), require_operand(b, "result_type")});
+      }, nb::arg("tensor1"), nb::arg("tensor2"));
+  m.def("get_default_dtype", &default_float_dtype);
+  m.def("set_default_dtype", &set_default_float_dtype, nb::arg("d"));
   // ---- runtime ----
   m.def("set_num_threads", &set_num_threads);
   m.def("get_num_threads", &num_threads);

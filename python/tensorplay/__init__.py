@@ -19,6 +19,7 @@ from ._C import (  # noqa: F401  (re-exported API)
     neg, relu, abs, exp, log, sqrt, tanh, sigmoid, where,
     sum, amax, mean, transpose, reshape,
     is_grad_enabled, set_num_threads, get_num_threads,
+    promote_types, can_cast, result_type, get_default_dtype, set_default_dtype,
 )
 # Every registered operator with a schema (generated in C++, op_binding.cpp);
 # these replace the hand-written bindings of the same name.

@@ -31,7 +31,8 @@ def _as_array(data):
                     else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
         arr = np.asarray(data)
         if arr.dtype.kind == "f":
-            arr = arr.astype(np.float32)
+            default = _C.get_default_dtype()
+            arr = arr.astype(np.float32 if default == _C.dtype.bfloat16 else _TP_TO_NP[default])
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
     if arr.dtype not in _NP_TO_TP:
@@ -51,6 +52,8 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     else:
         arr = _as_array(data)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))
+        if not isinstance(data, np.ndarray) and t.dtype.is_floating_point and dtype is None:
+            dtype = _C.get_default_dtype()  # bfloat16 has no NumPy type: converted here
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
     if requires_grad:
