@@ -137,7 +137,7 @@ def test_mlp_classification_cross_entropy():
 def test_transformer_block_learns_to_attend():
     tp.manual_seed(3)
     vocab, length = 6, 5
-    tokens, targets = first_token_task(vocab=vocab, length=length)
+    tokens, targets = first_token_task(n=32, vocab=vocab, length=length)
     model = transformer(nn, vocab, length)
     positions = tp.tensor(np.tile(np.arange(length), (tokens.shape[0], 1)))
     ce = nn.CrossEntropyLoss()
@@ -145,7 +145,7 @@ def test_transformer_block_learns_to_attend():
     def loss_fn(logits, target):
         return ce(logits.reshape([-1, vocab]), target.reshape([-1]))
 
-    losses = train(model, loss_fn, (tp.tensor(tokens), positions), tp.tensor(targets), 60,
+    losses = train(model, loss_fn, (tp.tensor(tokens), positions), tp.tensor(targets), 40,
                    optim.Adam(model.parameters(), lr=3e-3))
     assert losses[-1] < 0.3 * losses[0], losses[::10]
 
