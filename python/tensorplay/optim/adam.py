@@ -2,7 +2,7 @@
 the update follows PyTorch's single-tensor formulation step for step."""
 import math
 
-from .. import _C
+import tensorplay as _tp
 from .._grad_mode import no_grad
 from .optimizer import Optimizer
 
@@ -34,11 +34,11 @@ class Adam(Optimizer):
         state = self.state[p]
         if not state:
             # The step count is a 0-d float32 tensor, as in PyTorch's state dicts.
-            state["step"] = _C.zeros(1, dtype=_C.dtype.float32).reshape([])
-            state["exp_avg"] = _C.zeros(*p.shape, dtype=p.dtype)
-            state["exp_avg_sq"] = _C.zeros(*p.shape, dtype=p.dtype)
+            state["step"] = _tp.zeros(1, dtype=_tp.float32).reshape([])
+            state["exp_avg"] = _tp.zeros(*p.shape, dtype=p.dtype)
+            state["exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype)
             if amsgrad:
-                state["max_exp_avg_sq"] = _C.zeros(*p.shape, dtype=p.dtype)
+                state["max_exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype)
         return state
 
     def step(self, closure=None):
@@ -64,15 +64,15 @@ class Adam(Optimizer):
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * wd)
             else:
-                grad = grad + p * wd
+                grad = grad.add(p, alpha=wd)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp towards grad
-        exp_avg_sq.mul_(beta2).add_(grad * grad * (1 - beta2))
-        bias_correction1 = 1 - beta1 ** step
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
         second = exp_avg_sq
         if group["amsgrad"]:
-            state["max_exp_avg_sq"].copy_(_C.maximum(state["max_exp_avg_sq"], exp_avg_sq))
             second = state["max_exp_avg_sq"]
-        denom = second.sqrt() / bias_correction2_sqrt + eps
-        p.sub_(exp_avg / denom * (lr / bias_correction1))
+            _tp.maximum(second, exp_avg_sq, out=second)
+        denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.addcdiv_(exp_avg, denom, value=-step_size)

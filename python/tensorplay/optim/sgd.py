@@ -38,7 +38,7 @@ class SGD(Optimizer):
         if group["maximize"]:
             d_p = -d_p
         if wd != 0:
-            d_p = d_p + p * wd
+            d_p = d_p.add(p, alpha=wd)
         if momentum != 0:
             state = self.state[p]
             buf = state.get("momentum_buffer")
@@ -46,6 +46,6 @@ class SGD(Optimizer):
                 buf = d_p.detach().clone()  # the first step takes the gradient as is (no dampening)
                 state["momentum_buffer"] = buf
             else:
-                buf.mul_(momentum).add_(d_p * (1 - group["dampening"]))
-            d_p = d_p + buf * momentum if group["nesterov"] else buf
-        p.sub_(d_p * lr)
+                buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
+            d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(d_p, alpha=-lr)
