@@ -1075,3 +1075,24 @@ def test_normalize_and_cosine_similarity_match_torch(torch):
                                    lambda m: m.KLDivLoss(reduction="batchmean"), lambda m: m.Softmin(dim=0)])
 def test_more_reprs_match_pytorch(torch, build):
     assert repr(build(nn)) == repr(build(torch.nn))
+
+
+def test_init_with_generator_is_reproducible():
+    g = tp.Generator()
+    draws = []
+    for _ in range(2):
+        g.manual_seed(7)
+        t = tp.empty(3, 4)
+        nn.init.xavier_uniform_(t, generator=g)
+        nn.init.trunc_normal_(tp.empty(2), generator=g)
+        draws.append(arr(t))
+    np.testing.assert_array_equal(draws[0], draws[1])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_init_into_other_float_dtypes(dtype):
+    t = tp.empty(64, 64, dtype=getattr(tp, dtype))
+    nn.init.kaiming_uniform_(t)
+    a = arr(t.to(tp.float64))
+    bound = math.sqrt(3) * math.sqrt(2 / (1 + 0.01 ** 2)) / 8
+    assert a.max() <= bound * 1.01 and a.min() >= -bound * 1.01 and a.std() > bound / 3

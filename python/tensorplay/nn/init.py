@@ -2,7 +2,8 @@
 
 Every initializer writes into the given tensor under no_grad (so it works on
 leaves that require grad) and returns that tensor. Randomness comes from
-tp.rand/tp.randn, so tp.manual_seed makes initialization reproducible.
+tp.rand/tp.randn (drawn in float64, then rounded to the tensor's dtype), so
+tp.manual_seed or a tp.Generator passed as generator= makes it reproducible.
 """
 import math
 import warnings
@@ -64,36 +65,34 @@ def _fill_from(tensor, sample):
     return tensor
 
 
-def _check_generator(generator):
-    if generator is not None:
-        raise NotImplementedError("nn.init: generator= is not supported; use tp.manual_seed")
+def _rand(shape, generator):
+    return _tp.rand(list(shape), generator=generator, dtype=_tp.float64)
+
+
+def _randn(shape, generator):
+    return _tp.randn(list(shape), generator=generator, dtype=_tp.float64)
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    _check_generator(generator)
-    u = _tp.rand(*tensor.shape, dtype=_tp.float64)
-    return _fill_from(tensor, u * (b - a) + a)
+    return _fill_from(tensor, _rand(tensor.shape, generator) * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    _check_generator(generator)
-    z = _tp.randn(*tensor.shape, dtype=_tp.float64)
-    return _fill_from(tensor, z * std + mean)
+    return _fill_from(tensor, _randn(tensor.shape, generator) * std + mean)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal(mean, std) restricted to [a, b], by redrawing the samples that fall outside."""
-    _check_generator(generator)
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     shape = tensor.shape
-    x = _tp.randn(*shape, dtype=_tp.float64) * std + mean
+    x = _randn(shape, generator) * std + mean
     for _ in range(100):
         outside = ((x < a).long() + (x > b).long()) > 0
         if not outside.sum().item():
             break
-        x = _tp.where(outside, _tp.randn(*shape, dtype=_tp.float64) * std + mean, x)
+        x = _tp.where(outside, _randn(shape, generator) * std + mean, x)
     # Whatever is still outside after many redraws (a far-tail interval) is clamped.
     x = _tp.minimum(_tp.maximum(x, a), b)
     return _fill_from(tensor, x)
