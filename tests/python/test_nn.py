@@ -1096,3 +1096,24 @@ def test_init_into_other_float_dtypes(dtype):
     a = arr(t.to(tp.float64))
     bound = math.sqrt(3) * math.sqrt(2 / (1 + 0.01 ** 2)) / 8
     assert a.max() <= bound * 1.01 and a.min() >= -bound * 1.01 and a.std() > bound / 3
+
+
+@pytest.mark.parametrize("with_layer_norm", [False, True])
+def test_module_compile_default_backend_and_keywords(with_layer_norm):
+    norm = [nn.LayerNorm(8)] if with_layer_norm else []
+    m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), *norm, nn.Linear(8, 2))
+    m.eval()
+    x = tp.randn(3, 4)
+    with tp.no_grad():
+        expected = arr(m(x))
+        m.compile()
+        close(arr(m(x)), expected, 1e-5, 1e-6)
+        close(arr(m(input=x)), expected, 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("convert,dtype", [("half", "float16"), ("bfloat16", "bfloat16"), ("double", "float64")])
+def test_module_dtype_conversion_runs(convert, dtype):
+    m = getattr(nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3)), convert)()
+    assert all(p.dtype == getattr(tp, dtype) for p in m.parameters())
+    out = m(tp.randn(2, 4).to(getattr(tp, dtype)))
+    assert out.dtype == getattr(tp, dtype) and out.shape == (2, 3)
