@@ -108,7 +108,7 @@ inline double v_copysign(double m, double s) { return __builtin_copysign(m, s); 
 // outside a function's domain (log of a negative, asin of 2, ...) through a
 // scalar fallback, which makes such inputs ten times slower; data like
 // randn() hits that on half of the lanes. The guarded forms feed those lanes a
-// harmless value and write the IEEE result themselves. double (libm, one
+// harmless interior value and write the IEEE result themselves. double (libm, one
 // element at a time) needs none of this, so the guards are identity there.
 const float kInf = __builtin_inff();
 const float kNaN = __builtin_nanf("");
@@ -121,7 +121,7 @@ inline vf guarded(vf x, vi ok, float safe, Fn fn, vf special) {
 // log, log2, log10: x < 0 -> NaN, x == 0 -> -inf, NaN -> NaN.
 template <class Fn>
 inline vf guard_log(vf x, Fn fn) {
-  return guarded(x, x > 0.0f, 1.0f, fn, x == 0.0f ? splat<vf>(-kInf) : x + kNaN);
+  return guarded(x, x > 0.0f, 2.0f, fn, x == 0.0f ? splat<vf>(-kInf) : x + kNaN);
 }
 template <class Fn>
 inline double guard_log(double x, Fn fn) { return fn(x); }
@@ -132,18 +132,18 @@ inline V g_log2(V x) { return guard_log(x, [](auto v) { return v_log2(v); }); }
 template <class V>
 inline V g_log10(V x) { return guard_log(x, [](auto v) { return v_log10(v); }); }
 inline vf g_log1p(vf x) {
-  return guarded(x, x > -1.0f, 0.0f, [](vf v) { return v_log1p(v); }, x == -1.0f ? splat<vf>(-kInf) : x + kNaN);
+  return guarded(x, x > -1.0f, 1.0f, [](vf v) { return v_log1p(v); }, x == -1.0f ? splat<vf>(-kInf) : x + kNaN);
 }
 inline double g_log1p(double x) { return v_log1p(x); }
-inline vf g_asin(vf x) { return guarded(x, v_abs(x) <= 1.0f, 0.0f, [](vf v) { return v_asin(v); }, x + kNaN); }
+inline vf g_asin(vf x) { return guarded(x, v_abs(x) <= 1.0f, 0.5f, [](vf v) { return v_asin(v); }, x + kNaN); }
 inline double g_asin(double x) { return v_asin(x); }
-inline vf g_acos(vf x) { return guarded(x, v_abs(x) <= 1.0f, 0.0f, [](vf v) { return v_acos(v); }, x + kNaN); }
+inline vf g_acos(vf x) { return guarded(x, v_abs(x) <= 1.0f, 0.5f, [](vf v) { return v_acos(v); }, x + kNaN); }
 inline double g_acos(double x) { return v_acos(x); }
-inline vf g_acosh(vf x) { return guarded(x, x >= 1.0f, 1.0f, [](vf v) { return v_acosh(v); }, x + kNaN); }
+inline vf g_acosh(vf x) { return guarded(x, x >= 1.0f, 2.0f, [](vf v) { return v_acosh(v); }, x + kNaN); }
 inline double g_acosh(double x) { return v_acosh(x); }
 inline vf g_atanh(vf x) {
   const vf edge = v_abs(x) == 1.0f ? v_copysign(splat<vf>(kInf), x) : x + kNaN;
-  return guarded(x, v_abs(x) < 1.0f, 0.0f, [](vf v) { return v_atanh(v); }, edge);
+  return guarded(x, v_abs(x) < 1.0f, 0.5f, [](vf v) { return v_atanh(v); }, edge);
 }
 inline double g_atanh(double x) { return v_atanh(x); }
 // pow with a negative base: |x|^y with the sign of an odd integer exponent,
