@@ -51,7 +51,7 @@ def _addindent(text, spaces):
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-def _check_attr_name(kind, name, module):
+def _check_attr_name(kind, name):
     if not isinstance(name, str):
         raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
     if name == "":
@@ -64,7 +64,6 @@ class Module:
     """Base class for all neural network modules; subclasses define `forward`."""
 
     training: bool
-    _version = 1
 
     def __init__(self):
         # object.__setattr__: our own __setattr__ needs these dicts to exist.
@@ -84,7 +83,7 @@ class Module:
     def register_parameter(self, name, param):
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
-        _check_attr_name("parameter", name, self)
+        _check_attr_name("parameter", name)
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is None:
@@ -101,7 +100,7 @@ class Module:
     def register_buffer(self, name, tensor, persistent=True):
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
-        _check_attr_name("buffer", name, self)
+        _check_attr_name("buffer", name)
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, _C.Tensor):
@@ -115,7 +114,7 @@ class Module:
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        _check_attr_name("module", name, self)
+        _check_attr_name("module", name)
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         self._modules[name] = module
@@ -322,7 +321,8 @@ class Module:
                 raise ValueError(f"Module.to: only the cpu device exists today (got {a!r})")
         if dtype is None:
             return self
-        return self._apply(lambda t: t.to(dtype) if t.dtype in _FLOAT_DTYPES() else t)
+        # Like PyTorch, only floating tensors convert (integer buffers such as counters stay).
+        return self._apply(lambda t: t.to(dtype) if _is_float(t.dtype) else t)
 
     def float(self):
         return self.to(_C.dtype.float32)
@@ -493,12 +493,6 @@ class Module:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
 
-    def __getstate__(self):
-        return self.__dict__.copy()
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
-
-def _FLOAT_DTYPES():
-    return {getattr(_C.dtype, n) for n in ("float16", "bfloat16", "float32", "float64") if hasattr(_C.dtype, n)}
+def _is_float(dtype):
+    return "float" in str(dtype)
