@@ -1114,3 +1114,20 @@ def test_module_dtype_conversion_runs(convert, dtype):
     assert all(p.dtype == getattr(tp, dtype) for p in m.parameters())
     out = m(tp.randn(2, 4).to(getattr(tp, dtype)))
     assert out.dtype == getattr(tp, dtype) and out.shape == (2, 3)
+
+
+def test_load_state_dict_accepts_torch_tensors_and_numpy_arrays(torch):
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    tm(torch.randn(8, 3))  # moves the running statistics away from their initial values
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+    m.load_state_dict(tm.state_dict())
+    m.eval()
+    tm.eval()
+    x = rand(5, 3)
+    close(arr(m(tp.tensor(x))), tm(torch.from_numpy(x)).detach().numpy())
+    assert m[1].num_batches_tracked.item() == 1
+    m2 = nn.Linear(3, 4)
+    m2.load_state_dict({k: v.numpy() for k, v in tm[0].state_dict().items()})
+    close(arr(m2.weight), tm[0].weight.detach().numpy())
+    with pytest.raises(RuntimeError, match='expected a Tensor from the checkpoint but received list'):
+        m2.load_state_dict({"weight": [[0.0] * 3] * 4, "bias": tp.zeros(4)})

@@ -9,6 +9,8 @@ from collections import OrderedDict, namedtuple
 import inspect
 import itertools
 
+import numpy as np
+
 from ... import _C
 from ..._grad_mode import no_grad
 from ..parameter import Parameter
@@ -371,10 +373,10 @@ class Module:
             if key not in state_dict:
                 missing_keys.append(key)
                 continue
-            value = state_dict[key]
-            if not isinstance(value, _C.Tensor):
+            value = _as_tensor(state_dict[key])
+            if value is None:
                 error_msgs.append(f'While copying the parameter named "{key}", expected a Tensor from the '
-                                  f"checkpoint but received {type(value).__name__}")
+                                  f"checkpoint but received {type(state_dict[key]).__name__}")
                 continue
             if tuple(value.shape) != tuple(current.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
@@ -492,6 +494,20 @@ class Module:
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
+
+
+def _as_tensor(value):
+    """A checkpoint value as a tp.Tensor: tensors as they are, NumPy arrays and DLPack producers
+    (a PyTorch state dict, for instance) converted; None for anything else."""
+    if isinstance(value, _C.Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return _C.from_numpy(np.ascontiguousarray(value))
+    if hasattr(value, "__dlpack__"):
+        if getattr(value, "requires_grad", False):
+            value = value.detach()
+        return _C.from_dlpack(value)
+    return None
 
 
 def _is_float(dtype):
