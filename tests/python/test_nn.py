@@ -1131,3 +1131,48 @@ def test_load_state_dict_accepts_torch_tensors_and_numpy_arrays(torch):
     close(arr(m2.weight), tm[0].weight.detach().numpy())
     with pytest.raises(RuntimeError, match='expected a Tensor from the checkpoint but received list'):
         m2.load_state_dict({"weight": [[0.0] * 3] * 4, "bias": tp.zeros(4)})
+
+
+# ---------------------------------------------------------------- transformer encoder
+@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True), dict(batch_first=True, activation="gelu"),
+                                dict(bias=False, layer_norm_eps=1e-6)])
+@pytest.mark.parametrize("masks", [False, True])
+def test_transformer_encoder_matches_torch(torch, kw, masks):
+    def build(m):
+        layer = m.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+        extra = {} if m is nn else dict(enable_nested_tensor=False)
+        return m.TransformerEncoder(layer, 2, norm=m.LayerNorm(8), **extra)
+
+    tm, m = build(torch.nn), build(nn)
+    assert list(m.state_dict()) == list(tm.state_dict())
+    assert repr(m) == repr(tm)
+    copy_from_torch(m, tm)
+    S, N = 5, 3
+    x = rand(N, S, 8) if kw.get("batch_first") else rand(S, N, 8)
+    call_kw, tcall_kw = {}, {}
+    if masks:
+        causal = np.triu(np.ones((S, S), dtype=bool), 1)
+        pad = np.zeros((N, S), dtype=bool)
+        pad[1, -1] = True
+        call_kw = dict(mask=tp.tensor(causal), src_key_padding_mask=tp.tensor(pad))
+        tcall_kw = dict(mask=torch.from_numpy(causal), src_key_padding_mask=torch.from_numpy(pad))
+    xp, xt = tp.tensor(x, requires_grad=True), torch.from_numpy(x).requires_grad_()
+    out, tout = m(xp, **call_kw), tm(xt, **tcall_kw)
+    close(arr(out), tout.detach().numpy(), 1e-4, 1e-5)
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    close(arr(xp.grad), xt.grad.numpy(), 1e-3, 1e-4)
+    grads = dict(m.named_parameters())
+    for name, p in tm.named_parameters():
+        close(arr(grads[name].grad), p.grad.numpy(), 1e-3, 1e-4)
+
+
+def test_transformer_encoder_layers_are_independent_copies():
+    layer = nn.TransformerEncoderLayer(4, 2, 8)
+    enc = nn.TransformerEncoder(layer, 3)
+    ws = [l.linear1.weight for l in enc.layers]
+    assert len({id(w) for w in ws}) == 3 and all(w is not layer.linear1.weight for w in ws)
+    np.testing.assert_array_equal(arr(ws[0]), arr(layer.linear1.weight))
+    assert len(list(enc.parameters())) == 3 * len(list(layer.parameters()))
+    with pytest.raises(RuntimeError, match="relu/gelu"):
+        nn.TransformerEncoderLayer(4, 2, activation="swish")

@@ -17,3 +17,4 @@ from .loss import (  # noqa: F401
 )
 from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
+from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
