@@ -64,6 +64,10 @@ struct MaxPolicy {
     if constexpr (std::is_same_v<In, bool>) return a | v;
     else return select(v > a || v != v, v, a);
   }
+  // The hot loops use a plain compare-and-pick (one maxps) and keep NaNs in a
+  // separate flag (see kNaNFlag below).
+  static constexpr bool kNaNFlag = std::is_floating_point_v<In>;
+  static In fast_step(In a, In v) { return a > v ? a : v; }
   static In combine(In a, In b) { return step(a, b); }
   static In flush(In t, In a) { return step(t, a); }
   static In merge(In a, In b) { return step(a, b); }
@@ -87,6 +91,8 @@ struct MinPolicy {
     if constexpr (std::is_same_v<In, bool>) return a & v;
     else return select(v < a || v != v, v, a);
   }
+  static constexpr bool kNaNFlag = std::is_floating_point_v<In>;
+  static In fast_step(In a, In v) { return a < v ? a : v; }
   static In combine(In a, In b) { return step(a, b); }
   static In flush(In t, In a) { return step(t, a); }
   static In merge(In a, In b) { return step(a, b); }
@@ -111,6 +117,23 @@ struct ProdPolicy {
   static Out finish(Tot t) { return static_cast<Out>(t); }
 };
 
+// Float max/min: a NaN-sticky select in the hot loop costs about three times
+// a plain compare-and-pick, so policies with kNaNFlag run fast_step (which may
+// drop a NaN) and OR a per-lane "saw a NaN" mask on the side.
+template <class P>
+constexpr bool nan_flag_of() {
+  if constexpr (requires { P::kNaNFlag; }) return P::kNaNFlag;
+  else return false;
+}
+template <class P>
+constexpr bool nan_flag_v = nan_flag_of<P>();
+template <class In>
+using NaNMask = std::conditional_t<sizeof(In) == 4, int32_t, int64_t>;
+template <class In>
+inline NaNMask<In> nan_bits(In v) {
+  return -static_cast<NaNMask<In>>(v != v);
+}
+
 // Reduces n elements at p (element stride s).
 template <class P, class In>
 typename P::Tot reduce_row(const In* p, int64_t n, int64_t s) {
@@ -125,10 +148,25 @@ typename P::Tot reduce_row(const In* p, int64_t n, int64_t s) {
       Acc acc[L];
       for (int j = 0; j < L; ++j) acc[j] = P::acc_identity();
       int64_t stop = i + std::min<int64_t>(kBlock, (n - i) / L * L);
-      for (; i < stop; i += L)
-        for (int j = 0; j < L; ++j) acc[j] = P::step(acc[j], p[i + j]);
+      bool saw_nan = false;
+      if constexpr (nan_flag_v<P>) {
+        NaNMask<In> nan[L] = {};
+        for (; i < stop; i += L)
+          for (int j = 0; j < L; ++j) {
+            acc[j] = P::fast_step(acc[j], p[i + j]);
+            nan[j] |= nan_bits(p[i + j]);
+          }
+        NaNMask<In> any = 0;
+        for (int j = 0; j < L; ++j) any |= nan[j];
+        saw_nan = any != 0;
+      } else {
+        for (; i < stop; i += L)
+          for (int j = 0; j < L; ++j) acc[j] = P::step(acc[j], p[i + j]);
+      }
       for (int w = L / 2; w >= 1; w /= 2)
         for (int j = 0; j < w; ++j) acc[j] = P::combine(acc[j], acc[j + w]);
+      if constexpr (nan_flag_v<P>)
+        if (saw_nan) acc[0] = std::numeric_limits<In>::quiet_NaN();
       tot = P::flush(tot, acc[0]);
     }
     for (; i < n; ++i) tot = P::flush(tot, P::step(P::acc_identity(), p[i]));
@@ -278,29 +316,48 @@ void reduce_kernel(const Tensor& in, const Tensor& out, const std::vector<bool>&
   // Reduces rows [r0, r1) of columns [c0, c0 + w) for the kept outer offset `base` into tot[0..w).
   auto column_task = [&](int64_t base, int64_t c0, int64_t w, int64_t r0, int64_t r1, Tot* tot) {
     Acc acc[W];
+    [[maybe_unused]] NaNMask<In> nan[W];
     for (int64_t j = 0; j < w; ++j) {
       tot[j] = P::identity();
       acc[j] = P::acc_identity();
+      if constexpr (nan_flag_v<P>) nan[j] = 0;
     }
+    auto flush = [&] {
+      for (int64_t j = 0; j < w; ++j) {
+        Acc a = acc[j];
+        if constexpr (nan_flag_v<P>) a = nan[j] ? std::numeric_limits<In>::quiet_NaN() : a;
+        tot[j] = P::flush(tot[j], a);
+        acc[j] = P::acc_identity();
+      }
+    };
     DimWalker rw = red;
     rw.start(r0);
     int64_t since_flush = 0;
     for (int64_t r = r0; r < r1; ++r, rw.next()) {
       const In* row = x + base + rw.off0 + c0 * in_s;
-      if (in_s == 1) {
+      if constexpr (nan_flag_v<P>) {
+        if (in_s == 1) {
+          for (int64_t j = 0; j < w; ++j) {
+            acc[j] = P::fast_step(acc[j], row[j]);
+            nan[j] |= nan_bits(row[j]);
+          }
+        } else {
+          for (int64_t j = 0; j < w; ++j) {
+            acc[j] = P::fast_step(acc[j], row[j * in_s]);
+            nan[j] |= nan_bits(row[j * in_s]);
+          }
+        }
+      } else if (in_s == 1) {
         for (int64_t j = 0; j < w; ++j) acc[j] = P::step(acc[j], row[j]);
       } else {
         for (int64_t j = 0; j < w; ++j) acc[j] = P::step(acc[j], row[j * in_s]);
       }
       if (++since_flush == kFlushRows) {
-        for (int64_t j = 0; j < w; ++j) {
-          tot[j] = P::flush(tot[j], acc[j]);
-          acc[j] = P::acc_identity();
-        }
+        flush();
         since_flush = 0;
       }
     }
-    for (int64_t j = 0; j < w; ++j) tot[j] = P::flush(tot[j], acc[j]);
+    flush();
   };
   const int64_t tasks = K * blocks;
   if (tasks >= 2 * nt || K * R * n < 2 * kGrainSize || K * n > (1 << 16)) {

@@ -232,6 +232,21 @@ def test_nan_propagates_in_extrema():
     close(T(b.astype(np.float32)).amin(1), [b[0].astype(np.float32).min(), np.nan])
 
 
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64])
+def test_nan_propagates_on_every_path(np_dtype):
+    # Rows long enough for the vector loops, columns for the column-block loop,
+    # NaNs scattered so some rows/columns have none.
+    a = RNG.standard_normal((300, 517)).astype(np_dtype)
+    a[RNG.integers(0, 300, 40), RNG.integers(0, 517, 40)] = np.nan
+    for d in (0, 1):
+        close(T(a).amax(d), a.max(d))
+        close(T(a).amin(d), a.min(d))
+        close(T(a.T.copy()).T.amax(d), a.max(d))
+    close(T(a[:, :100]).amax(), np.max(a[:, :100]))
+    clean = np.nan_to_num(a)
+    close(T(clean).amax(0), clean.max(0))
+
+
 def test_extrema_of_empty_raise_naming_the_op():
     e = T(np.zeros((0, 3)))
     for name in ("amax", "amin"):
