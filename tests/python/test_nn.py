@@ -1176,3 +1176,30 @@ def test_transformer_encoder_layers_are_independent_copies():
     assert len(list(enc.parameters())) == 3 * len(list(layer.parameters()))
     with pytest.raises(RuntimeError, match="relu/gelu"):
         nn.TransformerEncoderLayer(4, 2, activation="swish")
+
+
+@pytest.mark.parametrize("mode,pads,shape", [
+    ("constant", (1, 2), (2, 3, 4)), ("constant", (1, 0, 2, 1), (2, 3, 4)), ("constant", (-1, 2, 0, -2), (2, 3, 4)),
+    ("constant", (1, 1, 1, 1, 1, 1), (2, 3, 4)), ("reflect", (2, 1), (2, 3, 4)), ("reflect", (1, 2, 2, 1), (1, 2, 3, 4)),
+    ("replicate", (3, 1), (2, 3, 4)), ("replicate", (1, 2, 2, 0), (1, 2, 3, 4)), ("circular", (2, 3), (2, 3, 4)),
+    ("circular", (1, 1, 2, 0), (1, 2, 3, 4)),
+])
+def test_pad_matches_torch(torch, mode, pads, shape):
+    x = rand(*shape)
+    kw = dict(value=2.5) if mode == "constant" else {}
+    xp, xt = tp.tensor(x, requires_grad=True), torch.from_numpy(x).requires_grad_()
+    out = F.pad(xp, pads, mode=mode, **kw)
+    tout = torch.nn.functional.pad(xt, pads, mode=mode, **kw)
+    close(arr(out), tout.detach().numpy())
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    close(arr(xp.grad), xt.grad.numpy())
+
+
+def test_pad_errors():
+    with pytest.raises(ValueError, match="divisible by 2"):
+        F.pad(tp.ones(2, 2), (1,))
+    with pytest.raises(ValueError, match="reflect padding"):
+        F.pad(tp.ones(1, 2, 3), (3, 0), mode="reflect")
+    with pytest.raises(ValueError, match="too large"):
+        F.pad(tp.ones(2), (1, 1, 1, 1))

@@ -18,7 +18,7 @@ __all__ = [
     "linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
     "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "one_hot", "scaled_dot_product_attention", "selu", "celu", "softsign", "hardsigmoid", "hardswish", "glu",
-    "softmin", "normalize", "cosine_similarity", "group_norm", "smooth_l1_loss", "huber_loss", "kl_div",
+    "softmin", "normalize", "cosine_similarity", "group_norm", "smooth_l1_loss", "huber_loss", "kl_div", "pad",
 ]
 
 
@@ -259,6 +259,58 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 def linear(input, weight, bias=None):
     return _op("linear")(input, weight, bias)
+
+
+# ---------------------------------------------------------------- padding
+def pad(input, pad, mode="constant", value=None):
+    """Pads the last len(pad)//2 dims; pad = (left_last, right_last, left_2nd_last, ...).
+
+    Composed from narrow/flip/expand/cat, so autograd and capture see ordinary ops.
+    Negative amounts crop. Modes: constant (value, default 0), reflect, replicate, circular.
+    """
+    if len(pad) % 2:
+        raise ValueError(f"pad: padding length must be divisible by 2, got {len(pad)}")
+    if len(pad) // 2 > input.dim():
+        raise ValueError(f"pad: padding length ({len(pad)}) is too large for an input of {input.dim()} dims")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported")
+    if mode != "constant" and value not in (None, 0, 0.0):
+        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    out = input
+    for i in range(len(pad) // 2):
+        out = _pad_dim(out, input.dim() - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1]), mode, value or 0)
+    return out
+
+
+def _pad_dim(x, dim, left, right, mode, value):
+    if left < 0:
+        x = x.narrow(dim, -left, x.shape[dim] + left)
+    if right < 0:
+        x = x.narrow(dim, 0, x.shape[dim] + right)
+    left, right = max(left, 0), max(right, 0)
+    if left == 0 and right == 0:
+        return x
+    n = x.shape[dim]
+
+    def edge(amount, side):
+        if mode == "constant":
+            shape = [amount if d == dim else s for d, s in enumerate(x.shape)]
+            return _tp.full(shape, value, dtype=x.dtype)
+        if mode == "replicate":
+            one = x.narrow(dim, 0 if side == "left" else n - 1, 1)
+            return one.expand(*[amount if d == dim else s for d, s in enumerate(x.shape)])
+        if mode == "reflect":
+            if amount >= n:
+                raise ValueError(f"pad: reflect padding ({amount}) must be smaller than the input size ({n}) "
+                                 f"at dim {dim}")
+            start = 1 if side == "left" else n - 1 - amount
+            return x.narrow(dim, start, amount).flip([dim])
+        if amount > n:
+            raise ValueError(f"pad: circular padding ({amount}) must not exceed the input size ({n}) at dim {dim}")
+        return x.narrow(dim, n - amount if side == "left" else 0, amount)
+
+    parts = ([edge(left, "left")] if left else []) + [x] + ([edge(right, "right")] if right else [])
+    return _op("cat")(parts, dim)
 
 
 # ---------------------------------------------------------------- convolution and pooling
