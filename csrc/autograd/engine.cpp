@@ -145,7 +145,14 @@ std::vector<Edge> edges_of(const std::vector<Tensor>& ts) {
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-              bool create_graph) {
+              bool create_graph, const std::vector<Tensor>& inputs) {
+  if (!inputs.empty()) {
+    std::vector<Tensor> gs = grad(roots, inputs, grad_roots, retain_graph, true, create_graph);
+    AutoGradMode mode(create_graph);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (gs[i].defined()) accumulate_grad(inputs[i].impl_ptr(), gs[i]);
+    return;
+  }
   std::vector<Tensor> grads = root_grads(roots, grad_roots);
   run(edges_of(roots), grads, retain_graph || create_graph, create_graph, nullptr, nullptr);
 }

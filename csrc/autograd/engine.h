@@ -12,8 +12,9 @@ void install();
 // Backpropagates from `roots` (with `grad_roots`; undefined = ones for one-element
 // roots) into the .grad of the leaves. create_graph records the backward pass
 // itself (higher-order derivatives).
+// With `inputs`, only their .grad is written (leaves or not).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-              bool create_graph = false);
+              bool create_graph = false, const std::vector<Tensor>& inputs = {});
 // Returns d(roots)/d(inputs) without touching .grad (tp.autograd.grad).
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused,

@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include "autograd/views.h"
+
 #include <atomic>
 #include <cctype>
 
@@ -38,6 +40,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
   TensorImpl* impl = t.impl();
   if (!impl->requires_grad) return {};
+  if (impl->grad_fn && impl->grad_fn->is_view()) refresh_view_history(t);
   if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
   // One AccumulateGrad per leaf while a graph uses it, so that hooks and
   // autograd.grad see a single node for every use of the leaf.
@@ -200,9 +203,14 @@ void AccumulateGrad::run_pre_hooks(std::vector<Tensor>& g) {
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   auto leaf = leaf_.lock();
   if (!leaf || grad_outputs.empty() || !grad_outputs[0].defined()) return {};
+  accumulate_grad(leaf, grad_outputs[0]);
+  return {};
+}
+
+void accumulate_grad(const std::shared_ptr<TensorImpl>& leaf, const Tensor& grad) {
   // With create_graph the accumulated gradient keeps its history (higher order).
   const bool keep_graph = GradMode::is_enabled();
-  Tensor g = keep_graph ? grad_outputs[0] : detached(grad_outputs[0]);
+  Tensor g = keep_graph ? grad : detached(grad);
   g = fit_grad(g, leaf->sizes, leaf->dtype, "AccumulateGrad");
   if (!leaf->grad) {
     // Own the memory: later in-place accumulation must not write into a tensor the user holds.
@@ -218,7 +226,6 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
     auto hooks = leaf->autograd_meta->post_accumulate_hooks;  // a hook may remove itself
     for (auto& h : hooks) h.fn(t);
   }
-  return {};
 }
 
 }  // namespace tp::autograd

@@ -51,6 +51,9 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
   virtual std::string name() const = 0;
   virtual void release_saved() {}
+  // Whether the outputs alias input 0 (a view op): their history is regenerated
+  // when the shared memory is written (views.h).
+  virtual bool is_view() const { return false; }
   std::vector<Edge> next_edges;
   uint32_t num_outputs = 1;
   // Hooks of non-leaf tensors this node produced, per output (Tensor.register_hook).
@@ -73,6 +76,7 @@ class SavedTensor {
   void reset() { data_ = Tensor(); }
   bool defined() const { return data_.defined(); }
   const Tensor& raw() const { return data_; }  // no version check, no history restored
+  uint64_t version() const { return version_; }  // when saved
 
  private:
   Tensor data_;
@@ -92,6 +96,7 @@ class OpNode : public Node {
   std::string name() const override;
   void release_saved() override;
   const OpDef& op() const { return op_; }
+  bool is_view() const override { return op_.has(kView); }
   bool released() const { return released_; }
   std::vector<SavedTensor> saved_inputs, saved_outputs;
   std::vector<Shape> input_shapes;
@@ -130,6 +135,9 @@ class AccumulateGrad : public Node {
   std::weak_ptr<TensorImpl> leaf_;
 };
 
+// Adds `grad` into t.grad (what AccumulateGrad and backward(inputs=) do), then
+// runs the post-accumulate hooks.
+void accumulate_grad(const std::shared_ptr<TensorImpl>& t, const Tensor& grad);
 // Detached alias: same storage, no autograd history.
 Tensor detached(const Tensor& t);
 // The edge a tensor contributes as an input of a new Node.

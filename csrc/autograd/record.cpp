@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "autograd/views.h"
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -15,13 +16,6 @@ namespace tp::autograd {
 namespace {
 
 thread_local bool t_inference = false;
-
-const OpDef& clone_op() {
-  static const OpDef& op = get_op("clone");
-  return op;
-}
-
-Tensor plain_clone(const Tensor& t) { return run_kernel(clone_op(), {detached(t)}, {})[0]; }
 
 // Rules that hold whether or not the call is recorded.
 void check_input_meta(const OpDef& op, const std::vector<Tensor>& inputs) {
@@ -92,75 +86,6 @@ BackwardFn inplace_formula(const OpDef& op, bool& needs_old_self) {
   return t ? t->backward : nullptr;
 }
 
-// A view node whose history is regenerated after its base was written through it:
-// the gradient of the view lands in its region of a zero gradient for the base.
-struct Geometry {
-  Shape sizes, strides;
-  int64_t offset = 0;
-  static Geometry of(const Tensor& t) { return {t.sizes(), t.strides(), t.offset()}; }
-};
-
-Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) {
-  return buf.as_strided(view.sizes, view.strides, buf.offset() + view.offset - base.offset);
-}
-
-class ViewOfBaseNode : public Node {
- public:
-  ViewOfBaseNode(Tensor base, Geometry view) : base_(std::move(base)), geo_(Geometry::of(base_)), view_(std::move(view)) {}
-  std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
-    Tensor buf = Tensor::empty_strided(geo_.sizes, geo_.strides, g[0].dtype());
-    ops::zero_(buf);
-    Tensor r = region_of(buf, geo_, view_);
-    ops::copy_(r, g[0]);
-    return {buf};
-  }
-  std::string name() const override { return "AsStridedBackward0"; }
-  Tensor base_;
-
- private:
-  Geometry geo_, view_;
-};
-
-// The base's new history after a write through one of its views: the view's
-// region of the gradient goes through the in-place op's derivative, the rest
-// passes unchanged.
-class CopySlices : public OpNode {
- public:
-  CopySlices(const OpDef& op, BackwardFn fn, Attrs attrs, const Tensor& base, const Tensor& view)
-      : OpNode(op, fn, std::move(attrs)), base_(Geometry::of(base)), view_(Geometry::of(view)) {}
-  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
-    const Tensor& g = grad_outputs[0];
-    Tensor buf = Tensor::empty_strided(base_.sizes, base_.strides, g.dtype());
-    ops::copy_(buf, g);
-    Tensor region = region_of(buf, base_, view_);
-    std::vector<Tensor> inner = OpNode::apply({ops::clone(region)});
-    if (inner[0].defined()) ops::copy_(region, inner[0]);
-    else ops::zero_(region);
-    inner[0] = buf;
-    return inner;
-  }
-  std::string name() const override { return "CopySlices"; }
-
- private:
-  Geometry base_, view_;
-};
-
-// The tensor whose memory a view chain reads (undefined if `t` is no view).
-Tensor view_base(const Tensor& t) {
-  Tensor cur = t, base;
-  for (;;) {
-    Node* n = cur.impl()->grad_fn.get();
-    if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) {
-      cur = base = v->base_;
-    } else if (auto* o = dynamic_cast<OpNode*>(n); o && o->op().has(kView) && !o->saved_inputs.empty()) {
-      TP_CHECK(!o->released(), Error, "in-place write to a view whose graph was already freed by backward()");
-      cur = base = o->saved_inputs[0].raw();
-    } else {
-      return base;
-    }
-  }
-}
-
 std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const Tensor& self = inputs[0];
   TP_CHECK(!(self.requires_grad() && !self.impl()->grad_fn), Error, op.name,
@@ -172,7 +97,8 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
            shape_str(self.sizes()), ", leaf shape ", shape_str(base.sizes()), ")");
   bool needs_old = false;
   BackwardFn fn = inplace_formula(op, needs_old);
-  Tensor old_self = needs_old && fn ? plain_clone(self) : Tensor();
+  // The value before the write, recorded as a clone so that create_graph can differentiate through it.
+  Tensor old_self = needs_old && fn ? ops::clone(self) : Tensor();
   std::vector<Tensor> out = run_kernel(op, inputs, attrs);
   if (!is_floating(self.dtype())) return out;
   if (!fn) {  // not differentiable: the written tensor loses its history
@@ -195,11 +121,7 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
   if (through_view) {
     node->input_shapes[0] = self.sizes();  // the formula's self is the view's region
     set_history(base, node, 0);
-    auto view_node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(self));
-    view_node->next_edges.push_back(gradient_edge(base));
-    std::shared_ptr<Node> old = self.impl()->grad_fn;
-    set_history(self, view_node, 0);
-    (void)old;
+    set_view_history(self, base);
   } else {
     std::shared_ptr<Node> old = self.impl()->grad_fn;
     set_history(self, node, 0);

@@ -73,9 +73,10 @@ void bind_node(nb::module_& m) {
 
 void bind_engine(nb::module_& m) {
   m.def("_backward", [](std::vector<Tensor> roots, std::vector<std::optional<Tensor>> grads, bool retain,
-                        bool create_graph) {
-    autograd::backward(roots, defined_or_empty(grads), retain, create_graph);
-  }, nb::arg("roots"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("create_graph") = false);
+                        bool create_graph, std::vector<Tensor> inputs) {
+    autograd::backward(roots, defined_or_empty(grads), retain, create_graph, inputs);
+  }, nb::arg("roots"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("create_graph") = false,
+        nb::arg("inputs") = std::vector<Tensor>{});
   m.def("_grad", [](std::vector<Tensor> roots, std::vector<Tensor> inputs, std::vector<std::optional<Tensor>> grads,
                     bool retain, bool allow_unused, bool create_graph) {
     return to_optional(autograd::grad(roots, inputs, defined_or_empty(grads), retain, allow_unused, create_graph));
@@ -124,7 +125,7 @@ void bind_tensor_autograd() {
          nb::arg("requires_grad") = true);
   cls.attr("grad") = property(
       nb::cpp_function([](const Tensor& t) -> std::optional<Tensor> {
-        if (t.impl()->grad_fn && !t.impl()->retains_grad)
+        if (t.impl()->grad_fn && !t.impl()->retains_grad && !t.impl()->grad)
           PyErr_WarnEx(PyExc_UserWarning,
                        "The .grad attribute of a non-leaf Tensor is being accessed; it is not populated during "
                        "backward() unless you call .retain_grad() on it first.", 1);
@@ -146,9 +147,14 @@ void bind_tensor_autograd() {
   prop("output_nr", [](const Tensor& t) { return t.impl()->output_nr; });
   method("is_inference", [](const Tensor& t) { return autograd::is_inference(t); });
   method("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
-                        bool create_graph) {
-    autograd::backward({t}, {gradient ? *gradient : Tensor()}, retain_graph.value_or(create_graph), create_graph);
-  }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false);
+                        bool create_graph, nb::handle inputs) {
+    std::vector<Tensor> ins;
+    if (nb::isinstance<Tensor>(inputs)) ins.push_back(nb::cast<Tensor>(inputs));
+    else if (!inputs.is_none()) ins = nb::cast<std::vector<Tensor>>(inputs);
+    autograd::backward({t}, {gradient ? *gradient : Tensor()}, retain_graph.value_or(create_graph), create_graph,
+                       ins);
+  }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false,
+     nb::arg("inputs") = nb::none());
   method("detach", [](const Tensor& t) { return autograd::detach(t); });
   method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
   method("retain_grad", [](const Tensor& t) { autograd::retain_grad(t); });

@@ -46,32 +46,18 @@ struct DLManagedTensorVersioned {
   DLTensor dl_tensor;
 };
 constexpr int32_t kDLCPU = 1, kDLCUDAHost = 3;
-constexpr uint8_t kInt = 0, kUInt = 1, kFloat = 2, kBfloat = 4, kBool = 6;
-constexpr uint64_t kReadOnly = 1;
 
-struct DTypeCode {
-  DType dtype;
-  DLDataType dl;
-};
-constexpr DTypeCode kCodes[] = {
-    {DType::Bool, {kBool, 8, 1}},     {DType::UInt8, {kUInt, 8, 1}},      {DType::Int8, {kInt, 8, 1}},
-    {DType::Int16, {kInt, 16, 1}},    {DType::Int32, {kInt, 32, 1}},      {DType::Int64, {kInt, 64, 1}},
-    {DType::Float16, {kFloat, 16, 1}}, {DType::BFloat16, {kBfloat, 16, 1}}, {DType::Float32, {kFloat, 32, 1}},
-    {DType::Float64, {kFloat, 64, 1}},
-};
-
+// DType <-> DLPack codes: the table NumPy interop uses too (module.cpp).
 DLDataType to_dl(DType d) {
-  for (auto& c : kCodes)
-    if (c.dtype == d) return c.dl;
-  throw TypeError(str("__dlpack__: dtype ", dtype_name(d), " has no DLPack code"));
+  nb::dlpack::dtype c = to_dlpack_dtype(d);
+  return {c.code, c.bits, c.lanes};
 }
 
 DType from_dl(DLDataType t) {
-  // NumPy < 1.25 and some producers describe bool as an 8-bit unsigned "bool" or uint8.
-  for (auto& c : kCodes)
-    if (c.dl.code == t.code && c.dl.bits == t.bits && t.lanes == 1) return c.dtype;
-  throw TypeError(str("from_dlpack: unsupported DLPack dtype (code ", int(t.code), ", ", int(t.bits), " bits, ",
-                      int(t.lanes), " lanes)"));
+  auto d = from_dlpack_dtype(nb::dlpack::dtype{t.code, t.bits, t.lanes});
+  TP_CHECK(d && t.lanes == 1, TypeError, "from_dlpack: unsupported DLPack dtype (code ", int(t.code), ", ",
+           int(t.bits), " bits, ", int(t.lanes), " lanes)");
+  return *d;
 }
 
 // What an exported capsule owns: the tensor (keeps the storage alive) and the

@@ -37,18 +37,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     roots = _as_list(tensors, "backward")
     grads = _grads_for(roots, grad_tensors, "backward")
     keep = create_graph if retain_graph is None else retain_graph
-    if inputs is None:
-        _C._backward(roots, grads, bool(keep), bool(create_graph))
-        return
     targets = _as_list(inputs, "backward")
-    for x, g in zip(targets, _C._grad(roots, targets, grads, bool(keep), True, bool(create_graph))):
-        if g is None:
-            continue
-        if x.grad is None or create_graph:
-            x.grad = g if x.grad is None else x.grad + g
-        else:
-            with no_grad():
-                x.grad.add_(g)
+    _C._backward(roots, grads, bool(keep), bool(create_graph), targets)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,

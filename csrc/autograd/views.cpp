@@ -1,0 +1,77 @@
+#include "autograd/views.h"
+
+#include "ops/ops.h"
+
+namespace tp::autograd {
+namespace {
+
+Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) {
+  return buf.as_strided(view.sizes, view.strides, buf.offset() + view.offset - base.offset);
+}
+
+// The base a view node reads, or undefined.
+Tensor base_of(Node* n) {
+  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->base_;
+  auto* o = dynamic_cast<OpNode*>(n);
+  if (!o || !o->op().has(kView) || o->saved_inputs.empty()) return Tensor();
+  TP_CHECK(!o->released(), Error, "a view whose graph was already freed by backward() is used in an in-place "
+           "operation or again in autograd after its base changed; recompute the view");
+  return o->saved_inputs[0].raw();
+}
+
+bool is_stale(const Tensor& t) {
+  Node* n = t.impl()->grad_fn.get();
+  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.version();
+  auto* o = dynamic_cast<OpNode*>(n);
+  return o && !o->released() && !o->saved_inputs.empty() && o->saved_inputs[0].version() != t.version();
+}
+
+}  // namespace
+
+ViewOfBaseNode::ViewOfBaseNode(Tensor base, Geometry view, uint64_t version)
+    : base_(std::move(base)), version_(version), geo_(Geometry::of(base_)), view_(std::move(view)) {}
+
+std::vector<Tensor> ViewOfBaseNode::apply(const std::vector<Tensor>& g) {
+  Tensor buf = Tensor::empty_strided(geo_.sizes, geo_.strides, g[0].dtype());
+  ops::zero_(buf);
+  Tensor r = region_of(buf, geo_, view_);
+  ops::copy_(r, g[0]);
+  return {buf};
+}
+
+std::vector<Tensor> CopySlices::apply(const std::vector<Tensor>& grad_outputs) {
+  const Tensor& g = grad_outputs[0];
+  Tensor buf = Tensor::empty_strided(base_.sizes, base_.strides, g.dtype());
+  ops::copy_(buf, g);
+  Tensor region = region_of(buf, base_, view_);
+  std::vector<Tensor> inner = OpNode::apply({ops::clone(region)});
+  if (inner[0].defined()) ops::copy_(region, inner[0]);
+  else ops::zero_(region);
+  inner[0] = buf;
+  return inner;
+}
+
+Tensor view_base(const Tensor& t) {
+  Tensor cur = t, base;
+  for (;;) {
+    Node* n = cur.impl()->grad_fn.get();
+    if (!n || !n->is_view()) return base;
+    Tensor b = base_of(n);
+    if (!b.defined()) return base;
+    cur = base = b;
+  }
+}
+
+void set_view_history(const Tensor& t, const Tensor& base) {
+  auto node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(t), t.version());
+  node->next_edges.push_back(gradient_edge(base));
+  set_history(t, node, 0);
+}
+
+void refresh_view_history(const Tensor& t) {
+  if (!is_stale(t)) return;
+  Tensor base = view_base(t);
+  if (base.defined() && base.requires_grad()) set_view_history(t, base);
+}
+
+}  // namespace tp::autograd
