@@ -368,3 +368,22 @@ def test_linear_lr_validates_factors():
         optim.lr_scheduler.LinearLR(opt, start_factor=0)
     with pytest.raises(ValueError, match="Ending"):
         optim.lr_scheduler.LinearLR(opt, end_factor=2)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(mode="max", factor=0.5, patience=2), dict(threshold_mode="abs",
+                                threshold=0.05, patience=1, cooldown=2), dict(patience=0, min_lr=[0.02, 0.004])])
+def test_reduce_lr_on_plateau_matches_torch(torch, kw):
+    metrics = [1.0, 0.9, 0.95, 0.97, 0.96, 0.89, 0.9, 0.9, 0.91, 0.92, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
+    p, q = nn.Parameter(tp.ones(1)), nn.Parameter(tp.ones(1))
+    tq, tq2 = torch.nn.Parameter(torch.ones(1)), torch.nn.Parameter(torch.ones(1))
+    opt = optim.SGD([{"params": [p]}, {"params": [q], "lr": 0.05}], lr=0.1)
+    topt = torch.optim.SGD([{"params": [tq]}, {"params": [tq2], "lr": 0.05}], lr=0.1)
+    s = optim.lr_scheduler.ReduceLROnPlateau(opt, **kw)
+    ts = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kw)
+    for value in metrics:
+        s.step(value)
+        ts.step(value)
+        close(s.get_last_lr(), ts.get_last_lr(), 1e-12, 1e-15)
+        assert s.num_bad_epochs == ts.num_bad_epochs and s.best == ts.best
+    with pytest.raises(ValueError, match="Factor"):
+        optim.lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
