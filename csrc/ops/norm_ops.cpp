@@ -1,11 +1,13 @@
 // Normalizations: softmax / log_softmax, layer_norm, rms_norm, batch_norm,
 // and dropout.
 //
-// layer_norm, batch_norm and dropout are composites over a primitive that
-// returns what the derivative needs as extra outputs (native_layer_norm:
-// mean and 1/std per row; native_batch_norm: the per-channel statistics;
-// native_dropout: the keep mask), so the backward formulas reuse them
-// instead of recomputing. rms_norm is a plain composite of tensor operators.
+// batch_norm and dropout are composites over a primitive that returns what
+// the derivative needs as extra outputs (native_batch_norm: the per-channel
+// statistics; native_dropout: the keep mask). layer_norm is a single-output
+// primitive (so a compiled function can capture it, and Stax can take its
+// decomposition) whose derivative recomputes the row statistics with tensor
+// operators; native_layer_norm returns them as extra outputs like PyTorch's.
+// rms_norm is a plain composite of tensor operators.
 #include <cmath>
 #include <limits>
 
@@ -174,12 +176,26 @@ int64_t check_normalized(const char* op, const Shape& in, const Shape& norm, con
   return nd - k;  // the first normalized dim
 }
 
+std::vector<TensorMeta> in_metas(const std::vector<Tensor>& in) {
+  std::vector<TensorMeta> m;
+  for (auto& t : in) {
+    if (t.defined()) {
+      m.push_back(t.meta());
+    } else {
+      m.emplace_back();
+      m.back().defined = false;
+    }
+  }
+  return m;
+}
+
 Shape normalized_attr(const Attrs& attrs) {
   const auto& v = attrs.get<std::vector<int64_t>>("normalized_shape");
   return Shape(v.begin(), v.end());
 }
 
-std::vector<TensorMeta> layer_norm_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+std::vector<TensorMeta> native_layer_norm_infer(const OpDef& op, const std::vector<TensorMeta>& in,
+                                               const Attrs& attrs) {
   TP_CHECK(is_floating(in[0].dtype), TypeError, op.name, ": expected a floating-point input but got dtype ",
            dtype_name(in[0].dtype));
   const int64_t axis = check_normalized(op.name, in[0].sizes, normalized_attr(attrs), &in[1], &in[2]);
@@ -242,8 +258,8 @@ void layer_norm_kernel(const Tensor& xin, const Tensor& win, const Tensor& bin, 
   });
 }
 
-std::vector<Tensor> layer_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
-                                   const std::vector<TensorMeta>& om) {
+std::vector<Tensor> native_layer_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                          const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]), mean = alloc_out(om[1]), rstd = alloc_out(om[2]);
   const double eps = attrs.get_double("eps");
   DType dt = out.dtype();
@@ -252,36 +268,70 @@ std::vector<Tensor> layer_norm_cpu(const OpDef& op, const std::vector<Tensor>& i
   return {out, mean, rstd};
 }
 
+// layer_norm: the same kernel, the statistics go to scratch tensors.
+std::vector<TensorMeta> layer_norm_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  return {native_layer_norm_infer(op, in, attrs)[0]};
+}
+std::vector<Tensor> layer_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                   const std::vector<TensorMeta>& om) {
+  return {native_layer_norm_cpu(op, in, attrs, native_layer_norm_infer(op, in_metas(in), attrs))[0]};
+}
+
 Dims trailing_dims(int64_t from, int64_t nd) {
   Dims dims;
   for (int64_t d = from; d < nd; ++d) dims.push_back(d);
   return dims;
 }
 
+Dims normalized_dims(const Tensor& x, const Attrs& attrs) {
+  const int64_t k = static_cast<int64_t>(normalized_attr(attrs).size());
+  return trailing_dims(x.dim() - k, x.dim());
+}
+
 // With xhat = (x - mean) * rstd and gx = g * weight:
 //   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat))   (means over the normalized dims)
 //   dweight = sum(g * xhat), dbias = sum(g)                  (over the other dims)
-std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
+std::vector<Tensor> layer_norm_grads(const BackwardArgs& a, const Tensor& xhat, const Tensor& rstd) {
   const Tensor& g = a.grad_outputs[0];
-  if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  std::vector<Tensor> grads(3);
+  if (!g.defined()) return grads;
   const Tensor& x = a.inputs[0];
   const Tensor& w = a.inputs[1];
-  const int64_t k = static_cast<int64_t>(normalized_attr(a.attrs).size());
-  const Dims dims = trailing_dims(x.dim() - k, x.dim());
-  Tensor xhat = ops::mul(ops::sub(x, a.outputs[1]), a.outputs[2]);
-  std::vector<Tensor> grads(3);
+  const Dims dims = normalized_dims(x, a.attrs);
   if (a.needs_grad[0]) {
     Tensor gx = w.defined() ? ops::mul(g, w) : g;
     Tensor inner = ops::sub(ops::sub(gx, ops::mean(gx, dims, true)), ops::mul(xhat, ops::mean(ops::mul(gx, xhat), dims, true)));
-    grads[0] = ops::reduce_grad(ops::mul(a.outputs[2], inner), x);
+    grads[0] = ops::reduce_grad(ops::mul(rstd, inner), x);
   }
   if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), w);
   if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::reduce_grad(g, a.inputs[2]);
   return grads;
 }
 
+std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
+  return layer_norm_grads(a, ops::mul(ops::sub(a.inputs[0], a.outputs[1]), a.outputs[2]), a.outputs[2]);
+}
+
+// The row statistics again, from tensor operators: (xhat, rstd).
+std::pair<Tensor, Tensor> normalized(const Tensor& x, const Dims& dims, double eps) {
+  Tensor centered = ops::sub(x, ops::mean(x, dims, true));
+  Tensor var = ops::mean(ops::mul(centered, centered), dims, true);
+  Tensor rstd = ops::div(ops::scalar(Scalar(1.0)), ops::sqrt(ops::add(var, ops::scalar(Scalar(eps)))));
+  return {ops::mul(centered, rstd), rstd};
+}
+
+std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
+  if (!a.grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
+  auto [xhat, rstd] = normalized(a.inputs[0], normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
+  return layer_norm_grads(a, xhat, rstd);
+}
+
+// For graph passes (Stax fuses the parts); eager runs the kernel above.
 std::vector<Tensor> layer_norm_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  return {ops::native_layer_norm(in[0], normalized_attr(attrs), in[1], in[2], attrs.get_double("eps"))[0]};
+  Tensor y = normalized(in[0], normalized_dims(in[0], attrs), attrs.get_double("eps")).first;
+  if (in[1].defined()) y = ops::mul(y, in[1]);
+  if (in[2].defined()) y = ops::add(y, in[2]);
+  return {y};
 }
 
 // ---------------------------------------------------------------------------
@@ -514,10 +564,12 @@ void register_norm_ops() {
        .decompose = &log_softmax_decompose});
   reg({.name = "native_layer_norm",
        .schema = "native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
-       .num_inputs = 3, .infer = &layer_norm_infer, .cpu = &layer_norm_cpu, .backward = &layer_norm_backward});
+       .num_inputs = 3, .infer = &native_layer_norm_infer, .cpu = &native_layer_norm_cpu,
+       .backward = &native_layer_norm_backward});
   reg({.name = "layer_norm",
        .schema = "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
-       .num_inputs = 3, .decompose = &layer_norm_decompose});
+       .tags = kComposite, .num_inputs = 3, .infer = &layer_norm_infer, .cpu = &layer_norm_cpu,
+       .backward = &layer_norm_backward, .decompose = &layer_norm_decompose});
   reg({.name = "rms_norm",
        .schema = "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
        .num_inputs = 2, .decompose = &rms_norm_decompose});
@@ -529,7 +581,7 @@ void register_norm_ops() {
        .num_inputs = 5, .decompose = &batch_norm_decompose});
   reg({.name = "native_dropout", .schema = "native_dropout(Tensor input, float p, bool train) -> (Tensor, Tensor)",
        .tags = kRandom, .infer = &dropout_infer, .cpu = &dropout_cpu, .backward = &dropout_backward});
-  reg({.name = "dropout", .schema = "dropout(Tensor input, float p=0.5, bool train=True) -> Tensor",
+  reg({.name = "dropout", .schema = "dropout(Tensor input, float p=0.5, bool train=True) -> Tensor", .tags = kRandom,
        .decompose = &dropout_decompose});
 }
 

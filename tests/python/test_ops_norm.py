@@ -291,3 +291,12 @@ def test_against_torch():
     close(xx.grad, tx.grad.numpy(), 1e-4, 1e-4)
     close(xw.grad, tw.grad.numpy(), 1e-4, 1e-4)
     close(xb.grad, tb.grad.numpy(), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("backend", ["eager", "stax"])
+def test_layer_norm_and_softmax_compile(backend):
+    # layer_norm is one captured operator; Stax takes its decomposition.
+    a = RNG.standard_normal((6, 33)).astype(np.float32)
+    w, b = T(RNG.standard_normal(33).astype(np.float32)), T(RNG.standard_normal(33).astype(np.float32))
+    fn = lambda x: tp.log_softmax(tp.layer_norm(x, [33], w, b), -1) + tp.rms_norm(x, [33], w)
+    close(tp.compile(fn, backend=backend)(T(a)), N(fn(T(a))), 1e-5, 1e-5)
