@@ -30,6 +30,18 @@ int64_t checked_index(int64_t v, int64_t size, int64_t dim, const char* op, bool
 
 char* bytes(const Tensor& t) { return static_cast<char*>(t.data()); }
 
+// Checks n indices at once: a min/max pass (vectorized) and, only on failure,
+// a search for the first bad index to name it.
+void check_indices(const int64_t* v, int64_t n, int64_t size, int64_t dim, const char* op, bool allow_negative) {
+  int64_t lo = 0, hi = -1;
+  for (int64_t k = 0; k < n; ++k) {
+    lo = v[k] < lo ? v[k] : lo;
+    hi = v[k] > hi ? v[k] : hi;
+  }
+  if (n == 0 || (lo >= (allow_negative ? -size : 0) && hi < size)) return;
+  for (int64_t k = 0; k < n; ++k) checked_index(v[k], size, dim, op, allow_negative);
+}
+
 // ---------------------------------------------------------------------------
 // Advanced indexing geometry. `idx[d]` indexes dim d of self (undefined: the
 // whole dim). The defined index tensors broadcast to one shape B. The result
@@ -94,75 +106,111 @@ std::vector<int64_t> adv_offsets(const Tensor& self, const std::vector<Tensor>& 
                                               i64.offset()));
     const int64_t* v = b.data_as<int64_t>();
     const int64_t size = self.sizes()[d], stride = self.strides()[d];
-    for (int64_t k = 0; k < nb; ++k) off[k] += checked_index(v[k], size, d, op, allow_negative) * stride;
+    check_indices(v, nb, size, d, op, allow_negative);
+    for (int64_t k = 0; k < nb; ++k) off[k] += (v[k] < 0 ? v[k] + size : v[k]) * stride;
   }
   return off;
 }
 
-// The result-shaped (dense) side of an advanced-indexing move: the flattened
-// B dim and the kept dims, with their strides in a contiguous result.
-struct DenseSide {
-  int64_t b_stride = 0;
-  Shape kept_strides;
+// An advanced-indexing move seen as rows: the result is [pre, B, post] (pre:
+// the kept dims before B, empty when B goes first), and row (p, b) moves the
+// post-block between self at pre_off(p) + off[b] and the result-shaped tensor
+// `dense`. Walking p outermost keeps both sides in memory order.
+struct AdvLayout {
+  Shape pre_sizes, pre_self, pre_dense, post_sizes, post_self, post_dense;
+  int64_t b_dense = 0;  // stride of the flattened B dim in dense
 };
 
-DenseSide dense_side(const AdvGeom& g) {
-  Shape cs = contiguous_strides(g.out_sizes);
-  DenseSide s;
+// nullopt when dense's B dims cannot be walked as one flat dim (then it needs a contiguous copy).
+std::optional<AdvLayout> adv_layout(const AdvGeom& g, const Tensor& self, const Shape& dense_strides) {
+  AdvLayout l;
   const int64_t nbd = static_cast<int64_t>(g.b_sizes.size());
-  s.b_stride = nbd > 0 ? cs[g.b_pos + nbd - 1] : 0;
-  int64_t pos = 0;
-  for (size_t k = 0; k < g.kept.size(); ++k) {
-    if (pos == g.b_pos) pos += nbd;  // skip over B
-    s.kept_strides.push_back(cs[pos++]);
+  // The B dims of size > 1 must nest like one flat dim; the flat stride is the innermost one's.
+  int64_t inner = -1;
+  for (int64_t i = nbd - 1; i >= 0; --i) {
+    if (g.b_sizes[i] == 1) continue;
+    const int64_t st = dense_strides[g.b_pos + i];
+    if (inner < 0) l.b_dense = st;
+    else if (st != dense_strides[g.b_pos + inner] * g.b_sizes[inner]) return std::nullopt;
+    inner = i;
   }
-  return s;
+  int64_t pos = 0;
+  for (int64_t d : g.kept) {
+    if (pos == g.b_pos) pos += nbd;
+    const bool pre = pos < g.b_pos;
+    (pre ? l.pre_sizes : l.post_sizes).push_back(self.sizes()[d]);
+    (pre ? l.pre_self : l.post_self).push_back(self.strides()[d]);
+    (pre ? l.pre_dense : l.post_dense).push_back(dense_strides[pos++]);
+  }
+  return l;
 }
 
-// Moves elements between self (at offsets[b] + kept strides) and a contiguous
-// result-shaped tensor `dense`. to_dense: gather (index); else scatter (index_put_).
-void adv_move(const Tensor& self, const AdvGeom& g, const std::vector<int64_t>& off, const Tensor& dense,
+// Moves elements between self (at the indexed positions) and `dense` (any
+// strides over the result shape; stride 0 broadcasts a value). to_dense:
+// gather (index); else scatter (index_put_).
+void adv_move(const Tensor& self, const AdvGeom& g, const std::vector<int64_t>& off, const Tensor& dense_in,
               bool to_dense) {
   const int64_t item = itemsize(self.dtype()), nb = static_cast<int64_t>(off.size());
-  if (nb == 0 || dense.numel() == 0) return;
-  DenseSide ds = dense_side(g);
-  Shape kept_sizes, self_kept;
-  for (int64_t d : g.kept) {
-    kept_sizes.push_back(self.sizes()[d]);
-    self_kept.push_back(self.strides()[d]);
+  if (nb == 0 || numel(g.out_sizes) == 0) return;
+  Tensor dense = dense_in;
+  std::optional<AdvLayout> ol = adv_layout(g, self, dense.strides());
+  if (!ol) {
+    TP_CHECK(!to_dense, Error, "internal: index output is not contiguous");
+    dense = contiguous_bits(dense);
+    ol = adv_layout(g, self, dense.strides());
   }
-  const int64_t block = numel(kept_sizes);
+  const AdvLayout& l = *ol;
+  const int64_t npre = numel(l.pre_sizes), block = numel(l.post_sizes), rows = npre * nb;
+  const int64_t npd = static_cast<int64_t>(l.pre_sizes.size());
   char* sbase = bytes(self);
   char* dbase = bytes(dense);
+  // Element offsets of pre position p in self and in dense.
+  auto pre_offsets = [&](int64_t p, int64_t& so, int64_t& dof) {
+    so = 0, dof = 0;
+    for (int64_t d = npd - 1; d >= 0; --d) {
+      const int64_t i = p % l.pre_sizes[d];
+      p /= l.pre_sizes[d];
+      so += i * l.pre_self[d];
+      dof += i * l.pre_dense[d];
+    }
+  };
   dispatch_itemsize(item, "index", [&]<class U>() {
-    if (block == 1) {  // one element per index position: a plain gather/scatter loop
-      parallel_for(0, nb, kGrainSize, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          char* sp = sbase + off[k] * item;
-          char* dp = dbase + k * ds.b_stride * item;
+    auto rows_loop = [&](int64_t r0, int64_t r1, auto&& move_block) {
+      int64_t p = r0 / nb, b = r0 % nb, so = 0, dof = 0;
+      pre_offsets(p, so, dof);
+      for (int64_t r = r0; r < r1; ++r) {
+        move_block(sbase + (so + off[b]) * item, dbase + (dof + b * l.b_dense) * item);
+        if (++b == nb && r + 1 < r1) {
+          b = 0;
+          pre_offsets(++p, so, dof);
+        }
+      }
+    };
+    if (block == 1) {  // one element per row: a plain gather/scatter loop
+      parallel_for(0, rows, kGrainSize, [&](int64_t r0, int64_t r1) {
+        rows_loop(r0, r1, [&](char* sp, char* dp) {
           if (to_dense) std::memcpy(dp, sp, sizeof(U));
           else std::memcpy(sp, dp, sizeof(U));
-        }
+        });
       });
       return;
     }
-    Shape sb = self_kept, db = ds.kept_strides;
+    Shape sb = l.post_self, db = l.post_dense;
     for (auto& v : sb) v *= item;
     for (auto& v : db) v *= item;
-    // One iterator over the kept dims, reused for every index position with shifted bases.
-    TensorIterator it(kept_sizes, to_dense ? std::vector<Shape>{db, sb} : std::vector<Shape>{sb, db},
+    // One iterator over the post dims, reused for every row with shifted bases.
+    TensorIterator it(l.post_sizes, to_dense ? std::vector<Shape>{db, sb} : std::vector<Shape>{sb, db},
                       to_dense ? std::vector<char*>{dbase, sbase} : std::vector<char*>{sbase, dbase});
-    parallel_for(0, nb, std::max<int64_t>(1, kGrainSize / block), [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const int64_t ds_shift = k * ds.b_stride * item, ss_shift = off[k] * item;
-        const int64_t shift0 = to_dense ? ds_shift : ss_shift, shift1 = to_dense ? ss_shift : ds_shift;
+    parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / block), [&](int64_t r0, int64_t r1) {
+      rows_loop(r0, r1, [&](char* sp, char* dp) {
+        const int64_t shift0 = to_dense ? dp - dbase : sp - sbase, shift1 = to_dense ? sp - sbase : dp - dbase;
         it.serial_for_each(
             [&](char** d, const int64_t* s, int64_t n) {
-              char* p[2] = {d[0] + shift0, d[1] + shift1};
-              move_row<U>(p, s, n);
+              char* q[2] = {d[0] + shift0, d[1] + shift1};
+              move_row<U>(q, s, n);
             },
             0, it.numel());
-      }
+      });
     });
   });
 }
@@ -172,27 +220,43 @@ void adv_move(const Tensor& self, const AdvGeom& g, const std::vector<int64_t>& 
 template <class T>
 void adv_accumulate_typed(const Tensor& self, const AdvGeom& g, const std::vector<int64_t>& off,
                           const Tensor& dense, T alpha) {
-  DenseSide ds = dense_side(g);
-  Shape kept_sizes, self_kept;
-  for (int64_t d : g.kept) {
-    kept_sizes.push_back(self.sizes()[d]);
-    self_kept.push_back(self.strides()[d]);
-  }
-  const int64_t block = numel(kept_sizes), nd = static_cast<int64_t>(kept_sizes.size());
-  T* s = self.data_as<T>();
-  const T* v = dense.data_as<T>();
-  std::vector<int64_t> ctr(static_cast<size_t>(nd));
-  for (size_t k = 0; k < off.size(); ++k) {
-    std::fill(ctr.begin(), ctr.end(), 0);
-    for (int64_t e = 0; e < block; ++e) {
-      int64_t so = off[k], vo = static_cast<int64_t>(k) * ds.b_stride;
-      for (int64_t d = 0; d < nd; ++d) so += ctr[d] * self_kept[d], vo += ctr[d] * ds.kept_strides[d];
-      if constexpr (std::is_same_v<T, bool>) s[so] = s[so] || (alpha && v[vo]);
-      else s[so] = static_cast<T>(s[so] + alpha * v[vo]);
-      for (int64_t d = nd - 1; d >= 0; --d) {
-        if (++ctr[d] < kept_sizes[d]) break;
-        ctr[d] = 0;
-      }
+  const AdvLayout l = *adv_layout(g, self, dense.strides());  // dense is contiguous
+  const int64_t nb = static_cast<int64_t>(off.size()), npre = numel(l.pre_sizes);
+  const int64_t npd = static_cast<int64_t>(l.pre_sizes.size());
+  if (nb == 0 || numel(g.out_sizes) == 0) return;
+  Shape sb = l.post_self, db = l.post_dense;
+  for (auto& v : sb) v *= sizeof(T);
+  for (auto& v : db) v *= sizeof(T);
+  TensorIterator it(l.post_sizes, {sb, db}, {bytes(self), bytes(dense)});
+  const auto add_row = [alpha](char** d, const int64_t* st, int64_t n) {
+    char* o = d[0];
+    const char* v = d[1];
+    const int64_t so = st[0], sv = st[1];
+    for (int64_t i = 0; i < n; ++i) {
+      T& x = *reinterpret_cast<T*>(o + i * so);
+      const T y = *reinterpret_cast<const T*>(v + i * sv);
+      if constexpr (std::is_same_v<T, bool>) x = x || (alpha && y);
+      else x = static_cast<T>(x + alpha * y);
+    }
+  };
+  // In order, on one thread: repeated indices add up.
+  for (int64_t p = 0; p < npre; ++p) {
+    int64_t so = 0, dof = 0, rest = p;
+    for (int64_t d = npd - 1; d >= 0; --d) {
+      const int64_t i = rest % l.pre_sizes[d];
+      rest /= l.pre_sizes[d];
+      so += i * l.pre_self[d];
+      dof += i * l.pre_dense[d];
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t s_shift = (so + off[b]) * static_cast<int64_t>(sizeof(T));
+      const int64_t d_shift = (dof + b * l.b_dense) * static_cast<int64_t>(sizeof(T));
+      it.serial_for_each(
+          [&](char** d, const int64_t* st, int64_t n) {
+            char* q[2] = {d[0] + s_shift, d[1] + d_shift};
+            add_row(q, st, n);
+          },
+          0, it.numel());
     }
   }
 }
@@ -213,16 +277,15 @@ void adv_accumulate(const Tensor& self, const std::vector<Tensor>& idx, const Ad
   if (!target.impl_ptr() || target.impl() != self.impl()) copy_into(self, target);
 }
 
-// The values written by index_put_: converted to self's dtype, broadcast to
-// the indexing result's shape and made contiguous.
-Tensor dense_values(const Tensor& values, const AdvGeom& g, DType dtype, const char* op) {
+// The values written by index_put_, converted to self's dtype and read as the
+// indexing result's shape (a broadcast view: no copy of an expanded value).
+Tensor dense_values(const Tensor& self, const Tensor& values, const AdvGeom& g, DType dtype, const char* op) {
   Shape b = broadcast_shapes(g.out_sizes, values.sizes(), op);
   TP_CHECK(b == g.out_sizes, ValueError, op, ": shape mismatch: value tensor of shape ", shape_str(values.sizes()),
            " cannot be broadcast to indexing result of shape ", shape_str(g.out_sizes));
   Tensor v = convert(values, dtype);
-  Tensor dense = Tensor::empty(g.out_sizes, dtype);
-  move_elements(dense, v);
-  return dense;
+  if (may_overlap(v, self)) v = contiguous_copy(v);  // read before any element of self is written
+  return v.as_strided(g.out_sizes, broadcast_strides(v.sizes(), v.strides(), g.out_sizes), v.offset());
 }
 
 // ---- index ----
@@ -269,7 +332,7 @@ std::vector<TensorMeta> index_put_infer(const OpDef& op, const std::vector<Tenso
 void index_put_into(const Tensor& self, const std::vector<Tensor>& in, bool accumulate, const char* op) {
   std::vector<Tensor> idx(in.begin() + 1, in.end() - 1);
   AdvGeom g = adv_geom(self.sizes(), metas_of(in, 1, in.size() - 1), op);
-  Tensor dense = dense_values(in.back(), g, accumulate ? in.back().dtype() : self.dtype(), op);
+  Tensor dense = dense_values(self, in.back(), g, accumulate ? in.back().dtype() : self.dtype(), op);
   if (accumulate) {
     adv_accumulate(self, idx, g, dense, Scalar(int64_t{1}), op);
   } else {
@@ -431,7 +494,7 @@ void check_dim_index_shapes(const Shape& self, const Shape& index, const Shape* 
 Tensor checked_dim_index(const Tensor& index, int64_t size, int64_t dim, const char* op) {
   Tensor i = as_1d_if_0d(index_as_int64(index, op));
   const int64_t* v = i.data_as<int64_t>();
-  for (int64_t k = 0; k < i.numel(); ++k) checked_index(v[k], size, dim, op, /*allow_negative=*/false);
+  check_indices(v, i.numel(), size, dim, op, /*allow_negative=*/false);
   return i;
 }
 
@@ -463,9 +526,14 @@ std::vector<Tensor> gather_cpu(const OpDef& op, const std::vector<Tensor>& in, c
   TensorIterator it(idx.sizes(), {byte_strides(out), byte_strides(idx), ss}, {bytes(out), bytes(idx), bytes(self)});
   dispatch_itemsize(item, op.name, [&]<class U>() {
     it.for_each([step](char** p, const int64_t* s, int64_t n) {
+      // Locals: stores through char* could alias p and s, which would reload them every element.
+      char* o = p[0];
+      const char* ix = p[1];
+      const char* src = p[2];
+      const int64_t so = s[0], si = s[1], ss = s[2];
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t v = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
-        std::memcpy(p[0] + i * s[0], p[2] + i * s[2] + v * step, sizeof(U));
+        const int64_t v = *reinterpret_cast<const int64_t*>(ix + i * si);
+        std::memcpy(o + i * so, src + i * ss + v * step, sizeof(U));
       }
     });
   });
@@ -508,9 +576,13 @@ void scatter_into(const Tensor& dst_in, int64_t dim_attr, const Tensor& index, c
   if (reduce == Reduce::None) {
     dispatch_itemsize(item, op, [&]<class U>() {
       it.for_each([step](char** p, const int64_t* s, int64_t n) {
+        char* o = p[0];
+        const char* ix = p[1];
+        const char* src = p[2];
+        const int64_t so = s[0], si = s[1], ss = s[2];
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t v = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
-          std::memcpy(p[0] + i * s[0] + v * step, p[2] + i * s[2], sizeof(U));
+          const int64_t v = *reinterpret_cast<const int64_t*>(ix + i * si);
+          std::memcpy(o + i * so + v * step, src + i * ss, sizeof(U));
         }
       });
     });

@@ -460,3 +460,32 @@ def test_index_put_forms():
     y = tp.zeros(2, 2, dtype=tp.int8)
     y.index_put_((tp.tensor([1, 1, 1]),), tp.tensor(1).to(tp.int8), accumulate=True)
     assert_same(y, [[0, 0], [3, 3]])
+
+
+def test_setitem_value_layouts():
+    # Values broadcast along some index dims, index shapes with size-1 dims,
+    # values that alias self, and a transposed destination.
+    a = np.arange(20.0).reshape(4, 5)
+    cases = [
+        ((np.array([[0], [2]]), np.array([[1, 3, 4]])), np.array([[1.0], [2.0]])),
+        ((np.array([[[0]], [[2]]]), np.array([[[1, 3]]])), np.array([7.0, 8.0])),
+        ((slice(None), np.array([[0, 1], [3, 4]])), np.arange(16.0).reshape(4, 2, 2)),
+        ((np.array([1, 3]), slice(None)), np.arange(5.0)[None, :]),
+    ]
+    for idx, value in cases:
+        want = a.copy()
+        want[idx] = value
+        x = tp.tensor(a)
+        x[tuple(tp.tensor(i) if isinstance(i, np.ndarray) else i for i in idx)] = tp.tensor(value)
+        assert_same(x, want)
+    x = tp.tensor(a)
+    x[[0, 1]] = x[2:4]           # the value aliases self: read before written
+    want = a.copy()
+    want[[0, 1]] = a[2:4]
+    assert_same(x, want)
+    x = tp.tensor(a)
+    x.t()[[0, 2], 1:3] = tp.tensor([[-1.0, -2.0], [-3.0, -4.0]])
+    want = a.copy()
+    want.T[[0, 2], 1:3] = [[-1, -2], [-3, -4]]
+    assert_same(x, want)
+    assert_same(tp.tensor(a).t()[[4, 0]][:, [1, 1]], a.T[[4, 0]][:, [1, 1]])
