@@ -404,10 +404,12 @@ void binary_vec(const float* a, const float* b, float* y, int64_t n) {
   }
 }
 
-// fmod in float32 without libm's slow exact loop: in double, a - trunc(a/b)*b
-// is exact while |a/b| < 2^23 (the product has at most 47 significant bits and
-// a/b is never rounded across an integer at that size); other lanes (huge
-// quotients, b = 0 or inf, NaN) are redone with fmodf.
+// fmod in float32 without libm's exact bit loop: q = trunc(a/b) in float is
+// the true quotient or one too large in magnitude (the division can round up
+// onto the next integer, never down past one) while |a/b| < 2^23; a - q*b by
+// one fma is then exact, and a result of the wrong sign means one b too many.
+// Lanes outside that range (huge quotients, b = 0 or inf, NaN) are redone
+// with fmodf.
 template <int SA, int SB>
 void fmod_f32(const float* a, const float* b, float* y, int64_t n) {
   constexpr int64_t kBlock = 512;
@@ -418,17 +420,17 @@ void fmod_f32(const float* a, const float* b, float* y, int64_t n) {
     float* py = y + i0;
     int bad = 0;
     for (int64_t i = 0; i < m; ++i) {
-      const double x = pa[i * SA], d = pb[i * SB], q = x / d;
-      const bool ok = __builtin_fabs(q) < 8388608.0 && __builtin_fabs(d) < 1e300;
-      const double r = ok ? x - __builtin_trunc(q) * d : 0.0;
-      py[i] = __builtin_copysignf(static_cast<float>(r), pa[i * SA]);
+      const float x = pa[i * SA], d = pb[i * SB], q = x / d;
+      const bool ok = __builtin_fabsf(q) < 8388608.0f && __builtin_fabsf(d) < kInf;
+      float r = __builtin_fmaf(-__builtin_truncf(q), d, x);
+      r = (r != 0.0f && ((r < 0.0f) != (x < 0.0f))) ? r + __builtin_copysignf(d, x) : r;
+      py[i] = __builtin_copysignf(ok ? r : 0.0f, x);
       bad |= !ok;
     }
     if (bad)
       for (int64_t i = 0; i < m; ++i) {
-        const double q = static_cast<double>(pa[i * SA]) / pb[i * SB];
-        if (!(__builtin_fabs(q) < 8388608.0 && __builtin_fabs(static_cast<double>(pb[i * SB])) < 1e300))
-          py[i] = __builtin_fmodf(pa[i * SA], pb[i * SB]);
+        const float x = pa[i * SA], d = pb[i * SB];
+        if (!(__builtin_fabsf(x / d) < 8388608.0f && __builtin_fabsf(d) < kInf)) py[i] = __builtin_fmodf(x, d);
       }
   }
 }
