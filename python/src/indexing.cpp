@@ -116,12 +116,16 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
            consumed, ")");
   Indexed r{self};
   std::vector<std::pair<int64_t, Tensor>> adv;  // (dim of the view, index or mask)
-  int64_t dim = 0;
+  int64_t dim = 0, self_dim = 0;  // position in the view, and the dim of self it came from
   for (auto& it : items) {
     switch (it.kind) {
-      case Kind::Int:
+      case Kind::Int: {
+        const int64_t n = r.view.sizes()[dim];
+        TP_CHECK(it.value >= -n && it.value < n, IndexError, "index ", it.value, " is out of bounds for dimension ",
+                 self_dim, " with size ", n);
         r.view = ops::select(r.view, dim, it.value);
         break;
+      }
       case Kind::Slice: {
         auto* s = reinterpret_cast<PySliceObject*>(it.slice.ptr());
         const int64_t step = slice_part(s->step).value_or(1);
@@ -134,6 +138,7 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         break;
       case Kind::Ellipsis:
         dim += self.dim() - consumed;
+        self_dim += self.dim() - consumed;
         break;
       case Kind::Index:
         adv.emplace_back(dim++, it.tensor);
@@ -151,6 +156,8 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         }
         break;
     }
+    if (it.kind == Kind::Int || it.kind == Kind::Slice || it.kind == Kind::Index) self_dim += 1;
+    if (it.kind == Kind::Mask) self_dim += it.tensor.dim();
   }
   if (adv.empty()) return r;
   r.advanced = true;
@@ -169,8 +176,6 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
 }
 
 Tensor getitem(const Tensor& self, nb::handle idx) {
-  // The common cases first: one int, one slice.
-  if (is_int_like(idx)) return ops::select(self, 0, nb::cast<int64_t>(nb::int_(idx)));
   Indexed r = apply_index(self, parse(idx));
   return r.advanced ? ops::index(r.view, r.indices) : r.view;
 }
@@ -264,7 +269,7 @@ void bind_shape_conveniences(nb::module_& m) {
     if (dim.is_none()) return ops::squeeze(t);
     if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
     return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
-  }, nb::arg("dim") = nb::none());
+  }, nb::arg("dim").none() = nb::none());
   redefine(cls, "repeat", [](const Tensor& t, nb::args a) { return ops::repeat(t, ints_from_args(a, "repeat")); });
   redefine(cls, "tile", [](const Tensor& t, nb::args a) { return ops::tile(t, ints_from_args(a, "tile")); });
   redefine(cls, "flip", [](const Tensor& t, nb::args a) { return ops::flip(t, ints_from_args(a, "flip")); });
@@ -299,8 +304,9 @@ void bind_shape_conveniences(nb::module_& m) {
 
 void bind_indexing(nb::module_& m) {
   nb::handle cls = nb::type<Tensor>();
-  redefine(cls, "__getitem__", &getitem);
-  redefine(cls, "__setitem__", &setitem);
+  // .none(): x[None] passes None itself as the index.
+  redefine(cls, "__getitem__", &getitem, nb::arg("index").none());
+  redefine(cls, "__setitem__", &setitem, nb::arg("index").none(), nb::arg("value"));
   bind_shape_conveniences(m);
 }
 

@@ -55,7 +55,7 @@ A = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
 # Indices where NumPy and PyTorch agree (an int next to an advanced index
 # differs: PyTorch selects first; see test_int_next_to_advanced_index_follows_pytorch).
 BASIC = [
-    0, -1, (1, 2), (slice(None), 1), (Ellipsis, 2), (None, 0), (0, None, Ellipsis, None),
+    0, -1, None, Ellipsis, slice(1, None), (1, 2), (slice(None), 1), (Ellipsis, 2), (None, 0), (0, None, Ellipsis, None),
     (slice(1, None), slice(None, None, 2)), (slice(-3, -1), Ellipsis, slice(None, None, 3)),
     (slice(5, 9),), (Ellipsis,), (), (1, Ellipsis, 4, None), (slice(None), None, slice(1, 3), -2),
 ]
@@ -130,6 +130,18 @@ def test_indexing_every_dtype_and_noncontiguous(dtype):
     assert_same(e[:, [1, 2], 0], np.broadcast_to(as_dtype(a, dtype), (2, 4, 6))[:, [1, 2], 0])
 
 
+def test_zero_d_tensor_indexing():
+    x = tp.tensor(3.0)
+    assert x[None].shape == (1,) and x[...].shape == () and x[()].shape == ()
+    assert x[tp.tensor(True)].shape == (1,) and x[x > 0].shape == (1,) and x[x < 0].shape == (0,)
+    with pytest.raises(IndexError, match="too many indices for tensor of dimension 0"):
+        x[0]
+    x[...] = 5
+    assert x.item() == 5
+    x[None] = 6
+    assert x.item() == 6
+
+
 def test_index_tensor_dtypes_and_zero_d():
     x = tp.tensor(A)
     for dt in [tp.int64, tp.int32, tp.int16, tp.int8, tp.uint8]:
@@ -165,8 +177,10 @@ def test_indexing_errors():
         x[[0, 1], :, [0, 1, 2]]
     with pytest.raises(ValueError, match="step"):
         x[::-1]
-    with pytest.raises(IndexError, match="select"):
+    with pytest.raises(IndexError, match=r"index 5 is out of bounds for dimension 0 with size 2"):
         x[5]
+    with pytest.raises(IndexError, match=r"index -6 is out of bounds for dimension 2 with size 4"):
+        x[1, ..., -6, :]
 
 
 def test_advanced_indexing_gradient():
