@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/views.h"
 #include "core/grad_mode.h"
 #include "ops/ops.h"
 
@@ -183,6 +184,12 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
            "requires_grad_: an inference tensor (created under tp.inference_mode) cannot require grad; clone() it "
            "outside inference_mode first");
   t.impl()->requires_grad = requires_grad;
+}
+
+std::shared_ptr<Node> grad_fn(const Tensor& t) {
+  auto& fn = t.impl()->grad_fn;
+  if (fn && fn->is_view()) refresh_view_history(t);
+  return t.impl()->grad_fn;
 }
 
 Tensor detach(const Tensor& t) { return detached(t); }

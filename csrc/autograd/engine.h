@@ -21,6 +21,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Ten
                          bool create_graph = false);
 
 void set_requires_grad(const Tensor& t, bool requires_grad);  // leaves only
+// t's history (a view's is regenerated first if its memory was written since).
+std::shared_ptr<Node> grad_fn(const Tensor& t);
 Tensor detach(const Tensor& t);
 void detach_(const Tensor& t);
 void retain_grad(const Tensor& t);

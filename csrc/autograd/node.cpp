@@ -76,6 +76,42 @@ Tensor fit_grad(const Tensor& g, const Shape& shape, DType dtype, const std::str
   return r;
 }
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  for (auto& e : next_edges)
+    if (e.fn) stack.push_back(std::move(e.fn));
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() == 1) n->release_children(stack);
+    // n dies here with nothing left below it
+  }
+}
+
+void Node::release_children(std::vector<std::shared_ptr<Node>>& out) {
+  for (auto& e : next_edges)
+    if (e.fn) out.push_back(std::move(e.fn));
+}
+
+void SavedTensor::release_history(std::vector<std::shared_ptr<Node>>& out) {
+  if (data_.defined() && data_.impl_ptr().use_count() == 1 && data_.impl()->grad_fn)
+    out.push_back(std::move(data_.impl()->grad_fn));
+}
+
+OpNode::~OpNode() {
+  // The saved tensors die after this body; hand their histories to ~Node's loop.
+  std::vector<std::shared_ptr<Node>> held;
+  for (auto* v : {&saved_inputs, &saved_outputs})
+    for (auto& s : *v) s.release_history(held);
+  for (auto& n : held) next_edges.push_back({std::move(n), 0});
+}
+
+void OpNode::release_children(std::vector<std::shared_ptr<Node>>& out) {
+  Node::release_children(out);
+  for (auto* v : {&saved_inputs, &saved_outputs})
+    for (auto& s : *v) s.release_history(out);
+}
+
 void Node::run_pre_hooks(std::vector<Tensor>& g) {
   for (auto& [nr, h] : pre_hooks) {
     if (nr >= g.size() || !g[nr].defined()) continue;

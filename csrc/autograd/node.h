@@ -46,7 +46,12 @@ inline bool is_inference(const Tensor& t) {
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  virtual ~Node() = default;
+  // Frees the graph below iteratively: a chain of 10^5+ nodes would otherwise
+  // overflow the stack with nested destructors.
+  virtual ~Node();
+  // Moves out every node this one keeps alive (edges, histories of saved tensors
+  // only it holds), so that destroying it recurses no further.
+  virtual void release_children(std::vector<std::shared_ptr<Node>>& out);
   // grads w.r.t. this node's outputs -> grads w.r.t. its inputs (one per edge)
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
   virtual std::string name() const = 0;
@@ -76,6 +81,7 @@ class SavedTensor {
   void reset() { data_ = Tensor(); }
   bool defined() const { return data_.defined(); }
   const Tensor& raw() const { return data_; }  // no version check, no history restored
+  void release_history(std::vector<std::shared_ptr<Node>>& out);  // see Node::release_children
   uint64_t version() const { return version_; }  // when saved
 
  private:
@@ -92,6 +98,8 @@ class SavedTensor {
 class OpNode : public Node {
  public:
   OpNode(const OpDef& op, const BackwardFn fn, Attrs attrs) : op_(op), fn_(fn), attrs_(std::move(attrs)) {}
+  ~OpNode() override;
+  void release_children(std::vector<std::shared_ptr<Node>>& out) override;
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
   std::string name() const override;
   void release_saved() override;

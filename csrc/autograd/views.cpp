@@ -31,6 +31,18 @@ bool is_stale(const Tensor& t) {
 ViewOfBaseNode::ViewOfBaseNode(Tensor base, Geometry view, uint64_t version)
     : base_(std::move(base)), version_(version), geo_(Geometry::of(base_)), view_(std::move(view)) {}
 
+ViewOfBaseNode::~ViewOfBaseNode() {
+  std::vector<std::shared_ptr<Node>> held;
+  release_children(held);
+  for (auto& n : held) next_edges.push_back({std::move(n), 0});
+}
+
+void ViewOfBaseNode::release_children(std::vector<std::shared_ptr<Node>>& out) {
+  Node::release_children(out);
+  if (base_.defined() && base_.impl_ptr().use_count() == 1 && base_.impl()->grad_fn)
+    out.push_back(std::move(base_.impl()->grad_fn));
+}
+
 std::vector<Tensor> ViewOfBaseNode::apply(const std::vector<Tensor>& g) {
   Tensor buf = Tensor::empty_strided(geo_.sizes, geo_.strides, g[0].dtype());
   ops::zero_(buf);

@@ -21,6 +21,8 @@ class ViewOfBaseNode : public Node {
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override;
   std::string name() const override { return "AsStridedBackward0"; }
   bool is_view() const override { return true; }
+  ~ViewOfBaseNode() override;
+  void release_children(std::vector<std::shared_ptr<Node>>& out) override;
   Tensor base_;
   uint64_t version_;  // of the storage when this history was made
 

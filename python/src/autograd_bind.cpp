@@ -142,7 +142,7 @@ void bind_tensor_autograd() {
         t.impl()->grad = g ? g->impl_ptr() : nullptr;
       }));
   prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
-  prop("grad_fn", [](const Tensor& t) { return node_or_none(t.impl()->grad_fn); });
+  prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
   prop("output_nr", [](const Tensor& t) { return t.impl()->output_nr; });
   method("is_inference", [](const Tensor& t) { return autograd::is_inference(t); });

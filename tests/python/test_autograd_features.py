@@ -385,6 +385,12 @@ def test_view_taken_before_base_write_is_regenerated():
 
     ours, theirs = _both(f)
     np.testing.assert_allclose(ours, theirs)
+    y = f64(2, 3) * 1
+    col = y[:, 0]
+    assert col.grad_fn.name() == "SelectBackward0"
+    y[1].mul_(2)
+    assert y.grad_fn.name() == "CopySlices"
+    assert col.grad_fn.name() == "AsStridedBackward0"
 
 
 def test_create_graph_through_inplace():
@@ -587,3 +593,17 @@ def test_gradcheck_non_contiguous_and_extra_args():
 def test_gradgradcheck():
     assert tp.autograd.gradgradcheck(lambda x: (x * x).tanh(), (f64(3),))
     assert tp.autograd.gradgradcheck(lambda x, y: x @ y, (f64(2, 3), f64(3, 2, seed=1)))
+
+
+def test_deep_graphs_free_and_run_without_recursion():
+    # A chain of 2e5 nodes: nested destructors would overflow the C stack.
+    x = tp.ones(1, requires_grad=True)
+    y = x
+    for _ in range(200000):
+        y = y * 1.0
+    del y
+    y = x * 1
+    for _ in range(100000):
+        y.mul_(1.0)
+    y.sum().backward()
+    assert x.grad.item() == 1.0
