@@ -17,6 +17,9 @@
 // once as generic code over V = vf (float32 vectors) or double.
 #include <cstdint>
 #include <utility>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>  // always-inline intrinsics only: nothing out of line to leak
+#endif
 
 #include "ops/vec/vec_kernels.h"
 
@@ -102,6 +105,30 @@ inline vf v_copysign(vf mag, vf sgn) {
   return (vf)(((vi)mag & 0x7fffffff) | ((vi)sgn & (vi{} + int32_t(0x80000000u))));
 }
 inline double v_copysign(double m, double s) { return __builtin_copysign(m, s); }
+
+// trunc and c - a*b with a single rounding, as single instructions where the ISA has them.
+inline vf v_trunc(vf x) {
+#if TP_VEC_BYTES == 64 && defined(__AVX512F__)
+  return (vf)_mm512_roundscale_ps((__m512)x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+#elif TP_VEC_BYTES == 32 && defined(__AVX2__)
+  return (vf)_mm256_round_ps((__m256)x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+#else
+  vf r;
+  for (int k = 0; k < W; ++k) r[k] = __builtin_truncf(x[k]);
+  return r;
+#endif
+}
+inline vf v_fnmadd(vf a, vf b, vf c) {
+#if TP_VEC_BYTES == 64 && defined(__AVX512F__)
+  return (vf)_mm512_fnmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif TP_VEC_BYTES == 32 && defined(__FMA__)
+  return (vf)_mm256_fnmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  vf r;
+  for (int k = 0; k < W; ++k) r[k] = __builtin_fmaf(-a[k], b[k], c[k]);
+  return r;
+#endif
+}
 
 // ---- domain guards ----
 // libmvec computes in-domain lanes in vector registers but sends every lane
@@ -410,27 +437,41 @@ void binary_vec(const float* a, const float* b, float* y, int64_t n) {
 // one fma is then exact, and a result of the wrong sign means one b too many.
 // Lanes outside that range (huge quotients, b = 0 or inf, NaN) are redone
 // with fmodf.
+inline vf fmod_v(vf x, vf d, vi& bad) {
+  const vf q = x / d;
+  const vi ok = (v_abs(q) < 8388608.0f) & (v_abs(d) < kInf);
+  vf r = v_fnmadd(v_trunc(q), d, x);
+  const vi wrong = (r != 0.0f) & ((r < 0.0f) != (x < 0.0f));
+  r = wrong ? r + v_copysign(d, x) : r;
+  bad |= ~ok;
+  return v_copysign(ok ? r : splat<vf>(0.0f), x);
+}
+
 template <int SA, int SB>
 void fmod_f32(const float* a, const float* b, float* y, int64_t n) {
   constexpr int64_t kBlock = 512;
+  auto get = [n](const float* p, int S, int64_t i) -> vf {  // broadcast, full or padded vector
+    if (S == 0) return splat<vf>(*p);
+    if (i + W <= n) return load(p + i);
+    vf v;
+    for (int k = 0; k < W; ++k) v[k] = p[i + k < n ? i + k : n - 1];
+    return v;
+  };
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const int64_t m = n - i0 < kBlock ? n - i0 : kBlock;
-    const float* pa = a + i0 * SA;
-    const float* pb = b + i0 * SB;
-    float* py = y + i0;
-    int bad = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      const float x = pa[i * SA], d = pb[i * SB], q = x / d;
-      const bool ok = __builtin_fabsf(q) < 8388608.0f && __builtin_fabsf(d) < kInf;
-      float r = __builtin_fmaf(-__builtin_truncf(q), d, x);
-      r = (r != 0.0f && ((r < 0.0f) != (x < 0.0f))) ? r + __builtin_copysignf(d, x) : r;
-      py[i] = __builtin_copysignf(ok ? r : 0.0f, x);
-      bad |= !ok;
+    vi bad{};
+    for (int64_t i = i0; i < i0 + m; i += W) {
+      const vf r = fmod_v(get(a, SA, i), get(b, SB, i), bad);
+      if (i + W <= n) store(y + i, r);
+      else
+        for (int k = 0; i + k < n; ++k) y[i + k] = r[k];
     }
-    if (bad)
-      for (int64_t i = 0; i < m; ++i) {
-        const float x = pa[i * SA], d = pb[i * SB];
-        if (!(__builtin_fabsf(x / d) < 8388608.0f && __builtin_fabsf(d) < kInf)) py[i] = __builtin_fmodf(x, d);
+    int any = 0;
+    for (int k = 0; k < W; ++k) any |= bad[k];
+    if (any)
+      for (int64_t i = i0; i < i0 + m; ++i) {
+        const float x = a[i * SA], d = b[i * SB];
+        if (!(__builtin_fabsf(x / d) < 8388608.0f && __builtin_fabsf(d) < kInf)) y[i] = __builtin_fmodf(x, d);
       }
   }
 }
