@@ -844,6 +844,44 @@ std::vector<Tensor> nonzero_tuple_decompose(const std::vector<Tensor>& in, const
   return ops::unbind(ops::nonzero(x), 1);
 }
 
+// Indices that address dim `dim` only (earlier dims whole).
+std::vector<Tensor> at_dim(const Tensor& x, int64_t dim, const Tensor& index, const char* op) {
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
+  TP_CHECK(index.dim() <= 1, ValueError, op, ": index is supposed to be a vector, got shape ",
+           shape_str(index.sizes()));
+  std::vector<Tensor> idx(static_cast<size_t>(d));
+  idx.push_back(index);
+  return idx;
+}
+
+std::vector<Tensor> index_fill_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  Tensor value = Tensor::scalar_tensor(attrs.get_scalar("value"), x.dtype());
+  return {ops::index_put(x, at_dim(x, attrs.get_int("dim"), in[1], "index_fill"), value)};
+}
+
+std::vector<Tensor> index_copy_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  // One index tensor at dim d: the indexing result has source's shape (B stays at d).
+  return {ops::index_put(x, at_dim(x, attrs.get_int("dim"), in[1], "index_copy"), in[2])};
+}
+
+// take_along_dim: gather after broadcasting self and indices in every dim but `dim`.
+std::vector<Tensor> take_along_dim_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor &x = in[0], &idx = in[1];
+  if (attrs.is_none("dim")) return {ops::gather(ops::reshape(x, {-1}), 0, ops::reshape(idx, {-1}))};
+  TP_CHECK(x.dim() == idx.dim(), ValueError, "take_along_dim: input and indices should have the same number of ",
+           "dimensions, but got ", x.dim(), " and ", idx.dim());
+  const int64_t d = wrap_dim(attrs.get_int("dim"), std::max<int64_t>(x.dim(), 1), "take_along_dim");
+  if (x.dim() == 0) return {ops::gather(x, 0, idx)};
+  Shape xs = x.sizes(), is = idx.sizes();
+  xs[d] = 1, is[d] = 1;
+  Shape b = broadcast_shapes(xs, is, "take_along_dim");
+  Shape xb = b, ib = b;
+  xb[d] = x.sizes()[d], ib[d] = idx.sizes()[d];
+  return {ops::gather(ops::expand(x, xb), d, ops::expand(idx, ib))};
+}
+
 void reg(const char* name, const char* schema, uint32_t tags, int num_inputs, InferFn infer, KernelFn cpu,
          BackwardFn backward) {
   register_op({.name = name, .schema = schema, .tags = tags, .num_inputs = num_inputs, .infer = infer, .cpu = cpu,
@@ -908,6 +946,12 @@ void register_index_ops() {
       A, 2, &embedding_infer, &embedding_cpu, &embedding_backward);
   reg("one_hot", "one_hot(Tensor self, int num_classes=-1) -> Tensor", kNondeterministicShape, 1, &one_hot_infer,
       &one_hot_cpu, nullptr);
+  reg_composite("index_fill", "index_fill(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", 2,
+                &index_fill_decompose);
+  reg_composite("index_copy", "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", 3,
+                &index_copy_decompose);
+  reg_composite("take_along_dim", "take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor", 2,
+                &take_along_dim_decompose);
   reg_composite("masked_select", "masked_select(Tensor self, Tensor mask) -> Tensor", 2, &masked_select_decompose);
   reg_composite("nonzero_tuple", "nonzero_tuple(Tensor self) -> Tensor[]", 1, &nonzero_tuple_decompose);
   reg_composite("where.cond", "where.cond(Tensor condition) -> Tensor[]", 1, &nonzero_tuple_decompose);

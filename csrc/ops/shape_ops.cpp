@@ -332,6 +332,70 @@ std::vector<Tensor> contiguous_decompose(const std::vector<Tensor>& in, const At
   return {in[0].is_contiguous() ? in[0] : ops::clone(in[0])};
 }
 
+// ---- stacking helpers (NumPy names) ----
+Tensor at_least(const Tensor& x, int64_t nd) {
+  if (x.dim() >= nd) return x;
+  if (nd == 1) return ops::reshape(x, {1});
+  if (nd == 2) return ops::reshape(x, {1, x.numel()});
+  if (x.dim() == 0) return ops::reshape(x, {1, 1, 1});
+  if (x.dim() == 1) return ops::reshape(x, {1, x.sizes()[0], 1});
+  return ops::unsqueeze(x, -1);
+}
+
+template <int64_t N>
+std::vector<Tensor> atleast_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {at_least(in[0], N)};
+}
+
+std::vector<Tensor> all_at_least(const std::vector<Tensor>& in, int64_t nd) {
+  std::vector<Tensor> out;
+  for (auto& t : in) out.push_back(at_least(t, nd));
+  return out;
+}
+
+std::vector<Tensor> hstack_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  auto ts = all_at_least(in, 1);
+  TP_CHECK(!ts.empty(), ValueError, "hstack: expects a non-empty list of Tensors");
+  return {ops::cat(ts, ts[0].dim() == 1 ? 0 : 1)};
+}
+std::vector<Tensor> vstack_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::cat(all_at_least(in, 2), 0)};
+}
+std::vector<Tensor> dstack_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::cat(all_at_least(in, 3), 2)};
+}
+std::vector<Tensor> column_stack_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  std::vector<Tensor> ts;
+  for (auto& t : in) ts.push_back(t.dim() <= 1 ? ops::reshape(t, {t.numel(), 1}) : t);
+  return {ops::cat(ts, 1)};
+}
+
+std::vector<Tensor> fliplr_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  TP_CHECK(in[0].dim() >= 2, ValueError, "fliplr: input must be at least 2-dimensional, got shape ",
+           shape_str(in[0].sizes()));
+  return {ops::flip(in[0], {1})};
+}
+std::vector<Tensor> flipud_decompose(const std::vector<Tensor>& in, const Attrs&) {
+  TP_CHECK(in[0].dim() >= 1, ValueError, "flipud: input must be at least 1-dimensional");
+  return {ops::flip(in[0], {0})};
+}
+
+// Rotation by k quarter turns in the plane of dims: flips and one transpose.
+std::vector<Tensor> rot90_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  const auto dims = int_list(attrs, "dims");
+  TP_CHECK(dims.size() == 2 && x.dim() >= 2, ValueError, "rot90: expected 2 dims and a tensor with at least 2 ",
+           "dimensions, got dims ", dims, " and shape ", shape_str(x.sizes()));
+  const int64_t d0 = wrap_dim(dims[0], x.dim(), "rot90"), d1 = wrap_dim(dims[1], x.dim(), "rot90");
+  TP_CHECK(d0 != d1, ValueError, "rot90: rotation dims must differ, got ", dims);
+  switch (((attrs.get_int("k") % 4) + 4) % 4) {
+    case 1: return {ops::transpose(ops::flip(x, {d1}), d0, d1)};
+    case 2: return {ops::flip(x, {d0, d1})};
+    case 3: return {ops::flip(ops::transpose(x, d0, d1), {d1})};
+    default: return {ops::clone(x)};
+  }
+}
+
 void register_copy_op(const char* name, const char* schema, int num_inputs, InferFn infer, KernelFn cpu,
                       BackwardFn backward) {
   register_op({.name = name, .schema = schema, .tags = kAllDTypes, .num_inputs = num_inputs, .infer = infer,
@@ -358,6 +422,17 @@ void register_shape_ops() {
                    &tri_backward<false>);
   register_composite("stack", "stack(Tensor[] tensors, int dim=0) -> Tensor", -1, &stack_decompose);
   register_composite("tile", "tile(Tensor self, int[] dims) -> Tensor", 1, &tile_decompose);
+  register_composite("hstack", "hstack(Tensor[] tensors) -> Tensor", -1, &hstack_decompose);
+  register_composite("vstack", "vstack(Tensor[] tensors) -> Tensor", -1, &vstack_decompose);
+  register_composite("row_stack", "row_stack(Tensor[] tensors) -> Tensor", -1, &vstack_decompose);
+  register_composite("dstack", "dstack(Tensor[] tensors) -> Tensor", -1, &dstack_decompose);
+  register_composite("column_stack", "column_stack(Tensor[] tensors) -> Tensor", -1, &column_stack_decompose);
+  register_composite("atleast_1d", "atleast_1d(Tensor(a) self) -> Tensor(a)", 1, &atleast_decompose<1>);
+  register_composite("atleast_2d", "atleast_2d(Tensor(a) self) -> Tensor(a)", 1, &atleast_decompose<2>);
+  register_composite("atleast_3d", "atleast_3d(Tensor(a) self) -> Tensor(a)", 1, &atleast_decompose<3>);
+  register_composite("fliplr", "fliplr(Tensor self) -> Tensor", 1, &fliplr_decompose);
+  register_composite("flipud", "flipud(Tensor self) -> Tensor", 1, &flipud_decompose);
+  register_composite("rot90", "rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", 1, &rot90_decompose);
   register_composite("contiguous", "contiguous(Tensor(a) self) -> Tensor(a)", 1, &contiguous_decompose);
 }
 

@@ -548,6 +548,25 @@ std::vector<Tensor> chunk_decompose(const std::vector<Tensor>& in, const Attrs& 
   return split_decompose(in, a);
 }
 
+// unfold: windows of `size` every `step` along dim, as a new last dim (an
+// as_strided view; its derivative accumulates overlapping windows).
+std::vector<Tensor> unfold_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  const int64_t nd = std::max<int64_t>(x.dim(), 1);
+  const int64_t d = wrap_dim(attrs.get_int("dimension"), nd, "unfold");
+  const int64_t size = attrs.get_int("size"), step = attrs.get_int("step");
+  const int64_t n = x.dim() == 0 ? 1 : x.sizes()[d], st = x.dim() == 0 ? 1 : x.strides()[d];
+  TP_CHECK(size >= 0 && size <= n, ValueError, "unfold: maximum size for tensor at dimension ", d, " is ", n,
+           " but size is ", size);
+  TP_CHECK(step > 0, ValueError, "unfold: step is ", step, " but must be > 0");
+  Shape sizes = x.sizes(), strides = x.strides();
+  if (x.dim() == 0) sizes = {}, strides = {};
+  else sizes[d] = (n - size) / step + 1, strides[d] = st * step;
+  sizes.push_back(size);
+  strides.push_back(st);
+  return {ops::as_strided(x, sizes, strides, x.offset())};
+}
+
 void register_view(const char* name, const char* schema, InferFn infer, KernelFn cpu, BackwardFn backward) {
   register_op({.name = name, .schema = schema, .tags = kView | kAllDTypes, .num_inputs = 1, .infer = infer,
                .cpu = cpu, .backward = backward});
@@ -605,6 +624,10 @@ void register_view_ops() {
                           &movedim_decompose);
   register_composite_view("moveaxis", "moveaxis(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", 1,
                           &movedim_decompose);
+  register_composite_view("swapdims", "swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", 1,
+                          &transpose_decompose);
+  register_composite_view("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", 1,
+                          &unfold_decompose);
   register_composite_view("unbind", "unbind(Tensor(a) self, int dim=0) -> Tensor(a)[]", 1, &unbind_decompose);
   register_composite_view("split", "split(Tensor(a) self, int split_size, int dim=0) -> Tensor(a)[]", 1,
                           &split_decompose);

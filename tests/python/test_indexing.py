@@ -503,3 +503,20 @@ def test_setitem_value_layouts():
     want.T[[0, 2], 1:3] = [[-1, -2], [-3, -4]]
     assert_same(x, want)
     assert_same(tp.tensor(a).t()[[4, 0]][:, [1, 1]], a.T[[4, 0]][:, [1, 1]])
+
+
+def test_index_fill_copy_take_along_dim():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = tp.tensor(a)
+    want = a.copy()
+    want[:, [0, 2]] = -1
+    assert_same(x.index_fill(1, tp.tensor([0, 2]), -1.0), want)
+    src = np.arange(16.0).reshape(2, 2, 4)
+    want = a.copy()
+    want[:, [2, 0]] = src
+    assert_same(x.index_copy(1, tp.tensor([2, 0]), tp.tensor(src)), want)
+    ii = np.array([[[0], [2], [1]]])
+    assert_same(tp.take_along_dim(x, tp.tensor(ii), 2), np.take_along_axis(a, np.broadcast_to(ii, (2, 3, 1)), 2))
+    assert_same(tp.take_along_dim(x, tp.tensor([5, 0])), a.reshape(-1)[[5, 0]])
+    grads_match(lambda t: t.index_fill(0, tp.tensor([1]), 0.0), [a[:, 0]])
+    grads_match(lambda t, s: t.index_copy(0, tp.tensor([2, 0]), s), [a[0], src[0]])

@@ -371,3 +371,36 @@ def test_against_torch_on_mixed_cases():
     ]
     for f, name in cases:
         np.testing.assert_array_equal(f(x).numpy(), f(t).numpy(), err_msg=name)
+
+
+def test_numpy_style_stacking_and_rotation():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    v = np.arange(3.0)
+    x, tv = tp.tensor(a), tp.tensor(v)
+    assert_same(tp.hstack([x, x]), np.hstack([a, a]))
+    assert_same(tp.hstack([tv, tv]), np.hstack([v, v]))
+    assert_same(tp.vstack([tv, tv]), np.vstack([v, v]))
+    assert_same(tp.row_stack([x[0], x[1]]), np.vstack([a[0], a[1]]))
+    assert_same(tp.dstack([tv, tv]), np.dstack([v, v]))
+    assert_same(tp.column_stack([tv, x[0, :, :1]]), np.column_stack([v, a[0, :, :1]]))
+    for f, g in [(tp.atleast_1d, np.atleast_1d), (tp.atleast_2d, np.atleast_2d), (tp.atleast_3d, np.atleast_3d)]:
+        for arr in [np.array(5.0), v, a[0], a]:
+            assert_same(f(tp.tensor(arr)), g(arr))
+    assert_same(tp.fliplr(x), np.flip(a, 1))
+    assert_same(tp.flipud(x), np.flipud(a))
+    for k in range(-2, 6):
+        assert_same(tp.rot90(x, k, [1, 2]), np.rot90(a, k, (1, 2)))
+    assert_same(x.swapdims(0, -1), np.swapaxes(a, 0, -1))
+
+
+def test_unfold_windows_and_gradient():
+    a = np.arange(10.0)
+    x = tp.tensor(a)
+    assert_same(x.unfold(0, 3, 1), np.lib.stride_tricks.sliding_window_view(a, 3))
+    assert_same(x.unfold(0, 4, 3), np.lib.stride_tricks.sliding_window_view(a, 4)[::3])
+    b = np.arange(24.0).reshape(2, 3, 4)
+    assert_same(tp.tensor(b).unfold(-1, 2, 2), np.stack([b[..., 0:2], b[..., 2:4]], -2))
+    with pytest.raises(ValueError, match="unfold"):
+        x.unfold(0, 11, 1)
+    grads_match(lambda t: t.unfold(0, 3, 1), [np.random.default_rng(0).standard_normal(6)])
+    grads_match(lambda t: t.unfold(1, 2, 2), [np.random.default_rng(1).standard_normal((2, 5))])
