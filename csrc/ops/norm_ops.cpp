@@ -15,6 +15,7 @@
 #include "ops/families.h"
 #include "ops/generator.h"
 #include "ops/reduce_kernel.h"
+#include "ops/reduction_args.h"
 #include "ops/reduction_grad.h"
 #include "ops/registry.h"
 #include "ops/vec_math.h"
@@ -29,11 +30,7 @@ using reduce::reduce_row;
 using reduce::SumPolicy;
 using ops::Dims;
 
-std::optional<DType> dtype_arg(const Attrs& attrs) {
-  const AttrValue* v = attrs.find("dtype");
-  if (v && std::holds_alternative<DType>(*v)) return std::get<DType>(*v);
-  return std::nullopt;
-}
+using reduce::dtype_arg;
 
 // ---------------------------------------------------------------------------
 // softmax / log_softmax (dtype= converts the input first, like PyTorch).

@@ -11,6 +11,7 @@
 
 #include "ops/families.h"
 #include "ops/reduce_kernel.h"
+#include "ops/reduction_args.h"
 #include "ops/reduction_grad.h"
 #include "ops/registry.h"
 
@@ -23,28 +24,11 @@ using reduce::Rows;
 using reduce::rows_last;
 using ops::Dims;
 
-// ---------------------------------------------------------------------------
-// Argument handling (attribute "dim": int, int[] or None = all dims).
-std::vector<bool> mask_of(const char* op, int64_t ndim, const Attrs& attrs) {
-  const AttrValue* v = attrs.find("dim");
-  std::vector<int64_t> dims;
-  if (v && std::holds_alternative<int64_t>(*v)) dims = {std::get<int64_t>(*v)};
-  else if (v && std::holds_alternative<std::vector<int64_t>>(*v)) dims = std::get<std::vector<int64_t>>(*v);
-  return reduction_mask(dims, ndim, op);
-}
-bool keepdim_of(const Attrs& attrs) { return attrs.get_or("keepdim", false); }
-std::vector<int64_t> dims_of(const std::vector<bool>& mask) {
-  std::vector<int64_t> dims;
-  for (size_t d = 0; d < mask.size(); ++d)
-    if (mask[d]) dims.push_back(static_cast<int64_t>(d));
-  return dims;
-}
-int64_t count_of(const Shape& sizes, const std::vector<bool>& mask) {
-  int64_t c = 1;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (mask[d]) c *= sizes[d];
-  return c;
-}
+using reduce::count_of;
+using reduce::dims_of;
+using reduce::keepdim_of;
+using reduce::mask_of;
+
 Shape out_shape(const char* op, const TensorMeta& in, const Attrs& attrs) {
   return reduced_shape(in.sizes, mask_of(op, static_cast<int64_t>(in.sizes.size()), attrs), keepdim_of(attrs));
 }

@@ -6,6 +6,7 @@
 
 #include "ops/families.h"
 #include "ops/reduce_kernel.h"
+#include "ops/reduction_args.h"
 #include "ops/reduction_grad.h"
 #include "ops/registry.h"
 
@@ -21,31 +22,10 @@ using reduce::SumPolicy;
 
 // ---------------------------------------------------------------------------
 // Shared argument handling.
-// The reduced dims: attribute "dim" as a list (int[]), a single int (int?) or
-// None (all dims).
-std::vector<bool> mask_of(const OpDef& op, int64_t ndim, const Attrs& attrs) {
-  const AttrValue* v = attrs.find("dim");
-  std::vector<int64_t> dims;
-  if (v && std::holds_alternative<int64_t>(*v)) dims = {std::get<int64_t>(*v)};
-  else if (v && std::holds_alternative<std::vector<int64_t>>(*v)) dims = std::get<std::vector<int64_t>>(*v);
-  return reduction_mask(dims, ndim, op.name);
-}
-
-bool keepdim_of(const Attrs& attrs) { return attrs.get_or("keepdim", false); }
-
-int64_t reduced_count(const Shape& sizes, const std::vector<bool>& mask) {
-  int64_t c = 1;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (mask[d]) c *= sizes[d];
-  return c;
-}
-
-// The `dtype=` argument, if given.
-std::optional<DType> dtype_arg(const Attrs& attrs) {
-  const AttrValue* v = attrs.find("dtype");
-  if (v && std::holds_alternative<DType>(*v)) return std::get<DType>(*v);
-  return std::nullopt;
-}
+using reduce::dtype_arg;
+using reduce::keepdim_of;
+std::vector<bool> mask_of(const OpDef& op, int64_t ndim, const Attrs& attrs) { return reduce::mask_of(op.name, ndim, attrs); }
+int64_t reduced_count(const Shape& sizes, const std::vector<bool>& mask) { return reduce::count_of(sizes, mask); }
 
 TensorMeta reduced_meta(const OpDef& op, const TensorMeta& in, const Attrs& attrs, DType dt) {
   auto mask = mask_of(op, static_cast<int64_t>(in.sizes.size()), attrs);
