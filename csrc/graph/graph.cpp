@@ -27,6 +27,13 @@ std::vector<Node*> Node::input_nodes() const {
   return out;
 }
 
+const OpDef& getitem_op() {
+  static const OpDef op{.name = "getitem", .num_inputs = 1};
+  return op;
+}
+
+bool Node::is_getitem() const { return opcode == Opcode::CallFunction && target == &getitem_op(); }
+
 bool Node::is_op(const char* op_name) const {
   return opcode == Opcode::CallFunction && target && std::string_view(target->name) == op_name;
 }
@@ -162,6 +169,11 @@ std::string Graph::code() const {
       case Opcode::CallFunction:
       case Opcode::CallMethod:
       case Opcode::CallModule: {
+        if (n->is_getitem()) {
+          os << "    " << n->name << " = " << arg_str(n->args.at(0)) << "[" << n->getitem_index() << "]  # "
+             << dtype_name(n->meta.dtype) << shape_str(n->meta.sizes) << "\n";
+          break;
+        }
         os << "    " << n->name << " = tp." << (n->target ? n->target->name : "?") << "(";
         bool f = true;
         for (auto& a : n->args) { os << (f ? "" : ", ") << arg_str(a); f = false; }

@@ -32,11 +32,20 @@ class Node {
   TensorMeta meta;            // shape/dtype/strides of the value (placeholders: of the example input)
   Tensor constant;            // get_attr: the tensor it names (a free tensor lifted into the graph)
   int input_index = -1;       // placeholder: position among the function's tensor inputs
+  // call_function of an operator with several results (max.dim, split, native_layer_norm):
+  // the metas of all results; each result is read by a `getitem` node (torch.fx's pattern).
+  std::vector<TensorMeta> output_metas;
   std::vector<Node*> users;
 
   std::vector<Node*> input_nodes() const;  // the Node* args, in order
   bool is_op(const char* name) const;
+  bool is_getitem() const;                 // result `attrs["index"]` of a multi-result node
+  int64_t getitem_index() const { return attrs.get<int64_t>("index"); }
 };
+
+// The target of getitem nodes. It is not a registered operator: no kernel runs,
+// the interpreter picks one result of the node it reads.
+const OpDef& getitem_op();
 
 class Graph {
  public:

@@ -8,6 +8,7 @@ namespace tp::graph {
 
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
   std::unordered_map<const Node*, Tensor> env;
+  std::unordered_map<const Node*, std::vector<Tensor>> results;  // of multi-result nodes
   auto value = [&](const Arg& a) -> Tensor {
     if (auto* n = std::get_if<Node*>(&a)) return env.at(*n);
     return Tensor::wrapped_scalar(std::get<Scalar>(a));
@@ -25,10 +26,16 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
       case Opcode::CallFunction:
       case Opcode::CallMethod:
       case Opcode::CallModule: {
+        if (n->is_getitem()) {
+          env[n] = results.at(std::get<Node*>(n->args.at(0))).at(static_cast<size_t>(n->getitem_index()));
+          break;
+        }
         std::vector<Tensor> args;
         args.reserve(n->args.size());
         for (auto& a : n->args) args.push_back(value(a));
-        env[n] = call_op1(*n->target, args, n->attrs);
+        std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
+        env[n] = outs.at(0);
+        if (!n->output_metas.empty()) results[n] = std::move(outs);
         // Free intermediates as soon as their last user ran.
         break;
       }

@@ -51,9 +51,16 @@ class Tracer : public DispatchInterceptor {
       ScopedInterceptor suspend(nullptr);  // run the real kernel, unrecorded
       out = execute_ || op.has(kView) ? run_kernel(op, inputs, attrs) : allocate_outputs(op, inputs, attrs);
     }
-    TP_CHECK(out.size() == 1, CaptureError, "cannot capture multi-output operator ", op.name, " yet");
+    TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
-    bind_input(out[0], n);
+    if (out.size() == 1) {
+      bind_input(out[0], n);
+      return out;
+    }
+    // Several results: the node stands for all of them, one getitem node each.
+    for (auto& t : out) n->output_metas.push_back(t.meta());
+    for (size_t i = 0; i < out.size(); ++i)
+      bind_input(out[i], g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta()));
     return out;
   }
 

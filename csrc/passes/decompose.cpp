@@ -9,9 +9,9 @@ namespace tp::passes {
 using namespace tp::graph;
 
 namespace {
-// Splices `sub` (placeholders bound to `args`) before `at`; returns the node
-// that replaces `at`'s value.
-Arg splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args) {
+// Splices `sub` (placeholders bound to `args`) before `at`; returns the values
+// that replace `at`'s results.
+std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args) {
   std::unordered_map<const Node*, Arg> map;
   for (auto& up : sub.nodes()) {
     const Node* n = up.get();
@@ -29,10 +29,16 @@ Arg splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args) {
       case Opcode::CallFunction: {
         std::vector<Arg> a;
         for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
-        map[n] = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
+        Node* c = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
+        c->output_metas = n->output_metas;
+        map[n] = c;
         break;
       }
-      case Opcode::Output: return map.at(std::get<Node*>(n->args.at(0)));
+      case Opcode::Output: {
+        std::vector<Arg> outs;
+        for (auto& x : n->args) outs.push_back(std::holds_alternative<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
+        return outs;
+      }
       default: break;
     }
   }
@@ -57,9 +63,16 @@ bool decompose_composites(Graph& g) {
     Attrs attrs = n->attrs;
     TraceResult sub = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs); }, examples, {},
                             /*execute=*/false);
-    Arg replacement = splice(g, n, *sub.graph, n->args);
-    Node* r = std::get<Node*>(replacement);
-    g.replace_all_uses(n, r);
+    std::vector<Arg> outs = splice(g, n, *sub.graph, n->args);
+    if (n->output_metas.empty()) {
+      g.replace_all_uses(n, std::get<Node*>(outs.at(0)));
+    } else {  // each getitem of the composite now reads the matching result of its parts
+      for (Node* u : std::vector<Node*>(n->users)) {
+        TP_CHECK(u->is_getitem(), Error, "internal: multi-result node ", n->name, " used directly by ", u->name);
+        g.replace_all_uses(u, std::get<Node*>(outs.at(static_cast<size_t>(u->getitem_index()))));
+        g.erase(u);
+      }
+    }
     g.erase(n);
   }
   return !todo.empty();

@@ -641,3 +641,33 @@ def test_narrow_dtypes_fall_back_to_eager_with_the_same_result(dtype):
     assert tp.compiler.metrics.fallback_count == 1
     with pytest.raises(tp.compiler.BackendError, match=dtype):
         tp.compile(lambda a: a * 2 + 1, strict_native=True)(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "stax"])
+def test_multi_result_operators_are_captured_with_getitem_nodes(backend):
+    # max.dim, chunk and layer_norm return several tensors (or use an op that does).
+    import tensorplay.nn.functional as F
+
+    w, b = tp.randn(6), tp.randn(6)
+
+    def f(x):
+        a, c = x.chunk(2, dim=1)
+        v, i = x.max(1)
+        return F.layer_norm(x, (6,), w, b) + 1, a * c, v, i
+
+    x = tp.randn(4, 6)
+    got, want = tp.compile(f, backend=backend)(x), f(x)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
+    code = tp.compiler.capture(f, x).code
+    assert re.search(r"getitem_1 = max_dim\[1\]  # int64\[4\]", code), code
+
+
+def test_module_with_layernorm_and_mlp_compiles_and_trains_like_eager():
+    nn = tp.nn
+    tp.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 1))
+    x = tp.randn(5, 8)
+    cm = tp.compile(m)
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
