@@ -300,3 +300,29 @@ def test_layer_norm_and_softmax_compile(backend):
     w, b = T(RNG.standard_normal(33).astype(np.float32)), T(RNG.standard_normal(33).astype(np.float32))
     fn = lambda x: tp.log_softmax(tp.layer_norm(x, [33], w, b), -1) + tp.rms_norm(x, [33], w)
     close(tp.compile(fn, backend=backend)(T(a)), N(fn(T(a))), 1e-5, 1e-5)
+
+
+def test_second_order_grads_against_torch():
+    # The derivative formulas are tensor operators, so they differentiate again.
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    a = RNG.standard_normal((3, 5))
+    wv = RNG.standard_normal((3, 5))
+    fns = [(lambda x: tp.softmax(x, 1), lambda t: torch.softmax(t, 1)),
+           (lambda x: tp.log_softmax(x, 0), lambda t: torch.log_softmax(t, 0)),
+           (lambda x: tp.layer_norm(x, [5]), lambda t: F.layer_norm(t, [5])),
+           (lambda x: x.logsumexp(1), lambda t: t.logsumexp(1)),
+           (lambda x: x.var(1), lambda t: t.var(1)),
+           (lambda x: x.prod(1), lambda t: t.prod(1))]
+    for i, (ours, theirs) in enumerate(fns):
+        x = T(a, requires_grad=True)
+        y = ours(x)
+        (g,) = tp.autograd.grad((y * T(wv[: y.shape[0], : y.shape[-1]] if y.dim() == 2 else wv[0, : y.shape[0]])).sum(),
+                                [x], create_graph=True)
+        (gg,) = tp.autograd.grad((g * g).sum(), [x])
+        t = torch.tensor(a, requires_grad=True)
+        yt = theirs(t)
+        w = torch.tensor(wv[: yt.shape[0], : yt.shape[-1]] if yt.dim() == 2 else wv[0, : yt.shape[0]])
+        (gt,) = torch.autograd.grad((yt * w).sum(), [t], create_graph=True)
+        (ggt,) = torch.autograd.grad((gt * gt).sum(), [t])
+        close(gg, ggt.numpy(), 1e-8, 1e-10)
