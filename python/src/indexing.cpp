@@ -69,6 +69,8 @@ Item classify(nb::handle h) {
   if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t};
   TP_CHECK(is_integral(t.dtype(), false), IndexError,
            "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
+  // A 0-d integer tensor acts like the int it holds (a select), as in PyTorch.
+  if (t.dim() == 0) return {Kind::Int, t.item().to_int()};
   return {Kind::Index, 0, {}, t};
 }
 

@@ -520,3 +520,70 @@ def test_index_fill_copy_take_along_dim():
     assert_same(tp.take_along_dim(x, tp.tensor([5, 0])), a.reshape(-1)[[5, 0]])
     grads_match(lambda t: t.index_fill(0, tp.tensor([1]), 0.0), [a[:, 0]])
     grads_match(lambda t, s: t.index_copy(0, tp.tensor([2, 0]), s), [a[0], src[0]])
+
+
+def random_index(rng, shape, torch):
+    """A random index tuple mixing ints, slices, None, Ellipsis, int lists/tensors and bool masks,
+    returned for TensorPlay and for PyTorch."""
+    items_tp, items_t, dim, used_ellipsis = [], [], 0, False
+    while dim < len(shape):
+        kind = rng.choice(["int", "slice", "none", "ellipsis", "list", "tensor", "mask", "stop"],
+                          p=[.15, .2, .05, .05, .15, .2, .1, .1])
+        if kind == "stop":
+            break
+        n = shape[dim]
+        if kind == "int" and n > 0:
+            v = int(rng.integers(-n, n))
+            items_tp.append(v), items_t.append(v)
+            dim += 1
+        elif kind == "slice":
+            s = slice(int(rng.integers(-n - 1, n + 1)), int(rng.integers(-n - 1, n + 2)), int(rng.integers(1, 3)))
+            items_tp.append(s), items_t.append(s)
+            dim += 1
+        elif kind == "none":
+            items_tp.append(None), items_t.append(None)
+        elif kind == "ellipsis" and not used_ellipsis:
+            used_ellipsis = True
+            items_tp.append(...), items_t.append(...)
+            dim = len(shape)  # conservatively: the rest is covered
+        elif kind in ("list", "tensor") and n > 0:
+            ishape = [(2,), (3,), (2, 1), (1, 2), ()][int(rng.integers(0, 5))]
+            v = rng.integers(-n, n, size=ishape)
+            if kind == "list" and v.ndim == 1:
+                items_tp.append(v.tolist()), items_t.append(v.tolist())
+            else:
+                items_tp.append(tp.tensor(v)), items_t.append(torch.tensor(v))
+            dim += 1
+        elif kind == "mask" and n > 0:
+            m = rng.random(n) > 0.5
+            items_tp.append(tp.tensor(m)), items_t.append(torch.tensor(m))
+            dim += 1
+    return tuple(items_tp), tuple(items_t)
+
+
+def test_random_indices_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(400):
+        shape = tuple(int(s) for s in rng.integers(1, 5, size=int(rng.integers(1, 5))))
+        a = rng.standard_normal(shape).astype(np.float32)
+        itp, it = random_index(rng, shape, torch)
+        try:
+            want = torch.tensor(a)[it]
+        except (IndexError, RuntimeError, ValueError):
+            with pytest.raises((IndexError, ValueError, RuntimeError)):
+                tp.tensor(a)[itp]
+            continue
+        got = tp.tensor(a)[itp]
+        assert got.shape == tuple(want.shape), (shape, it)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        # the same index as a destination
+        x, t = tp.tensor(a), torch.tensor(a)
+        v = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+        x[itp] = tp.tensor(v)
+        t[it] = torch.tensor(v)
+        if not any(isinstance(i, (list, torch.Tensor)) for i in it):  # no repeated positions: deterministic
+            np.testing.assert_array_equal(x.numpy(), t.numpy())
+        checked += 1
+    assert checked > 150
