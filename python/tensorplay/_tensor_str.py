@@ -17,6 +17,23 @@ PRECISION = 4
 THRESHOLD = 1000
 EDGEITEMS = 3
 LINEWIDTH = 80
+SCI_MODE = None  # None: chosen per tensor; True/False: forced
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """Like torch.set_printoptions: profile "default", "short" or "full", then
+    the given fields. sci_mode=None goes back to choosing per tensor."""
+    global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    profiles = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, float("inf"), 3, 80)}
+    if profile is not None:
+        if profile not in profiles:
+            raise ValueError(f"set_printoptions: unknown profile {profile!r} (expected one of {sorted(profiles)})")
+        PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = profiles[profile]
+    PRECISION = PRECISION if precision is None else int(precision)
+    THRESHOLD = THRESHOLD if threshold is None else threshold
+    EDGEITEMS = EDGEITEMS if edgeitems is None else int(edgeitems)
+    LINEWIDTH = LINEWIDTH if linewidth is None else int(linewidth)
+    SCI_MODE = sci_mode
 
 # The dtypes a value's Python kind implies (no dtype= suffix for them).
 _DEFAULT_DTYPES = (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool)
@@ -42,6 +59,8 @@ class _Formatter:
         self.int_mode = bool(np.all(finite == np.ceil(finite)))
         wide_range = hi / lo > 1000.0 or hi > 1.0e8
         self.sci_mode = wide_range if self.int_mode else (wide_range or lo < 1.0e-4)
+        if SCI_MODE is not None:
+            self.sci_mode = bool(SCI_MODE)
         for v in finite.tolist():
             if self.sci_mode:
                 s = f"{v:.{PRECISION}e}"

@@ -607,3 +607,9 @@ def test_deep_graphs_free_and_run_without_recursion():
         y.mul_(1.0)
     y.sum().backward()
     assert x.grad.item() == 1.0
+
+
+def test_gradcheck_rejects_overlapping_inputs():
+    x = f64(3, 1).expand(3, 4)
+    with pytest.raises(ValueError, match="input 0 has overlapping memory"):
+        tp.autograd.gradcheck(lambda t: t * 2, (x,))

@@ -113,3 +113,19 @@ def test_non_contiguous_views():
     t = tp.tensor(arr).transpose(0, 1)[::2]
     a = torch.from_numpy(arr).t()[::2]
     assert repr(t) == repr(a)
+
+
+@pytest.mark.parametrize("opts", [dict(precision=2), dict(sci_mode=True), dict(sci_mode=False),
+                                  dict(threshold=5, edgeitems=2), dict(linewidth=30), dict(profile="short"),
+                                  dict(profile="full")])
+def test_printoptions_match_torch(opts):
+    torch = pytest.importorskip("torch")
+    arr = (np.random.default_rng(1).standard_normal((4, 9)) * [[1], [10], [100], [1e-3]]).astype(np.float32)
+    try:
+        tp.set_printoptions(**opts)
+        torch.set_printoptions(**opts)
+        assert_same(repr(tp.tensor(arr)), repr(torch.from_numpy(arr)))
+        assert_same(repr(tp.tensor(arr[3])), repr(torch.from_numpy(arr[3])))
+    finally:
+        tp.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")

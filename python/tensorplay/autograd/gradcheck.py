@@ -139,6 +139,10 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not diff_idx:
         raise ValueError("gradcheck: at least one input tensor must have requires_grad=True")
     for j in diff_idx:
+        x = inputs[j]
+        if any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape)):
+            raise ValueError(f"gradcheck: input {j} has overlapping memory (an expanded dim of stride 0, shape "
+                             f"{list(x.shape)}); moving one element would move several. Pass a contiguous clone.")
         if inputs[j].dtype != _C.dtype.float64:
             warnings.warn(f"gradcheck: input {j} is {inputs[j].dtype!r}, not float64; finite differences will be "
                           "inaccurate", UserWarning, stacklevel=2)
