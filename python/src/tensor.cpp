@@ -2,7 +2,6 @@
 #include <nanobind/ndarray.h>
 
 #include "autograd/engine.h"
-#include "autograd/node.h"
 #include "common.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
@@ -18,50 +17,47 @@ nb::object binary(nb::handle a, nb::handle b, Tensor (*fn)(const Tensor&, const 
   return nb::cast(fn(*x, *y));
 }
 
+nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, const Tensor&), const char* name) {
+  Tensor& t = nb::cast<Tensor&>(self);
+  fn(t, require_operand(other, name));
+  return nb::borrow(self);
+}
+
+// Tensor.to: picks the dtype out of PyTorch's argument forms; the only device is the CPU.
+nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwargs) {
+  const Tensor& t = nb::cast<const Tensor&>(self);
+  std::optional<DType> dtype;
+  bool copy = false;
+  auto take = [&](nb::handle h) {
+    if (nb::isinstance<DType>(h)) {
+      dtype = nb::cast<DType>(h);
+    } else if (nb::isinstance<Tensor>(h)) {
+      dtype = nb::cast<const Tensor&>(h).dtype();
+    } else if (PyUnicode_Check(h.ptr()) || nb::hasattr(h, "type")) {
+      std::string dev = nb::cast<std::string>(nb::str(h));
+      TP_CHECK(dev == "cpu", ValueError, "to: only the 'cpu' device exists (got '", dev, "')");
+    } else if (!h.is_none()) {
+      throw TypeError(str("to() received an invalid argument of type ", nb::inst_name(h).c_str(),
+                          "; expected a dtype, a device or a Tensor"));
+    }
+  };
+  for (nb::handle a : args) take(a);
+  for (auto [k, v] : kwargs) {
+    const std::string key = nb::cast<std::string>(k);
+    if (key == "dtype" || key == "device" || key == "other") take(v);
+    else if (key == "copy") copy = nb::cast<bool>(v);
+    else if (key == "non_blocking" || key == "memory_format") continue;
+    else throw TypeError(str("to() got an unexpected keyword argument '", key, "'"));
+  }
+  const DType d = dtype.value_or(t.dtype());
+  if (d == t.dtype() && !copy) return nb::borrow(self);  // PyTorch returns self itself
+  return nb::cast(d == t.dtype() ? ops::clone(t) : ops::to_dtype(t, d));
+}
+
 void refuse_while_tracing(const char* what) {
   if (graph::is_tracing())
     throw CaptureError(str("cannot capture ", what,
                            ": it reads tensor data during tracing (data-dependent control flow is not supported yet)"));
-}
-
-// Indexing with ints, slices, None and Ellipsis (basic indexing); views only.
-Tensor index(const Tensor& self, nb::handle idx) {
-  std::vector<nb::handle> items;
-  if (PyTuple_Check(idx.ptr())) {
-    for (nb::handle h : idx) items.push_back(h);
-  } else {
-    items.push_back(idx);
-  }
-  int64_t consumed = 0;  // dims of self the index refers to
-  for (auto h : items)
-    if (!h.is_none() && h.ptr() != Py_Ellipsis) consumed++;
-  TP_CHECK(consumed <= self.dim(), IndexError, "too many indices for tensor of dimension ", self.dim());
-  Tensor t = self;
-  int64_t dim = 0;
-  for (auto h : items) {
-    if (h.ptr() == Py_Ellipsis) {
-      dim += self.dim() - consumed;
-      continue;
-    }
-    if (h.is_none()) {
-      t = ops::unsqueeze(t, dim++);
-    } else if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
-      t = ops::select(t, dim, nb::cast<int64_t>(h));
-    } else if (PySlice_Check(h.ptr())) {
-      auto* s = reinterpret_cast<PySliceObject*>(h.ptr());
-      auto opt = [](PyObject* o) -> std::optional<int64_t> {
-        if (o == Py_None) return std::nullopt;
-        return nb::cast<int64_t>(nb::handle(o));
-      };
-      std::optional<int64_t> step = opt(s->step);
-      TP_CHECK(!step || *step > 0, ValueError, "slice: step must be greater than zero (got ", step.value_or(0), ")");
-      t = ops::slice(t, dim++, opt(s->start), opt(s->stop), step.value_or(1));
-    } else {
-      throw TypeError(str("only integers, slices, None and Ellipsis are valid indices (got ",
-                          nb::inst_name(h).c_str(), "); advanced indexing is not supported yet"));
-    }
-  }
-  return t;
 }
 
 nb::object to_numpy(const Tensor& t) {
@@ -73,13 +69,9 @@ nb::object to_numpy(const Tensor& t) {
   // The capsule owns a Tensor handle: the array keeps the storage alive.
   auto* keep = new Tensor(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  nb::dlpack::dtype dt;
-  switch (t.dtype()) {
-    case DType::Bool: dt = nb::dtype<bool>(); break;
-    case DType::Int64: dt = nb::dtype<int64_t>(); break;
-    case DType::Float32: dt = nb::dtype<float>(); break;
-    case DType::Float64: dt = nb::dtype<double>(); break;
-  }
+  TP_CHECK(t.dtype() != DType::BFloat16, TypeError,
+           "numpy(): NumPy has no bfloat16 dtype; convert first, e.g. t.float().numpy()");
+  const nb::dlpack::dtype dt = to_dlpack_dtype(t.dtype());
   nb::ndarray<nb::numpy> arr(t.data(), shape.size(), shape.data(), owner, strides.data(), dt);
   return nb::cast(arr, nb::rv_policy::reference);
 }
@@ -113,25 +105,7 @@ void bind_tensor(nb::module_& m) {
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
       .def_prop_ro("_version", &Tensor::version)
       .def_prop_ro("device", [](const Tensor& t) { return t.device().str(); })
-      .def_prop_rw("requires_grad", &Tensor::requires_grad,
-                   [](Tensor& t, bool v) { autograd::set_requires_grad(t, v); })
-      .def("requires_grad_", [](Tensor& t, bool v) { autograd::set_requires_grad(t, v); return t; },
-           nb::arg("requires_grad") = true)
-      .def_prop_rw("grad",
-                   [](const Tensor& t) -> std::optional<Tensor> {
-                     if (!t.impl()->grad) return std::nullopt;
-                     return Tensor(t.impl()->grad);
-                   },
-                   [](Tensor& t, std::optional<Tensor> g) { t.impl()->grad = g ? g->impl_ptr() : nullptr; })
-      .def_prop_ro("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; })
-      .def_prop_ro("grad_fn", [](const Tensor& t) -> nb::object {
-        if (!t.impl()->grad_fn) return nb::none();
-        return nb::str(t.impl()->grad_fn->name().c_str());
-      })
-      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
-            autograd::backward({t}, {gradient ? *gradient : Tensor()}, retain_graph);
-          }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
-      .def("detach", &autograd::detach)
+      // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
       .def("item", [](const Tensor& t) {
         refuse_while_tracing("Tensor.item()");
         return scalar_to_py(t.item());
@@ -171,82 +145,35 @@ void bind_tensor(nb::module_& m) {
       .def("__neg__", &ops::neg)
       .def("__abs__", &ops::abs)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
-      .def("__iadd__", [](Tensor& a, nb::handle b) { return ops::add_(a, require_operand(b, "add_")); })
-      .def("__isub__", [](Tensor& a, nb::handle b) { return ops::sub_(a, require_operand(b, "sub_")); })
-      .def("__imul__", [](Tensor& a, nb::handle b) { return ops::mul_(a, require_operand(b, "mul_")); })
-      .def("__itruediv__", [](Tensor& a, nb::handle b) { return ops::div_(a, require_operand(b, "div_")); })
-      // ---- methods ----
-      .def("add", [](const Tensor& a, nb::handle b) { return ops::add(a, require_operand(b, "add")); })
-      .def("sub", [](const Tensor& a, nb::handle b) { return ops::sub(a, require_operand(b, "sub")); })
-      .def("mul", [](const Tensor& a, nb::handle b) { return ops::mul(a, require_operand(b, "mul")); })
-      .def("div", [](const Tensor& a, nb::handle b) { return ops::div(a, require_operand(b, "div")); })
-      .def("maximum", [](const Tensor& a, nb::handle b) { return ops::maximum(a, require_operand(b, "maximum")); })
-      .def("minimum", [](const Tensor& a, nb::handle b) { return ops::minimum(a, require_operand(b, "minimum")); })
-      .def("eq", [](const Tensor& a, nb::handle b) { return ops::eq(a, require_operand(b, "eq")); })
-      .def("ne", [](const Tensor& a, nb::handle b) { return ops::ne(a, require_operand(b, "ne")); })
-      .def("lt", [](const Tensor& a, nb::handle b) { return ops::lt(a, require_operand(b, "lt")); })
-      .def("le", [](const Tensor& a, nb::handle b) { return ops::le(a, require_operand(b, "le")); })
-      .def("gt", [](const Tensor& a, nb::handle b) { return ops::gt(a, require_operand(b, "gt")); })
-      .def("ge", [](const Tensor& a, nb::handle b) { return ops::ge(a, require_operand(b, "ge")); })
-      .def("neg", &ops::neg)
-      .def("relu", &ops::relu)
-      .def("abs", &ops::abs)
-      .def("exp", &ops::exp)
-      .def("log", &ops::log)
-      .def("sqrt", &ops::sqrt)
-      .def("tanh", &ops::tanh)
-      .def("sigmoid", &ops::sigmoid)
-      .def("sum", [](const Tensor& t, nb::handle dim, bool keepdim) { return ops::sum(t, dims_from(dim), keepdim); },
-           nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
-      .def("amax", [](const Tensor& t, nb::handle dim, bool keepdim) { return ops::amax(t, dims_from(dim), keepdim); },
-           nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
-      .def("mean", [](const Tensor& t, nb::handle dim, bool keepdim) { return ops::mean(t, dims_from(dim), keepdim); },
-           nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
-      .def("softmax", &ops::softmax, nb::arg("dim"))
-      .def("matmul", &ops::matmul)
-      .def("view", [](const Tensor& t, nb::args a) { return ops::view(t, shape_from_args(a, "view")); })
-      .def("reshape", [](const Tensor& t, nb::args a) { return ops::reshape(t, shape_from_args(a, "reshape")); })
-      .def("flatten", [](const Tensor& t) { return ops::reshape(t, {-1}); })
-      .def("expand", [](const Tensor& t, nb::args a) { return ops::expand(t, shape_from_args(a, "expand")); })
-      .def("permute", [](const Tensor& t, nb::args a) { return ops::permute(t, shape_from_args(a, "permute")); })
-      .def("transpose", &ops::transpose)
-      .def("t", [](const Tensor& t) {
-        TP_CHECK(t.dim() <= 2, ValueError, "t() expects a tensor with <= 2 dimensions, but self is ", t.dim(), "D");
-        return t.dim() < 2 ? t : ops::transpose(t, 0, 1);
-      })
+      // In-place operators return the very object (an nn.Parameter stays one).
+      .def("__iadd__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::add_, "add_"); })
+      .def("__isub__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::sub_, "sub_"); })
+      .def("__imul__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::mul_, "mul_"); })
+      .def("__itruediv__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::div_, "div_"); })
+      // ---- methods that are not operators (operators are generated: op_binding.cpp) ----
       .def_prop_ro("T", [](const Tensor& t) {
         Dims d;
         for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);
         return ops::permute(t, d);
       })
-      .def("unsqueeze", &ops::unsqueeze)
-      .def("squeeze", &ops::squeeze, nb::arg("dim") = nb::none())
-      .def("contiguous", &ops::contiguous)
-      .def("clone", &ops::clone)
-      .def("to", [](const Tensor& t, DType d) { return ops::to_dtype(t, d); })
+      // PyTorch's forms: to(dtype), to(device), to(other), to(device, dtype), with copy= / non_blocking=.
+      .def("to", [](nb::handle self, nb::args args, nb::kwargs kwargs) { return to_any(self, args, kwargs); })
       .def("float", [](const Tensor& t) { return ops::to_dtype(t, DType::Float32); })
       .def("double", [](const Tensor& t) { return ops::to_dtype(t, DType::Float64); })
       .def("long", [](const Tensor& t) { return ops::to_dtype(t, DType::Int64); })
       .def("bool", [](const Tensor& t) { return ops::to_dtype(t, DType::Bool); })
-      .def("add_", [](Tensor& a, nb::handle b) { return ops::add_(a, require_operand(b, "add_")); })
-      .def("sub_", [](Tensor& a, nb::handle b) { return ops::sub_(a, require_operand(b, "sub_")); })
-      .def("mul_", [](Tensor& a, nb::handle b) { return ops::mul_(a, require_operand(b, "mul_")); })
-      .def("div_", [](Tensor& a, nb::handle b) { return ops::div_(a, require_operand(b, "div_")); })
-      .def("fill_", [](Tensor& a, nb::handle v) {
-        auto s = to_scalar(v);
-        TP_CHECK(s, TypeError, "fill_: expected a number but got ", nb::inst_name(v).c_str());
-        return ops::fill_(a, *s);
-      })
-      .def("zero_", [](Tensor& a) { return ops::zero_(a); })
-      .def("copy_", [](Tensor& a, const Tensor& b) { return ops::copy_(a, b); })
-      .def("__getitem__", &index)
-      .def("__setitem__", [](Tensor& self, nb::handle idx, nb::handle value) {
-        Tensor v = index(self, idx);
-        if (auto s = to_scalar(value)) {
-          ops::fill_(v, *s);
-        } else {
-          ops::copy_(v, nb::cast<Tensor>(value));
-        }
+      .def("half", [](const Tensor& t) { return ops::to_dtype(t, DType::Float16); })
+      .def("bfloat16", [](const Tensor& t) { return ops::to_dtype(t, DType::BFloat16); })
+      .def("int", [](const Tensor& t) { return ops::to_dtype(t, DType::Int32); })
+      .def("short", [](const Tensor& t) { return ops::to_dtype(t, DType::Int16); })
+      .def("char", [](const Tensor& t) { return ops::to_dtype(t, DType::Int8); })
+      .def("byte", [](const Tensor& t) { return ops::to_dtype(t, DType::UInt8); })
+      .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
+      .def("element_size", [](const Tensor& t) { return itemsize(t.dtype()); })
+      .def("zero_", [](nb::handle a) {
+        Tensor& t = nb::cast<Tensor&>(a);
+        ops::zero_(t);
+        return nb::borrow(a);
       });
 }
 

@@ -221,3 +221,18 @@ def test_dtype_properties():
     assert not tp.uint8.is_signed and tp.int8.is_signed
     assert repr(tp.bfloat16) == "tensorplay.bfloat16"
     assert tp.half == tp.float16 and tp.short == tp.int16 and tp.int == tp.int32
+
+
+def test_to_accepts_pytorchs_argument_forms():
+    x = tp.ones(2)
+    assert x.to(tp.float64).dtype == tp.float64
+    assert x.to("cpu") is x and x.to(x) is x and x.to(tp.float32) is x
+    assert x.to(tp.ones(1, dtype=tp.int8)).dtype == tp.int8
+    assert x.to("cpu", tp.float16).dtype == tp.float16
+    assert x.to(dtype=tp.int32, non_blocking=True).dtype == tp.int32
+    y = x.to(tp.float32, copy=True)
+    assert y is not x and y.data_ptr() != x.data_ptr()
+    with pytest.raises(ValueError, match="cpu"):
+        x.to("cuda")
+    with pytest.raises(TypeError, match="to\\(\\)"):
+        x.to(3)
