@@ -159,6 +159,11 @@ Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& valu
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return call_op1(TP_OP("scatter_add"), {x, index, src}, {{"dim", dim}});
 }
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self) {
+  return call_op1(TP_OP("scatter_reduce.two"), {x, index, src},
+                  {{"dim", dim}, {"reduce", reduce}, {"include_self", include_self}});
+}
 Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   call_op(TP_OP("scatter_add_"), {x, index, src}, {{"dim", dim}});
   return x;

@@ -53,6 +53,9 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
 Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce = "");
 Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& value, const std::string& reduce = "");
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// reduce: "sum", "prod", "mean", "amax" or "amin"; include_self=false ignores x at the scattered positions.
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
 Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  const Scalar& alpha = Scalar(int64_t{1}));

@@ -8,6 +8,7 @@
 // Every index is checked before any element moves: an out-of-range index
 // raises IndexError naming the operator, the index and the size.
 #include <algorithm>
+#include <limits>
 #include <cstring>
 
 #include "ops/byte_move.h"
@@ -662,6 +663,150 @@ std::vector<Tensor> scatter_backward(const BackwardArgs& a) {
 }
 
 // ---------------------------------------------------------------------------
+// scatter_reduce: sum / prod / mean / amax / amin of every src element that
+// lands on a position, with or without the position's own value.
+enum class RKind { Sum, Prod, Mean, Amax, Amin };
+
+RKind rkind(const Attrs& attrs, const char* op) {
+  const std::string& r = attrs.get_str("reduce");
+  if (r == "sum") return RKind::Sum;
+  if (r == "prod") return RKind::Prod;
+  if (r == "mean") return RKind::Mean;
+  if (r == "amax") return RKind::Amax;
+  if (r == "amin") return RKind::Amin;
+  throw ValueError(str(op, ": reduce argument must be one of sum, prod, mean, amax, amin, got '", r, "'"));
+}
+
+std::vector<TensorMeta> scatter_reduce_infer(const OpDef& op, const std::vector<TensorMeta>& in,
+                                             const Attrs& attrs) {
+  const int64_t dim = wrap_dim(attrs.get_int("dim"), std::max<int64_t>(1, in[0].sizes.size()), op.name);
+  TP_CHECK(is_index_dtype(in[1].dtype), TypeError, op.name, ": expected an integer index tensor, got ",
+           dtype_name(in[1].dtype));
+  check_dim_index_shapes(in[0].sizes, in[1].sizes, &in[2].sizes, dim, op.name);
+  rkind(attrs, op.name);
+  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype)};
+}
+
+template <class T>
+void scatter_reduce_typed(const Tensor& out, const TensorIterator& it, int64_t step, RKind k, bool include_self) {
+  T* base = out.data_as<T>();
+  std::vector<int64_t> count(static_cast<size_t>(out.numel()), include_self ? 1 : 0);
+  auto position = [&](char** p, const int64_t* s, int64_t i) {
+    const int64_t v = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
+    return (p[0] + i * s[0] + v * step - reinterpret_cast<char*>(base)) / static_cast<int64_t>(sizeof(T));
+  };
+  if (!include_self) {  // positions that receive a value start from the reduction's identity
+    T identity = k == RKind::Prod ? T(1) : T(0);
+    if (k == RKind::Amax) identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                                         : std::numeric_limits<T>::lowest();
+    if (k == RKind::Amin) identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                                         : std::numeric_limits<T>::max();
+    it.serial_for_each([&](char** p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) base[position(p, s, i)] = identity;
+    }, 0, it.numel());
+  }
+  it.serial_for_each([&](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = position(p, s, i);
+      const T x = *reinterpret_cast<const T*>(p[2] + i * s[2]);
+      T& o = base[pos];
+      if constexpr (std::is_same_v<T, bool>) {
+        o = (k == RKind::Prod || k == RKind::Amin) ? (o && x) : (o || x);
+      } else {
+        switch (k) {
+          case RKind::Sum: case RKind::Mean: o = static_cast<T>(o + x); break;
+          case RKind::Prod: o = static_cast<T>(o * x); break;
+          case RKind::Amax: o = (x > o || x != x) ? x : o; break;  // NaN propagates
+          case RKind::Amin: o = (x < o || x != x) ? x : o; break;
+        }
+      }
+      ++count[pos];
+    }
+  }, 0, it.numel());
+  if constexpr (!std::is_same_v<T, bool>) {
+    if (k == RKind::Mean)
+      for (int64_t e = 0; e < out.numel(); ++e) {
+        if (count[e] <= 1) continue;
+        if constexpr (std::is_floating_point_v<T>) base[e] = base[e] / static_cast<T>(count[e]);
+        else {  // integers: floor division
+          const T c = static_cast<T>(count[e]);
+          T q = base[e] / c;
+          if ((base[e] % c != 0) && ((base[e] < 0) != (c < 0))) --q;
+          base[e] = q;
+        }
+      }
+  }
+}
+
+std::vector<Tensor> scatter_reduce_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                                       const std::vector<TensorMeta>& om) {
+  const RKind k = rkind(attrs, op.name);
+  const bool include_self = attrs.get_or<bool>("include_self", true);
+  const DType cd = compute_dtype(in[0].dtype());
+  Tensor out = as_1d_if_0d(contiguous_copy(convert(in[0], cd)));
+  const int64_t dim = wrap_dim(attrs.get_int("dim"), out.dim(), op.name);
+  Tensor idx = checked_dim_index(in[1], out.sizes()[dim], dim, op.name);
+  Tensor src = as_1d_if_0d(convert(in[2], cd));
+  if (idx.numel() > 0) {
+    const int64_t item = itemsize(cd), step = out.strides()[dim] * item;
+    Shape os = byte_strides(out);
+    os[dim] = 0;
+    TensorIterator it(idx.sizes(), {os, byte_strides(idx), byte_strides(src)}, {bytes(out), bytes(idx), bytes(src)});
+    TP_DISPATCH_ALL(cd, op.name, [&]<class T>() { scatter_reduce_typed<T>(out, it, step, k, include_self); });
+  }
+  Tensor result = alloc_out(om[0]);
+  copy_into(result, out.as_strided(om[0].sizes, contiguous_strides(om[0].sizes), out.offset()));
+  return {result};
+}
+
+// The part of src that index reads (src may be larger than index).
+Tensor src_used(const Tensor& src, const Tensor& index) {
+  Tensor part = src;
+  for (int64_t d = 0; d < index.dim(); ++d) part = ops::narrow(part, d, 0, index.sizes()[d]);
+  return part;
+}
+
+std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  std::vector<Tensor> grads(3);
+  if (!g.defined()) return grads;
+  const Tensor &self = a.inputs[0], &index = a.inputs[1], &src = a.inputs[2], &out = a.outputs[0];
+  const int64_t dim = a.attrs.get_int("dim");
+  const RKind k = rkind(a.attrs, "scatter_reduce");
+  const bool include_self = a.attrs.get_or<bool>("include_self", true);
+  TP_CHECK(k != RKind::Prod, Error, "scatter_reduce: the derivative of reduce='prod' is not implemented");
+  const Tensor used = src_used(src, index);
+  auto pad_src = [&](const Tensor& part) {  // a gradient for `used`, as one for the whole src
+    if (used.sizes() == src.sizes()) return part;
+    Tensor z = ops::zeros(src.sizes(), part.dtype());
+    Tensor view = src_used(z, index);
+    ops::copy_(view, part);
+    return z;
+  };
+  Tensor zero_at_scattered = ops::scatter(g, dim, index, Scalar(0.0));  // self's values that were replaced
+  if (k == RKind::Sum || k == RKind::Mean) {
+    Tensor gs = g;
+    if (k == RKind::Mean) {  // every contribution is divided by the position's count
+      Tensor n = ops::scatter_add(include_self ? ops::ones(self.sizes(), g.dtype()) : ops::zeros(self.sizes(), g.dtype()),
+                                  dim, index, ops::ones(index.sizes(), g.dtype()));
+      gs = ops::div(g, ops::maximum(n, ops::scalar(Scalar(1.0))));
+    }
+    if (a.needs_grad[0]) grads[0] = include_self ? gs : ops::scatter(gs, dim, index, Scalar(0.0));
+    if (a.needs_grad[2]) grads[2] = pad_src(ops::gather(gs, dim, index));
+    return grads;
+  }
+  // amax / amin: the gradient is shared evenly by every value equal to the result.
+  Tensor self_hits = include_self ? ops::to_dtype(ops::eq(self, out), g.dtype()) : ops::zeros(self.sizes(), g.dtype());
+  Tensor src_hits = ops::to_dtype(ops::eq(used, ops::gather(out, dim, index)), g.dtype());
+  Tensor ties = ops::scatter_add(self_hits, dim, index, src_hits);
+  Tensor share = ops::div(g, ops::maximum(ties, ops::scalar(Scalar(1.0))));
+  if (a.needs_grad[0])
+    grads[0] = include_self ? ops::mul(share, self_hits) : zero_at_scattered;
+  if (a.needs_grad[2]) grads[2] = pad_src(ops::mul(ops::gather(share, dim, index), src_hits));
+  return grads;
+}
+
+// ---------------------------------------------------------------------------
 // masked_fill
 std::vector<TensorMeta> masked_fill_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
   TP_CHECK(in[1].dtype == DType::Bool, TypeError, op.name, ": expected a bool mask, got mask of dtype ",
@@ -930,6 +1075,9 @@ void register_index_ops() {
       &scatter_cpu<true>, &scatter_backward<true>);
   reg("scatter_add_", "scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", I, 3,
       &scatter_infer, &scatter_cpu<true>, &scatter_backward<true>);
+  reg("scatter_reduce.two",
+      "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor",
+      A, 3, &scatter_reduce_infer, &scatter_reduce_cpu, &scatter_reduce_backward);
   reg("masked_fill.Tensor", "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", A, 3,
       &masked_fill_infer, &masked_fill_cpu, &masked_fill_backward);
   reg("masked_fill.Scalar", "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", A, 2,

@@ -587,3 +587,42 @@ def test_random_indices_match_torch():
             np.testing.assert_array_equal(x.numpy(), t.numpy())
         checked += 1
     assert checked > 150
+
+
+def test_scatter_reduce_sum_vs_numpy():
+    a = np.arange(15.0).reshape(3, 5)
+    src = np.arange(9.0).reshape(3, 3) - 4
+    idx = np.array([[0, 0, 4], [1, 2, 1], [3, 3, 3]])
+    want = a.copy()
+    for i, j in np.ndindex(idx.shape):
+        want[i, idx[i, j]] += src[i, j]
+    assert_same(tp.scatter_reduce(tp.tensor(a), 1, tp.tensor(idx), tp.tensor(src), "sum"), want)
+    assert_same(tp.tensor(a).scatter_reduce(1, tp.tensor(idx), tp.tensor(src), "sum"), want)
+    with pytest.raises(ValueError, match=r"scatter_reduce.*reduce"):
+        tp.scatter_reduce(tp.tensor(a), 1, tp.tensor(idx), tp.tensor(src), "max")
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_matches_torch(reduce, include_self):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for dt in [np.float64, np.float32, np.int64]:
+        a = (rng.standard_normal((3, 5)) * 4).astype(dt)
+        src = (rng.standard_normal((3, 4)) * 4).astype(dt)
+        idx = rng.integers(0, 5, (3, 3))
+        got = tp.scatter_reduce(tp.tensor(a), 1, tp.tensor(idx), tp.tensor(src), reduce, include_self=include_self)
+        want = torch.scatter_reduce(torch.tensor(a), 1, torch.tensor(idx), torch.tensor(src), reduce,
+                                    include_self=include_self)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    if reduce == "prod":
+        return
+    a, src, idx = rng.standard_normal((3, 5)), rng.standard_normal((3, 3)), rng.integers(0, 5, (3, 3))
+    src[0, 1], idx[0, 1] = src[0, 0], idx[0, 0]  # a tie for amax/amin
+    w = rng.standard_normal((3, 5))
+    x, s = tp.tensor(a, requires_grad=True), tp.tensor(src, requires_grad=True)
+    tx, ts = torch.tensor(a, requires_grad=True), torch.tensor(src, requires_grad=True)
+    (tp.scatter_reduce(x, 1, tp.tensor(idx), s, reduce, include_self=include_self) * tp.tensor(w)).sum().backward()
+    (torch.scatter_reduce(tx, 1, torch.tensor(idx), ts, reduce, include_self=include_self) * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-6, atol=1e-12)
