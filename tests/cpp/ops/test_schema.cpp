@@ -1,6 +1,8 @@
 // The schema parser: what every generated Python binding is built from.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/registry.h"
 #include "ops/schema.h"
 
