@@ -190,8 +190,15 @@ std::vector<Tensor> var_backward(const BackwardArgs& a) {
   const double div = std::max(0.0, static_cast<double>(count_of(x.sizes(), mask)) - correction_of(a.attrs));
   Tensor centered = ops::sub(x, ops::mean(x, dims_of(mask), true));
   Tensor gk = ops::as_keepdim(g, x, mask, keep);
-  Tensor scale = IsStd ? ops::div(gk, ops::mul(ops::as_keepdim(a.outputs[0], x, mask, keep), ops::scalar(Scalar(div))))
-                       : ops::mul(gk, ops::scalar(Scalar(2.0 / div)));
+  Tensor scale;
+  if (IsStd) {  // where std is 0 the subgradient 0 is taken (as PyTorch does), not 0/0
+    Tensor sd = ops::as_keepdim(a.outputs[0], x, mask, keep);
+    Tensor zero = ops::eq(sd, ops::scalar(Scalar(0.0)));
+    Tensor safe = ops::where(zero, ops::scalar(Scalar(1.0)), sd);
+    scale = ops::where(zero, ops::scalar(Scalar(0.0)), ops::div(gk, ops::mul(safe, ops::scalar(Scalar(div)))));
+  } else {
+    scale = ops::mul(gk, ops::scalar(Scalar(2.0 / div)));
+  }
   return {ops::reduce_grad(ops::mul(scale, centered), x)};
 }
 

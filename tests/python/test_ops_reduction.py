@@ -377,6 +377,12 @@ def test_var_edge_cases():
         T(np.arange(5)).var()
 
 
+def test_std_grad_of_constant_is_zero():
+    x = T(np.full((2, 3), 1.5), requires_grad=True)
+    x.std(1, correction=0).sum().backward()
+    close(x.grad, np.zeros((2, 3)))
+
+
 def test_var_std_gradcheck():
     a = RNG.standard_normal((3, 5))
     gradcheck(lambda x: x.var(1), a)
