@@ -35,7 +35,7 @@ std::vector<Tensor> linspace_cpu(const OpDef& op, const std::vector<Tensor>&, co
     // The second half counts back from the end, so both endpoints are exact.
     parallel_for(0, n, kGrainSize, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
-        o[i] = cast_value<T>(i < n / 2 ? a + step * static_cast<double>(i)
+        o[i] = cast_value<T>(i < (n + 1) / 2 ? a + step * static_cast<double>(i)
                                        : b - step * static_cast<double>(n - 1 - i));
     });
   }));

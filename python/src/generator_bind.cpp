@@ -81,6 +81,8 @@ void bind_generator(nb::module_& m) {
       .def("__repr__", [](PyGenerator& g) { return "<tensorplay.Generator id=" + std::to_string(g.id()) + ">"; });
   nb::object default_gen = nb::cast(new PyGenerator(kDefaultGenerator), nb::rv_policy::take_ownership);
   m.attr("default_generator") = default_gen;
+  // Replaces the plain manual_seed of functions.cpp (a second m.def would only add an overload behind it).
+  if (nb::hasattr(m, "manual_seed")) nb::delattr(m, "manual_seed");
   m.def("manual_seed", [default_gen](nb::handle seed) {
     generator_manual_seed(kDefaultGenerator, seed_from(seed));
     return default_gen;
