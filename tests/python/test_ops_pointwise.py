@@ -645,3 +645,25 @@ def test_binary_matches_torch(name):
     want = getattr(torch, name)(torch.from_numpy(a), torch.from_numpy(b)).numpy()
     got = N(getattr(tp, name)(T(a), T(b)))
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-6, equal_nan=True, err_msg=name)
+
+
+def test_float32_pow_accuracy_over_wide_ranges():
+    # float32 pow is computed as 2^(y log2|x|) in double: results within an ulp of float64 pow
+    rng = np.random.default_rng(8)
+    n = 20000
+    cases = [(rng.standard_normal(n), rng.standard_normal(n)),
+             (np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(-40, 38, n), rng.uniform(-3, 3, n)),
+             (rng.uniform(0, 2, n), rng.uniform(-100, 100, n)),
+             (rng.integers(-10, 10, n) * 1.0, rng.integers(-30, 30, n) * 1.0)]
+    for x, y in cases:
+        x, y = x.astype(np.float32), y.astype(np.float32)
+        got = N(tp.pow(T(x), T(y))).astype(np.float64)
+        with np.errstate(all="ignore"):
+            want = np.power(x.astype(np.float64), y.astype(np.float64))
+            wf = want.astype(np.float32).astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(wf))
+        assert np.array_equal(got[np.isinf(wf)], wf[np.isinf(wf)])
+        fin = np.isfinite(wf)
+        assert np.all(np.isfinite(got[fin]))
+        ulp = np.abs(got[fin] - want[fin]) / np.spacing(np.abs(wf[fin]).astype(np.float32)).astype(np.float64)
+        assert ulp.max() <= 1.0

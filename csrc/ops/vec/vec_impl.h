@@ -4,6 +4,7 @@
 //   TP_VEC_BYTES  the vector width in bytes (64, 32, 16),
 //   TP_MVEC(f) / TP_MVEC2(f)  the libmvec names of the one/two-argument
 //                 float function f at that width (e.g. _ZGVeN16v_expf),
+//   TP_MVECD(f)   the libmvec name of the double function f at that width,
 // then includes this file. Only this file's own code is compiled under the
 // ISA flags: everything here has internal linkage except the table getter,
 // and it includes no header with inline functions (<cmath>, <cstring>, ...)
@@ -130,6 +131,77 @@ inline vf v_fnmadd(vf a, vf b, vf c) {
 #endif
 }
 
+const float kInf = __builtin_inff();
+const float kNaN = __builtin_nanf("");
+
+// pow(|x|, y) for float32 as 2^(y * log2|x|) evaluated in double precision
+// with short polynomials (libmvec's powf is ten times slower than its expf):
+// log2 from the double's exponent and 2*atanh((m-1)/(m+1)) on
+// m in [sqrt(1/2), sqrt(2)), 2^f on |f| <= 1/2 by its Taylor series, both to
+// about 2^-35, well below a float ulp. The IEEE special cases that this form
+// gets wrong (x = 0 or inf, y = 0, |x| = 1 against NaN or inf) are selected.
+typedef double vd __attribute__((vector_size(TP_VEC_BYTES)));
+typedef int64_t vl __attribute__((vector_size(TP_VEC_BYTES)));
+
+inline vd log2_d(vd x) {  // x finite and > 0 (also float denormals: normal in double)
+  const vl bits = (vl)x;
+  vd e = __builtin_convertvector(((bits >> 52) & 0x7ff) - 1023, vd);
+  vd m = (vd)((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);  // [1, 2)
+  const vl big = m > 1.4142135623730951;
+  m = big ? m * 0.5 : m;
+  e = big ? e + 1.0 : e;
+  const vd s = (m - 1.0) / (m + 1.0), s2 = s * s;
+  vd p = vd{} + 2.0 / 15;
+  p = p * s2 + 2.0 / 13;
+  p = p * s2 + 2.0 / 11;
+  p = p * s2 + 2.0 / 9;
+  p = p * s2 + 2.0 / 7;
+  p = p * s2 + 2.0 / 5;
+  p = p * s2 + 2.0 / 3;
+  p = p * s2 + 2.0;
+  return e + p * s * 1.4426950408889634;  // ln(m) / ln 2
+}
+
+inline vd exp2_d(vd t) {  // |t| clamped to 300: beyond that the float result is 0 or inf anyway
+  t = t > 300.0 ? 300.0 : t;
+  t = t < -300.0 ? -300.0 : t;
+  const double kMagic = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  const vd tm = t + kMagic;
+  const vd n = tm - kMagic;
+  const vd f = (t - n) * 0.6931471805599453;  // |f| <= ln2 / 2
+  vd p = vd{} + 1.0 / 362880;
+  p = p * f + 1.0 / 40320;
+  p = p * f + 1.0 / 5040;
+  p = p * f + 1.0 / 720;
+  p = p * f + 1.0 / 120;
+  p = p * f + 1.0 / 24;
+  p = p * f + 1.0 / 6;
+  p = p * f + 0.5;
+  p = p * f + 1.0;
+  p = p * f + 1.0;
+  const vl ni = (vl)tm - (vl)(tm - tm + kMagic);
+  return p * (vd)((ni + 1023) << 52);
+}
+
+typedef float vfh __attribute__((vector_size(TP_VEC_BYTES / 2)));  // half a vf, widened to a vd
+
+inline vf pow_abs(vf ax, vf y) {
+  vf r;
+  for (int h = 0; h < 2; ++h) {
+    vfh xh, yh;
+    __builtin_memcpy(&xh, reinterpret_cast<const char*>(&ax) + h * sizeof xh, sizeof xh);
+    __builtin_memcpy(&yh, reinterpret_cast<const char*>(&y) + h * sizeof yh, sizeof yh);
+    const vd xd = __builtin_convertvector(xh, vd), yd = __builtin_convertvector(yh, vd);
+    const vd safe = (xd > 0.0) & (xd < 1e300) ? xd : vd{} + 1.0;
+    const vfh rh = __builtin_convertvector(exp2_d(yd * log2_d(safe)), vfh);
+    __builtin_memcpy(reinterpret_cast<char*>(&r) + h * sizeof rh, &rh, sizeof rh);
+  }
+  const vf zero_or_inf = (ax == 0.0f) != (y > 0.0f) ? splat<vf>(kInf) : splat<vf>(0.0f);  // 0^y, inf^y
+  r = (ax == 0.0f) | (ax == kInf) ? zero_or_inf : r;
+  r = (ax != ax) | (y != y) ? ax + y : r;  // NaN in, NaN out ...
+  return (y == 0.0f) | (ax == 1.0f) ? splat<vf>(1.0f) : r;  // ... except these
+}
+
 // ---- domain guards ----
 // libmvec computes in-domain lanes in vector registers but sends every lane
 // outside a function's domain (log of a negative, asin of 2, ...) through a
@@ -137,8 +209,6 @@ inline vf v_fnmadd(vf a, vf b, vf c) {
 // randn() hits that on half of the lanes. The guarded forms feed those lanes a
 // harmless interior value and write the IEEE result themselves. double (libm, one
 // element at a time) needs none of this, so the guards are identity there.
-const float kInf = __builtin_inff();
-const float kNaN = __builtin_nanf("");
 
 template <class Fn>
 inline vf guarded(vf x, vi ok, float safe, Fn fn, vf special) {
@@ -182,7 +252,7 @@ inline vf g_pow(vf x, vf y) {
   vf half;
   for (int k = 0; k < W; ++k) half[k] = __builtin_floorf(y[k] * 0.5f);
   const vi odd = is_int & (half * 2.0f != y) & (v_abs(y) < 16777216.0f);
-  const vf r = v_pow(v_abs(x), y);
+  const vf r = pow_abs(v_abs(x), y);
   const vi neg = x < 0.0f;
   const vf signed_r = odd ? -r : r;
   const vf neg_r = is_int ? signed_r : (x == -kInf ? r : splat<vf>(kNaN));  // (-inf)^0.5 = inf
