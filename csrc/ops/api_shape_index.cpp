@@ -57,6 +57,83 @@ bool any_defined(const std::vector<Tensor>& v) {
     if (t.defined()) return true;
   return false;
 }
+
+// The shape x[idx] has (the index operator's inference, no data touched).
+Shape index_shape_of(const Tensor& x, const std::vector<Tensor>& idx) {
+  const OpDef& op = TP_OP("index");
+  std::vector<TensorMeta> metas{x.meta()};
+  for (auto& t : idx) {
+    TensorMeta m = t.defined() ? t.meta() : TensorMeta{};
+    m.defined = t.defined();
+    metas.push_back(m);
+  }
+  return op.infer(op, metas, {})[0].sizes;
+}
+
+bool all_defined(const std::vector<Tensor>& v) {
+  for (auto& t : v)
+    if (!t.defined()) return false;
+  return true;
+}
+
+// While a graph is being captured, index/index_put get only leading, defined
+// indices (the tracer records no absent tensors): self is permuted so that the
+// indexed dims come first, which gives the layout [B, kept...]; `b_pos` is
+// where B belongs in the real result (0 when the indexed dims are not adjacent).
+struct Leading {
+  std::vector<int64_t> perm;  // self -> permuted self
+  std::vector<Tensor> idx;    // the defined indices, in order
+  int64_t b_pos = 0, b_dims = 0;
+};
+
+Leading leading_form(const Tensor& x, const std::vector<Tensor>& idx) {
+  Leading l;
+  std::vector<int64_t> kept;
+  int64_t first = -1, last = -1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < static_cast<int64_t>(idx.size()) && idx[d].defined()) {
+      l.perm.push_back(d);
+      l.idx.push_back(idx[d]);
+      if (first < 0) first = d;
+      last = d;
+    } else {
+      kept.push_back(d);
+    }
+  }
+  l.perm.insert(l.perm.end(), kept.begin(), kept.end());
+  const bool adjacent = last - first + 1 == static_cast<int64_t>(l.idx.size());
+  l.b_pos = adjacent ? first : 0;
+  Shape b;
+  for (auto& t : l.idx) b = b.empty() ? t.sizes() : broadcast_shapes(b, t.sizes(), "index");
+  l.b_dims = static_cast<int64_t>(b.size());
+  return l;
+}
+
+// Moves B (the first b_dims dims of r) to position b_pos.
+Tensor place_b(const Tensor& r, const Leading& l) {
+  if (l.b_pos == 0) return r;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < l.b_pos; ++i) order.push_back(l.b_dims + i);
+  for (int64_t i = 0; i < l.b_dims; ++i) order.push_back(i);
+  for (int64_t i = l.b_dims + l.b_pos; i < r.dim(); ++i) order.push_back(i);
+  return permute(r, order);
+}
+
+// The inverse of place_b.
+Tensor unplace_b(const Tensor& v, const Leading& l) {
+  if (l.b_pos == 0) return v;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < l.b_dims; ++i) order.push_back(l.b_pos + i);
+  for (int64_t i = 0; i < l.b_pos; ++i) order.push_back(i);
+  for (int64_t i = l.b_pos + l.b_dims; i < v.dim(); ++i) order.push_back(i);
+  return permute(v, order);
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  return inv;
+}
 }  // namespace
 
 // ---- views ----
@@ -116,6 +193,10 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return call_op1(TP_OP("triu"), 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
   std::vector<Tensor> idx = expand_masks(x, indices, "index");
   if (!any_defined(idx)) return x;
+  if (current_interceptor() && !all_defined(idx)) {
+    Leading l = leading_form(x, idx);
+    return place_b(call_op1(TP_OP("index"), with_self(permute(x, l.perm), l.idx)), l);
+  }
   return call_op1(TP_OP("index"), with_self(x, idx));
 }
 Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
@@ -132,6 +213,14 @@ Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& 
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
   std::vector<Tensor> idx = expand_masks(x, indices, "index_put");
   TP_CHECK(any_defined(idx), ValueError, "index_put: expected at least one index tensor");
+  if (current_interceptor() && !all_defined(idx)) {
+    Leading l = leading_form(x, idx);
+    Shape result = index_shape_of(x, idx);
+    Tensor v = unplace_b(expand(values, result), l);
+    std::vector<Tensor> in = with_self(permute(x, l.perm), l.idx);
+    in.push_back(v);
+    return permute(call_op1(TP_OP("index_put"), in, {{"accumulate", accumulate}}), inverse(l.perm));
+  }
   std::vector<Tensor> in = with_self(x, idx);
   in.push_back(values);
   return call_op1(TP_OP("index_put"), in, {{"accumulate", accumulate}});

@@ -626,3 +626,24 @@ def test_scatter_reduce_matches_torch(reduce, include_self):
     (torch.scatter_reduce(tx, 1, torch.tensor(idx), ts, reduce, include_self=include_self) * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_advanced_indexing_inside_compile():
+    # While tracing, indices with whole dims are rewritten to leading indices on a permuted view.
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 4, 5))
+    x = tp.tensor(a)
+    i, j = tp.tensor([0, 2]), tp.tensor([[1], [3]])
+    cases = [lambda t: t[:, i] * 1, lambda t: t[i, :, i] + 1, lambda t: t[:, i, j] * 2, lambda t: t[..., i],
+             lambda t: t.index_fill(1, i, 0.0) + 1, lambda t: t.index_copy(2, i, t[:, :, :2]) * 1,
+             lambda t: t[:, None, i], lambda t: tp.index_put(t, [None, i], t[:, :2] * 2, accumulate=True)]
+    for f in cases:
+        want = f(x)
+        got = tp.compile(f)(x)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+    w = tp.tensor(a, requires_grad=True)
+    tp.compile(lambda t: (t[:, i, j] * 3).sum())(w).backward()
+    want = np.zeros_like(a)
+    np.add.at(want, (slice(None), np.array([0, 2])[None, :], np.array([[1], [3]])), 3.0)
+    np.testing.assert_allclose(w.grad.numpy(), want)
