@@ -225,7 +225,7 @@ struct StridedGeom {
   int64_t offset;
 };
 
-StridedGeom as_strided_geom(const TensorMeta& x, int64_t x_offset, const Attrs& attrs, const char* op) {
+StridedGeom as_strided_geom(int64_t x_offset, const Attrs& attrs, const char* op) {
   StridedGeom g{attr_shape(attrs, "size"), attr_shape(attrs, "stride"),
                 attrs.get_optional_int("storage_offset").value_or(x_offset)};
   TP_CHECK(g.sizes.size() == g.strides.size(), ValueError, op, ": mismatch in length of strides and shape: size ",
@@ -233,7 +233,6 @@ StridedGeom as_strided_geom(const TensorMeta& x, int64_t x_offset, const Attrs& 
   check_sizes(g.sizes, op);
   for (auto s : g.strides) TP_CHECK(s >= 0, ValueError, op, ": negative strides are not supported, got ", shape_str(g.strides));
   TP_CHECK(g.offset >= 0, ValueError, op, ": negative storage offset ", g.offset);
-  (void)x;
   return g;
 }
 
@@ -248,14 +247,14 @@ int64_t last_element(const Shape& sizes, const Shape& strides, int64_t offset) {
 }
 
 std::vector<TensorMeta> as_strided_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  StridedGeom g = as_strided_geom(in[0], 0, attrs, op.name);
+  StridedGeom g = as_strided_geom(0, attrs, op.name);
   return {view_meta(in[0], std::move(g.sizes), std::move(g.strides))};
 }
 
 std::vector<Tensor> as_strided_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                    const std::vector<TensorMeta>& om) {
   const Tensor& x = in[0];
-  StridedGeom g = as_strided_geom(x.meta(), x.offset(), attrs, op.name);
+  StridedGeom g = as_strided_geom(x.offset(), attrs, op.name);
   const int64_t capacity = static_cast<int64_t>(x.impl()->storage->nbytes()) / itemsize(x.dtype());
   const int64_t last = last_element(g.sizes, g.strides, g.offset);
   TP_CHECK(last < capacity, ValueError, op.name, ": setStorage: sizes ", shape_str(g.sizes), ", strides ",
@@ -272,7 +271,7 @@ std::vector<Tensor> as_strided_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
   const Tensor& x = a.inputs[0];
-  StridedGeom og = as_strided_geom(x.meta(), x.offset(), a.attrs, "as_strided");
+  StridedGeom og = as_strided_geom(x.offset(), a.attrs, "as_strided");
   const int64_t x_last = last_element(x.sizes(), x.strides(), x.offset());
   const int64_t o_last = last_element(og.sizes, og.strides, og.offset);
   if (x_last < 0 || o_last < 0) return {ops::zeros(x.sizes(), g.dtype())};
