@@ -33,6 +33,9 @@ struct AutogradMeta {
   std::vector<HookEntry> post_accumulate_hooks;    // leaf tensors: run after .grad was updated
   std::weak_ptr<Node> grad_accumulator;            // leaf tensors: the one AccumulateGrad
   bool inference = false;                          // created under inference_mode
+  // A view made in grad mode: the tensor owning the memory (held, like PyTorch's
+  // `_base`), so that a write through the view can give the base its history.
+  Tensor view_base;
   // A saved tensor that was modified in place after it was saved carries the
   // error to raise when a derivative formula actually uses it.
   std::string stale_error;

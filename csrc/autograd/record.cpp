@@ -38,6 +38,7 @@ void mark_inference(const OpDef& op, const std::vector<Tensor>& outputs) {
 // ---- out-of-place ops ----
 std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   std::vector<Tensor> out = run_kernel(op, inputs, attrs);
+  link_views(op, inputs[0], out);
   if (!op.backward) return out;  // non-differentiable (comparisons, argmax, ...)
   auto node = std::make_shared<OpNode>(op, op.backward, attrs);
   node->num_outputs = static_cast<uint32_t>(out.size());
@@ -105,7 +106,8 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
     if (self.impl()->grad_fn) detach_(self);
     return out;
   }
-  const bool through_view = base.defined() && base.requires_grad();
+  // Through a view the base takes the history (CopySlices), whether or not it required grad.
+  const bool through_view = base.defined();
   std::shared_ptr<OpNode> node = through_view ? std::make_shared<CopySlices>(op, fn, attrs, base, self)
                                               : std::make_shared<OpNode>(op, fn, attrs);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -143,10 +145,15 @@ std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, con
     wants_grad |= t.impl()->requires_grad;
     has_meta |= t.impl()->autograd_meta != nullptr;
   }
-  if (has_meta) check_input_meta(op, inputs);
-  if (!wants_grad || !GradMode::is_enabled()) {
+  const bool grad_mode = GradMode::is_enabled();
+  if (has_meta) {
+    check_input_meta(op, inputs);
+    if (grad_mode && !wants_grad) wants_grad = adopt_base_history(inputs);
+  }
+  if (!wants_grad || !grad_mode) {
     std::vector<Tensor> out = run_kernel(op, inputs, attrs);
     if (t_inference) mark_inference(op, out);
+    if (grad_mode && op.has(kView)) link_views(op, inputs[0], out);
     return out;
   }
   if (has_meta)

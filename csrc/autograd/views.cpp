@@ -9,16 +9,6 @@ Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) 
   return buf.as_strided(view.sizes, view.strides, buf.offset() + view.offset - base.offset);
 }
 
-// The base a view node reads, or undefined.
-Tensor base_of(Node* n) {
-  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->base_;
-  auto* o = dynamic_cast<OpNode*>(n);
-  if (!o || !o->op().has(kView) || o->saved_inputs.empty()) return Tensor();
-  TP_CHECK(!o->released(), Error, "a view whose graph was already freed by backward() is used in an in-place "
-           "operation or again in autograd after its base changed; recompute the view");
-  return o->saved_inputs[0].raw();
-}
-
 bool is_stale(const Tensor& t) {
   Node* n = t.impl()->grad_fn.get();
   if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.version();
@@ -63,15 +53,23 @@ std::vector<Tensor> CopySlices::apply(const std::vector<Tensor>& grad_outputs) {
   return inner;
 }
 
-Tensor view_base(const Tensor& t) {
-  Tensor cur = t, base;
-  for (;;) {
-    Node* n = cur.impl()->grad_fn.get();
-    if (!n || !n->is_view()) return base;
-    Tensor b = base_of(n);
-    if (!b.defined()) return base;
-    cur = base = b;
+void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>& outputs) {
+  if (!op.has(kView) || !input.defined()) return;
+  Tensor base = view_base(input);
+  if (!base.defined()) base = input;
+  for (auto& o : outputs)
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) meta(o).view_base = base;
+}
+
+bool adopt_base_history(const std::vector<Tensor>& inputs) {
+  bool any = false;
+  for (auto& t : inputs) {
+    const AutogradMeta* m = meta_if(t);
+    if (m && m->view_base.defined() && !t.requires_grad() && m->view_base.requires_grad())
+      set_view_history(t, m->view_base);
+    any = any || (t.defined() && t.requires_grad());
   }
+  return any;
 }
 
 void set_view_history(const Tensor& t, const Tensor& base) {

@@ -44,8 +44,16 @@ class CopySlices : public OpNode {
   Geometry base_, view_;
 };
 
-// The tensor whose memory the view chain of `t` reads (undefined if t is no view).
-Tensor view_base(const Tensor& t);
+// The tensor whose memory view `t` reads (undefined if t is no view made in grad mode).
+inline Tensor view_base(const Tensor& t) {
+  const AutogradMeta* m = meta_if(t);
+  return m ? m->view_base : Tensor();
+}
+// Remembers the base of each output of view op `op` (called in grad mode).
+void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>& outputs);
+// A view of a base that gained history after the view was made takes it up;
+// returns whether any input now requires grad.
+bool adopt_base_history(const std::vector<Tensor>& inputs);
 // Gives view `t` the history "region of `base`".
 void set_view_history(const Tensor& t, const Tensor& base);
 // If the storage of view `t` was written since its history was made, regenerates it from its base.

@@ -613,3 +613,26 @@ def test_gradcheck_rejects_overlapping_inputs():
     x = f64(3, 1).expand(3, 4)
     with pytest.raises(ValueError, match="input 0 has overlapping memory"):
         tp.autograd.gradcheck(lambda t: t * 2, (x,))
+
+
+def test_write_into_view_of_plain_tensor_gives_base_history():
+    def f(x, lib):
+        buf = lib.zeros(3, 4, dtype=lib.float64)
+        row = buf[2]          # made before buf has any history
+        buf[0].copy_(x[0] * 2)
+        buf[1, 1:3].mul_(0.5)
+        buf[1].add_(x[1])
+        assert buf.requires_grad and not buf.is_leaf
+        ((buf * buf).sum() + (row * x[2]).sum()).backward()
+
+    ours, theirs = _both(f)
+    np.testing.assert_allclose(ours, theirs)
+
+
+def test_view_made_before_base_gained_history():
+    x = f64(3)
+    buf = tp.zeros(2, 3, dtype=tp.float64)
+    first = buf[0]
+    buf[0].copy_(x)
+    (first * 3).sum().backward()  # first reads memory that now depends on x
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 3.0))
