@@ -82,9 +82,11 @@ std::vector<TensorMeta> conv2d_infer(const OpDef& op, const std::vector<TensorMe
   return {TensorMeta::contiguous(out_shape(g, x.sizes.size() == 4), x.dtype)};
 }
 
+// Row r of the unfolded matrix starts at col + r * ld (ld = hw for one sample;
+// several samples side by side use ld = samples * hw).
 template <class T>
-void im2col(const T* x, const ConvGeom& g, T* col) {
-  const int64_t hw = g.hw();
+void im2col(const T* x, const ConvGeom& g, T* col, int64_t ld) {
+  const int64_t hw = ld;
   for (int64_t c = 0; c < g.Cg(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -162,7 +164,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Co
     }
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const T* xg = px + (n * g.C + grp * g.Cg()) * g.H * g.W;
-      if (!direct) im2col(xg, g, col.data());
+      if (!direct) im2col(xg, g, col.data(), hw);
       blas::gemm(false, false, g.Og(), hw, kk, T(1), pw + grp * g.Og() * kk, kk, direct ? xg : col.data(), hw,
                  bias.defined() ? T(1) : T(0), on + grp * g.Og() * hw, hw);
     }
@@ -227,8 +229,10 @@ std::vector<TensorMeta> weight_grad_infer(const OpDef& op, const std::vector<Ten
   return {TensorMeta::contiguous(size_attr(attrs), in[0].dtype)};
 }
 
-// grad_W = sum over samples of grad_n @ col_n^T, accumulated in sample order
-// (so the result does not depend on the thread count).
+// grad_W = sum over samples of grad_n @ col_n^T, computed per chunk of
+// samples as one GEMM over their columns side by side: [Og, S*hw] @ [S*hw, kk].
+// Chunks depend only on the sizes, so the result does not depend on the
+// thread count; unfolding runs in parallel over samples, the GEMM in BLAS.
 std::vector<Tensor> weight_grad_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                     const std::vector<TensorMeta>& om) {
   Tensor gw = alloc_out(om[0]);
@@ -241,15 +245,23 @@ std::vector<Tensor> weight_grad_cpu(const OpDef& op, const std::vector<Tensor>& 
     const T* px = x.data_as<T>();
     T* pw = gw.data_as<T>();
     const int64_t hw = g.hw(), kk = g.kk();
-    const bool direct = is_pointwise(g);
-    std::vector<T> col(direct ? 0 : static_cast<size_t>(kk * hw));
-    for (int64_t n = 0; n < g.N; ++n)
+    const int64_t S = std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(1, kk * hw), 1, g.N);
+    std::vector<T> col(static_cast<size_t>(kk * S * hw)), gt(static_cast<size_t>(g.Og() * S * hw));
+    for (int64_t n0 = 0; n0 < g.N; n0 += S) {
+      const int64_t s = std::min(S, g.N - n0), ld = s * hw;
       for (int64_t grp = 0; grp < g.groups; ++grp) {
-        const T* xg = px + (n * g.C + grp * g.Cg()) * g.H * g.W;
-        if (!direct) im2col(xg, g, col.data());
-        blas::gemm(false, true, g.Og(), kk, hw, T(1), pg + (n * g.O + grp * g.Og()) * hw, hw,
-                   direct ? xg : col.data(), hw, T(1), pw + grp * g.Og() * kk, kk);
+        parallel_for(0, s, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) {
+            const int64_t n = n0 + i;
+            im2col(px + (n * g.C + grp * g.Cg()) * g.H * g.W, g, col.data() + i * hw, ld);
+            const T* src = pg + (n * g.O + grp * g.Og()) * hw;
+            for (int64_t o = 0; o < g.Og(); ++o) std::copy(src + o * hw, src + (o + 1) * hw, gt.data() + o * ld + i * hw);
+          }
+        });
+        blas::gemm(false, true, g.Og(), kk, ld, T(1), gt.data(), ld, col.data(), ld, n0 == 0 ? T(0) : T(1),
+                   pw + grp * g.Og() * kk, kk);
       }
+    }
   }));
   return {gw};
 }
