@@ -18,6 +18,7 @@
 #include "ops/reduction_args.h"
 #include "ops/reduction_grad.h"
 #include "ops/registry.h"
+#include "ops/vec/vec_kernels.h"
 #include "ops/vec_math.h"
 
 // GCC 12 warns falsely about the attribute initializer lists below.
@@ -46,7 +47,14 @@ std::vector<TensorMeta> softmax_infer(const OpDef& op, const std::vector<TensorM
 template <bool Log, class T>
 void softmax_row(const T* x, T* y, int64_t D) {
   const T m = reduce_row<MaxPolicy<T>>(x, D, 1);
-  for (int64_t i = 0; i < D; ++i) y[i] = exp_any(x[i] - m);
+  if constexpr (sizeof(T) == 4) {
+    // exp is the costly part: the widest vector ISA of this CPU (ops/vec) runs it.
+    static const auto vexp = vec::unary_fn<float>(vec::UnaryFn::Exp);
+    for (int64_t i = 0; i < D; ++i) y[i] = x[i] - m;
+    vexp(y, y, D, vec::Params{});
+  } else {
+    for (int64_t i = 0; i < D; ++i) y[i] = exp_any(x[i] - m);
+  }
   const double s = reduce_row<SumPolicy<T>>(y, D, 1);
   if constexpr (Log) {
     const T shift = static_cast<T>(m + std::log(s));
@@ -69,12 +77,18 @@ void softmax_columns(const T* xb, T* yb, int64_t D, int64_t inner, int64_t w) {
   }
   for (int64_t d = 0; d < D; ++d)
     for (int64_t j = 0; j < w; ++j) m[j] = MaxPolicy<T>::step(m[j], xb[d * inner + j]);
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t j = 0; j < w; ++j) {
-      T v = exp_any(xb[d * inner + j] - m[j]);
-      if (!Log) yb[d * inner + j] = v;
-      sum[j] += v;
+  for (int64_t d = 0; d < D; ++d) {  // exp into the output row (log_softmax overwrites it below)
+    const T* xr = xb + d * inner;
+    T* yr = yb + d * inner;
+    if constexpr (sizeof(T) == 4) {
+      static const auto vexp = vec::unary_fn<float>(vec::UnaryFn::Exp);
+      for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] - m[j];
+      vexp(yr, yr, w, vec::Params{});
+    } else {
+      for (int64_t j = 0; j < w; ++j) yr[j] = exp_any(xr[j] - m[j]);
     }
+    for (int64_t j = 0; j < w; ++j) sum[j] += yr[j];
+  }
   for (int64_t j = 0; j < w; ++j) m[j] = Log ? static_cast<T>(m[j] + std::log(sum[j])) : static_cast<T>(1.0 / sum[j]);
   for (int64_t d = 0; d < D; ++d)
     for (int64_t j = 0; j < w; ++j)
