@@ -23,7 +23,7 @@ const char* opcode_name(Opcode op) {
 std::vector<Node*> Node::input_nodes() const {
   std::vector<Node*> out;
   for (auto& a : args)
-    if (auto* n = std::get_if<Node*>(&a)) out.push_back(*n);
+    if (auto* n = std::get_if<Node*>(&a); n && *n) out.push_back(*n);
   return out;
 }
 
@@ -146,7 +146,7 @@ void Graph::recompute_users() {
 }
 
 static std::string arg_str(const Arg& a) {
-  if (auto* n = std::get_if<Node*>(&a)) return (*n)->name;
+  if (auto* n = std::get_if<Node*>(&a)) return *n ? (*n)->name : "None";
   return std::get<Scalar>(a).repr();
 }
 
@@ -219,7 +219,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     auto c = std::make_unique<Node>(*n);
     c->users.clear();
     for (auto& a : c->args)
-      if (auto* p = std::get_if<Node*>(&a)) *p = map.at(*p);
+      if (auto* p = std::get_if<Node*>(&a); p && *p) *p = map.at(*p);
     map[n.get()] = c.get();
     g->nodes_.push_back(std::move(c));
   }

@@ -20,6 +20,7 @@ const char* opcode_name(Opcode op);
 class Node;
 // An argument of a call: another node's value, or a constant number folded
 // into the graph (a Python scalar; Section 2: scalars are specialized by value).
+// A null Node* is an absent optional tensor (`Tensor?` passed None).
 using Arg = std::variant<Node*, Scalar>;
 
 class Node {

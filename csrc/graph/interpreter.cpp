@@ -10,7 +10,7 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
   std::unordered_map<const Node*, Tensor> env;
   std::unordered_map<const Node*, std::vector<Tensor>> results;  // of multi-result nodes
   auto value = [&](const Arg& a) -> Tensor {
-    if (auto* n = std::get_if<Node*>(&a)) return env.at(*n);
+    if (auto* n = std::get_if<Node*>(&a)) return *n ? env.at(*n) : Tensor();  // null: absent optional
     return Tensor::wrapped_scalar(std::get<Scalar>(a));
   };
   std::vector<Tensor> result;

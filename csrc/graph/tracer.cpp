@@ -18,6 +18,7 @@ class Tracer : public DispatchInterceptor {
   }
 
   Arg arg_for(const Tensor& t) {
+    if (!t.defined()) return static_cast<Node*>(nullptr);  // an absent optional argument
     auto it = values_.find(t.impl());
     if (it != values_.end()) return it->second;
     if (t.is_wrapped_number()) return t.item();  // a Python number: a constant of the graph
@@ -68,7 +69,11 @@ class Tracer : public DispatchInterceptor {
   // Meta mode: shapes and dtypes from the operator's inference, no computation.
   static std::vector<Tensor> allocate_outputs(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     std::vector<TensorMeta> in_meta;
-    for (auto& t : inputs) in_meta.push_back(t.meta());
+    for (auto& t : inputs) {
+      TensorMeta m = t.defined() ? t.meta() : TensorMeta{};
+      m.defined = t.defined();
+      in_meta.push_back(m);
+    }
     std::vector<Tensor> out;
     for (auto& m : op.infer(op, in_meta, attrs)) out.push_back(Tensor::empty_strided(m.sizes, m.strides, m.dtype));
     return out;
@@ -93,7 +98,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   std::vector<Tensor> proxies;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor t = inputs[i];
-    TP_CHECK(t.defined(), CaptureError, "input ", i, " is not a tensor");
+    if (!t.defined()) {  // an absent optional argument of a traced decomposition
+      proxies.push_back(t);
+      continue;
+    }
     // The same tensor passed twice must become two placeholders: give the
     // second one its own identity (same storage).
     for (size_t j = 0; j < i; ++j)

@@ -28,7 +28,7 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
       }
       case Opcode::CallFunction: {
         std::vector<Arg> a;
-        for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
+        for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) && std::get<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
         Node* c = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
         c->output_metas = n->output_metas;
         map[n] = c;
@@ -53,7 +53,9 @@ bool decompose_composites(Graph& g) {
   for (Node* n : todo) {
     std::vector<Tensor> examples;
     for (auto& a : n->args) {
-      if (auto* p = std::get_if<Node*>(&a)) {
+      if (auto* p = std::get_if<Node*>(&a); p && !*p) {
+        examples.emplace_back();  // absent optional argument
+      } else if (p) {
         examples.push_back(Tensor::empty_strided((*p)->meta.sizes, (*p)->meta.strides, (*p)->meta.dtype));
       } else {
         examples.push_back(Tensor::wrapped_scalar(std::get<Scalar>(a)));

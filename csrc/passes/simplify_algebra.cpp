@@ -16,7 +16,7 @@ bool simplify_algebra(Graph& g) {
     Node* n = up.get();
     if (n->opcode != Opcode::CallFunction || n->args.size() != 2) continue;
     auto* x = std::get_if<Node*>(&n->args[0]);
-    if (!x) continue;
+    if (!x || !*x) continue;
     // Identity only if neither broadcasting nor promotion changes the value's type.
     if ((*x)->meta.sizes != n->meta.sizes || (*x)->meta.dtype != n->meta.dtype) continue;
     bool identity = ((n->is_op("add") || n->is_op("sub")) && is_number(n->args[1], 0.0)) ||

@@ -671,3 +671,21 @@ def test_module_with_layernorm_and_mlp_compiles_and_trains_like_eager():
     x = tp.randn(5, 8)
     cm = tp.compile(m)
     np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["eager", "stax"])
+def test_absent_optional_tensor_arguments_are_captured_as_none(backend):
+    # Regression: an omitted Tensor? argument (conv bias, loss weight, layer_norm
+    # weight) used to crash the tracer; it is a None argument of the node.
+    import tensorplay.nn.functional as F
+
+    x, w, t = tp.randn(2, 3, 8, 8), tp.randn(4, 3, 3, 3), tp.tensor([0, 1])
+
+    def f(x, w):
+        y = F.conv2d(x, w)
+        return F.layer_norm(y, (6,)), F.cross_entropy(y.flatten(1)[:, :5], t)
+
+    got, want = tp.compile(f, backend=backend)(x, w), f(x, w)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
+    assert "conv2d(arg0, arg1, None" in tp.compiler.capture(f, x, w).code

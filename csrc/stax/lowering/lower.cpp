@@ -130,6 +130,7 @@ class Lowerer {
         std::vector<std::optional<Scalar>> consts;
         for (auto& a : n->args) {
           if (auto* p = std::get_if<Node*>(&a)) {
+            if (!*p) cannot_lower(n, "an absent optional tensor argument");
             in.push_back(env.at(*p));
             consts.push_back(std::nullopt);
           } else {
@@ -234,7 +235,7 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     return v;
   }
   if (op == "full" || op == "zeros" || op == "ones") {
-    Scalar s = op == "zeros" ? Scalar(int64_t(0)) : op == "ones" ? Scalar(int64_t(1)) : n->attrs.get<Scalar>("value");
+    Scalar s = op == "zeros" ? Scalar(int64_t(0)) : op == "ones" ? Scalar(int64_t(1)) : n->attrs.get_scalar("fill_value");
     v.at = [s, out_dtype](const Index&) { return constant(s, out_dtype); };
     return v;
   }
@@ -301,7 +302,7 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
   // ---- reductions: a ComputeNode writing a temp buffer ----
   if (op == "sum" || op == "amax") {
     const Value& x = in[0];
-    auto dims = n->attrs.get<std::vector<int64_t>>("dim");
+    auto dims = n->attrs.get_or<std::vector<int64_t>>("dim", {});  // None (absent) = all dims
     int64_t nd = static_cast<int64_t>(x.sizes.size());
     std::vector<bool> reduced(nd, dims.empty());
     for (auto d : dims) reduced[d < 0 ? d + nd : d] = true;

@@ -12,7 +12,7 @@ from .. import _C
 class Parameter(_C.Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
-            data = _C.empty(0)
+            data = _C._op_functions["empty"](0)
         if not isinstance(data, _C.Tensor):
             raise TypeError(f"Parameter: expected a Tensor as data, got {type(data).__name__}")
         super().__init__(data.detach())
