@@ -128,21 +128,20 @@ std::vector<Tensor> copy_cpu(const OpDef&, const std::vector<Tensor>& in, const 
 }
 
 void register_copy(const char* name, uint32_t tags, int num_inputs, InferFn infer, KernelFn cpu,
-                   BackwardFn backward) {
-  register_op({.name = name, .tags = tags, .num_inputs = num_inputs, .infer = infer, .cpu = cpu, .backward = backward});
+                   BackwardFn backward, const char* schema = "") {
+  register_op({.name = name, .schema = schema, .tags = tags, .num_inputs = num_inputs, .infer = infer,
+               .cpu = cpu, .backward = backward});
 }
 
 }  // namespace
 
 void register_copy_ops() {
-  register_copy("to", 0, 1, &to_infer, &copy_to_new_cpu, &to_backward);
-  register_copy("clone", 0, 1, &clone_infer, &copy_to_new_cpu, &clone_backward);
-  register_copy("add_", kInplace, 2, &inplace_infer<BinaryOp::Add>, &inplace_cpu<BinaryOp::Add>, nullptr);
-  register_copy("sub_", kInplace, 2, &inplace_infer<BinaryOp::Sub>, &inplace_cpu<BinaryOp::Sub>, nullptr);
-  register_copy("mul_", kInplace, 2, &inplace_infer<BinaryOp::Mul>, &inplace_cpu<BinaryOp::Mul>, nullptr);
-  register_copy("div_", kInplace, 2, &inplace_infer<BinaryOp::Div>, &inplace_cpu<BinaryOp::Div>, nullptr);
-  register_copy("fill_", kInplace, 1, &fill_infer, &fill_cpu, nullptr);
-  register_copy("copy_", kInplace, 2, &copy_infer, &copy_cpu, nullptr);
+  register_copy("to", kAllDTypes, 1, &to_infer, &copy_to_new_cpu, &to_backward);
+  register_copy("clone", kAllDTypes, 1, &clone_infer, &copy_to_new_cpu, &clone_backward, "clone(Tensor self) -> Tensor");
+  // add_/sub_/mul_/div_ (with alpha / rounding_mode) are registered by ops/pointwise_ops.cpp.
+  register_copy("fill_", kInplace | kAllDTypes, 1, &fill_infer, &fill_cpu, nullptr, "fill_(Tensor(a!) self, Scalar value) -> Tensor");
+  register_copy("copy_", kInplace | kAllDTypes, 2, &copy_infer, &copy_cpu, nullptr,
+                "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor");
 }
 
 }  // namespace tp

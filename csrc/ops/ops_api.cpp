@@ -178,7 +178,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
 }
 Tensor ones(const Shape& shape, DType dtype) { return call_op1(TP_OP("ones"), {}, {{"size", shape}, {"dtype", dtype}}); }
 Tensor full(const Shape& shape, const Scalar& value, std::optional<DType> dtype) {
-  return call_op1(TP_OP("full"), {}, {{"size", shape}, {"value", value}, {"dtype", optional_dtype(dtype)}});
+  return call_op1(TP_OP("full"), {}, {{"size", shape}, {"fill_value", value}, {"dtype", optional_dtype(dtype)}});
 }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype) {
   return call_op1(TP_OP("arange"), {},

@@ -115,7 +115,8 @@ bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
           xs.push_back(as_int(x.ptr()));
         }
         if (a.list_len > 0 && xs.size() == 1) xs.assign(a.list_len, xs[0]);
-        if (a.list_len > 0 && static_cast<int>(xs.size()) != a.list_len) {
+        // int[1] (reduction dims) is PyTorch's "an int or a list of any length".
+        if (a.list_len > 1 && static_cast<int>(xs.size()) != a.list_len) {
           why = str("argument '", a.name, "' must have ", a.list_len, " elements, got ", xs.size());
           return false;
         }
@@ -173,7 +174,8 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
   nb::object packed;
   if (npos > n_positional && n_positional >= 1 && args[n_positional - 1].type == ArgType::IntList) {
     bool all_ints = true;
-    for (size_t i = n_positional - 1; i < npos; ++i) all_ints &= is_int_like(pos[i]);
+    // A bool is no size or dim (x.var(1, False) is var.dim's unbiased=False).
+    for (size_t i = n_positional - 1; i < npos; ++i) all_ints &= is_int_like(pos[i]) && !PyBool_Check(pos[i]);
     if (all_ints) {
       packed = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(npos - n_positional + 1)));
       for (size_t i = n_positional - 1; i < npos; ++i) {
