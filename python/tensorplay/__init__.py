@@ -14,19 +14,19 @@ from ._C import (  # noqa: F401  (re-exported API)
     Tensor,
     dtype,
     from_numpy,
-    empty, zeros, ones, full, arange, randn, rand, manual_seed,
-    add, sub, mul, div, maximum, minimum, matmul, eq, ne, lt, le, gt, ge,
-    neg, relu, abs, exp, log, sqrt, tanh, sigmoid, where,
-    sum, amax, mean, transpose, reshape,
     is_grad_enabled, set_num_threads, get_num_threads,
     promote_types, can_cast, result_type, get_default_dtype, set_default_dtype,
 )
 # Every registered operator with a schema (generated in C++, op_binding.cpp);
 # these replace the hand-written bindings of the same name.
 globals().update(_C._op_functions)
+from ._factories import *  # noqa: F401,F403,E402  (Generator, seeds, einsum's varargs form)
+from . import _ops_dunders  # noqa: E402
+_ops_dunders.install()  # &, |, ^, ~, <<, >>, **, //, % and their reflected / in-place forms
 from ._tensor import tensor, _install_tensor_extras
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode, is_inference_mode_enabled
 from ._C import from_dlpack  # noqa: F401  (dlpack.cpp)
+from ._tensor_str import set_printoptions  # noqa: F401
 from . import autograd  # noqa: F401
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
