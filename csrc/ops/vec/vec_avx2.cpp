@@ -5,5 +5,4 @@
 #define TP_VEC_BYTES 32
 #define TP_MVEC(f) _ZGVdN8v_##f
 #define TP_MVEC2(f) _ZGVdN8vv_##f
-#define TP_MVECD(f) _ZGVdN4v_##f
 #include "ops/vec/vec_impl.h"

@@ -5,5 +5,4 @@
 #define TP_VEC_BYTES 64
 #define TP_MVEC(f) _ZGVeN16v_##f
 #define TP_MVEC2(f) _ZGVeN16vv_##f
-#define TP_MVECD(f) _ZGVeN8v_##f
 #include "ops/vec/vec_impl.h"

@@ -5,5 +5,4 @@
 #define TP_VEC_BYTES 16
 #define TP_MVEC(f) _ZGVbN4v_##f
 #define TP_MVEC2(f) _ZGVbN4vv_##f
-#define TP_MVECD(f) _ZGVbN2v_##f
 #include "ops/vec/vec_impl.h"

@@ -4,7 +4,6 @@
 //   TP_VEC_BYTES  the vector width in bytes (64, 32, 16),
 //   TP_MVEC(f) / TP_MVEC2(f)  the libmvec names of the one/two-argument
 //                 float function f at that width (e.g. _ZGVeN16v_expf),
-//   TP_MVECD(f)   the libmvec name of the double function f at that width,
 // then includes this file. Only this file's own code is compiled under the
 // ISA flags: everything here has internal linkage except the table getter,
 // and it includes no header with inline functions (<cmath>, <cstring>, ...)
