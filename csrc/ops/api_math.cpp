@@ -8,14 +8,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace tp::ops {
-namespace {
-#define TP_OP(name)                               \
-  ([]() -> const OpDef& {                         \
-    static const OpDef& op_ = ::tp::get_op(name); \
-    return op_;                                   \
-  }())
-}  // namespace
-
 #define TP_UNARY(name) \
   Tensor name(const Tensor& x) { return call_op1(TP_OP(#name), {x}); }
 TP_UNARY(exp2)

@@ -12,11 +12,6 @@
 
 namespace tp::ops {
 namespace {
-#define TP_OP(name)                               \
-  ([]() -> const OpDef& {                         \
-    static const OpDef& op_ = ::tp::get_op(name); \
-    return op_;                                   \
-  }())
 
 AttrValue opt_int(std::optional<int64_t> v) { return v ? AttrValue(*v) : AttrValue(std::monostate{}); }
 AttrValue opt_str(const std::string& s) { return s.empty() ? AttrValue(std::monostate{}) : AttrValue(s); }

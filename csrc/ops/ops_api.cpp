@@ -13,12 +13,6 @@
 
 namespace tp::ops {
 namespace {
-// Looks an operator up once per call site.
-#define TP_OP(name)                               \
-  ([]() -> const OpDef& {                         \
-    static const OpDef& op_ = ::tp::get_op(name); \
-    return op_;                                   \
-  }())
 
 AttrValue optional_int(std::optional<int64_t> v) { return v ? AttrValue(*v) : AttrValue(std::monostate{}); }
 AttrValue optional_dtype(std::optional<DType> v) { return v ? AttrValue(*v) : AttrValue(std::monostate{}); }

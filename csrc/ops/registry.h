@@ -74,6 +74,13 @@ struct OpDef {
 const OpDef& register_op(OpDef def);
 const OpDef* find_op(const std::string& name);
 const OpDef& get_op(const std::string& name);  // throws if missing
+
+// The OpDef of `name`, looked up once per call site (the C++ operator API uses it).
+#define TP_OP(name)                               \
+  ([]() -> const ::tp::OpDef& {                   \
+    static const ::tp::OpDef& op_ = ::tp::get_op(name); \
+    return op_;                                   \
+  }())
 std::vector<const OpDef*> all_ops();
 struct Schema;
 // The parsed schema of an op (null when it has none). Parsed and checked
