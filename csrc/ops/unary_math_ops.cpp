@@ -156,6 +156,19 @@ bool pred_apply(T v) {
 template <Pred P>
 void pred_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
   const Tensor& x = in[0];
+  if (x.dtype() == DType::Float32) {  // the per-ISA kernel on contiguous rows
+    auto f = vec::table().pred_f32[static_cast<int>(P)];
+    TensorIterator it({out, x});
+    it.for_each([f](char** d, const int64_t* s, int64_t n) {
+      if (s[0] == 1 && s[1] == 4) {
+        f(reinterpret_cast<const float*>(d[1]), reinterpret_cast<bool*>(d[0]), n);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<bool*>(d[0] + i * s[0]) = pred_apply<P, float>(*reinterpret_cast<const float*>(d[1] + i * s[1]));
+    });
+    return;
+  }
   TP_DISPATCH_ALL(x.dtype(), op.name,
                   ([&]<class T>() { pw::unary_loop<bool, T>(out, x, [](T v) { return pred_apply<P, T>(v); }); }));
 }

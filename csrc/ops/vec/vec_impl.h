@@ -602,6 +602,18 @@ void binary_kernel(const T* a, int64_t sa, const T* b, int64_t sb, T* y, int64_t
   else binary_dispatch_fixed<F, T, 0, 0>(a, b, y, n, alpha);
 }
 
+// Bool-valued classifiers: compare-to-mask loops GCC vectorizes.
+template <PredFn P>
+void pred_f32(const float* __restrict x, bool* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if constexpr (P == PredFn::IsNan) y[i] = v != v;
+    else if constexpr (P == PredFn::IsInf) y[i] = __builtin_fabsf(v) == kInf;
+    else if constexpr (P == PredFn::IsFinite) y[i] = __builtin_fabsf(v) < kInf;
+    else y[i] = v == 0.0f;
+  }
+}
+
 template <int... I>
 Table make_table(std::integer_sequence<int, I...>) {
   Table t{};
@@ -622,6 +634,10 @@ const Table& get_table() {
   static const Table t = [] {
     Table r = make_table(std::make_integer_sequence<int, static_cast<int>(UnaryFn::Count)>());
     fill_binary(r, std::make_integer_sequence<int, static_cast<int>(BinaryFn::Count)>());
+    r.pred_f32[0] = &pred_f32<PredFn::IsNan>;
+    r.pred_f32[1] = &pred_f32<PredFn::IsInf>;
+    r.pred_f32[2] = &pred_f32<PredFn::IsFinite>;
+    r.pred_f32[3] = &pred_f32<PredFn::LogicalNot>;
     return r;
   }();
   return t;

@@ -32,6 +32,9 @@ enum class BinaryFn : int {
   Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Atan2, Hypot, Maximum, Minimum, Count
 };
 
+// Float classifiers with bool results.
+enum class PredFn : int { IsNan, IsInf, IsFinite, LogicalNot, Count };
+
 // y[i] = f(x[i]) for i < n (contiguous; y may equal x).
 using UnaryF32 = void (*)(const float* x, float* y, int64_t n, const Params& p);
 using UnaryF64 = void (*)(const double* x, double* y, int64_t n, const Params& p);
@@ -41,12 +44,15 @@ using BinaryF32 = void (*)(const float* a, int64_t sa, const float* b, int64_t s
 using BinaryF64 = void (*)(const double* a, int64_t sa, const double* b, int64_t sb, double* y, int64_t n,
                            const Params& p);
 
+using PredF32 = void (*)(const float* x, bool* y, int64_t n);
+
 struct Table {
   const char* isa;
   UnaryF32 unary_f32[static_cast<int>(UnaryFn::Count)];
   UnaryF64 unary_f64[static_cast<int>(UnaryFn::Count)];
   BinaryF32 binary_f32[static_cast<int>(BinaryFn::Count)];
   BinaryF64 binary_f64[static_cast<int>(BinaryFn::Count)];
+  PredF32 pred_f32[static_cast<int>(PredFn::Count)];
 };
 
 // The table for the best ISA of this CPU (TP_VEC_ISA=avx512|avx2|base lowers it).
