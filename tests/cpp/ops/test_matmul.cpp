@@ -115,7 +115,7 @@ TEST_F(Matmul, Errors) {
                    "matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)");
   // int64 matmul is supported (a plain loop); bool is not.
   expect_values(ops::matmul(make({1, 2}, {1, 2}, DType::Int64), make({3, 4}, {2, 1}, DType::Int64)), {11});
-  EXPECT_THROW_MSG(ops::matmul(make({1, 1}, {1, 1}, DType::Bool), make({1, 1}, {1, 1}, DType::Bool)), TypeError,
+  EXPECT_THROW_MSG(ops::matmul(make({1}, {1, 1}, DType::Bool), make({1}, {1, 1}, DType::Bool)), TypeError,
                    "matmul", "bool");
   EXPECT_THROW_MSG(ops::matmul(iota({2, 3}), iota({3, 2}, DType::Float64)), TypeError, "matmul", "float32",
                    "float64");
