@@ -2,6 +2,11 @@
 
 namespace tp::reduce {
 
+#define TP_ISA_CLONES __attribute__((target_clones("avx2", "default")))
+TP_ISA_CLONES double contig_sum_f32(const float* p, int64_t n) { return reduce_contig<SumPolicy<float>>(p, n); }
+TP_ISA_CLONES float contig_max_f32(const float* p, int64_t n) { return reduce_contig<MaxPolicy<float>>(p, n); }
+TP_ISA_CLONES float contig_min_f32(const float* p, int64_t n) { return reduce_contig<MinPolicy<float>>(p, n); }
+
 Rows rows_last(const Tensor& in, const std::vector<bool>& mask) {
   Shape sizes, strides;
   Rows r;

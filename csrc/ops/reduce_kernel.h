@@ -134,44 +134,66 @@ inline NaNMask<In> nan_bits(In v) {
   return -static_cast<NaNMask<In>>(v != v);
 }
 
-// Reduces n elements at p (element stride s).
+// Reduces n contiguous elements at p.
 template <class P, class In>
-typename P::Tot reduce_row(const In* p, int64_t n, int64_t s) {
+[[gnu::always_inline]] inline typename P::Tot reduce_contig(const In* p, int64_t n) {
   using Acc = typename P::Acc;
   using Tot = typename P::Tot;
   constexpr int L = P::kLanes;
   constexpr int64_t kBlock = 128 * L;  // elements between flushes into the total
   Tot tot = P::identity();
   int64_t i = 0;
-  if (s == 1) {
-    while (n - i >= L) {
-      Acc acc[L];
-      for (int j = 0; j < L; ++j) acc[j] = P::acc_identity();
-      int64_t stop = i + std::min<int64_t>(kBlock, (n - i) / L * L);
-      bool saw_nan = false;
-      if constexpr (nan_flag_v<P>) {
-        NaNMask<In> nan[L] = {};
-        for (; i < stop; i += L)
-          for (int j = 0; j < L; ++j) {
-            acc[j] = P::fast_step(acc[j], p[i + j]);
-            nan[j] |= nan_bits(p[i + j]);
-          }
-        NaNMask<In> any = 0;
-        for (int j = 0; j < L; ++j) any |= nan[j];
-        saw_nan = any != 0;
-      } else {
-        for (; i < stop; i += L)
-          for (int j = 0; j < L; ++j) acc[j] = P::step(acc[j], p[i + j]);
-      }
-      for (int w = L / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; ++j) acc[j] = P::combine(acc[j], acc[j + w]);
-      if constexpr (nan_flag_v<P>)
-        if (saw_nan) acc[0] = std::numeric_limits<In>::quiet_NaN();
-      tot = P::flush(tot, acc[0]);
+  while (n - i >= L) {
+    Acc acc[L];
+    for (int j = 0; j < L; ++j) acc[j] = P::acc_identity();
+    int64_t stop = i + std::min<int64_t>(kBlock, (n - i) / L * L);
+    bool saw_nan = false;
+    if constexpr (nan_flag_v<P>) {
+      NaNMask<In> nan[L] = {};
+      for (; i < stop; i += L)
+        for (int j = 0; j < L; ++j) {
+          acc[j] = P::fast_step(acc[j], p[i + j]);
+          nan[j] |= nan_bits(p[i + j]);
+        }
+      NaNMask<In> any = 0;
+      for (int j = 0; j < L; ++j) any |= nan[j];
+      saw_nan = any != 0;
+    } else {
+      for (; i < stop; i += L)
+        for (int j = 0; j < L; ++j) acc[j] = P::step(acc[j], p[i + j]);
     }
-    for (; i < n; ++i) tot = P::flush(tot, P::step(P::acc_identity(), p[i]));
-    return tot;
+    for (int w = L / 2; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) acc[j] = P::combine(acc[j], acc[j + w]);
+    if constexpr (nan_flag_v<P>)
+      if (saw_nan) acc[0] = std::numeric_limits<In>::quiet_NaN();
+    tot = P::flush(tot, acc[0]);
   }
+  for (; i < n; ++i) tot = P::flush(tot, P::step(P::acc_identity(), p[i]));
+  return tot;
+}
+
+// The float32 sum/max/min rows (the hot ones: sum/mean/amax/softmax over the
+// last dim) compiled once more for AVX2 and picked by the CPU at load time
+// (reduce_kernel.cpp): at memory bandwidth the 4-lane SSE2 loop of max/min
+// is still instruction-bound.
+double contig_sum_f32(const float* p, int64_t n);
+float contig_max_f32(const float* p, int64_t n);
+float contig_min_f32(const float* p, int64_t n);
+
+// Reduces n elements at p (element stride s).
+template <class P, class In>
+typename P::Tot reduce_row(const In* p, int64_t n, int64_t s) {
+  if (s == 1) {
+    if constexpr (std::is_same_v<P, SumPolicy<float>>) return contig_sum_f32(p, n);
+    else if constexpr (std::is_same_v<P, MaxPolicy<float>>) return contig_max_f32(p, n);
+    else if constexpr (std::is_same_v<P, MinPolicy<float>>) return contig_min_f32(p, n);
+    else return reduce_contig<P>(p, n);
+  }
+  using Acc = typename P::Acc;
+  using Tot = typename P::Tot;
+  constexpr int64_t kBlock = 128 * P::kLanes;
+  Tot tot = P::identity();
+  int64_t i = 0;
   while (i < n) {
     Acc acc = P::acc_identity();
     int64_t stop = std::min(n, i + kBlock);
