@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from fd_check import check_gradients
 
 
 def away_from_zero(shape, seed=0, low=0.2):
@@ -18,42 +19,7 @@ def positive(shape, seed=0):
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-6, atol=1e-8):
-    """Checks the gradients of fn(*tensors) w.r.t. every input.
-
-    The output is reduced to a scalar with fixed random weights W,
-    L = sum(fn(x) * W), so the check covers the full vector-Jacobian product,
-    not only the sum of the Jacobian's rows.  Analytic gradients come from
-    L.backward(); numerical ones from (L(x + eps e_j) - L(x - eps e_j)) / 2eps
-    per element, evaluated in float64 under no_grad."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    out_shape = fn(*[tp.tensor(a) for a in arrays]).shape
-    weights = np.random.default_rng(99).standard_normal(out_shape)
-
-    def loss_value(arrs):
-        with tp.no_grad():
-            out = fn(*[tp.tensor(a) for a in arrs])
-            return float(np.sum(np.array(out.contiguous().numpy(), dtype=np.float64) * weights))
-
-    leaves = [tp.tensor(a, requires_grad=True) for a in arrays]
-    out = fn(*leaves)
-    assert out.requires_grad
-    (out * tp.tensor(weights)).sum().backward()
-
-    for i, a in enumerate(arrays):
-        assert leaves[i].grad is not None, f"input {i} got no gradient"
-        analytic = np.array(leaves[i].grad.contiguous().numpy(), dtype=np.float64)
-        assert analytic.shape == a.shape, f"grad of input {i}: shape {analytic.shape} vs {a.shape}"
-        numeric = np.zeros_like(a)
-        flat = a.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss_value(arrays)
-            flat[j] = saved - eps
-            minus = loss_value(arrays)
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+    return check_gradients(fn, *arrays, eps=eps, rtol=rtol, atol=atol)
 
 
 # ---------------------------------------------------------------- pointwise

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from fd_check import check_gradients
 
 
 def rnd(shape, seed=0, dtype=np.float64):
@@ -21,31 +22,7 @@ def arr(t):
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-7):
-    """L = sum(fn(x) * W) for fixed random W; analytic grads from backward()
-    against central differences, in float64."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    out_shape = tuple(fn(*[tp.tensor(a) for a in arrays]).shape)
-    weights = np.random.default_rng(99).standard_normal(out_shape)
-
-    def loss_value(arrs):
-        with tp.no_grad():
-            return float(np.sum(arr(fn(*[tp.tensor(a) for a in arrs])) * weights))
-
-    leaves = [tp.tensor(a, requires_grad=True) for a in arrays]
-    (fn(*leaves) * tp.tensor(weights)).sum().backward()
-    for i, a in enumerate(arrays):
-        analytic = arr(leaves[i].grad)
-        numeric = np.zeros_like(a)
-        flat = a.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss_value(arrays)
-            flat[j] = saved - eps
-            minus = loss_value(arrays)
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+    return check_gradients(fn, *arrays, eps=eps, rtol=rtol, atol=atol)
 
 
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-5), np.float64: dict(rtol=1e-12, atol=1e-12), np.int64: dict(rtol=0, atol=0)}

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from fd_check import check_gradients
 
 RNG = np.random.default_rng(4321)
 
@@ -25,30 +26,7 @@ def close(got, want, rtol=1e-6, atol=1e-7):
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-7):
-    """Analytic gradients of L = sum(fn(*x) * W) vs central differences in float64."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    out = fn(*[T(a) for a in arrays])
-    weights = np.random.default_rng(99).standard_normal(tuple(out.shape))
-
-    def loss(arrs):
-        with tp.no_grad():
-            return float(np.sum(N(fn(*[T(a) for a in arrs])) * weights))
-
-    leaves = [T(a, requires_grad=True) for a in arrays]
-    (fn(*leaves) * T(weights)).sum().backward()
-    for i, a in enumerate(arrays):
-        assert leaves[i].grad is not None, f"input {i} got no gradient"
-        numeric = np.zeros_like(a)
-        flat = a.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss(arrays)
-            flat[j] = saved - eps
-            minus = loss(arrays)
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(N(leaves[i].grad), numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+    return check_gradients(fn, *arrays, eps=eps, rtol=rtol, atol=atol)
 
 
 def np_softmax(a, dim):

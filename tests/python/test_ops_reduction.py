@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from fd_check import check_gradients
 
 RNG = np.random.default_rng(1234)
 
@@ -48,32 +49,7 @@ def layouts(shape, seed=0, dtype=np.float64):
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-7):
-    """Analytic gradients of L = sum(fn(x) * W) vs central differences in float64."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    out = fn(*[T(a) for a in arrays])
-    weights = np.random.default_rng(99).standard_normal(tuple(out.shape))
-
-    def loss(arrs):
-        with tp.no_grad():
-            return float(np.sum(N(fn(*[T(a) for a in arrs])).astype(np.float64) * weights))
-
-    leaves = [T(a, requires_grad=True) for a in arrays]
-    (fn(*leaves) * T(weights)).sum().backward()
-    for i, a in enumerate(arrays):
-        assert leaves[i].grad is not None, f"input {i} got no gradient"
-        analytic = N(leaves[i].grad)
-        numeric = np.zeros_like(a)
-        flat = a.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss(arrays)
-            flat[j] = saved - eps
-            minus = loss(arrays)
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
-    return [N(l.grad) for l in leaves]
+    return check_gradients(fn, *arrays, eps=eps, rtol=rtol, atol=atol)
 
 
 DIMS = [None, 0, -1, (0, 2), (1,), (0, 1, 2)]
