@@ -2,6 +2,8 @@
 offending shapes/dtypes, and no crash (the process keeps working afterwards)."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -159,3 +161,36 @@ def test_compiled_function_raises_same_broadcast_error_as_eager():
     with pytest.raises(SHAPE_ERRORS) as info:
         cf(tp.ones(2, 3), tp.ones(4, 5))
     assert_names(str(info.value), "add", (2, 3), (4, 5))
+
+
+FUZZ = r'''
+import random, sys, warnings
+import tensorplay as tp
+warnings.simplefilter("ignore")
+random.seed(int(sys.argv[1]))
+vals = [None, 0, 1, -1, 2.5, True, "x", (), (1, 2), [0], [-5, 7],
+        tp.ones(3), tp.ones(2, 3), tp.zeros(0), tp.ones(3, dtype=tp.int64), tp.ones(2, 3, dtype=tp.bool),
+        tp.ones(()), tp.ones(4, 1).expand(4, 5), tp.ones(3, dtype=tp.float16), tp.ones(2, 2, dtype=tp.uint8),
+        tp.float64, [tp.ones(2), tp.ones(3)], tp.ones(1, 3, 4, 4), tp.arange(6).view(2, 3).t()]
+errors = (TypeError, ValueError, IndexError, RuntimeError, NotImplementedError, OverflowError, ZeroDivisionError)
+for name, f in sorted(tp._C._op_functions.items()):
+    for _ in range(12):
+        args = [random.choice(vals) for _ in range(random.randint(0, 4))]
+        kw = {}
+        if random.random() < 0.3:
+            kw[random.choice(["dim", "keepdim", "dtype", "out", "alpha", "p", "size", "weight"])] = random.choice(vals)
+        try:
+            f(*args, **kw)
+        except errors:
+            pass
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_bad_arguments_to_every_operator_never_crash_the_process(seed):
+    # Every generated operator gets random wrong argument combinations (None,
+    # strings, mismatched shapes, zero-size, narrow dtypes, expanded tensors):
+    # only Python exceptions may come out, never a crash or another exception type.
+    proc = subprocess.run([sys.executable, "-c", FUZZ, str(seed)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
