@@ -210,11 +210,16 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
       for (size_t i = 0; i < in.size(); ++i)
         if (consts[i] && consts[i]->is_float() && !is_floating(compute)) compute = default_float_dtype();
     }
+    // add/sub(x, y, alpha=a) is x +- a*y; div's integer rounding modes have no rule yet.
+    if (!n->attrs.is_none("rounding_mode")) cannot_lower(n, "div with rounding_mode");
+    std::optional<Scalar> alpha;
+    if (!n->attrs.is_none("alpha") && n->attrs.get_double("alpha") != 1.0) alpha = n->attrs.get_scalar("alpha");
     std::vector<Value> ins = in;
     std::string fname = fn;
-    v.at = [ins, fname, compute, out_dtype, out_sizes](const Index& idx) {
+    v.at = [ins, fname, compute, out_dtype, out_sizes, alpha](const Index& idx) {
       std::vector<Expr> args;
       for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), compute));
+      if (alpha) args[1] = call("mul", {args[1], constant(*alpha, compute)}, compute);
       return call(fname, std::move(args), is_comparison(fname) ? DType::Bool : out_dtype);
     };
     return v;
