@@ -151,6 +151,17 @@ void bind_tensor(nb::module_& m) {
       .def("__imul__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::mul_, "mul_"); })
       .def("__itruediv__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::div_, "div_"); })
       // ---- methods that are not operators (operators are generated: op_binding.cpp) ----
+      // .data: the same memory without autograd history; assigning it swaps the
+      // tensor's memory and shape while the object (and its requires_grad) stays.
+      .def_prop_rw("data", [](const Tensor& t) { return autograd::detach(t); },
+                   [](Tensor& t, const Tensor& src) {
+                     TensorImpl* impl = t.impl();
+                     impl->storage = src.impl()->storage;
+                     impl->sizes = src.sizes();
+                     impl->strides = src.strides();
+                     impl->offset = src.offset();
+                     impl->dtype = src.dtype();
+                   })
       .def_prop_ro("T", [](const Tensor& t) {
         Dims d;
         for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);

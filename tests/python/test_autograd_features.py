@@ -636,3 +636,20 @@ def test_view_made_before_base_gained_history():
     buf[0].copy_(x)
     (first * 3).sum().backward()  # first reads memory that now depends on x
     np.testing.assert_allclose(x.grad.numpy(), np.full(3, 3.0))
+
+
+def test_data_property_reads_without_history_and_assignment_keeps_the_object():
+    x = tp.ones(3, requires_grad=True)
+    d = x.data
+    assert not d.requires_grad and d.data_ptr() == x.data_ptr()
+    d.mul_(2)  # writes through, no autograd error: .data is outside the graph
+    assert x.detach().numpy().tolist() == [2.0, 2.0, 2.0]
+    before = id(x)
+    x.data = tp.zeros(2, dtype=tp.float64)
+    assert id(x) == before and x.requires_grad and x.is_leaf
+    assert x.shape == (2,) and x.dtype == tp.float64
+    (x * 3).sum().backward()
+    assert x.grad.numpy().tolist() == [3.0, 3.0]
+    p = tp.nn.Parameter(tp.ones(2))
+    p.data = tp.full((2,), 5.0)
+    assert isinstance(p, tp.nn.Parameter) and p.detach().numpy().tolist() == [5.0, 5.0]
