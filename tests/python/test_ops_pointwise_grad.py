@@ -6,35 +6,11 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from fd_check import check_gradients
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-8):
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    out_shape = tuple(fn(*[tp.tensor(a) for a in arrays]).shape)
-    weights = np.random.default_rng(99).standard_normal(out_shape)
-
-    def loss(arrs):
-        with tp.no_grad():
-            out = fn(*[tp.tensor(a) for a in arrs])
-            return float(np.sum(np.asarray(out.contiguous().numpy(), dtype=np.float64) * weights))
-
-    leaves = [tp.tensor(a, requires_grad=True) for a in arrays]
-    out = fn(*leaves)
-    (out * tp.tensor(weights)).sum().backward()
-    for i, a in enumerate(arrays):
-        assert leaves[i].grad is not None, f"input {i} got no gradient"
-        analytic = np.asarray(leaves[i].grad.contiguous().numpy(), dtype=np.float64)
-        numeric = np.zeros_like(a)
-        flat = a.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss(arrays)
-            flat[j] = saved - eps
-            minus = loss(arrays)
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+    return check_gradients(fn, *arrays, eps=eps, rtol=rtol, atol=atol)
 
 
 def uniform(lo, hi, shape=(3, 4), seed=0):
