@@ -11,6 +11,20 @@ from .module import Module
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm"]
 
 
+def _init_affine(module, shape, affine, bias, dtype):
+    """weight (ones) and optional bias (zeros) of `shape`, or both registered as None."""
+    module.register_parameter("weight", Parameter(_tp.empty(*shape, dtype=dtype)) if affine else None)
+    module.register_parameter("bias", Parameter(_tp.empty(*shape, dtype=dtype)) if affine and bias else None)
+    _reset_affine(module)
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
 def _as_shape(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
@@ -24,22 +38,10 @@ class LayerNorm(Module):
         self.normalized_shape = _as_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_tp.empty(*self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_tp.empty(*self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _init_affine(self, self.normalized_shape, elementwise_affine, bias, dtype)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -87,22 +89,10 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(_tp.empty(num_channels, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_tp.empty(num_channels, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _init_affine(self, (num_channels,), affine, bias, dtype)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
