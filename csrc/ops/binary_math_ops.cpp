@@ -414,6 +414,60 @@ std::vector<Tensor> clamp_backward(const BackwardArgs& a) {
 }
 
 // ---------------------------------------------------------------------------
+// Decompositions for the Stax backend (operators it lowers). Like the kernels,
+// they first convert every operand, Python numbers included, to the common
+// dtype (so `1 - weight` is rounded in that dtype) and then follow the
+// kernel's formula in the same order.
+using Outs = std::vector<Tensor>;
+
+std::vector<Tensor> to_common(const std::vector<Tensor>& in) {
+  std::vector<Tensor> defined;
+  for (auto& t : in)
+    if (t.defined()) defined.push_back(t);
+  const DType ct = result_type(defined);
+  std::vector<Tensor> r;
+  for (auto& t : in) {
+    Tensor c = t.defined() ? ops::to_dtype(t, ct) : t;
+    r.push_back(c.defined() && c.is_wrapped_number() ? ops::clone(c) : c);  // a plain 0-d tensor of ct
+  }
+  return r;
+}
+
+Outs dec_addcmul(const std::vector<Tensor>& in, const Attrs& at) {  // self + value * t1 * t2
+  auto x = to_common(in);
+  const Scalar v = value_of(at);
+  Tensor prod = v.to<double>() == 1.0 ? x[1] : ops::mul(x[1], scalar(v));
+  return {ops::add(x[0], ops::mul(prod, x[2]))};
+}
+Outs dec_addcdiv(const std::vector<Tensor>& in, const Attrs& at) {  // self + value * (t1 / t2)
+  auto x = to_common(in);
+  const Scalar v = value_of(at);
+  Tensor q = ops::div(x[1], x[2]);
+  return {ops::add(x[0], v.to<double>() == 1.0 ? q : ops::mul(q, scalar(v)))};
+}
+// The kernel's form, exact at weight 0 and at weight 1.
+Outs dec_lerp(const std::vector<Tensor>& in, const Attrs&) {
+  auto x = to_common(in);
+  const Tensor &s = x[0], &e = x[1], &w = x[2];
+  Tensor d = ops::sub(e, s);
+  Tensor near_start = ops::add(s, ops::mul(w, d));
+  Tensor near_end = ops::sub(e, ops::mul(d, ops::sub(scalar(1.0), w)));
+  return {ops::where(ops::lt(ops::abs(w), scalar(0.5)), near_start, near_end)};
+}
+// NaN in the input or in a bound propagates and lo > hi gives hi: exactly
+// minimum(maximum(x, lo), hi) with the NaN-propagating maximum/minimum.
+template <Clamp K>
+Outs dec_clamp(const std::vector<Tensor>& in, const Attrs&) {
+  auto x = to_common(in);
+  Tensor lo = K == Clamp::Max ? Tensor() : x[1];
+  Tensor hi = K == Clamp::Min ? Tensor() : K == Clamp::Max ? x[1] : x[2];
+  Tensor r = x[0];
+  if (lo.defined()) r = ops::maximum(r, lo);
+  if (hi.defined()) r = ops::minimum(r, hi);
+  return {r};
+}
+
+// ---------------------------------------------------------------------------
 const char* inplace_schema_of(const char* iname, const char* schema) {
   std::string is = schema;
   is.replace(0, is.find('('), iname);
@@ -423,9 +477,10 @@ const char* inplace_schema_of(const char* iname, const char* schema) {
 }
 
 template <pw::IntoFn Into, InferFn Infer>
-void reg(const char* name, const char* schema, int n, BackwardFn bw, bool inplace) {
+void reg(const char* name, const char* schema, int n, BackwardFn bw, bool inplace, DecomposeFn dec = nullptr) {
   const char* iname = inplace ? intern_attr_name(std::string(name) + "_") : nullptr;
-  pw::register_pointwise<Into, Infer>(name, schema, n, bw, iname, inplace ? inplace_schema_of(iname, schema) : nullptr);
+  pw::register_pointwise<Into, Infer>(name, schema, n, bw, iname, inplace ? inplace_schema_of(iname, schema) : nullptr,
+                                      0, dec);
 }
 
 template <Op K>
@@ -454,18 +509,19 @@ void register_binary_math_ops() {
   reg2<Op::Shr>("bitwise_right_shift", nullptr);
   reg<&tern_into<Tern::Addcmul>, &tern_infer<Tern::Addcmul>>(
       "addcmul", "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", 3,
-      &addcmul_backward, true);
+      &addcmul_backward, true, &dec_addcmul);
   reg<&tern_into<Tern::Addcdiv>, &tern_infer<Tern::Addcdiv>>(
       "addcdiv", "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", 3,
-      &addcdiv_backward, true);
+      &addcdiv_backward, true, &dec_addcdiv);
   reg<&tern_into<Tern::Lerp>, &tern_infer<Tern::Lerp>>("lerp", "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
-                                                       3, &lerp_backward, true);
+                                                       3, &lerp_backward, true, &dec_lerp);
   reg<&clamp_into<Clamp::Both>, &clamp_infer<Clamp::Both>>(
-      "clamp", "clamp(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", 3, &clamp_backward<Clamp::Both>, true);
+      "clamp", "clamp(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", 3, &clamp_backward<Clamp::Both>, true,
+      &dec_clamp<Clamp::Both>);
   reg<&clamp_into<Clamp::Min>, &clamp_infer<Clamp::Min>>("clamp_min", "clamp_min(Tensor self, Tensor min) -> Tensor", 2,
-                                                         &clamp_backward<Clamp::Min>, true);
+                                                         &clamp_backward<Clamp::Min>, true, &dec_clamp<Clamp::Min>);
   reg<&clamp_into<Clamp::Max>, &clamp_infer<Clamp::Max>>("clamp_max", "clamp_max(Tensor self, Tensor max) -> Tensor", 2,
-                                                         &clamp_backward<Clamp::Max>, true);
+                                                         &clamp_backward<Clamp::Max>, true, &dec_clamp<Clamp::Max>);
 }
 
 }  // namespace tp

@@ -306,6 +306,105 @@ Tensor d_reciprocal(const Tensor& g, const Tensor&, const Tensor& o, const Attrs
 Tensor d_square(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return mul3(g, x, c(2.0)); }
 
 // ---------------------------------------------------------------------------
+// Decompositions into the operators the Stax lowering knows (arithmetic, exp,
+// log, sqrt, tanh, comparisons, where, dtype conversion), so compiled graphs
+// with these activations get generated kernels. Each one follows its eager
+// kernel's formula step by step (same operation order, same NaN and bound
+// semantics), so the two differ only by the rounding of exp/log/tanh. A
+// decomposition that calls its own operator means "not expressible for these
+// arguments": the pass keeps the node and the lowering reports it.
+using ops::to_dtype;
+
+// The floating dtype a float-valued operator computes in (integers -> default float).
+Tensor as_float(const Tensor& x) { return to_dtype(x, pw::float_result(x.dtype())); }
+Tensor int_c(int64_t v) { return scalar(Scalar(v)); }
+
+// log1p(u) for u >= 0 from log alone: when 1 + u rounds, log(1+u) * u / ((1+u) - 1)
+// cancels the rounding (Goldberg); when it is exact (u = 0, huge u, inf) log(1+u) is.
+Tensor log1p_nonneg(const Tensor& u) {
+  Tensor w = ops::add(u, c(1.0)), d = ops::sub(w, c(1.0)), lw = ops::log(w);
+  return ops::where(ops::eq(d, u), lw, ops::where(ops::eq(w, c(1.0)), u, ops::mul(lw, ops::div(u, d))));
+}
+
+// expm1(x) for x <= 0 (or NaN) from exp and log: (e - 1) * x / log(e) cancels the
+// rounding of e = exp(x) (Kahan); e == 1 means |x| is below rounding.
+Tensor expm1_nonpos(const Tensor& x) {
+  Tensor e = ops::exp(x), em1 = ops::sub(e, c(1.0));
+  Tensor general = ops::mul(em1, ops::div(x, ops::log(e)));
+  return ops::where(ops::eq(e, c(1.0)), x, ops::where(ops::eq(em1, c(-1.0)), c(-1.0), general));
+}
+
+using Outs = std::vector<Tensor>;
+Outs dec_silu(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::div(in[0], ops::add(ops::exp(ops::neg(in[0])), c(1.0)))};
+}
+Outs dec_gelu(const std::vector<Tensor>& in, const Attrs& at) {
+  const Tensor& x = in[0];
+  if (resolve(UnaryFn::Gelu, at, "gelu") != UnaryFn::GeluTanh) return {ops::gelu(x, "none")};  // needs erf
+  Tensor cube = ops::mul(ops::mul(ops::mul(x, c(0.044715)), x), x);
+  Tensor inner = ops::mul(ops::add(x, cube), c(kSqrt2OverPi));
+  return {ops::mul(ops::mul(x, c(0.5)), ops::add(ops::tanh(inner), c(1.0)))};
+}
+Outs dec_mish(const std::vector<Tensor>& in, const Attrs&) {
+  return {ops::mul(in[0], ops::tanh(log1p_nonneg(ops::exp(in[0]))))};
+}
+Outs dec_softplus(const std::vector<Tensor>& in, const Attrs& at) {
+  const vec::Params p = params_of(UnaryFn::Softplus, at);
+  Tensor bx = ops::mul(in[0], c(p.a));
+  return {ops::where(ops::gt(bx, c(p.b)), in[0], ops::div(log1p_nonneg(ops::exp(bx)), c(p.a)))};
+}
+Outs dec_elu(const std::vector<Tensor>& in, const Attrs& at) {
+  const double alpha = params_of(UnaryFn::Elu, at).a;
+  return {ops::where(ops::gt(in[0], c(0.0)), in[0], ops::mul(expm1_nonpos(in[0]), c(alpha)))};
+}
+Outs dec_leaky_relu(const std::vector<Tensor>& in, const Attrs& at) {
+  const double slope = params_of(UnaryFn::LeakyRelu, at).a;
+  return {ops::where(ops::gt(in[0], c(0.0)), in[0], ops::mul(in[0], c(slope)))};
+}
+// x < lo ? lo : x, then > hi ? hi : that: a NaN input passes, a NaN bound is ignored, lo > hi gives hi.
+Outs dec_hardtanh(const std::vector<Tensor>& in, const Attrs& at) {
+  const Tensor& x = in[0];
+  const vec::Params p = params_of(UnaryFn::Hardtanh, at);
+  Tensor lo = c(p.a), hi = c(p.b);
+  if (!is_floating(x.dtype())) {  // the integer kernel truncates the bounds
+    if (!std::isfinite(p.a) || !std::isfinite(p.b)) return {ops::hardtanh(x, Scalar(p.a), Scalar(p.b))};
+    lo = int_c(static_cast<int64_t>(p.a));
+    hi = int_c(static_cast<int64_t>(p.b));
+  }
+  Tensor l = ops::where(ops::lt(x, lo), lo, x);
+  return {ops::where(ops::gt(l, hi), hi, l)};
+}
+Outs dec_rsqrt(const std::vector<Tensor>& in, const Attrs&) { return {ops::div(c(1.0), ops::sqrt(as_float(in[0])))}; }
+Outs dec_reciprocal(const std::vector<Tensor>& in, const Attrs&) { return {ops::div(c(1.0), as_float(in[0]))}; }
+Outs dec_square(const std::vector<Tensor>& in, const Attrs&) {
+  Tensor x = in[0].dtype() == DType::Bool ? to_dtype(in[0], DType::Int64) : in[0];
+  return {ops::mul(x, x)};
+}
+Outs dec_sign(const std::vector<Tensor>& in, const Attrs&) {  // NaN -> 0, like the kernel
+  const Tensor& x = in[0];
+  if (x.dtype() == DType::Bool) return {ops::clone(x)};
+  return {ops::sub(to_dtype(ops::gt(x, int_c(0)), x.dtype()), to_dtype(ops::lt(x, int_c(0)), x.dtype()))};
+}
+// The kernel clamps to [eps, 1 - eps] with both bounds rounded to its compute
+// type (a negative eps means no clamp), then takes log(x / (1 - x)).
+Outs dec_logit(const std::vector<Tensor>& in, const Attrs& at) {
+  Tensor x = as_float(in[0]);
+  if (auto eps = at.get_optional_double("eps")) {
+    double lo = *eps, hi = 1.0 - *eps;
+    if (x.dtype() != DType::Float64) {
+      const float lf = static_cast<float>(*eps);
+      lo = lf;
+      hi = 1.0f - lf;
+    }
+    if (lo >= 0) {
+      x = ops::where(ops::lt(x, c(lo)), c(lo), x);
+      x = ops::where(ops::gt(x, c(hi)), c(hi), x);
+    }
+  }
+  return {ops::log(ops::div(x, ops::sub(c(1.0), x)))};
+}
+
+// ---------------------------------------------------------------------------
 // "exp(Tensor self) -> Tensor" -> "exp_(Tensor(a!) self) -> Tensor(a!)"
 const char* inplace_schema_of(const char* iname, const char* schema) {
   std::string is = schema;
@@ -315,17 +414,18 @@ const char* inplace_schema_of(const char* iname, const char* schema) {
   return intern_attr_name(is);
 }
 
-template <IntoFnAlias Into, InferFn Infer, DFn D>
+template <IntoFnAlias Into, InferFn Infer, DFn D, DecomposeFn Dec = nullptr>
 void reg_any(const char* name, const char* schema, bool inplace) {
   const char* iname = inplace ? intern_attr_name(std::string(name) + "_") : nullptr;
   BackwardFn bw = nullptr;
   if constexpr (D != nullptr) bw = &unary_backward<D>;
-  pw::register_pointwise<Into, Infer>(name, schema, 1, bw, iname, inplace ? inplace_schema_of(iname, schema) : nullptr);
+  pw::register_pointwise<Into, Infer>(name, schema, 1, bw, iname, inplace ? inplace_schema_of(iname, schema) : nullptr,
+                                      0, Dec);
 }
 
-template <UnaryFn F, Rule R, DFn D = nullptr>
+template <UnaryFn F, Rule R, DFn D = nullptr, DecomposeFn Dec = nullptr>
 void reg(const char* name, const char* schema, bool inplace = true) {
-  reg_any<&unary_into<F, R>, &unary_infer<F, R>, D>(name, schema, inplace);
+  reg_any<&unary_into<F, R>, &unary_infer<F, R>, D, Dec>(name, schema, inplace);
 }
 
 template <Pred P>
@@ -346,7 +446,7 @@ void register_unary_math_ops() {
   reg<U::Log10, R::FloatValued, d_log10>("log10", "log10(Tensor self) -> Tensor");
   reg<U::Log1p, R::FloatValued, d_log1p>("log1p", "log1p(Tensor self) -> Tensor");
   reg<U::Sqrt, R::FloatValued, d_sqrt>("sqrt", "sqrt(Tensor self) -> Tensor");
-  reg<U::Rsqrt, R::FloatValued, d_rsqrt>("rsqrt", "rsqrt(Tensor self) -> Tensor");
+  reg<U::Rsqrt, R::FloatValued, d_rsqrt, dec_rsqrt>("rsqrt", "rsqrt(Tensor self) -> Tensor");
   reg<U::Sin, R::FloatValued, d_sin>("sin", "sin(Tensor self) -> Tensor");
   reg<U::Cos, R::FloatValued, d_cos>("cos", "cos(Tensor self) -> Tensor");
   reg<U::Tan, R::FloatValued, d_tan>("tan", "tan(Tensor self) -> Tensor");
@@ -363,25 +463,25 @@ void register_unary_math_ops() {
   reg<U::Erfc, R::FloatValued, d_erfc>("erfc", "erfc(Tensor self) -> Tensor");
   reg<U::Erfinv, R::FloatValued, d_erfinv>("erfinv", "erfinv(Tensor self) -> Tensor");
   reg<U::Sigmoid, R::FloatValued, d_sigmoid>("sigmoid", "sigmoid(Tensor self) -> Tensor");
-  reg<U::Logit, R::FloatValued, d_logit>("logit", "logit(Tensor self, float? eps=None) -> Tensor");
-  reg<U::Reciprocal, R::FloatValued, d_reciprocal>("reciprocal", "reciprocal(Tensor self) -> Tensor");
+  reg<U::Logit, R::FloatValued, d_logit, dec_logit>("logit", "logit(Tensor self, float? eps=None) -> Tensor");
+  reg<U::Reciprocal, R::FloatValued, d_reciprocal, dec_reciprocal>("reciprocal", "reciprocal(Tensor self) -> Tensor");
   reg<U::Relu, R::SameNoBool, d_relu>("relu", "relu(Tensor self) -> Tensor");
-  reg<U::Gelu, R::FloatOnly, d_gelu>("gelu", "gelu(Tensor self, *, str approximate='none') -> Tensor");
-  reg<U::Silu, R::FloatOnly, d_silu>("silu", "silu(Tensor self) -> Tensor");
-  reg<U::Mish, R::FloatOnly, d_mish>("mish", "mish(Tensor self) -> Tensor");
-  reg<U::Softplus, R::FloatOnly, d_softplus>("softplus", "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", false);
-  reg<U::Elu, R::FloatOnly, d_elu>("elu", "elu(Tensor self, Scalar alpha=1.0) -> Tensor");
-  reg<U::LeakyRelu, R::FloatOnly, d_leaky_relu>("leaky_relu", "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor");
-  reg<U::Hardtanh, R::SameNoBool, d_hardtanh>("hardtanh", "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor");
+  reg<U::Gelu, R::FloatOnly, d_gelu, dec_gelu>("gelu", "gelu(Tensor self, *, str approximate='none') -> Tensor");
+  reg<U::Silu, R::FloatOnly, d_silu, dec_silu>("silu", "silu(Tensor self) -> Tensor");
+  reg<U::Mish, R::FloatOnly, d_mish, dec_mish>("mish", "mish(Tensor self) -> Tensor");
+  reg<U::Softplus, R::FloatOnly, d_softplus, dec_softplus>("softplus", "softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", false);
+  reg<U::Elu, R::FloatOnly, d_elu, dec_elu>("elu", "elu(Tensor self, Scalar alpha=1.0) -> Tensor");
+  reg<U::LeakyRelu, R::FloatOnly, d_leaky_relu, dec_leaky_relu>("leaky_relu", "leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor");
+  reg<U::Hardtanh, R::SameNoBool, d_hardtanh, dec_hardtanh>("hardtanh", "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor");
   reg<U::Abs, R::SameNoBool, d_abs>("abs", "abs(Tensor self) -> Tensor");
   reg<U::Neg, R::SameNoBool, d_neg>("neg", "neg(Tensor self) -> Tensor");
-  reg<U::Sign, R::SameAny, zero_grad>("sign", "sign(Tensor self) -> Tensor");
+  reg<U::Sign, R::SameAny, zero_grad, dec_sign>("sign", "sign(Tensor self) -> Tensor");
   reg<U::Floor, R::SameNoBool, zero_grad>("floor", "floor(Tensor self) -> Tensor");
   reg<U::Ceil, R::SameNoBool, zero_grad>("ceil", "ceil(Tensor self) -> Tensor");
   reg<U::Round, R::SameNoBool, zero_grad>("round", "round(Tensor self, *, int decimals=0) -> Tensor");
   reg<U::Trunc, R::SameNoBool, zero_grad>("trunc", "trunc(Tensor self) -> Tensor");
   reg<U::Frac, R::FloatOnly, d_frac>("frac", "frac(Tensor self) -> Tensor");
-  reg<U::Square, R::SameAny, d_square>("square", "square(Tensor self) -> Tensor");
+  reg<U::Square, R::SameAny, d_square, dec_square>("square", "square(Tensor self) -> Tensor");
   reg_pred<Pred::IsNan>("isnan", "isnan(Tensor self) -> Tensor", false);
   reg_pred<Pred::IsInf>("isinf", "isinf(Tensor self) -> Tensor", false);
   reg_pred<Pred::IsFinite>("isfinite", "isfinite(Tensor self) -> Tensor", false);

@@ -44,12 +44,18 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
   }
   throw Error("internal: decomposition without output");
 }
+bool calls_itself(const Graph& sub, const OpDef& op) {
+  for (auto& n : sub.nodes())
+    if (n->opcode == Opcode::CallFunction && n->target == &op) return true;
+  return false;
+}
 }  // namespace
 
 bool decompose_composites(Graph& g) {
   std::vector<Node*> todo;
   for (auto& n : g.nodes())
     if (n->opcode == Opcode::CallFunction && n->target->decompose) todo.push_back(n.get());
+  bool changed = false;
   for (Node* n : todo) {
     std::vector<Tensor> examples;
     for (auto& a : n->args) {
@@ -65,6 +71,10 @@ bool decompose_composites(Graph& g) {
     Attrs attrs = n->attrs;
     TraceResult sub = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs); }, examples, {},
                             /*execute=*/false);
+    // A decomposition that calls its own operator says "not expressible for
+    // these arguments" (gelu without tanh needs erf): the node stays, and the
+    // lowering names it when it cannot lower it.
+    if (calls_itself(*sub.graph, op)) continue;
     std::vector<Arg> outs = splice(g, n, *sub.graph, n->args);
     if (n->output_metas.empty()) {
       g.replace_all_uses(n, std::get<Node*>(outs.at(0)));
@@ -76,8 +86,9 @@ bool decompose_composites(Graph& g) {
       }
     }
     g.erase(n);
+    changed = true;
   }
-  return !todo.empty();
+  return changed;
 }
 
 }  // namespace tp::passes

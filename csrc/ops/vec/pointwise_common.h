@@ -164,12 +164,15 @@ std::vector<Tensor> inplace_cpu(const OpDef& op, const std::vector<Tensor>& in, 
 }
 
 // Registers `name` (out of place) and, when `inplace_schema` is given, `name_`.
+// A `decompose` (into operators the Stax lowering knows) makes the out-of-place
+// operator kComposite; eager calls still run its kernel.
 template <IntoFn Into, InferFn Infer>
 void register_pointwise(const char* name, const char* schema, int num_inputs, BackwardFn backward,
                         const char* inplace_name = nullptr, const char* inplace_schema = nullptr,
-                        uint32_t extra_tags = 0) {
-  register_op({.name = name, .schema = schema, .tags = kPointwise | extra_tags, .num_inputs = num_inputs,
-               .infer = Infer, .cpu = &out_of_place_cpu<Into>, .backward = backward, .pointwise_fn = name});
+                        uint32_t extra_tags = 0, DecomposeFn decompose = nullptr) {
+  const uint32_t tags = kPointwise | extra_tags | (decompose ? kComposite : 0u);
+  register_op({.name = name, .schema = schema, .tags = tags, .num_inputs = num_inputs, .infer = Infer,
+               .cpu = &out_of_place_cpu<Into>, .backward = backward, .decompose = decompose, .pointwise_fn = name});
   if (inplace_name)
     register_op({.name = inplace_name, .schema = inplace_schema, .tags = kInplace, .num_inputs = num_inputs,
                  .infer = &inplace_infer<Infer>, .cpu = &inplace_cpu<Into, Infer>});
