@@ -454,6 +454,25 @@ Outs dec_lerp(const std::vector<Tensor>& in, const Attrs&) {
   Tensor near_end = ops::sub(e, ops::mul(d, ops::sub(scalar(1.0), w)));
   return {ops::where(ops::lt(ops::abs(w), scalar(0.5)), near_start, near_end)};
 }
+// pow by a Python number with one of the kernel's exact shortcuts (x*x, sqrt,
+// 1/sqrt, 1/x); any other exponent or a tensor exponent stays pow (the call to
+// itself tells the pass so), since exp(e*log(x)) would not match the kernel.
+Outs dec_pow(const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor &x = in[0], &e = in[1];
+  const DType ct = result_type(in);
+  if (e.is_wrapped_number() && !x.is_wrapped_number()) {
+    const double v = e.item().to<double>();
+    const Tensor b = ops::to_dtype(x, ct == DType::Bool ? DType::Int64 : ct);
+    if (v == 2.0) return {ops::mul(b, b)};
+    if (is_floating(ct)) {
+      if (v == 0.5) return {ops::sqrt(b)};
+      if (v == -0.5) return {ops::div(scalar(1.0), ops::sqrt(b))};
+      if (v == -1.0) return {ops::div(scalar(1.0), b)};
+    }
+  }
+  return {ops::pow(x, e)};
+}
+
 // NaN in the input or in a bound propagates and lo > hi gives hi: exactly
 // minimum(maximum(x, lo), hi) with the NaN-propagating maximum/minimum.
 template <Clamp K>
@@ -487,7 +506,7 @@ template <Op K>
 void reg2(const char* name, BackwardFn bw, bool inplace = true) {
   std::string s = std::string(name) + "(Tensor self, Tensor other) -> Tensor";
   if (K == Op::Pow) s = "pow(Tensor self, Tensor exponent) -> Tensor";
-  reg<&binary_into<K>, &binary_infer<K>>(name, intern_attr_name(s), 2, bw, inplace);
+  reg<&binary_into<K>, &binary_infer<K>>(name, intern_attr_name(s), 2, bw, inplace, K == Op::Pow ? &dec_pow : nullptr);
 }
 
 }  // namespace

@@ -319,19 +319,21 @@ using ops::to_dtype;
 Tensor as_float(const Tensor& x) { return to_dtype(x, pw::float_result(x.dtype())); }
 Tensor int_c(int64_t v) { return scalar(Scalar(v)); }
 
-// log1p(u) for u >= 0 from log alone: when 1 + u rounds, log(1+u) * u / ((1+u) - 1)
-// cancels the rounding (Goldberg); when it is exact (u = 0, huge u, inf) log(1+u) is.
-Tensor log1p_nonneg(const Tensor& u) {
+// log1p(u) from log alone: when 1 + u rounds, log(1+u) * u / ((1+u) - 1)
+// cancels the rounding (Goldberg); when it is exact (u = 0, -1, huge, inf) log(1+u) is.
+Tensor log1p_of(const Tensor& u) {
   Tensor w = ops::add(u, c(1.0)), d = ops::sub(w, c(1.0)), lw = ops::log(w);
   return ops::where(ops::eq(d, u), lw, ops::where(ops::eq(w, c(1.0)), u, ops::mul(lw, ops::div(u, d))));
 }
 
-// expm1(x) for x <= 0 (or NaN) from exp and log: (e - 1) * x / log(e) cancels the
-// rounding of e = exp(x) (Kahan); e == 1 means |x| is below rounding.
-Tensor expm1_nonpos(const Tensor& x) {
+// expm1(x) from exp and log: (e - 1) * x / log(e) cancels the rounding of
+// e = exp(x) (Kahan); e == 1 means |x| is below rounding, e - 1 == -1 or e - 1
+// == e means the subtraction is already exact to rounding (far tails, inf).
+Tensor expm1_of(const Tensor& x) {
   Tensor e = ops::exp(x), em1 = ops::sub(e, c(1.0));
   Tensor general = ops::mul(em1, ops::div(x, ops::log(e)));
-  return ops::where(ops::eq(e, c(1.0)), x, ops::where(ops::eq(em1, c(-1.0)), c(-1.0), general));
+  Tensor exact = ops::where(ops::eq(em1, e), em1, general);
+  return ops::where(ops::eq(e, c(1.0)), x, ops::where(ops::eq(em1, c(-1.0)), em1, exact));
 }
 
 using Outs = std::vector<Tensor>;
@@ -346,16 +348,16 @@ Outs dec_gelu(const std::vector<Tensor>& in, const Attrs& at) {
   return {ops::mul(ops::mul(x, c(0.5)), ops::add(ops::tanh(inner), c(1.0)))};
 }
 Outs dec_mish(const std::vector<Tensor>& in, const Attrs&) {
-  return {ops::mul(in[0], ops::tanh(log1p_nonneg(ops::exp(in[0]))))};
+  return {ops::mul(in[0], ops::tanh(log1p_of(ops::exp(in[0]))))};
 }
 Outs dec_softplus(const std::vector<Tensor>& in, const Attrs& at) {
   const vec::Params p = params_of(UnaryFn::Softplus, at);
   Tensor bx = ops::mul(in[0], c(p.a));
-  return {ops::where(ops::gt(bx, c(p.b)), in[0], ops::div(log1p_nonneg(ops::exp(bx)), c(p.a)))};
+  return {ops::where(ops::gt(bx, c(p.b)), in[0], ops::div(log1p_of(ops::exp(bx)), c(p.a)))};
 }
 Outs dec_elu(const std::vector<Tensor>& in, const Attrs& at) {
   const double alpha = params_of(UnaryFn::Elu, at).a;
-  return {ops::where(ops::gt(in[0], c(0.0)), in[0], ops::mul(expm1_nonpos(in[0]), c(alpha)))};
+  return {ops::where(ops::gt(in[0], c(0.0)), in[0], ops::mul(expm1_of(in[0]), c(alpha)))};
 }
 Outs dec_leaky_relu(const std::vector<Tensor>& in, const Attrs& at) {
   const double slope = params_of(UnaryFn::LeakyRelu, at).a;
@@ -374,6 +376,8 @@ Outs dec_hardtanh(const std::vector<Tensor>& in, const Attrs& at) {
   Tensor l = ops::where(ops::lt(x, lo), lo, x);
   return {ops::where(ops::gt(l, hi), hi, l)};
 }
+Outs dec_log1p(const std::vector<Tensor>& in, const Attrs&) { return {log1p_of(as_float(in[0]))}; }
+Outs dec_expm1(const std::vector<Tensor>& in, const Attrs&) { return {expm1_of(as_float(in[0]))}; }
 Outs dec_rsqrt(const std::vector<Tensor>& in, const Attrs&) { return {ops::div(c(1.0), ops::sqrt(as_float(in[0])))}; }
 Outs dec_reciprocal(const std::vector<Tensor>& in, const Attrs&) { return {ops::div(c(1.0), as_float(in[0]))}; }
 Outs dec_square(const std::vector<Tensor>& in, const Attrs&) {
@@ -440,11 +444,11 @@ void register_unary_math_ops() {
   using U = UnaryFn;
   reg<U::Exp, R::FloatValued, d_exp>("exp", "exp(Tensor self) -> Tensor");
   reg<U::Exp2, R::FloatValued, d_exp2>("exp2", "exp2(Tensor self) -> Tensor");
-  reg<U::Expm1, R::FloatValued, d_expm1>("expm1", "expm1(Tensor self) -> Tensor");
+  reg<U::Expm1, R::FloatValued, d_expm1, dec_expm1>("expm1", "expm1(Tensor self) -> Tensor");
   reg<U::Log, R::FloatValued, d_log>("log", "log(Tensor self) -> Tensor");
   reg<U::Log2, R::FloatValued, d_log2>("log2", "log2(Tensor self) -> Tensor");
   reg<U::Log10, R::FloatValued, d_log10>("log10", "log10(Tensor self) -> Tensor");
-  reg<U::Log1p, R::FloatValued, d_log1p>("log1p", "log1p(Tensor self) -> Tensor");
+  reg<U::Log1p, R::FloatValued, d_log1p, dec_log1p>("log1p", "log1p(Tensor self) -> Tensor");
   reg<U::Sqrt, R::FloatValued, d_sqrt>("sqrt", "sqrt(Tensor self) -> Tensor");
   reg<U::Rsqrt, R::FloatValued, d_rsqrt, dec_rsqrt>("rsqrt", "rsqrt(Tensor self) -> Tensor");
   reg<U::Sin, R::FloatValued, d_sin>("sin", "sin(Tensor self) -> Tensor");

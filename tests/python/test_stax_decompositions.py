@@ -72,6 +72,13 @@ UNARY = {
     "hardtanh_crossed": lambda x: tp.hardtanh(x, 1.0, -1.0),
     "hardtanh_nan_bound": lambda x: tp.hardtanh(x, math.nan, 0.5),
     "hardtanh_inf_bound": lambda x: tp.hardtanh(x, -math.inf, 0.5),
+    "log1p": tp.log1p,
+    "expm1": tp.expm1,
+    "pow_2": lambda x: x**2,
+    "pow_int_2": lambda x: tp.pow(x, 2),
+    "pow_half": lambda x: x**0.5,
+    "pow_minus_half": lambda x: x**-0.5,
+    "pow_minus_1": lambda x: x**-1.0,
     "rsqrt": tp.rsqrt,
     "reciprocal": tp.reciprocal,
     "square": tp.square,
@@ -112,7 +119,8 @@ def test_extreme_magnitudes(dtype):
     # Ranges where exp overflows or underflows and where log1p/expm1 need the
     # cancellation-free forms (tiny arguments).
     for x in _inputs(dtype, -120.0, 120.0) + _inputs(dtype, -1e-6, 1e-6):
-        for name in ("silu", "mish", "softplus", "softplus_beta_threshold", "elu", "gelu_tanh", "logit"):
+        for name in ("silu", "mish", "softplus", "softplus_beta_threshold", "elu", "gelu_tanh", "logit", "log1p",
+                     "expm1"):
             _check(UNARY[name], _prepare(name, x))
 
 
@@ -161,7 +169,13 @@ def test_integer_and_bool_inputs():
         _check(lambda x: tp.clamp(x, -3.5), x)  # a float bound makes a float result
         _check(lambda x: tp.addcmul(x, x, x, value=3), x)
         _check(lambda x: tp.logit(x), x)
+        _check(lambda x: x**2, x)
+        _check(lambda x: x**0.5, x.abs())
+        _check(lambda x: x**-1.0, x)
+        _check(tp.log1p, x.abs())
+        _check(tp.expm1, x % 7)
     _check(tp.square, b)  # bool squares to int64
+    _check(lambda b: b**2, b)
     _check(tp.sign, b)
 
 
@@ -223,6 +237,17 @@ def test_exact_gelu_is_not_decomposed():
     strict = tp.compile(lambda x: tp.gelu(x) + 1, backend="stax", strict_native=True)
     with pytest.raises(tp.compiler.BackendError, match="gelu"):
         strict(x)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x**3, lambda x: 2**x, lambda x, y: x**y], ids=["cube", "rpow", "tensor"])
+def test_pow_without_exact_shortcut_is_not_decomposed(fn):
+    # exp(e * log(x)) would not match the kernel (negative bases, rounding).
+    args = (tp.randn(4, 5), tp.randn(4, 5))[: fn.__code__.co_argcount]
+    fallbacks = _metric("fallback_count")
+    _assert_close(tp.compile(fn, backend="stax")(*args), fn(*args), 1e-7)
+    assert _metric("fallback_count") == fallbacks + 1
+    with pytest.raises(tp.compiler.BackendError, match="pow"):
+        tp.compile(fn, backend="stax", strict_native=True)(*args)
 
 
 def test_eager_calls_keep_their_kernels():
