@@ -192,6 +192,7 @@ ACTIVATION_CHAINS = {
     "elu_leaky_hardtanh": lambda x: tp.hardtanh(tp.elu(x) - tp.leaky_relu(x, 0.1)),
     "clamp_lerp_addcmul": lambda x: tp.addcmul(tp.lerp(x, tp.clamp(x, -1, 1), 0.6), x, x, value=0.1),
     "softmax_of_gelu": lambda x: tp.softmax(tp.gelu(x, approximate="tanh"), -1),
+    "exact_gelu_erf": lambda x: tp.gelu(x) - tp.erf(x) * 0.5,
 }
 
 
@@ -206,7 +207,7 @@ def test_activation_graphs_generate_kernels(name):
 
 
 def test_activation_module_generates_kernels():
-    model = nn.Sequential(nn.GELU(approximate="tanh"), nn.SiLU(), nn.LayerNorm(24))
+    model = nn.Sequential(nn.GELU(approximate="tanh"), nn.SiLU(), nn.LayerNorm(24), nn.GELU())
     x = tp.randn(10, 24)
     kernels, fallbacks = _metric("generated_kernel_count"), _metric("fallback_count")
     with tp.no_grad():
@@ -220,22 +221,35 @@ def test_mlp_module_matches_eager():
     # Linear is not lowered yet, so this graph falls back; the result must still be right.
     tp.manual_seed(0)
     model = nn.Sequential(nn.Linear(12, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 16), nn.SiLU(),
-                          nn.LayerNorm(16))
+                          nn.LayerNorm(16), nn.GELU())
     x = tp.randn(7, 12)
     with tp.no_grad():
         cf = tp.compile(model, backend="stax")
         _assert_close(cf(x), model(x), 5e-6)
 
 
-def test_exact_gelu_is_not_decomposed():
-    # erf has no Stax lowering: the operator stays and is named when it cannot be lowered.
-    x = tp.randn(5, 6)
+def test_erf_and_exact_gelu_float32():
+    # float32 erf is built from exp and fitted polynomials (<= 1.2 ulp from the true erf).
+    tiny = tp.tensor(np.concatenate([[1e-38, -1e-38, 1e-20], np.linspace(-1e-3, 1e-3, 101)]), dtype=tp.float32)
+    wide = tp.tensor(np.linspace(-12, 12, 4001), dtype=tp.float32)
+    for x in _inputs(tp.float32) + [tiny, wide, tp.zeros(0, 3), tp.tensor(0.3)]:
+        _check(tp.erf, x)
+        _check(tp.gelu, x)
+        _check(lambda x: tp.gelu(x, approximate="none") * 2, x)
+    _check(tp.erf, tp.tensor([-3, 0, 1, 2, 7], dtype=tp.int64))  # float-valued
+
+
+@pytest.mark.parametrize("fn,name", [(tp.gelu, "gelu"), (tp.erf, "erf")])
+def test_float64_erf_is_not_decomposed(fn, name):
+    # No float64-accurate erf from the lowered operators: the operator stays
+    # and the lowering names it.
+    x = tp.randn(5, 6, dtype=tp.float64)
     fallbacks = _metric("fallback_count")
-    cf = tp.compile(lambda x: tp.gelu(x) * 2, backend="stax")
-    _assert_close(cf(x), tp.gelu(x) * 2, 1e-7)
+    cf = tp.compile(lambda x: fn(x) * 2, backend="stax")
+    _assert_close(cf(x), fn(x) * 2, 1e-15)
     assert _metric("fallback_count") == fallbacks + 1
-    strict = tp.compile(lambda x: tp.gelu(x) + 1, backend="stax", strict_native=True)
-    with pytest.raises(tp.compiler.BackendError, match="gelu"):
+    strict = tp.compile(lambda x: fn(x) + 1, backend="stax", strict_native=True)
+    with pytest.raises(tp.compiler.BackendError, match=name):
         strict(x)
 
 
