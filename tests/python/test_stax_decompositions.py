@@ -1,9 +1,12 @@
-"""Decompositions of the activation and ternary pointwise operators for Stax.
+"""Decompositions of the activation, ternary and other pointwise operators for Stax.
 
 Each operator keeps its eager kernel and also carries a decomposition into
 operators Stax lowers; compiling under strict_native proves the decomposition
 was used (a fallback would raise), and the result must match the eager kernel
-within float32 rounding (the two differ only by exp/log/tanh implementations).
+within float32 rounding (the two differ only by exp/log/tanh implementations,
+and for float32 erf / exact gelu by a fitted erf of <= 1.2 ulp). Operators or
+arguments without a faithful decomposition (float64 erf, pow by other numbers)
+must stay whole: they fall back, and strict mode names them.
 Special values (+-0, +-inf, NaN, huge and tiny magnitudes), non-contiguous and
 broadcast inputs and every attribute are covered."""
 import math
