@@ -17,5 +17,7 @@ void register_builtin_ops() {
   register_linalg_ops();
   register_nn_ops();
   register_factory_extra_ops();
+  register_sort_ops();
+  register_misc_ops();
 }
 }  // namespace tp
