@@ -266,7 +266,7 @@ std::vector<Tensor> median_decompose(const std::vector<Tensor>& in, const Attrs&
 }
 
 // ---------------------------------------------------------------------------
-// unique: sort the slices along `dim` (every element when dim is None),
+// unique / unique_consecutive: sort the slices along `dim` (every element when dim is None),
 // then merge equal neighbours. NaN never equals NaN, so each NaN stays
 // separate, as PyTorch's CPU kernel does. Results are always sorted.
 std::vector<TensorMeta> unique_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
@@ -283,6 +283,8 @@ std::vector<TensorMeta> unique_infer(const OpDef& op, const std::vector<TensorMe
           TensorMeta::contiguous({-1}, DType::Int64)};
 }
 
+// unique_consecutive skips the sort: only equal neighbours in input order merge.
+template <bool Sort>
 std::vector<Tensor> unique_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                const std::vector<TensorMeta>&) {
   Tensor x = as_contiguous(in[0]);
@@ -312,7 +314,7 @@ std::vector<Tensor> unique_cpu(const OpDef& op, const std::vector<Tensor>& in, c
     };
     std::vector<int64_t> idx(static_cast<size_t>(s.D));
     std::iota(idx.begin(), idx.end(), int64_t{0});
-    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
+    if (Sort) std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
     std::vector<int64_t> firsts, counts, inverse(static_cast<size_t>(s.D));
     for (int64_t r = 0; r < s.D; ++r) {
       if (r == 0 || !same(idx[r - 1], idx[r])) {
@@ -501,7 +503,10 @@ void register_sort_ops() {
   reg({.name = "median", .schema = "median(Tensor self) -> Tensor", .decompose = &median_decompose});
   reg({.name = "unique",
        .schema = "unique(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)",
-       .tags = kNondeterministicShape, .infer = &unique_infer, .cpu = &unique_cpu});
+       .tags = kNondeterministicShape, .infer = &unique_infer, .cpu = &unique_cpu<true>});
+  reg({.name = "unique_consecutive",
+       .schema = "unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)",
+       .tags = kNondeterministicShape, .infer = &unique_infer, .cpu = &unique_cpu<false>});
   reg({.name = "count_nonzero", .schema = "count_nonzero(Tensor self, int[1]? dim=None) -> Tensor",
        .decompose = &count_nonzero_decompose});
   reg({.name = "repeat_interleave.self_int",

@@ -217,3 +217,16 @@ def test_errors_name_op_and_values():
         tp.median(tp.tensor(np.zeros((2, 0))), 1)
     with pytest.raises(Exception, match="randperm"):
         tp.randperm(-1)
+
+
+def test_unique_consecutive_vs_torch():
+    torch = pytest.importorskip("torch")
+    from tensorplay._sort_api import unique_consecutive
+    a = np.array([[1, 1, 2], [1, 1, 2], [3, 1, 2], [1, 1, 2]])
+    assert list(_np(unique_consecutive(tp.tensor([1, 1, 2, 2, 1])))) == [1, 2, 1]
+    for dim in (None, 0, 1):
+        v, inv, cnt = tp.tensor(a).unique_consecutive(return_inverse=True, return_counts=True, dim=dim)
+        tv, tinv, tcnt = torch.unique_consecutive(torch.tensor(a), return_inverse=True, return_counts=True, dim=dim)
+        np.testing.assert_array_equal(_np(v), tv.numpy())
+        np.testing.assert_array_equal(_np(inv), tinv.numpy())
+        np.testing.assert_array_equal(_np(cnt), tcnt.numpy())
