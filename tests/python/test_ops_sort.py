@@ -230,3 +230,20 @@ def test_unique_consecutive_vs_torch():
         np.testing.assert_array_equal(_np(v), tv.numpy())
         np.testing.assert_array_equal(_np(inv), tinv.numpy())
         np.testing.assert_array_equal(_np(cnt), tcnt.numpy())
+
+
+def test_results_independent_of_thread_count():
+    a = np.random.default_rng(5).standard_normal((64, 3000))
+    before = tp.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2):
+            tp.set_num_threads(n)
+            tp.manual_seed(11)
+            p = _np(tp.randperm(100000))
+            v, i = tp.sort(tp.tensor(a), dim=1)
+            results.append((p, _np(i), _np(tp.topk(tp.tensor(a), 5)[1])))
+        for x, y in zip(*results):
+            np.testing.assert_array_equal(x, y)
+    finally:
+        tp.set_num_threads(before)
