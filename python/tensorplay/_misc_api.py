@@ -1,0 +1,137 @@
+"""Python-level helpers whose PyTorch signatures do not fit an operator schema:
+functions returning Python bools (allclose, equal), varargs forms of list
+operators (meshgrid, cartesian_prod), type queries and the Tensor.new_*
+constructors. `install()` puts them on the tensorplay namespace and Tensor."""
+import sys
+
+import numpy as _np
+
+from ._C import Tensor
+
+_TYPE_NAMES = {
+    "float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
+    "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
+    "uint8": "ByteTensor", "bool": "BoolTensor",
+}
+
+
+def _tp():
+    return sys.modules[__package__]
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element of `input` is close to the matching one of `other` (see isclose)."""
+    return bool(_tp().isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
+
+
+def equal(input, other):
+    """True when both tensors have the same shape and the same values (different shapes -> False)."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(_tp().eq(input, other).all().item())
+
+
+def _tensor_list(tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return list(tensors[0])
+    return list(tensors)
+
+
+# The generated list-taking operators, saved by install() before the varargs
+# forms below replace them on the namespace.
+_generated = {}
+
+
+def meshgrid(*tensors, indexing=None):
+    """meshgrid(a, b, ...) or meshgrid([a, b, ...]); indexing 'ij' (default) or 'xy'."""
+    return tuple(_generated["meshgrid"](_tensor_list(tensors), indexing=indexing))
+
+
+def cartesian_prod(*tensors):
+    return _generated["cartesian_prod"](_tensor_list(tensors))
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def numel(input):
+    return input.numel()
+
+
+def is_nonzero(input):
+    """The truth value of a one-element tensor."""
+    if input.numel() != 1:
+        raise RuntimeError(f"is_nonzero: expected a tensor with a single value, got shape {tuple(input.shape)}")
+    return bool(input.item())
+
+
+def as_tensor(data, dtype=None):
+    """A tensor sharing `data`'s memory when possible: a tensor of the right dtype is returned
+    as is, a NumPy array of the right dtype is wrapped without a copy."""
+    tp = _tp()
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == dtype else data.to(dtype)
+    if isinstance(data, _np.ndarray):
+        t = tp.from_numpy(data)
+        return t if dtype is None or t.dtype == dtype else t.to(dtype)
+    return tp.tensor(data, dtype=dtype)
+
+
+def _size_args(size):
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _new(factory):
+    def method(self, *size, dtype=None, requires_grad=False):
+        out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype)
+        return out.requires_grad_(True) if requires_grad else out
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, requires_grad=False):
+    out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _new_tensor(self, data, dtype=None, requires_grad=False):
+    tp = _tp()
+    if isinstance(data, Tensor):
+        out = data.detach().clone().to(dtype if dtype is not None else data.dtype)
+    else:
+        out = tp.tensor(data, dtype=dtype if dtype is not None else self.dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _type(self, dtype=None):
+    """No argument: the PyTorch-style type name ('tensorplay.FloatTensor'); with a dtype: a conversion."""
+    if dtype is None:
+        name = str(self.dtype).rsplit(".", 1)[-1]
+        return "tensorplay." + _TYPE_NAMES.get(name, name)
+    return self.to(dtype)
+
+
+def install():
+    tp = _tp()
+    for name in ("meshgrid", "cartesian_prod"):
+        current = getattr(tp, name)
+        if current not in (meshgrid, cartesian_prod):
+            _generated.setdefault(name, current)
+    for fn in (allclose, equal, meshgrid, cartesian_prod, is_tensor, is_floating_point, numel, is_nonzero,
+               as_tensor):
+        setattr(tp, fn.__name__, fn)
+    Tensor.allclose = allclose
+    Tensor.equal = equal
+    Tensor.is_nonzero = is_nonzero
+    Tensor.new_zeros = _new(tp.zeros)
+    Tensor.new_ones = _new(tp.ones)
+    Tensor.new_empty = _new(tp.empty)
+    Tensor.new_full = _new_full
+    Tensor.new_tensor = _new_tensor
+    Tensor.type = _type
