@@ -245,3 +245,30 @@ def test_against_torch():
     np.testing.assert_array_equal(np_of(tp.xlogy(tp.tensor(v), tp.tensor([0.0]))),
                                   torch.xlogy(torch.tensor(v), torch.tensor([0.0])).numpy())
     np.testing.assert_array_equal(np_of(tp.diag(tp.tensor(v), -1)), torch.diag(torch.tensor(v), -1).numpy())
+
+
+def test_noncontiguous_and_narrow_dtypes():
+    m = np.arange(20.0).reshape(4, 5)
+    t = tp.tensor(m).t()  # transposed view
+    np.testing.assert_array_equal(np_of(tp.diff(t, dim=0)), np.diff(m.T, axis=0))
+    np.testing.assert_array_equal(np_of(tp.diag(t)), np.diag(m.T))
+    e = tp.tensor(np.array([1.0, 2.0, 3.0])).unsqueeze(0).expand(2, 3)  # expanded view
+    np.testing.assert_allclose(np_of(tp.logcumsumexp(e, 1)), np.logaddexp.accumulate(np.tile([1.0, 2, 3], (2, 1)), 1))
+    h = tp.tensor([1.0, float("inf"), float("nan")], dtype=tp.float16)
+    out = tp.nan_to_num(h)
+    assert out.dtype == tp.float16 and np_of(out.to(tp.float32)).tolist() == [1.0, 65504.0, 0.0]
+    i8 = tp.tensor([1, 5, 2], dtype=tp.int8)
+    assert tp.diff(i8).dtype == tp.int8 and np_of(tp.diff(i8)).tolist() == [4, -3]
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(Exception, match="diag"):
+        tp.diag(tp.ones(2, 2, 2))
+    with pytest.raises(Exception, match="trace"):
+        tp.trace(tp.ones(3))
+    with pytest.raises(Exception, match="cdist"):
+        tp.cdist(tp.ones(2, 3), tp.ones(2, 4))
+    with pytest.raises(Exception, match="isclose"):
+        tp.isclose(tp.ones(2), tp.ones(2, dtype=tp.float64))
+    with pytest.raises(Exception, match="fill_diagonal_"):
+        tp.ones(2, 3, 2).fill_diagonal_(1.0)
