@@ -272,3 +272,15 @@ def test_bad_arguments_raise():
         tp.isclose(tp.ones(2), tp.ones(2, dtype=tp.float64))
     with pytest.raises(Exception, match="fill_diagonal_"):
         tp.ones(2, 3, 2).fill_diagonal_(1.0)
+
+
+def test_more_gradients():
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal(4), rng.uniform(0.5, 2.0, 4)
+    check_gradients(lambda a, b: tp.xlogy(a, b), x, y)
+    check_gradients(lambda a, b: tp.copysign(a, b), x, rng.standard_normal(4))
+    check_gradients(lambda a: tp.nan_to_num(a), x)
+    check_gradients(lambda a, b: tp.dist(a, b, 3), x, y)
+    eq = tp.tensor([1.0, 2.0], dtype=tp.float64, requires_grad=True)
+    tp.cdist(eq.reshape(1, 2), eq.detach().reshape(1, 2)).sum().backward()
+    assert np_of(eq.grad).tolist() == [0.0, 0.0]  # zero distance: zero gradient, not NaN
