@@ -27,6 +27,9 @@ struct Overload {
   const OpDef* op;
   const Schema* schema;
   std::vector<nb::object> names;  // interned Python strings, one per parameter
+  // NumPy spellings PyTorch also accepts as keywords (axis for dim, keepdims
+  // for keepdim); None where a parameter has no alias.
+  std::vector<nb::object> aliases;
   nb::object result_type;         // a namedtuple class for named multi-results, else None
   bool accepts_out;
   bool has_requires_grad;
@@ -195,6 +198,15 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
     PyObject* v = nullptr;
     if (i < npos) v = (packed.is_valid() && i == npos - 1) ? packed.ptr() : pos[i];
     PyObject* kv = kwargs ? PyDict_GetItem(kwargs, o.names[i].ptr()) : nullptr;
+    if (kwargs && !o.aliases[i].is_none()) {
+      if (PyObject* av = PyDict_GetItem(kwargs, o.aliases[i].ptr())) {
+        if (kv) {
+          why = str("got both '", a.name, "' and its alias '", nb::cast<std::string>(o.aliases[i]), "'");
+          return false;
+        }
+        kv = av;
+      }
+    }
     if (kv) {
       if (v) {
         why = str("got multiple values for argument '", a.name, "'");
@@ -220,6 +232,7 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
     for (auto [k, _] : nb::borrow<nb::dict>(kwargs)) {
       bool known = false;
       for (auto& nm : o.names) known |= PyObject_RichCompareBool(k.ptr(), nm.ptr(), Py_EQ) == 1;
+      for (auto& nm : o.aliases) known |= !nm.is_none() && PyObject_RichCompareBool(k.ptr(), nm.ptr(), Py_EQ) == 1;
       if (!known && !(o.accepts_out && nb::cast<std::string>(k) == "out")) {
         why = str("got an unexpected keyword argument '", nb::cast<std::string>(k), "'");
         return false;
@@ -332,9 +345,11 @@ void build_functions() {
       fs.back().inplace = s->name.back() == '_';
     }
     OpFunction& f = fs[it->second];
-    Overload o{op, s, {}, nb::none(), !op->has(kView) && !op->has(kInplace), false};
+    Overload o{op, s, {}, {}, nb::none(), !op->has(kView) && !op->has(kInplace), false};
     for (auto& a : s->args) {
       o.names.push_back(nb::steal(PyUnicode_InternFromString(a.name.c_str())));
+      const char* alias = a.name == "dim" ? "axis" : a.name == "keepdim" ? "keepdims" : nullptr;
+      o.aliases.push_back(alias ? nb::steal(PyUnicode_InternFromString(alias)) : nb::none());
       o.has_requires_grad |= a.name == "requires_grad" && a.type == ArgType::Bool;
     }
     o.result_type = make_result_type(f, *s);

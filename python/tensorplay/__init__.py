@@ -20,6 +20,7 @@ from ._C import (  # noqa: F401  (re-exported API)
 # Every registered operator with a schema (generated in C++, op_binding.cpp);
 # these replace the hand-written bindings of the same name.
 globals().update(_C._op_functions)
+from ._sort_api import unique, unique_consecutive  # noqa: E402  (PyTorch's return convention)
 from ._factories import *  # noqa: F401,F403,E402  (Generator, seeds, einsum's varargs form)
 from . import _ops_dunders  # noqa: E402
 _ops_dunders.install()  # &, |, ^, ~, <<, >>, **, //, % and their reflected / in-place forms

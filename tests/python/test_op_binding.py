@@ -115,3 +115,11 @@ def test_tensor_list_parameters_accept_lists_and_tuples_only():
     assert tp.cat([a, b]).shape == (4,) and tp.cat((a, b)).shape == (4,)
     with pytest.raises(TypeError, match="cat"):
         tp.cat([a, 3])
+
+
+def test_numpy_keyword_aliases_axis_and_keepdims():
+    x = tp.arange(6.0).view(2, 3)
+    assert x.sum(axis=0).numpy().tolist() == [3.0, 5.0, 7.0]
+    assert tp.mean(x, axis=1, keepdims=True).shape == (2, 1)
+    with pytest.raises(TypeError, match="alias 'axis'"):
+        x.sum(axis=0, dim=1)
