@@ -21,6 +21,8 @@ from ._C import (  # noqa: F401  (re-exported API)
 # these replace the hand-written bindings of the same name.
 globals().update(_C._op_functions)
 from ._sort_api import unique, unique_consecutive  # noqa: E402  (PyTorch's return convention)
+from . import _misc_api  # noqa: E402
+_misc_api.install()  # allclose/equal (Python bools), new_* methods, type(), as_tensor, is_tensor, ...
 from ._factories import *  # noqa: F401,F403,E402  (Generator, seeds, einsum's varargs form)
 from . import _ops_dunders  # noqa: E402
 _ops_dunders.install()  # &, |, ^, ~, <<, >>, **, //, % and their reflected / in-place forms

@@ -166,3 +166,23 @@ def test_factories_and_random():
     b = tp.randn(3)
     tp.manual_seed(1)
     assert b.numpy().tolist() == tp.randn(3).numpy().tolist()
+
+
+def test_common_pytorch_idioms_beyond_the_issue_list():
+    x = tp.randn(4, 5)
+    assert x.type(tp.float64).dtype == tp.float64 and x.new_zeros(2, 3).shape == (2, 3)
+    assert x.new_full((2,), 3.0).dtype == x.dtype and x.new_tensor([1.0]).shape == (1,)
+    assert sorted(tp.randperm(5).numpy().tolist()) == [0, 1, 2, 3, 4]
+    assert tp.allclose(x, x) is True and tp.equal(x, x) is True and tp.isclose(x, x).all().item()
+    assert x.repeat_interleave(2, dim=0).shape == (8, 5)
+    v, i = tp.sort(x, dim=1)
+    assert v.shape == i.shape == (4, 5) and tp.topk(x, 2).values.shape == (4, 2)
+    assert x.argsort().shape == (4, 5) and x.median().dim() == 0
+    assert tp.unique(tp.tensor([1, 2, 2])).numpy().tolist() == [1, 2]
+    assert tp.is_tensor(x) and tp.numel(x) == 20 and tp.as_tensor([1, 2]).dtype == tp.int64
+    assert tp.diag(tp.ones(3)).shape == (3, 3) and tp.ones(3, 3).trace().item() == 3.0
+    a, b = tp.meshgrid(tp.arange(2), tp.arange(3), indexing="ij")
+    assert a.shape == b.shape == (2, 3)
+    assert x.clip(0, 1).max().item() <= 1 and tp.nan_to_num(x).shape == x.shape
+    assert x.sum(axis=0).shape == (5,) and tp.count_nonzero(x).dim() == 0
+    assert tp.ones(3, 3).triu_().sum().item() == 6 and tp.zeros(3, 3).fill_diagonal_(1).sum().item() == 3
