@@ -65,56 +65,40 @@ template <> struct dtype_of<double> { static constexpr DType value = DType::Floa
   case ::tp::DType::enumv:                  \
     return (__VA_ARGS__).template operator()<ctype>();
 
-#define TP_DISPATCH_ALL(dt, opname, ...)                                                   \
-  [&]() {                                                                                 \
-    switch (dt) {                                                                         \
-      TP_DISPATCH_CASE(Bool, bool, __VA_ARGS__)                                                    \
-      TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                                                \
-      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                \
-      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                               \
-      default:                                                                            \
-        break;                                                                            \
-    }                                                                                     \
-    throw ::tp::TypeError(::tp::str(opname, ": unsupported dtype ", ::tp::dtype_name(dt))); \
+// The case lists, nested so each dtype is spelled once: float < numeric < compute < every.
+#define TP_CASES_FLOATING(...)                      \
+  TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)     \
+  TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)
+#define TP_CASES_NUMERIC(...)                       \
+  TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)     \
+  TP_CASES_FLOATING(__VA_ARGS__)
+#define TP_CASES_COMPUTE(...)                       \
+  TP_DISPATCH_CASE(Bool, bool, __VA_ARGS__)         \
+  TP_CASES_NUMERIC(__VA_ARGS__)
+#define TP_CASES_EVERY(...)                                \
+  TP_CASES_COMPUTE(__VA_ARGS__)                            \
+  TP_DISPATCH_CASE(UInt8, uint8_t, __VA_ARGS__)            \
+  TP_DISPATCH_CASE(Int8, int8_t, __VA_ARGS__)              \
+  TP_DISPATCH_CASE(Int16, int16_t, __VA_ARGS__)            \
+  TP_DISPATCH_CASE(Int32, int32_t, __VA_ARGS__)            \
+  TP_DISPATCH_CASE(Float16, ::tp::Half, __VA_ARGS__)       \
+  TP_DISPATCH_CASE(BFloat16, ::tp::BFloat16, __VA_ARGS__)
+
+// A switch over `cases`; any other dtype raises TypeError("<message><dtype name>").
+#define TP_DISPATCH_SWITCH(dt, cases, message, ...)                     \
+  [&]() {                                                               \
+    switch (dt) {                                                       \
+      cases(__VA_ARGS__) default : break;                               \
+    }                                                                   \
+    throw ::tp::TypeError(::tp::str(message, ::tp::dtype_name(dt)));    \
   }()
 
-#define TP_DISPATCH_FLOATING(dt, opname, ...)                                                    \
-  [&]() {                                                                                       \
-    switch (dt) {                                                                               \
-      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                      \
-      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                                     \
-      default:                                                                                  \
-        break;                                                                                  \
-    }                                                                                           \
-    throw ::tp::TypeError(::tp::str(opname, ": expected a floating-point tensor but got dtype ", \
-                                    ::tp::dtype_name(dt)));                                     \
-  }()
-
-#define TP_DISPATCH_NUMERIC(dt, opname, ...)                                                  \
-  [&]() {                                                                                    \
-    switch (dt) {                                                                            \
-      TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                                                   \
-      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                                   \
-      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                                  \
-      default:                                                                               \
-        break;                                                                               \
-    }                                                                                        \
-    throw ::tp::TypeError(::tp::str(opname, ": not supported for dtype ", ::tp::dtype_name(dt))); \
-  }()
-
-#define TP_DISPATCH_EVERY(dt, opname, ...)                                                \
-  [&]() {                                                                                 \
-    switch (dt) {                                                                         \
-      TP_DISPATCH_CASE(Bool, bool, __VA_ARGS__)                                           \
-      TP_DISPATCH_CASE(UInt8, uint8_t, __VA_ARGS__)                                       \
-      TP_DISPATCH_CASE(Int8, int8_t, __VA_ARGS__)                                         \
-      TP_DISPATCH_CASE(Int16, int16_t, __VA_ARGS__)                                       \
-      TP_DISPATCH_CASE(Int32, int32_t, __VA_ARGS__)                                       \
-      TP_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                                       \
-      TP_DISPATCH_CASE(Float16, ::tp::Half, __VA_ARGS__)                                  \
-      TP_DISPATCH_CASE(BFloat16, ::tp::BFloat16, __VA_ARGS__)                             \
-      TP_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                       \
-      TP_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                      \
-    }                                                                                     \
-    throw ::tp::TypeError(::tp::str(opname, ": unsupported dtype ", ::tp::dtype_name(dt))); \
-  }()
+#define TP_DISPATCH_ALL(dt, opname, ...) \
+  TP_DISPATCH_SWITCH(dt, TP_CASES_COMPUTE, ::tp::str(opname, ": unsupported dtype "), __VA_ARGS__)
+#define TP_DISPATCH_FLOATING(dt, opname, ...)                                                               \
+  TP_DISPATCH_SWITCH(dt, TP_CASES_FLOATING, ::tp::str(opname, ": expected a floating-point tensor but got dtype "), \
+                     __VA_ARGS__)
+#define TP_DISPATCH_NUMERIC(dt, opname, ...) \
+  TP_DISPATCH_SWITCH(dt, TP_CASES_NUMERIC, ::tp::str(opname, ": not supported for dtype "), __VA_ARGS__)
+#define TP_DISPATCH_EVERY(dt, opname, ...) \
+  TP_DISPATCH_SWITCH(dt, TP_CASES_EVERY, ::tp::str(opname, ": unsupported dtype "), __VA_ARGS__)
