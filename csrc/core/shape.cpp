@@ -2,6 +2,16 @@
 
 #include "core/error.h"
 
+// <iostream> is included for its side effect only. Since GCC 13 the standard
+// streams and the classic locale are set up by an object of libstdc++ that a
+// translation unit pulls in by including <iostream>. When the compiler links
+// libstdc++ statically (a GCC built --with-static-standard-libraries, as on the
+// GPU machine) and no TU includes it, that object is left out and the first
+// `ostringstream << long` (shape_str, used by every error message and by
+// Graph::code) jumps through an uninitialized facet and segfaults. This file is
+// linked into every binary, so the set-up is always there.
+#include <iostream>
+
 namespace tp {
 
 int64_t numel(const Shape& sizes) {
