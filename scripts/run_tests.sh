@@ -19,13 +19,13 @@ fi
 
 # The Python package, always built from this checkout (an installed copy from
 # elsewhere must never be what gets tested). ccache keeps rebuilds short.
-python -m pip install -q ".[test]"
+python -m pip install -q ".[test]" --config-settings=cmake.define.TP_WERROR=ON
 # PyTorch (CPU) is the second oracle of many operator tests; they skip without it.
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0 \
   || echo "note: torch==2.13.0 could not be installed; PyTorch-oracle tests will be skipped"
 
 echo "== C++ unit tests (ctest) =="
-cmake -S . -B build/tests -G Ninja -DTP_BUILD_PYTHON=OFF -DTP_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build/tests -G Ninja -DTP_BUILD_PYTHON=OFF -DTP_BUILD_TESTS=ON -DTP_WERROR=ON -DPython_EXECUTABLE="$(command -v python)" >/dev/null
 cmake --build build/tests
 cpp_rc=0
 (cd build/tests && ctest --output-on-failure -j2) || cpp_rc=$?

@@ -234,9 +234,6 @@ std::vector<Tensor> addmm_cpu(const OpDef& op, const std::vector<Tensor>& in, co
 }
 
 // ---- derivatives ----
-Tensor scaled(const Tensor& t, const Scalar& s) {
-  return s.to_double() == 1.0 && !s.is_float() ? t : ops::mul(t, ops::scalar(s));
-}
 bool is_one(const Scalar& s) { return s.to_double() == 1.0; }
 
 // d(a @ b): grad_a = grad @ b^T, grad_b = a^T @ grad, computed on the 2-D

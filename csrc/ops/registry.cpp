@@ -51,6 +51,8 @@ const OpDef* find_op(const std::string& name) {
   return it == r.by_name.end() ? nullptr : it->second;
 }
 
+const OpDef& get_op(const char* name) { return get_op(std::string(name)); }
+
 const OpDef& get_op(const std::string& name) {
   const OpDef* op = find_op(name);
   TP_CHECK(op, Error, "unknown operator '", name, "'");

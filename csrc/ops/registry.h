@@ -74,6 +74,9 @@ struct OpDef {
 const OpDef& register_op(OpDef def);
 const OpDef* find_op(const std::string& name);
 const OpDef& get_op(const std::string& name);  // throws if missing
+// The same for a literal: no temporary std::string, so `const OpDef& op =
+// get_op("x")` is not flagged as a possibly dangling reference (GCC 13).
+const OpDef& get_op(const char* name);
 
 // The OpDef of `name`, looked up once per call site (the C++ operator API uses it).
 #define TP_OP(name)                               \

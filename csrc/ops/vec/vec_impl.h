@@ -109,7 +109,9 @@ inline double v_copysign(double m, double s) { return __builtin_copysign(m, s); 
 // trunc and c - a*b with a single rounding, as single instructions where the ISA has them.
 inline vf v_trunc(vf x) {
 #if TP_VEC_BYTES == 64 && defined(__AVX512F__)
-  return (vf)_mm512_roundscale_ps((__m512)x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  // The masked form with every lane selected: the unmasked intrinsic passes an
+  // undefined vector that GCC 12 reports as maybe-uninitialized.
+  return (vf)_mm512_mask_roundscale_ps((__m512)x, (__mmask16)0xFFFF, (__m512)x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
 #elif TP_VEC_BYTES == 32 && defined(__AVX2__)
   return (vf)_mm256_round_ps((__m256)x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
 #else

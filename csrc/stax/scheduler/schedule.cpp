@@ -52,7 +52,11 @@ bool starts_with(const Shape& s, const Shape& prefix) {
 VarMap canonical_outer(const ComputeNode& n, size_t k) {
   VarMap m;
   for (size_t d = 0; d < k && d < n.vars.size(); ++d)
-    if (n.vars[d].is_var()) m[n.vars[d].var_id()] = var(1000000 + static_cast<int>(d), "c" + std::to_string(d));
+    if (n.vars[d].is_var()) {
+      std::string name = "c";  // appended, not `"c" + ...`: GCC 12 misreads that as an overlapping memcpy (-Wrestrict)
+      name += std::to_string(d);
+      m[n.vars[d].var_id()] = var(1000000 + static_cast<int>(d), name);
+    }
   return m;
 }
 

@@ -77,20 +77,28 @@ inline void expect_values(const Tensor& t, const std::vector<double>& want, doub
     }                                                                                 \
   } while (0)
 
+// Matmul tests need OpenBLAS. CMake bakes in the library of the scipy-openblas32
+// wheel it found (TP_TEST_BLAS_PATH); TP_TEST_BLAS overrides it. A path that
+// cannot be loaded is a test failure with the reason, never a silent fallback
+// to whatever BLAS the machine happens to have (a hand-installed system
+// OpenBLAS once hid a missing path on fresh machines).
 inline void load_test_blas() {
-  static bool done = [] {
+  static const std::string error = []() -> std::string {
     const char* env = std::getenv("TP_TEST_BLAS");
-    std::string path = env ? env
-                           : "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/scipy_openblas32/lib/"
-                             "libscipy_openblas.so";
+#ifdef TP_TEST_BLAS_PATH
+    const char* path = env ? env : TP_TEST_BLAS_PATH;
+#else
+    const char* path = env;
+#endif
+    if (!path) return "no BLAS for the tests: configure with the scipy-openblas32 wheel installed, or set TP_TEST_BLAS";
     try {
       set_blas_library(path);
-    } catch (const std::exception&) {
-      // Fall back to the default search inside matmul.
+    } catch (const std::exception& e) {
+      return e.what();
     }
-    return true;
+    return "";
   }();
-  (void)done;
+  if (!error.empty()) ADD_FAILURE() << error;
 }
 
 }  // namespace tp::test

@@ -19,6 +19,7 @@ const char* ctype(DType t) {
     case DType::Int64: return "i64";
     case DType::Float32: return "float";
     case DType::Float64: return "double";
+    default: break;  // other dtypes never reach code generation (lowering refuses them)
   }
   return "?";
 }
@@ -45,6 +46,7 @@ std::string literal(const Scalar& v, DType t) {
       if (s.find_first_of(".en") == std::string::npos) s += ".0";
       return f32 ? s + "f" : s;
     }
+    default: break;  // other dtypes never reach code generation (lowering refuses them)
   }
   return "0";
 }
@@ -130,7 +132,8 @@ class Writer {
         break;
       }
     }
-    std::string name = "t" + std::to_string(counter_++);
+    std::string name = "t";  // appended, not `"t" + ...`: GCC 12 misreads that as an overlapping memcpy (-Wrestrict)
+    name += std::to_string(counter_++);
     const char* type = vec ? (e->dtype == DType::Bool ? "auto" : vtype(e->dtype)) : ctype(e->dtype);
     os << indent << type << " " << name << " = " << rhs << ";\n";
     names_[e.get()] = name;
