@@ -55,7 +55,7 @@ bool any_defined(const std::vector<Tensor>& v) {
 
 // The shape x[idx] has (the index operator's inference, no data touched).
 Shape index_shape_of(const Tensor& x, const std::vector<Tensor>& idx) {
-  const OpDef& op = TP_OP("index");
+  static const OpDef& op = get_op("index");
   std::vector<TensorMeta> metas{x.meta()};
   for (auto& t : idx) {
     TensorMeta m = t.defined() ? t.meta() : TensorMeta{};
