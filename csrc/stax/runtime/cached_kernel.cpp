@@ -1,0 +1,29 @@
+#include "stax/runtime/cached_kernel.h"
+
+namespace tp::stax::runtime {
+
+CachedKernel::CachedKernel(std::string source, std::string symbol_name)
+    : source_(std::move(source)), symbol_name_(std::move(symbol_name)) {
+  BuildResult built = CodeCache::instance().load_or_build(source_);
+  key_ = built.key;
+  source_path_ = built.library->source_path();
+  disk_hit_ = built.disk_hit;
+  compile_seconds_ = built.compile_seconds;
+  symbol_ = built.library->symbol(symbol_name_);
+  library_ = built.library;
+}
+
+CachedKernel::Pinned CachedKernel::pin() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (std::shared_ptr<LoadedLibrary> library = library_.lock()) {
+    CodeCache::instance().touch(*library);
+    return {std::move(library), symbol_};
+  }
+  // Evicted and no longer running anywhere: load it again.
+  BuildResult built = CodeCache::instance().load_or_build(source_);
+  symbol_ = built.library->symbol(symbol_name_);
+  library_ = built.library;
+  return {std::move(built.library), symbol_};
+}
+
+}  // namespace tp::stax::runtime
