@@ -179,7 +179,7 @@ void CodeCache::emit_repair_warnings(const std::vector<std::string>& repairs, bo
   }
   for (const auto& r : fresh) {
     const std::string message =
-        str("tensorplay: damaged kernel cache entry ", r, "; it was moved aside and the kernel is rebuilt");
+        str("tensorplay: damaged kernel cache entry ", r, "; it is replaced by a fresh build");
     if (!swallow_errors) {
       warn(message);
       continue;
