@@ -14,16 +14,22 @@ CachedKernel::CachedKernel(std::string source, std::string symbol_name)
 }
 
 CachedKernel::Pinned CachedKernel::pin() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (std::shared_ptr<LoadedLibrary> library = library_.lock()) {
-    CodeCache::instance().touch(*library);
-    return {std::move(library), symbol_};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::shared_ptr<LoadedLibrary> library = library_.lock()) {
+      CodeCache::instance().touch(*library);
+      return {std::move(library), symbol_};
+    }
   }
-  // Evicted and no longer running anywhere: load it again.
+  // Evicted and no longer running anywhere: load it again. Without our mutex:
+  // loading may warn (user code) or compile; two threads racing here get the
+  // same library object from the cache's map.
   BuildResult built = CodeCache::instance().load_or_build(source_);
-  symbol_ = built.library->symbol(symbol_name_);
+  void* symbol = built.library->symbol(symbol_name_);
+  std::lock_guard<std::mutex> lock(mutex_);
   library_ = built.library;
-  return {std::move(built.library), symbol_};
+  symbol_ = symbol;
+  return {std::move(built.library), symbol};
 }
 
 }  // namespace tp::stax::runtime

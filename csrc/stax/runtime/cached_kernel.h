@@ -30,7 +30,8 @@ class CachedKernel {
     void* symbol = nullptr;
   };
   // Thread-safe. Cheap when the library is loaded (a mutex, a weak_ptr lock);
-  // otherwise reloads it and may throw like load_or_build.
+  // otherwise reloads it (no lock held meanwhile) and may throw like
+  // load_or_build.
   Pinned pin() const;
 
   const std::string& source() const { return source_; }
