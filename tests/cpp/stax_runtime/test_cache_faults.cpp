@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "runtime_test_util.h"
@@ -453,6 +454,28 @@ TEST_F(CacheFaultTest, APinnedLibraryOutlivesEviction) {
   running = {};
   EXPECT_TRUE(weak.expired());  // unloaded once the call is over
   EXPECT_EQ(reinterpret_cast<int (*)()>(first.pin().symbol)(), 50);
+}
+
+// Threads call kernels while others' loads keep evicting them: every call
+// runs mapped code and gets its own kernel's answer.
+TEST_F(CacheFaultTest, ThreadsCallingWhileEvictingAlwaysRunMappedCode) {
+  cache().set_max_loaded_libraries(2);
+  std::vector<std::unique_ptr<CachedKernel>> kernels;
+  for (int i = 0; i < 6; ++i) kernels.push_back(std::make_unique<CachedKernel>(unique_kernel(200 + i), "tp_test_fn"));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 150; ++i) {
+        const int k = (i * 5 + t) % 6;
+        CachedKernel::Pinned p = kernels[k]->pin();
+        if (reinterpret_cast<int (*)()>(p.symbol)() != 200 + k) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(cache().loaded_library_count(), 2u);
 }
 
 TEST_F(CacheFaultTest, LeastRecentlyUsedIsEvicted) {
