@@ -212,25 +212,25 @@ UniqueFd open_private_dir_at(int parent_fd, const std::string& name, const std::
   for (int attempt = 0; attempt < 4; ++attempt) {
     UniqueFd fd(::openat(parent_fd, name.c_str(), kDirFlags));
     std::string problem;
+    struct stat st {};
+    bool have_st = false;
     if (fd.valid()) {
-      struct stat st;
       if (::fstat(fd.get(), &st) != 0) throw_errno("cannot stat", shown, errno);
+      have_st = true;
       problem = private_problem(st, "it");
       if (problem.empty()) return fd;
     } else if (errno == ENOENT) {
       if (::mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("cannot create directory", shown, errno);
       continue;  // open what is there now (ours, or a concurrent creator's)
     } else if (errno == ENOTDIR || errno == ELOOP) {
-      struct stat st;
-      problem = ::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
-                    ? str("it is ", describe_type(st.st_mode), ", not a directory")
-                    : "it is not a directory";
+      have_st = ::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      problem = have_st ? str("it is ", describe_type(st.st_mode), ", not a directory") : "it is not a directory";
     } else {
       throw_errno("cannot open directory", shown, errno);
     }
     repairs->push_back(str("'", shown, "': ", problem));
     last_error = problem;
-    move_aside(parent_fd, name);
+    move_aside(parent_fd, name, have_st ? &st : nullptr);
   }
   throw BackendError(str("kernel cache: cannot make '", shown, "' a private directory: ", last_error));
 }
@@ -290,15 +290,23 @@ void remove_tree_at(int dir_fd, const std::string& name) {
   ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR);
 }
 
-void move_aside(int dir_fd, const std::string& name) {
+void move_aside(int dir_fd, const std::string& name, const struct stat* seen) {
+  auto same = [seen](int fd, const std::string& n) {
+    struct stat now;
+    return seen == nullptr || (::fstatat(fd, n.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                               now.st_dev == seen->st_dev && now.st_ino == seen->st_ino);
+  };
+  // Another process may have repaired it already (and be using the new one).
+  if (!same(dir_fd, name)) return;
   const std::string aside = name + kTempMarker + "damaged-" + random_suffix();
-  // RENAME_NOREPLACE is not needed: the random name is fresh; if the rename
-  // fails, removing in place is the next best thing.
-  if (::renameat(dir_fd, name.c_str(), dir_fd, aside.c_str()) == 0) {
-    remove_tree_at(dir_fd, aside);
-  } else {
-    remove_tree_at(dir_fd, name);
+  if (::renameat(dir_fd, name.c_str(), dir_fd, aside.c_str()) != 0) return;  // the caller looks again
+  if (!same(dir_fd, aside)) {
+    // Replaced between the check and the rename: that was not the bad object,
+    // so put it back unless something newer took its place.
+    ::renameat2(dir_fd, aside.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
+    return;
   }
+  remove_tree_at(dir_fd, aside);
 }
 
 std::string make_temp_file_at(int dir_fd, const std::string& name, UniqueFd* fd, const std::string& shown_dir) {
@@ -316,7 +324,7 @@ std::string make_temp_file_at(int dir_fd, const std::string& name, UniqueFd* fd,
 
 void rename_at(int dir_fd, const std::string& from, const std::string& to, const std::string& shown_dir) {
   struct stat st;
-  if (::fstatat(dir_fd, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) move_aside(dir_fd, to);
+  if (::fstatat(dir_fd, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) move_aside(dir_fd, to, &st);
   if (::renameat(dir_fd, from.c_str(), dir_fd, to.c_str()) != 0) {
     throw BackendError(str("cannot rename '", shown_dir, "/", from, "' to '", shown_dir, "/", to,
                            "': ", errno_message(errno)));
@@ -359,14 +367,16 @@ FileLockAt::FileLockAt(int dir_fd, const std::string& name, const std::string& s
     // a compiler we spawn must not inherit (and so prolong) the lock.
     UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600));
     std::string problem;
-    struct stat st;
+    struct stat st {};
+    bool have_st = true;
     if (!fd.valid()) {
       if (errno != EISDIR && errno != ELOOP && errno != ENXIO && errno != ETXTBSY && errno != EACCES) {
         throw_errno("cannot open lock file", shown, errno);
       }
-      problem = ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
-                    ? str("it is ", describe_type(st.st_mode), ", not a regular file")
-                    : str("it cannot be opened: ", errno_message(errno));
+      const int err = errno;
+      have_st = ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      problem = have_st ? str("it is ", describe_type(st.st_mode), ", not a regular file")
+                        : str("it cannot be opened: ", errno_message(err));
     } else if (::fstat(fd.get(), &st) != 0) {
       throw_errno("cannot stat lock file", shown, errno);
     } else if (!S_ISREG(st.st_mode)) {
@@ -380,7 +390,7 @@ FileLockAt::FileLockAt(int dir_fd, const std::string& name, const std::string& s
     }
     repairs->push_back(str("'", shown, "': ", problem));
     fd.reset();
-    move_aside(dir_fd, name);
+    move_aside(dir_fd, name, have_st ? &st : nullptr);
   }
   if (!fd_.valid()) throw BackendError(str("kernel cache: cannot create a usable lock file '", shown, "'"));
   while (::flock(fd_.get(), LOCK_EX) != 0) {

@@ -132,11 +132,13 @@ UniqueFd open_private_file_at(int dir_fd, const std::string& name, struct stat* 
 // read(), never mmap, so a file truncated under us cannot raise SIGBUS).
 bool read_exact(int fd, size_t size, std::string* out);
 
-// Renames whatever is at `name` in `dir_fd` to a unique "<name>.tmp.damaged-*"
+// Renames what is at `name` in `dir_fd` to a unique "<name>.tmp.damaged-*"
 // name (so it is gone from `name` atomically) and then deletes it, a
-// directory with its contents, as far as permissions allow. Leftovers carry
-// the temp marker, so remove_stale_temp_files_at() retries them later.
-void move_aside(int dir_fd, const std::string& name);
+// directory with its contents, as far as permissions allow (leftovers carry
+// the temp marker, so remove_stale_temp_files_at() retries them later).
+// With `seen`, only if it is still that object (same device and inode):
+// another process may already have repaired it and be using the new one.
+void move_aside(int dir_fd, const std::string& name, const struct stat* seen);
 
 // Removes `name` in `dir_fd` (recursively if a directory; never follows
 // symlinks). Best effort.
