@@ -192,6 +192,51 @@ TEST_F(CacheFaultTest, FlippedGarbageOrZeroBytesAreRebuilt) {
   }
 }
 
+// Several processes meet the same damaged entry at once: one rebuilds it
+// (under the lock), the others wait and load the repaired entry.
+TEST_F(CacheFaultTest, ConcurrentProcessesRepairOnce) {
+  const std::string source = build(42);
+  truncate_to(dir_of(source) + "/kernel.so", 100);
+  enum { kHit = 10, kMiss = 11, kWrong = 12, kThrew = 13 };
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      ::alarm(60);
+      char byte;
+      while (::read(gate[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      int code = kThrew;
+      try {
+        CodeCache::instance().reset_for_testing();
+        BuildResult r = CodeCache::instance().load_or_build(source);
+        code = call_int_fn(r) != 42 ? kWrong : r.disk_hit ? kHit : kMiss;
+      } catch (...) {
+      }
+      ::_exit(code);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  int hits = 0, misses = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "a process died of signal " << WTERMSIG(status);
+    const int code = WEXITSTATUS(status);
+    if (code == kHit) ++hits;
+    else if (code == kMiss) ++misses;
+    else ADD_FAILURE() << "child exited with " << code;
+  }
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ(hits, 3);
+}
+
 TEST_F(CacheFaultTest, SwappedLibrariesAreDetected) {
   const std::string a = build(31), b = build(32);
   const std::string so_a = dir_of(a) + "/kernel.so", so_b = dir_of(b) + "/kernel.so";
