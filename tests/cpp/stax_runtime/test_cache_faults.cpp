@@ -334,6 +334,21 @@ TEST_F(CacheFaultTest, FifoAtCompileLogDoesNotHangAFailingBuild) {
   EXPECT_NE(r.error.find("nope"), std::string::npos) << r.error;  // the compiler's message came through
 }
 
+// An entry without a manifest is unfinished (a build killed between the
+// library and its manifest, or a cache written by an older version): it is
+// rebuilt like a miss, without a warning.
+TEST_F(CacheFaultTest, EntryWithoutManifestIsRebuiltSilently) {
+  const std::string source = build(43);
+  ASSERT_EQ(::unlink((dir_of(source) + "/kernel.manifest").c_str()), 0);
+  ChildResult r = load_in_child(source);
+  ASSERT_EQ(r.status, "");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.value, 43);
+  EXPECT_FALSE(r.disk_hit);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings[0];
+  EXPECT_TRUE(load_in_child(source).disk_hit);
+}
+
 TEST_F(CacheFaultTest, MalformedManifestIsRebuilt) {
   const std::string source = build(35);
   write_text(dir_of(source) + "/kernel.manifest", "tp-stax-manifest-v1\nkey zz\n");
