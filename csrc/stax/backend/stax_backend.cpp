@@ -17,13 +17,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
   codegen::GeneratedSource gen = codegen::generate_cpp(prog, sched, isa.vector_bytes);
 
   auto region = std::make_shared<CompiledRegion>();
-  runtime::BuildResult built = runtime::CodeCache::instance().load_or_build(gen.source);
-  region->library_ = built.library;
-  region->entry_ = reinterpret_cast<EntryFn>(built.library->symbol("tp_entry"));
-  region->source_ = std::move(gen.source);
+  region->kernel_ = std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
   region->kernel_count_ = gen.kernel_count;
-  region->disk_hit_ = built.disk_hit;
-  region->compiler_seconds_ = built.compile_seconds;
   region->constants_ = lowered.constants;
   region->num_outputs_ = prog.num_outputs;
   for (int b : gen.slot_buffer) {
@@ -69,7 +64,8 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         break;
     }
   }
-  entry_(bufs, nullptr);
+  const runtime::CachedKernel::Pinned pinned = kernel_->pin();  // mapped until the call returns
+  reinterpret_cast<EntryFn>(pinned.symbol)(bufs, nullptr);
   return outputs;
 }
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "stax/runtime/code_cache.h"
+#include "stax/runtime/cached_kernel.h"
 
 namespace tp::stax {
 
@@ -17,11 +17,11 @@ class CompiledRegion {
   // inputs: the region's tensor inputs with exactly the metadata it was compiled for.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
-  const std::string& source() const { return source_; }
-  const std::string& source_path() const { return library_->source_path(); }
+  const std::string& source() const { return kernel_->source(); }
+  const std::string& source_path() const { return kernel_->source_path(); }
   int kernel_count() const { return kernel_count_; }
-  bool disk_hit() const { return disk_hit_; }
-  double compiler_seconds() const { return compiler_seconds_; }
+  bool disk_hit() const { return kernel_->disk_hit(); }
+  double compiler_seconds() const { return kernel_->compile_seconds(); }
 
  private:
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
@@ -32,15 +32,13 @@ class CompiledRegion {
     Shape sizes, strides;
     DType dtype = DType::Float32;
   };
-  std::shared_ptr<runtime::LoadedLibrary> library_;
-  EntryFn entry_ = nullptr;
+  // Not the library itself: run() pins it per call, so the code cache can
+  // unload idle kernels (bounded number of mapped libraries).
+  std::shared_ptr<runtime::CachedKernel> kernel_;
   std::vector<Slot> slots_;
   std::vector<Tensor> constants_;
   int num_outputs_ = 0;
-  std::string source_;
   int kernel_count_ = 0;
-  bool disk_hit_ = false;
-  double compiler_seconds_ = 0;
 };
 
 // Throws tp::BackendError when a part of the graph cannot be generated.

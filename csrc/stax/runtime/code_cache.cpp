@@ -1,8 +1,11 @@
 #include "stax/runtime/code_cache.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/warning.h"
@@ -10,12 +13,14 @@
 #include "stax/runtime/compiler.h"
 #include "stax/runtime/fs_util.h"
 #include "stax/runtime/isa.h"
+#include "stax/runtime/manifest.h"
 #include "stax/runtime/sha256.h"
 
 namespace tp::stax::runtime {
 namespace {
 
 constexpr int kLogLinesInError = 40;
+constexpr size_t kDefaultMaxLoaded = 64;
 
 // -fno-math-errno / -fno-trapping-math let the compiler vectorize math calls
 // and hoist loads; -ffast-math is deliberately absent, since kernels must keep
@@ -71,39 +76,165 @@ std::string CodeCache::key_for(const std::string& source) const {
                     length_prefixed(host_compiler().identity));
 }
 
-std::string CodeCache::directory() {
-  std::string warning, dir;
+CodeCache::Root CodeCache::root() {
+  std::string warning;
+  Root r;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (dir_.empty()) {
       ResolvedCacheDir resolved = resolve_cache_dir();
       dir_ = resolved.path;
+      dir_fd_ = resolved.fd;
       warning = resolved.warning;
     }
-    dir = dir_;
+    r = {dir_, dir_fd_};
   }
   // Outside the lock: the handler is user code (Python's warnings module).
   if (!warning.empty()) warn(warning);
-  return dir;
+  return r;
 }
 
-std::string CodeCache::artifact_dir(const std::string& key) {
-  const std::string dir = directory() + "/" + key.substr(0, 2) + "/" + key;
-  const std::string problem = fs::make_dirs(dir, 0700);
-  TP_CHECK(problem.empty(), BackendError, "kernel cache: ", problem);
-  return dir;
+std::string CodeCache::directory() { return root().path; }
+
+size_t CodeCache::max_loaded_locked() {
+  if (max_loaded_ == 0) {
+    max_loaded_ = kDefaultMaxLoaded;
+    if (const char* env = std::getenv("TP_STAX_MAX_LOADED_LIBRARIES"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(env, &end, 10);
+      TP_CHECK(errno == 0 && *end == '\0' && n >= 1, ValueError, "TP_STAX_MAX_LOADED_LIBRARIES='", env,
+               "' is not a positive integer");
+      max_loaded_ = static_cast<size_t>(n);
+    }
+  }
+  return max_loaded_;
+}
+
+size_t CodeCache::max_loaded_libraries() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return max_loaded_locked();
+}
+
+void CodeCache::set_max_loaded_libraries(size_t n) {
+  TP_CHECK(n >= 1, ValueError, "the number of loaded kernel libraries must be at least 1, got ", n);
+  std::vector<std::shared_ptr<LoadedLibrary>> evicted;  // declared first: unloaded after the lock is released
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_loaded_ = n;
+  evict_locked("", &evicted);
+}
+
+size_t CodeCache::loaded_library_count() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return loaded_.size();
 }
 
 std::shared_ptr<LoadedLibrary> CodeCache::find_loaded(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = loaded_.find(key);
-  return it == loaded_.end() ? nullptr : it->second;
+  if (it == loaded_.end()) return nullptr;
+  touch(*it->second);
+  return it->second;
 }
 
 std::shared_ptr<LoadedLibrary> CodeCache::remember(const std::string& key, std::shared_ptr<LoadedLibrary> library) {
+  std::vector<std::shared_ptr<LoadedLibrary>> evicted;  // unloaded after the lock is released
   std::lock_guard<std::mutex> lock(mutex_);
-  // If another thread got here first, keep its object (same dlopen handle).
-  return loaded_.emplace(key, std::move(library)).first->second;
+  // If another thread got here first, keep its object (same dlopen handle);
+  // `library` is then dlclose()d when this function returns.
+  auto [it, inserted] = loaded_.try_emplace(key, library);
+  if (inserted) epoch_.fetch_add(1, std::memory_order_relaxed);
+  touch(*it->second);
+  evict_locked(key, &evicted);
+  return it->second;
+}
+
+// Drops the least recently used libraries beyond the cap from the map. Only
+// the map's reference goes: a library a caller still holds (a running
+// kernel, a BuildResult) stays mapped until that reference is released.
+void CodeCache::evict_locked(const std::string& keep, std::vector<std::shared_ptr<LoadedLibrary>>* dropped) {
+  const size_t cap = max_loaded_locked();
+  while (loaded_.size() > cap) {
+    auto victim = loaded_.end();
+    for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+      if (it->first == keep) continue;
+      if (victim == loaded_.end() ||
+          it->second->last_use().load(std::memory_order_relaxed) < victim->second->last_use().load(std::memory_order_relaxed)) {
+        victim = it;
+      }
+    }
+    if (victim == loaded_.end()) return;
+    dropped->push_back(std::move(victim->second));
+    loaded_.erase(victim);
+  }
+}
+
+void CodeCache::emit_repair_warnings(const std::vector<std::string>& repairs, bool swallow_errors) {
+  std::vector<std::string> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& r : repairs) {
+      if (warned_.insert(r).second) fresh.push_back(r);
+    }
+  }
+  for (const auto& r : fresh) {
+    const std::string message =
+        str("tensorplay: damaged kernel cache entry ", r, "; it is replaced by a fresh build");
+    if (!swallow_errors) {
+      warn(message);
+      continue;
+    }
+    try {
+      warn(message);
+    } catch (...) {  // already unwinding another error: that one is what the caller must see
+    }
+  }
+}
+
+// Reads the entry's manifest and kernel.so through key_fd and checks them.
+// Returns kernel.so's bytes if all is well; otherwise nullopt and, if the
+// entry is damaged rather than merely absent or unfinished, *problem.
+std::optional<std::string> CodeCache::verify_entry(int key_fd, const std::string& key, std::string* problem) {
+  problem->clear();
+  struct stat st;
+  bool missing = false;
+  fs::UniqueFd manifest_fd = fs::open_private_file_at(key_fd, kManifestName, &st, &missing, problem);
+  // No manifest: a miss, or a build that died between kernel.so and its
+  // manifest. Either way a plain (re)build, nothing to warn about.
+  if (missing) return std::nullopt;
+  if (!manifest_fd.valid()) return std::nullopt;
+  std::string text;
+  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes || !fs::read_exact(manifest_fd.get(), st.st_size, &text)) {
+    *problem = str(kManifestName, " is not a manifest (", st.st_size, " bytes)");
+    return std::nullopt;
+  }
+  const std::optional<KernelManifest> manifest = parse_manifest(text);
+  if (!manifest) {
+    *problem = str(kManifestName, " is malformed");
+    return std::nullopt;
+  }
+  if (manifest->key != key) {
+    *problem = str(kManifestName, " belongs to another kernel (key ", manifest->key, "): entries were swapped");
+    return std::nullopt;
+  }
+  fs::UniqueFd so_fd = fs::open_private_file_at(key_fd, "kernel.so", &st, &missing, problem);
+  if (missing) *problem = "kernel.so is missing";
+  if (!so_fd.valid()) return std::nullopt;
+  if (static_cast<uint64_t>(st.st_size) != manifest->size) {
+    *problem = str("kernel.so has ", st.st_size, " bytes but its manifest says ", manifest->size,
+                   " (truncated or replaced)");
+    return std::nullopt;
+  }
+  std::string bytes;
+  if (!fs::read_exact(so_fd.get(), manifest->size, &bytes)) {
+    *problem = "kernel.so could not be read in full";
+    return std::nullopt;
+  }
+  if (sha256_hex(bytes) != manifest->sha256) {
+    *problem = "kernel.so does not match the SHA-256 in its manifest (corrupted, or another entry's library)";
+    return std::nullopt;
+  }
+  return bytes;
 }
 
 BuildResult CodeCache::load_or_build(const std::string& source) {
@@ -113,54 +244,120 @@ BuildResult CodeCache::load_or_build(const std::string& source) {
     result.disk_hit = result.memory_hit = true;
     return result;
   }
-
-  const std::string dir = artifact_dir(result.key);
-  const std::string so_path = dir + "/kernel.so";
-  result.disk_hit = fs::exists(so_path);  // renamed into place, so complete if present
-  if (!result.disk_hit) {
-    fs::FileLock lock(dir + "/kernel.lock");
-    // Second look: another process may have built it while we waited.
-    result.disk_hit = fs::exists(so_path);
-    if (!result.disk_hit) result.compile_seconds = build_locked(source, dir, result.key);
+  std::vector<std::string> repairs;
+  std::shared_ptr<LoadedLibrary> library;
+  try {
+    library = load_or_build_on_disk(source, &result, &repairs);
+  } catch (...) {
+    emit_repair_warnings(repairs, /*swallow_errors=*/true);
+    throw;
   }
-  result.library = remember(result.key, LoadedLibrary::open(so_path, dir + "/kernel.cpp"));
+  result.library = remember(result.key, std::move(library));
+  emit_repair_warnings(repairs, /*swallow_errors=*/false);
   return result;
 }
 
-// Writes kernel.cpp and compiles it to kernel.so. Caller holds the dir's lock.
-double CodeCache::build_locked(const std::string& source, const std::string& dir, const std::string& key) const {
-  fs::remove_stale_temp_files(dir);  // from a process that died mid-build
+std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const std::string& source, BuildResult* result,
+                                                                std::vector<std::string>* repairs) {
+  const std::string& key = result->key;
+  const Root r = root();
+  const std::string prefix_dir = r.path + "/" + key.substr(0, 2);
+  const std::string dir = prefix_dir + "/" + key;
+  const fs::UniqueFd prefix_fd = fs::open_private_dir_at(r.fd->get(), key.substr(0, 2), prefix_dir, repairs);
+  const fs::UniqueFd key_fd = fs::open_private_dir_at(prefix_fd.get(), key, dir, repairs);
+
+  // The warm path takes no lock: files appear only by rename, and whatever
+  // fails the checks is looked at again under the lock before any repair.
+  std::string problem;
+  std::optional<std::string> bytes = verify_entry(key_fd.get(), key, &problem);
+  bool force_rebuild = false;
+  for (int attempt = 0;; ++attempt) {
+    result->disk_hit = bytes.has_value();
+    if (!bytes) {
+      fs::FileLockAt lock(key_fd.get(), "kernel.lock", dir + "/kernel.lock", repairs);
+      // Second look: another process may have built or repaired it meanwhile.
+      if (!force_rebuild) bytes = verify_entry(key_fd.get(), key, &problem);
+      result->disk_hit = bytes.has_value();
+      if (!bytes) {
+        if (!problem.empty()) repairs->push_back(str("'", dir, "': ", problem));
+        bytes = build_locked(source, key_fd.get(), dir, key, &result->compile_seconds);
+      }
+    }
+    try {
+      return LoadedLibrary::load_verified(*bytes, dir + "/kernel.so", dir + "/kernel.cpp");
+    } catch (const BackendError& e) {
+      // A fresh build that cannot be loaded is a real error. A cached one
+      // (consistent with its manifest, yet unloadable) is rebuilt once.
+      if (!result->disk_hit || attempt > 0) throw;
+      problem = str("kernel.so cannot be loaded: ", e.what());
+      bytes.reset();
+      force_rebuild = true;
+    }
+  }
+}
+
+// Writes kernel.cpp, compiles it to kernel.so and writes the manifest; returns
+// the library's bytes as read back and hashed. Caller holds the dir's lock.
+std::string CodeCache::build_locked(const std::string& source, int key_fd, const std::string& dir,
+                                    const std::string& key, double* seconds) const {
+  fs::remove_stale_temp_files_at(key_fd);  // from a process that died mid-build
   const std::string src_path = dir + "/kernel.cpp";
-  const std::string log_path = dir + "/compile.log";
-  fs::write_file_atomic(src_path, source);
+  fs::write_file_atomic_at(key_fd, "kernel.cpp", source, dir);
 
   // The compiler writes a temp name; kernel.so only ever appears by rename.
-  const std::string tmp_so = fs::make_temp_file(dir, "kernel.so");
-  fs::ScopedUnlink tmp_so_cleanup(tmp_so);
-  const std::vector<std::string> argv = compile_command(src_path, tmp_so);
+  // (Only the name is reserved: a linker may replace the file it writes.)
+  fs::UniqueFd reserved;
+  const std::string tmp_so = fs::make_temp_file_at(key_fd, "kernel.so", &reserved, dir);
+  reserved.reset();
+  fs::ScopedUnlinkAt tmp_so_cleanup(key_fd, tmp_so);
+  fs::UniqueFd log_fd;
+  const std::string tmp_log = fs::make_temp_file_at(key_fd, "compile.log", &log_fd, dir);
+  fs::ScopedUnlinkAt tmp_log_cleanup(key_fd, tmp_log);
+  const std::vector<std::string> argv = compile_command(src_path, dir + "/" + tmp_so);
 
   const auto start = std::chrono::steady_clock::now();
-  const int status = run_command(argv, log_path);
-  const double seconds = seconds_since(start);
+  const int status = run_command(argv, log_fd.get());
+  *seconds = seconds_since(start);
   if (status != 0) {
+    const std::string log_path = dir + "/compile.log";
+    fs::rename_at(key_fd, tmp_log, "compile.log", dir);
+    tmp_log_cleanup.release();
     throw BackendError(str("C++ compiler failed (exit status ", status, ") on kernel ", key,
                            "\n  command: ", format_command(argv), "\n  source kept at: ", src_path,
                            "\n  compiler output (", log_path, "):\n",
                            fs::read_head_lines(log_path, kLogLinesInError)));
   }
-  fs::fsync_file(tmp_so);  // durable before it becomes visible under its final name
-  fs::rename_file(tmp_so, dir + "/kernel.so");
+
+  struct stat st;
+  bool missing = false;
+  std::string problem;
+  const fs::UniqueFd so_fd = fs::open_private_file_at(key_fd, tmp_so, &st, &missing, &problem);
+  TP_CHECK(so_fd.valid(), BackendError, "the compiler's output '", dir, "/", tmp_so,
+           "' is unusable: ", missing ? "it is missing" : problem);
+  std::string bytes;
+  TP_CHECK(fs::read_exact(so_fd.get(), static_cast<size_t>(st.st_size), &bytes), BackendError,
+           "cannot read the compiler's output '", dir, "/", tmp_so, "'");
+  // Durable before it becomes visible under its final name.
+  TP_CHECK(::fsync(so_fd.get()) == 0, BackendError, "cannot fsync '", dir, "/", tmp_so, "'");
+  fs::rename_at(key_fd, tmp_so, "kernel.so", dir);
   tmp_so_cleanup.release();
-  ::unlink(log_path.c_str());  // only failures keep a log
-  return seconds;
+  // The manifest comes last: an entry is complete once it is there.
+  fs::write_file_atomic_at(key_fd, kManifestName, format_manifest({key, bytes.size(), sha256_hex(bytes)}), dir);
+  return bytes;  // tmp_log_cleanup removes the log: only failures keep one
 }
 
 void CodeCache::reset_for_testing() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  dir_.clear();
-  loaded_.clear();
-  detail::reset_host_isa_for_testing();
-  detail::reset_host_compiler_for_testing();
+  std::unordered_map<std::string, std::shared_ptr<LoadedLibrary>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dir_.clear();
+    dir_fd_.reset();
+    dropped.swap(loaded_);
+    max_loaded_ = 0;
+    warned_.clear();
+    detail::reset_host_isa_for_testing();
+    detail::reset_host_compiler_for_testing();
+  }
 }
 
 }  // namespace tp::stax::runtime

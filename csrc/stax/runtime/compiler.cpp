@@ -88,10 +88,11 @@ bool g_compiler_valid = false;
 // posix_spawn file actions that route the child's stdio; owns the object.
 class StdioRedirect {
  public:
-  explicit StdioRedirect(const std::string& log_path) {
+  explicit StdioRedirect(int log_fd) {
     ::posix_spawn_file_actions_init(&actions_);
     ::posix_spawn_file_actions_addopen(&actions_, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions_, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    // dup2 clears FD_CLOEXEC on the child's copy; log_fd itself may be CLOEXEC.
+    ::posix_spawn_file_actions_adddup2(&actions_, log_fd, 1);
     ::posix_spawn_file_actions_adddup2(&actions_, 1, 2);
   }
   ~StdioRedirect() { ::posix_spawn_file_actions_destroy(&actions_); }
@@ -116,6 +117,13 @@ const CompilerInfo& host_compiler() {
 }
 
 int run_command(const std::vector<std::string>& argv, const std::string& log_path) {
+  // O_NONBLOCK: never wait on a FIFO; O_NOFOLLOW: never write through a link.
+  fs::UniqueFd fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) throw BackendError(str("cannot open log file '", log_path, "': ", fs::errno_message(errno)));
+  return run_command(argv, fd.get());
+}
+
+int run_command(const std::vector<std::string>& argv, int log_fd) {
   TP_CHECK(!argv.empty(), BackendError, "run_command: empty argv");
   std::vector<char*> c_argv;
   for (const auto& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
@@ -123,7 +131,7 @@ int run_command(const std::vector<std::string>& argv, const std::string& log_pat
 
   // posix_spawn rather than fork: glibc uses vfork-like clone, so it is cheap
   // and safe in a large multi-threaded process.
-  StdioRedirect redirect(log_path);
+  StdioRedirect redirect(log_fd);
   pid_t pid = 0;
   const int err = ::posix_spawn(&pid, argv[0].c_str(), redirect.get(), nullptr, c_argv.data(), environ);
   if (err != 0) {

@@ -21,6 +21,10 @@ const CompilerInfo& host_compiler();
 // /dev/null and stdout+stderr go to log_path. Returns the exit status, or
 // 128+N if killed by signal N. Throws tp::BackendError if it cannot start.
 int run_command(const std::vector<std::string>& argv, const std::string& log_path);
+// The same with stdout+stderr going to the open file `log_fd` (the child gets
+// a copy; ours stays open). The code cache passes a temp file it created
+// itself, so a FIFO planted at compile.log cannot block the compiler.
+int run_command(const std::vector<std::string>& argv, int log_fd);
 
 // argv as one line a user can paste into a shell (arguments quoted as needed).
 std::string format_command(const std::vector<std::string>& argv);

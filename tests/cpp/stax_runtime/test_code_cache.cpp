@@ -60,7 +60,7 @@ TEST_F(CodeCacheTest, ArtifactLayoutAndKey) {
   EXPECT_EQ(r.library->so_path(), dir + "/kernel.so");
   EXPECT_EQ(r.library->source_path(), dir + "/kernel.cpp");
   EXPECT_EQ(read_text(dir + "/kernel.cpp"), kSource);
-  EXPECT_EQ(list_dir(dir), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.lock"}));
+  EXPECT_EQ(list_dir(dir), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.manifest", "kernel.lock"}));
   EXPECT_EQ(list_dir(cache_dir_), (std::set<std::string>{r.key.substr(0, 2)}));
 
   EXPECT_EQ(mode_of(cache_dir_), 0700u);
@@ -139,9 +139,8 @@ TEST_F(CodeCacheTest, MissingSymbolRaisesBackendError) {
 
 TEST_F(CodeCacheTest, LoadFailureNamesTheFile) {
   const std::string bogus = root_ + "/not_a_library.so";
-  write_text(bogus, "not an ELF file");
   try {
-    LoadedLibrary::open(bogus, "src.cpp");
+    LoadedLibrary::load_verified("not an ELF file", bogus, "src.cpp");
     FAIL() << "expected tp::BackendError";
   } catch (const tp::BackendError& e) {
     EXPECT_NE(std::string(e.what()).find(bogus), std::string::npos) << e.what();
@@ -234,7 +233,7 @@ TEST_F(CodeCacheTest, KernelSoAppearsOnlyWhole) {
   EXPECT_NE(out_path.find(".tmp."), std::string::npos) << out_path;
   EXPECT_EQ(std::stoull(read_text(root_ + "/out_inode")), static_cast<unsigned long long>(final_st.st_ino));
   EXPECT_EQ(list_dir(so_path.substr(0, so_path.rfind('/'))),
-            (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.lock"}));
+            (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.manifest", "kernel.lock"}));
 }
 
 TEST_F(CodeCacheTest, StaleTempFilesAreCleanedOnBuild) {
@@ -243,7 +242,7 @@ TEST_F(CodeCacheTest, StaleTempFilesAreCleanedOnBuild) {
   std::filesystem::create_directories(dir);
   write_text(dir + "/kernel.so.tmp.ABCDEF", "left by a crashed build");
   EXPECT_EQ(call_int_fn(cache().load_or_build(source)), 9);
-  EXPECT_EQ(list_dir(dir), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.lock"}));
+  EXPECT_EQ(list_dir(dir), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.manifest", "kernel.lock"}));
 }
 
 TEST_F(CodeCacheTest, ThreadsBuildOnce) {

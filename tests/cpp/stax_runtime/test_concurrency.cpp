@@ -65,7 +65,7 @@ TEST_F(ConcurrencyTest, ProcessesCompileOnce) {
   // No temp files anywhere, only the artifact.
   EXPECT_EQ(list_dir(cache_dir_), (std::set<std::string>{key.substr(0, 2)}));
   EXPECT_EQ(list_dir(cache_dir_ + "/" + key.substr(0, 2)), (std::set<std::string>{key}));
-  EXPECT_EQ(list_dir(artifact_dir(key)), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.lock"}));
+  EXPECT_EQ(list_dir(artifact_dir(key)), (std::set<std::string>{"kernel.cpp", "kernel.so", "kernel.manifest", "kernel.lock"}));
 
   BuildResult parent = cache().load_or_build(source);
   EXPECT_TRUE(parent.disk_hit);
