@@ -101,29 +101,27 @@ struct PyOutputStructure : compile::OutputStructure {
                            nb::inst_name(r).c_str()));
   }
 
-  // `same[i]`, where set, is the Python object to return for tensor i.
-  nb::object build(std::vector<Tensor>& tensors, const std::vector<nb::object>& same) const {
+  // `tensors`: the Python objects of the results, in flattening order.
+  nb::object build(const std::vector<nb::object>& tensors) const {
     switch (kind) {
-      case kTensor:
-        if (index < same.size() && same[index].is_valid()) return same[index];
-        return nb::cast(std::move(tensors.at(index)));
+      case kTensor: return tensors.at(index);
       case kConstant: return *object;
       case kTuple:
       case kNamedTuple: {
         nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
         for (size_t i = 0; i < items.size(); ++i)
-          PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), items[i]->build(tensors, same).release().ptr());
+          PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), items[i]->build(tensors).release().ptr());
         return kind == kTuple ? t : (*object).attr("_make")(t);
       }
       case kList: {
         nb::list l;
-        for (auto& it : items) l.append(it->build(tensors, same));
+        for (auto& it : items) l.append(it->build(tensors));
         return l;
       }
       case kDict: {
         nb::dict d;
         nb::list keys = nb::borrow<nb::list>(*object);
-        for (size_t i = 0; i < items.size(); ++i) d[keys[i]] = items[i]->build(tensors, same);
+        for (size_t i = 0; i < items.size(); ++i) d[keys[i]] = items[i]->build(tensors);
         return d;
       }
     }
@@ -234,19 +232,26 @@ struct PyCompiled {
     const compile::OutputStructure* structure = nullptr;
     std::vector<Tensor> out = fn->call(values, &structure);
     auto* s = static_cast<const PyOutputStructure*>(structure);
-    // A result that is an argument (eager returned its input) is the very Python
-    // object the caller passed, as in eager (an nn.Parameter stays itself).
-    std::vector<nb::object> same;
-    for (size_t o = 0; o < out.size(); ++o)
-      for (size_t i = 0; i < values.size(); ++i)
-        if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && out[o].defined() && t->impl() == out[o].impl()) {
-          if (same.empty()) same.resize(out.size());
-          same[o] = nb::borrow(args[i]);
-          break;
-        }
     if (!s) return outputs_to_python(std::move(out), out.size() != 1);
-    if (s->kind == PyOutputStructure::kTensor) return same.empty() ? nb::cast(std::move(out.at(0))) : same[0];
-    return s->build(out, same);
+    if (s->kind == PyOutputStructure::kTensor) {
+      for (size_t i = 0; i < values.size(); ++i)
+        if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && t->impl() == out.at(0).impl())
+          return nb::borrow(args[i]);
+      return nb::cast(std::move(out[0]));
+    }
+    // A result that is an argument (eager returned its input) is the very Python
+    // object the caller passed, as in eager (an nn.Parameter stays itself); the
+    // same tensor returned twice is one object.
+    std::vector<nb::object> objs(out.size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      for (size_t i = 0; i < values.size() && !objs[o].is_valid(); ++i)
+        if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && out[o].defined() && t->impl() == out[o].impl())
+          objs[o] = nb::borrow(args[i]);
+      for (size_t p = 0; p < o && !objs[o].is_valid(); ++p)
+        if (out[p].defined() && out[p].impl() == out[o].impl()) objs[o] = objs[p];
+      if (!objs[o].is_valid()) objs[o] = nb::cast(out[o]);
+    }
+    return s->build(objs);
   }
 };
 
