@@ -118,7 +118,11 @@ def _locate_free_tensors(fn, ids):
     elif not isinstance(fn, types.FunctionType):
         push(fn, fn, (), "self", 0)
         target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    # Attribute names the function's code reads: the only ones looked up on a
+    # Python module it names (`config.W`), so a search never walks numpy's namespace.
+    names_read = set()
     if isinstance(target, types.FunctionType):
+        _code_names(target.__code__, names_read)
         for r in _function_roots(target):
             push(*r, 1)
 
@@ -136,7 +140,13 @@ def _locate_free_tensors(fn, ids):
             continue
         seen.add(id(value))
         visited += 1
-        if isinstance(value, (types.ModuleType, type, str, bytes, int, float, complex, bool)) or value is None:
+        if isinstance(value, types.ModuleType):
+            d = vars(value)
+            for k in sorted(names_read):
+                if k in d:
+                    push(d[k], root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            continue
+        if isinstance(value, (type, str, bytes, int, float, complex, bool)) or value is None:
             continue
         if isinstance(value, Module):
             d = value.__dict__

@@ -7,6 +7,7 @@ Most checks go through compile_check.assert_compiled_matches_eager, which
 compares every backend with eager on three calls."""
 
 import collections
+import types
 import warnings
 
 import numpy as np
@@ -153,6 +154,32 @@ def test_attribute_of_a_global_object_is_read_at_every_call():
     np.testing.assert_array_equal(vals(cf(x)), [2.0] * 4)
     H.scale = tp.full((4,), -1.0)
     np.testing.assert_array_equal(vals(cf(x)), [-1.0] * 4)
+
+
+CFG = types.ModuleType("cfg")  # stands for `import config` holding module-level tensors
+CFG.W = tp.ones(4)
+
+
+def times_module_attribute(x):
+    return x * CFG.W
+
+
+def test_attribute_of_an_imported_module_is_read_at_every_call():
+    cf = tp.compile(times_module_attribute)
+    x = tp.full((4,), 3.0)
+    np.testing.assert_array_equal(vals(cf(x)), [3.0] * 4)
+    CFG.W = tp.full((4,), 2.0)
+    np.testing.assert_array_equal(vals(cf(x)), [6.0] * 4)
+
+
+def test_bound_method_reads_its_module_state_at_every_call():
+    lin = nn.Linear(2, 2, bias=False)
+    cf = tp.compile(lin.forward)
+    x = tp.ones(1, 2)
+    with tp.no_grad():
+        cf(x)
+        lin.weight = nn.Parameter(tp.full((2, 2), 0.5))
+        np.testing.assert_array_equal(vals(cf(x)), [[1.0, 1.0]])
 
 
 def helper_times_w(x):
