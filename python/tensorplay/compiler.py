@@ -222,7 +222,15 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     backend: "stax" (default), "eager", "aot_eager", a name given to
     register_backend, or a callable (graph_module, example_inputs) -> callable.
     strict_native=True raises BackendError instead of falling back to eager
-    execution when Stax cannot generate code for a region.
+    execution when Stax cannot generate code for a region, or when a call needs
+    autograd (an argument, parameter or other free tensor requires grad): there
+    is no compiled training yet.
+
+    Parameters, buffers, globals and closure variables the function reads are
+    inputs of the compiled code, re-read at every call. A fallback to eager
+    execution warns once per compiled function (a UserWarning starting with
+    "tp.compile: running eagerly"); options={"warn_fallback": False} or the
+    warnings module silence it.
     """
     if fn is None:
         return lambda f: compile(f, backend=backend, mode=mode, options=options, dynamic=dynamic,
