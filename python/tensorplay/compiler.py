@@ -130,53 +130,60 @@ def _locate_free_tensors(fn, ids):
     visited = 0
     while queue and remaining and visited < _SEARCH_LIMIT:
         value, root, steps, name, depth = queue.popleft()
-        if isinstance(value, _C.Tensor):
-            k = want.get(_C._impl_id(value))
-            if k is not None and found[k] is None:
-                found[k] = (root, steps, name)
-                remaining -= 1
+        try:
+            if isinstance(value, _C.Tensor):
+                k = want.get(_C._impl_id(value))
+                if k is not None and found[k] is None:
+                    found[k] = (root, steps, name)
+                    remaining -= 1
+                continue
+            if id(value) in seen or depth > _SEARCH_DEPTH:
+                continue
+            seen.add(id(value))
+            visited += 1
+            if isinstance(value, types.ModuleType):
+                d = vars(value)
+                for k in sorted(names_read):
+                    if k in d:
+                        push(d[k], root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                continue
+            if isinstance(value, (type, str, bytes, int, float, complex, bool)) or value is None:
+                continue
+            if isinstance(value, Module):
+                d = value.__dict__
+                for reg in ("_parameters", "_buffers", "_modules"):
+                    for k, v in d.get(reg, {}).items():
+                        if v is not None:
+                            push(v, root, steps + (("attr", reg), ("item", k)), f"{name}.{k}", depth + 1)
+                for k, v in d.items():
+                    if k not in ("_parameters", "_buffers", "_modules"):
+                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            elif isinstance(value, dict):
+                for k, v in list(value.items()):
+                    if isinstance(k, (str, int)):
+                        push(v, root, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
+            elif isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
+            elif isinstance(value, types.FunctionType):
+                # A helper the function calls: its globals and closure are read too.
+                _code_names(value.__code__, names_read)
+                for r in _function_roots(value, name + "."):
+                    push(*r, depth + 1)
+            elif isinstance(value, _C.CompiledFunction):
+                # A compiled function it calls is inlined into this capture: search its function.
+                push(value.__wrapped__, root, steps + (("attr", "__wrapped__"),), name, depth + 1)
+            elif isinstance(value, types.MethodType):
+                push(value.__self__, root, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
+                for r in _function_roots(value.__func__, name + "."):
+                    push(*r, depth + 1)
+            else:
+                d = getattr(value, "__dict__", None)
+                if isinstance(d, dict):
+                    for k, v in list(d.items()):
+                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+        except Exception:  # an object that refuses inspection: not a path
             continue
-        if id(value) in seen or depth > _SEARCH_DEPTH:
-            continue
-        seen.add(id(value))
-        visited += 1
-        if isinstance(value, types.ModuleType):
-            d = vars(value)
-            for k in sorted(names_read):
-                if k in d:
-                    push(d[k], root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
-            continue
-        if isinstance(value, (type, str, bytes, int, float, complex, bool)) or value is None:
-            continue
-        if isinstance(value, Module):
-            d = value.__dict__
-            for reg in ("_parameters", "_buffers", "_modules"):
-                for k, v in d.get(reg, {}).items():
-                    if v is not None:
-                        push(v, root, steps + (("attr", reg), ("item", k)), f"{name}.{k}", depth + 1)
-            for k, v in d.items():
-                if k not in ("_parameters", "_buffers", "_modules"):
-                    push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
-        elif isinstance(value, dict):
-            for k, v in list(value.items()):
-                if isinstance(k, (str, int)):
-                    push(v, root, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for i, v in enumerate(value):
-                push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
-        elif isinstance(value, types.FunctionType):
-            # A helper the function calls: its globals and closure are read too.
-            for r in _function_roots(value, name + "."):
-                push(*r, depth + 1)
-        elif isinstance(value, types.MethodType):
-            push(value.__self__, root, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
-            for r in _function_roots(value.__func__, name + "."):
-                push(*r, depth + 1)
-        else:
-            d = getattr(value, "__dict__", None)
-            if isinstance(d, dict):
-                for k, v in list(d.items()):
-                    push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
     return found
 
 

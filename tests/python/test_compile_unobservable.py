@@ -200,6 +200,39 @@ def test_global_read_by_a_called_helper_is_read_at_every_call():
     np.testing.assert_array_equal(vals(cf(x)), [4.0] * 4)
 
 
+INNER = tp.compile(helper_times_w)
+
+
+def calls_a_compiled_function(x):
+    return INNER(x) - 1
+
+
+def test_global_read_by_an_inlined_compiled_function_is_read_at_every_call():
+    global W
+    W = tp.ones(4)
+    cf = tp.compile(calls_a_compiled_function)
+    x = tp.full((4,), 2.0)
+    np.testing.assert_array_equal(vals(cf(x)), [1.0] * 4)
+    W = tp.full((4,), 3.0)
+    np.testing.assert_array_equal(vals(cf(x)), [5.0] * 4)
+    np.testing.assert_array_equal(vals(INNER(x)), [6.0] * 4)
+
+
+def test_search_survives_objects_that_refuse_inspection():
+    class Hostile:
+        def __getattribute__(self, name):
+            raise RuntimeError("no")
+
+    hostile = Hostile()
+    w = tp.ones(3)
+
+    def f(x):
+        _ = hostile
+        return x + w
+
+    assert_compiled_matches_eager(f, tp.randn(3))
+
+
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_reassigned_module_parameter_is_seen(backend):
     lin = nn.Linear(4, 4)
