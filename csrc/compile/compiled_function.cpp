@@ -300,6 +300,11 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
                              "outside the operators (", dtype_name(tr.free_tensors[k].dtype()),
                              shape_str(tr.free_tensors[k].sizes()),
                              ", e.g. by .detach() or .data) inside a compiled function yet"));
+  // Lifted placeholders are named by where the tensor lives (`self.weight` -> self_weight).
+  for (auto& n : g->nodes())
+    if (n->opcode == graph::Opcode::Placeholder && n->input_index >= static_cast<int>(tensors.size()) &&
+        a->free[n->input_index - tensors.size()].from_owner)
+      g->rename(n.get(), a->free[n->input_index - tensors.size()].name);
   std::vector<Tensor> all = tensors;
   all.insert(all.end(), tr.free_tensors.begin(), tr.free_tensors.end());
   a->free_key = free_key(all, tensors.size());
