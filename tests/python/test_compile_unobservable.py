@@ -288,6 +288,21 @@ def test_parameter_of_a_submodule_is_read_at_every_call():
         np.testing.assert_allclose(vals(cf(x)), vals(m(x)), rtol=1e-5, atol=1e-5)
 
 
+def test_unchanged_parameters_keep_the_first_level_entry():
+    ln = nn.LayerNorm(8)
+    cf = tp.compile(ln)
+    x = tp.randn(3, 8)
+    with tp.no_grad():
+        cf(x)
+        hits, spec, captures = metric("first_level_hits"), metric("specialization_hits"), metric("captures")
+        cf(x)
+        assert metric("first_level_hits") == hits + 1
+        ln.weight.add_(1)  # a new version: re-read, same artifact through the specialization cache
+        np.testing.assert_allclose(vals(cf(x)), vals(ln(x)), rtol=1e-5, atol=1e-6)
+        assert metric("specialization_hits") == spec + 1
+        assert metric("captures") == captures
+
+
 def test_tensor_made_inside_the_function_stays_correct():
     def f(x):
         return x * tp.tensor([1.0, 2.0, 3.0]) + tp.ones(3)
