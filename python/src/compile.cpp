@@ -172,7 +172,7 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
     for (auto& t : found) ids.append(reinterpret_cast<uintptr_t>(t.impl()));
     nb::object paths = nb::module_::import_("tensorplay.compiler").attr("_locate_free_tensors")(*fn, ids);
     for (size_t k = 0; k < found.size(); ++k) {
-      nb::handle p = paths[k];
+      nb::object p = paths[k];
       Tensor t = found[k];
       if (!p.is_none()) {
         // (root, ((kind, key), ...), name), kind in "attr" / "item" / "cell"

@@ -617,6 +617,28 @@ def test_tp_logs_recompiles_says_why():
     assert re.search(r"recompil", out + err, re.IGNORECASE), out + err
 
 
+def test_tp_logs_recompiles_names_a_rebound_parameter():
+    env = dict(os.environ, TP_LOGS="recompiles")
+    rc, out, err = run_python(
+        """
+        import tensorplay as tp
+        from tensorplay import nn
+        lin = nn.Linear(4, 4)
+        cf = tp.compile(lin)
+        with tp.no_grad():
+            cf(tp.randn(2, 4))
+            lin.weight = nn.Parameter(tp.zeros(4, 4, dtype=tp.float64))
+            try:
+                cf(tp.randn(2, 4))
+            except Exception:
+                pass
+        """,
+        env=env,
+    )
+    assert rc == 0, err
+    assert re.search(r"guard failed: self\.weight: float64\[4, 4\]", out + err), out + err
+
+
 def test_lower_debug_names_the_operator_that_could_not_be_lowered():
     env = dict(os.environ, TP_STAX_LOWER_DEBUG="1")
     rc, out, err = run_python(
