@@ -5,14 +5,52 @@
 
 #include "compile/metrics.h"
 #include "core/grad_mode.h"
+#include "core/warning.h"
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
 #include "passes/passes.h"
 #include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
+namespace {
+
+StructuredUserFn structured(UserFn fn) {
+  return [fn = std::move(fn)](const std::vector<ArgValue>& args, std::shared_ptr<const OutputStructure>*) {
+    return fn(args);
+  };
+}
+
+// The part of a tensor the specialization key depends on (raw bytes, compared for equality only).
+void append_tensor_key(std::string& k, const Tensor& t) {
+  auto put = [&](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
+  char tag = 'T';
+  put(&tag, 1);
+  DType dt = t.dtype();
+  put(&dt, 1);
+  bool rg = t.requires_grad();
+  put(&rg, 1);
+  int64_t nd = t.dim();
+  put(&nd, 8);
+  put(t.sizes().data(), 8 * nd);
+  put(t.strides().data(), 8 * nd);
+}
+
+std::string tensor_line(const std::string& name, const Tensor& t) {
+  return str(name, ": ", dtype_name(t.dtype()), shape_str(t.sizes()), " strides ", shape_str(t.strides()),
+             t.requires_grad() ? " requires_grad" : "", "\n");
+}
+
+bool shares_memory(const Tensor& a, const Tensor& b) { return a.impl()->storage == b.impl()->storage; }
+
+}  // namespace
 
 CompiledFunction::CompiledFunction(UserFn fn, CompileOptions options, std::vector<std::string> arg_names,
+                                   int num_params)
+    : CompiledFunction(structured(std::move(fn)), std::move(options), std::move(arg_names), num_params) {}
+
+CompiledFunction::CompiledFunction(StructuredUserFn fn, CompileOptions options, std::vector<std::string> arg_names,
                                    int num_params)
     : fn_(std::move(fn)),
       options_(std::move(options)),
@@ -28,25 +66,53 @@ CompiledFunction::CompiledFunction(UserFn fn, CompileOptions options, std::vecto
            ValueError, "tp.compile: unknown mode '", m, "'");
 }
 
+size_t CompiledFunction::num_specializations() const {
+  size_t n = 0;
+  for (auto& kv : cache_) n += kv.second.size();
+  return n;
+}
+
 void CompiledFunction::check_arity(const std::vector<ArgValue>& args) const {
   if (num_params_ >= 0 && static_cast<int>(args.size()) != num_params_)
     throw TypeError(str("compiled function takes ", num_params_, " positional argument", num_params_ == 1 ? "" : "s",
                         " but ", args.size(), " were given"));
 }
 
+CompiledFunction::Stamp CompiledFunction::Stamp::of(const Tensor& t) {
+  Stamp s;
+  const TensorImpl* i = t.impl();
+  s.impl = i;
+  s.alive = t.impl_ptr();
+  s.storage = i->storage.get();
+  s.version = i->version();
+  s.offset = i->offset;
+  s.dtype = i->dtype;
+  s.requires_grad = i->requires_grad;
+  s.sizes = i->sizes;
+  s.strides = i->strides;
+  return s;
+}
+
+bool CompiledFunction::Stamp::matches(const Tensor& t) const {
+  // Identity + version: the same object, unchanged since the last call. The
+  // weak_ptr rules out a new tensor that happens to reuse a freed address.
+  // Storage, offset, dtype, sizes and strides: `x.data = other` (and any other
+  // metadata change) keeps the object and the version counter of the new memory.
+  const TensorImpl* i = t.impl();
+  return i == impl && i->storage.get() == storage && i->version() == version && i->requires_grad == requires_grad &&
+         i->offset == offset && i->dtype == dtype && i->sizes == sizes && i->strides == strides && !alive.expired();
+}
+
 bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) const {
-  if (!first_.artifact || args.size() != first_.impls.size() || GradMode::is_enabled() != first_.grad_mode) return false;
+  if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode)
+    return false;
   size_t s = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
-      const TensorImpl* impl = t->impl();
-      // Identity + version: the same object, unchanged since the last call. The
-      // weak_ptr rules out a new tensor that happens to reuse a freed address.
-      if (impl != first_.impls[i] || impl->version() != first_.versions[i] ||
-          impl->requires_grad != static_cast<bool>(first_.requires_grad[i]) || first_.alive[i].expired())
-        return false;
+      if (!first_.tensors[i].matches(*t)) return false;
     } else {
-      if (first_.impls[i] != nullptr || s >= first_.scalars.size() || !(std::get<Scalar>(args[i]) == first_.scalars[s]))
+      if (first_.tensors[i].impl != nullptr || s >= first_.scalars.size() ||
+          !(std::get<Scalar>(args[i]) == first_.scalars[s]))
         return false;
       ++s;
     }
@@ -54,23 +120,30 @@ bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) co
   return true;
 }
 
-void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, const Artifact* a) {
+bool CompiledFunction::read_free(const Artifact& a, std::vector<Tensor>* all) const {
+  for (auto& src : a.free) {
+    Tensor t = src.read();
+    if (!t.defined()) return false;
+    all->push_back(std::move(t));
+  }
+  return true;
+}
+
+void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, const std::vector<Tensor>& all,
+                                            const Artifact* a) {
   first_ = FirstLevel{};
   first_.grad_mode = GradMode::is_enabled();
+  size_t n = 0;
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
-      first_.impls.push_back(t->impl());
-      first_.alive.push_back(t->impl_ptr());
-      first_.versions.push_back(t->version());
-      first_.requires_grad.push_back(t->requires_grad());
+      first_.tensors.push_back(Stamp::of(*t));
+      ++n;
     } else {
-      first_.impls.push_back(nullptr);
-      first_.alive.emplace_back();
-      first_.versions.push_back(0);
-      first_.requires_grad.push_back(0);
+      first_.tensors.emplace_back();
       first_.scalars.push_back(std::get<Scalar>(arg));
     }
   }
+  for (size_t i = n; i < all.size(); ++i) first_.free.push_back(Stamp::of(all[i]));
   first_.artifact = a;
 }
 
@@ -78,44 +151,39 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
   // Raw bytes: the key is only compared for equality, never shown.
   std::string k;
   k.reserve(64 * args.size());
-  auto put = [&](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
   bool grad = GradMode::is_enabled();
-  put(&grad, 1);
+  k.push_back(grad ? '1' : '0');
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
-      char tag = 'T';
-      put(&tag, 1);
-      DType dt = t->dtype();
-      put(&dt, 1);
-      bool rg = t->requires_grad();
-      put(&rg, 1);
-      int64_t nd = t->dim();
-      put(&nd, 8);
-      put(t->sizes().data(), 8 * nd);
-      put(t->strides().data(), 8 * nd);
+      append_tensor_key(k, *t);
     } else {
-      const Scalar& s = std::get<Scalar>(arg);
-      char tag = 'S';
-      put(&tag, 1);
-      std::string r = s.repr();
-      k += r;
+      k += 'S';
+      k += std::get<Scalar>(arg).repr();
       k += '\0';
     }
   }
   return k;
 }
 
-std::string CompiledFunction::describe(const std::vector<ArgValue>& args) const {
+std::string CompiledFunction::free_key(const std::vector<Tensor>& all, size_t first_free) {
+  std::string k;
+  for (size_t i = first_free; i < all.size(); ++i) append_tensor_key(k, all[i]);
+  return k;
+}
+
+std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const std::vector<FreeTensorSource>& free,
+                                       const std::vector<Tensor>& all) const {
   std::string d;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = i < arg_names_.size() ? arg_names_[i] : "arg" + std::to_string(i);
     if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
-      d += str(name, ": ", dtype_name(t->dtype()), shape_str(t->sizes()), " strides ", shape_str(t->strides()),
-               t->requires_grad() ? " requires_grad" : "", "\n");
+      d += tensor_line(name, *t);
     } else {
       d += str(name, " = ", std::get<Scalar>(args[i]).repr(), "\n");
     }
   }
+  size_t n = all.size() - std::min(all.size(), free.size());
+  for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }
@@ -133,13 +201,34 @@ static std::string first_difference(const std::string& a, const std::string& b) 
   return "argument count or grad mode changed";
 }
 
+void CompiledFunction::warn_fallback(const std::string& reason) {
+  // Once per compiled function, like a graph-break report: the user learns that
+  // the call runs eagerly and why; the warnings module (or options
+  // {"warn_fallback": "0"}) silences it.
+  if (warned_fallback_) return;
+  warned_fallback_ = true;
+  auto it = options_.options.find("warn_fallback");
+  if (it != options_.options.end() && (it->second == "0" || it->second == "False" || it->second == "false")) return;
+  warn(str("tp.compile: running eagerly instead of generated code: ", reason));
+}
+
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                                       bool needs_grad, std::string* source) {
+                                       const std::string& grad_reason, std::string* source) {
   std::shared_ptr<const graph::Graph> cg = g;
   auto eager = [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
-  if (needs_grad) {
+  bool stax = !options_.custom_backend && options_.backend == "stax";
+  if (!grad_reason.empty()) {
     // No compiled training yet: run the captured graph operator by operator
-    // with autograd recording, which gives correct gradients.
+    // with autograd recording, which gives correct gradients. Under
+    // strict_native that is not native code, so it is an error.
+    std::string why = grad_reason + " requires grad and compiled training is not implemented yet";
+    if (stax && options_.strict_native)
+      throw BackendError(str("tp.compile(strict_native=True): ", why,
+                             " (Stax generates forward code only); call it under tp.no_grad() or detach the inputs"));
+    if (stax) {
+      metrics().fallback_count++;
+      warn_fallback(why + "; running the captured graph with eager autograd");
+    }
     return eager;
   }
   if (options_.custom_backend) return options_.custom_backend(cg, tensors);
@@ -169,12 +258,15 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     metrics().fallback_count++;
     if (log_enabled("recompiles") || log_enabled("graph"))
       std::fprintf(stderr, "[tp.compile] falling back to eager: %s\n", e.what());
+    warn_fallback(e.what());
     return eager;
   }
 }
 
-CompiledFunction::Artifact CompiledFunction::build(const std::vector<ArgValue>& args,
-                                                   const std::vector<Tensor>& tensors) {
+std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::vector<ArgValue>& args,
+                                                                     std::vector<Tensor>* inputs) {
+  const std::vector<Tensor> tensors = *inputs;
+  auto a = std::make_unique<Artifact>();
   std::vector<std::string> tensor_names;
   std::vector<size_t> tensor_pos;
   for (size_t i = 0; i < args.size(); ++i)
@@ -183,74 +275,201 @@ CompiledFunction::Artifact CompiledFunction::build(const std::vector<ArgValue>& 
       tensor_names.push_back(i < arg_names_.size() ? arg_names_[i] : "arg" + std::to_string(i));
     }
   // Capture: run the user's function on the real inputs (run-time proxies),
-  // with Python scalars substituted back in place.
+  // with Python scalars substituted back in place. Free tensors become extra inputs.
   graph::TraceResult tr = graph::trace(
       [&](const std::vector<Tensor>& proxies) {
-        std::vector<ArgValue> a = args;
-        for (size_t k = 0; k < tensor_pos.size(); ++k) a[tensor_pos[k]] = proxies[k];
-        return fn_(a);
+        std::vector<ArgValue> v = args;
+        for (size_t k = 0; k < tensor_pos.size(); ++k) v[tensor_pos[k]] = proxies[k];
+        return fn_(v, &a->structure);
       },
-      tensors, tensor_names);
+      tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true);
   metrics().captures++;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
+
+  // How to re-read each free tensor at the next calls.
+  if (locator_) {
+    a->free = locator_(tr.free_tensors);
+    TP_CHECK(a->free.size() == tr.free_tensors.size(), Error, "free-tensor locator returned ", a->free.size(),
+             " sources for ", tr.free_tensors.size(), " tensors");
+  } else {
+    for (auto& t : tr.free_tensors) a->free.push_back({[t] { return t; }, "free tensor", false});
+  }
+  for (size_t k = 0; k < a->free.size(); ++k)
+    if (!a->free[k].from_owner && tr.free_aliases_traced[k])
+      throw CaptureError(str("cannot capture a tensor that shares memory with an input or intermediate but was made "
+                             "outside the operators (", dtype_name(tr.free_tensors[k].dtype()),
+                             shape_str(tr.free_tensors[k].sizes()),
+                             ", e.g. by .detach() or .data) inside a compiled function yet"));
+  // Lifted placeholders are named by where the tensor lives (`self.weight` -> self_weight).
+  for (auto& n : g->nodes())
+    if (n->opcode == graph::Opcode::Placeholder && n->input_index >= static_cast<int>(tensors.size()) &&
+        a->free[n->input_index - tensors.size()].from_owner)
+      g->rename(n.get(), a->free[n->input_index - tensors.size()].name);
+  std::vector<Tensor> all = tensors;
+  all.insert(all.end(), tr.free_tensors.begin(), tr.free_tensors.end());
+  a->free_key = free_key(all, tensors.size());
+
+  // Aliasing of the results in eager (this run), from the graph before passes
+  // rewrite it: the backend's results are made to alias the same way.
+  OutputAliasing& al = a->aliasing;
+  const graph::Node* out_node = g->output_node();
+  size_t nout = tr.outputs.size();
+  al.same_as_input.assign(nout, -1);
+  al.same_as_output.assign(nout, -1);
+  al.view_of_input.assign(nout, -1);
+  al.view_steps.resize(nout);
+  for (size_t i = 0; i < nout; ++i) {
+    const Tensor& o = tr.outputs[i];
+    for (size_t j = 0; j < all.size() && al.same_as_input[i] < 0; ++j)
+      if (all[j].impl() == o.impl()) al.same_as_input[i] = static_cast<int>(j);
+    for (size_t k = 0; k < i && al.same_as_output[i] < 0 && al.same_as_input[i] < 0; ++k)
+      if (tr.outputs[k].impl() == o.impl()) al.same_as_output[i] = static_cast<int>(k);
+    if (al.same_as_input[i] >= 0 || al.same_as_output[i] >= 0) {
+      al.trivial = false;
+      continue;
+    }
+    bool view = false;
+    for (auto& in : all) view |= shares_memory(in, o);
+    if (!view) continue;
+    al.trivial = false;
+    // Walk the chain of view operators back to the input it reads.
+    al.view_of_input[i] = -2;  // unknown: leave the backend's result as it is
+    const graph::Arg& arg = out_node->args.at(i);
+    const graph::Node* n = std::holds_alternative<graph::Node*>(arg) ? std::get<graph::Node*>(arg) : nullptr;
+    std::vector<OutputAliasing::ViewStep> steps;
+    while (n && n->opcode == graph::Opcode::CallFunction && n->target && n->target->has(kView) &&
+           n->args.size() == 1 && std::holds_alternative<graph::Node*>(n->args[0])) {
+      steps.push_back({n->target, n->attrs});
+      n = std::get<graph::Node*>(n->args[0]);
+    }
+    if (n && n->opcode == graph::Opcode::Placeholder) {
+      al.view_of_input[i] = n->input_index;
+      al.view_steps[i].assign(steps.rbegin(), steps.rend());
+    }
+  }
+
   passes::PassOptions po;
   po.decompose = false;
   passes::run_default_passes(*g, po);
   if (log_enabled("graph")) std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
-  bool needs_grad = false;
+  std::string grad_reason;
   if (GradMode::is_enabled())
-    for (auto& t : tensors) needs_grad |= t.requires_grad();
-  Artifact a;
-  a.graph = g;
-  a.description = describe(args);
+    for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
+      if (all[i].requires_grad())
+        grad_reason = i < tensors.size() ? "input '" + tensor_names[i] + "'" : "'" + a->free[i - tensors.size()].name + "'";
+  a->graph = g;
+  a->description = describe(args, a->free, all);
   std::string source;
-  a.run = run_backend(g, tensors, needs_grad, &source);
+  a->run = run_backend(g, all, grad_reason, &source);
   last_graph_ = g;
   last_source_ = source;
+  *inputs = std::move(all);
   return a;
 }
 
-std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args) {
+std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<Tensor>& all) const {
+  std::vector<Tensor> out = a.run(all);
+  const OutputAliasing& al = a.aliasing;
+  TP_CHECK(al.same_as_input.size() == out.size(), Error, "compiled function: the backend returned ", out.size(),
+           " results, the captured graph has ", al.same_as_input.size());
+  // A result must alias an input exactly where eager's did: a backend may hand
+  // back an input (`x + 0` simplified to `x`) or a fresh copy of a view.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (al.same_as_input[i] >= 0) {
+      out[i] = all[al.same_as_input[i]];
+    } else if (al.same_as_output[i] >= 0) {
+      out[i] = out[al.same_as_output[i]];
+    } else if (al.view_of_input[i] >= 0) {
+      const Tensor& base = all[al.view_of_input[i]];
+      if (!shares_memory(out[i], base)) {
+        Tensor v = base;
+        for (auto& s : al.view_steps[i]) v = call_op(*s.op, {v}, s.attrs).at(0);
+        out[i] = v;
+      }
+    } else if (al.view_of_input[i] == -1) {
+      for (auto& in : all)
+        if (out[i].defined() && shares_memory(out[i], in)) {
+          out[i] = ops::clone(out[i]);
+          break;
+        }
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, const OutputStructure** structure) {
   // Called while an enclosing compiled function is being captured: inline the
   // body so its operators land in the enclosing graph (running our own
   // artifact here would hide them from the tracer).
   if (graph::is_tracing()) {
     check_arity(args);
-    return fn_(args);
+    std::shared_ptr<const OutputStructure> s;
+    auto r = fn_(args, &s);
+    inline_structure_ = std::move(s);
+    if (structure) *structure = inline_structure_.get();
+    return r;
   }
   if (epoch_ != cache_epoch()) {
     cache_.clear();
     first_ = FirstLevel{};
     epoch_ = cache_epoch();
   }
-  std::vector<Tensor> tensors;
-  tensors.reserve(args.size());
+  std::vector<Tensor> all;
+  all.reserve(args.size());
   for (auto& a : args)
-    if (const Tensor* t = std::get_if<Tensor>(&a)) tensors.push_back(*t);
+    if (const Tensor* t = std::get_if<Tensor>(&a)) all.push_back(*t);
+  const size_t n = all.size();
   if (first_level_matches(args)) {
-    metrics().first_level_hits++;
-    return first_.artifact->run(tensors);
+    const Artifact* a = first_.artifact;
+    bool hit = a->free.empty();
+    if (!hit && read_free(*a, &all)) {
+      hit = true;
+      for (size_t k = 0; k < first_.free.size() && hit; ++k) hit = first_.free[k].matches(all[n + k]);
+    }
+    if (hit) {
+      metrics().first_level_hits++;
+      if (structure) *structure = a->structure.get();
+      return run(*a, all);
+    }
+    all.resize(n);
   }
   check_arity(args);
   std::string key = specialization_key(args);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) {
+  std::vector<std::unique_ptr<Artifact>>& versions = cache_[key];
+  const Artifact* found = nullptr;
+  for (auto& v : versions) {
+    if (read_free(*v, &all) && free_key(all, n) == v->free_key) {
+      found = v.get();
+      break;
+    }
+    all.resize(n);
+  }
+  if (found) {
     metrics().specialization_hits++;
   } else {
-    if (!cache_.empty()) {
+    if (num_specializations() > 0) {
       metrics().recompiles++;
       if (log_enabled("recompiles")) {
         // Report against the version used last: that is the guard chain the call just failed.
-        const Artifact* last = first_.artifact ? first_.artifact : cache_.begin()->second.get();
-        std::fprintf(stderr, "[tp.compile] recompiling: guard failed: %s\n",
-                     first_difference(describe(args), last->description).c_str());
+        const Artifact* last = first_.artifact;
+        for (auto it = cache_.begin(); !last && it != cache_.end(); ++it)
+          if (!it->second.empty()) last = it->second.front().get();
+        std::vector<Tensor> cur = all;
+        if (last && read_free(*last, &cur))
+          std::fprintf(stderr, "[tp.compile] recompiling: guard failed: %s\n",
+                       first_difference(describe(args, last->free, cur), last->description).c_str());
+        else
+          std::fprintf(stderr, "[tp.compile] recompiling: guard failed: a free tensor (parameter, global or "
+                               "closure variable) is no longer a tensor\n");
       }
     }
-    auto art = std::make_unique<Artifact>(build(args, tensors));
-    it = cache_.emplace(std::move(key), std::move(art)).first;
+    auto art = build(args, &all);  // appends the free tensors the capture read
+    found = art.get();
+    versions.push_back(std::move(art));
   }
-  remember_first_level(args, it->second.get());
-  return it->second->run(tensors);
+  remember_first_level(args, all, found);
+  if (structure) *structure = found->structure.get();
+  return run(*found, all);
 }
 
 }  // namespace tp::compile

@@ -2,11 +2,17 @@
 // chain, first-level entry, capture, passes, backend dispatch and fallback.
 //
 // One call:
-//   first-level entry: the same tensor objects at the same versions as the
-//     last call (and equal scalars) -> run the last artifact directly;
+//   first-level entry: the same tensor objects with the same version counters
+//     and metadata as the last call (and equal scalars), and every free tensor
+//     the function read (parameters, globals, closure variables) re-read and
+//     found to be the same object at the same version -> run the last artifact;
 //   else the specialization key (dtype, sizes, strides, requires_grad of each
-//     tensor; value of each Python scalar; grad mode) -> cached artifact;
+//     tensor; value of each Python scalar; grad mode), then the free tensors'
+//     metadata -> cached artifact;
 //   else capture -> passes -> backend -> register under the key.
+// Compiling must be unobservable (Sections 11.3, 12.1): free tensors are graph
+// inputs read at every call, results alias inputs exactly where eager's do,
+// and the caller gets back eager's output structure (OutputStructure).
 #pragma once
 #include <functional>
 #include <memory>
@@ -21,52 +27,122 @@
 namespace tp::compile {
 
 using ArgValue = std::variant<Tensor, Scalar>;
+
+// How the user's function arranged its tensor results (containers, None, numbers).
+// Opaque to the compiler: the binding that made it reads it back. Remembered per
+// specialization, so every call returns the structure eager returned.
+struct OutputStructure {
+  virtual ~OutputStructure() = default;
+};
+
 // Calls the user's function with these arguments (tensors may be tracing proxies).
 using UserFn = std::function<std::vector<Tensor>(const std::vector<ArgValue>& args)>;
+// The same, also reporting the structure of what the function returned.
+using StructuredUserFn = std::function<std::vector<Tensor>(const std::vector<ArgValue>& args,
+                                                           std::shared_ptr<const OutputStructure>* structure)>;
+
+// A tensor the function read that is neither an argument nor made inside the
+// call (a module parameter, a global, a closure variable): re-read at every call.
+// `read` returns an undefined Tensor when the owner no longer holds a tensor.
+struct FreeTensorSource {
+  std::function<Tensor()> read;
+  std::string name;  // for recompile reasons and errors, e.g. "self.weight"
+  // Read through its owner (attribute, global, closure cell), so a re-bound owner
+  // is seen; false: the very object is re-read.
+  bool from_owner = true;
+};
+// Given the free tensors a capture found (in graph-input order), says how to re-read
+// each. The default re-reads the very object (in-place updates are seen, rebinding
+// the owner's attribute is not: only a binding knows the owner).
+using FreeTensorLocator = std::function<std::vector<FreeTensorSource>(const std::vector<Tensor>& found)>;
 
 class CompiledFunction {
  public:
   CompiledFunction(UserFn fn, CompileOptions options, std::vector<std::string> arg_names, int num_params);
-  std::vector<Tensor> call(const std::vector<ArgValue>& args);
+  CompiledFunction(StructuredUserFn fn, CompileOptions options, std::vector<std::string> arg_names, int num_params);
+  std::vector<Tensor> call(const std::vector<ArgValue>& args) { return call(args, nullptr); }
+  // `structure` (optional) receives the output structure of the version that ran; it
+  // stays valid until the next call.
+  std::vector<Tensor> call(const std::vector<ArgValue>& args, const OutputStructure** structure);
+  void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
-  size_t num_specializations() const { return cache_.size(); }
+  size_t num_specializations() const;
 
  private:
+  // What the first-level entry compares for one tensor: the object (alive: a
+  // reused address cannot match), its version counter, and everything `.data =`
+  // or a metadata change could alter without touching the version.
+  struct Stamp {
+    const TensorImpl* impl = nullptr;
+    std::weak_ptr<TensorImpl> alive;
+    const StorageImpl* storage = nullptr;
+    uint64_t version = 0;
+    int64_t offset = 0;
+    DType dtype = DType::Float32;
+    bool requires_grad = false;
+    Shape sizes, strides;
+    static Stamp of(const Tensor& t);
+    bool matches(const Tensor& t) const;
+  };
+  // How each result must alias the call's tensors, as eager's did (decided at capture).
+  struct OutputAliasing {
+    std::vector<int> same_as_input;   // >= 0: eager returned that input object itself
+    std::vector<int> same_as_output;  // >= 0: eager returned the same object as an earlier result
+    // A view of an input in eager: the view operators from the input (index) to the result.
+    struct ViewStep {
+      const OpDef* op;
+      Attrs attrs;
+    };
+    std::vector<int> view_of_input;
+    std::vector<std::vector<ViewStep>> view_steps;
+    bool trivial = true;  // every result fresh in eager (the common case: one storage check each)
+  };
   struct Artifact {
     RegionFn run;
     std::shared_ptr<const graph::Graph> graph;
     std::string description;  // per-argument metadata, for recompile reasons
+    std::vector<FreeTensorSource> free;
+    std::string free_key;     // the free tensors' metadata when built
+    std::shared_ptr<const OutputStructure> structure;
+    OutputAliasing aliasing;
   };
   struct FirstLevel {
-    std::vector<const TensorImpl*> impls;
-    std::vector<std::weak_ptr<TensorImpl>> alive;
-    std::vector<uint64_t> versions;
-    std::vector<uint8_t> requires_grad;
+    std::vector<Stamp> tensors;  // per argument; impl null for scalars
     std::vector<Scalar> scalars;
+    std::vector<Stamp> free;
     bool grad_mode = true;
     const Artifact* artifact = nullptr;
   };
 
   bool first_level_matches(const std::vector<ArgValue>& args) const;
-  void remember_first_level(const std::vector<ArgValue>& args, const Artifact* a);
+  bool read_free(const Artifact& a, std::vector<Tensor>* all) const;
+  void remember_first_level(const std::vector<ArgValue>& args, const std::vector<Tensor>& all, const Artifact* a);
   std::string specialization_key(const std::vector<ArgValue>& args) const;
-  std::string describe(const std::vector<ArgValue>& args) const;
-  Artifact build(const std::vector<ArgValue>& args, const std::vector<Tensor>& tensors);
-  RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors, bool needs_grad,
-                       std::string* source);
+  static std::string free_key(const std::vector<Tensor>& all, size_t first_free);
+  std::string describe(const std::vector<ArgValue>& args, const std::vector<FreeTensorSource>& free,
+                       const std::vector<Tensor>& all) const;
+  std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs);
+  RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
+                       const std::string& grad_reason, std::string* source);
+  std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
+  void warn_fallback(const std::string& reason);
   void check_arity(const std::vector<ArgValue>& args) const;
 
-  UserFn fn_;
+  StructuredUserFn fn_;
   CompileOptions options_;
   std::vector<std::string> arg_names_;
   int num_params_;  // -1: unknown / variadic
-  std::unordered_map<std::string, std::unique_ptr<Artifact>> cache_;
+  FreeTensorLocator locator_;
+  // Specialization key -> the versions built under it (several when free tensors' metadata differ).
+  std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> cache_;
   FirstLevel first_;
   uint64_t epoch_;
+  bool warned_fallback_ = false;
+  std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
 };

@@ -50,6 +50,11 @@ std::string Graph::unique_name(const std::string& hint) {
   return name;
 }
 
+void Graph::rename(Node* n, const std::string& hint) {
+  used_names_.erase(n->name);
+  n->name = unique_name(hint);
+}
+
 Node* Graph::add(std::unique_ptr<Node> n, Node* before) {
   Node* raw = n.get();
   for (Node* in : raw->input_nodes()) in->users.push_back(raw);

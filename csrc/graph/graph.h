@@ -68,6 +68,8 @@ class Graph {
   // Inserts a new call node right before `before` (keeps topological order); nullptr appends.
   Node* insert_call_before(Node* before, const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta);
   void recompute_users();
+  // Gives a node a new unique name from `hint` (e.g. a lifted free tensor named by its path).
+  void rename(Node* n, const std::string& hint);
   // Readable Python-like code: `def forward(x, w):\n    add = tp.add(x, w)\n ...`
   std::string code() const;
   // Structural check: topological order, users consistent; throws tp::Error.

@@ -1,5 +1,6 @@
 #include "graph/tracer.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/grad_mode.h"
@@ -10,7 +11,11 @@ namespace {
 
 class Tracer : public DispatchInterceptor {
  public:
-  Tracer(Graph& g, bool execute) : g_(g), execute_(execute) {}
+  Tracer(Graph& g, bool execute, bool lift, int num_inputs)
+      : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs) {}
+
+  const std::vector<Tensor>& free_tensors() const { return free_; }
+  const std::vector<bool>& free_aliases() const { return free_aliases_; }
 
   void bind_input(const Tensor& t, Node* n) {
     values_[t.impl()] = n;
@@ -22,8 +27,25 @@ class Tracer : public DispatchInterceptor {
     auto it = values_.find(t.impl());
     if (it != values_.end()) return it->second;
     if (t.is_wrapped_number()) return t.item();  // a Python number: a constant of the graph
-    // A free tensor (e.g. a global): lifted into the graph as a named constant.
-    Node* n = g_.get_attr("const", t);
+    if (!lift_) {
+      // A free tensor (e.g. a global): lifted into the graph as a named constant.
+      Node* n = g_.get_attr("const", t);
+      bind_input(t, n);
+      return n;
+    }
+    // Does it share memory with an input or an intermediate? Then it may have been
+    // made from one outside the operators (`x.detach()`, `x.data`); the caller
+    // decides (a located global is fine, an unlocated alias cannot be re-read).
+    bool aliases = false;
+    for (auto& k : keep_)
+      if (k.impl()->storage == t.impl()->storage &&
+          std::none_of(free_.begin(), free_.end(), [&](const Tensor& f) { return f.impl() == k.impl(); }))
+        aliases = true;
+    // A free tensor (a parameter, global, closure variable): an extra input,
+    // which the caller reads afresh at every call.
+    Node* n = g_.placeholder("free", t.meta(), num_inputs_ + static_cast<int>(free_.size()));
+    free_.push_back(t);
+    free_aliases_.push_back(aliases);
     bind_input(t, n);
     return n;
   }
@@ -80,6 +102,10 @@ class Tracer : public DispatchInterceptor {
   }
   Graph& g_;
   bool execute_;
+  bool lift_;
+  int num_inputs_;
+  std::vector<Tensor> free_;
+  std::vector<bool> free_aliases_;
   std::unordered_map<const TensorImpl*, Node*> values_;
   std::vector<Tensor> keep_;  // keeps every traced tensor alive so addresses stay unique
 };
@@ -91,10 +117,10 @@ thread_local int t_trace_depth = 0;
 bool is_tracing() { return t_trace_depth > 0; }
 
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, const std::vector<std::string>& names,
-                  bool execute) {
+                  bool execute, bool lift_free_tensors) {
   TraceResult r;
   r.graph = std::make_unique<Graph>();
-  Tracer tracer(*r.graph, execute);
+  Tracer tracer(*r.graph, execute, lift_free_tensors, static_cast<int>(inputs.size()));
   std::vector<Tensor> proxies;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor t = inputs[i];
@@ -128,6 +154,8 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     outs.push_back(tracer.node_for(o));
   }
   r.graph->output(std::move(outs));
+  r.free_tensors = tracer.free_tensors();
+  r.free_aliases_traced = tracer.free_aliases();
   return r;
 }
 

@@ -16,13 +16,23 @@ using TraceableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&
 struct TraceResult {
   std::unique_ptr<Graph> graph;
   std::vector<Tensor> outputs;  // the values the function returned on this call
+  // With lift_free_tensors: the free tensors the function read, in the order of
+  // their placeholders (input_index = inputs.size() + position here).
+  std::vector<Tensor> free_tensors;
+  // Per free tensor: it shares memory with an input or an intermediate of this trace.
+  std::vector<bool> free_aliases_traced;
 };
 
 // `input_names` (optional) name the placeholders (e.g. the Python parameter names).
 // execute=false traces in meta mode: outputs get their shapes/dtypes from the
 // operators' inference and are never computed (used to expand decompositions).
+// A free tensor (read by the function but neither an input nor produced by a
+// recorded operator: a parameter, a global, a closure variable) becomes a
+// get_attr constant, or with lift_free_tensors an extra placeholder, so that the
+// caller can pass its current value at every call (tp.compile does).
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs,
-                  const std::vector<std::string>& input_names = {}, bool execute = true);
+                  const std::vector<std::string>& input_names = {}, bool execute = true,
+                  bool lift_free_tensors = false);
 
 // True while a trace is being recorded on this thread (the binding refuses
 // data-dependent reads such as item() then: a capture failure, Section 11.3).

@@ -53,8 +53,150 @@ nb::object outputs_to_python(std::vector<Tensor>&& out, bool is_tuple) {
   return nb::tuple(l);
 }
 
+// What a compiled function returned, with its tensors taken out: containers
+// (tuple, list, dict, namedtuple), None and Python numbers/strings are kept, so
+// every call gives back eager's structure (a 1-tuple stays a 1-tuple).
+struct PyOutputStructure : compile::OutputStructure {
+  enum Kind { kTensor, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
+  size_t index = 0;                                        // kTensor: position among the tensors
+  std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
+  std::shared_ptr<nb::object> object;                      // kConstant value, kDict keys, kNamedTuple type
+
+  static std::unique_ptr<PyOutputStructure> flatten(nb::handle r, std::vector<Tensor>* tensors) {
+    auto s = std::make_unique<PyOutputStructure>();
+    if (nb::isinstance<Tensor>(r)) {
+      s->index = tensors->size();
+      tensors->push_back(nb::cast<Tensor>(r));
+      return s;
+    }
+    PyObject* p = r.ptr();
+    if (p == Py_None || PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p) || PyComplex_Check(p) ||
+        PyUnicode_Check(p)) {
+      s->kind = kConstant;
+      s->object = keep_py(nb::borrow(r));
+      return s;
+    }
+    if (PyTuple_Check(p) || PyList_Check(p)) {
+      s->kind = PyTuple_CheckExact(p) ? kTuple : PyList_CheckExact(p) ? kList : kNamedTuple;
+      if (s->kind == kNamedTuple) {
+        TP_CHECK(PyTuple_Check(p) && nb::hasattr(r, "_make"), CaptureError,
+                 "compiled functions must return tensors, numbers, None, or tuples/lists/dicts of them, got ",
+                 nb::inst_name(r).c_str());
+        s->object = keep_py(nb::borrow(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(p)))));
+      }
+      for (nb::handle x : r) s->items.push_back(flatten(x, tensors));
+      return s;
+    }
+    if (PyDict_CheckExact(p)) {
+      s->kind = kDict;
+      nb::list keys;
+      for (auto [k, v] : nb::borrow<nb::dict>(r)) {
+        keys.append(k);
+        s->items.push_back(flatten(v, tensors));
+      }
+      s->object = keep_py(std::move(keys));
+      return s;
+    }
+    throw CaptureError(str("compiled functions must return tensors, numbers, None, or tuples/lists/dicts of them, got ",
+                           nb::inst_name(r).c_str()));
+  }
+
+  // `tensors`: the Python objects of the results, in flattening order.
+  nb::object build(const std::vector<nb::object>& tensors) const {
+    switch (kind) {
+      case kTensor: return tensors.at(index);
+      case kConstant: return *object;
+      case kTuple:
+      case kNamedTuple: {
+        nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+        for (size_t i = 0; i < items.size(); ++i)
+          PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), items[i]->build(tensors).release().ptr());
+        return kind == kTuple ? t : (*object).attr("_make")(t);
+      }
+      case kList: {
+        nb::list l;
+        for (auto& it : items) l.append(it->build(tensors));
+        return l;
+      }
+      case kDict: {
+        nb::dict d;
+        nb::list keys = nb::borrow<nb::list>(*object);
+        for (size_t i = 0; i < items.size(); ++i) d[keys[i]] = items[i]->build(tensors);
+        return d;
+      }
+    }
+    return nb::none();
+  }
+};
+
+// Re-reads a free tensor through its owner at every call: a root object (a
+// module, a function's globals dict, a closure cell) and attribute / item / cell
+// steps from it, found by compiler._locate_free_tensors at capture.
+struct FreeTensorPath {
+  enum Kind { kAttr, kItem, kCell };
+  std::shared_ptr<nb::object> root;
+  std::vector<std::pair<Kind, std::shared_ptr<nb::object>>> steps;
+
+  Tensor read() const {
+    nb::object cur = *root;
+    for (auto& [kind, key] : steps) {
+      PyObject* r = nullptr;
+      switch (kind) {
+        case kAttr: r = PyObject_GetAttr(cur.ptr(), key->ptr()); break;
+        case kItem:
+          if (PyDict_CheckExact(cur.ptr())) {
+            r = PyDict_GetItemWithError(cur.ptr(), key->ptr());
+            Py_XINCREF(r);
+          } else {
+            r = PyObject_GetItem(cur.ptr(), key->ptr());
+          }
+          break;
+        case kCell: r = PyCell_Check(cur.ptr()) ? PyCell_Get(cur.ptr()) : nullptr; break;
+      }
+      if (!r) {
+        PyErr_Clear();  // gone: the guard fails and the next capture sees what eager sees
+        return Tensor();
+      }
+      cur = nb::steal(r);
+    }
+    if (!nb::isinstance<Tensor>(cur)) return Tensor();
+    return nb::cast<Tensor>(cur);
+  }
+};
+
+compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
+  return [fn](const std::vector<Tensor>& found) {
+    std::vector<compile::FreeTensorSource> out;
+    if (found.empty()) return out;
+    nb::list ids;
+    for (auto& t : found) ids.append(reinterpret_cast<uintptr_t>(t.impl()));
+    nb::object paths = nb::module_::import_("tensorplay.compiler").attr("_locate_free_tensors")(*fn, ids);
+    for (size_t k = 0; k < found.size(); ++k) {
+      nb::object p = paths[k];
+      Tensor t = found[k];
+      if (!p.is_none()) {
+        // (root, ((kind, key), ...), name), kind in "attr" / "item" / "cell"
+        auto path = std::make_shared<FreeTensorPath>();
+        path->root = keep_py(nb::borrow(p[0]));
+        for (nb::handle st : p[1]) {
+          std::string kind = nb::cast<std::string>(st[0]);
+          auto k2 = kind == "attr" ? FreeTensorPath::kAttr : kind == "item" ? FreeTensorPath::kItem : FreeTensorPath::kCell;
+          path->steps.emplace_back(k2, keep_py(nb::borrow(st[1])));
+        }
+        // Only a path that leads to this very tensor now is trusted.
+        Tensor now = path->read();
+        if (now.defined() && now.impl() == t.impl()) {
+          out.push_back({[path] { return path->read(); }, nb::cast<std::string>(p[2]), true});
+          continue;
+        }
+      }
+      out.push_back({[t] { return t; }, str("free tensor ", dtype_name(t.dtype()), shape_str(t.sizes())), false});
+    }
+    return out;
+  };
+}
+
 struct PyCompiled {
-  std::shared_ptr<bool> returns_tuple = std::make_shared<bool>(false);
   std::unique_ptr<compile::CompiledFunction> fn;
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
@@ -87,7 +229,29 @@ struct PyCompiled {
                             " (expected a Tensor or a number)"));
       }
     }
-    return outputs_to_python(fn->call(values), *returns_tuple);
+    const compile::OutputStructure* structure = nullptr;
+    std::vector<Tensor> out = fn->call(values, &structure);
+    auto* s = static_cast<const PyOutputStructure*>(structure);
+    if (!s) return outputs_to_python(std::move(out), out.size() != 1);
+    if (s->kind == PyOutputStructure::kTensor) {
+      for (size_t i = 0; i < values.size(); ++i)
+        if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && t->impl() == out.at(0).impl())
+          return nb::borrow(args[i]);
+      return nb::cast(std::move(out[0]));
+    }
+    // A result that is an argument (eager returned its input) is the very Python
+    // object the caller passed, as in eager (an nn.Parameter stays itself); the
+    // same tensor returned twice is one object.
+    std::vector<nb::object> objs(out.size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      for (size_t i = 0; i < values.size() && !objs[o].is_valid(); ++i)
+        if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && out[o].defined() && t->impl() == out[o].impl())
+          objs[o] = nb::borrow(args[i]);
+      for (size_t p = 0; p < o && !objs[o].is_valid(); ++p)
+        if (out[p].defined() && out[p].impl() == out[o].impl()) objs[o] = objs[p];
+      if (!objs[o].is_valid()) objs[o] = nb::cast(out[o]);
+    }
+    return s->build(objs);
   }
 };
 
@@ -159,9 +323,9 @@ void bind_compile(nb::module_& m) {
     auto pc = std::make_unique<PyCompiled>();
     pc->wrapped = fn;
     pc->binder = binder;
-    std::shared_ptr<bool> tuple_flag = pc->returns_tuple;
     auto fn_ref = keep_py(fn);
-    compile::UserFn user = [fn_ref, tuple_flag](const std::vector<ArgValue>& args) {
+    compile::StructuredUserFn user = [fn_ref](const std::vector<ArgValue>& args,
+                                              std::shared_ptr<const compile::OutputStructure>* structure) {
       nb::object& fn = *fn_ref;
       nb::list l;
       for (auto& a : args) {
@@ -169,10 +333,14 @@ void bind_compile(nb::module_& m) {
         else l.append(scalar_to_py(std::get<Scalar>(a)));
       }
       nb::object r = fn(*nb::tuple(l));
-      return outputs_from_python(r, tuple_flag.get());
+      std::vector<Tensor> out;
+      std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);
+      if (structure) *structure = std::move(s);
+      return out;
     };
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
+    pc->fn->set_free_tensor_locator(python_locator(fn_ref));
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
@@ -214,6 +382,8 @@ void bind_compile(nb::module_& m) {
     return d;
   });
   m.def("_reset", &compile::reset);
+  // The identity the compiler sees (the C++ tensor object), for matching free tensors.
+  m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
 }

@@ -3,7 +3,9 @@
 The run-time object returned by tp.compile is the C++ CompiledFunction: its
 __call__ is the first-level entry, so no Python runs on a compiled call.
 """
+import collections
 import inspect
+import types
 
 from . import _C
 
@@ -55,6 +57,136 @@ def host_isa():
     return _C._host_isa()
 
 
+# How far _locate_free_tensors searches from the function's roots.
+_SEARCH_DEPTH = 8
+_SEARCH_LIMIT = 20000
+
+
+def _code_names(code, out):
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_names(c, out)
+    return out
+
+
+def _function_roots(f, prefix=""):
+    """(value, root, steps, name) for each global a function's code names and each closure cell."""
+    roots = []
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return roots
+    g = getattr(f, "__globals__", {})
+    for name in sorted(_code_names(code, set())):
+        if name in g:
+            roots.append((g[name], g, (("item", name),), prefix + name))
+    for name, cell in zip(code.co_freevars, f.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # not assigned yet
+            continue
+        roots.append((value, cell, (("cell", None),), prefix + name))
+    return roots
+
+
+def _locate_free_tensors(fn, ids):
+    """Where the compiled function's free tensors live, so each call re-reads them.
+
+    `ids` are the compiler's identities (_C._impl_id) of tensors the capture read
+    that were neither arguments nor made by an operator. Returns, per id, a
+    (root, steps, name) path -- steps are ("attr", name), ("item", key) or
+    ("cell", None) -- found by a breadth-first search from the function's owner
+    (a module or a bound method's self), the globals its code names and its
+    closure cells; None where no path was found (the tensor was made inside the
+    function outside the operators, or is out of reach: it is then re-read as
+    the same object). Runs once per capture, never on a call.
+    """
+    from .nn import Module  # late: nn imports tensorplay
+
+    want = {i: k for k, i in enumerate(ids)}
+    found = [None] * len(ids)
+    queue = collections.deque()
+    seen = set()
+
+    def push(value, root, steps, name, depth):
+        queue.append((value, root, steps, name, depth))
+
+    target = fn
+    if isinstance(fn, types.MethodType):
+        push(fn.__self__, fn.__self__, (), "self", 0)
+        target = fn.__func__
+    elif not isinstance(fn, types.FunctionType):
+        push(fn, fn, (), "self", 0)
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    # Attribute names the function's code reads: the only ones looked up on a
+    # Python module it names (`config.W`), so a search never walks numpy's namespace.
+    names_read = set()
+    if isinstance(target, types.FunctionType):
+        _code_names(target.__code__, names_read)
+        for r in _function_roots(target):
+            push(*r, 1)
+
+    remaining = len(ids)
+    visited = 0
+    while queue and remaining and visited < _SEARCH_LIMIT:
+        value, root, steps, name, depth = queue.popleft()
+        try:
+            if isinstance(value, _C.Tensor):
+                k = want.get(_C._impl_id(value))
+                if k is not None and found[k] is None:
+                    found[k] = (root, steps, name)
+                    remaining -= 1
+                continue
+            if id(value) in seen or depth > _SEARCH_DEPTH:
+                continue
+            seen.add(id(value))
+            visited += 1
+            if isinstance(value, types.ModuleType):
+                d = vars(value)
+                for k in sorted(names_read):
+                    if k in d:
+                        push(d[k], root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                continue
+            if isinstance(value, (type, str, bytes, int, float, complex, bool)) or value is None:
+                continue
+            if isinstance(value, Module):
+                d = value.__dict__
+                for reg in ("_parameters", "_buffers", "_modules"):
+                    for k, v in d.get(reg, {}).items():
+                        if v is not None:
+                            push(v, root, steps + (("attr", reg), ("item", k)), f"{name}.{k}", depth + 1)
+                for k, v in d.items():
+                    if k not in ("_parameters", "_buffers", "_modules"):
+                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            elif isinstance(value, dict):
+                for k, v in list(value.items()):
+                    if isinstance(k, (str, int)):
+                        push(v, root, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
+            elif isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
+            elif isinstance(value, types.FunctionType):
+                # A helper the function calls: its globals and closure are read too.
+                _code_names(value.__code__, names_read)
+                for r in _function_roots(value, name + "."):
+                    push(*r, depth + 1)
+            elif isinstance(value, _C.CompiledFunction):
+                # A compiled function it calls is inlined into this capture: search its function.
+                push(value.__wrapped__, root, steps + (("attr", "__wrapped__"),), name, depth + 1)
+            elif isinstance(value, types.MethodType):
+                push(value.__self__, root, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
+                for r in _function_roots(value.__func__, name + "."):
+                    push(*r, depth + 1)
+            else:
+                d = getattr(value, "__dict__", None)
+                if isinstance(d, dict):
+                    for k, v in list(d.items()):
+                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+        except Exception:  # an object that refuses inspection: not a path
+            continue
+    return found
+
+
 def _make_binder(fn):
     """Resolves keyword arguments and defaults into the positional tuple the
     compiled function takes (the slow path; positional calls never come here)."""
@@ -97,7 +229,15 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     backend: "stax" (default), "eager", "aot_eager", a name given to
     register_backend, or a callable (graph_module, example_inputs) -> callable.
     strict_native=True raises BackendError instead of falling back to eager
-    execution when Stax cannot generate code for a region.
+    execution when Stax cannot generate code for a region, or when a call needs
+    autograd (an argument, parameter or other free tensor requires grad): there
+    is no compiled training yet.
+
+    Parameters, buffers, globals and closure variables the function reads are
+    inputs of the compiled code, re-read at every call. A fallback to eager
+    execution warns once per compiled function (a UserWarning starting with
+    "tp.compile: running eagerly"); options={"warn_fallback": False} or the
+    warnings module silence it.
     """
     if fn is None:
         return lambda f: compile(f, backend=backend, mode=mode, options=options, dynamic=dynamic,

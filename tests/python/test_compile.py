@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from compile_check import assert_compiled_matches_eager
 
 U32 = 2.0**-24
 U64 = 2.0**-53
@@ -462,6 +463,8 @@ def test_eager_backends_match_eager(backend):
     assert_rowsum_close(values(y), values(example_1_1(x, w)), example_1_1_terms(x, w))
     s = tp.compile(softmax5, backend=backend)(x)
     check_softmax(s, x)
+    assert_compiled_matches_eager(example_1_1, x, w, backends=(backend,))
+    assert_compiled_matches_eager(softmax5, x, backends=(backend,))
 
 
 def test_callable_backend_receives_graph_and_example_inputs():
@@ -565,6 +568,7 @@ def test_compiled_gradients_match_eager_for_smooth_function():
     tp.compile(f)(xc, wc).sum().backward()
     np.testing.assert_allclose(values(xc.grad), values(xe.grad), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(values(wc.grad), values(we.grad), rtol=1e-12, atol=1e-14)
+    assert_compiled_matches_eager(f, xe, we, rtol=1e-12, atol=1e-14)
 
 
 # --------------------------------------------------------- capture and logging
@@ -611,6 +615,28 @@ def test_tp_logs_recompiles_says_why():
     )
     assert rc == 0, err
     assert re.search(r"recompil", out + err, re.IGNORECASE), out + err
+
+
+def test_tp_logs_recompiles_names_a_rebound_parameter():
+    env = dict(os.environ, TP_LOGS="recompiles")
+    rc, out, err = run_python(
+        """
+        import tensorplay as tp
+        from tensorplay import nn
+        lin = nn.Linear(4, 4)
+        cf = tp.compile(lin)
+        with tp.no_grad():
+            cf(tp.randn(2, 4))
+            lin.weight = nn.Parameter(tp.zeros(4, 4, dtype=tp.float64))
+            try:
+                cf(tp.randn(2, 4))
+            except Exception:
+                pass
+        """,
+        env=env,
+    )
+    assert rc == 0, err
+    assert re.search(r"guard failed: self\.weight: float64\[4, 4\]", out + err), out + err
 
 
 def test_lower_debug_names_the_operator_that_could_not_be_lowered():
@@ -662,6 +688,7 @@ def test_multi_result_operators_are_captured_with_getitem_nodes(backend):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
     code = tp.compiler.capture(f, x).code
     assert re.search(r"getitem_1 = max_dim\[1\]  # int64\[4\]", code), code
+    assert_compiled_matches_eager(f, x, backends=(backend,), params=[])
 
 
 def test_module_with_layernorm_and_mlp_compiles_and_trains_like_eager():
@@ -671,6 +698,7 @@ def test_module_with_layernorm_and_mlp_compiles_and_trains_like_eager():
     x = tp.randn(5, 8)
     cm = tp.compile(m)
     np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert_compiled_matches_eager(m, x, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["eager", "stax"])
@@ -689,3 +717,4 @@ def test_absent_optional_tensor_arguments_are_captured_as_none(backend):
     for g, e in zip(got, want):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
     assert "conv2d(arg0, arg1, None" in tp.compiler.capture(f, x, w).code
+    assert_compiled_matches_eager(f, x, w, backends=(backend,), rtol=1e-5, atol=1e-5)

@@ -83,6 +83,38 @@ TEST_F(CompileCpp, StrictNativeNamesTheOperatorStaxCannotLower) {
   for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(y.data_as<float>()[i], ref.data_as<float>()[i]);
 }
 
+TEST_F(CompileCpp, CapturedTensorIsAnInputReadAtEveryCall) {
+  // A tensor the lambda captured is a free tensor: a graph input (not a frozen
+  // constant), so an in-place update between calls is seen.
+  Tensor w = ops::ones({4});
+  UserFn f = [w](const std::vector<ArgValue>& a) {
+    return std::vector<Tensor>{ops::mul(std::get<Tensor>(a[0]), w)};
+  };
+  CompiledFunction cf(f, CompileOptions{.strict_native = true}, {"x"}, 1);
+  Tensor x = ops::full({4}, 2.0);
+  EXPECT_EQ(cf.call({x})[0].data_as<float>()[0], 2.0f);
+  Tensor w2 = w;
+  ops::mul_(w2, ops::full({4}, 3.0));
+  EXPECT_EQ(cf.call({x})[0].data_as<float>()[0], 6.0f);
+  EXPECT_EQ(cf.last_graph()->placeholders().size(), 2u);
+}
+
+TEST_F(CompileCpp, ResultThatIsAnInputIsThatTensorAndSimplifiedResultIsACopy) {
+  UserFn same = [](const std::vector<ArgValue>& a) { return std::vector<Tensor>{std::get<Tensor>(a[0])}; };
+  UserFn plus0 = [](const std::vector<ArgValue>& a) {
+    return std::vector<Tensor>{ops::add(std::get<Tensor>(a[0]), ops::scalar(0.0))};
+  };
+  Tensor x = ops::ones({3});
+  for (const char* backend : {"eager", "stax"}) {
+    CompileOptions o;
+    o.backend = backend;
+    CompiledFunction a(same, o, {"x"}, 1), b(plus0, o, {"x"}, 1);
+    EXPECT_EQ(a.call({x})[0].impl(), x.impl()) << backend;
+    Tensor y = b.call({x})[0];
+    EXPECT_NE(y.impl()->storage, x.impl()->storage) << backend;
+  }
+}
+
 TEST_F(CompileCpp, WrongArgumentCountIsATypeError) {
   CompiledFunction cf(example11(), CompileOptions{}, {"x", "w"}, 2);
   EXPECT_THROW(cf.call({ops::randn({2})}), TypeError);
