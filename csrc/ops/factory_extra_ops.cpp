@@ -193,39 +193,39 @@ void reg(OpDef d) { register_op(d); }
 }  // namespace
 
 void register_factory_extra_ops() {
-  reg({.name = "linspace", .schema = "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  reg({.name = "linspace", .schema = "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory, .num_inputs = 0, .infer = &linspace_infer, .cpu = &linspace_cpu});
-  reg({.name = "eye", .schema = "eye(int n, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", .tags = kFactory, .num_inputs = 0,
+  reg({.name = "eye", .schema = "eye(int n, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", .tags = kFactory, .num_inputs = 0,
        .infer = &eye_infer, .cpu = &eye_cpu});
-  reg({.name = "eye.m", .schema = "eye.m(int n, int m, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", .tags = kFactory,
+  reg({.name = "eye.m", .schema = "eye.m(int n, int m, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", .tags = kFactory,
        .num_inputs = 0, .infer = &eye_infer, .cpu = &eye_cpu});
   reg({.name = "randint",
-       .schema = "randint(int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       .schema = "randint(int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory | kRandom, .num_inputs = 0, .infer = &randint_infer, .cpu = &randint_cpu});
   reg({.name = "randint.low",
        .schema =
-           "randint.low(int low, int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+           "randint.low(int low, int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory | kRandom, .num_inputs = 0, .infer = &randint_infer, .cpu = &randint_cpu});
 
   auto like = [](const char* name, const char* schema, DecomposeFn f, uint32_t tags) {
     reg({.name = name, .schema = schema, .tags = kComposite | tags, .num_inputs = 1, .infer = &like_infer,
          .decompose = f});
   };
-  like("empty_like", "empty_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kEmpty>, 0);
-  like("zeros_like", "zeros_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kZeros>, 0);
-  like("ones_like", "ones_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kOnes>, 0);
-  like("full_like", "full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("empty_like", "empty_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kEmpty>, 0);
+  like("zeros_like", "zeros_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kZeros>, 0);
+  like("ones_like", "ones_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kOnes>, 0);
+  like("full_like", "full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kFull>, 0);
-  like("rand_like", "rand_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("rand_like", "rand_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRand>, kRandom);
-  like("randn_like", "randn_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("randn_like", "randn_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandn>, kRandom);
   like("randint_like",
-       "randint_like(Tensor self, int high, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       "randint_like(Tensor self, int high, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandint>, kRandom);
   like("randint_like.low_dtype",
        "randint_like.low_dtype(Tensor self, int low, int high, *, Generator? generator=None, ScalarType? dtype=None, "
-       "bool requires_grad=False) -> Tensor",
+       "Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandint>, kRandom);
 
   reg({.name = "normal_",

@@ -523,7 +523,7 @@ void register_sort_ops() {
   reg({.name = "bucketize", .schema = "bucketize(Tensor self, Tensor boundaries, *, bool right=False) -> Tensor",
        .num_inputs = 2, .decompose = &bucketize_decompose});
   reg({.name = "randperm",
-       .schema = "randperm(int n, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       .schema = "randperm(int n, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kRandom | kFactory, .num_inputs = 0, .infer = &randperm_infer, .cpu = &randperm_cpu});
 }
 

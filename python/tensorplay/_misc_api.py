@@ -6,6 +6,7 @@ import sys
 
 import numpy as _np
 
+from . import _C
 from ._C import Tensor
 
 _TYPE_NAMES = {
@@ -70,10 +71,11 @@ def is_nonzero(input):
     return bool(input.item())
 
 
-def as_tensor(data, dtype=None):
+def as_tensor(data, dtype=None, device=None):
     """A tensor sharing `data`'s memory when possible: a tensor of the right dtype is returned
     as is, a NumPy array of the right dtype is wrapped without a copy."""
     tp = _tp()
+    _C._check_device(device, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None or data.dtype == dtype else data.to(dtype)
     if isinstance(data, _np.ndarray):
@@ -89,19 +91,26 @@ def _size_args(size):
 
 
 def _new(factory):
-    def method(self, *size, dtype=None, requires_grad=False):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        _C._check_device(device, "new_" + factory.__name__)
+        _C._check_pin_memory(pin_memory, "new_" + factory.__name__)
         out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype)
         return out.requires_grad_(True) if requires_grad else out
     return method
 
 
-def _new_full(self, size, fill_value, *, dtype=None, requires_grad=False):
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+              pin_memory=False):
+    _C._check_device(device, "new_full")
+    _C._check_pin_memory(pin_memory, "new_full")
     out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype)
     return out.requires_grad_(True) if requires_grad else out
 
 
-def _new_tensor(self, data, dtype=None, requires_grad=False):
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     tp = _tp()
+    _C._check_device(device, "new_tensor")
+    _C._check_pin_memory(pin_memory, "new_tensor")
     if isinstance(data, Tensor):
         out = data.detach().clone().to(dtype if dtype is not None else data.dtype)
     else:

@@ -319,8 +319,10 @@ class Module:
         for a in list(args) + [kwargs.get("device")]:
             if isinstance(a, _C.dtype):
                 dtype = a
-            elif a is not None and str(a) != "cpu":
-                raise ValueError(f"Module.to: only the cpu device exists today (got {a!r})")
+            elif a is not None and not isinstance(a, _C.Tensor):
+                _C._check_device(a, "Module.to")
+            elif a is not None:
+                dtype = a.dtype
         if dtype is None:
             return self
         # Like PyTorch, only floating tensors convert (integer buffers such as counters stay).
