@@ -58,6 +58,19 @@ Tensor apply_memory_format(const Tensor& t, MemoryFormat f, std::string_view op)
 bool is_contiguous_as(const Tensor& t, MemoryFormat f);
 std::optional<MemoryFormat> to_memory_format(nb::handle h, std::string_view op);  // None -> nullopt
 
+// An error from an operator's parts ("mul: shapes ...") re-raised naming the
+// function the user called: "multiply: shapes ... (in mul)" (op_binding.cpp).
+std::string named_message(const char* what, const std::string& called);
+[[noreturn]] void rethrow_named(const std::string& called);  // call inside a catch block
+template <class F>
+auto with_op_name(const std::string& called, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    rethrow_named(called);
+  }
+}
+
 void bind_tensor(nb::module_& m);
 void bind_functions(nb::module_& m);
 void bind_compile(nb::module_& m);

@@ -7,6 +7,7 @@
 // is driven by the parsed Schema, so a new operator needs no binding code.
 #include <Python.h>
 
+#include <cctype>
 #include <deque>
 #include <map>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "common.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
+#include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/ops.h"
@@ -50,7 +52,10 @@ struct Parsed {
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
 };
 
+// A bool is no int here (PyTorch: "must be int, not bool"), so x.var(False)
+// reaches the unbiased= overload instead of meaning dim 0.
 bool is_int_like(PyObject* o) {
+  if (PyBool_Check(o)) return false;
   if (PyLong_Check(o)) return true;
   return PyIndex_Check(o) && !PyFloat_Check(o) && !nb::isinstance<Tensor>(nb::handle(o));
 }
@@ -62,6 +67,19 @@ int64_t as_int(PyObject* o) {
   long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
   if (overflow) throw ValueError("integer value out of range for int64");
   return v;
+}
+
+// A one-element integer tensor where an int is expected (x.narrow(0, t, 2)),
+// as PyTorch reads it through __index__. Its value becomes an attribute, so a
+// capture (which would bake it into the graph) refuses it like item().
+std::optional<int64_t> int_from_tensor(nb::handle h, const std::string& op) {
+  if (!nb::isinstance<Tensor>(h)) return std::nullopt;
+  const Tensor& t = nb::cast<const Tensor&>(h);
+  if (t.numel() != 1 || !is_integral(t.dtype(), false)) return std::nullopt;
+  if (graph::is_tracing())
+    throw CaptureError(str("cannot capture ", op, "() with a tensor where an int is expected: its value is tensor "
+                           "data (data-dependent shapes are not supported yet); pass an int"));
+  return t.item().to_int();
 }
 
 std::string py_type_name(PyObject* o) {
@@ -108,9 +126,15 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       return true;
     }
     case ArgType::Int:
-      if (!is_int_like(v)) return mismatch("int");
-      p.attrs.set(a.attr_name, as_int(v));
-      return true;
+      if (is_int_like(v)) {
+        p.attrs.set(a.attr_name, as_int(v));
+        return true;
+      }
+      if (auto i = int_from_tensor(h, s.name)) {
+        p.attrs.set(a.attr_name, *i);
+        return true;
+      }
+      return mismatch("int");
     case ArgType::IntList: {
       std::vector<int64_t> xs;
       if (is_int_like(v)) {
@@ -290,7 +314,7 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                  "(): functions with out=... arguments don't support automatic differentiation, but one of the "
                  "arguments requires grad");
     }
-    std::vector<Tensor> results = call_op(*o.op, p.inputs, p.attrs);
+    std::vector<Tensor> results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) autograd::set_requires_grad(r, true);
@@ -363,6 +387,7 @@ constexpr std::pair<const char*, const char*> kAliases[] = {
     {"true_divide_", "div_"},   {"subtract", "sub"},          {"subtract_", "sub_"},
     {"fix", "trunc"},           {"fix_", "trunc_"},           {"swapaxes", "transpose"},
     {"swapdims", "transpose"},  {"moveaxis", "movedim"},      {"row_stack", "vstack"},
+    {"broadcast_to", "expand"},
 };
 
 void add_aliases(std::map<std::string, size_t>& index) {
@@ -413,6 +438,44 @@ nb::object call_from_python(const OpFunction* f, nb::args args, nb::kwargs kwarg
 }
 
 }  // namespace
+
+// An error raised inside an operator's parts names the part ("mul: shapes ...")
+// but the user called `called` (multiply, mse_loss, hstack, ...): the message
+// leads with the called name and keeps the part that raised it in brackets.
+std::string named_message(const char* what, const std::string& called) {
+  const std::string_view m(what);
+  size_t i = 0;
+  while (i < m.size() && (std::isalnum(static_cast<unsigned char>(m[i])) || m[i] == '_' || m[i] == '.')) ++i;
+  size_t j = i;
+  if (m.substr(j, 2) == "()") j += 2;
+  if (i > 0 && m.substr(j, 2) == ": ") {
+    const std::string_view inner = m.substr(0, i);
+    // The op itself, or one of its overloads ("max.dim" for max).
+    if (inner == called || (inner.size() > called.size() && inner.substr(0, called.size()) == called &&
+                            inner[called.size()] == '.'))
+      return std::string(m);
+    return str(called, ": ", m.substr(j + 2), " (in ", inner, ")");
+  }
+  return str(called, ": ", m);
+}
+
+void rethrow_named(const std::string& called) {
+  try {
+    throw;
+  } catch (const CaptureError&) {
+    throw;
+  } catch (const BackendError&) {
+    throw;
+  } catch (const tp::TypeError& e) {
+    throw tp::TypeError(named_message(e.what(), called));
+  } catch (const tp::ValueError& e) {
+    throw tp::ValueError(named_message(e.what(), called));
+  } catch (const tp::IndexError& e) {
+    throw tp::IndexError(named_message(e.what(), called));
+  } catch (const tp::Error& e) {
+    throw tp::Error(named_message(e.what(), called));
+  }
+}
 
 void bind_generated_ops(nb::module_& m) {
   build_functions();
