@@ -135,6 +135,8 @@ def install():
     for fn in (allclose, equal, meshgrid, cartesian_prod, is_tensor, is_floating_point, numel, is_nonzero,
                as_tensor):
         setattr(tp, fn.__name__, fn)
+    Tensor.ndimension = Tensor.dim  # PyTorch's older names
+    Tensor.nelement = Tensor.numel
     Tensor.allclose = allclose
     Tensor.equal = equal
     Tensor.is_nonzero = is_nonzero
