@@ -126,6 +126,30 @@ def _type(self, dtype=None):
     return self.to(dtype)
 
 
+# In-place operators that PyTorch also offers as functions (torch.relu_(x)); the
+# generated bindings make in-place operators methods only.
+_INPLACE_FUNCTIONS = (
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
+    "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "detach_",
+    "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "log10_", "log1p_", "log2_",
+    "log_", "logit_", "nan_to_num_", "neg_", "negative_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_",
+    "sin_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "zero_",
+)
+
+
+def detach(input):
+    return input.detach()
+
+
+def get_device(input):
+    return input.get_device()
+
+
+def _where_method(self, condition, other):
+    """x.where(condition, y): x where condition holds, else y (tensorplay.where(condition, x, y))."""
+    return _tp().where(condition, self, other)
+
+
 def install():
     tp = _tp()
     for name in ("meshgrid", "cartesian_prod"):
@@ -133,8 +157,14 @@ def install():
         if current not in (meshgrid, cartesian_prod):
             _generated.setdefault(name, current)
     for fn in (allclose, equal, meshgrid, cartesian_prod, is_tensor, is_floating_point, numel, is_nonzero,
-               as_tensor):
+               as_tensor, detach, get_device):
         setattr(tp, fn.__name__, fn)
+    for name in _INPLACE_FUNCTIONS:
+        method = getattr(Tensor, name, None)
+        if method is not None and not hasattr(tp, name):
+            setattr(tp, name, method)
+    if not hasattr(Tensor, "where"):
+        Tensor.where = _where_method
     Tensor.ndimension = Tensor.dim  # PyTorch's older names
     Tensor.nelement = Tensor.numel
     Tensor.allclose = allclose

@@ -206,7 +206,46 @@ PAIRS = [
     ("row_stack", lambda m, F, T: m.row_stack([T(A23), T(POS)])),
     ("broadcast_to", lambda m, F, T: (m.broadcast_to(T(A23[0]), (4, 3)), T(A23[:1]).broadcast_to((2, 3)))),
     ("ndimension_nelement", lambda m, F, T: (T(A4).ndimension(), T(A4).nelement())),
+    ("inplace_functions", lambda m, F, T: tuple(getattr(m, n)(T(POS)) for n in (
+        "abs_", "acos_", "arccos_", "asin_", "arcsinh_", "atan_", "ceil_", "cos_", "cosh_", "erf_", "erfc_", "exp2_",
+        "exp_", "expm1_", "fix_", "floor_", "frac_", "log10_", "log1p_", "log2_", "log_", "logit_", "neg_",
+        "negative_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinh_", "sqrt_", "square_",
+        "tan_", "tanh_", "trunc_", "zero_", "nan_to_num_"))),
+    ("inplace_functions_args", lambda m, F, T: (m.clamp_(T(A23), -0.1, 0.1), m.clip_(T(A23), max=0.0),
+                                                m.clamp_min_(T(A23), 0.2), m.clamp_max_(T(A23), 0.2),
+                                                m.fill_(T(A23), 2.5), m.arccosh_(T(BIG)), m.arctanh_(T(POS) * 0.5))),
+    ("where_method_detach", lambda m, F, T: (T(A23).where(T(A23) > 0, T(POS)), m.detach(T(A23)),
+                                             m.get_device(T(A23)))),
 ]
+
+
+def _documented_aliases(namespace):
+    """(alias, target) for every public callable whose docstring says it is an alias."""
+    found = []
+    for name in dir(namespace):
+        f = getattr(namespace, name, None) if not name.startswith("_") else None
+        doc = getattr(f, "__doc__", None) if callable(f) else None
+        m = re.search(r"[Aa]lias (?:for|of) :?(?:func|meth|attr)?:?`?(?:torch\.|Tensor\.)?([\w.]+)`?",
+                      doc if isinstance(doc, str) else "")
+        if m:
+            found.append((name, m.group(1).split(".")[-1].rstrip("()")))
+    return found
+
+
+def test_every_documented_torch_alias_of_an_existing_op_exists():
+    # Walks torch's namespace and Tensor: a name PyTorch documents as an alias of an operation that
+    # TensorPlay has must exist here too (so a new alias in PyTorch fails this test until added).
+    documented = _documented_aliases(torch)
+    assert len(documented) > 20 and ("arccos", "acos") in documented  # the walk itself works
+    missing = [f"torch.{a} -> {t}" for a, t in documented
+               if not hasattr(tp, a) and (hasattr(tp, t) or hasattr(tp.Tensor, t))]
+    missing += [f"Tensor.{a} -> {t}" for a, t in _documented_aliases(torch.Tensor)
+                if not hasattr(tp.Tensor, a) and hasattr(tp.Tensor, t)]
+    assert not missing, missing
+    # and the in-place functions of methods TensorPlay has (torch.relu_(x) ...)
+    inplace = [n for n in dir(torch) if n.endswith("_") and not n.startswith("_") and callable(getattr(torch, n))
+               and hasattr(tp.Tensor, n) and not hasattr(tp, n)]
+    assert not inplace, inplace
 
 
 @pytest.mark.parametrize("case", [c for _, c in PAIRS], ids=[n for n, _ in PAIRS])
