@@ -112,6 +112,8 @@ PAIRS = [
     ("device_str", lambda m, F, T: (str(T(A23).device), T(A23).device.type, T(A23).device.index)),
     ("device_eq", lambda m, F, T: (T(A23).device == m.device("cpu"), m.device("cpu") == m.device("cpu:0"))),
     ("device_parse", lambda m, F, T: (str(m.device("cpu:0")), m.device("cpu", 0).index, repr(m.device("cpu")))),
+    ("generator_device", lambda m, F, T: (str(m.Generator(device="cpu").device), m.Generator().device.type)),
+    ("module_device", lambda m, F, T: m.nn.Linear(2, 3, device="cpu:0").to("cpu", m.float64).weight.dtype),
     ("is_cpu", lambda m, F, T: (T(A23).is_cpu, T(A23).is_cuda, T(A23).get_device())),
     # ---- memory_format= ----
     ("contiguous_cl_stride", lambda m, F, T: T(A4).contiguous(memory_format=m.channels_last).stride()),
@@ -130,6 +132,7 @@ PAIRS = [
     ("to_cl", lambda m, F, T: T(A4).to(memory_format=m.channels_last).stride()),
     ("float_cl", lambda m, F, T: T(A4).float(memory_format=m.channels_last).stride()),
     ("cl3d", lambda m, F, T: T(A5).contiguous(memory_format=m.channels_last_3d).stride()),
+    ("module_to_cl", lambda m, F, T: m.nn.Conv2d(3, 4, 3).to(memory_format=m.channels_last).weight.stride()),
     ("cl_math", lambda m, F, T: (T(A4).contiguous(memory_format=m.channels_last) * 2 + 1).sum((0, 2))),
     # ---- searchsorted / bucketize ----
     ("searchsorted_int32", lambda m, F, T: m.searchsorted(T(SEQ), T(VALS), out_int32=True)),
@@ -296,8 +299,9 @@ BAD_DEVICES = ["cuda", "cuda:1", "meta", "mps", tp.device("cuda"), tp.device("cu
     lambda d: tp.ones(2).to(device=d, dtype=tp.float64),
     lambda d: tp.nn.Linear(2, 2, device=d),
     lambda d: tp.nn.Linear(2, 2).to(d),
+    lambda d: tp.Generator(device=d),
 ], ids=["zeros", "arange", "linspace", "logspace", "eye", "randn", "randperm", "zeros_like", "tensor", "as_tensor",
-        "new_zeros", "new_tensor", "to", "to_kw", "Linear", "Module.to"])
+        "new_zeros", "new_tensor", "to", "to_kw", "Linear", "Module.to", "Generator"])
 def test_unavailable_device_raises(call, dev):
     with pytest.raises(RuntimeError, match="is not available.*'cpu'"):
         call(dev)
