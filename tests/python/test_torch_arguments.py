@@ -398,6 +398,9 @@ ERROR_CASES = [
     ("count_nonzero", lambda: tp.count_nonzero(o(2, 3), 5), "5"),
     ("index_copy", lambda: tp.index_copy(o(2, 3), 1, tp.tensor([0]), o(2, 2)), r"\[2, 2\]"),
     ("index_fill", lambda: tp.index_fill(o(2, 3), 1, tp.tensor([5]), 1.0), "5"),
+    ("selu", lambda: pF.selu(o(2, 3, dtype=tp.int64)), "int64"),
+    ("logsigmoid", lambda: pF.logsigmoid(o(2, 3, dtype=tp.int64)), "int64"),
+    ("softmin", lambda: pF.softmin(o(2, 3, dtype=tp.int64), 1), "int64"),
 ]
 
 
@@ -409,3 +412,11 @@ def test_error_names_the_called_function(name, call, shapes):
     assert msg.startswith(name + ":") or msg.startswith(name + "()"), msg
     assert re.search(shapes, msg), msg
 
+
+
+def test_warnings_from_composed_functions_point_at_the_caller():
+    # The error-naming wrapper adds a frame; warnings must still name the user's line.
+    with pytest.warns(UserWarning) as rec:
+        pF.softmin(tp.ones(2, 3))
+        pF.l1_loss(tp.ones(2), tp.ones(2), size_average=True)
+    assert [r.filename for r in rec] == [__file__, __file__]

@@ -10,6 +10,7 @@ operator is missing raises a NotImplementedError that names it.
 import functools
 import math
 import re
+import sys
 import warnings
 
 import tensorplay as _tp
@@ -68,12 +69,22 @@ def _pair(x, n=2):
     return (x,) * n
 
 
+def _user_stacklevel():
+    """The stacklevel of the first caller outside this module, for warnings.warn called by
+    the function that calls this one (composed functions and their error-naming wrapper
+    add frames, so a fixed number would point inside tensorplay)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _reduction(size_average, reduce, reduction):
     """Maps the legacy size_average/reduce flags onto reduction, as PyTorch does."""
     if size_average is None and reduce is None:
         return reduction
     warnings.warn("size_average and reduce args will be deprecated, please use reduction instead.",
-                  stacklevel=3)
+                  stacklevel=_user_stacklevel())
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     if not reduce:
@@ -141,6 +152,7 @@ def tanh(input):
     return _op("tanh")(input)
 
 
+@_names_errors
 def logsigmoid(input):
     # log(sigmoid(x)) = -softplus(-x), the stable form.
     return -softplus(-input)
@@ -151,6 +163,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@_names_errors
 def selu(input, inplace=False):
     return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
@@ -184,7 +197,7 @@ def glu(input, dim=-1):
 
 def _softmax_dim(name, ndim):
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=3)
+                  "as an argument.", stacklevel=_user_stacklevel())
     return 0 if ndim in (0, 1, 3) else 1
 
 
