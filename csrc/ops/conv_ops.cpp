@@ -7,6 +7,7 @@
 // (zero outside the image), so out = W[Og, Cg*kh*kw] @ col, grad_col = W^T @ grad
 // (folded back with col2im), grad_W += grad @ col^T.
 #include <algorithm>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "ops/blas.h"
@@ -71,8 +72,9 @@ Shape out_shape(const ConvGeom& g, bool batched) {
 
 std::vector<TensorMeta> conv2d_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   const TensorMeta &x = in[0], &w = in[1], &b = in[2];
-  TP_CHECK(is_floating(x.dtype) && x.dtype == w.dtype, TypeError, op.name,
-           ": expected floating-point input and weight of the same dtype, but got ", dtype_name(x.dtype), " and ",
+  // Integer convolution is allowed as in PyTorch on the CPU (exact, no gradient).
+  TP_CHECK(x.dtype != DType::Bool && x.dtype == w.dtype, TypeError, op.name,
+           ": expected numeric (not bool) input and weight of the same dtype, but got ", dtype_name(x.dtype), " and ",
            dtype_name(w.dtype));
   ConvGeom g = conv_geom(op.name, x.sizes, w.sizes, attrs);
   if (b.defined) {
@@ -148,6 +150,25 @@ void for_samples(const ConvGeom& g, const F& body) {
   }
 }
 
+// C = A B + beta C (row-major, A is M x K, B is K x N): BLAS for floats, a
+// plain loop for integers, which BLAS does not have.
+template <class T>
+void gemm_nn(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
+  if constexpr (std::is_floating_point_v<T>) {
+    blas::gemm(false, false, M, N, K, T(1), A, K, B, N, beta, C, N);
+  } else {
+    for (int64_t m = 0; m < M; ++m) {
+      T* c = C + m * N;
+      if (beta == T(0)) std::fill(c, c + N, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const T a = A[m * K + k];
+        const T* b = B + k * N;
+        for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
+      }
+    }
+  }
+}
+
 template <class T>
 void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvGeom& g, const Tensor& out) {
   const T* px = x.data_as<T>();
@@ -165,8 +186,8 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Co
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const T* xg = px + (n * g.C + grp * g.Cg()) * g.H * g.W;
       if (!direct) im2col(xg, g, col.data(), hw);
-      blas::gemm(false, false, g.Og(), hw, kk, T(1), pw + grp * g.Og() * kk, kk, direct ? xg : col.data(), hw,
-                 bias.defined() ? T(1) : T(0), on + grp * g.Og() * hw, hw);
+      gemm_nn<T>(g.Og(), hw, kk, pw + grp * g.Og() * kk, direct ? xg : col.data(), bias.defined() ? T(1) : T(0),
+                 on + grp * g.Og() * hw);
     }
   });
 }
@@ -178,7 +199,7 @@ std::vector<Tensor> conv2d_cpu(const OpDef& op, const std::vector<Tensor>& in, c
   ConvGeom g = conv_geom(op.name, in[0].sizes(), in[1].sizes(), attrs);
   Tensor x = as_contiguous(in[0]), w = as_contiguous(in[1]);
   Tensor b = in[2].defined() ? as_contiguous(in[2]) : Tensor();
-  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
+  TP_DISPATCH_NUMERIC(out.dtype(), op.name, ([&]<class T>() {
     if (g.kk() > 0) return conv_forward<T>(x, w, b, g, out);
     // No input channels: the result is the bias (or zero).
     T* po = out.data_as<T>();

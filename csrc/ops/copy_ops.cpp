@@ -137,7 +137,7 @@ void register_copy(const char* name, uint32_t tags, int num_inputs, InferFn infe
 
 void register_copy_ops() {
   register_copy("to", kAllDTypes, 1, &to_infer, &copy_to_new_cpu, &to_backward);
-  register_copy("clone", kAllDTypes, 1, &clone_infer, &copy_to_new_cpu, &clone_backward, "clone(Tensor self) -> Tensor");
+  register_copy("clone", kAllDTypes, 1, &clone_infer, &copy_to_new_cpu, &clone_backward, "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor");
   // add_/sub_/mul_/div_ (with alpha / rounding_mode) are registered by ops/pointwise_ops.cpp.
   register_copy("fill_", kInplace | kAllDTypes, 1, &fill_infer, &fill_cpu, nullptr, "fill_(Tensor(a!) self, Scalar value) -> Tensor");
   register_copy("copy_", kInplace | kAllDTypes, 2, &copy_infer, &copy_cpu, nullptr,

@@ -1,4 +1,4 @@
-// More factories: linspace, eye, randint, the *_like family (composites over
+// More factories: linspace, logspace, eye, randint, the *_like family (composites over
 // the plain factories, so the tracer sees a factory with known sizes) and the
 // in-place random fills normal_/uniform_/bernoulli_ plus bernoulli.
 #include <cmath>
@@ -37,6 +37,25 @@ std::vector<Tensor> linspace_cpu(const OpDef& op, const std::vector<Tensor>&, co
       for (int64_t i = lo; i < hi; ++i)
         o[i] = cast_value<T>(i < (n + 1) / 2 ? a + step * static_cast<double>(i)
                                        : b - step * static_cast<double>(n - 1 - i));
+    });
+  }));
+  return {out};
+}
+
+// ---- logspace: base ** (the linspace exponents), computed in double ----
+std::vector<Tensor> logspace_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs& attrs,
+                                 const std::vector<TensorMeta>& om) {
+  Tensor out = alloc_out(om[0]);
+  const int64_t n = out.numel();
+  const double a = attrs.get_double("start"), b = attrs.get_double("end"), base = attrs.get_double("base");
+  const double step = n > 1 ? (b - a) / static_cast<double>(n - 1) : 0.0;
+  TP_DISPATCH_ALL(out.dtype(), op.name, ([&]<class T>() {
+    T* o = out.data_as<T>();
+    parallel_for(0, n, kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const double e = i < (n + 1) / 2 ? a + step * static_cast<double>(i) : b - step * static_cast<double>(n - 1 - i);
+        o[i] = cast_value<T>(std::pow(base, e));
+      }
     });
   }));
   return {out};
@@ -193,39 +212,43 @@ void reg(OpDef d) { register_op(d); }
 }  // namespace
 
 void register_factory_extra_ops() {
-  reg({.name = "linspace", .schema = "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  reg({.name = "linspace", .schema = "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory, .num_inputs = 0, .infer = &linspace_infer, .cpu = &linspace_cpu});
-  reg({.name = "eye", .schema = "eye(int n, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", .tags = kFactory, .num_inputs = 0,
+  reg({.name = "eye", .schema = "eye(int n, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", .tags = kFactory, .num_inputs = 0,
        .infer = &eye_infer, .cpu = &eye_cpu});
-  reg({.name = "eye.m", .schema = "eye.m(int n, int m, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", .tags = kFactory,
+  reg({.name = "eye.m", .schema = "eye.m(int n, int m, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", .tags = kFactory,
        .num_inputs = 0, .infer = &eye_infer, .cpu = &eye_cpu});
+  reg({.name = "logspace",
+       .schema = "logspace(Scalar start, Scalar end, int steps, float base=10.0, *, ScalarType? dtype=None, "
+                 "Device? device=None, bool requires_grad=False) -> Tensor",
+       .tags = kFactory, .num_inputs = 0, .infer = &linspace_infer, .cpu = &logspace_cpu});
   reg({.name = "randint",
-       .schema = "randint(int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       .schema = "randint(int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory | kRandom, .num_inputs = 0, .infer = &randint_infer, .cpu = &randint_cpu});
   reg({.name = "randint.low",
        .schema =
-           "randint.low(int low, int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+           "randint.low(int low, int high, int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kFactory | kRandom, .num_inputs = 0, .infer = &randint_infer, .cpu = &randint_cpu});
 
   auto like = [](const char* name, const char* schema, DecomposeFn f, uint32_t tags) {
     reg({.name = name, .schema = schema, .tags = kComposite | tags, .num_inputs = 1, .infer = &like_infer,
          .decompose = f});
   };
-  like("empty_like", "empty_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kEmpty>, 0);
-  like("zeros_like", "zeros_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kZeros>, 0);
-  like("ones_like", "ones_like(Tensor self, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", &like_decompose<kOnes>, 0);
-  like("full_like", "full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("empty_like", "empty_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kEmpty>, 0);
+  like("zeros_like", "zeros_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kZeros>, 0);
+  like("ones_like", "ones_like(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor", &like_decompose<kOnes>, 0);
+  like("full_like", "full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kFull>, 0);
-  like("rand_like", "rand_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("rand_like", "rand_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRand>, kRandom);
-  like("randn_like", "randn_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  like("randn_like", "randn_like(Tensor self, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandn>, kRandom);
   like("randint_like",
-       "randint_like(Tensor self, int high, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       "randint_like(Tensor self, int high, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandint>, kRandom);
   like("randint_like.low_dtype",
        "randint_like.low_dtype(Tensor self, int low, int high, *, Generator? generator=None, ScalarType? dtype=None, "
-       "bool requires_grad=False) -> Tensor",
+       "Device? device=None, bool requires_grad=False, MemoryFormat? memory_format=None) -> Tensor",
        &like_decompose<kRandint>, kRandom);
 
   reg({.name = "normal_",

@@ -202,21 +202,22 @@ void random_fill(const Tensor& out, int64_t gen, bool normal) {
 }
 
 void register_factory_ops() {
-  register_factory("empty", "empty(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer, &empty_cpu);
-  register_factory("zeros", "zeros(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
+  register_factory("empty", "empty(int[] size, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False, "
+                   "MemoryFormat? memory_format=None) -> Tensor", 0, &sized_infer, &empty_cpu);
+  register_factory("zeros", "zeros(int[] size, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
                    &constant_cpu<0>);
-  register_factory("ones", "ones(int[] size, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
+  register_factory("ones", "ones(int[] size, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", 0, &sized_infer,
                    &constant_cpu<1>);
-  register_factory("full", "full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0,
+  register_factory("full", "full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", 0,
                    &full_infer, &full_cpu);
-  register_factory("arange", "arange(Scalar end, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0, &arange_infer,
+  register_factory("arange", "arange(Scalar end, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", 0, &arange_infer,
                    &arange_cpu);
   register_factory("arange.start",
-                   "arange.start(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, bool requires_grad=False) -> Tensor", 0,
+                   "arange.start(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor", 0,
                    &arange_infer, &arange_cpu);
-  register_factory("rand", "rand(int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  register_factory("rand", "rand(int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
                    kRandom, &random_infer, &random_cpu<false>);
-  register_factory("randn", "randn(int[] size, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+  register_factory("randn", "randn(int[] size, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
                    kRandom, &random_infer, &random_cpu<true>);
 }
 

@@ -175,7 +175,7 @@ Tensor contract(Tensor a, Labels& la, Tensor b, const Labels& lb0, const std::se
     if (j < 0 || ea[i] == eb[j]) continue;
     TP_CHECK(ea[i] == 1 || eb[j] == 1, ValueError, "einsum: operands do not broadcast for subscript '",
              la[i] < 256 ? std::string(1, static_cast<char>(la[i])) : std::string("..."), "' (sizes ", ea[i],
-             " and ", eb[j], ")");
+             " and ", eb[j], " in operands of shape ", shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
     if (ea[i] == 1) ea[i] = eb[j];
     else eb[j] = ea[i];
   }

@@ -247,6 +247,14 @@ TVec cdist_dec(const TVec& in, const Attrs& at) {
            "cdist: only supports floating-point dtypes, got ", dtype_name(x1.dtype()), " and ", dtype_name(x2.dtype()));
   const double p = at.get_double("p");
   TP_CHECK(p >= 0, ValueError, "cdist: only supports non-negative p values, got ", p);
+  // compute_mode picks PyTorch's matmul shortcut for p = 2; the direct difference
+  // used here is the accurate form for every mode, so the mode is only validated.
+  if (!at.is_none("compute_mode")) {
+    const std::string& mode = at.get_str("compute_mode");
+    TP_CHECK(mode == "use_mm_for_euclid_dist_if_necessary" || mode == "use_mm_for_euclid_dist" ||
+                 mode == "donot_use_mm_for_euclid_dist",
+             ValueError, "cdist: ", mode, " is not a valid value for compute_mode");
+  }
   const Tensor d = ops::sub(ops::unsqueeze(x1, -2), ops::unsqueeze(x2, -3));
   return {ops::norm(d, Scalar(p), ops::Dims{-1})};
 }
@@ -383,7 +391,7 @@ void register_misc_ops() {
   composite("meshgrid", "meshgrid(Tensor[] tensors, *, str? indexing=None) -> Tensor[]", -1, &meshgrid_dec);
   composite("cartesian_prod", "cartesian_prod(Tensor[] tensors) -> Tensor", -1, &cartesian_prod_dec);
   composite("cross", "cross(Tensor self, Tensor other, int? dim=None) -> Tensor", 2, &cross_dec);
-  composite("cdist", "cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor", 2, &cdist_dec);
+  composite("cdist", "cdist(Tensor x1, Tensor x2, float p=2.0, str? compute_mode=None) -> Tensor", 2, &cdist_dec);
   composite("dist", "dist(Tensor self, Tensor other, Scalar p=2) -> Tensor", 2, &dist_dec);
   composite("logaddexp", "logaddexp(Tensor self, Tensor other) -> Tensor", 2, &logaddexp_dec);
   composite("logcumsumexp", "logcumsumexp(Tensor self, int dim) -> Tensor", 1, &logcumsumexp_dec);

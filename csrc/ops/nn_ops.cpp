@@ -50,10 +50,20 @@ Tensor conv1d_via_2d(const std::vector<Tensor>& in, const Attrs& attrs, int64_t 
            "conv1d: expected 2D (unbatched) or 3D (batched) input, but got input of shape ", shape_str(x.sizes()));
   TP_CHECK(w.dim() == 3, ValueError, "conv1d: expected a 3D weight [out_channels, in_channels/groups, kW], but got "
            "shape ", shape_str(w.sizes()));
+  // The shape checks conv2d would make, stated with conv1d's own shapes.
+  const int64_t groups = attrs.get_int("groups"), dil = one_attr(attrs, "dilation", 1)[0];
+  const int64_t C = x.sizes()[x.dim() - 2], L = x.sizes()[x.dim() - 1], K = w.sizes()[2];
+  TP_CHECK(groups > 0, ValueError, "conv1d: groups must be positive, got ", groups);
+  TP_CHECK(C == w.sizes()[1] * groups, ValueError, "conv1d: input of shape ", shape_str(x.sizes()), " has ", C,
+           " channels, but weight of shape ", shape_str(w.sizes()), " with groups=", groups, " expects ",
+           w.sizes()[1] * groups);
+  TP_CHECK(padding < 0 || dil <= 0 || L + 2 * padding >= dil * (K - 1) + 1, ValueError, "conv1d: kernel size (",
+           dil * (K - 1) + 1, ", dilated) is larger than the padded input (", L + 2 * padding, ") for input of shape ",
+           shape_str(x.sizes()));
   Attrs a = {{"stride", std::vector<int64_t>{1, one_attr(attrs, "stride", 1)[0]}},
              {"padding", std::vector<int64_t>{0, padding}},
-             {"dilation", std::vector<int64_t>{1, one_attr(attrs, "dilation", 1)[0]}},
-             {"groups", attrs.get_int("groups")}};
+             {"dilation", std::vector<int64_t>{1, dil}},
+             {"groups", groups}};
   Tensor y = call_op1(conv2d_op(), {ops::unsqueeze(x, -2), ops::unsqueeze(w, -2), in[2]}, a);
   return ops::squeeze(y, -2);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "ops/derivative_util.h"
@@ -23,16 +24,20 @@ struct PoolGeom {
 
 int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;  // the window does not fit (C++ division would round -1/s up to 0)
   int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   // In ceil mode the last window must start inside the input or its left padding.
   if (ceil_mode && (out - 1) * s >= in + p) --out;
   return out;
 }
 
-void check_input(const char* op, const TensorMeta& x) {
+// Max and average pooling take integer inputs as PyTorch does on the CPU
+// (the average truncates toward zero); adaptive pooling needs floats.
+void check_input(const char* op, const TensorMeta& x, bool allow_int = false) {
   TP_CHECK(x.sizes.size() == 3 || x.sizes.size() == 4, ValueError, op,
            ": expected 3D (unbatched) or 4D (batched) input, but got input of shape ", shape_str(x.sizes));
-  TP_CHECK(is_floating(x.dtype), TypeError, op, ": expected a floating-point input, but got ", dtype_name(x.dtype));
+  TP_CHECK(is_floating(x.dtype) || (allow_int && x.dtype != DType::Bool), TypeError, op, ": expected a ",
+           allow_int ? "numeric (not bool)" : "floating-point", " input, but got ", dtype_name(x.dtype));
   const size_t c = x.sizes.size() - 3;
   for (size_t i = c; i < x.sizes.size(); ++i)
     TP_CHECK(x.sizes[i] > 0 || i == c, ValueError, op, ": expected non-empty spatial dims, but got input of shape ",
@@ -70,11 +75,17 @@ Shape with_spatial(Shape x, int64_t h, int64_t w) {
   return x;
 }
 
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  return false;
+}
+
 int64_t plane_grain(int64_t work) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work)); }
 
 // ---- max pooling ----
 std::vector<TensorMeta> maxpool_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  check_input(op.name, in[0]);
+  check_input(op.name, in[0], true);
   PoolGeom g = pool_geom(op.name, in[0].sizes, attrs, true);
   Shape o = with_spatial(in[0].sizes, g.Ho, g.Wo);
   return {TensorMeta::contiguous(o, in[0].dtype), TensorMeta::contiguous(o, DType::Int64)};
@@ -86,7 +97,7 @@ std::vector<Tensor> maxpool_cpu(const OpDef& op, const std::vector<Tensor>& in, 
   Tensor out = alloc_out(om[0]), idx = alloc_out(om[1]);
   const PoolGeom g = pool_geom(op.name, in[0].sizes(), attrs, true);
   Tensor x = as_contiguous(in[0]);
-  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
+  TP_DISPATCH_NUMERIC(out.dtype(), op.name, ([&]<class T>() {
     const T* px = x.data_as<T>();
     T* po = out.data_as<T>();
     int64_t* pi = idx.data_as<int64_t>();
@@ -95,7 +106,7 @@ std::vector<Tensor> maxpool_cpu(const OpDef& op, const std::vector<Tensor>& in, 
         const T* xp = px + pl * g.H * g.W;
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            T best = -std::numeric_limits<T>::infinity();
+            T best = std::numeric_limits<T>::lowest();
             int64_t at = -1;
             for (int64_t i = 0; i < g.k[0]; ++i) {
               const int64_t ih = oh * g.s[0] - g.p[0] + i * g.d[0];
@@ -104,10 +115,11 @@ std::vector<Tensor> maxpool_cpu(const OpDef& op, const std::vector<Tensor>& in, 
                 const int64_t iw = ow * g.s[1] - g.p[1] + j * g.d[1];
                 if (iw < 0 || iw >= g.W) continue;
                 const T v = xp[ih * g.W + iw];
-                if (at < 0 || v > best || std::isnan(v)) {
+                const bool nan = is_nan(v);
+                if (at < 0 || v > best || nan) {
                   best = v;
                   at = ih * g.W + iw;
-                  if (std::isnan(v)) i = g.k[0], j = g.k[1];  // NaN: done with this window
+                  if (nan) i = g.k[0], j = g.k[1];  // NaN: done with this window
                 }
               }
             }
@@ -160,7 +172,7 @@ std::vector<Tensor> maxpool_backward(const BackwardArgs& a) {
 
 // ---- average pooling ----
 std::vector<TensorMeta> avgpool_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  check_input(op.name, in[0]);
+  check_input(op.name, in[0], true);
   PoolGeom g = pool_geom(op.name, in[0].sizes, attrs, false);
   if (!attrs.is_none("divisor_override"))
     TP_CHECK(attrs.get_int("divisor_override") != 0, ValueError, op.name, ": divisor must be not zero");
@@ -188,7 +200,7 @@ template <bool Backward>
 void avgpool_run(const char* op, const Tensor& src, const Tensor& dst, const PoolGeom& g, const Attrs& attrs) {
   const bool include_pad = attrs.get_or<bool>("count_include_pad", true);
   const std::optional<int64_t> divisor = attrs.get_optional_int("divisor_override");
-  TP_DISPATCH_FLOATING(dst.dtype(), op, ([&]<class T>() {
+  TP_DISPATCH_NUMERIC(dst.dtype(), op, ([&]<class T>() {
     const T* ps = src.data_as<T>();
     T* pd = dst.data_as<T>();
     parallel_for(0, g.planes, plane_grain(g.Ho * g.Wo * g.k[0] * g.k[1]), [&](int64_t lo, int64_t hi) {

@@ -92,6 +92,8 @@ ArgType type_from_name(const std::string& t, const Reader& r) {
   if (t == "str") return ArgType::Str;
   if (t == "ScalarType") return ArgType::ScalarType;
   if (t == "Generator") return ArgType::Generator;
+  if (t == "Device") return ArgType::Device;
+  if (t == "MemoryFormat") return ArgType::MemoryFormat;
   r.fail("unknown type '" + t + "'");
 }
 
@@ -250,6 +252,8 @@ std::string arg_type_name(const SchemaArg& a) {
     case ArgType::Str: t = "str"; break;
     case ArgType::ScalarType: t = "dtype"; break;
     case ArgType::Generator: t = "Generator"; break;
+    case ArgType::Device: t = "Device"; break;
+    case ArgType::MemoryFormat: t = "MemoryFormat"; break;
   }
   return a.optional ? t + "?" : t;
 }

@@ -22,6 +22,9 @@ enum class ArgType : uint8_t {
   Str,
   ScalarType,  // a dtype
   Generator,   // stored as the generator's int64 id
+  // Checked by the binding and never stored in Attrs (kernels do not see them):
+  Device,        // must name the CPU
+  MemoryFormat,  // applied to the result by the binding
 };
 
 struct SchemaArg {

@@ -433,7 +433,7 @@ void register_shape_ops() {
   register_composite("fliplr", "fliplr(Tensor self) -> Tensor", 1, &fliplr_decompose);
   register_composite("flipud", "flipud(Tensor self) -> Tensor", 1, &flipud_decompose);
   register_composite("rot90", "rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", 1, &rot90_decompose);
-  register_composite("contiguous", "contiguous(Tensor(a) self) -> Tensor(a)", 1, &contiguous_decompose);
+  register_composite("contiguous", "contiguous(Tensor(a) self, MemoryFormat? memory_format=None) -> Tensor(a)", 1, &contiguous_decompose);
 }
 
 }  // namespace tp

@@ -356,6 +356,15 @@ std::vector<Tensor> count_nonzero_decompose(const std::vector<Tensor>& in, const
 // ---------------------------------------------------------------------------
 // repeat_interleave: index_select with the index repeat_interleave(repeats)
 // builds, so the gradient is index_select's.
+// output_size= is PyTorch's hint of the result length (to skip a device sync);
+// here it is only checked, so a wrong hint is an error rather than a wrong shape.
+void check_output_size(const Attrs& attrs, int64_t actual) {
+  if (!attrs.has("output_size") || attrs.is_none("output_size")) return;
+  const int64_t hint = attrs.get_int("output_size");
+  TP_CHECK(hint == actual, ValueError, "repeat_interleave: output_size=", hint,
+           " does not match the size of the result along the repeated dimension (", actual, ")");
+}
+
 std::vector<TensorMeta> ri_index_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
   TP_CHECK(in[0].sizes.size() <= 1, ValueError, op.name, ": repeats must be 0-d or 1-d, got shape ",
            shape_str(in[0].sizes));
@@ -363,7 +372,7 @@ std::vector<TensorMeta> ri_index_infer(const OpDef& op, const std::vector<Tensor
            dtype_name(in[0].dtype));
   return {TensorMeta::contiguous({-1}, DType::Int64)};
 }
-std::vector<Tensor> ri_index_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs&,
+std::vector<Tensor> ri_index_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                  const std::vector<TensorMeta>&) {
   Tensor r = as_contiguous(in[0]);
   const int64_t* rp = r.data_as<int64_t>();
@@ -373,6 +382,7 @@ std::vector<Tensor> ri_index_cpu(const OpDef& op, const std::vector<Tensor>& in,
     TP_CHECK(rp[i] >= 0, ValueError, op.name, ": repeats must be non-negative, got ", rp[i], " at position ", i);
     total += rp[i];
   }
+  check_output_size(attrs, total);
   Tensor out = Tensor::empty({total}, DType::Int64);
   int64_t* o = out.data_as<int64_t>();
   for (int64_t i = 0, k = 0; i < n; ++i)
@@ -390,6 +400,7 @@ std::vector<Tensor> ri_apply(const Tensor& self, Tensor repeats, const Attrs& at
   TP_CHECK(repeats.numel() == D, ValueError, "repeat_interleave: repeats has ", repeats.numel(),
            " entries but dimension ", dim, " of the input (shape ", shape_str(self.sizes()), ") has size ", D);
   Tensor idx = call_op1(TP_OP("repeat_interleave.Tensor"), {ops::contiguous(repeats)}, {});
+  check_output_size(attrs, idx.numel());
   return {ops::index_select(x, dim, idx)};
 }
 std::vector<Tensor> ri_int_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -405,7 +416,20 @@ std::vector<Tensor> ri_tensor_decompose(const std::vector<Tensor>& in, const Att
 // searchsorted / bucketize: binary search of each value in its row of the
 // sorted sequence (a 1-D sequence serves every value). Both sides compare in
 // float64 when either is floating, else in int64.
-std::vector<TensorMeta> ss_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
+// side='left'/'right' is PyTorch's spelling of right=False/True; both given must agree.
+bool ss_right(const char* op, const Attrs& attrs) {
+  const bool right = attrs.get_or("right", false);
+  if (!attrs.has("side") || attrs.is_none("side")) return right;
+  const std::string& side = attrs.get_str("side");
+  TP_CHECK(side == "left" || side == "right", ValueError, op, ": side can only be 'left' or 'right', got '", side,
+           "'");
+  TP_CHECK(!(right && side == "left"), ValueError, op,
+           ": side and right can't be set to opposites, got side of left while right was True");
+  return side == "right";
+}
+
+std::vector<TensorMeta> ss_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  ss_right(op.name, attrs);
   const TensorMeta &seq = in[0], &v = in[1];
   TP_CHECK(!seq.sizes.empty(), ValueError, op.name, ": sorted_sequence must have at least one dimension, got a 0-d tensor");
   if (seq.sizes.size() > 1) {
@@ -414,15 +438,16 @@ std::vector<TensorMeta> ss_infer(const OpDef& op, const std::vector<TensorMeta>&
     TP_CHECK(ok, ValueError, op.name, ": sorted_sequence of shape ", shape_str(seq.sizes),
              " and values of shape ", shape_str(v.sizes), " must match in all but the last dimension");
   }
-  return {TensorMeta::contiguous(v.sizes, DType::Int64)};
+  return {TensorMeta::contiguous(v.sizes, attrs.get_or("out_int32", false) ? DType::Int32 : DType::Int64)};
 }
-std::vector<Tensor> ss_cpu(const OpDef&, const std::vector<Tensor>& in, const Attrs& attrs,
+std::vector<Tensor> ss_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                            const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]);
-  if (out.numel() == 0) return {out};
+  // The search writes int64 positions; out_int32 narrows them afterwards.
+  Tensor out = om[0].dtype == DType::Int64 ? alloc_out(om[0]) : Tensor::empty(om[0].sizes, DType::Int64);
+  if (out.numel() == 0) return {convert(out, om[0].dtype)};
   const DType ct = is_floating(in[0].dtype()) || is_floating(in[1].dtype()) ? DType::Float64 : DType::Int64;
   Tensor seq = as_contiguous(convert(in[0], ct)), v = as_contiguous(convert(in[1], ct));
-  const bool right = attrs.get_or("right", false);
+  const bool right = ss_right(op.name, attrs);
   const int64_t L = seq.sizes().back(), n = v.numel();
   const int64_t per_row = seq.dim() > 1 ? std::max<int64_t>(1, v.dim() ? v.sizes().back() : 1) : n;
   TP_DISPATCH_ALL(ct, "searchsorted", ([&]<class T>() {
@@ -440,10 +465,11 @@ std::vector<Tensor> ss_cpu(const OpDef&, const std::vector<Tensor>& in, const At
       }
     });
   }));
-  return {out};
+  return {convert(out, om[0].dtype)};
 }
 std::vector<Tensor> bucketize_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  return call_op(TP_OP("searchsorted"), {in[1], in[0]}, {{"right", attrs.get_or("right", false)}});
+  return call_op(TP_OP("searchsorted"), {in[1], in[0]},
+                 {{"right", attrs.get_or("right", false)}, {"out_int32", attrs.get_or("out_int32", false)}});
 }
 
 // ---------------------------------------------------------------------------
@@ -510,20 +536,21 @@ void register_sort_ops() {
   reg({.name = "count_nonzero", .schema = "count_nonzero(Tensor self, int[1]? dim=None) -> Tensor",
        .decompose = &count_nonzero_decompose});
   reg({.name = "repeat_interleave.self_int",
-       .schema = "repeat_interleave.self_int(Tensor self, int repeats, int? dim=None) -> Tensor",
+       .schema = "repeat_interleave.self_int(Tensor self, int repeats, int? dim=None, *, int? output_size=None) -> Tensor",
        .decompose = &ri_int_decompose});
   reg({.name = "repeat_interleave.self_Tensor",
-       .schema = "repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None) -> Tensor",
+       .schema = "repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, int? output_size=None) -> Tensor",
        .num_inputs = 2, .decompose = &ri_tensor_decompose});
-  reg({.name = "repeat_interleave.Tensor", .schema = "repeat_interleave.Tensor(Tensor repeats) -> Tensor",
+  reg({.name = "repeat_interleave.Tensor", .schema = "repeat_interleave.Tensor(Tensor repeats, *, int? output_size=None) -> Tensor",
        .tags = kNondeterministicShape, .infer = &ri_index_infer, .cpu = &ri_index_cpu});
   reg({.name = "searchsorted",
-       .schema = "searchsorted(Tensor sorted_sequence, Tensor self, *, bool right=False) -> Tensor",
+       .schema = "searchsorted(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, "
+                 "str? side=None) -> Tensor",
        .num_inputs = 2, .infer = &ss_infer, .cpu = &ss_cpu});
-  reg({.name = "bucketize", .schema = "bucketize(Tensor self, Tensor boundaries, *, bool right=False) -> Tensor",
+  reg({.name = "bucketize", .schema = "bucketize(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor",
        .num_inputs = 2, .decompose = &bucketize_decompose});
   reg({.name = "randperm",
-       .schema = "randperm(int n, *, Generator? generator=None, ScalarType? dtype=None, bool requires_grad=False) -> Tensor",
+       .schema = "randperm(int n, *, Generator? generator=None, ScalarType? dtype=None, Device? device=None, bool requires_grad=False) -> Tensor",
        .tags = kRandom | kFactory, .num_inputs = 0, .infer = &randperm_infer, .cpu = &randperm_cpu});
 }
 

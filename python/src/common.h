@@ -5,6 +5,7 @@
 #include <nanobind/ndarray.h>
 
 #include <memory>
+#include <string_view>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -37,6 +38,39 @@ bool interpreter_finalizing();
 nb::dlpack::dtype to_dlpack_dtype(DType t);
 std::optional<DType> from_dlpack_dtype(nb::dlpack::dtype d);  // nullopt: no TensorPlay dtype
 
+// tp.device (device.cpp). index -1: none given ("cpu" rather than "cpu:0").
+struct PyDevice {
+  std::string type = "cpu";
+  int index = -1;
+  std::string str() const;
+};
+PyDevice to_device(nb::handle h);  // a str, tp.device, torch.device or accelerator ordinal
+bool is_device_arg(nb::handle h);  // None or a value to_device reads without looking inside
+// Accepts None and any CPU device; raises RuntimeError naming `op` for every other device.
+void check_device(nb::handle h, std::string_view op);
+nb::object cpu_device();  // the tp.device('cpu') that Tensor.device returns
+
+// tp.contiguous_format / preserve_format / channels_last / channels_last_3d (memory_format.cpp).
+enum class MemoryFormat : uint8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
+// `t` laid out as `f` asks (a copy when it is not already): contiguous, or
+// channels-last strides over an unchanged logical shape. Preserve keeps `t`.
+Tensor apply_memory_format(const Tensor& t, MemoryFormat f, std::string_view op);
+bool is_contiguous_as(const Tensor& t, MemoryFormat f);
+std::optional<MemoryFormat> to_memory_format(nb::handle h, std::string_view op);  // None -> nullopt
+
+// An error from an operator's parts ("mul: shapes ...") re-raised naming the
+// function the user called: "multiply: shapes ... (in mul)" (op_binding.cpp).
+std::string named_message(const char* what, const std::string& called);
+[[noreturn]] void rethrow_named(const std::string& called);  // call inside a catch block
+template <class F>
+auto with_op_name(const std::string& called, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    rethrow_named(called);
+  }
+}
+
 void bind_tensor(nb::module_& m);
 void bind_functions(nb::module_& m);
 void bind_compile(nb::module_& m);
@@ -45,5 +79,7 @@ void bind_dlpack(nb::module_& m);     // dlpack.cpp
 void bind_generated_ops(nb::module_& m);  // op_binding.cpp: tp.<op> / Tensor.<op> from schemas
 void bind_generator(nb::module_& m);  // generator_bind.cpp: tp.Generator, manual_seed, default_generator
 void bind_indexing(nb::module_& m);   // indexing.cpp: __getitem__/__setitem__, varargs shape methods
+void bind_device(nb::module_& m);     // device.cpp: tp.device
+void bind_memory_format(nb::module_& m);  // memory_format.cpp: tp.contiguous_format, ...
 
 }  // namespace tp::py

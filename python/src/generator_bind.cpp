@@ -62,7 +62,10 @@ uint64_t seed_from(nb::handle h) {
 void bind_generator(nb::module_& m) {
   nb::class_<PyGenerator>(m, "Generator",
                           "A random number generator (Philox4x32-10). Pass it as generator= to random operators.")
-      .def(nb::init<>())
+      .def("__init__", [](PyGenerator* self, nb::handle device) {
+            check_device(device, "Generator");  // a CPU generator only, as the tensors it fills
+            new (self) PyGenerator();
+          }, nb::arg("device") = nb::none())
       .def_prop_ro("_id", &PyGenerator::id)
       .def("manual_seed",
            [](nb::handle self, nb::handle seed) {
@@ -77,7 +80,7 @@ void bind_generator(nb::module_& m) {
              generator_set_state(nb::cast<PyGenerator&>(self).id(), state_from(state));
              return nb::borrow(self);
            })
-      .def_prop_ro("device", [](PyGenerator&) { return nb::str("cpu"); })
+      .def_prop_ro("device", [](PyGenerator&) { return cpu_device(); })
       .def("__repr__", [](PyGenerator& g) { return "<tensorplay.Generator id=" + std::to_string(g.id()) + ">"; });
   nb::object default_gen = nb::cast(new PyGenerator(kDefaultGenerator), nb::rv_policy::take_ownership);
   m.attr("default_generator") = default_gen;

@@ -273,7 +273,9 @@ void bind_shape_conveniences(nb::module_& m) {
     return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
   }, nb::arg("dim").none() = nb::none());
   redefine(cls, "repeat", [](const Tensor& t, nb::args a) { return ops::repeat(t, ints_from_args(a, "repeat")); });
-  redefine(cls, "tile", [](const Tensor& t, nb::args a) { return ops::tile(t, ints_from_args(a, "tile")); });
+  redefine(cls, "tile", [](const Tensor& t, nb::args a) {
+    return with_op_name("tile", [&] { return ops::tile(t, ints_from_args(a, "tile")); });  // tile is repeat inside
+  });
   redefine(cls, "flip", [](const Tensor& t, nb::args a) { return ops::flip(t, ints_from_args(a, "flip")); });
   redefine(cls, "nonzero", &nonzero_py, nb::kw_only(), nb::arg("as_tuple") = false);
   redefine(cls, "index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {

@@ -172,6 +172,8 @@ NB_MODULE(_C, m) {
       .def("__repr__", [](DType d) { return std::string("tensorplay.") + dtype_name(d); })
       .def("__str__", [](DType d) { return std::string("tensorplay.") + dtype_name(d); });
 
+  bind_device(m);
+  bind_memory_format(m);
   bind_tensor(m);
   bind_functions(m);
   bind_generator(m);  // after bind_functions: its manual_seed returns the default generator

@@ -7,13 +7,16 @@
 // is driven by the parsed Schema, so a new operator needs no binding code.
 #include <Python.h>
 
+#include <cctype>
 #include <deque>
 #include <map>
+#include <utility>
 
 #include "autograd/engine.h"
 #include "common.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
+#include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_util.h"
 #include "ops/ops.h"
@@ -46,9 +49,13 @@ struct OpFunction {
 struct Parsed {
   std::vector<Tensor> inputs;
   Attrs attrs;
+  std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
 };
 
+// A bool is no int here (PyTorch: "must be int, not bool"), so x.var(False)
+// reaches the unbiased= overload instead of meaning dim 0.
 bool is_int_like(PyObject* o) {
+  if (PyBool_Check(o)) return false;
   if (PyLong_Check(o)) return true;
   return PyIndex_Check(o) && !PyFloat_Check(o) && !nb::isinstance<Tensor>(nb::handle(o));
 }
@@ -62,6 +69,19 @@ int64_t as_int(PyObject* o) {
   return v;
 }
 
+// A one-element integer tensor where an int is expected (x.narrow(0, t, 2)),
+// as PyTorch reads it through __index__. Its value becomes an attribute, so a
+// capture (which would bake it into the graph) refuses it like item().
+std::optional<int64_t> int_from_tensor(nb::handle h, const std::string& op) {
+  if (!nb::isinstance<Tensor>(h)) return std::nullopt;
+  const Tensor& t = nb::cast<const Tensor&>(h);
+  if (t.numel() != 1 || !is_integral(t.dtype(), false)) return std::nullopt;
+  if (graph::is_tracing())
+    throw CaptureError(str("cannot capture ", op, "() with a tensor where an int is expected: its value is tensor "
+                           "data (data-dependent shapes are not supported yet); pass an int"));
+  return t.item().to_int();
+}
+
 std::string py_type_name(PyObject* o) {
   if (o == Py_None) return "None";
   if (nb::isinstance<Tensor>(nb::handle(o))) return "Tensor";
@@ -69,7 +89,7 @@ std::string py_type_name(PyObject* o) {
 }
 
 // Converts one Python value for parameter `a`; false (and `why`) when it does not fit.
-bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
+bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
   auto mismatch = [&](const char* expected) {
     why = str("argument '", a.name, "' must be ", expected, ", not ", py_type_name(v));
     return false;
@@ -77,6 +97,7 @@ bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
   if (v == Py_None) {
     if (!a.optional) return mismatch(arg_type_name(a).c_str());
     if (a.type == ArgType::Tensor) p.inputs.emplace_back();
+    else if (a.type == ArgType::Device || a.type == ArgType::MemoryFormat) return true;
     else p.attrs.set(a.attr_name, std::monostate{});
     return true;
   }
@@ -105,9 +126,15 @@ bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
       return true;
     }
     case ArgType::Int:
-      if (!is_int_like(v)) return mismatch("int");
-      p.attrs.set(a.attr_name, as_int(v));
-      return true;
+      if (is_int_like(v)) {
+        p.attrs.set(a.attr_name, as_int(v));
+        return true;
+      }
+      if (auto i = int_from_tensor(h, s.name)) {
+        p.attrs.set(a.attr_name, *i);
+        return true;
+      }
+      return mismatch("int");
     case ArgType::IntList: {
       std::vector<int64_t> xs;
       if (is_int_like(v)) {
@@ -163,6 +190,13 @@ bool convert_arg(const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
       p.attrs.set(a.attr_name, nb::cast<int64_t>(id));
       return true;
     }
+    case ArgType::Device:
+      if (!is_device_arg(h) && !nb::hasattr(h, "type")) return mismatch("a device (str or tensorplay.device)");
+      check_device(h, s.name);  // another device raises here: no overload could run on it
+      return true;
+    case ArgType::MemoryFormat:
+      p.memory_format = to_memory_format(h, s.name);
+      return true;
   }
   return mismatch("?");
 }
@@ -218,13 +252,14 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
     if (!v) {
       if (a.has_default) {
         if (a.type == ArgType::Tensor) p.inputs.emplace_back();
-        else if (a.type != ArgType::TensorList) p.attrs.set(a.attr_name, a.default_value);
+        else if (a.type != ArgType::TensorList && a.type != ArgType::Device && a.type != ArgType::MemoryFormat)
+          p.attrs.set(a.attr_name, a.default_value);
         continue;
       }
       why = str("missing required argument '", a.name, "'");
       return false;
     }
-    if (!convert_arg(a, v, p, why)) return false;
+    if (!convert_arg(*o.schema, a, v, p, why)) return false;
   }
   const size_t n_kwargs = kwargs ? static_cast<size_t>(PyDict_Size(kwargs)) : 0;
   const bool has_out = kwargs && PyDict_GetItemString(kwargs, "out");
@@ -279,7 +314,8 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                  "(): functions with out=... arguments don't support automatic differentiation, but one of the "
                  "arguments requires grad");
     }
-    std::vector<Tensor> results = call_op(*o.op, p.inputs, p.attrs);
+    std::vector<Tensor> results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
+    if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) autograd::set_requires_grad(r, true);
     if (o.op->has(kInplace)) return nb::borrow(pos[0]);  // the very object, as PyTorch does
@@ -330,6 +366,42 @@ nb::object make_result_type(const OpFunction& f, const Schema& s) {
   return nb::module_::import_("collections").attr("namedtuple")(nb::str(f.name.c_str()), fields);
 }
 
+// PyTorch's other names for operators registered under one name (torch.arccos
+// is torch.acos, ...). Each alias gets its own OpFunction sharing the target's
+// overloads, so argument errors name the function the user called; the
+// dispatcher, autograd and the tracer only ever see the target operator.
+constexpr std::pair<const char*, const char*> kAliases[] = {
+    {"arccos", "acos"},         {"arccos_", "acos_"},         {"arcsin", "asin"},
+    {"arcsin_", "asin_"},       {"arctan", "atan"},           {"arctan_", "atan_"},
+    {"arccosh", "acosh"},       {"arccosh_", "acosh_"},       {"arcsinh", "asinh"},
+    {"arcsinh_", "asinh_"},     {"arctanh", "atanh"},         {"arctanh_", "atanh_"},
+    {"arctan2", "atan2"},       {"arctan2_", "atan2_"},       {"greater", "gt"},
+    {"greater_", "gt_"},        {"greater_equal", "ge"},      {"greater_equal_", "ge_"},
+    {"less", "lt"},             {"less_", "lt_"},             {"less_equal", "le"},
+    {"less_equal_", "le_"},     {"not_equal", "ne"},          {"not_equal_", "ne_"},
+    {"concat", "cat"},          {"concatenate", "cat"},       {"ger", "outer"},
+    {"argwhere", "nonzero"},    {"clip", "clamp"},            {"clip_", "clamp_"},
+    {"absolute", "abs"},        {"absolute_", "abs_"},        {"negative", "neg"},
+    {"negative_", "neg_"},      {"multiply", "mul"},          {"multiply_", "mul_"},
+    {"divide", "div"},          {"divide_", "div_"},          {"true_divide", "div"},
+    {"true_divide_", "div_"},   {"subtract", "sub"},          {"subtract_", "sub_"},
+    {"fix", "trunc"},           {"fix_", "trunc_"},           {"swapaxes", "transpose"},
+    {"swapdims", "transpose"},  {"moveaxis", "movedim"},      {"row_stack", "vstack"},
+    {"broadcast_to", "expand"},
+};
+
+void add_aliases(std::map<std::string, size_t>& index) {
+  auto& fs = functions();
+  for (auto [alias, target] : kAliases) {
+    auto t = index.find(target);
+    if (t == index.end() || index.count(alias)) continue;  // registered under its own name already
+    OpFunction f = fs[t->second];  // copied before emplace_back: a deque reference stays valid, a copy is simplest
+    f.name = alias;
+    index.emplace(alias, fs.size());
+    fs.push_back(std::move(f));
+  }
+}
+
 void build_functions() {
   auto& fs = functions();
   if (!fs.empty()) return;
@@ -356,6 +428,7 @@ void build_functions() {
     if (!s->args.empty() && s->args[0].name == "self") f.is_method = true;
     f.overloads.push_back(std::move(o));
   }
+  add_aliases(index);
 }
 
 nb::object call_from_python(const OpFunction* f, nb::args args, nb::kwargs kwargs) {
@@ -365,6 +438,44 @@ nb::object call_from_python(const OpFunction* f, nb::args args, nb::kwargs kwarg
 }
 
 }  // namespace
+
+// An error raised inside an operator's parts names the part ("mul: shapes ...")
+// but the user called `called` (multiply, mse_loss, hstack, ...): the message
+// leads with the called name and keeps the part that raised it in brackets.
+std::string named_message(const char* what, const std::string& called) {
+  const std::string_view m(what);
+  size_t i = 0;
+  while (i < m.size() && (std::isalnum(static_cast<unsigned char>(m[i])) || m[i] == '_' || m[i] == '.')) ++i;
+  size_t j = i;
+  if (m.substr(j, 2) == "()") j += 2;
+  if (i > 0 && m.substr(j, 2) == ": ") {
+    const std::string_view inner = m.substr(0, i);
+    // The op itself, or one of its overloads ("max.dim" for max).
+    if (inner == called || (inner.size() > called.size() && inner.substr(0, called.size()) == called &&
+                            inner[called.size()] == '.'))
+      return std::string(m);
+    return str(called, ": ", m.substr(j + 2), " (in ", inner, ")");
+  }
+  return str(called, ": ", m);
+}
+
+void rethrow_named(const std::string& called) {
+  try {
+    throw;
+  } catch (const CaptureError&) {
+    throw;
+  } catch (const BackendError&) {
+    throw;
+  } catch (const tp::TypeError& e) {
+    throw tp::TypeError(named_message(e.what(), called));
+  } catch (const tp::ValueError& e) {
+    throw tp::ValueError(named_message(e.what(), called));
+  } catch (const tp::IndexError& e) {
+    throw tp::IndexError(named_message(e.what(), called));
+  } catch (const tp::Error& e) {
+    throw tp::Error(named_message(e.what(), called));
+  }
+}
 
 void bind_generated_ops(nb::module_& m) {
   build_functions();

@@ -23,35 +23,58 @@ nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, con
   return nb::borrow(self);
 }
 
-// Tensor.to: picks the dtype out of PyTorch's argument forms; the only device is the CPU.
+// Tensor.to: picks the dtype out of PyTorch's argument forms; a device must be the CPU.
 nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwargs) {
   const Tensor& t = nb::cast<const Tensor&>(self);
   std::optional<DType> dtype;
+  std::optional<MemoryFormat> format;
   bool copy = false;
   auto take = [&](nb::handle h) {
     if (nb::isinstance<DType>(h)) {
       dtype = nb::cast<DType>(h);
     } else if (nb::isinstance<Tensor>(h)) {
       dtype = nb::cast<const Tensor&>(h).dtype();
-    } else if (PyUnicode_Check(h.ptr()) || nb::hasattr(h, "type")) {
-      std::string dev = nb::cast<std::string>(nb::str(h));
-      TP_CHECK(dev == "cpu", ValueError, "to: only the 'cpu' device exists (got '", dev, "')");
-    } else if (!h.is_none()) {
+    } else if (is_device_arg(h) || nb::hasattr(h, "type")) {
+      check_device(h, "to");
+    } else {
       throw TypeError(str("to() received an invalid argument of type ", nb::inst_name(h).c_str(),
                           "; expected a dtype, a device or a Tensor"));
     }
   };
-  for (nb::handle a : args) take(a);
+  for (nb::handle a : args) {
+    // to(dtype, non_blocking, copy) / to(device, dtype, non_blocking, copy): trailing bools.
+    if (PyBool_Check(a.ptr())) continue;
+    take(a);
+  }
+  const size_t nargs = args.size();
+  if (nargs >= 2 && PyBool_Check(args[nargs - 1].ptr()) && PyBool_Check(args[nargs - 2].ptr()))
+    copy = args[nargs - 1].ptr() == Py_True;
   for (auto [k, v] : kwargs) {
     const std::string key = nb::cast<std::string>(k);
-    if (key == "dtype" || key == "device" || key == "other") take(v);
-    else if (key == "copy") copy = nb::cast<bool>(v);
-    else if (key == "non_blocking" || key == "memory_format") continue;
-    else throw TypeError(str("to() got an unexpected keyword argument '", key, "'"));
+    if (key == "dtype" || key == "device" || key == "other") {
+      if (!v.is_none()) take(v);
+    } else if (key == "copy") {
+      copy = nb::cast<bool>(v);
+    } else if (key == "memory_format") {
+      format = to_memory_format(v, "to");
+    } else if (key != "non_blocking") {
+      throw TypeError(str("to() got an unexpected keyword argument '", key, "'"));
+    }
   }
   const DType d = dtype.value_or(t.dtype());
-  if (d == t.dtype() && !copy) return nb::borrow(self);  // PyTorch returns self itself
-  return nb::cast(d == t.dtype() ? ops::clone(t) : ops::to_dtype(t, d));
+  Tensor r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
+  if (format) r = apply_memory_format(r, *format, "to");
+  if (r.impl() == t.impl()) return nb::borrow(self);  // PyTorch returns self itself
+  return nb::cast(std::move(r));
+}
+
+// x.float(), x.long(), ...: to(dtype) with PyTorch's optional memory_format=.
+nb::object convert(nb::handle self, DType d, nb::handle memory_format) {
+  const Tensor& t = nb::cast<const Tensor&>(self);
+  Tensor r = ops::to_dtype(t, d);
+  if (auto f = to_memory_format(memory_format, dtype_name(d))) r = apply_memory_format(r, *f, dtype_name(d));
+  if (r.impl() == t.impl()) return nb::borrow(self);
+  return nb::cast(std::move(r));
 }
 
 void refuse_while_tracing(const char* what) {
@@ -100,11 +123,14 @@ void bind_tensor(nb::module_& m) {
         TP_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
         return t.sizes()[0];
       })
-      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("is_contiguous", [](const Tensor& t, nb::handle memory_format) {
+            auto f = to_memory_format(memory_format, "is_contiguous");
+            return f ? is_contiguous_as(t, *f) : t.is_contiguous();
+          }, nb::arg("memory_format") = nb::none())
       .def("storage_offset", &Tensor::offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
       .def_prop_ro("_version", &Tensor::version)
-      .def_prop_ro("device", [](const Tensor& t) { return t.device().str(); })
+      .def_prop_ro("device", [](const Tensor&) { return cpu_device(); })
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
       .def("item", [](const Tensor& t) {
         refuse_while_tracing("Tensor.item()");
@@ -169,16 +195,42 @@ void bind_tensor(nb::module_& m) {
       })
       // PyTorch's forms: to(dtype), to(device), to(other), to(device, dtype), with copy= / non_blocking=.
       .def("to", [](nb::handle self, nb::args args, nb::kwargs kwargs) { return to_any(self, args, kwargs); })
-      .def("float", [](const Tensor& t) { return ops::to_dtype(t, DType::Float32); })
-      .def("double", [](const Tensor& t) { return ops::to_dtype(t, DType::Float64); })
-      .def("long", [](const Tensor& t) { return ops::to_dtype(t, DType::Int64); })
-      .def("bool", [](const Tensor& t) { return ops::to_dtype(t, DType::Bool); })
-      .def("half", [](const Tensor& t) { return ops::to_dtype(t, DType::Float16); })
-      .def("bfloat16", [](const Tensor& t) { return ops::to_dtype(t, DType::BFloat16); })
-      .def("int", [](const Tensor& t) { return ops::to_dtype(t, DType::Int32); })
-      .def("short", [](const Tensor& t) { return ops::to_dtype(t, DType::Int16); })
-      .def("char", [](const Tensor& t) { return ops::to_dtype(t, DType::Int8); })
-      .def("byte", [](const Tensor& t) { return ops::to_dtype(t, DType::UInt8); })
+      // x.cpu() is x itself (memory_format= as in PyTorch); x.cuda() names what is missing.
+      .def("cpu", [](nb::handle self, nb::handle memory_format) {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            auto f = to_memory_format(memory_format, "cpu");
+            if (!f) return nb::borrow(self);
+            Tensor r = apply_memory_format(t, *f, "cpu");
+            return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
+          }, nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("cuda", [](nb::handle, nb::args, nb::kwargs) -> nb::object {
+            check_device(nb::str("cuda"), "cuda");
+            return nb::none();
+          })
+      .def_prop_ro("is_cuda", [](const Tensor&) { return false; })
+      .def_prop_ro("is_cpu", [](const Tensor&) { return true; })
+      .def_prop_ro("is_meta", [](const Tensor&) { return false; })
+      .def("get_device", [](const Tensor&) { return -1; })  // PyTorch's answer for CPU tensors
+      .def("float", [](nb::handle t, nb::handle f) { return convert(t, DType::Float32, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("double", [](nb::handle t, nb::handle f) { return convert(t, DType::Float64, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("long", [](nb::handle t, nb::handle f) { return convert(t, DType::Int64, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("bool", [](nb::handle t, nb::handle f) { return convert(t, DType::Bool, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("half", [](nb::handle t, nb::handle f) { return convert(t, DType::Float16, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("bfloat16", [](nb::handle t, nb::handle f) { return convert(t, DType::BFloat16, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("int", [](nb::handle t, nb::handle f) { return convert(t, DType::Int32, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("short", [](nb::handle t, nb::handle f) { return convert(t, DType::Int16, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("char", [](nb::handle t, nb::handle f) { return convert(t, DType::Int8, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
+      .def("byte", [](nb::handle t, nb::handle f) { return convert(t, DType::UInt8, f); },
+           nb::kw_only(), nb::arg("memory_format") = nb::none())
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
       .def("element_size", [](const Tensor& t) { return itemsize(t.dtype()); })
       .def("zero_", [](nb::handle a) {

@@ -13,6 +13,8 @@ from . import _C
 from ._C import (  # noqa: F401  (re-exported API)
     Tensor,
     dtype,
+    device,
+    memory_format,
     from_numpy,
     is_grad_enabled, set_num_threads, get_num_threads,
     promote_types, can_cast, result_type, get_default_dtype, set_default_dtype,
@@ -35,6 +37,11 @@ from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from . import nn, optim  # noqa: F401,E402
 from .serialization import save, load  # noqa: F401,E402
+
+contiguous_format = memory_format.contiguous_format
+preserve_format = memory_format.preserve_format
+channels_last = memory_format.channels_last
+channels_last_3d = memory_format.channels_last_3d
 
 bool = dtype.bool  # noqa: A001
 uint8 = dtype.uint8

@@ -6,6 +6,7 @@ import sys
 
 import numpy as _np
 
+from . import _C
 from ._C import Tensor
 
 _TYPE_NAMES = {
@@ -70,10 +71,11 @@ def is_nonzero(input):
     return bool(input.item())
 
 
-def as_tensor(data, dtype=None):
+def as_tensor(data, dtype=None, device=None):
     """A tensor sharing `data`'s memory when possible: a tensor of the right dtype is returned
     as is, a NumPy array of the right dtype is wrapped without a copy."""
     tp = _tp()
+    _C._check_device(device, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None or data.dtype == dtype else data.to(dtype)
     if isinstance(data, _np.ndarray):
@@ -89,19 +91,26 @@ def _size_args(size):
 
 
 def _new(factory):
-    def method(self, *size, dtype=None, requires_grad=False):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        _C._check_device(device, "new_" + factory.__name__)
+        _C._check_pin_memory(pin_memory, "new_" + factory.__name__)
         out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype)
         return out.requires_grad_(True) if requires_grad else out
     return method
 
 
-def _new_full(self, size, fill_value, *, dtype=None, requires_grad=False):
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+              pin_memory=False):
+    _C._check_device(device, "new_full")
+    _C._check_pin_memory(pin_memory, "new_full")
     out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype)
     return out.requires_grad_(True) if requires_grad else out
 
 
-def _new_tensor(self, data, dtype=None, requires_grad=False):
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     tp = _tp()
+    _C._check_device(device, "new_tensor")
+    _C._check_pin_memory(pin_memory, "new_tensor")
     if isinstance(data, Tensor):
         out = data.detach().clone().to(dtype if dtype is not None else data.dtype)
     else:
@@ -117,6 +126,30 @@ def _type(self, dtype=None):
     return self.to(dtype)
 
 
+# In-place operators that PyTorch also offers as functions (torch.relu_(x)); the
+# generated bindings make in-place operators methods only.
+_INPLACE_FUNCTIONS = (
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
+    "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "detach_",
+    "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "log10_", "log1p_", "log2_",
+    "log_", "logit_", "nan_to_num_", "neg_", "negative_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_",
+    "sin_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "zero_",
+)
+
+
+def detach(input):
+    return input.detach()
+
+
+def get_device(input):
+    return input.get_device()
+
+
+def _where_method(self, condition, other):
+    """x.where(condition, y): x where condition holds, else y (tensorplay.where(condition, x, y))."""
+    return _tp().where(condition, self, other)
+
+
 def install():
     tp = _tp()
     for name in ("meshgrid", "cartesian_prod"):
@@ -124,8 +157,16 @@ def install():
         if current not in (meshgrid, cartesian_prod):
             _generated.setdefault(name, current)
     for fn in (allclose, equal, meshgrid, cartesian_prod, is_tensor, is_floating_point, numel, is_nonzero,
-               as_tensor):
+               as_tensor, detach, get_device):
         setattr(tp, fn.__name__, fn)
+    for name in _INPLACE_FUNCTIONS:
+        method = getattr(Tensor, name, None)
+        if method is not None and not hasattr(tp, name):
+            setattr(tp, name, method)
+    if not hasattr(Tensor, "where"):
+        Tensor.where = _where_method
+    Tensor.ndimension = Tensor.dim  # PyTorch's older names
+    Tensor.nelement = Tensor.numel
     Tensor.allclose = allclose
     Tensor.equal = equal
     Tensor.is_nonzero = is_nonzero

@@ -40,13 +40,13 @@ def _as_array(data):
     return arr
 
 
-def tensor(data, dtype=None, requires_grad=False, device=None):
+def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a Tensor).
 
     Like torch.tensor: Python floats become float32, ints int64, bools bool.
     """
-    if device is not None and str(device) != "cpu":
-        raise ValueError(f"tensor: only the 'cpu' device exists (got {device!r})")
+    _C._check_device(device, "tensor")
+    _C._check_pin_memory(pin_memory, "tensor")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
     else:

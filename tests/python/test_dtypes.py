@@ -232,7 +232,9 @@ def test_to_accepts_pytorchs_argument_forms():
     assert x.to(dtype=tp.int32, non_blocking=True).dtype == tp.int32
     y = x.to(tp.float32, copy=True)
     assert y is not x and y.data_ptr() != x.data_ptr()
-    with pytest.raises(ValueError, match="cpu"):
+    with pytest.raises(RuntimeError, match="'cuda' is not available"):
         x.to("cuda")
+    with pytest.raises(RuntimeError, match="'cuda:3' is not available"):
+        x.to(3)  # an ordinal is an accelerator index, as in PyTorch
     with pytest.raises(TypeError, match="to\\(\\)"):
-        x.to(3)
+        x.to(3.5)

@@ -101,7 +101,8 @@ def test_inplace_methods_return_the_same_object_and_bump_the_version():
     v0 = x._version
     assert x.fill_(2.0) is x and x._version > v0
     assert x.add_(1) is x and x.numpy().tolist() == [3.0, 3.0, 3.0]
-    assert not hasattr(tp, "fill_")  # in-place forms are methods only
+    # In-place forms are methods, plus the functions PyTorch also has (torch.fill_; no torch.add_).
+    assert not hasattr(tp, "add_") and tp.fill_(x, 5.0) is x
 
 
 def test_requires_grad_keyword_of_factories():

@@ -139,8 +139,11 @@ def test_conv2d_zero_batch_and_errors():
         tp.conv2d(tp.ones(1, 4, 5, 5), tp.ones(3, 2, 3, 3), groups=2)
     with pytest.raises(ValueError, match=r"conv2d.*bias.*\[2\]"):
         tp.conv2d(tp.ones(1, 3, 5, 5), tp.ones(2, 3, 3, 3), tp.ones(3))
-    with pytest.raises(TypeError, match=r"conv2d.*float"):
-        tp.conv2d(tp.ones(1, 3, 5, 5, dtype=tp.int64), tp.ones(2, 3, 3, 3, dtype=tp.int64))
+    # Integer convolution is allowed (as in PyTorch on the CPU: test_torch_arguments.py); bool and mixed dtypes are not.
+    with pytest.raises(TypeError, match=r"conv2d.*bool"):
+        tp.conv2d(tp.ones(1, 3, 5, 5, dtype=tp.bool), tp.ones(2, 3, 3, 3, dtype=tp.bool))
+    with pytest.raises(TypeError, match=r"conv2d.*same dtype.*int64 and float32"):
+        tp.conv2d(tp.ones(1, 3, 5, 5, dtype=tp.int64), tp.ones(2, 3, 3, 3))
 
 
 @pytest.mark.parametrize("k,d", [((3, 3), (1, 1)), ((2, 4), (1, 1)), ((3, 2), (2, 3))])
@@ -258,8 +261,14 @@ def test_avg_pool2d_simple_and_errors():
         tp.avg_pool2d(tp.tensor(x), 2, padding=2)
     with pytest.raises(ValueError, match=r"max_pool2d.*3D.*4D.*\[6, 4\]"):
         tp.max_pool2d(tp.ones(6, 4), 2)
-    with pytest.raises(TypeError, match="max_pool2d.*float"):
-        tp.max_pool2d(tp.ones(1, 1, 4, 4, dtype=tp.int64), 2)
+    # Integer max pooling is allowed as in PyTorch (test_torch_arguments.py); bool is not.
+    with pytest.raises(TypeError, match="max_pool2d.*bool"):
+        tp.max_pool2d(tp.ones(1, 1, 4, 4, dtype=tp.bool), 2)
+    # A window that does not fit is an error (it used to give a 1x1 output).
+    with pytest.raises(ValueError, match=r"max_pool2d.*too small"):
+        tp.max_pool2d(tp.ones(1, 2, 1, 1), 3)
+    with pytest.raises(ValueError, match=r"avg_pool2d.*too small"):
+        tp.avg_pool2d(tp.ones(1, 2, 1, 1), 3)
 
 
 @pytest.mark.parametrize("kw", POOL_CASES)

@@ -5,7 +5,7 @@ from .modules import (  # noqa: F401
     BatchNorm1d, BatchNorm2d, Embedding, Dropout, Flatten, Unflatten, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish,
     Softsign, GLU, Softmin, L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
-    HuberLoss, KLDivLoss, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention, TransformerEncoderLayer,
+    HuberLoss, KLDivLoss, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention, TransformerEncoderLayer,
     TransformerEncoder,
 )
 from . import functional, init, utils  # noqa: F401

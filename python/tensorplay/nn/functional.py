@@ -7,7 +7,10 @@ on the tensorplay package *at call time*: importing this module never fails
 because an operator is missing from the build; calling a function whose
 operator is missing raises a NotImplementedError that names it.
 """
+import functools
 import math
+import re
+import sys
 import warnings
 
 import tensorplay as _tp
@@ -30,6 +33,34 @@ def _op(name):
     return fn
 
 
+_OP_PREFIX = re.compile(r"([A-Za-z_][\w.]*)(?:\(\))?: ")
+
+
+def _names_errors(fn):
+    """An error raised by an operator this composed function calls ("sub: shapes ...")
+    is re-raised naming the function the user called: "l1_loss: shapes ... (in sub)"."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (RuntimeError, ValueError, IndexError, TypeError) as e:
+            if isinstance(e, (_tp._C.CaptureError, _tp._C.BackendError)):
+                raise
+            msg = str(e)
+            m = _OP_PREFIX.match(msg)
+            if m and (m.group(1) == name or m.group(1).startswith(name + ".")):
+                raise
+            renamed = f"{name}: {msg[m.end():]} (in {m.group(1)})" if m else f"{name}: {msg}"
+            try:
+                new = type(e)(renamed)
+            except Exception:  # an exception class with another constructor: keep it as it is
+                raise e from None
+            raise new.with_traceback(e.__traceback__) from None
+    return wrapper
+
+
 def _pair(x, n=2):
     if isinstance(x, (list, tuple)):
         if len(x) == 1:
@@ -38,12 +69,22 @@ def _pair(x, n=2):
     return (x,) * n
 
 
+def _user_stacklevel():
+    """The stacklevel of the first caller outside this module, for warnings.warn called by
+    the function that calls this one (composed functions and their error-naming wrapper
+    add frames, so a fixed number would point inside tensorplay)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _reduction(size_average, reduce, reduction):
     """Maps the legacy size_average/reduce flags onto reduction, as PyTorch does."""
     if size_average is None and reduce is None:
         return reduction
     warnings.warn("size_average and reduce args will be deprecated, please use reduction instead.",
-                  stacklevel=3)
+                  stacklevel=_user_stacklevel())
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     if not reduce:
@@ -111,6 +152,7 @@ def tanh(input):
     return _op("tanh")(input)
 
 
+@_names_errors
 def logsigmoid(input):
     # log(sigmoid(x)) = -softplus(-x), the stable form.
     return -softplus(-input)
@@ -121,6 +163,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@_names_errors
 def selu(input, inplace=False):
     return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
@@ -144,6 +187,7 @@ def hardswish(input, inplace=False):
     return _maybe_inplace(input, input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0), inplace)
 
 
+@_names_errors
 def glu(input, dim=-1):
     if input.shape[dim] % 2:
         raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {input.shape[dim]}")
@@ -153,7 +197,7 @@ def glu(input, dim=-1):
 
 def _softmax_dim(name, ndim):
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=3)
+                  "as an argument.", stacklevel=_user_stacklevel())
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -165,6 +209,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     return _op("softmax")(input, dim)
 
 
+@_names_errors
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim("softmin", input.dim())
@@ -194,6 +239,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _op("rms_norm")(input, _shape_list(normalized_shape), weight, eps=eps)
 
 
+@_names_errors
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalizes each group of num_groups channel groups over (its channels x spatial dims)."""
     if input.dim() < 2:
@@ -211,11 +257,13 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return out
 
 
+@_names_errors
 def normalize(input, p=2.0, dim=1, eps=1e-12):
     """input / max(||input||_p over dim, eps)."""
     return input / _op("clamp_min")(_op("norm")(input, p, dim, True), eps)
 
 
+@_names_errors
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     # Each side is divided by its own (clamped) norm before the dot product, which stays
     # accurate when the norms are far apart.
@@ -224,6 +272,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+@_names_errors
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Updates running_mean/running_var in place when training (and they are given)."""
     if training and input.dim() >= 2:
@@ -262,6 +311,7 @@ def linear(input, weight, bias=None):
 
 
 # ---------------------------------------------------------------- padding
+@_names_errors
 def pad(input, pad, mode="constant", value=None):
     """Pads the last len(pad)//2 dims; pad = (left_last, right_last, left_2nd_last, ...).
 
@@ -276,6 +326,12 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"pad: mode {mode!r} is not supported")
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    for i in range(len(pad) // 2):
+        d = input.dim() - 1 - i
+        if input.shape[d] + int(pad[2 * i]) + int(pad[2 * i + 1]) < 0:
+            raise ValueError(f"pad: the input size {input.shape[d]} plus the padding {int(pad[2 * i])} and "
+                             f"{int(pad[2 * i + 1])} gives a negative output size at dimension {d} "
+                             f"(input of shape {tuple(input.shape)})")
     out = input
     for i in range(len(pad) // 2):
         out = _pad_dim(out, input.dim() - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1]), mode, value or 0)
@@ -340,6 +396,7 @@ def _stride_or_kernel(stride, kernel_size, n):
     return list(_pair(stride, n))
 
 
+@_names_errors
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     k = list(_pair(kernel_size))
     args = dict(stride=_stride_or_kernel(stride, kernel_size, 2), padding=list(_pair(padding)),
@@ -351,26 +408,39 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
-    if divisor_override is not None:
-        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
     return _op("avg_pool2d")(input, list(_pair(kernel_size)), stride=_stride_or_kernel(stride, kernel_size, 2),
-                             padding=list(_pair(padding)), ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+                             padding=list(_pair(padding)), ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                             divisor_override=divisor_override)
 
 
-def _pool1d_via_2d(fn, input, kernel_size, stride, padding, **kw):
-    # A 1-d pool is the 2-d pool over a height-1 image.
+def _pool1d_via_2d(name, fn, input, kernel_size, stride, padding, **kw):
+    # A 1-d pool is the 2-d pool over a height-1 image (so indices are positions along L).
+    if input.dim() not in (2, 3):
+        raise ValueError(f"{name}: expected 2D (unbatched) or 3D (batched) input, but got input of shape "
+                         f"{tuple(input.shape)}")
     k, s, p = _pair(kernel_size, 1)[0], _stride_or_kernel(stride, kernel_size, 1)[0], _pair(padding, 1)[0]
+    d = kw.get("dilation", (1, 1))[1]
+    n = input.shape[-1]
+    if k > 0 and d > 0 and 0 <= p <= k // 2 and n + 2 * p < d * (k - 1) + 1:
+        # Checked here so that the message shows the 1-d shapes, not the 2-d pool's.
+        raise ValueError(f"{name}: output size is too small: a window of {d * (k - 1) + 1} (kernel_size={k}, "
+                         f"dilation={d}) does not fit the padded length {n + 2 * p} of input of shape "
+                         f"{tuple(input.shape)}")
     out = fn(input.unsqueeze(-2), (1, k), (1, s), (0, p), **kw)
+    if isinstance(out, tuple):
+        return tuple(o.squeeze(-2) for o in out)
     return out.squeeze(-2)
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return _pool1d_via_2d(max_pool2d, input, kernel_size, stride, padding,
-                          dilation=(1, _pair(dilation, 1)[0]), ceil_mode=ceil_mode)
+@_names_errors
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _pool1d_via_2d("max_pool1d", max_pool2d, input, kernel_size, stride, padding,
+                          dilation=(1, _pair(dilation, 1)[0]), ceil_mode=ceil_mode, return_indices=return_indices)
 
 
+@_names_errors
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-    return _pool1d_via_2d(avg_pool2d, input, kernel_size, stride, padding, ceil_mode=ceil_mode,
+    return _pool1d_via_2d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode=ceil_mode,
                           count_include_pad=count_include_pad)
 
 
@@ -395,12 +465,14 @@ def _reduce(loss, reduction):
     return loss
 
 
+@_names_errors
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     return _reduce((input - target).abs(), reduction)
 
 
+@_names_errors
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
@@ -412,6 +484,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(_tp.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
+@_names_errors
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
     if weight is not None:
@@ -420,6 +493,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _reduce(_tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
 
 
+@_names_errors
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Pointwise target * (log target - input) with input given as log-probabilities."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -452,6 +526,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _op("nll_loss")(input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
+@_names_errors
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy", reduction)
@@ -481,6 +556,7 @@ def _causal_mask(L, S):
     return _tp.arange(L).unsqueeze(1) >= _tp.arange(S).unsqueeze(0)
 
 
+@_names_errors
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v, composed from matmul/softmax (autograd and tracing see each step)."""

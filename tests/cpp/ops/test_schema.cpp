@@ -51,6 +51,17 @@ TEST(Schema, ScalarsFloatsStringsAndTensorLists) {
   EXPECT_EQ(s.args[5].type, ArgType::Tensor);  // the alias annotation is informative only
 }
 
+TEST(Schema, DeviceAndMemoryFormatArgs) {
+  // Checked by the binding, never stored in Attrs: only a None default is allowed.
+  Schema s = parse_schema("f(int[] size, *, Device? device=None, MemoryFormat? memory_format=None) -> Tensor");
+  ASSERT_EQ(s.args.size(), 3u);
+  EXPECT_EQ(s.args[1].type, ArgType::Device);
+  EXPECT_EQ(s.args[2].type, ArgType::MemoryFormat);
+  EXPECT_TRUE(s.args[1].optional && s.args[1].kwarg_only && s.args[1].has_default);
+  EXPECT_EQ(arg_type_name(s.args[2]), "MemoryFormat?");
+  EXPECT_THROW(parse_schema("f(Device? device='cpu') -> Tensor"), Error);
+}
+
 TEST(Schema, SyntaxErrorsNameTheSchema) {
   EXPECT_THROW(parse_schema("f(Tensor self"), Error);
   EXPECT_THROW(parse_schema("f(Widget w) -> Tensor"), Error);

@@ -15,6 +15,6 @@ from .activation import (  # noqa: F401
 from .loss import (  # noqa: F401
     L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
 )
-from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
+from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401

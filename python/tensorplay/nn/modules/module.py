@@ -316,15 +316,28 @@ class Module:
 
     def to(self, *args, **kwargs):
         dtype = kwargs.get("dtype")
+        memory_format = kwargs.get("memory_format")
         for a in list(args) + [kwargs.get("device")]:
             if isinstance(a, _C.dtype):
                 dtype = a
-            elif a is not None and str(a) != "cpu":
-                raise ValueError(f"Module.to: only the cpu device exists today (got {a!r})")
-        if dtype is None:
+            elif isinstance(a, bool):  # to(device, dtype, non_blocking)
+                continue
+            elif a is not None and not isinstance(a, _C.Tensor):
+                _C._check_device(a, "Module.to")
+            elif a is not None:
+                dtype = a.dtype
+        if dtype is None and memory_format is None:
             return self
-        # Like PyTorch, only floating tensors convert (integer buffers such as counters stay).
-        return self._apply(lambda t: t.to(dtype) if _is_float(t.dtype) else t)
+
+        # Like PyTorch, only floating tensors change dtype (integer buffers such as counters stay),
+        # and memory_format applies to the 4-d and 5-d ones (conv weights).
+        def convert(t):
+            if dtype is not None and _is_float(t.dtype):
+                t = t.to(dtype)
+            if memory_format is not None and t.dim() in (4, 5):
+                t = t.to(memory_format=memory_format)
+            return t
+        return self._apply(convert)
 
     def float(self):
         return self.to(_C.dtype.float32)
