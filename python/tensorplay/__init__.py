@@ -34,6 +34,7 @@ from . import autograd  # noqa: F401
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from . import nn, optim  # noqa: F401,E402
+from . import testing  # noqa: F401,E402  (tp.testing.assert_close)
 from .serialization import save, load  # noqa: F401,E402
 
 bool = dtype.bool  # noqa: A001

@@ -1,0 +1,106 @@
+"""Compile cost C of every Section 13 case (Proposition 13.4), measured where a
+user pays it: in a new Python process.  Per case, one child process compiles it with
+an empty cache directory (cold: the external C++ compiler runs), a second
+child does the same with the now filled directory (warm: capture,
+passes, lowering and code generation still run; the object file comes from the
+content-addressed cache).  Per case the child times tp.compile(f) plus the first
+call (for a training step: the first forward and backward), then one more call,
+so C = first call - second call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, Iterable, Tuple
+
+from .s13cases import S13Case
+
+MARKER = "TPS13 "
+CHILD_TIMEOUT_S = 400
+
+
+def child_script(cases: Iterable[S13Case], quick: bool) -> str:
+    lines = [
+        "import json, time",
+        "import tensorplay as tp",
+        "def _emit(d):",
+        f"    print({MARKER!r} + json.dumps(d), flush=True)",
+    ]
+    for case in cases:
+        lines += [
+            f"# --- {case.key}",
+            "try:",
+            "    tp.manual_seed(0)",
+            *("    " + s for s in case.fn_source.rstrip("\n").splitlines()),
+            "    " + case.inputs_source(case.shape(quick)),
+            "    _t0 = time.perf_counter()",
+            "    g = tp.compile(f, strict_native=True)",
+            "    " + case.call_source,
+            "    _t1 = time.perf_counter()",
+            "    " + case.call_source,
+            "    _t2 = time.perf_counter()",
+            f"    _emit({{'key': {case.key!r}, 'first_call_s': _t1 - _t0, 'second_call_s': _t2 - _t1,"
+            " 'metrics': tp.compiler.metrics.as_dict()})",
+            "except Exception as _e:",
+            f"    _emit({{'key': {case.key!r}, 'error': type(_e).__name__ + ': ' + str(_e)[:300]}})",
+            "del f, args",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def run_child(script: str, cache_dir: str, timeout: float = CHILD_TIMEOUT_S) -> Tuple[Dict[str, dict], float]:
+    env = dict(os.environ)
+    env["TP_CACHE_DIR"] = cache_dir
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    out: Dict[str, dict] = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARKER):
+            d = json.loads(line[len(MARKER):])
+            out[d.pop("key")] = d
+    if not out:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
+        raise RuntimeError(f"compile-cost child exited {proc.returncode}: " + " | ".join(tail))
+    return out, wall
+
+
+def measure(cases, quick: bool, progress=None) -> Dict[str, dict]:
+    """{key: {"cold_s", "warm_s", ...} or {"error": ...}}.  Every case gets its own
+    empty cache directory: two cases whose regions generate the same code (the
+    library softmax decomposes into the five-operator one) would otherwise find
+    each other's object file and the second would not be cold."""
+    result: Dict[str, dict] = {}
+    for case in cases:
+        if progress:
+            progress(f"compile cost, new processes (cold, then warm cache): {case.key}")
+        script = child_script([case], quick)
+        d = tempfile.mkdtemp(prefix="tp_s13_cache_")
+        try:
+            cold, cold_wall = run_child(script, d)
+            warm, warm_wall = run_child(script, d)
+        except Exception as exc:
+            result[case.key] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        c, w = cold.get(case.key, {"error": "no result"}), warm.get(case.key, {"error": "no result"})
+        if "error" in c or "error" in w:
+            result[case.key] = {"error": c.get("error") or w.get("error")}
+            continue
+        result[case.key] = {
+            "cold_s": max(c["first_call_s"] - c["second_call_s"], 0.0),
+            "warm_s": max(w["first_call_s"] - w["second_call_s"], 0.0),
+            "cold_first_call_s": c["first_call_s"],
+            "warm_first_call_s": w["first_call_s"],
+            "call_s": c["second_call_s"],
+            "cold_metrics": c["metrics"],
+            "warm_metrics": w["metrics"],
+            "process_wall_s": [cold_wall, warm_wall],
+        }
+    return result
