@@ -93,13 +93,24 @@ def _section13(args, threads_set) -> int:
                                                        if written["figures"] else " (text only)"))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(doc, fh, indent=2, default=_json_default)
+            json.dump(_finite(doc), fh, indent=2, default=_json_default)
         print(f"results written to {args.json}")
     return 1 if doc.get("errors") else 0
 
 
 def _json_default(x):
     return str(x)
+
+
+def _finite(x):
+    """inf / nan as strings ("inf": m* when compiling never pays), so the file is strict JSON."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ _INF = float("inf")
 def _f(x, digits=2, unit="") -> str:
     if x is None:
         return "n/a"
+    if isinstance(x, str):  # from JSON: "inf" / "nan"
+        return "never" if x == "inf" else x
     if isinstance(x, float) and math.isinf(x):
         return "never" if x > 0 else "-inf"
     if isinstance(x, float) and math.isnan(x):
@@ -25,6 +27,8 @@ def _f(x, digits=2, unit="") -> str:
 def _g(x, digits=2) -> str:
     if x is None:
         return "n/a"
+    if isinstance(x, str):
+        return "never" if x == "inf" else x
     if isinstance(x, float) and math.isinf(x):
         return "never"
     return f"{x:.{digits}g}"
@@ -226,7 +230,9 @@ def markdown(doc: dict, figures: Optional[List[str]] = None, figures_note: str =
              "Corollary 13.1 with the data's mean and variance, merge term included; the prediction for the "
              "difference of two independent sums is sqrt 2 times that, and for the maximum over R rows z_R times "
              "more (Pr[|Z| > z_R] = 1/R).  For outputs divided by a row sum the relative error of the sum reaches "
-             "every element: predicted max relative = sqrt 2 * max over rows of sigma/|sum| plus a few u for elementwise steps that differ between the implementations (softmax: 8 u for a vector exp against the library's and the division; normalization: 1 u).  kappa = "
+             "every element: predicted max relative = sqrt 2 * max over rows of sigma/|sum| plus a few u for "
+             "elementwise steps that differ between the implementations (softmax: 8 u for a vector exp against "
+             "the library's and the division; normalization: 1 u).  kappa = "
              "sum|x|/|sum x| of the worst row.  'within model' = measured <= 4 x predicted.")
     L.append("")
     L += _error_table(doc)
@@ -310,17 +316,23 @@ def figures(doc: dict, out_dir: str) -> List[str]:
     cap = doc["capability"]
     B, P = cap["B"], cap["P"]
     fig, ax = plt.subplots(figsize=(6, 4.5))
+    keys = list(doc["cases"])
+    lo = min([0.01] + [c["rounds"][r][f"roofline_{w}"]["intensity"] for c in doc["cases"].values()
+                       for r in ("A", "B") for w in ("eager", "compiled") if c["rounds"].get(r, {}).get(f"roofline_{w}")])
     if P and P == P:
-        i = [2.0**k for k in range(-6, 8)]
-        ax.loglog(i, [min(P, x * B) / 1e9 for x in i], "k-", lw=1, label=f"min(P, I*B): B={B / 1e9:.0f} GB/s, "
-                                                                         f"P={P / 1e9:.0f} GFLOP/s")
-    for n, (key, c) in enumerate(doc["cases"].items()):
+        ridge = P / B
+        i = [lo / 2, ridge, max(ridge * 16, 16.0)]
+        ax.loglog(i, [min(P, x * B) / 1e9 for x in i], "k-", lw=1,
+                  label=f"min(P, I*B): B={B / 1e9:.0f} GB/s, P={P / 1e9:.0f} GFLOP/s")
+    cmap = plt.get_cmap("tab20")
+    for n, key in enumerate(keys):
+        c = doc["cases"][key]
         for way, marker in (("eager", "x"), ("compiled", "o")):
             pts = [c["rounds"][rn].get(f"roofline_{way}") for rn in ("A", "B")]
             pts = [p for p in pts if p]
             if pts:
                 ax.scatter([p["intensity"] for p in pts], [p["achieved"] / 1e9 for p in pts], marker=marker,
-                           color=f"C{n % 10}", label=f"{key} {way}" if way == "compiled" else None, s=20)
+                           color=cmap(n % 20), label=key if way == "compiled" else None, s=22)
     ax.set_xlabel("arithmetic intensity I (FLOP / model byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title("Roofline (x eager, o compiled; rounds A and B)")

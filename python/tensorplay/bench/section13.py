@@ -237,7 +237,13 @@ def _overheads(live: Dict[str, _Case], quick: bool, progress: Progress) -> dict:
                 fc = case.make_call(cft, args)
                 fc()  # compile for the tiny shape outside the readings
                 fns.append(fc)
-            loops = [(lambda f=f: [f() for _ in range(calls)]) for f in fns]
+            def loop(f, rng=range(calls)):
+                def run():
+                    for _ in rng:
+                        f()
+                return run
+
+            loops = [loop(f) for f in fns]
             ts = rotate(loops, runs=15, warmup=1)
             d = {"calls_per_reading": calls, "tau_e_s": ts[0].median_s / calls,
                  "tau_e_per_op_s": ts[0].median_s / calls / max(case.eager_ops, 1)}
