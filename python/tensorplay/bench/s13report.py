@@ -134,14 +134,16 @@ def _error_table(doc: dict) -> List[str]:
     for key, c in doc["cases"].items():
         e = c.get("error_model")
         if not e or "skipped" in e:
-            rows.append([key, "n/a", "", "", "", "", "", "", "", ""])
+            rows.append([key, "n/a", "", "", "", "", "", "", "", "", ""])
             continue
         rows.append([
             key, e["kind"], str(e.get("n", "")), str(e.get("W", "")), _g(e.get("data_mean"), 3),
-            _g(e.get("sigma_row"), 2), _g(e.get("predicted_max"), 2), f"{e['measure']}: {_g(e['measured'], 2)}",
+            _g(e.get("sigma_row"), 2), _g(e.get("sigma_row_without_merge"), 2), _g(e.get("predicted_max"), 2),
+            f"{e['measure']}: {_g(e['measured'], 2)}",
             _g(e.get("kappa_worst_row"), 3), "yes" if e.get("within_model") else "NO",
         ])
-    return _table(["case", "kind", "n", "W", "data mean", "predicted sigma per row", "predicted max (x sqrt 2, over rows)",
+    return _table(["case", "kind", "n", "W", "data mean", "predicted sigma per row", "(without merge term)",
+                   "predicted max (x sqrt 2, over rows)",
                    "measured", "kappa worst row", "within model"], rows)
 
 
