@@ -189,7 +189,7 @@ def test_section13_quick_writes_report_json_and_figures(tmp_path, monkeypatch):
     assert "round A: example_1_1" in proc.stderr and "round B: amax" in proc.stderr  # progress lines
     doc = json.loads(js.read_text())
     assert doc["suite"] == "section13" and doc["quick"] is True and "errors" not in doc
-    assert doc["capability"]["B"] > 0 and doc["capability"]["P"] > 0
+    assert doc["capability"]["B"] > 0 and doc["capability"]["P"] > 0 and doc["capability"]["copy_rate"] > 0
     for case in CASES:
         c = doc["cases"][case.key]
         assert c["native"], (case.key, c["native_error"])

@@ -190,6 +190,10 @@ def markdown(doc: dict, figures: Optional[List[str]] = None, figures_note: str =
     L.append(f"- B = **{cap['B'] / 1e9:.1f} GB/s**: row-wise sum over {bp['shape'][0]}x{bp['shape'][1]} float32 "
              f"(round A {cap['B_rounds']['A'] / 1e9:.1f}, round B {cap['B_rounds']['B'] / 1e9:.1f} GB/s from the "
              f"minimum; medians {cap['B_median_rounds']['A'] / 1e9:.1f} / {cap['B_median_rounds']['B'] / 1e9:.1f} GB/s).")
+    if cap.get("copy_rate"):
+        L.append(f"- `y.copy_(x)` on the same size: {cap['copy_rate'] / 1e9:.1f} GB/s counting one read and one "
+                 "write (the write-allocate read of each destination line is not counted, so the byte model "
+                 "underestimates writes).")
     mm = cap.get("matmul") or {}
     if mm:
         L.append(f"- P = **{cap['P'] / 1e9:.1f} GFLOP/s**: {mm['n']}x{mm['n']} float32 matmul, minimum of "
