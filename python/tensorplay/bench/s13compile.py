@@ -1,5 +1,6 @@
 """Compile cost C of every Section 13 case (Proposition 13.4), measured where a
-user pays it: in a new Python process.  Per case, one child process compiles it with
+user pays it: in a new Python process (--quick: one process for all cases, see
+measure).  Per case, one child process compiles it with
 an empty cache directory (cold: the external C++ compiler runs), further
 children do the same with the now filled directory (warm, the least of two: capture,
 passes, lowering and code generation still run; the object file comes from the
@@ -71,44 +72,57 @@ def run_child(script: str, cache_dir: str, timeout: float = CHILD_TIMEOUT_S) -> 
 
 
 def measure(cases, quick: bool, progress=None, warm_repeats: Optional[int] = None) -> Dict[str, dict]:
-    """{key: {"cold_s", "warm_s", ...} or {"error": ...}}.  Every case gets its own
-    empty cache directory: two cases whose regions generate the same code (the
-    library softmax decomposes into the five-operator one) would otherwise find
-    each other's object file and the second would not be cold."""
+    """{key: {"cold_s", "warm_s", ...} or {"error": ...}}.
+
+    Every case gets its own empty cache directory and processes: two cases whose
+    regions generate the same code (the library softmax decomposes into the
+    five-operator one) would otherwise find each other's object file and the
+    second would not be cold.  --quick trades that for time: all cases in one
+    cold and one warm process (a case that shares code with an earlier one then
+    shows a warm figure as its cold one; the result says "shared_process")."""
     if warm_repeats is None:
         warm_repeats = 1 if quick else 2
+    cases = list(cases)
+    groups = [cases] if quick else [[c] for c in cases]
     result: Dict[str, dict] = {}
-    for case in cases:
+    for group in groups:
+        names = ", ".join(c.key for c in group)
         if progress:
-            progress(f"compile cost, new processes (cold, then warm cache): {case.key}")
-        script = child_script([case], quick)
+            progress(f"compile cost, new processes (cold, then warm cache): {names}")
+        script = child_script(group, quick)
         d = tempfile.mkdtemp(prefix="tp_s13_cache_")
         try:
             cold, cold_wall = run_child(script, d)
             # warm readings: the least disturbed one estimates the cost (Proposition 13.1)
             warms = [run_child(script, d) for _ in range(warm_repeats)]
         except Exception as exc:
-            result[case.key] = {"error": f"{type(exc).__name__}: {exc}"}
+            for case in group:
+                result[case.key] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         finally:
             shutil.rmtree(d, ignore_errors=True)
-        c = cold.get(case.key, {"error": "no result"})
-        ws = [w.get(case.key, {"error": "no result"}) for w, _ in warms]
-        bad = [x for x in [c] + ws if "error" in x]
-        if bad:
-            result[case.key] = {"error": bad[0]["error"]}
-            continue
-        warm_costs = [max(w["first_call_s"] - w["second_call_s"], 0.0) for w in ws]
-        w = ws[min(range(len(ws)), key=warm_costs.__getitem__)]
-        result[case.key] = {
-            "cold_s": max(c["first_call_s"] - c["second_call_s"], 0.0),
-            "warm_s": min(warm_costs),
-            "warm_readings_s": warm_costs,
-            "cold_first_call_s": c["first_call_s"],
-            "warm_first_call_s": w["first_call_s"],
-            "call_s": c["second_call_s"],
-            "cold_metrics": c["metrics"],
-            "warm_metrics": w["metrics"],
-            "process_wall_s": [cold_wall] + [wall for _, wall in warms],
-        }
+        for case in group:
+            result[case.key] = _costs(case.key, cold, cold_wall, warms, shared=len(group) > 1)
     return result
+
+
+def _costs(key: str, cold: dict, cold_wall: float, warms, shared: bool) -> dict:
+    c = cold.get(key, {"error": "no result"})
+    ws = [w.get(key, {"error": "no result"}) for w, _ in warms]
+    bad = [x for x in [c] + ws if "error" in x]
+    if bad:
+        return {"error": bad[0]["error"]}
+    warm_costs = [max(w["first_call_s"] - w["second_call_s"], 0.0) for w in ws]
+    w = ws[min(range(len(ws)), key=warm_costs.__getitem__)]
+    return {
+        "cold_s": max(c["first_call_s"] - c["second_call_s"], 0.0),
+        "warm_s": min(warm_costs),
+        "warm_readings_s": warm_costs,
+        "cold_first_call_s": c["first_call_s"],
+        "warm_first_call_s": w["first_call_s"],
+        "call_s": c["second_call_s"],
+        "cold_metrics": c["metrics"],
+        "warm_metrics": w["metrics"],
+        "process_wall_s": [cold_wall] + [wall for _, wall in warms],
+        "shared_process": shared,
+    }

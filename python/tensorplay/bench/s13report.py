@@ -191,9 +191,12 @@ def markdown(doc: dict, figures: Optional[List[str]] = None, figures_note: str =
              f"(round A {cap['B_rounds']['A'] / 1e9:.1f}, round B {cap['B_rounds']['B'] / 1e9:.1f} GB/s from the "
              f"minimum; medians {cap['B_median_rounds']['A'] / 1e9:.1f} / {cap['B_median_rounds']['B'] / 1e9:.1f} GB/s).")
     if cap.get("copy_rate"):
+        below = cap["copy_rate"] < cap["B"]
         L.append(f"- `y.copy_(x)` on the same size: {cap['copy_rate'] / 1e9:.1f} GB/s counting one read and one "
-                 "write (the write-allocate read of each destination line is not counted, so the byte model "
-                 "underestimates writes).")
+                 "write, " + ("below B: write allocate (the read of each destination line) makes the real traffic "
+                              "exceed the count, so the byte model underestimates writes here."
+                              if below else "not below B: this machine shows no write-allocate penalty at this "
+                              "size (e.g. streaming stores), so the byte model's write count holds here."))
     mm = cap.get("matmul") or {}
     if mm:
         L.append(f"- P = **{cap['P'] / 1e9:.1f} GFLOP/s**: {mm['n']}x{mm['n']} float32 matmul, minimum of "
@@ -252,6 +255,26 @@ def markdown(doc: dict, figures: Optional[List[str]] = None, figures_note: str =
              "2x8 inputs, same tensors each call.")
     L.append("")
     L += _break_even_table(doc)
+    L.append("")
+    L.append("## Construct validity (Section 13.5)")
+    L.append("")
+    llc = m.get("last_level_cache_bytes")
+    sizes = []
+    for key, c in doc["cases"].items():
+        if c.get("b_e"):
+            r, k = c["shapes"][0][0], c["shapes"][0][1]
+            sizes.append((key, 4 * r * k * len(c["shapes"])))
+    if llc and sizes:
+        small = [k for k, b in sizes if b <= llc]
+        L.append(f"The byte model counts main-memory traffic, so inputs must be far larger than the last-level "
+                 f"cache ({llc / 2**20:.0f} MiB here).  Input bytes per case: "
+                 + ", ".join(f"{k} {b / 2**20:.0f} MiB" for k, b in sizes) + ".  "
+                 + ("Not larger than the cache, so caching inflates beta and the byte model does not apply: "
+                    + ", ".join(small) + "." if small else "All exceed the cache (the seed: 64 MiB against 33 MB)."))
+    else:
+        L.append("Last-level cache size unknown: compare the input sizes above with it before trusting beta.")
+    L.append("Compiled runs use strict_native=True: what is timed is the generated kernel, not a fallback; "
+             "a case Stax cannot lower is listed as not native.")
     L.append("")
     L.append("## Internal validity (Section 13.5)")
     L.append("")

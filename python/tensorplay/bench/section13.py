@@ -64,6 +64,23 @@ class Progress:
         self.stream.flush()
 
 
+def last_level_cache_bytes() -> Optional[int]:
+    """Size of the largest CPU cache (Linux sysfs), None when unknown."""
+    import glob
+
+    best = None
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(d + "/size") as fh:
+                text = fh.read().strip().upper()
+            mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG")) * mult
+        except (OSError, ValueError):
+            continue
+        best = size if best is None else max(best, size)
+    return best
+
+
 def accumulators() -> int:
     """W of Section 13.3: float32 lanes of the host's vectors (an assumption about
     both the generated and the library reductions; the seed takes 16)."""
@@ -339,6 +356,7 @@ def run(opts: Options, progress: Optional[Progress] = None) -> dict:
                  "machine": describe_machine(), "errors": {}}
     ways = accumulators()
     doc["machine"]["isa"] = _safe(tp.compiler.host_isa)
+    doc["machine"]["last_level_cache_bytes"] = last_level_cache_bytes()
     doc["W"] = ways
 
     live: Dict[str, _Case] = {}
