@@ -11,6 +11,15 @@ Modules, one concept each:
 * ``coldstart`` one-time compile cost in new processes, cold and warm cache
 * ``overhead``  per-call overhead, eager / compiled same tensor / new tensor
 * ``report``    the printed report; ``suites`` the named suites; ``__main__`` CLI
+
+``--suite section13`` (the whole of Section 13, as a Markdown report):
+
+* ``s13cases``   the cases of Tables 13.1 and 13.2 with their byte models
+* ``section13``  the measuring: setup, rounds A and B, P, overhead, compile cost
+* ``s13compile`` compile cost C in new processes, cold and warm cache
+* ``errormodel`` the summation error model of Section 13.3 (shared with tp.testing)
+* ``analysis``   Propositions 13.3, 13.4, 13.6, the roofline, the 13.5 validity check
+* ``s13report``  Markdown tables and PNG figures (matplotlib optional)
 """
 
 from .stats import (  # noqa: F401  (the public timing API)

@@ -43,7 +43,7 @@ def run_case(case: FusionCase, report: Report, quick: bool, bandwidth_Bps: float
     report.code(
         case.fn_source
         + f"{names} = " + ", ".join([f"tp.randn({rows}, {cols})"] * case.n_inputs)
-        + f"\ncf = tp.compile(f, strict_native=True)"
+        + "\ncf = tp.compile(f, strict_native=True)"
         + f"\n# timed in rotation, warm-up {warmup}, {runs} readings each: f({names})  vs  cf({names})"
         + "  vs  the bandwidth probe x.sum(-1)"
     )
