@@ -228,3 +228,25 @@ def test_long_sum_is_deterministic():
         again = cf(x)
         for f, g in zip(first, again):
             np.testing.assert_array_equal(f.numpy(), g.numpy())
+
+
+# ---------------------------------------------------------------------------
+# Pointwise arithmetic is rounded per operator, as eager rounds it: the kernel
+# compiler must not fuse a product and a sum into one multiply-add.
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b, c: a * b + c,
+    lambda a, b, c: c - a * b,
+    lambda a, b, c: a * 3.0 + b * c,
+    lambda a, b, c: (a * b + c).sum(-1),   # inside a reduction's body too
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pointwise_products_are_rounded_like_eager(fn, dtype):
+    tp.manual_seed(3)
+    a, b, c = (tp.randn(64, 257).to(getattr(tp, dtype)) for _ in range(3))
+    got = tp.compile(fn, strict_native=True)(a, b, c)
+    ref = fn(a, b, c)
+    if got.dim() == 2:
+        np.testing.assert_array_equal(got.numpy(), ref.numpy())
+    else:  # a reduction's order differs; its products must still be rounded
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)

@@ -148,6 +148,13 @@ class Writer {
     name += std::to_string(counter_++);
     const char* type = vec ? (e->dtype == DType::Bool ? "auto" : vtype(e->dtype)) : ctype(e->dtype);
     os << indent << type << " " << name << " = " << rhs << ";\n";
+    // A floating product is rounded before anything adds to it, as eager
+    // rounds every operator's result: GCC would otherwise contract
+    // `a * b + c` into one fused multiply-add (-ffp-contract=fast is its
+    // default) and the compiled result would differ from eager's in the last
+    // bit. The empty asm makes the product opaque (it stays in its register).
+    if (e->op == ExprOp::Call && e->fn == "mul" && is_floating(e->dtype))
+      os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
     names_[e.get()] = name;
     return name;
   }
