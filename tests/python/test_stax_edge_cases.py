@@ -250,3 +250,17 @@ def test_pointwise_products_are_rounded_like_eager(fn, dtype):
         np.testing.assert_array_equal(got.numpy(), ref.numpy())
     else:  # a reduction's order differs; its products must still be rounded
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_ops_native(name):
+    f = tp.tensor([0.0, -0.0, float("nan"), 2.5, float("-inf"), 1.0])
+    i = tp.tensor([0, 3, 0, -1, 0, 1])
+    b = tp.tensor([True, False, False, True, True, False])
+    fn = lambda x, y, z: (getattr(tp, name)(x, y), getattr(tp, name)(y, z), tp.logical_not(x))  # noqa: E731
+    got = tp.compile(fn, strict_native=True)(f, i, b)
+    tf, ti, tb = (torch.tensor(t.numpy()) for t in (f, i, b))
+    ref = (getattr(torch, name)(tf, ti), getattr(torch, name)(ti, tb), torch.logical_not(tf))
+    for g, e, t in zip(got, fn(f, i, b), ref):
+        _same(g, e)
+        np.testing.assert_array_equal(g.numpy(), t.numpy())

@@ -27,10 +27,10 @@ class CompiledRegion {
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
   enum class SlotKind : uint8_t { Input, Constant, Output, Temp };
   struct Slot {
-    SlotKind kind;
-    int index;      // input / constant / output index
+    SlotKind kind = SlotKind::Temp;
+    int index = -1;  // input / constant / output index
     Shape sizes, strides;
-    DType dtype;
+    DType dtype = DType::Float32;
   };
   std::shared_ptr<runtime::LoadedLibrary> library_;
   EntryFn entry_ = nullptr;

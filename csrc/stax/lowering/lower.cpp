@@ -235,6 +235,17 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     };
     return v;
   }
+  // Logical operators read every operand as bool (nonzero = true; NaN is true).
+  if (op == "logical_and" || op == "logical_or" || op == "logical_xor" || op == "logical_not") {
+    std::vector<Value> ins = in;
+    std::string fname = op.substr(8);
+    v.at = [ins, fname, out_dtype](const Index& idx) {
+      std::vector<Expr> args;
+      for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), DType::Bool));
+      return cast(call(fname, std::move(args), DType::Bool), out_dtype);
+    };
+    return v;
+  }
   if (op == "where") {
     std::vector<Value> ins = in;
     v.at = [ins, out_dtype](const Index& idx) {

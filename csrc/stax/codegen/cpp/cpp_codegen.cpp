@@ -120,10 +120,12 @@ class Writer {
         for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));
         static const std::unordered_map<std::string, std::string> infix = {
             {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"eq", "=="},
-            {"ne", "!="}, {"lt", "<"},  {"le", "<="}, {"gt", ">"},  {"ge", ">="}};
+            {"ne", "!="}, {"lt", "<"},  {"le", "<="}, {"gt", ">"},  {"ge", ">="},
+            {"and", "&&"}, {"or", "||"}, {"xor", "!="}};  // logical ops: bool operands, scalar code only
         auto op = infix.find(e->fn);
         if (op != infix.end()) rhs = a[0] + " " + op->second + " " + a[1];
         else if (e->fn == "neg") rhs = "tp_neg(" + a[0] + ")";
+        else if (e->fn == "not") rhs = "!" + a[0];
         else {
           rhs = "tp_" + e->fn + "(";
           for (size_t i = 0; i < a.size(); ++i) rhs += (i ? ", " : "") + a[i];
