@@ -264,3 +264,26 @@ def test_logical_ops_native(name):
     for g, e, t in zip(got, fn(f, i, b), ref):
         _same(g, e)
         np.testing.assert_array_equal(g.numpy(), t.numpy())
+
+
+# ---------------------------------------------------------------------------
+# Signed zeros (found by the random programs).
+
+def test_adding_zero_keeps_ieee_signed_zero():
+    """-0.0 + 0 is +0.0: the algebraic simplifier may not drop `x + 0` for
+    floats (only `x + (-0.0)` and `x - 0` are identities)."""
+    x = tp.tensor([-0.0, 0.0, -1.5, float("nan")])
+    for fn in (lambda a: a + 0, lambda a: a + 0.0, lambda a: a - 0.0, lambda a: a + (-0.0),
+               lambda a: a - (-0.0), lambda a: 0 + a):
+        got = tp.compile(fn, strict_native=True)(x)
+        ref = fn(x)
+        assert got.numpy().tobytes() == ref.numpy().tobytes(), (got, ref)
+        np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(_torch_np(fn(torch.tensor(x.numpy())))))
+
+
+def test_float_to_int_round_trip_gives_positive_zero():
+    """(float)(int64)x must not become trunc(x): -0.3 -> 0 -> +0.0."""
+    x = tp.tensor([-0.3, -0.0, 0.7, -2.5, 3.0])
+    fn = lambda a: a.to(tp.int64).to(tp.float32).sqrt()  # noqa: E731
+    got = tp.compile(fn, strict_native=True)(x)
+    assert got.numpy().tobytes() == fn(x).numpy().tobytes(), got

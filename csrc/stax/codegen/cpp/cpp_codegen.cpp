@@ -157,6 +157,12 @@ class Writer {
     // bit. The empty asm makes the product opaque (it stays in its register).
     if (e->op == ExprOp::Call && e->fn == "mul" && is_floating(e->dtype))
       os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
+    // Likewise a float truncated to an integer: GCC would turn (float)(i64)x
+    // into trunc(x), which keeps the sign of a zero (-0.3 -> -0.0, where the
+    // integer round trip gives +0.0 as eager does).
+    if (e->op == ExprOp::Cast && !is_floating(e->dtype) && e->dtype != DType::Bool && !vec &&
+        is_floating(e->args[0]->dtype))
+      os << indent << "__asm__(\"\" : \"+r\"(" << name << "));\n";
     names_[e.get()] = name;
     return name;
   }
