@@ -287,3 +287,70 @@ def test_float_to_int_round_trip_gives_positive_zero():
     fn = lambda a: a.to(tp.int64).to(tp.float32).sqrt()  # noqa: E731
     got = tp.compile(fn, strict_native=True)(x)
     assert got.numpy().tobytes() == fn(x).numpy().tobytes(), got
+
+
+# ---------------------------------------------------------------------------
+# Every binary operator for every mix of bool/int64/float32/float64 tensors,
+# 0-d tensors and Python numbers: compiled is bitwise eager (one compile per
+# left dtype; operator/operand pairs eager refuses are left out).
+
+BIN_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "rsub": lambda a, b: b - a, "rdiv": lambda a, b: b / a,
+    "maximum": lambda a, b: tp.maximum(a, b), "minimum": lambda a, b: tp.minimum(a, b),
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "where": lambda a, b: tp.where(a > 0, a, b),
+}
+VALUES = {
+    "bool": [True, False, True, False, True, False],
+    "int64": [-3, 0, 2, 1, -1, 7],
+    "float32": [-1.5, -0.0, 0.0, float("inf"), float("nan"), 2.5],
+    "float64": [0.1, -0.0, -float("inf"), 3.0, float("nan"), -2.0],
+}
+
+
+def _operands():
+    ops = []
+    for dt, vals in VALUES.items():
+        ops.append((f"tensor {dt}", tp.tensor(vals, dtype=getattr(tp, dt))))
+        ops.append((f"0-d {dt}", tp.tensor(vals[2], dtype=getattr(tp, dt))))
+    for s in (True, 2, -1, 0, 0.5, -0.0, float("inf")):
+        ops.append((f"number {s!r}", s))
+    return ops
+
+
+@pytest.mark.parametrize("left", sorted(VALUES))
+def test_binary_ops_all_dtype_mixes_bitwise(left):
+    a = tp.tensor(VALUES[left], dtype=getattr(tp, left))
+    others = _operands()
+    cases = []
+    for name, op in BIN_OPS.items():
+        for k, (what, b) in enumerate(others):
+            try:
+                op(a, b)
+            except Exception:  # noqa: BLE001 - eager refuses: not compiled either
+                continue
+            if name == "where" and not isinstance(b, tp.Tensor):
+                continue
+            cases.append((name, k, what))
+    tensors = [b for _, b in others if isinstance(b, tp.Tensor)]
+    numbers = {k: b for k, (_, b) in enumerate(others) if not isinstance(b, tp.Tensor)}
+    index = {k: sum(isinstance(b, tp.Tensor) for _, b in others[:k]) for k in range(len(others))}
+
+    def fn(x, *ts):
+        out = []
+        for name, k, _ in cases:
+            b = numbers[k] if k in numbers else ts[index[k]]
+            out.append(BIN_OPS[name](x, b))
+        return tuple(out)
+
+    got = tp.compile(fn, strict_native=True)(a, *tensors)
+    ref = fn(a, *tensors)
+    for (name, _, what), g, r in zip(cases, got, ref):
+        assert g.dtype == r.dtype and tuple(g.shape) == tuple(r.shape), (name, what)
+        gn, rn = g.numpy(), r.numpy()
+        same = np.array_equal(np.isnan(gn), np.isnan(rn)) if gn.dtype.kind == "f" else True
+        gz = np.where(np.isnan(gn), 0, gn) if gn.dtype.kind == "f" else gn
+        rz = np.where(np.isnan(rn), 0, rn) if rn.dtype.kind == "f" else rn
+        assert same and gz.tobytes() == rz.tobytes(), f"{left} {name} {what}: {gn} != {rn}"

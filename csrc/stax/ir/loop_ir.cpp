@@ -81,7 +81,13 @@ const char* reduce_op_name(ReduceOp r) {
 
 IndexExpr LoopProgram::new_var(const std::string& prefix) {
   int id = next_var_id++;
-  return var(id, prefix + std::to_string(id));
+  std::string name = prefix;
+  name += std::to_string(id);
+  // Variables are C++ names in generated code: "i" + 64 would be the prelude's
+  // integer type i64 (a compile error that only a program with 64+ loop
+  // variables, e.g. many outputs, reaches).
+  if (name == "i64") name += "_";
+  return var(id, name);
 }
 
 std::string LoopProgram::to_string() const {
