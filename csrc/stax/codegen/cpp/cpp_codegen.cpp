@@ -155,7 +155,10 @@ class Writer {
     // `a * b + c` into one fused multiply-add (-ffp-contract=fast is its
     // default) and the compiled result would differ from eager's in the last
     // bit. The empty asm makes the product opaque (it stays in its register).
-    if (e->op == ExprOp::Call && e->fn == "mul" && is_floating(e->dtype))
+    // exp/log end in a multiplication inside the prelude (exp scales by 2^k):
+    // contracted into the consumer, exp(inf) - exp(inf) became fma(p*2^h,
+    // 2^(k-h), -inf) = -inf instead of NaN.
+    if (e->op == ExprOp::Call && (e->fn == "mul" || e->fn == "exp" || e->fn == "log") && is_floating(e->dtype))
       os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
     // Likewise a float truncated to an integer: GCC would turn (float)(i64)x
     // into trunc(x), which keeps the sign of a zero (-0.3 -> -0.0, where the
