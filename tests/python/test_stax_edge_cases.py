@@ -368,3 +368,19 @@ def test_exp_overflow_minus_itself_is_nan(dtype):
         got, ref = tp.compile(fn, strict_native=True)(x).numpy(), fn(x).numpy()
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+
+
+def test_float64_rounded_to_float32_compares_like_eager():
+    """(double)(float)x >= x may not be folded to x == x (GCC 12, -march=native;
+    random program seed 3650)."""
+    x = tp.tensor(np.random.default_rng(0).standard_normal((17, 2)))
+    for fn in (lambda a: a.to(tp.float32) >= a, lambda a: a.to(tp.float32) == a,
+               lambda a: tp.where(a.to(tp.float32) > a, 1.0, 0.0)):
+        _same(tp.compile(fn, strict_native=True)(x), fn(x))
+
+
+def test_float32_constants_widen_like_eager():
+    x = tp.randn(4).double()
+    fn = lambda a: a + tp.full((4,), 0.1, dtype=tp.float32).double()  # noqa: E731
+    got = tp.compile(fn, strict_native=True)(x)
+    assert got.numpy().tobytes() == fn(x).numpy().tobytes()

@@ -166,6 +166,10 @@ class Writer {
     if (e->op == ExprOp::Cast && !is_floating(e->dtype) && e->dtype != DType::Bool && !vec &&
         is_floating(e->args[0]->dtype))
       os << indent << "__asm__(\"\" : \"+r\"(" << name << "));\n";
+    // And a double rounded to float: GCC 12 with -march=native folds
+    // `(double)(float)x >= x` into `x == x`, as if the rounding were exact.
+    if (e->op == ExprOp::Cast && e->dtype == DType::Float32 && e->args[0]->dtype == DType::Float64 && !vec)
+      os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
     names_[e.get()] = name;
     return name;
   }
