@@ -42,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - the oracle is optional
     torch = None
 
-CI_COUNT = 40
+CI_COUNT = 200
 LONG_COUNT = 10_000
 
 DTYPES = ["float32", "float64", "int64", "bool"]
