@@ -67,6 +67,12 @@ bool decompose_composites(Graph& g) {
         examples.push_back(Tensor::wrapped_scalar(std::get<Scalar>(a)));
       }
     }
+    // A node with no elements to compute stays whole (the lowering gives it no
+    // loop): its decomposition may not accept the shape (softmax over a
+    // zero-size dim would call amax over it, which has no identity).
+    bool empty = n->output_metas.empty() ? numel(n->meta.sizes) == 0 : true;
+    for (auto& m : n->output_metas) empty = empty && numel(m.sizes) == 0;
+    if (empty) continue;
     const OpDef& op = *n->target;
     Attrs attrs = n->attrs;
     TraceResult sub = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs); }, examples, {},

@@ -37,3 +37,8 @@ def subprocess_env():
     """Environment for child Python processes: this process's, including
     TP_CACHE_DIR, so a child sees the same cache directory."""
     return dict(os.environ)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true", default=False,
+                     help="run the long randomized suites (e.g. 10^4 random Stax programs)")

@@ -1,5 +1,6 @@
 #include "stax/ir/loop_ir.h"
 
+#include <cmath>
 #include <sstream>
 #include <unordered_set>
 
@@ -9,7 +10,9 @@ Expr constant(const Scalar& v, DType dtype) {
   auto n = std::make_shared<ExprNode>();
   n->op = ExprOp::Const;
   n->dtype = dtype;
-  n->value = v;
+  // A float32 constant holds its float32 value, so that widening it later
+  // (cast to float64) gives what eager's float32 tensor widens to.
+  n->value = dtype == DType::Float32 && v.is_float() ? Scalar(static_cast<double>(static_cast<float>(v.to_double()))) : v;
   return n;
 }
 
@@ -41,7 +44,23 @@ Expr where(Expr cond, Expr a, Expr b) {
 
 Expr cast(Expr x, DType dtype) {
   if (x->dtype == dtype) return x;
-  if (x->op == ExprOp::Const) return constant(x->value, dtype);
+  if (x->op == ExprOp::Const) {
+    // Fold the conversion, rounding the value as the cast would: a float32
+    // constant later widened to float64 must be 0.1f, not 0.1.
+    const Scalar& v = x->value;
+    switch (dtype) {
+      case DType::Float32:
+        return constant(Scalar(static_cast<double>(static_cast<float>(v.to_double()))), dtype);
+      case DType::Float64: return constant(Scalar(v.to_double()), dtype);
+      case DType::Bool: return constant(Scalar(v.is_float() ? v.to_double() != 0.0 : v.to_int() != 0), dtype);
+      case DType::Int64:
+        if (!v.is_float()) return constant(Scalar(v.to_int()), dtype);
+        if (std::isfinite(v.to_double()) && std::fabs(v.to_double()) < 9.2e18)
+          return constant(Scalar(static_cast<int64_t>(v.to_double())), dtype);  // truncation
+        break;  // undefined in C++: leave it to the run-time conversion, as eager's
+      default: break;
+    }
+  }
   auto n = std::make_shared<ExprNode>();
   n->op = ExprOp::Cast;
   n->dtype = dtype;
@@ -81,7 +100,13 @@ const char* reduce_op_name(ReduceOp r) {
 
 IndexExpr LoopProgram::new_var(const std::string& prefix) {
   int id = next_var_id++;
-  return var(id, prefix + std::to_string(id));
+  std::string name = prefix;
+  name += std::to_string(id);
+  // Variables are C++ names in generated code: "i" + 64 would be the prelude's
+  // integer type i64 (a compile error that only a program with 64+ loop
+  // variables, e.g. many outputs, reaches).
+  if (name == "i64") name += "_";
+  return var(id, name);
 }
 
 std::string LoopProgram::to_string() const {

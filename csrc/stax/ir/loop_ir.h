@@ -24,7 +24,8 @@ enum class ExprOp {
   Const,   // value
   Load,    // buffer[index]
   Call,    // fn(args...): arithmetic "add","sub","mul","div","neg","max","min","relu","abs","exp","log",
-           // "sqrt","tanh","sigmoid"; comparisons "eq","ne","lt","le","gt","ge" (dtype Bool)
+           // "sqrt","tanh","sigmoid"; comparisons "eq","ne","lt","le","gt","ge" (dtype Bool);
+           // logical "and","or","xor","not" (bool operands and result)
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
 };

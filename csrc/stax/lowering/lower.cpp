@@ -5,6 +5,8 @@
 #include <functional>
 #include <unordered_map>
 
+#include "ops/type_promotion.h"
+
 namespace tp::stax {
 using namespace tp::stax::ir;
 using graph::Node;
@@ -199,16 +201,25 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
   v.sizes = out_sizes;
   v.dtype = out_dtype;
 
+  // A value with no elements is never read or written by any loop (consumers
+  // of it are empty too, or reduce over a zero-size range): whatever the
+  // operator, it needs no rule.
+  if (numel(out_sizes) == 0 && n->output_metas.empty()) {
+    v.at = [out_dtype](const Index&) { return constant(Scalar(int64_t(0)), out_dtype); };
+    return v;
+  }
   if (const char* fn = pointwise_fn_name(op)) {
     // Compute in the promoted operand type; comparisons yield bool.
+    // A comparison's operands meet in PyTorch's result_type (tensor, 0-d
+    // tensor and Python-number classes): `bool_tensor == 2` compares in int64,
+    // never in the tensor's own bool (which would turn 2 into true).
     DType compute = out_dtype;
     if (is_comparison(fn)) {
-      compute = DType::Bool;
-      bool any_tensor = false;
+      std::vector<PromotionOperand> operands;
       for (size_t i = 0; i < in.size(); ++i)
-        if (!consts[i]) { compute = any_tensor ? promote_types(compute, in[i].dtype) : in[i].dtype; any_tensor = true; }
-      for (size_t i = 0; i < in.size(); ++i)
-        if (consts[i] && consts[i]->is_float() && !is_floating(compute)) compute = default_float_dtype();
+        operands.push_back(consts[i] ? PromotionOperand{consts[i]->natural_dtype(), 0, true}
+                                     : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
+      compute = result_type(operands);
     }
     // add/sub(x, y, alpha=a) is x +- a*y; div's integer rounding modes have no rule yet.
     if (!n->attrs.is_none("rounding_mode")) cannot_lower(n, "div with rounding_mode");
@@ -221,6 +232,17 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
       for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), compute));
       if (alpha) args[1] = call("mul", {args[1], constant(*alpha, compute)}, compute);
       return call(fname, std::move(args), is_comparison(fname) ? DType::Bool : out_dtype);
+    };
+    return v;
+  }
+  // Logical operators read every operand as bool (nonzero = true; NaN is true).
+  if (op == "logical_and" || op == "logical_or" || op == "logical_xor" || op == "logical_not") {
+    std::vector<Value> ins = in;
+    std::string fname = op.substr(8);
+    v.at = [ins, fname, out_dtype](const Index& idx) {
+      std::vector<Expr> args;
+      for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), DType::Bool));
+      return cast(call(fname, std::move(args), DType::Bool), out_dtype);
     };
     return v;
   }
@@ -305,16 +327,27 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     return v;
   }
   // ---- reductions: a ComputeNode writing a temp buffer ----
-  if (op == "sum" || op == "amax") {
+  // any/all are max/min over the values as bool (false < true).
+  static const std::unordered_map<std::string, ReduceOp> reductions = {
+      {"sum", ReduceOp::Sum}, {"amax", ReduceOp::Max}, {"amin", ReduceOp::Min},
+      {"any", ReduceOp::Max}, {"all", ReduceOp::Min}};
+  if (auto red = reductions.find(op); red != reductions.end()) {
     const Value& x = in[0];
     auto dims = n->attrs.get_or<std::vector<int64_t>>("dim", {});  // None (absent) = all dims
     int64_t nd = static_cast<int64_t>(x.sizes.size());
+    // A 0-d input has no dim to reduce: dim -1 / 0 name the value itself
+    // (eager has already checked the range during capture).
     std::vector<bool> reduced(nd, dims.empty());
-    for (auto d : dims) reduced[d < 0 ? d + nd : d] = true;
+    for (auto d : dims) {
+      int64_t w = d < 0 ? d + nd : d;
+      if (nd == 0) continue;
+      if (w < 0 || w >= nd) cannot_lower(n, str("reduction dim ", d, " out of range"));
+      reduced[w] = true;
+    }
     ComputeNode c;
     c.id = static_cast<int>(prog_.nodes.size());
     c.origin = current_origin_;
-    c.reduce = op == "sum" ? ReduceOp::Sum : ReduceOp::Max;
+    c.reduce = red->second;
     Index src(nd);
     Shape kept;
     Index kept_idx;

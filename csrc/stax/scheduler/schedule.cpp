@@ -51,12 +51,12 @@ bool starts_with(const Shape& s, const Shape& prefix) {
 // Canonical names for the first k vars of a node, so indices of two nodes can be compared.
 VarMap canonical_outer(const ComputeNode& n, size_t k) {
   VarMap m;
-  for (size_t d = 0; d < k && d < n.vars.size(); ++d)
-    if (n.vars[d].is_var()) {
-      std::string name = "c";  // appended, not `"c" + ...`: GCC 12 misreads that as an overlapping memcpy (-Wrestrict)
-      name += std::to_string(d);
-      m[n.vars[d].var_id()] = var(1000000 + static_cast<int>(d), name);
-    }
+  for (size_t d = 0; d < k && d < n.vars.size(); ++d) {
+    if (!n.vars[d].is_var()) continue;
+    std::string name = "c";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict) on "c" + to_string
+    name += std::to_string(d);
+    m[n.vars[d].var_id()] = var(1000000 + static_cast<int>(d), name);
+  }
   return m;
 }
 

@@ -1,6 +1,7 @@
 #include "stax/codegen/cpp/cpp_codegen.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -19,7 +20,7 @@ const char* ctype(DType t) {
     case DType::Int64: return "i64";
     case DType::Float32: return "float";
     case DType::Float64: return "double";
-    default: break;  // other dtypes never reach code generation (lowering refuses them)
+    default: break;  // narrow dtypes never reach generated code (the lowering refuses them)
   }
   return "?";
 }
@@ -30,11 +31,17 @@ std::string literal(const Scalar& v, DType t) {
   char buf[64];
   switch (t) {
     case DType::Bool: return v.to_bool() ? "true" : "false";
-    case DType::Int64: return std::to_string(v.to_int()) + "LL";
+    case DType::Int64: {
+      int64_t i = v.to_int();
+      // -9223372036854775808LL is unary minus on a literal too large for long long.
+      if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
+      return std::to_string(i) + "LL";
+    }
     case DType::Float32:
     case DType::Float64: {
-      double d = v.to_double();
       bool f32 = t == DType::Float32;
+      // Round to float first: a finite double may overflow to inf as float32.
+      double d = f32 ? static_cast<double>(static_cast<float>(v.to_double())) : v.to_double();
       if (std::isnan(d)) return f32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
       if (std::isinf(d)) return std::string(d < 0 ? "-" : "") + (f32 ? "__builtin_inff()" : "__builtin_inf()");
       if (f32) {
@@ -46,7 +53,7 @@ std::string literal(const Scalar& v, DType t) {
       if (s.find_first_of(".en") == std::string::npos) s += ".0";
       return f32 ? s + "f" : s;
     }
-    default: break;  // other dtypes never reach code generation (lowering refuses them)
+    default: break;
   }
   return "0";
 }
@@ -54,9 +61,14 @@ std::string literal(const Scalar& v, DType t) {
 std::string reduce_init(ReduceOp r, DType t) {
   switch (r) {
     case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
+    // The identity is the smallest (largest) value *of the accumulator's type*:
+    // for bool that is false (true), not INT64_MIN converted to bool.
     case ReduceOp::Max:
+      if (t == DType::Bool) return "false";
       return is_floating(t) ? literal(Scalar(-INFINITY), t) : std::string("(-9223372036854775807LL - 1)");
-    case ReduceOp::Min: return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
+    case ReduceOp::Min:
+      if (t == DType::Bool) return "true";
+      return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
     case ReduceOp::None: break;
   }
   return "0";
@@ -108,10 +120,12 @@ class Writer {
         for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));
         static const std::unordered_map<std::string, std::string> infix = {
             {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"eq", "=="},
-            {"ne", "!="}, {"lt", "<"},  {"le", "<="}, {"gt", ">"},  {"ge", ">="}};
+            {"ne", "!="}, {"lt", "<"},  {"le", "<="}, {"gt", ">"},  {"ge", ">="},
+            {"and", "&&"}, {"or", "||"}, {"xor", "!="}};  // logical ops: bool operands, scalar code only
         auto op = infix.find(e->fn);
         if (op != infix.end()) rhs = a[0] + " " + op->second + " " + a[1];
         else if (e->fn == "neg") rhs = "tp_neg(" + a[0] + ")";
+        else if (e->fn == "not") rhs = "!" + a[0];
         else {
           rhs = "tp_" + e->fn + "(";
           for (size_t i = 0; i < a.size(); ++i) rhs += (i ? ", " : "") + a[i];
@@ -132,20 +146,46 @@ class Writer {
         break;
       }
     }
-    std::string name = "t";  // appended, not `"t" + ...`: GCC 12 misreads that as an overlapping memcpy (-Wrestrict)
+    std::string name = "t";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
     name += std::to_string(counter_++);
     const char* type = vec ? (e->dtype == DType::Bool ? "auto" : vtype(e->dtype)) : ctype(e->dtype);
     os << indent << type << " " << name << " = " << rhs << ";\n";
+    // A floating product is rounded before anything adds to it, as eager
+    // rounds every operator's result: GCC would otherwise contract
+    // `a * b + c` into one fused multiply-add (-ffp-contract=fast is its
+    // default) and the compiled result would differ from eager's in the last
+    // bit. The empty asm makes the product opaque (it stays in its register).
+    // exp/log end in a multiplication inside the prelude (exp scales by 2^k):
+    // contracted into the consumer, exp(inf) - exp(inf) became fma(p*2^h,
+    // 2^(k-h), -inf) = -inf instead of NaN.
+    // A sum's own body value is exempt: the sum is reordered anyway (compared to
+    // tolerance), and `acc + x * 2` as one FMA keeps Example 1.1 at its speed.
+    if (e->op == ExprOp::Call && (e->fn == "mul" || e->fn == "exp" || e->fn == "log") && is_floating(e->dtype) &&
+        e.get() != sum_root_)
+      os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
+    // Likewise a float truncated to an integer: GCC would turn (float)(i64)x
+    // into trunc(x), which keeps the sign of a zero (-0.3 -> -0.0, where the
+    // integer round trip gives +0.0 as eager does).
+    if (e->op == ExprOp::Cast && !is_floating(e->dtype) && e->dtype != DType::Bool && !vec &&
+        is_floating(e->args[0]->dtype))
+      os << indent << "__asm__(\"\" : \"+r\"(" << name << "));\n";
+    // And a double rounded to float: GCC 12 with -march=native folds
+    // `(double)(float)x >= x` into `x == x`, as if the rounding were exact.
+    if (e->op == ExprOp::Cast && e->dtype == DType::Float32 && e->args[0]->dtype == DType::Float64 && !vec)
+      os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
     names_[e.get()] = name;
     return name;
   }
   void reset_names() { names_.clear(); }
+  // The body of a Sum reduction: its value is only added into the accumulator.
+  void set_sum_root(const ExprNode* e) { sum_root_ = e; }
 
  private:
   const LoopProgram& p_;
   const std::unordered_map<int, std::string>& locals_;
   RangeMap ranges_;
   std::unordered_map<const ExprNode*, std::string> names_;
+  const ExprNode* sum_root_ = nullptr;
   int counter_ = 0;
 };
 
@@ -158,23 +198,44 @@ RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
   return r;
 }
 
-void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
+// `max_span`: the longest [lo, hi) the last inner loop can run when lo/hi are
+// given (a chunk); 0 = the loop's own range. Returns, for a reduction, the name
+// of its most precise result (a float sum's double total before rounding).
+std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
                std::unordered_map<int, std::string>& locals, int vector_bytes, const std::string& lo_hi_lo,
-               const std::string& lo_hi_hi) {
+               const std::string& lo_hi_hi, int64_t max_span = 0) {
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
   Writer w(p, locals, ranges);
+  if (node.reduce == ReduceOp::Sum) w.set_sum_root(nest.body.get());
   DType dt = node.body->dtype;
   const std::string in = "    ";
   std::string acc = "red" + std::to_string(nest.node);
+  size_t nd = nest.inner_vars.size();
+  int lanes = is_floating(dt) ? vector_bytes / static_cast<int>(itemsize(dt)) : 1;
+  // Reduction: several vector accumulators (segmented summation, Section 6.5),
+  // a scalar accumulator for the tail, a pairwise combine at the end.
+  //
+  // A long floating-point sum is cut into blocks (each vector accumulator
+  // takes 64 steps per block, a scalar loop 256): every block starts from
+  // zero, and the block results are added pairwise, in double, through a
+  // binary-counter stack (cascaded summation). The rounding error then grows
+  // with the block length, not with the reduced length (Section 13.3), and the
+  // large partial sums near the top of the cascade are not rounded to float
+  // (eager flushes its blocks into a double total for the same reason).
+  // Sizes are static, so a reduction no longer than one block (a 2048-float
+  // row) is emitted exactly as without blocking.
+  constexpr int kAcc = 4;
+  const int64_t span = max_span > 0 ? max_span : (nd ? nest.inner_ranges.back() : 1);
+  const int64_t block = nest.vectorize ? int64_t{kAcc} * lanes * 64 : 256;
+  const bool cascade = node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && span > block;
   // A reduction's result outlives its loop block: later nests of this kernel read it.
   if (node.is_reduction()) os << in << ctype(dt) << " " << acc << ";\n";
+  if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name;
   if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << ")";
   os << (nest.vectorize ? ", vectorized" : "") << "\n";
-  size_t nd = nest.inner_vars.size();
-  int lanes = is_floating(dt) ? vector_bytes / static_cast<int>(itemsize(dt)) : 1;
   int jv = nd ? nest.inner_vars.back().var_id() : -1;
   std::string indent = in + "  ";
   // Loops over all inner dims but the last (never vectorized).
@@ -232,23 +293,50 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
       close_outer_inner();
     }
     os << in << "}\n";
-    return;
+    return "";
   }
 
-  // Reduction: several vector accumulators (segmented summation, Section 6.5),
-  // a scalar accumulator for the tail, a pairwise combine at the end.
   std::string init = reduce_init(node.reduce, dt);
-  constexpr int kAcc = 4;
+  int levels = 1;
+  if (cascade) {
+    int64_t blocks = (span + block - 1) / block;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
+    os << indent << "double " << acc << "_stk[" << levels << "];\n";
+    os << indent << "i64 " << acc << "_n = 0;\n";
+  }
   if (nest.vectorize) {
     for (int a = 0; a < kAcc; ++a)
       os << indent << vtype(dt) << " " << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
   }
-  os << indent << ctype(dt) << " " << acc << "_s = " << init << ";\n";
+  // A scalar (strided or unvectorizable) float32 sum accumulates in double:
+  // one conversion per element in a loop that is latency-bound anyway.
+  const bool wide_scalar = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+  os << indent << (wide_scalar ? "double" : ctype(dt)) << " " << acc << "_s = " << init << ";\n";
   open_outer_inner();
-  os << indent << "i64 " << jb << " = " << lo << ";\n";
-  if (nest.vectorize) {
-    os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << hi << "; " << jb << " += " << kAcc * lanes
+  std::string loop_lo = lo, loop_hi = hi;
+  if (cascade) {
+    os << indent << "for (i64 " << jb << "b = " << lo << "; " << jb << "b < " << hi << "; " << jb << "b += " << block
        << ") {\n";
+    indent += "  ";
+    os << indent << "const i64 " << jb << "e = " << jb << "b + " << block << " < " << hi << " ? " << jb << "b + "
+       << block << " : " << hi << ";\n";
+    if (nest.vectorize)
+      for (int a = 0; a < kAcc; ++a) os << indent << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
+    os << indent << acc << "_s = " << init << ";\n";
+    loop_lo = jb + "b";
+    loop_hi = jb + "e";
+  }
+  std::string vec_total;
+  if (nest.vectorize) {
+    std::string tree = combine(node.reduce, combine(node.reduce, acc + "_v0", acc + "_v1"),
+                               combine(node.reduce, acc + "_v2", acc + "_v3"));
+    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree + ")", acc + "_s");
+  }
+  os << indent << "i64 " << jb << " = " << loop_lo << ";\n";
+  if (nest.vectorize) {
+    os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << loop_hi << "; " << jb << " += "
+       << kAcc * lanes << ") {\n";
     for (int a = 0; a < kAcc; ++a) {
       os << indent << "  {\n" << indent << "    const i64 " << j << " = " << jb << " + " << a * lanes << ";\n";
       std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
@@ -258,7 +346,7 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
       w.reset_names();
     }
     os << indent << "}\n";
-    os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
+    os << indent << "for (; " << jb << " + " << lanes << " <= " << loop_hi << "; " << jb << " += " << lanes << ") {\n";
     os << indent << "  const i64 " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
     side_stores(true, indent + "  ");
@@ -269,27 +357,39 @@ void emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
     std::string v = w.emit(nest.body, false, -1, os, indent);
     os << indent << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n";
   } else {
-    os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
+    os << indent << "for (; " << jb << " < " << loop_hi << "; ++" << jb << ") {\n";
     os << indent << "  const i64 " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
     side_stores(false, indent + "  ");
     os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
   }
+  if (cascade) {
+    // Push the block's sum: merge with equal-sized partial sums first (pairwise).
+    os << indent << "{\n";
+    os << indent << "  double tp_b = (double)(" << (nest.vectorize ? vec_total : acc + "_s") << ");\n";
+    os << indent << "  i64 tp_c = " << acc << "_n++;\n" << indent << "  int tp_lv = 0;\n";
+    os << indent << "  for (; tp_c & 1; tp_c >>= 1, ++tp_lv) tp_b = " << acc << "_stk[tp_lv] + tp_b;\n";
+    os << indent << "  " << acc << "_stk[tp_lv] = tp_b;\n" << indent << "}\n";
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
   close_outer_inner();
-  os << in << "  " << acc << " = ";
-  if (nest.vectorize) {
-    std::string tree = combine(node.reduce, combine(node.reduce, acc + "_v0", acc + "_v1"),
-                               combine(node.reduce, acc + "_v2", acc + "_v3"));
-    os << combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree + ")", acc + "_s") << ";\n";
+  if (cascade) {
+    os << in << "  {\n" << in << "    double& tp_t = " << acc << "_tot;\n";
+    os << in << "    for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
+    os << in << "      if ((" << acc << "_n >> tp_lv) & 1) tp_t = " << acc << "_stk[tp_lv] + tp_t;\n";
+    os << in << "    " << acc << " = (" << ctype(dt) << ")tp_t;\n" << in << "  }\n";
   } else {
-    os << acc << "_s;\n";
+    os << in << "  " << acc << " = " << (nest.vectorize ? vec_total : acc + "_s") << ";\n";
   }
   os << in << "}\n";
   locals[node.out_buffer] = acc;
+  std::string precise = cascade ? acc + "_tot" : acc;
   if (nest.store_to_memory) {
     std::string sidx = to_c(nest.store_index, ranges);
     os << in << out.name << "[" << sidx << "] = " << acc << ";\n";
   }
+  return precise;
 }
 
 // A reduction vectorized across the outer loop: `unroll` vectors hold
@@ -303,6 +403,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   RangeMap ranges = nest_ranges(k, nest);
   std::unordered_map<int, std::string> no_locals;
   Writer w(p, no_locals, ranges);
+  if (node.reduce == ReduceOp::Sum) w.set_sum_root(nest.body.get());
   DType dt = node.body->dtype;
   std::string o = k.outer_var.var_name();
   std::string acc = "red" + std::to_string(nest.node) + "_v";
@@ -311,12 +412,49 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
      << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << "), vectorized across " << o
      << "\n";
   indent += "  ";
-  for (int u = 0; u < unroll; ++u)
-    os << indent << vtype(dt) << " " << acc << u << " = " << splat(dt) << "(" << reduce_init(node.reduce, dt)
-       << ");\n";
-  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+  const std::string init = reduce_init(node.reduce, dt);
+  auto reset = [&]() {
+    for (int u = 0; u < unroll; ++u) os << indent << acc << u << " = " << splat(dt) << "(" << init << ");\n";
+  };
+  for (int u = 0; u < unroll; ++u) os << indent << vtype(dt) << " " << acc << u << " = " << splat(dt) << "(" << init << ");\n";
+  // A long float sum runs in blocks of 128 rows whose sums are converted to
+  // double vectors and added pairwise (cascaded), as in emit_nest: the error
+  // grows with the block, not with the number of rows. 128 rows per block is
+  // eager's flush interval too, and keeps the per-block conversion (2 vd per
+  // vf) below 2% of the loop's work.
+  const size_t nd = nest.inner_vars.size();
+  constexpr int64_t kRows = 128;
+  const bool f32 = dt == DType::Float32;
+  const int nb = f32 ? 2 * unroll : unroll;  // double vectors per block
+  const int half = lanes / 2;
+  auto indices = [](int from, int count) {
+    std::string s;
+    for (int i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(from + i);
+    return s;
+  };
+  const bool cascade = node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > kRows;
+  int levels = 1;
+  const std::string stk = acc + "stk", cnt = acc + "n";
+  if (cascade) {
+    int64_t blocks = (nest.inner_ranges.back() + kRows - 1) / kRows;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
+    os << indent << "vd " << stk << "[" << levels << "][" << nb << "];\n";
+    os << indent << "i64 " << cnt << " = 0;\n";
+  }
+  for (size_t d = 0; d < nd; ++d) {
     std::string v = var_name(nest.inner_vars[d]);
-    os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+    if (cascade && d + 1 == nd) {
+      int64_t r = nest.inner_ranges[d];
+      os << indent << "for (i64 " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
+      indent += "  ";
+      reset();
+      os << indent << "const i64 " << v << "_e = " << v << "_b + " << kRows << " < " << r << " ? " << v << "_b + " << kRows
+         << " : " << r << ";\n";
+      os << indent << "for (i64 " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
+    } else {
+      os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+    }
     indent += "  ";
   }
   for (int u = 0; u < unroll; ++u) {
@@ -326,8 +464,49 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     os << indent << "}\n";
     w.reset_names();
   }
-  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+  for (size_t d = 0; d < nd; ++d) {
     indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+    if (cascade && d == 0) {
+      // Push this block's vectors: merge with equal-sized partial sums first.
+      os << indent << "{\n" << indent << "  i64 tp_c = " << cnt << "++;\n" << indent << "  int tp_lv = 0;\n";
+      os << indent << "  vd tp_b[" << nb << "];\n";
+      for (int u = 0; u < unroll; ++u) {
+        std::string a = acc + std::to_string(u);
+        if (f32) {
+          os << indent << "  tp_b[" << 2 * u << "] = __builtin_convertvector(__builtin_shufflevector(" << a << ", " << a
+             << ", " << indices(0, half) << "), vd);\n";
+          os << indent << "  tp_b[" << 2 * u + 1 << "] = __builtin_convertvector(__builtin_shufflevector(" << a << ", "
+             << a << ", " << indices(half, half) << "), vd);\n";
+        } else {
+          os << indent << "  tp_b[" << u << "] = " << a << ";\n";
+        }
+      }
+      os << indent << "  for (; tp_c & 1; tp_c >>= 1, ++tp_lv)\n";
+      os << indent << "    for (int l = 0; l < " << nb << "; ++l) tp_b[l] = " << stk << "[tp_lv][l] + tp_b[l];\n";
+      os << indent << "  for (int l = 0; l < " << nb << "; ++l) " << stk << "[tp_lv][l] = tp_b[l];\n";
+      os << indent << "}\n";
+      indent.resize(indent.size() - 2);
+      os << indent << "}\n";
+    }
+  }
+  if (cascade) {
+    os << indent << "{\n" << indent << "  vd tp_t[" << nb << "];\n";
+    os << indent << "  for (int l = 0; l < " << nb << "; ++l) tp_t[l] = tp_splat_vd(0.0);\n";
+    os << indent << "  for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
+    os << indent << "    if ((" << cnt << " >> tp_lv) & 1)\n";
+    os << indent << "      for (int l = 0; l < " << nb << "; ++l) tp_t[l] = " << stk << "[tp_lv][l] + tp_t[l];\n";
+    for (int u = 0; u < unroll; ++u) {
+      std::string a = acc + std::to_string(u);
+      if (f32) {
+        os << indent << "  for (int l = 0; l < " << half << "; ++l) {\n";
+        os << indent << "    " << a << "[l] = (float)tp_t[" << 2 * u << "][l];\n";
+        os << indent << "    " << a << "[" << half << " + l] = (float)tp_t[" << 2 * u + 1 << "][l];\n";
+        os << indent << "  }\n";
+      } else {
+        os << indent << "  " << a << " = tp_t[" << u << "];\n";
+      }
+    }
     os << indent << "}\n";
   }
   for (int u = 0; u < unroll; ++u) {
@@ -401,7 +580,9 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       int64_t extent = nest.inner_ranges[0];
       int64_t chunks = (extent + k.chunk - 1) / k.chunk;
       std::string red = "red" + std::to_string(nest.node);
-      os << "  " << ctype(dt) << " partial[" << chunks << "];\n";
+      // A float sum's chunk totals stay in double until the end.
+      const char* pt = node.reduce == ReduceOp::Sum && is_floating(dt) ? "double" : ctype(dt);
+      os << "  " << pt << " partial[" << chunks << "];\n";
       os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
       os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
@@ -409,11 +590,14 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       LoopNest part = nest;
       part.store_to_memory = false;
-      emit_nest(os, p, k, part, locals, vector_bytes, "lo", "hi");
-      os << "    partial[" << o << "_c] = " << red << ";\n  }\n";
-      os << "  " << ctype(dt) << " total = partial[0];\n";
-      os << "  for (i64 c = 1; c < " << chunks << "; ++c) total = " << combine(node.reduce, "total", "partial[c]")
-         << ";\n";
+      std::string precise = emit_nest(os, p, k, part, locals, vector_bytes, "lo", "hi", k.chunk);
+      os << "    partial[" << o << "_c] = " << precise << ";\n  }\n";
+      // Combined pairwise in a fixed tree (not in thread order): deterministic,
+      // and a sum's error grows with log2(chunks), not with chunks.
+      os << "  for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
+      os << "    for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) partial[c] = "
+         << combine(node.reduce, "partial[c]", "partial[c + w]") << ";\n";
+      os << "  " << ctype(dt) << " total = (" << ctype(dt) << ")partial[0];\n";
       RangeMap r;
       r[k.outer_var.var_id()] = {0, 0};
       os << "  " << p.buffers[node.out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
