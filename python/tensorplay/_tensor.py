@@ -21,39 +21,41 @@ _TP_TO_NP = {v: k for k, v in _NP_TO_TP.items()}
 
 
 def _as_array(data):
-    """NumPy array for `data`, with PyTorch's defaults for Python values:
-    floats become float32, ints int64, bools bool; NumPy arrays keep their dtype."""
+    """NumPy array for `data` and whether it holds Python floats that take the default float dtype
+    (PyTorch's defaults for Python values: floats -> default dtype, ints -> int64, bools -> bool;
+    NumPy arrays keep their dtype). Python floats stay float64 here: they are rounded once, by the
+    final conversion to the requested dtype, so float64 tensors keep all 64 bits."""
     if isinstance(data, np.ndarray):
-        arr = data
+        arr, python_floats = data, False
     else:
         if isinstance(data, (list, tuple)):
             data = [x.detach().float().numpy() if isinstance(x, _C.Tensor) and x.dtype == _C.dtype.bfloat16
                     else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
         arr = np.asarray(data)
-        if arr.dtype.kind == "f":
-            default = _C.get_default_dtype()
-            arr = arr.astype(np.float32 if default == _C.dtype.bfloat16 else _TP_TO_NP[default])
+        python_floats = arr.dtype.kind == "f"
+        if python_floats:
+            arr = arr.astype(np.float64)
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
     if arr.dtype not in _NP_TO_TP:
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} with NumPy dtype {arr.dtype}")
-    return arr
+    return arr, python_floats
 
 
 def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a Tensor).
 
-    Like torch.tensor: Python floats become float32, ints int64, bools bool.
+    Like torch.tensor: Python floats become the default dtype (float32), ints int64, bools bool.
     """
     if device is not None and str(device) != "cpu":
         raise ValueError(f"tensor: only the 'cpu' device exists (got {device!r})")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
     else:
-        arr = _as_array(data)
+        arr, python_floats = _as_array(data)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))
-        if not isinstance(data, np.ndarray) and t.dtype.is_floating_point and dtype is None:
-            dtype = _C.get_default_dtype()  # bfloat16 has no NumPy type: converted here
+        if python_floats and dtype is None:
+            dtype = _C.get_default_dtype()
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
     if requires_grad:
