@@ -102,8 +102,10 @@ void arith_into(const char* name, const Tensor& out, const Tensor& a, const Tens
     TP_DISPATCH_FLOATING(dt, name, ([&]<class T>() { pw::run_binary_float<T>(float_fn(K, r), out, a, b, p); }));
   } else if (dt == DType::Bool) {
     TP_CHECK(K != BinaryOp::Div, TypeError, name, ": rounding division is not supported for dtype bool");
+    // add's alpha scales the second operand: x + False * y is x.
+    const bool keep_b = K != BinaryOp::Add || alpha.to_double() != 0;
     if constexpr (K != BinaryOp::Div && K != BinaryOp::Sub)
-      binary_loop<bool, bool>(out, a, b, [](bool x, bool y) { return bool_fn<K>(x, y); });
+      binary_loop<bool, bool>(out, a, b, [keep_b](bool x, bool y) { return bool_fn<K>(x, y && keep_b); });
   } else {
     TP_CHECK(dt == DType::Int64, TypeError, name, ": unsupported dtype ", dtype_name(dt));
     std::atomic<bool> zero{false};
