@@ -163,7 +163,9 @@ void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& 
     });
   } else {
     if constexpr (K == Op::Pow) {
-      auto e = scalar_value(in[1]);
+      // Only a Python-number exponent is refused, as in PyTorch; a tensor exponent (0-d included)
+      // gives int_pow's values (0 unless the base is 1 or -1).
+      auto e = in[1].is_wrapped_number() ? scalar_value(in[1]) : std::nullopt;
       TP_CHECK(!(e && *e < 0), ValueError, op.name, ": integers to negative integer powers are not allowed (base dtype ",
                dtype_name(in[0].dtype()), ", exponent ", *e, ")");
     }

@@ -269,7 +269,7 @@ Tensor d_gelu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) 
     Tensor right = mul3(ops::mul(x, c(0.5)), one_minus_sq(t), dinner);
     return ops::mul(g, ops::add(left, right));
   }
-  Tensor cdf = ops::mul(ops::add(ops::erf(ops::mul(x, c(0.70710678118654752440))), c(1.0)), c(0.5));
+  Tensor cdf = ops::mul(ops::erfc(ops::mul(x, c(-0.70710678118654752440))), c(0.5));  // no cancellation for x < 0
   Tensor pdf = ops::mul(ops::exp(ops::mul(ops::mul(x, x), c(-0.5))), c(kInvSqrt2Pi));
   return ops::mul(g, ops::add(cdf, ops::mul(x, pdf)));
 }
