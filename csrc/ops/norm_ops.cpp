@@ -470,15 +470,27 @@ void batch_norm_kernel(const std::vector<Tensor>& in, const Tensor& out, const T
   }
 }
 
+// Tagged kAllDTypes: the dispatcher would hand a 16-bit call widened copies of the running
+// statistics, and their update would be lost; here only the input is widened and the kernel
+// writes the statistics back into their own storage (batch_norm_kernel's copy_into).
 std::vector<Tensor> batch_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                    const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]), mean = alloc_out(om[1]), rstd = alloc_out(om[2]);
+  const DType cd = compute_dtype(om[0].dtype);
+  auto wide_meta = [&](int i) {
+    TensorMeta m = om[i];
+    m.dtype = cd;
+    return m;
+  };
+  std::vector<Tensor> wide = in;
+  wide[0] = convert(in[0], cd);
+  Tensor out = alloc_out(wide_meta(0)), mean = alloc_out(wide_meta(1)), rstd = alloc_out(wide_meta(2));
   const bool training = attrs.get_or("training", false);
   const double momentum = attrs.get_double("momentum"), eps = attrs.get_double("eps");
-  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
-                         batch_norm_kernel<T>(in, out, mean, rstd, training, momentum, eps);
+  TP_DISPATCH_FLOATING(cd, op.name, ([&]<class T>() {
+                         batch_norm_kernel<T>(wide, out, mean, rstd, training, momentum, eps);
                        }));
-  return {out, mean, rstd};
+  if (cd == om[0].dtype) return {out, mean, rstd};
+  return {convert(out, om[0].dtype), convert(mean, om[1].dtype), convert(rstd, om[2].dtype)};
 }
 
 // Training: dx = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) over (N, *);
@@ -596,7 +608,8 @@ void register_norm_ops() {
        .num_inputs = 2, .decompose = &rms_norm_decompose});
   reg({.name = "native_batch_norm",
        .schema = "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
-       .num_inputs = 5, .infer = &batch_norm_infer, .cpu = &batch_norm_cpu, .backward = &batch_norm_backward});
+       .tags = kAllDTypes, .num_inputs = 5, .infer = &batch_norm_infer, .cpu = &batch_norm_cpu,
+       .backward = &batch_norm_backward});
   reg({.name = "batch_norm",
        .schema = "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
        .num_inputs = 5, .decompose = &batch_norm_decompose});
