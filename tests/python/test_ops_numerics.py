@@ -75,6 +75,23 @@ def test_float64_construction_keeps_all_bits(path):
     assert set(vals.tolist()) <= expected, vals
 
 
+def test_setitem_with_a_list_keeps_float64_bits():
+    t = tp.zeros(2, 3, dtype=tp.float64)
+    t[:, 1] = [0.1, 0.2]
+    t[0, tp.tensor([0, 2])] = [0.3, 0.7]
+    assert t.tolist() == [[0.3, 0.1, 0.7], [0.0, 0.2, 0.0]]
+    u = tp.zeros(3, dtype=tp.int64)
+    u[:] = [1.7, -2.5, 3]  # truncated like torch
+    tu = torch.zeros(3, dtype=torch.int64)
+    tu[:] = torch.tensor([1.7, -2.5, 3])
+    assert u.tolist() == tu.tolist()
+
+
+def test_tolist_on_tensors_that_require_grad_and_bfloat16():
+    assert tp.tensor([0.5, 1.5], requires_grad=True).tolist() == [0.5, 1.5]
+    assert tp.tensor([1.703125, -2.5]).to(tp.bfloat16).tolist() == [1.703125, -2.5]
+
+
 def test_float64_item_and_python_round_trip():
     assert tp.tensor([0.1], dtype=tp.float64).item() == 0.1
     assert tp.tensor(0.1, dtype=tp.float64).item() == 0.1
@@ -315,6 +332,28 @@ def test_half_layer_norm_softmax_batch_norm_rounded_once(dt):
         ref = ref.numpy()
         # One rounding of a float32 result: within one 16-bit ulp of the exact value.
         assert np.all(np.abs(as_np(got) - ref) <= ulp * np.maximum(np.abs(ref), 2.0 ** -14) + 1e-6)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_batch_norm_updates_running_stats(dt):
+    g = torch.Generator().manual_seed(9)
+    x = (torch.randn(8, 3, 5, generator=g) * 4 + 3).to(TH_DT[dt])
+    rm, rv = torch.zeros(3, dtype=TH_DT[dt]), torch.ones(3, dtype=TH_DT[dt])
+    prm, prv = from_torch(rm), from_torch(rv)
+    got = F.batch_norm(from_torch(x), prm, prv, training=True, momentum=0.5)
+    want = torch.nn.functional.batch_norm(x, rm, rv, training=True, momentum=0.5)
+    ulp = 2.0 ** -10 if dt == "float16" else 2.0 ** -7
+    np.testing.assert_allclose(as_np(prm), rm.double().numpy(), rtol=2 * ulp, atol=1e-3)
+    np.testing.assert_allclose(as_np(prv), rv.double().numpy(), rtol=2 * ulp)
+    np.testing.assert_allclose(as_np(got), want.double().numpy(), rtol=2 * ulp, atol=4 * ulp)
+    # evaluation with the updated statistics
+    ev = F.batch_norm(from_torch(x), prm, prv, training=False)
+    tev = torch.nn.functional.batch_norm(x, from_tp_stats(prm, dt), from_tp_stats(prv, dt), training=False)
+    np.testing.assert_array_equal(as_np(ev), tev.double().numpy())
+
+
+def from_tp_stats(t, dt):
+    return torch.tensor(as_np(t)).to(TH_DT[dt])
 
 
 # ---------------------------------------------------------------- 6. all/any on uint8
