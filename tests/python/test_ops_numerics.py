@@ -312,6 +312,24 @@ def test_sdpa_half_accumulates_in_float32(dt, causal):
     assert _err(got, ref) <= 2 * torch_err + 1e-12
 
 
+@pytest.mark.parametrize("float_mask", [False, True])
+def test_sdpa_fully_masked_query_gives_zero_not_nan(float_mask):
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 1, 3, 4, generator=g, dtype=torch.float64)
+    m = torch.tensor([[False, False, False], [True, False, True], [True, True, True]])
+    mask = torch.where(m, 0.0, float("-inf")).double() if float_mask else m
+    w = torch.arange(4.0, dtype=torch.float64)
+    tq = q.clone().requires_grad_(True)
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tq * 2, tq * 3, attn_mask=mask)
+    (out * w).sum().backward()
+    pq = tp.tensor(q.numpy(), requires_grad=True)
+    got = F.scaled_dot_product_attention(pq, pq * 2, pq * 3, attn_mask=tp.tensor(mask.numpy()))
+    (got * tp.tensor(w.numpy())).sum().backward()
+    np.testing.assert_allclose(got.detach().numpy(), out.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(pq.grad.numpy(), tq.grad.numpy(), rtol=1e-12, atol=1e-13)
+    assert np.all(got.detach().numpy()[:, :, 0] == 0)
+
+
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_half_layer_norm_softmax_batch_norm_rounded_once(dt):
     g = torch.Generator().manual_seed(8)

@@ -528,7 +528,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = _tp.where(attn_mask, scores, float("-inf"))
         else:
             scores = scores + attn_mask
-    weights = softmax(scores, -1)
+        # A query whose every key is masked attends to nothing: its output (and gradient) is 0, as in
+        # PyTorch, not softmax's NaN. The row is made finite before softmax so no NaN reaches backward.
+        dead = _op("amax")(scores, [-1], True) == float("-inf")
+        weights = _tp.where(dead, 0.0, softmax(_tp.where(dead, 0.0, scores), -1))
+    else:
+        weights = softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return _tp.matmul(weights, value)
