@@ -121,27 +121,35 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _rounded_once(fn, input):
+    """fn(input), computed in float32 and rounded once for 16-bit inputs (PyTorch's kernels do; the
+    composite's intermediate roundings would double the error)."""
+    if input.dtype in (_tp.float16, _tp.bfloat16):
+        return fn(input.float()).to(input.dtype)
+    return fn(input)
+
+
 def selu(input, inplace=False):
-    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, input), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     # max(0,x) + min(0, alpha*(exp(x/alpha)-1)) is alpha * elu(x/alpha).
     if alpha == 0:
         raise ValueError("celu: alpha cannot be 0")
-    return _maybe_inplace(input, elu(input / alpha) * alpha, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: elu(x / alpha) * alpha, input), inplace)
 
 
 def softsign(input):
-    return input / (input.abs() + 1)
+    return _rounded_once(lambda x: x / (x.abs() + 1), input)
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, hardtanh(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, input), inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), input), inplace)
 
 
 def glu(input, dim=-1):
