@@ -75,6 +75,21 @@ def test_float64_construction_keeps_all_bits(path):
     assert set(vals.tolist()) <= expected, vals
 
 
+@pytest.mark.parametrize("make", [
+    lambda m: np.float64(0.1), lambda m: [np.float64(0.1), 0.2], lambda m: [[np.float32(0.1)], [0.2]],
+    lambda m: np.int32(3), lambda m: [np.int32(3), 4], lambda m: [np.float16(1.5)], lambda m: np.bool_(True),
+    lambda m: [m.tensor(0.1, dtype=m.float64), 0.2], lambda m: [[m.tensor(0.1, dtype=m.float64)]],
+    lambda m: [m.tensor(1, dtype=m.int32), 2], lambda m: [m.tensor(1, dtype=m.uint8), m.tensor(2, dtype=m.int8)],
+    lambda m: [True, 1], lambda m: [1, 2.5], lambda m: [], lambda m: [[]], lambda m: 0.1,
+])
+def test_tensor_dtype_inference_matches_torch(make):
+    # NumPy scalars and tensors inside the data keep their dtype (promoted together), so a
+    # float64 value is never rounded through float32 on the way in.
+    got, want = tp.tensor(make(tp)), torch.tensor(make(torch))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    assert got.tolist() == want.tolist()
+
+
 def test_setitem_with_a_list_keeps_float64_bits():
     t = tp.zeros(2, 3, dtype=tp.float64)
     t[:, 1] = [0.1, 0.2]
