@@ -152,11 +152,18 @@ std::vector<Tensor> log_softmax_decompose(const std::vector<Tensor>& in, const A
   return {ops::sub(shifted, ops::log(ops::sum(ops::exp(shifted), {dim}, true)))};
 }
 
+// The derivatives of 16-bit tensors are computed in float32 and rounded once (reduce_grad casts
+// back), as PyTorch's backward kernels do: every tensor op of a formula would round otherwise.
+Tensor wide(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) ? ops::to_dtype(t, DType::Float32)
+                                                                                       : t;
+}
+
 // d softmax: y * (g - sum(g * y)); d log_softmax: g - exp(y) * sum(g).
 std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
-  const Tensor& g = ops::grad_out(a);
+  const Tensor g = wide(ops::grad_out(a));
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& y = a.outputs[0];
+  const Tensor y = wide(a.outputs[0]);
   if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
   int64_t dim = a.attrs.get_int("dim");
   Tensor dot = ops::sum(ops::mul(g, y), {dim}, true);
@@ -164,9 +171,9 @@ std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
 }
 
 std::vector<Tensor> log_softmax_backward(const BackwardArgs& a) {
-  const Tensor& g = ops::grad_out(a);
+  const Tensor g = wide(ops::grad_out(a));
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& y = a.outputs[0];
+  const Tensor y = wide(a.outputs[0]);
   if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
   int64_t dim = a.attrs.get_int("dim");
   return {ops::reduce_grad(ops::sub(g, ops::mul(ops::exp(y), ops::sum(g, {dim}, true))), a.inputs[0])};
@@ -305,24 +312,25 @@ Dims normalized_dims(const Tensor& x, const Attrs& attrs) {
 //   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat))   (means over the normalized dims)
 //   dweight = sum(g * xhat), dbias = sum(g)                  (over the other dims)
 std::vector<Tensor> layer_norm_grads(const BackwardArgs& a, const Tensor& xhat, const Tensor& rstd) {
-  const Tensor& g = a.grad_outputs[0];
+  const Tensor g = wide(a.grad_outputs[0]);
   std::vector<Tensor> grads(3);
   if (!g.defined()) return grads;
   const Tensor& x = a.inputs[0];
-  const Tensor& w = a.inputs[1];
+  const Tensor w = wide(a.inputs[1]);
   const Dims dims = normalized_dims(x, a.attrs);
   if (a.needs_grad[0]) {
     Tensor gx = w.defined() ? ops::mul(g, w) : g;
     Tensor inner = ops::sub(ops::sub(gx, ops::mean(gx, dims, true)), ops::mul(xhat, ops::mean(ops::mul(gx, xhat), dims, true)));
     grads[0] = ops::reduce_grad(ops::mul(rstd, inner), x);
   }
-  if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), w);
+  if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), a.inputs[1]);
   if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::reduce_grad(g, a.inputs[2]);
   return grads;
 }
 
 std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
-  return layer_norm_grads(a, ops::mul(ops::sub(a.inputs[0], a.outputs[1]), a.outputs[2]), a.outputs[2]);
+  const Tensor rstd = wide(a.outputs[2]);
+  return layer_norm_grads(a, ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd), rstd);
 }
 
 // The row statistics again, from tensor operators: (xhat, rstd).
@@ -335,7 +343,7 @@ std::pair<Tensor, Tensor> normalized(const Tensor& x, const Dims& dims, double e
 
 std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
   if (!a.grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
-  auto [xhat, rstd] = normalized(a.inputs[0], normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
+  auto [xhat, rstd] = normalized(wide(a.inputs[0]), normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
   return layer_norm_grads(a, xhat, rstd);
 }
 
@@ -496,26 +504,27 @@ std::vector<Tensor> batch_norm_cpu(const OpDef& op, const std::vector<Tensor>& i
 // Training: dx = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) over (N, *);
 // evaluation: the statistics are constants, dx = g * w * rstd.
 std::vector<Tensor> batch_norm_backward(const BackwardArgs& a) {
-  const Tensor& g = a.grad_outputs[0];
+  const Tensor g = wide(a.grad_outputs[0]);
   std::vector<Tensor> grads(5);
   if (!g.defined()) return grads;
-  const Tensor& x = a.inputs[0];
+  const Tensor x = wide(a.inputs[0]);
   Shape cshape(static_cast<size_t>(x.dim()), 1);
   cshape[1] = x.sizes()[1];
   Dims dims;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d != 1) dims.push_back(d);
-  Tensor mean = ops::reshape(a.outputs[1], cshape), rstd = ops::reshape(a.outputs[2], cshape);
+  Tensor mean = ops::reshape(wide(a.outputs[1]), cshape), rstd = ops::reshape(wide(a.outputs[2]), cshape);
   Tensor xhat = ops::mul(ops::sub(x, mean), rstd);
-  const Tensor& w = a.inputs[1];
+  const Tensor w = wide(a.inputs[1]);
   if (a.needs_grad[0]) {
     Tensor scale = w.defined() ? ops::mul(rstd, ops::reshape(w, cshape)) : rstd;
     Tensor inner = g;
     if (a.attrs.get_or("training", false))
       inner = ops::sub(ops::sub(g, ops::mean(g, dims, true)), ops::mul(xhat, ops::mean(ops::mul(g, xhat), dims, true)));
-    grads[0] = ops::reduce_grad(ops::mul(scale, inner), x);
+    grads[0] = ops::reduce_grad(ops::mul(scale, inner), a.inputs[0]);
   }
-  if (a.needs_grad[1] && w.defined()) grads[1] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), w.dtype());
+  if (a.needs_grad[1] && w.defined())
+    grads[1] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), a.inputs[1].dtype());
   if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::to_dtype(ops::sum(g, dims, false), a.inputs[2].dtype());
   return grads;
 }
