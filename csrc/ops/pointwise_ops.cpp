@@ -224,9 +224,15 @@ std::vector<Tensor> div_backward(const BackwardArgs& a) {
     return {a.needs_grad[0] ? ops::zeros(x.sizes(), x.dtype()) : Tensor(),
             a.needs_grad[1] ? ops::zeros(y.sizes(), y.dtype()) : Tensor()};
   }
+  // 16-bit operands: the formula runs in float32 and reduce_grad rounds once (three float16
+  // roundings in g * x / (y * y) gave 1.5x PyTorch's error).
+  auto wide = [](const Tensor& t) {
+    return t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16 ? ops::to_dtype(t, DType::Float32) : t;
+  };
+  const Tensor wg = wide(g), wy = wide(y);
   Tensor gx, gy;
-  if (a.needs_grad[0]) gx = reduce_grad(ops::div(g, y), x);
-  if (a.needs_grad[1]) gy = reduce_grad(ops::neg(ops::div(ops::mul(g, x), ops::mul(y, y))), y);
+  if (a.needs_grad[0]) gx = reduce_grad(ops::div(wg, wy), x);
+  if (a.needs_grad[1]) gy = reduce_grad(ops::neg(ops::div(ops::mul(wg, wide(x)), ops::mul(wy, wy))), y);
   return {gx, gy};
 }
 

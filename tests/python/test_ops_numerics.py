@@ -674,3 +674,26 @@ def test_half_unary_gradients_computed_in_float32(dt, name):
     (pfn(x) * from_torch(G)).sum().backward()
     assert x.grad.dtype == TP_DT[dt]
     assert np.max(np.abs(as_np(x.grad) - ref)) <= 1.5 * np.max(np.abs(theirs - ref)) + 1e-6
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["div", "addcdiv", "addcmul"])
+def test_half_binary_gradients_computed_in_float32(dt, name):
+    fns = {"div": lambda m, a, b: a / b, "addcdiv": lambda m, a, b: m.addcdiv(a, a, b, value=0.7),
+           "addcmul": lambda m, a, b: m.addcmul(a, a, b, value=0.7)}
+    fn = fns[name]
+    gen = torch.Generator().manual_seed(15)
+    A = (torch.randn(2000, generator=gen) * 2).to(TH_DT[dt])
+    B = (torch.rand(2000, generator=gen) * 2 + 0.5).to(TH_DT[dt])
+
+    def torch_grads(cast):
+        a, b = cast(A).clone().requires_grad_(True), cast(B).clone().requires_grad_(True)
+        (fn(torch, a, b) * 1.3).sum().backward()
+        return a.grad.double().numpy(), b.grad.double().numpy()
+
+    ref, theirs = torch_grads(lambda t: t.double()), torch_grads(lambda t: t)
+    a, b = from_torch(A).requires_grad_(True), from_torch(B).requires_grad_(True)
+    (fn(tp, a, b) * 1.3).sum().backward()
+    for leaf, r, t in zip((a, b), ref, theirs):
+        assert leaf.grad.dtype == TP_DT[dt]
+        assert np.max(np.abs(as_np(leaf.grad) - r)) <= 1.2 * np.max(np.abs(t - r)) + 1e-6
