@@ -102,10 +102,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                   {{"normalized_shape", Dims(normalized_shape.begin(), normalized_shape.end())},
                    {"eps", eps ? AttrValue(Scalar(*eps)) : AttrValue(std::monostate{})}});
 }
-std::vector<Tensor> native_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                                      double eps) {
-  return call_op(op("native_batch_norm"), {x, running_mean, running_var, weight, bias},
+std::vector<Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& running_mean, const Tensor& running_var, bool training,
+                                      double momentum, double eps) {
+  return call_op(op("native_batch_norm"), {x, weight, bias, running_mean, running_var},
                  {{"training", training}, {"momentum", Scalar(momentum)}, {"eps", Scalar(eps)}});
 }
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -54,10 +54,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
-// (output, mean, 1/std) per channel.
-std::vector<Tensor> native_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                                      double eps);
+// (output, mean, 1/std) per channel; aten's argument order (weight and bias before the running stats).
+std::vector<Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& running_mean, const Tensor& running_var, bool training,
+                                      double momentum, double eps);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 std::vector<Tensor> native_dropout(const Tensor& x, double p, bool train);  // (output, keep mask)

@@ -163,7 +163,9 @@ void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& 
     });
   } else {
     if constexpr (K == Op::Pow) {
-      auto e = scalar_value(in[1]);
+      // Only a Python-number exponent is refused, as in PyTorch; a tensor exponent (0-d included)
+      // gives int_pow's values (0 unless the base is 1 or -1).
+      auto e = in[1].is_wrapped_number() ? scalar_value(in[1]) : std::nullopt;
       TP_CHECK(!(e && *e < 0), ValueError, op.name, ": integers to negative integer powers are not allowed (base dtype ",
                dtype_name(in[0].dtype()), ", exponent ", *e, ")");
     }
@@ -355,23 +357,29 @@ std::vector<Tensor> hypot_backward(const BackwardArgs& a) {
 
 Scalar value_of(const Attrs& at) { return at.is_none("value") ? Scalar(int64_t{1}) : at.get_scalar("value"); }
 
+// 16-bit operands: derivative formulas run in float32 and reduce_grad rounds once.
+Tensor wide(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) ? ops::to_dtype(t, DType::Float32)
+                                                                                       : t;
+}
+
 std::vector<Tensor> addcmul_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
-  Tensor gv = ops::mul(g, scalar(value_of(a.attrs)));
+  Tensor gv = ops::mul(wide(g), scalar(value_of(a.attrs)));
   return {a.needs_grad[0] ? reduce_grad(g, a.inputs[0]) : Tensor(),
-          a.needs_grad[1] ? reduce_grad(ops::mul(gv, a.inputs[2]), a.inputs[1]) : Tensor(),
-          a.needs_grad[2] ? reduce_grad(ops::mul(gv, a.inputs[1]), a.inputs[2]) : Tensor()};
+          a.needs_grad[1] ? reduce_grad(ops::mul(gv, wide(a.inputs[2])), a.inputs[1]) : Tensor(),
+          a.needs_grad[2] ? reduce_grad(ops::mul(gv, wide(a.inputs[1])), a.inputs[2]) : Tensor()};
 }
 
 std::vector<Tensor> addcdiv_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
-  const Tensor &t1 = a.inputs[1], &t2 = a.inputs[2];
-  Tensor gv = ops::mul(g, scalar(value_of(a.attrs)));
+  const Tensor t1 = wide(a.inputs[1]), t2 = wide(a.inputs[2]);
+  Tensor gv = ops::mul(wide(g), scalar(value_of(a.attrs)));
   return {a.needs_grad[0] ? reduce_grad(g, a.inputs[0]) : Tensor(),
-          a.needs_grad[1] ? reduce_grad(ops::div(gv, t2), t1) : Tensor(),
-          a.needs_grad[2] ? reduce_grad(ops::neg(ops::div(ops::mul(gv, t1), ops::mul(t2, t2))), t2) : Tensor()};
+          a.needs_grad[1] ? reduce_grad(ops::div(gv, t2), a.inputs[1]) : Tensor(),
+          a.needs_grad[2] ? reduce_grad(ops::neg(ops::div(ops::mul(gv, t1), ops::mul(t2, t2))), a.inputs[2]) : Tensor()};
 }
 
 std::vector<Tensor> lerp_backward(const BackwardArgs& a) {

@@ -2,6 +2,7 @@
 // the plain factories, so the tracer sees a factory with known sizes) and the
 // in-place random fills normal_/uniform_/bernoulli_ plus bernoulli.
 #include <cmath>
+#include <functional>
 
 #include "core/parallel.h"
 #include "ops/dispatch.h"
@@ -24,19 +25,61 @@ std::vector<TensorMeta> linspace_infer(const OpDef& op, const std::vector<Tensor
   return {TensorMeta::contiguous({steps}, dtype_attr(attrs, default_float_dtype()))};
 }
 
+// PyTorch's CPU linspace, matched exactly: the first steps/2 elements count up from start, the rest
+// back from end (so both endpoints are exact), each as one fused multiply-add. Integer results use
+// the bounds truncated toward zero and a double step; float32 computes in float; 16-bit results
+// round after every operation, as their arithmetic does.
+template <class R>  // the arithmetic type: float or double
+R lin_value(R s, R e, R step, int64_t i, int64_t n) {
+  return i < n / 2 ? std::fma(step, static_cast<R>(i), s) : std::fma(-step, static_cast<R>(n - 1 - i), e);
+}
+
+template <class H>  // Half or BFloat16
+float lin_value16(float s, float e, float step, int64_t i, int64_t n) {
+  auto r = [](float v) { return static_cast<float>(H(v)); };
+  return i < n / 2 ? r(s + r(step * r(static_cast<float>(i)))) : r(e - r(step * r(static_cast<float>(n - 1 - i))));
+}
+
+template <class H>
+std::function<double(int64_t)> lin16(double a, double b, int64_t n) {
+  auto r = [](float v) { return static_cast<float>(H(v)); };
+  const float s = r(static_cast<float>(a)), e = r(static_cast<float>(b));
+  const float step = r(r(e - s) / r(static_cast<float>(n - 1)));
+  return [=](int64_t i) { return static_cast<double>(lin_value16<H>(s, e, step, i, n)); };
+}
+
 std::vector<Tensor> linspace_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs& attrs,
                                  const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
   const int64_t n = out.numel();
-  const double a = attrs.get_double("start"), b = attrs.get_double("end");
-  const double step = n > 1 ? (b - a) / static_cast<double>(n - 1) : 0.0;
+  const Scalar sa = attrs.get_scalar("start"), sb = attrs.get_scalar("end");
+  const double a = sa.to_double(), b = sb.to_double();
+  // The requested dtype, not the kernel's (float16 runs in float32): it decides the arithmetic.
+  const DType req = dtype_attr(attrs, default_float_dtype());
+  std::function<double(int64_t)> value;
+  if (n == 1) {
+    const double first = is_floating(req) ? a : static_cast<double>(sa.to_int());
+    value = [first](int64_t) { return first; };
+  } else if (req == DType::Float64) {
+    const double step = (b - a) / static_cast<double>(n - 1);
+    value = [=](int64_t i) { return lin_value<double>(a, b, step, i, n); };
+  } else if (req == DType::Float32) {
+    const float s = static_cast<float>(a), e = static_cast<float>(b);
+    const float step = (e - s) / static_cast<float>(n - 1);
+    value = [=](int64_t i) { return static_cast<double>(lin_value<float>(s, e, step, i, n)); };
+  } else if (req == DType::Float16) {
+    value = lin16<Half>(a, b, n);
+  } else if (req == DType::BFloat16) {
+    value = lin16<BFloat16>(a, b, n);
+  } else {
+    const double s = static_cast<double>(sa.to_int()), e = static_cast<double>(sb.to_int());
+    const double step = (e - s) / static_cast<double>(n - 1);
+    value = [=](int64_t i) { return lin_value<double>(s, e, step, i, n); };
+  }
   TP_DISPATCH_ALL(out.dtype(), op.name, ([&]<class T>() {
     T* o = out.data_as<T>();
-    // The second half counts back from the end, so both endpoints are exact.
     parallel_for(0, n, kGrainSize, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        o[i] = cast_value<T>(i < (n + 1) / 2 ? a + step * static_cast<double>(i)
-                                       : b - step * static_cast<double>(n - 1 - i));
+      for (int64_t i = lo; i < hi; ++i) o[i] = cast_value<T>(value(i));
     });
   }));
   return {out};

@@ -67,12 +67,23 @@ ArangeArgs arange_args(const Attrs& attrs) {
 
 struct ArangeGeom {
   int64_t length;
-  bool integral;  // start, end and step are all integers: exact integer arithmetic
+  // The elements are istart + istep * i in exact integer arithmetic: all three bounds are
+  // integers, or the result dtype is an integer one (PyTorch truncates the bounds toward zero).
+  bool integral;
+  int64_t istart = 0, istep = 1;
 };
 
-ArangeGeom arange_geom(const ArangeArgs& a, const char* op) {
+DType arange_dtype(const ArangeArgs& a, const Attrs& attrs) {
+  const bool ints = !a.start.is_float() && !a.end.is_float() && !a.step.is_float();
+  return dtype_attr(attrs, ints ? DType::Int64 : default_float_dtype());
+}
+
+// PyTorch's rules, matched exactly: the sign check uses the bounds as given; an int64 result takes its
+// length from the truncated bounds (so a step that truncates to 0 is an error), any other integer
+// result takes it from the bounds as given, with truncated start and step for the elements.
+ArangeGeom arange_geom(const ArangeArgs& a, DType out, const char* op) {
   const Scalar &start = a.start, &end = a.end, &step = a.step;
-  bool integral = !start.is_float() && !end.is_float() && !step.is_float();
+  const bool all_ints = !start.is_float() && !end.is_float() && !step.is_float();
   TP_CHECK(step.to_double() != 0, ValueError, op, ": step must be nonzero");
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   TP_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, op, ": unsupported range: ", start.repr(), " -> ",
@@ -80,45 +91,57 @@ ArangeGeom arange_geom(const ArangeArgs& a, const char* op) {
   TP_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError, op,
            ": upper bound and larger bound inconsistent with step sign (start=", start.repr(), ", end=", end.repr(),
            ", step=", step.repr(), ")");
-  int64_t length;
-  if (integral) {
-    __int128 span = static_cast<__int128>(end.to_int()) - start.to_int();
-    __int128 stp = step.to_int();
+  const bool int_result = is_integral(out, /*include_bool=*/false);
+  const bool exact_length = all_ints || out == DType::Int64;
+  ArangeGeom g{0, all_ints || int_result};
+  if (g.integral) {
+    g.istart = start.to_int();
+    g.istep = step.to_int();
+    TP_CHECK(g.istep != 0 || !exact_length, ValueError, op, ": step must be nonzero (step=", step.repr(),
+             " truncates to 0 for dtype ", dtype_name(out), ")");
+  }
+  if (exact_length) {
+    __int128 span = static_cast<__int128>(end.to_int()) - g.istart;
+    __int128 stp = g.istep;
     __int128 q = span / stp;
-    if (q * stp != span) ++q;  // same signs: ceil
+    if (q * stp != span && (span < 0) == (stp < 0)) ++q;  // same signs: ceil
+    if (q < 0) q = 0;
     TP_CHECK(q <= (__int128{1} << 48), ValueError, op, ": the range ", start.repr(), " -> ", end.repr(),
              " with step ", step.repr(), " has too many elements");
-    length = static_cast<int64_t>(q);
+    g.length = static_cast<int64_t>(q);
   } else {
     double n = std::ceil((e - s) / st);
     TP_CHECK(n >= 0 && n <= 281474976710656.0, ValueError, op, ": the range ", start.repr(), " -> ", end.repr(),
              " with step ", step.repr(), " has an invalid number of elements");
-    length = static_cast<int64_t>(n);
+    g.length = static_cast<int64_t>(n);
   }
-  return {length, integral};
+  return g;
 }
 
 std::vector<TensorMeta> arange_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
-  ArangeGeom g = arange_geom(arange_args(attrs), op.name);
-  return {TensorMeta::contiguous({g.length}, dtype_attr(attrs, g.integral ? DType::Int64 : default_float_dtype()))};
+  const ArangeArgs a = arange_args(attrs);
+  const DType dt = arange_dtype(a, attrs);
+  return {TensorMeta::contiguous({arange_geom(a, dt, op.name).length}, dt)};
 }
 
 std::vector<Tensor> arange_cpu(const OpDef& op, const std::vector<Tensor>&, const Attrs& attrs,
                                const std::vector<TensorMeta>& om) {
   Tensor out = alloc_out(om[0]);
   const ArangeArgs a = arange_args(attrs);
-  ArangeGeom g = arange_geom(a, op.name);
+  // The requested dtype, not the kernel's (int32 runs in int64): it decides the truncation rules.
+  ArangeGeom g = arange_geom(a, arange_dtype(a, attrs), op.name);
   TP_DISPATCH_ALL(out.dtype(), op.name, ([&]<class T>() {
     T* o = out.data_as<T>();
     if (g.integral) {
-      const uint64_t s0 = static_cast<uint64_t>(a.start.to_int()), st = static_cast<uint64_t>(a.step.to_int());
+      const uint64_t s0 = static_cast<uint64_t>(g.istart), st = static_cast<uint64_t>(g.istep);
       parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(static_cast<int64_t>(s0 + st * static_cast<uint64_t>(i)));
       });
     } else {
+      // start + step * i rounded once (a fused multiply-add, as PyTorch's CPU build computes it).
       const double s0 = a.start.to_double(), st = a.step.to_double();
       parallel_for(0, g.length, kGrainSize, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(s0 + st * static_cast<double>(i));
+        for (int64_t i = b; i < e; ++i) o[i] = cast_value<T>(std::fma(st, static_cast<double>(i), s0));
       });
     }
   }));

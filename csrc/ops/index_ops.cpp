@@ -774,7 +774,6 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
   const int64_t dim = a.attrs.get_int("dim");
   const RKind k = rkind(a.attrs, "scatter_reduce");
   const bool include_self = a.attrs.get_or<bool>("include_self", true);
-  TP_CHECK(k != RKind::Prod, Error, "scatter_reduce: the derivative of reduce='prod' is not implemented");
   const Tensor used = src_used(src, index);
   auto pad_src = [&](const Tensor& part) {  // a gradient for `used`, as one for the whole src
     if (used.sizes() == src.sizes()) return part;
@@ -793,6 +792,32 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
     }
     if (a.needs_grad[0]) grads[0] = include_self ? gs : ops::scatter(gs, dim, index, Scalar(0.0));
     if (a.needs_grad[2]) grads[2] = pad_src(ops::gather(gs, dim, index));
+    return grads;
+  }
+  if (k == RKind::Prod) {
+    // d out / d factor = the product of the position's other factors. With zeros among them it
+    // is not out / factor: it is the product of the nonzero factors when the factor is the only
+    // zero, 0 when another factor is zero, and that product / factor when none is.
+    auto zero = [](const Tensor& t) { return ops::eq(t, ops::scalar(Scalar(0.0))); };
+    auto one_if = [](const Tensor& mask, const Tensor& t) { return ops::where(mask, ops::scalar(Scalar(1.0)), t); };
+    auto count = [&](const Tensor& mask) { return ops::to_dtype(mask, g.dtype()); };
+    const Tensor self_zero = zero(self), src_zero = zero(used);
+    const Tensor nonzero_prod = ops::scatter_reduce(one_if(self_zero, self), dim, index, one_if(src_zero, used),
+                                                    "prod", include_self);
+    const Tensor nzero = ops::scatter_add(include_self ? count(self_zero) : ops::zeros(self.sizes(), g.dtype()), dim,
+                                          index, count(src_zero));
+    auto others = [&](const Tensor& factor_zero, const Tensor& factor, const Tensor& prod, const Tensor& nzeros) {
+      const Tensor no_zero = ops::eq(nzeros, ops::scalar(Scalar(0.0)));
+      const Tensor one_zero = ops::eq(nzeros, ops::scalar(Scalar(1.0)));
+      return ops::where(factor_zero, ops::where(one_zero, prod, ops::scalar(Scalar(0.0))),
+                        ops::where(no_zero, ops::div(prod, one_if(factor_zero, factor)), ops::scalar(Scalar(0.0))));
+    };
+    if (a.needs_grad[0])
+      grads[0] = include_self ? ops::mul(g, others(self_zero, self, nonzero_prod, nzero)) : zero_at_scattered;
+    if (a.needs_grad[2])
+      grads[2] = pad_src(ops::mul(ops::gather(g, dim, index),
+                                  others(src_zero, used, ops::gather(nonzero_prod, dim, index),
+                                         ops::gather(nzero, dim, index))));
     return grads;
   }
   // amax / amin: the gradient is shared evenly by every value equal to the result.
@@ -1005,6 +1030,18 @@ std::vector<Tensor> index_fill_decompose(const std::vector<Tensor>& in, const At
   return {ops::index_put(x, at_dim(x, attrs.get_int("dim"), in[1], "index_fill"), value)};
 }
 
+// index_fill with a 0-d tensor value: the value takes part as a tensor, so it gets a gradient, the
+// sum of the gradient over the filled positions, each counted once however often the index names
+// it (a where over the filled mask, not index_put, whose derivative counts repeats).
+std::vector<Tensor> index_fill_tensor_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  TP_CHECK(in[2].dim() == 0, ValueError, "index_fill: only supports a 0-dimensional value tensor, but got a value of shape ",
+           shape_str(in[2].sizes()));
+  const Tensor filled = ops::index_put(ops::zeros(x.sizes(), DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
+                                       Tensor::scalar_tensor(Scalar(true), DType::Bool));
+  return {ops::where(filled, ops::to_dtype(in[2], x.dtype()), x)};
+}
+
 std::vector<Tensor> index_copy_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   const Tensor& x = in[0];
   // One index tensor at dim d: the indexing result has source's shape (B stays at d).
@@ -1094,6 +1131,9 @@ void register_index_ops() {
       A, 2, &embedding_infer, &embedding_cpu, &embedding_backward);
   reg("one_hot", "one_hot(Tensor self, int num_classes=-1) -> Tensor", kNondeterministicShape, 1, &one_hot_infer,
       &one_hot_cpu, nullptr);
+  // The tensor overload first: a 0-d tensor value would also convert to the Scalar one (losing its gradient).
+  reg_composite("index_fill.int_Tensor", "index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor",
+                3, &index_fill_tensor_decompose);
   reg_composite("index_fill", "index_fill(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", 2,
                 &index_fill_decompose);
   reg_composite("index_copy", "index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", 3,

@@ -298,8 +298,10 @@ TVec logcumsumexp_dec(const TVec& in, const Attrs& at) {
 TVec diff_dec(const TVec& in, const Attrs& at) {
   Tensor x = in[0];
   TP_CHECK(x.dim() >= 1, ValueError, "diff: expects input to be at least one-dimensional");
-  const int64_t d = wrap(at.get_int("dim"), x.dim(), "diff"), n = at.get_int("n");
+  const int64_t n = at.get_int("n");
   TP_CHECK(n >= 0, ValueError, "diff: order must be non-negative but got ", n);
+  if (n == 0) return {ops::clone(x)};  // PyTorch: the input itself (a copy); prepend/append are not used
+  const int64_t d = wrap(at.get_int("dim"), x.dim(), "diff");
   if (in[1].defined() || in[2].defined()) {
     TVec parts;
     if (in[1].defined()) parts.push_back(in[1]);
@@ -312,7 +314,7 @@ TVec diff_dec(const TVec& in, const Attrs& at) {
     const Tensor hi = ops::slice(x, d, 1, len, 1), lo = ops::slice(x, d, 0, len - 1, 1);
     x = x.dtype() == DType::Bool ? ops::logical_xor(hi, lo) : ops::sub(hi, lo);
   }
-  return {n == 0 ? ops::clone(x) : x};
+  return {x};
 }
 
 // ---- sign manipulation ----

@@ -57,8 +57,9 @@ void softmax_row(const T* x, T* y, int64_t D) {
   }
   const double s = reduce_row<SumPolicy<T>>(y, D, 1);
   if constexpr (Log) {
-    const T shift = static_cast<T>(m + std::log(s));
-    for (int64_t i = 0; i < D; ++i) y[i] = x[i] - shift;
+    // (x - max) - log(sum): folding max + log(sum) first would round log(sum) away when |max| is large.
+    const T ls = static_cast<T>(std::log(s));
+    for (int64_t i = 0; i < D; ++i) y[i] = (x[i] - m) - ls;
   } else {
     const T inv = static_cast<T>(1.0 / s);
     for (int64_t i = 0; i < D; ++i) y[i] *= inv;
@@ -89,10 +90,11 @@ void softmax_columns(const T* xb, T* yb, int64_t D, int64_t inner, int64_t w) {
     }
     for (int64_t j = 0; j < w; ++j) sum[j] += yr[j];
   }
-  for (int64_t j = 0; j < w; ++j) m[j] = Log ? static_cast<T>(m[j] + std::log(sum[j])) : static_cast<T>(1.0 / sum[j]);
+  T f[W];  // log(sum) for log_softmax (applied after subtracting the max, see softmax_row), else 1/sum
+  for (int64_t j = 0; j < w; ++j) f[j] = Log ? static_cast<T>(std::log(sum[j])) : static_cast<T>(1.0 / sum[j]);
   for (int64_t d = 0; d < D; ++d)
     for (int64_t j = 0; j < w; ++j)
-      yb[d * inner + j] = Log ? xb[d * inner + j] - m[j] : yb[d * inner + j] * m[j];
+      yb[d * inner + j] = Log ? (xb[d * inner + j] - m[j]) - f[j] : yb[d * inner + j] * f[j];
 }
 
 template <bool Log, class T>
@@ -150,11 +152,18 @@ std::vector<Tensor> log_softmax_decompose(const std::vector<Tensor>& in, const A
   return {ops::sub(shifted, ops::log(ops::sum(ops::exp(shifted), {dim}, true)))};
 }
 
+// The derivatives of 16-bit tensors are computed in float32 and rounded once (reduce_grad casts
+// back), as PyTorch's backward kernels do: every tensor op of a formula would round otherwise.
+Tensor wide(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) ? ops::to_dtype(t, DType::Float32)
+                                                                                       : t;
+}
+
 // d softmax: y * (g - sum(g * y)); d log_softmax: g - exp(y) * sum(g).
 std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
-  const Tensor& g = ops::grad_out(a);
+  const Tensor g = wide(ops::grad_out(a));
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& y = a.outputs[0];
+  const Tensor y = wide(a.outputs[0]);
   if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
   int64_t dim = a.attrs.get_int("dim");
   Tensor dot = ops::sum(ops::mul(g, y), {dim}, true);
@@ -162,9 +171,9 @@ std::vector<Tensor> softmax_backward(const BackwardArgs& a) {
 }
 
 std::vector<Tensor> log_softmax_backward(const BackwardArgs& a) {
-  const Tensor& g = ops::grad_out(a);
+  const Tensor g = wide(ops::grad_out(a));
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& y = a.outputs[0];
+  const Tensor y = wide(a.outputs[0]);
   if (y.dim() == 0) return {ops::zeros({}, a.inputs[0].dtype())};
   int64_t dim = a.attrs.get_int("dim");
   return {ops::reduce_grad(ops::sub(g, ops::mul(ops::exp(y), ops::sum(g, {dim}, true))), a.inputs[0])};
@@ -303,24 +312,25 @@ Dims normalized_dims(const Tensor& x, const Attrs& attrs) {
 //   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat))   (means over the normalized dims)
 //   dweight = sum(g * xhat), dbias = sum(g)                  (over the other dims)
 std::vector<Tensor> layer_norm_grads(const BackwardArgs& a, const Tensor& xhat, const Tensor& rstd) {
-  const Tensor& g = a.grad_outputs[0];
+  const Tensor g = wide(a.grad_outputs[0]);
   std::vector<Tensor> grads(3);
   if (!g.defined()) return grads;
   const Tensor& x = a.inputs[0];
-  const Tensor& w = a.inputs[1];
+  const Tensor w = wide(a.inputs[1]);
   const Dims dims = normalized_dims(x, a.attrs);
   if (a.needs_grad[0]) {
     Tensor gx = w.defined() ? ops::mul(g, w) : g;
     Tensor inner = ops::sub(ops::sub(gx, ops::mean(gx, dims, true)), ops::mul(xhat, ops::mean(ops::mul(gx, xhat), dims, true)));
     grads[0] = ops::reduce_grad(ops::mul(rstd, inner), x);
   }
-  if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), w);
+  if (a.needs_grad[1] && w.defined()) grads[1] = ops::reduce_grad(ops::mul(g, xhat), a.inputs[1]);
   if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::reduce_grad(g, a.inputs[2]);
   return grads;
 }
 
 std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
-  return layer_norm_grads(a, ops::mul(ops::sub(a.inputs[0], a.outputs[1]), a.outputs[2]), a.outputs[2]);
+  const Tensor rstd = wide(a.outputs[2]);
+  return layer_norm_grads(a, ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd), rstd);
 }
 
 // The row statistics again, from tensor operators: (xhat, rstd).
@@ -333,7 +343,7 @@ std::pair<Tensor, Tensor> normalized(const Tensor& x, const Dims& dims, double e
 
 std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
   if (!a.grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
-  auto [xhat, rstd] = normalized(a.inputs[0], normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
+  auto [xhat, rstd] = normalized(wide(a.inputs[0]), normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
   return layer_norm_grads(a, xhat, rstd);
 }
 
@@ -356,9 +366,15 @@ std::vector<Tensor> rms_norm_decompose(const std::vector<Tensor>& in, const Attr
   const int64_t axis = check_normalized("rms_norm", x.sizes(), normalized_attr(attrs), &wm, nullptr);
   const double eps = attrs.get_optional_double("eps").value_or(
       x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon());
-  Tensor ms = ops::mean(ops::mul(x, x), trailing_dims(axis, x.dim()), true);
-  Tensor y = ops::div(x, ops::sqrt(ops::add(ms, ops::scalar(Scalar(eps)))));
-  return {in[1].defined() ? ops::mul(y, in[1]) : y};
+  // 16-bit inputs are normalized in float32 and rounded once at the end, as PyTorch does: their
+  // squares overflow float16 (300^2 > 65504) and every intermediate rounding adds error.
+  const bool narrow = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
+  const Tensor xc = narrow ? ops::to_dtype(x, DType::Float32) : x;
+  Tensor ms = ops::mean(ops::mul(xc, xc), trailing_dims(axis, x.dim()), true);
+  Tensor y = ops::div(xc, ops::sqrt(ops::add(ms, ops::scalar(Scalar(eps)))));
+  if (in[1].defined()) y = ops::mul(y, in[1]);
+  if (!narrow) return {y};
+  return {ops::to_dtype(y, in[1].defined() ? promote_types(x.dtype(), in[1].dtype()) : x.dtype())};
 }
 
 // ---------------------------------------------------------------------------
@@ -393,7 +409,7 @@ std::vector<TensorMeta> batch_norm_infer(const OpDef& op, const std::vector<Tens
     TP_CHECK(g.n * g.s > 1, ValueError, op.name, ": expected more than 1 value per channel when training, got input of size ",
              shape_str(x.sizes));
   } else {
-    TP_CHECK(in[1].defined && in[2].defined, ValueError, op.name,
+    TP_CHECK(in[3].defined && in[4].defined, ValueError, op.name,
              ": running_mean and running_var must be given when training=False");
   }
   return {TensorMeta::contiguous(x.sizes, x.dtype), TensorMeta::contiguous({c}, x.dtype),
@@ -418,7 +434,8 @@ void batch_norm_kernel(const std::vector<Tensor>& in, const Tensor& out, const T
   const BnGeom g = bn_geom(xc.sizes());
   const T* x = xc.data_as<T>();
   auto vec = [&](int i) { return in[i].defined() ? as_contiguous(convert(in[i], out.dtype())) : Tensor(); };
-  Tensor rm = vec(1), rv = vec(2), w = vec(3), b = vec(4);
+  // aten's input order: (input, weight, bias, running_mean, running_var).
+  Tensor w = vec(1), b = vec(2), rm = vec(3), rv = vec(4);
   T* pm = save_mean.data_as<T>();
   T* pr = save_rstd.data_as<T>();
   parallel_for(0, g.c, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, g.n * g.s)), [&](int64_t c0, int64_t c1) {
@@ -453,54 +470,68 @@ void batch_norm_kernel(const std::vector<Tensor>& in, const Tensor& out, const T
   });
   // The running statistics are updated in place (after a copy if they were
   // not contiguous float of the input's dtype).
-  for (int i : {1, 2}) {
-    Tensor& r = i == 1 ? rm : rv;
+  for (int i : {3, 4}) {
+    Tensor& r = i == 3 ? rm : rv;
     if (!training || !r.defined()) continue;
     if (r.impl() != in[i].impl()) copy_into(in[i], r);
     in[i].bump_version();
   }
 }
 
+// Tagged kAllDTypes: the dispatcher would hand a 16-bit call widened copies of the running
+// statistics, and their update would be lost; here only the input is widened and the kernel
+// writes the statistics back into their own storage (batch_norm_kernel's copy_into).
 std::vector<Tensor> batch_norm_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                    const std::vector<TensorMeta>& om) {
-  Tensor out = alloc_out(om[0]), mean = alloc_out(om[1]), rstd = alloc_out(om[2]);
+  const DType cd = compute_dtype(om[0].dtype);
+  auto wide_meta = [&](int i) {
+    TensorMeta m = om[i];
+    m.dtype = cd;
+    return m;
+  };
+  std::vector<Tensor> wide = in;
+  wide[0] = convert(in[0], cd);
+  Tensor out = alloc_out(wide_meta(0)), mean = alloc_out(wide_meta(1)), rstd = alloc_out(wide_meta(2));
   const bool training = attrs.get_or("training", false);
   const double momentum = attrs.get_double("momentum"), eps = attrs.get_double("eps");
-  TP_DISPATCH_FLOATING(out.dtype(), op.name, ([&]<class T>() {
-                         batch_norm_kernel<T>(in, out, mean, rstd, training, momentum, eps);
+  TP_DISPATCH_FLOATING(cd, op.name, ([&]<class T>() {
+                         batch_norm_kernel<T>(wide, out, mean, rstd, training, momentum, eps);
                        }));
-  return {out, mean, rstd};
+  if (cd == om[0].dtype) return {out, mean, rstd};
+  return {convert(out, om[0].dtype), convert(mean, om[1].dtype), convert(rstd, om[2].dtype)};
 }
 
 // Training: dx = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) over (N, *);
 // evaluation: the statistics are constants, dx = g * w * rstd.
 std::vector<Tensor> batch_norm_backward(const BackwardArgs& a) {
-  const Tensor& g = a.grad_outputs[0];
+  const Tensor g = wide(a.grad_outputs[0]);
   std::vector<Tensor> grads(5);
   if (!g.defined()) return grads;
-  const Tensor& x = a.inputs[0];
+  const Tensor x = wide(a.inputs[0]);
   Shape cshape(static_cast<size_t>(x.dim()), 1);
   cshape[1] = x.sizes()[1];
   Dims dims;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d != 1) dims.push_back(d);
-  Tensor mean = ops::reshape(a.outputs[1], cshape), rstd = ops::reshape(a.outputs[2], cshape);
+  Tensor mean = ops::reshape(wide(a.outputs[1]), cshape), rstd = ops::reshape(wide(a.outputs[2]), cshape);
   Tensor xhat = ops::mul(ops::sub(x, mean), rstd);
-  const Tensor& w = a.inputs[3];
+  const Tensor w = wide(a.inputs[1]);
   if (a.needs_grad[0]) {
     Tensor scale = w.defined() ? ops::mul(rstd, ops::reshape(w, cshape)) : rstd;
     Tensor inner = g;
     if (a.attrs.get_or("training", false))
       inner = ops::sub(ops::sub(g, ops::mean(g, dims, true)), ops::mul(xhat, ops::mean(ops::mul(g, xhat), dims, true)));
-    grads[0] = ops::reduce_grad(ops::mul(scale, inner), x);
+    grads[0] = ops::reduce_grad(ops::mul(scale, inner), a.inputs[0]);
   }
-  if (a.needs_grad[3] && w.defined()) grads[3] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), w.dtype());
-  if (a.needs_grad[4] && a.inputs[4].defined()) grads[4] = ops::to_dtype(ops::sum(g, dims, false), a.inputs[4].dtype());
+  if (a.needs_grad[1] && w.defined())
+    grads[1] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), a.inputs[1].dtype());
+  if (a.needs_grad[2] && a.inputs[2].defined()) grads[2] = ops::to_dtype(ops::sum(g, dims, false), a.inputs[2].dtype());
   return grads;
 }
 
 std::vector<Tensor> batch_norm_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  return {ops::native_batch_norm(in[0], in[1], in[2], in[3], in[4], attrs.get_or("training", false),
+  // batch_norm keeps F.batch_norm's order (input, running_mean, running_var, weight, bias).
+  return {ops::native_batch_norm(in[0], in[3], in[4], in[1], in[2], attrs.get_or("training", false),
                                  attrs.get_double("momentum"), attrs.get_double("eps"))[0]};
 }
 
@@ -585,8 +616,9 @@ void register_norm_ops() {
        .schema = "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
        .num_inputs = 2, .decompose = &rms_norm_decompose});
   reg({.name = "native_batch_norm",
-       .schema = "native_batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
-       .num_inputs = 5, .infer = &batch_norm_infer, .cpu = &batch_norm_cpu, .backward = &batch_norm_backward});
+       .schema = "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+       .tags = kAllDTypes, .num_inputs = 5, .infer = &batch_norm_infer, .cpu = &batch_norm_cpu,
+       .backward = &batch_norm_backward});
   reg({.name = "batch_norm",
        .schema = "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
        .num_inputs = 5, .decompose = &batch_norm_decompose});

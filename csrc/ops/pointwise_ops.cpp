@@ -102,8 +102,10 @@ void arith_into(const char* name, const Tensor& out, const Tensor& a, const Tens
     TP_DISPATCH_FLOATING(dt, name, ([&]<class T>() { pw::run_binary_float<T>(float_fn(K, r), out, a, b, p); }));
   } else if (dt == DType::Bool) {
     TP_CHECK(K != BinaryOp::Div, TypeError, name, ": rounding division is not supported for dtype bool");
+    // add's alpha scales the second operand: x + False * y is x.
+    const bool keep_b = K != BinaryOp::Add || alpha.to_double() != 0;
     if constexpr (K != BinaryOp::Div && K != BinaryOp::Sub)
-      binary_loop<bool, bool>(out, a, b, [](bool x, bool y) { return bool_fn<K>(x, y); });
+      binary_loop<bool, bool>(out, a, b, [keep_b](bool x, bool y) { return bool_fn<K>(x, y && keep_b); });
   } else {
     TP_CHECK(dt == DType::Int64, TypeError, name, ": unsupported dtype ", dtype_name(dt));
     std::atomic<bool> zero{false};
@@ -222,9 +224,15 @@ std::vector<Tensor> div_backward(const BackwardArgs& a) {
     return {a.needs_grad[0] ? ops::zeros(x.sizes(), x.dtype()) : Tensor(),
             a.needs_grad[1] ? ops::zeros(y.sizes(), y.dtype()) : Tensor()};
   }
+  // 16-bit operands: the formula runs in float32 and reduce_grad rounds once (three float16
+  // roundings in g * x / (y * y) gave 1.5x PyTorch's error).
+  auto wide = [](const Tensor& t) {
+    return t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16 ? ops::to_dtype(t, DType::Float32) : t;
+  };
+  const Tensor wg = wide(g), wy = wide(y);
   Tensor gx, gy;
-  if (a.needs_grad[0]) gx = reduce_grad(ops::div(g, y), x);
-  if (a.needs_grad[1]) gy = reduce_grad(ops::neg(ops::div(ops::mul(g, x), ops::mul(y, y))), y);
+  if (a.needs_grad[0]) gx = reduce_grad(ops::div(wg, wy), x);
+  if (a.needs_grad[1]) gy = reduce_grad(ops::neg(ops::div(ops::mul(wg, wide(x)), ops::mul(wy, wy))), y);
   return {gx, gy};
 }
 

@@ -493,26 +493,26 @@ void register_reduction_extra_ops() {
   reg({.name = "std.dim",
        .schema = "std.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>});
-  reg({.name = "var_mean",
-       .schema = "var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",
-       .decompose = &var_mean_decompose<false>});
-  reg({.name = "std_mean",
-       .schema = "std_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",
-       .decompose = &var_mean_decompose<true>});
-  // PyTorch's older unbiased= spelling (correction 1 or 0): with dims, and alone (x.var(False)).
+  // var(x, True) is unbiased=True (a bool never binds dim): PyTorch's bool-only overloads.
   reg({.name = "var.unbiased", .schema = "var.unbiased(Tensor self, bool unbiased=True) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>});
   reg({.name = "std.unbiased", .schema = "std.unbiased(Tensor self, bool unbiased=True) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>});
-  reg({.name = "var_mean.unbiased", .schema = "var_mean.unbiased(Tensor self, bool unbiased=True) -> (Tensor, Tensor)",
+  reg({.name = "var_mean",
+       .schema = "var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",
        .decompose = &var_mean_decompose<false>});
-  reg({.name = "std_mean.unbiased", .schema = "std_mean.unbiased(Tensor self, bool unbiased=True) -> (Tensor, Tensor)",
-       .decompose = &var_mean_decompose<true>});
   reg({.name = "var_mean.dim",
        .schema = "var_mean.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)",
        .decompose = &var_mean_decompose<false>});
+  reg({.name = "var_mean.unbiased", .schema = "var_mean.unbiased(Tensor self, bool unbiased=True) -> (Tensor, Tensor)",
+       .decompose = &var_mean_decompose<false>});
+  reg({.name = "std_mean",
+       .schema = "std_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",
+       .decompose = &var_mean_decompose<true>});
   reg({.name = "std_mean.dim",
        .schema = "std_mean.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)",
+       .decompose = &var_mean_decompose<true>});
+  reg({.name = "std_mean.unbiased", .schema = "std_mean.unbiased(Tensor self, bool unbiased=True) -> (Tensor, Tensor)",
        .decompose = &var_mean_decompose<true>});
   reg({.name = "norm",
        .schema = "norm(Tensor self, Scalar? p=2, int[1]? dim=None, bool keepdim=False) -> Tensor",

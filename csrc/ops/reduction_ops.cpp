@@ -134,8 +134,9 @@ std::vector<Tensor> extremum_cpu(const OpDef& op, const std::vector<Tensor>& in,
 
 // ---------------------------------------------------------------------------
 // all / any: the truth value of every element (NaN is true), result bool.
+// all/any give bool, except for uint8 inputs, which keep uint8 (PyTorch's legacy rule).
 std::vector<TensorMeta> logical_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  return {reduced_meta(op, in[0], attrs, DType::Bool)};
+  return {reduced_meta(op, in[0], attrs, in[0].dtype == DType::UInt8 ? DType::UInt8 : DType::Bool)};
 }
 
 template <template <class> class P>

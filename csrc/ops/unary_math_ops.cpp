@@ -189,11 +189,18 @@ void bitwise_not_into(const OpDef& op, const Tensor& out, const std::vector<Tens
 using DFn = Tensor (*)(const Tensor& g, const Tensor& x, const Tensor& out, const Attrs& at);
 using IntoFnAlias = pw::IntoFn;
 
+// 16-bit tensors: the formula runs in float32 and reduce_grad rounds once, as PyTorch's backward
+// kernels do (each tensor op of silu's formula rounding in float16 gave 4x PyTorch's error).
+Tensor wide(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) ? ops::to_dtype(t, DType::Float32)
+                                                                                       : t;
+}
+
 template <DFn D>
 std::vector<Tensor> unary_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  return {ops::reduce_grad(D(g, a.inputs[0], a.outputs[0], a.attrs), a.inputs[0])};
+  return {ops::reduce_grad(D(wide(g), wide(a.inputs[0]), wide(a.outputs[0]), a.attrs), a.inputs[0])};
 }
 
 Tensor c(double v) { return scalar(v); }
@@ -269,7 +276,7 @@ Tensor d_gelu(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& at) 
     Tensor right = mul3(ops::mul(x, c(0.5)), one_minus_sq(t), dinner);
     return ops::mul(g, ops::add(left, right));
   }
-  Tensor cdf = ops::mul(ops::add(ops::erf(ops::mul(x, c(0.70710678118654752440))), c(1.0)), c(0.5));
+  Tensor cdf = ops::mul(ops::erfc(ops::mul(x, c(-0.70710678118654752440))), c(0.5));  // no cancellation for x < 0
   Tensor pdf = ops::mul(ops::exp(ops::mul(ops::mul(x, x), c(-0.5))), c(kInvSqrt2Pi));
   return ops::mul(g, ops::add(cdf, ops::mul(x, pdf)));
 }

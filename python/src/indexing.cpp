@@ -192,7 +192,11 @@ void setitem(Tensor& self, nb::handle idx, nb::handle value) {
   Indexed r = apply_index(self, parse(idx));
   std::optional<Scalar> s = nb::isinstance<Tensor>(value) ? std::nullopt : to_scalar(value);
   Tensor v;
-  if (!s) v = nb::isinstance<Tensor>(value) ? nb::cast<Tensor>(value) : sequence_to_tensor(value);
+  if (!s && nb::isinstance<Tensor>(value)) {
+    v = nb::cast<Tensor>(value);
+  } else if (!s) {  // nested lists: built in self's dtype, so Python floats are rounded once (float64 keeps them)
+    v = nb::cast<Tensor>(nb::module_::import_("tensorplay").attr("tensor")(value, nb::arg("dtype") = self.dtype()));
+  }
   if (!r.advanced) {
     if (s) ops::fill_(r.view, *s);
     else ops::copy_(r.view, strip_leading_ones(v, r.view.dim()));

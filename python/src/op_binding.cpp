@@ -52,8 +52,7 @@ struct Parsed {
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
 };
 
-// A bool is no int here (PyTorch: "must be int, not bool"), so x.var(False)
-// reaches the unbiased= overload instead of meaning dim 0.
+// A bool is never an int here (PyTorch's rule): var(x, True) is unbiased=True, not dim=1.
 bool is_int_like(PyObject* o) {
   if (PyBool_Check(o)) return false;
   if (PyLong_Check(o)) return true;
@@ -212,7 +211,7 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
   if (npos > n_positional && n_positional >= 1 && args[n_positional - 1].type == ArgType::IntList) {
     bool all_ints = true;
     // A bool is no size or dim (x.var(1, False) is var.dim's unbiased=False).
-    for (size_t i = n_positional - 1; i < npos; ++i) all_ints &= is_int_like(pos[i]) && !PyBool_Check(pos[i]);
+    for (size_t i = n_positional - 1; i < npos; ++i) all_ints &= is_int_like(pos[i]);
     if (all_ints) {
       packed = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(npos - n_positional + 1)));
       for (size_t i = n_positional - 1; i < npos; ++i) {

@@ -143,7 +143,10 @@ void bind_tensor(nb::module_& m) {
           }, nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
       .def("tolist", [](const Tensor& t) {
         refuse_while_tracing("Tensor.tolist()");
-        return to_numpy(t).attr("tolist")();
+        // Values only, as PyTorch: allowed on tensors that require grad; bfloat16 through float32 (exact).
+        Tensor v = autograd::detach(t);
+        if (v.dtype() == DType::BFloat16) v = ops::to_dtype(v, DType::Float32);
+        return to_numpy(v).attr("tolist")();
       })
       .def("__bool__", [](const Tensor& t) {
         refuse_while_tracing("bool(Tensor)");

@@ -20,40 +20,73 @@ _NP_TO_TP = {
 _TP_TO_NP = {v: k for k, v in _NP_TO_TP.items()}
 
 
+def _leaf_dtype(x):
+    """The dtype one element contributes to PyTorch's inference: Python floats the default dtype,
+    ints int64, bools bool; NumPy scalars/arrays and tensors their own dtype. None: not a number."""
+    if isinstance(x, (bool, np.bool_)):
+        return _C.dtype.bool
+    if isinstance(x, _C.Tensor):
+        return x.dtype
+    if isinstance(x, (np.ndarray, np.generic)):
+        return _NP_TO_TP.get(x.dtype)
+    if isinstance(x, int):
+        return _C.dtype.int64
+    if isinstance(x, float):
+        return _C.get_default_dtype()
+    return None
+
+
+def _infer_dtype(data):
+    """The promotion of every leaf's dtype (torch.tensor's rule), or None when a leaf is not a number."""
+    result, stack = None, [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+            continue
+        d = _leaf_dtype(x)
+        if d is None:
+            return None
+        result = d if result is None else _C.promote_types(result, d)
+    return _C.get_default_dtype() if result is None else result  # no leaves ([]): the default dtype
+
+
 def _as_array(data):
-    """NumPy array for `data`, with PyTorch's defaults for Python values:
-    floats become float32, ints int64, bools bool; NumPy arrays keep their dtype."""
+    """NumPy array for `data` and the dtype PyTorch infers for it (None for a NumPy array, which
+    keeps its own). Floating values stay float64 here (exact for every float leaf): they are
+    rounded once, by the final conversion to the requested dtype, so float64 tensors keep all 64 bits."""
     if isinstance(data, np.ndarray):
-        arr = data
+        arr, inferred = data, None
     else:
+        inferred = _infer_dtype(data)
         if isinstance(data, (list, tuple)):
             data = [x.detach().float().numpy() if isinstance(x, _C.Tensor) and x.dtype == _C.dtype.bfloat16
                     else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
         arr = np.asarray(data)
         if arr.dtype.kind == "f":
-            default = _C.get_default_dtype()
-            arr = arr.astype(np.float32 if default == _C.dtype.bfloat16 else _TP_TO_NP[default])
-        elif arr.dtype.kind in "iu":
+            arr = arr.astype(np.float64)
+        elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
             arr = arr.astype(np.int64)
     if arr.dtype not in _NP_TO_TP:
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} with NumPy dtype {arr.dtype}")
-    return arr
+    return arr, inferred
 
 
 def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a Tensor).
 
-    Like torch.tensor: Python floats become float32, ints int64, bools bool.
+    Like torch.tensor: Python floats become the default dtype (float32), ints int64, bools bool,
+    NumPy scalars and tensors inside lists keep their dtype (promoted together).
     """
     _C._check_device(device, "tensor")
     _C._check_pin_memory(pin_memory, "tensor")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
     else:
-        arr = _as_array(data)
+        arr, inferred = _as_array(data)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))
-        if not isinstance(data, np.ndarray) and t.dtype.is_floating_point and dtype is None:
-            dtype = _C.get_default_dtype()  # bfloat16 has no NumPy type: converted here
+        if dtype is None:
+            dtype = inferred
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
     if requires_grad:

@@ -378,7 +378,8 @@ inline V unary_apply(V x, E<V> a, E<V> b) {
     }
     return g_log(x / (T(1) - x));
   } else if constexpr (F == UnaryFn::Gelu) {
-    return T(0.5) * x * (T(1) + v_erf(x * T(0.70710678118654752440)));
+    // Phi(x) = erfc(-x / sqrt 2) / 2: 1 + erf(x / sqrt 2) would cancel for negative x (17% off at -5).
+    return T(0.5) * x * v_erfc(x * T(-0.70710678118654752440));
   } else if constexpr (F == UnaryFn::GeluTanh) {
     const V inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
     return T(0.5) * x * (T(1) + v_tanh(inner));

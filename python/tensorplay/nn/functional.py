@@ -163,28 +163,36 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _rounded_once(fn, input):
+    """fn(input), computed in float32 and rounded once for 16-bit inputs (PyTorch's kernels do; the
+    composite's intermediate roundings would double the error)."""
+    if input.dtype in (_tp.float16, _tp.bfloat16):
+        return fn(input.float()).to(input.dtype)
+    return fn(input)
+
+
 @_names_errors
 def selu(input, inplace=False):
-    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, input), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     # max(0,x) + min(0, alpha*(exp(x/alpha)-1)) is alpha * elu(x/alpha).
     if alpha == 0:
         raise ValueError("celu: alpha cannot be 0")
-    return _maybe_inplace(input, elu(input / alpha) * alpha, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: elu(x / alpha) * alpha, input), inplace)
 
 
 def softsign(input):
-    return input / (input.abs() + 1)
+    return _rounded_once(lambda x: x / (x.abs() + 1), input)
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, hardtanh(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, input), inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+    return _maybe_inplace(input, _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), input), inplace)
 
 
 @_names_errors
@@ -239,6 +247,10 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _op("rms_norm")(input, _shape_list(normalized_shape), weight, eps=eps)
 
 
+def _is_half(t):
+    return t.dtype in (_tp.float16, _tp.bfloat16)
+
+
 @_names_errors
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalizes each group of num_groups channel groups over (its channels x spatial dims)."""
@@ -247,6 +259,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: num_channels ({c}) must be divisible by num_groups ({num_groups})")
+    if _is_half(input):
+        # Statistics and the affine step in float32, one rounding at the end (as PyTorch does).
+        out = group_norm(input.float(), num_groups, None if weight is None else weight.float(),
+                         None if bias is None else bias.float(), eps)
+        return out.to(input.dtype)
     grouped = input.reshape([n, num_groups, -1])
     out = layer_norm(grouped, [grouped.shape[-1]], eps=eps).reshape(list(input.shape))
     affine_shape = [1, c] + [1] * (input.dim() - 2)
@@ -263,8 +280,21 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     return input / _op("clamp_min")(_op("norm")(input, p, dim, True), eps)
 
 
+def _broadcast_pair(a, b):
+    n = max(a.dim(), b.dim())
+    sa, sb = [1] * (n - a.dim()) + list(a.shape), [1] * (n - b.dim()) + list(b.shape)
+    shape = []
+    for x, y in zip(sa, sb):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"cosine_similarity: the shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast")
+        shape.append(y if x == 1 else x)
+    return a.expand(*shape), b.expand(*shape)
+
+
 @_names_errors
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    # Broadcast first: the norms are over `dim` of the broadcast shape (a size-1 side is repeated).
+    x1, x2 = _broadcast_pair(x1, x2)
     # Each side is divided by its own (clamped) norm before the dot product, which stays
     # accurate when the norms are far apart.
     n1 = _op("clamp_min")(_op("norm")(x1, 2, dim, True), eps)
@@ -564,6 +594,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
+    if _is_half(query):
+        # 16-bit attention accumulates in float32 and rounds once, as PyTorch's CPU kernel does.
+        if attn_mask is not None and attn_mask.dtype != _tp.bool:
+            attn_mask = attn_mask.float()
+        out = scaled_dot_product_attention(query.float(), key.float(), value.float(), attn_mask, dropout_p,
+                                           is_causal, scale)
+        return out.to(query.dtype)
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
@@ -575,7 +612,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = _tp.where(attn_mask, scores, float("-inf"))
         else:
             scores = scores + attn_mask
-    weights = softmax(scores, -1)
+        # A query whose every key is masked attends to nothing: its output (and gradient) is 0, as in
+        # PyTorch, not softmax's NaN. The row is made finite before softmax so no NaN reaches backward.
+        dead = _op("amax")(scores, [-1], True) == float("-inf")
+        weights = _tp.where(dead, 0.0, softmax(_tp.where(dead, 0.0, scores), -1))
+    else:
+        weights = softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return _tp.matmul(weights, value)
