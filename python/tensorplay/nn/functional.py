@@ -286,7 +286,7 @@ def _broadcast_pair(a, b):
     shape = []
     for x, y in zip(sa, sb):
         if x != y and 1 not in (x, y):
-            raise ValueError(f"cosine_similarity: the shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast")
+            raise ValueError(f"cosine_similarity: the shapes {list(a.shape)} and {list(b.shape)} do not broadcast")
         shape.append(y if x == 1 else x)
     return a.expand(*shape), b.expand(*shape)
 
