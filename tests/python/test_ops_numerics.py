@@ -452,6 +452,10 @@ def test_float_linspace_matches_torch(dt):
 
 @pytest.mark.parametrize("dt", INT_DTS)
 def test_integer_arange_with_fractional_bounds_matches_torch(dt):
+    # The oracle must be the torch the README pins: torch 2.11 (the GPU machine's) kills the
+    # process with SIGFPE on some of these calls (its step truncates to 0 in the integer dtype).
+    if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13):
+        pytest.skip(f"needs torch >= 2.13 as the oracle, found {torch.__version__}")
     cases = [(-0.9, 2.1, 2.0), (0.5, 5, 1), (1.9, 5, 1.5), (-1.9, 5, 1.5), (0.9, 0.1, -1), (2.5, 0.5, -1.0),
              (0, 3.5, 1), (-3.5, 0, 1), (-0.5, 0.5, 1), (0, 5, 0.5), (-15.0, 13.9, 0.5), (0, 1, 0.3),
              (-0.5, 0.5, -1), (0.5, -0.5, 1), (3, 10, 2), (10, -4, -3)]
