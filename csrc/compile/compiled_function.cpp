@@ -312,7 +312,6 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // Aliasing of the results in eager (this run), from the graph before passes
   // rewrite it: the backend's results are made to alias the same way.
   OutputAliasing& al = a->aliasing;
-  const graph::Node* out_node = g->output_node();
   size_t nout = tr.outputs.size();
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
@@ -332,21 +331,16 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     for (auto& in : all) view |= shares_memory(in, o);
     if (!view) continue;
     al.trivial = false;
-    // Walk the chain of view operators back to the input it reads.
+    // The chain of view operators back to the input it reads (the tracer's record:
+    // after functionalization the graph holds values, not views).
     al.view_of_input[i] = -2;  // unknown: leave the backend's result as it is
-    const graph::Arg& arg = out_node->args.at(i);
-    const graph::Node* n = std::holds_alternative<graph::Node*>(arg) ? std::get<graph::Node*>(arg) : nullptr;
-    std::vector<OutputAliasing::ViewStep> steps;
-    while (n && n->opcode == graph::Opcode::CallFunction && n->target && n->target->has(kView) &&
-           n->args.size() == 1 && std::holds_alternative<graph::Node*>(n->args[0])) {
-      steps.push_back({n->target, n->attrs});
-      n = std::get<graph::Node*>(n->args[0]);
-    }
-    if (n && n->opcode == graph::Opcode::Placeholder) {
-      al.view_of_input[i] = n->input_index;
-      al.view_steps[i].assign(steps.rbegin(), steps.rend());
+    const graph::TraceResult::OutputView& ov = tr.output_views.at(i);
+    if (ov.input_index >= 0) {
+      al.view_of_input[i] = ov.input_index;
+      for (auto& [op, attrs] : ov.steps) al.view_steps[i].push_back({op, attrs});
     }
   }
+  a->mutated_inputs = tr.mutated_inputs;
 
   passes::PassOptions po;
   po.decompose = false;
@@ -369,6 +363,21 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
 
 std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<Tensor>& all) const {
   std::vector<Tensor> out = a.run(all);
+  if (!a.mutated_inputs.empty()) {
+    // The side effects eager has: each written input receives its final value
+    // (copy_ bumps its version counter, as eager's in-place writes do).
+    const size_t n = out.size() - a.mutated_inputs.size();
+    TP_CHECK(out.size() >= a.mutated_inputs.size(), Error, "compiled function: the backend returned ", out.size(),
+             " results, fewer than the ", a.mutated_inputs.size(), " mutated inputs");
+    {
+      AutoGradMode no_grad(false);  // a write-back of state, not a differentiable step
+      for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
+        Tensor dst = all.at(a.mutated_inputs[k]);
+        ops::copy_(dst, out[n + k]);
+      }
+    }
+    out.resize(n);
+  }
   const OutputAliasing& al = a.aliasing;
   TP_CHECK(al.same_as_input.size() == out.size(), Error, "compiled function: the backend returned ", out.size(),
            " results, the captured graph has ", al.same_as_input.size());
@@ -429,7 +438,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     if (hit) {
       metrics().first_level_hits++;
       if (structure) *structure = a->structure.get();
-      return run(*a, all);
+      if (a->mutated_inputs.empty()) return run(*a, all);
+      // The write-back bumped versions: stamp them, so the next call still enters here.
+      auto r = run(*a, all);
+      remember_first_level(args, all, a);
+      return r;
     }
     all.resize(n);
   }
@@ -469,7 +482,10 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   }
   remember_first_level(args, all, found);
   if (structure) *structure = found->structure.get();
-  return run(*found, all);
+  if (found->mutated_inputs.empty()) return run(*found, all);
+  auto r = run(*found, all);
+  remember_first_level(args, all, found);
+  return r;
 }
 
 }  // namespace tp::compile

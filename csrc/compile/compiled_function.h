@@ -109,6 +109,10 @@ class CompiledFunction {
     std::string free_key;     // the free tensors' metadata when built
     std::shared_ptr<const OutputStructure> structure;
     OutputAliasing aliasing;
+    // Functionalization: inputs (indices into the call's tensors, free tensors
+    // after the arguments) the function writes; the graph returns their final
+    // values after the function's results, and the call copies them in.
+    std::vector<int> mutated_inputs;
   };
   struct FirstLevel {
     std::vector<Stamp> tensors;  // per argument; impl null for scalars

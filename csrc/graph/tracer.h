@@ -21,6 +21,19 @@ struct TraceResult {
   std::vector<Tensor> free_tensors;
   // Per free tensor: it shares memory with an input or an intermediate of this trace.
   std::vector<bool> free_aliases_traced;
+  // Functionalization: the input_index of each placeholder the function wrote
+  // (in place, through a view, or a BatchNorm running statistic). The graph
+  // returns their final values after the function's results, in this order; the
+  // caller copies them into its tensors. The inputs hold their original data
+  // again when trace() returns (the capture's own writes are undone).
+  std::vector<int> mutated_inputs;
+  // Per result: a view of the placeholder input_index in eager (-1: not), and
+  // the view operators from it, so a caller can return a view as eager does.
+  struct OutputView {
+    int input_index = -1;
+    std::vector<std::pair<const OpDef*, Attrs>> steps;
+  };
+  std::vector<OutputView> output_views;
 };
 
 // `input_names` (optional) name the placeholders (e.g. the Python parameter names).
