@@ -201,6 +201,16 @@ static std::string first_difference(const std::string& a, const std::string& b) 
   return "argument count or grad mode changed";
 }
 
+int CompiledFunction::max_gate_artifacts() const {
+  auto it = options_.options.find("max_gate_artifacts");
+  if (it == options_.options.end()) return 8;
+  try {
+    return std::stoi(it->second);
+  } catch (const std::exception&) {
+    throw ValueError(str("tp.compile: options['max_gate_artifacts'] must be an int, got '", it->second, "'"));
+  }
+}
+
 void CompiledFunction::warn_fallback(const std::string& reason) {
   // Once per compiled function, like a graph-break report: the user learns that
   // the call runs eagerly and why; the warnings module (or options
@@ -341,11 +351,17 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   }
   a->mutated_inputs = tr.mutated_inputs;
+  a->gates = tr.gates;
 
   passes::PassOptions po;
   po.decompose = false;
   passes::run_default_passes(*g, po);
-  if (log_enabled("graph")) std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
+  if (log_enabled("graph")) {
+    std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
+    for (size_t k = 0; k < a->gates.size(); ++k)
+      std::fprintf(stderr, "[tp.compile] data gate %zu: %s == %s; guard-replay subgraph:\n%s\n", k,
+                   a->gates[k].describe().c_str(), a->gates[k].value.repr().c_str(), a->gates[k].guard->code().c_str());
+  }
   std::string grad_reason;
   if (GradMode::is_enabled())
     for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
@@ -439,9 +455,10 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
       metrics().first_level_hits++;
       if (structure) *structure = a->structure.get();
       if (a->mutated_inputs.empty()) return run(*a, all);
-      // The write-back bumped versions: stamp them, so the next call still enters here.
+      // The write-back bumped versions: stamp them, so the next call still enters
+      // here -- unless a data gate may read what was written (then gates replay).
       auto r = run(*a, all);
-      remember_first_level(args, all, a);
+      if (a->gates.empty()) remember_first_level(args, all, a);
       return r;
     }
     all.resize(n);
@@ -450,19 +467,66 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   std::string key = specialization_key(args);
   std::vector<std::unique_ptr<Artifact>>& versions = cache_[key];
   const Artifact* found = nullptr;
-  for (auto& v : versions) {
-    if (read_free(*v, &all) && free_key(all, n) == v->free_key) {
-      found = v.get();
-      break;
+  std::string gate_miss;  // the data gate whose value no cached version has
+  {
+    // The versions whose free tensors match, each with the call's tensors.
+    std::vector<std::pair<const Artifact*, std::vector<Tensor>>> cands;
+    for (auto& v : versions) {
+      std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+      if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v.get(), std::move(cur)});
     }
-    all.resize(n);
+    // Guard replay: versions that passed the same gates with the same values ran
+    // the same Python code up to the next gate, so they share its guard; replay it
+    // once per level and keep the versions that saw the value it gives now.
+    for (size_t level = 0; !cands.empty(); ++level) {
+      const Artifact* c0 = cands[0].first;
+      if (c0->gates.size() <= level) {
+        found = c0;
+        all = std::move(cands[0].second);
+        break;
+      }
+      Scalar value;
+      {
+        AutoGradMode no_grad(false);
+        value = graph::replay_gate(c0->gates[level], cands[0].second);
+      }
+      metrics().gate_replays++;
+      std::string seen;
+      std::vector<std::pair<const Artifact*, std::vector<Tensor>>> next;
+      for (auto& c : cands) {
+        if (c.first->gates.size() <= level) continue;
+        seen += (seen.empty() ? "" : ", ") + c.first->gates[level].value.repr();
+        if (c.first->gates[level].value == value) next.push_back(std::move(c));
+      }
+      if (next.empty())
+        gate_miss = str(c0->gates[level].describe(), " gave ", value.repr(), " (cached versions saw ", seen, ")");
+      cands = std::move(next);
+    }
   }
   if (found) {
     metrics().specialization_hits++;
   } else {
+    const int cap = max_gate_artifacts();
+    if (!gate_miss.empty() && gated_versions_ >= cap) {
+      // Too many gate values: every further one would capture and compile again.
+      metrics().fallback_count++;
+      if (log_enabled("recompiles"))
+        std::fprintf(stderr, "[tp.compile] not recompiling: data gate %s; %d versions (max_gate_artifacts)\n",
+                     gate_miss.c_str(), cap);
+      warn_fallback(str("data gate ", gate_miss, " and this function already has ", cap,
+                        " versions for other gate values (options={'max_gate_artifacts': N}); running it eagerly"));
+      std::shared_ptr<const OutputStructure> s;
+      auto r = fn_(args, &s);
+      eager_structure_ = std::move(s);
+      if (structure) *structure = eager_structure_.get();
+      return r;
+    }
+    all.resize(n);
     if (num_specializations() > 0) {
       metrics().recompiles++;
-      if (log_enabled("recompiles")) {
+      if (log_enabled("recompiles") && !gate_miss.empty()) {
+        std::fprintf(stderr, "[tp.compile] recompiling: data gate changed: %s\n", gate_miss.c_str());
+      } else if (log_enabled("recompiles")) {
         // Report against the version used last: that is the guard chain the call just failed.
         const Artifact* last = first_.artifact;
         for (auto it = cache_.begin(); !last && it != cache_.end(); ++it)
@@ -478,13 +542,16 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     }
     auto art = build(args, &all);  // appends the free tensors the capture read
     found = art.get();
+    if (!art->gates.empty()) ++gated_versions_;
     versions.push_back(std::move(art));
   }
   remember_first_level(args, all, found);
   if (structure) *structure = found->structure.get();
   if (found->mutated_inputs.empty()) return run(*found, all);
   auto r = run(*found, all);
-  remember_first_level(args, all, found);
+  // The write-back bumped versions: stamp them, so the next call enters the first
+  // level -- unless a data gate may read what was written (then gates replay).
+  if (found->gates.empty()) remember_first_level(args, all, found);
   return r;
 }
 

@@ -23,6 +23,7 @@
 
 #include "compile/options.h"
 #include "graph/graph.h"
+#include "graph/tracer.h"
 
 namespace tp::compile {
 
@@ -113,6 +114,9 @@ class CompiledFunction {
     // after the arguments) the function writes; the graph returns their final
     // values after the function's results, and the call copies them in.
     std::vector<int> mutated_inputs;
+    // Data gates (Section 3): this version is valid for calls whose gates, replayed
+    // in order on the call's inputs, give these values.
+    std::vector<graph::DataGate> gates;
   };
   struct FirstLevel {
     std::vector<Stamp> tensors;  // per argument; impl null for scalars
@@ -134,6 +138,7 @@ class CompiledFunction {
                        const std::string& grad_reason, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
+  int max_gate_artifacts() const;
   void check_arity(const std::vector<ArgValue>& args) const;
 
   StructuredUserFn fn_;
@@ -146,6 +151,8 @@ class CompiledFunction {
   FirstLevel first_;
   uint64_t epoch_;
   bool warned_fallback_ = false;
+  int gated_versions_ = 0;  // versions built with data gates (capped by max_gate_artifacts)
+  std::shared_ptr<const OutputStructure> eager_structure_;
   std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;

@@ -6,6 +6,7 @@
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_util.h"
+#include "graph/guard_replay.h"
 
 namespace tp::graph {
 namespace {
@@ -94,6 +95,27 @@ class Tracer : public DispatchInterceptor {
     }
     return out;
   }
+
+  // ---- data gates (Section 3) ----
+  struct PendingGate {
+    Node* node;
+    std::string kind, where;
+    Scalar value;
+  };
+  Scalar gate(const Tensor& t, const std::string& kind, const std::string& where) {
+    if (!execute_)
+      throw CaptureError(str("cannot capture ", kind, "(Tensor)", where.empty() ? "" : " at " + where,
+                             ": it reads tensor data, and this trace has shapes only"));
+    Node* n = node_for(t);
+    Scalar v;
+    {
+      ScopedInterceptor suspend(nullptr);
+      v = read_gate_value(kind, t);
+    }
+    gates_.push_back({n, kind, where, v});
+    return v;
+  }
+  const std::vector<PendingGate>& gates() const { return gates_; }
 
   // ---- functionalization (Section 4, Proposition 4.4) ----
   // The graph is a pure function: an in-place operator becomes its out-of-place
@@ -380,13 +402,29 @@ class Tracer : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, ViewInfo> views_;
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
+  std::vector<PendingGate> gates_;
 };
+
+thread_local Tracer* t_tracer = nullptr;
 
 thread_local int t_trace_depth = 0;
 
 }  // namespace
 
 bool is_tracing() { return t_trace_depth > 0; }
+
+Scalar read_gate_value(const std::string& kind, const Tensor& t) {
+  Scalar s = t.item();  // several elements: item()'s own error, as in eager
+  if (kind == "bool") return Scalar(s.to_bool());
+  if (kind == "int") return Scalar(s.to_int());
+  if (kind == "float") return Scalar(s.to_double());
+  return s;
+}
+
+Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::string& where) {
+  if (t_trace_depth > 0 && t_tracer) return t_tracer->gate(t, kind, where);
+  return read_gate_value(kind, t);
+}
 
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, const std::vector<std::string>& names,
                   bool execute, bool lift_free_tensors) {
@@ -411,15 +449,19 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   {
     AutoGradMode no_grad(false);  // the graph is what we want, not an autograd record of this run
     ScopedInterceptor install(&tracer);
+    Tracer* outer = t_tracer;
+    t_tracer = &tracer;
     ++t_trace_depth;
     try {
       r.outputs = fn(proxies);
     } catch (...) {
       --t_trace_depth;
+      t_tracer = outer;
       tracer.restore_inputs();
       throw;
     }
     --t_trace_depth;
+    t_tracer = outer;
   }
   std::vector<Arg> outs;
   for (auto& o : r.outputs) {
@@ -438,6 +480,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   }
   tracer.restore_inputs();
   r.graph->output(std::move(outs));
+  // Each gate's guard: the part of the graph its tensor depends on, taken before
+  // any pass (DCE would drop a gate nobody else reads).
+  for (auto& pg : tracer.gates())
+    r.gates.push_back({pg.kind, pg.where, pg.value, std::shared_ptr<const Graph>(slice_to(*r.graph, pg.node))});
   r.free_tensors = tracer.free_tensors();
   r.free_aliases_traced = tracer.free_aliases();
   return r;

@@ -377,6 +377,7 @@ void bind_compile(nb::module_& m) {
     d["fallback_count"] = mm.fallback_count.load();
     d["recompiles"] = mm.recompiles.load();
     d["first_level_hits"] = mm.first_level_hits.load();
+    d["gate_replays"] = mm.gate_replays.load();
     d["specialization_hits"] = mm.specialization_hits.load();
     d["captures"] = mm.captures.load();
     return d;

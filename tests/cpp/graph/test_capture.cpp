@@ -85,6 +85,27 @@ TEST(Capture, WriteIntoOverlappingInputsIsACaptureError) {
                CaptureError);
 }
 
+// A data gate: the value read during capture, and a guard graph holding only what
+// the read tensor depends on, which replays the read on other inputs.
+TEST(Capture, DataGateRecordsItsValueAndAGuardSlice) {
+  Tensor x = ops::full({3}, Scalar(2.0));
+  TraceResult r = trace([](const std::vector<Tensor>& in) {
+                   Tensor s = ops::sum(ops::mul(in[0], ops::scalar(3.0)), {});
+                   Tensor unrelated = ops::exp(in[0]);
+                   bool big = record_data_gate(ops::gt(s, ops::scalar(10.0)), "bool", "f.py:1").to_bool();
+                   return std::vector<Tensor>{big ? unrelated : s};
+                 }, {x}, {"x"});
+  ASSERT_EQ(r.gates.size(), 1u);
+  EXPECT_TRUE(r.gates[0].value.to_bool());
+  EXPECT_EQ(r.gates[0].describe(), "bool(Tensor) at f.py:1");
+  std::string guard = r.gates[0].guard->code();
+  EXPECT_EQ(guard.find("exp"), std::string::npos) << guard;
+  EXPECT_NE(guard.find("gt"), std::string::npos) << guard;
+  r.gates[0].guard->lint();
+  EXPECT_TRUE(replay_gate(r.gates[0], {ops::full({3}, Scalar(2.0))}).to_bool());
+  EXPECT_FALSE(replay_gate(r.gates[0], {ops::full({3}, Scalar(1.0))}).to_bool());
+}
+
 TEST(Capture, FreeTensorIsLiftedAsConstant) {
   Tensor bias = ops::randn({8});
   Tensor x = ops::randn({4, 8});
