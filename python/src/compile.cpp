@@ -201,6 +201,9 @@ struct PyCompiled {
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
   nb::object binder;   // compiler._make_binder(fn): resolves keywords and defaults, or None
+  // compiler._NestedInputs: calls with tuple/list/dict arguments go there (flattened
+  // into a compiled function of the leaves, one per argument structure).
+  nb::object nested;
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     // Keyword arguments and defaults are resolved against the signature on a
@@ -224,9 +227,12 @@ struct PyCompiled {
         values.emplace_back(nb::cast<Tensor>(h));
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
+      } else if (nested.is_valid() && !nested.is_none() &&
+                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()))) {
+        return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
-                            " (expected a Tensor or a number)"));
+                            " (expected a Tensor, a number, or a tuple/list/dict of them)"));
       }
     }
     const compile::OutputStructure* structure = nullptr;
@@ -301,6 +307,7 @@ void bind_compile(nb::module_& m) {
   nb::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
+      .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
