@@ -373,6 +373,8 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->run = run_backend(g, all, grad_reason, &source);
   last_graph_ = g;
   last_source_ = source;
+  last_gates_ = a->gates;
+  last_mutated_ = a->mutated_inputs;
   *inputs = std::move(all);
   return a;
 }

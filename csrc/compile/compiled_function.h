@@ -71,6 +71,8 @@ class CompiledFunction {
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
+  const std::vector<graph::DataGate>& last_gates() const { return last_gates_; }
+  const std::vector<int>& last_mutated_inputs() const { return last_mutated_; }
   size_t num_specializations() const;
 
  private:
@@ -156,6 +158,8 @@ class CompiledFunction {
   std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
+  std::vector<graph::DataGate> last_gates_;
+  std::vector<int> last_mutated_;
 };
 
 }  // namespace tp::compile

@@ -80,17 +80,34 @@ nb::object convert(nb::handle self, DType d, nb::handle memory_format) {
 void refuse_while_tracing(const char* what) {
   if (graph::is_tracing())
     throw CaptureError(str("cannot capture ", what,
-                           ": it reads tensor data during tracing (data-dependent control flow is not supported yet)"));
+                           ": it copies tensor data out of the captured program; use tensor operators instead (bool(t), int(t), "
+                           "float(t) and t.item() are supported: they become data gates)"));
 }
 
-// "file.py:12" of the Python code running now (the user's line that read a tensor).
+// "file.py:12" of the user's Python code running now: the innermost frame outside
+// the tensorplay package (a read inside nn.functional names the user's call).
 std::string python_source_line() {
+  static const std::string package = [] {
+    nb::object os = nb::module_::import_("os");
+    return nb::cast<std::string>(os.attr("path").attr("dirname")(nb::module_::import_("tensorplay").attr("__file__")));
+  }();
   PyFrameObject* f = PyEval_GetFrame();  // borrowed
-  if (!f) return "";
-  PyCodeObject* code = PyFrame_GetCode(f);  // new reference
-  std::string file = nb::cast<std::string>(nb::handle(code->co_filename));
-  Py_DECREF(code);
-  return file + ":" + std::to_string(PyFrame_GetLineNumber(f));
+  Py_XINCREF(f);
+  std::string where;
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    std::string file = nb::cast<std::string>(nb::handle(code->co_filename));
+    Py_DECREF(code);
+    where = file + ":" + std::to_string(PyFrame_GetLineNumber(f));
+    if (file.compare(0, package.size(), package) != 0) {
+      Py_DECREF(f);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(f);
+    f = back;
+  }
+  return where;
 }
 
 // bool(t), int(t), float(t), t.item() inside a capture are data gates (Section 3):

@@ -159,3 +159,61 @@ def test_gated_function_stays_on_the_first_level_entry():
     for _ in range(3):
         cf(x)
     assert _metric("first_level_hits") - hits == 3
+
+
+# ------------------------------------------------------------ errors and inspection
+
+
+def test_remaining_capture_failure_names_the_operation_and_the_users_line():
+    def f(x):
+        y = x * 2
+        y.normal_()  # the failing line
+        return y
+
+    with pytest.raises(tp.compiler.CaptureError) as info:
+        tp.compile(f)(tp.randn(3))
+    msg = str(info.value)
+    assert "normal_" in msg and "create random tensors outside" in msg
+    assert re.search(r"at .*test_compile_gates\.py:\d+: y\.normal_\(\)  # the failing line", msg), msg
+
+
+def test_failure_inside_the_library_names_the_users_call():
+    def f(x):
+        return tp.tensor(x.numpy()) + 1
+
+    with pytest.raises(tp.compiler.CaptureError, match=r"numpy\(\)(.|\n)*test_compile_gates\.py:\d+: return tp\.tensor"):
+        tp.compile(f)(tp.randn(3))
+
+
+def test_capture_returns_the_functionalized_graph_gates_and_guards():
+    def f(x, buf):
+        buf.add_(1)
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    gm = tp.compiler.capture(f, tp.ones(3), tp.zeros(2))
+    assert "add_(" not in gm.code
+    assert gm.mutated_inputs == [1]
+    assert len(gm.gates) == 1
+    gate = gm.gates[0]
+    assert re.match(r"bool\(Tensor\) at .*test_compile_gates\.py:\d+", gate["read"])
+    assert gate["value"] is True
+    assert "sum" in gate["guard"].code and "mul" not in gate["guard"].code
+    assert bool(gate["guard"](-tp.ones(3), tp.zeros(2))) is False
+    cf = tp.compile(f, backend="eager")
+    cf(tp.ones(3), tp.zeros(2))
+    assert len(cf.last_graph.gates) == 1 and cf.last_graph.mutated_inputs == [1]
+
+
+def test_graph_log_shows_gates_and_guard_subgraphs(capfd):
+    import os
+
+    os.environ["TP_LOGS"] = "graph"
+    try:
+        tp.compile(two_way, backend="eager")(tp.ones(3))
+    finally:
+        del os.environ["TP_LOGS"]
+    err = capfd.readouterr().err
+    assert "captured graph" in err
+    assert re.search(r"data gate 0: bool\(Tensor\) at .*:\d+ == True; guard-replay subgraph:", err), err
