@@ -12,6 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/kernel_util.h"
+#include "ops/ops.h"
 #include "ops/registry.h"
 
 namespace tp {
@@ -63,6 +64,34 @@ std::vector<Tensor> scatter_cpu(const OpDef& op, const std::vector<Tensor>& in, 
   return {out};
 }
 
+// Decompositions for code generators that lower pointwise operators and views
+// but no scatter (Stax). select_scatter is a `where` over a constant mask along
+// `dim`; a slice_scatter that covers the whole tensor is its source. Anything
+// else calls the operator itself ("not expressible": the node stays whole).
+std::vector<Tensor> select_scatter_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& self = in[0];
+  const Tensor& src = in[1];
+  if (self.dim() == 0 || src.dtype() != self.dtype() || !src.is_contiguous())
+    return {call_op1(get_op("select_scatter"), in, attrs)};
+  const int64_t d = wrap_dim(attrs.get<int64_t>("dim"), self.dim(), "select_scatter");
+  int64_t index = attrs.get<int64_t>("index");
+  if (index < 0) index += self.sizes()[d];
+  // The mask is data made here, not by an operator: a constant of the graph.
+  Shape ms(static_cast<size_t>(self.dim()), 1);
+  ms[d] = self.sizes()[d];
+  Tensor mask = Tensor::empty(ms, DType::Bool);
+  for (int64_t i = 0; i < ms[d]; ++i) mask.data_as<bool>()[i] = i == index;
+  return {ops::where(mask, ops::unsqueeze(src, d), self)};
+}
+
+std::vector<Tensor> slice_scatter_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& self = in[0];
+  const Tensor& src = in[1];
+  if (src.sizes() == self.sizes() && src.dtype() == self.dtype() && attrs.get_or<int64_t>("step", 1) == 1)
+    return {ops::clone(src)};
+  return {call_op1(get_op("slice_scatter"), in, attrs)};
+}
+
 constexpr const char* kNames[] = {"select_scatter", "slice_scatter", "as_strided_scatter"};
 
 // d self: the gradient with the written region zeroed; d src: that region of the gradient.
@@ -79,16 +108,17 @@ std::vector<Tensor> scatter_backward(const BackwardArgs& a) {
 }
 
 template <int K>
-void reg(const char* schema) {
+void reg(const char* schema, DecomposeFn decompose = nullptr) {
   register_op({.name = kNames[K], .schema = schema, .tags = kAllDTypes, .num_inputs = 2, .infer = &scatter_infer,
-               .cpu = &scatter_cpu, .backward = &scatter_backward<K>});
+               .cpu = &scatter_cpu, .backward = &scatter_backward<K>, .decompose = decompose});
 }
 
 }  // namespace
 
 void register_view_scatter_ops() {
-  reg<0>("select_scatter(Tensor self, Tensor src, int dim, int index) -> Tensor");
-  reg<1>("slice_scatter(Tensor self, Tensor src, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor");
+  reg<0>("select_scatter(Tensor self, Tensor src, int dim, int index) -> Tensor", &select_scatter_decompose);
+  reg<1>("slice_scatter(Tensor self, Tensor src, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor",
+         &slice_scatter_decompose);
   reg<2>("as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int? storage_offset=None) -> Tensor");
 }
 
