@@ -349,14 +349,7 @@ class _CompiledModule:
         cf = self.versions.get(key)
         if cf is None:
             module = self.module
-
-            def forward(*a, **k):
-                return module.forward(*a, **k)
-
-            try:
-                forward.__signature__ = inspect.signature(module.forward)
-            except (TypeError, ValueError):
-                pass
+            forward = module.forward  # a bound method: free tensors are named self.<path>
             if self.versions and "recompiles" in os.environ.get("TP_LOGS", "").split(","):
                 import sys
                 print(f"[tp.compile] recompiling {type(module).__name__}: module state changed "
