@@ -104,7 +104,8 @@ bool CompiledFunction::Stamp::matches(const Tensor& t) const {
 }
 
 bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) const {
-  if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode)
+  if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode ||
+      state_ != first_.state)
     return false;
   size_t s = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -133,6 +134,7 @@ void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, c
                                             const Artifact* a) {
   first_ = FirstLevel{};
   first_.grad_mode = GradMode::is_enabled();
+  first_.state = state_;
   size_t n = 0;
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
@@ -153,6 +155,8 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
   k.reserve(64 * args.size());
   bool grad = GradMode::is_enabled();
   k.push_back(grad ? '1' : '0');
+  k += state_;
+  k += '\0';
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
       append_tensor_key(k, *t);
@@ -184,6 +188,7 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   }
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
+  if (!state_.empty()) d += "module training flags (modules() order): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }
@@ -446,6 +451,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   for (auto& a : args)
     if (const Tensor* t = std::get_if<Tensor>(&a)) all.push_back(*t);
   const size_t n = all.size();
+  if (state_reader_) state_ = state_reader_();
   if (first_level_matches(args)) {
     const Artifact* a = first_.artifact;
     bool hit = a->free.empty();

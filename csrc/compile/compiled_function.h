@@ -66,6 +66,9 @@ class CompiledFunction {
   // stays valid until the next call.
   std::vector<Tensor> call(const std::vector<ArgValue>& args, const OutputStructure** structure);
   void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
+  // Non-tensor state the capture bakes in that must select the version (a module's
+  // training flags): read at every call, part of the first-level entry and the key.
+  void set_state_reader(std::function<std::string()> reader) { state_reader_ = std::move(reader); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
@@ -125,6 +128,7 @@ class CompiledFunction {
     std::vector<Scalar> scalars;
     std::vector<Stamp> free;
     bool grad_mode = true;
+    std::string state;
     const Artifact* artifact = nullptr;
   };
 
@@ -148,6 +152,8 @@ class CompiledFunction {
   std::vector<std::string> arg_names_;
   int num_params_;  // -1: unknown / variadic
   FreeTensorLocator locator_;
+  std::function<std::string()> state_reader_;
+  std::string state_;  // what state_reader_ gave for the current call
   // Specialization key -> the versions built under it (several when free tensors' metadata differ).
   std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> cache_;
   FirstLevel first_;

@@ -395,6 +395,26 @@ void bind_compile(nb::module_& m) {
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
     pc->fn->set_free_tensor_locator(python_locator(fn_ref));
+    // An nn.Module compiled whole: the training flag of every module in its tree is
+    // baked in by the capture, so it selects the version (one flag per module, in modules() order).
+    if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
+      std::vector<std::shared_ptr<nb::object>> mods;
+      for (nb::handle mod : fn.attr("modules")()) mods.push_back(keep_py(nb::borrow(mod)));
+      pc->fn->set_state_reader([mods] {
+        std::string s;  // one '1'/'0' per module (short: no allocation for small trees)
+        for (auto& mod : mods) {
+          PyObject* t = PyObject_GetAttrString(mod->ptr(), "training");
+          if (!t) {
+            PyErr_Clear();
+            s += '?';
+            continue;
+          }
+          s += PyObject_IsTrue(t) == 1 ? '1' : '0';
+          Py_DECREF(t);
+        }
+        return s;
+      });
+    }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),

@@ -133,3 +133,28 @@ def test_nested_argument_returned_is_the_callers_object():
 
     t = tp.randn(2)
     assert tp.compile(f, backend="eager")((t, tp.randn(2))) is t
+
+
+def test_tp_compile_of_a_module_keys_on_training_flags(capfd):
+    import os
+
+    tp.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.0))
+    comp = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.0))
+    comp.load_state_dict(eager.state_dict())
+    cf = tp.compile(comp, backend="eager")
+    x = tp.randn(6, 3)
+    with tp.no_grad():
+        for mode in ("train", "eval", "train", "eval"):
+            getattr(eager, mode)()
+            getattr(comp, mode)()
+            np.testing.assert_allclose(cf(x).numpy(), eager(x).numpy(), rtol=1e-5, atol=1e-6, err_msg=mode)
+        assert cf.num_specializations == 2
+        comp[1].train()  # one submodule's flag alone selects another version
+        os.environ["TP_LOGS"] = "recompiles"
+        try:
+            cf(x)
+        finally:
+            del os.environ["TP_LOGS"]
+    assert "module training" in capfd.readouterr().err
+    assert cf.num_specializations == 3
