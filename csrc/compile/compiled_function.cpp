@@ -392,10 +392,14 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     const size_t n = out.size() - a.mutated_inputs.size();
     TP_CHECK(out.size() >= a.mutated_inputs.size(), Error, "compiled function: the backend returned ", out.size(),
              " results, fewer than the ", a.mutated_inputs.size(), " mutated inputs");
-    {
-      AutoGradMode no_grad(false);  // a write-back of state, not a differentiable step
-      for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
-        Tensor dst = all.at(a.mutated_inputs[k]);
+    for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
+      Tensor dst = all.at(a.mutated_inputs[k]);
+      if (GradMode::is_enabled() && dst.requires_grad()) {
+        // Recorded, as eager's write is: the input's history continues through the
+        // new value (and a leaf that requires grad refuses the write as in eager).
+        ops::copy_(dst, out[n + k]);
+      } else {
+        AutoGradMode no_grad(false);  // a write-back of state (running statistics, buffers)
         ops::copy_(dst, out[n + k]);
       }
     }

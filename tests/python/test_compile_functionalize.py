@@ -379,3 +379,32 @@ def test_as_strided_scatter_matches_torch():
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="as_strided_scatter"):
         tp.as_strided_scatter(tp.tensor(base), tp.tensor(np.zeros(3, np.float32)), [3], [5], 3)
+
+
+def test_write_into_a_non_leaf_argument_keeps_its_history():
+    def f(x):
+        x.mul_(3)
+        return x.sum()
+
+    w_c = tp.randn(3).requires_grad_(True)
+    w_e = tp.tensor(w_c.detach().numpy()).requires_grad_(True)
+    cf = tp.compile(f, backend="eager")
+    x_c, x_e = w_c * 2, w_e * 2
+    r_c, r_e = cf(x_c), f(x_e)
+    (r_c + x_c.sum()).backward()
+    (r_e + x_e.sum()).backward()
+    np.testing.assert_allclose(x_c.detach().numpy(), x_e.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w_c.grad.numpy(), w_e.grad.numpy(), rtol=1e-6)
+
+
+def test_write_into_a_leaf_that_requires_grad_is_refused_as_in_eager():
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    with pytest.raises(Exception, match="leaf Variable"):
+        f(tp.randn(3).requires_grad_(True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception, match="leaf Variable"):
+            tp.compile(f, backend="eager")(tp.randn(3).requires_grad_(True))
