@@ -313,7 +313,10 @@ class _NestedInputs:
     def __call__(self, args):
         leaves = []
         spec = tuple(_flatten_arg(a, leaves) for a in args)
-        cf = self.by_structure.get(spec)
+        key = spec
+        if hasattr(self.fn, "modules") and hasattr(self.fn, "training"):
+            key = (spec, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
+        cf = self.by_structure.get(key)
         if cf is None:
             fn = self.fn
 
@@ -321,7 +324,7 @@ class _NestedInputs:
                 it = iter(ls)
                 return fn(*[_unflatten_arg(s, it) for s in spec])
 
-            cf = self.by_structure[spec] = compile(flat, **self.kwargs)
+            cf = self.by_structure[key] = compile(flat, **self.kwargs)
         return cf(*leaves)
 
 

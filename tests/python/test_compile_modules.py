@@ -158,3 +158,25 @@ def test_tp_compile_of_a_module_keys_on_training_flags(capfd):
             del os.environ["TP_LOGS"]
     assert "module training" in capfd.readouterr().err
     assert cf.num_specializations == 3
+
+
+def test_module_with_nested_input_keys_on_training_flags():
+    class Pairwise(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.0)
+            self.bn = nn.BatchNorm1d(3)
+
+        def forward(self, pair):
+            return self.bn(pair[0] + pair[1])
+
+    tp.manual_seed(0)
+    eager, comp = Pairwise(), Pairwise()
+    comp.load_state_dict(eager.state_dict())
+    cf = tp.compile(comp, backend="eager")
+    with tp.no_grad():
+        for mode in ("train", "eval", "train"):
+            getattr(eager, mode)()
+            getattr(comp, mode)()
+            a, b = tp.randn(5, 3), tp.randn(5, 3)
+            np.testing.assert_allclose(cf((a, b)).numpy(), eager((a, b)).numpy(), rtol=1e-5, atol=1e-6, err_msg=mode)
