@@ -356,6 +356,16 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   }
   a->mutated_inputs = tr.mutated_inputs;
+  for (int idx : a->mutated_inputs) {
+    size_t k = static_cast<size_t>(idx);
+    a->write_back.push_back(k < tensors.size() || !locator_ || a->free[k - tensors.size()].from_owner);
+    if (a->write_back.back()) continue;
+    // Results that are that tensor (or views of it) are the graph's values instead.
+    for (size_t i = 0; i < nout; ++i) {
+      if (al.same_as_input[i] == idx) al.same_as_input[i] = -1;
+      if (al.view_of_input[i] == idx) al.view_of_input[i] = -2;
+    }
+  }
   a->gates = tr.gates;
 
   passes::PassOptions po;
@@ -393,6 +403,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     TP_CHECK(out.size() >= a.mutated_inputs.size(), Error, "compiled function: the backend returned ", out.size(),
              " results, fewer than the ", a.mutated_inputs.size(), " mutated inputs");
     for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
+      if (!a.write_back[k]) continue;
       Tensor dst = all.at(a.mutated_inputs[k]);
       if (GradMode::is_enabled() && dst.requires_grad()) {
         // Recorded, as eager's write is: the input's history continues through the

@@ -119,6 +119,10 @@ class CompiledFunction {
     // after the arguments) the function writes; the graph returns their final
     // values after the function's results, and the call copies them in.
     std::vector<int> mutated_inputs;
+    // Per mutated input: copy its final value in. False for a tensor the function
+    // made outside the operators (`tp.tensor([...])` inside it: no owner holds it,
+    // each eager call starts from a fresh one, so the write must not persist).
+    std::vector<bool> write_back;
     // Data gates (Section 3): this version is valid for calls whose gates, replayed
     // in order on the call's inputs, give these values.
     std::vector<graph::DataGate> gates;

@@ -408,3 +408,19 @@ def test_write_into_a_leaf_that_requires_grad_is_refused_as_in_eager():
         warnings.simplefilter("ignore")
         with pytest.raises(Exception, match="leaf Variable"):
             tp.compile(f, backend="eager")(tp.randn(3).requires_grad_(True))
+
+
+def test_tensor_made_inside_the_function_starts_fresh_every_call():
+    # tp.tensor([...]) is made outside the operators (a free tensor of the graph);
+    # eager makes a new one per call, so a write into it must not persist.
+    def f(x):
+        c = tp.tensor([1.0, 2.0, 3.0])
+        c.add_(x)
+        return c, c * 2
+
+    cf = tp.compile(f, backend="eager")
+    x = tp.ones(3)
+    for _ in range(3):
+        got, want = cf(x), f(x)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
