@@ -424,3 +424,37 @@ def test_tensor_made_inside_the_function_starts_fresh_every_call():
         got, want = cf(x), f(x)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_writes_through_multi_result_views_and_transposes():
+    def f(x):
+        y = x * 1
+        a, b = y.chunk(2)
+        a.add_(1)
+        u = y.unbind(1)
+        u[2].mul_(0)
+        y.diagonal().fill_(9)
+        return y, b * 1
+
+    def g(x):
+        a, b = x.split(2)
+        b.mul_(2)
+        return a
+
+    def h(x):
+        x.t()[0].add_(1)
+        x.t()[1:3].mul_(2)
+        return x
+
+    assert_compiled_matches_eager(f, tp.randn(4, 4), check_grad=False)
+    assert_compiled_matches_eager(g, tp.randn(4, 3), check_grad=False)
+    assert_compiled_matches_eager(h, tp.randn(3, 4), check_grad=False)
+
+
+def test_write_through_a_diagonal_of_a_non_contiguous_input_names_the_fix():
+    def f(x):
+        x.diagonal().fill_(0)
+        return x
+
+    with pytest.raises(tp.compiler.CaptureError, match=r"diagonal(.|\n)*contiguous(.|\n)*test_compile_functionalize"):
+        tp.compile(f)(tp.randn(3, 3).t())
