@@ -402,8 +402,9 @@ void bind_compile(nb::module_& m) {
       for (nb::handle mod : fn.attr("modules")()) mods.push_back(keep_py(nb::borrow(mod)));
       pc->fn->set_state_reader([mods] {
         std::string s;  // one '1'/'0' per module (short: no allocation for small trees)
+        static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
         for (auto& mod : mods) {
-          PyObject* t = PyObject_GetAttrString(mod->ptr(), "training");
+          PyObject* t = PyObject_GetAttr(mod->ptr(), training);
           if (!t) {
             PyErr_Clear();
             s += '?';
