@@ -104,7 +104,8 @@ bool CompiledFunction::Stamp::matches(const Tensor& t) const {
 }
 
 bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) const {
-  if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode)
+  if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode ||
+      state_ != first_.state)
     return false;
   size_t s = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -133,6 +134,7 @@ void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, c
                                             const Artifact* a) {
   first_ = FirstLevel{};
   first_.grad_mode = GradMode::is_enabled();
+  first_.state = state_;
   size_t n = 0;
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
@@ -153,6 +155,8 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
   k.reserve(64 * args.size());
   bool grad = GradMode::is_enabled();
   k.push_back(grad ? '1' : '0');
+  k += state_;
+  k += '\0';
   for (auto& arg : args) {
     if (const Tensor* t = std::get_if<Tensor>(&arg)) {
       append_tensor_key(k, *t);
@@ -184,6 +188,7 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   }
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
+  if (!state_.empty()) d += "module training flags (modules() order): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }
@@ -199,6 +204,16 @@ static std::string first_difference(const std::string& a, const std::string& b) 
     pb = eb + 1;
   }
   return "argument count or grad mode changed";
+}
+
+int CompiledFunction::max_gate_artifacts() const {
+  auto it = options_.options.find("max_gate_artifacts");
+  if (it == options_.options.end()) return 8;
+  try {
+    return std::stoi(it->second);
+  } catch (const std::exception&) {
+    throw ValueError(str("tp.compile: options['max_gate_artifacts'] must be an int, got '", it->second, "'"));
+  }
 }
 
 void CompiledFunction::warn_fallback(const std::string& reason) {
@@ -312,7 +327,6 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // Aliasing of the results in eager (this run), from the graph before passes
   // rewrite it: the backend's results are made to alias the same way.
   OutputAliasing& al = a->aliasing;
-  const graph::Node* out_node = g->output_node();
   size_t nout = tr.outputs.size();
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
@@ -332,26 +346,37 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     for (auto& in : all) view |= shares_memory(in, o);
     if (!view) continue;
     al.trivial = false;
-    // Walk the chain of view operators back to the input it reads.
+    // The chain of view operators back to the input it reads (the tracer's record:
+    // after functionalization the graph holds values, not views).
     al.view_of_input[i] = -2;  // unknown: leave the backend's result as it is
-    const graph::Arg& arg = out_node->args.at(i);
-    const graph::Node* n = std::holds_alternative<graph::Node*>(arg) ? std::get<graph::Node*>(arg) : nullptr;
-    std::vector<OutputAliasing::ViewStep> steps;
-    while (n && n->opcode == graph::Opcode::CallFunction && n->target && n->target->has(kView) &&
-           n->args.size() == 1 && std::holds_alternative<graph::Node*>(n->args[0])) {
-      steps.push_back({n->target, n->attrs});
-      n = std::get<graph::Node*>(n->args[0]);
-    }
-    if (n && n->opcode == graph::Opcode::Placeholder) {
-      al.view_of_input[i] = n->input_index;
-      al.view_steps[i].assign(steps.rbegin(), steps.rend());
+    const graph::TraceResult::OutputView& ov = tr.output_views.at(i);
+    if (ov.input_index >= 0) {
+      al.view_of_input[i] = ov.input_index;
+      for (auto& [op, attrs] : ov.steps) al.view_steps[i].push_back({op, attrs});
     }
   }
+  a->mutated_inputs = tr.mutated_inputs;
+  for (int idx : a->mutated_inputs) {
+    size_t k = static_cast<size_t>(idx);
+    a->write_back.push_back(k < tensors.size() || !locator_ || a->free[k - tensors.size()].from_owner);
+    if (a->write_back.back()) continue;
+    // Results that are that tensor (or views of it) are the graph's values instead.
+    for (size_t i = 0; i < nout; ++i) {
+      if (al.same_as_input[i] == idx) al.same_as_input[i] = -1;
+      if (al.view_of_input[i] == idx) al.view_of_input[i] = -2;
+    }
+  }
+  a->gates = tr.gates;
 
   passes::PassOptions po;
   po.decompose = false;
   passes::run_default_passes(*g, po);
-  if (log_enabled("graph")) std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
+  if (log_enabled("graph")) {
+    std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
+    for (size_t k = 0; k < a->gates.size(); ++k)
+      std::fprintf(stderr, "[tp.compile] data gate %zu: %s == %s; guard-replay subgraph:\n%s\n", k,
+                   a->gates[k].describe().c_str(), a->gates[k].value.repr().c_str(), a->gates[k].guard->code().c_str());
+  }
   std::string grad_reason;
   if (GradMode::is_enabled())
     for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
@@ -363,12 +388,34 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->run = run_backend(g, all, grad_reason, &source);
   last_graph_ = g;
   last_source_ = source;
+  last_gates_ = a->gates;
+  last_mutated_ = a->mutated_inputs;
   *inputs = std::move(all);
   return a;
 }
 
 std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<Tensor>& all) const {
   std::vector<Tensor> out = a.run(all);
+  if (!a.mutated_inputs.empty()) {
+    // The side effects eager has: each written input receives its final value
+    // (copy_ bumps its version counter, as eager's in-place writes do).
+    const size_t n = out.size() - a.mutated_inputs.size();
+    TP_CHECK(out.size() >= a.mutated_inputs.size(), Error, "compiled function: the backend returned ", out.size(),
+             " results, fewer than the ", a.mutated_inputs.size(), " mutated inputs");
+    for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
+      if (!a.write_back[k]) continue;
+      Tensor dst = all.at(a.mutated_inputs[k]);
+      if (GradMode::is_enabled() && dst.requires_grad()) {
+        // Recorded, as eager's write is: the input's history continues through the
+        // new value (and a leaf that requires grad refuses the write as in eager).
+        ops::copy_(dst, out[n + k]);
+      } else {
+        AutoGradMode no_grad(false);  // a write-back of state (running statistics, buffers)
+        ops::copy_(dst, out[n + k]);
+      }
+    }
+    out.resize(n);
+  }
   const OutputAliasing& al = a.aliasing;
   TP_CHECK(al.same_as_input.size() == out.size(), Error, "compiled function: the backend returned ", out.size(),
            " results, the captured graph has ", al.same_as_input.size());
@@ -419,6 +466,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   for (auto& a : args)
     if (const Tensor* t = std::get_if<Tensor>(&a)) all.push_back(*t);
   const size_t n = all.size();
+  if (state_reader_) state_ = state_reader_();
   if (first_level_matches(args)) {
     const Artifact* a = first_.artifact;
     bool hit = a->free.empty();
@@ -429,7 +477,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     if (hit) {
       metrics().first_level_hits++;
       if (structure) *structure = a->structure.get();
-      return run(*a, all);
+      if (a->mutated_inputs.empty()) return run(*a, all);
+      // The write-back bumped versions: stamp them, so the next call still enters
+      // here -- unless a data gate may read what was written (then gates replay).
+      auto r = run(*a, all);
+      if (a->gates.empty()) remember_first_level(args, all, a);
+      return r;
     }
     all.resize(n);
   }
@@ -437,19 +490,66 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   std::string key = specialization_key(args);
   std::vector<std::unique_ptr<Artifact>>& versions = cache_[key];
   const Artifact* found = nullptr;
-  for (auto& v : versions) {
-    if (read_free(*v, &all) && free_key(all, n) == v->free_key) {
-      found = v.get();
-      break;
+  std::string gate_miss;  // the data gate whose value no cached version has
+  {
+    // The versions whose free tensors match, each with the call's tensors.
+    std::vector<std::pair<const Artifact*, std::vector<Tensor>>> cands;
+    for (auto& v : versions) {
+      std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+      if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v.get(), std::move(cur)});
     }
-    all.resize(n);
+    // Guard replay: versions that passed the same gates with the same values ran
+    // the same Python code up to the next gate, so they share its guard; replay it
+    // once per level and keep the versions that saw the value it gives now.
+    for (size_t level = 0; !cands.empty(); ++level) {
+      const Artifact* c0 = cands[0].first;
+      if (c0->gates.size() <= level) {
+        found = c0;
+        all = std::move(cands[0].second);
+        break;
+      }
+      Scalar value;
+      {
+        AutoGradMode no_grad(false);
+        value = graph::replay_gate(c0->gates[level], cands[0].second);
+      }
+      metrics().gate_replays++;
+      std::string seen;
+      std::vector<std::pair<const Artifact*, std::vector<Tensor>>> next;
+      for (auto& c : cands) {
+        if (c.first->gates.size() <= level) continue;
+        seen += (seen.empty() ? "" : ", ") + c.first->gates[level].value.repr();
+        if (c.first->gates[level].value == value) next.push_back(std::move(c));
+      }
+      if (next.empty())
+        gate_miss = str(c0->gates[level].describe(), " gave ", value.repr(), " (cached versions saw ", seen, ")");
+      cands = std::move(next);
+    }
   }
   if (found) {
     metrics().specialization_hits++;
   } else {
+    const int cap = max_gate_artifacts();
+    if (!gate_miss.empty() && gated_versions_ >= cap) {
+      // Too many gate values: every further one would capture and compile again.
+      metrics().fallback_count++;
+      if (log_enabled("recompiles"))
+        std::fprintf(stderr, "[tp.compile] not recompiling: data gate %s; %d versions (max_gate_artifacts)\n",
+                     gate_miss.c_str(), cap);
+      warn_fallback(str("data gate ", gate_miss, " and this function already has ", cap,
+                        " versions for other gate values (options={'max_gate_artifacts': N}); running it eagerly"));
+      std::shared_ptr<const OutputStructure> s;
+      auto r = fn_(args, &s);
+      eager_structure_ = std::move(s);
+      if (structure) *structure = eager_structure_.get();
+      return r;
+    }
+    all.resize(n);
     if (num_specializations() > 0) {
       metrics().recompiles++;
-      if (log_enabled("recompiles")) {
+      if (log_enabled("recompiles") && !gate_miss.empty()) {
+        std::fprintf(stderr, "[tp.compile] recompiling: data gate changed: %s\n", gate_miss.c_str());
+      } else if (log_enabled("recompiles")) {
         // Report against the version used last: that is the guard chain the call just failed.
         const Artifact* last = first_.artifact;
         for (auto it = cache_.begin(); !last && it != cache_.end(); ++it)
@@ -465,11 +565,17 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     }
     auto art = build(args, &all);  // appends the free tensors the capture read
     found = art.get();
+    if (!art->gates.empty()) ++gated_versions_;
     versions.push_back(std::move(art));
   }
   remember_first_level(args, all, found);
   if (structure) *structure = found->structure.get();
-  return run(*found, all);
+  if (found->mutated_inputs.empty()) return run(*found, all);
+  auto r = run(*found, all);
+  // The write-back bumped versions: stamp them, so the next call enters the first
+  // level -- unless a data gate may read what was written (then gates replay).
+  if (found->gates.empty()) remember_first_level(args, all, found);
+  return r;
 }
 
 }  // namespace tp::compile

@@ -23,6 +23,7 @@
 
 #include "compile/options.h"
 #include "graph/graph.h"
+#include "graph/tracer.h"
 
 namespace tp::compile {
 
@@ -65,11 +66,16 @@ class CompiledFunction {
   // stays valid until the next call.
   std::vector<Tensor> call(const std::vector<ArgValue>& args, const OutputStructure** structure);
   void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
+  // Non-tensor state the capture bakes in that must select the version (a module's
+  // training flags): read at every call, part of the first-level entry and the key.
+  void set_state_reader(std::function<std::string()> reader) { state_reader_ = std::move(reader); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
+  const std::vector<graph::DataGate>& last_gates() const { return last_gates_; }
+  const std::vector<int>& last_mutated_inputs() const { return last_mutated_; }
   size_t num_specializations() const;
 
  private:
@@ -109,12 +115,24 @@ class CompiledFunction {
     std::string free_key;     // the free tensors' metadata when built
     std::shared_ptr<const OutputStructure> structure;
     OutputAliasing aliasing;
+    // Functionalization: inputs (indices into the call's tensors, free tensors
+    // after the arguments) the function writes; the graph returns their final
+    // values after the function's results, and the call copies them in.
+    std::vector<int> mutated_inputs;
+    // Per mutated input: copy its final value in. False for a tensor the function
+    // made outside the operators (`tp.tensor([...])` inside it: no owner holds it,
+    // each eager call starts from a fresh one, so the write must not persist).
+    std::vector<bool> write_back;
+    // Data gates (Section 3): this version is valid for calls whose gates, replayed
+    // in order on the call's inputs, give these values.
+    std::vector<graph::DataGate> gates;
   };
   struct FirstLevel {
     std::vector<Stamp> tensors;  // per argument; impl null for scalars
     std::vector<Scalar> scalars;
     std::vector<Stamp> free;
     bool grad_mode = true;
+    std::string state;
     const Artifact* artifact = nullptr;
   };
 
@@ -130,6 +148,7 @@ class CompiledFunction {
                        const std::string& grad_reason, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
+  int max_gate_artifacts() const;
   void check_arity(const std::vector<ArgValue>& args) const;
 
   StructuredUserFn fn_;
@@ -137,14 +156,20 @@ class CompiledFunction {
   std::vector<std::string> arg_names_;
   int num_params_;  // -1: unknown / variadic
   FreeTensorLocator locator_;
+  std::function<std::string()> state_reader_;
+  std::string state_;  // what state_reader_ gave for the current call
   // Specialization key -> the versions built under it (several when free tensors' metadata differ).
   std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> cache_;
   FirstLevel first_;
   uint64_t epoch_;
   bool warned_fallback_ = false;
+  int gated_versions_ = 0;  // versions built with data gates (capped by max_gate_artifacts)
+  std::shared_ptr<const OutputStructure> eager_structure_;
   std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
+  std::vector<graph::DataGate> last_gates_;
+  std::vector<int> last_mutated_;
 };
 
 }  // namespace tp::compile

@@ -9,7 +9,7 @@ std::atomic<uint64_t> g_epoch{0};
 
 void Metrics::reset() {
   for (auto* c : {&generated_kernel_count, &compile_count, &cache_hits, &cache_misses, &fallback_count, &recompiles,
-                  &first_level_hits, &specialization_hits, &captures})
+                  &first_level_hits, &specialization_hits, &captures, &gate_replays})
     c->store(0);
 }
 

@@ -15,6 +15,7 @@ struct Metrics {
   std::atomic<int64_t> first_level_hits{0};        // same tensor objects and versions as last call
   std::atomic<int64_t> specialization_hits{0};     // found by specialization key
   std::atomic<int64_t> captures{0};                // functions traced into graphs
+  std::atomic<int64_t> gate_replays{0};            // data-gate guard subgraphs evaluated to choose a version
   void reset();
 };
 

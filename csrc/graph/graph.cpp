@@ -79,13 +79,13 @@ Node* Graph::placeholder(const std::string& hint, const TensorMeta& meta, int in
   return add(std::move(n), before);
 }
 
-Node* Graph::get_attr(const std::string& hint, const Tensor& value) {
+Node* Graph::get_attr(const std::string& hint, const Tensor& value, Node* before) {
   auto n = std::make_unique<Node>();
   n->opcode = Opcode::GetAttr;
   n->name = unique_name(hint);
   n->meta = value.meta();
   n->constant = value;
-  return add(std::move(n));
+  return add(std::move(n), before);
 }
 
 Node* Graph::call(const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta) {

@@ -55,7 +55,8 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   Node* placeholder(const std::string& hint, const TensorMeta& meta, int input_index);
-  Node* get_attr(const std::string& hint, const Tensor& value);
+  // `before` (optional): inserted right before that node (a pass splicing constants in).
+  Node* get_attr(const std::string& hint, const Tensor& value, Node* before = nullptr);
   Node* call(const OpDef& op, std::vector<Arg> args, Attrs attrs, const TensorMeta& meta);
   Node* output(std::vector<Arg> values);
 

@@ -5,6 +5,8 @@
 
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_util.h"
+#include "graph/guard_replay.h"
 
 namespace tp::graph {
 namespace {
@@ -24,6 +26,7 @@ class Tracer : public DispatchInterceptor {
 
   Arg arg_for(const Tensor& t) {
     if (!t.defined()) return static_cast<Node*>(nullptr);  // an absent optional argument
+    refresh(t);
     auto it = values_.find(t.impl());
     if (it != values_.end()) return it->second;
     if (t.is_wrapped_number()) return t.item();  // a Python number: a constant of the graph
@@ -46,7 +49,7 @@ class Tracer : public DispatchInterceptor {
     Node* n = g_.placeholder("free", t.meta(), num_inputs_ + static_cast<int>(free_.size()));
     free_.push_back(t);
     free_aliases_.push_back(aliases);
-    bind_input(t, n);
+    bind_placeholder(t, n);
     return n;
   }
 
@@ -58,14 +61,17 @@ class Tracer : public DispatchInterceptor {
     return n;
   }
 
+  void bind_placeholder(const Tensor& t, Node* n) {
+    bind_input(t, n);
+    placeholders_.push_back({t, n});
+  }
+
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
-    if (op.has(kInplace))
-      throw CaptureError(str("cannot capture the in-place operator ", op.name,
-                             " inside a compiled function yet (functionalization is not implemented); "
-                             "use the out-of-place form"));
     if (op.has(kRandom))
       throw CaptureError(str("cannot capture the random operator ", op.name,
                              " inside a compiled function yet; create random tensors outside and pass them in"));
+    if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
+    if (is_batch_norm_update(op, inputs, attrs)) return functionalize_batch_norm(op, inputs, attrs);
     std::vector<Arg> args;
     args.reserve(inputs.size());
     for (auto& t : inputs) args.push_back(arg_for(t));
@@ -78,12 +84,296 @@ class Tracer : public DispatchInterceptor {
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
     if (out.size() == 1) {
       bind_input(out[0], n);
+      note_view(op, inputs, attrs, out[0], -1);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
     for (auto& t : out) n->output_metas.push_back(t.meta());
+    for (size_t i = 0; i < out.size(); ++i) {
+      bind_input(out[i], g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta()));
+      note_view(op, inputs, attrs, out[i], static_cast<int>(i));
+    }
+    return out;
+  }
+
+  // ---- data gates (Section 3) ----
+  struct PendingGate {
+    Node* node;
+    std::string kind, where;
+    Scalar value;
+  };
+  Scalar gate(const Tensor& t, const std::string& kind, const std::string& where) {
+    if (!execute_)
+      throw CaptureError(str("cannot capture ", kind, "(Tensor)", where.empty() ? "" : " at " + where,
+                             ": it reads tensor data, and this trace has shapes only"));
+    Node* n = node_for(t);
+    Scalar v;
+    {
+      ScopedInterceptor suspend(nullptr);
+      v = read_gate_value(kind, t);
+    }
+    gates_.push_back({n, kind, where, v});
+    return v;
+  }
+  const std::vector<PendingGate>& gates() const { return gates_; }
+
+  // ---- functionalization (Section 4, Proposition 4.4) ----
+  // The graph is a pure function: an in-place operator becomes its out-of-place
+  // twin, and a write through a view becomes a scatter of the new value into the
+  // view's base (select_scatter / slice_scatter / as_strided_scatter), after
+  // which every other view of that base is re-derived from the new base value
+  // when it is next read. A placeholder (argument or free tensor) whose final
+  // value differs from its initial one is a mutated input: its final value is an
+  // extra graph output, which the caller copies into the caller's tensor after
+  // the compiled code ran. During capture the real kernels still run (the Python
+  // code sees eager's values); the initial data of every written input is saved
+  // and put back afterwards, so the compiled code applies the side effect once.
+
+  // A placeholder whose value the function replaced, and the node of its final value.
+  std::vector<std::pair<int, Node*>> mutations() {
+    std::vector<std::pair<int, Node*>> r;
+    for (auto& [t, n] : placeholders_) {
+      Node* cur = node_for(t);
+      if (cur != n) r.push_back({n->input_index, cur});
+    }
+    return r;
+  }
+  // Puts the inputs written during capture back as they were.
+  void restore_inputs() {
+    ScopedInterceptor suspend(nullptr);
+    for (auto& [t, saved] : saved_) copy_into(t, saved);
+    saved_.clear();
+  }
+  // The chain of view operators from a placeholder to `t` (for results that are views of inputs).
+  bool view_chain(const Tensor& t, int* input_index, std::vector<std::pair<const OpDef*, Attrs>>* steps) {
+    std::vector<std::pair<const OpDef*, Attrs>> rev;
+    const TensorImpl* cur = t.impl();
+    while (true) {
+      auto it = views_.find(cur);
+      if (it == views_.end()) break;
+      const ViewInfo& v = it->second;
+      if (v.inputs.size() != 1 || v.out_index >= 0) return false;
+      rev.push_back({v.op, v.attrs});
+      cur = v.inputs[0].impl();
+    }
+    if (rev.empty()) return false;
+    for (auto& [pt, pn] : placeholders_)
+      if (pt.impl() == cur) {
+        *input_index = pn->input_index;
+        steps->assign(rev.rbegin(), rev.rend());
+        return true;
+      }
+    return false;
+  }
+
+ private:
+  struct ViewInfo {
+    const OpDef* op;
+    std::vector<Tensor> inputs;  // inputs[0] is the tensor it views
+    Attrs attrs;
+    int out_index;               // >= 0: that result of a multi-result operator
+    const TensorImpl* root;      // the non-view tensor at the end of the chain
+    uint64_t gen;                // the root's write count when this view's node was made
+  };
+
+  // The tensor a write lands in at the end of the chain of views.
+  const TensorImpl* root_of(const Tensor& t) const {
+    auto it = views_.find(t.impl());
+    return it == views_.end() ? t.impl() : it->second.root;
+  }
+
+  void note_view(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out,
+                 int out_index) {
+    // A result that shares memory with input 0 and is a new object is a view of
+    // it (a view op, or an op such as reshape/contiguous that returned one).
+    if (inputs.empty() || !inputs[0].defined() || out.impl() == inputs[0].impl() ||
+        out.impl()->storage != inputs[0].impl()->storage)
+      return;
+    const TensorImpl* root = root_of(inputs[0]);
+    views_[out.impl()] = ViewInfo{&op, inputs, attrs, out_index, root, gen_[root]};
+  }
+
+  // A view whose base was written since its node was made gets a new node: the
+  // view operator applied to the base's current value.
+  void refresh(const Tensor& t) {
+    auto it = views_.find(t.impl());
+    if (it == views_.end() || it->second.gen == gen_[it->second.root]) return;
+    ViewInfo& v = it->second;
+    std::vector<Arg> args;
+    for (auto& in : v.inputs) args.push_back(arg_for(in));
+    values_[t.impl()] = replay(*v.op, std::move(args), v.attrs, v.out_index);
+    v.gen = gen_[v.root];
+  }
+
+  // A node for op(args), with metas inferred from the argument nodes.
+  Node* replay(const OpDef& op, std::vector<Arg> args, const Attrs& attrs, int out_index = -1) {
+    std::vector<TensorMeta> in_meta;
+    for (auto& a : args) {
+      TensorMeta m;
+      if (auto* n = std::get_if<Node*>(&a)) {
+        if (*n) m = (*n)->meta;
+        else m.defined = false;
+      } else {
+        m = TensorMeta::contiguous({}, std::get<Scalar>(a).is_float() ? DType::Float32 : (std::get<Scalar>(a).is_bool() ? DType::Bool : DType::Int64));
+      }
+      in_meta.push_back(m);
+    }
+    std::vector<TensorMeta> metas = op.infer(op, in_meta, attrs);
+    Node* n = g_.call(op, std::move(args), attrs, metas.at(0));
+    if (metas.size() == 1 && out_index < 0) return n;
+    n->output_metas = metas;
+    int64_t i = out_index < 0 ? 0 : out_index;
+    return g_.call(getitem_op(), {n}, {{"index", i}}, metas.at(static_cast<size_t>(i)));
+  }
+
+  Node* convert(Node* n, const Tensor& like) {
+    if (n->meta.dtype != like.dtype()) n = replay(get_op("to"), {n}, {{"dtype", like.dtype()}});
+    if (n->meta.sizes != like.sizes()) n = replay(get_op("expand"), {n}, {{"size", like.sizes()}});
+    return n;
+  }
+
+  // Before the first write into an input (argument or free tensor): keep its data.
+  void save_before_write(const Tensor& t) {
+    if (!execute_) return;
+    const TensorImpl* root = root_of(t);
+    for (auto& [pt, pn] : placeholders_) {
+      if (pt.impl() != root) continue;
+      for (auto& s : saved_)
+        if (s.first.impl() == root) return;
+      ScopedInterceptor suspend(nullptr);
+      Tensor copy = Tensor::empty(pt.sizes(), pt.dtype());
+      copy_into(copy, pt);
+      saved_.push_back({pt, copy});
+      return;
+    }
+  }
+
+  // Two inputs that share memory: a write into one changes the other, which the
+  // graph (values, one placeholder each) cannot express.
+  void check_unaliased_input(const Tensor& t, const char* opname) {
+    const Node* mine = nullptr;
+    for (auto& [pt, pn] : placeholders_)
+      if (pt.impl() == t.impl()) mine = pn;
+    if (!mine) return;
+    for (auto& [pt, pn] : placeholders_)
+      if (pn != mine && pt.impl()->storage == t.impl()->storage)
+        throw CaptureError(str("cannot capture ", opname, ": it writes into input '", mine->name,
+                               "', which shares memory with input '", pn->name,
+                               "'; pass tensors that do not overlap, or .clone() one of them"));
+  }
+
+  // `t` now holds the value `value`: the write lands in t's base through the views between them.
+  void write(const Tensor& t, Node* value, const char* opname) {
+    auto it = views_.find(t.impl());
+    if (it == views_.end()) {
+      check_unaliased_input(t, opname);
+      values_[t.impl()] = value;
+      ++gen_[t.impl()];
+      return;
+    }
+    ViewInfo v = it->second;
+    const Tensor& parent = v.inputs[0];
+    Node* p = node_for(parent);
+    Node* scattered = nullptr;
+    std::string name = v.op->name;
+    if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
+      scattered = replay(get_op(name == "select" ? "select_scatter" : "slice_scatter"), {p, value}, v.attrs);
+    } else if (t.is_contiguous() && parent.is_contiguous() && t.offset() == parent.offset() &&
+               t.numel() == parent.numel()) {
+      // A reshape of the whole parent (view, flatten, unsqueeze, ...): the value reshaped back.
+      scattered = replay(get_op("view"), {value}, {{"size", parent.sizes()}});
+    } else if (parent.is_contiguous() && p->meta.sizes == parent.sizes()) {
+      // Any other view of a dense parent: the written elements by their strides.
+      scattered = replay(get_op("as_strided_scatter"), {p, value},
+                         {{"size", t.sizes()}, {"stride", t.strides()}, {"storage_offset", t.offset() - parent.offset()}});
+    } else {
+      throw CaptureError(str("cannot capture ", opname, ": it writes through a ", v.op->name, " view of a ",
+                             "non-contiguous tensor of size ", shape_str(parent.sizes()), " and strides ",
+                             shape_str(parent.strides()),
+                             "; write into a .contiguous() copy, or into the base tensor directly"));
+    }
+    write(parent, scattered, opname);
+    values_[t.impl()] = value;
+    views_[t.impl()].gen = gen_[v.root];
+  }
+
+  std::vector<Tensor> functionalize_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    const Tensor& self = inputs.at(0);
+    std::string name = op.name;
+    node_for(self);  // a free tensor written before it is read is lifted (and saved) now
+    Node* value = nullptr;
+    if (name == "copy_") {
+      value = convert(node_for(inputs.at(1)), self);
+    } else if (name == "fill_") {
+      value = replay(get_op("full"), {},
+                     {{"size", self.sizes()}, {"fill_value", attrs.get_scalar("value")}, {"dtype", self.dtype()}});
+    } else {
+      // The out-of-place twin: add_ -> add, scatter_.src -> scatter.src.
+      size_t dot = name.find('.');
+      std::string base = name.substr(0, dot), overload = dot == std::string::npos ? "" : name.substr(dot);
+      const OpDef* twin = base.size() > 1 && base.back() == '_' ? find_op(base.substr(0, base.size() - 1) + overload)
+                                                                  : nullptr;
+      if (!twin || twin->has(kInplace) || twin->num_inputs != op.num_inputs)
+        throw CaptureError(str("cannot capture the in-place operator ", op.name,
+                               " inside a compiled function: it has no out-of-place form to functionalize it "
+                               "into; use an out-of-place operator"));
+      std::vector<Arg> args;
+      for (auto& t : inputs) args.push_back(arg_for(t));
+      value = convert(replay(*twin, std::move(args), attrs), self);
+    }
+    save_before_write(self);
+    std::vector<Tensor> out;
+    {
+      ScopedInterceptor suspend(nullptr);  // the real write, so Python sees eager's values
+      out = run_kernel(op, inputs, attrs);
+    }
+    write(self, value, op.name);
+    return out;
+  }
+
+  // native_batch_norm in training with running statistics updates them in place
+  // inside its kernel (no kInplace tag: the write is to inputs 1 and 2).
+  static bool is_batch_norm_update(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    return std::string(op.name) == "native_batch_norm" && attrs.get_or("training", false) &&
+           ((inputs.size() > 1 && inputs[1].defined()) || (inputs.size() > 2 && inputs[2].defined()));
+  }
+
+  std::vector<Tensor> functionalize_batch_norm(const OpDef& op, const std::vector<Tensor>& inputs,
+                                               const Attrs& attrs) {
+    const Tensor& x = inputs[0];
+    std::vector<Arg> args{arg_for(x), static_cast<Node*>(nullptr), static_cast<Node*>(nullptr), arg_for(inputs[3]),
+                          arg_for(inputs[4])};
+    for (int i : {1, 2})
+      if (inputs[i].defined()) {
+        node_for(inputs[i]);  // lifts a running statistic (a free tensor) before saving it
+        save_before_write(inputs[i]);
+      }
+    std::vector<Tensor> out;
+    {
+      ScopedInterceptor suspend(nullptr);
+      out = execute_ ? run_kernel(op, inputs, attrs)
+                     : allocate_outputs(op, {x, Tensor(), Tensor(), inputs[3], inputs[4]}, attrs);
+    }
+    // The normalization without the running statistics (the same results) ...
+    Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
+    for (auto& t : out) n->output_metas.push_back(t.meta());
     for (size_t i = 0; i < out.size(); ++i)
       bind_input(out[i], g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta()));
+    // ... and the update as pure arithmetic: r' = (1 - m) r + m * stat, with the
+    // unbiased batch variance for running_var (the kernel's formula).
+    const double m = attrs.get_double("momentum");
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    for (int i : {1, 2}) {
+      const Tensor& r = inputs[i];
+      if (!r.defined()) continue;
+      Node* stat = i == 1 ? replay(get_op("mean"), {node_for(x)}, {{"dim", dims}, {"keepdim", false}})
+                          : replay(get_op("var.dim"), {node_for(x)}, {{"dim", dims}, {"unbiased", true}, {"keepdim", false}});
+      stat = convert(stat, r);
+      Node* keep = replay(get_op("mul"), {node_for(r), Scalar(1.0 - m)}, {});
+      Node* moved = replay(get_op("add"), {keep, stat}, {{"alpha", Scalar(m)}});
+      write(r, convert(moved, r), op.name);
+    }
     return out;
   }
 
@@ -108,13 +398,33 @@ class Tracer : public DispatchInterceptor {
   std::vector<bool> free_aliases_;
   std::unordered_map<const TensorImpl*, Node*> values_;
   std::vector<Tensor> keep_;  // keeps every traced tensor alive so addresses stay unique
+  std::vector<std::pair<Tensor, Node*>> placeholders_;  // arguments and lifted free tensors
+  std::unordered_map<const TensorImpl*, ViewInfo> views_;
+  std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
+  std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
+  std::vector<PendingGate> gates_;
 };
+
+thread_local Tracer* t_tracer = nullptr;
 
 thread_local int t_trace_depth = 0;
 
 }  // namespace
 
 bool is_tracing() { return t_trace_depth > 0; }
+
+Scalar read_gate_value(const std::string& kind, const Tensor& t) {
+  Scalar s = t.item();  // several elements: item()'s own error, as in eager
+  if (kind == "bool") return Scalar(s.to_bool());
+  if (kind == "int") return Scalar(s.to_int());
+  if (kind == "float") return Scalar(s.to_double());
+  return s;
+}
+
+Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::string& where) {
+  if (t_trace_depth > 0 && t_tracer) return t_tracer->gate(t, kind, where);
+  return read_gate_value(kind, t);
+}
 
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, const std::vector<std::string>& names,
                   bool execute, bool lift_free_tensors) {
@@ -133,27 +443,47 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     for (size_t j = 0; j < i; ++j)
       if (inputs[j].impl() == t.impl()) t = t.as_strided(t.sizes(), t.strides(), t.offset());
     std::string hint = i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
-    tracer.bind_input(t, r.graph->placeholder(hint, t.meta(), static_cast<int>(i)));
+    tracer.bind_placeholder(t, r.graph->placeholder(hint, t.meta(), static_cast<int>(i)));
     proxies.push_back(t);
   }
   {
     AutoGradMode no_grad(false);  // the graph is what we want, not an autograd record of this run
     ScopedInterceptor install(&tracer);
+    Tracer* outer = t_tracer;
+    t_tracer = &tracer;
     ++t_trace_depth;
     try {
       r.outputs = fn(proxies);
     } catch (...) {
       --t_trace_depth;
+      t_tracer = outer;
+      tracer.restore_inputs();
       throw;
     }
     --t_trace_depth;
+    t_tracer = outer;
   }
   std::vector<Arg> outs;
   for (auto& o : r.outputs) {
     TP_CHECK(o.defined(), CaptureError, "compiled functions must return tensors");
     outs.push_back(tracer.node_for(o));
   }
+  // Results that are views of an input in eager (read before the inputs are put back).
+  r.output_views.resize(r.outputs.size());
+  for (size_t i = 0; i < r.outputs.size(); ++i)
+    if (!tracer.view_chain(r.outputs[i], &r.output_views[i].input_index, &r.output_views[i].steps))
+      r.output_views[i] = {};
+  // Mutated inputs: their final values are extra outputs after the function's results.
+  for (auto& [index, node] : tracer.mutations()) {
+    r.mutated_inputs.push_back(index);
+    outs.push_back(node);
+  }
+  tracer.restore_inputs();
   r.graph->output(std::move(outs));
+  // Each gate's guard: the part of the graph its tensor depends on, taken before
+  // any pass (DCE would drop a gate nobody else reads).
+  for (auto& pg : tracer.gates())
+    r.gates.push_back({pg.kind, pg.where, pg.value, std::shared_ptr<const Graph>(slice_to(*r.graph, pg.node))});
   r.free_tensors = tracer.free_tensors();
   r.free_aliases_traced = tracer.free_aliases();
   return r;

@@ -13,6 +13,30 @@ namespace tp::graph {
 
 using TraceableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
 
+// A data gate (Section 3, Proposition 3.1): the Python code read a tensor's value
+// during capture (`if x.sum() > 0:` calls bool(), `int(t)`, `t.item()`), so the
+// captured program is valid only for calls where that read gives the same value.
+// `guard` is the reverse slice of the captured graph that computes the read
+// tensor from the inputs (arguments, then free tensors): replaying it on a new
+// call tells which captured program applies.
+struct DataGate {
+  std::string kind;   // how Python read it: "bool", "int", "float", "item"
+  std::string where;  // the user's source line ("file.py:12"), when the binding knows it
+  Scalar value;       // what the read gave at capture
+  std::shared_ptr<const Graph> guard;
+  std::string describe() const;  // "bool(Tensor) at f.py:12"
+};
+
+// The value a gate of `kind` reads from a one-element tensor (capture and replay share it).
+Scalar read_gate_value(const std::string& kind, const Tensor& t);
+// Replays the gate's guard graph on a call's inputs and reads its value.
+Scalar replay_gate(const DataGate& gate, const std::vector<Tensor>& inputs);
+
+// During a trace: records a data gate on `t` (its value is computed and returned).
+// Not tracing: returns the value without recording. In meta mode (no data) it is
+// a CaptureError naming the read.
+Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::string& where);
+
 struct TraceResult {
   std::unique_ptr<Graph> graph;
   std::vector<Tensor> outputs;  // the values the function returned on this call
@@ -21,6 +45,21 @@ struct TraceResult {
   std::vector<Tensor> free_tensors;
   // Per free tensor: it shares memory with an input or an intermediate of this trace.
   std::vector<bool> free_aliases_traced;
+  // Functionalization: the input_index of each placeholder the function wrote
+  // (in place, through a view, or a BatchNorm running statistic). The graph
+  // returns their final values after the function's results, in this order; the
+  // caller copies them into its tensors. The inputs hold their original data
+  // again when trace() returns (the capture's own writes are undone).
+  std::vector<int> mutated_inputs;
+  // Per result: a view of the placeholder input_index in eager (-1: not), and
+  // the view operators from it, so a caller can return a view as eager does.
+  struct OutputView {
+    int input_index = -1;
+    std::vector<std::pair<const OpDef*, Attrs>> steps;
+  };
+  std::vector<OutputView> output_views;
+  // The data gates the function passed, in order.
+  std::vector<DataGate> gates;
 };
 
 // `input_names` (optional) name the placeholders (e.g. the Python parameter names).

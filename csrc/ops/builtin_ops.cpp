@@ -19,5 +19,6 @@ void register_builtin_ops() {
   register_factory_extra_ops();
   register_sort_ops();
   register_misc_ops();
+  register_view_scatter_ops();
 }
 }  // namespace tp

@@ -20,5 +20,6 @@ void register_nn_ops();            // ops/nn_ops.cpp (conv, pool, losses, embedd
 void register_factory_extra_ops(); // ops/factory_extra_ops.cpp
 void register_sort_ops();          // ops/sort_ops.cpp (sort, topk, median, unique, randperm, ...)
 void register_misc_ops();          // ops/misc_ops.cpp (isclose, nan_to_num, diag, trace, meshgrid, ...)
+void register_view_scatter_ops(); // ops/view_scatter_ops.cpp (select/slice/as_strided_scatter: functionalization)
 void register_builtin_ops();     // ops/builtin_ops.cpp: calls all of the above
 }  // namespace tp

@@ -22,7 +22,7 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
         if (n->constant.numel() == 1 && n->constant.dim() == 0) {
           map[n] = n->constant.item();
         } else {
-          map[n] = g.get_attr("const", n->constant);
+          map[n] = g.get_attr("const", n->constant, at);  // before its users (a mask of select_scatter)
         }
         break;
       }

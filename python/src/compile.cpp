@@ -19,9 +19,37 @@ namespace {
 
 using compile::ArgValue;
 
+// A capture failure raised inside the user's function: re-raised naming the
+// user's source line (the innermost traceback frame outside the tensorplay
+// package) and its text, so the message says where to change the code.
+void name_user_line(nb::python_error& e) {
+  if (!graph::is_tracing()) return;
+  nb::object capture_error = nb::module_::import_("tensorplay._C").attr("CaptureError");
+  if (!e.matches(capture_error)) return;
+  std::string msg = nb::cast<std::string>(nb::str(e.value()));
+  if (msg.find("\n  at ") != std::string::npos) return;  // an inner capture already named it
+  nb::object os = nb::module_::import_("os");
+  std::string package =
+      nb::cast<std::string>(os.attr("path").attr("dirname")(nb::module_::import_("tensorplay").attr("__file__")));
+  std::string where, text;
+  for (nb::object tb = e.traceback(); !tb.is_none(); tb = tb.attr("tb_next")) {
+    std::string file = nb::cast<std::string>(tb.attr("tb_frame").attr("f_code").attr("co_filename"));
+    if (file.compare(0, package.size(), package) == 0) continue;
+    int line = nb::cast<int>(tb.attr("tb_lineno"));
+    where = file + ":" + std::to_string(line);
+    text = nb::cast<std::string>(nb::module_::import_("linecache").attr("getline")(file, line).attr("strip")());
+  }
+  if (where.empty()) return;
+  throw CaptureError(str(msg, "\n  at ", where, text.empty() ? "" : ": " + text));
+}
+
 // The graph handed to user backends and returned by tp.compiler.capture.
 struct GraphModule {
   std::shared_ptr<const graph::Graph> graph;
+  // Data gates of the capture (each with its guard-replay subgraph) and the inputs
+  // it writes (their final values are the graph's last outputs, in this order).
+  std::vector<graph::DataGate> gates;
+  std::vector<int> mutated_inputs;
   std::string code() const { return graph->code(); }
   std::vector<Tensor> call(const std::vector<Tensor>& in) const { return graph::interpret(*graph, in); }
 };
@@ -201,6 +229,9 @@ struct PyCompiled {
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
   nb::object binder;   // compiler._make_binder(fn): resolves keywords and defaults, or None
+  // compiler._NestedInputs: calls with tuple/list/dict arguments go there (flattened
+  // into a compiled function of the leaves, one per argument structure).
+  nb::object nested;
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     // Keyword arguments and defaults are resolved against the signature on a
@@ -224,9 +255,12 @@ struct PyCompiled {
         values.emplace_back(nb::cast<Tensor>(h));
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
+      } else if (nested.is_valid() && !nested.is_none() &&
+                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()))) {
+        return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
-                            " (expected a Tensor or a number)"));
+                            " (expected a Tensor, a number, or a tuple/list/dict of them)"));
       }
     }
     const compile::OutputStructure* structure = nullptr;
@@ -291,6 +325,19 @@ void bind_compile(nb::module_& m) {
       })
       .def("__repr__", [](const GraphModule& g) { return "GraphModule(\n" + g.code() + ")"; })
       .def("print_readable", [](const GraphModule& g) { nb::print(nb::str(g.code().c_str())); })
+      .def_prop_ro("gates", [](const GraphModule& g) {
+        // [{"read": "bool(Tensor) at f.py:3", "value": True, "guard": GraphModule}, ...]
+        nb::list l;
+        for (auto& gate : g.gates) {
+          nb::dict d;
+          d["read"] = gate.describe();
+          d["value"] = scalar_to_py(gate.value);
+          d["guard"] = nb::cast(GraphModule{gate.guard, {}, {}});
+          l.append(d);
+        }
+        return l;
+      })
+      .def_prop_ro("mutated_inputs", [](const GraphModule& g) { return g.mutated_inputs; })
       .def_prop_ro("nodes", [](const GraphModule& g) {
         nb::list l;
         for (auto& n : g.graph->nodes())
@@ -301,10 +348,11 @@ void bind_compile(nb::module_& m) {
   nb::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
+      .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
-        return nb::cast(GraphModule{g});
+        return nb::cast(GraphModule{g, c.fn->last_gates(), c.fn->last_mutated_inputs()});
       })
       .def_prop_ro("last_source", [](const PyCompiled& c) { return c.fn->last_source(); })
       .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
@@ -332,7 +380,13 @@ void bind_compile(nb::module_& m) {
         if (const Tensor* t = std::get_if<Tensor>(&a)) l.append(nb::cast(*t));
         else l.append(scalar_to_py(std::get<Scalar>(a)));
       }
-      nb::object r = fn(*nb::tuple(l));
+      nb::object r;
+      try {
+        r = fn(*nb::tuple(l));
+      } catch (nb::python_error& e) {
+        name_user_line(e);
+        throw;
+      }
       std::vector<Tensor> out;
       std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);
       if (structure) *structure = std::move(s);
@@ -341,6 +395,27 @@ void bind_compile(nb::module_& m) {
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
     pc->fn->set_free_tensor_locator(python_locator(fn_ref));
+    // An nn.Module compiled whole: the training flag of every module in its tree is
+    // baked in by the capture, so it selects the version (one flag per module, in modules() order).
+    if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
+      std::vector<std::shared_ptr<nb::object>> mods;
+      for (nb::handle mod : fn.attr("modules")()) mods.push_back(keep_py(nb::borrow(mod)));
+      pc->fn->set_state_reader([mods] {
+        std::string s;  // one '1'/'0' per module (short: no allocation for small trees)
+        static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
+        for (auto& mod : mods) {
+          PyObject* t = PyObject_GetAttr(mod->ptr(), training);
+          if (!t) {
+            PyErr_Clear();
+            s += '?';
+            continue;
+          }
+          s += PyObject_IsTrue(t) == 1 ? '1' : '0';
+          Py_DECREF(t);
+        }
+        return s;
+      });
+    }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
@@ -361,7 +436,7 @@ void bind_compile(nb::module_& m) {
     passes::PassOptions po;
     po.decompose = false;
     passes::run_default_passes(*r.graph, po);
-    return GraphModule{std::shared_ptr<const graph::Graph>(std::move(r.graph))};
+    return GraphModule{std::shared_ptr<const graph::Graph>(std::move(r.graph)), r.gates, r.mutated_inputs};
   });
 
   m.def("_register_backend", [](std::string name, nb::object fn) {
@@ -377,6 +452,7 @@ void bind_compile(nb::module_& m) {
     d["fallback_count"] = mm.fallback_count.load();
     d["recompiles"] = mm.recompiles.load();
     d["first_level_hits"] = mm.first_level_hits.load();
+    d["gate_replays"] = mm.gate_replays.load();
     d["specialization_hits"] = mm.specialization_hits.load();
     d["captures"] = mm.captures.load();
     return d;

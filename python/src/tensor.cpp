@@ -80,7 +80,42 @@ nb::object convert(nb::handle self, DType d, nb::handle memory_format) {
 void refuse_while_tracing(const char* what) {
   if (graph::is_tracing())
     throw CaptureError(str("cannot capture ", what,
-                           ": it reads tensor data during tracing (data-dependent control flow is not supported yet)"));
+                           ": it copies tensor data out of the captured program; use tensor operators instead (bool(t), int(t), "
+                           "float(t) and t.item() are supported: they become data gates)"));
+}
+
+// "file.py:12" of the user's Python code running now: the innermost frame outside
+// the tensorplay package (a read inside nn.functional names the user's call).
+std::string python_source_line() {
+  static const std::string package = [] {
+    nb::object os = nb::module_::import_("os");
+    return nb::cast<std::string>(os.attr("path").attr("dirname")(nb::module_::import_("tensorplay").attr("__file__")));
+  }();
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(f);
+  std::string where;
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    std::string file = nb::cast<std::string>(nb::handle(code->co_filename));
+    Py_DECREF(code);
+    where = file + ":" + std::to_string(PyFrame_GetLineNumber(f));
+    if (file.compare(0, package.size(), package) != 0) {
+      Py_DECREF(f);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(f);
+    f = back;
+  }
+  return where;
+}
+
+// bool(t), int(t), float(t), t.item() inside a capture are data gates (Section 3):
+// the value joins the key of the captured program, and the computation that
+// produced `t` is replayed on later calls to choose the program.
+Scalar gate(const Tensor& t, const char* kind) {
+  if (!graph::is_tracing()) return graph::read_gate_value(kind, t);
+  return graph::record_data_gate(t, kind, python_source_line());
 }
 
 nb::object to_numpy(const Tensor& t) {
@@ -132,9 +167,15 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("_version", &Tensor::version)
       .def_prop_ro("device", [](const Tensor&) { return cpu_device(); })
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
-      .def("item", [](const Tensor& t) {
-        refuse_while_tracing("Tensor.item()");
-        return scalar_to_py(t.item());
+      .def("item", [](const Tensor& t) -> nb::object {
+        // During capture a floating item() stays a 0-d tensor of the graph (see
+        // ARCHITECTURE.md: a value used in arithmetic must not specialize the
+        // program per value); an integer or bool one is a data gate.
+        if (graph::is_tracing() && is_floating(t.dtype())) {
+          graph::read_gate_value("item", t);  // the same error as eager for several elements
+          return nb::cast(ops::clone(ops::view(t, {})));
+        }
+        return scalar_to_py(gate(t, "item"));
       })
       .def("numpy", &to_numpy)
       .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle copy) {
@@ -148,12 +189,9 @@ void bind_tensor(nb::module_& m) {
         if (v.dtype() == DType::BFloat16) v = ops::to_dtype(v, DType::Float32);
         return to_numpy(v).attr("tolist")();
       })
-      .def("__bool__", [](const Tensor& t) {
-        refuse_while_tracing("bool(Tensor)");
-        return t.item().to_bool();
-      })
-      .def("__float__", [](const Tensor& t) { refuse_while_tracing("float(Tensor)"); return t.item().to_double(); })
-      .def("__int__", [](const Tensor& t) { refuse_while_tracing("int(Tensor)"); return t.item().to_int(); })
+      .def("__bool__", [](const Tensor& t) { return gate(t, "bool").to_bool(); })
+      .def("__float__", [](const Tensor& t) { return gate(t, "float").to_double(); })
+      .def("__int__", [](const Tensor& t) { return gate(t, "int").to_int(); })
       // ---- arithmetic ----
       .def("__add__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::add); })
       .def("__radd__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::add); })

@@ -5,6 +5,7 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
 import inspect
+import os
 import types
 
 from . import _C
@@ -253,5 +254,122 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
         raise TypeError("backend must be a string or a callable")
     names, nparams = _signature(fn)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
-    return _C._compile(fn, backend, custom, mode or "", opts, bool(dynamic), bool(fullgraph),
-                       bool(strict_native), names, nparams, _make_binder(fn))
+    cf = _C._compile(fn, backend, custom, mode or "", opts, bool(dynamic), bool(fullgraph),
+                     bool(strict_native), names, nparams, _make_binder(fn))
+    cf._set_nested(_NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options,
+                                          fullgraph=fullgraph, strict_native=strict_native)))
+    return cf
+
+
+# ---------------------------------------------------------------- nested inputs
+
+
+def _flatten_arg(a, leaves):
+    """The structure of one argument (hashable; joins the key) and its tensor/number leaves."""
+    if isinstance(a, _C.Tensor) or (isinstance(a, (int, float, bool)) and not isinstance(a, type)):
+        leaves.append(a)
+        return "leaf"
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return ("namedtuple", type(a), tuple(_flatten_arg(v, leaves) for v in a))
+    if isinstance(a, tuple):
+        return ("tuple", tuple(_flatten_arg(v, leaves) for v in a))
+    if isinstance(a, list):
+        return ("list", tuple(_flatten_arg(v, leaves) for v in a))
+    if isinstance(a, dict):
+        return ("dict", tuple(a.keys()), tuple(_flatten_arg(v, leaves) for v in a.values()))
+    try:
+        hash(a)
+    except TypeError:
+        raise TypeError(f"compiled function: an argument contains an unsupported {type(a).__name__} "
+                        "(expected tensors, numbers, None, strings, or tuples/lists/dicts of them)") from None
+    return ("const", a)  # None, a string: part of the key, passed as it is
+
+
+def _unflatten_arg(spec, it):
+    if spec == "leaf":
+        return next(it)
+    kind = spec[0]
+    if kind == "tuple":
+        return tuple(_unflatten_arg(s, it) for s in spec[1])
+    if kind == "namedtuple":
+        return spec[1](*[_unflatten_arg(s, it) for s in spec[2]])
+    if kind == "list":
+        return [_unflatten_arg(s, it) for s in spec[1]]
+    if kind == "dict":
+        return {k: _unflatten_arg(s, it) for k, s in zip(spec[1], spec[2])}
+    return spec[1]
+
+
+class _NestedInputs:
+    """Arguments that are tuples/lists/dicts of tensors: flattened into their leaves,
+    which a compiled function per argument structure takes (the structure is part
+    of the key; the leaves are the caller's tensors, so writes and aliasing carry over)."""
+
+    def __init__(self, fn, compile_kwargs):
+        self.fn = fn
+        self.kwargs = compile_kwargs
+        self.by_structure = {}
+
+    def __call__(self, args):
+        leaves = []
+        spec = tuple(_flatten_arg(a, leaves) for a in args)
+        key = spec
+        if hasattr(self.fn, "modules") and hasattr(self.fn, "training"):
+            key = (spec, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
+        cf = self.by_structure.get(key)
+        if cf is None:
+            fn = self.fn
+
+            def flat(*ls):
+                it = iter(ls)
+                return fn(*[_unflatten_arg(s, it) for s in spec])
+
+            cf = self.by_structure[key] = compile(flat, **self.kwargs)
+        return cf(*leaves)
+
+
+# ---------------------------------------------------------------- modules
+
+
+class _CompiledModule:
+    """Module.compile(): forward pre-hooks, forward and forward hooks of the module
+    as eager runs them, with its forward compiled. The training flags of the module
+    and its submodules and the hooks of its submodules are Python state the capture
+    bakes in, so they select the compiled version (train()/eval() switches it)."""
+
+    def __init__(self, module, args, kwargs):
+        self.module = module
+        self.args = args
+        self.kwargs = kwargs
+        self.versions = {}
+
+    def _state(self):
+        return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
+                     for m in self.module.modules() if m is not self.module) + (self.module.training,)
+
+    def _compiled(self):
+        key = self._state()
+        cf = self.versions.get(key)
+        if cf is None:
+            module = self.module
+            forward = module.forward  # a bound method: free tensors are named self.<path>
+            if self.versions and "recompiles" in os.environ.get("TP_LOGS", "").split(","):
+                import sys
+                print(f"[tp.compile] recompiling {type(module).__name__}: module state changed "
+                      f"(training={module.training}, or a submodule's mode or hooks)", file=sys.stderr)
+            cf = self.versions[key] = compile(forward, *self.args, **self.kwargs)
+        return cf
+
+    def __call__(self, *args, **kwargs):
+        m = self.module
+        # The module's own hooks run eagerly around the compiled forward, every call.
+        for hook in list(m._forward_pre_hooks.values()):
+            new = hook(m, args)
+            if new is not None:
+                args = new if isinstance(new, tuple) else (new,)
+        out = self._compiled()(*args, **kwargs)
+        for hook in list(m._forward_hooks.values()):
+            new = hook(m, args, out)
+            if new is not None:
+                out = new
+        return out

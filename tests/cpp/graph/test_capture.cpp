@@ -40,14 +40,70 @@ TEST(Capture, InterpretingTheGraphReproducesTheFunction) {
   EXPECT_EQ(r.outputs[0].data_as<float>()[0], direct.data_as<float>()[0]);
 }
 
-TEST(Capture, InPlaceOperatorIsACaptureError) {
-  Tensor x = ops::randn({4});
+// Functionalization: an in-place write becomes the out-of-place twin, a write
+// through a view a scatter into the base; a written input is an extra output
+// and keeps its data after the trace (the capture's own write is undone).
+TEST(Capture, InPlaceWritesAreFunctionalized) {
+  Tensor x = ops::randn({3, 4});
+  Tensor before = ops::clone(x);
+  auto fn = [](const std::vector<Tensor>& in) {
+    Tensor y = ops::clone(in[0]);
+    ops::add_(y, ops::scalar(1.0));
+    Tensor col = ops::select(y, 1, 0);
+    ops::mul_(col, ops::scalar(3.0));
+    Tensor x0 = in[0];
+    ops::add_(x0, ops::scalar(2.0));
+    return std::vector<Tensor>{y};
+  };
+  TraceResult r = trace(fn, {x}, {"x"});
+  std::string code = r.graph->code();
+  EXPECT_EQ(code.find("add_("), std::string::npos) << code;
+  EXPECT_EQ(code.find("mul_("), std::string::npos) << code;
+  EXPECT_NE(code.find("select_scatter"), std::string::npos) << code;
+  ASSERT_EQ(r.mutated_inputs, std::vector<int>{0});
+  r.graph->lint();
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(x.data_as<float>()[i], before.data_as<float>()[i]);
+  // The graph: (y, x's final value) for the original x.
+  std::vector<Tensor> out = interpret(*r.graph, {x});
+  ASSERT_EQ(out.size(), 2u);
+  Tensor xe = ops::clone(before);
+  Tensor want = fn({xe})[0];
+  for (int64_t i = 0; i < 12; ++i) {
+    EXPECT_FLOAT_EQ(out[0].data_as<float>()[i], want.data_as<float>()[i]);
+    EXPECT_FLOAT_EQ(out[1].data_as<float>()[i], xe.data_as<float>()[i]);
+  }
+}
+
+TEST(Capture, WriteIntoOverlappingInputsIsACaptureError) {
+  Tensor base = ops::randn({4});
+  Tensor tail = ops::slice(base, 0, 1, std::nullopt, 1);
   EXPECT_THROW(trace([](const std::vector<Tensor>& in) {
-                 Tensor y = ops::clone(in[0]);
-                 ops::add_(y, ops::scalar(1.0));
-                 return std::vector<Tensor>{y};
-               }, {x}),
+                 Tensor x = in[0];
+                 ops::add_(x, ops::scalar(1.0));
+                 return std::vector<Tensor>{ops::mul(in[1], ops::scalar(2.0))};
+               }, {base, tail}),
                CaptureError);
+}
+
+// A data gate: the value read during capture, and a guard graph holding only what
+// the read tensor depends on, which replays the read on other inputs.
+TEST(Capture, DataGateRecordsItsValueAndAGuardSlice) {
+  Tensor x = ops::full({3}, Scalar(2.0));
+  TraceResult r = trace([](const std::vector<Tensor>& in) {
+                   Tensor s = ops::sum(ops::mul(in[0], ops::scalar(3.0)), {});
+                   Tensor unrelated = ops::exp(in[0]);
+                   bool big = record_data_gate(ops::gt(s, ops::scalar(10.0)), "bool", "f.py:1").to_bool();
+                   return std::vector<Tensor>{big ? unrelated : s};
+                 }, {x}, {"x"});
+  ASSERT_EQ(r.gates.size(), 1u);
+  EXPECT_TRUE(r.gates[0].value.to_bool());
+  EXPECT_EQ(r.gates[0].describe(), "bool(Tensor) at f.py:1");
+  std::string guard = r.gates[0].guard->code();
+  EXPECT_EQ(guard.find("exp"), std::string::npos) << guard;
+  EXPECT_NE(guard.find("gt"), std::string::npos) << guard;
+  r.gates[0].guard->lint();
+  EXPECT_TRUE(replay_gate(r.gates[0], {ops::full({3}, Scalar(2.0))}).to_bool());
+  EXPECT_FALSE(replay_gate(r.gates[0], {ops::full({3}, Scalar(1.0))}).to_bool());
 }
 
 TEST(Capture, FreeTensorIsLiftedAsConstant) {

@@ -6,7 +6,6 @@ registered buffers into three ordered dicts, so that traversal
 yields the same dotted names PyTorch does: checkpoints map one-to-one.
 """
 from collections import OrderedDict, namedtuple
-import inspect
 import itertools
 
 import numpy as np
@@ -475,18 +474,9 @@ class Module:
         Parameters are free tensors of the traced function; the compiler reads them
         as constants by reference, and eager semantics apply when they require grad.
         """
-        from ...compiler import compile as tp_compile
+        from ...compiler import _CompiledModule
 
-        def run(*a, **k):
-            return self._call_impl(*a, **k)
-
-        # The compiler binds keywords and defaults against forward's signature.
-        try:
-            run.__signature__ = inspect.signature(self.forward)
-        except (TypeError, ValueError):
-            pass
-
-        object.__setattr__(self, "_compiled_call", tp_compile(run, *args, **kwargs))
+        object.__setattr__(self, "_compiled_call", _CompiledModule(self, args, kwargs))
 
     # ---------------------------------------------------------------- printing
     def _get_name(self):
