@@ -12,6 +12,7 @@ test, not a dead test run.
 import faulthandler
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -91,6 +92,18 @@ def test_compare_reports_dtype_shape_and_value():
     assert h.compare(torch.tensor([float("nan")]), tp.tensor([float("nan")]), "float32") is None
 
 
+def test_tied_indices_accepted_only_when_they_pick_equal_elements():
+    from torch.testing._internal.opinfo.core import SampleInput
+    ok = h.tie_checker("sort", SampleInput(torch.tensor([0, 0, 1])))
+    e = torch.tensor([0, 1, 2])
+    assert ok(e, torch.tensor([1, 0, 2]))       # the tied zeros in the other order
+    assert not ok(e, torch.tensor([0, 0, 2]))   # not a permutation
+    assert not ok(e, torch.tensor([2, 1, 0]))   # picks different values
+    assert h.tie_checker("sort", SampleInput(torch.tensor([0, 0]), kwargs={"stable": True})) is None
+    kth = h.tie_checker("kthvalue", SampleInput(torch.tensor([[3, 1, 1]]), args=(2, 1)))
+    assert kth(torch.tensor([1]), torch.tensor([2])) and not kth(torch.tensor([1]), torch.tensor([0]))
+
+
 def test_unlisted_failure_is_unexpected():
     res = h.CaseResult("add", "float32")
     res.samples = [h.SampleResult(0, "fwd", False, "wrong value"), h.SampleResult(1, "fwd", True),
@@ -116,7 +129,10 @@ def test_classify_exception():
 
 def _segfault(*args):
     faulthandler.disable()  # a deliberate crash: no traceback on the test's stderr
-    os.kill(os.getpid(), signal.SIGSEGV)
+    # to this thread, so it acts before pthread_kill returns (a signal to the process
+    # may land on another thread while this one goes on and answers)
+    signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)
+    time.sleep(30)
 
 
 def _hang(*args):
@@ -127,7 +143,7 @@ def test_crash_in_a_sample_is_a_failed_case_not_a_dead_run():
     r = h.IsolatedRunner(target=_segfault)
     try:
         res = r.run("add", "float32")
-        assert [s.reason for s in res.failures()] == ["crash"]
+        assert [s.reason for s in res.failures()] == ["crash"], res.failures()
         assert "SIGSEGV" in res.failures()[0].detail
         r.target = h.run_case  # the next case gets a fresh worker
         res = r.run("add", "float32")
