@@ -44,6 +44,7 @@ def main(argv=None):
                     help="rewrite tests/python/opinfo/xfails.json from this run (cases outside "
                          "--ops/--dtypes keep their entries)")
     ap.add_argument("--top", type=int, default=25, help="how many failure classes / ops to list")
+    ap.add_argument("--by-op", action="store_true", help="also list every OpInfo's passed/run samples")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress line per OpInfo")
     args = ap.parse_args(argv)
     if args.update_xfails and (args.limit is not None or args.no_grads):
@@ -82,6 +83,10 @@ def main(argv=None):
     xfails = h.load_xfails()
     summary["newly_passing"], summary["unexpected"] = compare_with_xfails(results, xfails)
     print_report(summary, args.top)
+    if args.by_op:
+        print("\nby OpInfo (samples passed/run, all dtypes):")
+        for k, v in summary["by_op"].items():
+            print(f"  {k:45s} {v['passed']:5d}/{v['run']:5d} = {pct(v['passed'], v['run'])}")
 
     if args.json:
         out = dict(summary)
@@ -145,6 +150,7 @@ def summarize(results, covered_ops, uncovered_ops, n_opinfos, elapsed):
         "reasons": [{"reason": k, "samples": v, "cases": len(reason_cases[k]), "example": reason_example[k]}
                     for k, v in reasons.most_common()],
         "worst_ops": [{"op": k, "failed": op_fail[k], "run": op_run[k]} for k, _ in op_fail.most_common() if op_fail[k]],
+        "by_op": {k: {"passed": op_run[k] - op_fail[k], "run": op_run[k]} for k in sorted(op_run)},
         "case_errors": case_errors,
         "seconds": round(elapsed, 1),
     }

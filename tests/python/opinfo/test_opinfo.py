@@ -86,6 +86,7 @@ def test_compare_reports_dtype_shape_and_value():
     e = torch.tensor([1.0, 2.0])
     assert h.compare(e, tp.tensor([1.0, 2.0]), "float32") is None
     assert h.compare(e, tp.tensor([1.0, 2.5]), "float32")[0] == "wrong value"
+    assert h.compare(e, tp.tensor([1.0, 2.0 + 3e-5]), "float32")[0] == "wrong value (rounding)"
     assert h.compare(e, tp.tensor([1.0, 2.0], dtype=tp.float64), "float32")[0] == "wrong dtype"
     assert h.compare(e, tp.tensor([[1.0, 2.0]]), "float32")[0] == "wrong shape"
     assert h.compare((e, e), (tp.tensor([1.0, 2.0]),), "float32")[0] == "wrong structure"
