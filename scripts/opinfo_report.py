@@ -102,8 +102,9 @@ def main(argv=None):
 
 
 def summarize(results, covered_ops, uncovered_ops, n_opinfos, elapsed):
-    by_dtype = collections.defaultdict(lambda: {"passed": 0, "run": 0, "cases": 0, "cases_passed": 0})
-    kinds = {k: {"passed": 0, "run": 0} for k in ("fwd", "grad")}
+    by_dtype = collections.defaultdict(lambda: {"passed": 0, "run": 0, "cases": 0, "cases_passed": 0,
+                                                "fwd_passed": 0, "fwd_run": 0})
+    kinds = {k: {"passed": 0, "run": 0} for k in ("fwd", "method", "grad")}
     reasons = collections.Counter()
     reason_cases = collections.defaultdict(set)
     reason_example = {}
@@ -125,6 +126,9 @@ def summarize(results, covered_ops, uncovered_ops, n_opinfos, elapsed):
         op_run[r.op] += n
         op_fail[r.op] += len(f)
         for s in r.samples:
+            if s.kind == "fwd":
+                d["fwd_run"] += 1
+                d["fwd_passed"] += int(s.ok)
             kinds[s.kind]["run"] += 1
             kinds[s.kind]["passed"] += int(s.ok)
             if not s.ok:
@@ -144,6 +148,7 @@ def summarize(results, covered_ops, uncovered_ops, n_opinfos, elapsed):
         "samples_passed": total_pass,
         "samples_skipped": skipped,
         "forward": kinds["fwd"],
+        "method": kinds["method"],
         "gradient": kinds["grad"],
         "by_dtype": {k: by_dtype[k] for k in h.DTYPE_NAMES if k in by_dtype},
         "opinfos_all_passing": ops_all_pass,
@@ -178,12 +183,14 @@ def print_report(s, top):
           f"({s['not_covered']} not covered), {s['cases']} (OpInfo, dtype) cases, {s['seconds']} s")
     print(f"samples passed: {s['samples_passed']}/{s['samples_run']} = {pct(s['samples_passed'], s['samples_run'])}"
           f"   ({s['samples_skipped']} skipped: rejected by torch itself or no differentiable output)")
-    for k, name in (("forward", "forward"), ("gradient", "float64 gradients")):
+    for k, name in (("forward", "forward (function)"), ("method", "Tensor methods"),
+                    ("gradient", "float64 gradients")):
         print(f"  {name:18s} {s[k]['passed']:6d}/{s[k]['run']:6d} = {pct(s[k]['passed'], s[k]['run'])}")
     print(f"OpInfos passing every sample in every dtype: {s['opinfos_all_passing']}/{s['covered']}")
-    print("\nby dtype                samples                 cases (all samples pass)")
+    print("\nby dtype       all samples              forward (function) only     cases (all samples pass)")
     for d, v in s["by_dtype"].items():
         print(f"  {d:9s} {v['passed']:6d}/{v['run']:6d} = {pct(v['passed'], v['run'])}"
+              f"     {v['fwd_passed']:6d}/{v['fwd_run']:6d} = {pct(v['fwd_passed'], v['fwd_run'])}"
               f"      {v['cases_passed']:4d}/{v['cases']:4d} = {pct(v['cases_passed'], v['cases'])}")
     print(f"\ntop failure classes (samples, cases, first example):")
     for r in s["reasons"][:top]:

@@ -278,7 +278,7 @@ def tp_dtype_name(x) -> str:
 @dataclass
 class SampleResult:
     index: int          # position in op.sample_inputs(...) (deterministic: seeded)
-    kind: str           # "fwd" or "grad"
+    kind: str           # "fwd" (the function), "method" (Tensor method variant) or "grad"
     ok: bool
     reason: str = ""    # reason class when not ok
     detail: str = ""    # one line: what differed / the exception
@@ -487,19 +487,42 @@ def _run_torch(op, s):
         return op(s.input, *s.args, **s.kwargs)
 
 
-def _run_fwd_sample(op, fn, idx, s, dtype_name, result: CaseResult):
+def method_name(op):
+    """The Tensor method to check besides the function, when the OpInfo has a method
+    variant and TensorPlay's function is what the forward samples call; else None."""
+    found = find_tp_callable(op)
+    if found is None or found[0] != "function" or op.method_variant is None:
+        return None
+    if isinstance(op.op, types.FunctionType) and op.op.__name__ == "<lambda>":
+        return None
+    name = found[2]
+    return None if "." in name or name.startswith("__") else name
+
+
+def _run_fwd_sample(op, fn, idx, s, dtype_name, result: CaseResult, method=None):
     try:
         expected = _run_torch(op, s)
     except Exception:
         result.skipped += 1
         return
+    _check_call(op, fn, idx, s, dtype_name, result, expected, "fwd")
+    if method is not None and isinstance(s.input, torch.Tensor):
+        if not hasattr(tp.Tensor, method):
+            result.samples.append(SampleResult(idx, "method", False, "missing method",
+                                               f"tensorplay.Tensor has no method {method!r}"))
+        else:
+            _check_call(op, lambda x, *a, **k: getattr(x, method)(*a, **k), idx, s, dtype_name, result,
+                        expected, "method")
+
+
+def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
     try:
         grad_inputs = []
         inp = to_tp(s.input, grad_inputs)
         args = to_tp(tuple(s.args), grad_inputs)
         kwargs = to_tp(dict(s.kwargs), grad_inputs)
     except Unconvertible as e:
-        result.samples.append(SampleResult(idx, "fwd", False, classify_exception(e), _first_line(e)))
+        result.samples.append(SampleResult(idx, kind, False, classify_exception(e), _first_line(e)))
         return
     try:
         if _is_random(op.name):
@@ -508,7 +531,7 @@ def _run_fwd_sample(op, fn, idx, s, dtype_name, result: CaseResult):
             warnings.simplefilter("ignore")
             actual = fn(inp, *args, **kwargs)
     except Exception as e:
-        result.samples.append(SampleResult(idx, "fwd", False, classify_exception(e, dtype_name, s.kwargs),
+        result.samples.append(SampleResult(idx, kind, False, classify_exception(e, dtype_name, s.kwargs),
                                            f"{type(e).__name__}: {_first_line(e)}"))
         return
     try:
@@ -517,9 +540,9 @@ def _run_fwd_sample(op, fn, idx, s, dtype_name, result: CaseResult):
     except Exception as e:
         diff = ("wrong structure", f"comparison raised {type(e).__name__}: {_first_line(e)}")
     if diff:
-        result.samples.append(SampleResult(idx, "fwd", False, diff[0], diff[1]))
+        result.samples.append(SampleResult(idx, kind, False, diff[0], diff[1]))
     else:
-        result.samples.append(SampleResult(idx, "fwd", True))
+        result.samples.append(SampleResult(idx, kind, True))
 
 
 def _torch_grad_tensors(obj):
@@ -607,9 +630,10 @@ def _run_grad_sample(op, fn, idx, s, result: CaseResult):
     result.samples.append(SampleResult(idx, "grad", True))
 
 
-def run_case(key: str, dtype_name: str, limit=None, grads: bool = True) -> CaseResult:
+def run_case(key: str, dtype_name: str, limit=None, grads: bool = True, methods: bool = True) -> CaseResult:
     """Runs every sample (or `limit` of them, evenly spread) of OpInfo `key` in
-    `dtype_name`; for float64 also the gradient samples when `grads`."""
+    `dtype_name`: the function, and the Tensor method when torch has one too
+    (`methods`); for float64 also the gradient samples when `grads`."""
     t0 = time.perf_counter()
     result = CaseResult(key, dtype_name)
     op = get_op(key)
@@ -622,8 +646,9 @@ def run_case(key: str, dtype_name: str, limit=None, grads: bool = True) -> CaseR
     except Exception as e:
         result.error = f"sample generation raised {type(e).__name__}: {_first_line(e)}"
         return result
+    method = method_name(op) if methods else None
     for i in select_indices(len(samples), limit):
-        _run_fwd_sample(op, fn, i, samples[i], dtype_name, result)
+        _run_fwd_sample(op, fn, i, samples[i], dtype_name, result, method)
     # random operators: torch's and tensorplay's random streams differ, so no gradient oracle
     if grads and dtype_name == "float64" and grads_checked(op) and not _is_random(op.name):
         try:
@@ -775,7 +800,7 @@ class IsolatedRunner:
 
 
 def load_xfails(path: Path = XFAILS_PATH) -> dict:
-    """{"op|dtype": {"reason": class, "reasons": {class: n}, "fwd": "0-3,7", "grad": ""}}."""
+    """{"op|dtype": {"reason": class, "reasons": {class: n}, "fwd": "0-3,7", "method": "", "grad": ""}}."""
     if not path.exists():
         return {}
     with open(path) as f:
@@ -803,6 +828,7 @@ def xfail_entry(res: CaseResult):
     if -1 in fwd:
         entry["all"] = True  # crash/timeout: the whole case
     entry["fwd"] = _ranges([i for i in fwd if i >= 0])
+    entry["method"] = _ranges(sorted(s.index for s in fails if s.kind == "method"))
     entry["grad"] = _ranges(grad)
     return entry
 
@@ -831,8 +857,7 @@ def known_failures(entry) -> set:
     """{(kind, index)} an xfail entry lists."""
     if entry is None:
         return set()
-    return ({("fwd", i) for i in parse_ranges(entry.get("fwd", ""))}
-            | {("grad", i) for i in parse_ranges(entry.get("grad", ""))})
+    return {(kind, i) for kind in ("fwd", "method", "grad") for i in parse_ranges(entry.get(kind, ""))}
 
 
 def unexpected_failures(res: CaseResult, entry) -> list:
