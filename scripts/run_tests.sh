@@ -23,6 +23,9 @@ python -m pip install -q ".[test]" --config-settings=cmake.define.TP_WERROR=ON
 # PyTorch (CPU) is the second oracle of many operator tests; they skip without it.
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0 \
   || echo "note: torch==2.13.0 could not be installed; PyTorch-oracle tests will be skipped"
+# torch's OpInfo database (the oracle of tests/python/opinfo) imports expecttest.
+python -c "import expecttest" 2>/dev/null || python -m pip install -q expecttest \
+  || echo "note: expecttest could not be installed; the OpInfo tests will be skipped"
 
 echo "== C++ unit tests (ctest) =="
 cmake -S . -B build/tests -G Ninja -DTP_BUILD_PYTHON=OFF -DTP_BUILD_TESTS=ON -DTP_WERROR=ON -DPython_EXECUTABLE="$(command -v python)" >/dev/null

@@ -1,0 +1,1 @@
+"""PyTorch OpInfo database as an oracle for TensorPlay (see harness.py)."""
