@@ -332,18 +332,21 @@ class Tracer : public DispatchInterceptor {
   }
 
   // native_batch_norm in training with running statistics updates them in place
-  // inside its kernel (no kInplace tag: the write is to inputs 1 and 2).
+  // inside its kernel (no kInplace tag: the write is to inputs 3 and 4 — aten's
+  // order is input, weight, bias, running_mean, running_var).
+  static constexpr int kRunningMean = 3, kRunningVar = 4;
   static bool is_batch_norm_update(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     return std::string(op.name) == "native_batch_norm" && attrs.get_or("training", false) &&
-           ((inputs.size() > 1 && inputs[1].defined()) || (inputs.size() > 2 && inputs[2].defined()));
+           ((inputs.size() > kRunningMean && inputs[kRunningMean].defined()) ||
+            (inputs.size() > kRunningVar && inputs[kRunningVar].defined()));
   }
 
   std::vector<Tensor> functionalize_batch_norm(const OpDef& op, const std::vector<Tensor>& inputs,
                                                const Attrs& attrs) {
     const Tensor& x = inputs[0];
-    std::vector<Arg> args{arg_for(x), static_cast<Node*>(nullptr), static_cast<Node*>(nullptr), arg_for(inputs[3]),
-                          arg_for(inputs[4])};
-    for (int i : {1, 2})
+    std::vector<Arg> args{arg_for(x), arg_for(inputs[1]), arg_for(inputs[2]), static_cast<Node*>(nullptr),
+                          static_cast<Node*>(nullptr)};
+    for (int i : {kRunningMean, kRunningVar})
       if (inputs[i].defined()) {
         node_for(inputs[i]);  // lifts a running statistic (a free tensor) before saving it
         save_before_write(inputs[i]);
@@ -352,7 +355,7 @@ class Tracer : public DispatchInterceptor {
     {
       ScopedInterceptor suspend(nullptr);
       out = execute_ ? run_kernel(op, inputs, attrs)
-                     : allocate_outputs(op, {x, Tensor(), Tensor(), inputs[3], inputs[4]}, attrs);
+                     : allocate_outputs(op, {x, inputs[1], inputs[2], Tensor(), Tensor()}, attrs);
     }
     // The normalization without the running statistics (the same results) ...
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
@@ -364,10 +367,10 @@ class Tracer : public DispatchInterceptor {
     const double m = attrs.get_double("momentum");
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-    for (int i : {1, 2}) {
+    for (int i : {kRunningMean, kRunningVar}) {
       const Tensor& r = inputs[i];
       if (!r.defined()) continue;
-      Node* stat = i == 1 ? replay(get_op("mean"), {node_for(x)}, {{"dim", dims}, {"keepdim", false}})
+      Node* stat = i == kRunningMean ? replay(get_op("mean"), {node_for(x)}, {{"dim", dims}, {"keepdim", false}})
                           : replay(get_op("var.dim"), {node_for(x)}, {{"dim", dims}, {"unbiased", true}, {"keepdim", false}});
       stat = convert(stat, r);
       Node* keep = replay(get_op("mul"), {node_for(r), Scalar(1.0 - m)}, {});

@@ -71,8 +71,11 @@ int64_t as_int(PyObject* o) {
 // A one-element integer tensor where an int is expected (x.narrow(0, t, 2)),
 // as PyTorch reads it through __index__. Its value becomes an attribute, so a
 // capture (which would bake it into the graph) refuses it like item().
+// Only tried once no overload accepts the call as written: otherwise
+// max(x, tensor(1)) would bind max.dim (dim=1) before max.other.
+thread_local bool t_tensor_as_int = false;
 std::optional<int64_t> int_from_tensor(nb::handle h, const std::string& op) {
-  if (!nb::isinstance<Tensor>(h)) return std::nullopt;
+  if (!t_tensor_as_int || !nb::isinstance<Tensor>(h)) return std::nullopt;
   const Tensor& t = nb::cast<const Tensor&>(h);
   if (t.numel() != 1 || !is_integral(t.dtype(), false)) return std::nullopt;
   if (graph::is_tracing())
@@ -295,16 +298,31 @@ void write_out(const OpFunction& f, Tensor& out, const Tensor& result) {
   ops::copy_(out, result);
 }
 
+// The overload that accepts the call: first as written, then (only if none
+// does) reading one-element integer tensors as ints.
+const Overload* resolve(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject* kwargs, Parsed& p,
+                        std::string& first_why) {
+  for (int pass = 0; pass < 2; ++pass) {
+    struct Restore {
+      ~Restore() { t_tensor_as_int = false; }
+    } restore;
+    t_tensor_as_int = pass == 1;
+    for (const Overload& o : f.overloads) {
+      p = Parsed{};
+      p.inputs.reserve(4);
+      std::string why;
+      if (parse(o, pos, npos, kwargs, p, why)) return &o;
+      if (first_why.empty()) first_why = why;
+    }
+  }
+  return nullptr;
+}
+
 nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject* kwargs) {
   std::string first_why;
-  for (const Overload& o : f.overloads) {
-    Parsed p;
-    p.inputs.reserve(4);
-    std::string why;
-    if (!parse(o, pos, npos, kwargs, p, why)) {
-      if (first_why.empty()) first_why = why;
-      continue;
-    }
+  Parsed p;
+  if (const Overload* found = resolve(f, pos, npos, kwargs, p, first_why)) {
+    const Overload& o = *found;
     PyObject* out_obj = kwargs ? PyDict_GetItemString(kwargs, "out") : nullptr;
     if (out_obj == Py_None) out_obj = nullptr;
     if (out_obj && GradMode::is_enabled()) {

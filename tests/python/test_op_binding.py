@@ -124,3 +124,13 @@ def test_numpy_keyword_aliases_axis_and_keepdims():
     assert tp.mean(x, axis=1, keepdims=True).shape == (2, 1)
     with pytest.raises(TypeError, match="alias 'axis'"):
         x.sum(axis=0, dim=1)
+
+
+def test_integer_tensor_binds_a_tensor_parameter_before_an_int_one():
+    # max(x, other) with a one-element int64 tensor is max.other (elementwise), never max.dim with
+    # dim=1; a tensor is read as an int only when no overload takes it as a tensor (narrow's start).
+    x = tp.tensor([[1, 5], [7, 2]])
+    assert tp.max(x, tp.tensor(3)).tolist() == [[3, 5], [7, 3]]
+    assert tp.min(x, tp.tensor(3)).tolist() == [[1, 3], [3, 2]]
+    assert x.max(tp.tensor(3)).tolist() == [[3, 5], [7, 3]]
+    assert tp.arange(6).narrow(0, tp.tensor(2), 3).tolist() == [2, 3, 4]
