@@ -50,6 +50,7 @@ struct Parsed {
   std::vector<Tensor> inputs;
   Attrs attrs;
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
+  std::optional<int> cuda_device;  // device="cuda:N": the result is built on the host, then moved
 };
 
 // A bool is no int here (PyTorch: "must be int, not bool"), so x.var(False)
@@ -192,7 +193,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
     }
     case ArgType::Device:
       if (!is_device_arg(h) && !nb::hasattr(h, "type")) return mismatch("a device (str or tensorplay.device)");
-      check_device(h, s.name);  // another device raises here: no overload could run on it
+      p.cuda_device = cuda_target(h, s.name);  // another device raises here: no overload could run on it
       return true;
     case ArgType::MemoryFormat:
       p.memory_format = to_memory_format(h, s.name);
@@ -316,6 +317,8 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
     }
     std::vector<Tensor> results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
+    if (p.cuda_device)
+      for (auto& r : results) r = move_to(r, p.cuda_device);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) autograd::set_requires_grad(r, true);
     if (o.op->has(kInplace)) return nb::borrow(pos[0]);  // the very object, as PyTorch does

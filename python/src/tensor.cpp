@@ -28,14 +28,17 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
   const Tensor& t = nb::cast<const Tensor&>(self);
   std::optional<DType> dtype;
   std::optional<MemoryFormat> format;
+  std::optional<std::optional<int>> target;  // set: a device was named (inner nullopt: the CPU)
   bool copy = false;
   auto take = [&](nb::handle h) {
     if (nb::isinstance<DType>(h)) {
       dtype = nb::cast<DType>(h);
     } else if (nb::isinstance<Tensor>(h)) {
-      dtype = nb::cast<const Tensor&>(h).dtype();
+      const Tensor& o = nb::cast<const Tensor&>(h);
+      dtype = o.dtype();
+      target = o.device().kind == Device::Kind::CUDA ? std::optional<int>(o.device().index) : std::nullopt;
     } else if (is_device_arg(h) || nb::hasattr(h, "type")) {
-      check_device(h, "to");
+      target = cuda_target(h, "to");
     } else {
       throw TypeError(str("to() received an invalid argument of type ", nb::inst_name(h).c_str(),
                           "; expected a dtype, a device or a Tensor"));
@@ -62,7 +65,17 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
     }
   }
   const DType d = dtype.value_or(t.dtype());
-  Tensor r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
+  const bool on_cuda = t.device().kind == Device::Kind::CUDA;
+  const bool moves = target && (on_cuda ? (!*target || **target != t.device().index) : bool(*target));
+  Tensor r;
+  if (moves) {  // the dtype changes on the CPU side: before an upload, after a download
+    const bool to_cuda = bool(*target);
+    Tensor src = to_cuda && d != t.dtype() ? ops::to_dtype(t, d) : t;
+    r = move_to(src, *target);
+    if (!to_cuda && d != r.dtype()) r = ops::to_dtype(r, d);
+  } else {
+    r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
+  }
   if (format) r = apply_memory_format(r, *format, "to");
   if (r.impl() == t.impl()) return nb::borrow(self);  // PyTorch returns self itself
   return nb::cast(std::move(r));
@@ -85,6 +98,8 @@ void refuse_while_tracing(const char* what) {
 
 nb::object to_numpy(const Tensor& t) {
   refuse_while_tracing("Tensor.numpy()");
+  TP_CHECK(t.device().kind == Device::Kind::CPU, TypeError, "can't convert ", t.device().str(),
+           " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
   TP_CHECK(!t.requires_grad(), Error,
            "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
@@ -130,11 +145,11 @@ void bind_tensor(nb::module_& m) {
       .def("storage_offset", &Tensor::offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
       .def_prop_ro("_version", &Tensor::version)
-      .def_prop_ro("device", [](const Tensor&) { return cpu_device(); })
+      .def_prop_ro("device", &device_of)
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
       .def("item", [](const Tensor& t) {
         refuse_while_tracing("Tensor.item()");
-        return scalar_to_py(t.item());
+        return scalar_to_py(host_copy(t).item());
       })
       .def("numpy", &to_numpy)
       .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle copy) {
@@ -143,14 +158,17 @@ void bind_tensor(nb::module_& m) {
           }, nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
       .def("tolist", [](const Tensor& t) {
         refuse_while_tracing("Tensor.tolist()");
-        return to_numpy(t).attr("tolist")();
+        return to_numpy(host_copy(t)).attr("tolist")();
       })
       .def("__bool__", [](const Tensor& t) {
         refuse_while_tracing("bool(Tensor)");
-        return t.item().to_bool();
+        return host_copy(t).item().to_bool();
       })
-      .def("__float__", [](const Tensor& t) { refuse_while_tracing("float(Tensor)"); return t.item().to_double(); })
-      .def("__int__", [](const Tensor& t) { refuse_while_tracing("int(Tensor)"); return t.item().to_int(); })
+      .def("__float__", [](const Tensor& t) {
+        refuse_while_tracing("float(Tensor)");
+        return host_copy(t).item().to_double();
+      })
+      .def("__int__", [](const Tensor& t) { refuse_while_tracing("int(Tensor)"); return host_copy(t).item().to_int(); })
       // ---- arithmetic ----
       .def("__add__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::add); })
       .def("__radd__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::add); })
@@ -195,22 +213,34 @@ void bind_tensor(nb::module_& m) {
       })
       // PyTorch's forms: to(dtype), to(device), to(other), to(device, dtype), with copy= / non_blocking=.
       .def("to", [](nb::handle self, nb::args args, nb::kwargs kwargs) { return to_any(self, args, kwargs); })
-      // x.cpu() is x itself (memory_format= as in PyTorch); x.cuda() names what is missing.
+      // x.cpu() is x itself for a CPU tensor (memory_format= as in PyTorch), a
+      // host copy for a CUDA one; x.cuda() without a GPU names what is missing.
       .def("cpu", [](nb::handle self, nb::handle memory_format) {
             const Tensor& t = nb::cast<const Tensor&>(self);
             auto f = to_memory_format(memory_format, "cpu");
-            if (!f) return nb::borrow(self);
-            Tensor r = apply_memory_format(t, *f, "cpu");
+            const Tensor h = host_copy(t);
+            if (!f) return h.impl() == t.impl() ? nb::borrow(self) : nb::cast(h);
+            Tensor r = apply_memory_format(h, *f, "cpu");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
           }, nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("cuda", [](nb::handle, nb::args, nb::kwargs) -> nb::object {
-            check_device(nb::str("cuda"), "cuda");
-            return nb::none();
-          })
-      .def_prop_ro("is_cuda", [](const Tensor&) { return false; })
-      .def_prop_ro("is_cpu", [](const Tensor&) { return true; })
+      .def("cuda", [](nb::handle self, nb::handle device, bool, nb::handle memory_format) -> nb::object {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            nb::object spec = device.is_none() ? nb::object(nb::str("cuda"))
+                              : PyLong_Check(device.ptr()) ? nb::object(nb::str(("cuda:" + std::to_string(nb::cast<int>(device))).c_str()))
+                                                           : nb::borrow(device);
+            std::optional<int> target = cuda_target(spec, "cuda");
+            TP_CHECK(target, Error, "cuda: expected a CUDA device but got '", to_device(spec).str(), "'");
+            Tensor r = move_to(t, target);
+            if (auto f = to_memory_format(memory_format, "cuda")) r = apply_memory_format(r, *f, "cuda");
+            return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
+          }, nb::arg("device").none() = nb::none(), nb::arg("non_blocking") = false, nb::kw_only(),
+          nb::arg("memory_format") = nb::none())
+      .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().kind == Device::Kind::CUDA; })
+      .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().kind == Device::Kind::CPU; })
       .def_prop_ro("is_meta", [](const Tensor&) { return false; })
-      .def("get_device", [](const Tensor&) { return -1; })  // PyTorch's answer for CPU tensors
+      .def("get_device", [](const Tensor& t) {  // -1: PyTorch's answer for CPU tensors
+        return t.device().kind == Device::Kind::CUDA ? static_cast<int>(t.device().index) : -1;
+      })
       .def("float", [](nb::handle t, nb::handle f) { return convert(t, DType::Float32, f); },
            nb::kw_only(), nb::arg("memory_format") = nb::none())
       .def("double", [](nb::handle t, nb::handle f) { return convert(t, DType::Float64, f); },

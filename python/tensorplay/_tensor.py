@@ -56,6 +56,7 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
             dtype = _C.get_default_dtype()  # bfloat16 has no NumPy type: converted here
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
+    t = _C._to_target_device(t, device, "tensor")  # built on the host; moved to a GPU when asked
     if requires_grad:
         t.requires_grad_(True)
     return t
