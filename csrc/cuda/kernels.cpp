@@ -189,7 +189,7 @@ bool to_operand(Tensor& t, const Tensor& other, DType dt, int dev, const char* o
 
 // Sum over the last dim (or every dim) of a contiguous float tensor.
 bool row_sum(const Tensor& x, const Attrs& attrs, const TensorMeta& om, std::vector<Tensor>& out) {
-  if (!is_float(x.dtype()) || om.dtype != x.dtype() || !x.is_contiguous()) return false;
+  if (!is_float(x.dtype()) || om.dtype != x.dtype() || (x.numel() > 0 && !x.is_contiguous())) return false;
   std::vector<int64_t> dims = attrs.get_or<std::vector<int64_t>>("dim", {});
   int64_t cols = x.numel();
   if (!dims.empty()) {

@@ -83,7 +83,8 @@ void check_device(nb::handle h, std::string_view op) {
   const PyDevice d = to_device(h);
   TP_CHECK(d.type == "cpu", Error, op, ": device '", d.str(), "' is not available: TensorPlay ",
            d.type == "meta" ? "has no meta (shape-only) tensors and " : "",
-           d.type == "cuda" && !cuda::is_available() ? "found no CUDA GPU here (" + cuda::driver().why_unavailable + ") and " : "",
+           d.type == "cuda" && !cuda::is_available() ? str("found no CUDA GPU here (", cuda::driver().why_unavailable, ") and ")
+                                                     : std::string(),
            "supports only the 'cpu' device", d.type == "cuda" && cuda::is_available() ? " for this argument" : "");
 }
 
@@ -142,6 +143,9 @@ void bind_device(nb::module_& m) {
   // For the Python-level constructors (tp.tensor, as_tensor, new_*, nn modules).
   m.def("_check_device", [](nb::handle d, const std::string& op) { check_device(d, op); }, nb::arg("device").none(),
         nb::arg("op"));
+  // Validates a device= that may name a GPU (raises for other devices, and for CUDA without a GPU).
+  m.def("_check_target_device", [](nb::handle d, const std::string& op) { cuda_target(d, op); },
+        nb::arg("device").none(), nb::arg("op"));
   // The Python constructors (tp.tensor, as_tensor, new_*) build on the CPU and then move.
   m.def("_to_target_device", [](nb::handle t, nb::handle d, const std::string& op) -> nb::object {
         std::optional<int> target = cuda_target(d, op);

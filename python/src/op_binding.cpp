@@ -475,6 +475,8 @@ void rethrow_named(const std::string& called) {
     throw tp::ValueError(named_message(e.what(), called));
   } catch (const tp::IndexError& e) {
     throw tp::IndexError(named_message(e.what(), called));
+  } catch (const tp::NotImplementedError& e) {  // no kernel for the device (CUDA)
+    throw tp::NotImplementedError(named_message(e.what(), called));
   } catch (const tp::Error& e) {
     throw tp::Error(named_message(e.what(), called));
   }

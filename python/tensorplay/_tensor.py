@@ -45,7 +45,7 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
 
     Like torch.tensor: Python floats become float32, ints int64, bools bool.
     """
-    _C._check_device(device, "tensor")
+    _C._check_target_device(device, "tensor")  # a GPU is accepted: the result moves there at the end
     _C._check_pin_memory(pin_memory, "tensor")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()

@@ -260,3 +260,23 @@ def test_dlpack_exchange_with_torch_is_zero_copy():
     y = tp.from_dlpack(src)
     assert y.is_cuda and y.data_ptr() == src.data_ptr()
     np.testing.assert_array_equal(_np(y * 2), (src * 2).cpu().numpy())
+
+
+@gpu
+def test_new_factories_follow_self_device_and_as_tensor_moves():
+    x = tp.ones(2, device="cuda")
+    assert x.new_zeros(3).is_cuda and x.new_full((2,), 4.0).is_cuda and x.new_tensor([1.0]).is_cuda
+    assert not x.new_zeros(3, device="cpu").is_cuda
+    a = tp.as_tensor([1.0, 2.0], device="cuda")
+    assert a.is_cuda and a.tolist() == [1.0, 2.0]
+    assert tp.as_tensor(x) is x
+
+
+@gpu
+def test_kernels_are_cached_by_source():
+    x = tp.ones(3, 3, device="cuda", dtype=tp.float64)
+    tp.exp(x)
+    n = tp.cuda._rt.compiled_kernel_count()
+    tp.exp(x * 2)  # same op, dtype and rank: no new compile (mul may add one)
+    tp.exp(x)
+    assert tp.cuda._rt.compiled_kernel_count() <= n + 1
