@@ -1,5 +1,9 @@
 #include "cuda/copy.h"
 
+#include <cstring>
+#include <mutex>
+#include <set>
+
 #include "cuda/allocator.h"
 #include "cuda/driver.h"
 #include "ops/ops.h"
@@ -23,14 +27,63 @@ Tensor empty(const Shape& sizes, DType dtype, int index) {
   return Tensor(std::move(impl));
 }
 
-Tensor to_device(const Tensor& cpu, int index) {
+namespace {
+std::mutex g_pinned_mutex;
+std::set<const void*>& pinned_blocks() {  // the base pointers of live pinned storages
+  static auto* s = new std::set<const void*>();
+  return *s;
+}
+}  // namespace
+
+Tensor pin_memory(const Tensor& cpu) {
+  TP_CHECK(cpu.device().kind == Device::Kind::CPU, Error, "pin_memory: expected a CPU tensor, got one on ",
+           cpu.device().str());
+  if (!is_available()) throw_unavailable("pin_memory");
+  if (is_pinned(cpu)) return cpu;
+  activate(current_device());
+  const size_t bytes = static_cast<size_t>(cpu.numel()) * itemsize(cpu.dtype());
+  void* p = nullptr;
+  check(driver().cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost");
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    pinned_blocks().insert(p);
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = StorageImpl::wrap(p, bytes, [p] {
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      pinned_blocks().erase(p);
+    }
+    driver().cuMemFreeHost(p);  // waits for pending async copies out of it
+  });
+  impl->sizes = cpu.sizes();
+  impl->strides = contiguous_strides(cpu.sizes());
+  impl->dtype = cpu.dtype();
+  Tensor out(std::move(impl));
+  Tensor src = cpu.is_contiguous() ? cpu : ops::contiguous(cpu);
+  if (bytes) std::memcpy(out.data(), src.data(), bytes);
+  return out;
+}
+
+bool is_pinned(const Tensor& t) {
+  if (t.device().kind != Device::Kind::CPU) return false;
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return pinned_blocks().count(t.impl()->storage->data()) > 0;
+}
+
+Tensor to_device(const Tensor& cpu, int index, bool non_blocking) {
   TP_CHECK(cpu.device().kind == Device::Kind::CPU, Error, "to_device: expected a CPU tensor");
   Tensor src = cpu.is_contiguous() ? cpu : ops::contiguous(cpu);
   Tensor out = empty(src.sizes(), src.dtype(), index);
   const size_t bytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
   if (bytes) {
     activate(index);
-    check(driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes), "cuMemcpyHtoD");
+    if (non_blocking && is_pinned(src)) {
+      check(driver().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes, nullptr),
+            "cuMemcpyHtoDAsync");
+    } else {
+      check(driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes), "cuMemcpyHtoD");
+    }
   }
   return out;
 }

@@ -11,7 +11,13 @@ Device cuda_device(int index);
 Tensor empty(const Shape& sizes, DType dtype, int index);
 // A contiguous copy of a CPU tensor on cuda:index (pageable host memory: the
 // driver stages it; the call returns once the source may be reused).
-Tensor to_device(const Tensor& cpu, int index);
+// non_blocking with a pinned source: an async copy on the legacy stream (the
+// call returns at once; later work on the device is ordered after it).
+Tensor to_device(const Tensor& cpu, int index, bool non_blocking = false);
+// Page-locked host memory (cuMemAllocHost): a contiguous CPU tensor whose
+// uploads can be asynchronous and run at full PCIe/NVLink-C2C speed.
+Tensor pin_memory(const Tensor& cpu);
+bool is_pinned(const Tensor& t);
 // A contiguous CPU copy of a CUDA tensor (any strides: the covered span of the
 // storage comes over and is gathered on the host). Synchronous.
 Tensor to_cpu(const Tensor& t);

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "cuda/copy.h"
+#include "cuda/disk_cache.h"
 #include "cuda/driver.h"
 #include "cuda/nvrtc.h"
 #include "ops/dispatch.h"
@@ -81,7 +82,7 @@ std::string rowsum_source(const std::string& name, DType dt) {
 }
 
 std::string kernel_name(const std::string& op, DType dt, int nd) {
-  return "tp_" + op + "_" + dtype_name(dt) + (nd >= 0 ? "_" + std::to_string(nd) + "d" : "");
+  return nd >= 0 ? str("tp_", op, "_", dtype_name(dt), "_", nd, "d") : str("tp_", op, "_", dtype_name(dt));
 }
 
 // Compiled functions by (device, source). Modules stay loaded for the process.
@@ -96,10 +97,17 @@ CUfunction get_kernel(int device, const std::string& name, const std::string& so
   auto key = std::make_pair(device, source);
   auto& cache = kernel_cache();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const std::string cubin = nvrtc_compile(source, name, compute_capability(device));
+  const int arch = compute_capability(device);
+  const std::string disk_key = cubin_key(source, arch);
   activate(device);
   CUmodule mod = nullptr;
-  check(driver().cuModuleLoadData(&mod, cubin.data()), "cuModuleLoadData");
+  // A CUBIN from disk that the driver refuses (damaged) is compiled afresh.
+  std::optional<std::string> cubin = load_cubin(disk_key);
+  if (!cubin || driver().cuModuleLoadData(&mod, cubin->data()) != 0) {
+    cubin = nvrtc_compile(source, name, arch);
+    check(driver().cuModuleLoadData(&mod, cubin->data()), "cuModuleLoadData");
+    store_cubin(disk_key, *cubin);
+  }
   CUfunction fn = nullptr;
   check(driver().cuModuleGetFunction(&fn, mod, name.c_str()), "cuModuleGetFunction");
   cache[key] = fn;

@@ -59,7 +59,7 @@ nb::object device_of(const Tensor& t);
 // `t` on the CPU: itself, or a copy of a CUDA tensor (cuda.cpp).
 Tensor host_copy(const Tensor& t);
 // `t` on `target` (nullopt: the CPU), a copy only when it moves (cuda.cpp).
-Tensor move_to(const Tensor& t, std::optional<int> target);
+Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking = false);
 void bind_cuda(nb::module_& m);  // cuda.cpp: tensorplay._C._cuda
 
 // tp.contiguous_format / preserve_format / channels_last / channels_last_3d (memory_format.cpp).

@@ -20,12 +20,12 @@ Tensor host_copy(const Tensor& t) {
   return t.device().kind == Device::Kind::CUDA ? cuda::to_cpu(t) : t;
 }
 
-Tensor move_to(const Tensor& t, std::optional<int> target) {
+Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking) {
   const bool on_cuda = t.device().kind == Device::Kind::CUDA;
   if (!target) return on_cuda ? cuda::to_cpu(t) : t;
   if (on_cuda && t.device().index == *target) return t;
   // Device to another device goes through the host (no peer copies yet).
-  return cuda::to_device(host_copy(t), *target);
+  return cuda::to_device(host_copy(t), *target, non_blocking);
 }
 
 namespace {
@@ -70,6 +70,8 @@ void bind_cuda(nb::module_& root) {
   m.def("empty_cache", [] {
     for (int i = 0; i < cuda::device_count(); ++i) cuda::empty_cache(i);
   });
+  m.def("pin_memory", &cuda::pin_memory);
+  m.def("is_pinned", &cuda::is_pinned);
   m.def("add_nvrtc_candidates", &cuda::add_nvrtc_candidates);
   m.def("nvrtc_available", &cuda::nvrtc_available);
   m.def("nvrtc_why_unavailable", &cuda::nvrtc_why_unavailable);

@@ -3,6 +3,7 @@
 
 #include "autograd/engine.h"
 #include "common.h"
+#include "cuda/copy.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
 
@@ -30,6 +31,7 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
   std::optional<MemoryFormat> format;
   std::optional<std::optional<int>> target;  // set: a device was named (inner nullopt: the CPU)
   bool copy = false;
+  bool non_blocking = false;
   auto take = [&](nb::handle h) {
     if (nb::isinstance<DType>(h)) {
       dtype = nb::cast<DType>(h);
@@ -60,7 +62,9 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
       copy = nb::cast<bool>(v);
     } else if (key == "memory_format") {
       format = to_memory_format(v, "to");
-    } else if (key != "non_blocking") {
+    } else if (key == "non_blocking") {
+      non_blocking = PyObject_IsTrue(v.ptr()) == 1;
+    } else {
       throw TypeError(str("to() got an unexpected keyword argument '", key, "'"));
     }
   }
@@ -71,7 +75,7 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
   if (moves) {  // the dtype changes on the CPU side: before an upload, after a download
     const bool to_cuda = bool(*target);
     Tensor src = to_cuda && d != t.dtype() ? ops::to_dtype(t, d) : t;
-    r = move_to(src, *target);
+    r = move_to(src, *target, non_blocking);
     if (!to_cuda && d != r.dtype()) r = ops::to_dtype(r, d);
   } else {
     r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
@@ -223,14 +227,16 @@ void bind_tensor(nb::module_& m) {
             Tensor r = apply_memory_format(h, *f, "cpu");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
           }, nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("cuda", [](nb::handle self, nb::handle device, bool, nb::handle memory_format) -> nb::object {
+      .def("pin_memory", [](const Tensor& t) { return cuda::pin_memory(t); })
+      .def("is_pinned", [](const Tensor& t) { return cuda::is_pinned(t); })
+      .def("cuda", [](nb::handle self, nb::handle device, bool non_blocking, nb::handle memory_format) -> nb::object {
             const Tensor& t = nb::cast<const Tensor&>(self);
             nb::object spec = device.is_none() ? nb::object(nb::str("cuda"))
                               : PyLong_Check(device.ptr()) ? nb::object(nb::str(("cuda:" + std::to_string(nb::cast<int>(device))).c_str()))
                                                            : nb::borrow(device);
             std::optional<int> target = cuda_target(spec, "cuda");
             TP_CHECK(target, Error, "cuda: expected a CUDA device but got '", to_device(spec).str(), "'");
-            Tensor r = move_to(t, target);
+            Tensor r = move_to(t, target, non_blocking);
             if (auto f = to_memory_format(memory_format, "cuda")) r = apply_memory_format(r, *f, "cuda");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
           }, nb::arg("device").none() = nb::none(), nb::arg("non_blocking") = false, nb::kw_only(),

@@ -280,3 +280,39 @@ def test_kernels_are_cached_by_source():
     tp.exp(x * 2)  # same op, dtype and rank: no new compile (mul may add one)
     tp.exp(x)
     assert tp.cuda._rt.compiled_kernel_count() <= n + 1
+
+
+@gpu
+def test_kernel_cubins_are_cached_on_disk(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = "import tensorplay as tp; print(tp.exp(tp.ones(3, device='cuda')).tolist())"
+    env = dict(os.environ, TP_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    cubins = list((tmp_path / "cuda").glob("*.cubin"))
+    assert cubins and all(p.read_bytes()[:4] == b"\x7fELF" for p in cubins)
+    for p in cubins:  # a damaged entry is recompiled, not loaded
+        p.write_bytes(b"\x7fELF garbage")
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout == second.stdout and "2.718" in first.stdout
+
+
+@no_gpu
+def test_no_gpu_pin_memory_raises():
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        tp.ones(2).pin_memory()
+    assert tp.ones(2).is_pinned() is False
+
+
+@gpu
+def test_pinned_memory_and_async_upload():
+    a = np.arange(1 << 20, dtype=np.float32)
+    h = tp.from_numpy(a).pin_memory()
+    assert h.is_pinned() and not h.is_cuda and not tp.from_numpy(a).is_pinned()
+    np.testing.assert_array_equal(h.numpy(), a)
+    d = h.cuda(non_blocking=True)
+    d2 = h.to("cuda", non_blocking=True)
+    tp.cuda.synchronize()
+    np.testing.assert_array_equal(_np(d), a)
+    np.testing.assert_array_equal(_np(d2 * 2), a * 2)
