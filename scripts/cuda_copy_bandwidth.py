@@ -34,5 +34,24 @@ for _ in range(5):
     d.cpu()
 dt = (time.perf_counter() - t0) / 5
 print(f"d2h 256 MiB pageable: {(256 << 20) / dt / 1e9:.1f} GB/s")
+p = h.pin_memory()
+p.cuda()
+tp.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(5):
+    d = p.cuda(non_blocking=True)
+tp.cuda.synchronize()
+dt = (time.perf_counter() - t0) / 5
+print(f"h2d 256 MiB pinned, non_blocking: {(256 << 20) / dt / 1e9:.1f} GB/s")
+x2 = tp.ones(n, device="cuda")
+for _ in range(3):
+    x2 + x2
+tp.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(20):
+    x2 + x2
+tp.cuda.synchronize()
+dt = (time.perf_counter() - t0) / 20
+print(f"add 64M float32 (NVRTC kernel): {dt * 1e3:.3f} ms, {3 * (256 << 20) / dt / 1e9:.0f} GB/s")
 print("allocated", tp.cuda.memory_allocated(), "reserved", tp.cuda.memory_reserved(),
       "kernels compiled", tp.cuda._rt.compiled_kernel_count())
