@@ -80,7 +80,7 @@ std::optional<int64_t> int_from_tensor(nb::handle h, const std::string& op) {
   if (graph::is_tracing())
     throw CaptureError(str("cannot capture ", op, "() with a tensor where an int is expected: its value is tensor "
                            "data (data-dependent shapes are not supported yet); pass an int"));
-  return t.item().to_int();
+  return host_copy(t).item().to_int();  // a CUDA tensor is read on the host
 }
 
 std::string py_type_name(PyObject* o) {
@@ -171,7 +171,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       auto s = to_scalar(h);
       if (!s && nb::isinstance<Tensor>(h)) {
         const Tensor& t = nb::cast<const Tensor&>(h);
-        if (t.numel() == 1) s = t.item();
+        if (t.numel() == 1) s = host_copy(t).item();
       }
       if (!s) return mismatch("a number");
       p.attrs.set(a.attr_name, *s);

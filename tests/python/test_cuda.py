@@ -316,3 +316,12 @@ def test_pinned_memory_and_async_upload():
     tp.cuda.synchronize()
     np.testing.assert_array_equal(_np(d), a)
     np.testing.assert_array_equal(_np(d2 * 2), a * 2)
+
+
+@gpu
+def test_cuda_scalar_tensors_used_as_numbers_are_read_on_the_host():
+    x = tp.arange(6, dtype=tp.float32, device="cuda")
+    i = tp.tensor(2, device="cuda")
+    assert float(x[i]) == 2.0  # a 0-d CUDA index acts like the int it holds
+    g = tp.Generator()
+    g.set_state(g.get_state().cuda())
