@@ -25,6 +25,12 @@ class IndexError : public Error {  // -> IndexError (dimension or index out of r
  public:
   using Error::Error;
 };
+// An operator has no kernel for the device of its inputs (CUDA tensors reach
+// only the operators with CUDA kernels; never a silent copy to the CPU).
+class NotImplementedError : public Error {  // -> NotImplementedError
+ public:
+  using Error::Error;
+};
 // A function could not be captured into a graph (Section 11.3: raised, never hidden).
 class CaptureError : public Error {
  public:

@@ -49,6 +49,9 @@ Tensor Tensor::wrapped_scalar(const Scalar& s) {
 int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
 
 Scalar Tensor::item() const {
+  // Device memory is not host-addressable: the binding copies a CUDA tensor to the CPU first.
+  TP_CHECK(device().kind == Device::Kind::CPU, Error, "item: the tensor is on ", device().str(),
+           "; copy it to the CPU first (.cpu())");
   TP_CHECK(numel() == 1, ValueError, "item: a Tensor with ", numel(),
            " elements cannot be converted to a Python number");
   return TP_DISPATCH_EVERY(dtype(), "item", [&]<class T>() -> Scalar {

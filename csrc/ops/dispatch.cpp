@@ -7,6 +7,13 @@ namespace tp {
 namespace {
 thread_local DispatchInterceptor* t_interceptor = nullptr;
 AutogradHook g_autograd_hook = nullptr;
+CudaKernelHook g_cuda_hook = nullptr;
+
+const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
+  for (auto& t : in)
+    if (t.defined() && t.device().kind == Device::Kind::CUDA) return &t;
+  return nullptr;
+}
 
 std::string describe_inputs(const std::vector<Tensor>& in) {
   std::string s;
@@ -65,6 +72,7 @@ DispatchInterceptor* current_interceptor() { return t_interceptor; }
 ScopedInterceptor::ScopedInterceptor(DispatchInterceptor* i) : prev_(t_interceptor) { t_interceptor = i; }
 ScopedInterceptor::~ScopedInterceptor() { t_interceptor = prev_; }
 void set_autograd_hook(AutogradHook h) { g_autograd_hook = h; }
+void set_cuda_kernel_hook(CudaKernelHook h) { g_cuda_hook = h; }
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)
@@ -81,6 +89,16 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
     }
   }
   std::vector<TensorMeta> out_meta = op.infer(op, in_meta, attrs);
+  // Device check (CUDA): any input on a GPU sends the op to the CUDA layer or fails.
+  if (const Tensor* c = first_cuda_input(inputs)) {
+    for (auto& m : out_meta) m.device = c->device();
+    std::vector<Tensor> out;
+    if (!g_cuda_hook || !g_cuda_hook(op, inputs, attrs, out_meta, out))
+      throw NotImplementedError(str(op.name, ": no kernel for device '", c->device().str(), "' with inputs (",
+                                    describe_inputs(inputs), "); move the tensors to the CPU with .cpu()"));
+    if (op.has(kInplace)) inputs[0].bump_version();
+    return out;
+  }
   TP_CHECK(op.cpu, Error, op.name, ": no CPU kernel for inputs (", describe_inputs(inputs), ")");
   if (!op.has(kAllDTypes) && !op.has(kView) && (!all_compute_dtypes(in_meta) || !all_compute_dtypes(out_meta)))
     return run_in_compute_dtypes(op, inputs, in_meta, attrs, out_meta);
@@ -92,7 +110,13 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   // Implicit composites run as their parts, each through this dispatcher.
   if (op.is_implicit_composite()) return op.decompose(inputs, attrs);
-  if (t_interceptor) return t_interceptor->intercept(op, inputs, attrs);
+  if (t_interceptor) {
+    // Capture and Stax generate CPU code only: a CUDA tensor must not enter a graph.
+    if (const Tensor* c = first_cuda_input(inputs))
+      throw NotImplementedError(str(op.name, ": tensors on device '", c->device().str(),
+                                    "' cannot be captured or compiled yet (CPU only)"));
+    return t_interceptor->intercept(op, inputs, attrs);
+  }
   if (g_autograd_hook) return g_autograd_hook(op, inputs, attrs);
   return run_kernel(op, inputs, attrs);
 }

@@ -40,4 +40,12 @@ class ScopedInterceptor {  // installs (or, with nullptr, suspends) the intercep
 using AutogradHook = std::vector<Tensor> (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
 void set_autograd_hook(AutogradHook h);
 
+// The CUDA layer (csrc/cuda, above ops) runs operators whose inputs live on a
+// CUDA device. It returns false when it has no kernel for the op / dtypes; the
+// dispatcher then raises NotImplementedError naming the op and device. A CPU
+// kernel never sees a CUDA tensor: it would read device memory as host memory.
+using CudaKernelHook = bool (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                                const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+void set_cuda_kernel_hook(CudaKernelHook h);
+
 }  // namespace tp

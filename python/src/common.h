@@ -49,6 +49,18 @@ bool is_device_arg(nb::handle h);  // None or a value to_device reads without lo
 // Accepts None and any CPU device; raises RuntimeError naming `op` for every other device.
 void check_device(nb::handle h, std::string_view op);
 nb::object cpu_device();  // the tp.device('cpu') that Tensor.device returns
+// Where a `device=` argument puts a result: nullopt for None and the CPU, the
+// CUDA ordinal for "cuda"/"cuda:N" (the current device when no index is given)
+// when a GPU exists; every other device, and CUDA without a GPU, raises the
+// check_device error naming `op`.
+std::optional<int> cuda_target(nb::handle h, std::string_view op);
+// The Tensor.device object of `t` (cuda.cpp).
+nb::object device_of(const Tensor& t);
+// `t` on the CPU: itself, or a copy of a CUDA tensor (cuda.cpp).
+Tensor host_copy(const Tensor& t);
+// `t` on `target` (nullopt: the CPU), a copy only when it moves (cuda.cpp).
+Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking = false);
+void bind_cuda(nb::module_& m);  // cuda.cpp: tensorplay._C._cuda
 
 // tp.contiguous_format / preserve_format / channels_last / channels_last_3d (memory_format.cpp).
 enum class MemoryFormat : uint8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };

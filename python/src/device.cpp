@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common.h"
+#include "cuda/driver.h"
 
 namespace tp::py {
 namespace {
@@ -81,7 +82,28 @@ void check_device(nb::handle h, std::string_view op) {
   }
   const PyDevice d = to_device(h);
   TP_CHECK(d.type == "cpu", Error, op, ": device '", d.str(), "' is not available: TensorPlay ",
-           d.type == "meta" ? "has no meta (shape-only) tensors and " : "", "supports only the 'cpu' device");
+           d.type == "meta" ? "has no meta (shape-only) tensors and " : "",
+           d.type == "cuda" && !cuda::is_available() ? str("found no CUDA GPU here (", cuda::driver().why_unavailable, ") and ")
+                                                     : std::string(),
+           "supports only the 'cpu' device", d.type == "cuda" && cuda::is_available() ? " for this argument" : "");
+}
+
+std::optional<int> cuda_target(nb::handle h, std::string_view op) {
+  if (h.is_none()) return std::nullopt;
+  if (PyUnicode_Check(h.ptr())) {
+    Py_ssize_t n = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(h.ptr(), &n);
+    if (s && std::string_view(s, static_cast<size_t>(n)) == "cpu") return std::nullopt;
+  }
+  const PyDevice d = to_device(h);
+  if (d.type == "cuda" && cuda::is_available()) {
+    const int index = d.index < 0 ? cuda::current_device() : d.index;
+    TP_CHECK(index < cuda::device_count(), Error, op, ": CUDA error: invalid device ordinal (cuda:", index, "; ",
+             cuda::device_count(), " device(s) present)");
+    return index;
+  }
+  check_device(h, op);  // the CPU passes; anything else raises
+  return std::nullopt;
 }
 
 nb::object cpu_device() {
@@ -121,6 +143,15 @@ void bind_device(nb::module_& m) {
   // For the Python-level constructors (tp.tensor, as_tensor, new_*, nn modules).
   m.def("_check_device", [](nb::handle d, const std::string& op) { check_device(d, op); }, nb::arg("device").none(),
         nb::arg("op"));
+  // Validates a device= that may name a GPU (raises for other devices, and for CUDA without a GPU).
+  m.def("_check_target_device", [](nb::handle d, const std::string& op) { cuda_target(d, op); },
+        nb::arg("device").none(), nb::arg("op"));
+  // The Python constructors (tp.tensor, as_tensor, new_*) build on the CPU and then move.
+  m.def("_to_target_device", [](nb::handle t, nb::handle d, const std::string& op) -> nb::object {
+        std::optional<int> target = cuda_target(d, op);
+        if (!target) return nb::borrow(t);
+        return nb::cast(move_to(nb::cast<const Tensor&>(t), target));
+      }, nb::arg("tensor"), nb::arg("device").none(), nb::arg("op"));
   m.def("_check_pin_memory", [](nb::handle pin, const std::string& op) {
     TP_CHECK(!PyObject_IsTrue(pin.ptr()), Error, op,
              ": pin_memory=True needs an accelerator device, which is not available: TensorPlay supports only the "

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "common.h"
+#include "cuda/driver.h"
 
 namespace tp::py {
 namespace {
@@ -45,7 +46,7 @@ struct DLManagedTensorVersioned {
   uint64_t flags;  // bit 0: read only, bit 1: is a copy
   DLTensor dl_tensor;
 };
-constexpr int32_t kDLCPU = 1, kDLCUDAHost = 3;
+constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3;
 
 // DType <-> DLPack codes: the table NumPy interop uses too (module.cpp).
 DLDataType to_dl(DType d) {
@@ -74,7 +75,7 @@ Managed* make_managed(const Tensor& t) {
   auto* ctx = new Export<Managed>{t, {t.sizes().begin(), t.sizes().end()}, {t.strides().begin(), t.strides().end()}};
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = t.data();
-  dl.device = {kDLCPU, 0};
+  dl.device = t.device().kind == Device::Kind::CUDA ? DLDevice{kDLCUDA, t.device().index} : DLDevice{kDLCPU, 0};
   dl.ndim = static_cast<int32_t>(t.dim());
   dl.dtype = to_dl(t.dtype());
   dl.shape = ctx->shape.data();
@@ -100,9 +101,17 @@ nb::object to_dlpack(const Tensor& self, nb::handle stream, nb::handle max_versi
   TP_CHECK(stream.is_none() || PyLong_Check(stream.ptr()), TypeError, "__dlpack__: stream must be None or an int");
   if (!dl_device.is_none()) {
     auto dev = nb::cast<std::pair<int, int>>(dl_device);
-    TP_CHECK(dev.first == kDLCPU, ValueError, "__dlpack__: only the CPU device (1, 0) is supported, got (",
-             dev.first, ", ", dev.second, ")");
+    const bool same = self.device().kind == Device::Kind::CUDA
+                          ? dev.first == kDLCUDA && dev.second == self.device().index
+                          : dev.first == kDLCPU;
+    TP_CHECK(same, ValueError, "__dlpack__: the tensor is on ", self.device().str(),
+             " and is exported only there, got dl_device (", dev.first, ", ", dev.second, ")");
   }
+  // TensorPlay queues all CUDA work on the legacy default stream (stream 1 in
+  // DLPack's numbering): a consumer on another stream would race with it, so
+  // the device is synchronized before the memory is shared.
+  if (self.device().kind == Device::Kind::CUDA && !(PyLong_Check(stream.ptr()) && nb::cast<int64_t>(stream) == 1))
+    cuda::synchronize(self.device().index);
   Tensor t = self;
   if (!copy.is_none() && nb::cast<bool>(copy)) t = nb::cast<Tensor>(nb::cast(self).attr("clone")());
   bool versioned = !max_version.is_none() && nb::cast<std::pair<int, int>>(max_version).first >= 1;
@@ -124,8 +133,15 @@ nb::object to_dlpack(const Tensor& self, nb::handle stream, nb::handle max_versi
 // Wraps a DLTensor's memory; `release` runs the producer's deleter when the
 // last view of the storage dies (with the GIL: deleters may touch Python objects).
 Tensor wrap_dl(const DLTensor& dl, std::function<void()> release) {
-  TP_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDAHost, ValueError,
-           "from_dlpack: only CPU tensors are supported (DLPack device type ", dl.device.device_type, ")");
+  const bool on_cuda = dl.device.device_type == kDLCUDA;
+  TP_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDAHost || on_cuda, ValueError,
+           "from_dlpack: only CPU and CUDA tensors are supported (DLPack device type ", dl.device.device_type, ")");
+  if (on_cuda) cuda::activate(dl.device.device_id);  // validates the ordinal; raises without a GPU
+  Device device = Device::cpu();
+  if (on_cuda) {
+    device.kind = Device::Kind::CUDA;
+    device.index = static_cast<int16_t>(dl.device.device_id);
+  }
   DType dt = from_dl(dl.dtype);
   Shape sizes(dl.shape, dl.shape + dl.ndim);
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
@@ -140,7 +156,7 @@ Tensor wrap_dl(const DLTensor& dl, std::function<void()> release) {
     if (sizes[i] == 1 && strides[i] < 0) strides[i] = 0;
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = StorageImpl::wrap(data, static_cast<size_t>(span) * itemsize(dt), std::move(release));
+  impl->storage = StorageImpl::wrap(data, static_cast<size_t>(span) * itemsize(dt), std::move(release), device);
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->dtype = dt;
@@ -182,17 +198,23 @@ Tensor from_dlpack(nb::handle obj) {
   if (PyCapsule_CheckExact(obj.ptr())) return from_capsule(obj);
   TP_CHECK(nb::hasattr(obj, "__dlpack__"), TypeError, "from_dlpack: expected an object with __dlpack__ or a "
            "DLPack capsule, got ", nb::inst_name(obj).c_str());
+  bool on_cuda = false;
   if (nb::hasattr(obj, "__dlpack_device__")) {
     auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
-    TP_CHECK(dev.first == kDLCPU || dev.first == kDLCUDAHost, ValueError,
-             "from_dlpack: only CPU tensors are supported (device type ", dev.first, ")");
+    on_cuda = dev.first == kDLCUDA;
+    TP_CHECK(dev.first == kDLCPU || dev.first == kDLCUDAHost || on_cuda, ValueError,
+             "from_dlpack: only CPU and CUDA tensors are supported (device type ", dev.first, ")");
+    if (on_cuda) cuda::activate(dev.second);
   }
+  // A CUDA producer is told we read on the legacy default stream (1), so it
+  // orders its pending work before ours.
+  nb::object stream = on_cuda ? nb::object(nb::int_(1)) : nb::none();
   nb::object cap;
   try {  // ask for a versioned capsule; older producers do not know max_version
-    cap = obj.attr("__dlpack__")(nb::arg("max_version") = nb::make_tuple(1, 0));
+    cap = obj.attr("__dlpack__")(nb::arg("stream") = stream, nb::arg("max_version") = nb::make_tuple(1, 0));
   } catch (nb::python_error& e) {
     if (!e.matches(PyExc_TypeError)) throw;
-    cap = obj.attr("__dlpack__")();
+    cap = obj.attr("__dlpack__")(nb::arg("stream") = stream);
   }
   return from_capsule(cap);
 }
@@ -206,7 +228,10 @@ void bind_dlpack(nb::module_& m) {
                                             nb::arg("stream") = nb::none(),
                                             nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
                                             nb::arg("copy") = nb::none());
-  cls.attr("__dlpack_device__") = nb::cpp_function([](const Tensor&) { return nb::make_tuple(kDLCPU, 0); },
+  cls.attr("__dlpack_device__") = nb::cpp_function([](const Tensor& t) {
+        return t.device().kind == Device::Kind::CUDA ? nb::make_tuple(kDLCUDA, t.device().index)
+                                                     : nb::make_tuple(kDLCPU, 0);
+      },
                                                    nb::scope(cls), nb::name("__dlpack_device__"), nb::is_method());
 }
 

@@ -39,7 +39,7 @@ GeneratorState state_from(const Tensor& t) {
   TP_CHECK(t.dtype() == DType::UInt8 && t.dim() == 1 && t.numel() == 16, ValueError,
            "Generator.set_state: expected the uint8 tensor of 16 elements that get_state() returns, got ",
            dtype_name(t.dtype()), shape_str(t.sizes()));
-  Tensor c = ops::contiguous(t);
+  Tensor c = ops::contiguous(host_copy(t));  // a CUDA tensor is read on the host
   const uint8_t* p = c.data_as<uint8_t>();
   GeneratorState s{0, 0};
   for (int i = 0; i < 8; ++i) {

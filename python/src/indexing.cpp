@@ -70,7 +70,7 @@ Item classify(nb::handle h) {
   TP_CHECK(is_integral(t.dtype(), false), IndexError,
            "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
   // A 0-d integer tensor acts like the int it holds (a select), as in PyTorch.
-  if (t.dim() == 0) return {Kind::Int, t.item().to_int()};
+  if (t.dim() == 0) return {Kind::Int, host_copy(t).item().to_int()};  // a CUDA 0-d index: read on the host
   return {Kind::Index, 0, {}, t};
 }
 
@@ -148,7 +148,7 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
       case Kind::Mask:
         if (it.tensor.dim() == 0) {  // True/False: a new dim of length 1 or 0
           r.view = ops::unsqueeze(r.view, dim);
-          const bool keep = it.tensor.item().to_bool();
+          const bool keep = host_copy(it.tensor).item().to_bool();
           Tensor pick = Tensor::empty({keep ? 1 : 0}, DType::Int64);
           if (keep) *pick.data_as<int64_t>() = 0;
           adv.emplace_back(dim++, pick);

@@ -148,6 +148,8 @@ NB_MODULE(_C, m) {
       PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const tp::ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const tp::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const tp::IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const tp::Error& e) {
@@ -185,4 +187,5 @@ NB_MODULE(_C, m) {
   // Autograd members of Tensor (detach, grad, ...) are not plain operators: they win.
   bind_autograd(m);
   bind_dlpack(m);
+  bind_cuda(m);
 }

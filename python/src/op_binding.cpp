@@ -50,6 +50,7 @@ struct Parsed {
   std::vector<Tensor> inputs;
   Attrs attrs;
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
+  std::optional<int> cuda_device;  // device="cuda:N": the result is built on the host, then moved
 };
 
 // A bool is never an int here (PyTorch's rule): var(x, True) is unbiased=True, not dim=1.
@@ -81,7 +82,7 @@ std::optional<int64_t> int_from_tensor(nb::handle h, const std::string& op) {
   if (graph::is_tracing())
     throw CaptureError(str("cannot capture ", op, "() with a tensor where an int is expected: its value is tensor "
                            "data (data-dependent shapes are not supported yet); pass an int"));
-  return t.item().to_int();
+  return host_copy(t).item().to_int();  // a CUDA tensor is read on the host
 }
 
 std::string py_type_name(PyObject* o) {
@@ -172,7 +173,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       auto s = to_scalar(h);
       if (!s && nb::isinstance<Tensor>(h)) {
         const Tensor& t = nb::cast<const Tensor&>(h);
-        if (t.numel() == 1) s = t.item();
+        if (t.numel() == 1) s = host_copy(t).item();
       }
       if (!s) return mismatch("a number");
       p.attrs.set(a.attr_name, *s);
@@ -194,7 +195,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
     }
     case ArgType::Device:
       if (!is_device_arg(h) && !nb::hasattr(h, "type")) return mismatch("a device (str or tensorplay.device)");
-      check_device(h, s.name);  // another device raises here: no overload could run on it
+      p.cuda_device = cuda_target(h, s.name);  // another device raises here: no overload could run on it
       return true;
     case ArgType::MemoryFormat:
       p.memory_format = to_memory_format(h, s.name);
@@ -333,6 +334,8 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
     }
     std::vector<Tensor> results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
+    if (p.cuda_device)
+      for (auto& r : results) r = move_to(r, p.cuda_device);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) autograd::set_requires_grad(r, true);
     if (o.op->has(kInplace)) return nb::borrow(pos[0]);  // the very object, as PyTorch does
@@ -489,6 +492,8 @@ void rethrow_named(const std::string& called) {
     throw tp::ValueError(named_message(e.what(), called));
   } catch (const tp::IndexError& e) {
     throw tp::IndexError(named_message(e.what(), called));
+  } catch (const tp::NotImplementedError& e) {  // no kernel for the device (CUDA)
+    throw tp::NotImplementedError(named_message(e.what(), called));
   } catch (const tp::Error& e) {
     throw tp::Error(named_message(e.what(), called));
   }

@@ -3,6 +3,7 @@
 
 #include "autograd/engine.h"
 #include "common.h"
+#include "cuda/copy.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
 
@@ -28,14 +29,18 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
   const Tensor& t = nb::cast<const Tensor&>(self);
   std::optional<DType> dtype;
   std::optional<MemoryFormat> format;
+  std::optional<std::optional<int>> target;  // set: a device was named (inner nullopt: the CPU)
   bool copy = false;
+  bool non_blocking = false;
   auto take = [&](nb::handle h) {
     if (nb::isinstance<DType>(h)) {
       dtype = nb::cast<DType>(h);
     } else if (nb::isinstance<Tensor>(h)) {
-      dtype = nb::cast<const Tensor&>(h).dtype();
+      const Tensor& o = nb::cast<const Tensor&>(h);
+      dtype = o.dtype();
+      target = o.device().kind == Device::Kind::CUDA ? std::optional<int>(o.device().index) : std::nullopt;
     } else if (is_device_arg(h) || nb::hasattr(h, "type")) {
-      check_device(h, "to");
+      target = cuda_target(h, "to");
     } else {
       throw TypeError(str("to() received an invalid argument of type ", nb::inst_name(h).c_str(),
                           "; expected a dtype, a device or a Tensor"));
@@ -57,12 +62,24 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
       copy = nb::cast<bool>(v);
     } else if (key == "memory_format") {
       format = to_memory_format(v, "to");
-    } else if (key != "non_blocking") {
+    } else if (key == "non_blocking") {
+      non_blocking = PyObject_IsTrue(v.ptr()) == 1;
+    } else {
       throw TypeError(str("to() got an unexpected keyword argument '", key, "'"));
     }
   }
   const DType d = dtype.value_or(t.dtype());
-  Tensor r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
+  const bool on_cuda = t.device().kind == Device::Kind::CUDA;
+  const bool moves = target && (on_cuda ? (!*target || **target != t.device().index) : bool(*target));
+  Tensor r;
+  if (moves) {  // the dtype changes on the CPU side: before an upload, after a download
+    const bool to_cuda = bool(*target);
+    Tensor src = to_cuda && d != t.dtype() ? ops::to_dtype(t, d) : t;
+    r = move_to(src, *target, non_blocking);
+    if (!to_cuda && d != r.dtype()) r = ops::to_dtype(r, d);
+  } else {
+    r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
+  }
   if (format) r = apply_memory_format(r, *format, "to");
   if (r.impl() == t.impl()) return nb::borrow(self);  // PyTorch returns self itself
   return nb::cast(std::move(r));
@@ -120,6 +137,8 @@ Scalar gate(const Tensor& t, const char* kind) {
 
 nb::object to_numpy(const Tensor& t) {
   refuse_while_tracing("Tensor.numpy()");
+  TP_CHECK(t.device().kind == Device::Kind::CPU, TypeError, "can't convert ", t.device().str(),
+           " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
   TP_CHECK(!t.requires_grad(), Error,
            "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
@@ -165,7 +184,7 @@ void bind_tensor(nb::module_& m) {
       .def("storage_offset", &Tensor::offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
       .def_prop_ro("_version", &Tensor::version)
-      .def_prop_ro("device", [](const Tensor&) { return cpu_device(); })
+      .def_prop_ro("device", &device_of)
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
       .def("item", [](const Tensor& t) -> nb::object {
         // During capture a floating item() stays a 0-d tensor of the graph (see
@@ -175,7 +194,7 @@ void bind_tensor(nb::module_& m) {
           graph::read_gate_value("item", t);  // the same error as eager for several elements
           return nb::cast(ops::clone(ops::view(t, {})));
         }
-        return scalar_to_py(gate(t, "item"));
+        return scalar_to_py(gate(host_copy(t), "item"));  // a CUDA tensor is read on the host
       })
       .def("numpy", &to_numpy)
       .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle copy) {
@@ -185,13 +204,13 @@ void bind_tensor(nb::module_& m) {
       .def("tolist", [](const Tensor& t) {
         refuse_while_tracing("Tensor.tolist()");
         // Values only, as PyTorch: allowed on tensors that require grad; bfloat16 through float32 (exact).
-        Tensor v = autograd::detach(t);
+        Tensor v = autograd::detach(host_copy(t));
         if (v.dtype() == DType::BFloat16) v = ops::to_dtype(v, DType::Float32);
         return to_numpy(v).attr("tolist")();
       })
-      .def("__bool__", [](const Tensor& t) { return gate(t, "bool").to_bool(); })
-      .def("__float__", [](const Tensor& t) { return gate(t, "float").to_double(); })
-      .def("__int__", [](const Tensor& t) { return gate(t, "int").to_int(); })
+      .def("__bool__", [](const Tensor& t) { return gate(host_copy(t), "bool").to_bool(); })
+      .def("__float__", [](const Tensor& t) { return gate(host_copy(t), "float").to_double(); })
+      .def("__int__", [](const Tensor& t) { return gate(host_copy(t), "int").to_int(); })
       // ---- arithmetic ----
       .def("__add__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::add); })
       .def("__radd__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::add); })
@@ -236,22 +255,36 @@ void bind_tensor(nb::module_& m) {
       })
       // PyTorch's forms: to(dtype), to(device), to(other), to(device, dtype), with copy= / non_blocking=.
       .def("to", [](nb::handle self, nb::args args, nb::kwargs kwargs) { return to_any(self, args, kwargs); })
-      // x.cpu() is x itself (memory_format= as in PyTorch); x.cuda() names what is missing.
+      // x.cpu() is x itself for a CPU tensor (memory_format= as in PyTorch), a
+      // host copy for a CUDA one; x.cuda() without a GPU names what is missing.
       .def("cpu", [](nb::handle self, nb::handle memory_format) {
             const Tensor& t = nb::cast<const Tensor&>(self);
             auto f = to_memory_format(memory_format, "cpu");
-            if (!f) return nb::borrow(self);
-            Tensor r = apply_memory_format(t, *f, "cpu");
+            const Tensor h = host_copy(t);
+            if (!f) return h.impl() == t.impl() ? nb::borrow(self) : nb::cast(h);
+            Tensor r = apply_memory_format(h, *f, "cpu");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
           }, nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("cuda", [](nb::handle, nb::args, nb::kwargs) -> nb::object {
-            check_device(nb::str("cuda"), "cuda");
-            return nb::none();
-          })
-      .def_prop_ro("is_cuda", [](const Tensor&) { return false; })
-      .def_prop_ro("is_cpu", [](const Tensor&) { return true; })
+      .def("pin_memory", [](const Tensor& t) { return cuda::pin_memory(t); })
+      .def("is_pinned", [](const Tensor& t) { return cuda::is_pinned(t); })
+      .def("cuda", [](nb::handle self, nb::handle device, bool non_blocking, nb::handle memory_format) -> nb::object {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            nb::object spec = device.is_none() ? nb::object(nb::str("cuda"))
+                              : PyLong_Check(device.ptr()) ? nb::object(nb::str(("cuda:" + std::to_string(nb::cast<int>(device))).c_str()))
+                                                           : nb::borrow(device);
+            std::optional<int> target = cuda_target(spec, "cuda");
+            TP_CHECK(target, Error, "cuda: expected a CUDA device but got '", to_device(spec).str(), "'");
+            Tensor r = move_to(t, target, non_blocking);
+            if (auto f = to_memory_format(memory_format, "cuda")) r = apply_memory_format(r, *f, "cuda");
+            return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
+          }, nb::arg("device").none() = nb::none(), nb::arg("non_blocking") = false, nb::kw_only(),
+          nb::arg("memory_format") = nb::none())
+      .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().kind == Device::Kind::CUDA; })
+      .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().kind == Device::Kind::CPU; })
       .def_prop_ro("is_meta", [](const Tensor&) { return false; })
-      .def("get_device", [](const Tensor&) { return -1; })  // PyTorch's answer for CPU tensors
+      .def("get_device", [](const Tensor& t) {  // -1: PyTorch's answer for CPU tensors
+        return t.device().kind == Device::Kind::CUDA ? static_cast<int>(t.device().index) : -1;
+      })
       .def("float", [](nb::handle t, nb::handle f) { return convert(t, DType::Float32, f); },
            nb::kw_only(), nb::arg("memory_format") = nb::none())
       .def("double", [](nb::handle t, nb::handle f) { return convert(t, DType::Float64, f); },

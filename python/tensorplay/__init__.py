@@ -33,6 +33,7 @@ from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode, 
 from ._C import from_dlpack  # noqa: F401  (dlpack.cpp)
 from ._tensor_str import set_printoptions  # noqa: F401
 from . import autograd  # noqa: F401
+from . import cuda  # noqa: F401,E402  (tp.cuda: loaded at run time, works without a GPU)
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from . import nn, optim  # noqa: F401,E402

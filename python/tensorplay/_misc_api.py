@@ -75,13 +75,15 @@ def as_tensor(data, dtype=None, device=None):
     """A tensor sharing `data`'s memory when possible: a tensor of the right dtype is returned
     as is, a NumPy array of the right dtype is wrapped without a copy."""
     tp = _tp()
-    _C._check_device(device, "as_tensor")
+    _C._check_target_device(device, "as_tensor")
     if isinstance(data, Tensor):
-        return data if dtype is None or data.dtype == dtype else data.to(dtype)
-    if isinstance(data, _np.ndarray):
+        t = data if dtype is None or data.dtype == dtype else data.to(dtype)
+    elif isinstance(data, _np.ndarray):
         t = tp.from_numpy(data)
-        return t if dtype is None or t.dtype == dtype else t.to(dtype)
-    return tp.tensor(data, dtype=dtype)
+        t = t if dtype is None or t.dtype == dtype else t.to(dtype)
+    else:
+        t = tp.tensor(data, dtype=dtype)
+    return _C._to_target_device(t, device, "as_tensor")  # device=None keeps t where it is
 
 
 def _size_args(size):
@@ -92,29 +94,32 @@ def _size_args(size):
 
 def _new(factory):
     def method(self, *size, dtype=None, device=None, requires_grad=False, pin_memory=False):
-        _C._check_device(device, "new_" + factory.__name__)
+        _C._check_target_device(device, "new_" + factory.__name__)
         _C._check_pin_memory(pin_memory, "new_" + factory.__name__)
         out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype)
+        out = out.to(device if device is not None else self.device)  # PyTorch: self's device by default
         return out.requires_grad_(True) if requires_grad else out
     return method
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
               pin_memory=False):
-    _C._check_device(device, "new_full")
+    _C._check_target_device(device, "new_full")
     _C._check_pin_memory(pin_memory, "new_full")
     out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype)
+    out = out.to(device if device is not None else self.device)
     return out.requires_grad_(True) if requires_grad else out
 
 
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     tp = _tp()
-    _C._check_device(device, "new_tensor")
+    _C._check_target_device(device, "new_tensor")
     _C._check_pin_memory(pin_memory, "new_tensor")
     if isinstance(data, Tensor):
         out = data.detach().clone().to(dtype if dtype is not None else data.dtype)
     else:
         out = tp.tensor(data, dtype=dtype if dtype is not None else self.dtype)
+    out = out.to(device if device is not None else self.device)
     return out.requires_grad_(True) if requires_grad else out
 
 

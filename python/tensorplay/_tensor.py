@@ -78,7 +78,7 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
     Like torch.tensor: Python floats become the default dtype (float32), ints int64, bools bool,
     NumPy scalars and tensors inside lists keep their dtype (promoted together).
     """
-    _C._check_device(device, "tensor")
+    _C._check_target_device(device, "tensor")  # a GPU is accepted: the result moves there at the end
     _C._check_pin_memory(pin_memory, "tensor")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
@@ -89,6 +89,7 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
             dtype = inferred
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
+    t = _C._to_target_device(t, device, "tensor")  # built on the host; moved to a GPU when asked
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -120,6 +120,8 @@ def _nested(a, indent, summarize, fmt):
 
 def _values(t):
     t = t.detach()
+    if t.is_cuda:
+        t = t.cpu()  # printing reads the values on the host
     if t.dtype in (_C.dtype.float16, _C.dtype.bfloat16):
         t = t.float()
     return t.numpy()
@@ -149,6 +151,8 @@ def tensor_repr(t):
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
+    if t.is_cuda:
+        suffixes.append(f"device='{t.device}'")
     if t.numel() == 0:
         if t.dim() != 1:
             suffixes.append(f"size={tuple(t.shape)}")

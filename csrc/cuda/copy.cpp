@@ -1,0 +1,126 @@
+#include "cuda/copy.h"
+
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "cuda/allocator.h"
+#include "cuda/driver.h"
+#include "ops/ops.h"
+
+namespace tp::cuda {
+
+Device cuda_device(int index) {
+  Device d;
+  d.kind = Device::Kind::CUDA;
+  d.index = static_cast<int16_t>(index);
+  return d;
+}
+
+Tensor empty(const Shape& sizes, DType dtype, int index) {
+  for (auto s : sizes) TP_CHECK(s >= 0, ValueError, "empty: negative size in ", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = allocate_storage(static_cast<size_t>(tp::numel(sizes)) * itemsize(dtype), index);
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+namespace {
+std::mutex g_pinned_mutex;
+std::set<const void*>& pinned_blocks() {  // the base pointers of live pinned storages
+  static auto* s = new std::set<const void*>();
+  return *s;
+}
+}  // namespace
+
+Tensor pin_memory(const Tensor& cpu) {
+  TP_CHECK(cpu.device().kind == Device::Kind::CPU, Error, "pin_memory: expected a CPU tensor, got one on ",
+           cpu.device().str());
+  if (!is_available()) throw_unavailable("pin_memory");
+  if (is_pinned(cpu)) return cpu;
+  activate(current_device());
+  const size_t bytes = static_cast<size_t>(cpu.numel()) * itemsize(cpu.dtype());
+  void* p = nullptr;
+  check(driver().cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost");
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    pinned_blocks().insert(p);
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = StorageImpl::wrap(p, bytes, [p] {
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      pinned_blocks().erase(p);
+    }
+    driver().cuMemFreeHost(p);  // waits for pending async copies out of it
+  });
+  impl->sizes = cpu.sizes();
+  impl->strides = contiguous_strides(cpu.sizes());
+  impl->dtype = cpu.dtype();
+  Tensor out(std::move(impl));
+  Tensor src = cpu.is_contiguous() ? cpu : ops::contiguous(cpu);
+  if (bytes) std::memcpy(out.data(), src.data(), bytes);
+  return out;
+}
+
+bool is_pinned(const Tensor& t) {
+  if (t.device().kind != Device::Kind::CPU) return false;
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return pinned_blocks().count(t.impl()->storage->data()) > 0;
+}
+
+Tensor to_device(const Tensor& cpu, int index, bool non_blocking) {
+  TP_CHECK(cpu.device().kind == Device::Kind::CPU, Error, "to_device: expected a CPU tensor");
+  Tensor src = cpu.is_contiguous() ? cpu : ops::contiguous(cpu);
+  Tensor out = empty(src.sizes(), src.dtype(), index);
+  const size_t bytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
+  if (bytes) {
+    activate(index);
+    if (non_blocking && is_pinned(src)) {
+      check(driver().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes, nullptr),
+            "cuMemcpyHtoDAsync");
+    } else {
+      check(driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes), "cuMemcpyHtoD");
+    }
+  }
+  return out;
+}
+
+Tensor to_cpu(const Tensor& t) {
+  TP_CHECK(t.device().kind == Device::Kind::CUDA, Error, "to_cpu: expected a CUDA tensor");
+  const size_t isz = itemsize(t.dtype());
+  if (t.numel() == 0) return Tensor::empty(t.sizes(), t.dtype());
+  activate(t.device().index);
+  if (t.is_contiguous()) {
+    Tensor out = Tensor::empty(t.sizes(), t.dtype());
+    check(driver().cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(t.data()), t.numel() * isz),
+          "cuMemcpyDtoH");
+    return out;
+  }
+  // Strided view: copy the elements between its lowest and highest address,
+  // then gather on the host.
+  int64_t lo = 0, hi = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.sizes()[d] - 1) * t.strides()[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const int64_t span = hi - lo + 1;
+  Tensor host = Tensor::empty({span}, t.dtype());
+  const char* first = static_cast<const char*>(t.data()) + lo * static_cast<int64_t>(isz);
+  check(driver().cuMemcpyDtoH(host.data(), reinterpret_cast<CUdeviceptr>(first), static_cast<size_t>(span) * isz),
+        "cuMemcpyDtoH");
+  return ops::contiguous(host.as_strided(t.sizes(), t.strides(), -lo));
+}
+
+void copy_device_to_device(const Tensor& dst, const Tensor& src) {
+  const size_t bytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
+  if (!bytes) return;
+  activate(dst.device().index);
+  check(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data()),
+                                   reinterpret_cast<CUdeviceptr>(src.data()), bytes, nullptr),
+        "cuMemcpyDtoD");
+}
+
+}  // namespace tp::cuda

@@ -1,0 +1,16 @@
+// CUBINs of the eager CUDA kernels on disk, under the code cache directory
+// (stax/runtime/cache_dir.h: $TP_CACHE_DIR, vetted private) in "cuda/", named
+// by the SHA-256 of (source, sm_XY, NVRTC version): a new process skips
+// NVRTC (~0.2 s per kernel). Best effort: any problem leaves the in-memory
+// cache working alone.
+#pragma once
+#include <optional>
+#include <string>
+
+namespace tp::cuda {
+
+std::string cubin_key(const std::string& source, int arch);
+std::optional<std::string> load_cubin(const std::string& key);
+void store_cubin(const std::string& key, const std::string& cubin);
+
+}  // namespace tp::cuda

@@ -1,0 +1,78 @@
+// The CUDA driver API, loaded at run time. The package is built with no CUDA
+// toolkit and must import on machines without a GPU, so nothing links against
+// libcuda: driver() dlopens libcuda.so.1 on first use and resolves the few
+// entry points we call. The types and signatures below are the driver API's
+// stable C ABI (CUresult is an int, handles are opaque pointers, device
+// pointers are 64-bit integers), declared here instead of taken from cuda.h.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tp::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+// cuDeviceGetAttribute codes used here (values of the driver API's enum).
+constexpr int kAttrComputeCapabilityMajor = 75;
+constexpr int kAttrComputeCapabilityMinor = 76;
+constexpr int kAttrMultiprocessorCount = 16;
+
+struct Driver {
+  bool loaded = false;    // libcuda.so.1 found and every symbol resolved
+  bool initialized = false;  // cuInit succeeded (false on machines with the library but no GPU)
+  std::string why_unavailable;
+  int device_count = 0;
+
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuCtxSynchronize)() = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemAllocHost)(void**, size_t) = nullptr;
+  CUresult (*cuMemFreeHost)(void*) = nullptr;
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**) = nullptr;
+};
+
+// Loads the library and calls cuInit once; never throws.
+const Driver& driver();
+bool is_available();
+int device_count();
+// Throws tp::Error with the driver's message when `r` is not CUDA_SUCCESS.
+void check(CUresult r, const char* what);
+// Makes `index`'s primary context current on this thread (retained once per
+// device) and validates the index; throws when CUDA is unavailable.
+void activate(int index);
+int current_device();
+void set_device(int index);
+void synchronize(int index);
+// Compute capability as major*10+minor (90 for an H100/H200).
+int compute_capability(int index);
+std::string device_name(int index);
+// The clear error every CUDA entry point raises on a machine without one.
+[[noreturn]] void throw_unavailable(const std::string& what);
+
+}  // namespace tp::cuda

@@ -1,0 +1,24 @@
+// Eager CUDA kernels: one NVRTC-compiled kernel per (operator, dtype, rank),
+// generated from a source template, compiled for the device's exact
+// architecture (sm_XY from its compute capability) and cached in memory by
+// source text. Covered: elementwise float32/float64 add, sub, mul, div (any
+// strides, broadcasting), neg, exp, log, relu, sigmoid, tanh, sqrt, the
+// strided copy behind clone/contiguous/copy_, and sum over the last dim (or
+// all dims) of a contiguous tensor.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tp::cuda {
+
+// Installs the dispatcher's CUDA hook (ops/dispatch.h). Called once by the
+// Python module at import; harmless without a GPU.
+void install_dispatch_hook();
+// Every kernel source this layer can generate, as (name, source): the tests
+// compile each with NVRTC even on machines without a GPU.
+std::vector<std::pair<std::string, std::string>> all_kernel_sources();
+// Kernels compiled so far in this process (the in-memory cache's size).
+size_t compiled_kernel_count();
+
+}  // namespace tp::cuda
