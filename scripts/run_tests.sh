@@ -26,6 +26,10 @@ python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0 \
 # torch's OpInfo database (the oracle of tests/python/opinfo) imports expecttest.
 python -c "import expecttest" 2>/dev/null || python -m pip install -q expecttest \
   || echo "note: expecttest could not be installed; the OpInfo tests will be skipped"
+# NVRTC from NVIDIA's wheel compiles the generated CUDA kernels' source without a GPU, so the
+# CUDA printer is checked on CPU machines too (tests/python/test_cuda.py).
+python -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || python -m pip install -q "nvidia-cuda-nvrtc" \
+  || echo "note: nvidia-cuda-nvrtc could not be installed; CUDA source compilation tests will be skipped"
 
 echo "== C++ unit tests (ctest) =="
 cmake -S . -B build/tests -G Ninja -DTP_BUILD_PYTHON=OFF -DTP_BUILD_TESTS=ON -DTP_WERROR=ON -DPython_EXECUTABLE="$(command -v python)" >/dev/null
