@@ -23,6 +23,35 @@ struct Value {
   int buffer = -1;  // set when the value lives in a buffer with contiguous layout over `sizes`
 };
 
+struct IndexHash {
+  size_t operator()(const Index& idx) const {
+    size_t h = idx.size();
+    for (auto& e : idx) h = h * 1000003u ^ e.hash();
+    return h;
+  }
+};
+
+// Every consumer of a value calls its `at` with the index it needs; in a
+// pointwise chain those are the same index expressions. Remembering the
+// result per index makes a value used k times one node (not k copies of its
+// whole expression tree), so lowering is linear in the graph and the body a DAG.
+// Copies of the Value share the table (the closure holds it by shared_ptr).
+// The producer's closure is held by shared_ptr too: a std::function copies
+// its captures, and closures capture their operand Values, so copying a Value
+// whose `at` held the closure itself would copy the whole tree of closures
+// below it (exponential when a value is used twice).
+void memoize(Value& v) {
+  auto f = std::make_shared<const std::function<Expr(const Index&)>>(std::move(v.at));
+  auto memo = std::make_shared<std::unordered_map<Index, Expr, IndexHash>>();
+  v.at = [f, memo](const Index& idx) {
+    auto it = memo->find(idx);
+    if (it != memo->end()) return it->second;
+    Expr e = (*f)(idx);
+    memo->emplace(idx, e);
+    return e;
+  };
+}
+
 bool debug_enabled() {
   const char* v = std::getenv("TP_STAX_LOWER_DEBUG");
   return v && *v && std::string(v) != "0";
@@ -148,6 +177,7 @@ class Lowerer {
         for (auto& a : n->args)
           if (auto* p = std::get_if<Node*>(&a); p && origin.count(*p)) current_origin_ = origin[*p] + ", " + n->target->name;
         env[n] = lower_node(n, in, consts);
+        memoize(env[n]);
         if (env[n].buffer < 0) origin[n] = current_origin_;
         if (n->meta.sizes != env[n].sizes) cannot_lower(n, "internal shape mismatch");
       } else if (n->opcode == Opcode::Output) {
