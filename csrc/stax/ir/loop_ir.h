@@ -26,6 +26,8 @@ enum class ExprOp {
   Call,    // fn(args...): arithmetic "add","sub","mul","div","neg","max","min","relu","abs","exp","log",
            // "sqrt","tanh","sigmoid"; comparisons "eq","ne","lt","le","gt","ge" (dtype Bool);
            // logical "and","or","xor","not" (bool operands and result)
+           // float math backed by libm (codegen::libm_function): "sin".."erfc", "floor","ceil","round",
+           // "trunc","frac", binary "atan2","hypot","fmod","remainder"
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
 };

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ops/type_promotion.h"
+#include "stax/codegen/cpp/prelude.h"
 
 namespace tp::stax {
 using namespace tp::stax::ir;
@@ -236,6 +237,21 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
   // operator, it needs no rule.
   if (numel(out_sizes) == 0 && n->output_metas.empty()) {
     v.at = [out_dtype](const Index&) { return constant(Scalar(int64_t(0)), out_dtype); };
+    return v;
+  }
+  // Float math backed by libm in the generated code (see prelude.h): computed
+  // in the result type (a FloatValued op on integers computes in the default
+  // float, as eager). Integer floor/round/..., fmod/remainder stay eager.
+  if (int arity = 0; codegen::libm_function(op, &arity) && static_cast<int>(in.size()) == arity) {
+    if (!is_floating(out_dtype)) cannot_lower(n, "integer " + op + " has no rule yet");
+    if (op == "round" && !n->attrs.is_none("decimals") && n->attrs.get_int("decimals") != 0)
+      cannot_lower(n, "round with decimals");
+    std::vector<Value> ins = in;
+    v.at = [ins, op, out_dtype](const Index& idx) {
+      std::vector<Expr> args;
+      for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), out_dtype));
+      return call(op, std::move(args), out_dtype);
+    };
     return v;
   }
   if (const char* fn = pointwise_fn_name(op)) {

@@ -549,6 +549,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
         req.need_log |= e->fn == "log";
         req.need_tanh |= e->fn == "tanh";
         req.need_sigmoid |= e->fn == "sigmoid";
+        if (libm_function(e->fn)) req.libm.insert(e->fn);
       }
       for (auto& a : e->args) stack.push_back(a.get());
     }
