@@ -93,3 +93,14 @@ def test_integer_rounding_and_decimals_still_run_eagerly():
     with pytest.warns(UserWarning, match="decimals"):
         got = tp.compile(lambda y: tp.round(y, decimals=1))(y).numpy()
     np.testing.assert_array_equal(got, tp.round(y, decimals=1).numpy())
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.int64])
+def test_masked_fill_matches_eager(dtype):
+    x = (tp.randn(6, 40) * 10).to(dtype)
+    m = tp.randn(1, 40) > 0  # broadcast mask
+    cases = [lambda x, m: x.masked_fill(m, 2.5), lambda x, m: x.masked_fill(m, float("-inf")) if dtype != tp.int64
+             else x.masked_fill(m, -3), lambda x, m: x.masked_fill(x > 1, tp.tensor(7.0)) * 2]
+    for f in cases:
+        got = tp.compile(f, strict_native=True)(x, m).numpy()
+        np.testing.assert_array_equal(got, f(x, m).numpy())

@@ -302,6 +302,26 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     };
     return v;
   }
+  // masked_fill(self, mask, value): the value (a 0-d tensor or a number)
+  // converted to self's dtype where the mask is true; the result has the
+  // broadcast shape of self and mask.
+  if (op == "masked_fill.Tensor" || op == "masked_fill.Scalar") {
+    Value self = in[0], mask = in[1], value;
+    if (op == "masked_fill.Tensor") {
+      value = in[2];
+    } else {
+      Scalar s = n->attrs.get_scalar("value");
+      value.dtype = out_dtype;
+      value.at = [s, out_dtype](const Index&) { return cast(constant(s, s.is_float() ? DType::Float64 : s.natural_dtype()), out_dtype); };
+    }
+    v.at = [self, mask, value, out_dtype](const Index& idx) {
+      Expr c = cast(mask.at(broadcast_index(idx, mask.sizes)), DType::Bool);
+      Expr a = cast(value.at(broadcast_index(idx, value.sizes)), out_dtype);
+      Expr b = cast(self.at(broadcast_index(idx, self.sizes)), out_dtype);
+      return where(c, a, b);
+    };
+    return v;
+  }
   if (op == "to" || op == "clone") {
     Value x = in[0];
     v.at = [x, out_dtype](const Index& idx) { return cast(x.at(idx), out_dtype); };
