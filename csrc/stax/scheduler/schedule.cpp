@@ -197,7 +197,7 @@ bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, cons
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   bool out = true;
   switch (p->op) {
-    case ExprOp::Const: out = p->value == r->value; break;
+    case ExprOp::Const: out = p == r; break;  // interned: one node per value's bits (0.0 is not -0.0)
     case ExprOp::Load:
       out = p->buffer == r->buffer && simplify(substitute(r->index, r_to_p), ranges) == p->index;
       break;
