@@ -1,45 +1,127 @@
 #include "stax/ir/loop_ir.h"
 
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tp::stax::ir {
 
+namespace {
+
+// A constant's identity is its kind and its bits: 0.0 and -0.0 are different
+// values (Scalar's == calls them equal), and a NaN is equal to itself.
+uint64_t scalar_bits(const Scalar& v) {
+  if (v.is_float()) {
+    double d = v.to_double();
+    uint64_t b;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+  }
+  return static_cast<uint64_t>(v.to_int());
+}
+int scalar_kind(const Scalar& v) { return v.is_float() ? 2 : v.is_bool() ? 1 : 0; }
+
+size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+
+size_t shallow_hash(const ExprNode& n) {
+  size_t h = mix(static_cast<size_t>(n.op), static_cast<size_t>(n.dtype));
+  switch (n.op) {
+    case ExprOp::Const: h = mix(mix(h, scalar_bits(n.value)), scalar_kind(n.value)); break;
+    case ExprOp::Load: h = mix(mix(h, static_cast<size_t>(n.buffer)), n.index.hash()); break;
+    case ExprOp::Call: h = mix(h, std::hash<std::string>()(n.fn)); break;
+    default: break;
+  }
+  for (auto& a : n.args) h = mix(h, std::hash<const void*>()(a.get()));
+  return h;
+}
+
+bool shallow_equal(const ExprNode& a, const ExprNode& b) {
+  if (a.op != b.op || a.dtype != b.dtype || a.args.size() != b.args.size()) return false;
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (a.args[i].get() != b.args[i].get()) return false;
+  switch (a.op) {
+    case ExprOp::Const:
+      return scalar_kind(a.value) == scalar_kind(b.value) && scalar_bits(a.value) == scalar_bits(b.value);
+    case ExprOp::Load: return a.buffer == b.buffer && a.index == b.index;
+    case ExprOp::Call: return a.fn == b.fn;
+    default: return true;
+  }
+}
+
+// The table holds weak references: a node lives as long as some expression
+// uses it. Expired entries are swept when the table has doubled since the last
+// sweep, so the table stays proportional to the live nodes.
+struct InternTable {
+  std::mutex mu;
+  std::unordered_multimap<size_t, std::weak_ptr<const ExprNode>> nodes;
+  size_t sweep_at = 4096;
+};
+
+InternTable& table() {
+  static InternTable* t = new InternTable();  // never destroyed: nodes may outlive static destruction order
+  return *t;
+}
+
+}  // namespace
+
+Expr intern(ExprNode proto) {
+  size_t h = shallow_hash(proto);
+  InternTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto range = t.nodes.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it)
+    if (Expr e = it->second.lock(); e && shallow_equal(*e, proto)) return e;
+  Expr e = std::make_shared<const ExprNode>(std::move(proto));
+  if (t.nodes.size() >= t.sweep_at) {
+    for (auto it = t.nodes.begin(); it != t.nodes.end();)
+      it = it->second.expired() ? t.nodes.erase(it) : std::next(it);
+    t.sweep_at = std::max<size_t>(4096, 2 * t.nodes.size());
+  }
+  t.nodes.emplace(h, e);
+  return e;
+}
+
 Expr constant(const Scalar& v, DType dtype) {
-  auto n = std::make_shared<ExprNode>();
+  ExprNode n0;
+  auto* n = &n0;
   n->op = ExprOp::Const;
   n->dtype = dtype;
   // A float32 constant holds its float32 value, so that widening it later
   // (cast to float64) gives what eager's float32 tensor widens to.
   n->value = dtype == DType::Float32 && v.is_float() ? Scalar(static_cast<double>(static_cast<float>(v.to_double()))) : v;
-  return n;
+  return intern(std::move(n0));
 }
 
 Expr load(int buffer, IndexExpr index, DType dtype) {
-  auto n = std::make_shared<ExprNode>();
+  ExprNode n0;
+  auto* n = &n0;
   n->op = ExprOp::Load;
   n->dtype = dtype;
   n->buffer = buffer;
   n->index = std::move(index);
-  return n;
+  return intern(std::move(n0));
 }
 
 Expr call(std::string fn, std::vector<Expr> args, DType dtype) {
-  auto n = std::make_shared<ExprNode>();
+  ExprNode n0;
+  auto* n = &n0;
   n->op = ExprOp::Call;
   n->dtype = dtype;
   n->fn = std::move(fn);
   n->args = std::move(args);
-  return n;
+  return intern(std::move(n0));
 }
 
 Expr where(Expr cond, Expr a, Expr b) {
-  auto n = std::make_shared<ExprNode>();
+  ExprNode n0;
+  auto* n = &n0;
   n->op = ExprOp::Where;
   n->dtype = a->dtype;
   n->args = {std::move(cond), std::move(a), std::move(b)};
-  return n;
+  return intern(std::move(n0));
 }
 
 Expr cast(Expr x, DType dtype) {
@@ -61,31 +143,76 @@ Expr cast(Expr x, DType dtype) {
       default: break;
     }
   }
-  auto n = std::make_shared<ExprNode>();
-  n->op = ExprOp::Cast;
-  n->dtype = dtype;
-  n->args = {std::move(x)};
-  return n;
+  ExprNode n;
+  n.op = ExprOp::Cast;
+  n.dtype = dtype;
+  n.args = {std::move(x)};
+  return intern(std::move(n));
 }
 
 bool is_comparison(const std::string& fn) {
   return fn == "eq" || fn == "ne" || fn == "lt" || fn == "le" || fn == "gt" || fn == "ge";
 }
 
-std::string to_string(const Expr& e) {
+namespace {
+
+// Prints one node, its arguments by name where they are bound.
+std::string print_node(const ExprNode* e, const std::unordered_map<const ExprNode*, std::string>& bound,
+                       std::unordered_map<const ExprNode*, std::string>& memo) {
+  if (auto b = bound.find(e); b != bound.end()) return b->second;
+  if (auto m = memo.find(e); m != memo.end()) return m->second;
+  auto arg = [&](size_t i) { return print_node(e->args[i].get(), bound, memo); };
+  std::string s;
   switch (e->op) {
-    case ExprOp::Const: return e->value.repr();
-    case ExprOp::Load: return "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + ")";
+    case ExprOp::Const: s = e->value.repr(); break;
+    case ExprOp::Load: s = "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + ")"; break;
     case ExprOp::Call: {
-      std::string s = e->fn + "(";
-      for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + to_string(e->args[i]);
-      return s + ")";
+      s = e->fn + "(";
+      for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + arg(i);
+      s += ")";
+      break;
     }
-    case ExprOp::Where:
-      return "where(" + to_string(e->args[0]) + ", " + to_string(e->args[1]) + ", " + to_string(e->args[2]) + ")";
-    case ExprOp::Cast: return std::string(dtype_name(e->dtype)) + "(" + to_string(e->args[0]) + ")";
+    case ExprOp::Where: s = "where(" + arg(0) + ", " + arg(1) + ", " + arg(2) + ")"; break;
+    case ExprOp::Cast: s = std::string(dtype_name(e->dtype)) + "(" + arg(0) + ")"; break;
   }
-  return "?";
+  memo[e] = s;
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(const Expr& e) {
+  // Parents per node, counted over the DAG's edges (each node expanded once).
+  std::unordered_map<const ExprNode*, int> uses;
+  std::vector<const ExprNode*> order;  // post-order: arguments before users
+  std::vector<std::pair<const ExprNode*, size_t>> stack{{e.get(), 0}};
+  uses[e.get()] = 0;
+  while (!stack.empty()) {
+    auto& [n, i] = stack.back();
+    if (i < n->args.size()) {
+      const ExprNode* c = n->args[i++].get();
+      if (uses[c]++ == 0) stack.push_back({c, 0});
+    } else {
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  std::unordered_map<const ExprNode*, std::string> bound, memo;
+  std::string lets;
+  for (const ExprNode* n : order) {
+    if (n == e.get() || uses[n] < 2 || n->args.empty()) continue;
+    std::string name = "$";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
+    name += std::to_string(bound.size());
+    lets += name + " = " + print_node(n, bound, memo) + "; ";
+    bound[n] = name;
+  }
+  std::string body = print_node(e.get(), bound, memo);
+  if (lets.empty()) return body;
+  std::string out = "[";
+  out += lets.substr(0, lets.size() - 2);
+  out += "] ";
+  out += body;
+  return out;
 }
 
 const char* reduce_op_name(ReduceOp r) {

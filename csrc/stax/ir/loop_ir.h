@@ -26,6 +26,8 @@ enum class ExprOp {
   Call,    // fn(args...): arithmetic "add","sub","mul","div","neg","max","min","relu","abs","exp","log",
            // "sqrt","tanh","sigmoid"; comparisons "eq","ne","lt","le","gt","ge" (dtype Bool);
            // logical "and","or","xor","not" (bool operands and result)
+           // float math backed by libm (codegen::libm_function): "sin".."erfc", "floor","ceil","round",
+           // "trunc","frac", binary "atan2","hypot","fmod","remainder"
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
 };
@@ -43,12 +45,20 @@ struct ExprNode {
   IndexExpr index; // Load: flat element offset from the buffer's base pointer
 };
 
+// Every constructor below returns a hash-consed node: two expressions with the
+// same op, dtype, fn, value (bitwise), buffer, index (structurally) and
+// argument nodes (by identity) are one node. The IR is therefore a DAG in which
+// equal subexpressions are shared, and every traversal must visit a node once
+// (memoize on the node pointer), or its cost grows with the number of paths.
+Expr intern(ExprNode proto);
 Expr constant(const Scalar& v, DType dtype);
 Expr load(int buffer, IndexExpr index, DType dtype);
 Expr call(std::string fn, std::vector<Expr> args, DType dtype);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr x, DType dtype);  // returns x itself when already that dtype
 
+// Prints e; an interior node reached along more than one path is printed once
+// as a binding `$k = ...` (listed first, in dependence order) and then as `$k`.
 std::string to_string(const Expr& e);
 bool is_comparison(const std::string& fn);
 

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ops/type_promotion.h"
+#include "stax/codegen/cpp/prelude.h"
 
 namespace tp::stax {
 using namespace tp::stax::ir;
@@ -22,6 +23,35 @@ struct Value {
   std::function<Expr(const Index&)> at;
   int buffer = -1;  // set when the value lives in a buffer with contiguous layout over `sizes`
 };
+
+struct IndexHash {
+  size_t operator()(const Index& idx) const {
+    size_t h = idx.size();
+    for (auto& e : idx) h = h * 1000003u ^ e.hash();
+    return h;
+  }
+};
+
+// Every consumer of a value calls its `at` with the index it needs; in a
+// pointwise chain those are the same index expressions. Remembering the
+// result per index makes a value used k times one node (not k copies of its
+// whole expression tree), so lowering is linear in the graph and the body a DAG.
+// Copies of the Value share the table (the closure holds it by shared_ptr).
+// The producer's closure is held by shared_ptr too: a std::function copies
+// its captures, and closures capture their operand Values, so copying a Value
+// whose `at` held the closure itself would copy the whole tree of closures
+// below it (exponential when a value is used twice).
+void memoize(Value& v) {
+  auto f = std::make_shared<const std::function<Expr(const Index&)>>(std::move(v.at));
+  auto memo = std::make_shared<std::unordered_map<Index, Expr, IndexHash>>();
+  v.at = [f, memo](const Index& idx) {
+    auto it = memo->find(idx);
+    if (it != memo->end()) return it->second;
+    Expr e = (*f)(idx);
+    memo->emplace(idx, e);
+    return e;
+  };
+}
 
 bool debug_enabled() {
   const char* v = std::getenv("TP_STAX_LOWER_DEBUG");
@@ -148,6 +178,7 @@ class Lowerer {
         for (auto& a : n->args)
           if (auto* p = std::get_if<Node*>(&a); p && origin.count(*p)) current_origin_ = origin[*p] + ", " + n->target->name;
         env[n] = lower_node(n, in, consts);
+        memoize(env[n]);
         if (env[n].buffer < 0) origin[n] = current_origin_;
         if (n->meta.sizes != env[n].sizes) cannot_lower(n, "internal shape mismatch");
       } else if (n->opcode == Opcode::Output) {
@@ -208,6 +239,21 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
     v.at = [out_dtype](const Index&) { return constant(Scalar(int64_t(0)), out_dtype); };
     return v;
   }
+  // Float math backed by libm in the generated code (see prelude.h): computed
+  // in the result type (a FloatValued op on integers computes in the default
+  // float, as eager). Integer floor/round/..., fmod/remainder stay eager.
+  if (int arity = 0; codegen::libm_function(op, &arity) && static_cast<int>(in.size()) == arity) {
+    if (!is_floating(out_dtype)) cannot_lower(n, "integer " + op + " has no rule yet");
+    if (op == "round" && !n->attrs.is_none("decimals") && n->attrs.get_int("decimals") != 0)
+      cannot_lower(n, "round with decimals");
+    std::vector<Value> ins = in;
+    v.at = [ins, op, out_dtype](const Index& idx) {
+      std::vector<Expr> args;
+      for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), out_dtype));
+      return call(op, std::move(args), out_dtype);
+    };
+    return v;
+  }
   if (const char* fn = pointwise_fn_name(op)) {
     // Compute in the promoted operand type; comparisons yield bool.
     // A comparison's operands meet in PyTorch's result_type (tensor, 0-d
@@ -252,6 +298,26 @@ Value Lowerer::lower_node(const Node* n, const std::vector<Value>& in, const std
       Expr c = cast(ins[0].at(broadcast_index(idx, ins[0].sizes)), DType::Bool);
       Expr a = cast(ins[1].at(broadcast_index(idx, ins[1].sizes)), out_dtype);
       Expr b = cast(ins[2].at(broadcast_index(idx, ins[2].sizes)), out_dtype);
+      return where(c, a, b);
+    };
+    return v;
+  }
+  // masked_fill(self, mask, value): the value (a 0-d tensor or a number)
+  // converted to self's dtype where the mask is true; the result has the
+  // broadcast shape of self and mask.
+  if (op == "masked_fill.Tensor" || op == "masked_fill.Scalar") {
+    Value self = in[0], mask = in[1], value;
+    if (op == "masked_fill.Tensor") {
+      value = in[2];
+    } else {
+      Scalar s = n->attrs.get_scalar("value");
+      value.dtype = out_dtype;
+      value.at = [s, out_dtype](const Index&) { return cast(constant(s, s.is_float() ? DType::Float64 : s.natural_dtype()), out_dtype); };
+    }
+    v.at = [self, mask, value, out_dtype](const Index& idx) {
+      Expr c = cast(mask.at(broadcast_index(idx, mask.sizes)), DType::Bool);
+      Expr a = cast(value.at(broadcast_index(idx, value.sizes)), out_dtype);
+      Expr b = cast(self.at(broadcast_index(idx, self.sizes)), out_dtype);
       return where(c, a, b);
     };
     return v;

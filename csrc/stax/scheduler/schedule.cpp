@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tp::stax {
 using namespace tp::stax::ir;
@@ -24,9 +25,9 @@ class ExprRewriter {
     } else if (e->args.empty()) {
       out = e;
     } else {
-      auto n = std::make_shared<ExprNode>(*e);
-      for (auto& a : n->args) a = (*this)(a);
-      out = n;
+      ExprNode n = *e;
+      for (auto& a : n.args) a = (*this)(a);
+      out = intern(std::move(n));
     }
     memo_[e.get()] = out;
     return out;
@@ -104,9 +105,11 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
   }
   // Every value is of the lane type, except masks straight out of a comparison.
   std::vector<const ExprNode*> stack{nest.body.get()};
+  std::unordered_set<const ExprNode*> seen;
   while (!stack.empty()) {
     const ExprNode* e = stack.back();
     stack.pop_back();
+    if (!seen.insert(e).second) continue;
     switch (e->op) {
       case ExprOp::Const: if (e->dtype != lane) return false; break;
       case ExprOp::Load: {
@@ -169,30 +172,42 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
   }
 }
 
-bool is_expensive(const ExprNode* e) {
-  if (e->op == ExprOp::Call &&
-      (e->fn == "exp" || e->fn == "log" || e->fn == "tanh" || e->fn == "sigmoid" || e->fn == "sqrt"))
-    return true;
-  for (auto& a : e->args)
-    if (is_expensive(a.get())) return true;
-  return false;
+bool is_expensive(const ExprNode* e, std::unordered_map<const ExprNode*, bool>& memo) {
+  if (auto it = memo.find(e); it != memo.end()) return it->second;
+  bool out = e->op == ExprOp::Call &&
+             (e->fn == "exp" || e->fn == "log" || e->fn == "tanh" || e->fn == "sigmoid" || e->fn == "sqrt");
+  for (auto& a : e->args) out = out || is_expensive(a.get(), memo);
+  memo[e] = out;
+  return out;
 }
+
+struct PairHash {
+  size_t operator()(const std::pair<const ExprNode*, const ExprNode*>& p) const {
+    return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+  }
+};
+using SameMemo = std::unordered_map<std::pair<const ExprNode*, const ExprNode*>, bool, PairHash>;
 
 // Does r (a subexpression of another nest, whose inner variable maps to p's by
 // r_to_p) compute the same value as p at every point?
-bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, const RangeMap& ranges) {
+// Memoized on the pair of nodes: both sides are DAGs.
+bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, const RangeMap& ranges, SameMemo& memo) {
   if (p->op != r->op || p->dtype != r->dtype || p->args.size() != r->args.size()) return false;
+  auto key = std::make_pair(p, r);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  bool out = true;
   switch (p->op) {
-    case ExprOp::Const: if (!(p->value == r->value)) return false; break;
+    case ExprOp::Const: out = p == r; break;  // interned: one node per value's bits (0.0 is not -0.0)
     case ExprOp::Load:
-      if (p->buffer != r->buffer || !(simplify(substitute(r->index, r_to_p), ranges) == p->index)) return false;
+      out = p->buffer == r->buffer && simplify(substitute(r->index, r_to_p), ranges) == p->index;
       break;
-    case ExprOp::Call: if (p->fn != r->fn) return false; break;
+    case ExprOp::Call: out = p->fn == r->fn; break;
     default: break;
   }
-  for (size_t i = 0; i < p->args.size(); ++i)
-    if (!same_value(p->args[i].get(), r->args[i].get(), r_to_p, ranges)) return false;
-  return true;
+  for (size_t i = 0; out && i < p->args.size(); ++i)
+    out = same_value(p->args[i].get(), r->args[i].get(), r_to_p, ranges, memo);
+  memo[key] = out;
+  return out;
 }
 
 Expr replace_node(const Expr& root, const ExprNode* target, const Expr& with,
@@ -202,9 +217,9 @@ Expr replace_node(const Expr& root, const ExprNode* target, const Expr& with,
   if (it != memo.end()) return it->second;
   Expr out = root;
   if (!root->args.empty()) {
-    auto n = std::make_shared<ExprNode>(*root);
-    for (auto& a : n->args) a = replace_node(a, target, with, memo);
-    out = n;
+    ExprNode n = *root;
+    for (auto& a : n.args) a = replace_node(a, target, with, memo);
+    out = intern(std::move(n));
   }
   memo[root.get()] = out;
   return out;
@@ -246,18 +261,22 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
       int rj = R.inner_vars[0].var_id();
       VarMap r_to_p{{rj, P.inner_vars[0]}};
       std::vector<const ExprNode*> r_nodes = preorder(R.body);
+      std::unordered_map<const ExprNode*, bool> expensive;
+      SameMemo same;
       for (const ExprNode* e : preorder(P.body)) {  // largest subexpressions first
-        if (e == P.body.get() || e->dtype != out.dtype || !is_expensive(e)) continue;
+        if (e == P.body.get() || e->dtype != out.dtype || !is_expensive(e, expensive)) continue;
         const ExprNode* match = nullptr;
         for (const ExprNode* r : r_nodes)
-          if (same_value(e, r, r_to_p, ranges)) { match = r; break; }
+          if (same_value(e, r, r_to_p, ranges, same)) { match = r; break; }
         if (!match) continue;
         // Keep the node of R's own body so the code generator emits it once.
         Expr value;
         std::vector<Expr> stack{R.body};
+        std::unordered_set<const ExprNode*> seen;
         while (!stack.empty() && !value) {
           Expr x = stack.back();
           stack.pop_back();
+          if (!seen.insert(x.get()).second) continue;
           if (x.get() == match) value = x;
           for (auto& c : x->args) stack.push_back(c);
         }

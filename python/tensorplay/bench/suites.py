@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import coldstart, eager, fusion, machine, overhead
+from . import codegen, coldstart, eager, fusion, machine, overhead
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -96,4 +96,13 @@ def eager_suite(report: Report, opts: Options) -> dict:
     results: dict = {}
     step = _Step(report, results)
     step("eager", lambda: eager.measure(report, opts.quick, tp.get_num_threads()))
+    return results
+
+
+@suite("codegen")
+def codegen_suite(report: Report, opts: Options) -> dict:
+    """Generated source size and cold compile time where values are used twice."""
+    results: dict = {}
+    step = _Step(report, results)
+    step("codegen", lambda: codegen.measure(report, opts.quick))
     return results

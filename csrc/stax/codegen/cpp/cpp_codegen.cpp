@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "stax/codegen/cpp/prelude.h"
 
@@ -536,16 +537,19 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   PreludeRequest req;
   req.vector_bytes = vector_bytes;
   req.need_floordiv = true;
+  std::unordered_set<const ExprNode*> seen;  // bodies are DAGs: visit each node once
   for (auto& n : p.nodes) {
     std::vector<const ExprNode*> stack{n.body.get()};
     while (!stack.empty()) {
       const ExprNode* e = stack.back();
       stack.pop_back();
+      if (!seen.insert(e).second) continue;
       if (e->op == ExprOp::Call) {
         req.need_exp |= e->fn == "exp";
         req.need_log |= e->fn == "log";
         req.need_tanh |= e->fn == "tanh";
         req.need_sigmoid |= e->fn == "sigmoid";
+        if (libm_function(e->fn)) req.libm.insert(e->fn);
       }
       for (auto& a : e->args) stack.push_back(a.get());
     }

@@ -181,6 +181,67 @@ void horizontal(std::string& s, const char* scalar, const char* name, const char
 
 }  // namespace
 
+namespace {
+
+// Scalar bodies of the libm-backed functions: `F` is the builtin's suffix
+// ("f" for float, "" for double), T the type. x (and y) are the arguments.
+struct LibmFn {
+  const char* name;
+  int arity;
+  const char* body;  // an expression
+};
+constexpr LibmFn kLibm[] = {
+    {"sin", 1, "__builtin_sin@(x)"},     {"cos", 1, "__builtin_cos@(x)"},     {"tan", 1, "__builtin_tan@(x)"},
+    {"asin", 1, "__builtin_asin@(x)"},   {"acos", 1, "__builtin_acos@(x)"},   {"atan", 1, "__builtin_atan@(x)"},
+    {"sinh", 1, "__builtin_sinh@(x)"},   {"cosh", 1, "__builtin_cosh@(x)"},   {"asinh", 1, "__builtin_asinh@(x)"},
+    {"acosh", 1, "__builtin_acosh@(x)"}, {"atanh", 1, "__builtin_atanh@(x)"}, {"exp2", 1, "__builtin_exp2@(x)"},
+    {"log2", 1, "__builtin_log2@(x)"},   {"log10", 1, "__builtin_log10@(x)"}, {"erfc", 1, "__builtin_erfc@(x)"},
+    {"floor", 1, "__builtin_floor@(x)"}, {"ceil", 1, "__builtin_ceil@(x)"},   {"trunc", 1, "__builtin_trunc@(x)"},
+    // rint in the default rounding mode (to nearest, ties to even), as eager.
+    {"round", 1, "__builtin_rint@(x)"},
+    {"frac", 1, "x - __builtin_trunc@(x)"},
+    {"atan2", 2, "__builtin_atan2@(x, y)"}, {"hypot", 2, "__builtin_hypot@(x, y)"},
+    {"fmod", 2, "__builtin_fmod@(x, y)"},
+    // fmod's result moved to the divisor's sign (PyTorch / Python %).
+    {"remainder", 2, "__extension__({ __typeof__(x) r = __builtin_fmod@(x, y); "
+                     "(r != 0 && ((r < 0) != (y < 0))) ? r + y : r; })"},
+};
+
+const LibmFn* find_libm(const std::string& fn) {
+  for (auto& f : kLibm)
+    if (fn == f.name) return &f;
+  return nullptr;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+void emit_libm(std::string& s, const LibmFn& f) {
+  const std::string name = std::string("tp_") + f.name;
+  for (int dbl = 0; dbl < 2; ++dbl) {
+    const std::string t = dbl ? "double" : "float", vt = dbl ? "vd" : "vf", lanes = dbl ? "TP_LD" : "TP_LF";
+    const std::string body = replace_all(f.body, "@", dbl ? "" : "f");
+    const std::string params = f.arity == 1 ? t + " x" : t + " x, " + t + " y";
+    s += "static inline " + t + " " + name + "(" + params + ") { return " + body + "; }\n";
+    if (f.arity == 1)
+      s += "static inline " + vt + " " + name + "(" + vt + " v) { for (int i = 0; i < " + lanes + "; ++i) v[i] = " +
+           name + "(v[i]); return v; }\n";
+    else
+      s += "static inline " + vt + " " + name + "(" + vt + " a, " + vt + " b) { for (int i = 0; i < " + lanes +
+           "; ++i) a[i] = " + name + "(a[i], b[i]); return a; }\n";
+  }
+}
+
+}  // namespace
+
+bool libm_function(const std::string& fn, int* arity) {
+  const LibmFn* f = find_libm(fn);
+  if (f && arity) *arity = f->arity;
+  return f != nullptr;
+}
+
 int lanes_f32(int vector_bytes) { return vector_bytes / 4; }
 int lanes_f64(int vector_bytes) { return vector_bytes / 8; }
 int lanes_i64(int vector_bytes) { return vector_bytes / 8; }
@@ -216,6 +277,8 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_tanh) s += kTanh;
   if (req.need_sigmoid) s += kSigmoid;
   if (req.need_floordiv) s += kFloorDiv;
+  for (auto& fn : req.libm)
+    if (const LibmFn* f = find_libm(fn)) emit_libm(s, *f);
   return s;
 }
 

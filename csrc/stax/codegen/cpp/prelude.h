@@ -24,11 +24,18 @@
 //   need_tanh:     tp_tanh     (float, double, vf, vd)   (pulls in exp)
 //   need_sigmoid:  tp_sigmoid  (float, double, vf, vd)   (pulls in exp)
 //   need_floordiv: tp_floordiv(i64, i64), tp_mod(i64, i64) (Python semantics)
+//   libm (each name listed, see libm_function): tp_<name> on float, double, vf,
+//     vd: sin cos tan asin acos atan sinh cosh asinh acosh atanh exp2 log2 log10
+//     erfc floor ceil trunc round (half to even) frac (x - trunc x); binary
+//     atan2 hypot fmod remainder (the divisor's sign). Scalars call the GCC
+//     builtin (a libm call the loaded kernel resolves from the process); the
+//     vector forms apply it lane by lane for now (no own polynomial yet).
 // Scalar transcendental overloads call libm (__builtin_expf etc.); the vector
 // ones are own range reduction + polynomial code, identical on every ISA up to
 // FMA contraction (measured: exp/log/tanh within 1 ulp of the correctly
 // rounded result, sigmoid within 2; libm's special values; gradual underflow).
 #pragma once
+#include <set>
 #include <string>
 
 namespace tp::stax::codegen {
@@ -37,7 +44,12 @@ struct PreludeRequest {
   int vector_bytes = 64;  // 16 (SSE2 baseline), 32 (avx2) or 64 (avx512)
   bool need_exp = false, need_log = false, need_tanh = false, need_sigmoid = false;
   bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
+  std::set<std::string> libm;  // libm-backed functions used (names as in the IR's Call fn)
 };
+
+// Is `fn` (an IR Call name) one of the prelude's libm-backed functions? `arity`
+// receives its number of arguments.
+bool libm_function(const std::string& fn, int* arity = nullptr);
 
 // The prelude text; throws tp::ValueError for a vector_bytes other than 16/32/64.
 std::string cpp_prelude(const PreludeRequest& req);
