@@ -438,6 +438,12 @@ std::vector<TensorMeta> ss_infer(const OpDef& op, const std::vector<TensorMeta>&
     TP_CHECK(ok, ValueError, op.name, ": sorted_sequence of shape ", shape_str(seq.sizes),
              " and values of shape ", shape_str(v.sizes), " must match in all but the last dimension");
   }
+  if (in.size() > 2 && in[2].defined) {
+    TP_CHECK(in[2].sizes == seq.sizes, ValueError, op.name, ": sorter of shape ", shape_str(in[2].sizes),
+             " must have the shape of sorted_sequence ", shape_str(seq.sizes));
+    TP_CHECK(in[2].dtype == DType::Int64, TypeError, op.name, ": sorter must be an int64 tensor, got ",
+             dtype_name(in[2].dtype));
+  }
   return {TensorMeta::contiguous(v.sizes, attrs.get_or("out_int32", false) ? DType::Int32 : DType::Int64)};
 }
 std::vector<Tensor> ss_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
@@ -446,7 +452,9 @@ std::vector<Tensor> ss_cpu(const OpDef& op, const std::vector<Tensor>& in, const
   Tensor out = om[0].dtype == DType::Int64 ? alloc_out(om[0]) : Tensor::empty(om[0].sizes, DType::Int64);
   if (out.numel() == 0) return {convert(out, om[0].dtype)};
   const DType ct = is_floating(in[0].dtype()) || is_floating(in[1].dtype()) ? DType::Float64 : DType::Int64;
-  Tensor seq = as_contiguous(convert(in[0], ct)), v = as_contiguous(convert(in[1], ct));
+  // sorter: the sequence is sorted_sequence taken in sorter's order along the last dim.
+  Tensor sorted = in.size() > 2 && in[2].defined() ? ops::gather(in[0], -1, in[2]) : in[0];
+  Tensor seq = as_contiguous(convert(sorted, ct)), v = as_contiguous(convert(in[1], ct));
   const bool right = ss_right(op.name, attrs);
   const int64_t L = seq.sizes().back(), n = v.numel();
   const int64_t per_row = seq.dim() > 1 ? std::max<int64_t>(1, v.dim() ? v.sizes().back() : 1) : n;
@@ -468,7 +476,7 @@ std::vector<Tensor> ss_cpu(const OpDef& op, const std::vector<Tensor>& in, const
   return {convert(out, om[0].dtype)};
 }
 std::vector<Tensor> bucketize_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  return call_op(TP_OP("searchsorted"), {in[1], in[0]},
+  return call_op(TP_OP("searchsorted"), {in[1], in[0], Tensor()},
                  {{"right", attrs.get_or("right", false)}, {"out_int32", attrs.get_or("out_int32", false)}});
 }
 
@@ -545,8 +553,8 @@ void register_sort_ops() {
        .tags = kNondeterministicShape, .infer = &ri_index_infer, .cpu = &ri_index_cpu});
   reg({.name = "searchsorted",
        .schema = "searchsorted(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, "
-                 "str? side=None) -> Tensor",
-       .num_inputs = 2, .infer = &ss_infer, .cpu = &ss_cpu});
+                 "str? side=None, Tensor? sorter=None) -> Tensor",
+       .num_inputs = 3, .infer = &ss_infer, .cpu = &ss_cpu});
   reg({.name = "bucketize", .schema = "bucketize(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor",
        .num_inputs = 2, .decompose = &bucketize_decompose});
   reg({.name = "randperm",

@@ -247,3 +247,18 @@ def test_results_independent_of_thread_count():
             np.testing.assert_array_equal(x, y)
     finally:
         tp.set_num_threads(before)
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_sorter_matches_torch(right):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(3)
+    for seq_shape, val_shape in [((7,), (5,)), ((3, 6), (3, 4))]:
+        s = torch.randint(0, 5, seq_shape, generator=g).double()  # ties included
+        v = torch.randint(-1, 6, val_shape, generator=g).double()
+        so = torch.argsort(s, stable=True)
+        want = torch.searchsorted(s, v, sorter=so, right=right)
+        got = tp.searchsorted(tp.tensor(s.numpy()), tp.tensor(v.numpy()), sorter=tp.tensor(so.numpy()), right=right)
+        assert got.tolist() == want.tolist()
+    with pytest.raises(ValueError, match="sorter of shape"):
+        tp.searchsorted(tp.tensor([1.0, 2.0]), tp.tensor([1.0]), sorter=tp.tensor([0, 1, 2]))
