@@ -1,5 +1,6 @@
 // The Tensor class: properties, operators, methods, NumPy interop, indexing.
 #include <nanobind/ndarray.h>
+#include <utility>
 
 #include "autograd/engine.h"
 #include "common.h"
@@ -157,6 +158,14 @@ nb::object to_numpy(const Tensor& t) {
 
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor");
+  // t.float(), t.double(), ...: the conversion methods differ only in the dtype.
+  static constexpr std::pair<const char*, DType> kConversionMethods[] = {
+      {"float", DType::Float32}, {"double", DType::Float64}, {"long", DType::Int64},  {"bool", DType::Bool},
+      {"half", DType::Float16},  {"bfloat16", DType::BFloat16}, {"int", DType::Int32}, {"short", DType::Int16},
+      {"char", DType::Int8},     {"byte", DType::UInt8}};
+  for (auto [name, dtype] : kConversionMethods)
+    cls.def(name, [dtype](nb::handle t, nb::handle f) { return convert(t, dtype, f); }, nb::kw_only(),
+            nb::arg("memory_format") = nb::none());
   // Tensor(other) shares other's TensorImpl; it exists so that Python subclasses
   // (nn.Parameter) can initialize their C++ part from an existing tensor.
   cls.def(nb::init<const Tensor&>(), nb::arg("other"))
@@ -285,26 +294,6 @@ void bind_tensor(nb::module_& m) {
       .def("get_device", [](const Tensor& t) {  // -1: PyTorch's answer for CPU tensors
         return t.device().kind == Device::Kind::CUDA ? static_cast<int>(t.device().index) : -1;
       })
-      .def("float", [](nb::handle t, nb::handle f) { return convert(t, DType::Float32, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("double", [](nb::handle t, nb::handle f) { return convert(t, DType::Float64, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("long", [](nb::handle t, nb::handle f) { return convert(t, DType::Int64, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("bool", [](nb::handle t, nb::handle f) { return convert(t, DType::Bool, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("half", [](nb::handle t, nb::handle f) { return convert(t, DType::Float16, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("bfloat16", [](nb::handle t, nb::handle f) { return convert(t, DType::BFloat16, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("int", [](nb::handle t, nb::handle f) { return convert(t, DType::Int32, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("short", [](nb::handle t, nb::handle f) { return convert(t, DType::Int16, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("char", [](nb::handle t, nb::handle f) { return convert(t, DType::Int8, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
-      .def("byte", [](nb::handle t, nb::handle f) { return convert(t, DType::UInt8, f); },
-           nb::kw_only(), nb::arg("memory_format") = nb::none())
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
       .def("element_size", [](const Tensor& t) { return itemsize(t.dtype()); })
       .def("zero_", [](nb::handle a) {
