@@ -9,6 +9,8 @@
 #include <limits>
 #include <tuple>
 
+#include "ops/api_math.h"
+#include "ops/api_shape_index.h"
 #include "ops/families.h"
 #include "ops/reduce_kernel.h"
 #include "ops/reduction_args.h"
@@ -202,6 +204,20 @@ std::vector<Tensor> var_backward(const BackwardArgs& a) {
   return {ops::reduce_grad(ops::mul(scale, centered), x)};
 }
 
+// The same two-pass formula as the kernel (mean, then the sum of squared
+// deviations), as tensor ops: Stax decomposes var/std into it and fuses both
+// reductions into one kernel. Eager keeps the kernel (it has one).
+template <bool IsStd>
+std::vector<Tensor> var_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  auto mask = mask_of(IsStd ? "std" : "var", x.dim(), attrs);
+  const Dims dims = dims_of(mask);
+  const double div = std::max(0.0, static_cast<double>(count_of(x.sizes(), mask)) - correction_of(attrs));
+  Tensor centered = ops::sub(x, ops::mean(x, dims, true));
+  Tensor v = ops::div(ops::sum(ops::mul(centered, centered), dims, keepdim_of(attrs)), ops::scalar(Scalar(div)));
+  return {IsStd ? ops::sqrt(v) : v};
+}
+
 template <bool IsStd>
 std::vector<Tensor> var_mean_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   auto mask = mask_of(IsStd ? "std_mean" : "var_mean", in[0].dim(), attrs);
@@ -331,6 +347,21 @@ std::vector<Tensor> lse_cpu(const OpDef& op, const std::vector<Tensor>& in, cons
                          });
                        }));
   return {out};
+}
+
+// For Stax: the max-shifted form as tensor ops. Where the max is not finite
+// (all -inf, some +inf, or NaN) the result is the max itself, as the kernel's.
+std::vector<Tensor> lse_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const DType dt = is_floating(in[0].dtype()) ? in[0].dtype() : default_float_dtype();
+  Tensor x = ops::to_dtype(in[0], dt);
+  const Dims dims = dims_of(mask_of("logsumexp", x.dim(), attrs));
+  const bool keep = keepdim_of(attrs);
+  Tensor m = ops::amax(x, dims, true);
+  Tensor finite = ops::isfinite(m);
+  Tensor shift = ops::where(finite, m, ops::scalar(Scalar(0.0)));
+  Tensor r = ops::add(ops::log(ops::sum(ops::exp(ops::sub(x, shift)), dims, true)), shift);
+  Tensor out = ops::where(finite, r, m);
+  return {keep ? out : ops::squeeze_dims(out, dims)};
 }
 
 std::vector<Tensor> lse_backward(const BackwardArgs& a) {
@@ -483,21 +514,27 @@ void register_reduction_extra_ops() {
        .decompose = &min_other_decompose});
   reg({.name = "var",
        .schema = "var(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .decompose = &var_decompose<false>});
   reg({.name = "var.dim",
        .schema = "var.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .decompose = &var_decompose<false>});
   reg({.name = "std",
        .schema = "std(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .decompose = &var_decompose<true>});
   reg({.name = "std.dim",
        .schema = "std.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .decompose = &var_decompose<true>});
   // var(x, True) is unbiased=True (a bool never binds dim): PyTorch's bool-only overloads.
   reg({.name = "var.unbiased", .schema = "var.unbiased(Tensor self, bool unbiased=True) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .decompose = &var_decompose<false>});
   reg({.name = "std.unbiased", .schema = "std.unbiased(Tensor self, bool unbiased=True) -> Tensor",
-       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>});
+       .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .decompose = &var_decompose<true>});
   reg({.name = "var_mean",
        .schema = "var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",
        .decompose = &var_mean_decompose<false>});
@@ -520,7 +557,8 @@ void register_reduction_extra_ops() {
   reg({.name = "norm.str", .schema = "norm.str(Tensor self, str p, int[1]? dim=None, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &norm_infer, .cpu = &norm_cpu, .backward = &norm_backward});
   reg({.name = "logsumexp", .schema = "logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor",
-       .tags = kReduction, .infer = &lse_infer, .cpu = &lse_cpu, .backward = &lse_backward});
+       .tags = kReduction, .infer = &lse_infer, .cpu = &lse_cpu, .backward = &lse_backward,
+       .decompose = &lse_decompose});
   reg({.name = "cumsum", .schema = "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
        .infer = &cum_infer, .cpu = &cum_cpu<false>, .backward = &cumsum_backward});
   reg({.name = "cumprod", .schema = "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",

@@ -21,6 +21,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
   region->kernel_count_ = gen.kernel_count;
   region->constants_ = lowered.constants;
   region->num_outputs_ = prog.num_outputs;
+  region->checks_ = prog.checks;
   for (int b : gen.slot_buffer) {
     const ir::Buffer& buf = prog.buffers[b];
     CompiledRegion::Slot s;
@@ -29,6 +30,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
       case ir::BufferKind::Constant: s.kind = CompiledRegion::SlotKind::Constant; break;
       case ir::BufferKind::Output: s.kind = CompiledRegion::SlotKind::Output; break;
       case ir::BufferKind::Temp: s.kind = CompiledRegion::SlotKind::Temp; break;
+      case ir::BufferKind::Status: s.kind = CompiledRegion::SlotKind::Status; break;
     }
     s.index = buf.arg_index;
     s.sizes = buf.sizes;
@@ -42,6 +44,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
 std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> outputs(num_outputs_);
   std::vector<Tensor> temps;
+  long long status = 0;  // a failed check in the generated code stores its code here
   void* ptrs[64];
   std::vector<void*> heap;
   void** bufs = ptrs;
@@ -62,10 +65,15 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         temps.push_back(Tensor::empty_strided(s.sizes, s.strides, s.dtype));
         bufs[i] = temps.back().data();
         break;
+      case SlotKind::Status: bufs[i] = &status; break;
     }
   }
   const runtime::CachedKernel::Pinned pinned = kernel_->pin();  // mapped until the call returns
   reinterpret_cast<EntryFn>(pinned.symbol)(bufs, nullptr);
+  if (status != 0) {
+    size_t k = static_cast<size_t>(status) - 1;
+    throw IndexError(k < checks_.size() ? checks_[k] : std::string("index out of range in a compiled region"));
+  }
   return outputs;
 }
 

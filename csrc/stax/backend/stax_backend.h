@@ -25,7 +25,7 @@ class CompiledRegion {
 
  private:
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
-  enum class SlotKind : uint8_t { Input, Constant, Output, Temp };
+  enum class SlotKind : uint8_t { Input, Constant, Output, Temp, Status };
   struct Slot {
     SlotKind kind = SlotKind::Temp;
     int index = -1;  // input / constant / output index
@@ -37,6 +37,7 @@ class CompiledRegion {
   std::shared_ptr<runtime::CachedKernel> kernel_;
   std::vector<Slot> slots_;
   std::vector<Tensor> constants_;
+  std::vector<std::string> checks_;  // message of a failed Guard, by code - 1
   int num_outputs_ = 0;
   int kernel_count_ = 0;
 };

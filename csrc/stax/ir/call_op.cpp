@@ -34,6 +34,10 @@ constexpr CallInfo kCalls[] = {
     {CallOp::Or, "or", 2, F::Logical, false, "||"},
     {CallOp::Xor, "xor", 2, F::Logical, false, "!="},
     {CallOp::Not, "not", 1, F::Logical, false, nullptr},
+    {CallOp::BitAnd, "bitand", 2, F::Bitwise, false, "&"},
+    {CallOp::BitOr, "bitor", 2, F::Bitwise, false, "|"},
+    {CallOp::BitXor, "bitxor", 2, F::Bitwise, false, "^"},
+    {CallOp::BitNot, "bitnot", 1, F::Bitwise, false, nullptr},
     {CallOp::Sin, "sin", 1, F::Libm, true, nullptr},
     {CallOp::Cos, "cos", 1, F::Libm, true, nullptr},
     {CallOp::Tan, "tan", 1, F::Libm, true, nullptr},
@@ -58,6 +62,7 @@ constexpr CallInfo kCalls[] = {
     {CallOp::Hypot, "hypot", 2, F::Libm, true, nullptr},
     {CallOp::Fmod, "fmod", 2, F::Libm, true, nullptr},
     {CallOp::Remainder, "remainder", 2, F::Libm, true, nullptr},
+    {CallOp::Pow, "pow", 2, F::Libm, true, nullptr},
 };
 constexpr size_t kCount = sizeof(kCalls) / sizeof(kCalls[0]);
 
@@ -67,7 +72,7 @@ constexpr bool table_in_order() {
   return true;
 }
 static_assert(table_in_order(), "kCalls must list the CallOp enumerators in order");
-static_assert(static_cast<size_t>(CallOp::Remainder) + 1 == kCount, "every CallOp needs a table row");
+static_assert(static_cast<size_t>(CallOp::Pow) + 1 == kCount, "every CallOp needs a table row");
 
 }  // namespace
 

@@ -19,13 +19,15 @@ enum class CallOp : unsigned char {
   Eq, Ne, Lt, Le, Gt, Ge,
   // logical: bool operands and result
   And, Or, Xor, Not,
+  // bitwise: int64 operands and result
+  BitAnd, BitOr, BitXor, BitNot,
   // float math backed by libm (lane by lane in vector code)
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
   Exp2, Log2, Log10, Erfc, Floor, Ceil, Trunc, Round, Frac,
-  Atan2, Hypot, Fmod, Remainder,
+  Atan2, Hypot, Fmod, Remainder, Pow,
 };
 
-enum class CallFamily : unsigned char { Arithmetic, Math, Comparison, Logical, Libm };
+enum class CallFamily : unsigned char { Arithmetic, Math, Comparison, Logical, Bitwise, Libm };
 
 struct CallInfo {
   CallOp op;

@@ -30,6 +30,8 @@ size_t shallow_hash(const ExprNode& n) {
   switch (n.op) {
     case ExprOp::Const: h = mix(mix(h, scalar_bits(n.value)), scalar_kind(n.value)); break;
     case ExprOp::Load: h = mix(mix(h, static_cast<size_t>(n.buffer)), n.index.hash()); break;
+    case ExprOp::Index: h = mix(h, n.index.hash()); break;
+    case ExprOp::Guard: h = mix(h, scalar_bits(n.value)); break;
     case ExprOp::Call: h = mix(h, static_cast<size_t>(n.fn)); break;
     default: break;
   }
@@ -45,6 +47,8 @@ bool shallow_equal(const ExprNode& a, const ExprNode& b) {
     case ExprOp::Const:
       return scalar_kind(a.value) == scalar_kind(b.value) && scalar_bits(a.value) == scalar_bits(b.value);
     case ExprOp::Load: return a.buffer == b.buffer && a.index == b.index;
+    case ExprOp::Index: return a.index == b.index;
+    case ExprOp::Guard: return scalar_bits(a.value) == scalar_bits(b.value);
     case ExprOp::Call: return a.fn == b.fn;
     default: return true;
   }
@@ -104,6 +108,34 @@ Expr load(int buffer, IndexExpr index, DType dtype) {
   return intern(std::move(n0));
 }
 
+Expr load_indirect(int buffer, IndexExpr index, Expr offset, DType dtype) {
+  ExprNode n;
+  n.op = ExprOp::Load;
+  n.dtype = dtype;
+  n.buffer = buffer;
+  n.index = std::move(index);
+  n.args = {std::move(offset)};
+  return intern(std::move(n));
+}
+
+Expr index_value(IndexExpr index) {
+  if (index.is_const()) return constant(Scalar(index.const_value()), DType::Int64);
+  ExprNode n;
+  n.op = ExprOp::Index;
+  n.dtype = DType::Int64;
+  n.index = std::move(index);
+  return intern(std::move(n));
+}
+
+Expr guard(Expr ok, Expr value, int code) {
+  ExprNode n;
+  n.op = ExprOp::Guard;
+  n.dtype = value->dtype;
+  n.value = Scalar(int64_t{code});
+  n.args = {std::move(ok), std::move(value)};
+  return intern(std::move(n));
+}
+
 Expr call(CallOp fn, std::vector<Expr> args, DType dtype) {
   ExprNode n0;
   auto* n = &n0;
@@ -160,7 +192,11 @@ std::string print_node(const ExprNode* e, const std::unordered_map<const ExprNod
   std::string s;
   switch (e->op) {
     case ExprOp::Const: s = e->value.repr(); break;
-    case ExprOp::Load: s = "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + ")"; break;
+    case ExprOp::Load:
+      s = "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + (e->args.empty() ? "" : " + " + arg(0)) + ")";
+      break;
+    case ExprOp::Index: s = "index(" + e->index.to_string() + ")"; break;
+    case ExprOp::Guard: s = "guard(" + arg(0) + ", " + arg(1) + ", code " + e->value.repr() + ")"; break;
     case ExprOp::Call: {
       s = std::string(name(e->fn)) + "(";
       for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + arg(i);
@@ -216,6 +252,7 @@ const char* reduce_op_name(ReduceOp r) {
     case ReduceOp::Sum: return "sum";
     case ReduceOp::Max: return "max";
     case ReduceOp::Min: return "min";
+    case ReduceOp::Prod: return "prod";
   }
   return "?";
 }

@@ -23,10 +23,13 @@ namespace tp::stax::ir {
 
 enum class ExprOp {
   Const,   // value
-  Load,    // buffer[index]
+  Load,    // buffer[index], or buffer[index + args[0]] (an indirect load: args[0] an int64 offset)
   Call,    // fn(args...), fn a CallOp (call_op.h lists them with their properties)
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
+  Index,   // the value of `index` (an IndexExpr over the loop variables) as an int64
+  Guard,   // args[1], after checking args[0] (bool): when false, the region's status word
+           // receives check code `value` and the region raises after the call (LoopProgram::checks)
 };
 
 struct ExprNode;
@@ -37,9 +40,9 @@ struct ExprNode {
   DType dtype = DType::Float32;
   CallOp fn = CallOp::Add;  // Call
   std::vector<Expr> args;
-  Scalar value;    // Const
+  Scalar value;    // Const; Guard: the check code
   int buffer = -1; // Load
-  IndexExpr index; // Load: flat element offset from the buffer's base pointer
+  IndexExpr index; // Load: flat element offset from the buffer's base pointer; Index: the value
 };
 
 // Every constructor below returns a hash-consed node: two expressions with the
@@ -53,12 +56,19 @@ Expr load(int buffer, IndexExpr index, DType dtype);
 Expr call(CallOp fn, std::vector<Expr> args, DType dtype);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr x, DType dtype);  // returns x itself when already that dtype
+// buffer[index + offset]: offset an int64 expression (computed from data).
+Expr load_indirect(int buffer, IndexExpr index, Expr offset, DType dtype);
+// The loop-index expression's value as an int64 (a constant index folds to a Const).
+Expr index_value(IndexExpr index);
+// `value`, checked: where `ok` is false the region fails with check `code`.
+Expr guard(Expr ok, Expr value, int code);
 
 // Prints e; an interior node reached along more than one path is printed once
 // as a binding `$k = ...` (listed first, in dependence order) and then as `$k`.
 std::string to_string(const Expr& e);
 
-enum class BufferKind { Input, Constant, Output, Temp };
+// Status: one int64, zero before the call; a failed Guard stores its code there.
+enum class BufferKind { Input, Constant, Output, Temp, Status };
 struct Buffer {
   int id = 0;
   std::string name;  // in0, const0, out0, buf0
@@ -70,7 +80,7 @@ struct Buffer {
   int arg_index = -1;  // Input: which region input; Output: which region output
 };
 
-enum class ReduceOp { None, Sum, Max, Min };
+enum class ReduceOp { None, Sum, Max, Min, Prod };
 const char* reduce_op_name(ReduceOp r);
 
 struct ComputeNode {
@@ -93,6 +103,8 @@ struct LoopProgram {
   int num_inputs = 0;    // region inputs, in order
   int num_outputs = 0;
   std::vector<int> output_buffers;  // per region output
+  int status_buffer = -1;           // the Status buffer, when some Guard exists
+  std::vector<std::string> checks;  // IndexError message of Guard code k at checks[k - 1]
   int next_var_id = 0;
   IndexExpr new_var(const std::string& prefix);
   std::string to_string() const;

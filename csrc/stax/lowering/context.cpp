@@ -20,6 +20,19 @@ void cannot_lower(const graph::Node* n, const std::string& why) {
   throw BackendError(msg);
 }
 
+int LoweringContext::check_code(const std::string& message) {
+  LoopProgram& prog = region_.program;
+  if (prog.status_buffer < 0) prog.status_buffer = add_buffer(BufferKind::Status, "status", DType::Int64, {1}, {1}, -1);
+  int code = 0;
+  for (size_t k = 0; k < prog.checks.size() && !code; ++k)
+    if (prog.checks[k] == message) code = static_cast<int>(k) + 1;
+  if (!code) {
+    prog.checks.push_back(message);
+    code = static_cast<int>(prog.checks.size());
+  }
+  return code;
+}
+
 void LoweringContext::fail(const std::string& why) const { cannot_lower(node_, why); }
 
 Value LoweringContext::pointwise(std::function<Expr(const Index&)> at) const {

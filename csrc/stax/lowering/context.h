@@ -45,6 +45,11 @@ class LoweringContext {
   // Writes v into a new contiguous buffer with a pointwise compute node.
   int realize(const Value& v, ir::BufferKind kind, int arg_index, const std::string& origin);
 
+  // The code of a check (ir::guard) whose failure makes the compiled call raise
+  // IndexError(message). Call it in the rule, not in a compute function: the
+  // context does not outlive the rule.
+  int check_code(const std::string& message);
+
   [[noreturn]] void fail(const std::string& why) const;
 
  private:

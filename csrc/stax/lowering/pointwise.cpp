@@ -1,6 +1,8 @@
 // Pointwise lowerings: arithmetic, comparisons, logical operators, where,
 // masked_fill, dtype conversion and the libm-backed float math. Each composes
 // its operands' compute functions; nothing is written to memory.
+#include <cmath>
+
 #include "ops/type_promotion.h"
 #include "stax/lowering/families.h"
 
@@ -71,6 +73,16 @@ LoweringFn logical(CallOp fn) {
   };
 }
 
+// bitwise_and/or/xor/not on bool (the logical operators) or int64 tensors.
+LoweringFn bitwise(CallOp on_bool, CallOp on_int) {
+  return [on_bool, on_int](LoweringContext& c) {
+    DType dt = c.out_dtype();
+    if (dt != DType::Bool && dt != DType::Int64) c.fail("bitwise operators need bool or integer tensors");
+    CallOp fn = dt == DType::Bool ? on_bool : on_int;
+    return c.pointwise([ins = c.inputs(), fn, dt](const Index& idx) { return call(fn, operands_at(ins, idx, dt), dt); });
+  };
+}
+
 Value lower_where(LoweringContext& c) {
   DType dt = c.out_dtype();
   return c.pointwise([ins = c.inputs(), dt](const Index& idx) {
@@ -102,6 +114,30 @@ Value lower_masked_fill(LoweringContext& c) {
   });
 }
 
+// isnan / isinf / isfinite: comparisons in the operand's float type (never
+// true for integers: the value is then a constant).
+enum class Pred { NaN, Inf, Finite };
+LoweringFn predicate(Pred p) {
+  return [p](LoweringContext& c) {
+    const Value& x = c.input(0);
+    if (!is_floating(x.dtype)) {
+      bool v = p == Pred::Finite;
+      return c.pointwise([v](const Index&) { return constant(Scalar(v), DType::Bool); });
+    }
+    DType ft = x.dtype;
+    return c.pointwise([x, p, ft](const Index& idx) {
+      Expr v = x.at(idx);
+      Expr inf = constant(Scalar(static_cast<double>(INFINITY)), ft);
+      switch (p) {
+        case Pred::NaN: return call(CallOp::Ne, {v, v}, DType::Bool);
+        case Pred::Inf: return call(CallOp::Eq, {call(CallOp::Abs, {v}, ft), inf}, DType::Bool);
+        case Pred::Finite: break;
+      }
+      return call(CallOp::Lt, {call(CallOp::Abs, {v}, ft), inf}, DType::Bool);  // false for NaN
+    });
+  };
+}
+
 Value lower_convert(LoweringContext& c) {
   DType dt = c.out_dtype();
   return c.pointwise([x = c.input(0), dt](const Index& idx) { return cast(x.at(idx), dt); });
@@ -118,7 +154,7 @@ void register_pointwise_lowerings(LoweringTable& t) {
       {"lt", CallOp::Lt},     {"le", CallOp::Le},           {"gt", CallOp::Gt},           {"ge", CallOp::Ge}};
   for (auto& [name, fn] : arith) t[name] = arithmetic(fn);
   // Every libm-backed IR operator lowers the graph operator of the same name.
-  for (int i = 0; i <= static_cast<int>(CallOp::Remainder); ++i) {
+  for (int i = 0; i <= static_cast<int>(CallOp::Pow); ++i) {
     CallOp fn = static_cast<CallOp>(i);
     if (is_libm(fn)) t[name(fn)] = libm(fn);
   }
@@ -126,6 +162,13 @@ void register_pointwise_lowerings(LoweringTable& t) {
   t["logical_or"] = logical(CallOp::Or);
   t["logical_xor"] = logical(CallOp::Xor);
   t["logical_not"] = logical(CallOp::Not);
+  t["isnan"] = predicate(Pred::NaN);
+  t["isinf"] = predicate(Pred::Inf);
+  t["isfinite"] = predicate(Pred::Finite);
+  t["bitwise_and"] = bitwise(CallOp::And, CallOp::BitAnd);
+  t["bitwise_or"] = bitwise(CallOp::Or, CallOp::BitOr);
+  t["bitwise_xor"] = bitwise(CallOp::Xor, CallOp::BitXor);
+  t["bitwise_not"] = bitwise(CallOp::Not, CallOp::BitNot);
   t["where"] = lower_where;
   t["masked_fill.Tensor"] = lower_masked_fill;
   t["masked_fill.Scalar"] = lower_masked_fill;

@@ -13,7 +13,12 @@ LoweringFn reduction(ReduceOp op) {
     const Value& x = c.input(0);
     const DType out_dtype = c.out_dtype();
     const Shape& out_sizes = c.out_sizes();
-    auto dims = c.attrs().get_or<std::vector<int64_t>>("dim", {});  // None (absent) = all dims
+    // None (absent) = all dims; prod's dim is a single int.
+    std::vector<int64_t> dims;
+    if (const AttrValue* d = c.attrs().find("dim")) {
+      if (auto* one = std::get_if<int64_t>(d)) dims = {*one};
+      else if (auto* many = std::get_if<std::vector<int64_t>>(d)) dims = *many;
+    }
     int64_t nd = static_cast<int64_t>(x.sizes.size());
     // A 0-d input has no dim to reduce: dim -1 / 0 name the value itself
     // (eager has already checked the range during capture).
@@ -64,6 +69,7 @@ void register_reduction_lowerings(LoweringTable& t) {
   t["amin"] = reduction(ReduceOp::Min);
   t["any"] = reduction(ReduceOp::Max);
   t["all"] = reduction(ReduceOp::Min);
+  t["prod"] = reduction(ReduceOp::Prod);
 }
 
 }  // namespace tp::stax

@@ -21,6 +21,8 @@ Registry& registry() {
     register_view_lowerings(reg->builtin);
     register_reduction_lowerings(reg->builtin);
     register_factory_lowerings(reg->builtin);
+    register_movement_lowerings(reg->builtin);
+    register_indexing_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();

@@ -20,9 +20,11 @@ class ExprRewriter : public ExprMutator {
   Expr operator()(const Expr& e) { return mutate(e); }
 
  protected:
-  Expr mutate_load(const Expr& e, std::vector<Expr>) override {
-    return load(e->buffer, simplify(substitute(e->index, map_), ranges_), e->dtype);
+  Expr mutate_load(const Expr& e, std::vector<Expr> args) override {
+    IndexExpr idx = simplify(substitute(e->index, map_), ranges_);
+    return args.empty() ? load(e->buffer, idx, e->dtype) : load_indirect(e->buffer, idx, args[0], e->dtype);
   }
+  Expr mutate_index(const Expr& e) override { return index_value(simplify(substitute(e->index, map_), ranges_)); }
 
  private:
   const VarMap& map_;
@@ -69,7 +71,7 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
     if (!prod) continue;
     // Only a reduction's per-outer-iteration result can be handed over inside
     // a kernel; a pointwise producer would need its whole inner loop first.
-    if (!prod->is_reduction()) return false;
+    if (!prod->is_reduction() || !l->args.empty()) return false;
     IndexExpr read = simplify(substitute(l->index, n_map), ranges);
     IndexExpr wrote = simplify(substitute(prod->store_index, canonical_outer(*prod, outer.size())), ranges);
     if (!(read == wrote)) return false;  // dependence distance != 0
@@ -102,7 +104,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     LaneCheck(DType l, int var, const std::set<int>& loc) : lane(l), j(var), locals(loc) {}
     void visit_const(const ExprNode& e) override { ok = ok && e.dtype == lane; }
     void visit_load(const ExprNode& e) override {
-      if (e.dtype != lane) { ok = false; return; }
+      if (e.dtype != lane || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
       if (locals.count(e.buffer)) return;
       auto c = coefficient_of(e.index, j);
       ok = ok && c && (*c == 0 || *c == 1);
@@ -118,6 +120,8 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       ok = ok && e.args[0]->op == ExprOp::Call && is_comparison(e.args[0]->fn) && e.dtype == lane;
     }
     void visit_cast(const ExprNode&) override { ok = false; }
+    void visit_index(const ExprNode&) override { ok = false; }  // no vector iota yet
+    void visit_guard(const ExprNode&) override { ok = false; }  // checks are scalar code
   } check(lane, j, locals);
   check.visit(nest.body);
   return check.ok;
@@ -183,8 +187,10 @@ bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, cons
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   bool out = true;
   switch (p->op) {
-    case ExprOp::Const: out = p == r; break;  // interned: one node per value's bits (0.0 is not -0.0)
+    case ExprOp::Const:  // interned: one node per value's bits (0.0 is not -0.0)
+    case ExprOp::Guard: out = p == r; break;
     case ExprOp::Load:
+    case ExprOp::Index:
       out = p->buffer == r->buffer && simplify(substitute(r->index, r_to_p), ranges) == p->index;
       break;
     case ExprOp::Call: out = p->fn == r->fn; break;
@@ -207,6 +213,8 @@ class ReplaceNode : public ExprMutator {
   Expr mutate_call(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
   Expr mutate_where(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
   Expr mutate_cast(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+  Expr mutate_index(const Expr& e) override { return e.get() == target_ ? with_ : e; }
+  Expr mutate_guard(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
 
  private:
   Expr pick(const Expr& e, std::vector<Expr> a) { return e.get() == target_ ? with_ : rebuild(e, std::move(a)); }

@@ -63,6 +63,7 @@ std::string literal(const Scalar& v, DType t) {
 std::string reduce_init(ReduceOp r, DType t) {
   switch (r) {
     case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
+    case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
     // The identity is the smallest (largest) value *of the accumulator's type*:
     // for bool that is false (true), not INT64_MIN converted to bool.
     case ReduceOp::Max:
@@ -79,6 +80,7 @@ std::string reduce_init(ReduceOp r, DType t) {
 std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
   switch (r) {
     case ReduceOp::Sum: return "(" + a + " + " + b + ")";
+    case ReduceOp::Prod: return "(" + a + " * " + b + ")";
     case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
     case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
     case ReduceOp::None: break;
@@ -87,7 +89,12 @@ std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
 }
 
 const char* horizontal(ReduceOp r) {
-  return r == ReduceOp::Sum ? "tp_hsum" : r == ReduceOp::Max ? "tp_hmax" : "tp_hmin";
+  switch (r) {
+    case ReduceOp::Sum: return "tp_hsum";
+    case ReduceOp::Prod: return "tp_hprod";
+    case ReduceOp::Max: return "tp_hmax";
+    default: return "tp_hmin";
+  }
 }
 
 class Writer {
@@ -108,6 +115,9 @@ class Writer {
         const Buffer& b = p_.buffers[e->buffer];
         if (loc != locals_.end()) {
           rhs = vec ? std::string(splat(e->dtype)) + "(" + loc->second + ")" : loc->second;
+        } else if (!e->args.empty()) {  // indirect: never in vector code (the scheduler refuses it)
+          std::string off = emit(e->args[0], false, inner_var, os, indent);
+          rhs = b.name + "[" + to_c(e->index, ranges_) + " + " + off + "]";
         } else {
           std::string idx = to_c(e->index, ranges_);
           bool invariant = inner_var < 0 || !depends_on(e->index, inner_var);
@@ -123,6 +133,7 @@ class Writer {
         const CallInfo& ci = info(e->fn);
         if (ci.infix) rhs = a[0] + " " + ci.infix + " " + a[1];  // logical ops: bool operands, scalar code only
         else if (e->fn == CallOp::Not) rhs = "!" + a[0];
+        else if (e->fn == CallOp::BitNot) rhs = "~" + a[0];
         else {
           rhs = std::string("tp_") + ci.name + "(";
           for (size_t i = 0; i < a.size(); ++i) rhs += (i ? ", " : "") + a[i];
@@ -135,6 +146,14 @@ class Writer {
         std::string a = emit(e->args[1], vec, inner_var, os, indent);
         std::string b = emit(e->args[2], vec, inner_var, os, indent);
         rhs = "tp_where(" + c + ", " + a + ", " + b + ")";
+        break;
+      }
+      case ExprOp::Index: rhs = "(i64)(" + to_c(e->index, ranges_) + ")"; break;  // scalar code only
+      case ExprOp::Guard: {  // scalar code only
+        std::string ok = emit(e->args[0], false, inner_var, os, indent);
+        os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << e->value.to_int()
+           << "LL, __ATOMIC_RELAXED);\n";
+        rhs = emit(e->args[1], false, inner_var, os, indent);
         break;
       }
       case ExprOp::Cast: {
@@ -565,6 +584,8 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       os << "  " << (writes ? "" : "const ") << ctype(buf.dtype) << "* __restrict__ " << buf.name << " = ("
          << (writes ? "" : "const ") << ctype(buf.dtype) << "*)bufs[" << slot_of[b] << "];\n";
     }
+    if (p.status_buffer >= 0)
+      os << "  i64* tp_status = (i64*)bufs[" << slot_of[p.status_buffer] << "];\n  (void)tp_status;\n";
     std::string o = k.outer_var.var_name();
     std::unordered_map<int, std::string> locals;
     if (k.chunk > 0 && p.nodes[k.nodes[0]].is_reduction()) {

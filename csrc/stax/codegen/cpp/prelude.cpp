@@ -167,14 +167,16 @@ static inline i64 tp_mod(i64 a, i64 b) {
 // i ^ w for w = lanes/2 .. 1), i.e. a balanced pairwise tree.
 void horizontal(std::string& s, const char* scalar, const char* name, const char* vt,
                 const char* mt, int lanes, const char* combine) {
-  const bool add = combine[0] == '+';
+  // "+" and "*" combine with the vector operator, anything else is a function.
+  const bool infix = combine[0] == '+' || combine[0] == '*';
   s.append("static inline ").append(scalar).append(" ").append(name).append("(").append(vt);
   s.append(" v) {");
   for (int w = lanes / 2; w >= 1; w /= 2) {
-    s.append(add ? " v = v + " : " v = ").append(add ? "" : combine).append(add ? "" : "(v, ");
+    if (infix) s.append(" v = v ").append(combine).append(" ");
+    else s.append(" v = ").append(combine).append("(v, ");
     s.append("__builtin_shuffle(v, ").append(mt).append("{");
     for (int i = 0; i < lanes; ++i) s.append(i ? "," : "").append(std::to_string(i ^ w));
-    s.append(add ? "});" : "}));");
+    s.append(infix ? "});" : "}));");
   }
   s.append(" return v[0]; }\n");
 }
@@ -201,7 +203,7 @@ constexpr LibmFn kLibm[] = {
     {"round", 1, "__builtin_rint@(x)"},
     {"frac", 1, "x - __builtin_trunc@(x)"},
     {"atan2", 2, "__builtin_atan2@(x, y)"}, {"hypot", 2, "__builtin_hypot@(x, y)"},
-    {"fmod", 2, "__builtin_fmod@(x, y)"},
+    {"fmod", 2, "__builtin_fmod@(x, y)"}, {"pow", 2, "__builtin_pow@(x, y)"},
     // fmod's result moved to the divisor's sign (PyTorch / Python %).
     {"remainder", 2, "__extension__({ __typeof__(x) r = __builtin_fmod@(x, y); "
                      "(r != 0 && ((r < 0) != (y < 0))) ? r + y : r; })"},
@@ -264,12 +266,15 @@ std::string cpp_prelude(const PreludeRequest& req) {
   s += kCore;
   const int lf = lanes_f32(vb), ld = lanes_f64(vb);
   horizontal(s, "float", "tp_hsum", "vf", "vi", lf, "+");
+  horizontal(s, "float", "tp_hprod", "vf", "vi", lf, "*");
   horizontal(s, "float", "tp_hmax", "vf", "vi", lf, "tp_max");
   horizontal(s, "float", "tp_hmin", "vf", "vi", lf, "tp_min");
   horizontal(s, "double", "tp_hsum", "vd", "vl", ld, "+");
+  horizontal(s, "double", "tp_hprod", "vd", "vl", ld, "*");
   horizontal(s, "double", "tp_hmax", "vd", "vl", ld, "tp_max");
   horizontal(s, "double", "tp_hmin", "vd", "vl", ld, "tp_min");
   horizontal(s, "i64", "tp_hsum", "vl", "vl", ld, "+");
+  horizontal(s, "i64", "tp_hprod", "vl", "vl", ld, "*");
   horizontal(s, "i64", "tp_hmax", "vl", "vl", ld, "tp_max");
   horizontal(s, "i64", "tp_hmin", "vl", "vl", ld, "tp_min");
   if (req.need_exp || req.need_tanh || req.need_sigmoid) s += kExp;

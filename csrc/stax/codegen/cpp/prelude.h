@@ -27,7 +27,7 @@
 //   libm (each name listed, see libm_function): tp_<name> on float, double, vf,
 //     vd: sin cos tan asin acos atan sinh cosh asinh acosh atanh exp2 log2 log10
 //     erfc floor ceil trunc round (half to even) frac (x - trunc x); binary
-//     atan2 hypot fmod remainder (the divisor's sign). Scalars call the GCC
+//     atan2 hypot fmod remainder (the divisor's sign) pow. Scalars call the GCC
 //     builtin (a libm call the loaded kernel resolves from the process); the
 //     vector forms apply it lane by lane for now (no own polynomial yet).
 // Scalar transcendental overloads call libm (__builtin_expf etc.); the vector
