@@ -182,3 +182,30 @@ def test_logsumexp_special_values_and_ints():
     check(lambda x: x.logsumexp(1), x, exact=False)
     check(lambda x: x.logsumexp(1), tp.randint(-5, 5, (4, 6)), exact=False)  # integers promote to float32
     check(lambda x: x.var(1, correction=3), tp.randn(4, 3), exact=False)  # divisor 0: inf/nan as eager
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.cumsum(1),
+    lambda x: x.cumsum(0) * 2,
+    lambda x: (x * 0.5 + 1).cumprod(-1),
+    lambda x: x.exp().cumsum(1).log(),
+    lambda x: (x - x.amax(1, keepdim=True)).cumsum(1),  # reads a reduction of the same kernel
+    lambda x: x.cumsum(1)[:, -1] - x.sum(1),
+])
+def test_cumsum_cumprod_equal_eager(fn):
+    check(fn, tp.randn(5, 700), exact=False)
+    # float accumulation in double, each step rounded once: equal to eager bit for bit
+    x = tp.randn(9, 33, dtype=tp.float64)
+    check(lambda x: x.cumsum(1), x)
+    check(lambda x: x.cumprod(0), x)
+
+
+def test_scans_of_ints_bools_and_middle_dims():
+    xi = tp.randint(-(2**40), 2**40, (3, 50))
+    check(lambda x: x.cumprod(1), xi)  # wraps as eager
+    check(lambda x: x.cumsum(0), xi)
+    check(lambda x: (x > 0).cumsum(1), X)
+    x3 = tp.randn(3, 4, 5)
+    check(lambda x: x.cumsum(1), x3)
+    check(lambda x: x.cumsum(2, dtype=tp.float64), x3)
+    check(lambda x: x[:, :1].cumsum(1), x3)

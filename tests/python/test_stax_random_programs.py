@@ -5,7 +5,8 @@ A program is a list of steps over a growing list of values: pointwise math,
 comparisons, logical ops, where, Python-number operands (bool/int/float,
 either side), reductions (sum/mean/amax/amin/any/all/softmax/log_softmax over
 random dims, keepdim both ways), views (view/reshape/permute/transpose/expand/
-slice/select/unsqueeze/flatten) and dtype casts, on bool/int64/float32/float64
+slice/select/unsqueeze/flatten), element moves and gathers (flip, roll, repeat,
+tril/triu, cat, index_select, x[idx]), scans and products, and dtype casts, on bool/int64/float32/float64
 inputs that may be 0-d, zero-size, broadcast against each other, non-contiguous
 (transposed or strided views) and hold IEEE special values (+-0, +-inf, NaN).
 
@@ -309,8 +310,51 @@ def gen_cast(rng, env):
     return Step(f"v{i}.to({to})", lambda M, v, to=to: v.to(_dt(M, to)), [i], exact)
 
 
-GENERATORS = [(gen_unary, 0.22), (gen_binary, 0.3), (gen_where, 0.08), (gen_reduction, 0.15),
-              (gen_view, 0.15), (gen_cast, 0.10)]
+def gen_movement(rng, env):
+    """Element moves and gathers (flip, roll, repeat, tril/triu, cat, index_select,
+    x[idx]) keep exactness; scans and products keep it only for integers."""
+    i = _pick(rng, env)
+    x, exact = env[i]
+    nd, shape = x.dim(), list(x.shape)
+    if nd == 0:
+        return None
+    kind = rng.choice(["flip", "roll", "repeat", "tri", "cat", "index_select", "index", "cumsum", "prod"])
+    d = rng.randrange(-nd, nd)
+    discrete = x.dtype in (tp.int64, tp.bool)
+    if kind == "flip":
+        return Step(f"v{i}.flip({d})", lambda M, v, d=d: v.flip(d), [i], exact)
+    if kind == "roll":
+        k = rng.choice([1, -1, 2, 7])
+        if rng.random() < 0.3:
+            return Step(f"v{i}.roll({k})", lambda M, v, k=k: v.roll(k), [i], exact)
+        return Step(f"v{i}.roll({k}, {d})", lambda M, v, k=k, d=d: v.roll(k, d), [i], exact)
+    if kind == "repeat":
+        reps = [rng.choice([1, 2]) for _ in range(nd + rng.choice([0, 1]))]
+        return Step(f"v{i}.repeat({reps})", lambda M, v, r=reps: v.repeat(*r), [i], exact)
+    if kind == "tri" and nd >= 2:
+        which, k = rng.choice(["tril", "triu"]), rng.choice([0, 1, -1, 3])
+        return Step(f"v{i}.{which}({k})", lambda M, v, w=which, k=k: getattr(v, w)(k), [i], exact)
+    if kind == "cat":
+        others = [j for j, (y, _) in enumerate(env) if y.dtype == x.dtype and y.dim() == nd and
+                  all(a == b for t, (a, b) in enumerate(zip(y.shape, shape)) if t != d % nd)]
+        j = rng.choice(others)
+        return Step(f"cat([v{i}, v{j}], {d})", lambda M, a, b, d=d: M.cat([a, b], d), [i, j], min(exact, env[j][1]))
+    if kind in ("index_select", "index") and shape[d] > 0:
+        n = shape[d]
+        idx = [rng.randrange(-n if kind == "index" else 0, n) for _ in range(rng.choice([1, 3, 5]))]
+        if kind == "index":
+            return Step(f"v{i}[tensor({idx})]", lambda M, v, idx=idx: v[M.tensor(idx)], [i], exact)
+        return Step(f"v{i}.index_select({d}, {idx})", lambda M, v, d=d, idx=idx: v.index_select(d, M.tensor(idx)),
+                    [i], exact)
+    if kind == "cumsum":
+        return Step(f"v{i}.cumsum({d})", lambda M, v, d=d: v.cumsum(d), [i], exact if discrete else 0)
+    if kind == "prod" and x.numel() < 64:
+        return Step(f"v{i}.prod({d})", lambda M, v, d=d: v.prod(d), [i], exact if discrete else 0)
+    return None
+
+
+GENERATORS = [(gen_unary, 0.2), (gen_binary, 0.27), (gen_where, 0.07), (gen_reduction, 0.14),
+              (gen_view, 0.14), (gen_cast, 0.09), (gen_movement, 0.09)]
 
 
 # ---------------------------------------------------------------------------

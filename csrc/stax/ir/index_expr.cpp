@@ -408,8 +408,9 @@ class Printer {
         folded.append("(").append(acc).append(cmp).append(next);
         folded.append(" ? ").append(acc).append(" : ").append(next).append(")");
       } else {
-        folded.append("[](long long x_, long long y_) { return x_").append(cmp);
-        folded.append("y_ ? x_ : y_; }(").append(acc).append(", ").append(next).append(")");
+        // Parenthesized: `b[[](...)...]` would parse as an attribute.
+        folded.append("([](long long x_, long long y_) { return x_").append(cmp);
+        folded.append("y_ ? x_ : y_; }(").append(acc).append(", ").append(next).append("))");
       }
       acc = std::move(folded);
       acc_leaf = false;

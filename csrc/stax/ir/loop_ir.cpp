@@ -275,7 +275,8 @@ std::string LoopProgram::to_string() const {
   for (auto& n : nodes) {
     os << "node " << n.id << " [" << n.origin << "] -> b" << n.out_buffer << "[" << n.store_index.to_string()
        << "] over " << shape_str(n.ranges);
-    if (n.is_reduction()) os << " " << reduce_op_name(n.reduce) << " over " << shape_str(n.reduce_ranges);
+    if (n.is_reduction())
+      os << " " << (n.scan ? "scan " : "") << reduce_op_name(n.reduce) << " over " << shape_str(n.reduce_ranges);
     os << ": " << ir::to_string(n.body) << "\n";
   }
   return os.str();

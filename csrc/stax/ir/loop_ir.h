@@ -93,7 +93,10 @@ struct ComputeNode {
   std::vector<IndexExpr> vars;   // one per range
   std::vector<IndexExpr> rvars;  // one per reduce range
   Expr body;
-  IndexExpr store_index;  // over vars
+  IndexExpr store_index;  // over vars (a scan's also over its rvar)
+  // A scan (cumsum, cumprod): one reduce range, folded in order, and the running
+  // value stored at every step; a later node cannot read it as a local.
+  bool scan = false;
   bool is_reduction() const { return reduce != ReduceOp::None; }
 };
 

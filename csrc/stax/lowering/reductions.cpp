@@ -61,6 +61,44 @@ LoweringFn reduction(ReduceOp op) {
   };
 }
 
+// cumsum / cumprod along one dim: a scan node over the other dims.
+LoweringFn scan(ReduceOp op) {
+  return [op](LoweringContext& c) {
+    const Value& x = c.input(0);
+    const DType dt = c.out_dtype();
+    const Shape& out_sizes = c.out_sizes();
+    int64_t nd = static_cast<int64_t>(x.sizes.size());
+    int64_t dim = c.attrs().get<int64_t>("dim");
+    if (dim < 0) dim += std::max<int64_t>(nd, 1);
+    if (nd == 0 || x.sizes[dim] == 1)  // nothing to accumulate: the value itself
+      return c.pointwise([x, dt](const Index& idx) { return cast(x.at(idx), dt); });
+    ComputeNode n;
+    n.reduce = op;
+    n.scan = true;
+    Index idx(nd);
+    for (int64_t d = 0; d < nd; ++d) {
+      if (d == dim) {
+        idx[d] = c.new_var("r");
+        n.rvars.push_back(idx[d]);
+        n.reduce_ranges.push_back(x.sizes[d]);
+      } else if (x.sizes[d] == 1) {
+        idx[d] = 0;
+      } else {
+        idx[d] = c.new_var("i");
+        n.vars.push_back(idx[d]);
+        n.ranges.push_back(x.sizes[d]);
+      }
+    }
+    n.body = cast(x.at(idx), dt);
+    Shape strides = contiguous_strides(out_sizes);
+    n.store_index = linear_index(idx, strides);
+    n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, out_sizes, strides, -1);
+    int buf = n.out_buffer;
+    c.add_compute_node(std::move(n));
+    return LoweringContext::from_buffer(buf, out_sizes, strides, dt);
+  };
+}
+
 }  // namespace
 
 void register_reduction_lowerings(LoweringTable& t) {
@@ -70,6 +108,8 @@ void register_reduction_lowerings(LoweringTable& t) {
   t["any"] = reduction(ReduceOp::Max);
   t["all"] = reduction(ReduceOp::Min);
   t["prod"] = reduction(ReduceOp::Prod);
+  t["cumsum"] = scan(ReduceOp::Sum);
+  t["cumprod"] = scan(ReduceOp::Prod);
 }
 
 }  // namespace tp::stax

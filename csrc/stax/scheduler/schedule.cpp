@@ -71,7 +71,7 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
     if (!prod) continue;
     // Only a reduction's per-outer-iteration result can be handed over inside
     // a kernel; a pointwise producer would need its whole inner loop first.
-    if (!prod->is_reduction() || !l->args.empty()) return false;
+    if (!prod->is_reduction() || prod->scan || !l->args.empty()) return false;
     IndexExpr read = simplify(substitute(l->index, n_map), ranges);
     IndexExpr wrote = simplify(substitute(prod->store_index, canonical_outer(*prod, outer.size())), ranges);
     if (!(read == wrote)) return false;  // dependence distance != 0
@@ -128,7 +128,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
 }
 
 bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
-  if (nest.inner_vars.empty()) return false;
+  if (nest.inner_vars.empty() || p.nodes[nest.node].scan) return false;  // a scan's steps depend on each other
   bool reduction = p.nodes[nest.node].is_reduction();
   return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
                             !reduction);
@@ -329,7 +329,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     }
     for (int m : k.nodes) {
       const ComputeNode& n = program.nodes[m];
-      if (n.is_reduction()) k.local_buffers.insert(n.out_buffer);
+      if (n.is_reduction() && !n.scan) k.local_buffers.insert(n.out_buffer);
       k.origin += (k.origin.empty() ? "" : "; ") + n.origin;
     }
     int64_t work = 0;
@@ -359,11 +359,12 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       k.nests.push_back(std::move(nest));
     }
     share_expensive_values(k, program);
-    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction())
+    const bool scan = program.nodes[k.nodes[0]].scan;
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+    if (!scan && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
         k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the

@@ -527,7 +527,7 @@ TEST_F(IndexExprTest, ToCUsesPlainDivisionOnlyWhenProvablyNonNegative) {
   EXPECT_EQ(to_c(IndexExpr(INT64_MIN), nonneg), "(-9223372036854775807LL - 1)");
   EXPECT_EQ(to_c(min(i0, 7), nonneg), "(i0 < 7 ? i0 : 7)");
   EXPECT_EQ(to_c(max(i0 + 1, r0), nonneg),
-            "[](long long x_, long long y_) { return x_ > y_ ? x_ : y_; }((i0 + 1), r0)");
+            "([](long long x_, long long y_) { return x_ > y_ ? x_ : y_; }((i0 + 1), r0))");
   EXPECT_NE(index_c_prelude().find("tp_floordiv"), std::string::npos);
   EXPECT_NE(index_c_prelude().find("tp_mod"), std::string::npos);
 }

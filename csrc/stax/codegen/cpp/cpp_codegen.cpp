@@ -214,6 +214,32 @@ RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
   return r;
 }
 
+// A scan (cumsum / cumprod): the running fold along the inner loop, stored at
+// every step. Floats accumulate in double and integers in unsigned 64-bit
+// arithmetic (wrapping), each step rounded to the result type: eager's kernel
+// does the same, so the results are equal bit for bit.
+void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
+               std::unordered_map<int, std::string>& locals) {
+  const ComputeNode& node = p.nodes[nest.node];
+  const Buffer& out = p.buffers[node.out_buffer];
+  RangeMap ranges = nest_ranges(k, nest);
+  Writer w(p, locals, ranges);
+  DType dt = node.body->dtype;
+  const char* acc_t = is_floating(dt) ? "double" : "unsigned long long";
+  std::string acc = "scan" + std::to_string(nest.node);
+  const std::string in = "    ";
+  os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name << " (scan "
+     << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << ")\n";
+  os << in << "  " << acc_t << " " << acc << " = " << (node.reduce == ReduceOp::Prod ? "1" : "0") << ";\n";
+  std::string j = var_name(nest.inner_vars.back());
+  os << in << "  for (i64 " << j << " = 0; " << j << " < " << nest.inner_ranges.back() << "; ++" << j << ") {\n";
+  std::string v = w.emit(nest.body, false, -1, os, in + "    ");
+  os << in << "    " << acc << " = " << acc << (node.reduce == ReduceOp::Prod ? " * " : " + ") << "(" << acc_t << ")" << v
+     << ";\n";
+  os << in << "    " << out.name << "[" << to_c(nest.store_index, ranges) << "] = (" << ctype(dt) << ")" << acc << ";\n";
+  os << in << "  }\n" << in << "}\n";
+}
+
 // `max_span`: the longest [lo, hi) the last inner loop can run when lo/hi are
 // given (a chunk); 0 = the loop's own range. Returns, for a reduction, the name
 // of its most precise result (a float sum's double total before rounding).
@@ -221,6 +247,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
                std::unordered_map<int, std::string>& locals, int vector_bytes, const std::string& lo_hi_lo,
                const std::string& lo_hi_hi, int64_t max_span = 0) {
   const ComputeNode& node = p.nodes[nest.node];
+  if (node.scan) {
+    emit_scan(os, p, k, nest, locals);
+    return "";
+  }
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
   Writer w(p, locals, ranges);
