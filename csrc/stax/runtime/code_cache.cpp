@@ -11,6 +11,7 @@
 #include "core/warning.h"
 #include "stax/runtime/cache_dir.h"
 #include "stax/runtime/compiler.h"
+#include "stax/runtime/libmvec.h"
 #include "stax/runtime/fs_util.h"
 #include "stax/runtime/isa.h"
 #include "stax/runtime/manifest.h"
@@ -67,6 +68,7 @@ std::vector<std::string> CodeCache::compile_command(const std::string& src_path,
   argv.push_back(src_path);
   argv.emplace_back("-o");
   argv.push_back(out_path);
+  for (const char* const* f = libmvec_link_flags(); *f; ++f) argv.emplace_back(*f);  // after the source: -l order
   return argv;
 }
 

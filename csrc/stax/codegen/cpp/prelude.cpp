@@ -220,14 +220,19 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-void emit_libm(std::string& s, const LibmFn& f) {
+void emit_libm(std::string& s, const LibmFn& f, const std::string& mvec) {
   const std::string name = std::string("tp_") + f.name;
   for (int dbl = 0; dbl < 2; ++dbl) {
     const std::string t = dbl ? "double" : "float", vt = dbl ? "vd" : "vf", lanes = dbl ? "TP_LD" : "TP_LF";
     const std::string body = replace_all(f.body, "@", dbl ? "" : "f");
     const std::string params = f.arity == 1 ? t + " x" : t + " x, " + t + " y";
     s += "static inline " + t + " " + name + "(" + params + ") { return " + body + "; }\n";
-    if (f.arity == 1)
+    if (!dbl && !mvec.empty()) {  // float vectors: libmvec, as eager's float32 kernels
+      const std::string vparams = f.arity == 1 ? "vf a" : "vf a, vf b";
+      s += "extern \"C\" vf " + mvec + "(" + (f.arity == 1 ? "vf" : "vf, vf") + ");\n";
+      s += "static inline vf " + name + "(" + vparams + ") { return " + mvec + (f.arity == 1 ? "(a)" : "(a, b)") +
+           "; }\n";
+    } else if (f.arity == 1)
       s += "static inline " + vt + " " + name + "(" + vt + " v) { for (int i = 0; i < " + lanes + "; ++i) v[i] = " +
            name + "(v[i]); return v; }\n";
     else
@@ -242,6 +247,21 @@ bool libm_function(const std::string& fn, int* arity) {
   const LibmFn* f = find_libm(fn);
   if (f && arity) *arity = f->arity;
   return f != nullptr;
+}
+
+std::string libmvec_symbol(const std::string& fn, int vector_bytes) {
+  // Eager's float32 vector kernels call libmvec for these (csrc/ops/vec); pow
+  // has its own polynomial there, and the rounding functions are instructions.
+  static const char* const kUnary[] = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                                       "asinh", "acosh", "atanh", "exp2", "log2", "log10", "erfc"};
+  static const char* const kBinary[] = {"atan2", "hypot"};
+  const char isa = vector_bytes == 64 ? 'e' : vector_bytes == 32 ? 'd' : 'b';
+  const std::string prefix = std::string("_ZGV") + isa + "N" + std::to_string(vector_bytes / 4);
+  for (const char* u : kUnary)
+    if (fn == u) return prefix + "v_" + fn + "f";
+  for (const char* b : kBinary)
+    if (fn == b) return prefix + "vv_" + fn + "f";
+  return "";
 }
 
 int lanes_f32(int vector_bytes) { return vector_bytes / 4; }
@@ -283,7 +303,10 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_sigmoid) s += kSigmoid;
   if (req.need_floordiv) s += kFloorDiv;
   for (auto& fn : req.libm)
-    if (const LibmFn* f = find_libm(fn)) emit_libm(s, *f);
+    if (const LibmFn* f = find_libm(fn)) {
+      auto m = req.libmvec.find(fn);
+      emit_libm(s, *f, m == req.libmvec.end() ? std::string() : m->second);
+    }
   return s;
 }
 

@@ -35,6 +35,7 @@
 // FMA contraction (measured: exp/log/tanh within 1 ulp of the correctly
 // rounded result, sigmoid within 2; libm's special values; gradual underflow).
 #pragma once
+#include <map>
 #include <set>
 #include <string>
 
@@ -45,11 +46,17 @@ struct PreludeRequest {
   bool need_exp = false, need_log = false, need_tanh = false, need_sigmoid = false;
   bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
   std::set<std::string> libm;  // libm-backed functions used (names as in the IR's Call fn)
+  // Of those, the ones whose float vector form calls libmvec at this width:
+  // name -> symbol (e.g. "sin" -> "_ZGVeN16v_sinf"); the others loop over lanes.
+  std::map<std::string, std::string> libmvec;
 };
 
 // Is `fn` (an IR Call name) one of the prelude's libm-backed functions? `arity`
 // receives its number of arguments.
 bool libm_function(const std::string& fn, int* arity = nullptr);
+// The libmvec symbol of fn's float form at this vector width, when eager's
+// float32 kernels call libmvec for it too (so both agree); "" otherwise.
+std::string libmvec_symbol(const std::string& fn, int vector_bytes);
 
 // The prelude text; throws tp::ValueError for a vector_bytes other than 16/32/64.
 std::string cpp_prelude(const PreludeRequest& req);
