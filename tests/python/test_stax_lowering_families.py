@@ -209,3 +209,17 @@ def test_scans_of_ints_bools_and_middle_dims():
     check(lambda x: x.cumsum(1), x3)
     check(lambda x: x.cumsum(2, dtype=tp.float64), x3)
     check(lambda x: x[:, :1].cumsum(1), x3)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0), ceil_mode=True),
+    dict(kernel_size=3, stride=2, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=2, divisor_override=3),
+])
+def test_avg_pool2d(kw):
+    img = tp.randn(2, 3, 7, 9)
+    check(lambda x: F.avg_pool2d(x.relu(), **kw) * 2, img, exact=False)
+    check(lambda x: F.avg_pool2d(x, **kw), img[0].double(), exact=False)  # 3-D input

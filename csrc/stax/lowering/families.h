@@ -16,5 +16,6 @@ void register_reduction_lowerings(LoweringTable& t);   // reductions.cpp
 void register_factory_lowerings(LoweringTable& t);     // factories.cpp
 void register_movement_lowerings(LoweringTable& t);    // movement.cpp
 void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
+void register_window_lowerings(LoweringTable& t);      // windows.cpp
 
 }  // namespace tp::stax

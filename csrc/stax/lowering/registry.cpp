@@ -23,6 +23,7 @@ Registry& registry() {
     register_factory_lowerings(reg->builtin);
     register_movement_lowerings(reg->builtin);
     register_indexing_lowerings(reg->builtin);
+    register_window_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();
