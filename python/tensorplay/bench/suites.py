@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import codegen, coldstart, eager, fusion, machine, overhead
+from . import codegen, coldstart, eager, fusion, machine, overhead, stax_core
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -105,4 +105,15 @@ def codegen_suite(report: Report, opts: Options) -> dict:
     results: dict = {}
     step = _Step(report, results)
     step("codegen", lambda: codegen.measure(report, opts.quick))
+    return results
+
+
+@suite("stax")
+def stax_suite(report: Report, opts: Options) -> dict:
+    """The Stax core's figures: column-sum accuracy, GEMM regions, source growth."""
+    results: dict = {}
+    step = _Step(report, results)
+    step("column_sum", lambda: stax_core.column_sum(report, opts.quick))
+    step("gemm_regions", lambda: stax_core.gemm_regions(report, opts.quick))
+    step("growth", lambda: codegen.measure(report, opts.quick))
     return results
