@@ -267,6 +267,77 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
   }
 }
 
+int cascade_levels_for(int64_t blocks) {
+  int levels = 1;
+  while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
+  return levels;
+}
+
+// The loop policy of one nest whose last inner loop runs at most `span`
+// elements per entry (its whole range, or one chunk).
+void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const ScheduleOptions& o) {
+  const ComputeNode& node = p.nodes[nest.node];
+  const DType dt = node.body->dtype;
+  const size_t nd = nest.inner_vars.size();
+  nest.lanes = nest.vectorize ? o.vector_bytes / static_cast<int>(itemsize(dt)) : 1;
+  nest.tail = TailMode::Scalar;
+  nest.accumulators = node.is_reduction() && nest.vectorize ? o.accumulators : 1;
+  nest.block = 0;
+  nest.cascade_levels = 0;
+  nest.wide_scalar_acc = false;
+  if (!node.is_reduction()) return;
+  // A block is 64 steps of each vector accumulator (256 scalar steps): short
+  // enough that a block's float sum stays accurate, long enough that the
+  // per-block push costs nothing. A reduction no longer than one block (a
+  // 2048-float row) is not blocked at all.
+  const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
+  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && span > block) {
+    nest.block = block;
+    int64_t blocks = (span + block - 1) / block;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    nest.cascade_levels = cascade_levels_for(blocks);
+  }
+  nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+}
+
+// Loop policy of a kernel, after fusion, vectorization and parallelization.
+void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
+  if (k.chunk > 0) {
+    LoopNest& nest = k.nests[0];
+    const ComputeNode& node = p.nodes[nest.node];
+    k.chunks = (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
+    k.combine = ChunkCombine::PairwiseTree;
+    k.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
+    plan_nest_policy(nest, p, k.chunk, o);
+    return;
+  }
+  for (LoopNest& nest : k.nests)
+    plan_nest_policy(nest, p, nest.inner_vars.empty() ? 1 : nest.inner_ranges.back(), o);
+  if (!k.vectorize_outer) return;
+  const LoopNest& nest = k.nests[0];
+  const ComputeNode& node = p.nodes[nest.node];
+  OuterVectorPlan& v = k.outer_vector;
+  v.lanes = o.vector_bytes / static_cast<int>(itemsize(node.body->dtype));
+  // Widest group of vectors (up to max_outer_unroll, 8 = 512 bytes of a float
+  // row) that divides the outer extent, so at most lanes-1 outputs are left over.
+  v.unroll = o.max_outer_unroll;
+  while (v.unroll > 1 && (k.outer_extent % (v.unroll * v.lanes) != 0 || k.outer_extent < v.unroll * v.lanes))
+    v.unroll /= 2;
+  v.groups = k.outer_extent / (int64_t{v.unroll} * v.lanes);
+  const size_t nd = nest.inner_vars.size();
+  v.block_rows = 0;
+  v.cascade_levels = 0;
+  if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
+    v.block_rows = o.outer_block_rows;
+    int64_t blocks = (nest.inner_ranges.back() + v.block_rows - 1) / v.block_rows;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    v.cascade_levels = cascade_levels_for(blocks);
+  }
+  v.tail = nest;  // the remaining outputs, one at a time (already scalar)
+  v.tail.vectorize = false;
+  plan_nest_policy(v.tail, p, v.tail.inner_vars.empty() ? 1 : v.tail.inner_ranges.back(), o);
+}
+
 }  // namespace
 
 Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
@@ -298,6 +369,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   LoopProgram ids;  // fresh variable ids for the kernels' loops
   ids.next_var_id = program.next_var_id;
   Schedule s;
+  s.vector_bytes = options.vector_bytes;
   for (size_t g = 0; g < groups.size(); ++g) {
     KernelPlan k;
     k.name = "kernel" + std::to_string(g);
@@ -362,10 +434,11 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       // result does not depend on the thread count.
       bool reduction = program.nodes[k.nodes[0]].is_reduction();
       int64_t extent = k.nests[0].inner_ranges[0];
-      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : 16384;
+      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : options.pointwise_chunk;
       k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
       k.parallel = true;
     }
+    plan_kernel_policy(k, program, options);
     s.kernels.push_back(std::move(k));
   }
   return s;

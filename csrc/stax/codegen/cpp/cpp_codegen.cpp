@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -195,12 +196,13 @@ RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
   return r;
 }
 
-// `max_span`: the longest [lo, hi) the last inner loop can run when lo/hi are
-// given (a chunk); 0 = the loop's own range. Returns, for a reduction, the name
-// of its most precise result (a float sum's double total before rounding).
+// Prints one nest as its plan says (lanes, accumulators, cascade blocks: see
+// LoopNest); lo/hi, when given, bound the last inner loop (a chunk). Returns,
+// for a reduction, the name of its most precise result (a float sum's double
+// total before rounding).
 std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
-               std::unordered_map<int, std::string>& locals, int vector_bytes, const std::string& lo_hi_lo,
-               const std::string& lo_hi_hi, int64_t max_span = 0) {
+                      std::unordered_map<int, std::string>& locals, const std::string& lo_hi_lo,
+                      const std::string& lo_hi_hi) {
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
@@ -210,23 +212,17 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   const std::string in = "    ";
   std::string acc = "red" + std::to_string(nest.node);
   size_t nd = nest.inner_vars.size();
-  int lanes = is_floating(dt) ? vector_bytes / static_cast<int>(itemsize(dt)) : 1;
-  // Reduction: several vector accumulators (segmented summation, Section 6.5),
-  // a scalar accumulator for the tail, a pairwise combine at the end.
-  //
-  // A long floating-point sum is cut into blocks (each vector accumulator
-  // takes 64 steps per block, a scalar loop 256): every block starts from
-  // zero, and the block results are added pairwise, in double, through a
-  // binary-counter stack (cascaded summation). The rounding error then grows
-  // with the block length, not with the reduced length (Section 13.3), and the
-  // large partial sums near the top of the cascade are not rounded to float
-  // (eager flushes its blocks into a double total for the same reason).
-  // Sizes are static, so a reduction no longer than one block (a 2048-float
-  // row) is emitted exactly as without blocking.
-  constexpr int kAcc = 4;
-  const int64_t span = max_span > 0 ? max_span : (nd ? nest.inner_ranges.back() : 1);
-  const int64_t block = nest.vectorize ? int64_t{kAcc} * lanes * 64 : 256;
-  const bool cascade = node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && span > block;
+  const int lanes = nest.lanes;
+  // Reduction: nest.accumulators vector accumulators (segmented summation,
+  // Section 6.5), a scalar accumulator for the tail, a pairwise combine at the
+  // end. A cascaded sum (nest.block > 0) runs in blocks that each start from
+  // zero; the block results are added pairwise, in double, through a
+  // binary-counter stack, so the large partial sums near the top of the
+  // cascade are not rounded to float (eager flushes its blocks into a double
+  // total for the same reason).
+  const int kAcc = nest.accumulators;
+  const int64_t block = nest.block;
+  const bool cascade = block > 0;
   // A reduction's result outlives its loop block: later nests of this kernel read it.
   if (node.is_reduction()) os << in << ctype(dt) << " " << acc << ";\n";
   if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
@@ -294,11 +290,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   }
 
   std::string init = reduce_init(node.reduce, dt);
-  int levels = 1;
+  const int levels = nest.cascade_levels;
   if (cascade) {
-    int64_t blocks = (span + block - 1) / block;
-    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
     os << indent << "double " << acc << "_stk[" << levels << "];\n";
     os << indent << "i64 " << acc << "_n = 0;\n";
   }
@@ -306,9 +299,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     for (int a = 0; a < kAcc; ++a)
       os << indent << vtype(dt) << " " << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
   }
-  // A scalar (strided or unvectorizable) float32 sum accumulates in double:
-  // one conversion per element in a loop that is latency-bound anyway.
-  const bool wide_scalar = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+  const bool wide_scalar = nest.wide_scalar_acc;
   os << indent << (wide_scalar ? "double" : ctype(dt)) << " " << acc << "_s = " << init << ";\n";
   open_outer_inner();
   std::string loop_lo = lo, loop_hi = hi;
@@ -326,9 +317,13 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   }
   std::string vec_total;
   if (nest.vectorize) {
-    std::string tree = combine(node.reduce, combine(node.reduce, acc + "_v0", acc + "_v1"),
-                               combine(node.reduce, acc + "_v2", acc + "_v3"));
-    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree + ")", acc + "_s");
+    // Pairwise over the accumulators: ((v0 + v1) + (v2 + v3)) for four.
+    std::function<std::string(int, int)> tree = [&](int from, int to) {
+      if (to - from == 1) return acc + "_v" + std::to_string(from);
+      int mid = from + (to - from + 1) / 2;
+      return combine(node.reduce, tree(from, mid), tree(mid, to));
+    };
+    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree(0, kAcc) + ")", acc + "_s");
   }
   os << indent << "i64 " << jb << " = " << loop_lo << ";\n";
   if (nest.vectorize) {
@@ -394,7 +389,9 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
 // the inner loop visits is read as one contiguous run; the inner loops take
 // scalar steps.
 void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
-                                 const LoopNest& nest, int lanes, int unroll) {
+                                 const LoopNest& nest) {
+  const OuterVectorPlan& plan = k.outer_vector;
+  const int lanes = plan.lanes, unroll = plan.unroll;
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
@@ -414,13 +411,11 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     for (int u = 0; u < unroll; ++u) os << indent << acc << u << " = " << splat(dt) << "(" << init << ");\n";
   };
   for (int u = 0; u < unroll; ++u) os << indent << vtype(dt) << " " << acc << u << " = " << splat(dt) << "(" << init << ");\n";
-  // A long float sum runs in blocks of 128 rows whose sums are converted to
-  // double vectors and added pairwise (cascaded), as in emit_nest: the error
-  // grows with the block, not with the number of rows. 128 rows per block is
-  // eager's flush interval too, and keeps the per-block conversion (2 vd per
-  // vf) below 2% of the loop's work.
+  // A long float sum runs in blocks of plan.block_rows rows whose sums are
+  // converted to double vectors and added pairwise (cascaded), as in
+  // emit_nest: the error grows with the block, not with the number of rows.
   const size_t nd = nest.inner_vars.size();
-  constexpr int64_t kRows = 128;
+  const int64_t kRows = plan.block_rows;
   const bool f32 = dt == DType::Float32;
   const int nb = f32 ? 2 * unroll : unroll;  // double vectors per block
   const int half = lanes / 2;
@@ -429,13 +424,10 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     for (int i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(from + i);
     return s;
   };
-  const bool cascade = node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > kRows;
-  int levels = 1;
+  const bool cascade = kRows > 0;
+  const int levels = plan.cascade_levels;
   const std::string stk = acc + "stk", cnt = acc + "n";
   if (cascade) {
-    int64_t blocks = (nest.inner_ranges.back() + kRows - 1) / kRows;
-    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
     os << indent << "vd " << stk << "[" << levels << "][" << nb << "];\n";
     os << indent << "i64 " << cnt << " = 0;\n";
   }
@@ -517,6 +509,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
 }  // namespace
 
 GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector_bytes) {
+  (void)vector_bytes;  // the schedule carries it
   GeneratedSource g;
   // Buffer slots: every buffer that lives in memory.
   std::unordered_map<int, int> slot_of;
@@ -531,7 +524,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   }
 
   PreludeRequest req;
-  req.vector_bytes = vector_bytes;
+  req.vector_bytes = s.vector_bytes;
   req.need_floordiv = true;
   struct Needs : ExprVisitor {
     PreludeRequest& req;
@@ -573,10 +566,8 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       const ComputeNode& node = p.nodes[nest.node];
       DType dt = node.body->dtype;
       int64_t extent = nest.inner_ranges[0];
-      int64_t chunks = (extent + k.chunk - 1) / k.chunk;
-      std::string red = "red" + std::to_string(nest.node);
-      // A float sum's chunk totals stay in double until the end.
-      const char* pt = node.reduce == ReduceOp::Sum && is_floating(dt) ? "double" : ctype(dt);
+      int64_t chunks = k.chunks;
+      const char* pt = k.partials_in_double ? "double" : ctype(dt);
       os << "  " << pt << " partial[" << chunks << "];\n";
       os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
@@ -585,7 +576,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       LoopNest part = nest;
       part.store_to_memory = false;
-      std::string precise = emit_nest(os, p, k, part, locals, vector_bytes, "lo", "hi", k.chunk);
+      std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
       os << "    partial[" << o << "_c] = " << precise << ";\n  }\n";
       // Combined pairwise in a fixed tree (not in thread order): deterministic,
       // and a sum's error grows with log2(chunks), not with chunks.
@@ -599,39 +590,33 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
          << "] = total;\n";
     } else if (k.chunk > 0) {
       int64_t extent = k.nests[0].inner_ranges[0];
-      int64_t chunks = (extent + k.chunk - 1) / k.chunk;
+      int64_t chunks = k.chunks;
       os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
       os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
       os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
       os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
-      emit_nest(os, p, k, k.nests[0], locals, vector_bytes, "lo", "hi");
+      emit_nest(os, p, k, k.nests[0], locals, "lo", "hi");
       os << "  }\n";
     } else if (k.vectorize_outer) {
-      int lanes = vector_bytes / static_cast<int>(itemsize(p.nodes[k.nodes[0]].body->dtype));
-      // Widest block of vectors (up to 8, i.e. 512 bytes of a float row) that
-      // divides the outer extent, so at most lanes-1 outputs are left over.
-      int unroll = 8;
-      while (unroll > 1 && (k.outer_extent % (unroll * lanes) != 0 || k.outer_extent < unroll * lanes)) unroll /= 2;
-      int64_t width = static_cast<int64_t>(unroll) * lanes;
-      int64_t groups = k.outer_extent / width;
+      const OuterVectorPlan& v = k.outer_vector;
+      int64_t width = static_cast<int64_t>(v.unroll) * v.lanes;
+      int64_t groups = v.groups;
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (i64 " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
       os << "    const i64 " << o << "_b = " << o << "_g * " << width << ";\n";
-      emit_outer_vector_reduction(os, p, k, k.nests[0], lanes, unroll);
+      emit_outer_vector_reduction(os, p, k, k.nests[0]);
       os << "  }\n";
       // The remaining outputs, one at a time.
-      LoopNest tail = k.nests[0];
-      tail.vectorize = false;
       os << "  for (i64 " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
          << ") {\n";
-      emit_nest(os, p, k, tail, locals, vector_bytes, "", "");
+      emit_nest(os, p, k, v.tail, locals, "", "");
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (i64 " << o << " = 0; " << o << " < " << k.outer_extent << "; ++" << o
          << ") {\n";
-      for (auto& n : k.nests) emit_nest(os, p, k, n, locals, vector_bytes, "", "");
+      for (auto& n : k.nests) emit_nest(os, p, k, n, locals, "", "");
       os << "  }\n";
     }
     os << "}\n\n";
