@@ -1,6 +1,7 @@
 #include "stax/scheduler/schedule.h"
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -267,6 +268,37 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
   }
 }
 
+// "fused_<operators>_<index>": the distinct operators the kernel fuses, in
+// order, as a C identifier of bounded length (a profiler or a reader of the
+// generated code sees what a kernel does; the index keeps names unique).
+std::string kernel_name(const std::string& origin, size_t g, size_t max_len) {
+  std::vector<std::string> ops;
+  std::string cur;
+  auto flush = [&]() {
+    if (!cur.empty() && std::find(ops.begin(), ops.end(), cur) == ops.end()) ops.push_back(cur);
+    cur.clear();
+  };
+  for (char c : origin) {
+    if (std::isalnum(static_cast<unsigned char>(c))) cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (c == '_' && !cur.empty()) cur += c;
+    else flush();
+  }
+  flush();
+  // Appended piecewise, not with operator+: GCC 12 warns falsely (-Wrestrict).
+  std::string name = "fused";
+  size_t len = 0;
+  for (const std::string& op : ops) {
+    if (len > 0 && len + 1 + op.size() > max_len) break;
+    name += '_';
+    name.append(op, 0, max_len);
+    len += 1 + std::min(op.size(), max_len);
+  }
+  if (len == 0) name = "kernel";
+  name += '_';
+  name += std::to_string(g);
+  return name;
+}
+
 int cascade_levels_for(int64_t blocks) {
   int levels = 1;
   while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
@@ -372,7 +404,6 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   s.vector_bytes = options.vector_bytes;
   for (size_t g = 0; g < groups.size(); ++g) {
     KernelPlan k;
-    k.name = "kernel" + std::to_string(g);
     k.nodes = groups[g];
     k.outer_ranges = outers[g];
     k.outer_extent = numel(k.outer_ranges);
@@ -439,6 +470,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       k.parallel = true;
     }
     plan_kernel_policy(k, program, options);
+    k.name = kernel_name(k.origin, g, options.max_kernel_name);
     s.kernels.push_back(std::move(k));
   }
   return s;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/error.h"
 #include "stax/codegen/cpp/prelude.h"
 #include "stax/ir/expr_visitor.h"
 
@@ -508,9 +509,15 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
 
 }  // namespace
 
-GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector_bytes) {
-  (void)vector_bytes;  // the schedule carries it
-  GeneratedSource g;
+GeneratedSource generate_cpp(const LoopProgram& program, const Schedule& schedule, int vector_bytes) {
+  TP_CHECK(vector_bytes == schedule.vector_bytes, ValueError, "generate_cpp: vector_bytes ", vector_bytes,
+           " differs from the schedule's ", schedule.vector_bytes);
+  return CppPrinter().print(program, schedule);
+}
+
+PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
+  PrintedUnit g;
+  g.language = language();
   // Buffer slots: every buffer that lives in memory.
   std::unordered_map<int, int> slot_of;
   std::set<int> memory_temps;
@@ -626,6 +633,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   os << "}\n";
   g.source = os.str();
   g.kernel_count = static_cast<int>(s.kernels.size());
+  for (auto& k : s.kernels) g.kernel_names.push_back(k.name);
   return g;
 }
 
