@@ -52,18 +52,39 @@ VarMap canonical_outer(const ComputeNode& n, size_t k) {
   return m;
 }
 
-RangeMap canonical_ranges(const Shape& outer) {
+RangeMap canonical_ranges(const std::vector<IndexExpr>& outer) {
   RangeMap r;
-  for (size_t d = 0; d < outer.size(); ++d) r[1000000 + static_cast<int>(d)] = {0, outer[d] - 1};
+  for (size_t d = 0; d < outer.size(); ++d) r[1000000 + static_cast<int>(d)] = loop_interval(outer[d]);
   return r;
+}
+
+// The first `count` ranges of a node (constants when static).
+std::vector<IndexExpr> range_exprs(const ComputeNode& n, size_t count) {
+  std::vector<IndexExpr> out;
+  for (size_t d = 0; d < count && d < n.ranges.size(); ++d) out.push_back(n.range(d));
+  return out;
 }
 
 }  // namespace
 
+Interval loop_interval(const IndexExpr& extent) {
+  if (extent.is_const()) return {0, extent.const_value() - 1};
+  return {0, INT64_MAX - 1};
+}
+
+Interval outer_interval(const KernelPlan& k) {
+  if (k.symbolic) return loop_interval(k.outer_count);
+  return {0, std::max<int64_t>(k.outer_extent - 1, 0)};  // a zero-size space keeps a valid range
+}
+
 bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node) {
   const ComputeNode& n = p.nodes[node];
   if (n.is_reduction() ? n.ranges != outer : !starts_with(n.ranges, outer)) return false;
-  RangeMap ranges = canonical_ranges(outer);
+  // Symbolic extents must be the same expressions, not only equal example sizes.
+  std::vector<IndexExpr> outer_exprs(outer.begin(), outer.end());
+  if (!members.empty()) outer_exprs = range_exprs(p.nodes[members[0]], outer.size());
+  if (!(range_exprs(n, outer.size()) == outer_exprs)) return false;
+  RangeMap ranges = canonical_ranges(outer_exprs);
   VarMap n_map = canonical_outer(n, outer.size());
   for (const ExprNode* l : loads_of(n.body)) {
     const ComputeNode* prod = producer_of(p, members, l->buffer);
@@ -137,6 +158,9 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
   // An empty loop stays as it is (and no index may divide by a zero extent).
   for (int64_t r : nest.inner_ranges)
     if (r == 0) return;
+  // A symbolic extent would need a division by a size variable: not worth it.
+  for (const IndexExpr& e : nest.inner_extents)
+    if (!e.is_const()) return;
   while (nest.inner_vars.size() >= 2) {
     size_t d = nest.inner_vars.size() - 2;
     int64_t a = nest.inner_ranges[d], b = nest.inner_ranges[d + 1];
@@ -156,6 +180,8 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
     nest.inner_vars.back() = m;
     nest.inner_ranges.pop_back();
     nest.inner_ranges.back() = a * b;
+    nest.inner_extents.pop_back();
+    nest.inner_extents.back() = a * b;
     ranges = r;
   }
 }
@@ -228,12 +254,14 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
     const Buffer& out = program.buffers[program.nodes[P.node].out_buffer];
     int pj = P.inner_vars[0].var_id();
     RangeMap ranges;
-    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
-    ranges[pj] = {0, P.inner_ranges[0] - 1};
+    ranges[k.outer_var.var_id()] = outer_interval(k);
+    ranges[pj] = loop_interval(P.inner_extents[0]);
     bool done = false;
     for (size_t a = 0; a < b && !done; ++a) {
       LoopNest& R = k.nests[a];
-      if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || R.vectorize != P.vectorize) continue;
+      if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || !(R.inner_extents == P.inner_extents) ||
+          R.vectorize != P.vectorize)
+        continue;
       int rj = R.inner_vars[0].var_id();
       VarMap r_to_p{{rj, P.inner_vars[0]}};
       std::vector<const ExprNode*> r_nodes = preorder(R.body);
@@ -257,7 +285,7 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
           for (auto& c : x->args) stack.push_back(c);
         }
         RangeMap r_ranges = ranges;
-        r_ranges[rj] = {0, R.inner_ranges[0] - 1};
+        r_ranges[rj] = loop_interval(R.inner_extents[0]);
         VarMap p_to_r{{pj, R.inner_vars[0]}};
         R.side_stores.push_back({value, out.id, simplify(substitute(P.store_index, p_to_r), r_ranges)});
         P.body = ReplaceNode(e, load(out.id, P.store_index, out.dtype)).mutate(P.body);
@@ -311,6 +339,8 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   const ComputeNode& node = p.nodes[nest.node];
   const DType dt = node.body->dtype;
   const size_t nd = nest.inner_vars.size();
+  bool symbolic = false;
+  for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
   nest.lanes = nest.vectorize ? o.vector_bytes / static_cast<int>(itemsize(dt)) : 1;
   nest.tail = TailMode::Scalar;
   nest.accumulators = node.is_reduction() && nest.vectorize ? o.accumulators : 1;
@@ -323,11 +353,12 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   // per-block push costs nothing. A reduction no longer than one block (a
   // 2048-float row) is not blocked at all.
   const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
-  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && span > block) {
+  // A symbolic span may be long: always blocked, with a stack for any count.
+  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic || span > block)) {
     nest.block = block;
     int64_t blocks = (span + block - 1) / block;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    nest.cascade_levels = cascade_levels_for(blocks);
+    nest.cascade_levels = cascade_levels_for(symbolic ? INT64_MAX : blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
 }
@@ -407,13 +438,27 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     k.nodes = groups[g];
     k.outer_ranges = outers[g];
     k.outer_extent = numel(k.outer_ranges);
+    k.outer_extents = range_exprs(program.nodes[k.nodes[0]], k.outer_ranges.size());
+    k.outer_count = 1;
+    for (const IndexExpr& e : k.outer_extents) {
+      k.outer_count = simplify(k.outer_count * e);
+      k.symbolic = k.symbolic || !e.is_const();
+    }
+    for (int m : k.nodes) k.symbolic = k.symbolic || !program.nodes[m].is_static();
     k.outer_var = ids.new_var("o");
     RangeMap ranges;
-    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
+    ranges[k.outer_var.var_id()] = outer_interval(k);
     // Outer dims flattened into one loop variable: dim d = (o // inner_size) % size.
     std::vector<IndexExpr> outer_idx;
     int64_t inner_size = k.outer_extent;
     for (size_t d = 0; d < k.outer_ranges.size(); ++d) {
+      if (k.symbolic) {  // the same with expressions (a zero size: the loop never runs)
+        IndexExpr inner_sym = 1;
+        for (size_t e = d + 1; e < k.outer_extents.size(); ++e) inner_sym = inner_sym * k.outer_extents[e];
+        IndexExpr e = floordiv(k.outer_var, simplify(inner_sym));
+        outer_idx.push_back(d == 0 ? e : mod(e, k.outer_extents[d]));
+        continue;
+      }
       if (k.outer_extent == 0) {  // zero-size output: the loop never runs
         outer_idx.push_back(0);
         continue;
@@ -441,7 +486,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       for (size_t d = first; d < ivars.size(); ++d) {
         nest.inner_vars.push_back(ivars[d]);
         nest.inner_ranges.push_back(iranges[d]);
-        r[ivars[d].var_id()] = {0, iranges[d] - 1};
+        nest.inner_extents.push_back(n.is_reduction() ? n.reduce_range(d) : n.range(d));
+        r[ivars[d].var_id()] = loop_interval(nest.inner_extents.back());
       }
       ExprRewriter rw(sub, r);
       nest.body = rw(n.body);
@@ -454,11 +500,11 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       k.nests.push_back(std::move(nest));
     }
     share_expensive_values(k, program);
-    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction())
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !k.symbolic)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+    if (!k.symbolic && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
         k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the

@@ -42,7 +42,8 @@ enum class ChunkCombine {
 struct LoopNest {
   int node = -1;                        // index into LoopProgram::nodes
   std::vector<ir::IndexExpr> inner_vars;  // after coalescing; the last one is the vector loop
-  Shape inner_ranges;
+  Shape inner_ranges;                   // static extents (or one example call's, see inner_extents)
+  std::vector<ir::IndexExpr> inner_extents;  // what the loops run to: constants, or over size variables
   ir::Expr body;                        // with vars substituted by the kernel's loop vars
   ir::IndexExpr store_index;            // over the outer var (and inner vars for pointwise nests)
   bool vectorize = false;
@@ -87,7 +88,13 @@ struct KernelPlan {
   std::vector<int> nodes;
   Shape outer_ranges;                   // the fused iteration space shared by all nests
   ir::IndexExpr outer_var;              // all outer dims flattened into one parallel loop
-  int64_t outer_extent = 1;
+  int64_t outer_extent = 1;             // static (or one example call's) trip count of the outer loop
+  std::vector<ir::IndexExpr> outer_extents;  // per outer dim: constants, or over size variables
+  ir::IndexExpr outer_count;            // the outer loop's trip count (product of outer_extents)
+  // Some extent is a size variable: the plan holds only choices valid for
+  // any size (no chunks, no outer vectorization, cascade stacks for the
+  // largest count) and the printer reads sizes[] at run time.
+  bool symbolic = false;
   std::vector<LoopNest> nests;
   std::set<int> local_buffers;          // buffers read from a local variable inside this kernel
   bool parallel = false;
@@ -122,6 +129,12 @@ struct Schedule {
 };
 
 Schedule schedule(const ir::LoopProgram& program, const ScheduleOptions& options);
+
+// Range of a loop variable that runs over [0, extent): exact for a constant
+// extent, [0, INT64_MAX - 1] for a symbolic one.
+ir::Interval loop_interval(const ir::IndexExpr& extent);
+// Range of a kernel's outer loop variable.
+ir::Interval outer_interval(const KernelPlan& k);
 
 // Exposed for tests: may `node` join a kernel that already holds `members`
 // with outer space `outer`? (shape compatibility + dependence distance 0)

@@ -1,6 +1,7 @@
 #include "stax/codegen/cpp/cpp_codegen.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -190,10 +191,41 @@ class Writer {
 
 std::string var_name(const IndexExpr& v) { return v.var_name(); }
 
+// A loop bound: a constant prints as its digits, an expression over size
+// variables as C (the kernel defines tp_size<k> from sizes[k]).
+std::string ext(const IndexExpr& e) { return e.is_const() ? std::to_string(e.const_value()) : to_c(e, {}); }
+
+std::string extents_str(const Shape& shape, const std::vector<IndexExpr>& exprs) {
+  bool fixed = true;
+  for (const IndexExpr& e : exprs) fixed = fixed && e.is_const();
+  if (fixed) return shape_str(shape);
+  std::string out = "[";
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    if (i) out += ", ";
+    out += exprs[i].to_string();
+  }
+  out += ']';
+  return out;
+}
+
+// Size variables a kernel reads (its loop bounds and indices).
+std::vector<int> sizes_used(const KernelPlan& k) {
+  std::vector<int> out;
+  collect_sizes(k.outer_count, out);
+  for (const LoopNest& n : k.nests) {
+    for (const IndexExpr& e : n.inner_extents) collect_sizes(e, out);
+    collect_sizes(n.store_index, out);
+    for (const SideStore& ss : n.side_stores) collect_sizes(ss.index, out);
+    for (const ExprNode* l : loads_of(n.body)) collect_sizes(l->index, out);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
   RangeMap r;
-  r[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
-  for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = {0, n.inner_ranges[d] - 1};
+  r[k.outer_var.var_id()] = outer_interval(k);
+  for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
   return r;
 }
 
@@ -228,7 +260,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   if (node.is_reduction()) os << in << ctype(dt) << " " << acc << ";\n";
   if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name;
-  if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << ")";
+  if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents) << ")";
   os << (nest.vectorize ? ", vectorized" : "") << "\n";
   int jv = nd ? nest.inner_vars.back().var_id() : -1;
   std::string indent = in + "  ";
@@ -236,7 +268,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   auto open_outer_inner = [&]() {
     for (size_t d = 0; d + 1 < nd; ++d) {
       std::string v = var_name(nest.inner_vars[d]);
-      os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+      os << indent << "for (i64 " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+         << ") {\n";
       indent += "  ";
     }
   };
@@ -246,7 +279,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       os << indent << "}\n";
     }
   };
-  std::string lo = "0", hi = nd ? std::to_string(nest.inner_ranges.back()) : "1";
+  std::string lo = "0", hi = nd ? ext(nest.inner_extents.back()) : "1";
   if (!lo_hi_lo.empty()) { lo = lo_hi_lo; hi = lo_hi_hi; }
   std::string j = nd ? var_name(nest.inner_vars.back()) : "";
   std::string jb = j + "_";
@@ -551,8 +584,13 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
   os << cpp_prelude(req) << "\n";
   for (auto& k : s.kernels) {
     os << "// " << k.name << ": " << k.origin << "\n";
-    os << "// outer space " << shape_str(k.outer_ranges) << (k.parallel ? ", parallel" : "") << "\n";
-    os << "static void " << k.name << "(void* const* bufs) {\n";
+    os << "// outer space " << extents_str(k.outer_ranges, k.outer_extents) << (k.parallel ? ", parallel" : "")
+       << "\n";
+    // A kernel with symbolic extents also takes the sizes, read once into locals.
+    const std::vector<int> sizes = sizes_used(k);
+    os << "static void " << k.name << "(void* const* bufs" << (sizes.empty() ? "" : ", const long long* sizes")
+       << ") {\n";
+    for (int z : sizes) os << "  const i64 tp_size" << z << " = sizes[" << z << "];\n";
     std::set<int> used;
     for (auto& n : k.nests) {
       used.insert(p.nodes[n.node].out_buffer);
@@ -621,7 +659,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << " = 0; " << o << " < " << k.outer_extent << "; ++" << o
+      os << "  for (i64 " << o << " = 0; " << o << " < " << ext(k.outer_count) << "; ++" << o
          << ") {\n";
       for (auto& n : k.nests) emit_nest(os, p, k, n, locals, "", "");
       os << "  }\n";
@@ -629,10 +667,11 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     os << "}\n\n";
   }
   os << "extern \"C\" void tp_entry(void* const* bufs, const long long* sizes) {\n  (void)sizes;\n";
-  for (auto& k : s.kernels) os << "  " << k.name << "(bufs);\n";
+  for (auto& k : s.kernels) os << "  " << k.name << (sizes_used(k).empty() ? "(bufs);\n" : "(bufs, sizes);\n");
   os << "}\n";
   g.source = os.str();
   g.kernel_count = static_cast<int>(s.kernels.size());
+  g.size_count = p.num_sizes;
   for (auto& k : s.kernels) g.kernel_names.push_back(k.name);
   return g;
 }
