@@ -14,6 +14,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "core/error.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
@@ -23,8 +26,18 @@
 namespace tp::stax {
 namespace {
 
+// Next to this file. __FILE__ may be relative to the build directory (Ninja
+// passes relative paths), which is where the test executable lives.
 std::string golden_dir() {
   std::string here = __FILE__;
+  if (!here.empty() && here[0] != '/') {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      std::string dir(exe, static_cast<size_t>(n));
+      here = dir.substr(0, dir.find_last_of('/')) + "/" + here;
+    }
+  }
   return here.substr(0, here.find_last_of('/')) + "/golden/";
 }
 
@@ -78,6 +91,21 @@ TEST(GoldenCodegen, ColumnSum) {
   check_golden("column_sum.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{ops::sum(in[0], {0})};
   }, {x}));
+}
+
+TEST(CppPrinter, RefusesAPlanItCannotPrint) {
+  // A masked tail is a plan decision for targets with masks; this printer
+  // must say so rather than print something else.
+  Tensor x = Tensor::empty({37}, DType::Float32);
+  auto tr = graph::trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::exp(in[0])}; }, {x}, {},
+                         /*execute=*/false);
+  passes::run_default_passes(*tr.graph);
+  LoweredRegion lowered = lower(*tr.graph);
+  Schedule s = schedule(lowered.program, ScheduleOptions{});
+  EXPECT_NO_THROW(codegen::CppPrinter().print(lowered.program, s));
+  s.kernels[0].nests[0].tail = TailMode::Masked;
+  EXPECT_THROW(codegen::CppPrinter().print(lowered.program, s), NotImplementedError);
+  EXPECT_THROW(codegen::generate_cpp(lowered.program, s, s.vector_bytes * 2), ValueError);
 }
 
 }  // namespace

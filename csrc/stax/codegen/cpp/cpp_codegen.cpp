@@ -246,6 +246,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   std::string acc = "red" + std::to_string(nest.node);
   size_t nd = nest.inner_vars.size();
   const int lanes = nest.lanes;
+  TP_CHECK(nest.tail == TailMode::Scalar, NotImplementedError, "CppPrinter: kernel ", k.name,
+           " asks for masked vector tails; this printer runs tails as scalar loops");
   // Reduction: nest.accumulators vector accumulators (segmented summation,
   // Section 6.5), a scalar accumulator for the tail, a pairwise combine at the
   // end. A cascaded sum (nest.block > 0) runs in blocks that each start from
