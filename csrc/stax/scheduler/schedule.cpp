@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -363,8 +364,36 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
 }
 
+// Do every loop bound and every subexpression of every index of the kernel
+// lie within +-2^30 (Proposition 6.4: the interval analysis is sound)?
+bool fits_index32(const KernelPlan& k) {
+  constexpr int64_t kLimit = int64_t{1} << 30;  // half of int32: room for block ends, vector steps, chunk ends
+  if (k.symbolic || k.outer_extent > kLimit) return false;
+  std::function<bool(const IndexExpr&, const RangeMap&)> fits = [&](const IndexExpr& e, const RangeMap& r) {
+    Interval i = range_of(e, r);
+    if (i.lo < -kLimit || i.hi > kLimit) return false;
+    for (const IndexExpr& o : e.operands())
+      if (!fits(o, r)) return false;
+    return true;
+  };
+  for (const LoopNest& n : k.nests) {
+    for (int64_t r : n.inner_ranges)
+      if (r > kLimit) return false;
+    RangeMap r;
+    r[k.outer_var.var_id()] = outer_interval(k);
+    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
+    if (!fits(n.store_index, r)) return false;
+    for (const SideStore& ss : n.side_stores)
+      if (!fits(ss.index, r)) return false;
+    for (const ExprNode* l : loads_of(n.body))
+      if (!fits(l->index, r)) return false;
+  }
+  return true;
+}
+
 // Loop policy of a kernel, after fusion, vectorization and parallelization.
 void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
+  k.index_bits = o.index32 && fits_index32(k) ? 32 : 64;
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];

@@ -107,6 +107,11 @@ struct KernelPlan {
   ChunkCombine combine = ChunkCombine::PairwiseTree;
   bool partials_in_double = false;
   bool vectorize_outer = false;         // see OuterVectorPlan
+  // Width of the loop variables and index arithmetic: 32 when range analysis
+  // proves every loop bound and every subexpression of every index fits in
+  // half the int32 range (headroom for the steps a printer adds), and the
+  // options ask for it (Section 6.8); otherwise 64.
+  int index_bits = 64;
   OuterVectorPlan outer_vector;
   std::string origin;                   // operators fused here, for the comment above the kernel
 };
@@ -121,6 +126,10 @@ struct ScheduleOptions {
   int max_outer_unroll = 8;             // vectors per group of an outer-vectorized reduction
   int64_t pointwise_chunk = 16384;      // chunk of a long pointwise loop split across threads
   size_t max_kernel_name = 48;          // characters of a kernel name's operator part
+  // Use 32-bit indices where proven safe. Off for CPUs: 64-bit address
+  // arithmetic costs nothing there and a 32-bit index needs sign extension
+  // before each access. A GPU target turns it on (fewer registers).
+  bool index32 = false;
 };
 
 struct Schedule {

@@ -191,6 +191,9 @@ class Writer {
 
 std::string var_name(const IndexExpr& v) { return v.var_name(); }
 
+// Type of the loop variables (and so of the index arithmetic on them).
+const char* index_type(const KernelPlan& k) { return k.index_bits == 32 ? "int" : "i64"; }
+
 // A loop bound: a constant prints as its digits, an expression over size
 // variables as C (the kernel defines tp_size<k> from sizes[k]).
 std::string ext(const IndexExpr& e) { return e.is_const() ? std::to_string(e.const_value()) : to_c(e, {}); }
@@ -246,6 +249,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   std::string acc = "red" + std::to_string(nest.node);
   size_t nd = nest.inner_vars.size();
   const int lanes = nest.lanes;
+  const char* ix = index_type(k);
   TP_CHECK(nest.tail == TailMode::Scalar, NotImplementedError, "CppPrinter: kernel ", k.name,
            " asks for masked vector tails; this printer runs tails as scalar loops");
   // Reduction: nest.accumulators vector accumulators (segmented summation,
@@ -270,7 +274,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   auto open_outer_inner = [&]() {
     for (size_t d = 0; d + 1 < nd; ++d) {
       std::string v = var_name(nest.inner_vars[d]);
-      os << indent << "for (i64 " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
          << ") {\n";
       indent += "  ";
     }
@@ -303,10 +307,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       os << indent << out.name << "[" << store_idx << "] = " << v << ";\n";
     } else {
       open_outer_inner();
-      os << indent << "i64 " << jb << " = " << lo << ";\n";
+      os << indent << ix << " " << jb << " = " << lo << ";\n";
       if (nest.vectorize) {
         os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
-        os << indent << "  const i64 " << j << " = " << jb << ";\n";
+        os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
         std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
         side_stores(true, indent + "  ");
         os << indent << "  tp_store(" << out.name << " + (" << store_idx << "), " << v << ");\n";
@@ -314,7 +318,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         w.reset_names();
       }
       os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
-      os << indent << "  const i64 " << j << " = " << jb << ";\n";
+      os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
       std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
       side_stores(false, indent + "  ");
       os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
@@ -340,10 +344,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   open_outer_inner();
   std::string loop_lo = lo, loop_hi = hi;
   if (cascade) {
-    os << indent << "for (i64 " << jb << "b = " << lo << "; " << jb << "b < " << hi << "; " << jb << "b += " << block
+    os << indent << "for (" << ix << " " << jb << "b = " << lo << "; " << jb << "b < " << hi << "; " << jb << "b += " << block
        << ") {\n";
     indent += "  ";
-    os << indent << "const i64 " << jb << "e = " << jb << "b + " << block << " < " << hi << " ? " << jb << "b + "
+    os << indent << "const " << ix << " " << jb << "e = " << jb << "b + " << block << " < " << hi << " ? " << jb << "b + "
        << block << " : " << hi << ";\n";
     if (nest.vectorize)
       for (int a = 0; a < kAcc; ++a) os << indent << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
@@ -361,12 +365,12 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     };
     vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree(0, kAcc) + ")", acc + "_s");
   }
-  os << indent << "i64 " << jb << " = " << loop_lo << ";\n";
+  os << indent << ix << " " << jb << " = " << loop_lo << ";\n";
   if (nest.vectorize) {
     os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << loop_hi << "; " << jb << " += "
        << kAcc * lanes << ") {\n";
     for (int a = 0; a < kAcc; ++a) {
-      os << indent << "  {\n" << indent << "    const i64 " << j << " = " << jb << " + " << a * lanes << ";\n";
+      os << indent << "  {\n" << indent << "    const " << ix << " " << j << " = " << jb << " + " << a * lanes << ";\n";
       std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
       side_stores(true, indent + "    ");
       std::string av = acc + "_v" + std::to_string(a);
@@ -375,7 +379,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     }
     os << indent << "}\n";
     os << indent << "for (; " << jb << " + " << lanes << " <= " << loop_hi << "; " << jb << " += " << lanes << ") {\n";
-    os << indent << "  const i64 " << j << " = " << jb << ";\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
     side_stores(true, indent + "  ");
     os << indent << "  " << acc << "_v0 = " << combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
@@ -386,7 +390,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     os << indent << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n";
   } else {
     os << indent << "for (; " << jb << " < " << loop_hi << "; ++" << jb << ") {\n";
-    os << indent << "  const i64 " << j << " = " << jb << ";\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
     side_stores(false, indent + "  ");
     os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
@@ -427,6 +431,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
 void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
                                  const LoopNest& nest) {
   const OuterVectorPlan& plan = k.outer_vector;
+  const char* ix = index_type(k);
   const int lanes = plan.lanes, unroll = plan.unroll;
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
@@ -471,19 +476,19 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     std::string v = var_name(nest.inner_vars[d]);
     if (cascade && d + 1 == nd) {
       int64_t r = nest.inner_ranges[d];
-      os << indent << "for (i64 " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
+      os << indent << "for (" << ix << " " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
       indent += "  ";
       reset();
-      os << indent << "const i64 " << v << "_e = " << v << "_b + " << kRows << " < " << r << " ? " << v << "_b + " << kRows
+      os << indent << "const " << ix << " " << v << "_e = " << v << "_b + " << kRows << " < " << r << " ? " << v << "_b + " << kRows
          << " : " << r << ";\n";
-      os << indent << "for (i64 " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
     } else {
-      os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
     }
     indent += "  ";
   }
   for (int u = 0; u < unroll; ++u) {
-    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    os << indent << "{\n" << indent << "  const " << ix << " " << o << " = " << o << "_b + " << u * lanes << ";\n";
     std::string val = w.emit(nest.body, true, k.outer_var.var_id(), os, indent + "  ");
     os << indent << "  " << acc << u << " = " << combine(node.reduce, acc + std::to_string(u), val) << ";\n";
     os << indent << "}\n";
@@ -535,7 +540,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     os << indent << "}\n";
   }
   for (int u = 0; u < unroll; ++u) {
-    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    os << indent << "{\n" << indent << "  const " << ix << " " << o << " = " << o << "_b + " << u * lanes << ";\n";
     os << indent << "  tp_store(" << out.name << " + (" << to_c(nest.store_index, ranges) << "), " << acc << u
        << ");\n" << indent << "}\n";
   }
@@ -606,6 +611,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
          << (writes ? "" : "const ") << ctype(buf.dtype) << "*)bufs[" << slot_of[b] << "];\n";
     }
     std::string o = k.outer_var.var_name();
+    const char* ix = index_type(k);
     std::unordered_map<int, std::string> locals;
     if (k.chunk > 0 && p.nodes[k.nodes[0]].is_reduction()) {
       // Partial results per chunk, combined in chunk order.
@@ -617,10 +623,10 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       const char* pt = k.partials_in_double ? "double" : ctype(dt);
       os << "  " << pt << " partial[" << chunks << "];\n";
       os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
+      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       LoopNest part = nest;
       part.store_to_memory = false;
       std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
@@ -639,10 +645,10 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       int64_t extent = k.nests[0].inner_ranges[0];
       int64_t chunks = k.chunks;
       os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
+      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       emit_nest(os, p, k, k.nests[0], locals, "lo", "hi");
       os << "  }\n";
     } else if (k.vectorize_outer) {
@@ -650,18 +656,18 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       int64_t width = static_cast<int64_t>(v.unroll) * v.lanes;
       int64_t groups = v.groups;
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
-      os << "    const i64 " << o << "_b = " << o << "_g * " << width << ";\n";
+      os << "  for (" << ix << " " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
+      os << "    const " << ix << " " << o << "_b = " << o << "_g * " << width << ";\n";
       emit_outer_vector_reduction(os, p, k, k.nests[0]);
       os << "  }\n";
       // The remaining outputs, one at a time.
-      os << "  for (i64 " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
+      os << "  for (" << ix << " " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
          << ") {\n";
       emit_nest(os, p, k, v.tail, locals, "", "");
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << " = 0; " << o << " < " << ext(k.outer_count) << "; ++" << o
+      os << "  for (" << ix << " " << o << " = 0; " << o << " < " << ext(k.outer_count) << "; ++" << o
          << ") {\n";
       for (auto& n : k.nests) emit_nest(os, p, k, n, locals, "", "");
       os << "  }\n";
