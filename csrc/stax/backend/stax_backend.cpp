@@ -14,7 +14,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) {
   ScheduleOptions opts;
   opts.vector_bytes = isa.vector_bytes;
   Schedule sched = schedule(prog, opts);
-  codegen::GeneratedSource gen = codegen::generate_cpp(prog, sched, isa.vector_bytes);
+  codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);
 
   auto region = std::make_shared<CompiledRegion>();
   region->kernel_ = std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");

@@ -24,7 +24,7 @@ std::shared_ptr<const IndexNode> finish(IndexNode n) {
   n.max_var = INT_MIN;
   if (n.op == IndexOp::Const) {
     h = hash_mix(h, std::hash<int64_t>()(n.value));
-  } else if (n.op == IndexOp::Var) {
+  } else if (n.op == IndexOp::Var || n.op == IndexOp::Size) {
     h = hash_mix(h, std::hash<int>()(n.var_id));  // the name is not part of identity
     n.min_var = n.max_var = n.var_id;
   }
@@ -55,15 +55,16 @@ bool is_binary(IndexOp op) { return op == IndexOp::FloorDiv || op == IndexOp::Mo
 int op_rank(IndexOp op) {
   switch (op) {
     case IndexOp::Var: return 0;
-    case IndexOp::Mul: return 1;
-    case IndexOp::FloorDiv: return 2;
-    case IndexOp::Mod: return 3;
-    case IndexOp::Min: return 4;
-    case IndexOp::Max: return 5;
-    case IndexOp::Add: return 6;
-    case IndexOp::Const: return 7;
+    case IndexOp::Size: return 1;
+    case IndexOp::Mul: return 2;
+    case IndexOp::FloorDiv: return 3;
+    case IndexOp::Mod: return 4;
+    case IndexOp::Min: return 5;
+    case IndexOp::Max: return 6;
+    case IndexOp::Add: return 7;
+    case IndexOp::Const: return 8;
   }
-  return 8;
+  return 9;
 }
 
 }  // namespace
@@ -75,8 +76,8 @@ IndexExpr::IndexExpr(int64_t c) : node_(c == 0 ? zero_node() : const_node(c)) {}
 IndexExpr::IndexExpr(std::shared_ptr<const IndexNode> node) : node_(std::move(node)) {}
 
 IndexExpr IndexExpr::make(IndexOp op, std::vector<IndexExpr> operands) {
-  TP_CHECK(op != IndexOp::Const && op != IndexOp::Var, ValueError,
-           "IndexExpr::make: use IndexExpr(c) / var() for leaves");
+  TP_CHECK(op != IndexOp::Const && op != IndexOp::Var && op != IndexOp::Size, ValueError,
+           "IndexExpr::make: use IndexExpr(c) / var() / size_var() for leaves");
   if (is_binary(op)) {
     TP_CHECK(operands.size() == 2, ValueError, "IndexExpr::make: // and % take 2 operands, got ",
              operands.size());
@@ -93,6 +94,11 @@ IndexExpr IndexExpr::make(IndexOp op, std::vector<IndexExpr> operands) {
 IndexOp IndexExpr::op() const { return node_->op; }
 bool IndexExpr::is_const() const { return node_->op == IndexOp::Const; }
 bool IndexExpr::is_var() const { return node_->op == IndexOp::Var; }
+bool IndexExpr::is_size() const { return node_->op == IndexOp::Size; }
+int IndexExpr::size_index() const {
+  TP_CHECK(is_size(), ValueError, "size_index() of an index expression that is not a size: ", to_string());
+  return -2 - node_->var_id;
+}
 
 int64_t IndexExpr::const_value() const {
   TP_CHECK(is_const(), ValueError, "const_value() of non-constant index expression ", to_string());
@@ -115,6 +121,24 @@ IndexExpr var(int id, std::string name) {
   n.var_id = id;
   n.name = std::move(name);
   return IndexExpr(finish(std::move(n)));
+}
+
+IndexExpr size_var(int k) {
+  TP_CHECK(k >= 0, ValueError, "size_var: negative index ", k);
+  IndexNode n;
+  n.op = IndexOp::Size;
+  n.var_id = size_var_id(k);
+  return IndexExpr(finish(std::move(n)));
+}
+
+void collect_sizes(const IndexExpr& e, std::vector<int>& out) {
+  const IndexNode& n = e.node();
+  if (n.min_var > -2) return;  // no size below (size ids are <= -2, loop variables >= 0)
+  if (n.op == IndexOp::Size) {
+    int k = e.size_index();
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  for (const IndexExpr& o : n.operands) collect_sizes(o, out);
 }
 
 // ---- Operators: build nodes only --------------------------------------------
@@ -155,7 +179,7 @@ bool operator==(const IndexExpr& a, const IndexExpr& b) {
   if (&x == &y) return true;
   if (x.hash != y.hash || x.op != y.op) return false;
   if (x.op == IndexOp::Const) return x.value == y.value;
-  if (x.op == IndexOp::Var) return x.var_id == y.var_id;
+  if (x.op == IndexOp::Var || x.op == IndexOp::Size) return x.var_id == y.var_id;
   if (x.operands.size() != y.operands.size()) return false;
   for (size_t i = 0; i < x.operands.size(); ++i) {
     if (!(x.operands[i] == y.operands[i])) return false;
@@ -171,7 +195,7 @@ int compare(const IndexExpr& a, const IndexExpr& b) {
   if (x.min_var != y.min_var) return x.min_var < y.min_var ? -1 : 1;
   if (x.op != y.op) return op_rank(x.op) < op_rank(y.op) ? -1 : 1;
   if (x.op == IndexOp::Const) return x.value == y.value ? 0 : (x.value < y.value ? -1 : 1);
-  if (x.op == IndexOp::Var) return x.var_id == y.var_id ? 0 : (x.var_id < y.var_id ? -1 : 1);
+  if (x.op == IndexOp::Var || x.op == IndexOp::Size) return x.var_id == y.var_id ? 0 : (x.var_id < y.var_id ? -1 : 1);
   if (x.operands.size() != y.operands.size()) return x.operands.size() < y.operands.size() ? -1 : 1;
   for (size_t i = 0; i < x.operands.size(); ++i) {
     if (int c = compare(x.operands[i], y.operands[i])) return c;
@@ -184,7 +208,7 @@ int compare(const IndexExpr& a, const IndexExpr& b) {
 bool depends_on(const IndexExpr& e, int var_id) {
   const IndexNode& n = e.node();
   if (var_id < n.min_var || var_id > n.max_var) return false;  // cached span: cheap reject
-  if (n.op == IndexOp::Var) return n.var_id == var_id;
+  if (n.op == IndexOp::Var || n.op == IndexOp::Size) return n.var_id == var_id;
   for (const IndexExpr& o : n.operands) {
     if (depends_on(o, var_id)) return true;
   }
@@ -192,8 +216,8 @@ bool depends_on(const IndexExpr& e, int var_id) {
 }
 
 IndexExpr substitute(const IndexExpr& e, const std::unordered_map<int, IndexExpr>& by_var_id) {
-  if (e.is_var()) {
-    auto it = by_var_id.find(e.var_id());
+  if (e.is_var() || e.is_size()) {
+    auto it = by_var_id.find(e.node().var_id);
     return it == by_var_id.end() ? e : it->second;
   }
   if (e.operands().empty()) return e;
@@ -222,6 +246,12 @@ int64_t eval_rec(const IndexExpr& e, const std::unordered_map<int, int64_t>& val
       auto it = values.find(e.var_id());
       TP_CHECK(it != values.end(), ValueError, "evaluate: no value for variable ", e.to_string(),
                " (id ", e.var_id(), ")");
+      return it->second;
+    }
+    case IndexOp::Size: {
+      auto it = values.find(e.node().var_id);
+      TP_CHECK(it != values.end(), ValueError, "evaluate: no value for size variable ", e.to_string(),
+               " (id size_var_id(", e.size_index(), "))");
       return it->second;
     }
     case IndexOp::Add:
@@ -289,6 +319,10 @@ class Printer {
     switch (e.op()) {
       case IndexOp::Const: constant(out, e.const_value(), force_ll); break;
       case IndexOp::Var: var_name(out, e); break;
+      case IndexOp::Size:
+        out += c_mode() ? "tp_size" : "s";
+        out += std::to_string(e.size_index());
+        break;
       case IndexOp::Add: sum(out, e, force_ll); break;
       case IndexOp::Mul: product(out, e.operands(), std::nullopt, force_ll); break;
       case IndexOp::FloorDiv:

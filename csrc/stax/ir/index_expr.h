@@ -1,7 +1,8 @@
 // Symbolic index expressions: the address arithmetic of generated loops.
 //
 // An IndexExpr is an immutable expression tree over 64-bit integers whose leaves
-// are constants and loop variables. The lowering builds e.g. the flat offset of
+// are constants, loop variables and size variables (the run-time value of an
+// extent: sizes[k] of the entry point, see size_var). The lowering builds e.g. the flat offset of
 // an element of a strided / transposed / reshaped tensor as a function of loop
 // variables; the simplifier turns that into a canonical, cheap form; codegen
 // prints it as C++ (to_c). Expressions are IR data: printable, hashable and
@@ -25,7 +26,7 @@
 
 namespace tp::stax::ir {
 
-enum class IndexOp { Const, Var, Add, Mul, FloorDiv, Mod, Min, Max };
+enum class IndexOp { Const, Var, Add, Mul, FloorDiv, Mod, Min, Max, Size };
 
 struct IndexNode;
 
@@ -44,6 +45,8 @@ class IndexExpr {
   int64_t const_value() const;  // precondition: is_const() (else tp::ValueError)
   bool is_var() const;
   int var_id() const;                   // precondition: is_var()
+  bool is_size() const;
+  int size_index() const;               // k of size_var(k); precondition: is_size()
   const std::string& var_name() const;  // precondition: is_var()
   // Empty for leaves. Add/Mul/Min/Max may be n-ary after simplify; FloorDiv/Mod binary.
   const std::vector<IndexExpr>& operands() const;
@@ -58,6 +61,7 @@ class IndexExpr {
  private:
   explicit IndexExpr(std::shared_ptr<const IndexNode> node);
   friend IndexExpr var(int id, std::string name);
+  friend IndexExpr size_var(int k);
   std::shared_ptr<const IndexNode> node_;
 };
 
@@ -65,7 +69,7 @@ class IndexExpr {
 struct IndexNode {
   IndexOp op = IndexOp::Const;
   int64_t value = 0;   // Const
-  int var_id = 0;      // Var
+  int var_id = 0;      // Var; Size: size_var_id(k)
   std::string name;    // Var (printing only; identity is var_id)
   std::vector<IndexExpr> operands;
   size_t hash = 0;     // cached structural hash
@@ -76,6 +80,19 @@ struct IndexNode {
 // Loop variable; two vars are the same variable iff their ids are equal.
 // An empty name prints as "v<id>".
 IndexExpr var(int id, std::string name);
+
+// Size variable k: a non-negative extent known only at run time, the value of
+// sizes[k] in the entry point `tp_entry(void* const* bufs, const long long*
+// sizes)`. It is a leaf like a loop variable and shares their id space under
+// size_var_id(k) (negative: never a loop variable's id), so RangeMap (absent:
+// [0, INT64_MAX]), evaluate() and substitute() take it under that id;
+// substituting constants for every size specializes an expression fully.
+// Prints as "s<k>" (to_string) and "tp_size<k>" (to_c: the printer defines
+// that local from sizes[k]).
+constexpr int size_var_id(int k) { return -2 - k; }
+IndexExpr size_var(int k);
+// Indices k of the size variables e mentions, appended to `out` once each.
+void collect_sizes(const IndexExpr& e, std::vector<int>& out);
 
 IndexExpr operator+(IndexExpr a, IndexExpr b);
 IndexExpr operator-(IndexExpr a, IndexExpr b);  // a + b * -1 (a constant b is negated directly)

@@ -125,6 +125,10 @@ WideInterval range_wide(const IndexExpr& e, const RangeMap& ranges) {
       auto it = ranges.find(e.var_id());
       return it == ranges.end() ? WideInterval{-kInf, kInf} : widen(it->second);
     }
+    case IndexOp::Size: {  // an extent: never negative
+      auto it = ranges.find(e.node().var_id);
+      return it == ranges.end() ? WideInterval{0, kInf} : widen(it->second);
+    }
     default:
       break;
   }

@@ -152,8 +152,9 @@ class Simplifier {
     switch (e.op()) {
       case IndexOp::Const:
         return e;
-      case IndexOp::Var: {
-        // A loop of trip count 1 is a constant.
+      case IndexOp::Var:
+      case IndexOp::Size: {
+        // A loop of trip count 1 (a size known to be one value) is a constant.
         Interval r = range(e);
         if (r.lo == r.hi && bounded(r)) return IndexExpr(r.lo);
         return e;
@@ -466,8 +467,9 @@ bool affine_rec(const IndexExpr& e, int64_t scale, std::map<int, int64_t>& coefs
       return !__builtin_mul_overflow(e.const_value(), scale, &v) &&
              !__builtin_add_overflow(constant, v, &constant);
     }
-    case IndexOp::Var: {
-      int64_t& c = coefs[e.var_id()];
+    case IndexOp::Var:
+    case IndexOp::Size: {
+      int64_t& c = coefs[e.node().var_id];
       return !__builtin_add_overflow(c, scale, &c);
     }
     case IndexOp::Add:
@@ -498,6 +500,7 @@ std::optional<int64_t> coefficient_rec(const IndexExpr& e, int var_id) {
   if (!depends_on(e, var_id)) return 0;
   switch (e.op()) {
     case IndexOp::Var:
+    case IndexOp::Size:
       return 1;
     case IndexOp::Add: {
       int64_t total = 0;

@@ -268,15 +268,39 @@ IndexExpr LoopProgram::new_var(const std::string& prefix) {
   return var(id, name);
 }
 
+namespace {
+std::string exprs_str(const std::vector<IndexExpr>& es) {
+  std::string out = "[";
+  for (size_t i = 0; i < es.size(); ++i) {
+    if (i) out += ", ";
+    out += es[i].to_string();
+  }
+  out += ']';
+  return out;
+}
+}  // namespace
+
+bool ComputeNode::is_static() const {
+  for (const IndexExpr& e : range_exprs)
+    if (!e.is_const()) return false;
+  for (const IndexExpr& e : reduce_range_exprs)
+    if (!e.is_const()) return false;
+  return true;
+}
+
 std::string LoopProgram::to_string() const {
   std::ostringstream os;
-  for (auto& b : buffers)
-    os << "buffer " << b.name << " (b" << b.id << "): " << dtype_name(b.dtype) << shape_str(b.sizes) << "\n";
+  for (auto& b : buffers) {
+    os << "buffer " << b.name << " (b" << b.id << "): " << dtype_name(b.dtype) << shape_str(b.sizes);
+    if (!b.size_exprs.empty()) os << " sizes " << exprs_str(b.size_exprs);
+    os << "\n";
+  }
   for (auto& n : nodes) {
     os << "node " << n.id << " [" << n.origin << "] -> b" << n.out_buffer << "[" << n.store_index.to_string()
-       << "] over " << shape_str(n.ranges);
+       << "] over " << (n.range_exprs.empty() ? shape_str(n.ranges) : exprs_str(n.range_exprs));
     if (n.is_reduction())
-      os << " " << (n.scan ? "scan " : "") << reduce_op_name(n.reduce) << " over " << shape_str(n.reduce_ranges);
+      os << " " << (n.scan ? "scan " : "") << reduce_op_name(n.reduce) << " over "
+         << (n.reduce_range_exprs.empty() ? shape_str(n.reduce_ranges) : exprs_str(n.reduce_range_exprs));
     os << ": " << ir::to_string(n.body) << "\n";
   }
   return os.str();

@@ -78,6 +78,11 @@ struct Buffer {
   Shape strides;
   int64_t numel = 0; // elements to allocate (Temp/Output)
   int arg_index = -1;  // Input: which region input; Output: which region output
+  // Symbolic form of `sizes` (index expressions over size variables, see
+  // size_var); empty when every size is static (then `sizes` is exact,
+  // otherwise it holds the sizes of one example call).
+  std::vector<IndexExpr> size_exprs;
+  IndexExpr size(size_t d) const { return size_exprs.empty() ? IndexExpr(sizes[d]) : size_exprs[d]; }
 };
 
 enum class ReduceOp { None, Sum, Max, Min, Prod };
@@ -89,6 +94,18 @@ struct ComputeNode {
   int out_buffer = -1;
   Shape ranges;         // iteration space of the stored value
   Shape reduce_ranges;  // empty for pointwise nodes
+  // Symbolic form of ranges / reduce_ranges: index expressions over size
+  // variables (size_var), one per range. Empty = static: the Shapes are
+  // exact, and constants fold when printed, so a static kernel is printed as
+  // before. When given, the Shapes hold the extents of one example call; the
+  // scheduler uses them only for choices that are correct for any size.
+  std::vector<IndexExpr> range_exprs;
+  std::vector<IndexExpr> reduce_range_exprs;
+  IndexExpr range(size_t d) const { return range_exprs.empty() ? IndexExpr(ranges[d]) : range_exprs[d]; }
+  IndexExpr reduce_range(size_t d) const {
+    return reduce_range_exprs.empty() ? IndexExpr(reduce_ranges[d]) : reduce_range_exprs[d];
+  }
+  bool is_static() const;  // no size variable in any range
   ReduceOp reduce = ReduceOp::None;
   std::vector<IndexExpr> vars;   // one per range
   std::vector<IndexExpr> rvars;  // one per reduce range
@@ -106,6 +123,7 @@ struct LoopProgram {
   int num_inputs = 0;    // region inputs, in order
   int num_outputs = 0;
   std::vector<int> output_buffers;  // per region output
+  int num_sizes = 0;     // size variables 0 .. num_sizes-1 (entries of the entry point's `sizes`)
   int status_buffer = -1;           // the Status buffer, when some Guard exists
   std::vector<std::string> checks;  // IndexError message of Guard code k at checks[k - 1]
   int next_var_id = 0;

@@ -1,6 +1,8 @@
 #include "stax/scheduler/schedule.h"
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -53,18 +55,39 @@ VarMap canonical_outer(const ComputeNode& n, size_t k) {
   return m;
 }
 
-RangeMap canonical_ranges(const Shape& outer) {
+RangeMap canonical_ranges(const std::vector<IndexExpr>& outer) {
   RangeMap r;
-  for (size_t d = 0; d < outer.size(); ++d) r[1000000 + static_cast<int>(d)] = {0, outer[d] - 1};
+  for (size_t d = 0; d < outer.size(); ++d) r[1000000 + static_cast<int>(d)] = loop_interval(outer[d]);
   return r;
+}
+
+// The first `count` ranges of a node (constants when static).
+std::vector<IndexExpr> range_exprs(const ComputeNode& n, size_t count) {
+  std::vector<IndexExpr> out;
+  for (size_t d = 0; d < count && d < n.ranges.size(); ++d) out.push_back(n.range(d));
+  return out;
 }
 
 }  // namespace
 
+Interval loop_interval(const IndexExpr& extent) {
+  if (extent.is_const()) return {0, extent.const_value() - 1};
+  return {0, INT64_MAX - 1};
+}
+
+Interval outer_interval(const KernelPlan& k) {
+  if (k.symbolic) return loop_interval(k.outer_count);
+  return {0, std::max<int64_t>(k.outer_extent - 1, 0)};  // a zero-size space keeps a valid range
+}
+
 bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node) {
   const ComputeNode& n = p.nodes[node];
   if (n.is_reduction() ? n.ranges != outer : !starts_with(n.ranges, outer)) return false;
-  RangeMap ranges = canonical_ranges(outer);
+  // Symbolic extents must be the same expressions, not only equal example sizes.
+  std::vector<IndexExpr> outer_exprs(outer.begin(), outer.end());
+  if (!members.empty()) outer_exprs = range_exprs(p.nodes[members[0]], outer.size());
+  if (!(range_exprs(n, outer.size()) == outer_exprs)) return false;
+  RangeMap ranges = canonical_ranges(outer_exprs);
   VarMap n_map = canonical_outer(n, outer.size());
   for (const ExprNode* l : loads_of(n.body)) {
     const ComputeNode* prod = producer_of(p, members, l->buffer);
@@ -140,6 +163,9 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
   // An empty loop stays as it is (and no index may divide by a zero extent).
   for (int64_t r : nest.inner_ranges)
     if (r == 0) return;
+  // A symbolic extent would need a division by a size variable: not worth it.
+  for (const IndexExpr& e : nest.inner_extents)
+    if (!e.is_const()) return;
   while (nest.inner_vars.size() >= 2) {
     size_t d = nest.inner_vars.size() - 2;
     int64_t a = nest.inner_ranges[d], b = nest.inner_ranges[d + 1];
@@ -159,6 +185,8 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
     nest.inner_vars.back() = m;
     nest.inner_ranges.pop_back();
     nest.inner_ranges.back() = a * b;
+    nest.inner_extents.pop_back();
+    nest.inner_extents.back() = a * b;
     ranges = r;
   }
 }
@@ -235,12 +263,14 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
     const Buffer& out = program.buffers[program.nodes[P.node].out_buffer];
     int pj = P.inner_vars[0].var_id();
     RangeMap ranges;
-    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
-    ranges[pj] = {0, P.inner_ranges[0] - 1};
+    ranges[k.outer_var.var_id()] = outer_interval(k);
+    ranges[pj] = loop_interval(P.inner_extents[0]);
     bool done = false;
     for (size_t a = 0; a < b && !done; ++a) {
       LoopNest& R = k.nests[a];
-      if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || R.vectorize != P.vectorize) continue;
+      if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || !(R.inner_extents == P.inner_extents) ||
+          R.vectorize != P.vectorize)
+        continue;
       int rj = R.inner_vars[0].var_id();
       VarMap r_to_p{{rj, P.inner_vars[0]}};
       std::vector<const ExprNode*> r_nodes = preorder(R.body);
@@ -264,7 +294,7 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
           for (auto& c : x->args) stack.push_back(c);
         }
         RangeMap r_ranges = ranges;
-        r_ranges[rj] = {0, R.inner_ranges[0] - 1};
+        r_ranges[rj] = loop_interval(R.inner_extents[0]);
         VarMap p_to_r{{pj, R.inner_vars[0]}};
         R.side_stores.push_back({value, out.id, simplify(substitute(P.store_index, p_to_r), r_ranges)});
         P.body = ReplaceNode(e, load(out.id, P.store_index, out.dtype)).mutate(P.body);
@@ -273,6 +303,139 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
       }
     }
   }
+}
+
+// "fused_<operators>_<index>": the distinct operators the kernel fuses, in
+// order, as a C identifier of bounded length (a profiler or a reader of the
+// generated code sees what a kernel does; the index keeps names unique).
+std::string kernel_name(const std::string& origin, size_t g, size_t max_len) {
+  std::vector<std::string> ops;
+  std::string cur;
+  auto flush = [&]() {
+    if (!cur.empty() && std::find(ops.begin(), ops.end(), cur) == ops.end()) ops.push_back(cur);
+    cur.clear();
+  };
+  for (char c : origin) {
+    if (std::isalnum(static_cast<unsigned char>(c))) cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (c == '_' && !cur.empty()) cur += c;
+    else flush();
+  }
+  flush();
+  // Appended piecewise, not with operator+: GCC 12 warns falsely (-Wrestrict).
+  std::string name = "fused";
+  size_t len = 0;
+  for (const std::string& op : ops) {
+    if (len > 0 && len + 1 + op.size() > max_len) break;
+    name += '_';
+    name.append(op, 0, max_len);
+    len += 1 + std::min(op.size(), max_len);
+  }
+  if (len == 0) name = "kernel";
+  name += '_';
+  name += std::to_string(g);
+  return name;
+}
+
+int cascade_levels_for(int64_t blocks) {
+  int levels = 1;
+  while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
+  return levels;
+}
+
+// The loop policy of one nest whose last inner loop runs at most `span`
+// elements per entry (its whole range, or one chunk).
+void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const ScheduleOptions& o) {
+  const ComputeNode& node = p.nodes[nest.node];
+  const DType dt = node.body->dtype;
+  const size_t nd = nest.inner_vars.size();
+  bool symbolic = false;
+  for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
+  nest.lanes = nest.vectorize ? o.vector_bytes / static_cast<int>(itemsize(dt)) : 1;
+  nest.tail = TailMode::Scalar;
+  nest.accumulators = node.is_reduction() && nest.vectorize ? o.accumulators : 1;
+  nest.block = 0;
+  nest.cascade_levels = 0;
+  nest.wide_scalar_acc = false;
+  if (!node.is_reduction()) return;
+  // A block is 64 steps of each vector accumulator (256 scalar steps): short
+  // enough that a block's float sum stays accurate, long enough that the
+  // per-block push costs nothing. A reduction no longer than one block (a
+  // 2048-float row) is not blocked at all.
+  const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
+  // A symbolic span may be long: always blocked, with a stack for any count.
+  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic || span > block)) {
+    nest.block = block;
+    int64_t blocks = (span + block - 1) / block;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    nest.cascade_levels = cascade_levels_for(symbolic ? INT64_MAX : blocks);
+  }
+  nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+}
+
+// Do every loop bound and every subexpression of every index of the kernel
+// lie within +-2^30 (Proposition 6.4: the interval analysis is sound)?
+bool fits_index32(const KernelPlan& k) {
+  constexpr int64_t kLimit = int64_t{1} << 30;  // half of int32: room for block ends, vector steps, chunk ends
+  if (k.symbolic || k.outer_extent > kLimit) return false;
+  std::function<bool(const IndexExpr&, const RangeMap&)> fits = [&](const IndexExpr& e, const RangeMap& r) {
+    Interval i = range_of(e, r);
+    if (i.lo < -kLimit || i.hi > kLimit) return false;
+    for (const IndexExpr& o : e.operands())
+      if (!fits(o, r)) return false;
+    return true;
+  };
+  for (const LoopNest& n : k.nests) {
+    for (int64_t r : n.inner_ranges)
+      if (r > kLimit) return false;
+    RangeMap r;
+    r[k.outer_var.var_id()] = outer_interval(k);
+    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
+    if (!fits(n.store_index, r)) return false;
+    for (const SideStore& ss : n.side_stores)
+      if (!fits(ss.index, r)) return false;
+    for (const ExprNode* l : loads_of(n.body))
+      if (!fits(l->index, r)) return false;
+  }
+  return true;
+}
+
+// Loop policy of a kernel, after fusion, vectorization and parallelization.
+void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
+  k.index_bits = o.index32 && fits_index32(k) ? 32 : 64;
+  if (k.chunk > 0) {
+    LoopNest& nest = k.nests[0];
+    const ComputeNode& node = p.nodes[nest.node];
+    k.chunks = (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
+    k.combine = ChunkCombine::PairwiseTree;
+    k.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
+    plan_nest_policy(nest, p, k.chunk, o);
+    return;
+  }
+  for (LoopNest& nest : k.nests)
+    plan_nest_policy(nest, p, nest.inner_vars.empty() ? 1 : nest.inner_ranges.back(), o);
+  if (!k.vectorize_outer) return;
+  const LoopNest& nest = k.nests[0];
+  const ComputeNode& node = p.nodes[nest.node];
+  OuterVectorPlan& v = k.outer_vector;
+  v.lanes = o.vector_bytes / static_cast<int>(itemsize(node.body->dtype));
+  // Widest group of vectors (up to max_outer_unroll, 8 = 512 bytes of a float
+  // row) that divides the outer extent, so at most lanes-1 outputs are left over.
+  v.unroll = o.max_outer_unroll;
+  while (v.unroll > 1 && (k.outer_extent % (v.unroll * v.lanes) != 0 || k.outer_extent < v.unroll * v.lanes))
+    v.unroll /= 2;
+  v.groups = k.outer_extent / (int64_t{v.unroll} * v.lanes);
+  const size_t nd = nest.inner_vars.size();
+  v.block_rows = 0;
+  v.cascade_levels = 0;
+  if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
+    v.block_rows = o.outer_block_rows;
+    int64_t blocks = (nest.inner_ranges.back() + v.block_rows - 1) / v.block_rows;
+    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
+    v.cascade_levels = cascade_levels_for(blocks);
+  }
+  v.tail = nest;  // the remaining outputs, one at a time (already scalar)
+  v.tail.vectorize = false;
+  plan_nest_policy(v.tail, p, v.tail.inner_vars.empty() ? 1 : v.tail.inner_ranges.back(), o);
 }
 
 }  // namespace
@@ -306,19 +469,33 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   LoopProgram ids;  // fresh variable ids for the kernels' loops
   ids.next_var_id = program.next_var_id;
   Schedule s;
+  s.vector_bytes = options.vector_bytes;
   for (size_t g = 0; g < groups.size(); ++g) {
     KernelPlan k;
-    k.name = "kernel" + std::to_string(g);
     k.nodes = groups[g];
     k.outer_ranges = outers[g];
     k.outer_extent = numel(k.outer_ranges);
+    k.outer_extents = range_exprs(program.nodes[k.nodes[0]], k.outer_ranges.size());
+    k.outer_count = 1;
+    for (const IndexExpr& e : k.outer_extents) {
+      k.outer_count = simplify(k.outer_count * e);
+      k.symbolic = k.symbolic || !e.is_const();
+    }
+    for (int m : k.nodes) k.symbolic = k.symbolic || !program.nodes[m].is_static();
     k.outer_var = ids.new_var("o");
     RangeMap ranges;
-    ranges[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
+    ranges[k.outer_var.var_id()] = outer_interval(k);
     // Outer dims flattened into one loop variable: dim d = (o // inner_size) % size.
     std::vector<IndexExpr> outer_idx;
     int64_t inner_size = k.outer_extent;
     for (size_t d = 0; d < k.outer_ranges.size(); ++d) {
+      if (k.symbolic) {  // the same with expressions (a zero size: the loop never runs)
+        IndexExpr inner_sym = 1;
+        for (size_t e = d + 1; e < k.outer_extents.size(); ++e) inner_sym = inner_sym * k.outer_extents[e];
+        IndexExpr e = floordiv(k.outer_var, simplify(inner_sym));
+        outer_idx.push_back(d == 0 ? e : mod(e, k.outer_extents[d]));
+        continue;
+      }
       if (k.outer_extent == 0) {  // zero-size output: the loop never runs
         outer_idx.push_back(0);
         continue;
@@ -346,7 +523,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       for (size_t d = first; d < ivars.size(); ++d) {
         nest.inner_vars.push_back(ivars[d]);
         nest.inner_ranges.push_back(iranges[d]);
-        r[ivars[d].var_id()] = {0, iranges[d] - 1};
+        nest.inner_extents.push_back(n.is_reduction() ? n.reduce_range(d) : n.range(d));
+        r[ivars[d].var_id()] = loop_interval(nest.inner_extents.back());
       }
       ExprRewriter rw(sub, r);
       nest.body = rw(n.body);
@@ -360,21 +538,24 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     }
     share_expensive_values(k, program);
     const bool scan = program.nodes[k.nodes[0]].scan;
-    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !k.symbolic &&
+        !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (!scan && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+    if (!k.symbolic && !scan && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
         k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the
       // result does not depend on the thread count.
       bool reduction = program.nodes[k.nodes[0]].is_reduction();
       int64_t extent = k.nests[0].inner_ranges[0];
-      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : 16384;
+      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : options.pointwise_chunk;
       k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
       k.parallel = true;
     }
+    plan_kernel_policy(k, program, options);
+    k.name = kernel_name(k.origin, g, options.max_kernel_name);
     s.kernels.push_back(std::move(k));
   }
   return s;

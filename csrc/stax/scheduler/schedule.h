@@ -25,44 +25,125 @@ struct SideStore {
   ir::IndexExpr index;     // over the nest's own loop variables
 };
 
+// How the iterations a vector loop leaves over run: one scalar step at a time
+// (what the C++ printer does), or one masked vector step (for a printer whose
+// target has masks or threads, e.g. CUDA; no scheduler decision picks it yet).
+enum class TailMode { Scalar, Masked };
+
+// How a chunked reduction's partial results are combined.
+enum class ChunkCombine {
+  PairwiseTree,  // a fixed binary tree in chunk order: deterministic, a sum's error grows with log2(chunks)
+};
+
+// Every decision about how a nest's loops execute lives here, made by the
+// scheduler from ScheduleOptions; a printer (kernel_printer.h) only spells it
+// out in its language. Nothing here is CPU-specific except as data (`lanes`
+// comes from ScheduleOptions::vector_bytes).
 struct LoopNest {
   int node = -1;                        // index into LoopProgram::nodes
   std::vector<ir::IndexExpr> inner_vars;  // after coalescing; the last one is the vector loop
-  Shape inner_ranges;
+  Shape inner_ranges;                   // static extents (or one example call's, see inner_extents)
+  std::vector<ir::IndexExpr> inner_extents;  // what the loops run to: constants, or over size variables
   ir::Expr body;                        // with vars substituted by the kernel's loop vars
   ir::IndexExpr store_index;            // over the outer var (and inner vars for pointwise nests)
   bool vectorize = false;
   bool store_to_memory = true;          // false: only a local of this kernel reads it
   std::vector<SideStore> side_stores;
+
+  // --- loop policy (read by the printer, decided by the scheduler) ---
+  int lanes = 1;                        // vector width in elements of the body's type (when vectorize)
+  TailMode tail = TailMode::Scalar;     // the last (span % step) iterations
+  // Reduction: W independent vector accumulators (segmented summation,
+  // Section 6.5), each taking one vector of every step of W*lanes elements,
+  // combined pairwise at the end; then a one-vector loop, then the tail.
+  int accumulators = 1;
+  // Cascaded (blocked) summation of a long float sum (Section 13.3): the last
+  // inner loop runs in blocks of `block` elements; each block starts from zero
+  // and the block sums are added pairwise, in double, through a binary-counter
+  // stack of `cascade_levels` entries. 0 = one block (no cascade).
+  int64_t block = 0;
+  int cascade_levels = 0;
+  // A scalar float32 sum accumulates in double (latency-bound anyway).
+  bool wide_scalar_acc = false;
+};
+
+// A single reduction vectorized across consecutive outer iterations (its inner
+// loop is strided, e.g. sum over dim 0 of a row-major matrix): `unroll`
+// vectors of `lanes` hold unroll*lanes neighbouring results, `groups` such
+// groups, the remaining outputs run one at a time as `tail` (a scalar nest
+// with its own policy).
+struct OuterVectorPlan {
+  int lanes = 0;
+  int unroll = 0;
+  int64_t groups = 0;
+  // Cascade over the reduced rows: blocks of `block_rows` rows whose sums are
+  // added pairwise as double vectors (0 = no cascade).
+  int64_t block_rows = 0;
+  int cascade_levels = 0;
+  LoopNest tail;
 };
 
 struct KernelPlan {
-  std::string name;                     // kernel0, ...
+  std::string name;                     // fused_<ops>_<index>, from what it fuses (a C identifier)
   std::vector<int> nodes;
   Shape outer_ranges;                   // the fused iteration space shared by all nests
   ir::IndexExpr outer_var;              // all outer dims flattened into one parallel loop
-  int64_t outer_extent = 1;
+  int64_t outer_extent = 1;             // static (or one example call's) trip count of the outer loop
+  std::vector<ir::IndexExpr> outer_extents;  // per outer dim: constants, or over size variables
+  ir::IndexExpr outer_count;            // the outer loop's trip count (product of outer_extents)
+  // Some extent is a size variable: the plan holds only choices valid for
+  // any size (no chunks, no outer vectorization, cascade stacks for the
+  // largest count) and the printer reads sizes[] at run time.
+  bool symbolic = false;
   std::vector<LoopNest> nests;
   std::set<int> local_buffers;          // buffers read from a local variable inside this kernel
   bool parallel = false;
-  int64_t chunk = 0;                    // >0: a single pointwise nest split into chunks across threads
-  // A single reduction whose inner loop is strided (e.g. sum over dim 0 of a
-  // row-major matrix): vectorize across consecutive outer iterations instead,
-  // one vector accumulator holding `lanes` neighbouring results.
-  bool vectorize_outer = false;
+  // >0: a single nest with one long loop split into chunks of this many
+  // elements across threads (outer_extent == 1). A reduction keeps one partial
+  // result per chunk and combines them with `combine`; a float sum's partials
+  // stay in double until then (`partials_in_double`).
+  int64_t chunk = 0;
+  int64_t chunks = 0;
+  ChunkCombine combine = ChunkCombine::PairwiseTree;
+  bool partials_in_double = false;
+  bool vectorize_outer = false;         // see OuterVectorPlan
+  // Width of the loop variables and index arithmetic: 32 when range analysis
+  // proves every loop bound and every subexpression of every index fits in
+  // half the int32 range (headroom for the steps a printer adds), and the
+  // options ask for it (Section 6.8); otherwise 64.
+  int index_bits = 64;
+  OuterVectorPlan outer_vector;
   std::string origin;                   // operators fused here, for the comment above the kernel
 };
 
 struct ScheduleOptions {
-  int vector_bytes = 64;                // from the host ISA
+  int vector_bytes = 64;                // from the host ISA (a GPU printer would pass its own)
   int64_t parallel_grain = 32768;       // elements of work below which a kernel stays on one thread
+  int accumulators = 4;                 // W of a vectorized reduction
+  int64_t vector_block_steps = 64;      // cascade block: steps of each vector accumulator
+  int64_t scalar_block = 256;           // cascade block of a scalar sum, in elements
+  int64_t outer_block_rows = 128;       // cascade block of an outer-vectorized sum, in rows (eager's flush interval)
+  int max_outer_unroll = 8;             // vectors per group of an outer-vectorized reduction
+  int64_t pointwise_chunk = 16384;      // chunk of a long pointwise loop split across threads
+  size_t max_kernel_name = 48;          // characters of a kernel name's operator part
+  // Use 32-bit indices where proven safe. Off for CPUs: 64-bit address
+  // arithmetic costs nothing there and a 32-bit index needs sign extension
+  // before each access. A GPU target turns it on (fewer registers).
+  bool index32 = false;
 };
 
 struct Schedule {
   std::vector<KernelPlan> kernels;
+  int vector_bytes = 64;                // the options' vector width, for the printer's vector types
 };
 
 Schedule schedule(const ir::LoopProgram& program, const ScheduleOptions& options);
+
+// Range of a loop variable that runs over [0, extent): exact for a constant
+// extent, [0, INT64_MAX - 1] for a symbolic one.
+ir::Interval loop_interval(const ir::IndexExpr& extent);
+// Range of a kernel's outer loop variable.
+ir::Interval outer_interval(const KernelPlan& k);
 
 // Exposed for tests: may `node` join a kernel that already holds `members`
 // with outer space `outer`? (shape compatibility + dependence distance 0)

@@ -2,6 +2,8 @@
 // which loops vectorize, which run in parallel.
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include "graph/tracer.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
@@ -147,5 +149,154 @@ TEST(Scheduler, CanFuseRejectsReadsAtAnotherIteration) {
   EXPECT_FALSE(can_fuse(p, {0}, {16}, 1));
 }
 
+
+// ---- Loop policy: every decision is in the plan (the printer only prints) ----
+
+Scheduled schedule_with(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs, const ScheduleOptions& o) {
+  auto tr = graph::trace(fn, inputs, {}, /*execute=*/false);
+  passes::run_default_passes(*tr.graph);
+  Scheduled s{lower(*tr.graph), {}};
+  s.schedule = schedule(s.lowered.program, o);
+  return s;
+}
+
+std::vector<Tensor> row_sum(const std::vector<Tensor>& in) { return {ops::sum(in[0], {-1})}; }
+std::vector<Tensor> col_sum(const std::vector<Tensor>& in) { return {ops::sum(in[0], {0})}; }
+
+TEST(SchedulerPlan, Example11RowFitsOneBlockWithFourAccumulators) {
+  Tensor x = Tensor::empty({8192, 2048}, DType::Float32), w = Tensor::empty({8192, 2048}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::mul(ops::relu(ops::add(in[0], in[1])), ops::scalar(2.0)), {-1})};
+  }, {x, w});
+  const KernelPlan& k = s.schedule.kernels[0];
+  EXPECT_EQ(k.name, "fused_add_relu_mul_sum_0");
+  const LoopNest& n = k.nests[0];
+  EXPECT_EQ(n.lanes, 16);          // 64 bytes of float
+  EXPECT_EQ(n.accumulators, 4);
+  EXPECT_EQ(n.tail, TailMode::Scalar);
+  EXPECT_EQ(n.block, 0);           // 2048 <= 4 * 16 * 64: a row is one block, no cascade
+  EXPECT_FALSE(n.wide_scalar_acc);
+  EXPECT_EQ(k.chunk, 0);
+}
+
+TEST(SchedulerPlan, LongRowSumIsCascadedInBlocksOfSixtyFourStepsPerAccumulator) {
+  Tensor x = Tensor::empty({4, 300000}, DType::Float32);
+  auto s = schedule_fn(row_sum, {x});
+  const LoopNest& n = s.schedule.kernels[0].nests[0];
+  ASSERT_TRUE(n.vectorize);
+  EXPECT_EQ(n.block, 4 * 16 * 64);
+  EXPECT_EQ(n.cascade_levels, 7);  // ceil(300000 / 4096) = 74 blocks < 2^7
+  // The same with other options: the decisions follow them.
+  ScheduleOptions o;
+  o.vector_bytes = 32;
+  o.accumulators = 2;
+  o.vector_block_steps = 128;
+  auto t = schedule_with(row_sum, {x}, o);
+  const LoopNest& m = t.schedule.kernels[0].nests[0];
+  EXPECT_EQ(t.schedule.vector_bytes, 32);
+  EXPECT_EQ(m.lanes, 8);
+  EXPECT_EQ(m.accumulators, 2);
+  EXPECT_EQ(m.block, 2 * 8 * 128);
+}
+
+TEST(SchedulerPlan, StridedScalarSumAccumulatesInDoubleInBlocksOf256) {
+  Tensor x = Tensor::empty({3000, 5}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::transpose(in[0], 0, 1), {-1})};
+  }, {x});
+  const LoopNest& n = s.schedule.kernels[0].nests[0];
+  ASSERT_FALSE(n.vectorize);
+  EXPECT_EQ(n.accumulators, 1);
+  EXPECT_TRUE(n.wide_scalar_acc);
+  EXPECT_EQ(n.block, 256);
+  EXPECT_EQ(n.cascade_levels, 4);  // 12 blocks < 2^4
+  // A float64 sum is already double: no widening.
+  Tensor d = Tensor::empty({3000, 5}, DType::Float64);
+  auto t = schedule_fn([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::sum(ops::transpose(in[0], 0, 1), {-1})};
+  }, {d});
+  EXPECT_FALSE(t.schedule.kernels[0].nests[0].wide_scalar_acc);
+}
+
+TEST(SchedulerPlan, ColumnSumVectorizesAcrossOutputsWithUnrollAndRowBlocks) {
+  Tensor x = Tensor::empty({8192, 2048}, DType::Float32);
+  auto s = schedule_fn(col_sum, {x});
+  const KernelPlan& k = s.schedule.kernels[0];
+  ASSERT_TRUE(k.vectorize_outer);
+  const OuterVectorPlan& v = k.outer_vector;
+  EXPECT_EQ(v.lanes, 16);
+  EXPECT_EQ(v.unroll, 8);             // 8 vectors = 512 bytes of a row
+  EXPECT_EQ(v.groups, 2048 / 128);
+  EXPECT_EQ(v.block_rows, 128);       // eager's flush interval
+  EXPECT_EQ(v.cascade_levels, 7);     // 64 blocks < 2^7
+  EXPECT_FALSE(v.tail.vectorize);
+  EXPECT_TRUE(v.tail.wide_scalar_acc);
+  // 37 columns: no group of vectors divides 37, so unroll falls to 1 and
+  // 37 - 2 * 16 = 5 outputs are left to the tail.
+  Tensor y = Tensor::empty({300, 37}, DType::Float32);
+  auto t = schedule_fn(col_sum, {y});
+  const OuterVectorPlan& w = t.schedule.kernels[0].outer_vector;
+  EXPECT_EQ(w.unroll, 1);
+  EXPECT_EQ(w.groups, 2);
+  EXPECT_EQ(w.block_rows, 128);
+  // Few rows: no blocks.
+  Tensor z = Tensor::empty({100, 64}, DType::Float32);
+  auto u = schedule_fn(col_sum, {z});
+  EXPECT_EQ(u.schedule.kernels[0].outer_vector.unroll, 4);
+  EXPECT_EQ(u.schedule.kernels[0].outer_vector.block_rows, 0);
+  ScheduleOptions o;
+  o.max_outer_unroll = 2;
+  o.outer_block_rows = 64;
+  auto q = schedule_with(col_sum, {z}, o);
+  EXPECT_EQ(q.schedule.kernels[0].outer_vector.unroll, 2);
+  EXPECT_EQ(q.schedule.kernels[0].outer_vector.block_rows, 64);
+}
+
+TEST(SchedulerPlan, OneLongReductionIsChunkedAndCombinedPairwiseInDouble) {
+  Tensor x = Tensor::empty({1 << 20}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::sum(in[0], {0})}; }, {x});
+  const KernelPlan& k = s.schedule.kernels[0];
+  EXPECT_EQ(k.chunk, 32768);
+  EXPECT_EQ(k.chunks, 32);
+  EXPECT_EQ(k.combine, ChunkCombine::PairwiseTree);
+  EXPECT_TRUE(k.partials_in_double);
+  // The cascade is planned for one chunk, not for the whole loop.
+  EXPECT_EQ(k.nests[0].block, 4096);
+  EXPECT_EQ(k.nests[0].cascade_levels, 4);  // 8 blocks per chunk < 2^4
+  auto m = schedule_fn([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::amax(in[0], {0})}; }, {x});
+  EXPECT_FALSE(m.schedule.kernels[0].partials_in_double);
+  EXPECT_EQ(m.schedule.kernels[0].nests[0].block, 0);  // only sums are cascaded
+}
+
+TEST(SchedulerPlan, KernelsAreNamedAfterWhatTheyFuseAsBoundedIdentifiers) {
+  Tensor x = Tensor::empty({16, 1000}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    Tensor m = ops::amax(in[0], {-1}, true);
+    Tensor e = ops::exp(ops::sub(in[0], m));
+    return std::vector<Tensor>{ops::div(e, ops::sum(e, {-1}, true))};
+  }, {x});
+  EXPECT_EQ(s.schedule.kernels[0].name, "fused_amax_sub_exp_sum_div_0");  // each operator once
+
+  ir::LoopProgram p;
+  p.buffers.resize(2);
+  for (int i = 0; i < 2; ++i) { p.buffers[i].id = i; p.buffers[i].name = i ? "out0" : "in0"; }
+  p.buffers[0].kind = BufferKind::Input;
+  p.buffers[1].kind = BufferKind::Output;
+  ir::IndexExpr i0 = p.new_var("i");
+  ir::ComputeNode n;
+  n.out_buffer = 1; n.ranges = {4}; n.vars = {i0};
+  n.body = ir::load(0, i0, DType::Float32);
+  n.store_index = i0;
+  n.origin = "aten::Weird.op-name, very_long_operator_name_number_one, very_long_operator_name_number_two";
+  p.nodes.push_back(n);
+  ScheduleOptions o;
+  o.max_kernel_name = 40;
+  std::string name = schedule(p, o).kernels[0].name;
+  // Non-identifier characters split words; the next operator would pass 40 characters.
+  EXPECT_EQ(name, "fused_aten_weird_op_name_0");
+  for (char c : name) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '_') << name;
+  p.nodes[0].origin = "";
+  EXPECT_EQ(schedule(p, o).kernels[0].name, "kernel_0");
+}
 }  // namespace
 }  // namespace tp::stax

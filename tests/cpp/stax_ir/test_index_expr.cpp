@@ -532,5 +532,59 @@ TEST_F(IndexExprTest, ToCUsesPlainDivisionOnlyWhenProvablyNonNegative) {
   EXPECT_NE(index_c_prelude().find("tp_mod"), std::string::npos);
 }
 
+
+// ---- Size variables ------------------------------------------------------------
+
+TEST(IndexSize, IsALeafWithItsOwnIdAndPrinting) {
+  IndexExpr s0 = size_var(0), s1 = size_var(1);
+  EXPECT_TRUE(s1.is_size());
+  EXPECT_FALSE(s1.is_var());
+  EXPECT_EQ(s1.size_index(), 1);
+  EXPECT_EQ(s1.op(), Op::Size);
+  EXPECT_TRUE(size_var(1) == s1);
+  EXPECT_FALSE(s0 == s1);
+  EXPECT_EQ(s1.to_string(), "s1");
+  EXPECT_EQ(to_c(s1, {}), "tp_size1");
+  EXPECT_THROW(size_var(-1), ValueError);
+  EXPECT_THROW(IndexExpr::make(Op::Size, {}), ValueError);
+  EXPECT_THROW(var(0, "i").size_index(), ValueError);
+  std::vector<int> used;
+  collect_sizes(var(0, "i") * s1 + s0 * 4 + s1, used);
+  EXPECT_EQ(used, (std::vector<int>{1, 0}));
+}
+
+TEST(IndexSize, IsNonNegativeUnlessTheRangesSayMore) {
+  IndexExpr s0 = size_var(0);
+  Interval r = range_of(s0 * 4 + 1, {});
+  EXPECT_EQ(r.lo, 1);
+  EXPECT_EQ(r.hi, INT64_MAX);
+  RangeMap m{{size_var_id(0), {2, 10}}};
+  r = range_of(s0 * 4 + 1, m);
+  EXPECT_EQ(r.lo, 9);
+  EXPECT_EQ(r.hi, 41);
+  // A size known to be one value folds to it.
+  RangeMap one{{size_var_id(0), {7, 7}}};
+  EXPECT_EQ(simplify(s0 * 3, one), IndexExpr(21));
+}
+
+TEST(IndexSize, SimplifiesSubstitutesAndEvaluatesLikeAVariable) {
+  IndexExpr s1 = size_var(1), i = var(0, "i"), j = var(1, "j");
+  EXPECT_EQ(simplify(s1 * 2 + s1), simplify(s1 * 3));
+  IndexExpr flat = i * s1 + j;
+  EXPECT_TRUE(depends_on(flat, size_var_id(1)));
+  EXPECT_FALSE(depends_on(flat, size_var_id(0)));
+  EXPECT_EQ(coefficient_of(flat, 1), 1);               // contiguous in j whatever the size
+  EXPECT_FALSE(coefficient_of(flat, 0).has_value());   // i's stride is symbolic
+  EXPECT_EQ(evaluate(flat, {{0, 2}, {1, 3}, {size_var_id(1), 10}}), 23);
+  EXPECT_THROW(evaluate(flat, {{0, 2}, {1, 3}}), ValueError);
+  // Binding every size specializes fully: the static expression comes back.
+  IndexExpr bound = simplify(substitute(flat, {{size_var_id(1), IndexExpr(10)}}));
+  EXPECT_EQ(bound, simplify(i * 10 + j));
+  // Division by a size: not provably positive, so the exact helper is printed.
+  RangeMap loops{{0, {0, 100}}};
+  EXPECT_NE(to_c(simplify(floordiv(i, s1), loops), loops).find("tp_floordiv"), std::string::npos);
+  RangeMap positive{{0, {0, 100}}, {size_var_id(1), {1, INT64_MAX}}};
+  EXPECT_EQ(to_c(simplify(floordiv(i, s1), positive), positive), "(i / tp_size1)");
+}
 }  // namespace
 }  // namespace tp::stax::ir

@@ -1,13 +1,16 @@
 #include "stax/codegen/cpp/cpp_codegen.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/error.h"
 #include "stax/codegen/cpp/prelude.h"
 #include "stax/ir/expr_visitor.h"
 #include "stax/runtime/libmvec.h"
@@ -208,10 +211,44 @@ class Writer {
 
 std::string var_name(const IndexExpr& v) { return v.var_name(); }
 
+// Type of the loop variables (and so of the index arithmetic on them).
+const char* index_type(const KernelPlan& k) { return k.index_bits == 32 ? "int" : "i64"; }
+
+// A loop bound: a constant prints as its digits, an expression over size
+// variables as C (the kernel defines tp_size<k> from sizes[k]).
+std::string ext(const IndexExpr& e) { return e.is_const() ? std::to_string(e.const_value()) : to_c(e, {}); }
+
+std::string extents_str(const Shape& shape, const std::vector<IndexExpr>& exprs) {
+  bool fixed = true;
+  for (const IndexExpr& e : exprs) fixed = fixed && e.is_const();
+  if (fixed) return shape_str(shape);
+  std::string out = "[";
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    if (i) out += ", ";
+    out += exprs[i].to_string();
+  }
+  out += ']';
+  return out;
+}
+
+// Size variables a kernel reads (its loop bounds and indices).
+std::vector<int> sizes_used(const KernelPlan& k) {
+  std::vector<int> out;
+  collect_sizes(k.outer_count, out);
+  for (const LoopNest& n : k.nests) {
+    for (const IndexExpr& e : n.inner_extents) collect_sizes(e, out);
+    collect_sizes(n.store_index, out);
+    for (const SideStore& ss : n.side_stores) collect_sizes(ss.index, out);
+    for (const ExprNode* l : loads_of(n.body)) collect_sizes(l->index, out);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
   RangeMap r;
-  r[k.outer_var.var_id()] = {0, std::max<int64_t>(k.outer_extent - 1, 0)};
-  for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = {0, n.inner_ranges[d] - 1};
+  r[k.outer_var.var_id()] = outer_interval(k);
+  for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
   return r;
 }
 
@@ -230,10 +267,11 @@ void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   std::string acc = "scan" + std::to_string(nest.node);
   const std::string in = "    ";
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name << " (scan "
-     << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << ")\n";
+     << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents) << ")\n";
   os << in << "  " << acc_t << " " << acc << " = " << (node.reduce == ReduceOp::Prod ? "1" : "0") << ";\n";
   std::string j = var_name(nest.inner_vars.back());
-  os << in << "  for (i64 " << j << " = 0; " << j << " < " << nest.inner_ranges.back() << "; ++" << j << ") {\n";
+  os << in << "  for (" << index_type(k) << " " << j << " = 0; " << j << " < " << ext(nest.inner_extents.back()) << "; ++"
+     << j << ") {\n";
   std::string v = w.emit(nest.body, false, -1, os, in + "    ");
   os << in << "    " << acc << " = " << acc << (node.reduce == ReduceOp::Prod ? " * " : " + ") << "(" << acc_t << ")" << v
      << ";\n";
@@ -241,12 +279,13 @@ void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   os << in << "  }\n" << in << "}\n";
 }
 
-// `max_span`: the longest [lo, hi) the last inner loop can run when lo/hi are
-// given (a chunk); 0 = the loop's own range. Returns, for a reduction, the name
-// of its most precise result (a float sum's double total before rounding).
+// Prints one nest as its plan says (lanes, accumulators, cascade blocks: see
+// LoopNest); lo/hi, when given, bound the last inner loop (a chunk). Returns,
+// for a reduction, the name of its most precise result (a float sum's double
+// total before rounding).
 std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
-               std::unordered_map<int, std::string>& locals, int vector_bytes, const std::string& lo_hi_lo,
-               const std::string& lo_hi_hi, int64_t max_span = 0) {
+                      std::unordered_map<int, std::string>& locals, const std::string& lo_hi_lo,
+                      const std::string& lo_hi_hi) {
   const ComputeNode& node = p.nodes[nest.node];
   if (node.scan) {
     emit_scan(os, p, k, nest, locals);
@@ -260,28 +299,25 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   const std::string in = "    ";
   std::string acc = "red" + std::to_string(nest.node);
   size_t nd = nest.inner_vars.size();
-  int lanes = is_floating(dt) ? vector_bytes / static_cast<int>(itemsize(dt)) : 1;
-  // Reduction: several vector accumulators (segmented summation, Section 6.5),
-  // a scalar accumulator for the tail, a pairwise combine at the end.
-  //
-  // A long floating-point sum is cut into blocks (each vector accumulator
-  // takes 64 steps per block, a scalar loop 256): every block starts from
-  // zero, and the block results are added pairwise, in double, through a
-  // binary-counter stack (cascaded summation). The rounding error then grows
-  // with the block length, not with the reduced length (Section 13.3), and the
-  // large partial sums near the top of the cascade are not rounded to float
-  // (eager flushes its blocks into a double total for the same reason).
-  // Sizes are static, so a reduction no longer than one block (a 2048-float
-  // row) is emitted exactly as without blocking.
-  constexpr int kAcc = 4;
-  const int64_t span = max_span > 0 ? max_span : (nd ? nest.inner_ranges.back() : 1);
-  const int64_t block = nest.vectorize ? int64_t{kAcc} * lanes * 64 : 256;
-  const bool cascade = node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && span > block;
+  const int lanes = nest.lanes;
+  const char* ix = index_type(k);
+  TP_CHECK(nest.tail == TailMode::Scalar, NotImplementedError, "CppPrinter: kernel ", k.name,
+           " asks for masked vector tails; this printer runs tails as scalar loops");
+  // Reduction: nest.accumulators vector accumulators (segmented summation,
+  // Section 6.5), a scalar accumulator for the tail, a pairwise combine at the
+  // end. A cascaded sum (nest.block > 0) runs in blocks that each start from
+  // zero; the block results are added pairwise, in double, through a
+  // binary-counter stack, so the large partial sums near the top of the
+  // cascade are not rounded to float (eager flushes its blocks into a double
+  // total for the same reason).
+  const int kAcc = nest.accumulators;
+  const int64_t block = nest.block;
+  const bool cascade = block > 0;
   // A reduction's result outlives its loop block: later nests of this kernel read it.
   if (node.is_reduction()) os << in << ctype(dt) << " " << acc << ";\n";
   if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name;
-  if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << ")";
+  if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents) << ")";
   os << (nest.vectorize ? ", vectorized" : "") << "\n";
   int jv = nd ? nest.inner_vars.back().var_id() : -1;
   std::string indent = in + "  ";
@@ -289,7 +325,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   auto open_outer_inner = [&]() {
     for (size_t d = 0; d + 1 < nd; ++d) {
       std::string v = var_name(nest.inner_vars[d]);
-      os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+         << ") {\n";
       indent += "  ";
     }
   };
@@ -299,7 +336,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       os << indent << "}\n";
     }
   };
-  std::string lo = "0", hi = nd ? std::to_string(nest.inner_ranges.back()) : "1";
+  std::string lo = "0", hi = nd ? ext(nest.inner_extents.back()) : "1";
   if (!lo_hi_lo.empty()) { lo = lo_hi_lo; hi = lo_hi_hi; }
   std::string j = nd ? var_name(nest.inner_vars.back()) : "";
   std::string jb = j + "_";
@@ -321,10 +358,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       os << indent << out.name << "[" << store_idx << "] = " << v << ";\n";
     } else {
       open_outer_inner();
-      os << indent << "i64 " << jb << " = " << lo << ";\n";
+      os << indent << ix << " " << jb << " = " << lo << ";\n";
       if (nest.vectorize) {
         os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
-        os << indent << "  const i64 " << j << " = " << jb << ";\n";
+        os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
         std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
         side_stores(true, indent + "  ");
         os << indent << "  tp_store(" << out.name << " + (" << store_idx << "), " << v << ");\n";
@@ -332,7 +369,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         w.reset_names();
       }
       os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
-      os << indent << "  const i64 " << j << " = " << jb << ";\n";
+      os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
       std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
       side_stores(false, indent + "  ");
       os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
@@ -344,11 +381,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   }
 
   std::string init = reduce_init(node.reduce, dt);
-  int levels = 1;
+  const int levels = nest.cascade_levels;
   if (cascade) {
-    int64_t blocks = (span + block - 1) / block;
-    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
     os << indent << "double " << acc << "_stk[" << levels << "];\n";
     os << indent << "i64 " << acc << "_n = 0;\n";
   }
@@ -356,17 +390,15 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     for (int a = 0; a < kAcc; ++a)
       os << indent << vtype(dt) << " " << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
   }
-  // A scalar (strided or unvectorizable) float32 sum accumulates in double:
-  // one conversion per element in a loop that is latency-bound anyway.
-  const bool wide_scalar = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+  const bool wide_scalar = nest.wide_scalar_acc;
   os << indent << (wide_scalar ? "double" : ctype(dt)) << " " << acc << "_s = " << init << ";\n";
   open_outer_inner();
   std::string loop_lo = lo, loop_hi = hi;
   if (cascade) {
-    os << indent << "for (i64 " << jb << "b = " << lo << "; " << jb << "b < " << hi << "; " << jb << "b += " << block
+    os << indent << "for (" << ix << " " << jb << "b = " << lo << "; " << jb << "b < " << hi << "; " << jb << "b += " << block
        << ") {\n";
     indent += "  ";
-    os << indent << "const i64 " << jb << "e = " << jb << "b + " << block << " < " << hi << " ? " << jb << "b + "
+    os << indent << "const " << ix << " " << jb << "e = " << jb << "b + " << block << " < " << hi << " ? " << jb << "b + "
        << block << " : " << hi << ";\n";
     if (nest.vectorize)
       for (int a = 0; a < kAcc; ++a) os << indent << acc << "_v" << a << " = " << splat(dt) << "(" << init << ");\n";
@@ -376,16 +408,20 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   }
   std::string vec_total;
   if (nest.vectorize) {
-    std::string tree = combine(node.reduce, combine(node.reduce, acc + "_v0", acc + "_v1"),
-                               combine(node.reduce, acc + "_v2", acc + "_v3"));
-    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree + ")", acc + "_s");
+    // Pairwise over the accumulators: ((v0 + v1) + (v2 + v3)) for four.
+    std::function<std::string(int, int)> tree = [&](int from, int to) {
+      if (to - from == 1) return acc + "_v" + std::to_string(from);
+      int mid = from + (to - from + 1) / 2;
+      return combine(node.reduce, tree(from, mid), tree(mid, to));
+    };
+    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree(0, kAcc) + ")", acc + "_s");
   }
-  os << indent << "i64 " << jb << " = " << loop_lo << ";\n";
+  os << indent << ix << " " << jb << " = " << loop_lo << ";\n";
   if (nest.vectorize) {
     os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << loop_hi << "; " << jb << " += "
        << kAcc * lanes << ") {\n";
     for (int a = 0; a < kAcc; ++a) {
-      os << indent << "  {\n" << indent << "    const i64 " << j << " = " << jb << " + " << a * lanes << ";\n";
+      os << indent << "  {\n" << indent << "    const " << ix << " " << j << " = " << jb << " + " << a * lanes << ";\n";
       std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
       side_stores(true, indent + "    ");
       std::string av = acc + "_v" + std::to_string(a);
@@ -394,7 +430,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     }
     os << indent << "}\n";
     os << indent << "for (; " << jb << " + " << lanes << " <= " << loop_hi << "; " << jb << " += " << lanes << ") {\n";
-    os << indent << "  const i64 " << j << " = " << jb << ";\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
     side_stores(true, indent + "  ");
     os << indent << "  " << acc << "_v0 = " << combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
@@ -405,7 +441,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     os << indent << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n";
   } else {
     os << indent << "for (; " << jb << " < " << loop_hi << "; ++" << jb << ") {\n";
-    os << indent << "  const i64 " << j << " = " << jb << ";\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
     side_stores(false, indent + "  ");
     os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
@@ -444,7 +480,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
 // the inner loop visits is read as one contiguous run; the inner loops take
 // scalar steps.
 void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
-                                 const LoopNest& nest, int lanes, int unroll) {
+                                 const LoopNest& nest) {
+  const OuterVectorPlan& plan = k.outer_vector;
+  const char* ix = index_type(k);
+  const int lanes = plan.lanes, unroll = plan.unroll;
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
@@ -464,13 +503,11 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     for (int u = 0; u < unroll; ++u) os << indent << acc << u << " = " << splat(dt) << "(" << init << ");\n";
   };
   for (int u = 0; u < unroll; ++u) os << indent << vtype(dt) << " " << acc << u << " = " << splat(dt) << "(" << init << ");\n";
-  // A long float sum runs in blocks of 128 rows whose sums are converted to
-  // double vectors and added pairwise (cascaded), as in emit_nest: the error
-  // grows with the block, not with the number of rows. 128 rows per block is
-  // eager's flush interval too, and keeps the per-block conversion (2 vd per
-  // vf) below 2% of the loop's work.
+  // A long float sum runs in blocks of plan.block_rows rows whose sums are
+  // converted to double vectors and added pairwise (cascaded), as in
+  // emit_nest: the error grows with the block, not with the number of rows.
   const size_t nd = nest.inner_vars.size();
-  constexpr int64_t kRows = 128;
+  const int64_t kRows = plan.block_rows;
   const bool f32 = dt == DType::Float32;
   const int nb = f32 ? 2 * unroll : unroll;  // double vectors per block
   const int half = lanes / 2;
@@ -479,13 +516,10 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     for (int i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(from + i);
     return s;
   };
-  const bool cascade = node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > kRows;
-  int levels = 1;
+  const bool cascade = kRows > 0;
+  const int levels = plan.cascade_levels;
   const std::string stk = acc + "stk", cnt = acc + "n";
   if (cascade) {
-    int64_t blocks = (nest.inner_ranges.back() + kRows - 1) / kRows;
-    for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    while (levels < 62 && (int64_t{1} << levels) <= blocks) ++levels;
     os << indent << "vd " << stk << "[" << levels << "][" << nb << "];\n";
     os << indent << "i64 " << cnt << " = 0;\n";
   }
@@ -493,19 +527,19 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     std::string v = var_name(nest.inner_vars[d]);
     if (cascade && d + 1 == nd) {
       int64_t r = nest.inner_ranges[d];
-      os << indent << "for (i64 " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
+      os << indent << "for (" << ix << " " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
       indent += "  ";
       reset();
-      os << indent << "const i64 " << v << "_e = " << v << "_b + " << kRows << " < " << r << " ? " << v << "_b + " << kRows
+      os << indent << "const " << ix << " " << v << "_e = " << v << "_b + " << kRows << " < " << r << " ? " << v << "_b + " << kRows
          << " : " << r << ";\n";
-      os << indent << "for (i64 " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
     } else {
-      os << indent << "for (i64 " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
     }
     indent += "  ";
   }
   for (int u = 0; u < unroll; ++u) {
-    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    os << indent << "{\n" << indent << "  const " << ix << " " << o << " = " << o << "_b + " << u * lanes << ";\n";
     std::string val = w.emit(nest.body, true, k.outer_var.var_id(), os, indent + "  ");
     os << indent << "  " << acc << u << " = " << combine(node.reduce, acc + std::to_string(u), val) << ";\n";
     os << indent << "}\n";
@@ -557,7 +591,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
     os << indent << "}\n";
   }
   for (int u = 0; u < unroll; ++u) {
-    os << indent << "{\n" << indent << "  const i64 " << o << " = " << o << "_b + " << u * lanes << ";\n";
+    os << indent << "{\n" << indent << "  const " << ix << " " << o << " = " << o << "_b + " << u * lanes << ";\n";
     os << indent << "  tp_store(" << out.name << " + (" << to_c(nest.store_index, ranges) << "), " << acc << u
        << ");\n" << indent << "}\n";
   }
@@ -566,8 +600,15 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
 
 }  // namespace
 
-GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector_bytes) {
-  GeneratedSource g;
+GeneratedSource generate_cpp(const LoopProgram& program, const Schedule& schedule, int vector_bytes) {
+  TP_CHECK(vector_bytes == schedule.vector_bytes, ValueError, "generate_cpp: vector_bytes ", vector_bytes,
+           " differs from the schedule's ", schedule.vector_bytes);
+  return CppPrinter().print(program, schedule);
+}
+
+PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
+  PrintedUnit g;
+  g.language = language();
   // Buffer slots: every buffer that lives in memory.
   std::unordered_map<int, int> slot_of;
   std::set<int> memory_temps;
@@ -581,7 +622,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   }
 
   PreludeRequest req;
-  req.vector_bytes = vector_bytes;
+  req.vector_bytes = s.vector_bytes;
   req.need_floordiv = true;
   struct Needs : ExprVisitor {
     PreludeRequest& req;
@@ -596,7 +637,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   } needs(req);  // one visitor for all bodies: a node shared between nodes is visited once
   for (auto& n : p.nodes) needs.visit(n.body);
   for (auto& fn : req.libm) {
-    std::string sym = libmvec_symbol(fn, vector_bytes);
+    std::string sym = libmvec_symbol(fn, s.vector_bytes);
     if (!sym.empty() && runtime::libmvec_has(sym)) req.libmvec[fn] = sym;
   }
 
@@ -605,8 +646,13 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
   os << cpp_prelude(req) << "\n";
   for (auto& k : s.kernels) {
     os << "// " << k.name << ": " << k.origin << "\n";
-    os << "// outer space " << shape_str(k.outer_ranges) << (k.parallel ? ", parallel" : "") << "\n";
-    os << "static void " << k.name << "(void* const* bufs) {\n";
+    os << "// outer space " << extents_str(k.outer_ranges, k.outer_extents) << (k.parallel ? ", parallel" : "")
+       << "\n";
+    // A kernel with symbolic extents also takes the sizes, read once into locals.
+    const std::vector<int> sizes = sizes_used(k);
+    os << "static void " << k.name << "(void* const* bufs" << (sizes.empty() ? "" : ", const long long* sizes")
+       << ") {\n";
+    for (int z : sizes) os << "  const i64 tp_size" << z << " = sizes[" << z << "];\n";
     std::set<int> used;
     for (auto& n : k.nests) {
       used.insert(p.nodes[n.node].out_buffer);
@@ -622,6 +668,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
     if (p.status_buffer >= 0)
       os << "  i64* tp_status = (i64*)bufs[" << slot_of[p.status_buffer] << "];\n  (void)tp_status;\n";
     std::string o = k.outer_var.var_name();
+    const char* ix = index_type(k);
     std::unordered_map<int, std::string> locals;
     if (k.chunk > 0 && p.nodes[k.nodes[0]].is_reduction()) {
       // Partial results per chunk, combined in chunk order.
@@ -629,19 +676,17 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       const ComputeNode& node = p.nodes[nest.node];
       DType dt = node.body->dtype;
       int64_t extent = nest.inner_ranges[0];
-      int64_t chunks = (extent + k.chunk - 1) / k.chunk;
-      std::string red = "red" + std::to_string(nest.node);
-      // A float sum's chunk totals stay in double until the end.
-      const char* pt = node.reduce == ReduceOp::Sum && is_floating(dt) ? "double" : ctype(dt);
+      int64_t chunks = k.chunks;
+      const char* pt = k.partials_in_double ? "double" : ctype(dt);
       os << "  " << pt << " partial[" << chunks << "];\n";
       os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
+      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
       LoopNest part = nest;
       part.store_to_memory = false;
-      std::string precise = emit_nest(os, p, k, part, locals, vector_bytes, "lo", "hi", k.chunk);
+      std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
       os << "    partial[" << o << "_c] = " << precise << ";\n  }\n";
       // Combined pairwise in a fixed tree (not in thread order): deterministic,
       // and a sum's error grows with log2(chunks), not with chunks.
@@ -655,48 +700,44 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
          << "] = total;\n";
     } else if (k.chunk > 0) {
       int64_t extent = k.nests[0].inner_ranges[0];
-      int64_t chunks = (extent + k.chunk - 1) / k.chunk;
+      int64_t chunks = k.chunks;
       os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const i64 " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const i64 lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const i64 hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
-      emit_nest(os, p, k, k.nests[0], locals, vector_bytes, "lo", "hi");
+      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
+      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      emit_nest(os, p, k, k.nests[0], locals, "lo", "hi");
       os << "  }\n";
     } else if (k.vectorize_outer) {
-      int lanes = vector_bytes / static_cast<int>(itemsize(p.nodes[k.nodes[0]].body->dtype));
-      // Widest block of vectors (up to 8, i.e. 512 bytes of a float row) that
-      // divides the outer extent, so at most lanes-1 outputs are left over.
-      int unroll = 8;
-      while (unroll > 1 && (k.outer_extent % (unroll * lanes) != 0 || k.outer_extent < unroll * lanes)) unroll /= 2;
-      int64_t width = static_cast<int64_t>(unroll) * lanes;
-      int64_t groups = k.outer_extent / width;
+      const OuterVectorPlan& v = k.outer_vector;
+      int64_t width = static_cast<int64_t>(v.unroll) * v.lanes;
+      int64_t groups = v.groups;
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
-      os << "    const i64 " << o << "_b = " << o << "_g * " << width << ";\n";
-      emit_outer_vector_reduction(os, p, k, k.nests[0], lanes, unroll);
+      os << "  for (" << ix << " " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
+      os << "    const " << ix << " " << o << "_b = " << o << "_g * " << width << ";\n";
+      emit_outer_vector_reduction(os, p, k, k.nests[0]);
       os << "  }\n";
       // The remaining outputs, one at a time.
-      LoopNest tail = k.nests[0];
-      tail.vectorize = false;
-      os << "  for (i64 " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
+      os << "  for (" << ix << " " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
          << ") {\n";
-      emit_nest(os, p, k, tail, locals, vector_bytes, "", "");
+      emit_nest(os, p, k, v.tail, locals, "", "");
       os << "  }\n";
     } else {
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (i64 " << o << " = 0; " << o << " < " << k.outer_extent << "; ++" << o
+      os << "  for (" << ix << " " << o << " = 0; " << o << " < " << ext(k.outer_count) << "; ++" << o
          << ") {\n";
-      for (auto& n : k.nests) emit_nest(os, p, k, n, locals, vector_bytes, "", "");
+      for (auto& n : k.nests) emit_nest(os, p, k, n, locals, "", "");
       os << "  }\n";
     }
     os << "}\n\n";
   }
   os << "extern \"C\" void tp_entry(void* const* bufs, const long long* sizes) {\n  (void)sizes;\n";
-  for (auto& k : s.kernels) os << "  " << k.name << "(bufs);\n";
+  for (auto& k : s.kernels) os << "  " << k.name << (sizes_used(k).empty() ? "(bufs);\n" : "(bufs, sizes);\n");
   os << "}\n";
   g.source = os.str();
   g.kernel_count = static_cast<int>(s.kernels.size());
+  g.size_count = p.num_sizes;
+  for (auto& k : s.kernels) g.kernel_names.push_back(k.name);
   return g;
 }
 

@@ -1,24 +1,27 @@
-// C++ code generation (Section 8): a Schedule -> one translation unit holding
-// every kernel of the region and an `extern "C"` entry
+// C++ code generation (Section 8): the KernelPrinter for CPUs. A Schedule ->
+// one translation unit holding every kernel of the region (one `static void`
+// function per KernelPlan, named after it) and an `extern "C"` entry
 //     void tp_entry(void* const* bufs, const long long* sizes)
-// that calls them in order. bufs[slot] is the data pointer of buffer
-// slot_buffer[slot]; sizes is reserved for symbolic shapes (unused while every
-// extent is a compile-time constant).
+// that calls them in order (see kernel_printer.h). Vectors are GCC vector
+// extensions of Schedule::vector_bytes bytes, parallel loops OpenMP.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "stax/ir/loop_ir.h"
-#include "stax/scheduler/schedule.h"
+#include "stax/codegen/kernel_printer.h"
 
 namespace tp::stax::codegen {
 
-struct GeneratedSource {
-  std::string source;
-  std::vector<int> slot_buffer;  // slot -> buffer id
-  int kernel_count = 0;
+class CppPrinter final : public KernelPrinter {
+ public:
+  const char* language() const override { return "c++"; }
+  PrintedUnit print(const ir::LoopProgram& program, const Schedule& schedule) const override;
 };
 
+// Kept for callers of the former free function: CppPrinter().print(program,
+// schedule); `vector_bytes` must equal schedule.vector_bytes (the schedule's
+// plans were made for that width).
+using GeneratedSource = PrintedUnit;
 GeneratedSource generate_cpp(const ir::LoopProgram& program, const Schedule& schedule, int vector_bytes);
 
 }  // namespace tp::stax::codegen
