@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "autograd/jvp_rules.h"
+#include "autograd/node.h"
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -77,6 +78,20 @@ void store(const Tensor& t, const Tensor& tangent) {
     std::erase_if(s.table, [](const auto& kv) { return kv.second.owner.expired(); });
     s.sweep_at = 2 * s.table.size() + 256;
   }
+}
+
+// Gives a result its tangent. Its backward node keeps a history-free alias
+// of it for the derivative formula; that alias gets the tangent too, so that a
+// derivative formula run while the level is open (forward-over-reverse:
+// jacfwd(grad(f))) differentiates through the saved result.
+void store_result(const Tensor& out, const Tensor& tangent) {
+  store(out, tangent);
+  auto* node = dynamic_cast<OpNode*>(out.impl()->grad_fn.get());
+  if (!node) return;
+  const uint32_t nr = out.impl()->output_nr;
+  if (nr >= node->saved_outputs.size()) return;
+  const Tensor& raw = node->saved_outputs[nr].raw();
+  if (raw.defined() && raw.impl() != out.impl()) store(raw, tangent);
 }
 
 void check_level(const char* who, int64_t level) {
@@ -164,7 +179,7 @@ std::vector<Tensor> dispatch_inplace(const OpDef& op, const std::vector<Tensor>&
     std::vector<Tensor> r = fn(JvpArgs{*twin, ins, outs, tangents, attrs});
     if (!r.empty() && r[0].defined()) t = ops::to_dtype(fit(r[0], self, op), self.dtype());
   }
-  store(self, t);
+  store_result(self, t);
   return out;
 }
 
@@ -279,7 +294,7 @@ std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
     }
   }
   for (size_t i = 0; i < out.size() && i < touts.size(); ++i)
-    if (touts[i].defined()) store(out[i], touts[i]);
+    if (touts[i].defined()) store_result(out[i], touts[i]);
   return out;
 }
 
