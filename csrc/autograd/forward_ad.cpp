@@ -9,6 +9,7 @@
 
 #include "autograd/jvp_rules.h"
 #include "autograd/node.h"
+#include "autograd/views.h"
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -136,6 +137,43 @@ const OpDef* twin_of(const OpDef& op) {
   return t ? t : find_op(base);
 }
 
+// The region of `base`'s tangent that view `self` covers, creating a zero
+// tangent for the base when it has none (undefined when the layout does not
+// allow it: the base must be contiguous, as its tangent then is).
+Tensor tangent_region_of_base(const Tensor& self) {
+  const Tensor base = view_base(self);
+  if (!base.defined() || !is_floating(base.dtype()) || !base.is_contiguous()) return Tensor();
+  Tensor tb = lookup(base);
+  if (!tb.defined()) {
+    tb = ops::zeros_like(base);
+    store(base, tb);
+  }
+  if (!tb.is_contiguous() || tb.offset() != 0 || tb.sizes() != base.sizes() || tb.dtype() != self.dtype())
+    return Tensor();
+  return ops::as_strided(tb, self.sizes(), self.strides(), self.offset() - base.offset());
+}
+
+// After an in-place op, self's new tangent `t` (undefined: zero) is written
+// into the tangent self already has, so that views sharing that tangent's
+// memory (the tangent of a view is a view of its base's tangent) see it, as
+// the primal's views see the write. Without one, a view of a dual (or plain)
+// base writes into its region of the base's tangent.
+void write_tangent(const Tensor& self, const Tensor& t, Tensor current) {
+  Suspend s;
+  if (!current.defined() && t.defined()) current = tangent_region_of_base(self);
+  const bool writable = current.defined() && current.sizes() == self.sizes() && current.dtype() == self.dtype() &&
+                        !(current.requires_grad() && !current.impl()->grad_fn);
+  if (!writable) {
+    store_result(self, t);
+    return;
+  }
+  if (t.defined())
+    ops::copy_(current, t);
+  else
+    ops::zero_(current);
+  store_result(self, current);
+}
+
 std::vector<Tensor> dispatch_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                                      InnerHook inner, const std::vector<Tensor>& tangents) {
   const Tensor& self = inputs[0];
@@ -145,19 +183,14 @@ std::vector<Tensor> dispatch_inplace(const OpDef& op, const std::vector<Tensor>&
     Tensor t;
     if (tangents[1].defined()) {
       Suspend s;
-      t = ops::contiguous(ops::expand(ops::to_dtype(tangents[1], self.dtype()), self.sizes()));
+      t = ops::expand(ops::to_dtype(tangents[1], self.dtype()), self.sizes());
     }
-    store(self, t);
+    write_tangent(self, t, tangents[0]);
     return out;
   }
   if (name == "fill_" || name == "zero_" || op.has(kRandom)) {  // values that do not depend on any input
     std::vector<Tensor> out = inner(op, inputs, attrs);
-    Tensor t;
-    if (tangents[0].defined()) {
-      Suspend s;
-      t = ops::zeros_like(tangents[0]);
-    }
-    store(self, t);
+    write_tangent(self, Tensor(), tangents[0]);
     return out;
   }
   const OpDef* twin = twin_of(op);
@@ -179,7 +212,7 @@ std::vector<Tensor> dispatch_inplace(const OpDef& op, const std::vector<Tensor>&
     std::vector<Tensor> r = fn(JvpArgs{*twin, ins, outs, tangents, attrs});
     if (!r.empty() && r[0].defined()) t = ops::to_dtype(fit(r[0], self, op), self.dtype());
   }
-  store_result(self, t);
+  write_tangent(self, t, tangents[0]);
   return out;
 }
 
@@ -248,7 +281,10 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level) {
     Suspend s;
     dual = ops::view(primal, primal.sizes());  // an alias keeping primal's reverse-mode history
   }
-  store(dual, tangent);
+  {
+    Suspend s;
+    store(dual, ops::clone(tangent));  // in-place ops on the dual write into its tangent: never the caller's tensor
+  }
   return dual;
 }
 
@@ -289,6 +325,14 @@ std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs,
         continue;
       }
       touts[i] = fit(touts[i], out[i], op);
+      // A non-view result's tangent must own its memory: a later in-place op
+      // writes into it, and must not reach an input's tangent.
+      if (!op.has(kView))
+        for (auto& ti : tangents)
+          if (ti.defined() && ti.impl()->storage == touts[i].impl()->storage) {
+            touts[i] = ops::clone(touts[i]);
+            break;
+          }
       // A result's tangent has the result's dtype (formulas may promote through a wrapped scalar).
       if (touts[i].dtype() != out[i].dtype()) touts[i] = ops::to_dtype(touts[i], out[i].dtype());
     }

@@ -1,6 +1,8 @@
 // Forward-mode AD in Python: the dual-level and dual-tensor primitives under
 // tensorplay._C (tensorplay/autograd/forward_ad.py builds PyTorch's API on them).
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "autograd/forward_ad.h"
 #include "common.h"
@@ -18,6 +20,7 @@ void bind_forward_ad(nb::module_& m) {
     auto [p, g] = fad::unpack_dual(t, level);
     return std::make_pair(p, g.defined() ? nb::cast(g) : nb::none());
   }, nb::arg("tensor"), nb::arg("level"));
+  m.def("_fwd_formula_names", &fad::ops_with_formula);  // every name a tangent formula was registered under
   // (name, has a reverse-mode formula, has a tangent formula, is an implicit composite) per operator.
   m.def("_fwd_coverage", [] {
     nb::list l;
