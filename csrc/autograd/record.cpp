@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "autograd/engine.h"
+#include "autograd/forward_ad.h"
 #include "autograd/node.h"
 #include "autograd/views.h"
 #include "core/grad_mode.h"
@@ -137,7 +138,7 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
   return out;
 }
 
-std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   bool wants_grad = false;
   bool has_meta = false;
   for (auto& t : inputs) {
@@ -162,6 +163,12 @@ std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, con
                ": an inference tensor (created under tp.inference_mode) cannot be used in an operation "
                "recorded for autograd; clone() it outside inference_mode to get a normal tensor");
   return op.has(kInplace) ? record_inplace(op, inputs, attrs) : record(op, inputs, attrs);
+}
+
+// While a dual level is open, calls with a dual input also get their tangents (forward_ad.h).
+std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (forward_ad::active()) return forward_ad::dispatch(op, inputs, attrs, &reverse_hook);
+  return reverse_hook(op, inputs, attrs);
 }
 
 }  // namespace

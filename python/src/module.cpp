@@ -121,6 +121,8 @@ std::vector<int64_t> dims_from(nb::handle h) {
 using namespace tp;
 using namespace tp::py;
 
+namespace tp::py { void bind_forward_ad(nb::module_& m); }  // forward_ad_bind.cpp
+
 NB_MODULE(_C, m) {
   // Compiled functions hold Python callables that the interpreter may not
   // collect at exit; that is not a leak worth a message on every shutdown.
@@ -187,5 +189,6 @@ NB_MODULE(_C, m) {
   // Autograd members of Tensor (detach, grad, ...) are not plain operators: they win.
   bind_autograd(m);
   bind_dlpack(m);
+  bind_forward_ad(m);
   bind_cuda(m);
 }

@@ -37,6 +37,7 @@ from . import cuda  # noqa: F401,E402  (tp.cuda: loaded at run time, works witho
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from . import nn, optim  # noqa: F401,E402
+from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd; also loads tp.autograd.forward_ad)
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

@@ -1,0 +1,278 @@
+"""tp.func: function transforms in the style of torch.func.
+
+jvp (forward mode, through tp.autograd.forward_ad), vjp and grad (reverse
+mode, through tp.autograd.grad), jacrev / jacfwd (one vjp / jvp per basis
+vector). They compose: jacfwd(grad(f)) is forward-over-reverse (the
+derivative formulas of the backward pass get tangents), vjp of a jvp is
+reverse-over-forward (the tangent formulas are recorded by reverse mode).
+Inputs and outputs are Tensors or (nested) tuples/lists of Tensors.
+"""
+from . import _C
+from .autograd import forward_ad as fwAD
+
+__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd"]
+
+Tensor = _C.Tensor
+
+
+# ---- small pytree over tuples/lists of Tensors ----
+def _flatten(tree, who, what):
+    if isinstance(tree, Tensor):
+        return [tree], None
+    if isinstance(tree, (tuple, list)):
+        leaves, specs = [], []
+        for x in tree:
+            l, s = _flatten(x, who, what)
+            leaves += l
+            specs.append((len(l), s))
+        return leaves, (type(tree), specs)
+    raise TypeError(f"{who}: expected {what} to be Tensors or tuples/lists of Tensors, got {type(tree).__name__}")
+
+
+def _unflatten(leaves, spec):
+    if spec is None:
+        return leaves[0]
+    kind, specs = spec
+    out, i = [], 0
+    for n, s in specs:
+        out.append(_unflatten(leaves[i:i + n], s))
+        i += n
+    return kind(out)
+
+
+def _zeros_like(x):
+    from . import zeros_like
+    return zeros_like(x)
+
+
+def _check_pairs(who, primals, tangents, pname="primals", tname="tangents"):
+    if len(primals) != len(tangents):
+        raise RuntimeError(f"{who}: expected {tname} to have the same structure as {pname}: "
+                           f"{len(primals)} {pname} but {len(tangents)} {tname}")
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(f"{who}: {tname}[{i}] has shape {tuple(t.shape)} but {pname}[{i}] has shape "
+                               f"{tuple(p.shape)}")
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"{who}: {tname}[{i}] must be floating point, got {t.dtype}")
+
+
+# ---- forward mode ----
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """(func(*primals), J @ tangents): the output and its directional derivative
+    along `tangents`, in one forward pass with dual tensors."""
+    if not isinstance(primals, tuple):
+        raise RuntimeError(f"jvp(f, primals, tangents): expected primals to be a tuple, got {type(primals).__name__}")
+    if not isinstance(tangents, tuple):
+        raise RuntimeError(f"jvp(f, primals, tangents): expected tangents to be a tuple, got {type(tangents).__name__}")
+    flat_p, spec_p = _flatten(primals, "jvp", "primals")
+    flat_t, spec_t = _flatten(tangents, "jvp", "tangents")
+    if spec_p != spec_t:
+        raise RuntimeError("jvp: expected tangents to have the same structure as primals")
+    _check_pairs("jvp", flat_p, flat_t)
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(p, t) for p, t in zip(flat_p, flat_t)]
+        out = func(*_unflatten(duals, spec_p))
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError("jvp(f, ..., has_aux=True): expected f to return a (output, aux) tuple")
+            out, aux = out
+        flat_o, spec_o = _flatten(out, "jvp", "the outputs of f")
+        prim, tang = [], []
+        for o in flat_o:
+            p, t = fwAD.unpack_dual(o)
+            prim.append(p)
+            tang.append(_zeros_like(o) if t is None else t)
+    res = (_unflatten(prim, spec_o), _unflatten(tang, spec_o))
+    return res + (aux,) if has_aux else res
+
+
+# ---- reverse mode ----
+def _track(p):
+    """A tensor standing for input p whose gradient can be asked for: p's own
+    alias when an outer transform already tracks p, else a fresh leaf (keeping
+    p's tangent when a dual level is open)."""
+    if p.requires_grad:
+        return p.view_as(p)
+    tangent = fwAD.unpack_dual(p).tangent
+    leaf = p.detach().requires_grad_(p.dtype.is_floating_point)
+    return leaf if tangent is None else fwAD.make_dual(leaf, tangent)
+
+
+def _reverse(func, primals, who, has_aux):
+    from . import enable_grad
+    flat_p, spec_p = _flatten(primals, who, "primals")
+    nested = any(p.requires_grad for p in flat_p)  # an outer reverse transform: keep the graph of the gradients
+    with enable_grad():
+        tracked = [_track(p) for p in flat_p]
+        out = func(*_unflatten(tracked, spec_p))
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise RuntimeError(f"{who}(f, ..., has_aux=True): expected f to return a (output, aux) tuple")
+        out, aux = out
+    return tracked, spec_p, out, aux, nested
+
+
+def _grads(outs, cots, tracked, nested):
+    from .autograd import grad as ag_grad
+    pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
+    if not pairs:
+        return [_zeros_like(t) for t in tracked]
+    want = [t for t in tracked if t.requires_grad]
+    got = iter(ag_grad([o for o, _ in pairs], want, [c for _, c in pairs], retain_graph=True,
+                       create_graph=nested, allow_unused=True))
+    res = []
+    for t in tracked:
+        g = next(got) if t.requires_grad else None
+        res.append(_zeros_like(t) if g is None else g)
+    return res
+
+
+def vjp(func, *primals, has_aux=False):
+    """(func(*primals), vjp_fn) where vjp_fn(cotangents) gives the cotangents
+    of the inputs, (u^T J) per primal."""
+    tracked, spec_p, out, aux, nested = _reverse(func, primals, "vjp", has_aux)
+    flat_o, spec_o = _flatten(out, "vjp", "the outputs of f")
+
+    def vjp_fn(*cotangents):
+        cot = cotangents[0] if len(cotangents) == 1 and spec_o is None else cotangents
+        if spec_o is not None and len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)):
+            cot = cotangents[0]
+        flat_c, spec_c = _flatten(cot, "vjp_fn", "cotangents")
+        if spec_c != spec_o:
+            raise RuntimeError("vjp_fn: expected the cotangents to have the same structure as the outputs of f")
+        _check_pairs("vjp_fn", flat_o, flat_c, "outputs", "cotangents")
+        return _unflatten(_grads(flat_o, flat_c, tracked, nested), spec_p)
+
+    out_value = _unflatten([o if nested else o.detach() for o in flat_o], spec_o)
+    return (out_value, vjp_fn, aux) if has_aux else (out_value, vjp_fn)
+
+
+def _argnums(argnums, n, who):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums:
+        raise RuntimeError(f"{who}: argnums must be non-empty")
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise RuntimeError(f"{who}: argnums {argnums} out of range for a function called with {n} positional "
+                               "arguments")
+    return tuple(a % n for a in nums)
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """Like grad, but the wrapped function returns (gradient, value)."""
+
+    def wrapper(*args, **kwargs):
+        nums = _argnums(argnums, len(args), "grad")
+        chosen = tuple(args[i] for i in nums)
+
+        def f(*xs):
+            full = list(args)
+            for i, x in zip(nums, xs):
+                full[i] = x
+            return func(*full, **kwargs)
+
+        tracked, spec_p, out, aux, nested = _reverse(f, chosen, "grad", has_aux)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            what = f"shape {tuple(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+            raise RuntimeError(f"grad(f): expected f(*args) to return a scalar Tensor, got {what}")
+        from . import ones_like
+        gs = _grads([out], [ones_like(out)], tracked, nested)
+        g = _unflatten(gs, spec_p)
+        g = g[0] if isinstance(argnums, int) else g
+        value = out if nested else out.detach()
+        return (g, (value, aux)) if has_aux else (g, value)
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """The function computing the gradient of scalar-valued `func` with respect
+    to the positional argument(s) `argnums`."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, v = gv(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+
+    return wrapper
+
+
+# ---- Jacobians (one transform call per basis vector) ----
+def _basis(x):
+    from . import zeros
+    n = x.numel()
+    for k in range(n):
+        e = zeros((n,), dtype=x.dtype)
+        e[k] = 1
+        yield e.reshape(tuple(x.shape))
+
+
+def _stack_jac(cols, out_shape, in_shape, rows_are_outputs):
+    from . import stack, zeros
+    from . import float32
+    if not cols:
+        return zeros(tuple(out_shape) + tuple(in_shape), dtype=float32)
+    j = stack([c.reshape(-1) for c in cols])  # (rows, cols)
+    if not rows_are_outputs:
+        j = j.transpose(0, 1)
+    return j.reshape(tuple(out_shape) + tuple(in_shape))
+
+
+def jacrev(func, argnums=0, *, has_aux=False):
+    """The Jacobian of tensor-valued `func` (output shape + input shape) by reverse mode, one vjp per output element."""
+
+    def wrapper(*args):
+        nums = _argnums(argnums, len(args), "jacrev")
+
+        def f(*xs):
+            full = list(args)
+            for i, x in zip(nums, xs):
+                full[i] = x
+            return func(*full)
+
+        res = vjp(f, *(args[i] for i in nums), has_aux=has_aux)
+        out, fn = res[0], res[1]
+        if not isinstance(out, Tensor):
+            raise RuntimeError("jacrev: expected f to return a single Tensor")
+        rows = [fn(e) for e in _basis(out)]
+        jacs = tuple(_stack_jac([r[k] for r in rows], out.shape, args[i].shape, True) for k, i in enumerate(nums))
+        j = jacs[0] if isinstance(argnums, int) else jacs
+        return (j, res[2]) if has_aux else j
+
+    return wrapper
+
+
+def jacfwd(func, argnums=0, has_aux=False):
+    """The Jacobian of tensor-valued `func` (output shape + input shape) by forward mode, one jvp per input element."""
+
+    def wrapper(*args):
+        nums = _argnums(argnums, len(args), "jacfwd")
+        jacs, aux, out_shape = [], None, None
+        for i in nums:
+            cols = []
+            for e in _basis(args[i]):
+                ts = tuple(e if k == i else _zeros_like(args[k]) for k in nums)
+
+                def f(*xs):
+                    full = list(args)
+                    for k, x in zip(nums, xs):
+                        full[k] = x
+                    return func(*full)
+
+                r = jvp(f, tuple(args[k] for k in nums), ts, has_aux=has_aux)
+                if not isinstance(r[0], Tensor):
+                    raise RuntimeError("jacfwd: expected f to return a single Tensor")
+                out_shape = r[0].shape
+                cols.append(r[1])
+                if has_aux:
+                    aux = r[2]
+            if out_shape is None:
+                out_shape = func(*args).shape
+            jacs.append(_stack_jac(cols, out_shape, args[i].shape, False))
+        j = jacs[0] if isinstance(argnums, int) else tuple(jacs)
+        return (j, aux) if has_aux else j
+
+    return wrapper
