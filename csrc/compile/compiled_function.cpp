@@ -3,15 +3,15 @@
 #include <cstdio>
 #include <cstring>
 
+#include "aot/training_region.h"
+#include "compile/backend.h"
 #include "compile/metrics.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
-#include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
-#include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
 namespace {
@@ -58,7 +58,7 @@ CompiledFunction::CompiledFunction(StructuredUserFn fn, CompileOptions options, 
       num_params_(num_params),
       epoch_(cache_epoch()) {
   const std::string& b = options_.backend;
-  TP_CHECK(options_.custom_backend || b == "stax" || b == "eager" || b == "aot_eager" || find_backend(b), ValueError,
+  TP_CHECK(options_.custom_backend || lookup_backend(b), ValueError,
            "tp.compile: unknown backend '", b, "' (expected 'stax', 'eager', 'aot_eager', a registered name, or a callable)");
   const std::string& m = options_.mode;
   TP_CHECK(m.empty() || m == "default" || m == "reduce-overhead" || m == "max-autotune" ||
@@ -230,52 +230,56 @@ void CompiledFunction::warn_fallback(const std::string& reason) {
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, std::string* source) {
   std::shared_ptr<const graph::Graph> cg = g;
-  auto eager = [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
-  bool stax = !options_.custom_backend && options_.backend == "stax";
-  if (!grad_reason.empty()) {
-    // No compiled training yet: run the captured graph operator by operator
-    // with autograd recording, which gives correct gradients. Under
-    // strict_native that is not native code, so it is an error.
-    std::string why = grad_reason + " requires grad and compiled training is not implemented yet";
-    if (stax && options_.strict_native)
-      throw BackendError(str("tp.compile(strict_native=True): ", why,
-                             " (Stax generates forward code only); call it under tp.no_grad() or detach the inputs"));
-    if (stax) {
-      metrics().fallback_count++;
-      warn_fallback(why + "; running the captured graph with eager autograd");
-    }
-    return eager;
+  Backend custom;
+  const Backend* backend = nullptr;
+  if (options_.custom_backend) {
+    custom = user_backend(options_.custom_backend);
+    backend = &custom;
+  } else {
+    backend = lookup_backend(options_.backend);
   }
-  if (options_.custom_backend) return options_.custom_backend(cg, tensors);
-  if (const CustomBackend* b = find_backend(options_.backend)) return (*b)(cg, tensors);
-  // "aot_eager" is the eager prefix plus the AOT layer (Section 11.4); until
-  // the AOT layer exists it is the same prefix as "eager".
-  if (options_.backend == "eager" || options_.backend == "aot_eager") return eager;
-
-  // Stax: a copy with composites decomposed into the primitives it lowers.
-  auto sg = g->clone();
-  passes::PassOptions po;
-  po.decompose = true;
-  passes::run_default_passes(*sg, po);
-  try {
-    auto region = stax::compile_region(*sg);
-    Metrics& m = metrics();
-    m.compile_count++;
-    m.generated_kernel_count += region->kernel_count();
-    (region->disk_hit() ? m.cache_hits : m.cache_misses)++;
-    *source = region->source();
-    if (log_enabled("code"))
-      std::fprintf(stderr, "[tp.compile] generated code (%s):\n%s\n", region->source_path().c_str(),
-                   region->source().c_str());
-    return [region](const std::vector<Tensor>& in) { return region->run(in); };
-  } catch (const BackendError& e) {
-    if (options_.strict_native) throw;
-    metrics().fallback_count++;
-    if (log_enabled("recompiles") || log_enabled("graph"))
-      std::fprintf(stderr, "[tp.compile] falling back to eager: %s\n", e.what());
-    warn_fallback(e.what());
-    return eager;
+  TP_CHECK(backend, ValueError, "tp.compile: unknown backend '", options_.backend, "'");
+  const std::string region_key = str(name_.empty() ? "compiled function" : name_,
+                                     num_specializations() > 0 ? str(" #", num_specializations() + 1) : "");
+  const std::string region = "'" + region_key + "'";
+  auto warn = [this](const std::string& why) { warn_fallback(why); };
+  source->clear();
+  if (grad_reason.empty() || !backend->behind_aot) {
+    // Inference (or the "eager" backend, which runs the captured graph with
+    // autograd recording when the call needs gradients).
+    return backend->compile(BackendRequest{cg, tensors, options_, region, source, warn});
   }
+  // Training: the AOT layer (csrc/aot) traces the joint graph, cuts it into a
+  // forward and a backward graph, and the backend compiles each of them.
+  const Backend b = *backend;
+  const CompileOptions opts = options_;
+  aot::RegionCompiler compile = [b, opts, region, warn, source](std::shared_ptr<const graph::Graph> part,
+                                                                const std::vector<Tensor>& examples,
+                                                                const std::string& which) {
+    std::string src;
+    // The backward compiles at the first backward call, possibly after the
+    // compiled function is gone: its fallback warning does not reach back.
+    std::function<void(const std::string&)> w = warn;
+    if (which != "forward")
+      w = [opts](const std::string& why) {
+        auto it = opts.options.find("warn_fallback");
+        if (it == opts.options.end() || (it->second != "0" && it->second != "False" && it->second != "false"))
+          tp::warn(str("tp.compile: running eagerly instead of generated code: ", why));
+      };
+    RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w});
+    if (which == "forward") *source = src;  // the backward compiles later, after `source` is gone
+    return fn;
+  };
+  aot::AotOptions ao;
+  ao.region = region;
+  ao.log = log_enabled("aot");
+  ao.backward_ahead = options_.strict_native;
+  aot::AotResult r = aot::compile_training_region(cg, tensors, compile, ao);
+  Metrics& m = metrics();
+  m.aot_regions++;
+  m.saved_bytes += r.partition.saved_bytes;
+  record_saved_bytes(region_key, r.partition.saved_bytes);
+  return r.run;
 }
 
 std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::vector<ArgValue>& args,

@@ -69,6 +69,8 @@ class CompiledFunction {
   // Non-tensor state the capture bakes in that must select the version (a module's
   // training flags): read at every call, part of the first-level entry and the key.
   void set_state_reader(std::function<std::string()> reader) { state_reader_ = std::move(reader); }
+  // The function's name, for region names in errors, logs and metrics.
+  void set_name(std::string name) { name_ = std::move(name); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
@@ -154,6 +156,7 @@ class CompiledFunction {
   StructuredUserFn fn_;
   CompileOptions options_;
   std::vector<std::string> arg_names_;
+  std::string name_;
   int num_params_;  // -1: unknown / variadic
   FreeTensorLocator locator_;
   std::function<std::string()> state_reader_;

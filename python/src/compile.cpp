@@ -395,6 +395,9 @@ void bind_compile(nb::module_& m) {
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
     pc->fn->set_free_tensor_locator(python_locator(fn_ref));
+    // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
+    nb::object qn = nb::getattr(fn, "__qualname__", nb::getattr(fn, "__name__", nb::none()));
+    pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
     // An nn.Module compiled whole: the training flag of every module in its tree is
     // baked in by the capture, so it selects the version (one flag per module, in modules() order).
     if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
@@ -455,8 +458,11 @@ void bind_compile(nb::module_& m) {
     d["gate_replays"] = mm.gate_replays.load();
     d["specialization_hits"] = mm.specialization_hits.load();
     d["captures"] = mm.captures.load();
+    d["aot_regions"] = mm.aot_regions.load();
+    d["saved_bytes"] = mm.saved_bytes.load();
     return d;
   });
+  m.def("_saved_bytes_per_region", []() { return compile::saved_bytes_per_region(); });
   m.def("_reset", &compile::reset);
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.
   m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });

@@ -17,6 +17,9 @@ class _Metrics:
     """Live view of the compiler's counters: tp.compiler.metrics.cache_hits etc."""
 
     def __getattr__(self, name):
+        if name == "saved_bytes_per_region":
+            # {region: activation bytes its forward saves for the backward} (AOT layer)
+            return dict(_C._saved_bytes_per_region())
         counters = _C._metrics()
         if name in counters:
             return counters[name]
