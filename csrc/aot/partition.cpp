@@ -83,7 +83,14 @@ Partition min_cut_partition(const JointGraph& joint) {
     int a = net.add_vertex();
     net.add_vertex();
     vin[n] = a;
-    net.add_edge(a, a + 1, n->output_metas.empty() ? bytes_of(n->meta) : MaxFlow::kInfinite);
+    // Saving a primal costs no new memory (the caller's tensor is kept by
+    // reference), so the cut prefers recomputing from inputs over saving
+    // activations of the same size (LayerNorm saves x and its two statistics,
+    // not x - mean).
+    int64_t cap = n->opcode == Opcode::Placeholder ? 0
+                  : n->output_metas.empty()          ? bytes_of(n->meta)
+                                                     : MaxFlow::kInfinite;
+    net.add_edge(a, a + 1, cap);
     if (n->opcode == Opcode::Placeholder || !recomputable(n)) net.add_edge(src, a, MaxFlow::kInfinite);
     for (const Node* in : n->input_nodes())
       if (forward_side(in)) net.add_edge(vin.at(in) + 1, a, MaxFlow::kInfinite);
@@ -110,8 +117,26 @@ Partition min_cut_partition(const JointGraph& joint) {
       (n->opcode == Opcode::Placeholder ? saved_primal : saved_act).push_back(n);
     }
   }
-  std::unordered_set<const Node*> saved(saved_act.begin(), saved_act.end());
-  saved.insert(saved_primal.begin(), saved_primal.end());
+  {
+    // Zero-capacity edges (primals, empty tensors) may be cut without need: keep
+    // only the saved values the backward reads.
+    std::unordered_set<const Node*> stop(saved_act.begin(), saved_act.end()), used;
+    stop.insert(saved_primal.begin(), saved_primal.end());
+    std::unordered_set<const Node*> seen;
+    std::function<void(const Node*)> walk = [&](const Node* n) {
+      if (!n || !seen.insert(n).second) return;
+      if (stop.count(n)) {
+        used.insert(n);
+        return;
+      }
+      for (const Node* in : n->input_nodes()) walk(in);
+    };
+    for (size_t i = static_cast<size_t>(joint.num_outputs); i < out->args.size(); ++i)
+      if (auto* q = std::get_if<Node*>(&out->args[i])) walk(*q);
+    auto unused = [&](const Node* n) { return !used.count(n); };
+    saved_act.erase(std::remove_if(saved_act.begin(), saved_act.end(), unused), saved_act.end());
+    saved_primal.erase(std::remove_if(saved_primal.begin(), saved_primal.end(), unused), saved_primal.end());
+  }
 
   // Forward graph: the results and the saved activations, from the primals.
   auto fwd = std::make_shared<graph::Graph>();

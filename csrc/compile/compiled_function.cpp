@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "aot/training_region.h"
 #include "compile/backend.h"
 #include "compile/metrics.h"
 #include "core/grad_mode.h"
@@ -244,6 +243,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   const std::string region = "'" + region_key + "'";
   auto warn = [this](const std::string& why) { warn_fallback(why); };
   source->clear();
+  last_aot_.reset();
   if (grad_reason.empty() || !backend->behind_aot) {
     // Inference (or the "eager" backend, which runs the captured graph with
     // autograd recording when the call needs gradients).
@@ -279,6 +279,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   m.aot_regions++;
   m.saved_bytes += r.partition.saved_bytes;
   record_saved_bytes(region_key, r.partition.saved_bytes);
+  last_aot_ = std::make_shared<const AotInfo>(AotInfo{r.joint_code, r.partition});
   return r.run;
 }
 

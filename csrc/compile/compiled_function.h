@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "aot/training_region.h"
 #include "compile/options.h"
 #include "graph/graph.h"
 #include "graph/tracer.h"
@@ -76,6 +77,13 @@ class CompiledFunction {
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
+  // The AOT layer's result for the most recent training specialization (null
+  // if it ran without gradients): the joint graph's code and the partition.
+  struct AotInfo {
+    std::string joint_code;
+    aot::Partition partition;
+  };
+  std::shared_ptr<const AotInfo> last_aot() const { return last_aot_; }
   const std::vector<graph::DataGate>& last_gates() const { return last_gates_; }
   const std::vector<int>& last_mutated_inputs() const { return last_mutated_; }
   size_t num_specializations() const;
@@ -171,6 +179,7 @@ class CompiledFunction {
   std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
+  std::shared_ptr<const AotInfo> last_aot_;
   std::vector<graph::DataGate> last_gates_;
   std::vector<int> last_mutated_;
 };

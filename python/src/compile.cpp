@@ -355,6 +355,23 @@ void bind_compile(nb::module_& m) {
         return nb::cast(GraphModule{g, c.fn->last_gates(), c.fn->last_mutated_inputs()});
       })
       .def_prop_ro("last_source", [](const PyCompiled& c) { return c.fn->last_source(); })
+      .def_prop_ro("last_aot", [](const PyCompiled& c) -> nb::object {
+        // {"joint": code, "forward"/"backward": GraphModule, "saved": [(name, bytes, is_input)],
+        //  "saved_bytes": activation bytes, "recomputed": [names]}; None without gradients
+        auto a = c.fn->last_aot();
+        if (!a) return nb::none();
+        const aot::Partition& p = a->partition;
+        nb::dict d;
+        d["joint"] = a->joint_code;
+        d["forward"] = nb::cast(GraphModule{p.forward, {}, {}});
+        d["backward"] = nb::cast(GraphModule{p.backward, {}, {}});
+        nb::list saved;
+        for (auto& v : p.saved) saved.append(nb::make_tuple(v.name, v.bytes, v.primal >= 0));
+        d["saved"] = saved;
+        d["saved_bytes"] = p.saved_bytes;
+        d["recomputed"] = p.recomputed;
+        return d;
+      })
       .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
@@ -396,7 +413,7 @@ void bind_compile(nb::module_& m) {
                                                          num_params);
     pc->fn->set_free_tensor_locator(python_locator(fn_ref));
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
-    nb::object qn = nb::getattr(fn, "__qualname__", nb::getattr(fn, "__name__", nb::none()));
+    nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
     // An nn.Module compiled whole: the training flag of every module in its tree is
     // baked in by the capture, so it selects the version (one flag per module, in modules() order).
