@@ -328,3 +328,28 @@ def test_mlp_training_losses_equal_eager_step_by_step(backend, opt):
             losses[k].append(float(loss))
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
     assert losses[1][-1] < losses[1][0]
+
+
+MODULES = {
+    "batchnorm": lambda: nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU()),
+    "cnn": lambda: nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 4 * 4, 2)),
+    "transformer_block": lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+}
+INPUTS = {"batchnorm": (8, 4), "cnn": (2, 2, 6, 6), "transformer_block": (2, 5, 8)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_gradients_and_buffers_equal_eager(name, backend):
+    tp.manual_seed(3)
+    m = MODULES[name]()
+    ref = copy.deepcopy(m)
+    x = tp.randn(*INPUTS[name])
+    y = tp.compile(m, backend=backend)(x)
+    assert y.grad_fn is not None
+    (y * y).sum().backward()
+    (ref(x) ** 2).sum().backward()
+    for (pname, p), q in zip(m.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(vals(p.grad), vals(q.grad), rtol=1e-4, atol=1e-5, err_msg=pname)
+    for b, rb in zip(m.buffers(), ref.buffers()):  # BatchNorm's running statistics
+        np.testing.assert_allclose(vals(b), vals(rb), rtol=1e-6, atol=1e-7)
