@@ -1,5 +1,6 @@
 #include "aot/training_region.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -59,6 +60,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   struct Plan {
     size_t num_results;
     std::vector<int> saved_primal;  // input index of each saved primal
+    std::vector<bool> copy_primal;  // per saved primal: the caller writes into it after the call
     size_t num_act;
     std::vector<TensorMeta> tangent_metas;
     std::vector<int> tangent_of_output;
@@ -69,7 +71,11 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   plan->num_results = static_cast<size_t>(joint.num_outputs);
   plan->num_act = static_cast<size_t>(p.num_saved_activations);
   for (auto& s : p.saved)
-    if (s.primal >= 0) plan->saved_primal.push_back(s.primal);
+    if (s.primal >= 0) {
+      plan->saved_primal.push_back(s.primal);
+      const auto& w = options.written_inputs;
+      plan->copy_primal.push_back(std::find(w.begin(), w.end(), s.primal) != w.end());
+    }
   const graph::Node* out = g->output_node();
   int k = 0;
   for (size_t o = 0; o < joint.differentiable.size(); ++o) {
@@ -93,7 +99,14 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
       return bwd(x);
     });
     for (size_t i = plan->num_results; i < r.size(); ++i) node->saved.push_back(autograd::detached(r[i]));
-    for (int idx : plan->saved_primal) node->saved.push_back(autograd::detached(in.at(static_cast<size_t>(idx))));
+    for (size_t k = 0; k < plan->saved_primal.size(); ++k) {
+      Tensor t = autograd::detached(in.at(static_cast<size_t>(plan->saved_primal[k])));
+      if (plan->copy_primal[k]) {
+        AutoGradMode no_grad(false);
+        t = ops::clone(t);
+      }
+      node->saved.push_back(t);
+    }
     for (auto& s : node->saved) node->saved_versions.push_back(s.version());
     node->tangent_metas = plan->tangent_metas;
     node->tangent_of_output = plan->tangent_of_output;

@@ -227,7 +227,8 @@ void CompiledFunction::warn_fallback(const std::string& reason) {
 }
 
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                                       const std::string& grad_reason, std::string* source) {
+                                       const std::string& grad_reason, const std::vector<int>& written_inputs,
+                                       std::string* source) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -274,6 +275,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.region = region;
   ao.log = log_enabled("aot");
   ao.backward_ahead = options_.strict_native;
+  ao.written_inputs = written_inputs;
   aot::AotResult r = aot::compile_training_region(cg, tensors, compile, ao);
   Metrics& m = metrics();
   m.aot_regions++;
@@ -390,7 +392,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->graph = g;
   a->description = describe(args, a->free, all);
   std::string source;
-  a->run = run_backend(g, all, grad_reason, &source);
+  a->run = run_backend(g, all, grad_reason, a->mutated_inputs, &source);
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;

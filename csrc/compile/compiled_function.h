@@ -155,7 +155,7 @@ class CompiledFunction {
                        const std::vector<Tensor>& all) const;
   std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs);
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                       const std::string& grad_reason, std::string* source);
+                       const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   int max_gate_artifacts() const;
