@@ -27,6 +27,26 @@ bool recomputable(const Node* n) {
   return op.has(kPointwise) || op.has(kView) || op.has(kFactory);
 }
 
+// Work to compute `n` again, in multiply-adds (GEMMs) or elements touched (the rest).
+int64_t recompute_cost(const Node* n) {
+  std::string name = n->target->name;
+  int64_t out = n->output_metas.empty() ? numel(n->meta.sizes) : 0;
+  for (auto& m : n->output_metas) out += numel(m.sizes);
+  std::vector<Node*> ins = n->input_nodes();
+  bool gemm = name == "mm" || name == "matmul" || name == "bmm" || name == "addmm" || name == "linear" ||
+              name == "baddbmm" || name.rfind("conv", 0) == 0;
+  if (gemm && !ins.empty() && ins[0] && !ins[0]->meta.sizes.empty()) {
+    // out elements x reduction length (conv: channels x kernel from the weight)
+    int64_t k = ins[0]->meta.sizes.back();
+    if (name.rfind("conv", 0) == 0 && ins.size() > 1 && ins[1]) k = numel(ins[1]->meta.sizes) / std::max<int64_t>(1, ins[1]->meta.sizes[0]);
+    return std::max<int64_t>(1, out * k);
+  }
+  int64_t touched = out;
+  for (Node* in : ins)
+    if (in) touched += numel(in->meta.sizes);
+  return std::max<int64_t>(1, touched);
+}
+
 // Copies `n` into `dst`, its node arguments mapped through `m`.
 Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*, Node*>& m) {
   if (n->opcode == Opcode::GetAttr) return m[n] = dst.get_attr(n->name, n->constant);
@@ -45,7 +65,7 @@ Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*
 
 }  // namespace
 
-Partition min_cut_partition(const JointGraph& joint) {
+Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& options) {
   const graph::Graph& g = *joint.graph;
   const Node* out = g.output_node();
   // Tangent-dependent nodes: the backward side.
@@ -73,56 +93,58 @@ Partition min_cut_partition(const JointGraph& joint) {
     return n && !bwd.count(n) && (n->opcode == Opcode::Placeholder || n->opcode == Opcode::CallFunction);
   };
 
-  // The rematerialization network.
-  MaxFlow net(2);
-  const int src = 0, sink = 1;
-  std::unordered_map<const Node*, int> vin;  // v_out = vin + 1
-  for (auto& up : g.nodes()) {
-    const Node* n = up.get();
-    if (!forward_side(n)) continue;
-    int a = net.add_vertex();
-    net.add_vertex();
-    vin[n] = a;
-    // Saving a primal costs no new memory (the caller's tensor is kept by
-    // reference), so the cut prefers recomputing from inputs over saving
-    // activations of the same size (LayerNorm saves x and its two statistics,
-    // not x - mean).
-    int64_t cap = n->opcode == Opcode::Placeholder ? 0
-                  : n->output_metas.empty()          ? bytes_of(n->meta)
-                                                     : MaxFlow::kInfinite;
-    net.add_edge(a, a + 1, cap);
-    if (n->opcode == Opcode::Placeholder || !recomputable(n)) net.add_edge(src, a, MaxFlow::kInfinite);
-    for (const Node* in : n->input_nodes())
-      if (forward_side(in)) net.add_edge(vin.at(in) + 1, a, MaxFlow::kInfinite);
-  }
-  auto needed_by_backward = [&](const Node* in) {
-    if (forward_side(in)) net.add_edge(vin.at(in) + 1, sink, MaxFlow::kInfinite);
+  // The rematerialization network; `relaxed` are values of U the activation
+  // budget allows the backward to recompute.
+  struct Cut {
+    std::vector<const Node*> act, primal;
+    int64_t bytes = 0;
   };
-  for (auto& up : g.nodes())
-    if (bwd.count(up.get()))
-      for (const Node* in : up->input_nodes()) needed_by_backward(in);
-  for (size_t i = static_cast<size_t>(joint.num_outputs); i < out->args.size(); ++i)
-    if (auto* p = std::get_if<Node*>(&out->args[i])) needed_by_backward(*p);
-  int64_t flow = net.solve(src, sink);
-  TP_CHECK(flow < MaxFlow::kInfinite, Error, "AOT partition: no finite cut (a value the backward reads cannot be "
-                                             "saved or recomputed)");
-
-  Partition p;
-  std::vector<const Node*> saved_act, saved_primal;
-  for (auto& up : g.nodes()) {
-    const Node* n = up.get();
-    auto it = vin.find(n);
-    if (it == vin.end()) continue;
-    if (net.on_source_side(it->second) && !net.on_source_side(it->second + 1)) {
-      (n->opcode == Opcode::Placeholder ? saved_primal : saved_act).push_back(n);
+  auto solve_cut = [&](const std::unordered_set<const Node*>& relaxed) {
+    MaxFlow net(2);
+    const int src = 0, sink = 1;
+    std::unordered_map<const Node*, int> vin;  // v_out = vin + 1
+    for (auto& up : g.nodes()) {
+      const Node* n = up.get();
+      if (!forward_side(n)) continue;
+      int a = net.add_vertex();
+      net.add_vertex();
+      vin[n] = a;
+      // Saving a primal costs no new memory (the caller's tensor is kept by
+      // reference), so the cut prefers recomputing from inputs over saving
+      // activations of the same size (LayerNorm saves x and its two statistics,
+      // not x - mean).
+      int64_t cap = n->opcode == Opcode::Placeholder ? 0
+                    : n->output_metas.empty()          ? bytes_of(n->meta)
+                                                       : MaxFlow::kInfinite;
+      net.add_edge(a, a + 1, cap);
+      if (n->opcode == Opcode::Placeholder || (!recomputable(n) && !relaxed.count(n)))
+        net.add_edge(src, a, MaxFlow::kInfinite);
+      for (const Node* in : n->input_nodes())
+        if (forward_side(in)) net.add_edge(vin.at(in) + 1, a, MaxFlow::kInfinite);
     }
-  }
-  {
+    auto needed_by_backward = [&](const Node* in) {
+      if (forward_side(in)) net.add_edge(vin.at(in) + 1, sink, MaxFlow::kInfinite);
+    };
+    for (auto& up : g.nodes())
+      if (bwd.count(up.get()))
+        for (const Node* in : up->input_nodes()) needed_by_backward(in);
+    for (size_t i = static_cast<size_t>(joint.num_outputs); i < out->args.size(); ++i)
+      if (auto* p = std::get_if<Node*>(&out->args[i])) needed_by_backward(*p);
+    int64_t flow = net.solve(src, sink);
+    TP_CHECK(flow < MaxFlow::kInfinite, Error, "AOT partition: no finite cut (a value the backward reads cannot be "
+                                               "saved or recomputed)");
+    Cut c;
+    for (auto& up : g.nodes()) {
+      const Node* n = up.get();
+      auto it = vin.find(n);
+      if (it == vin.end()) continue;
+      if (net.on_source_side(it->second) && !net.on_source_side(it->second + 1))
+        (n->opcode == Opcode::Placeholder ? c.primal : c.act).push_back(n);
+    }
     // Zero-capacity edges (primals, empty tensors) may be cut without need: keep
     // only the saved values the backward reads.
-    std::unordered_set<const Node*> stop(saved_act.begin(), saved_act.end()), used;
-    stop.insert(saved_primal.begin(), saved_primal.end());
-    std::unordered_set<const Node*> seen;
+    std::unordered_set<const Node*> stop(c.act.begin(), c.act.end()), used, seen;
+    stop.insert(c.primal.begin(), c.primal.end());
     std::function<void(const Node*)> walk = [&](const Node* n) {
       if (!n || !seen.insert(n).second) return;
       if (stop.count(n)) {
@@ -134,9 +156,49 @@ Partition min_cut_partition(const JointGraph& joint) {
     for (size_t i = static_cast<size_t>(joint.num_outputs); i < out->args.size(); ++i)
       if (auto* q = std::get_if<Node*>(&out->args[i])) walk(*q);
     auto unused = [&](const Node* n) { return !used.count(n); };
-    saved_act.erase(std::remove_if(saved_act.begin(), saved_act.end(), unused), saved_act.end());
-    saved_primal.erase(std::remove_if(saved_primal.begin(), saved_primal.end(), unused), saved_primal.end());
+    c.act.erase(std::remove_if(c.act.begin(), c.act.end(), unused), c.act.end());
+    c.primal.erase(std::remove_if(c.primal.begin(), c.primal.end(), unused), c.primal.end());
+    for (const Node* n : c.act) c.bytes += bytes_of(n->meta);
+    return c;
+  };
+
+  Partition p;
+  std::unordered_set<const Node*> relaxed;
+  Cut cut = solve_cut(relaxed);
+  p.default_saved_bytes = cut.bytes;
+  int64_t budget = options.budget_bytes;
+  if (options.budget_fraction >= 0) budget = static_cast<int64_t>(options.budget_fraction * static_cast<double>(cut.bytes));
+  if (budget >= 0) {
+    // Activation checkpointing under a memory budget: let the backward
+    // recompute values of U too, one at a time, each time the one that frees
+    // the most saved bytes per unit of recomputation (greedy knapsack over the
+    // min cut), until the saved bytes fit.
+    while (cut.bytes > budget) {
+      const Node* best = nullptr;
+      Cut best_cut;
+      double best_ratio = 0;
+      for (auto& up : g.nodes()) {
+        const Node* n = up.get();
+        if (!forward_side(n) || n->opcode != Opcode::CallFunction || recomputable(n) || relaxed.count(n) ||
+            n->target->has(kRandom))
+          continue;
+        relaxed.insert(n);
+        Cut c = solve_cut(relaxed);
+        relaxed.erase(n);
+        double ratio = static_cast<double>(cut.bytes - c.bytes) / static_cast<double>(recompute_cost(n));
+        if (c.bytes < cut.bytes && ratio > best_ratio) {
+          best = n;
+          best_ratio = ratio;
+          best_cut = std::move(c);
+        }
+      }
+      if (!best) break;  // nothing more can be recomputed: the budget cannot be met
+      relaxed.insert(best);
+      cut = std::move(best_cut);
+    }
+    p.budget_bytes = budget;
   }
+  std::vector<const Node*> saved_act = cut.act, saved_primal = cut.primal;
 
   // Forward graph: the results and the saved activations, from the primals.
   auto fwd = std::make_shared<graph::Graph>();
@@ -213,6 +275,8 @@ Partition min_cut_partition(const JointGraph& joint) {
   }
   for (const Node* s : saved_primal) p.saved.push_back({s->name, s->meta, bytes_of(s->meta), s->input_index});
   p.num_saved_activations = static_cast<int>(saved_act.size());
+  for (auto& up : g.nodes())
+    if (relaxed.count(up.get())) p.checkpointed.push_back(up->name);
   p.num_tangents = static_cast<int>(tangents.size());
   p.forward = fwd;
   p.backward = bg;
@@ -224,6 +288,13 @@ std::string Partition::report() const {
   for (auto& v : saved)
     s += str("  ", v.name, ": ", dtype_name(v.meta.dtype), shape_str(v.meta.sizes), " ", v.bytes, " bytes",
              v.primal >= 0 ? " (input, by reference)" : "", "\n");
+  if (budget_bytes >= 0) {
+    s += str("activation memory budget ", budget_bytes, " bytes (", default_saved_bytes,
+             " without it); recomputed although in U:");
+    if (checkpointed.empty()) s += " (none)";
+    for (auto& c : checkpointed) s += " " + c;
+    s += saved_bytes > budget_bytes ? " -- the budget cannot be met\n" : "\n";
+  }
   s += "recomputed in backward:";
   if (recomputed.empty()) s += " (none)";
   for (auto& r : recomputed) s += " " + r;

@@ -27,6 +27,14 @@ struct SavedValue {
   int primal = -1;   // >= 0: a forward input, passed to the backward by reference (no new memory)
 };
 
+// Activation checkpointing (Section 5.5): a cap on the saved activation bytes,
+// in bytes or as a fraction of what the unconstrained cut saves; values of U
+// (GEMMs, reductions) are then recomputed in the backward as well. Negative: none.
+struct PartitionOptions {
+  int64_t budget_bytes = -1;
+  double budget_fraction = -1;
+};
+
 struct Partition {
   // primals -> (forward results..., saved activations...)
   std::shared_ptr<graph::Graph> forward;
@@ -35,12 +43,15 @@ struct Partition {
   std::vector<SavedValue> saved;   // activations first, then primals: the backward's first inputs
   int num_saved_activations = 0;
   int64_t saved_bytes = 0;         // activations only: the memory the forward keeps for the backward
+  int64_t default_saved_bytes = 0; // what the cut without a budget saves
+  int64_t budget_bytes = -1;       // the budget applied (-1: none)
+  std::vector<std::string> checkpointed;  // values of U the budget made the backward recompute
   std::vector<std::string> recomputed;  // forward-side values the backward computes again
   int num_tangents = 0;
   int num_grads = 0;
   std::string report() const;      // the cut, for TP_LOGS=aot
 };
 
-Partition min_cut_partition(const JointGraph& joint);
+Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& options = {});
 
 }  // namespace tp::aot

@@ -42,7 +42,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   JointGraph joint = trace_joint(*g, inputs, needs);
   AotResult res;
   res.joint_code = joint.graph->code();
-  res.partition = min_cut_partition(joint);
+  res.partition = min_cut_partition(joint, options.partition);
   const Partition& p = res.partition;
   if (options.log)
     std::fprintf(stderr, "[tp.compile] AOT joint graph of %s:\n%s\n[tp.compile] AOT min cut of %s:\n%s"

@@ -25,6 +25,7 @@ struct AotOptions {
   // Inputs the caller overwrites after the region ran (functionalized in-place
   // writes): a saved one is copied, since the backward needs its value before the write.
   std::vector<int> written_inputs;
+  PartitionOptions partition;
 };
 
 struct AotResult {

@@ -1,6 +1,7 @@
 #include "compile/compiled_function.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "compile/backend.h"
@@ -276,6 +277,19 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.log = log_enabled("aot");
   ao.backward_ahead = options_.strict_native;
   ao.written_inputs = written_inputs;
+  auto budget = options_.options.find("activation_memory_budget");
+  if (budget != options_.options.end()) {
+    // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
+    const std::string& v = budget->second;
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    TP_CHECK(end && *end == '\0' && !v.empty() && d >= 0, ValueError,
+             "tp.compile: options['activation_memory_budget'] must be a byte count or a fraction in [0, 1], got '", v,
+             "'");
+    bool is_float = v.find_first_of(".eE") != std::string::npos;
+    if (is_float && d <= 1.0) ao.partition.budget_fraction = d;
+    else ao.partition.budget_bytes = static_cast<int64_t>(d);
+  }
   aot::AotResult r = aot::compile_training_region(cg, tensors, compile, ao);
   Metrics& m = metrics();
   m.aot_regions++;

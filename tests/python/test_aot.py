@@ -372,3 +372,44 @@ def test_an_input_the_function_writes_in_place_keeps_its_old_value_for_the_backw
     a = x.clone()
     (f(a) + a.sum()).backward()
     np.testing.assert_allclose(vals(got), vals(x.grad), rtol=1e-6)
+
+
+# ------------------------------------------------ activation checkpointing
+
+def chain32():
+    tp.manual_seed(11)
+    ws = [(tp.randn(16, 16) * 0.3).requires_grad_() for _ in range(32)]
+
+    def chain(x):
+        for w in ws:
+            x = (x @ w).tanh()
+        return x.sum()
+
+    return chain, ws
+
+
+@pytest.mark.parametrize("budget", [None, 0.5, 0.25, 2048, 0])
+def test_activation_memory_budget_is_respected_on_a_32_layer_chain(budget):
+    chain, ws = chain32()
+    x = tp.randn(8, 16)
+    chain(x).backward()
+    want = [vals(w.grad) for w in ws]
+    for w in ws:
+        w.grad = None
+    options = None if budget is None else {"activation_memory_budget": budget}
+    cf = tp.compile(chain, backend="aot_eager", options=options)
+    cf(x).backward()
+    for w, g in zip(ws, want):  # exact: the same operators, recomputed
+        np.testing.assert_allclose(vals(w.grad), g, rtol=1e-6, atol=1e-7)
+    default = 32 * 8 * 16 * 4  # one 8x16 activation per layer
+    limit = default if budget is None else budget if isinstance(budget, int) else budget * default
+    assert cf.last_aot["saved_bytes"] <= limit
+    if budget is not None:
+        assert cf.last_aot["saved_bytes"] < default
+        assert any(r.startswith("matmul") for r in cf.last_aot["recomputed"])  # GEMMs recomputed now
+
+
+def test_activation_memory_budget_must_be_bytes_or_a_fraction():
+    x = tp.randn(3, requires_grad=True)
+    with pytest.raises(ValueError, match="activation_memory_budget"):
+        tp.compile(lambda x: x.exp().sum(), options={"activation_memory_budget": "lots"})(x)
