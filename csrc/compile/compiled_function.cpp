@@ -188,7 +188,8 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   }
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
-  if (!state_.empty()) d += "module training flags (modules() order): " + state_ + "\n";
+  // Python state the capture baked in: module training flags (modules() order) or an optimizer's layout.
+  if (!state_.empty()) d += "captured Python state (module training flags in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }

@@ -256,7 +256,9 @@ struct PyCompiled {
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
       } else if (nested.is_valid() && !nested.is_none() &&
-                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()))) {
+                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()) || h.is_none())) {
+        // Containers, and None (an omitted optional such as optimizer.step's
+        // closure): the nested path passes constants through as part of the key.
         return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
@@ -349,6 +351,12 @@ void bind_compile(nb::module_& m) {
       .def("__call__", &PyCompiled::call)
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
       .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
+      // Python state the capture bakes in (an optimizer's state layout and
+      // hyperparameters): `reader()` returns a str read at every call, part of the key.
+      .def("_set_state_reader", [](PyCompiled& c, nb::object reader) {
+        auto r = keep_py(std::move(reader));
+        c.fn->set_state_reader([r] { return nb::cast<std::string>((*r)()); });
+      })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
