@@ -6,6 +6,7 @@
 
 #include "compile/backend.h"
 #include "compile/metrics.h"
+#include "graph/interpreter.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
 #include "graph/tracer.h"
@@ -291,7 +292,19 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     if (is_float && d <= 1.0) ao.partition.budget_fraction = d;
     else ao.partition.budget_bytes = static_cast<int64_t>(d);
   }
-  aot::AotResult r = aot::compile_training_region(cg, tensors, compile, ao);
+  aot::AotResult r;
+  try {
+    r = aot::compile_training_region(cg, tensors, compile, ao);
+  } catch (const BackendError&) {
+    throw;  // strict_native, or a backend that refuses: the user asked for it
+  } catch (const Error& e) {
+    // The joint graph could not be traced or cut (a derivative formula the tracer
+    // cannot record): eager autograd over the captured graph is still correct.
+    if (options_.strict_native) throw BackendError(str("tp.compile(strict_native=True): region ", region, ": ", e.what()));
+    metrics().fallback_count++;
+    warn_fallback(str("the AOT layer failed for region ", region, " (", e.what(), "); running it with eager autograd"));
+    return [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
+  }
   Metrics& m = metrics();
   m.aot_regions++;
   m.saved_bytes += r.partition.saved_bytes;
