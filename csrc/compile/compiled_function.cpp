@@ -257,7 +257,8 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   // forward and a backward graph, and the backend compiles each of them.
   const Backend b = *backend;
   const CompileOptions opts = options_;
-  aot::RegionCompiler compile = [b, opts, region, warn, source](std::shared_ptr<const graph::Graph> part,
+  auto forward_source = std::make_shared<std::string>();
+  aot::RegionCompiler compile = [b, opts, region, warn, forward_source](std::shared_ptr<const graph::Graph> part,
                                                                 const std::vector<Tensor>& examples,
                                                                 const std::string& which) {
     std::string src;
@@ -271,7 +272,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
           tp::warn(str("tp.compile: running eagerly instead of generated code: ", why));
       };
     RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w});
-    if (which == "forward") *source = src;  // the backward compiles later, after `source` is gone
+    if (which == "forward") *forward_source = src;
     return fn;
   };
   aot::AotOptions ao;
@@ -305,6 +306,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     warn_fallback(str("the AOT layer failed for region ", region, " (", e.what(), "); running it with eager autograd"));
     return [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
   }
+  *source = *forward_source;
   Metrics& m = metrics();
   m.aot_regions++;
   m.saved_bytes += r.partition.saved_bytes;
