@@ -16,7 +16,8 @@ using graph::Node;
 using graph::Opcode;
 
 // Which nodes carry a gradient: those computed, through operators that have a
-// derivative, from a primal that requires grad.
+// derivative and that the function called with grad mode on, from a primal that
+// requires grad.
 std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const std::vector<bool>& needs_grad) {
   std::unordered_map<const Node*, bool> req;
   for (auto& up : g.nodes()) {
@@ -24,7 +25,7 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
     bool r = false;
     if (n->opcode == Opcode::Placeholder) {
       r = n->input_index < static_cast<int>(needs_grad.size()) && needs_grad[static_cast<size_t>(n->input_index)];
-    } else if (n->opcode == Opcode::CallFunction && (n->is_getitem() || n->target->backward)) {
+    } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
       for (Node* in : n->input_nodes()) r |= req[in];
     }
     if (n->opcode != Opcode::Output && !n->is_getitem() && n->output_metas.empty()) r &= is_floating(n->meta.dtype);
@@ -68,6 +69,9 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
 
   graph::TraceResult tr = graph::trace(
       [&](const std::vector<Tensor>& proxies) {
+        // As the eager engine runs formulas (no create_graph): a formula that asks
+        // for the grad mode sees it off.
+        AutoGradMode no_grad(false);
         std::unordered_map<const Node*, Tensor> env;
         std::unordered_map<const Node*, std::vector<Tensor>> multi;  // results of multi-result nodes
         auto value = [&](const graph::Arg& a) -> Tensor {

@@ -60,6 +60,7 @@ Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*
   }
   Node* c = dst.call(*n->target, std::move(args), n->attrs, n->meta);
   c->output_metas = n->output_metas;
+  c->grad_enabled = n->grad_enabled;
   return m[n] = c;
 }
 

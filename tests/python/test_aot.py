@@ -509,3 +509,21 @@ def test_strict_native_names_an_operator_of_the_backward():
 
     with pytest.raises(tp.compiler.BackendError, match=r"'sliced' \(backward\).*'slice_scatter'"):
         tp.compile(sliced, strict_native=True)(tp.randn(4, 6, requires_grad=True))
+
+
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_values_computed_under_no_grad_inside_the_function_carry_no_gradient(backend):
+    # Regression: the capture ran with grad mode off throughout, so the graph did
+    # not know which operators the function called under no_grad, and compiled
+    # training differentiated through them (a silently wrong gradient).
+    def f(x):
+        with tp.no_grad():
+            s = x.sum()
+        return (x * s).sum()
+
+    x = tp.randn(4, requires_grad=True)
+    f(x).backward()
+    want = vals(x.grad)
+    x.grad = None
+    tp.compile(f, backend=backend)(x).backward()
+    np.testing.assert_allclose(vals(x.grad), want, rtol=1e-6)
