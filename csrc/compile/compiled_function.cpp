@@ -393,6 +393,14 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   }
   a->mutated_inputs = tr.mutated_inputs;
+  {
+    const graph::Node* out = g->output_node();
+    for (size_t k = 0; k < a->mutated_inputs.size(); ++k) {
+      const graph::Arg& v = out->args.at(nout + k);
+      const graph::Node* n = std::holds_alternative<graph::Node*>(v) ? std::get<graph::Node*>(v) : nullptr;
+      a->write_recorded.push_back(!n || n->grad_enabled);
+    }
+  }
   for (int idx : a->mutated_inputs) {
     size_t k = static_cast<size_t>(idx);
     a->write_back.push_back(k < tensors.size() || !locator_ || a->free[k - tensors.size()].from_owner);
@@ -442,7 +450,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
       if (!a.write_back[k]) continue;
       Tensor dst = all.at(a.mutated_inputs[k]);
-      if (GradMode::is_enabled() && dst.requires_grad()) {
+      if (GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k]) {
         // Recorded, as eager's write is: the input's history continues through the
         // new value (and a leaf that requires grad refuses the write as in eager).
         ops::copy_(dst, out[n + k]);

@@ -133,6 +133,9 @@ class CompiledFunction {
     // made outside the operators (`tp.tensor([...])` inside it: no owner holds it,
     // each eager call starts from a fresh one, so the write must not persist).
     std::vector<bool> write_back;
+    // Per mutated input: the function wrote it with grad mode on (else under
+    // no_grad, as an optimizer step does: the write-back is not recorded either).
+    std::vector<bool> write_recorded;
     // Data gates (Section 3): this version is valid for calls whose gates, replayed
     // in order on the call's inputs, give these values.
     std::vector<graph::DataGate> gates;
