@@ -527,3 +527,19 @@ def test_values_computed_under_no_grad_inside_the_function_carry_no_gradient(bac
     x.grad = None
     tp.compile(f, backend=backend)(x).backward()
     np.testing.assert_allclose(vals(x.grad), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_cse_does_not_merge_a_no_grad_value_with_its_recorded_twin(backend):
+    def f(x):
+        with tp.no_grad():
+            a = x.sum()
+        b = x.sum()  # the same operator on the same input, recorded
+        return (x * a + x * b).sum()
+
+    x = tp.randn(5, requires_grad=True)
+    f(x).backward()
+    want = vals(x.grad)
+    x.grad = None
+    tp.compile(f, backend=backend)(x).backward()
+    np.testing.assert_allclose(vals(x.grad), want, rtol=1e-5)
