@@ -28,7 +28,8 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
     } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
       for (Node* in : n->input_nodes()) r |= req[in];
     }
-    if (n->opcode != Opcode::Output && !n->is_getitem() && n->output_metas.empty()) r &= is_floating(n->meta.dtype);
+    // A multi-result node stands for its results (each getitem checks its own dtype).
+    if (n->opcode != Opcode::Output && n->output_metas.empty()) r &= is_floating(n->meta.dtype);
     req[n] = r;
   }
   return req;

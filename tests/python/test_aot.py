@@ -543,3 +543,20 @@ def test_cse_does_not_merge_a_no_grad_value_with_its_recorded_twin(backend):
     x.grad = None
     tp.compile(f, backend=backend)(x).backward()
     np.testing.assert_allclose(vals(x.grad), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multi_result_operator_with_integer_indices(backend):
+    # max.dim's values carry a gradient, its indices (int64, read by gather) do not.
+    def f(x):
+        v, i = x.max(1)
+        return (v * 2).sum() + x.gather(1, i.unsqueeze(1)).sum(), i
+
+    x = tp.randn(4, 5, requires_grad=True)
+    y, i = tp.compile(f, backend=backend)(x)
+    assert not i.requires_grad and i.dtype == tp.int64
+    y.backward()
+    got = vals(x.grad)
+    x.grad = None
+    f(x)[0].backward()
+    np.testing.assert_allclose(got, vals(x.grad))
