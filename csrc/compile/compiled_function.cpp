@@ -1,17 +1,18 @@
 #include "compile/compiled_function.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "compile/backend.h"
 #include "compile/metrics.h"
+#include "graph/interpreter.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
-#include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
-#include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
 namespace {
@@ -58,7 +59,7 @@ CompiledFunction::CompiledFunction(StructuredUserFn fn, CompileOptions options, 
       num_params_(num_params),
       epoch_(cache_epoch()) {
   const std::string& b = options_.backend;
-  TP_CHECK(options_.custom_backend || b == "stax" || b == "eager" || b == "aot_eager" || find_backend(b), ValueError,
+  TP_CHECK(options_.custom_backend || lookup_backend(b), ValueError,
            "tp.compile: unknown backend '", b, "' (expected 'stax', 'eager', 'aot_eager', a registered name, or a callable)");
   const std::string& m = options_.mode;
   TP_CHECK(m.empty() || m == "default" || m == "reduce-overhead" || m == "max-autotune" ||
@@ -188,7 +189,8 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   }
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
-  if (!state_.empty()) d += "module training flags (modules() order): " + state_ + "\n";
+  // Python state the capture baked in: module training flags (modules() order) or an optimizer's layout.
+  if (!state_.empty()) d += "captured Python state (module training flags in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }
@@ -228,54 +230,89 @@ void CompiledFunction::warn_fallback(const std::string& reason) {
 }
 
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                                       const std::string& grad_reason, std::string* source) {
+                                       const std::string& grad_reason, const std::vector<int>& written_inputs,
+                                       std::string* source) {
   std::shared_ptr<const graph::Graph> cg = g;
-  auto eager = [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
-  bool stax = !options_.custom_backend && options_.backend == "stax";
-  if (!grad_reason.empty()) {
-    // No compiled training yet: run the captured graph operator by operator
-    // with autograd recording, which gives correct gradients. Under
-    // strict_native that is not native code, so it is an error.
-    std::string why = grad_reason + " requires grad and compiled training is not implemented yet";
-    if (stax && options_.strict_native)
-      throw BackendError(str("tp.compile(strict_native=True): ", why,
-                             " (Stax generates forward code only); call it under tp.no_grad() or detach the inputs"));
-    if (stax) {
-      metrics().fallback_count++;
-      warn_fallback(why + "; running the captured graph with eager autograd");
-    }
-    return eager;
+  Backend custom;
+  const Backend* backend = nullptr;
+  if (options_.custom_backend) {
+    custom = user_backend(options_.custom_backend);
+    backend = &custom;
+  } else {
+    backend = lookup_backend(options_.backend);
   }
-  if (options_.custom_backend) return options_.custom_backend(cg, tensors);
-  if (const CustomBackend* b = find_backend(options_.backend)) return (*b)(cg, tensors);
-  // "aot_eager" is the eager prefix plus the AOT layer (Section 11.4); until
-  // the AOT layer exists it is the same prefix as "eager".
-  if (options_.backend == "eager" || options_.backend == "aot_eager") return eager;
-
-  // Stax: a copy with composites decomposed into the primitives it lowers.
-  auto sg = g->clone();
-  passes::PassOptions po;
-  po.decompose = true;
-  passes::run_default_passes(*sg, po);
+  TP_CHECK(backend, ValueError, "tp.compile: unknown backend '", options_.backend, "'");
+  const std::string region_key = str(name_.empty() ? "compiled function" : name_,
+                                     num_specializations() > 0 ? str(" #", num_specializations() + 1) : "");
+  const std::string region = "'" + region_key + "'";
+  auto warn = [this](const std::string& why) { warn_fallback(why); };
+  source->clear();
+  last_aot_.reset();
+  if (grad_reason.empty() || !backend->behind_aot) {
+    // Inference (or the "eager" backend, which runs the captured graph with
+    // autograd recording when the call needs gradients).
+    return backend->compile(BackendRequest{cg, tensors, options_, region, source, warn});
+  }
+  // Training: the AOT layer (csrc/aot) traces the joint graph, cuts it into a
+  // forward and a backward graph, and the backend compiles each of them.
+  const Backend b = *backend;
+  const CompileOptions opts = options_;
+  auto forward_source = std::make_shared<std::string>();
+  aot::RegionCompiler compile = [b, opts, region, warn, forward_source](std::shared_ptr<const graph::Graph> part,
+                                                                const std::vector<Tensor>& examples,
+                                                                const std::string& which) {
+    std::string src;
+    // The backward compiles at the first backward call, possibly after the
+    // compiled function is gone: its fallback warning does not reach back.
+    std::function<void(const std::string&)> w = warn;
+    if (which != "forward")
+      w = [opts](const std::string& why) {
+        auto it = opts.options.find("warn_fallback");
+        if (it == opts.options.end() || (it->second != "0" && it->second != "False" && it->second != "false"))
+          tp::warn(str("tp.compile: running eagerly instead of generated code: ", why));
+      };
+    RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w});
+    if (which == "forward") *forward_source = src;
+    return fn;
+  };
+  aot::AotOptions ao;
+  ao.region = region;
+  ao.log = log_enabled("aot");
+  ao.backward_ahead = options_.strict_native;
+  ao.written_inputs = written_inputs;
+  auto budget = options_.options.find("activation_memory_budget");
+  if (budget != options_.options.end()) {
+    // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
+    const std::string& v = budget->second;
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    TP_CHECK(end && *end == '\0' && !v.empty() && d >= 0, ValueError,
+             "tp.compile: options['activation_memory_budget'] must be a byte count or a fraction in [0, 1], got '", v,
+             "'");
+    bool is_float = v.find_first_of(".eE") != std::string::npos;
+    if (is_float && d <= 1.0) ao.partition.budget_fraction = d;
+    else ao.partition.budget_bytes = static_cast<int64_t>(d);
+  }
+  aot::AotResult r;
   try {
-    auto region = stax::compile_region(*sg);
-    Metrics& m = metrics();
-    m.compile_count++;
-    m.generated_kernel_count += region->kernel_count();
-    (region->disk_hit() ? m.cache_hits : m.cache_misses)++;
-    *source = region->source();
-    if (log_enabled("code"))
-      std::fprintf(stderr, "[tp.compile] generated code (%s):\n%s\n", region->source_path().c_str(),
-                   region->source().c_str());
-    return [region](const std::vector<Tensor>& in) { return region->run(in); };
-  } catch (const BackendError& e) {
-    if (options_.strict_native) throw;
+    r = aot::compile_training_region(cg, tensors, compile, ao);
+  } catch (const BackendError&) {
+    throw;  // strict_native, or a backend that refuses: the user asked for it
+  } catch (const Error& e) {
+    // The joint graph could not be traced or cut (a derivative formula the tracer
+    // cannot record): eager autograd over the captured graph is still correct.
+    if (options_.strict_native) throw BackendError(str("tp.compile(strict_native=True): region ", region, ": ", e.what()));
     metrics().fallback_count++;
-    if (log_enabled("recompiles") || log_enabled("graph"))
-      std::fprintf(stderr, "[tp.compile] falling back to eager: %s\n", e.what());
-    warn_fallback(e.what());
-    return eager;
+    warn_fallback(str("the AOT layer failed for region ", region, " (", e.what(), "); running it with eager autograd"));
+    return [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
   }
+  *source = *forward_source;
+  Metrics& m = metrics();
+  m.aot_regions++;
+  m.saved_bytes += r.partition.saved_bytes;
+  record_saved_bytes(region_key, r.partition.saved_bytes);
+  last_aot_ = std::make_shared<const AotInfo>(AotInfo{r.joint_code, r.partition});
+  return r.run;
 }
 
 std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::vector<ArgValue>& args,
@@ -356,6 +393,14 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   }
   a->mutated_inputs = tr.mutated_inputs;
+  {
+    const graph::Node* out = g->output_node();
+    for (size_t k = 0; k < a->mutated_inputs.size(); ++k) {
+      const graph::Arg& v = out->args.at(nout + k);
+      const graph::Node* n = std::holds_alternative<graph::Node*>(v) ? std::get<graph::Node*>(v) : nullptr;
+      a->write_recorded.push_back(!n || n->grad_enabled);
+    }
+  }
   for (int idx : a->mutated_inputs) {
     size_t k = static_cast<size_t>(idx);
     a->write_back.push_back(k < tensors.size() || !locator_ || a->free[k - tensors.size()].from_owner);
@@ -385,7 +430,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->graph = g;
   a->description = describe(args, a->free, all);
   std::string source;
-  a->run = run_backend(g, all, grad_reason, &source);
+  a->run = run_backend(g, all, grad_reason, a->mutated_inputs, &source);
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;
@@ -405,7 +450,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
       if (!a.write_back[k]) continue;
       Tensor dst = all.at(a.mutated_inputs[k]);
-      if (GradMode::is_enabled() && dst.requires_grad()) {
+      if (GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k]) {
         // Recorded, as eager's write is: the input's history continues through the
         // new value (and a leaf that requires grad refuses the write as in eager).
         ops::copy_(dst, out[n + k]);

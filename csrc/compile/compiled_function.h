@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "aot/training_region.h"
 #include "compile/options.h"
 #include "graph/graph.h"
 #include "graph/tracer.h"
@@ -69,11 +70,20 @@ class CompiledFunction {
   // Non-tensor state the capture bakes in that must select the version (a module's
   // training flags): read at every call, part of the first-level entry and the key.
   void set_state_reader(std::function<std::string()> reader) { state_reader_ = std::move(reader); }
+  // The function's name, for region names in errors, logs and metrics.
+  void set_name(std::string name) { name_ = std::move(name); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
+  // The AOT layer's result for the most recent training specialization (null
+  // if it ran without gradients): the joint graph's code and the partition.
+  struct AotInfo {
+    std::string joint_code;
+    aot::Partition partition;
+  };
+  std::shared_ptr<const AotInfo> last_aot() const { return last_aot_; }
   const std::vector<graph::DataGate>& last_gates() const { return last_gates_; }
   const std::vector<int>& last_mutated_inputs() const { return last_mutated_; }
   size_t num_specializations() const;
@@ -123,6 +133,9 @@ class CompiledFunction {
     // made outside the operators (`tp.tensor([...])` inside it: no owner holds it,
     // each eager call starts from a fresh one, so the write must not persist).
     std::vector<bool> write_back;
+    // Per mutated input: the function wrote it with grad mode on (else under
+    // no_grad, as an optimizer step does: the write-back is not recorded either).
+    std::vector<bool> write_recorded;
     // Data gates (Section 3): this version is valid for calls whose gates, replayed
     // in order on the call's inputs, give these values.
     std::vector<graph::DataGate> gates;
@@ -145,7 +158,7 @@ class CompiledFunction {
                        const std::vector<Tensor>& all) const;
   std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs);
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                       const std::string& grad_reason, std::string* source);
+                       const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   int max_gate_artifacts() const;
@@ -154,6 +167,7 @@ class CompiledFunction {
   StructuredUserFn fn_;
   CompileOptions options_;
   std::vector<std::string> arg_names_;
+  std::string name_;
   int num_params_;  // -1: unknown / variadic
   FreeTensorLocator locator_;
   std::function<std::string()> state_reader_;
@@ -168,6 +182,7 @@ class CompiledFunction {
   std::shared_ptr<const OutputStructure> inline_structure_;
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
+  std::shared_ptr<const AotInfo> last_aot_;
   std::vector<graph::DataGate> last_gates_;
   std::vector<int> last_mutated_;
 };

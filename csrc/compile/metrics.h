@@ -2,6 +2,8 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace tp::compile {
 
@@ -16,10 +18,15 @@ struct Metrics {
   std::atomic<int64_t> specialization_hits{0};     // found by specialization key
   std::atomic<int64_t> captures{0};                // functions traced into graphs
   std::atomic<int64_t> gate_replays{0};            // data-gate guard subgraphs evaluated to choose a version
+  std::atomic<int64_t> aot_regions{0};             // training regions split into forward + backward (AOT layer)
+  std::atomic<int64_t> saved_bytes{0};             // activation bytes those forwards save for their backwards
   void reset();
 };
 
 Metrics& metrics();
+// Saved activation bytes per training region ("'f'", "'f' #2"), since the last reset.
+void record_saved_bytes(const std::string& region, int64_t bytes);
+std::map<std::string, int64_t> saved_bytes_per_region();
 // Clears metrics and every in-process cache (specialization caches, loaded
 // artifacts); the next call of any compiled function recompiles (the disk cache
 // still answers).

@@ -24,10 +24,10 @@ struct CompileOptions {
   bool strict_native = false;
 };
 
+// Adds a user backend to the registry (compile/backend.h); it sits behind the AOT layer.
 void register_backend(const std::string& name, CustomBackend backend);
-const CustomBackend* find_backend(const std::string& name);
 
-// Parses TP_LOGS (comma separated: recompiles, graph, code) once.
+// Parses TP_LOGS (comma separated: recompiles, graph, code, aot).
 bool log_enabled(const char* topic);
 
 }  // namespace tp::compile

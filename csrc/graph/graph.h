@@ -36,6 +36,9 @@ class Node {
   // call_function of an operator with several results (max.dim, split, native_layer_norm):
   // the metas of all results; each result is read by a `getitem` node (torch.fx's pattern).
   std::vector<TensorMeta> output_metas;
+  // call_function: grad mode was on when the function called it. Off (a `with
+  // no_grad():` inside the function): its result is a constant for autograd.
+  bool grad_enabled = true;
   std::vector<Node*> users;
 
   std::vector<Node*> input_nodes() const;  // the Node* args, in order

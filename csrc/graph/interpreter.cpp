@@ -1,6 +1,9 @@
 #include "graph/interpreter.h"
 
+#include <optional>
 #include <unordered_map>
+
+#include "core/grad_mode.h"
 
 #include "ops/dispatch.h"
 
@@ -33,6 +36,8 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
         std::vector<Tensor> args;
         args.reserve(n->args.size());
         for (auto& a : n->args) args.push_back(value(a));
+        std::optional<AutoGradMode> no_grad;  // the function ran it under no_grad
+        if (!n->grad_enabled) no_grad.emplace(false);
         std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
         env[n] = outs.at(0);
         if (!n->output_metas.empty()) results[n] = std::move(outs);

@@ -67,6 +67,19 @@ class Tracer : public DispatchInterceptor {
   }
 
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
+    // The grad mode the function called the operator under (a `with no_grad():`
+    // inside it) is kept on the nodes this call records, so that compiled
+    // training differentiates what eager does; the recording runs without autograd.
+    struct MarkGradMode {
+      Graph& g;
+      size_t first;
+      bool enabled;
+      ~MarkGradMode() {
+        if (!enabled)
+          for (size_t i = first; i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
+      }
+    } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
+    AutoGradMode no_grad(false);
     if (op.has(kRandom))
       throw CaptureError(str("cannot capture the random operator ", op.name,
                              " inside a compiled function yet; create random tensors outside and pass them in"));
@@ -450,7 +463,8 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     proxies.push_back(t);
   }
   {
-    AutoGradMode no_grad(false);  // the graph is what we want, not an autograd record of this run
+    // The function runs in the caller's grad mode (each recorded node keeps the
+    // mode it was called under); the operators themselves never reach autograd.
     ScopedInterceptor install(&tracer);
     Tracer* outer = t_tracer;
     t_tracer = &tracer;
@@ -460,12 +474,14 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     } catch (...) {
       --t_trace_depth;
       t_tracer = outer;
+      AutoGradMode no_grad(false);
       tracer.restore_inputs();
       throw;
     }
     --t_trace_depth;
     t_tracer = outer;
   }
+  AutoGradMode no_grad(false);  // the graph is what we want, not an autograd record of this run
   std::vector<Arg> outs;
   for (auto& o : r.outputs) {
     TP_CHECK(o.defined(), CaptureError, "compiled functions must return tensors");

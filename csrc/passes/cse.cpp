@@ -12,8 +12,10 @@ struct Key {
   const OpDef* op;
   std::vector<Arg> args;
   const Attrs* attrs;
+  bool grad_enabled;  // a value computed under no_grad is not the same value for autograd
   bool operator==(const Key& o) const {
-    if (op != o.op || args.size() != o.args.size() || !(*attrs == *o.attrs)) return false;
+    if (op != o.op || grad_enabled != o.grad_enabled || args.size() != o.args.size() || !(*attrs == *o.attrs))
+      return false;
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i].index() != o.args[i].index()) return false;
       if (auto* n = std::get_if<Node*>(&args[i])) {
@@ -44,7 +46,7 @@ bool eliminate_common_subexpressions(Graph& g) {
   for (auto& up : g.nodes()) {
     Node* n = up.get();
     if (n->opcode != Opcode::CallFunction || n->target->has(kRandom) || n->target->has(kInplace)) continue;
-    Key k{n->target, n->args, &n->attrs};
+    Key k{n->target, n->args, &n->attrs, n->grad_enabled};
     auto [it, inserted] = seen.emplace(k, n);
     if (!inserted) {
       g.replace_all_uses(n, it->second);

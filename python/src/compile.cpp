@@ -256,7 +256,9 @@ struct PyCompiled {
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
       } else if (nested.is_valid() && !nested.is_none() &&
-                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()))) {
+                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()) || h.is_none())) {
+        // Containers, and None (an omitted optional such as optimizer.step's
+        // closure): the nested path passes constants through as part of the key.
         return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
@@ -349,12 +351,35 @@ void bind_compile(nb::module_& m) {
       .def("__call__", &PyCompiled::call)
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
       .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
+      // Python state the capture bakes in (an optimizer's state layout and
+      // hyperparameters): `reader()` returns a str read at every call, part of the key.
+      .def("_set_state_reader", [](PyCompiled& c, nb::object reader) {
+        auto r = keep_py(std::move(reader));
+        c.fn->set_state_reader([r] { return nb::cast<std::string>((*r)()); });
+      })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
         return nb::cast(GraphModule{g, c.fn->last_gates(), c.fn->last_mutated_inputs()});
       })
       .def_prop_ro("last_source", [](const PyCompiled& c) { return c.fn->last_source(); })
+      .def_prop_ro("last_aot", [](const PyCompiled& c) -> nb::object {
+        // {"joint": code, "forward"/"backward": GraphModule, "saved": [(name, bytes, is_input)],
+        //  "saved_bytes": activation bytes, "recomputed": [names]}; None without gradients
+        auto a = c.fn->last_aot();
+        if (!a) return nb::none();
+        const aot::Partition& p = a->partition;
+        nb::dict d;
+        d["joint"] = a->joint_code;
+        d["forward"] = nb::cast(GraphModule{p.forward, {}, {}});
+        d["backward"] = nb::cast(GraphModule{p.backward, {}, {}});
+        nb::list saved;
+        for (auto& v : p.saved) saved.append(nb::make_tuple(v.name, v.bytes, v.primal >= 0));
+        d["saved"] = saved;
+        d["saved_bytes"] = p.saved_bytes;
+        d["recomputed"] = p.recomputed;
+        return d;
+      })
       .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
@@ -395,6 +420,9 @@ void bind_compile(nb::module_& m) {
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
     pc->fn->set_free_tensor_locator(python_locator(fn_ref));
+    // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
+    nb::object qn = nb::getattr(fn, "__name__", nb::none());
+    pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
     // An nn.Module compiled whole: the training flag of every module in its tree is
     // baked in by the capture, so it selects the version (one flag per module, in modules() order).
     if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
@@ -455,8 +483,11 @@ void bind_compile(nb::module_& m) {
     d["gate_replays"] = mm.gate_replays.load();
     d["specialization_hits"] = mm.specialization_hits.load();
     d["captures"] = mm.captures.load();
+    d["aot_regions"] = mm.aot_regions.load();
+    d["saved_bytes"] = mm.saved_bytes.load();
     return d;
   });
+  m.def("_saved_bytes_per_region", []() { return compile::saved_bytes_per_region(); });
   m.def("_reset", &compile::reset);
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.
   m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });

@@ -17,6 +17,9 @@ class _Metrics:
     """Live view of the compiler's counters: tp.compiler.metrics.cache_hits etc."""
 
     def __getattr__(self, name):
+        if name == "saved_bytes_per_region":
+            # {region: activation bytes its forward saves for the backward} (AOT layer)
+            return dict(_C._saved_bytes_per_region())
         counters = _C._metrics()
         if name in counters:
             return counters[name]
@@ -137,6 +140,11 @@ def _locate_free_tensors(fn, ids):
                 if k is not None and found[k] is None:
                     found[k] = (root, steps, name)
                     remaining -= 1
+                g = value.grad if value.requires_grad and depth <= _SEARCH_DEPTH else None
+                if g is not None:
+                    # A parameter's gradient (an optimizer step reads p.grad): re-read
+                    # through the parameter, since backward() replaces the object.
+                    push(g, root, steps + (("attr", "grad"),), f"{name}.grad", depth + 1)
                 continue
             if id(value) in seen or depth > _SEARCH_DEPTH:
                 continue
@@ -163,6 +171,10 @@ def _locate_free_tensors(fn, ids):
                 for k, v in list(value.items()):
                     if isinstance(k, (str, int)):
                         push(v, root, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
+                    elif isinstance(k, _C.Tensor):
+                        # Keyed by a tensor (an optimizer's per-parameter state): the key
+                        # object itself is the step, so the path follows the same entry.
+                        push(v, root, steps + (("item", k),), f"{name}[param]", depth + 1)
             elif isinstance(value, (list, tuple)):
                 for i, v in enumerate(value):
                     push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
@@ -230,9 +242,13 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     backend: "stax" (default), "eager", "aot_eager", a name given to
     register_backend, or a callable (graph_module, example_inputs) -> callable.
     strict_native=True raises BackendError instead of falling back to eager
-    execution when Stax cannot generate code for a region, or when a call needs
-    autograd (an argument, parameter or other free tensor requires grad): there
-    is no compiled training yet.
+    execution when Stax cannot generate code for a region; when a call needs
+    autograd (an argument, parameter or other free tensor requires grad) the
+    forward and the backward region must both be generated code.
+
+    options={"activation_memory_budget": N} caps the activation bytes a training
+    region saves for its backward (an int: bytes; a float in [0, 1]: a fraction of
+    what the min-cut partition saves without it); the rest is recomputed.
 
     Parameters, buffers, globals and closure variables the function reads are
     inputs of the compiled code, re-read at every call. A fallback to eager
@@ -256,9 +272,60 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     cf = _C._compile(fn, backend, custom, mode or "", opts, bool(dynamic), bool(fullgraph),
                      bool(strict_native), names, nparams, _make_binder(fn))
-    cf._set_nested(_NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options,
-                                          fullgraph=fullgraph, strict_native=strict_native)))
+    nested = _NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options,
+                                    fullgraph=fullgraph, strict_native=strict_native))
+    reader = _state_reader(fn)
+    cf._set_nested(nested)
+    if reader is not None:
+        cf._set_state_reader(reader)
+        nested.state_reader = reader
+        return _CompiledOptimizerStep(cf)
     return cf
+
+
+class _CompiledOptimizerStep:
+    """tp.compile(optimizer.step): the step's body runs under no_grad in eager, and
+    a capture does not see grad-mode switches inside the function, so the whole
+    compiled call runs under no_grad (its parameter writes are not recorded, and
+    no AOT region is built for parameters that require grad)."""
+
+    def __init__(self, cf):
+        self._cf = cf
+        self.__wrapped__ = cf.__wrapped__
+
+    def __call__(self, *args, **kwargs):
+        from ._grad_mode import no_grad
+        with no_grad():
+            return self._cf(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._cf, name)
+
+
+def _state_reader(fn):
+    """For `tp.compile(optimizer.step)`: the capture bakes in the optimizer's Python
+    state (hyperparameters, which state entries exist, which parameters have a
+    grad), so that state selects the version, read at every call. The first step
+    (creating momentum buffers) and the later ones are two versions; the tensors
+    themselves are free tensors, updated in place through functionalization."""
+    opt = getattr(fn, "__self__", None)
+    if opt is None or getattr(fn, "__name__", "") != "step":
+        return None
+    from .optim.optimizer import Optimizer
+    if not isinstance(opt, Optimizer):
+        return None
+
+    def key():
+        parts = []
+        for group in opt.param_groups:
+            parts.append(repr([(k, v) for k, v in sorted(group.items()) if k != "params"]))
+            for p in group["params"]:
+                st = opt.state.get(p) if hasattr(opt.state, "get") else None
+                parts.append(("g" if p.grad is not None else "-") + ",".join(sorted(st)) if st else
+                             ("g" if p.grad is not None else "-"))
+        return "|".join(parts)
+
+    return key
 
 
 # ---------------------------------------------------------------- nested inputs
@@ -309,6 +376,7 @@ class _NestedInputs:
         self.fn = fn
         self.kwargs = compile_kwargs
         self.by_structure = {}
+        self.state_reader = None  # see _state_reader
 
     def __call__(self, args):
         leaves = []
@@ -325,6 +393,8 @@ class _NestedInputs:
                 return fn(*[_unflatten_arg(s, it) for s in spec])
 
             cf = self.by_structure[key] = compile(flat, **self.kwargs)
+            if self.state_reader is not None:
+                cf._set_state_reader(self.state_reader)
         return cf(*leaves)
 
 

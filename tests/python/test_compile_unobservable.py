@@ -432,23 +432,32 @@ def test_aliasing_helper_tells_views_from_copies():
 # ------------------------------------------------------ 5. strict_native and grad
 
 
-def test_strict_native_refuses_an_input_that_requires_grad():
+def test_strict_native_compiles_forward_and_backward_of_an_input_that_requires_grad():
+    # Was refused before the AOT layer existed: both regions are generated code now.
     cf = tp.compile(lambda x: x * 2 + 1, strict_native=True)
-    with pytest.raises(tp.compiler.BackendError, match=r"(?s)strict_native.*'x' requires grad"):
-        cf(tp.ones(3, requires_grad=True))
-    with tp.no_grad():
-        np.testing.assert_array_equal(vals(cf(tp.ones(3, requires_grad=True))), [3.0] * 3)
-
-
-def test_strict_native_refuses_a_module_whose_parameters_require_grad():
-    ln = nn.LayerNorm(8)
-    cf = tp.compile(ln, strict_native=True)
-    with pytest.raises(tp.compiler.BackendError, match="self.weight' requires grad"):
-        cf(tp.randn(2, 8))
+    x = tp.ones(3, requires_grad=True)
     before = metric("generated_kernel_count")
+    y = cf(x)
+    assert y.requires_grad
+    np.testing.assert_array_equal(vals(y), [3.0] * 3)
+    y.sum().backward()
+    np.testing.assert_array_equal(vals(x.grad), [2.0] * 3)
+    assert metric("generated_kernel_count") >= before + 2
+
+
+def test_strict_native_module_whose_parameters_require_grad_trains_natively():
+    ln = nn.LayerNorm(8)
+    ref = nn.LayerNorm(8)
+    cf = tp.compile(ln, strict_native=True)
+    x = tp.randn(2, 8)
+    before = metric("fallback_count")
+    cf(x).sum().backward()
+    ref(x).sum().backward()
+    assert metric("fallback_count") == before
+    np.testing.assert_allclose(vals(ln.weight.grad), vals(ref.weight.grad), atol=1e-6)
+    np.testing.assert_allclose(vals(ln.bias.grad), vals(ref.bias.grad), atol=1e-6)
     with tp.no_grad():
         np.testing.assert_allclose(vals(cf(tp.ones(2, 8))), vals(ln(tp.ones(2, 8))), atol=1e-6)
-    assert metric("generated_kernel_count") > before
 
 
 # ------------------------------------------------------ 6. output structure
@@ -523,12 +532,21 @@ def test_fallback_warning_can_be_silenced():
         tp.compile(lambda a, b: a @ b, options={"warn_fallback": False})(a, b)
 
 
-def test_grad_path_warns_naming_the_reason():
+def test_grad_path_is_generated_code_and_does_not_warn():
+    # The AOT layer compiles forward and backward: no eager-autograd fallback to report.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = tp.ones(2, requires_grad=True)
+        tp.compile(lambda x: x * 2)(x).sum().backward()
+    np.testing.assert_array_equal(vals(x.grad), [2.0, 2.0])
+
+
+def test_grad_path_fallback_warns_naming_the_operator():
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        tp.compile(lambda x: x * 2)(tp.ones(2, requires_grad=True))
+        tp.compile(lambda a, b: (a @ b).sum())(tp.ones(2, 3), tp.ones(3, 2, requires_grad=True))
     msgs = [str(w.message) for w in rec if "tp.compile" in str(w.message)]
-    assert len(msgs) == 1 and "'x' requires grad" in msgs[0]
+    assert len(msgs) == 1 and "'matmul'" in msgs[0]
 
 
 def test_native_call_does_not_warn():

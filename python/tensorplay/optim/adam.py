@@ -69,10 +69,17 @@ class Adam(Optimizer):
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        bias_correction2 = 1 - beta2 ** step
+        # Under tp.compile(optimizer.step) `step` is a 0-d tensor: a tensor sqrt keeps
+        # it in the graph (math.sqrt would read its value, one version per step).
+        bias_correction2_sqrt = math.sqrt(bias_correction2) if isinstance(bias_correction2, float) \
+            else bias_correction2.sqrt()
         second = exp_avg_sq
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]
             _tp.maximum(second, exp_avg_sq, out=second)
         denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.addcdiv_(exp_avg, denom, value=-step_size)
+        if isinstance(step_size, float):
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+        else:  # a 0-d tensor under tp.compile(optimizer.step): kept in the graph, not read as a constant
+            p.sub_(exp_avg / denom * step_size)

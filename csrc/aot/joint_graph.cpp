@@ -1,0 +1,175 @@
+#include "aot/joint_graph.h"
+
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "core/grad_mode.h"
+#include "graph/tracer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+#include "passes/passes.h"
+
+namespace tp::aot {
+namespace {
+
+using graph::Node;
+using graph::Opcode;
+
+// Which nodes carry a gradient: those computed, through operators that have a
+// derivative and that the function called with grad mode on, from a primal that
+// requires grad.
+std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const std::vector<bool>& needs_grad) {
+  std::unordered_map<const Node*, bool> req;
+  for (auto& up : g.nodes()) {
+    const Node* n = up.get();
+    bool r = false;
+    if (n->opcode == Opcode::Placeholder) {
+      r = n->input_index < static_cast<int>(needs_grad.size()) && needs_grad[static_cast<size_t>(n->input_index)];
+    } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
+      for (Node* in : n->input_nodes()) r |= req[in];
+    }
+    // A multi-result node stands for its results (each getitem checks its own dtype).
+    if (n->opcode != Opcode::Output && n->output_metas.empty()) r &= is_floating(n->meta.dtype);
+    req[n] = r;
+  }
+  return req;
+}
+
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? ops::add(slot, g) : g;
+}
+
+}  // namespace
+
+JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs,
+                       const std::vector<bool>& needs_grad) {
+  JointGraph j;
+  j.num_primals = static_cast<int>(inputs.size());
+  auto req = requires_grad(fw, needs_grad);
+  const Node* out_node = fw.output_node();
+  j.num_outputs = static_cast<int>(out_node->args.size());
+  std::vector<Tensor> examples = inputs;
+  std::vector<std::string> names;
+  for (Node* p : fw.placeholders())
+    if (p->input_index >= 0) {
+      if (names.size() <= static_cast<size_t>(p->input_index)) names.resize(static_cast<size_t>(p->input_index) + 1);
+      names[static_cast<size_t>(p->input_index)] = "primal_" + p->name;
+    }
+  names.resize(inputs.size());
+  for (auto& a : out_node->args) {
+    const Node* n = std::holds_alternative<Node*>(a) ? std::get<Node*>(a) : nullptr;
+    bool d = n && req[n] && is_floating(n->meta.dtype);
+    j.differentiable.push_back(d);
+    if (d) {
+      examples.push_back(ops::ones(n->meta.sizes, n->meta.dtype));
+      names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
+    }
+  }
+  std::vector<int> grad_slot(inputs.size(), -1);  // primal -> position among the traced grads
+
+  graph::TraceResult tr = graph::trace(
+      [&](const std::vector<Tensor>& proxies) {
+        // As the eager engine runs formulas (no create_graph): a formula that asks
+        // for the grad mode sees it off.
+        AutoGradMode no_grad(false);
+        std::unordered_map<const Node*, Tensor> env;
+        std::unordered_map<const Node*, std::vector<Tensor>> multi;  // results of multi-result nodes
+        auto value = [&](const graph::Arg& a) -> Tensor {
+          if (auto* n = std::get_if<Node*>(&a)) return *n ? env.at(*n) : Tensor();
+          return Tensor::wrapped_scalar(std::get<Scalar>(a));
+        };
+        // Forward: the captured graph, operator by operator (recorded again).
+        for (auto& up : fw.nodes()) {
+          const Node* n = up.get();
+          switch (n->opcode) {
+            case Opcode::Placeholder: env[n] = proxies.at(static_cast<size_t>(n->input_index)); break;
+            case Opcode::GetAttr: env[n] = n->constant; break;
+            case Opcode::Output: break;
+            default: {
+              if (n->is_getitem()) {
+                env[n] = multi.at(std::get<Node*>(n->args.at(0))).at(static_cast<size_t>(n->getitem_index()));
+                break;
+              }
+              std::vector<Tensor> args;
+              for (auto& a : n->args) args.push_back(value(a));
+              std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
+              env[n] = outs.at(0);
+              if (!n->output_metas.empty()) multi[n] = std::move(outs);
+            }
+          }
+        }
+        std::vector<Tensor> results;
+        for (auto& a : out_node->args) results.push_back(value(a));
+        // Backward: reverse topological order, each node's derivative formula
+        // applied to the gradients accumulated for its results.
+        std::unordered_map<const Node*, Tensor> grads;
+        std::unordered_map<const Node*, std::vector<Tensor>> multi_grads;
+        size_t t = inputs.size();
+        for (size_t i = 0; i < out_node->args.size(); ++i)
+          if (j.differentiable[i]) accumulate(grads[std::get<Node*>(out_node->args[i])], proxies.at(t++));
+        const auto& nodes = fw.nodes();
+        for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+          const Node* n = it->get();
+          if (n->opcode != Opcode::CallFunction || !req[n]) continue;
+          if (n->is_getitem()) {
+            auto gi = grads.find(n);
+            if (gi == grads.end()) continue;
+            const Node* parent = std::get<Node*>(n->args.at(0));
+            auto& mg = multi_grads[parent];
+            mg.resize(parent->output_metas.size());
+            accumulate(mg.at(static_cast<size_t>(n->getitem_index())), gi->second);
+            continue;
+          }
+          std::vector<Tensor> gout;
+          std::vector<Tensor> outs;
+          if (n->output_metas.empty()) {
+            auto gi = grads.find(n);
+            if (gi == grads.end()) continue;
+            gout = {gi->second};
+            outs = {env.at(n)};
+          } else {
+            auto gi = multi_grads.find(n);
+            if (gi == multi_grads.end()) continue;
+            gout = gi->second;
+            gout.resize(n->output_metas.size());
+            outs = multi.at(n);
+          }
+          std::vector<Tensor> ins;
+          std::vector<bool> needs;
+          for (auto& a : n->args) {
+            ins.push_back(value(a));
+            const Node* an = std::holds_alternative<Node*>(a) ? std::get<Node*>(a) : nullptr;
+            needs.push_back(an && req[an]);
+          }
+          BackwardArgs ba{ins, outs, gout, n->attrs, needs};
+          std::vector<Tensor> gin = n->target->backward(ba);
+          for (size_t i = 0; i < gin.size() && i < ins.size(); ++i) {
+            if (!needs[i] || !gin[i].defined()) continue;
+            // As the eager engine does: broadcasting and promotion undone.
+            Tensor g = autograd::fit_grad(gin[i], ins[i].sizes(), ins[i].dtype(), n->target->name);
+            accumulate(grads[std::get<Node*>(n->args[i])], g);
+          }
+        }
+        for (Node* p : fw.placeholders()) {
+          size_t k = static_cast<size_t>(p->input_index);
+          auto gi = grads.find(p);
+          if (k >= inputs.size() || !needs_grad[k] || gi == grads.end() || !gi->second.defined()) continue;
+          grad_slot[k] = static_cast<int>(results.size());
+          results.push_back(gi->second);
+        }
+        return results;
+      },
+      examples, names, /*execute=*/true, /*lift_free_tensors=*/false);
+  // A forward output's final value may have been functionalized into extra
+  // outputs (never for graphs that are already functional: nothing is mutated).
+  TP_CHECK(tr.mutated_inputs.empty(), Error, "AOT: the joint graph wrote into its inputs");
+  j.graph = std::move(tr.graph);
+  j.grad_output = grad_slot;
+  passes::PassOptions po;
+  po.decompose = false;
+  passes::run_default_passes(*j.graph, po);
+  return j;
+}
+
+}  // namespace tp::aot

@@ -1,0 +1,52 @@
+#include "aot/region_node.h"
+
+#include "core/grad_mode.h"
+#include "ops/ops.h"
+
+namespace tp::aot {
+
+std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_outputs) {
+  // create_graph=True: the compiled backward is not itself differentiable
+  // (its graph has no derivative recorded), so a silent run would give wrong
+  // higher-order gradients (Section 5.7).
+  TP_CHECK(!GradMode::is_enabled(), Error, "double backward (create_graph=True) through the compiled region ",
+           region_, " is not supported: its backward is a compiled graph without derivatives; compute the "
+           "higher-order gradient without tp.compile, or call the region under tp.no_grad() and differentiate eagerly");
+  TP_CHECK(!released_, Error, "Trying to backward through the graph a second time: the compiled region ", region_,
+           " has already freed the values it saved for backward. Pass retain_graph=True to the first backward()/"
+           "autograd.grad() call to go through the same graph again.");
+  for (size_t i = 0; i < saved.size(); ++i)
+    TP_CHECK(saved[i].version() == saved_versions[i], Error,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+             dtype_name(saved[i].dtype()), " ", shape_str(saved[i].sizes()), "] is at version ", saved[i].version(),
+             "; expected version ", saved_versions[i], " instead (the compiled region ", region_, " saved it)");
+  // The backward graph's inputs are contiguous (partition.cpp): expanded
+  // gradients (`y.sum().backward()`) and strided saved values are copied once.
+  std::vector<Tensor> in;
+  in.reserve(saved.size() + tangent_metas.size());
+  for (auto& s : saved) in.push_back(ops::contiguous(s));
+  in.resize(saved.size() + tangent_metas.size());
+  for (size_t o = 0; o < tangent_of_output.size(); ++o) {
+    int k = tangent_of_output[o];
+    if (k < 0) continue;
+    Tensor g = o < grad_outputs.size() ? grad_outputs[o] : Tensor();
+    const TensorMeta& m = tangent_metas[static_cast<size_t>(k)];
+    if (!g.defined()) g = ops::zeros(m.sizes, m.dtype);
+    else if (g.dtype() != m.dtype) g = ops::to_dtype(g, m.dtype);
+    in[saved.size() + static_cast<size_t>(k)] = ops::contiguous(g);
+  }
+  std::vector<Tensor> r = backward_(in);
+  std::vector<Tensor> grads(next_edges.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    int k = i < grad_of_input.size() ? grad_of_input[i] : -1;
+    if (k >= 0 && next_edges[i].fn) grads[i] = r.at(static_cast<size_t>(k));
+  }
+  return grads;
+}
+
+void CompiledRegionNode::release_saved() {
+  saved.clear();
+  released_ = true;
+}
+
+}  // namespace tp::aot

@@ -1,0 +1,35 @@
+// The autograd node of a compiled training region (Section 5.6): the forward
+// graph ran as one region and saved its activations; this node's backward runs
+// the compiled backward graph on them and the incoming gradients.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace tp::aot {
+
+class CompiledRegionNode : public autograd::Node {
+ public:
+  // (saved activations..., saved primals..., tangents...) -> grads (one per primal that gets one)
+  using BackwardRegion = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  CompiledRegionNode(std::string region, BackwardRegion backward) : region_(std::move(region)), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  void release_saved() override;
+
+  std::vector<Tensor> saved;          // detached; activations then primals
+  std::vector<uint64_t> saved_versions;
+  std::vector<TensorMeta> tangent_metas;  // per differentiable output, in order
+  std::vector<int> tangent_of_output;     // per output: its tangent index, or -1
+  std::vector<int> grad_of_input;         // per input (edge): index into the backward's results, or -1
+
+ private:
+  std::string region_;
+  BackwardRegion backward_;
+  bool released_ = false;
+};
+
+}  // namespace tp::aot

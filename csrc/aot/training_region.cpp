@@ -1,0 +1,129 @@
+#include "aot/training_region.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+
+#include "aot/region_node.h"
+#include "core/grad_mode.h"
+#include "ops/ops.h"
+
+namespace tp::aot {
+namespace {
+
+// The backward region, compiled once, at the first backward that needs it
+// (shared by every call of the artifact).
+struct LazyBackward {
+  std::shared_ptr<const graph::Graph> graph;
+  RegionCompiler compile;
+  std::once_flag once;
+  RegionFn fn;
+  RegionFn get(const std::vector<Tensor>& examples) {
+    std::call_once(once, [&] { fn = compile(graph, examples, "backward"); });
+    return fn;
+  }
+};
+
+std::vector<Tensor> zeros_for(const graph::Graph& g) {
+  std::vector<Tensor> r;
+  for (graph::Node* p : g.placeholders()) {
+    if (r.size() <= static_cast<size_t>(p->input_index)) r.resize(static_cast<size_t>(p->input_index) + 1);
+    r[static_cast<size_t>(p->input_index)] = ops::zeros(p->meta.sizes, p->meta.dtype);
+  }
+  return r;
+}
+
+}  // namespace
+
+AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
+                                  const RegionCompiler& compile, const AotOptions& options) {
+  std::vector<bool> needs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && inputs[i].requires_grad();
+  JointGraph joint = trace_joint(*g, inputs, needs);
+  AotResult res;
+  res.joint_code = joint.graph->code();
+  res.partition = min_cut_partition(joint, options.partition);
+  const Partition& p = res.partition;
+  if (options.log)
+    std::fprintf(stderr, "[tp.compile] AOT joint graph of %s:\n%s\n[tp.compile] AOT min cut of %s:\n%s"
+                         "[tp.compile] AOT forward graph:\n%s\n[tp.compile] AOT backward graph:\n%s\n",
+                 options.region.c_str(), res.joint_code.c_str(), options.region.c_str(), p.report().c_str(),
+                 p.forward->code().c_str(), p.backward->code().c_str());
+
+  RegionFn forward = compile(p.forward, inputs, "forward");
+  auto lazy = std::make_shared<LazyBackward>();
+  lazy->graph = p.backward;
+  lazy->compile = compile;
+  if (options.backward_ahead) lazy->get(zeros_for(*p.backward));
+
+  // What the node needs to know, shared by every call.
+  struct Plan {
+    size_t num_results;
+    std::vector<int> saved_primal;  // input index of each saved primal
+    std::vector<bool> copy_primal;  // per saved primal: the caller writes into it after the call
+    size_t num_act;
+    std::vector<TensorMeta> tangent_metas;
+    std::vector<int> tangent_of_output;
+    std::vector<int> grad_of_input;
+    std::string region;
+  };
+  auto plan = std::make_shared<Plan>();
+  plan->num_results = static_cast<size_t>(joint.num_outputs);
+  plan->num_act = static_cast<size_t>(p.num_saved_activations);
+  for (auto& s : p.saved)
+    if (s.primal >= 0) {
+      plan->saved_primal.push_back(s.primal);
+      const auto& w = options.written_inputs;
+      plan->copy_primal.push_back(std::find(w.begin(), w.end(), s.primal) != w.end());
+    }
+  const graph::Node* out = g->output_node();
+  int k = 0;
+  for (size_t o = 0; o < joint.differentiable.size(); ++o) {
+    plan->tangent_of_output.push_back(joint.differentiable[o] ? k++ : -1);
+    if (joint.differentiable[o]) plan->tangent_metas.push_back(std::get<graph::Node*>(out->args[o])->meta);
+  }
+  for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
+  plan->region = options.region;
+
+  res.run = [forward, lazy, plan](const std::vector<Tensor>& in) {
+    std::vector<Tensor> r;
+    {
+      AutoGradMode no_grad(false);
+      r = forward(in);
+    }
+    TP_CHECK(r.size() == plan->num_results + plan->num_act, Error, "compiled region ", plan->region,
+             ": the forward returned ", r.size(), " values, expected ", plan->num_results + plan->num_act);
+    auto node = std::make_shared<CompiledRegionNode>(plan->region, [lazy](const std::vector<Tensor>& x) {
+      RegionFn bwd = lazy->get(x);
+      AutoGradMode no_grad(false);
+      return bwd(x);
+    });
+    for (size_t i = plan->num_results; i < r.size(); ++i) node->saved.push_back(autograd::detached(r[i]));
+    for (size_t k = 0; k < plan->saved_primal.size(); ++k) {
+      Tensor t = autograd::detached(in.at(static_cast<size_t>(plan->saved_primal[k])));
+      if (plan->copy_primal[k]) {
+        AutoGradMode no_grad(false);
+        t = ops::clone(t);
+      }
+      node->saved.push_back(t);
+    }
+    for (auto& s : node->saved) node->saved_versions.push_back(s.version());
+    node->tangent_metas = plan->tangent_metas;
+    node->tangent_of_output = plan->tangent_of_output;
+    node->grad_of_input = plan->grad_of_input;
+    for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));
+    r.resize(plan->num_results);
+    node->num_outputs = static_cast<uint32_t>(r.size());
+    for (size_t o = 0; o < r.size(); ++o) {
+      if (plan->tangent_of_output[o] < 0 || !r[o].defined()) continue;
+      // A fresh alias: the backend may hand back an input object, whose own
+      // history must stay (the caller restores eager's aliasing afterwards).
+      r[o] = autograd::detached(r[o]);
+      autograd::set_history(r[o], node, static_cast<uint32_t>(o));
+    }
+    return r;
+  };
+  return res;
+}
+
+}  // namespace tp::aot

@@ -1,0 +1,42 @@
+// The AOT layer's entry (Section 5): a captured graph whose inputs require
+// grad becomes a forward region and a backward region, compiled by whatever
+// backend the caller plugs in, joined by an autograd node.
+//   capture -> passes -> [trace_joint -> min_cut_partition] -> backend(forward),
+//                                                              backend(backward) at the first backward
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aot/partition.h"
+
+namespace tp::aot {
+
+using RegionFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+// Compiles one graph with the backend; `which` is "forward" or "backward".
+using RegionCompiler = std::function<RegionFn(std::shared_ptr<const graph::Graph> g,
+                                              const std::vector<Tensor>& examples, const std::string& which)>;
+
+struct AotOptions {
+  std::string region;       // the region's name in errors and logs ("'f'")
+  bool log = false;         // TP_LOGS=aot: joint graph, cut, saved values
+  bool backward_ahead = false;  // compile the backward with the forward (strict_native: errors at the call)
+  // Inputs the caller overwrites after the region ran (functionalized in-place
+  // writes): a saved one is copied, since the backward needs its value before the write.
+  std::vector<int> written_inputs;
+  PartitionOptions partition;
+};
+
+struct AotResult {
+  RegionFn run;             // inputs -> results carrying the region's grad_fn
+  Partition partition;
+  std::string joint_code;
+};
+
+// `inputs`: the call's tensors (arguments, then free tensors); which of them
+// require grad decides what is differentiated.
+AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
+                                  const RegionCompiler& compile, const AotOptions& options);
+
+}  // namespace tp::aot

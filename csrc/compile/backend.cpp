@@ -1,0 +1,78 @@
+#include "compile/backend.h"
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "compile/metrics.h"
+#include "graph/interpreter.h"
+#include "passes/passes.h"
+#include "stax/backend/stax_backend.h"
+
+namespace tp::compile {
+namespace {
+
+RegionFn interpret(const BackendRequest& r) {
+  std::shared_ptr<const graph::Graph> g = r.graph;
+  return [g](const std::vector<Tensor>& in) { return graph::interpret(*g, in); };
+}
+
+// Stax: composites decomposed into the primitives it lowers, then generated
+// code; a region it cannot lower runs eagerly (or raises under strict_native).
+RegionFn stax_compile(const BackendRequest& r) {
+  auto sg = r.graph->clone();
+  passes::PassOptions po;
+  po.decompose = true;
+  passes::run_default_passes(*sg, po);
+  try {
+    auto region = stax::compile_region(*sg);
+    Metrics& m = metrics();
+    m.compile_count++;
+    m.generated_kernel_count += region->kernel_count();
+    (region->disk_hit() ? m.cache_hits : m.cache_misses)++;
+    if (r.source) *r.source += region->source();
+    if (log_enabled("code"))
+      std::fprintf(stderr, "[tp.compile] generated code for %s (%s):\n%s\n", r.region.c_str(),
+                   region->source_path().c_str(), region->source().c_str());
+    return [region](const std::vector<Tensor>& in) { return region->run(in); };
+  } catch (const BackendError& e) {
+    if (r.options.strict_native)
+      throw BackendError(str("tp.compile(strict_native=True): region ", r.region, ": ", e.what()));
+    metrics().fallback_count++;
+    if (log_enabled("recompiles") || log_enabled("graph"))
+      std::fprintf(stderr, "[tp.compile] region %s falls back to eager: %s\n", r.region.c_str(), e.what());
+    if (r.warn_fallback) r.warn_fallback(e.what());
+    return interpret(r);
+  }
+}
+
+std::mutex g_mutex;
+std::map<std::string, Backend>& registry() {
+  static std::map<std::string, Backend> b = {
+      {"stax", Backend{&stax_compile, true}},
+      {"eager", Backend{&interpret, false}},
+      {"aot_eager", Backend{&interpret, true}},
+  };
+  return b;
+}
+
+}  // namespace
+
+Backend user_backend(CustomBackend fn) {
+  return Backend{[fn = std::move(fn)](const BackendRequest& r) { return fn(r.graph, r.examples); }, true};
+}
+
+const Backend* lookup_backend(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+void register_backend(const std::string& name, CustomBackend backend) {
+  TP_CHECK(name != "stax" && name != "eager" && name != "aot_eager", ValueError,
+           "register_backend: '", name, "' is a built-in backend");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  registry()[name] = user_backend(std::move(backend));
+}
+
+}  // namespace tp::compile

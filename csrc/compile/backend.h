@@ -1,0 +1,41 @@
+// Backends behind one interface (Section 11.4): "stax", "eager", "aot_eager"
+// and user backends are entries of one registry. A backend receives a graph and
+// example inputs and returns the region's callable. When the call needs
+// gradients, backends that sit behind the AOT layer receive the partitioned
+// forward and backward graphs instead of the captured one (the AOT seat,
+// csrc/aot); "eager" does not (it runs the captured graph with autograd
+// recording, the first prefix of Algorithm 11.1).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/options.h"
+
+namespace tp::compile {
+
+// What a backend is asked to compile.
+struct BackendRequest {
+  std::shared_ptr<const graph::Graph> graph;
+  const std::vector<Tensor>& examples;
+  const CompileOptions& options;
+  // "'f'" for an inference region, "'f' (forward)" / "'f' (backward)" behind the AOT layer.
+  std::string region;
+  std::string* source = nullptr;  // a code-generating backend leaves its source here
+  // Reports a region that runs eagerly instead (once per compiled function).
+  std::function<void(const std::string&)> warn_fallback;
+};
+using BackendFn = std::function<RegionFn(const BackendRequest&)>;
+
+struct Backend {
+  BackendFn compile;
+  bool behind_aot = true;  // grad calls: compiled as forward + backward graphs through the AOT layer
+};
+
+// Built-ins are present from the start; user backends (register_backend in
+// options.h, or a callable passed to tp.compile) are wrapped the same way.
+const Backend* lookup_backend(const std::string& name);
+Backend user_backend(CustomBackend fn);
+
+}  // namespace tp::compile
