@@ -227,6 +227,11 @@ void CompiledFunction::warn_fallback(const std::string& reason) {
   warn(str("tp.compile: running eagerly instead of generated code: ", reason));
 }
 
+std::set<std::string> CompiledFunction::disabled_passes() const {
+  auto it = options_.options.find("disable_passes");
+  return it == options_.options.end() ? std::set<std::string>{} : passes::parse_pass_list(it->second);
+}
+
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, std::string* source) {
   std::shared_ptr<const graph::Graph> cg = g;
@@ -241,6 +246,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
       throw BackendError(str("tp.compile(strict_native=True): ", why,
                              " (Stax generates forward code only); call it under tp.no_grad() or detach the inputs"));
     if (stax) {
+      last_fallback_reason_ = why;
       metrics().fallback_count++;
       warn_fallback(why + "; running the captured graph with eager autograd");
     }
@@ -256,9 +262,11 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   auto sg = g->clone();
   passes::PassOptions po;
   po.decompose = true;
+  po.disabled = disabled_passes();
   passes::run_default_passes(*sg, po);
   try {
-    auto region = stax::compile_region(*sg);
+    auto region = stax::compile_region(*sg, stax::region_options(options_.options));
+    last_kernels_ = region->kernels();
     Metrics& m = metrics();
     m.compile_count++;
     m.generated_kernel_count += region->kernel_count();
@@ -267,8 +275,17 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     if (log_enabled("code"))
       std::fprintf(stderr, "[tp.compile] generated code (%s):\n%s\n", region->source_path().c_str(),
                    region->source().c_str());
+    if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)
+      std::fprintf(stderr, "[tp.compile] explain: region with %zu kernel(s)\n", last_kernels_.size());
+      for (const stax::KernelInfo& k : last_kernels_)
+        std::fprintf(stderr, "[tp.compile]   %s: %s; reads %lld B, writes %lld B, %lld flops\n", k.name.c_str(),
+                     k.origin.c_str(), static_cast<long long>(k.bytes_read), static_cast<long long>(k.bytes_written),
+                     static_cast<long long>(k.flops));
+    }
     return [region](const std::vector<Tensor>& in) { return region->run(in); };
   } catch (const BackendError& e) {
+    last_fallback_reason_ = e.what();
+    if (log_enabled("explain")) std::fprintf(stderr, "[tp.compile] explain: region not compiled: %s\n", e.what());
     if (options_.strict_native) throw;
     metrics().fallback_count++;
     if (log_enabled("recompiles") || log_enabled("graph"))
@@ -370,6 +387,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
 
   passes::PassOptions po;
   po.decompose = false;
+  po.disabled = disabled_passes();
   passes::run_default_passes(*g, po);
   if (log_enabled("graph")) {
     std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
@@ -385,6 +403,8 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->graph = g;
   a->description = describe(args, a->free, all);
   std::string source;
+  last_kernels_.clear();
+  last_fallback_reason_.clear();
   a->run = run_backend(g, all, grad_reason, &source);
   last_graph_ = g;
   last_source_ = source;

@@ -56,6 +56,7 @@ struct KernelPlan {
 struct ScheduleOptions {
   int vector_bytes = 64;                // from the host ISA
   int64_t parallel_grain = 32768;       // elements of work below which a kernel stays on one thread
+  bool fuse = true;                     // false: one node per kernel (compile option stax_fusion, for bisection)
 };
 
 struct Schedule {
