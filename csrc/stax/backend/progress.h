@@ -17,6 +17,12 @@ class SlowStepLine {
   SlowStepLine(std::string message, double after_s) : message_(std::move(message)) {
     start_ = std::chrono::steady_clock::now();
     if (after_s < 0) return;
+    if (after_s == 0) {  // always: no watcher, so the line cannot race with a fast step
+      std::fprintf(stderr, "%s\n", message_.c_str());
+      std::fflush(stderr);
+      printed_ = true;
+      return;
+    }
     watcher_ = std::thread([this, after_s] {
       std::unique_lock<std::mutex> lock(mutex_);
       if (cv_.wait_for(lock, std::chrono::duration<double>(after_s), [this] { return done_; })) return;
@@ -26,13 +32,14 @@ class SlowStepLine {
     });
   }
   ~SlowStepLine() {
-    if (!watcher_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
+    if (watcher_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_ = true;
+      }
+      cv_.notify_all();
+      watcher_.join();
     }
-    cv_.notify_all();
-    watcher_.join();
     if (printed_) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       std::fprintf(stderr, "%s done in %.1f s\n", message_.c_str(), s);
