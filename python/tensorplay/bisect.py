@@ -67,6 +67,7 @@ class BisectResult:
     graph_code: Optional[str] = None       # the captured graph
     reproducer: Optional[str] = None       # the reproducer script's text
     reproducer_path: Optional[str] = None
+    reproducer_fails: Optional[bool] = None  # checked by running it: False = the graph alone does not fail
     steps: List[str] = field(default_factory=list)
 
     @property
@@ -96,6 +97,9 @@ class BisectResult:
             lines.append("  node: no single node of the captured graph differs on its own")
         if self.reproducer_path:
             lines.append(f"  reproducer: {self.reproducer_path}  (python {self.reproducer_path})")
+            if self.reproducer_fails is False:
+                lines.append("  (the reproducer does not fail: the fault is outside the captured graph, e.g. in "
+                             "capture or argument handling; report the function itself)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -181,13 +185,20 @@ def _reference64(fn, args, kwargs):
         return None
 
 
+def _bind_kwargs(fn, kwargs):
+    """fn with its keyword arguments bound (tp.compile takes positional arguments only)."""
+    if not kwargs:
+        return fn
+    return lambda *a: fn(*a, **kwargs)
+
+
 def _layer_result(fn, args, kwargs, layer, expected, reference, options) -> Optional[str]:
     """None when `layer` agrees with eager, else what went wrong."""
     opts = dict(options or {})
     opts.setdefault("warn_fallback", False)
     try:
-        cf = tp.compile(fn, backend=layer, strict_native=(layer == "stax"), options=opts)
-        actual = _run(cf, args, kwargs)
+        cf = tp.compile(_bind_kwargs(fn, kwargs), backend=layer, strict_native=(layer == "stax"), options=opts)
+        actual = _run(cf, args, {})
     except Exception as exc:  # a layer that raises is a failing layer
         return f"raised {type(exc).__name__}: {exc}"
     return _compare(actual, expected, reference)
@@ -405,8 +416,8 @@ def bisect(fn, *args, out_dir: Optional[str] = None, options: Optional[dict] = N
         res.fusion = err is None
         if res.fusion:
             try:
-                cf = tp.compile(fn, backend="stax", options=dict(base, warn_fallback=False))
-                _run(cf, args, kwargs)
+                cf = tp.compile(_bind_kwargs(fn, kwargs), backend="stax", options=dict(base, warn_fallback=False))
+                _run(cf, args, {})
                 res.fused_kernels = [f"{k['name']}: {k['origin']}" for k in cf.last_kernels if ";" in k["origin"]]
             except Exception:
                 pass
@@ -428,11 +439,26 @@ def bisect(fn, *args, out_dir: Optional[str] = None, options: Optional[dict] = N
         try:
             small = gm._prefix(res.node) if res.node else gm
             res.reproducer, res.reproducer_path = _reproducer(small, tensors, layer, base, res.summary(), out_dir)
+            say("run the reproducer")
+            res.reproducer_fails = _reproducer_fails(res.reproducer_path)
         except Exception as exc:
             res.steps.append(f"reproducer failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     if verbose:
         print(res.summary())
     return res
+
+
+def _reproducer_fails(path: str) -> bool:
+    import contextlib
+    import io
+    import runpy
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(path, run_name="__tp_bisect_check__")
+    except Exception:  # noqa: BLE001  (any failure is the reproducer doing its job)
+        return True
+    return False
 
 
 def _load_target(path: str):

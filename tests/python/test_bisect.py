@@ -64,6 +64,7 @@ def test_broken_stax_pass_is_named_with_its_node(tmp_path):
     # The reproducer is the graph up to the node, fails while the fault is there ...
     assert "def forward" in r.reproducer and "tp.mul(" in r.reproducer and "tp.sum(" not in r.reproducer
     assert isinstance(run_reproducer(r.reproducer_path), AssertionError)
+    assert r.reproducer_fails is True  # bisect ran it too
     # ... and passes once it is gone: it fails because of the fault, not by itself.
     _C._testing_clear_faults()
     assert run_reproducer(r.reproducer_path) is None
@@ -193,3 +194,17 @@ def test_command_line_tool_needs_bisect_target(tmp_path):
     script.write_text("x = 1\n")
     p = _cli(script, tmp_path / "out")
     assert p.returncode != 0 and "bisect_target" in p.stderr
+
+
+def test_keyword_and_number_arguments_and_in_place_writes(tmp_path):
+    # tp.compile takes positional arguments only: bisect binds the keywords itself.
+    def f(x, scale, *, shift=0.0):
+        x.mul_(scale)
+        return {"a": x.sum(0) + shift, "b": (x,)}
+
+    x = tp.randn(3, 5)
+    assert tp.compiler.bisect(f, x, 2.0, shift=1.0, out_dir=str(tmp_path), progress=False, verbose=False).ok
+    _C._testing_plant_stax_fault("kernel", "sum")
+    r = tp.compiler.bisect(f, x, 2.0, shift=1.0, out_dir=str(tmp_path), progress=False, verbose=False)
+    assert r.layer == "stax" and r.node == "sum_1"
+    assert r.reproducer_fails is True
