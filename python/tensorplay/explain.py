@@ -10,8 +10,8 @@ bandwidth beta = bytes / time and beta / B, and why the region fell back to
 eager or why consecutive kernels were not fused. ``TP_LOGS=explain`` prints
 the static part (kernels, bytes, flops, fallback reason) at every compile.
 
-B and P are measured once per machine (Section 13.1: minimum time of a row sum
-over 64 MiB, of a 2048^3 matmul) and cached in ``<tp.compiler.cache_dir()>/machine.json``.
+B and P are measured once per machine by the section13 suite's probes (Section
+13.1: minimum time of a row sum over 64 MiB, of a 2048^3 matmul) and cached in ``<tp.compiler.cache_dir()>/machine.json``.
 """
 
 from __future__ import annotations
@@ -135,12 +135,11 @@ def machine_capability(refresh: bool = False, quick: bool = False) -> dict:
     sys.stderr.write("tp.compiler.explain: measuring the machine's B and P once (a few seconds; cached in "
                      f"{path})\n")
     sys.stderr.flush()
-    rows, cols = (1024, 2048) if quick else (8192, 2048)
-    x = tp.randn(rows, cols)
-    b = rows * cols * 4 / _min_time(lambda: x.sum(-1), 7 if quick else 30)
-    n = 512 if quick else 2048
-    a, c = tp.randn(n, n), tp.randn(n, n)
-    p = 2.0 * n**3 / _min_time(lambda: a @ c, 3 if quick else 7)
+    # The section13 suite's own probes, so explain and the report use one definition of B and P.
+    from .bench import section13
+
+    b = section13._bandwidth_probe(quick, 7 if quick else 30, 1 if quick else 3)["B"]
+    p = section13._peak_flops(quick, lambda msg: None)["P"]
     if not quick:
         tmp = path + ".tmp%d" % os.getpid()
         try:
