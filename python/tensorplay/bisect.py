@@ -20,6 +20,7 @@ the tool narrows further:
              fusion decision is at fault, and the fused kernels are named
     node     the first node of the captured graph whose value, computed by the
              graph up to it through that layer, differs from the interpreter's
+    kernel   (stax) the generated kernels that compute that node's operator
 
 and writes a minimal standalone reproducer: the graph up to that node as readable
 code, its inputs (literal for small tensors, else saved with tp.save next to the
@@ -64,6 +65,7 @@ class BisectResult:
     node: Optional[str] = None             # first graph node whose compiled value differs
     node_code: Optional[str] = None        # that node's line of the captured graph
     node_error: Optional[str] = None
+    kernels: List[str] = field(default_factory=list)  # stax: the generated kernels computing that node's operator
     graph_code: Optional[str] = None       # the captured graph
     reproducer: Optional[str] = None       # the reproducer script's text
     reproducer_path: Optional[str] = None
@@ -93,6 +95,8 @@ class BisectResult:
         if self.node:
             lines.append(f"  node: '{self.node}' is the first node whose {self.layer} value differs: "
                          f"{(self.node_code or '').strip()}")
+            if self.kernels:
+                lines.append("  kernel: " + "; ".join(self.kernels))
         elif self.layer is not None:
             lines.append("  node: no single node of the captured graph differs on its own")
         if self.reproducer_path:
@@ -431,6 +435,8 @@ def bisect(fn, *args, out_dir: Optional[str] = None, options: Optional[dict] = N
         res.node, res.node_error = _find_node(gm, tensors, layer, base, say)
         if res.node:
             res.node_code = _line_of(gm.code, res.node)
+            if layer == "stax":
+                res.kernels = _kernels_of(fn, args, kwargs, gm, res.node, base)
     except Exception as exc:
         res.steps.append(f"node search failed: {type(exc).__name__}: {exc}")
 
@@ -446,6 +452,19 @@ def bisect(fn, *args, out_dir: Optional[str] = None, options: Optional[dict] = N
     if verbose:
         print(res.summary())
     return res
+
+
+def _kernels_of(fn, args, kwargs, gm, node, options) -> List[str]:
+    """The generated kernels of fn's region whose fused operators include node's operator."""
+    target = next((t for op, n, t in gm.nodes if n == node), None)
+    try:
+        cf = tp.compile(_bind_kwargs(fn, kwargs), backend="stax", options=dict(options, warn_fallback=False))
+        _run(cf, args, {})
+        kernels = cf.last_kernels
+    except Exception:  # noqa: BLE001  (naming the kernel is a courtesy)
+        return []
+    ops = lambda origin: {o.strip() for part in origin.split(";") for o in part.split(",")}  # noqa: E731
+    return [f"{k['name']}: {k['origin']}" for k in kernels if target in ops(k["origin"])]
 
 
 def _reproducer_fails(path: str) -> bool:

@@ -92,6 +92,8 @@ def test_broken_lowering_or_kernel_is_named_by_its_node(tmp_path, kind, op):
     assert r.culprit_pass is None and "fixes" not in r.passes_tried.values()
     assert r.fusion is False
     assert r.node == op
+    assert r.kernels == ["kernel0: amax; sub, exp, sum; sub, exp, div"]  # softmax is one kernel
+    assert "kernel: kernel0" in r.summary()
     assert isinstance(run_reproducer(r.reproducer_path), AssertionError)
     _C._testing_clear_faults()
     assert run_reproducer(r.reproducer_path) is None
