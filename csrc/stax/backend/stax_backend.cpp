@@ -18,11 +18,12 @@ int64_t buffer_bytes(const ir::Buffer& b) {
   return n * static_cast<int64_t>(itemsize(b.dtype));
 }
 
-// Arithmetic nodes of an expression DAG, each shared node once.
-int64_t count_ops(const ir::Expr& e, std::unordered_set<const ir::ExprNode*>& seen) {
+// Arithmetic nodes of an expression DAG (each shared node once); the buffers it loads go to `loads`.
+int64_t count_ops(const ir::Expr& e, std::unordered_set<const ir::ExprNode*>& seen, std::set<int>& loads) {
   if (!seen.insert(e.get()).second) return 0;
+  if (e->op == ir::ExprOp::Load) loads.insert(e->buffer);
   int64_t n = e->op == ir::ExprOp::Call || e->op == ir::ExprOp::Where ? 1 : 0;
-  for (auto& a : e->args) n += count_ops(a, seen);
+  for (auto& a : e->args) n += count_ops(a, seen, loads);
   return n;
 }
 
@@ -39,10 +40,11 @@ std::vector<KernelInfo> describe_kernels(const ir::LoopProgram& prog, const Sche
     }
     for (int m : k.nodes) {
       const ir::ComputeNode& n = prog.nodes[m];
-      for (const ir::ExprNode* l : ir::loads_of(n.body))
-        if (!k.local_buffers.count(l->buffer) && !written.count(l->buffer)) read.insert(l->buffer);
       std::unordered_set<const ir::ExprNode*> seen;
-      int64_t per_point = count_ops(n.body, seen) + (n.is_reduction() ? 1 : 0);
+      std::set<int> loads;
+      int64_t per_point = count_ops(n.body, seen, loads) + (n.is_reduction() ? 1 : 0);
+      for (int b : loads)
+        if (!k.local_buffers.count(b) && !written.count(b)) read.insert(b);
       info.flops += per_point * numel(n.ranges) * (n.is_reduction() ? numel(n.reduce_ranges) : 1);
     }
     for (int b : read) info.bytes_read += buffer_bytes(prog.buffers[b]);
@@ -67,6 +69,8 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
   }
   return r;
 }
+
+std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) { return compile_region(g, RegionOptions{}); }
 
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options) {
   LoweredRegion lowered = lower(g);

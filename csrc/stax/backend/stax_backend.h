@@ -45,9 +45,10 @@ class CompiledRegion {
   bool disk_hit() const { return kernel_->disk_hit(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
 
  private:
-  friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
+  friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
   enum class SlotKind : uint8_t { Input, Constant, Output, Temp };
   struct Slot {
     SlotKind kind = SlotKind::Temp;
@@ -66,6 +67,7 @@ class CompiledRegion {
 };
 
 // Throws tp::BackendError when a part of the graph cannot be generated.
-std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options = {});
+std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
+std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
 
 }  // namespace tp::stax

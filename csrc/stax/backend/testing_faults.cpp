@@ -33,6 +33,7 @@ bool names_op(const std::string& origin, const std::string& op) {
   }
   return false;
 }
+// (After the IR rebuild on main, the operator is spelled ir::CallOp::Add.)
 ir::Expr plus_one(const ir::Expr& e) {
   if (!is_floating(e->dtype)) return e;
   return ir::call("add", {e, ir::constant(Scalar(1.0), e->dtype)}, e->dtype);
