@@ -23,9 +23,19 @@ RegionFn stax_compile(const BackendRequest& r) {
   auto sg = r.graph->clone();
   passes::PassOptions po;
   po.decompose = true;
+  po.disabled = disabled_passes(r.options);
   passes::run_default_passes(*sg, po);
   try {
-    auto region = stax::compile_region(*sg);
+    auto region = stax::compile_region(*sg, stax::region_options(r.options.options));
+    if (r.kernels) *r.kernels = region->kernels();
+    if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)
+      std::fprintf(stderr, "[tp.compile] explain: region %s with %zu kernel(s)\n", r.region.c_str(),
+                   region->kernels().size());
+      for (const stax::KernelInfo& k : region->kernels())
+        std::fprintf(stderr, "[tp.compile]   %s: %s; reads %lld B, writes %lld B, %lld flops\n", k.name.c_str(),
+                     k.origin.c_str(), static_cast<long long>(k.bytes_read), static_cast<long long>(k.bytes_written),
+                     static_cast<long long>(k.flops));
+    }
     Metrics& m = metrics();
     m.compile_count++;
     m.generated_kernel_count += region->kernel_count();
@@ -36,6 +46,9 @@ RegionFn stax_compile(const BackendRequest& r) {
                    region->source_path().c_str(), region->source().c_str());
     return [region](const std::vector<Tensor>& in) { return region->run(in); };
   } catch (const BackendError& e) {
+    if (r.fallback_reason) *r.fallback_reason = e.what();
+    if (log_enabled("explain"))
+      std::fprintf(stderr, "[tp.compile] explain: region %s not compiled: %s\n", r.region.c_str(), e.what());
     if (r.options.strict_native)
       throw BackendError(str("tp.compile(strict_native=True): region ", r.region, ": ", e.what()));
     metrics().fallback_count++;
@@ -57,6 +70,11 @@ std::map<std::string, Backend>& registry() {
 }
 
 }  // namespace
+
+std::set<std::string> disabled_passes(const CompileOptions& options) {
+  auto it = options.options.find("disable_passes");
+  return it == options.options.end() ? std::set<std::string>{} : passes::parse_pass_list(it->second);
+}
 
 Backend user_backend(CustomBackend fn) {
   return Backend{[fn = std::move(fn)](const BackendRequest& r) { return fn(r.graph, r.examples); }, true};

@@ -8,10 +8,12 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "compile/options.h"
+#include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
 
@@ -25,6 +27,10 @@ struct BackendRequest {
   std::string* source = nullptr;  // a code-generating backend leaves its source here
   // Reports a region that runs eagerly instead (once per compiled function).
   std::function<void(const std::string&)> warn_fallback;
+  // Filled by a code-generating backend when given (tp.compiler.explain, bisect):
+  // the generated kernels, or why the region was not generated.
+  std::vector<stax::KernelInfo>* kernels = nullptr;
+  std::string* fallback_reason = nullptr;
 };
 using BackendFn = std::function<RegionFn(const BackendRequest&)>;
 
@@ -36,6 +42,8 @@ struct Backend {
 // Built-ins are present from the start; user backends (register_backend in
 // options.h, or a callable passed to tp.compile) are wrapped the same way.
 const Backend* lookup_backend(const std::string& name);
+// The graph passes turned off by options["disable_passes"] (bisection).
+std::set<std::string> disabled_passes(const CompileOptions& options);
 Backend user_backend(CustomBackend fn);
 
 }  // namespace tp::compile

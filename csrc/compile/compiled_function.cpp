@@ -229,6 +229,8 @@ void CompiledFunction::warn_fallback(const std::string& reason) {
   warn(str("tp.compile: running eagerly instead of generated code: ", reason));
 }
 
+std::set<std::string> CompiledFunction::disabled_passes() const { return compile::disabled_passes(options_); }
+
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, const std::vector<int>& written_inputs,
                                        std::string* source) {
@@ -251,14 +253,17 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   if (grad_reason.empty() || !backend->behind_aot) {
     // Inference (or the "eager" backend, which runs the captured graph with
     // autograd recording when the call needs gradients).
-    return backend->compile(BackendRequest{cg, tensors, options_, region, source, warn});
+    return backend->compile(
+        BackendRequest{cg, tensors, options_, region, source, warn, &last_kernels_, &last_fallback_reason_});
   }
   // Training: the AOT layer (csrc/aot) traces the joint graph, cuts it into a
   // forward and a backward graph, and the backend compiles each of them.
   const Backend b = *backend;
   const CompileOptions opts = options_;
   auto forward_source = std::make_shared<std::string>();
-  aot::RegionCompiler compile = [b, opts, region, warn, forward_source](std::shared_ptr<const graph::Graph> part,
+  auto forward_kernels = std::make_shared<std::vector<stax::KernelInfo>>();
+  auto forward_reason = std::make_shared<std::string>();
+  aot::RegionCompiler compile = [b, opts, region, warn, forward_source, forward_kernels, forward_reason](std::shared_ptr<const graph::Graph> part,
                                                                 const std::vector<Tensor>& examples,
                                                                 const std::string& which) {
     std::string src;
@@ -271,7 +276,9 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
         if (it == opts.options.end() || (it->second != "0" && it->second != "False" && it->second != "false"))
           tp::warn(str("tp.compile: running eagerly instead of generated code: ", why));
       };
-    RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w});
+    const bool fwd = which == "forward";
+    RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w,
+                                           fwd ? forward_kernels.get() : nullptr, fwd ? forward_reason.get() : nullptr});
     if (which == "forward") *forward_source = src;
     return fn;
   };
@@ -303,10 +310,13 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     // cannot record): eager autograd over the captured graph is still correct.
     if (options_.strict_native) throw BackendError(str("tp.compile(strict_native=True): region ", region, ": ", e.what()));
     metrics().fallback_count++;
-    warn_fallback(str("the AOT layer failed for region ", region, " (", e.what(), "); running it with eager autograd"));
+    last_fallback_reason_ = str("the AOT layer failed for region ", region, " (", e.what(), ")");
+    warn_fallback(last_fallback_reason_ + "; running it with eager autograd");
     return [cg](const std::vector<Tensor>& in) { return graph::interpret(*cg, in); };
   }
   *source = *forward_source;
+  last_kernels_ = *forward_kernels;
+  last_fallback_reason_ = *forward_reason;
   Metrics& m = metrics();
   m.aot_regions++;
   m.saved_bytes += r.partition.saved_bytes;
@@ -415,6 +425,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
 
   passes::PassOptions po;
   po.decompose = false;
+  po.disabled = disabled_passes();
   passes::run_default_passes(*g, po);
   if (log_enabled("graph")) {
     std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
@@ -430,6 +441,8 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->graph = g;
   a->description = describe(args, a->free, all);
   std::string source;
+  last_kernels_.clear();
+  last_fallback_reason_.clear();
   a->run = run_backend(g, all, grad_reason, a->mutated_inputs, &source);
   last_graph_ = g;
   last_source_ = source;

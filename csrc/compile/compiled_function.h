@@ -16,6 +16,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -25,6 +26,7 @@
 #include "compile/options.h"
 #include "graph/graph.h"
 #include "graph/tracer.h"
+#include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
 
@@ -86,6 +88,10 @@ class CompiledFunction {
   std::shared_ptr<const AotInfo> last_aot() const { return last_aot_; }
   const std::vector<graph::DataGate>& last_gates() const { return last_gates_; }
   const std::vector<int>& last_mutated_inputs() const { return last_mutated_; }
+  // Of the most recent Stax compile (tp.compiler.explain): the generated kernels,
+  // and why the backend refused the region (empty when it did not).
+  const std::vector<stax::KernelInfo>& last_kernels() const { return last_kernels_; }
+  const std::string& last_fallback_reason() const { return last_fallback_reason_; }
   size_t num_specializations() const;
 
  private:
@@ -161,6 +167,7 @@ class CompiledFunction {
                        const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
+  std::set<std::string> disabled_passes() const;  // options["disable_passes"]
   int max_gate_artifacts() const;
   void check_arity(const std::vector<ArgValue>& args) const;
 
@@ -185,6 +192,8 @@ class CompiledFunction {
   std::shared_ptr<const AotInfo> last_aot_;
   std::vector<graph::DataGate> last_gates_;
   std::vector<int> last_mutated_;
+  std::vector<stax::KernelInfo> last_kernels_;
+  std::string last_fallback_reason_;
 };
 
 }  // namespace tp::compile

@@ -1,6 +1,11 @@
 // Graph passes (Section 4). Each returns whether it changed the graph;
 // run_default_passes iterates them to a fixed point.
 #pragma once
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "graph/graph.h"
 
 namespace tp::passes {
@@ -14,7 +19,24 @@ bool simplify_algebra(graph::Graph& g);
 
 struct PassOptions {
   bool decompose = true;  // the Stax backend wants primitive operators; eager does not need them
+  // Passes turned off by name (compile option "disable_passes"): bisection
+  // (Algorithm 11.1) turns them off one at a time to find the one that breaks a result.
+  std::set<std::string> disabled;
 };
 void run_default_passes(graph::Graph& g, const PassOptions& options = {});
+
+// The pass names run_default_passes knows, in the order it runs them:
+// decompose, simplify_algebra, cse, dce, then any testing pass registered below.
+std::vector<std::string> pass_names();
+// "cse,dce", "['cse', 'dce']" (a Python list passed through str()) -> {"cse", "dce"};
+// an unknown name raises ValueError listing the known ones.
+std::set<std::string> parse_pass_list(const std::string& text);
+
+// Testing only (planted faults for the bisection tests): an extra pass, run after
+// the default ones on every iteration; `stax_only`: only in the Stax pipeline
+// (decompose = true). It must report a change only when it made one.
+using PassFn = std::function<bool(graph::Graph&)>;
+void register_testing_pass(const std::string& name, PassFn fn, bool stax_only);
+void clear_testing_passes();
 
 }  // namespace tp::passes

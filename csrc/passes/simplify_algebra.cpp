@@ -43,18 +43,4 @@ bool simplify_algebra(Graph& g) {
   return !dead.empty();
 }
 
-void run_default_passes(Graph& g, const PassOptions& options) {
-  // Each pass strictly shrinks the graph or removes a composite node, so the
-  // loop terminates (a well-founded measure: #composites, then #nodes).
-  for (int iter = 0; iter < 100; ++iter) {
-    bool changed = false;
-    if (options.decompose) changed |= decompose_composites(g);
-    changed |= simplify_algebra(g);
-    changed |= eliminate_common_subexpressions(g);
-    changed |= eliminate_dead_code(g);
-    if (!changed) break;
-  }
-  g.lint();
-}
-
 }  // namespace tp::passes

@@ -316,7 +316,10 @@ compile::CustomBackend python_backend(nb::object backend) {
 
 }  // namespace
 
+void bind_testing_hooks(nb::module_& m);  // testing_hooks.cpp
+
 void bind_compile(nb::module_& m) {
+  bind_testing_hooks(m);
   nb::class_<GraphModule>(m, "GraphModule")
       .def_prop_ro("code", &GraphModule::code)
       .def("__call__", [](const GraphModule& g, nb::args a) {
@@ -340,6 +343,30 @@ void bind_compile(nb::module_& m) {
         return l;
       })
       .def_prop_ro("mutated_inputs", [](const GraphModule& g) { return g.mutated_inputs; })
+      .def_prop_ro("_constants", [](const GraphModule& g) {
+        // get_attr nodes' tensors by name (the printed code reads them as `self.<name>`)
+        nb::dict d;
+        for (auto& n : g.graph->nodes())
+          if (n->opcode == graph::Opcode::GetAttr) d[n->name.c_str()] = nb::cast(n->constant);
+        return d;
+      })
+      .def("_prefix", [](const GraphModule& g, const std::string& name) {
+        // The graph up to node `name`, returning its value (bisection: the first
+        // node whose compiled value differs from the interpreter's).
+        auto c = g.graph->clone();
+        graph::Node* target = nullptr;
+        for (auto& n : c->nodes())
+          if (n->name == name) target = n.get();
+        TP_CHECK(target && target->opcode != graph::Opcode::Output, ValueError, "GraphModule._prefix: no node named '", name, "'");
+        TP_CHECK(target->output_metas.empty(), ValueError, "GraphModule._prefix: node '", name,
+                 "' has several results; take the prefix at one of its getitem nodes");
+        graph::Node* out = c->output_node();
+        out->args = {target};
+        c->recompute_users();
+        passes::eliminate_dead_code(*c);
+        c->lint();
+        return GraphModule{std::shared_ptr<const graph::Graph>(std::move(c)), {}, {}};
+      })
       .def_prop_ro("nodes", [](const GraphModule& g) {
         nb::list l;
         for (auto& n : g.graph->nodes())
@@ -380,6 +407,21 @@ void bind_compile(nb::module_& m) {
         d["recomputed"] = p.recomputed;
         return d;
       })
+      .def_prop_ro("last_kernels", [](const PyCompiled& c) {
+        // [{"name", "origin", "bytes_read", "bytes_written", "flops"}, ...] of the last Stax compile
+        nb::list l;
+        for (const stax::KernelInfo& k : c.fn->last_kernels()) {
+          nb::dict d;
+          d["name"] = k.name;
+          d["origin"] = k.origin;
+          d["bytes_read"] = k.bytes_read;
+          d["bytes_written"] = k.bytes_written;
+          d["flops"] = k.flops;
+          l.append(d);
+        }
+        return l;
+      })
+      .def_prop_ro("last_fallback_reason", [](const PyCompiled& c) { return c.fn->last_fallback_reason(); })
       .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
@@ -489,6 +531,7 @@ void bind_compile(nb::module_& m) {
   });
   m.def("_saved_bytes_per_region", []() { return compile::saved_bytes_per_region(); });
   m.def("_reset", &compile::reset);
+  m.def("_pass_names", &passes::pass_names);
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.
   m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });

@@ -443,3 +443,31 @@ class _CompiledModule:
             if new is not None:
                 out = new
         return out
+
+
+# ---------------------------------------------------------------- debugging tools
+
+
+def pass_names():
+    """The graph passes tp.compile runs, by the names options={"disable_passes": [...]} accepts."""
+    return list(_C._pass_names())
+
+
+def bisect(fn, *args, **kwargs):
+    """Which layer of tp.compile breaks fn(*args, **kwargs) (Algorithm 11.1): eager,
+    aot_eager or stax, then which pass, fusion decision and graph node; writes a
+    standalone reproducer. Returns a tensorplay.bisect.BisectResult. Keywords out_dir,
+    options, verbose and progress configure the tool; others go to fn."""
+    from .bisect import bisect as _bisect
+
+    return _bisect(fn, *args, **kwargs)
+
+
+def explain(fn, *args, **kwargs):
+    """The region tp.compile builds for fn(*args): kernels, fused operators, model bytes
+    and flops, roofline prediction at the machine's B and P, measured time, beta/B,
+    and why it fell back or was not fused. Returns a tensorplay.explain.Explanation.
+    Keywords runs, machine, options and verbose configure the tool; others go to fn."""
+    from .explain import explain as _explain
+
+    return _explain(fn, *args, **kwargs)

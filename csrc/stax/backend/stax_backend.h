@@ -1,6 +1,8 @@
 // The Stax backend: Graph -> lowering -> scheduling -> C++ -> content-addressed
 // cache -> loaded entry point, wrapped as a callable region.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,26 @@ namespace tp::stax {
 
 using EntryFn = void (*)(void* const* bufs, const long long* sizes);
 
+// One generated kernel as tp.compiler.explain reports it (Section 13's model):
+// the bytes it must move between memory and the core, each buffer counted once
+// (buffers it writes and reads back count as written only), and a rough flop
+// count (one per arithmetic node of each body per iteration, plus one per
+// reduction step).
+struct KernelInfo {
+  std::string name;
+  std::string origin;  // the graph operators fused into it
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  int64_t flops = 0;
+};
+
+// Compile options the Stax backend reads from tp.compile(options=...).
+struct RegionOptions {
+  bool fuse = true;               // "stax_fusion": False puts every loop nest in its own kernel
+  double progress_after_s = 1.0;  // "progress_after_s": stderr line when compiling takes longer (< 0: never)
+};
+RegionOptions region_options(const std::map<std::string, std::string>& options);
+
 class CompiledRegion {
  public:
   // inputs: the region's tensor inputs with exactly the metadata it was compiled for.
@@ -22,6 +44,8 @@ class CompiledRegion {
   int kernel_count() const { return kernel_count_; }
   bool disk_hit() const { return kernel_->disk_hit(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
+  const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
 
  private:
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
@@ -40,9 +64,11 @@ class CompiledRegion {
   std::vector<std::string> checks_;  // message of a failed Guard, by code - 1
   int num_outputs_ = 0;
   int kernel_count_ = 0;
+  std::vector<KernelInfo> kernels_;
 };
 
 // Throws tp::BackendError when a part of the graph cannot be generated.
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
+std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
 
 }  // namespace tp::stax

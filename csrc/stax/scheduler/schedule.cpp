@@ -445,7 +445,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   std::vector<std::vector<int>> groups;
   std::vector<Shape> outers;
   for (int i = 0; i < static_cast<int>(program.nodes.size()); ++i) {
-    if (!groups.empty() && can_fuse(program, groups.back(), outers.back(), i)) {
+    if (options.fuse && !groups.empty() && can_fuse(program, groups.back(), outers.back(), i)) {
       groups.back().push_back(i);
       continue;
     }

@@ -130,6 +130,7 @@ struct ScheduleOptions {
   // arithmetic costs nothing there and a 32-bit index needs sign extension
   // before each access. A GPU target turns it on (fewer registers).
   bool index32 = false;
+  bool fuse = true;                     // false: one node per kernel (compile option stax_fusion, for bisection)
 };
 
 struct Schedule {

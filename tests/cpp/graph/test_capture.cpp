@@ -137,6 +137,30 @@ TEST(Passes, IeeeSafeSimplificationKeepsMulByZero) {
   EXPECT_NE(code.find(", 0.0)"), std::string::npos) << code;           // x * 0 stays (NaN, inf)
 }
 
+TEST(Passes, DisabledPassIsSkippedByName) {
+  Tensor x = ops::randn({4});
+  auto f = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::exp(ops::mul(in[0], ops::scalar(1.0)))};
+  };
+  TraceResult on = trace(f, {x}), off = trace(f, {x});
+  passes::run_default_passes(*on.graph, {.decompose = false});
+  passes::run_default_passes(*off.graph, {.decompose = false, .disabled = passes::parse_pass_list("['simplify_algebra']")});
+  EXPECT_EQ(on.graph->code().find("tp.mul("), std::string::npos) << on.graph->code();
+  EXPECT_NE(off.graph->code().find("tp.mul("), std::string::npos) << off.graph->code();
+}
+
+TEST(Passes, PassListParsingNamesTheKnownPasses) {
+  EXPECT_EQ(passes::parse_pass_list("cse, dce"), (std::set<std::string>{"cse", "dce"}));
+  EXPECT_TRUE(passes::parse_pass_list("").empty());
+  try {
+    passes::parse_pass_list("cse,fold");
+    FAIL() << "an unknown pass name must raise";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fold' (known: decompose, simplify_algebra, cse, dce)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Passes, SoftmaxDecomposesIntoFivePrimitives) {
   Tensor x = ops::randn({4, 8});
   TraceResult r = trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::softmax(in[0], -1)}; }, {x});

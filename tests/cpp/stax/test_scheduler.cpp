@@ -20,12 +20,13 @@ struct Scheduled {
   Schedule schedule;
 };
 
-Scheduled schedule_fn(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs) {
+Scheduled schedule_fn(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs, bool fuse = true) {
   auto tr = graph::trace(fn, inputs, {}, /*execute=*/false);
   passes::run_default_passes(*tr.graph);
   Scheduled s{lower(*tr.graph), {}};
   ScheduleOptions o;
   o.vector_bytes = 64;
+  o.fuse = fuse;
   s.schedule = schedule(s.lowered.program, o);
   return s;
 }
@@ -67,6 +68,21 @@ TEST(Scheduler, SoftmaxFusesIntoOneKernelWithLocals) {
   EXPECT_FALSE(k.nests[1].store_to_memory);
   EXPECT_TRUE(k.nests[2].store_to_memory);
   for (auto& n : k.nests) EXPECT_TRUE(n.vectorize);
+}
+
+TEST(Scheduler, WithoutFusionEveryNodeIsItsOwnKernel) {
+  // options={"stax_fusion": False} (bisection): the row max and row sum go through memory.
+  Tensor x = Tensor::empty({64, 100}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    Tensor m = ops::amax(in[0], {-1}, true);
+    Tensor e = ops::exp(ops::sub(in[0], m));
+    return std::vector<Tensor>{ops::div(e, ops::sum(e, {-1}, true))};
+  }, {x}, /*fuse=*/false);
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  for (auto& k : s.schedule.kernels) {
+    ASSERT_EQ(k.nests.size(), 1u);
+    EXPECT_TRUE(k.nests[0].store_to_memory) << k.origin;
+  }
 }
 
 TEST(Scheduler, TransposedInputIsNotVectorizedButCorrectlyIndexed) {
