@@ -5,7 +5,6 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace tp::stax::ir {
 
@@ -31,7 +30,7 @@ size_t shallow_hash(const ExprNode& n) {
   switch (n.op) {
     case ExprOp::Const: h = mix(mix(h, scalar_bits(n.value)), scalar_kind(n.value)); break;
     case ExprOp::Load: h = mix(mix(h, static_cast<size_t>(n.buffer)), n.index.hash()); break;
-    case ExprOp::Call: h = mix(h, std::hash<std::string>()(n.fn)); break;
+    case ExprOp::Call: h = mix(h, static_cast<size_t>(n.fn)); break;
     default: break;
   }
   for (auto& a : n.args) h = mix(h, std::hash<const void*>()(a.get()));
@@ -105,12 +104,12 @@ Expr load(int buffer, IndexExpr index, DType dtype) {
   return intern(std::move(n0));
 }
 
-Expr call(std::string fn, std::vector<Expr> args, DType dtype) {
+Expr call(CallOp fn, std::vector<Expr> args, DType dtype) {
   ExprNode n0;
   auto* n = &n0;
   n->op = ExprOp::Call;
   n->dtype = dtype;
-  n->fn = std::move(fn);
+  n->fn = fn;
   n->args = std::move(args);
   return intern(std::move(n0));
 }
@@ -150,10 +149,6 @@ Expr cast(Expr x, DType dtype) {
   return intern(std::move(n));
 }
 
-bool is_comparison(const std::string& fn) {
-  return fn == "eq" || fn == "ne" || fn == "lt" || fn == "le" || fn == "gt" || fn == "ge";
-}
-
 namespace {
 
 // Prints one node, its arguments by name where they are bound.
@@ -167,7 +162,7 @@ std::string print_node(const ExprNode* e, const std::unordered_map<const ExprNod
     case ExprOp::Const: s = e->value.repr(); break;
     case ExprOp::Load: s = "load(b" + std::to_string(e->buffer) + ", " + e->index.to_string() + ")"; break;
     case ExprOp::Call: {
-      s = e->fn + "(";
+      s = std::string(name(e->fn)) + "(";
       for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + arg(i);
       s += ")";
       break;
@@ -247,20 +242,6 @@ std::string LoopProgram::to_string() const {
     os << ": " << ir::to_string(n.body) << "\n";
   }
   return os.str();
-}
-
-std::vector<const ExprNode*> loads_of(const Expr& e) {
-  std::vector<const ExprNode*> out;
-  std::unordered_set<const ExprNode*> seen;
-  std::vector<const ExprNode*> stack{e.get()};
-  while (!stack.empty()) {
-    const ExprNode* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (n->op == ExprOp::Load) out.push_back(n);
-    for (auto& a : n->args) stack.push_back(a.get());
-  }
-  return out;
 }
 
 }  // namespace tp::stax::ir

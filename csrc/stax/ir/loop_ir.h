@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/scalar.h"
 #include "core/shape.h"
+#include "stax/ir/call_op.h"
 #include "stax/ir/index_expr.h"
 
 namespace tp::stax::ir {
@@ -23,11 +24,7 @@ namespace tp::stax::ir {
 enum class ExprOp {
   Const,   // value
   Load,    // buffer[index]
-  Call,    // fn(args...): arithmetic "add","sub","mul","div","neg","max","min","relu","abs","exp","log",
-           // "sqrt","tanh","sigmoid"; comparisons "eq","ne","lt","le","gt","ge" (dtype Bool);
-           // logical "and","or","xor","not" (bool operands and result)
-           // float math backed by libm (codegen::libm_function): "sin".."erfc", "floor","ceil","round",
-           // "trunc","frac", binary "atan2","hypot","fmod","remainder"
+  Call,    // fn(args...), fn a CallOp (call_op.h lists them with their properties)
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
 };
@@ -38,7 +35,7 @@ using Expr = std::shared_ptr<const ExprNode>;
 struct ExprNode {
   ExprOp op = ExprOp::Const;
   DType dtype = DType::Float32;
-  std::string fn;  // Call
+  CallOp fn = CallOp::Add;  // Call
   std::vector<Expr> args;
   Scalar value;    // Const
   int buffer = -1; // Load
@@ -53,14 +50,13 @@ struct ExprNode {
 Expr intern(ExprNode proto);
 Expr constant(const Scalar& v, DType dtype);
 Expr load(int buffer, IndexExpr index, DType dtype);
-Expr call(std::string fn, std::vector<Expr> args, DType dtype);
+Expr call(CallOp fn, std::vector<Expr> args, DType dtype);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr x, DType dtype);  // returns x itself when already that dtype
 
 // Prints e; an interior node reached along more than one path is printed once
 // as a binding `$k = ...` (listed first, in dependence order) and then as `$k`.
 std::string to_string(const Expr& e);
-bool is_comparison(const std::string& fn);
 
 enum class BufferKind { Input, Constant, Output, Temp };
 struct Buffer {
@@ -101,8 +97,5 @@ struct LoopProgram {
   IndexExpr new_var(const std::string& prefix);
   std::string to_string() const;
 };
-
-// Every Load in e (depth-first, each once).
-std::vector<const ExprNode*> loads_of(const Expr& e);
 
 }  // namespace tp::stax::ir

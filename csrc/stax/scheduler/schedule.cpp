@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "stax/ir/expr_visitor.h"
+
 namespace tp::stax {
 using namespace tp::stax::ir;
 
@@ -12,31 +14,19 @@ namespace {
 using VarMap = std::unordered_map<int, IndexExpr>;
 
 // Rebuilds an expression with every load index substituted and simplified.
-// Memoized so the DAG stays a DAG (shared subexpressions are emitted once).
-class ExprRewriter {
+class ExprRewriter : public ExprMutator {
  public:
   ExprRewriter(const VarMap& map, const RangeMap& ranges) : map_(map), ranges_(ranges) {}
-  Expr operator()(const Expr& e) {
-    auto it = memo_.find(e.get());
-    if (it != memo_.end()) return it->second;
-    Expr out;
-    if (e->op == ExprOp::Load) {
-      out = load(e->buffer, simplify(substitute(e->index, map_), ranges_), e->dtype);
-    } else if (e->args.empty()) {
-      out = e;
-    } else {
-      ExprNode n = *e;
-      for (auto& a : n.args) a = (*this)(a);
-      out = intern(std::move(n));
-    }
-    memo_[e.get()] = out;
-    return out;
+  Expr operator()(const Expr& e) { return mutate(e); }
+
+ protected:
+  Expr mutate_load(const Expr& e, std::vector<Expr>) override {
+    return load(e->buffer, simplify(substitute(e->index, map_), ranges_), e->dtype);
   }
 
  private:
   const VarMap& map_;
   const RangeMap& ranges_;
-  std::unordered_map<const ExprNode*, Expr> memo_;
 };
 
 const ComputeNode* producer_of(const LoopProgram& p, const std::vector<int>& members, int buffer) {
@@ -104,36 +94,33 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     if (!c || *c != 1) return false;
   }
   // Every value is of the lane type, except masks straight out of a comparison.
-  std::vector<const ExprNode*> stack{nest.body.get()};
-  std::unordered_set<const ExprNode*> seen;
-  while (!stack.empty()) {
-    const ExprNode* e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e).second) continue;
-    switch (e->op) {
-      case ExprOp::Const: if (e->dtype != lane) return false; break;
-      case ExprOp::Load: {
-        if (e->dtype != lane) return false;
-        if (locals.count(e->buffer)) break;
-        auto c = coefficient_of(e->index, j);
-        if (!c || (*c != 0 && *c != 1)) return false;
-        break;
-      }
-      case ExprOp::Call:
-        if (is_comparison(e->fn)) {
-          for (auto& a : e->args) if (a->dtype != lane) return false;
-        } else if (e->dtype != lane) {
-          return false;
-        }
-        break;
-      case ExprOp::Where:
-        if (e->args[0]->op != ExprOp::Call || !is_comparison(e->args[0]->fn) || e->dtype != lane) return false;
-        break;
-      case ExprOp::Cast: return false;
+  struct LaneCheck : ExprVisitor {
+    DType lane;
+    int j;
+    const std::set<int>& locals;
+    bool ok = true;
+    LaneCheck(DType l, int var, const std::set<int>& loc) : lane(l), j(var), locals(loc) {}
+    void visit_const(const ExprNode& e) override { ok = ok && e.dtype == lane; }
+    void visit_load(const ExprNode& e) override {
+      if (e.dtype != lane) { ok = false; return; }
+      if (locals.count(e.buffer)) return;
+      auto c = coefficient_of(e.index, j);
+      ok = ok && c && (*c == 0 || *c == 1);
     }
-    for (auto& a : e->args) stack.push_back(a.get());
-  }
-  return true;
+    void visit_call(const ExprNode& e) override {
+      if (is_comparison(e.fn)) {
+        for (auto& a : e.args) ok = ok && a->dtype == lane;
+      } else {
+        ok = ok && e.dtype == lane;
+      }
+    }
+    void visit_where(const ExprNode& e) override {
+      ok = ok && e.args[0]->op == ExprOp::Call && is_comparison(e.args[0]->fn) && e.dtype == lane;
+    }
+    void visit_cast(const ExprNode&) override { ok = false; }
+  } check(lane, j, locals);
+  check.visit(nest.body);
+  return check.ok;
 }
 
 bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
@@ -174,8 +161,7 @@ void coalesce_inner(LoopNest& nest, RangeMap& ranges, LoopProgram& scratch_ids) 
 
 bool is_expensive(const ExprNode* e, std::unordered_map<const ExprNode*, bool>& memo) {
   if (auto it = memo.find(e); it != memo.end()) return it->second;
-  bool out = e->op == ExprOp::Call &&
-             (e->fn == "exp" || e->fn == "log" || e->fn == "tanh" || e->fn == "sigmoid" || e->fn == "sqrt");
+  bool out = e->op == ExprOp::Call && info(e->fn).expensive;
   for (auto& a : e->args) out = out || is_expensive(a.get(), memo);
   memo[e] = out;
   return out;
@@ -210,34 +196,23 @@ bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, cons
   return out;
 }
 
-Expr replace_node(const Expr& root, const ExprNode* target, const Expr& with,
-                  std::unordered_map<const ExprNode*, Expr>& memo) {
-  if (root.get() == target) return with;
-  auto it = memo.find(root.get());
-  if (it != memo.end()) return it->second;
-  Expr out = root;
-  if (!root->args.empty()) {
-    ExprNode n = *root;
-    for (auto& a : n.args) a = replace_node(a, target, with, memo);
-    out = intern(std::move(n));
-  }
-  memo[root.get()] = out;
-  return out;
-}
+// Replaces one node of a DAG (every path to it) by another expression.
+class ReplaceNode : public ExprMutator {
+ public:
+  ReplaceNode(const ExprNode* target, Expr with) : target_(target), with_(std::move(with)) {}
 
-std::vector<const ExprNode*> preorder(const Expr& root) {
-  std::vector<const ExprNode*> out;
-  std::vector<const ExprNode*> stack{root.get()};
-  std::set<const ExprNode*> seen;
-  while (!stack.empty()) {
-    const ExprNode* e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e).second) continue;
-    out.push_back(e);
-    for (auto it = e->args.rbegin(); it != e->args.rend(); ++it) stack.push_back(it->get());
-  }
-  return out;
-}
+ protected:
+  Expr mutate_const(const Expr& e) override { return e.get() == target_ ? with_ : e; }
+  Expr mutate_load(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+  Expr mutate_call(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+  Expr mutate_where(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+  Expr mutate_cast(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+
+ private:
+  Expr pick(const Expr& e, std::vector<Expr> a) { return e.get() == target_ ? with_ : rebuild(e, std::move(a)); }
+  const ExprNode* target_;
+  Expr with_;
+};
 
 // Within one kernel, a later pointwise nest often recomputes a costly value an
 // earlier nest already computed over the same inner loop (softmax: exp(x - m)
@@ -284,8 +259,7 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
         r_ranges[rj] = {0, R.inner_ranges[0] - 1};
         VarMap p_to_r{{pj, R.inner_vars[0]}};
         R.side_stores.push_back({value, out.id, simplify(substitute(P.store_index, p_to_r), r_ranges)});
-        std::unordered_map<const ExprNode*, Expr> memo;
-        P.body = replace_node(P.body, e, load(out.id, P.store_index, out.dtype), memo);
+        P.body = ReplaceNode(e, load(out.id, P.store_index, out.dtype)).mutate(P.body);
         done = true;
         break;
       }

@@ -136,7 +136,7 @@ TEST(Scheduler, CanFuseRejectsReadsAtAnotherIteration) {
   auto consumer = [&](ir::IndexExpr read) {
     ir::ComputeNode b;
     b.id = 1; b.out_buffer = 2; b.ranges = {16, 8}; b.vars = {i1, j1};
-    b.body = ir::call("add", {ir::load(0, i1 * 8 + j1, DType::Float32), ir::load(1, read, DType::Float32)},
+    b.body = ir::call(ir::CallOp::Add, {ir::load(0, i1 * 8 + j1, DType::Float32), ir::load(1, read, DType::Float32)},
                       DType::Float32);
     b.store_index = i1 * 8 + j1;
     return b;

@@ -1,0 +1,92 @@
+#include "stax/lowering/context.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace tp::stax {
+using namespace tp::stax::ir;
+
+namespace {
+bool debug_enabled() {
+  const char* v = std::getenv("TP_STAX_LOWER_DEBUG");
+  return v && *v && std::string(v) != "0";
+}
+}  // namespace
+
+void cannot_lower(const graph::Node* n, const std::string& why) {
+  std::string msg = str("Stax cannot lower operator '", n->target ? n->target->name : graph::opcode_name(n->opcode),
+                        "' (node ", n->name, ", ", dtype_name(n->meta.dtype), shape_str(n->meta.sizes), "): ", why);
+  if (debug_enabled()) std::fprintf(stderr, "[TP_STAX_LOWER_DEBUG] %s\n", msg.c_str());
+  throw BackendError(msg);
+}
+
+void LoweringContext::fail(const std::string& why) const { cannot_lower(node_, why); }
+
+Value LoweringContext::pointwise(std::function<Expr(const Index&)> at) const {
+  Value v;
+  v.sizes = out_sizes();
+  v.dtype = out_dtype();
+  v.at = std::move(at);
+  return v;
+}
+
+Value LoweringContext::from_buffer(int buf, const Shape& sizes, const Shape& strides, DType dtype, int64_t offset) {
+  Value v;
+  v.sizes = sizes;
+  v.dtype = dtype;
+  v.buffer = buf;
+  v.strides = strides;
+  v.offset = offset;
+  v.at = [buf, strides, dtype, offset](const Index& idx) {
+    return load(buf, IndexExpr(offset) + linear_index(idx, strides), dtype);
+  };
+  return v;
+}
+
+int LoweringContext::add_buffer(BufferKind kind, const std::string& prefix, DType dtype, const Shape& sizes,
+                                const Shape& strides, int arg_index) {
+  LoopProgram& prog = region_.program;
+  Buffer b;
+  b.id = static_cast<int>(prog.buffers.size());
+  int count = 0;
+  for (auto& o : prog.buffers) count += o.kind == kind;
+  b.name = prefix + std::to_string(count);
+  b.kind = kind;
+  b.dtype = dtype;
+  b.sizes = sizes;
+  b.strides = strides;
+  b.numel = numel(sizes);
+  b.arg_index = arg_index;
+  prog.buffers.push_back(b);
+  return b.id;
+}
+
+int LoweringContext::add_compute_node(ComputeNode n) {
+  LoopProgram& prog = region_.program;
+  n.id = static_cast<int>(prog.nodes.size());
+  if (n.origin.empty()) n.origin = origin_;
+  prog.nodes.push_back(std::move(n));
+  return static_cast<int>(prog.nodes.size()) - 1;
+}
+
+int LoweringContext::realize(const Value& v, BufferKind kind, int arg_index, const std::string& origin) {
+  Shape strides = contiguous_strides(v.sizes);
+  int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sizes, strides, arg_index);
+  ComputeNode n;
+  n.origin = origin;
+  n.out_buffer = buf;
+  // Size-1 dims get no loop: their index is the constant 0.
+  Index idx;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.sizes[d] == 1) { idx.push_back(IndexExpr(0)); continue; }
+    idx.push_back(new_var("i"));
+    n.ranges.push_back(v.sizes[d]);
+    n.vars.push_back(idx.back());
+  }
+  n.body = v.at(idx);
+  n.store_index = linear_index(idx, strides);
+  add_compute_node(std::move(n));
+  return buf;
+}
+
+}  // namespace tp::stax

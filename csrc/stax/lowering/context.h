@@ -1,0 +1,62 @@
+// What a lowering rule sees and may do: the graph node being lowered, its
+// operands as Values (a Python-number operand is a constant Value, and
+// `constant(i)` gives its Scalar), and the program under construction (new
+// buffers, loop variables, compute nodes). Rules are pure functions of this
+// context; the driver (lower.cpp) walks the graph and owns the state.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "stax/lowering/lower.h"
+#include "stax/lowering/value.h"
+
+namespace tp::stax {
+
+class LoweringContext {
+ public:
+  LoweringContext(LoweredRegion& region, const graph::Node* node, std::vector<Value> inputs,
+                  std::vector<std::optional<Scalar>> consts, std::string origin)
+      : region_(region), node_(node), inputs_(std::move(inputs)), consts_(std::move(consts)),
+        origin_(std::move(origin)) {}
+
+  const graph::Node& node() const { return *node_; }
+  std::string op() const { return node_->target->name; }
+  const Attrs& attrs() const { return node_->attrs; }
+  const Shape& out_sizes() const { return node_->meta.sizes; }
+  DType out_dtype() const { return node_->meta.dtype; }
+  const std::vector<Value>& inputs() const { return inputs_; }
+  const Value& input(size_t i) const { return inputs_.at(i); }
+  // The Python number passed as operand i, if it was one.
+  const std::optional<Scalar>& constant(size_t i) const { return consts_.at(i); }
+  // The graph operators this node's value was fused from, for comments in generated code.
+  const std::string& origin() const { return origin_; }
+
+  // A Value of the output's shape and dtype computed by `at`.
+  Value pointwise(std::function<ir::Expr(const Index&)> at) const;
+  ir::IndexExpr new_var(const std::string& prefix) { return region_.program.new_var(prefix); }
+  int add_buffer(ir::BufferKind kind, const std::string& prefix, DType dtype, const Shape& sizes,
+                 const Shape& strides, int arg_index);
+  // The value stored in buffer `buf` with element strides `strides` from `offset`.
+  static Value from_buffer(int buf, const Shape& sizes, const Shape& strides, DType dtype, int64_t offset = 0);
+  // Appends a compute node (id and origin filled in) and returns its index.
+  int add_compute_node(ir::ComputeNode n);
+  // Writes v into a new contiguous buffer with a pointwise compute node.
+  int realize(const Value& v, ir::BufferKind kind, int arg_index, const std::string& origin);
+
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  LoweredRegion& region_;
+  const graph::Node* node_;
+  std::vector<Value> inputs_;
+  std::vector<std::optional<Scalar>> consts_;
+  std::string origin_;
+};
+
+// Raises tp::BackendError "Stax cannot lower operator ..." naming n (with
+// TP_STAX_LOWER_DEBUG=1 also printed to stderr).
+[[noreturn]] void cannot_lower(const graph::Node* n, const std::string& why);
+
+}  // namespace tp::stax

@@ -1,0 +1,18 @@
+// The built-in lowering families, registered explicitly by the registry (not
+// by static initializers, which a static library's unreferenced objects would
+// drop). One file each.
+#pragma once
+#include <map>
+#include <string>
+
+#include "stax/lowering/registry.h"
+
+namespace tp::stax {
+
+using LoweringTable = std::map<std::string, LoweringFn>;
+void register_pointwise_lowerings(LoweringTable& t);   // pointwise.cpp
+void register_view_lowerings(LoweringTable& t);        // views.cpp
+void register_reduction_lowerings(LoweringTable& t);   // reductions.cpp
+void register_factory_lowerings(LoweringTable& t);     // factories.cpp
+
+}  // namespace tp::stax

@@ -1,0 +1,136 @@
+// Pointwise lowerings: arithmetic, comparisons, logical operators, where,
+// masked_fill, dtype conversion and the libm-backed float math. Each composes
+// its operands' compute functions; nothing is written to memory.
+#include "ops/type_promotion.h"
+#include "stax/lowering/families.h"
+
+namespace tp::stax {
+using namespace tp::stax::ir;
+
+namespace {
+
+// The operands at the output index (broadcast), each converted to `dtype`.
+std::vector<Expr> operands_at(const std::vector<Value>& ins, const Index& idx, DType dtype) {
+  std::vector<Expr> args;
+  args.reserve(ins.size());
+  for (auto& x : ins) args.push_back(cast(x.at(broadcast_index(idx, x.sizes)), dtype));
+  return args;
+}
+
+// add/sub/mul/div/maximum/minimum, unary math, comparisons: computed in the
+// promoted operand type; comparisons yield bool. A comparison's operands meet
+// in PyTorch's result_type (tensor, 0-d tensor and Python-number classes):
+// `bool_tensor == 2` compares in int64, never in the tensor's own bool (which
+// would turn 2 into true).
+LoweringFn arithmetic(CallOp fn) {
+  return [fn](LoweringContext& c) {
+    const auto& in = c.inputs();
+    DType compute = c.out_dtype();
+    if (is_comparison(fn)) {
+      std::vector<PromotionOperand> operands;
+      for (size_t i = 0; i < in.size(); ++i)
+        operands.push_back(c.constant(i) ? PromotionOperand{c.constant(i)->natural_dtype(), 0, true}
+                                         : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
+      compute = result_type(operands);
+    }
+    // add/sub(x, y, alpha=a) is x +- a*y; div's integer rounding modes have no rule yet.
+    if (!c.attrs().is_none("rounding_mode")) c.fail("div with rounding_mode");
+    std::optional<Scalar> alpha;
+    if (!c.attrs().is_none("alpha") && c.attrs().get_double("alpha") != 1.0) alpha = c.attrs().get_scalar("alpha");
+    DType result = is_comparison(fn) ? DType::Bool : c.out_dtype();
+    return c.pointwise([ins = in, fn, compute, result, alpha](const Index& idx) {
+      std::vector<Expr> args = operands_at(ins, idx, compute);
+      if (alpha) args[1] = call(CallOp::Mul, {args[1], constant(*alpha, compute)}, compute);
+      return call(fn, std::move(args), result);
+    });
+  };
+}
+
+// Float math backed by libm in the generated code: computed in the result type
+// (a FloatValued op on integers computes in the default float, as eager).
+// Integer floor/round/..., fmod/remainder stay eager.
+LoweringFn libm(CallOp fn) {
+  return [fn](LoweringContext& c) {
+    const std::string op = c.op();
+    if (static_cast<int>(c.inputs().size()) != info(fn).arity) c.fail("unexpected operand count");
+    if (!is_floating(c.out_dtype())) c.fail("integer " + op + " has no rule yet");
+    if (fn == CallOp::Round && !c.attrs().is_none("decimals") && c.attrs().get_int("decimals") != 0)
+      c.fail("round with decimals");
+    DType dt = c.out_dtype();
+    return c.pointwise([ins = c.inputs(), fn, dt](const Index& idx) { return call(fn, operands_at(ins, idx, dt), dt); });
+  };
+}
+
+// Logical operators read every operand as bool (nonzero = true; NaN is true).
+LoweringFn logical(CallOp fn) {
+  return [fn](LoweringContext& c) {
+    DType dt = c.out_dtype();
+    return c.pointwise([ins = c.inputs(), fn, dt](const Index& idx) {
+      return cast(call(fn, operands_at(ins, idx, DType::Bool), DType::Bool), dt);
+    });
+  };
+}
+
+Value lower_where(LoweringContext& c) {
+  DType dt = c.out_dtype();
+  return c.pointwise([ins = c.inputs(), dt](const Index& idx) {
+    Expr cond = cast(ins[0].at(broadcast_index(idx, ins[0].sizes)), DType::Bool);
+    Expr a = cast(ins[1].at(broadcast_index(idx, ins[1].sizes)), dt);
+    Expr b = cast(ins[2].at(broadcast_index(idx, ins[2].sizes)), dt);
+    return where(cond, a, b);
+  });
+}
+
+// masked_fill(self, mask, value): the value (a 0-d tensor or a number)
+// converted to self's dtype where the mask is true; the result has the
+// broadcast shape of self and mask.
+Value lower_masked_fill(LoweringContext& c) {
+  DType dt = c.out_dtype();
+  Value self = c.input(0), mask = c.input(1), value;
+  if (c.op() == "masked_fill.Tensor") {
+    value = c.input(2);
+  } else {
+    Scalar s = c.attrs().get_scalar("value");
+    value.dtype = dt;
+    value.at = [s, dt](const Index&) { return cast(constant(s, s.is_float() ? DType::Float64 : s.natural_dtype()), dt); };
+  }
+  return c.pointwise([self, mask, value, dt](const Index& idx) {
+    Expr cond = cast(mask.at(broadcast_index(idx, mask.sizes)), DType::Bool);
+    Expr a = cast(value.at(broadcast_index(idx, value.sizes)), dt);
+    Expr b = cast(self.at(broadcast_index(idx, self.sizes)), dt);
+    return where(cond, a, b);
+  });
+}
+
+Value lower_convert(LoweringContext& c) {
+  DType dt = c.out_dtype();
+  return c.pointwise([x = c.input(0), dt](const Index& idx) { return cast(x.at(idx), dt); });
+}
+
+}  // namespace
+
+void register_pointwise_lowerings(LoweringTable& t) {
+  const std::pair<const char*, CallOp> arith[] = {
+      {"add", CallOp::Add},   {"sub", CallOp::Sub},         {"mul", CallOp::Mul},         {"div", CallOp::Div},
+      {"maximum", CallOp::Max}, {"minimum", CallOp::Min},   {"neg", CallOp::Neg},         {"relu", CallOp::Relu},
+      {"abs", CallOp::Abs},   {"exp", CallOp::Exp},         {"log", CallOp::Log},         {"sqrt", CallOp::Sqrt},
+      {"tanh", CallOp::Tanh}, {"sigmoid", CallOp::Sigmoid}, {"eq", CallOp::Eq},           {"ne", CallOp::Ne},
+      {"lt", CallOp::Lt},     {"le", CallOp::Le},           {"gt", CallOp::Gt},           {"ge", CallOp::Ge}};
+  for (auto& [name, fn] : arith) t[name] = arithmetic(fn);
+  // Every libm-backed IR operator lowers the graph operator of the same name.
+  for (int i = 0; i <= static_cast<int>(CallOp::Remainder); ++i) {
+    CallOp fn = static_cast<CallOp>(i);
+    if (is_libm(fn)) t[name(fn)] = libm(fn);
+  }
+  t["logical_and"] = logical(CallOp::And);
+  t["logical_or"] = logical(CallOp::Or);
+  t["logical_xor"] = logical(CallOp::Xor);
+  t["logical_not"] = logical(CallOp::Not);
+  t["where"] = lower_where;
+  t["masked_fill.Tensor"] = lower_masked_fill;
+  t["masked_fill.Scalar"] = lower_masked_fill;
+  t["to"] = lower_convert;
+  t["clone"] = lower_convert;
+}
+
+}  // namespace tp::stax

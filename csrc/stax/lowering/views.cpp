@@ -1,0 +1,124 @@
+// View lowerings: remap the index, never copy. A view of a value that is a
+// strided view of a buffer stays one (its strides and offset are derived), so
+// extern calls can read it in place.
+#include "stax/lowering/families.h"
+
+namespace tp::stax {
+using namespace tp::stax::ir;
+
+namespace {
+
+// The view of x's buffer with the given strides/offset, when x is a buffer view;
+// otherwise the compute function `at`.
+Value view_of(LoweringContext& c, const Value& x, std::function<Expr(const Index&)> at, Shape strides,
+              int64_t offset) {
+  if (x.buffer >= 0) return LoweringContext::from_buffer(x.buffer, c.out_sizes(), strides, x.dtype, offset);
+  return c.pointwise(std::move(at));
+}
+
+Value lower_permute(LoweringContext& c) {
+  const Value& x = c.input(0);
+  auto dims = c.attrs().get<std::vector<int64_t>>("dims");
+  for (auto& d : dims) d = d < 0 ? d + static_cast<int64_t>(dims.size()) : d;
+  Shape strides;
+  if (x.buffer >= 0)
+    for (auto d : dims) strides.push_back(x.strides[d]);
+  return view_of(c, x, [x, dims](const Index& idx) {
+    Index src(idx.size());
+    for (size_t i = 0; i < dims.size(); ++i) src[dims[i]] = idx[i];
+    return x.at(src);
+  }, strides, x.offset);
+}
+
+Value lower_expand(LoweringContext& c) {
+  const Value& x = c.input(0);
+  Shape strides;
+  if (x.buffer >= 0) {
+    const Shape& out = c.out_sizes();
+    strides.assign(out.size(), 0);
+    size_t off = out.size() - x.sizes.size();
+    for (size_t d = 0; d < x.sizes.size(); ++d) strides[off + d] = x.sizes[d] == 1 ? 0 : x.strides[d];
+  }
+  return view_of(c, x, [x](const Index& idx) { return x.at(broadcast_index(idx, x.sizes)); }, strides, x.offset);
+}
+
+int64_t wrap_dim(LoweringContext& c, int64_t dim, int64_t nd) {
+  int64_t d = dim < 0 ? dim + nd : dim;
+  if (d < 0 || d >= nd) c.fail(str("dim ", dim, " out of range"));
+  return d;
+}
+
+Value lower_select(LoweringContext& c) {
+  const Value& x = c.input(0);
+  int64_t dim = wrap_dim(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
+  int64_t index = c.attrs().get<int64_t>("index");
+  if (index < 0) index += x.sizes[dim];
+  Shape strides;
+  int64_t offset = x.offset;
+  if (x.buffer >= 0) {
+    strides = x.strides;
+    offset += index * strides[dim];
+    strides.erase(strides.begin() + dim);
+  }
+  return view_of(c, x, [x, dim, index](const Index& idx) {
+    Index src(idx.begin(), idx.end());
+    src.insert(src.begin() + dim, IndexExpr(index));
+    return x.at(src);
+  }, strides, offset);
+}
+
+Value lower_slice(LoweringContext& c) {
+  const Value& x = c.input(0);
+  int64_t dim = wrap_dim(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
+  int64_t step = c.attrs().get_or<int64_t>("step", 1);
+  // start after PyTorch's clamping into [0, size].
+  const AttrValue* sv = c.attrs().find("start");
+  int64_t start = 0;
+  if (sv && std::holds_alternative<int64_t>(*sv)) start = std::get<int64_t>(*sv);
+  if (start < 0) start += x.sizes[dim];
+  start = std::max<int64_t>(0, std::min<int64_t>(start, x.sizes[dim]));
+  Shape strides;
+  int64_t offset = x.offset;
+  if (x.buffer >= 0) {
+    strides = x.strides;
+    offset += start * strides[dim];
+    strides[dim] *= step;
+  }
+  return view_of(c, x, [x, dim, start, step](const Index& idx) {
+    Index src = idx;
+    src[dim] = IndexExpr(start) + idx[dim] * step;
+    return x.at(src);
+  }, strides, offset);
+}
+
+// A reshape: the flat (row-major) position is kept. A contiguous buffer stays
+// a buffer view; anything else is read through the flat index.
+Value lower_view(LoweringContext& c) {
+  const Value& x = c.input(0);
+  const Shape& out = c.out_sizes();
+  Shape out_c = contiguous_strides(out), in_c = contiguous_strides(x.sizes);
+  if (x.buffer >= 0) {
+    bool contiguous = true;
+    for (size_t d = 0; d < x.sizes.size(); ++d) contiguous = contiguous && (x.sizes[d] <= 1 || x.strides[d] == in_c[d]);
+    if (contiguous) return LoweringContext::from_buffer(x.buffer, out, out_c, x.dtype, x.offset);
+  }
+  return c.pointwise([x, out_c, in_c](const Index& idx) {
+    IndexExpr flat = linear_index(idx, out_c);
+    Index src(x.sizes.size());
+    for (size_t d = 0; d < x.sizes.size(); ++d)
+      src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(floordiv(flat, in_c[d]), x.sizes[d]);
+    return x.at(src);
+  });
+}
+
+}  // namespace
+
+void register_view_lowerings(LoweringTable& t) {
+  t["permute"] = lower_permute;
+  t["expand"] = lower_expand;
+  t["select"] = lower_select;
+  t["slice"] = lower_slice;
+  t["view"] = lower_view;
+}
+
+}  // namespace tp::stax
