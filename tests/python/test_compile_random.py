@@ -43,8 +43,8 @@ def _same(a, b):
 
 
 def _compile(f, **kw):
-    """Interpreted backend: the Stax lowering of philox_random is not on this branch."""
-    kw.setdefault("backend", "eager")
+    """Stax with strict_native (the draws and their maps are generated code)."""
+    kw.setdefault("strict_native", True)
     return tp.compile(f, **kw)
 
 
@@ -56,7 +56,8 @@ def f_rand(x):
 
 
 def f_randn(x):
-    return x * tp.randn(3, 5)
+    # `randn + x`: generated code must round the normal sample before the add (no FMA).
+    return x * tp.randn(3, 5), tp.randn(3, 5) + x
 
 
 def f_rand_float64(x):
@@ -115,11 +116,24 @@ def f_mixed(x):
     return a, b, c, y, tp.randint(5, (3,))
 
 
-ALL = [f_rand, f_randn, f_rand_float64, f_rand_float16, f_randint, f_like, f_randperm, f_bernoulli, f_normal_,
-       f_uniform_, f_bernoulli_, f_dropout, f_mixed]
+def f_mixed_native(x):
+    a = tp.rand(5)
+    b = F.dropout(x, 0.5, True)
+    c = tp.randn(3, dtype=tp.float64)
+    y = x.clone()
+    y.uniform_()
+    return a, b, c, y
 
 
-@pytest.mark.parametrize("f", ALL, ids=lambda f: f.__name__)
+# Stax generates code for uniform and normal float32/float64 draws (and the
+# pointwise maps of dropout, bernoulli, normal_, uniform_); randint, randperm and
+# 16-bit draws make the region fall back to the interpreter.
+LOWERED = [f_rand, f_randn, f_rand_float64, f_like, f_bernoulli, f_normal_, f_uniform_, f_bernoulli_, f_dropout,
+           f_mixed_native]
+NOT_LOWERED = [f_rand_float16, f_randint, f_randperm, f_mixed]
+
+
+@pytest.mark.parametrize("f", LOWERED + NOT_LOWERED, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "stax"])
 def test_compiled_draws_equal_eager_bit_for_bit_and_leave_the_same_generator_state(f, backend):
     x = tp.randn(3, 5)
@@ -127,14 +141,18 @@ def test_compiled_draws_equal_eager_bit_for_bit_and_leave_the_same_generator_sta
     tp.manual_seed(1234)
     expected = [f(x), f(x), f(x)]
     state_after_eager = _state()
+    native = backend == "stax" and f in LOWERED
+    fallbacks = _metric("fallback_count")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # stax: the region falls back to the interpreter
-        cf = tp.compile(f, backend=backend)
+        warnings.simplefilter("ignore")  # stax, NOT_LOWERED: the region falls back to the interpreter
+        cf = tp.compile(f, backend=backend, strict_native=native)
         tp.manual_seed(1234)
         got = [cf(x), cf(x), cf(x2)]  # capture, first-level entry, specialization cache
     for e, g in zip(expected, got):
         _same(e, g)
     assert _state() == state_after_eager
+    if native:
+        assert _metric("fallback_count") == fallbacks
 
 
 def test_the_captured_graph_draws_from_the_generator_state_input():
@@ -164,7 +182,7 @@ def test_successive_calls_draw_different_numbers():
 
 
 def test_manual_seed_makes_a_compiled_function_reproducible():
-    cf = _compile(f_mixed)
+    cf = _compile(f_mixed_native)
     x = tp.randn(6)
     tp.manual_seed(7)
     first = [cf(x), cf(x)]
@@ -178,26 +196,28 @@ def test_manual_seed_makes_a_compiled_function_reproducible():
 
 
 @pytest.mark.parametrize("order", ["eager_then_compiled", "compiled_then_eager", "interleaved"])
-def test_interleaving_eager_and_compiled_calls_gives_eager_sequence(order):
+@pytest.mark.parametrize("f,kw", [(f_mixed_native, {}), (f_mixed, {"backend": "eager", "strict_native": False})],
+                         ids=["stax", "eager"])
+def test_interleaving_eager_and_compiled_calls_gives_eager_sequence(order, f, kw):
     x = tp.randn(4, 4)
     plan = {"eager_then_compiled": "eecc", "compiled_then_eager": "ccee", "interleaved": "ecec"}[order]
-    cf = _compile(f_mixed)
+    cf = _compile(f, **kw)
     tp.manual_seed(99)
-    reference = [f_mixed(x) for _ in plan]
+    reference = [f(x) for _ in plan]
     ref_state = _state()
     tp.manual_seed(99)
-    got = [(cf if step == "c" else f_mixed)(x) for step in plan]
+    got = [(cf if step == "c" else f)(x) for step in plan]
     for a, b in zip(reference, got):
         _same(a, b)
     assert _state() == ref_state
     # And the next eager draws continue from the same place.
     tp.manual_seed(99)
     for _ in plan:
-        f_mixed(x)
+        f(x)
     nxt = tp.rand(5)
     tp.manual_seed(99)
     for step in plan:
-        (cf if step == "c" else f_mixed)(x)
+        (cf if step == "c" else f)(x)
     _same(tp.rand(5), nxt)
 
 
@@ -231,7 +251,7 @@ def test_two_generators_in_one_function_each_advance_as_in_eager():
     tp.manual_seed(2)
     expected = [f(x), f(x)]
     states = _state(g), _state()
-    cf = _compile(f)
+    cf = _compile(f, backend="eager", strict_native=False)
     g.manual_seed(1)
     tp.manual_seed(2)
     got = [cf(x), cf(x)]
@@ -240,13 +260,14 @@ def test_two_generators_in_one_function_each_advance_as_in_eager():
     assert (_state(g), _state()) == states
 
 
-def test_results_do_not_depend_on_the_thread_count():
+@pytest.mark.parametrize("backend", ["stax", "eager"])
+def test_results_do_not_depend_on_the_thread_count(backend):
     x = tp.randn(64, 1025)
 
     def f(x):
-        return F.dropout(x, 0.25, True), tp.randn(64, 1025), tp.rand(64, 1025, dtype=tp.float64)
+        return F.dropout(x, 0.25, True), tp.randn(64, 1025), tp.rand(64, 1025, dtype=tp.float64), tp.randn(300001)
 
-    cf = _compile(f)
+    cf = _compile(f, backend=backend)
     old = tp.get_num_threads()
     try:
         results = []
@@ -284,14 +305,14 @@ def test_uniform_and_normal_moments():
 
 
 def test_randint_covers_its_range_uniformly():
-    r = _np(_compile(lambda x: tp.randint(-2, 3, (N,)) + x)(tp.zeros(N, dtype=tp.int64)))
+    r = _np(_compile(lambda x: tp.randint(-2, 3, (N,)) + x, backend="eager")(tp.zeros(N, dtype=tp.int64)))
     assert set(np.unique(r)) == {-2, -1, 0, 1, 2}
     counts = np.bincount(r + 2) / N
     assert np.all(np.abs(counts - 0.2) < 6e-3)
 
 
 def test_randperm_is_a_permutation():
-    p = _np(_compile(lambda x: tp.randperm(1000) + x)(tp.zeros(1000, dtype=tp.int64)))
+    p = _np(_compile(lambda x: tp.randperm(1000) + x, backend="eager")(tp.zeros(1000, dtype=tp.int64)))
     assert sorted(p.tolist()) == list(range(1000))
     assert not np.array_equal(p, np.arange(1000))
 
@@ -368,7 +389,7 @@ def test_gradients_through_dropout_use_the_forward_mask():
     we = w0.clone().requires_grad_(True)
     ye = f(x, we)
     ye.sum().backward()
-    cf = _compile(f)
+    cf = _compile(f, backend="eager")  # a call that needs grad interprets the graph with autograd
     tp.manual_seed(21)
     wc = w0.clone().requires_grad_(True)
     yc = cf(x, wc)
@@ -428,14 +449,21 @@ def test_a_data_gate_on_a_random_value_is_a_capture_error():
         _compile(f)(tp.zeros(3))
 
 
-def test_stax_falls_back_to_the_interpreter_and_strict_native_refuses():
+def test_stax_falls_back_for_draws_it_does_not_generate_and_strict_native_refuses():
     x = tp.randn(3, 5)
-    cf = tp.compile(f_dropout, options={"warn_fallback": False})
+    cf = tp.compile(f_randint, options={"warn_fallback": False})
     before = _metric("fallback_count")
     tp.manual_seed(5)
     got = cf(x)
     assert _metric("fallback_count") == before + 1
     tp.manual_seed(5)
-    _same(got, f_dropout(x))
-    with pytest.raises(tp.compiler.BackendError, match="philox_random"):
-        tp.compile(f_dropout, strict_native=True)(x)
+    _same(got, f_randint(x))
+    with pytest.raises(tp.compiler.BackendError, match="philox_random.*randint"):
+        tp.compile(f_randint, strict_native=True)(x)
+
+
+def test_stax_generates_the_draws():
+    x = tp.randn(3, 5)
+    cf = _compile(f_mixed_native)
+    cf(x)
+    assert "tp_philox_uniform_f32(" in cf.last_source and "tp_philox_normal_f64(" in cf.last_source

@@ -22,6 +22,7 @@ void ExprVisitor::visit(const Expr& root) {
       case ExprOp::Call: visit_call(node); break;
       case ExprOp::Where: visit_where(node); break;
       case ExprOp::Cast: visit_cast(node); break;
+      case ExprOp::Index: visit_index(node); break;
     }
   }
 }
@@ -47,6 +48,7 @@ Expr ExprMutator::mutate(const Expr& e) {
     case ExprOp::Call: out = mutate_call(e, std::move(args)); break;
     case ExprOp::Where: out = mutate_where(e, std::move(args)); break;
     case ExprOp::Cast: out = mutate_cast(e, std::move(args)); break;
+    case ExprOp::Index: out = mutate_index(e); break;
   }
   memo_.emplace(e.get(), out);
   return out;

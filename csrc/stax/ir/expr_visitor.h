@@ -28,6 +28,7 @@ class ExprVisitor {
   virtual void visit_call(const ExprNode&) {}
   virtual void visit_where(const ExprNode&) {}
   virtual void visit_cast(const ExprNode&) {}
+  virtual void visit_index(const ExprNode&) {}
 
  private:
   std::unordered_set<const ExprNode*> seen_;
@@ -49,6 +50,7 @@ class ExprMutator {
   virtual Expr mutate_call(const Expr& e, std::vector<Expr> args) { return rebuild(e, std::move(args)); }
   virtual Expr mutate_where(const Expr& e, std::vector<Expr> args) { return rebuild(e, std::move(args)); }
   virtual Expr mutate_cast(const Expr& e, std::vector<Expr> args) { return rebuild(e, std::move(args)); }
+  virtual Expr mutate_index(const Expr& e) { return e; }
   // e with its arguments replaced (e itself when they are the same nodes).
   static Expr rebuild(const Expr& e, std::vector<Expr> args);
 

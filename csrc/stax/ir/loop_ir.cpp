@@ -30,6 +30,7 @@ size_t shallow_hash(const ExprNode& n) {
   switch (n.op) {
     case ExprOp::Const: h = mix(mix(h, scalar_bits(n.value)), scalar_kind(n.value)); break;
     case ExprOp::Load: h = mix(mix(h, static_cast<size_t>(n.buffer)), n.index.hash()); break;
+    case ExprOp::Index: h = mix(h, n.index.hash()); break;
     case ExprOp::Call: h = mix(h, static_cast<size_t>(n.fn)); break;
     default: break;
   }
@@ -45,6 +46,7 @@ bool shallow_equal(const ExprNode& a, const ExprNode& b) {
     case ExprOp::Const:
       return scalar_kind(a.value) == scalar_kind(b.value) && scalar_bits(a.value) == scalar_bits(b.value);
     case ExprOp::Load: return a.buffer == b.buffer && a.index == b.index;
+    case ExprOp::Index: return a.index == b.index;
     case ExprOp::Call: return a.fn == b.fn;
     default: return true;
   }
@@ -102,6 +104,14 @@ Expr load(int buffer, IndexExpr index, DType dtype) {
   n->buffer = buffer;
   n->index = std::move(index);
   return intern(std::move(n0));
+}
+
+Expr index_value(IndexExpr index) {
+  ExprNode n;
+  n.op = ExprOp::Index;
+  n.dtype = DType::Int64;
+  n.index = std::move(index);
+  return intern(std::move(n));
 }
 
 Expr call(CallOp fn, std::vector<Expr> args, DType dtype) {
@@ -169,6 +179,7 @@ std::string print_node(const ExprNode* e, const std::unordered_map<const ExprNod
     }
     case ExprOp::Where: s = "where(" + arg(0) + ", " + arg(1) + ", " + arg(2) + ")"; break;
     case ExprOp::Cast: s = std::string(dtype_name(e->dtype)) + "(" + arg(0) + ")"; break;
+    case ExprOp::Index: s = "index(" + e->index.to_string() + ")"; break;
   }
   memo[e] = s;
   return s;

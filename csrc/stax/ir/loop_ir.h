@@ -27,6 +27,8 @@ enum class ExprOp {
   Call,    // fn(args...), fn a CallOp (call_op.h lists them with their properties)
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
+  Index,   // the value of `index` (over the loop variables) as int64: an element's position
+           // (a counter-based random draw computes its counter from it)
 };
 
 struct ExprNode;
@@ -39,7 +41,7 @@ struct ExprNode {
   std::vector<Expr> args;
   Scalar value;    // Const
   int buffer = -1; // Load
-  IndexExpr index; // Load: flat element offset from the buffer's base pointer
+  IndexExpr index; // Load: flat element offset from the buffer's base pointer; Index: the value
 };
 
 // Every constructor below returns a hash-consed node: two expressions with the
@@ -53,6 +55,7 @@ Expr load(int buffer, IndexExpr index, DType dtype);
 Expr call(CallOp fn, std::vector<Expr> args, DType dtype);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr x, DType dtype);  // returns x itself when already that dtype
+Expr index_value(IndexExpr index);  // int64
 
 // Prints e; an interior node reached along more than one path is printed once
 // as a binding `$k = ...` (listed first, in dependence order) and then as `$k`.

@@ -14,5 +14,6 @@ void register_pointwise_lowerings(LoweringTable& t);   // pointwise.cpp
 void register_view_lowerings(LoweringTable& t);        // views.cpp
 void register_reduction_lowerings(LoweringTable& t);   // reductions.cpp
 void register_factory_lowerings(LoweringTable& t);     // factories.cpp
+void register_random_lowerings(LoweringTable& t);      // random.cpp
 
 }  // namespace tp::stax

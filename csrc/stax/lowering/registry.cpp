@@ -21,6 +21,7 @@ Registry& registry() {
     register_view_lowerings(reg->builtin);
     register_reduction_lowerings(reg->builtin);
     register_factory_lowerings(reg->builtin);
+    register_random_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();

@@ -23,6 +23,7 @@ class ExprRewriter : public ExprMutator {
   Expr mutate_load(const Expr& e, std::vector<Expr>) override {
     return load(e->buffer, simplify(substitute(e->index, map_), ranges_), e->dtype);
   }
+  Expr mutate_index(const Expr& e) override { return index_value(simplify(substitute(e->index, map_), ranges_)); }
 
  private:
   const VarMap& map_;
@@ -118,6 +119,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       ok = ok && e.args[0]->op == ExprOp::Call && is_comparison(e.args[0]->fn) && e.dtype == lane;
     }
     void visit_cast(const ExprNode&) override { ok = false; }
+    void visit_index(const ExprNode&) override { ok = false; }  // an int64 value: scalar code
   } check(lane, j, locals);
   check.visit(nest.body);
   return check.ok;
@@ -188,6 +190,7 @@ bool same_value(const ExprNode* p, const ExprNode* r, const VarMap& r_to_p, cons
       out = p->buffer == r->buffer && simplify(substitute(r->index, r_to_p), ranges) == p->index;
       break;
     case ExprOp::Call: out = p->fn == r->fn; break;
+    case ExprOp::Index: out = simplify(substitute(r->index, r_to_p), ranges) == p->index; break;
     default: break;
   }
   for (size_t i = 0; out && i < p->args.size(); ++i)
@@ -207,6 +210,7 @@ class ReplaceNode : public ExprMutator {
   Expr mutate_call(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
   Expr mutate_where(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
   Expr mutate_cast(const Expr& e, std::vector<Expr> a) override { return pick(e, std::move(a)); }
+  Expr mutate_index(const Expr& e) override { return e.get() == target_ ? with_ : e; }
 
  private:
   Expr pick(const Expr& e, std::vector<Expr> a) { return e.get() == target_ ? with_ : rebuild(e, std::move(a)); }

@@ -137,6 +137,7 @@ class Writer {
         rhs = "tp_where(" + c + ", " + a + ", " + b + ")";
         break;
       }
+      case ExprOp::Index: rhs = "(i64)(" + to_c(e->index, ranges_) + ")"; break;  // scalar code only
       case ExprOp::Cast: {
         std::string a = emit(e->args[0], vec, inner_var, os, indent);
         rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
@@ -542,6 +543,7 @@ GeneratedSource generate_cpp(const LoopProgram& p, const Schedule& s, int vector
       req.need_tanh |= e.fn == CallOp::Tanh;
       req.need_sigmoid |= e.fn == CallOp::Sigmoid;
       if (is_libm(e.fn)) req.libm.insert(name(e.fn));
+      req.need_philox |= is_random(e.fn);
     }
   } needs(req);  // one visitor for all bodies: a node shared between nodes is visited once
   for (auto& n : p.nodes) needs.visit(n.body);
