@@ -25,18 +25,30 @@ static inline void tp_philox4x32(unsigned long long ctr, unsigned long long key,
   }
   o[0] = c0; o[1] = c1; o[2] = c2; o[3] = c3;
 }
+// Consecutive elements share a block (4 float32 / 2 float64 per counter) and a
+// scalar loop visits them in order: remember this thread's last block.
+static inline void tp_philox_block(unsigned long long ctr, unsigned long long key, unsigned int o[4]) {
+  static __thread unsigned long long last_ctr, last_key;
+  static __thread unsigned int last[4];
+  static __thread int valid;
+  if (!valid || ctr != last_ctr || key != last_key) {
+    tp_philox4x32(ctr, key, last);
+    last_ctr = ctr; last_key = key; valid = 1;
+  }
+  o[0] = last[0]; o[1] = last[1]; o[2] = last[2]; o[3] = last[3];
+}
 static inline float tp_unit_f32(unsigned int x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 static inline double tp_unit_f64(unsigned int hi, unsigned int lo) {
   return (double)((((unsigned long long)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
 }
 static inline float tp_philox_uniform_f32(i64 key, i64 first, i64 i) {
   unsigned int w[4];
-  tp_philox4x32((unsigned long long)first + (unsigned long long)(i >> 2), (unsigned long long)key, w);
+  tp_philox_block((unsigned long long)first + (unsigned long long)(i >> 2), (unsigned long long)key, w);
   return tp_unit_f32(w[i & 3]);
 }
 static inline float tp_philox_normal_f32(i64 key, i64 first, i64 i) {
   unsigned int w[4];
-  tp_philox4x32((unsigned long long)first + (unsigned long long)(i >> 2), (unsigned long long)key, w);
+  tp_philox_block((unsigned long long)first + (unsigned long long)(i >> 2), (unsigned long long)key, w);
   const int p = (int)((i & 3) >> 1);
   float u1 = tp_unit_f32(w[2 * p]) + (1.0f / 16777216.0f);
   float u2 = tp_unit_f32(w[2 * p + 1]);
@@ -48,12 +60,12 @@ static inline float tp_philox_normal_f32(i64 key, i64 first, i64 i) {
 }
 static inline double tp_philox_uniform_f64(i64 key, i64 first, i64 i) {
   unsigned int w[4];
-  tp_philox4x32((unsigned long long)first + (unsigned long long)(i >> 1), (unsigned long long)key, w);
+  tp_philox_block((unsigned long long)first + (unsigned long long)(i >> 1), (unsigned long long)key, w);
   return (i & 1) ? tp_unit_f64(w[2], w[3]) : tp_unit_f64(w[0], w[1]);
 }
 static inline double tp_philox_normal_f64(i64 key, i64 first, i64 i) {
   unsigned int w[4];
-  tp_philox4x32((unsigned long long)first + (unsigned long long)(i >> 1), (unsigned long long)key, w);
+  tp_philox_block((unsigned long long)first + (unsigned long long)(i >> 1), (unsigned long long)key, w);
   double u1 = tp_unit_f64(w[0], w[1]), u2 = tp_unit_f64(w[2], w[3]);
   double rad = __builtin_sqrt(-2.0 * __builtin_log(1.0 - u1));
   double a = 6.28318530717958647692 * u2;
