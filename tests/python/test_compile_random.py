@@ -106,6 +106,12 @@ def f_dropout(x):
     return F.dropout(x, 0.3, True) + 1
 
 
+def f_dropout_inplace(x):
+    y = x * 1
+    F.dropout(y, 0.2, True, inplace=True)
+    return y
+
+
 def f_mixed(x):
     # Several draws of one generator: each must sit at eager's offset.
     a = tp.rand(5)
@@ -129,7 +135,7 @@ def f_mixed_native(x):
 # pointwise maps of dropout, bernoulli, normal_, uniform_); randint, randperm and
 # 16-bit draws make the region fall back to the interpreter.
 LOWERED = [f_rand, f_randn, f_rand_float64, f_like, f_bernoulli, f_normal_, f_uniform_, f_bernoulli_, f_dropout,
-           f_mixed_native]
+           f_dropout_inplace, f_mixed_native]
 NOT_LOWERED = [f_rand_float16, f_randint, f_randperm, f_mixed]
 
 
@@ -377,6 +383,24 @@ def test_dropout_module_in_train_and_eval():
         assert _state() == before  # eval mode draws nothing
         net.train()
         assert not np.array_equal(_np(cm(x)), _np(compiled_train))
+
+
+def test_dropout_module_compiles_natively_in_train_and_eval():
+    net = nn.Sequential(nn.Dropout(0.25), nn.ReLU())
+    cm = tp.compile(net, strict_native=True)
+    x = tp.rand(64, 33) + 1
+    fallbacks = _metric("fallback_count")
+    with tp.no_grad():
+        tp.manual_seed(2)
+        eager = [net(x), net(x)]
+        tp.manual_seed(2)
+        _same(cm(x), eager[0])
+        _same(cm(x), eager[1])
+        net.eval()
+        _same(cm(x), x)
+        net.train()
+        assert (_np(cm(x)) == 0).any()
+    assert _metric("fallback_count") == fallbacks
 
 
 def test_gradients_through_dropout_use_the_forward_mask():
