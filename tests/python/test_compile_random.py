@@ -491,3 +491,20 @@ def test_stax_generates_the_draws():
     cf = _compile(f_mixed_native)
     cf(x)
     assert "tp_philox_uniform_f32(" in cf.last_source and "tp_philox_normal_f64(" in cf.last_source
+
+
+def test_a_custom_backend_receives_the_generator_state_as_an_input():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append([tuple(t.shape) for t in example_inputs])
+        return gm
+
+    cf = tp.compile(f_rand, backend=backend)
+    x = tp.zeros(3, 5)
+    tp.manual_seed(0)
+    expected = f_rand(x), f_rand(x)
+    tp.manual_seed(0)
+    _same(cf(x), expected[0])
+    _same(cf(x), expected[1])
+    assert seen == [[(3, 5), (2,)]]  # the argument, then [seed, first counter]
