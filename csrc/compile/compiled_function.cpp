@@ -12,6 +12,7 @@
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "ops/random_functional.h"
 #include "passes/passes.h"
 
 namespace tp::compile {
@@ -365,7 +366,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // Lifted placeholders are named by where the tensor lives (`self.weight` -> self_weight).
   for (auto& n : g->nodes())
     if (n->opcode == graph::Opcode::Placeholder && n->input_index >= static_cast<int>(tensors.size()) &&
-        a->free[n->input_index - tensors.size()].from_owner)
+        n->input_index - tensors.size() < a->free.size() && a->free[n->input_index - tensors.size()].from_owner)
       g->rename(n.get(), a->free[n->input_index - tensors.size()].name);
   std::vector<Tensor> all = tensors;
   all.insert(all.end(), tr.free_tensors.begin(), tr.free_tensors.end());
@@ -422,6 +423,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   }
   a->gates = tr.gates;
+  a->rng = tr.rng_inputs;
 
   passes::PassOptions po;
   po.decompose = false;
@@ -443,7 +445,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   std::string source;
   last_kernels_.clear();
   last_fallback_reason_.clear();
-  a->run = run_backend(g, all, grad_reason, a->mutated_inputs, &source);
+  std::vector<Tensor> examples = all;  // + the generators' states as they stand (the first call's draw)
+  for (auto& r : a->rng) examples.push_back(peek_philox_state(r.generator));
+  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source);
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;
@@ -453,7 +457,15 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
 }
 
 std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<Tensor>& all) const {
-  std::vector<Tensor> out = a.run(all);
+  std::vector<Tensor> out;
+  if (a.rng.empty()) {
+    out = a.run(all);
+  } else {
+    // Random operators: reserve this call's counters, as eager's calls would.
+    std::vector<Tensor> in = all;
+    for (auto& r : a.rng) in.push_back(reserve_philox_state(r.generator, r.counters));
+    out = a.run(in);
+  }
   if (!a.mutated_inputs.empty()) {
     // The side effects eager has: each written input receives its final value
     // (copy_ bumps its version counter, as eager's in-place writes do).

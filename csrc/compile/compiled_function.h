@@ -145,6 +145,9 @@ class CompiledFunction {
     // Data gates (Section 3): this version is valid for calls whose gates, replayed
     // in order on the call's inputs, give these values.
     std::vector<graph::DataGate> gates;
+    // Random operators: per generator drawn from, the counters a call reserves;
+    // the states are graph inputs after the free tensors (graph/tracer.h).
+    std::vector<graph::TraceResult::RngInput> rng;
   };
   struct FirstLevel {
     std::vector<Stamp> tensors;  // per argument; impl null for scalars

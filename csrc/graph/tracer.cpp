@@ -1,10 +1,12 @@
 #include "graph/tracer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
+#include "ops/generator.h"
 #include "ops/kernel_util.h"
 #include "graph/guard_replay.h"
 
@@ -14,7 +16,7 @@ namespace {
 class Tracer : public DispatchInterceptor {
  public:
   Tracer(Graph& g, bool execute, bool lift, int num_inputs)
-      : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs) {}
+      : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs), rng_epoch_(generator_epoch()) {}
 
   const std::vector<Tensor>& free_tensors() const { return free_; }
   const std::vector<bool>& free_aliases() const { return free_aliases_; }
@@ -80,9 +82,7 @@ class Tracer : public DispatchInterceptor {
       }
     } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
     AutoGradMode no_grad(false);
-    if (op.has(kRandom))
-      throw CaptureError(str("cannot capture the random operator ", op.name,
-                             " inside a compiled function yet; create random tensors outside and pass them in"));
+    if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
     if (is_batch_norm_update(op, inputs, attrs)) return functionalize_batch_norm(op, inputs, attrs);
     std::vector<Arg> args;
@@ -344,6 +344,163 @@ class Tracer : public DispatchInterceptor {
     return out;
   }
 
+  // ---- random operators (ops/random_functional.h) ----
+  // A random operator becomes philox_random draws, whose randomness is an input
+  // of the graph (the state of the generator drawn from: one placeholder per
+  // generator), plus pure operators that map a draw as the eager kernel does.
+  // The real operator still runs (Python sees eager's values); the counters it
+  // reserves say which generator it drew from and where, so each draw's offset
+  // in a call's range is eager's and the call reserves eager's total.
+  struct Reservations : ReservationObserver {
+    struct Seen {
+      int64_t id;
+      PhiloxRange range;
+      uint64_t n;
+    };
+    std::vector<Seen> seen;
+    void reserved(int64_t id, PhiloxRange range, uint64_t n) override { seen.push_back({id, range, n}); }
+  };
+  struct RngUse {
+    int64_t gen;
+    Node* state;
+    uint64_t key, start, next;  // the generator at capture: key, first counter, next unused counter
+  };
+  // The generator's use in this trace; a new one starts at `st` (its state before this draw).
+  RngUse& rng_use(int64_t gen, GeneratorState st) {
+    for (auto& u : rng_)
+      if (u.gen == gen) return u;
+    Node* p = g_.placeholder(gen == kDefaultGenerator ? "rng_state" : "rng_state_g" + std::to_string(gen),
+                             TensorMeta::contiguous({2}, DType::Int64), -1);
+    rng_.push_back({gen, p, st.seed, st.offset, st.offset});
+    return rng_.back();
+  }
+
+  // Counters eager's kernels use per draw (ops/factory_ops.cpp and friends): a
+  // float64 sample or a 64-bit integer takes two 32-bit words, anything else one.
+  static uint64_t counters_for(const std::string& dist, int64_t n, DType dt) {
+    const int64_t per = dist == "randint" || dist == "randperm" || dt == DType::Float64 ? 2 : 4;
+    return static_cast<uint64_t>((n + per - 1) / per);
+  }
+
+  std::vector<Tensor> functionalize_random(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    const std::string name = op.name;
+    static const char* const kKnown[] = {"rand", "randn", "randint", "randint.low", "randperm", "normal_",
+                                         "uniform_", "bernoulli_.float", "bernoulli", "native_dropout"};
+    if (!execute_ || std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; }))
+      throw CaptureError(str("cannot capture the random operator ", op.name, " inside a compiled function",
+                             execute_ ? " (it has no functional form yet)" : " in a shapes-only trace",
+                             "; create the random tensor outside and pass it in"));
+    check_not_reseeded(op.name);
+    Node* self = inputs.empty() ? nullptr : node_for(inputs[0]);  // before an in-place write
+    if (op.has(kInplace)) save_before_write(inputs[0]);
+    Reservations res;
+    std::vector<Tensor> out;
+    {
+      ScopedInterceptor suspend(nullptr);  // the real draw, so Python sees eager's values
+      ScopedReservationObserver watch(&res);
+      out = run_kernel(op, inputs, attrs);
+    }
+    check_not_reseeded(op.name);  // the kernel itself must not have reseeded
+    TP_CHECK(res.seen.size() <= 1, CaptureError, "cannot capture the random operator ", op.name,
+             ": it drew from a generator ", res.seen.size(), " times");
+    // Where the draw sits in this call's range of its generator.
+    const int64_t gen = res.seen.empty() ? (name == "native_dropout" ? kDefaultGenerator : generator_attr(attrs))
+                                         : res.seen[0].id;
+    RngUse& u = res.seen.empty() ? rng_use(gen, generator_get_state(gen))
+                                 : rng_use(gen, {res.seen[0].range.key, res.seen[0].range.first});
+    uint64_t first = u.next, drawn = 0;
+    if (!res.seen.empty()) {
+      first = res.seen[0].range.first;
+      drawn = res.seen[0].n;
+      TP_CHECK(res.seen[0].range.key == u.key && first == u.next, CaptureError, "internal: the random operator ",
+               op.name, " drew from counter ", first, " of its generator, expected ", u.next);
+    }
+    u.next = first + drawn;
+    const int64_t offset = static_cast<int64_t>(first - u.start);
+    Node* state = u.state;
+    auto draw = [&](const char* dist, const Shape& size, DType dt, Attrs extra = {}) {
+      TP_CHECK(counters_for(dist, numel(size), dt) == drawn, CaptureError, "internal: the functional form of ",
+               op.name, " would draw ", counters_for(dist, numel(size), dt), " counters, eager drew ", drawn);
+      Attrs a = extra;
+      a.set("size", size);
+      a.set("dtype", dt);
+      a.set("distribution", std::string(dist));
+      a.set("offset", offset);
+      return replay(get_op("philox_random"), {state}, a);
+    };
+    auto call = [&](const char* o, std::vector<Arg> args) { return replay(get_op(o), std::move(args), {}); };
+    auto to = [&](Node* n, DType dt) { return n->meta.dtype == dt ? n : replay(get_op("to"), {n}, {{"dtype", dt}}); };
+    const Tensor& r = out.at(0);
+    if (name == "rand" || name == "randn") {
+      bind_input(r, draw(name == "rand" ? "uniform" : "normal", r.sizes(), r.dtype()));
+    } else if (name == "randint" || name == "randint.low") {
+      bind_input(r, draw("randint", r.sizes(), r.dtype(),
+                         {{"low", attrs.has("low") ? attrs.get_int("low") : int64_t{0}}, {"high", attrs.get_int("high")}}));
+    } else if (name == "randperm") {
+      bind_input(r, draw("randperm", r.sizes(), r.dtype()));
+    } else if (name == "bernoulli") {
+      // Each element is 1 where a float64 uniform sample is below its probability.
+      Node* u01 = draw("uniform", r.sizes(), DType::Float64);
+      bind_input(r, to(call("lt", {u01, to(self, DType::Float64)}), r.dtype()));
+    } else if (name == "native_dropout") {
+      // Kept where a float32 uniform sample is below 1 - p; kept ones scaled by 1/(1-p).
+      const double p = attrs.get_or("train", true) ? attrs.get_double("p") : 0.0;
+      Node* mask = call("lt", {draw("uniform", r.sizes(), DType::Float32), Scalar(1.0 - p)});
+      Node* scaled = call("mul", {self, Scalar(p < 1 ? 1.0 / (1.0 - p) : 0.0)});
+      bind_input(r, to(call("where", {mask, scaled, Scalar(0.0)}), r.dtype()));
+      bind_input(out.at(1), mask);
+    } else {
+      // In place: float64 samples mapped as the kernel maps them, then converted
+      // to self's dtype, written into self (functionalized like any in-place op).
+      const Tensor& t = inputs[0];
+      Node* value = nullptr;
+      if (name == "normal_") {
+        Node* z = draw("normal", t.sizes(), DType::Float64);
+        value = call("add", {call("mul", {z, Scalar(attrs.get_double("std"))}), Scalar(attrs.get_double("mean"))});
+      } else if (name == "uniform_") {
+        const double a = attrs.get_double("from"), b = attrs.get_double("to");
+        value = call("add", {call("mul", {draw("uniform", t.sizes(), DType::Float64), Scalar(b - a)}), Scalar(a)});
+      } else {  // bernoulli_.float
+        value = call("lt", {draw("uniform", t.sizes(), DType::Float64), Scalar(attrs.get_double("p"))});
+      }
+      write(t, to(value, t.dtype()), op.name);
+    }
+    return out;
+  }
+
+
+ public:
+  // A reseed (tp.manual_seed, set_state) inside the function cannot be replayed:
+  // the compiled code reserves its counters at call time, from wherever the
+  // generator stands.
+  void check_not_reseeded(const char* opname) const {
+    if (generator_epoch() != rng_epoch_)
+      throw CaptureError(str("cannot capture the random operator ", opname,
+                             ": a generator was reseeded (tp.manual_seed, Generator.manual_seed or set_state) inside "
+                             "the compiled function, which compiled code cannot replay; seed outside the compiled "
+                             "function"));
+  }
+
+  // At the end of a trace: number the state placeholders after the free tensors,
+  // report the counters per call, and put the generators back (the compiled
+  // code draws this call's numbers itself).
+  std::vector<TraceResult::RngInput> finish_random() {
+    std::vector<TraceResult::RngInput> r;
+    if (!rng_.empty() && generator_epoch() != rng_epoch_)
+      throw CaptureError("cannot capture a function that draws random numbers and reseeds a generator (tp.manual_seed, "
+                         "Generator.manual_seed or set_state): compiled code cannot replay the reseed; seed outside "
+                         "the compiled function");
+    for (size_t k = 0; k < rng_.size(); ++k) {
+      RngUse& u = rng_[k];
+      u.state->input_index = num_inputs_ + static_cast<int>(free_.size() + k);
+      r.push_back({u.gen, u.next - u.start});
+      generator_set_state(u.gen, {u.key, u.start});
+    }
+    return r;
+  }
+  int first_rng_input() const { return num_inputs_ + static_cast<int>(free_.size()); }
+
+ private:
   // native_batch_norm in training with running statistics updates them in place
   // inside its kernel (no kInplace tag: the write is to inputs 3 and 4 — aten's
   // order is input, weight, bias, running_mean, running_var).
@@ -419,6 +576,8 @@ class Tracer : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
+  std::vector<RngUse> rng_;  // generators random operators drew from, in first-use order
+  uint64_t rng_epoch_;       // generator_epoch() when the trace started
 };
 
 thread_local Tracer* t_tracer = nullptr;
@@ -498,11 +657,19 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     outs.push_back(node);
   }
   tracer.restore_inputs();
+  r.rng_inputs = tracer.finish_random();
   r.graph->output(std::move(outs));
   // Each gate's guard: the part of the graph its tensor depends on, taken before
   // any pass (DCE would drop a gate nobody else reads).
-  for (auto& pg : tracer.gates())
-    r.gates.push_back({pg.kind, pg.where, pg.value, std::shared_ptr<const Graph>(slice_to(*r.graph, pg.node))});
+  for (auto& pg : tracer.gates()) {
+    auto guard = std::shared_ptr<const Graph>(slice_to(*r.graph, pg.node));
+    for (auto& n : guard->nodes())
+      if (n->opcode == Opcode::Placeholder && n->input_index >= tracer.first_rng_input())
+        throw CaptureError(str("cannot capture ", DataGate{pg.kind, pg.where, pg.value, nullptr}.describe(),
+                               ": it reads a value computed from a random operator, which differs at every call; "
+                               "branch on it outside the compiled function"));
+    r.gates.push_back({pg.kind, pg.where, pg.value, std::move(guard)});
+  }
   r.free_tensors = tracer.free_tensors();
   r.free_aliases_traced = tracer.free_aliases();
   return r;

@@ -60,6 +60,17 @@ struct TraceResult {
   std::vector<OutputView> output_views;
   // The data gates the function passed, in order.
   std::vector<DataGate> gates;
+  // Random operators (ops/random_functional.h): each generator the function drew
+  // from and the counters one call draws (eager's count, measured at capture).
+  // Its state is a placeholder after the free tensors, in this order: a caller
+  // passes reserve_philox_state(generator, counters) for each at every call,
+  // which advances the generator exactly as far as eager's calls would. The
+  // generators are back where they were when trace() returns.
+  struct RngInput {
+    int64_t generator;
+    uint64_t counters;
+  };
+  std::vector<RngInput> rng_inputs;
 };
 
 // `input_names` (optional) name the placeholders (e.g. the Python parameter names).

@@ -20,5 +20,6 @@ void register_builtin_ops() {
   register_sort_ops();
   register_misc_ops();
   register_view_scatter_ops();
+  register_random_functional_ops();
 }
 }  // namespace tp

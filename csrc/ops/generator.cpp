@@ -1,5 +1,6 @@
 #include "ops/generator.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,19 @@ int64_t generator_create() {
   return id;
 }
 
+int64_t generator_create(GeneratorState initial) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  const int64_t id = t.next_id++;
+  t.gens.emplace(id, Gen{initial.seed, initial.offset});
+  return id;
+}
+
+namespace {
+std::atomic<uint64_t> g_epoch{0};
+}
+uint64_t generator_epoch() { return g_epoch.load(std::memory_order_relaxed); }
+
 void generator_destroy(int64_t id) {
   if (id == kDefaultGenerator) return;
   Table& t = table();
@@ -57,6 +71,7 @@ void generator_manual_seed(int64_t id, uint64_t seed) {
   Gen& g = find(t, id);
   g.seed = seed;
   g.next = 0;
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t generator_seed(int64_t id) {
@@ -85,14 +100,26 @@ void generator_set_state(int64_t id, GeneratorState s) {
   Gen& g = find(t, id);
   g.seed = s.seed;
   g.next = s.offset;
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+thread_local ReservationObserver* t_observer = nullptr;
+}
+
+ScopedReservationObserver::ScopedReservationObserver(ReservationObserver* o) : prev_(t_observer) { t_observer = o; }
+ScopedReservationObserver::~ScopedReservationObserver() { t_observer = prev_; }
+
 PhiloxRange generator_reserve(int64_t id, uint64_t n) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  Gen& g = find(t, id);
-  PhiloxRange r{g.seed, g.next};
-  g.next += n;
+  PhiloxRange r;
+  {
+    Table& t = table();
+    std::lock_guard<std::mutex> lock(t.mu);
+    Gen& g = find(t, id);
+    r = {g.seed, g.next};
+    g.next += n;
+  }
+  if (t_observer) t_observer->reserved(id, r, n);
   return r;
 }
 

@@ -38,19 +38,26 @@ inline void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) {
 
 constexpr int64_t kDefaultGenerator = 0;
 
+// The whole state: the seed (the Philox key) and the next unused counter.
+struct GeneratorState {
+  uint64_t seed;
+  uint64_t offset;
+};
+
 // A fresh generator seeded with the default seed; returns its id.
 int64_t generator_create();
+// A fresh generator at the given state (a scratch generator: not counted by generator_epoch).
+int64_t generator_create(GeneratorState initial);
+// Counts reseeds and set_state calls on any generator: a capture refuses random
+// operators when the function reseeds (compiled code draws at call time and
+// cannot replay a reseed).
+uint64_t generator_epoch();
 // Forgets a generator (its Python object died). The default one stays.
 void generator_destroy(int64_t id);
 // Every function below throws ValueError for an unknown id.
 void generator_manual_seed(int64_t id, uint64_t seed);
 uint64_t generator_seed(int64_t id);  // reseeds non-deterministically, returns the seed
 uint64_t generator_initial_seed(int64_t id);
-// The whole state: the seed (the Philox key) and the next unused counter.
-struct GeneratorState {
-  uint64_t seed;
-  uint64_t offset;
-};
 GeneratorState generator_get_state(int64_t id);
 void generator_set_state(int64_t id, GeneratorState s);
 
@@ -62,6 +69,25 @@ struct PhiloxRange {
 PhiloxRange generator_reserve(int64_t id, uint64_t n);
 // The generator an operator call names (attribute "generator"; absent = default).
 int64_t generator_attr(const Attrs& attrs);
+
+// Sees every reservation made on this thread while installed (the tracer learns
+// which generator a random operator drew from, where and how many counters, by
+// running the operator: the count is then eager's by construction).
+class ReservationObserver {
+ public:
+  virtual ~ReservationObserver() = default;
+  virtual void reserved(int64_t id, PhiloxRange range, uint64_t n) = 0;
+};
+class ScopedReservationObserver {
+ public:
+  explicit ScopedReservationObserver(ReservationObserver* o);
+  ~ScopedReservationObserver();
+  ScopedReservationObserver(const ScopedReservationObserver&) = delete;
+  ScopedReservationObserver& operator=(const ScopedReservationObserver&) = delete;
+
+ private:
+  ReservationObserver* prev_;
+};
 
 // The default generator (tp.manual_seed, and callers that predate the table).
 inline void generator_manual_seed(uint64_t seed) { generator_manual_seed(kDefaultGenerator, seed); }

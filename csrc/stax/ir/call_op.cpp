@@ -63,6 +63,10 @@ constexpr CallInfo kCalls[] = {
     {CallOp::Fmod, "fmod", 2, F::Libm, true, nullptr},
     {CallOp::Remainder, "remainder", 2, F::Libm, true, nullptr},
     {CallOp::Pow, "pow", 2, F::Libm, true, nullptr},
+    {CallOp::PhiloxUniformF32, "philox_uniform_f32", 3, F::Random, true, nullptr},
+    {CallOp::PhiloxUniformF64, "philox_uniform_f64", 3, F::Random, true, nullptr},
+    {CallOp::PhiloxNormalF32, "philox_normal_f32", 3, F::Random, true, nullptr},
+    {CallOp::PhiloxNormalF64, "philox_normal_f64", 3, F::Random, true, nullptr},
 };
 constexpr size_t kCount = sizeof(kCalls) / sizeof(kCalls[0]);
 
@@ -72,7 +76,7 @@ constexpr bool table_in_order() {
   return true;
 }
 static_assert(table_in_order(), "kCalls must list the CallOp enumerators in order");
-static_assert(static_cast<size_t>(CallOp::Pow) + 1 == kCount, "every CallOp needs a table row");
+static_assert(static_cast<size_t>(CallOp::PhiloxNormalF64) + 1 == kCount, "every CallOp needs a table row");
 
 }  // namespace
 

@@ -25,9 +25,12 @@ enum class CallOp : unsigned char {
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
   Exp2, Log2, Log10, Erfc, Floor, Ceil, Trunc, Round, Frac,
   Atan2, Hypot, Fmod, Remainder, Pow,
+  // counter-based random draws (key, first counter, flat element index), int64
+  // operands: element i of eager's rand/randn (ops/generator.h, random_fill)
+  PhiloxUniformF32, PhiloxUniformF64, PhiloxNormalF32, PhiloxNormalF64,
 };
 
-enum class CallFamily : unsigned char { Arithmetic, Math, Comparison, Logical, Bitwise, Libm };
+enum class CallFamily : unsigned char { Arithmetic, Math, Comparison, Logical, Bitwise, Libm, Random };
 
 struct CallInfo {
   CallOp op;
@@ -42,6 +45,7 @@ const CallInfo& info(CallOp op);
 const char* name(CallOp op);
 inline bool is_comparison(CallOp op) { return info(op).family == CallFamily::Comparison; }
 inline bool is_libm(CallOp op) { return info(op).family == CallFamily::Libm; }
+inline bool is_random(CallOp op) { return info(op).family == CallFamily::Random; }
 // The operator with this IR name, if any.
 std::optional<CallOp> call_op_named(const std::string& name);
 

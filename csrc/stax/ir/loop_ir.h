@@ -27,7 +27,8 @@ enum class ExprOp {
   Call,    // fn(args...), fn a CallOp (call_op.h lists them with their properties)
   Where,   // args[0] ? args[1] : args[2]
   Cast,    // args[0] converted to dtype
-  Index,   // the value of `index` (an IndexExpr over the loop variables) as an int64
+  Index,   // the value of `index` (an IndexExpr over the loop variables) as an int64 (an element's
+           // position: a counter-based random draw computes its counter from it)
   Guard,   // args[1], after checking args[0] (bool): when false, the region's status word
            // receives check code `value` and the region raises after the call (LoopProgram::checks)
 };

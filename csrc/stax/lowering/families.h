@@ -17,5 +17,6 @@ void register_factory_lowerings(LoweringTable& t);     // factories.cpp
 void register_movement_lowerings(LoweringTable& t);    // movement.cpp
 void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
 void register_window_lowerings(LoweringTable& t);      // windows.cpp
+void register_random_lowerings(LoweringTable& t);      // random.cpp
 
 }  // namespace tp::stax

@@ -24,6 +24,7 @@ Registry& registry() {
     register_movement_lowerings(reg->builtin);
     register_indexing_lowerings(reg->builtin);
     register_window_lowerings(reg->builtin);
+    register_random_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();

@@ -133,6 +133,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       ok = ok && c && (*c == 0 || *c == 1);
     }
     void visit_call(const ExprNode& e) override {
+      if (is_random(e.fn)) ok = false;  // the prelude's Philox draws are scalar functions
       if (is_comparison(e.fn)) {
         for (auto& a : e.args) ok = ok && a->dtype == lane;
       } else {

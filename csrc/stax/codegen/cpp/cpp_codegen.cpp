@@ -633,6 +633,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       req.need_tanh |= e.fn == CallOp::Tanh;
       req.need_sigmoid |= e.fn == CallOp::Sigmoid;
       if (is_libm(e.fn)) req.libm.insert(name(e.fn));
+      req.need_philox |= is_random(e.fn);
     }
   } needs(req);  // one visitor for all bodies: a node shared between nodes is visited once
   for (auto& n : p.nodes) needs.visit(n.body);

@@ -302,6 +302,7 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_tanh) s += kTanh;
   if (req.need_sigmoid) s += kSigmoid;
   if (req.need_floordiv) s += kFloorDiv;
+  if (req.need_philox) s += philox_prelude();
   for (auto& fn : req.libm)
     if (const LibmFn* f = find_libm(fn)) {
       auto m = req.libmvec.find(fn);

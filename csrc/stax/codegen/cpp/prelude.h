@@ -24,6 +24,9 @@
 //   need_tanh:     tp_tanh     (float, double, vf, vd)   (pulls in exp)
 //   need_sigmoid:  tp_sigmoid  (float, double, vf, vd)   (pulls in exp)
 //   need_floordiv: tp_floordiv(i64, i64), tp_mod(i64, i64) (Python semantics)
+//   need_philox:   tp_philox_uniform_f32 / _f64, tp_philox_normal_f32 / _f64
+//                  (i64 key, i64 first counter, i64 flat index) -> float / double:
+//                  element i of eager's rand / randn (scalar only)
 //   libm (each name listed, see libm_function): tp_<name> on float, double, vf,
 //     vd: sin cos tan asin acos atan sinh cosh asinh acosh atanh exp2 log2 log10
 //     erfc floor ceil trunc round (half to even) frac (x - trunc x); binary
@@ -45,6 +48,7 @@ struct PreludeRequest {
   int vector_bytes = 64;  // 16 (SSE2 baseline), 32 (avx2) or 64 (avx512)
   bool need_exp = false, need_log = false, need_tanh = false, need_sigmoid = false;
   bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
+  bool need_philox = false;    // tp_philox_{uniform,normal}_{f32,f64}(key, first, i): scalar, see prelude_philox.cpp
   std::set<std::string> libm;  // libm-backed functions used (names as in the IR's Call fn)
   // Of those, the ones whose float vector form calls libmvec at this width:
   // name -> symbol (e.g. "sin" -> "_ZGVeN16v_sinf"); the others loop over lanes.
@@ -57,6 +61,9 @@ bool libm_function(const std::string& fn, int* arity = nullptr);
 // The libmvec symbol of fn's float form at this vector width, when eager's
 // float32 kernels call libmvec for it too (so both agree); "" otherwise.
 std::string libmvec_symbol(const std::string& fn, int vector_bytes);
+
+// The Philox group of the prelude (prelude_philox.cpp), self-contained.
+const char* philox_prelude();
 
 // The prelude text; throws tp::ValueError for a vector_bytes other than 16/32/64.
 std::string cpp_prelude(const PreludeRequest& req);
