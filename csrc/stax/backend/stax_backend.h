@@ -6,11 +6,14 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "stax/ir/loop_ir.h"
 #include "stax/runtime/cached_kernel.h"
 
 namespace tp::stax {
 
-using EntryFn = void (*)(void* const* bufs, const long long* sizes);
+// ext(ctx, k) runs extern call k between kernels (nonzero: it failed).
+using ExternFn = int (*)(void* ctx, int k);
+using EntryFn = void (*)(void* const* bufs, const long long* sizes, ExternFn ext, void* ctx);
 
 class CompiledRegion {
  public:
@@ -20,6 +23,7 @@ class CompiledRegion {
   const std::string& source() const { return kernel_->source(); }
   const std::string& source_path() const { return kernel_->source_path(); }
   int kernel_count() const { return kernel_count_; }
+  int extern_count() const { return static_cast<int>(externs_.size()); }
   bool disk_hit() const { return kernel_->disk_hit(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
 
@@ -31,7 +35,20 @@ class CompiledRegion {
     int index = -1;  // input / constant / output index
     Shape sizes, strides;
     DType dtype = DType::Float32;
+    bool extern_written = false;  // allocated (or adopted) when its extern call runs
   };
+  // An extern call with its buffers resolved to slots.
+  struct ExternStep {
+    ir::ExternCall call;
+    const OpDef* op = nullptr;
+    Attrs attrs;
+    std::vector<int> in_slots;   // per operand; -1 unless a buffer
+    std::vector<int> out_slots;  // per result
+  };
+  struct RunState;
+  static int run_extern_trampoline(void* ctx, int k);
+  void run_extern(RunState& st, int k) const;
+  std::vector<ExternStep> externs_;
   // Not the library itself: run() pins it per call, so the code cache can
   // unload idle kernels (bounded number of mapped libraries).
   std::shared_ptr<runtime::CachedKernel> kernel_;

@@ -241,6 +241,7 @@ std::string LoopProgram::to_string() const {
     if (n.is_reduction()) os << " " << reduce_op_name(n.reduce) << " over " << shape_str(n.reduce_ranges);
     os << ": " << ir::to_string(n.body) << "\n";
   }
+  for (auto& e : externs) os << ir::to_string(e) << "\n";
   return os.str();
 }
 

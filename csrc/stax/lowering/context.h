@@ -44,6 +44,15 @@ class LoweringContext {
   int add_compute_node(ir::ComputeNode n);
   // Writes v into a new contiguous buffer with a pointwise compute node.
   int realize(const Value& v, ir::BufferKind kind, int arg_index, const std::string& origin);
+  // Operand i was an omitted optional tensor (None); only extern rules see such operands.
+  bool absent(size_t i) const { return !inputs_.at(i).at; }
+  // Appends an extern call (id, position after the compute nodes so far, origin
+  // and this node's attributes filled in) and returns its id.
+  int add_extern(ir::ExternCall call);
+  // A rule for an operator with several results sets them all here (the
+  // `getitem` nodes of the graph read them) and returns the first.
+  void set_results(std::vector<Value> results) { results_ = std::move(results); }
+  const std::vector<Value>& results() const { return results_; }
 
   [[noreturn]] void fail(const std::string& why) const;
 
@@ -53,6 +62,7 @@ class LoweringContext {
   std::vector<Value> inputs_;
   std::vector<std::optional<Scalar>> consts_;
   std::string origin_;
+  std::vector<Value> results_;
 };
 
 // Raises tp::BackendError "Stax cannot lower operator ..." naming n (with

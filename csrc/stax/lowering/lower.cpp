@@ -1,9 +1,13 @@
 // The lowering driver: walks the graph in order, gives each operator's rule
-// (registry.h) its operands as Values, and writes the region's outputs.
+// (registry.h) its operands as Values, and writes the region's outputs. An
+// operator without a rule becomes an extern call of its eager kernel
+// (extern.cpp), so one unusual operator does not send the whole region to
+// eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
 #include <unordered_map>
 
+#include "stax/lowering/extern.h"
 #include "stax/lowering/registry.h"
 
 namespace tp::stax {
@@ -51,12 +55,30 @@ class Lowerer {
 
  private:
   void lower_call(const Node* n) {
+    if (n->is_getitem()) {  // result i of a multi-result node, set by its rule
+      const Node* src = std::get<Node*>(n->args.at(0));
+      auto it = results_.find(src);
+      size_t i = static_cast<size_t>(n->getitem_index());
+      if (it == results_.end() || i >= it->second.size())
+        cannot_lower(n, str("result ", i, " of '", src->target->name, "' was not lowered"));
+      env_[n] = it->second[i];
+      return;
+    }
+    LoweringFn rule = find_lowering(n->target->name);
+    // Extern rules (and the generic extern) pass an omitted optional tensor
+    // (conv2d's bias=None) to the kernel as absent; loop rules cannot take one.
+    const bool takes_absent = !rule || is_extern_lowering(n->target->name);
     std::vector<Value> in;
     std::vector<std::optional<Scalar>> consts;
     std::string origin = n->target->name;
     for (auto& a : n->args) {
       if (auto* p = std::get_if<Node*>(&a)) {
-        if (!*p) cannot_lower(n, "an absent optional tensor argument");
+        if (!*p) {
+          if (!takes_absent) cannot_lower(n, "an absent optional tensor argument");
+          in.push_back(Value());  // no `at`: LoweringContext::absent
+          consts.push_back(std::nullopt);
+          continue;
+        }
         in.push_back(env_.at(*p));
         consts.push_back(std::nullopt);
         if (auto o = origin_.find(*p); o != origin_.end()) origin = o->second + ", " + n->target->name;
@@ -78,9 +100,13 @@ class Lowerer {
       DType dt = n->meta.dtype;
       v = c.pointwise([dt](const Index&) { return constant(Scalar(int64_t(0)), dt); });
     } else {
-      LoweringFn rule = find_lowering(n->target->name);
-      if (!rule) cannot_lower(n, "no lowering rule");
-      v = rule(c);
+      v = rule ? rule(c) : lower_as_extern(c);
+      if (!n->output_metas.empty()) {
+        if (c.results().size() != n->output_metas.size())
+          cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ",
+                              n->output_metas.size()));
+        results_[n] = c.results();
+      }
     }
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
@@ -119,6 +145,7 @@ class Lowerer {
   LoopProgram& prog_;
   std::unordered_map<const Node*, Value> env_;
   std::unordered_map<const Node*, std::string> origin_;
+  std::unordered_map<const Node*, std::vector<Value>> results_;  // of multi-result nodes
 };
 
 }  // namespace

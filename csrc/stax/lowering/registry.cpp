@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "stax/lowering/extern.h"
 #include "stax/lowering/families.h"
 
 namespace tp::stax {
@@ -21,6 +22,7 @@ Registry& registry() {
     register_view_lowerings(reg->builtin);
     register_reduction_lowerings(reg->builtin);
     register_factory_lowerings(reg->builtin);
+    register_extern_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();

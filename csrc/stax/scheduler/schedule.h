@@ -58,8 +58,17 @@ struct ScheduleOptions {
   int64_t parallel_grain = 32768;       // elements of work below which a kernel stays on one thread
 };
 
+// One step of the entry: a kernel, or an extern call (LoopProgram::externs)
+// between kernels. An extern call ends the kernel before it (its operands must
+// be in memory) and the kernels after it read its results from memory.
+struct ScheduleStep {
+  bool is_extern = false;
+  int index = 0;  // into Schedule::kernels or LoopProgram::externs
+};
+
 struct Schedule {
   std::vector<KernelPlan> kernels;
+  std::vector<ScheduleStep> steps;  // kernels and extern calls in execution order
 };
 
 Schedule schedule(const ir::LoopProgram& program, const ScheduleOptions& options);
