@@ -226,3 +226,18 @@ def test_shape_mismatch_reaching_an_extern_is_a_clear_error():
     with pytest.raises(ValueError, match=r"conv2d"):
         tp.compile(lambda x, w: F.conv2d(x, w).relu(), strict_native=True)(tp.randn(1, 3, 5, 5), tp.randn(2, 4, 3, 3))
     tp.testing.assert_close(cf(a, b), (a @ b).relu())  # still usable
+
+
+def test_a_rule_that_declines_a_dtype_falls_back_to_an_extern_not_to_eager():
+    # The pointwise rule of remainder has no integer form: the operator runs as
+    # an extern call of its kernel, the multiply before and the add after fused.
+    a = tp.arange(30).reshape(5, 6) - 12
+    cf = _check(lambda a: tp.remainder(a * 3, 4) + 1, a)
+    assert [op for op, _ in _externs(cf)] == ["remainder"]
+    assert _kernels(cf) == 2
+
+
+def test_view_operator_without_a_rule_is_copied_not_aliased():
+    x = tp.randn(5, 6)
+    cf = _check(lambda x: (tp.diagonal(x * 2) + 1, (x * 2).unfold(1, 2, 2) - 1), x)
+    assert len(_externs(cf)) == 2

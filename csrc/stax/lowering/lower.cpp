@@ -67,14 +67,16 @@ class Lowerer {
     LoweringFn rule = find_lowering(n->target->name);
     // Extern rules (and the generic extern) pass an omitted optional tensor
     // (conv2d's bias=None) to the kernel as absent; loop rules cannot take one.
-    const bool takes_absent = !rule || is_extern_lowering(n->target->name);
+    bool has_absent = false;
+    for (auto& a : n->args)
+      if (auto* p = std::get_if<Node*>(&a); p && !*p) has_absent = true;
+    if (has_absent && rule && !is_extern_lowering(n->target->name)) rule = LoweringFn();  // the extern takes it
     std::vector<Value> in;
     std::vector<std::optional<Scalar>> consts;
     std::string origin = n->target->name;
     for (auto& a : n->args) {
       if (auto* p = std::get_if<Node*>(&a)) {
         if (!*p) {
-          if (!takes_absent) cannot_lower(n, "an absent optional tensor argument");
           in.push_back(Value());  // no `at`: LoweringContext::absent
           consts.push_back(std::nullopt);
           continue;
@@ -100,18 +102,40 @@ class Lowerer {
       DType dt = n->meta.dtype;
       v = c.pointwise([dt](const Index&) { return constant(Scalar(int64_t(0)), dt); });
     } else {
-      v = rule ? rule(c) : lower_as_extern(c);
-      if (!n->output_metas.empty()) {
-        if (c.results().size() != n->output_metas.size())
-          cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ",
-                              n->output_metas.size()));
-        results_[n] = c.results();
+      bool lowered = false;
+      if (rule) {
+        // A rule may decline an attribute/dtype combination it has no loop
+        // form for (integer remainder, ...): the operator then runs as an
+        // extern call instead. Rules only append to the program, so what the
+        // declining rule added is dropped first.
+        const size_t buffers = prog_.buffers.size(), nodes = prog_.nodes.size(), externs = prog_.externs.size();
+        try {
+          v = rule(c);
+          check_results(n, c);
+          lowered = true;
+        } catch (const BackendError&) {
+          prog_.buffers.resize(buffers);
+          prog_.nodes.resize(nodes);
+          prog_.externs.resize(externs);
+          r_.extern_attrs.resize(externs);
+          c.set_results({});
+        }
       }
+      if (!lowered) {
+        v = lower_as_extern(c);
+        check_results(n, c);
+      }
+      if (!n->output_metas.empty()) results_[n] = c.results();
     }
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
     if (n->meta.sizes != v.sizes) cannot_lower(n, "internal shape mismatch");
     env_[n] = std::move(v);
+  }
+
+  static void check_results(const Node* n, const LoweringContext& c) {
+    if (!n->output_metas.empty() && c.results().size() != n->output_metas.size())
+      cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ", n->output_metas.size()));
   }
 
   void write_outputs(const Node* n) {
