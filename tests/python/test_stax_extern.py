@@ -241,3 +241,16 @@ def test_view_operator_without_a_rule_is_copied_not_aliased():
     x = tp.randn(5, 6)
     cf = _check(lambda x: (tp.diagonal(x * 2) + 1, (x * 2).unfold(1, 2, 2) - 1), x)
     assert len(_externs(cf)) == 2
+
+
+def test_operand_realized_for_an_extern_is_read_not_recomputed():
+    # y is written once by the prologue: the extern reads it, and it is also
+    # the region's first output (the same buffer), so there is no second kernel.
+    x, W = tp.randn(8, 6), tp.randn(6, 5)
+    cf = _check(lambda x, W: (lambda y: (y, y @ W))(F.gelu(x) * 2), x, W)
+    assert _kernels(cf) == 1
+    # A residual: the epilogue reads h from memory instead of recomputing gelu(x @ W1).
+    W1, W2 = tp.randn(6, 6), tp.randn(6, 6)
+    cf = _check(lambda x, W1, W2: (lambda h: h @ W2 + h)(F.gelu(x @ W1)), x, W1, W2)
+    kernels = cf.last_source[cf.last_source.index("static void kernel0"):]
+    assert kernels.count("0.707") == 1  # gelu's x / sqrt(2): computed in one kernel only

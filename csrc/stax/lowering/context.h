@@ -53,6 +53,13 @@ class LoweringContext {
   // `getitem` nodes of the graph read them) and returns the first.
   void set_results(std::vector<Value> results) { results_ = std::move(results); }
   const std::vector<Value>& results() const { return results_; }
+  // Operand i was written into a buffer for this node (an extern operand);
+  // the driver lets later readers of that operand read the buffer instead of
+  // recomputing it.
+  void set_realized(size_t i, const Value& v) { realized_.emplace_back(i, v); }
+  const std::vector<std::pair<size_t, Value>>& realized() const { return realized_; }
+  // Forgets results and realized operands (a declining rule's, before the extern rule runs).
+  void reset_lowering_state() { results_.clear(); realized_.clear(); }
 
   [[noreturn]] void fail(const std::string& why) const;
 
@@ -63,6 +70,7 @@ class LoweringContext {
   std::vector<std::optional<Scalar>> consts_;
   std::string origin_;
   std::vector<Value> results_;
+  std::vector<std::pair<size_t, Value>> realized_;
 };
 
 // Raises tp::BackendError "Stax cannot lower operator ..." naming n (with

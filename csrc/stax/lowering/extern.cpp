@@ -26,10 +26,13 @@ namespace {
 
 // The operand as a buffer view: in place when it already is one, otherwise
 // written into a contiguous temp buffer by a compute node.
-Value as_buffer_view(LoweringContext& c, const Value& v) {
+Value as_buffer_view(LoweringContext& c, size_t i) {
+  const Value& v = c.input(i);
   if (v.buffer >= 0) return v;
   int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
-  return LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+  Value b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+  c.set_realized(i, b);
+  return b;
 }
 
 ExternOperand buffer_operand(const Value& v) {
@@ -97,7 +100,7 @@ Value kernel_extern(LoweringContext& c) {
       o.value = *c.constant(i);
       o.dtype = c.input(i).dtype;
     } else {
-      o = buffer_operand(as_buffer_view(c, c.input(i)));
+      o = buffer_operand(as_buffer_view(c, i));
     }
     call.inputs.push_back(std::move(o));
   }
@@ -132,10 +135,10 @@ LoweringFn gemm(bool bias_first) {
     if (!floating || !matrices) return kernel_extern(c);
     ExternCall call;
     call.kind = ExternKind::Gemm;
-    if (bias_first) call.inputs.push_back(buffer_operand(as_buffer_view(c, c.input(0))));
+    if (bias_first) call.inputs.push_back(buffer_operand(as_buffer_view(c, 0)));
     for (size_t i = a; i < a + 2; ++i) {
       const Value& v = c.input(i);
-      Value in_place = blas_layout(v) ? v : as_buffer_view(c, v);
+      Value in_place = blas_layout(v) ? v : as_buffer_view(c, i);
       if (!blas_layout(in_place)) {  // a view BLAS cannot read (e.g. stride 2 in both dims): copy it
         int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
         in_place = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);

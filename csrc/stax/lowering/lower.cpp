@@ -114,11 +114,11 @@ class Lowerer {
           check_results(n, c);
           lowered = true;
         } catch (const BackendError&) {
+          c.reset_lowering_state();
           prog_.buffers.resize(buffers);
           prog_.nodes.resize(nodes);
           prog_.externs.resize(externs);
           r_.extern_attrs.resize(externs);
-          c.set_results({});
         }
       }
       if (!lowered) {
@@ -126,6 +126,10 @@ class Lowerer {
         check_results(n, c);
       }
       if (!n->output_metas.empty()) results_[n] = c.results();
+      // An operand realized for an extern call is a buffer from now on: its
+      // other readers load it instead of recomputing it.
+      for (auto& [i, b] : c.realized())
+        if (auto* p = std::get_if<Node*>(&n->args.at(i)); p && *p) env_[*p] = b;
     }
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
