@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/parallel.h"
 #include "ops/blas.h"
 
 namespace tp::stax {
@@ -43,27 +44,28 @@ template <class T>
 void fill_bias(const Tensor& bias, const Tensor& out) {
   // out is contiguous; bias broadcasts to it (right-aligned, stride 0 where it repeats).
   const Shape& os = out.sizes();
-  size_t nd = os.size();
+  const size_t nd = os.size();
   Shape bs(nd, 0);
-  size_t off = nd - static_cast<size_t>(bias.dim());
+  const size_t off = nd - static_cast<size_t>(bias.dim());
   for (size_t d = 0; d < static_cast<size_t>(bias.dim()); ++d)
     bs[off + d] = bias.sizes()[d] == 1 ? 0 : bias.strides()[d];
   const T* src = bias.data_as<T>();
   T* dst = out.data_as<T>();
-  int64_t n = nd ? os[nd - 1] : 1, rows = n ? out.numel() / n : 0, sn = nd ? bs[nd - 1] : 0;
-  std::vector<int64_t> idx(nd > 0 ? nd - 1 : 0, 0);
-  int64_t base = 0;  // bias offset of the current row
-  for (int64_t r = 0; r < rows; ++r) {
-    T* row = dst + r * n;
-    if (sn == 1) std::copy(src + base, src + base + n, row);
-    else for (int64_t j = 0; j < n; ++j) row[j] = src[base + j * sn];
-    for (size_t d = idx.size(); d-- > 0;) {  // next row index, odometer style
-      base += bs[d];
-      if (++idx[d] < os[d]) break;
-      base -= bs[d] * os[d];
-      idx[d] = 0;
+  const int64_t n = os[nd - 1], sn = bs[nd - 1];
+  const int64_t rows = out.numel() / n;
+  // Rows in parallel: a 4096 x 1024 output is 16 MB to write.
+  parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / n), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t base = 0, rem = r;
+      for (size_t d = nd - 1; d-- > 0;) {
+        base += (rem % os[d]) * bs[d];
+        rem /= os[d];
+      }
+      T* row = dst + r * n;
+      if (sn == 1) std::copy(src + base, src + base + n, row);
+      else for (int64_t j = 0; j < n; ++j) row[j] = src[base + j * sn];
     }
-  }
+  });
 }
 
 template <class T>
@@ -77,12 +79,12 @@ void gemm_typed(const std::string& op, const Attrs& attrs, const std::vector<Ten
   const size_t nd = os.size();
   const int64_t M = os[nd - 2], N = os[nd - 1], K = A.sizes()[static_cast<size_t>(A.dim()) - 1];
   const Shape batch(os.begin(), os.end() - 2);
+  if (out.numel() == 0) return;
   if (has_bias && beta != T(0)) {
     fill_bias<T>(in[0], out);
   } else {
     beta = T(0);  // PyTorch: beta == 0 ignores self (NaN in it does not propagate)
   }
-  if (out.numel() == 0) return;
   T* C = out.data_as<T>();
   if (K == 0) {  // an empty sum: C = beta * C
     for (int64_t i = 0; i < out.numel(); ++i) C[i] = beta == T(0) ? T(0) : beta * C[i];
