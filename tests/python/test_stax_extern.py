@@ -254,3 +254,38 @@ def test_operand_realized_for_an_extern_is_read_not_recomputed():
     cf = _check(lambda x, W1, W2: (lambda h: h @ W2 + h)(F.gelu(x @ W1)), x, W1, W2)
     kernels = cf.last_source[cf.last_source.index("static void kernel0"):]
     assert kernels.count("0.707") == 1  # gelu's x / sqrt(2): computed in one kernel only
+
+
+@pytest.mark.parametrize("name", ["transformer_encoder_layer", "convnet"])
+def test_whole_models_compile_natively(name):
+    # Every operator without a loop form runs as an extern call; no fallback.
+    tp.manual_seed(0)
+    if name == "transformer_encoder_layer":
+        m, x = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), tp.randn(2, 10, 32)
+    else:
+        m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+        x = tp.randn(2, 3, 8, 8)
+    m.eval()
+    before = tp.compiler.metrics.fallback_count
+    with tp.no_grad():
+        cf = tp.compile(m, strict_native=True)
+        tp.testing.assert_close(cf(x), m(x), rtol=1e-4, atol=1e-5)
+    assert tp.compiler.metrics.fallback_count == before
+    assert any(kind == "gemm" for _, kind in _externs(cf))
+
+
+def test_error_raised_inside_an_extern_call_at_run_time_is_a_python_exception():
+    # The index values are data: the same shapes pass every guard, so the bad
+    # index reaches the extern call at run time. The kernel's error must come
+    # back as the Python exception eager raises (it cannot unwind through the
+    # generated code), and the compiled function stays usable.
+    x, good, bad = tp.randn(5, 3), tp.tensor([0, 4, 2]), tp.tensor([0, 7, 2])
+    f = lambda x, i: tp.index_select(x * 2, 0, i) + 1  # noqa: E731
+    cf = tp.compile(f, strict_native=True)
+    tp.testing.assert_close(cf(x, good), f(x, good))
+    with pytest.raises((IndexError, ValueError)) as eager:
+        f(x, bad)
+    with pytest.raises(type(eager.value), match="index_select"):
+        cf(x, bad)
+    tp.testing.assert_close(cf(x, good), f(x, good))
