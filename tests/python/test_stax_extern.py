@@ -289,3 +289,11 @@ def test_error_raised_inside_an_extern_call_at_run_time_is_a_python_exception():
     with pytest.raises(type(eager.value), match="index_select"):
         cf(x, bad)
     tp.testing.assert_close(cf(x, good), f(x, good))
+
+
+def test_same_computed_operand_twice_is_written_once():
+    x = tp.randn(6, 6)
+    cf = _check(lambda x: (x.exp() @ x.exp()) * 2, x)
+    assert _kernels(cf) == 2  # one prologue writing exp(x), the epilogue
+    prologue = cf.last_source[cf.last_source.index("static void kernel0"):cf.last_source.index("static void kernel1")]
+    assert prologue.count("// node ") == 1, prologue  # one loop nest, one buffer

@@ -29,6 +29,10 @@ namespace {
 Value as_buffer_view(LoweringContext& c, size_t i) {
   const Value& v = c.input(i);
   if (v.buffer >= 0) return v;
+  // The same graph value passed twice (x @ x) is written once.
+  const auto& args = c.node().args;
+  for (auto& [j, b] : c.realized())
+    if (args.at(j) == args.at(i)) return b;
   int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
   Value b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
   c.set_realized(i, b);
