@@ -75,6 +75,8 @@ std::vector<Value> add_results(LoweringContext& c, ExternCall& call) {
   if (metas.empty()) metas.push_back(c.node().meta);
   std::vector<Value> out;
   for (const TensorMeta& m : metas) {
+    if (!is_compute_dtype(m.dtype))  // generated kernels would read this buffer
+      c.fail(str("a result of dtype ", dtype_name(m.dtype), ", which generated kernels do not support yet"));
     Shape strides = dense_layout(m.sizes, m.strides) ? m.strides : contiguous_strides(m.sizes);
     int buf = c.add_buffer(BufferKind::Temp, "buf", m.dtype, m.sizes, strides, -1);
     call.outputs.push_back(buf);
