@@ -155,6 +155,19 @@ static std::string arg_str(const Arg& a) {
   return std::get<Scalar>(a).repr();
 }
 
+namespace {
+// The Python spelling of an operator call, so printed code runs: an overload
+// (`max.dim`) is called by its base name (the binding picks the overload from
+// the arguments), and an operator without a schema is bound as a Tensor
+// method only (`to`), so it is called through the class.
+std::string callable_name(const OpDef* op) {
+  if (!op) return "tp.?";
+  std::string name = op->name;
+  if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  return (op->schema && *op->schema ? "tp." : "tp.Tensor.") + name;
+}
+}  // namespace
+
 std::string Graph::code() const {
   std::ostringstream os;
   os << "def forward(";
@@ -179,7 +192,7 @@ std::string Graph::code() const {
              << dtype_name(n->meta.dtype) << shape_str(n->meta.sizes) << "\n";
           break;
         }
-        os << "    " << n->name << " = tp." << (n->target ? n->target->name : "?") << "(";
+        os << "    " << n->name << " = " << callable_name(n->target) << "(";
         bool f = true;
         for (auto& a : n->args) { os << (f ? "" : ", ") << arg_str(a); f = false; }
         for (auto& [k, v] : n->attrs.items()) { os << (f ? "" : ", ") << k << "=" << attr_repr(v); f = false; }

@@ -482,7 +482,7 @@ def test_stax_falls_back_for_draws_it_does_not_generate_and_strict_native_refuse
     assert _metric("fallback_count") == before + 1
     tp.manual_seed(5)
     _same(got, f_randint(x))
-    with pytest.raises(tp.compiler.BackendError, match="philox_random.*randint"):
+    with pytest.raises(tp.compiler.BackendError, match="philox_random"):
         tp.compile(f_randint, strict_native=True)(x)
 
 

@@ -85,14 +85,17 @@ def test_integer_input_computes_in_the_default_float():
     _close(tp.compile(lambda x: tp.sin(x), strict_native=True)(x).numpy(), tp.sin(x).numpy())
 
 
-def test_integer_rounding_and_decimals_still_run_eagerly():
+def test_integer_rounding_and_decimals_run_their_kernels_inside_the_region():
+    # No loop form for these: the rules decline and the operator runs as an
+    # extern call of its eager kernel (no whole-region fallback).
     x = tp.tensor([[1, -2, 3]])
-    with pytest.warns(UserWarning, match="floor"):
-        np.testing.assert_array_equal(tp.compile(lambda x: tp.floor(x))(x).numpy(), x.numpy())
+    cf = tp.compile(lambda x: tp.floor(x), strict_native=True)
+    np.testing.assert_array_equal(cf(x).numpy(), x.numpy())
+    assert "// extern 0: floor" in cf.last_source
     y = tp.tensor([[1.25, -2.35, 3.5]])
-    with pytest.warns(UserWarning, match="decimals"):
-        got = tp.compile(lambda y: tp.round(y, decimals=1))(y).numpy()
-    np.testing.assert_array_equal(got, tp.round(y, decimals=1).numpy())
+    cf = tp.compile(lambda y: tp.round(y, decimals=1), strict_native=True)
+    np.testing.assert_array_equal(cf(y).numpy(), tp.round(y, decimals=1).numpy())
+    assert "// extern 0: round" in cf.last_source
 
 
 @pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.int64])

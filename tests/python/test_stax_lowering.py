@@ -168,11 +168,12 @@ def test_keyword_arguments_and_defaults_bind_like_python():
         cf()
 
 
-def test_add_sub_alpha_is_lowered_and_div_rounding_mode_falls_back():
+def test_add_sub_alpha_is_lowered_and_div_rounding_mode_runs_its_kernel():
     # Regression: the lowering used to ignore alpha and rounding_mode (wrong results).
     x, y = tp.randn(64, 33), tp.randn(64, 33)
     _check(lambda a, b: tp.add(a, b, alpha=2) + tp.sub(a, b, alpha=-0.5), x, y)
+    # div's rule declines rounding_mode: the operator runs as an extern call.
     f = lambda a, b: tp.div(a, b, rounding_mode="floor")  # noqa: E731
-    with pytest.raises(tp.compiler.BackendError, match="rounding_mode"):
-        tp.compile(f, strict_native=True)(x, y)
-    np.testing.assert_array_equal(tp.compile(f)(x, y).numpy(), f(x, y).numpy())
+    cf = tp.compile(f, strict_native=True)
+    np.testing.assert_array_equal(cf(x, y).numpy(), f(x, y).numpy())
+    assert "// extern 0: div" in cf.last_source

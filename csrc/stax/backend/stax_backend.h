@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "stax/ir/loop_ir.h"
 #include "stax/runtime/cached_kernel.h"
 
 namespace tp::stax {
 
-using EntryFn = void (*)(void* const* bufs, const long long* sizes);
+// ext(ctx, k) runs extern call k between kernels (nonzero: it failed).
+using ExternFn = int (*)(void* ctx, int k);
+using EntryFn = void (*)(void* const* bufs, const long long* sizes, ExternFn ext, void* ctx);
 
 // One generated kernel as tp.compiler.explain reports it (Section 13's model):
 // the bytes it must move between memory and the core, each buffer counted once
@@ -42,6 +45,7 @@ class CompiledRegion {
   const std::string& source() const { return kernel_->source(); }
   const std::string& source_path() const { return kernel_->source_path(); }
   int kernel_count() const { return kernel_count_; }
+  int extern_count() const { return static_cast<int>(externs_.size()); }
   bool disk_hit() const { return kernel_->disk_hit(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
@@ -55,7 +59,22 @@ class CompiledRegion {
     int index = -1;  // input / constant / output index
     Shape sizes, strides;
     DType dtype = DType::Float32;
+    bool extern_written = false;  // allocated (or adopted) when its extern call runs
   };
+  // An extern call with its buffers resolved to slots.
+  struct ExternStep {
+    ir::ExternCall call;
+    const OpDef* op = nullptr;
+    Attrs attrs;
+    std::vector<int> in_slots;   // per operand; -1 unless a buffer
+    std::vector<int> out_slots;  // per result
+  };
+  struct RunState;
+  // Raises IndexError with the message of the check whose code the kernels stored.
+  void raise_failed_check(long long status) const;
+  static int run_extern_trampoline(void* ctx, int k);
+  void run_extern(RunState& st, int k) const;
+  std::vector<ExternStep> externs_;
   // Not the library itself: run() pins it per call, so the code cache can
   // unload idle kernels (bounded number of mapped libraries).
   std::shared_ptr<runtime::CachedKernel> kernel_;

@@ -303,6 +303,7 @@ std::string LoopProgram::to_string() const {
          << (n.reduce_range_exprs.empty() ? shape_str(n.reduce_ranges) : exprs_str(n.reduce_range_exprs));
     os << ": " << ir::to_string(n.body) << "\n";
   }
+  for (auto& e : externs) os << ir::to_string(e) << "\n";
   return os.str();
 }
 

@@ -1,7 +1,7 @@
 // The loop-level IR (Section 6): what a region computes, as data.
 //
 // A LoopProgram is a list of buffers and a list of ComputeNodes in dependence
-// order. A ComputeNode writes one buffer: for every point of its iteration
+// order, plus the extern calls (extern_call.h) placed between them. A ComputeNode writes one buffer: for every point of its iteration
 // space `ranges` (vars[d] in [0, ranges[d])), it stores `body` at
 // `store_index`; a reduction node additionally folds body over `reduce_ranges`
 // (rvars). The body is an expression DAG whose leaves are constants and loads
@@ -17,6 +17,7 @@
 #include "core/scalar.h"
 #include "core/shape.h"
 #include "stax/ir/call_op.h"
+#include "stax/ir/extern_call.h"
 #include "stax/ir/index_expr.h"
 
 namespace tp::stax::ir {
@@ -121,6 +122,7 @@ struct ComputeNode {
 struct LoopProgram {
   std::vector<Buffer> buffers;
   std::vector<ComputeNode> nodes;
+  std::vector<ExternCall> externs;  // ordered by before_node (ties: in call order)
   int num_inputs = 0;    // region inputs, in order
   int num_outputs = 0;
   std::vector<int> output_buffers;  // per region output

@@ -82,6 +82,20 @@ int LoweringContext::add_compute_node(ComputeNode n) {
   return static_cast<int>(prog.nodes.size()) - 1;
 }
 
+int LoweringContext::add_extern(ExternCall call) {
+  LoopProgram& prog = region_.program;
+  call.id = static_cast<int>(prog.externs.size());
+  call.op = op();
+  call.before_node = static_cast<int>(prog.nodes.size());
+  if (call.origin.empty()) call.origin = origin_;
+  std::string printed;
+  for (auto& [name, value] : attrs().items()) printed += str(printed.empty() ? "" : ", ", name, "=", attr_repr(value));
+  call.attrs = printed;
+  prog.externs.push_back(std::move(call));
+  region_.extern_attrs.push_back(attrs());
+  return static_cast<int>(prog.externs.size()) - 1;
+}
+
 int LoweringContext::realize(const Value& v, BufferKind kind, int arg_index, const std::string& origin) {
   Shape strides = contiguous_strides(v.sizes);
   int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sizes, strides, arg_index);

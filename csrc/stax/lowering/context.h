@@ -44,6 +44,22 @@ class LoweringContext {
   int add_compute_node(ir::ComputeNode n);
   // Writes v into a new contiguous buffer with a pointwise compute node.
   int realize(const Value& v, ir::BufferKind kind, int arg_index, const std::string& origin);
+  // Operand i was an omitted optional tensor (None); only extern rules see such operands.
+  bool absent(size_t i) const { return !inputs_.at(i).at; }
+  // Appends an extern call (id, position after the compute nodes so far, origin
+  // and this node's attributes filled in) and returns its id.
+  int add_extern(ir::ExternCall call);
+  // A rule for an operator with several results sets them all here (the
+  // `getitem` nodes of the graph read them) and returns the first.
+  void set_results(std::vector<Value> results) { results_ = std::move(results); }
+  const std::vector<Value>& results() const { return results_; }
+  // Operand i was written into a buffer for this node (an extern operand);
+  // the driver lets later readers of that operand read the buffer instead of
+  // recomputing it.
+  void set_realized(size_t i, const Value& v) { realized_.emplace_back(i, v); }
+  const std::vector<std::pair<size_t, Value>>& realized() const { return realized_; }
+  // Forgets results and realized operands (a declining rule's, before the extern rule runs).
+  void reset_lowering_state() { results_.clear(); realized_.clear(); }
 
   // The code of a check (ir::guard) whose failure makes the compiled call raise
   // IndexError(message). Call it in the rule, not in a compute function: the
@@ -58,6 +74,8 @@ class LoweringContext {
   std::vector<Value> inputs_;
   std::vector<std::optional<Scalar>> consts_;
   std::string origin_;
+  std::vector<Value> results_;
+  std::vector<std::pair<size_t, Value>> realized_;
 };
 
 // Raises tp::BackendError "Stax cannot lower operator ..." naming n (with

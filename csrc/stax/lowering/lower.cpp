@@ -1,9 +1,13 @@
 // The lowering driver: walks the graph in order, gives each operator's rule
-// (registry.h) its operands as Values, and writes the region's outputs.
+// (registry.h) its operands as Values, and writes the region's outputs. An
+// operator without a rule becomes an extern call of its eager kernel
+// (extern.cpp), so one unusual operator does not send the whole region to
+// eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
 #include <unordered_map>
 
+#include "stax/lowering/extern.h"
 #include "stax/lowering/registry.h"
 
 namespace tp::stax {
@@ -51,12 +55,32 @@ class Lowerer {
 
  private:
   void lower_call(const Node* n) {
+    if (n->is_getitem()) {  // result i of a multi-result node, set by its rule
+      const Node* src = std::get<Node*>(n->args.at(0));
+      auto it = results_.find(src);
+      size_t i = static_cast<size_t>(n->getitem_index());
+      if (it == results_.end() || i >= it->second.size())
+        cannot_lower(n, str("result ", i, " of '", src->target->name, "' was not lowered"));
+      env_[n] = it->second[i];
+      return;
+    }
+    LoweringFn rule = find_lowering(n->target->name);
+    // Extern rules (and the generic extern) pass an omitted optional tensor
+    // (conv2d's bias=None) to the kernel as absent; loop rules cannot take one.
+    bool has_absent = false;
+    for (auto& a : n->args)
+      if (auto* p = std::get_if<Node*>(&a); p && !*p) has_absent = true;
+    if (has_absent && rule && !is_extern_lowering(n->target->name)) rule = LoweringFn();  // the extern takes it
     std::vector<Value> in;
     std::vector<std::optional<Scalar>> consts;
     std::string origin = n->target->name;
     for (auto& a : n->args) {
       if (auto* p = std::get_if<Node*>(&a)) {
-        if (!*p) cannot_lower(n, "an absent optional tensor argument");
+        if (!*p) {
+          in.push_back(Value());  // no `at`: LoweringContext::absent
+          consts.push_back(std::nullopt);
+          continue;
+        }
         in.push_back(env_.at(*p));
         consts.push_back(std::nullopt);
         if (auto o = origin_.find(*p); o != origin_.end()) origin = o->second + ", " + n->target->name;
@@ -78,14 +102,44 @@ class Lowerer {
       DType dt = n->meta.dtype;
       v = c.pointwise([dt](const Index&) { return constant(Scalar(int64_t(0)), dt); });
     } else {
-      LoweringFn rule = find_lowering(n->target->name);
-      if (!rule) cannot_lower(n, "no lowering rule");
-      v = rule(c);
+      bool lowered = false;
+      if (rule) {
+        // A rule may decline an attribute/dtype combination it has no loop
+        // form for (integer remainder, ...): the operator then runs as an
+        // extern call instead. Rules only append to the program, so what the
+        // declining rule added is dropped first.
+        const size_t buffers = prog_.buffers.size(), nodes = prog_.nodes.size(), externs = prog_.externs.size();
+        try {
+          v = rule(c);
+          check_results(n, c);
+          lowered = true;
+        } catch (const BackendError&) {
+          c.reset_lowering_state();
+          prog_.buffers.resize(buffers);
+          prog_.nodes.resize(nodes);
+          prog_.externs.resize(externs);
+          r_.extern_attrs.resize(externs);
+        }
+      }
+      if (!lowered) {
+        v = lower_as_extern(c);
+        check_results(n, c);
+      }
+      if (!n->output_metas.empty()) results_[n] = c.results();
+      // An operand realized for an extern call is a buffer from now on: its
+      // other readers load it instead of recomputing it.
+      for (auto& [i, b] : c.realized())
+        if (auto* p = std::get_if<Node*>(&n->args.at(i)); p && *p) env_[*p] = b;
     }
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
     if (n->meta.sizes != v.sizes) cannot_lower(n, "internal shape mismatch");
     env_[n] = std::move(v);
+  }
+
+  static void check_results(const Node* n, const LoweringContext& c) {
+    if (!n->output_metas.empty() && c.results().size() != n->output_metas.size())
+      cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ", n->output_metas.size()));
   }
 
   void write_outputs(const Node* n) {
@@ -119,6 +173,7 @@ class Lowerer {
   LoopProgram& prog_;
   std::unordered_map<const Node*, Value> env_;
   std::unordered_map<const Node*, std::string> origin_;
+  std::unordered_map<const Node*, std::vector<Value>> results_;  // of multi-result nodes
 };
 
 }  // namespace

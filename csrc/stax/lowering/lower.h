@@ -3,7 +3,9 @@
 // Every value is first a *compute function* from an index to an expression;
 // pointwise operators and views compose those functions, so a chain of them
 // never touches memory (Property 6.1). Only reductions and region outputs are
-// written into buffers. An operator without a lowering raises
+// written into buffers. An operator without a loop lowering that has an eager
+// kernel becomes an extern call (lowering/extern.cpp) on buffers; one that
+// cannot run inside a region (random, data-dependent shape) raises
 // tp::BackendError naming it (with TP_STAX_LOWER_DEBUG=1 also printed).
 #pragma once
 #include "graph/graph.h"
@@ -14,6 +16,7 @@ namespace tp::stax {
 struct LoweredRegion {
   ir::LoopProgram program;
   std::vector<Tensor> constants;  // get_attr tensors, passed as extra inputs, in Constant-buffer order
+  std::vector<Attrs> extern_attrs;  // per ExternCall (by id): the operator's attributes
 };
 
 LoweredRegion lower(const graph::Graph& g);

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "stax/lowering/extern.h"
 #include "stax/lowering/families.h"
 
 namespace tp::stax {
@@ -25,6 +26,7 @@ Registry& registry() {
     register_indexing_lowerings(reg->builtin);
     register_window_lowerings(reg->builtin);
     register_random_lowerings(reg->builtin);
+    register_extern_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;
   }();

@@ -445,8 +445,11 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   // 1. Fusion: greedy grouping in dependence order.
   std::vector<std::vector<int>> groups;
   std::vector<Shape> outers;
+  // Extern calls split the node list: no kernel spans one.
+  std::set<int> extern_boundary;
+  for (auto& e : program.externs) extern_boundary.insert(e.before_node);
   for (int i = 0; i < static_cast<int>(program.nodes.size()); ++i) {
-    if (options.fuse && !groups.empty() && can_fuse(program, groups.back(), outers.back(), i)) {
+    if (options.fuse && !groups.empty() && !extern_boundary.count(i) && can_fuse(program, groups.back(), outers.back(), i)) {
       groups.back().push_back(i);
       continue;
     }
@@ -466,6 +469,9 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
         auto it = group_of_buffer.find(l->buffer);
         if (it != group_of_buffer.end() && it->second != static_cast<int>(g)) read_elsewhere.insert(l->buffer);
       }
+  for (auto& e : program.externs)  // an extern call reads its operands from memory
+    for (auto& o : e.inputs)
+      if (o.kind == ExternOperand::Kind::Buffer) read_elsewhere.insert(o.buffer);
 
   LoopProgram ids;  // fresh variable ids for the kernels' loops
   ids.next_var_id = program.next_var_id;
@@ -559,6 +565,14 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     k.name = kernel_name(k.origin, g, options.max_kernel_name);
     s.kernels.push_back(std::move(k));
   }
+  // Execution order: each extern call before the first kernel whose nodes come after it.
+  size_t next_extern = 0;
+  for (size_t g = 0; g < s.kernels.size(); ++g) {
+    while (next_extern < program.externs.size() && program.externs[next_extern].before_node <= groups[g].front())
+      s.steps.push_back({true, static_cast<int>(next_extern++)});
+    s.steps.push_back({false, static_cast<int>(g)});
+  }
+  while (next_extern < program.externs.size()) s.steps.push_back({true, static_cast<int>(next_extern++)});
   return s;
 }
 

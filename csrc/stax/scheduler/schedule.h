@@ -133,9 +133,18 @@ struct ScheduleOptions {
   bool fuse = true;                     // false: one node per kernel (compile option stax_fusion, for bisection)
 };
 
+// One step of the entry: a kernel, or an extern call (LoopProgram::externs)
+// between kernels. An extern call ends the kernel before it (its operands must
+// be in memory) and the kernels after it read its results from memory.
+struct ScheduleStep {
+  bool is_extern = false;
+  int index = 0;  // into Schedule::kernels or LoopProgram::externs
+};
+
 struct Schedule {
   std::vector<KernelPlan> kernels;
   int vector_bytes = 64;                // the options' vector width, for the printer's vector types
+  std::vector<ScheduleStep> steps;  // kernels and extern calls in execution order
 };
 
 Schedule schedule(const ir::LoopProgram& program, const ScheduleOptions& options);

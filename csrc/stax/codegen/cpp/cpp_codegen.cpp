@@ -615,6 +615,11 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
   for (auto& k : s.kernels)
     for (auto& n : k.nests)
       if (n.store_to_memory) memory_temps.insert(p.nodes[n.node].out_buffer);
+  for (auto& e : p.externs) {  // extern calls read and write memory
+    for (auto& o : e.inputs)
+      if (o.kind == ExternOperand::Kind::Buffer) memory_temps.insert(o.buffer);
+    for (int b : e.outputs) memory_temps.insert(b);
+  }
   for (auto& b : p.buffers) {
     if (b.kind == BufferKind::Temp && !memory_temps.count(b.id)) continue;
     slot_of[b.id] = static_cast<int>(g.slot_buffer.size());
@@ -732,8 +737,21 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     }
     os << "}\n\n";
   }
-  os << "extern \"C\" void tp_entry(void* const* bufs, const long long* sizes) {\n  (void)sizes;\n";
-  for (auto& k : s.kernels) os << "  " << k.name << (sizes_used(k).empty() ? "(bufs);\n" : "(bufs, sizes);\n");
+  // Extern calls run in the backend: ext(ctx, k) runs LoopProgram::externs[k]
+  // and may replace its result's pointer in bufs (kernels read bufs on entry);
+  // nonzero means it failed, and the backend raises the error.
+  os << "extern \"C\" void tp_entry(void* const* bufs, const long long* sizes, int (*ext)(void*, int), void* ctx) {\n"
+     << "  (void)sizes; (void)ext; (void)ctx;\n";
+  for (auto& step : s.steps) {
+    if (!step.is_extern) {
+      const KernelPlan& k = s.kernels[step.index];
+      os << "  " << k.name << (sizes_used(k).empty() ? "(bufs);\n" : "(bufs, sizes);\n");
+      continue;
+    }
+    const ExternCall& e = p.externs[step.index];
+    os << "  // extern " << e.id << ": " << e.op << " (" << extern_kind_name(e.kind) << "; " << e.origin << ")\n";
+    os << "  if (ext(ctx, " << e.id << ")) return;\n";
+  }
   os << "}\n";
   g.source = os.str();
   g.kernel_count = static_cast<int>(s.kernels.size());

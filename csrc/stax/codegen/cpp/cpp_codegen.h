@@ -1,9 +1,11 @@
 // C++ code generation (Section 8): the KernelPrinter for CPUs. A Schedule ->
 // one translation unit holding every kernel of the region (one `static void`
 // function per KernelPlan, named after it) and an `extern "C"` entry
-//     void tp_entry(void* const* bufs, const long long* sizes)
-// that calls them in order (see kernel_printer.h). Vectors are GCC vector
-// extensions of Schedule::vector_bytes bytes, parallel loops OpenMP.
+//     void tp_entry(void* const* bufs, const long long* sizes,
+//                   int (*ext)(void* ctx, int k), void* ctx)
+// that calls them in order, and ext(ctx, k) where extern call k runs between
+// them (see kernel_printer.h). Vectors are GCC vector extensions of
+// Schedule::vector_bytes bytes, parallel loops OpenMP.
 #pragma once
 #include <string>
 #include <vector>

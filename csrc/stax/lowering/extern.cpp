@@ -1,0 +1,195 @@
+// Extern lowerings (issue 8, item 4): an operator that has an eager or library
+// kernel but no loop form becomes an ExternCall on buffers. Its operands are
+// read in place when they are strided views of buffers (a transposed weight is
+// passed with its strides, not copied); any other operand is realized into a
+// temp buffer by a compute node, which the scheduler fuses with the work that
+// produces it (the prologue). Its results are buffers that later kernels read
+// (the epilogue fuses everything pointwise after it).
+//
+// GEMMs (mm, bmm, matmul of matrices, addmm, baddbmm; linear decomposes into
+// transpose + addmm) call BLAS directly: each matrix operand must be row- or
+// column-major with a leading dimension, otherwise it is realized contiguous
+// first; addmm's bias is broadcast into the output before the GEMM adds into it
+// with beta, as PyTorch does.
+#include "stax/lowering/extern.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "ops/registry.h"
+
+namespace tp::stax {
+using namespace tp::stax::ir;
+
+namespace {
+
+// The operand as a buffer view: in place when it already is one, otherwise
+// written into a contiguous temp buffer by a compute node.
+Value as_buffer_view(LoweringContext& c, size_t i) {
+  const Value& v = c.input(i);
+  if (v.buffer >= 0) return v;
+  // The same graph value passed twice (x @ x) is written once.
+  const auto& args = c.node().args;
+  for (auto& [j, b] : c.realized())
+    if (args.at(j) == args.at(i)) return b;
+  int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+  Value b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+  c.set_realized(i, b);
+  return b;
+}
+
+ExternOperand buffer_operand(const Value& v) {
+  ExternOperand o;
+  o.kind = ExternOperand::Kind::Buffer;
+  o.buffer = v.buffer;
+  o.sizes = v.sizes;
+  o.strides = v.strides;
+  o.offset = v.offset;
+  o.dtype = v.dtype;
+  return o;
+}
+
+// Whether `strides` lay the elements of `sizes` out densely without overlap
+// (some permutation of a contiguous layout): then a kernel result in that
+// layout can be adopted as the buffer.
+bool dense_layout(const Shape& sizes, const Shape& strides) {
+  if (strides.size() != sizes.size()) return false;
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expect = 1;
+  for (size_t d : order) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expect) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+
+// Output buffers for the node's results, in the layout eager gave them during
+// capture when that layout is dense (so the kernel's result can be adopted),
+// contiguous otherwise. Returns the Values reading them.
+std::vector<Value> add_results(LoweringContext& c, ExternCall& call) {
+  std::vector<TensorMeta> metas = c.node().output_metas;
+  if (metas.empty()) metas.push_back(c.node().meta);
+  std::vector<Value> out;
+  for (const TensorMeta& m : metas) {
+    if (!is_compute_dtype(m.dtype))  // generated kernels would read this buffer
+      c.fail(str("a result of dtype ", dtype_name(m.dtype), ", which generated kernels do not support yet"));
+    Shape strides = dense_layout(m.sizes, m.strides) ? m.strides : contiguous_strides(m.sizes);
+    int buf = c.add_buffer(BufferKind::Temp, "buf", m.dtype, m.sizes, strides, -1);
+    call.outputs.push_back(buf);
+    out.push_back(LoweringContext::from_buffer(buf, m.sizes, strides, m.dtype));
+  }
+  return out;
+}
+
+Value finish(LoweringContext& c, ExternCall call) {
+  std::vector<Value> results = add_results(c, call);
+  c.add_extern(std::move(call));
+  Value first = results.at(0);
+  if (results.size() > 1) c.set_results(std::move(results));
+  return first;
+}
+
+// The generic extern: every operand in place (eager kernels take any strides).
+Value kernel_extern(LoweringContext& c) {
+  ExternCall call;
+  call.kind = ExternKind::Kernel;
+  for (size_t i = 0; i < c.inputs().size(); ++i) {
+    ExternOperand o;
+    if (c.absent(i)) {
+      o.kind = ExternOperand::Kind::Absent;
+    } else if (c.constant(i)) {
+      o.kind = ExternOperand::Kind::Number;
+      o.value = *c.constant(i);
+      o.dtype = c.input(i).dtype;
+    } else {
+      o = buffer_operand(as_buffer_view(c, i));
+    }
+    call.inputs.push_back(std::move(o));
+  }
+  return finish(c, std::move(call));
+}
+
+// Whether BLAS can read the last two dims of v in place: row-major (unit
+// column stride, row stride >= columns) or column-major (its transpose).
+bool blas_layout(const Value& v) {
+  if (v.buffer < 0 || v.sizes.size() < 2) return false;
+  size_t nd = v.sizes.size();
+  int64_t rows = v.sizes[nd - 2], cols = v.sizes[nd - 1];
+  int64_t sr = v.strides[nd - 2], sc = v.strides[nd - 1];
+  bool row_major = (cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1));
+  bool col_major = (rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1));
+  for (size_t d = 0; d + 2 < nd; ++d)
+    if (v.strides[d] < 0) return false;
+  return row_major || col_major;
+}
+
+// mm / bmm / matmul / addmm / baddbmm. `bias_first`: operand 0 is added (addmm, baddbmm).
+LoweringFn gemm(bool bias_first) {
+  return [bias_first](LoweringContext& c) -> Value {
+    const size_t a = bias_first ? 1 : 0;
+    DType dt = c.out_dtype();
+    bool floating = dt == DType::Float32 || dt == DType::Float64;
+    bool matrices = c.inputs().size() == a + 2 && !c.absent(a) && !c.absent(a + 1) && !c.constant(a) &&
+                    !c.constant(a + 1) && c.input(a).sizes.size() >= 2 && c.input(a + 1).sizes.size() >= 2 &&
+                    c.input(a).dtype == dt && c.input(a + 1).dtype == dt;
+    if (bias_first) matrices = matrices && !c.absent(0) && !c.constant(0) && c.input(0).dtype == dt;
+    // Vectors (matmul of 1-D operands), integer GEMMs, mixed dtypes: the eager kernel.
+    if (!floating || !matrices) return kernel_extern(c);
+    ExternCall call;
+    call.kind = ExternKind::Gemm;
+    if (bias_first) call.inputs.push_back(buffer_operand(as_buffer_view(c, 0)));
+    for (size_t i = a; i < a + 2; ++i) {
+      const Value& v = c.input(i);
+      Value in_place = blas_layout(v) ? v : as_buffer_view(c, i);
+      if (!blas_layout(in_place)) {  // a view BLAS cannot read (e.g. stride 2 in both dims): copy it
+        int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+        in_place = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+      }
+      call.inputs.push_back(buffer_operand(in_place));
+    }
+    // The result is written by BLAS row-major, so it is planned contiguous.
+    const Shape& sizes = c.out_sizes();
+    Shape strides = contiguous_strides(sizes);
+    int buf = c.add_buffer(BufferKind::Temp, "buf", dt, sizes, strides, -1);
+    call.outputs.push_back(buf);
+    c.add_extern(std::move(call));
+    return LoweringContext::from_buffer(buf, sizes, strides, dt);
+  };
+}
+
+const std::set<std::string>& extern_ops() {
+  static const std::set<std::string> ops = {"mm", "bmm", "matmul", "addmm", "baddbmm", "conv2d",
+                                            "sort", "argsort", "topk"};
+  return ops;
+}
+
+}  // namespace
+
+Value lower_as_extern(LoweringContext& c) {
+  const OpDef& op = *c.node().target;
+  if (op.has(kRandom)) c.fail("a random operator cannot run inside a compiled region");
+  if (op.has(kNondeterministicShape))
+    c.fail("its result's shape depends on the data, so no buffer can be planned for it");
+  if (op.has(kInplace)) c.fail("an in-place operator inside a functional region");
+  if (!op.cpu) c.fail("no lowering rule and no eager kernel to call");
+  return kernel_extern(c);
+}
+
+bool is_extern_lowering(const std::string& op) { return extern_ops().count(op) > 0; }
+
+void register_extern_lowerings(LoweringTable& t) {
+  t["mm"] = gemm(false);
+  t["bmm"] = gemm(false);
+  t["matmul"] = gemm(false);
+  t["addmm"] = gemm(true);
+  t["baddbmm"] = gemm(true);
+  // Library kernels whose operands are read in place with any strides; conv2d's
+  // absent bias is an Absent operand; sort/topk have two results (values, indices).
+  for (const char* op : {"conv2d", "sort", "argsort", "topk"}) t[op] = kernel_extern;
+}
+
+}  // namespace tp::stax
