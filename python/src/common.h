@@ -94,4 +94,10 @@ void bind_indexing(nb::module_& m);   // indexing.cpp: __getitem__/__setitem__, 
 void bind_device(nb::module_& m);     // device.cpp: tp.device
 void bind_memory_format(nb::module_& m);  // memory_format.cpp: tp.contiguous_format, ...
 
+// tensor.cpp: "file.py:12" of the user's code running now, and a data gate
+// (Section 3): reading tensor `t`'s value as a Python number during a capture
+// records it (its value joins the program's key), otherwise it just reads it.
+std::string python_source_line();
+Scalar gate(const Tensor& t, const char* kind);
+
 }  // namespace tp::py

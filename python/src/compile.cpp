@@ -6,6 +6,7 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include "common.h"
+#include "autograd/forward_ad.h"
 #include "compile/compiled_function.h"
 #include "compile/metrics.h"
 #include "graph/interpreter.h"
@@ -234,6 +235,16 @@ struct PyCompiled {
   nb::object nested;
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
+    // Forward-mode AD propagates tangents in the dispatcher hook, which the
+    // generated code and the first-level entry never reach: while a dual level
+    // is open the function runs eagerly, so its results carry tangents as
+    // without tp.compile (a compiled run would drop them silently).
+    if (autograd::forward_ad::current_level() >= 0 && !wrapped.is_none()) {
+      TP_CHECK(!fn->options().strict_native, BackendError,
+               "tp.compile(strict_native=True): forward-mode AD (a tp.autograd.forward_ad.dual_level is open) is not "
+               "compiled; call the function outside the dual level or without strict_native");
+      return wrapped(*args, **kwargs);
+    }
     // Keyword arguments and defaults are resolved against the signature on a
     // slow path; the common positional call goes straight to C++.
     int num_params = fn->num_params();

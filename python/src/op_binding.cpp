@@ -173,7 +173,9 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       auto s = to_scalar(h);
       if (!s && nb::isinstance<Tensor>(h)) {
         const Tensor& t = nb::cast<const Tensor&>(h);
-        if (t.numel() == 1) s = host_copy(t).item();
+        // The value becomes an attribute: inside a capture it is a data gate, so a
+        // later call with another value does not run the first one's program.
+        if (t.numel() == 1) s = graph::is_tracing() ? gate(t, "Tensor as a number") : host_copy(t).item();
       }
       if (!s) return mismatch("a number");
       p.attrs.set(a.attr_name, *s);

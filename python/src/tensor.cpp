@@ -102,6 +102,8 @@ void refuse_while_tracing(const char* what) {
                            "float(t) and t.item() are supported: they become data gates)"));
 }
 
+}  // namespace
+
 // "file.py:12" of the user's Python code running now: the innermost frame outside
 // the tensorplay package (a read inside nn.functional names the user's call).
 std::string python_source_line() {
@@ -135,6 +137,8 @@ Scalar gate(const Tensor& t, const char* kind) {
   if (!graph::is_tracing()) return graph::read_gate_value(kind, t);
   return graph::record_data_gate(t, kind, python_source_line());
 }
+
+namespace {
 
 nb::object to_numpy(const Tensor& t) {
   refuse_while_tracing("Tensor.numpy()");

@@ -218,3 +218,18 @@ def test_graph_log_shows_gates_and_guard_subgraphs(capfd):
     err = capfd.readouterr().err
     assert "captured graph" in err
     assert re.search(r"data gate 0: bool\(Tensor\) at .*:\d+ == True; guard-replay subgraph:", err), err
+
+
+def test_a_tensor_passed_where_a_number_is_expected_is_a_data_gate():
+    # Regression: addcdiv_(value=t) read t once at capture and baked it in, so a
+    # later call with another t silently ran the first value's program.
+    def f(x, t):
+        y = x.clone()
+        y.addcdiv_(x, x.abs() + 1, value=t)
+        return y.add(x, alpha=t * 2)
+
+    cf = tp.compile(f)
+    x = tp.randn(5)
+    for v in (0.5, 2.0, 0.5, -3.0):
+        t = tp.tensor(v)
+        np.testing.assert_allclose(cf(x, t).numpy(), f(x, t).numpy(), rtol=1e-6)

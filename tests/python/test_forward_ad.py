@@ -432,3 +432,26 @@ def test_hessian_vector_product_reverse_over_forward():
     (hvp,) = vjp_fn(tp.tensor(1.0, dtype=tp.float64))
     thess = torch.func.hessian(lambda a: f(torch, a))(torch.tensor(x))
     np.testing.assert_allclose(_np(hvp), thess.numpy() @ v, rtol=1e-10)
+
+
+def test_compiled_function_inside_a_dual_level_keeps_tangents():
+    # Regression: the compiled call bypassed the dispatcher hook, so results of a
+    # tp.compile'd function had no tangent (silently).
+    import tensorplay.autograd.forward_ad as fwAD
+
+    def f(x):
+        return (x * x).sin().sum(-1) + x[:, 0]
+
+    cf = tp.compile(f)
+    x, t = tp.randn(3, 4, dtype=tp.float64), tp.randn(3, 4, dtype=tp.float64)
+    cf(x)  # compiled and cached before the dual level
+    with fwAD.dual_level():
+        y = cf(fwAD.make_dual(x, t))
+        got = fwAD.unpack_dual(y).tangent
+    _, want = tp.func.jvp(f, (x,), (t,))
+    assert got is not None
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    strict = tp.compile(f, strict_native=True)
+    with fwAD.dual_level():
+        with pytest.raises(tp.compiler.BackendError, match="forward-mode AD"):
+            strict(fwAD.make_dual(x, t))
