@@ -502,6 +502,8 @@ void bind_compile(nb::module_& m) {
      nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
      nb::arg("binder").none());
 
+  m.def("_is_tracing", [] { return graph::is_tracing(); });  // a capture is running on this thread
+
   m.def("_capture", [](nb::object fn, nb::args args) {
     std::vector<Tensor> in;
     for (nb::handle h : args) {

@@ -7,6 +7,7 @@ import collections
 import inspect
 import os
 import types
+import warnings
 
 from . import _C
 
@@ -417,9 +418,27 @@ class _CompiledModule:
         return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
                      for m in self.module.modules() if m is not self.module) + (self.module.training,)
 
+    def _hooked_submodules(self):
+        return [name for name, m in self.module.named_modules()
+                if m is not self.module and (m._forward_pre_hooks or m._forward_hooks)]
+
     def _compiled(self):
         key = self._state()
         cf = self.versions.get(key)
+        if cf is None and self._hooked_submodules():
+            # A submodule's hooks are Python code with possible side effects that a
+            # compiled forward would run once, at capture: this state runs eagerly
+            # (every hook at every call), as without compile.
+            hooked = ", ".join(repr(n) for n in self._hooked_submodules())
+            why = (f"submodule(s) {hooked} of {type(self.module).__name__} have forward hooks, whose Python side "
+                   "effects a compiled forward would run only at capture")
+            if self.kwargs.get("strict_native"):
+                raise BackendError(f"tp.compile(strict_native=True): {why}")
+            opts = self.kwargs.get("options") or {}
+            if str(opts.get("warn_fallback", True)) not in ("0", "False", "false"):
+                warnings.warn(f"tp.compile: running eagerly instead of generated code: {why}", UserWarning,
+                              stacklevel=3)
+            cf = self.versions[key] = self.module.forward
         if cf is None:
             module = self.module
             forward = module.forward  # a bound method: free tensors are named self.<path>

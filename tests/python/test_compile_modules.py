@@ -180,3 +180,33 @@ def test_module_with_nested_input_keys_on_training_flags():
             getattr(comp, mode)()
             a, b = tp.randn(5, 3), tp.randn(5, 3)
             np.testing.assert_allclose(cf((a, b)).numpy(), eager((a, b)).numpy(), rtol=1e-5, atol=1e-6, err_msg=mode)
+
+
+def test_submodule_hook_side_effects_happen_at_every_call():
+    # Regression: a forward hook of a submodule ran only during the capture, so a
+    # hook with a Python side effect (counting calls) silently stopped running.
+    calls = []
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    net[0].register_forward_hook(lambda m, args, out: calls.append(out.shape))
+    net.compile()
+    x = tp.randn(2, 4)
+    with pytest.warns(UserWarning, match="forward hooks"):
+        net(x)
+    net(x)
+    net(x)
+    assert len(calls) == 3
+    strict = nn.Sequential(nn.Linear(4, 3))
+    strict[0].register_forward_pre_hook(lambda m, args: None)
+    strict.compile(strict_native=True)
+    with pytest.raises(tp.compiler.BackendError, match="forward hooks"):
+        strict(x)
+
+
+def test_hooks_traced_by_tp_compile_warn_that_side_effects_happen_at_capture():
+    net = nn.Sequential(nn.Linear(4, 3))
+    net[0].register_forward_hook(lambda m, args, out: out * 2)
+    cf = tp.compile(net)
+    x = tp.randn(2, 4)
+    with pytest.warns(UserWarning, match="side effects happen only once, at capture"):
+        y = cf(x)
+    np.testing.assert_allclose(y.detach().numpy(), net(x).detach().numpy(), rtol=1e-6)  # tensor effect compiled in

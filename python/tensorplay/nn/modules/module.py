@@ -45,6 +45,27 @@ class RemovableHandle:
         self.remove()
 
 
+_WARNED_HOOKS = set()
+
+
+def _warn_hooks_in_capture(module):
+    """A forward hook that runs inside tp.compile's capture is traced: its tensor
+    operations become part of the compiled program, but its Python side effects
+    (appending to a list, counting calls) happen once, at capture, not at every
+    call. Say so once per hook rather than drop them silently."""
+    import warnings
+
+    ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
+    key = (id(module), ids)
+    if key in _WARNED_HOOKS:
+        return
+    _WARNED_HOOKS.add(key)
+    warnings.warn(
+        f"tp.compile: forward hooks of a {type(module).__name__} ran during capture: their tensor operations "
+        "are compiled in, but their Python side effects happen only once, at capture. Use module.compile() "
+        "(which runs hooks eagerly at every call) if the hooks have side effects.", UserWarning, stacklevel=3)
+
+
 def _addindent(text, spaces):
     lines = text.split("\n")
     if len(lines) == 1:
@@ -451,6 +472,8 @@ class Module:
         return handle
 
     def _call_impl(self, *args, **kwargs):
+        if (self._forward_pre_hooks or self._forward_hooks) and _C._is_tracing():
+            _warn_hooks_in_capture(self)
         for hook in list(self._forward_pre_hooks.values()):
             new = hook(self, args)
             if new is not None:
