@@ -193,3 +193,23 @@ def test_bench_eager_suite_quick_covers_every_listed_case(tmp_path):
             lo, hi = kernels[name]["ratio_interval"]
             assert lo <= kernels[name]["ratio"] <= hi
     assert all("error" not in v for v in doc["overhead"].values()), doc["overhead"]
+
+
+@pytest.mark.parametrize("case", ["example_5_1", "mlp", "transformer_block"])
+def test_training_suite_steps_are_native_and_agree_with_eager(case, monkeypatch):
+    # The harness of `--suite training` without torch (torch.compile's first
+    # compile takes seconds): the compiled step runs natively, its loss and
+    # gradients equal eager's, and the report carries the figures.
+    import io
+
+    from tensorplay.bench import training
+    from tensorplay.bench.report import Report
+
+    monkeypatch.setattr(training, "_torch", lambda: None)
+    key, title, factory = next(c for c in training.CASES if c[0] == case)
+    out = io.StringIO()
+    r = training.run_case(key, title, factory, Report(out), quick=True)
+    assert r["fallback_count"] == 0 and r["generated_kernels"] > 0
+    assert r["loss_diff"] < 1e-5 and r["grad_max_rel_diff"] < 1e-4
+    assert r["saved_bytes"] > 0
+    assert "tp.compile / tp eager" in out.getvalue()

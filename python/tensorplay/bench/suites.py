@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import codegen, coldstart, eager, fusion, machine, overhead, stax_core
+from . import codegen, coldstart, eager, fusion, machine, overhead, stax_core, training
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -116,4 +116,15 @@ def stax_suite(report: Report, opts: Options) -> dict:
     step("column_sum", lambda: stax_core.column_sum(report, opts.quick))
     step("gemm_regions", lambda: stax_core.gemm_regions(report, opts.quick))
     step("growth", lambda: codegen.measure(report, opts.quick))
+    return results
+
+
+@suite("training")
+def training_suite(report: Report, opts: Options) -> dict:
+    """Training steps (Example 5.1, MLP, transformer block): tp.compile vs torch.compile vs eager."""
+    results: dict = {}
+    step = _Step(report, results)
+    for key, title, factory in training.CASES:
+        step(key, lambda key=key, title=title, factory=factory: training.run_case(key, title, factory, report,
+                                                                                  opts.quick))
     return results

@@ -1,0 +1,186 @@
+"""Compiled training (issue 10), side by side in one run: a training step
+(forward, backward; the parameters' gradients) of Example 5.1 of the design
+notes, an MLP and a transformer encoder block, each as TensorPlay eager,
+tp.compile (AOT layer + Stax), PyTorch eager and torch.compile (Inductor) on
+the same data, thread count and weights. Reported per case: the step time of
+each (rotated readings, medians with their intervals), the paired ratios
+tp.compile / torch.compile and tp.compile / TensorPlay eager, the first call
+of each compiled version (capture + compile + one step, in this process), and
+the activation bytes the compiled forward saves for the backward."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+
+import tensorplay as tp
+import tensorplay.nn as tnn
+import tensorplay.nn.functional as F
+
+from .report import Report, verdict
+from .stats import ratio_interval, rotate
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:  # optional oracle
+        return None
+
+
+def _copy_weights(tp_module, torch_module):
+    """Same weights in both libraries (by parameter name)."""
+    import torch
+    tp_params = dict(tp_module.named_parameters())
+    with torch.no_grad():
+        for name, p in torch_module.named_parameters():
+            p.copy_(torch.from_numpy(tp_params[name].detach().numpy().copy()))
+
+
+class Case:
+    def __init__(self, key: str, title: str, build: Callable[[object], Tuple[Callable, Callable, List]]):
+        self.key, self.title, self.build = key, title, build
+
+
+def _example_5_1(quick: bool):
+    m, k = (512, 256) if quick else (4096, 1024)
+    rng = np.random.default_rng(0)
+    xa = rng.standard_normal((m, k)).astype(np.float32)
+    wa = (rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32)
+
+    def make(lib):
+        if lib is tp:
+            x, w = tp.from_numpy(xa), tp.from_numpy(wa.copy()).requires_grad_(True)
+            loss = lambda x, w: F.gelu(x @ w).mean()  # noqa: E731
+        else:
+            x, w = lib.from_numpy(xa), lib.from_numpy(wa.copy()).requires_grad_(True)
+            loss = lambda x, w: lib.nn.functional.gelu(x @ w).mean()  # noqa: E731
+        return loss, (x, w), [w]
+    return f"x {m}x{k}, W {k}x{k} (requires grad)", make
+
+
+def _mlp(quick: bool):
+    b, d, h, c = (256, 128, 256, 10) if quick else (1024, 512, 2048, 10)
+    rng = np.random.default_rng(1)
+    xa = rng.standard_normal((b, d)).astype(np.float32)
+    ya = rng.integers(0, c, b).astype(np.int64)
+    tp_net = tnn.Sequential(tnn.Linear(d, h), tnn.ReLU(), tnn.Linear(h, h), tnn.ReLU(), tnn.Linear(h, c))
+
+    def make(lib):
+        if lib is tp:
+            net = tp_net
+            loss = lambda x, y: F.cross_entropy(net(x), y)  # noqa: E731
+            return loss, (tp.from_numpy(xa), tp.from_numpy(ya)), list(net.parameters())
+        net = lib.nn.Sequential(lib.nn.Linear(d, h), lib.nn.ReLU(), lib.nn.Linear(h, h), lib.nn.ReLU(),
+                                lib.nn.Linear(h, c))
+        _copy_weights(tp_net, net)
+        loss = lambda x, y: lib.nn.functional.cross_entropy(net(x), y)  # noqa: E731
+        return loss, (lib.from_numpy(xa), lib.from_numpy(ya)), list(net.parameters())
+    return f"batch {b}, {d}-{h}-{h}-{c}, ReLU, cross_entropy", make
+
+
+def _transformer(quick: bool):
+    b, s, d, heads, ff = (4, 32, 64, 4, 128) if quick else (16, 128, 256, 4, 1024)
+    rng = np.random.default_rng(2)
+    xa = rng.standard_normal((b, s, d)).astype(np.float32)
+    # A fixed random target: (block(x) ** 2).mean() of a LayerNorm output is ~1
+    # whatever the weights, so its gradients are cancellations (ill-conditioned).
+    ta = rng.standard_normal((b, s, d)).astype(np.float32)
+    tp_block = tnn.TransformerEncoderLayer(d, heads, dim_feedforward=ff, dropout=0.0, batch_first=True)
+
+    def make(lib):
+        if lib is tp:
+            loss = lambda x, t: (tp_block(x) * t).mean()  # noqa: E731
+            return loss, (tp.from_numpy(xa), tp.from_numpy(ta)), list(tp_block.parameters())
+        block = lib.nn.TransformerEncoderLayer(d, heads, dim_feedforward=ff, dropout=0.0, batch_first=True)
+        _copy_weights(tp_block, block)
+        loss = lambda x, t: (block(x) * t).mean()  # noqa: E731
+        return loss, (lib.from_numpy(xa), lib.from_numpy(ta)), list(block.parameters())
+    return f"TransformerEncoderLayer d={d}, {heads} heads, ff={ff}, batch {b}x{s} tokens", make
+
+
+CASES = [("example_5_1", "Example 5.1: gelu(x @ W).mean()", _example_5_1),
+         ("mlp", "MLP training step", _mlp),
+         ("transformer_block", "transformer encoder block training step", _transformer)]
+
+
+def _step(loss_fn, args, params):
+    def run():
+        for p in params:
+            p.grad = None
+        loss = loss_fn(*args)
+        loss.backward()
+        return loss
+    return run
+
+
+def _first_call(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_case(key: str, title: str, factory, report: Report, quick: bool) -> dict:
+    torch = _torch()
+    shape, make = factory(quick)
+    report.section(f"{title} ({shape})")
+    loss_tp, args_tp, params_tp = make(tp)
+    tp.compiler.reset()
+    compiled_tp = tp.compile(loss_tp, options={"warn_fallback": False})
+    eager_tp = _step(loss_tp, args_tp, params_tp)
+    comp_tp = _step(compiled_tp, args_tp, params_tp)
+    first_tp = _first_call(comp_tp)
+    m = tp.compiler.metrics
+    out: Dict[str, object] = {"shape": shape, "first_call_s": {"tp.compile": first_tp},
+                              "saved_bytes": int(m.saved_bytes), "fallback_count": int(m.fallback_count),
+                              "generated_kernels": int(m.generated_kernel_count)}
+    # Same loss and gradients as eager (the step is only worth timing if it is right).
+    l_c = float(comp_tp().item())
+    g_c = [p.grad.numpy().copy() for p in params_tp]
+    l_e = float(eager_tp().item())
+    g_e = [p.grad.numpy().copy() for p in params_tp]
+    out["loss_diff"] = abs(l_c - l_e)
+    out["grad_max_rel_diff"] = max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-30)) for a, b in zip(g_c, g_e))
+    fns, labels = [eager_tp, comp_tp], ["tp eager", "tp.compile"]
+    if torch is not None:
+        loss_th, args_th, params_th = make(torch)
+        torch._dynamo.reset()
+        compiled_th = torch.compile(loss_th)
+        eager_th = _step(loss_th, args_th, params_th)
+        comp_th = _step(compiled_th, args_th, params_th)
+        out["first_call_s"]["torch.compile"] = _first_call(comp_th)
+        fns += [eager_th, comp_th]
+        labels += ["torch eager", "torch.compile"]
+    runs, warmup = (5, 1) if quick else (11, 2)
+    ts = rotate(fns, runs=runs, warmup=warmup, labels=labels)
+    out["times"] = {lab: t.to_dict() for lab, t in zip(labels, ts)}
+    r_e, lo_e, hi_e = ratio_interval(ts[1], ts[0])
+    out["tp.compile/tp eager"] = [r_e, lo_e, hi_e]
+    report.figure("step time", "  ".join(f"{lab} {t.fmt()}" for lab, t in zip(labels, ts)))
+    report.figure("tp.compile / tp eager", f"{r_e:.2f} [{lo_e:.2f}, {hi_e:.2f}]", f"goal <= 1/1.1: {verdict(r_e <= 1 / 1.1)}")
+    if torch is not None:
+        r_t, lo_t, hi_t = ratio_interval(ts[1], ts[3])
+        out["tp.compile/torch.compile"] = [r_t, lo_t, hi_t]
+        report.figure("tp.compile / torch.compile", f"{r_t:.2f} [{lo_t:.2f}, {hi_t:.2f}]", f"goal <= 1: {verdict(r_t <= 1)}")
+    report.figure("first call (capture + compile + step)",
+                  "  ".join(f"{k} {v:.2f} s" for k, v in out["first_call_s"].items()))
+    report.figure("saved activation bytes (compiled)", f"{out['saved_bytes']:,} B",
+                  f"fallbacks {out['fallback_count']}, generated kernels {out['generated_kernels']}")
+    report.figure("agreement with eager", f"|loss diff| {out['loss_diff']:.2g}, max rel grad diff "
+                  f"{out['grad_max_rel_diff']:.2g}")
+    return out
+
+
+def measure(report: Report, quick: bool) -> dict:
+    torch = _torch()
+    if torch is None:
+        report.note("PyTorch is not installed (pip install torch==2.13.0): TensorPlay is timed alone.")
+    else:
+        torch.set_num_threads(tp.get_num_threads())
+    results = {}
+    for key, title, factory in CASES:
+        results[key] = run_case(key, title, factory, report, quick)
+    return results
