@@ -16,6 +16,9 @@ bool eliminate_dead_code(graph::Graph& g);
 // IEEE-754-safe algebraic simplification: only rewrites that keep every value
 // bit-identical except the sign of zero (x + 0 -> x, x * 1 -> x, x / 1 -> x).
 bool simplify_algebra(graph::Graph& g);
+// (A B)^T -> B^T A^T for 2-D products used once, and views/permutes that do nothing
+// removed: a transposed GEMM result is never materialized (Stax pipeline only).
+bool transpose_products(graph::Graph& g);
 
 struct PassOptions {
   bool decompose = true;  // the Stax backend wants primitive operators; eager does not need them
@@ -26,7 +29,7 @@ struct PassOptions {
 void run_default_passes(graph::Graph& g, const PassOptions& options = {});
 
 // The pass names run_default_passes knows, in the order it runs them:
-// decompose, simplify_algebra, cse, dce, then any testing pass registered below.
+// decompose, simplify_algebra, transpose_products, cse, dce, then any testing pass registered below.
 std::vector<std::string> pass_names();
 // "cse,dce", "['cse', 'dce']" (a Python list passed through str()) -> {"cse", "dce"};
 // an unknown name raises ValueError listing the known ones.

@@ -18,7 +18,7 @@ std::vector<TestingPass>& testing_passes() {
   static std::vector<TestingPass> p;
   return p;
 }
-const char* const kBuiltin[] = {"decompose", "simplify_algebra", "cse", "dce"};
+const char* const kBuiltin[] = {"decompose", "simplify_algebra", "transpose_products", "cse", "dce"};
 }  // namespace
 
 std::vector<std::string> pass_names() {
@@ -82,6 +82,7 @@ void run_default_passes(Graph& g, const PassOptions& options) {
     bool changed = false;
     if (options.decompose && on("decompose")) changed |= decompose_composites(g);
     if (on("simplify_algebra")) changed |= simplify_algebra(g);
+    if (options.decompose && on("transpose_products")) changed |= transpose_products(g);
     if (on("cse")) changed |= eliminate_common_subexpressions(g);
     if (on("dce")) changed |= eliminate_dead_code(g);
     for (auto& p : extra) changed |= p.fn(g);

@@ -17,8 +17,8 @@ import tensorplay.nn as nn
 import tensorplay.nn.functional as F
 
 
-def _compile(fn, *args):
-    cf = tp.compile(fn, strict_native=True)
+def _compile(fn, *args, options=None):
+    cf = tp.compile(fn, strict_native=True, options=options)
     return cf, cf(*args)
 
 
@@ -35,8 +35,8 @@ def _externs(cf):
     return re.findall(r"^  // extern \d+: (\S+) \((\w+);", cf.last_source, re.M)
 
 
-def _check(fn, *args, rtol=1e-5, atol=1e-5):
-    cf, out = _compile(fn, *args)
+def _check(fn, *args, rtol=1e-5, atol=1e-5, options=None):
+    cf, out = _compile(fn, *args, options=options)
     want = fn(*args)
     if isinstance(want, tuple):
         for o, w in zip(out, want):
@@ -304,3 +304,19 @@ def test_same_computed_operand_twice_is_written_once():
     k0, k1 = _kernel_names(cf)
     prologue = cf.last_source[cf.last_source.index("static void " + k0):cf.last_source.index("static void " + k1)]
     assert prologue.count("// node ") == 1, prologue  # one loop nest, one buffer
+
+
+def test_transposed_product_is_computed_transposed_not_copied():
+    # (A B)^T -> B^T A^T (the weight gradient of a linear layer has this form): the
+    # GEMM writes the output directly, no transposing copy kernel; a computed
+    # operand that is transposed is written contiguously and read with permuted
+    # strides, not written transposed.
+    x, g = tp.randn(64, 32), tp.randn(64, 48)
+    cf = _check(lambda x, g: (x.t() @ (g * 2)).t(), x, g)
+    names = _kernel_names(cf)
+    assert len(names) == 1 and "copy" not in names[0], names
+    cf0 = _check(lambda x, g: (x.t() @ (g * 2)).t(), x, g, options={"disable_passes": ["transpose_products"]})
+    assert any("copy" in n for n in _kernel_names(cf0))
+    # permute(permute(x)) and a view to the same shape do nothing
+    cf = _check(lambda x: x.t().t().view(64, 32) * 3, x)
+    assert _kernels(cf) == 1

@@ -33,8 +33,19 @@ Value as_buffer_view(LoweringContext& c, size_t i) {
   const auto& args = c.node().args;
   for (auto& [j, b] : c.realized())
     if (args.at(j) == args.at(i)) return b;
-  int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
-  Value b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+  Value b;
+  if (v.permuted_from) {
+    // A permutation of a computed value (a transposed gradient): its source is
+    // written contiguously and read through permuted strides.
+    const Value& src = *v.permuted_from;
+    int buf = c.realize(src, BufferKind::Temp, -1, c.origin());
+    Shape base = contiguous_strides(src.sizes), strides;
+    for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
+    b = LoweringContext::from_buffer(buf, v.sizes, strides, v.dtype);
+  } else {
+    int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+    b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+  }
   c.set_realized(i, b);
   return b;
 }

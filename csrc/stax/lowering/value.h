@@ -26,6 +26,11 @@ struct Value {
   int buffer = -1;
   Shape strides;
   int64_t offset = 0;
+  // Set when the value is a permutation (dims `perm`) of a computed value: an
+  // extern call that needs it in memory writes the source contiguously and
+  // reads it through permuted strides, instead of writing it transposed.
+  std::shared_ptr<const Value> permuted_from;
+  std::vector<int64_t> perm;
 };
 
 struct IndexHash {

@@ -23,11 +23,16 @@ Value lower_permute(LoweringContext& c) {
   Shape strides;
   if (x.buffer >= 0)
     for (auto d : dims) strides.push_back(x.strides[d]);
-  return view_of(c, x, [x, dims](const Index& idx) {
+  Value v = view_of(c, x, [x, dims](const Index& idx) {
     Index src(idx.size());
     for (size_t i = 0; i < dims.size(); ++i) src[dims[i]] = idx[i];
     return x.at(src);
   }, strides, x.offset);
+  if (x.buffer < 0 && !x.permuted_from) {
+    v.permuted_from = std::make_shared<const Value>(x);
+    v.perm = dims;
+  }
+  return v;
 }
 
 Value lower_expand(LoweringContext& c) {
