@@ -69,22 +69,10 @@ int64_t MaxFlow::solve(int s, int t) {
     }
     if (flow >= kInfinite) break;
   }
-  // Source side: reachable in the residual graph.
+  // Source side: reachable in the residual graph (the BFS of levels() marks it).
+  levels(s, t);
   side_.assign(adj_.size(), false);
-  std::queue<int> q;
-  side_[static_cast<size_t>(s)] = true;
-  q.push(s);
-  while (!q.empty()) {
-    int v = q.front();
-    q.pop();
-    for (int id : adj_[static_cast<size_t>(v)]) {
-      const Edge& e = edges_[static_cast<size_t>(id)];
-      if (e.cap > 0 && !side_[static_cast<size_t>(e.to)]) {
-        side_[static_cast<size_t>(e.to)] = true;
-        q.push(e.to);
-      }
-    }
-  }
+  for (size_t v = 0; v < adj_.size(); ++v) side_[v] = level_[v] >= 0;
   return flow;
 }
 
