@@ -280,7 +280,15 @@ void bind_shape_conveniences(nb::module_& m) {
   redefine(cls, "tile", [](const Tensor& t, nb::args a) {
     return with_op_name("tile", [&] { return ops::tile(t, ints_from_args(a, "tile")); });  // tile is repeat inside
   });
-  redefine(cls, "flip", [](const Tensor& t, nb::args a) { return ops::flip(t, ints_from_args(a, "flip")); });
+  // flip(*dims), flip(dims) or flip(dims=...), as PyTorch accepts them.
+  redefine(cls, "flip", [](const Tensor& t, nb::args a, nb::kwargs kw) {
+    if (kw.contains("dims")) {
+      TP_CHECK(a.size() == 0 && kw.size() == 1, TypeError, "flip() takes dims either positionally or as dims=");
+      return ops::flip(t, ints_from_args(nb::borrow<nb::args>(nb::make_tuple(kw["dims"])), "flip"));
+    }
+    TP_CHECK(kw.size() == 0, TypeError, "flip() got an unexpected keyword argument");
+    return ops::flip(t, ints_from_args(a, "flip"));
+  });
   redefine(cls, "nonzero", &nonzero_py, nb::kw_only(), nb::arg("as_tuple") = false);
   redefine(cls, "index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
     return ops::index_put_(t, indices_from(indices), values, accumulate);

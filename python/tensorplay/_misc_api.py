@@ -155,8 +155,28 @@ def _where_method(self, condition, other):
     return _tp().where(condition, self, other)
 
 
+def _atleast(name):
+    """atleast_Nd(t), atleast_Nd(t1, t2, ...) and atleast_Nd([t1, t2]) as in PyTorch:
+    one tensor gives a tensor, several (or a sequence) a tuple."""
+    op = getattr(_tp(), name)
+
+    def atleast(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            return tuple(op(t) for t in tensors[0])
+        if len(tensors) == 1:
+            return op(tensors[0])
+        return tuple(op(t) for t in tensors)
+
+    atleast.__name__ = atleast.__qualname__ = name
+    return atleast
+
+
 def install():
     tp = _tp()
+    for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        if getattr(getattr(tp, name), "__name__", "") == name and getattr(tp, name).__module__ == __name__:
+            continue  # already installed
+        setattr(tp, name, _atleast(name))
     for name in ("meshgrid", "cartesian_prod"):
         current = getattr(tp, name)
         if current not in (meshgrid, cartesian_prod):

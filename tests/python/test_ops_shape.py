@@ -404,3 +404,17 @@ def test_unfold_windows_and_gradient():
         x.unfold(0, 11, 1)
     grads_match(lambda t: t.unfold(0, 3, 1), [np.random.default_rng(0).standard_normal(6)])
     grads_match(lambda t: t.unfold(1, 2, 2), [np.random.default_rng(1).standard_normal((2, 5))])
+
+
+def test_flip_takes_dims_as_keyword_and_atleast_takes_sequences():
+    # PyTorch's spellings, found by the OpInfo oracle.
+    x = tp.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(x.flip(dims=(1,)).numpy(), x.numpy()[:, ::-1])
+    np.testing.assert_array_equal(x.flip(dims=[0, 1]).numpy(), x.numpy()[::-1, ::-1])
+    with pytest.raises(TypeError):
+        x.flip(0, dims=(1,))
+    a, b = tp.tensor(1.0), tp.arange(2)
+    assert [t.shape for t in tp.atleast_2d([a, b])] == [(1, 1), (1, 2)]
+    assert [t.shape for t in tp.atleast_3d(a, b)] == [(1, 1, 1), (1, 2, 1)]
+    assert tp.atleast_1d(a).shape == (1,)
+    assert x.float(memory_format=tp.contiguous_format).dtype == tp.float32

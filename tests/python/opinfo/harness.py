@@ -250,7 +250,12 @@ def to_tp(obj, grad_inputs):
         return tuple(obj)
     if isinstance(obj, torch.device):
         return str(obj)
-    if isinstance(obj, (torch.memory_format, torch.layout, torch.Generator)):
+    if isinstance(obj, torch.memory_format):
+        name = str(obj).replace("torch.", "")
+        if not hasattr(tp, name):  # channels_last etc. where TensorPlay lacks them
+            raise Unconvertible(f"memory_format argument {obj}")
+        return getattr(tp, name)
+    if isinstance(obj, (torch.layout, torch.Generator)):
         raise Unconvertible(f"{type(obj).__name__.replace('torch.', '')} argument {obj}")
     if isinstance(obj, complex):
         raise Unconvertible("complex scalar")
