@@ -653,3 +653,14 @@ def test_data_property_reads_without_history_and_assignment_keeps_the_object():
     p = tp.nn.Parameter(tp.ones(2))
     p.data = tp.full((2,), 5.0)
     assert isinstance(p, tp.nn.Parameter) and p.detach().numpy().tolist() == [5.0, 5.0]
+
+
+def test_as_strided_scatter_gradient_matches_finite_differences():
+    # The OpInfo oracle cannot check this one: PyTorch's derivative of
+    # as_strided_scatter passes the gradient through the overwritten positions.
+    x = tp.randn(3, 3, dtype=tp.float64, requires_grad=True)
+    s = tp.randn(2, 2, dtype=tp.float64, requires_grad=True)
+    f = lambda x, s: tp.as_strided_scatter(x, s, (2, 2), (1, 2), 1)  # noqa: E731
+    assert tp.autograd.gradcheck(f, (x, s))
+    (gx,) = tp.autograd.grad(f(x, s).sum(), (x,))
+    assert gx.flatten()[1:5].abs().sum().item() == 0  # the overwritten positions get no gradient

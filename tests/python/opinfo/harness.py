@@ -178,8 +178,16 @@ def supported_dtypes(op):
     return [n for n in DTYPE_NAMES if TORCH_DTYPES[n] in sd]
 
 
+# PyTorch's own gradient is wrong here, so it is no oracle: as_strided_scatter's
+# derivative gives self's gradient at the scattered positions instead of zero
+# (TensorPlay's passes gradcheck against finite differences:
+# tests/python/test_autograd_features.py::test_as_strided_scatter_gradient_matches_finite_differences).
+TORCH_GRADIENT_WRONG = {"as_strided_scatter"}
+
+
 def grads_checked(op) -> bool:
-    return bool(op.supports_autograd) and torch.float64 in op.supported_backward_dtypes("cpu")
+    return (bool(op.supports_autograd) and torch.float64 in op.supported_backward_dtypes("cpu")
+            and op_key(op) not in TORCH_GRADIENT_WRONG)
 
 
 def covered_cases():
