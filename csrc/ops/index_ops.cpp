@@ -1004,7 +1004,8 @@ std::vector<Tensor> one_hot_cpu(const OpDef& op, const std::vector<Tensor>& in, 
 std::vector<Tensor> masked_select_decompose(const std::vector<Tensor>& in, const Attrs&) {
   TP_CHECK(in[1].dtype() == DType::Bool, TypeError, "masked_select: expected a bool mask, got mask of dtype ",
            dtype_name(in[1].dtype()));
-  const Shape r = broadcast_shapes(in[0].sizes(), in[1].sizes(), "masked_select");
+  Shape r = broadcast_shapes(in[0].sizes(), in[1].sizes(), "masked_select");
+  if (r.empty()) r = {1};  // two 0-d operands: one element, selected or not (the result is always 1-D)
   return {ops::index(ops::expand(in[0], r), {ops::expand(in[1], r)})};
 }
 

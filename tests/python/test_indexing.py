@@ -647,3 +647,10 @@ def test_advanced_indexing_inside_compile():
     want = np.zeros_like(a)
     np.add.at(want, (slice(None), np.array([0, 2])[None, :], np.array([[1], [3]])), 3.0)
     np.testing.assert_allclose(w.grad.numpy(), want)
+
+
+def test_masked_select_of_two_0d_operands_is_1d():
+    # Found by the OpInfo oracle: a 0-d mask with a 0-d input raised IndexError.
+    assert tp.masked_select(tp.tensor(3.0), tp.tensor(True)).tolist() == [3.0]
+    assert tp.masked_select(tp.tensor(3.0), tp.tensor(False)).shape == (0,)
+    assert tp.masked_select(tp.arange(3.0), tp.tensor(True)).tolist() == [0.0, 1.0, 2.0]
