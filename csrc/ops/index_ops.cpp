@@ -476,6 +476,7 @@ std::vector<Tensor> index_add_backward(const BackwardArgs& a) {
 Tensor as_1d_if_0d(const Tensor& t) { return t.dim() == 0 ? t.as_strided({1}, {1}, t.offset()) : t; }
 
 void check_dim_index_shapes(const Shape& self, const Shape& index, const Shape* src, int64_t dim, const char* op) {
+  if (numel(index) == 0) return;  // an empty index reads or writes nothing, whatever its rank (as PyTorch)
   const Shape s = self.empty() ? Shape{1} : self, i = index.empty() ? Shape{1} : index;
   TP_CHECK(s.size() == i.size(), ValueError, op, ": index tensor must have the same number of dimensions as the ",
            "input tensor: got index of shape ", shape_str(index), " and input of shape ", shape_str(self));
@@ -515,12 +516,12 @@ std::vector<TensorMeta> gather_infer(const OpDef& op, const std::vector<TensorMe
 
 std::vector<Tensor> gather_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                                const std::vector<TensorMeta>& om) {
+  Tensor result = alloc_out(om[0]);
+  if (result.numel() == 0) return {result};
   Tensor self = as_1d_if_0d(in[0]);
   const int64_t dim = wrap_dim(attrs.get_int("dim"), self.dim(), op.name);
   Tensor idx = checked_dim_index(in[1], self.sizes()[dim], dim, op.name);
-  Tensor result = alloc_out(om[0]);
   Tensor out = as_1d_if_0d(result);
-  if (out.numel() == 0) return {result};
   const int64_t item = itemsize(self.dtype()), step = self.strides()[dim] * item;
   Shape ss = byte_strides(self);
   ss[dim] = 0;

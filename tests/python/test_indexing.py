@@ -654,3 +654,16 @@ def test_masked_select_of_two_0d_operands_is_1d():
     assert tp.masked_select(tp.tensor(3.0), tp.tensor(True)).tolist() == [3.0]
     assert tp.masked_select(tp.tensor(3.0), tp.tensor(False)).shape == (0,)
     assert tp.masked_select(tp.arange(3.0), tp.tensor(True)).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_an_empty_index_of_another_rank_gathers_and_scatters_nothing():
+    # As PyTorch: the shape check is skipped for an empty index (OpInfo sample).
+    x = tp.randn(5, requires_grad=True)
+    idx = tp.zeros(2, 0, dtype=tp.int64)
+    y = tp.gather(x, 0, idx)
+    assert y.shape == (2, 0)
+    y.sum().backward()
+    assert x.grad.abs().sum().item() == 0
+    assert tp.zeros(5).scatter_add(0, idx, tp.ones(2, 0)).abs().sum().item() == 0
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        tp.gather(tp.randn(5), 0, tp.zeros(2, 1, dtype=tp.int64))
