@@ -13,6 +13,7 @@ using LoweringTable = std::map<std::string, LoweringFn>;
 void register_pointwise_lowerings(LoweringTable& t);   // pointwise.cpp
 void register_view_lowerings(LoweringTable& t);        // views.cpp
 void register_reduction_lowerings(LoweringTable& t);   // reductions.cpp
+void register_norm_lowerings(LoweringTable& t);        // norms.cpp
 void register_factory_lowerings(LoweringTable& t);     // factories.cpp
 void register_movement_lowerings(LoweringTable& t);    // movement.cpp
 void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
