@@ -11,7 +11,6 @@
 #include "stax/backend/progress.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
-#include "stax/codegen/cuda/cuda_printer.h"
 #include "stax/lowering/lower.h"
 #include "stax/runtime/isa.h"
 #include "stax/scheduler/schedule.h"
@@ -74,14 +73,6 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
     }
   }
   return r;
-}
-
-std::string cuda_source(const graph::Graph& g) {
-  LoweredRegion lowered = lower(g);
-  ScheduleOptions opts;
-  opts.vector_bytes = 16;  // a 128-bit access
-  Schedule sched = schedule(lowered.program, opts);
-  return codegen::CudaPrinter().print(lowered.program, sched).source;
 }
 
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) { return compile_region(g, RegionOptions{}); }

@@ -89,8 +89,5 @@ class CompiledRegion {
 // Throws tp::BackendError when a part of the graph cannot be generated.
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g);
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
-// The CUDA source the CUDA printer makes for g (first step of the CUDA
-// backend; NotImplementedError for what it does not print yet).
-std::string cuda_source(const graph::Graph& g);
 
 }  // namespace tp::stax
