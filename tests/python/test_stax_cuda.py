@@ -68,12 +68,16 @@ gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 
 @gpu
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_generated_kernels_match_eager_cuda(name):
+def test_generated_kernels_match_eager(name):
     import numpy as np
     fn, make, _ = CASES[name]
-    args = [a.to("cuda") for a in make()]
-    got = _C._stax_cuda_run(_C._capture(fn, *args), args)
-    want = fn(*args)
+    cpu = make()
+    args = [a.to("cuda") for a in cpu]
+    # Capture records CPU tensors only for now; the graph is the same for the
+    # CUDA inputs (same sizes, strides and dtypes).
+    got = _C._stax_cuda_run(_C._capture(fn, *cpu), args)
+    # Eager on the CPU is the oracle: eager CUDA lacks some of these operators (abs, amax).
+    want = fn(*cpu)
     want = want if isinstance(want, (tuple, list)) else [want]
     assert len(got) == len(want)
     for g, w in zip(got, want):

@@ -48,6 +48,11 @@ std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& i
         t = inputs.at(static_cast<size_t>(b.arg_index));
         TP_CHECK(t.device().kind == Device::Kind::CUDA && t.device().index == dev, NotImplementedError,
                  "stax cuda: every region input must be on cuda:", dev);
+        // The lowering specialized the kernels to the captured layout.
+        TP_CHECK(t.sizes() == b.sizes && t.strides() == b.strides && t.dtype() == b.dtype, ValueError,
+                 "stax cuda: input ", b.arg_index, " has sizes ", t.sizes(), " strides ", t.strides(), " dtype ",
+                 dtype_name(t.dtype()), "; the region was captured for sizes ", b.sizes, " strides ", b.strides,
+                 " dtype ", dtype_name(b.dtype));
         break;
       case ir::BufferKind::Constant: {
         const Tensor& c = lowered.constants.at(static_cast<size_t>(b.arg_index));
