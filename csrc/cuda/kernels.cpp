@@ -94,7 +94,8 @@ std::map<std::pair<int, std::string>, CUfunction>& kernel_cache() {
 
 CUfunction get_kernel(int device, const std::string& name, const std::string& source) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto key = std::make_pair(device, source);
+  // Keyed by name too: one source may hold several kernels (Stax regions).
+  auto key = std::make_pair(device, name + '\n' + source);
   auto& cache = kernel_cache();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const int arch = compute_capability(device);
@@ -315,6 +316,13 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
 size_t compiled_kernel_count() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return kernel_cache().size();
+}
+
+void launch_generated(int device, const std::string& name, const std::string& source, unsigned grid,
+                      unsigned block, void** args) {
+  CUfunction fn = get_kernel(device, name, source);
+  activate(device);
+  check(driver().cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), name.c_str());
 }
 
 }  // namespace tp::cuda

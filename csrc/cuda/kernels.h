@@ -21,4 +21,10 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources();
 // Kernels compiled so far in this process (the in-memory cache's size).
 size_t compiled_kernel_count();
 
+// Launches kernel `name` of `source` (compiled and cached like the eager
+// kernels: NVRTC for the device's exact sm_XY, CUBIN on disk keyed by source,
+// arch and NVRTC version) on the default stream. Stax's CUDA regions use it.
+void launch_generated(int device, const std::string& name, const std::string& source, unsigned grid,
+                      unsigned block, void** args);
+
 }  // namespace tp::cuda

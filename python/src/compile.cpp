@@ -12,6 +12,7 @@
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "passes/passes.h"
+#include "stax/backend/cuda_region.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"
 
@@ -548,6 +549,8 @@ void bind_compile(nb::module_& m) {
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.
   m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
+  m.def("_stax_cuda_source", [](const GraphModule& g) { return stax::cuda_source(*g.graph); });
+  m.def("_stax_cuda_run", [](const GraphModule& g, std::vector<Tensor> inputs) { return stax::run_cuda(*g.graph, inputs); });
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
 }
 
