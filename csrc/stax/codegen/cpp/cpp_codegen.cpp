@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "stax/codegen/cpp/prelude.h"
+#include "stax/codegen/literal.h"
 #include "stax/ir/expr_visitor.h"
 #include "stax/runtime/libmvec.h"
 
@@ -34,34 +35,8 @@ const char* vtype(DType t) { return t == DType::Float64 ? "vd" : "vf"; }
 const char* splat(DType t) { return t == DType::Float64 ? "tp_splat_vd" : "tp_splat_vf"; }
 
 std::string literal(const Scalar& v, DType t) {
-  char buf[64];
-  switch (t) {
-    case DType::Bool: return v.to_bool() ? "true" : "false";
-    case DType::Int64: {
-      int64_t i = v.to_int();
-      // -9223372036854775808LL is unary minus on a literal too large for long long.
-      if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
-      return std::to_string(i) + "LL";
-    }
-    case DType::Float32:
-    case DType::Float64: {
-      bool f32 = t == DType::Float32;
-      // Round to float first: a finite double may overflow to inf as float32.
-      double d = f32 ? static_cast<double>(static_cast<float>(v.to_double())) : v.to_double();
-      if (std::isnan(d)) return f32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
-      if (std::isinf(d)) return std::string(d < 0 ? "-" : "") + (f32 ? "__builtin_inff()" : "__builtin_inf()");
-      if (f32) {
-        std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(d)));
-      } else {
-        std::snprintf(buf, sizeof buf, "%.17g", d);
-      }
-      std::string s(buf);
-      if (s.find_first_of(".en") == std::string::npos) s += ".0";
-      return f32 ? s + "f" : s;
-    }
-    default: break;
-  }
-  return "0";
+  static const FloatSpellings kGcc{"__builtin_nanf(\"\")", "__builtin_nan(\"\")", "__builtin_inff()", "__builtin_inf()"};
+  return c_literal(v, t, kGcc);
 }
 
 std::string reduce_init(ReduceOp r, DType t) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "stax/codegen/literal.h"
 #include "stax/ir/call_op.h"
 
 namespace tp::stax::codegen {
@@ -29,28 +30,9 @@ const char* ctype(DType t) {
 }
 
 std::string literal(const Scalar& v, DType t) {
-  char buf[64];
-  switch (t) {
-    case DType::Bool: return v.to_bool() ? "true" : "false";
-    case DType::Int64: {
-      int64_t i = v.to_int();
-      if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
-      return std::to_string(i) + "LL";
-    }
-    case DType::Float32:
-    case DType::Float64: {
-      bool f32 = t == DType::Float32;
-      double d = f32 ? static_cast<double>(static_cast<float>(v.to_double())) : v.to_double();
-      if (std::isnan(d)) return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
-      if (std::isinf(d)) return std::string(d < 0 ? "-" : "") + (f32 ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)");
-      std::snprintf(buf, sizeof buf, f32 ? "%.9g" : "%.17g", d);
-      std::string s(buf);
-      if (s.find_first_of(".en") == std::string::npos) s += ".0";
-      return f32 ? s + "f" : s;
-    }
-    default: break;
-  }
-  return ctype(t);
+  static const FloatSpellings kCuda{"__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)",
+                                    "__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff0000000000000LL)"};
+  return c_literal(v, t, kCuda);
 }
 
 // Device helpers: the names the IR's Call nodes print as (tp_<name>).

@@ -1,0 +1,36 @@
+#include "stax/codegen/literal.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+namespace tp::stax::codegen {
+
+std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell) {
+  switch (t) {
+    case DType::Bool: return v.to_bool() ? "true" : "false";
+    case DType::Int64: {
+      int64_t i = v.to_int();
+      // -9223372036854775808LL is unary minus on a literal too large for long long.
+      if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
+      return std::to_string(i) + "LL";
+    }
+    case DType::Float32:
+    case DType::Float64: {
+      const bool f32 = t == DType::Float32;
+      // Round to float first: a finite double may overflow to inf as float32.
+      const double d = f32 ? static_cast<double>(static_cast<float>(v.to_double())) : v.to_double();
+      if (std::isnan(d)) return f32 ? spell.nan_f32 : spell.nan_f64;
+      if (std::isinf(d)) return std::string(d < 0 ? "-" : "") + (f32 ? spell.inf_f32 : spell.inf_f64);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, f32 ? "%.9g" : "%.17g", d);
+      std::string s(buf);
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      return f32 ? s + "f" : s;
+    }
+    default: break;
+  }
+  return "?";
+}
+
+}  // namespace tp::stax::codegen

@@ -1,0 +1,23 @@
+// A constant of the loop IR as C-family source text, shared by the printers.
+// Finite values print exactly (%.9g for float32 after rounding to float, %.17g
+// for float64) and int64's minimum without overflowing the literal; NaN and
+// infinity are spelled by the target (GCC builtins on the CPU, bit casts in CUDA).
+#pragma once
+#include <string>
+
+#include "core/dtype.h"
+#include "core/scalar.h"
+
+namespace tp::stax::codegen {
+
+struct FloatSpellings {
+  const char* nan_f32;
+  const char* nan_f64;
+  const char* inf_f32;  // positive infinity; a minus sign is prefixed for -inf
+  const char* inf_f64;
+};
+
+// nullopt-free: returns "?" for a dtype no printer emits (narrow dtypes never reach them).
+std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell);
+
+}  // namespace tp::stax::codegen
