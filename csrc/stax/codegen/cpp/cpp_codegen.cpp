@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "stax/codegen/cpp/prelude.h"
-#include "stax/codegen/literal.h"
+#include "stax/codegen/c_syntax.h"
 #include "stax/ir/expr_visitor.h"
 #include "stax/runtime/libmvec.h"
 
@@ -109,15 +109,7 @@ class Writer {
       case ExprOp::Call: {
         std::vector<std::string> a;
         for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));
-        const CallInfo& ci = info(e->fn);
-        if (ci.infix) rhs = a[0] + " " + ci.infix + " " + a[1];  // logical ops: bool operands, scalar code only
-        else if (e->fn == CallOp::Not) rhs = "!" + a[0];
-        else if (e->fn == CallOp::BitNot) rhs = "~" + a[0];
-        else {
-          rhs = std::string("tp_") + ci.name + "(";
-          for (size_t i = 0; i < a.size(); ++i) rhs += (i ? ", " : "") + a[i];
-          rhs += ")";
-        }
+        rhs = c_call(e->fn, a);  // logical/bitwise ops: bool or int operands, scalar code only
         break;
       }
       case ExprOp::Where: {

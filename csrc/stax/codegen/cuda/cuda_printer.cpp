@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "stax/codegen/literal.h"
+#include "stax/codegen/c_syntax.h"
 #include "stax/ir/call_op.h"
 
 namespace tp::stax::codegen {
@@ -103,17 +103,10 @@ class Writer {
           throw NotImplementedError(str("stax cuda printer: operation '", name(e->fn), "' is not supported yet"));
         std::vector<std::string> a;
         for (auto& x : e->args) a.push_back(emit(x, os, ind));
-        const CallInfo& ci = info(e->fn);
         // A floating product goes through tp_mul (rounded alone, never fused
         // into an FMA with its consumer), except a sum's own body value.
         if (e->fn == CallOp::Mul && is_floating(e->dtype) && e.get() != sum_root_) rhs = "tp_mul(" + a[0] + ", " + a[1] + ")";
-        else if (ci.infix) rhs = a[0] + " " + ci.infix + " " + a[1];
-        else if (e->fn == CallOp::Not) rhs = "!" + a[0];
-        else {
-          rhs = std::string("tp_") + ci.name + "(";
-          for (size_t i = 0; i < a.size(); ++i) rhs += (i ? ", " : "") + a[i];
-          rhs += ")";
-        }
+        else rhs = c_call(e->fn, a);
         break;
       }
       case ExprOp::Where: {

@@ -1,4 +1,4 @@
-#include "stax/codegen/literal.h"
+#include "stax/codegen/c_syntax.h"
 
 #include <cmath>
 #include <cstdint>
@@ -31,6 +31,16 @@ std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell) {
     default: break;
   }
   return "?";
+}
+
+std::string c_call(ir::CallOp op, const std::vector<std::string>& a) {
+  const ir::CallInfo& ci = ir::info(op);
+  if (ci.infix) return a[0] + " " + ci.infix + " " + a[1];
+  if (op == ir::CallOp::Not) return "!" + a[0];
+  if (op == ir::CallOp::BitNot) return "~" + a[0];
+  std::string s = std::string("tp_") + ci.name + "(";
+  for (size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + a[i];
+  return s + ")";
 }
 
 }  // namespace tp::stax::codegen

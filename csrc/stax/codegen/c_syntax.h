@@ -1,12 +1,15 @@
-// A constant of the loop IR as C-family source text, shared by the printers.
+// C-family source text shared by the printers: constants of the loop IR and
+// calls of its operators.
 // Finite values print exactly (%.9g for float32 after rounding to float, %.17g
 // for float64) and int64's minimum without overflowing the literal; NaN and
 // infinity are spelled by the target (GCC builtins on the CPU, bit casts in CUDA).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/scalar.h"
+#include "stax/ir/call_op.h"
 
 namespace tp::stax::codegen {
 
@@ -19,5 +22,9 @@ struct FloatSpellings {
 
 // nullopt-free: returns "?" for a dtype no printer emits (narrow dtypes never reach them).
 std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell);
+
+// A call of `op` on already printed operands: its infix form where it has one,
+// `!a` / `~a` for the logical and bitwise not, otherwise the prelude's tp_<name>(...).
+std::string c_call(ir::CallOp op, const std::vector<std::string>& args);
 
 }  // namespace tp::stax::codegen
