@@ -242,6 +242,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     g->nodes_.push_back(std::move(c));
   }
   g->used_names_ = used_names_;
+  g->symbols = symbols;
   g->recompute_users();
   return g;
 }

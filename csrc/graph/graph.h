@@ -4,12 +4,14 @@
 // call_module exist so that a front end recording Python-level calls can use
 // the same structure later.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <variant>
 #include <vector>
 
+#include "graph/sym_shape.h"
 #include "ops/registry.h"
 
 namespace tp::graph {
@@ -36,6 +38,15 @@ class Node {
   // call_function of an operator with several results (max.dim, split, native_layer_norm):
   // the metas of all results; each result is read by a `getitem` node (torch.fx's pattern).
   std::vector<TensorMeta> output_metas;
+  // Dynamic shapes (graph/sym_shape.h). Empty in a static graph. Otherwise one
+  // SymDim per dim of `meta.sizes` (evaluated at the hints they equal it), and
+  // for a multi-result node one SymShape per entry of `output_metas`.
+  SymShape sym_sizes;
+  std::vector<SymShape> output_sym_sizes;
+  // Int / int-list attributes whose values the program computed from sizes
+  // (`x.view(x.size(0), -1)`): per attribute name, one SymDim per element (a
+  // constant where the element is a plain number). `attrs` holds the hint values.
+  std::map<std::string, std::vector<SymDim>> sym_attrs;
   // call_function: grad mode was on when the function called it. Off (a `with
   // no_grad():` inside the function): its result is a constant for autograd.
   bool grad_enabled = true;
@@ -83,6 +94,12 @@ class Graph {
 
  private:
   std::string unique_name(const std::string& hint);
+ public:
+  // Dynamic shapes: symbol k is size_var(k) (graph/sym_shape.h). Empty: static graph.
+  std::vector<SymbolInfo> symbols;
+  bool is_symbolic() const { return !symbols.empty(); }
+
+ private:
   Node* add(std::unique_ptr<Node> n, Node* before = nullptr);
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_set<std::string> used_names_;
