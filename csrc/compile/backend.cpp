@@ -7,6 +7,7 @@
 #include "compile/metrics.h"
 #include "graph/interpreter.h"
 #include "passes/passes.h"
+#include "stax/backend/cuda_region.h"
 #include "stax/backend/stax_backend.h"
 
 namespace tp::compile {
@@ -26,6 +27,16 @@ RegionFn stax_compile(const BackendRequest& r) {
   po.disabled = disabled_passes(r.options);
   passes::run_default_passes(*sg, po);
   try {
+    // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
+    if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
+      auto region = stax::compile_cuda_region(*sg, dev, stax::region_options(r.options.options));
+      metrics().compile_count++;
+      metrics().generated_kernel_count += region->kernel_count();
+      if (r.source) *r.source += region->source();
+      if (log_enabled("code"))
+        std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", r.region.c_str(), region->source().c_str());
+      return [region](const std::vector<Tensor>& in) { return region->run(in); };
+    }
     auto region = stax::compile_region(*sg, stax::region_options(r.options.options));
     if (r.kernels) *r.kernels = region->kernels();
     if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)

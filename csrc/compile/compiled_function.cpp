@@ -37,6 +37,12 @@ void append_tensor_key(std::string& k, const Tensor& t) {
   put(&nd, 8);
   put(t.sizes().data(), 8 * nd);
   put(t.strides().data(), 8 * nd);
+  // The device: an artifact generated for CPU memory must never receive a
+  // CUDA tensor of the same layout (or the reverse). CPU keys are unchanged.
+  if (t.device().kind != Device::Kind::CPU) {
+    char dev[2] = {'D', static_cast<char>(t.device().index)};
+    put(dev, 2);
+  }
 }
 
 std::string tensor_line(const std::string& name, const Tensor& t) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cuda/driver.h"
 #include "cuda/nvrtc.h"
 #include "stax/runtime/cache_dir.h"
 #include "stax/runtime/fs_util.h"
@@ -42,7 +43,8 @@ Dir* cuda_dir() {
 }  // namespace
 
 std::string cubin_key(const std::string& source, int arch) {
-  return rt::sha256_hex(source + "\n--gpu-architecture=sm_" + std::to_string(arch) + "\nnvrtc " + nvrtc_version());
+  return rt::sha256_hex(source + "\n--gpu-architecture=sm_" + std::to_string(arch) + "\nnvrtc " + nvrtc_version() +
+                        "\ndriver " + std::to_string(driver_version()));
 }
 
 std::optional<std::string> load_cubin(const std::string& key) {

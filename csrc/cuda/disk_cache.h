@@ -1,6 +1,6 @@
 // CUBINs of the eager CUDA kernels on disk, under the code cache directory
 // (stax/runtime/cache_dir.h: $TP_CACHE_DIR, vetted private) in "cuda/", named
-// by the SHA-256 of (source, sm_XY, NVRTC version): a new process skips
+// by the SHA-256 of (source, sm_XY, NVRTC version, driver version): a new process skips
 // NVRTC (~0.2 s per kernel). Best effort: any problem leaves the in-memory
 // cache working alone.
 #pragma once

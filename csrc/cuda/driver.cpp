@@ -24,7 +24,7 @@ Driver* load() {
     return d;
   }
   // The _v2 names are the 64-bit-size entry points cuda.h maps the plain names to.
-  bool ok = resolve(lib, d->cuInit, "cuInit") && resolve(lib, d->cuGetErrorString, "cuGetErrorString") &&
+  bool ok = resolve(lib, d->cuInit, "cuInit") && resolve(lib, d->cuDriverGetVersion, "cuDriverGetVersion") && resolve(lib, d->cuGetErrorString, "cuGetErrorString") &&
             resolve(lib, d->cuDeviceGetCount, "cuDeviceGetCount") && resolve(lib, d->cuDeviceGet, "cuDeviceGet") &&
             resolve(lib, d->cuDeviceGetAttribute, "cuDeviceGetAttribute") &&
             resolve(lib, d->cuDeviceGetName, "cuDeviceGetName") &&
@@ -128,6 +128,21 @@ int compute_capability(int index) {
   check(driver().cuDeviceGetAttribute(&major, kAttrComputeCapabilityMajor, dev), "cuDeviceGetAttribute");
   check(driver().cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor, dev), "cuDeviceGetAttribute");
   return major * 10 + minor;
+}
+
+int driver_version() {
+  int v = 0;
+  if (driver().loaded) driver().cuDriverGetVersion(&v);
+  return v;
+}
+
+int multiprocessor_count(int index) {
+  activate(index);
+  CUdevice dev = 0;
+  check(driver().cuDeviceGet(&dev, index), "cuDeviceGet");
+  int n = 0;
+  check(driver().cuDeviceGetAttribute(&n, kAttrMultiprocessorCount, dev), "cuDeviceGetAttribute");
+  return n;
 }
 
 std::string device_name(int index) {

@@ -31,6 +31,7 @@ struct Driver {
   int device_count = 0;
 
   CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDriverGetVersion)(int*) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuDeviceGetCount)(int*) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
@@ -72,6 +73,10 @@ void synchronize(int index);
 // Compute capability as major*10+minor (90 for an H100/H200).
 int compute_capability(int index);
 std::string device_name(int index);
+// The driver's CUDA version (e.g. 13000): part of the CUBIN cache key.
+int driver_version();
+// Streaming multiprocessors of the device (sizes grids of generated kernels).
+int multiprocessor_count(int index);
 // The clear error every CUDA entry point raises on a machine without one.
 [[noreturn]] void throw_unavailable(const std::string& what);
 

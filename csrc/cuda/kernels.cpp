@@ -226,8 +226,10 @@ bool row_sum(const Tensor& x, const Attrs& attrs, const TensorMeta& om, std::vec
   return true;
 }
 
-bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+GeneratedOpFn g_generated_op = nullptr;
+
+bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
   // Views only re-describe the storage (no data is read): the CPU kernel is
   // device-neutral for them.
@@ -288,7 +290,15 @@ bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
   return false;
 }
 
+bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+  if (handwritten_kernel(op, inputs, attrs, out_meta, out)) return true;
+  return g_generated_op && g_generated_op(op, inputs, attrs, out_meta, out);
+}
+
 }  // namespace
+
+void set_generated_op_fallback(GeneratedOpFn fn) { g_generated_op = fn; }
 
 void install_dispatch_hook() { set_cuda_kernel_hook(&cuda_kernel); }
 
@@ -323,6 +333,22 @@ void launch_generated(int device, const std::string& name, const std::string& so
   CUfunction fn = get_kernel(device, name, source);
   activate(device);
   check(driver().cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), name.c_str());
+}
+
+}  // namespace tp::cuda
+
+namespace tp::cuda {
+
+void* generated_function(int device, const std::string& name, const std::string& source) {
+  return get_kernel(device, name, source);
+}
+
+void launch_function(int device, void* function, unsigned grid, unsigned block_x, unsigned block_y, void** args,
+                     const char* what) {
+  activate(device);
+  check(driver().cuLaunchKernel(static_cast<CUfunction>(function), grid, 1, 1, block_x, block_y, 1, 0, nullptr, args,
+                                nullptr),
+        what);
 }
 
 }  // namespace tp::cuda

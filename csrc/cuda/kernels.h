@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/registry.h"
+
 namespace tp::cuda {
 
 // Installs the dispatcher's CUDA hook (ops/dispatch.h). Called once by the
@@ -26,5 +28,20 @@ size_t compiled_kernel_count();
 // arch and NVRTC version) on the default stream. Stax's CUDA regions use it.
 void launch_generated(int device, const std::string& name, const std::string& source, unsigned grid,
                       unsigned block, void** args);
+
+// The same, split for compiled regions: the function handle is looked up once
+// (at compile time) and each call only launches it. `block_y` > 1 gives a
+// two-dimensional block (column reductions).
+void* generated_function(int device, const std::string& name, const std::string& source);
+void launch_function(int device, void* function, unsigned grid, unsigned block_x, unsigned block_y, void** args,
+                     const char* what);
+
+// A second chance for an operator none of the kernels above covers: Stax
+// generates, compiles and caches a kernel for it (stax/backend/cuda_eager.cpp
+// installs it; this layer sits below Stax). It returns false when it cannot,
+// and the dispatcher then raises NotImplementedError naming the operator.
+using GeneratedOpFn = bool (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                               const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+void set_generated_op_fallback(GeneratedOpFn fn);
 
 }  // namespace tp::cuda

@@ -154,7 +154,10 @@ class Tracer : public DispatchInterceptor {
   // Puts the inputs written during capture back as they were.
   void restore_inputs() {
     ScopedInterceptor suspend(nullptr);
-    for (auto& [t, saved] : saved_) copy_into(t, saved);
+    for (auto& [t, saved] : saved_) {
+      if (t.device().kind == Device::Kind::CPU) copy_into(t, saved);
+      else run_kernel(get_op("copy_"), {t, saved}, {});  // device memory: the device's copy kernel
+    }
     saved_.clear();
   }
   // The chain of view operators from a placeholder to `t` (for results that are views of inputs).
@@ -254,8 +257,13 @@ class Tracer : public DispatchInterceptor {
       for (auto& s : saved_)
         if (s.first.impl() == root) return;
       ScopedInterceptor suspend(nullptr);
-      Tensor copy = Tensor::empty(pt.sizes(), pt.dtype());
-      copy_into(copy, pt);
+      Tensor copy;
+      if (pt.device().kind == Device::Kind::CPU) {
+        copy = Tensor::empty(pt.sizes(), pt.dtype());
+        copy_into(copy, pt);
+      } else {
+        copy = run_kernel(get_op("clone"), {pt}, {})[0];  // device memory: the device's copy kernel
+      }
       saved_.push_back({pt, copy});
       return;
     }

@@ -110,13 +110,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   // Implicit composites run as their parts, each through this dispatcher.
   if (op.is_implicit_composite()) return op.decompose(inputs, attrs);
-  if (t_interceptor) {
-    // Capture and Stax generate CPU code only: a CUDA tensor must not enter a graph.
-    if (const Tensor* c = first_cuda_input(inputs))
-      throw NotImplementedError(str(op.name, ": tensors on device '", c->device().str(),
-                                    "' cannot be captured or compiled yet (CPU only)"));
-    return t_interceptor->intercept(op, inputs, attrs);
-  }
+  if (t_interceptor) return t_interceptor->intercept(op, inputs, attrs);
   if (g_autograd_hook) return g_autograd_hook(op, inputs, attrs);
   return run_kernel(op, inputs, attrs);
 }

@@ -3,6 +3,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 
 #include "common.h"
@@ -551,6 +552,17 @@ void bind_compile(nb::module_& m) {
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
   m.def("_stax_cuda_source", [](const GraphModule& g) { return stax::cuda_source(*g.graph); });
   m.def("_stax_cuda_run", [](const GraphModule& g, std::vector<Tensor> inputs) { return stax::run_cuda(*g.graph, inputs); });
+  // Per printed CUDA kernel: (name, form, block_x, block_y, work) — no GPU needed.
+  m.def("_stax_cuda_kernels", [](const GraphModule& g) {
+    stax::codegen::CudaUnit u = stax::cuda_unit(*g.graph);
+    std::vector<std::tuple<std::string, std::string, int, int, int64_t>> out;
+    for (size_t k = 0; k < u.launches.size(); ++k) {
+      const stax::codegen::CudaLaunch& l = u.launches[k];
+      const char* form = l.form == stax::codegen::CudaForm::Flat ? "flat" : l.form == stax::codegen::CudaForm::Row ? "row" : "column";
+      out.emplace_back(u.unit.kernel_names[k], form, l.block_x, l.block_y, l.work);
+    }
+    return out;
+  });
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
 }
 

@@ -1,94 +1,258 @@
 #include "stax/backend/cuda_region.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "cuda/copy.h"
+#include "cuda/driver.h"
 #include "cuda/kernels.h"
-#include "stax/codegen/cuda/cuda_printer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+#include "passes/passes.h"
 #include "stax/lowering/lower.h"
 #include "stax/scheduler/schedule.h"
 
 namespace tp::stax {
 
 namespace {
-codegen::PrintedUnit print_cuda(const LoweredRegion& lowered) {
+
+// What the GPU printer wants from the scheduler: 128-bit accesses, 32-bit
+// index arithmetic where range analysis proves it safe (fewer registers).
+ScheduleOptions gpu_options(const RegionOptions& options) {
   ScheduleOptions opts;
-  opts.vector_bytes = 16;  // a 128-bit access
-  Schedule sched = schedule(lowered.program, opts);
-  return codegen::CudaPrinter().print(lowered.program, sched);
+  opts.vector_bytes = 16;
+  opts.index32 = true;
+  opts.fuse = options.fuse;
+  return opts;
 }
 
-bool contiguous(const ir::Buffer& b) {
-  int64_t expect = 1;
-  for (size_t d = b.sizes.size(); d-- > 0;) {
-    if (b.sizes[d] != 1 && b.strides[d] != expect) return false;
-    expect *= b.sizes[d];
+struct Printed {
+  LoweredRegion lowered;
+  Schedule sched;
+  codegen::CudaUnit unit;
+};
+
+Printed print_region(const graph::Graph& g, const RegionOptions& options) {
+  Printed r;
+  r.lowered = lower(g);
+  r.sched = schedule(r.lowered.program, gpu_options(options));
+  try {
+    r.unit = codegen::CudaPrinter().print_cuda(r.lowered.program, r.sched);
+  } catch (const NotImplementedError& e) {
+    throw BackendError(e.what());
   }
-  return true;
+  return r;
+}
+
+unsigned grid_of(const codegen::CudaLaunch& l, int sms) {
+  int64_t g = 1;
+  switch (l.form) {
+    case codegen::CudaForm::Flat: {
+      // A grid-stride loop: one wave of resident blocks is enough to keep
+      // every SM's memory pipeline full (8 blocks of 256 threads per SM).
+      const int64_t blocks = (l.work + l.block_x - 1) / l.block_x;
+      g = std::min<int64_t>(blocks, static_cast<int64_t>(sms) * 8);
+      break;
+    }
+    case codegen::CudaForm::Row: g = std::min<int64_t>(l.work, int64_t(1) << 30); break;
+    case codegen::CudaForm::Column: g = std::min<int64_t>(l.work, int64_t(1) << 30); break;
+  }
+  return static_cast<unsigned>(std::max<int64_t>(g, 1));
+}
+
+// A CUDA tensor of `numel` elements viewed with the planned sizes/strides.
+Tensor device_buffer(const Shape& sizes, const Shape& strides, int64_t numel, DType dt, int dev) {
+  Tensor base = cuda::empty(Shape{std::max<int64_t>(numel, 1)}, dt, dev);
+  return base.as_strided(sizes, strides, 0);
+}
+
+}  // namespace
+
+int cuda_region_device(const std::vector<Tensor>& examples) {
+  int dev = -1;
+  bool cpu = false;
+  for (const Tensor& t : examples) {
+    if (!t.defined()) continue;
+    if (t.device().kind == Device::Kind::CUDA) {
+      if (dev >= 0 && dev != t.device().index)
+        throw BackendError(str("the region's inputs are on several GPUs (cuda:", dev, " and cuda:", t.device().index,
+                               ")"));
+      dev = t.device().index;
+    } else if (t.dim() > 0 || t.numel() != 1) {
+      cpu = true;
+    }
+  }
+  if (dev >= 0 && cpu)
+    throw BackendError(str("the region mixes CUDA tensors (cuda:", dev, ") with CPU tensors; move them to one device"));
+  return dev;
+}
+
+std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options) {
+  Printed pr = print_region(g, options);
+  const ir::LoopProgram& p = pr.lowered.program;
+  auto region = std::make_shared<CudaRegion>();
+  region->device_ = device;
+  region->source_ = pr.unit.unit.source;
+  region->num_outputs_ = p.num_outputs;
+  for (const Tensor& c : pr.lowered.constants) {
+    // Uploaded once (to_device makes a contiguous copy; non-contiguous constants are refused below).
+    region->constants_.push_back(c.device().kind == Device::Kind::CPU ? cuda::to_device(c, device) : c);
+  }
+  std::unordered_map<int, int> slot_of;
+  for (int b : pr.unit.unit.slot_buffer) {
+    const ir::Buffer& buf = p.buffers[b];
+    CudaRegion::Slot s;
+    switch (buf.kind) {
+      case ir::BufferKind::Input: s.kind = CudaRegion::SlotKind::Input; break;
+      case ir::BufferKind::Constant: s.kind = CudaRegion::SlotKind::Constant; break;
+      case ir::BufferKind::Output: s.kind = CudaRegion::SlotKind::Output; break;
+      case ir::BufferKind::Temp: s.kind = CudaRegion::SlotKind::Temp; break;
+      case ir::BufferKind::Status: throw BackendError("stax cuda: checked indexing is not supported yet");
+    }
+    if (s.kind == CudaRegion::SlotKind::Constant) {
+      // The constant was uploaded contiguously: the kernels index it by the
+      // buffer's strides, which for a constant are its contiguous strides.
+      const Tensor& c = pr.lowered.constants.at(static_cast<size_t>(buf.arg_index));
+      if (!c.is_contiguous()) throw BackendError("stax cuda: non-contiguous constants are not supported yet");
+    }
+    s.index = buf.arg_index;
+    s.sizes = buf.sizes;
+    s.strides = buf.strides;
+    s.numel = buf.numel;
+    s.dtype = buf.dtype;
+    slot_of[b] = static_cast<int>(region->slots_.size());
+    region->slots_.push_back(std::move(s));
+  }
+  for (const ir::ExternCall& call : p.externs) {
+    CudaRegion::ExternStep e;
+    e.call = call;
+    e.op = &get_op(call.op);
+    e.attrs = pr.lowered.extern_attrs.at(static_cast<size_t>(call.id));
+    for (auto& o : call.inputs)
+      e.in_slots.push_back(o.kind == ir::ExternOperand::Kind::Buffer ? slot_of.at(o.buffer) : -1);
+    for (int b : call.outputs) {
+      int slot = slot_of.at(b);
+      e.out_slots.push_back(slot);
+      region->slots_[static_cast<size_t>(slot)].extern_written = true;
+    }
+    region->externs_.push_back(std::move(e));
+  }
+  const int sms = cuda::multiprocessor_count(device);
+  for (size_t k = 0; k < pr.unit.launches.size(); ++k) {
+    const codegen::CudaLaunch& l = pr.unit.launches[k];
+    CudaRegion::Launch launch;
+    launch.name = pr.unit.unit.kernel_names[k];
+    launch.block_x = static_cast<unsigned>(l.block_x);
+    launch.block_y = static_cast<unsigned>(l.block_y);
+    launch.grid = l.work > 0 ? grid_of(l, sms) : 0;
+    try {
+      launch.function = cuda::generated_function(device, launch.name, region->source_);
+    } catch (const Error& e) {
+      throw BackendError(str("stax cuda: compiling kernel ", launch.name, " failed: ", e.what()));
+    }
+    region->functions_.push_back(std::move(launch));
+  }
+  for (const ScheduleStep& st : pr.sched.steps) region->steps_.push_back({st.is_extern, st.index});
+  return region;
+}
+
+void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std::vector<void*>& ptrs,
+                            std::vector<Tensor>& outputs) const {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < e.call.inputs.size(); ++i) {
+    const ir::ExternOperand& o = e.call.inputs[i];
+    switch (o.kind) {
+      case ir::ExternOperand::Kind::Buffer: {
+        const Tensor& base = slots[static_cast<size_t>(e.in_slots[i])];
+        in.push_back(base.as_strided(o.sizes, o.strides, base.offset() + o.offset));
+        break;
+      }
+      case ir::ExternOperand::Kind::Number: in.push_back(Tensor::wrapped_scalar(o.value)); break;
+      case ir::ExternOperand::Kind::Absent: in.push_back(Tensor()); break;
+    }
+  }
+  ScopedInterceptor no_tracer(nullptr);
+  // The eager CUDA kernel; an operator without one raises NotImplementedError
+  // naming it and the device (never a trip through the CPU).
+  std::vector<Tensor> outs = run_kernel(*e.op, in, e.attrs);
+  if (outs.size() != e.out_slots.size())
+    throw Error(str("internal: extern ", e.call.op, " returned ", outs.size(), " results, planned ", e.out_slots.size()));
+  for (size_t r = 0; r < outs.size(); ++r) {
+    const int slot = e.out_slots[r];
+    const Slot& s = slots_[static_cast<size_t>(slot)];
+    Tensor t = outs[r];
+    bool fresh = !e.op->has(kView);
+    for (auto& x : in) fresh = fresh && !(x.defined() && x.impl()->storage == t.impl()->storage);
+    if (!(fresh && t.dtype() == s.dtype && t.strides() == s.strides && t.sizes() == s.sizes)) {
+      Tensor dst = device_buffer(s.sizes, s.strides, s.numel, s.dtype, device_);
+      ops::copy_(dst, t);
+      t = dst;
+    }
+    slots[static_cast<size_t>(slot)] = t;
+    ptrs[static_cast<size_t>(slot)] = t.data();
+    if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
+  }
+}
+
+std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> outputs(static_cast<size_t>(num_outputs_));
+  std::vector<Tensor> slots(slots_.size());
+  std::vector<void*> ptrs(slots_.size(), nullptr);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    Tensor t;
+    switch (s.kind) {
+      case SlotKind::Input:
+        t = inputs.at(static_cast<size_t>(s.index));
+        if (t.device().kind != Device::Kind::CUDA || t.device().index != device_)
+          throw ValueError(str("stax cuda: input ", s.index, " is on ", t.device().str(), ", the region runs on cuda:",
+                               device_));
+        break;
+      case SlotKind::Constant: t = constants_[static_cast<size_t>(s.index)]; break;
+      case SlotKind::Output:
+      case SlotKind::Temp:
+        if (s.extern_written) continue;
+        t = device_buffer(s.sizes, s.strides, s.numel, s.dtype, device_);
+        if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
+        break;
+    }
+    ptrs[i] = t.data();
+    slots[i] = std::move(t);
+  }
+  std::vector<void*> args(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) args[i] = &ptrs[i];
+  for (const Step& st : steps_) {
+    if (st.is_extern) {
+      run_extern(externs_[static_cast<size_t>(st.index)], slots, ptrs, outputs);
+      continue;
+    }
+    const Launch& l = functions_[static_cast<size_t>(st.index)];
+    if (l.grid == 0) continue;  // nothing to compute (a zero-size space)
+    cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
+  }
+  return outputs;
+}
+
+namespace {
+// The graph as the Stax backend sees it: composites decomposed, simplified.
+std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
+  auto sg = g.clone();
+  passes::PassOptions po;
+  po.decompose = true;
+  passes::run_default_passes(*sg, po);
+  return sg;
 }
 }  // namespace
 
-std::string cuda_source(const graph::Graph& g) { return print_cuda(lower(g)).source; }
+codegen::CudaUnit cuda_unit(const graph::Graph& g) { return print_region(*prepared(g), RegionOptions{}).unit; }
+
+std::string cuda_source(const graph::Graph& g) { return cuda_unit(g).unit.source; }
 
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs) {
-  TP_CHECK(!inputs.empty() && inputs[0].device().kind == Device::Kind::CUDA, NotImplementedError,
-           "stax cuda: the region's inputs must be CUDA tensors");
-  const int dev = inputs[0].device().index;
-  LoweredRegion lowered = lower(g);
-  const ir::LoopProgram& p = lowered.program;
-  codegen::PrintedUnit unit = print_cuda(lowered);
-  std::vector<Tensor> keep(p.buffers.size());
-  std::vector<void*> ptrs(p.buffers.size(), nullptr);
-  std::vector<Tensor> outputs(static_cast<size_t>(p.num_outputs));
-  for (const ir::Buffer& b : p.buffers) {
-    Tensor t;
-    switch (b.kind) {
-      case ir::BufferKind::Input:
-        t = inputs.at(static_cast<size_t>(b.arg_index));
-        TP_CHECK(t.device().kind == Device::Kind::CUDA && t.device().index == dev, NotImplementedError,
-                 "stax cuda: every region input must be on cuda:", dev);
-        // The lowering specialized the kernels to the captured layout.
-        TP_CHECK(t.sizes() == b.sizes && t.strides() == b.strides && t.dtype() == b.dtype, ValueError,
-                 "stax cuda: input ", b.arg_index, " has sizes ", t.sizes(), " strides ", t.strides(), " dtype ",
-                 dtype_name(t.dtype()), "; the region was captured for sizes ", b.sizes, " strides ", b.strides,
-                 " dtype ", dtype_name(b.dtype));
-        break;
-      case ir::BufferKind::Constant: {
-        const Tensor& c = lowered.constants.at(static_cast<size_t>(b.arg_index));
-        TP_CHECK(c.is_contiguous(), NotImplementedError, "stax cuda: non-contiguous constants are not supported yet");
-        t = cuda::to_device(c, dev);
-        break;
-      }
-      case ir::BufferKind::Output:
-        TP_CHECK(contiguous(b), NotImplementedError, "stax cuda: non-contiguous outputs are not supported yet");
-        t = cuda::empty(b.sizes, b.dtype, dev);
-        outputs.at(static_cast<size_t>(b.arg_index)) = t;
-        break;
-      case ir::BufferKind::Temp: t = cuda::empty(Shape{std::max<int64_t>(b.numel, 1)}, b.dtype, dev); break;
-      case ir::BufferKind::Status: throw NotImplementedError("stax cuda: checked indexing is not supported yet");
-    }
-    keep[static_cast<size_t>(b.id)] = t;
-    ptrs[static_cast<size_t>(b.id)] = t.data();
-  }
-  std::vector<void*> args;
-  for (int id : unit.slot_buffer) args.push_back(&ptrs[static_cast<size_t>(id)]);
-  for (size_t k = 0; k < p.nodes.size(); ++k) {
-    const ir::ComputeNode& n = p.nodes[k];
-    int64_t numel = 1;
-    for (int64_t v : n.ranges) numel *= v;
-    if (numel == 0) continue;
-    unsigned grid, block;
-    if (n.is_reduction()) {
-      block = codegen::kCudaReduceThreads;
-      grid = static_cast<unsigned>(std::min<int64_t>(numel, 65535LL * 32));
-    } else {
-      block = 256;
-      grid = static_cast<unsigned>(std::min<int64_t>((numel + 255) / 256, 65535LL * 32));
-    }
-    cuda::launch_generated(dev, unit.kernel_names[k], unit.source, grid, block, args.data());
-  }
-  return outputs;
+  const int dev = cuda_region_device(inputs);
+  TP_CHECK(dev >= 0, NotImplementedError, "stax cuda: the region's inputs must be CUDA tensors");
+  return compile_cuda_region(*prepared(g), dev, RegionOptions{})->run(inputs);
 }
 
 }  // namespace tp::stax

@@ -1,20 +1,82 @@
-// Running a Stax region on a CUDA GPU (issue 12 item 4, first step): the
-// region is lowered as for the CPU, printed by the CUDA printer, its kernels
-// compiled by NVRTC for the device's exact architecture and launched in node
-// order; outputs and temps come from the CUDA caching allocator. What the
-// printer does not print yet raises NotImplementedError.
+// Running a Stax region on a CUDA GPU (issue 12): the region is lowered as for
+// the CPU, scheduled with GPU options (16-byte vectors, 32-bit indices where
+// proven), printed by the CUDA printer, compiled once by NVRTC for the
+// device's exact architecture (CUBIN cached on disk by source, sm_XY, NVRTC
+// and driver version) and its kernels launched in plan order on the default
+// stream, extern calls (GEMM, sort, ...) running their eager CUDA kernels
+// between them. Outputs and temps come from the CUDA caching allocator.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "graph/graph.h"
+#include "ops/registry.h"
+#include "stax/backend/stax_backend.h"
+#include "stax/codegen/cuda/cuda_printer.h"
 
 namespace tp::stax {
 
-// The CUDA source the CUDA printer makes for g.
+// The CUDA device of a region's example inputs; -1 when none is on a GPU.
+// Throws BackendError when CUDA tensors meet CPU tensors (other than 0-d).
+int cuda_region_device(const std::vector<Tensor>& examples);
+
+class CudaRegion {
+ public:
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  const std::string& source() const { return source_; }
+  int kernel_count() const { return static_cast<int>(functions_.size()); }
+  int extern_count() const { return static_cast<int>(externs_.size()); }
+  bool disk_hit() const { return false; }
+  friend std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device,
+                                                         const RegionOptions& options);
+
+ private:
+  enum class SlotKind : uint8_t { Input, Constant, Output, Temp };
+  struct Slot {
+    SlotKind kind = SlotKind::Temp;
+    int index = -1;
+    Shape sizes, strides;
+    int64_t numel = 0;
+    DType dtype = DType::Float32;
+    bool extern_written = false;
+  };
+  struct Launch {
+    void* function = nullptr;
+    std::string name;
+    unsigned grid = 1, block_x = 1, block_y = 1;
+  };
+  struct ExternStep {
+    ir::ExternCall call;
+    const OpDef* op = nullptr;
+    Attrs attrs;
+    std::vector<int> in_slots, out_slots;
+  };
+  struct Step {
+    bool is_extern = false;
+    int index = 0;  // into launches_ or externs_
+  };
+  void run_extern(const ExternStep& e, std::vector<Tensor>& slots, std::vector<void*>& ptrs,
+                  std::vector<Tensor>& outputs) const;
+  int device_ = 0;
+  std::string source_;
+  std::vector<Slot> slots_;
+  std::vector<Tensor> constants_;  // on the device
+  std::vector<Launch> functions_;
+  std::vector<ExternStep> externs_;
+  std::vector<Step> steps_;
+  int num_outputs_ = 0;
+};
+
+// Throws BackendError naming what the CUDA path cannot generate.
+std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options);
+
+// The printed CUDA unit of g (scheduled with the GPU options); no GPU needed.
+codegen::CudaUnit cuda_unit(const graph::Graph& g);
+// Its source text (test hook; g is decomposed first, as the backend does).
 std::string cuda_source(const graph::Graph& g);
-// Runs g on `inputs` (CUDA tensors of one device); returns its outputs.
+// Compiles g for `device` and runs it once on `inputs` (test hook).
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs);
 
 }  // namespace tp::stax

@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import codegen, coldstart, eager, fusion, machine, overhead, stax_core, training
+from . import codegen, coldstart, eager, fusion, gpu, machine, overhead, stax_core, training
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -127,4 +127,13 @@ def training_suite(report: Report, opts: Options) -> dict:
     for key, title, factory in training.CASES:
         step(key, lambda key=key, title=title, factory=factory: training.run_case(key, title, factory, report,
                                                                                   opts.quick))
+    return results
+
+
+@suite("gpu")
+def gpu_suite(report: Report, options: Options) -> dict:
+    """Generated CUDA kernels vs eager PyTorch and torch.compile (bench/gpu.py);
+    without a GPU it reports that and measures nothing."""
+    results: dict = {}
+    gpu.run(report, _Step(report, results), options.quick)
     return results

@@ -1,16 +1,19 @@
-// The CUDA printer (see cuda_printer.h). It prints each compute node as its
-// own kernel: every node's result is stored to its buffer (temps included), so
-// the kernels compose in node order without shared state.
+// The CUDA printer (see cuda_printer.h): each KernelPlan becomes one kernel in
+// one of three thread mappings (Flat, Row, Column); the plan's nests, fusion,
+// locals, side stores and vector lanes are printed as the scheduler decided.
 #include "stax/codegen/cuda/cuda_printer.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "stax/codegen/c_syntax.h"
 #include "stax/ir/call_op.h"
+#include "stax/ir/expr_visitor.h"
+#include "stax/scheduler/schedule.h"
 
 namespace tp::stax::codegen {
 
@@ -35,69 +38,139 @@ std::string literal(const Scalar& v, DType t) {
   return c_literal(v, t, kCuda);
 }
 
-// Device helpers: the names the IR's Call nodes print as (tp_<name>).
+// Device helpers: the names the IR's Call nodes print as (tp_<name>), the
+// reduction functors and the block-wide combine.
 const char* kPrelude = R"(typedef long long i64;
 #define TP_D static __device__ __forceinline__
 TP_D long long tp_floordiv(long long a, long long b) { long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 TP_D long long tp_mod(long long a, long long b) { if (b == -1) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-template <class T> TP_D T tp_add(T a, T b) { return a + b; }
-template <class T> TP_D T tp_sub(T a, T b) { return a - b; }
+TP_D int tp_floordiv(int a, int b) { int q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+TP_D int tp_mod(int a, int b) { if (b == -1) return 0; int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 // Products are rounded on their own (no contraction into an FMA), as eager rounds them.
 TP_D float tp_mul(float a, float b) { return __fmul_rn(a, b); }
 TP_D double tp_mul(double a, double b) { return __dmul_rn(a, b); }
 TP_D i64 tp_mul(i64 a, i64 b) { return a * b; }
-template <class T> TP_D T tp_div(T a, T b) { return a / b; }
-template <class T> TP_D T tp_neg(T a) { return -a; }
 // max/min propagate NaN, as eager does.
 template <class T> TP_D T tp_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> TP_D T tp_min(T a, T b) { return (a != a || a < b) ? a : b; }
+TP_D bool tp_max(bool a, bool b) { return a || b; }
+TP_D bool tp_min(bool a, bool b) { return a && b; }
 template <class T> TP_D T tp_relu(T a) { return a > T(0) ? a : (a != a ? a : T(0)); }
-template <class T> TP_D T tp_abs(T a) { return a < T(0) ? -a : a; }
-TP_D float tp_exp(float a) { return expf(a); }
-TP_D double tp_exp(double a) { return exp(a); }
-TP_D float tp_log(float a) { return logf(a); }
-TP_D double tp_log(double a) { return log(a); }
-TP_D float tp_sqrt(float a) { return sqrtf(a); }
-TP_D double tp_sqrt(double a) { return sqrt(a); }
-TP_D float tp_tanh(float a) { return tanhf(a); }
-TP_D double tp_tanh(double a) { return tanh(a); }
+template <class T> TP_D T tp_abs(T a) { return a < T(0) ? -a : (a == T(0) ? T(0) : a); }
 TP_D float tp_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 TP_D double tp_sigmoid(double a) { return 1.0 / (1.0 + exp(-a)); }
-template <class T> TP_D bool tp_eq(T a, T b) { return a == b; }
-template <class T> TP_D bool tp_ne(T a, T b) { return a != b; }
-template <class T> TP_D bool tp_lt(T a, T b) { return a < b; }
-template <class T> TP_D bool tp_le(T a, T b) { return a <= b; }
-template <class T> TP_D bool tp_gt(T a, T b) { return a > b; }
-template <class T> TP_D bool tp_ge(T a, T b) { return a >= b; }
+#define TP_M1(n, ff, fd) TP_D float tp_##n(float x) { return ff(x); } TP_D double tp_##n(double x) { return fd(x); }
+#define TP_M2(n, ff, fd) TP_D float tp_##n(float x, float y) { return ff(x, y); } TP_D double tp_##n(double x, double y) { return fd(x, y); }
+TP_M1(exp, expf, exp) TP_M1(log, logf, log) TP_M1(sqrt, sqrtf, sqrt) TP_M1(tanh, tanhf, tanh)
+TP_M1(sin, sinf, sin) TP_M1(cos, cosf, cos) TP_M1(tan, tanf, tan) TP_M1(asin, asinf, asin) TP_M1(acos, acosf, acos)
+TP_M1(atan, atanf, atan) TP_M1(sinh, sinhf, sinh) TP_M1(cosh, coshf, cosh) TP_M1(asinh, asinhf, asinh)
+TP_M1(acosh, acoshf, acosh) TP_M1(atanh, atanhf, atanh) TP_M1(exp2, exp2f, exp2) TP_M1(log2, log2f, log2)
+TP_M1(log10, log10f, log10) TP_M1(erfc, erfcf, erfc) TP_M1(floor, floorf, floor) TP_M1(ceil, ceilf, ceil)
+TP_M1(trunc, truncf, trunc) TP_M1(round, rintf, rint)
+TP_M2(atan2, atan2f, atan2) TP_M2(hypot, hypotf, hypot) TP_M2(fmod, fmodf, fmod) TP_M2(pow, powf, pow)
+TP_D float tp_frac(float x) { return x - truncf(x); }
+TP_D double tp_frac(double x) { return x - trunc(x); }
+// fmod's result moved to the divisor's sign (PyTorch / Python %).
+template <class T> TP_D T tp_remainder(T x, T y) { T r = tp_fmod(x, y); return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? r + y : r; }
 template <class T> TP_D T tp_where(bool c, T a, T b) { return c ? a : b; }
-template <class T> TP_D T tp_shfl_down(T v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+TP_D float tp_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TP_D double tp_shfl(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TP_D i64 tp_shfl(i64 v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TP_D bool tp_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
+struct tp_op_sum { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
+struct tp_op_prod { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
+struct tp_op_max { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return tp_max(a, b); } };
+struct tp_op_min { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return tp_min(a, b); } };
+// Every thread's v combined over the block, in a fixed order (deterministic);
+// every thread gets the result. sh: 32 entries of shared memory.
+template <class T, class F> TP_D T tp_block_reduce(T v, F f, T* sh) {
+  for (int o = 16; o > 0; o >>= 1) v = f(v, tp_shfl(v, o));
+  const int nw = (blockDim.x + 31) >> 5;
+  if (nw == 1) return v;
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T r = sh[0];
+  for (int w = 1; w < nw; ++w) r = f(r, sh[w]);
+  __syncthreads();
+  return r;
+}
 )";
 
-bool supported_call(CallOp op) {
-  switch (op) {
-    case CallOp::Add: case CallOp::Sub: case CallOp::Mul: case CallOp::Div: case CallOp::Neg:
-    case CallOp::Max: case CallOp::Min: case CallOp::Relu: case CallOp::Abs:
-    case CallOp::Exp: case CallOp::Log: case CallOp::Sqrt: case CallOp::Tanh: case CallOp::Sigmoid:
-    case CallOp::Eq: case CallOp::Ne: case CallOp::Lt: case CallOp::Le: case CallOp::Gt: case CallOp::Ge:
-    case CallOp::And: case CallOp::Or: case CallOp::Xor: case CallOp::Not:
-      return true;
-    default: return false;
+bool supported_call(CallOp op) { return !is_random(op); }
+
+const char* functor(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::Sum: return "tp_op_sum()";
+    case ReduceOp::Prod: return "tp_op_prod()";
+    case ReduceOp::Max: return "tp_op_max()";
+    default: return "tp_op_min()";
   }
+}
+
+std::string reduce_init(ReduceOp r, DType t) {
+  switch (r) {
+    case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
+    case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
+    case ReduceOp::Max:
+      if (t == DType::Bool) return "false";
+      return is_floating(t) ? literal(Scalar(-INFINITY), t) : std::string("(-9223372036854775807LL - 1)");
+    case ReduceOp::Min:
+      if (t == DType::Bool) return "true";
+      return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
+    case ReduceOp::None: break;
+  }
+  return "0";
+}
+
+std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
+  switch (r) {
+    case ReduceOp::Sum: return "(" + a + " + " + b + ")";
+    case ReduceOp::Prod: return "(" + a + " * " + b + ")";
+    case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
+    case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
+    case ReduceOp::None: break;
+  }
+  return a;
+}
+
+// The accumulator's type: a float32 sum accumulates in double.
+DType acc_dtype(ReduceOp r, DType t) { return r == ReduceOp::Sum && t == DType::Float32 ? DType::Float64 : t; }
+
+const char* vec_type(DType t) { return t == DType::Float64 ? "double2" : "float4"; }
+const char* lane_field(int l) {
+  static const char* f[] = {".x", ".y", ".z", ".w"};
+  return f[l];
 }
 
 class Writer {
  public:
-  Writer(const LoopProgram& p, RangeMap ranges) : p_(p), ranges_(std::move(ranges)) {}
+  Writer(const LoopProgram& p, const std::unordered_map<int, std::string>& locals, RangeMap ranges, int& counter)
+      : p_(p), locals_(locals), ranges_(std::move(ranges)), counter_(counter) {}
+  // Loads printed as a given name (one lane of a vector load).
+  std::unordered_map<const ExprNode*, std::string> lane_loads;
+
   std::string emit(const Expr& e, std::ostringstream& os, const std::string& ind) {
     auto it = names_.find(e.get());
     if (it != names_.end()) return it->second;
     std::string rhs;
     switch (e->op) {
       case ExprOp::Const: rhs = literal(e->value, e->dtype); break;
-      case ExprOp::Load:
-        if (!e->args.empty()) throw NotImplementedError("stax cuda printer: indirect loads are not supported yet");
-        rhs = p_.buffers[e->buffer].name + "[" + to_c(e->index, ranges_) + "]";
+      case ExprOp::Load: {
+        auto lane = lane_loads.find(e.get());
+        auto loc = locals_.find(e->buffer);
+        const Buffer& b = p_.buffers[e->buffer];
+        if (lane != lane_loads.end()) {
+          rhs = lane->second;
+        } else if (loc != locals_.end()) {
+          rhs = loc->second;
+        } else if (!e->args.empty()) {  // indirect: an offset read from data
+          std::string off = emit(e->args[0], os, ind);
+          rhs = b.name + "[" + to_c(e->index, ranges_) + " + " + off + "]";
+        } else {
+          rhs = b.name + "[" + to_c(e->index, ranges_) + "]";
+        }
         break;
+      }
       case ExprOp::Call: {
         if (!supported_call(e->fn))
           throw NotImplementedError(str("stax cuda printer: operation '", name(e->fn), "' is not supported yet"));
@@ -124,124 +197,399 @@ class Writer {
     }
     std::string nm = "t";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
     nm += std::to_string(counter_++);
-    os << ind << ctype(e->dtype) << " " << nm << " = " << rhs << ";\n";
+    os << ind << "const " << ctype(e->dtype) << " " << nm << " = " << rhs << ";\n";
     names_[e.get()] = nm;
     return nm;
   }
-
+  void reset_names() { names_.clear(); }
   void set_sum_root(const ExprNode* e) { sum_root_ = e; }
 
  private:
   const LoopProgram& p_;
-  const ExprNode* sum_root_ = nullptr;
+  const std::unordered_map<int, std::string>& locals_;
   RangeMap ranges_;
+  int& counter_;
   std::unordered_map<const ExprNode*, std::string> names_;
-  int counter_ = 0;
+  const ExprNode* sum_root_ = nullptr;
 };
 
-int64_t product(const Shape& s) {
+int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t n = 1;
-  for (int64_t v : s) n *= v;
+  for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
   return n;
 }
 
-// Splits the flat index `flat` into the variables `vars` over `ranges`
-// (row-major, last variable fastest).
-void unflatten(std::ostringstream& os, const std::string& ind, const std::string& flat,
-               const std::vector<IndexExpr>& vars, const Shape& ranges) {
-  os << ind << "i64 rem_" << flat << " = " << flat << ";\n";
-  for (size_t d = ranges.size(); d-- > 0;) {
-    os << ind << "const i64 " << vars[d].var_name() << " = rem_" << flat << " % " << ranges[d] << "LL; rem_" << flat
-       << " /= " << ranges[d] << "LL;\n";
-  }
-  os << ind << "(void)rem_" << flat << ";\n";
+// How one nest's inner space splits into work items: `groups` vector groups of
+// `lanes` elements of the last inner dim per row of the other inner dims, then
+// `tail` scalar elements per such row.
+struct NestItems {
+  int lanes = 1;
+  int64_t rows = 1;     // product of the inner extents but the last
+  int64_t groups = 0;   // per row
+  int64_t tail = 1;     // per row
+  int64_t vec_items() const { return rows * groups; }
+  int64_t tail_items() const { return rows * tail; }
+};
+
+NestItems nest_items(const LoopNest& n) {
+  NestItems it;
+  const size_t nd = n.inner_vars.size();
+  if (nd == 0) return it;
+  it.rows = product(n.inner_ranges, 0, nd - 1);
+  const int64_t e = n.inner_ranges.back();
+  it.lanes = n.vectorize && n.lanes > 1 && n.lanes <= 4 ? n.lanes : 1;
+  it.groups = it.lanes > 1 ? e / it.lanes : 0;
+  it.tail = e - it.groups * it.lanes;
+  return it;
 }
 
-std::string reduce_init(ReduceOp r, DType t) {
-  switch (r) {
-    case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
-    case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
-    case ReduceOp::Max: return literal(Scalar(-INFINITY), t);
-    case ReduceOp::Min: return literal(Scalar(INFINITY), t);
-    case ReduceOp::None: break;
+class KernelWriter {
+ public:
+  KernelWriter(const LoopProgram& p, const KernelPlan& k, std::ostringstream& os) : p_(p), k_(k), os_(os) {
+    ix_ = k.index_bits == 32 ? "int" : "i64";
+    ranges_[k.outer_var.var_id()] = outer_interval(k);
+    for (const LoopNest& n : k.nests)
+      for (size_t d = 0; d < n.inner_vars.size(); ++d) ranges_[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
   }
-  return "0";
+
+  // Declares the inner variables of `n` for work item `g` (vector item: the
+  // last variable is the group's first element).
+  void decode(const LoopNest& n, const NestItems& it, const std::string& g, bool vec, const std::string& ind) {
+    const size_t nd = n.inner_vars.size();
+    if (nd == 0) return;
+    const std::string j = n.inner_vars.back().var_name();
+    const int64_t per = vec ? it.groups : it.tail;
+    os_ << ind << "const " << ix_ << " " << j << " = ";
+    if (vec) os_ << "(" << g << " % " << per << ") * " << it.lanes << ";\n";
+    else os_ << it.groups * it.lanes << " + " << g << " % " << per << ";\n";
+    if (nd == 1) return;
+    os_ << ind << ix_ << " " << j << "_r = " << g << " / " << per << ";\n";
+    for (size_t d = nd - 1; d-- > 0;) {
+      os_ << ind << "const " << ix_ << " " << n.inner_vars[d].var_name() << " = " << j << "_r % " << n.inner_ranges[d]
+          << "; " << j << "_r /= " << n.inner_ranges[d] << ";\n";
+    }
+    os_ << ind << "(void)" << j << "_r;\n";
+  }
+
+  // The body of one work item. Pointwise: stores (vector store when the group
+  // is aligned). Reduction: folds the item's values into `acc`.
+  void item(const LoopNest& n, const NestItems& it, bool vec, const std::string& acc, const std::string& ind) {
+    const ComputeNode& node = p_.nodes[n.node];
+    const Buffer& out = p_.buffers[node.out_buffer];
+    Writer w(p_, locals_, ranges_, counter_);
+    if (node.reduce == ReduceOp::Sum) w.set_sum_root(n.body.get());
+    const bool red = node.is_reduction();
+    DType dt = node.body->dtype;
+    auto fold = [&](const std::string& v) {
+      DType at = acc_dtype(node.reduce, dt);
+      std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
+      os_ << ind << acc << " = " << combine(node.reduce, acc, val) << ";\n";
+    };
+    auto side_stores = [&](Writer& wr, const std::string& in2) {
+      for (const SideStore& ss : n.side_stores) {
+        std::string v = wr.emit(ss.value, os_, in2);
+        os_ << in2 << p_.buffers[ss.buffer].name << "[" << to_c(ss.index, ranges_) << "] = " << v << ";\n";
+      }
+    };
+    if (!vec) {
+      std::string v = w.emit(n.body, os_, ind);
+      side_stores(w, ind);
+      if (red) fold(v);
+      else os_ << ind << out.name << "[" << to_c(n.store_index, ranges_) << "] = " << v << ";\n";
+      return;
+    }
+    // Vector group: one 16-byte access per contiguous buffer (and the store),
+    // when every address is aligned; otherwise the same lanes one by one.
+    const int L = it.lanes;
+    const int jv = n.inner_vars.back().var_id();
+    const std::string jb = n.inner_vars.back().var_name();
+    std::vector<const ExprNode*> vloads;
+    std::set<const ExprNode*> seen;
+    std::string aligned = "0";
+    for (const ExprNode* l : loads_of(n.body)) {
+      if (!l->args.empty() || locals_.count(l->buffer) || !seen.insert(l).second) continue;
+      auto c = coefficient_of(l->index, jv);
+      if (!c || *c != 1 || l->dtype != dt) continue;
+      vloads.push_back(l);
+    }
+    std::unordered_map<const ExprNode*, std::string> lane_base;
+    for (const ExprNode* l : vloads) {
+      const std::string idx = to_c(l->index, ranges_);
+      const std::string nm = "tp_v" + std::to_string(counter_++);
+      os_ << ind << "const " << ix_ << " " << nm << "_i = " << idx << ";\n";
+      aligned += " | (unsigned long long)(" + p_.buffers[l->buffer].name + " + " + nm + "_i)";
+      lane_base[l] = nm;
+    }
+    const bool vstore = !red && coefficient_of(n.store_index, jv).value_or(0) == 1;
+    std::string sidx;
+    if (vstore) {
+      sidx = "tp_s" + std::to_string(counter_++);
+      os_ << ind << "const " << ix_ << " " << sidx << " = " << to_c(n.store_index, ranges_) << ";\n";
+      aligned += " | (unsigned long long)(" + out.name + " + " + sidx + ")";
+    }
+    const std::string al = "tp_al" + std::to_string(counter_++);
+    os_ << ind << "const bool " << al << " = ((" << aligned << ") & 15) == 0;\n";
+    const char* vt = vec_type(dt);
+    for (const ExprNode* l : vloads) {
+      const std::string& nm = lane_base[l];
+      const std::string& b = p_.buffers[l->buffer].name;
+      os_ << ind << vt << " " << nm << ";\n";
+      os_ << ind << "if (" << al << ") " << nm << " = *reinterpret_cast<const " << vt << "*>(" << b << " + " << nm
+          << "_i);\n";
+      os_ << ind << "else {";
+      for (int q = 0; q < L; ++q) os_ << " " << nm << lane_field(q) << " = " << b << "[" << nm << "_i + " << q << "];";
+      os_ << " }\n";
+    }
+    std::vector<std::string> results;
+    for (int q = 0; q < L; ++q) {
+      const std::string r = "tp_r" + std::to_string(counter_++);
+      results.push_back(r);
+      if (!red) os_ << ind << ctype(dt) << " " << r << ";\n";
+    }
+    for (int q = 0; q < L; ++q) {
+      os_ << ind << "{\n";
+      const std::string in2 = ind + "  ";
+      // The lane's own value of the last inner variable, under its name.
+      os_ << in2 << "const " << ix_ << " " << jb << "_q = " << jb << " + " << q << ";\n";
+      Writer wl(p_, locals_, ranges_, counter_);
+      if (node.reduce == ReduceOp::Sum) wl.set_sum_root(n.body.get());
+      for (const ExprNode* l : vloads) wl.lane_loads[l] = lane_base[l] + lane_field(q);
+      // Redeclare the last variable for this lane (nested scope), so invariant
+      // loads, side stores and indices read the lane's position.
+      os_ << in2 << "{\n";
+      const std::string in3 = in2 + "  ";
+      os_ << in3 << "const " << ix_ << " " << jb << " = " << jb << "_q;\n" << in3 << "(void)" << jb << ";\n";
+      std::string v = wl.emit(n.body, os_, in3);
+      side_stores(wl, in3);
+      if (red) {
+        DType at = acc_dtype(node.reduce, dt);
+        std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
+        os_ << in3 << acc << " = " << combine(node.reduce, acc, val) << ";\n";
+      } else {
+        os_ << in3 << results[q] << " = " << v << ";\n";
+        if (!vstore) os_ << in3 << out.name << "[" << to_c(n.store_index, ranges_) << "] = " << v << ";\n";
+      }
+      os_ << in2 << "}\n" << ind << "}\n";
+    }
+    if (vstore) {
+      os_ << ind << "if (" << al << ") *reinterpret_cast<" << vt << "*>(" << out.name << " + " << sidx << ") = make_"
+          << vt << "(";
+      for (int q = 0; q < L; ++q) os_ << (q ? ", " : "") << results[q];
+      os_ << ");\n" << ind << "else {";
+      for (int q = 0; q < L; ++q) os_ << " " << out.name << "[" << sidx << " + " << q << "] = " << results[q] << ";";
+      os_ << " }\n";
+    }
+  }
+
+  const std::string& ix() const { return ix_; }
+  std::unordered_map<int, std::string>& locals() { return locals_; }
+  int next() { return counter_++; }
+
+ private:
+  const LoopProgram& p_;
+  const KernelPlan& k_;
+  std::ostringstream& os_;
+  std::string ix_;
+  RangeMap ranges_;
+  std::unordered_map<int, std::string> locals_;
+  int counter_ = 0;
+};
+
+// Can the kernel run as one grid-stride loop? Every nest pointwise, with the
+// same inner space and the same lanes.
+bool flat_form(const LoopProgram& p, const KernelPlan& k) {
+  for (const LoopNest& n : k.nests) {
+    if (p.nodes[n.node].is_reduction()) return false;
+    if (n.inner_ranges != k.nests[0].inner_ranges) return false;
+    NestItems a = nest_items(n), b = nest_items(k.nests[0]);
+    if (a.lanes != b.lanes) return false;
+  }
+  return true;
 }
 
-std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
-  switch (r) {
-    case ReduceOp::Sum: return a + " + " + b;
-    case ReduceOp::Prod: return a + " * " + b;
-    case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
-    case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    case ReduceOp::None: break;
-  }
-  return a;
+int pow2_at_least(int64_t n, int lo, int hi) {
+  int t = lo;
+  while (t < hi && t < n) t *= 2;
+  return t;
 }
 
 }  // namespace
 
-PrintedUnit CudaPrinter::print(const LoopProgram& p, const Schedule& /*schedule*/) const {
-  // The first step prints every node as its own kernel and does not read the
-  // plans yet (vector loads and multi-node kernels come with them).
-  if (!p.externs.empty()) throw NotImplementedError("stax cuda printer: extern calls are not supported yet");
+PrintedUnit CudaPrinter::print(const LoopProgram& p, const Schedule& s) const { return print_cuda(p, s).unit; }
+
+CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const {
   if (p.num_sizes > 0) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
-  PrintedUnit u;
+  CudaUnit cu;
+  PrintedUnit& u = cu.unit;
   u.language = language();
-  std::ostringstream os;
-  os << "// Generated by Stax (CUDA printer): one kernel per compute node.\n" << kPrelude;
-  std::string params;
+  // Buffer slots: every buffer that lives in memory (locals of a kernel do not).
+  std::set<int> memory_temps;
+  for (auto& k : s.kernels)
+    for (auto& n : k.nests) {
+      if (n.store_to_memory) memory_temps.insert(p.nodes[n.node].out_buffer);
+      for (auto& ss : n.side_stores) memory_temps.insert(ss.buffer);
+    }
+  for (auto& e : p.externs) {
+    for (auto& o : e.inputs)
+      if (o.kind == ExternOperand::Kind::Buffer) memory_temps.insert(o.buffer);
+    for (int b : e.outputs) memory_temps.insert(b);
+  }
   for (auto& b : p.buffers) {
-    if (!params.empty()) params += ", ";
-    params += std::string(ctype(b.dtype)) + "* __restrict__ " + b.name;
+    if (b.kind == BufferKind::Status) throw NotImplementedError("stax cuda printer: checked indexing is not supported yet");
+    if (b.kind == BufferKind::Temp && !memory_temps.count(b.id)) continue;
+    ctype(b.dtype);  // refuses narrow dtypes
     u.slot_buffer.push_back(b.id);
   }
-  for (const ComputeNode& n : p.nodes) {
-    if (n.scan) throw NotImplementedError("stax cuda printer: scans are not supported yet");
-    if (!n.is_static()) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
-    const Buffer& out = p.buffers[n.out_buffer];
-    std::string kname = "tp_k";
-    kname += std::to_string(n.id);
-    RangeMap ranges;
-    for (size_t d = 0; d < n.vars.size(); ++d) ranges[n.vars[d].var_id()] = Interval{0, n.ranges[d] - 1};
-    for (size_t d = 0; d < n.rvars.size(); ++d) ranges[n.rvars[d].var_id()] = Interval{0, n.reduce_ranges[d] - 1};
-    Writer w(p, ranges);
-    os << "\n// " << n.origin << "\nextern \"C\" __global__ void " << kname << "(" << params << ") {\n";
-    int64_t numel = product(n.ranges);
-    if (!n.is_reduction()) {
-      os << "  for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < " << numel
-         << "LL; e += (i64)gridDim.x * blockDim.x) {\n";
-      unflatten(os, "    ", "e", n.vars, n.ranges);
-      std::string v = w.emit(n.body, os, "    ");
-      os << "    " << out.name << "[" << to_c(n.store_index, ranges) << "] = " << v << ";\n  }\n}\n";
-    } else {
-      DType acc_t = n.body->dtype;
-      const char* at = ctype(acc_t);
-      int64_t rn = product(n.reduce_ranges);
-      os << "  __shared__ " << at << " part[32];\n"
-         << "  for (i64 e = blockIdx.x; e < " << numel << "LL; e += gridDim.x) {\n";
-      unflatten(os, "    ", "e", n.vars, n.ranges);
-      os << "    " << at << " acc = " << reduce_init(n.reduce, acc_t) << ";\n"
-         << "    for (i64 r = threadIdx.x; r < " << rn << "LL; r += blockDim.x) {\n";
-      unflatten(os, "      ", "r", n.rvars, n.reduce_ranges);
-      if (n.reduce == ReduceOp::Sum) w.set_sum_root(n.body.get());
-      std::string v = w.emit(n.body, os, "      ");
-      os << "      acc = " << combine(n.reduce, "acc", v) << ";\n    }\n"
-         << "    for (int o = 16; o > 0; o >>= 1) acc = " << combine(n.reduce, "acc", "tp_shfl_down(acc, o)") << ";\n"
-         << "    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;\n"
-         << "    __syncthreads();\n"
-         << "    if (threadIdx.x < 32) {\n"
-         << "      acc = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : " << reduce_init(n.reduce, acc_t) << ";\n"
-         << "      for (int o = 16; o > 0; o >>= 1) acc = " << combine(n.reduce, "acc", "tp_shfl_down(acc, o)") << ";\n"
-         << "      if (threadIdx.x == 0) " << out.name << "[" << to_c(n.store_index, ranges) << "] = ("
-         << ctype(out.dtype) << ")acc;\n"
-         << "    }\n    __syncthreads();\n  }\n}\n";
+  std::ostringstream os;
+  os << "// Generated by Stax (CUDA printer): one kernel per kernel plan.\n" << kPrelude;
+  for (const KernelPlan& k : s.kernels) {
+    if (k.symbolic) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
+    for (const LoopNest& n : k.nests)
+      if (p.nodes[n.node].scan) throw NotImplementedError("stax cuda printer: scans (cumsum, cumprod) are not supported yet");
+    std::set<int> written;
+    for (const LoopNest& n : k.nests) {
+      if (n.store_to_memory || !p.nodes[n.node].is_reduction()) written.insert(p.nodes[n.node].out_buffer);
+      for (auto& ss : n.side_stores) written.insert(ss.buffer);
     }
-    u.kernel_names.push_back(kname);
+    CudaLaunch launch;
+    const bool column = k.vectorize_outer && k.nests.size() == 1;
+    const bool flat = !column && flat_form(p, k);
+    int64_t max_items = 1;
+    for (const LoopNest& n : k.nests) {
+      NestItems it = nest_items(n);
+      max_items = std::max({max_items, it.vec_items(), it.tail_items()});
+    }
+    if (column) {
+      launch.form = CudaForm::Column;
+      launch.block_x = 32;
+      launch.block_y = kCudaColumnRows;
+      launch.work = (k.outer_extent + 31) / 32;
+    } else if (flat) {
+      NestItems it = nest_items(k.nests[0]);
+      launch.form = CudaForm::Flat;
+      launch.block_x = 256;
+      launch.work = k.outer_extent * (it.vec_items() + it.tail_items());
+    } else {
+      launch.form = CudaForm::Row;
+      launch.block_x = k.outer_extent == 1 ? 1024 : pow2_at_least(max_items, 32, 512);
+      launch.work = k.outer_extent;
+    }
+    os << "\n// " << k.name << ": " << k.origin << "\n// outer space " << shape_str(k.outer_ranges) << ", "
+       << (column ? "column" : flat ? "flat" : "row") << " form\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
+    for (size_t i = 0; i < u.slot_buffer.size(); ++i) {
+      const Buffer& b = p.buffers[u.slot_buffer[i]];
+      os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << ctype(b.dtype) << "* __restrict__ " << b.name;
+    }
+    os << ") {\n";
+    KernelWriter kw(p, k, os);
+    const std::string& ix = kw.ix();
+    const std::string o = k.outer_var.var_name();
+    if (column) {
+      const LoopNest& n = k.nests[0];
+      const ComputeNode& node = p.nodes[n.node];
+      DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+      const int64_t rn = product(n.inner_ranges);
+      os << "  __shared__ " << ctype(at) << " tp_col[" << kCudaColumnRows << "][33];\n";
+      os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * 32 + threadIdx.x;\n";
+      os << "  " << ctype(at) << " acc = " << reduce_init(node.reduce, at) << ";\n";
+      os << "  if (" << o << " < " << k.outer_extent << ") {\n";
+      os << "    #pragma unroll 4\n";
+      os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << kCudaColumnRows << ") {\n";
+      // The reduced index split over the inner dims (last fastest).
+      const size_t nd = n.inner_vars.size();
+      os << "      " << ix << " tp_rem = tp_g;\n";
+      for (size_t d = nd; d-- > 0;)
+        os << "      const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
+           << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
+      os << "      (void)tp_rem;\n";
+      NestItems it;  // scalar items
+      kw.item(n, it, false, "acc", "      ");
+      os << "    }\n  }\n";
+      os << "  tp_col[threadIdx.y][threadIdx.x] = acc;\n  __syncthreads();\n";
+      os << "  if (threadIdx.y == 0 && " << o << " < " << k.outer_extent << ") {\n";
+      os << "    for (int y = 1; y < " << kCudaColumnRows << "; ++y) acc = "
+         << combine(node.reduce, "acc", "tp_col[y][threadIdx.x]") << ";\n";
+      os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}})
+         << "] = (" << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n  }\n";
+    } else if (flat) {
+      NestItems it = nest_items(k.nests[0]);
+      auto loop = [&](bool vec) {
+        const int64_t per = vec ? it.vec_items() : it.tail_items();
+        if (per == 0) return;
+        const int64_t total = k.outer_extent * per;
+        os << "  for (" << ix << " tp_e = (" << ix << ")blockIdx.x * blockDim.x + threadIdx.x; tp_e < " << total
+           << "; tp_e += (" << ix << ")gridDim.x * blockDim.x) {\n";
+        os << "    const " << ix << " " << o << " = tp_e / " << per << ";\n";
+        os << "    const " << ix << " tp_g = tp_e % " << per << ";\n";
+        for (const LoopNest& n : k.nests) {
+          os << "    {\n";
+          kw.decode(n, it, "tp_g", vec, "      ");
+          kw.item(n, it, vec, "", "      ");
+          os << "    }\n";
+        }
+        os << "  }\n";
+      };
+      loop(true);
+      loop(false);
+    } else {
+      std::set<int> shared_types;
+      for (const LoopNest& n : k.nests) {
+        const ComputeNode& node = p.nodes[n.node];
+        if (node.is_reduction()) shared_types.insert(static_cast<int>(acc_dtype(node.reduce, node.body->dtype)));
+      }
+      for (int t : shared_types) {
+        DType d = static_cast<DType>(t);
+        os << "  __shared__ " << ctype(d) << " tp_sh_" << ctype(d) << "[32];\n";
+      }
+      os << "  for (" << ix << " " << o << " = blockIdx.x; " << o << " < " << k.outer_extent << "; " << o
+         << " += gridDim.x) {\n";
+      for (size_t ni = 0; ni < k.nests.size(); ++ni) {
+        const LoopNest& n = k.nests[ni];
+        const ComputeNode& node = p.nodes[n.node];
+        const bool red = node.is_reduction();
+        NestItems it = nest_items(n);
+        DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+        const std::string acc = "tp_acc" + std::to_string(n.node);
+        os << "    // node " << n.node << ": " << node.origin << " -> " << p.buffers[node.out_buffer].name
+           << (red ? std::string(" (") + reduce_op_name(node.reduce) + " over " + shape_str(n.inner_ranges) + ")" : "")
+           << (it.lanes > 1 ? ", " + std::to_string(it.lanes) + " lanes" : "") << "\n";
+        if (red) os << "    " << ctype(at) << " " << acc << " = " << reduce_init(node.reduce, at) << ";\n";
+        for (bool vec : {true, false}) {
+          const int64_t per = vec ? it.vec_items() : it.tail_items();
+          if (per == 0) continue;
+          if (vec) os << "    #pragma unroll 4\n";
+          os << "    for (" << ix << " tp_g = threadIdx.x; tp_g < " << per << "; tp_g += blockDim.x) {\n";
+          kw.decode(n, it, "tp_g", vec, "      ");
+          kw.item(n, it, vec, acc, "      ");
+          os << "    }\n";
+        }
+        if (red) {
+          const std::string r = "red" + std::to_string(n.node);
+          os << "    " << acc << " = tp_block_reduce(" << acc << ", " << functor(node.reduce) << ", tp_sh_" << ctype(at)
+             << ");\n";
+          os << "    const " << ctype(dt) << " " << r << " = (" << ctype(dt) << ")" << acc << ";\n";
+          kw.locals()[node.out_buffer] = r;
+          if (n.store_to_memory) {
+            RangeMap rm{{k.outer_var.var_id(), outer_interval(k)}};
+            os << "    if (threadIdx.x == 0) " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, rm)
+               << "] = " << r << ";\n";
+          }
+        }
+        const bool wrote = (!red) || !n.side_stores.empty();
+        if (wrote && ni + 1 < k.nests.size()) os << "    __syncthreads();\n";
+      }
+      // The next row's first reduction reuses the shared scratch: the block-wide
+      // combine ends with a barrier, so nothing more is needed here.
+      os << "  }\n";
+    }
+    os << "}\n";
+    u.kernel_names.push_back(k.name);
+    cu.launches.push_back(launch);
   }
   u.kernel_count = static_cast<int>(u.kernel_names.size());
   u.source = os.str();
-  return u;
+  return cu;
 }
 
 }  // namespace tp::stax::codegen

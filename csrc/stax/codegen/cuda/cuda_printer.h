@@ -1,25 +1,59 @@
-// CUDA code generation (Section 8, issue 12 item 4): the KernelPrinter for
-// NVIDIA GPUs. A LoopProgram -> one CUDA translation unit (NVRTC) with one
-// `extern "C" __global__` kernel per compute node, launched in order by the
-// host; every kernel takes all buffers of the region as pointers, in buffer
-// order (PrintedUnit::slot_buffer). Pointwise nodes are grid-stride loops, one
-// element per thread; reductions give one block per output element (a row)
-// and combine the threads' partials with warp shuffles, accumulating float32
-// in float32 and float64 in float64. First step: scans, guards, indirect
-// loads, extern calls, symbolic sizes and random draws raise
-// NotImplementedError (the region falls back, or raises under strict_native).
+// CUDA code generation (Section 9, issue 12 item 4): the KernelPrinter for
+// NVIDIA GPUs. It prints the scheduler's plans (schedule.h) as they are — one
+// `extern "C" __global__` kernel per KernelPlan, fusing the plan's nests —
+// and only chooses how threads map onto them:
+//  - Flat: a kernel of pointwise nests over one inner space is a grid-stride
+//    loop over (outer iteration, inner group); a vectorized nest (the plan's
+//    `lanes`) moves `lanes` consecutive elements per thread with 128-bit loads
+//    and stores where the address is 16-byte aligned (checked per access, the
+//    fallback reads the same lanes one by one), the rest of a row runs scalar.
+//  - Row: a kernel holding a row reduction runs one block per outer iteration
+//    (softmax, layer_norm: every nest of the row in one kernel); each nest's
+//    inner space is shared among the block's threads (vector groups as above),
+//    a reduction combines per-thread partials with warp shuffles and one
+//    shared-memory step, in a fixed order, and every thread gets the result
+//    for the nests after it.
+//  - Column: a single reduction the plan vectorizes across outputs
+//    (`vectorize_outer`: the reduced dim is strided, the kept dim contiguous)
+//    gives each of 32 threads of a block row a neighbouring output (coalesced
+//    rows) and splits the reduced range over 32 block rows.
+// A float32 sum accumulates in double (free on a memory-bound GPU kernel; the
+// error no longer grows with the reduced length). Refused (NotImplementedError,
+// the region falls back or raises under strict_native): scans, checked
+// indexing (Guard), symbolic sizes, random draws, narrow dtypes.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "stax/codegen/kernel_printer.h"
 
 namespace tp::stax::codegen {
+
+enum class CudaForm { Flat, Row, Column };
+
+// How the host launches one printed kernel (one per KernelPlan, in order).
+struct CudaLaunch {
+  CudaForm form = CudaForm::Flat;
+  // Flat: the number of work items (grid-stride: the host caps the grid);
+  // Row: the number of rows (one block each); Column: the number of blocks.
+  int64_t work = 0;
+  int block_x = 256;
+  int block_y = 1;
+};
+
+struct CudaUnit {
+  PrintedUnit unit;
+  std::vector<CudaLaunch> launches;  // per kernel, as unit.kernel_names
+};
 
 class CudaPrinter final : public KernelPrinter {
  public:
   const char* language() const override { return "cuda"; }
   PrintedUnit print(const ir::LoopProgram& program, const Schedule& schedule) const override;
+  CudaUnit print_cuda(const ir::LoopProgram& program, const Schedule& schedule) const;
 };
 
-// Threads per block of the reduction kernels (a multiple of 32).
-constexpr int kCudaReduceThreads = 256;
+// Threads per block of the column form (32 x this).
+constexpr int kCudaColumnRows = 32;
 
 }  // namespace tp::stax::codegen

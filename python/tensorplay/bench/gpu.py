@@ -1,0 +1,242 @@
+"""``--suite gpu``: Stax's generated CUDA kernels against eager PyTorch and
+torch.compile on the same data (issue 12).
+
+beta = model bytes / time, as a fraction of the device-to-device copy
+bandwidth measured in the same run (read + write of a 256 MiB copy_).  Model
+bytes count every input read once and every output written once.  Times are
+host wall-clock over `runs` back-to-back calls between two synchronizations
+(each call is a few hundred microseconds of GPU work, so launch cost is
+amortized the same way for every contender).  The data is made by PyTorch and
+shared with TensorPlay through DLPack (zero-copy), so both read the same
+memory.  Without a GPU the suite says so and measures nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+
+from .report import Report
+
+
+def _ex11(x, w):
+    return ((x + w).relu() * 2).sum(-1)
+
+
+def _rowsum(x):
+    return x.sum(-1)
+
+
+def _colsum(x):
+    return x.sum(0)
+
+
+def _rmsnorm(x, w):
+    return x * (x * x).mean(-1, keepdim=True).add(1e-6).rsqrt() * w
+
+
+def _softmax5(x):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _cases(quick: bool):
+    R, C = (1024, 1024) if quick else (32768, 8192)
+    SR, SC = (2048, 512) if quick else (65536, 4096)
+
+    def ln_tp(x, w, b):
+        return F.layer_norm(x, (x.shape[-1],), w, b)
+
+    def ln_torch(x, w, b):
+        import torch
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+
+    def gelu_tp(x, b):
+        return F.gelu(x + b, approximate="tanh")
+
+    def gelu_torch(x, b):
+        import torch
+        return torch.nn.functional.gelu(x + b, approximate="tanh")
+
+    # name, (tp fn, torch fn), shapes of the inputs, model bytes (float32)
+    return [
+        ("Example 1.1", (_ex11, _ex11), [(R, C), (C,)], (R * C + C + R) * 4, (R, C)),
+        ("row sum", (_rowsum, _rowsum), [(R, C)], (R * C + R) * 4, (R, C)),
+        ("column sum", (_colsum, _colsum), [(R, C)], (R * C + C) * 4, (R, C)),
+        ("layer_norm", (ln_tp, ln_torch), [(R, C), (C,), (C,)], (2 * R * C + 2 * C) * 4, (R, C)),
+        ("RMSNorm", (_rmsnorm, _rmsnorm), [(R, C), (C,)], (2 * R * C + C) * 4, (R, C)),
+        ("bias + tanh-GELU", (gelu_tp, gelu_torch), [(R, C), (C,)], (2 * R * C + C) * 4, (R, C)),
+        ("five-op softmax", (_softmax5, _softmax5), [(SR, SC)], 2 * SR * SC * 4, (SR, SC)),
+    ]
+
+
+def _time(fn, sync, runs: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(3):  # best of three batches
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / runs)
+    return best
+
+
+def _torch():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch
+    except Exception:  # not installed or broken: TensorPlay is still measured
+        pass
+    return None
+
+
+def copy_bandwidth(torch, quick: bool) -> dict:
+    n = (16 if quick else 256) * 2 ** 20 // 4
+    x = tp.randn(n).to("cuda")
+    y = tp.empty(n).to("cuda")
+    t = _time(lambda: y.copy_(x), tp.cuda.synchronize, 20)
+    out = {"bytes": 2 * n * 4, "tp_copy_s": t, "tp_copy_Bps": 2 * n * 4 / t}
+    if torch is not None:
+        tx = torch.randn(n, device="cuda")
+        ty = torch.empty(n, device="cuda")
+        tt = _time(lambda: ty.copy_(tx), torch.cuda.synchronize, 20)
+        out["torch_copy_s"] = tt
+        out["torch_copy_Bps"] = 2 * n * 4 / tt
+    out["ceiling_Bps"] = max(out["tp_copy_Bps"], out.get("torch_copy_Bps", 0.0))
+    return out
+
+
+def kernels(report: Report, torch, ceiling: float, quick: bool) -> dict:
+    import numpy as np
+
+    res = {}
+    runs = 5 if quick else 20
+    report.section(f"generated CUDA kernels (beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
+    for name, (ftp, ftorch), shapes, model, _ in _cases(quick):
+        row = {"model_bytes": model}
+        if torch is not None:
+            targs = [torch.randn(*s, device="cuda") for s in shapes]
+            args = [tp.from_dlpack(a) for a in targs]
+        else:
+            args = [tp.randn(*s).to("cuda") for s in shapes]
+            targs = None
+        cf = tp.compile(ftp, strict_native=True)
+        t0 = time.perf_counter()
+        got = cf(*args)
+        tp.cuda.synchronize()
+        row["tp_first_call_s"] = time.perf_counter() - t0
+        row["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
+        contenders = [("tp.compile", row["tp_compile_s"])]
+        if torch is not None:
+            row["torch_eager_s"] = _time(lambda: ftorch(*targs), torch.cuda.synchronize, runs)
+            contenders.append(("torch eager", row["torch_eager_s"]))
+            want = ftorch(*targs)
+            g = got.cpu().numpy()
+            w = want.cpu().numpy()
+            row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
+            row["max_abs_torch"] = float(np.max(np.abs(w)))
+            try:
+                tc = torch.compile(ftorch)
+                tc(*targs)
+                torch.cuda.synchronize()
+                row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
+                contenders.append(("torch.compile", row["torch_compile_s"]))
+            except Exception as exc:  # Inductor missing or failing: the others still count
+                row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        for who, t in contenders:
+            row[f"beta[{who}]"] = model / t / ceiling
+        text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
+        if "max_abs_diff_vs_torch" in row:
+            text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
+        report.figure(name, text)
+        res[name] = row
+        del args, targs, got
+    return res
+
+
+def host_overhead(report: Report, torch, quick: bool) -> dict:
+    n = 2000 if quick else 20000
+    x = tp.randn(8).to("cuda")
+    f = tp.compile(lambda x: x * 2 + 1, strict_native=True)
+    f(x)
+    tp.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        f(x)
+    tp.cuda.synchronize()
+    out = {"tp_compile_us": (time.perf_counter() - t0) / n * 1e6}
+    g = lambda x: x * 2 + 1  # noqa: E731
+    t0 = time.perf_counter()
+    for _ in range(n):
+        g(x)
+    tp.cuda.synchronize()
+    out["tp_eager_us"] = (time.perf_counter() - t0) / n * 1e6
+    if torch is not None:
+        tx = torch.randn(8, device="cuda")
+        g(tx)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g(tx)
+        torch.cuda.synchronize()
+        out["torch_eager_us"] = (time.perf_counter() - t0) / n * 1e6
+    report.figure("host time per call, x*2+1 on 8 elements",
+                  "  ".join(f"{k[:-3]} {v:.2f} us" for k, v in out.items()))
+    return out
+
+
+_COLD = r"""
+import time, tensorplay as tp
+t0 = time.perf_counter()
+x = tp.randn(%d, %d).to("cuda"); w = tp.randn(%d).to("cuda"); tp.cuda.synchronize()
+t1 = time.perf_counter()
+f = tp.compile(lambda x, w: ((x + w).relu() * 2).sum(-1), strict_native=True)
+f(x, w); tp.cuda.synchronize()
+print(time.perf_counter() - t1)
+"""
+
+
+def cold_compile(report: Report, quick: bool) -> dict:
+    R, C = (256, 256) if quick else (32768, 8192)
+    code = _COLD % (R, C, C)
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TP_CACHE_DIR=d)
+        for label in ("cold", "warm"):
+            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                raise RuntimeError(f"{label} compile process failed: {p.stderr[-2000:]}")
+            out[f"{label}_s"] = float(p.stdout.strip().splitlines()[-1])
+    report.figure("first compiled call of Example 1.1 in a new process (capture + compile + run)",
+                  f"cold cache {out['cold_s']:.3f} s, warm cache {out['warm_s']:.3f} s")
+    return out
+
+
+def run(report: Report, step, quick: bool) -> None:
+    if not tp.cuda.is_available():
+        report.note(f"no CUDA GPU here ({tp._C._cuda.why_unavailable()}): the gpu suite measures nothing")
+        return
+    torch = _torch()
+    report.figure("device", tp.cuda.get_device_name())
+    if torch is None:
+        report.note("PyTorch with CUDA is not importable: TensorPlay alone is measured")
+    else:
+        report.figure("torch", torch.__version__)
+    bw = step("gpu.copy", lambda: copy_bandwidth(torch, quick))
+    ceiling = bw["ceiling_Bps"] if bw else 4.15e12
+    if bw:
+        report.figure("device-to-device copy (read + write)", f"{ceiling / 1e12:.2f} TB/s")
+    step("gpu.kernels", lambda: kernels(report, torch, ceiling, quick))
+    step("gpu.host_overhead", lambda: host_overhead(report, torch, quick))
+    step("gpu.cold_compile", lambda: cold_compile(report, quick))
