@@ -92,22 +92,35 @@ std::map<std::pair<int, std::string>, CUfunction>& kernel_cache() {
   return *m;
 }
 
+// Loaded modules by (device, source): a Stax region's source holds several
+// kernels and is compiled (or read from disk) once.
+std::map<std::pair<int, std::string>, CUmodule>& module_cache() {
+  static auto* m = new std::map<std::pair<int, std::string>, CUmodule>();
+  return *m;
+}
+
 CUfunction get_kernel(int device, const std::string& name, const std::string& source) {
   std::lock_guard<std::mutex> lock(g_mutex);
   // Keyed by name too: one source may hold several kernels (Stax regions).
   auto key = std::make_pair(device, name + '\n' + source);
   auto& cache = kernel_cache();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int arch = compute_capability(device);
-  const std::string disk_key = cubin_key(source, arch);
   activate(device);
   CUmodule mod = nullptr;
-  // A CUBIN from disk that the driver refuses (damaged) is compiled afresh.
-  std::optional<std::string> cubin = load_cubin(disk_key);
-  if (!cubin || driver().cuModuleLoadData(&mod, cubin->data()) != 0) {
-    cubin = nvrtc_compile(source, name, arch);
-    check(driver().cuModuleLoadData(&mod, cubin->data()), "cuModuleLoadData");
-    store_cubin(disk_key, *cubin);
+  auto& modules = module_cache();
+  if (auto it = modules.find({device, source}); it != modules.end()) {
+    mod = it->second;
+  } else {
+    const int arch = compute_capability(device);
+    const std::string disk_key = cubin_key(source, arch);
+    // A CUBIN from disk that the driver refuses (damaged) is compiled afresh.
+    std::optional<std::string> cubin = load_cubin(disk_key);
+    if (!cubin || driver().cuModuleLoadData(&mod, cubin->data()) != 0) {
+      cubin = nvrtc_compile(source, name, arch);
+      check(driver().cuModuleLoadData(&mod, cubin->data()), "cuModuleLoadData");
+      store_cubin(disk_key, *cubin);
+    }
+    modules[{device, source}] = mod;
   }
   CUfunction fn = nullptr;
   check(driver().cuModuleGetFunction(&fn, mod, name.c_str()), "cuModuleGetFunction");
@@ -290,9 +303,28 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
   return false;
 }
 
+// An in-place operator without its own kernel (mul_, clamp_, ...): its
+// out-of-place twin (add_ -> add, scatter_.src -> scatter.src) computes the
+// value on the device, which is then copied into input 0.
+bool inplace_through_twin(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                          std::vector<Tensor>& out) {
+  const std::string name = op.name;
+  const size_t dot = name.find('.');
+  const std::string base = name.substr(0, dot), overload = dot == std::string::npos ? "" : name.substr(dot);
+  if (base.size() < 2 || base.back() != '_' || inputs.empty() || !inputs[0].defined()) return false;
+  const OpDef* twin = find_op(base.substr(0, base.size() - 1) + overload);
+  if (!twin || twin->has(kInplace) || twin->num_inputs != op.num_inputs) return false;
+  std::vector<Tensor> r = run_kernel(*twin, inputs, attrs);
+  if (r.size() != 1 || r[0].sizes() != inputs[0].sizes()) return false;
+  run_kernel(get_op("copy_"), {inputs[0], r[0]}, {});
+  out = {inputs[0]};
+  return true;
+}
+
 bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   if (handwritten_kernel(op, inputs, attrs, out_meta, out)) return true;
+  if (op.has(kInplace) && op.name != std::string("copy_")) return inplace_through_twin(op, inputs, attrs, out);
   return g_generated_op && g_generated_op(op, inputs, attrs, out_meta, out);
 }
 
