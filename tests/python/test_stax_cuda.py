@@ -84,6 +84,15 @@ def test_row_kernel_uses_block_reduction_and_vector_loads():
     assert "double tp_acc" in src
 
 
+def test_softmax_row_stays_in_registers():
+    # 128 columns: 32 vector groups; x is read once per row into registers,
+    # exp is kept there for the division (its side store to memory is dead).
+    src = _C._stax_cuda_source(_graph(_softmax, tp.randn(32, 128)))
+    assert "float4 tp_c" in src and "tp_c0[tp_kk]" in src
+    # Only the final store: one vector store and its lane-by-lane fallback.
+    assert src.count("reinterpret_cast<float4*>(out0") == 1 and src.count("out0[") == 4
+
+
 def test_flat_kernel_stores_vectors_and_has_a_scalar_tail():
     src = _C._stax_cuda_source(_graph(_chain, tp.randn(7, 33), tp.randn(7, 33)))
     assert "reinterpret_cast<float4*>" in src  # vector store
@@ -182,7 +191,7 @@ def test_eager_cuda_operators_generated_by_stax():
 @gpu
 def test_operator_without_cuda_path_is_named():
     f = tp.compile(lambda a, b: a @ b, strict_native=True)
-    with pytest.raises(NotImplementedError, match="mm"):
+    with pytest.raises(NotImplementedError, match="matmul"):
         f(tp.randn(4, 4).cuda(), tp.randn(4, 4).cuda())
 
 

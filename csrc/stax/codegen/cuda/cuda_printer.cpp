@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -213,9 +214,10 @@ class Writer {
   const ExprNode* sum_root_ = nullptr;
 };
 
-int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+// Product of the first `count` sizes.
+int64_t leading_product(const Shape& s, size_t count) {
   int64_t n = 1;
-  for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
+  for (size_t i = 0; i < count && i < s.size(); ++i) n *= s[i];
   return n;
 }
 
@@ -235,7 +237,7 @@ NestItems nest_items(const LoopNest& n) {
   NestItems it;
   const size_t nd = n.inner_vars.size();
   if (nd == 0) return it;
-  it.rows = product(n.inner_ranges, 0, nd - 1);
+  it.rows = leading_product(n.inner_ranges, nd - 1);
   const int64_t e = n.inner_ranges.back();
   it.lanes = n.vectorize && n.lanes > 1 && n.lanes <= 4 ? n.lanes : 1;
   it.groups = it.lanes > 1 ? e / it.lanes : 0;
@@ -285,15 +287,25 @@ class KernelWriter {
       std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
       os_ << ind << acc << " = " << combine(node.reduce, acc, val) << ";\n";
     };
-    auto side_stores = [&](Writer& wr, const std::string& in2) {
+    // lane >= 0: inside a vector group of a cached row, where the value also
+    // goes to the register cache of (buffer, index), or only there when no
+    // one reads that memory before the nest that writes it for good.
+    auto side_stores = [&](Writer& wr, const std::string& in2, int lane) {
       for (const SideStore& ss : n.side_stores) {
         std::string v = wr.emit(ss.value, os_, in2);
+        if (lane >= 0 && use_cache_) {
+          auto c = cache_.find(cache_key(ss.buffer, ss.index, n));
+          if (c != cache_.end()) {
+            os_ << in2 << c->second << "[tp_kk]" << lane_field(lane) << " = " << v << ";\n";
+            if (dead_side_.count(c->first)) continue;
+          }
+        }
         os_ << in2 << p_.buffers[ss.buffer].name << "[" << to_c(ss.index, ranges_) << "] = " << v << ";\n";
       }
     };
     if (!vec) {
       std::string v = w.emit(n.body, os_, ind);
-      side_stores(w, ind);
+      side_stores(w, ind, -1);
       if (red) fold(v);
       else os_ << ind << out.name << "[" << to_c(n.store_index, ranges_) << "] = " << v << ";\n";
       return;
@@ -313,7 +325,16 @@ class KernelWriter {
       vloads.push_back(l);
     }
     std::unordered_map<const ExprNode*, std::string> lane_base;
+    std::vector<const ExprNode*> mem_loads;  // the vector loads not served by the register cache
     for (const ExprNode* l : vloads) {
+      if (use_cache_) {
+        auto c = cache_.find(cache_key(l->buffer, l->index, n));
+        if (c != cache_.end()) {
+          lane_base[l] = c->second + "[tp_kk]";
+          continue;
+        }
+      }
+      mem_loads.push_back(l);
       const std::string idx = to_c(l->index, ranges_);
       const std::string nm = "tp_v" + std::to_string(counter_++);
       os_ << ind << "const " << ix_ << " " << nm << "_i = " << idx << ";\n";
@@ -330,7 +351,7 @@ class KernelWriter {
     const std::string al = "tp_al" + std::to_string(counter_++);
     os_ << ind << "const bool " << al << " = ((" << aligned << ") & 15) == 0;\n";
     const char* vt = vec_type(dt);
-    for (const ExprNode* l : vloads) {
+    for (const ExprNode* l : mem_loads) {
       const std::string& nm = lane_base[l];
       const std::string& b = p_.buffers[l->buffer].name;
       os_ << ind << vt << " " << nm << ";\n";
@@ -360,7 +381,7 @@ class KernelWriter {
       const std::string in3 = in2 + "  ";
       os_ << in3 << "const " << ix_ << " " << jb << " = " << jb << "_q;\n" << in3 << "(void)" << jb << ";\n";
       std::string v = wl.emit(n.body, os_, in3);
-      side_stores(wl, in3);
+      side_stores(wl, in3, q);
       if (red) {
         DType at = acc_dtype(node.reduce, dt);
         std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
@@ -385,6 +406,104 @@ class KernelWriter {
   std::unordered_map<int, std::string>& locals() { return locals_; }
   int next() { return counter_++; }
 
+  // A (buffer, index) read or written by nest n, with n's inner variable
+  // renamed to the first nest's: equal keys are the same element of a row.
+  std::string cache_key(int buffer, const IndexExpr& index, const LoopNest& n) const {
+    const IndexExpr& j0 = k_.nests[0].inner_vars.back();
+    IndexExpr e = substitute(index, {{n.inner_vars.back().var_id(), j0}});
+    return std::to_string(buffer) + "@" + to_c(simplify(e, ranges_), ranges_);
+  }
+
+  // Register cache of a row kernel whose nests share one inner dim: every
+  // read-only row a nest reads with vector accesses is loaded once per row
+  // into K vector registers per thread (group g = threadIdx.x + kk * block),
+  // and every nest takes it from there; a side store another nest reads back
+  // at the same element goes there too. Returns false (no cache) when the row
+  // needs more than `max_regs` registers per thread.
+  bool plan_cache(const NestItems& it, int block, int max_regs) {
+    const int K = static_cast<int>((it.groups + block - 1) / block);
+    std::set<int> written;
+    for (const LoopNest& n : k_.nests) {
+      written.insert(p_.nodes[n.node].out_buffer);
+      for (const SideStore& ss : n.side_stores) written.insert(ss.buffer);
+    }
+    std::map<std::string, std::pair<int, IndexExpr>> keys;  // key -> (buffer, index over nest 0's variable)
+    std::map<std::string, int> key_dtype;
+    for (const LoopNest& n : k_.nests) {
+      const int jv = n.inner_vars.back().var_id();
+      for (const ExprNode* l : loads_of(n.body)) {
+        if (!l->args.empty() || locals_.count(l->buffer) || l->dtype != p_.nodes[n.node].body->dtype) continue;
+        auto c = coefficient_of(l->index, jv);
+        if (!c || *c != 1) continue;
+        const std::string key = cache_key(l->buffer, l->index, n);
+        if (written.count(l->buffer)) {
+          side_reads_[key]++;
+          continue;
+        }
+        keys.emplace(key, std::make_pair(l->buffer, substitute(l->index, {{jv, k_.nests[0].inner_vars.back()}})));
+        key_dtype[key] = static_cast<int>(l->dtype);
+      }
+    }
+    // Side stores read back later at the same element (softmax's exp).
+    std::map<std::string, int> side_keys;
+    for (const LoopNest& n : k_.nests)
+      for (const SideStore& ss : n.side_stores) {
+        const std::string key = cache_key(ss.buffer, ss.index, n);
+        if (side_reads_.count(key)) side_keys[key] = static_cast<int>(ss.value->dtype);
+      }
+    const int64_t regs = static_cast<int64_t>(keys.size() + side_keys.size()) * K * it.lanes;
+    if (K < 1 || K > 8 || regs > max_regs || (keys.empty() && side_keys.empty())) return false;
+    k_cache_ = K;
+    use_cache_ = true;
+    for (auto& [key, bi] : keys) {
+      cache_[key] = "tp_c" + std::to_string(counter_++);
+      cache_loads_.push_back({cache_[key], bi.first, bi.second, static_cast<DType>(key_dtype[key])});
+    }
+    for (auto& [key, dt] : side_keys) {
+      cache_[key] = "tp_c" + std::to_string(counter_++);
+      cache_side_.push_back({cache_[key], static_cast<DType>(dt)});
+      // The memory write can go when every read of that buffer in this kernel
+      // is this element (served from registers) and a later nest stores the
+      // buffer's final value at the same element.
+      const int buffer = std::stoi(key.substr(0, key.find('@')));
+      bool others = false, final_store = false;
+      for (const LoopNest& n : k_.nests)
+        for (const ExprNode* l : loads_of(n.body))
+          if (l->buffer == buffer && (!l->args.empty() || cache_key(buffer, l->index, n) != key)) others = true;
+      for (const LoopNest& n : k_.nests)
+        if (!p_.nodes[n.node].is_reduction() && p_.nodes[n.node].out_buffer == buffer &&
+            cache_key(buffer, n.store_index, n) == key)
+          final_store = true;
+      if (!others && final_store) dead_side_.insert(key);
+    }
+    return true;
+  }
+
+  // Declares the caches and loads the read-only rows (outer variable set).
+  void emit_cache_loads(const NestItems& it, int block, const std::string& ind) {
+    for (auto& c : cache_side_) os_ << ind << vec_type(c.dtype) << " " << c.name << "[" << k_cache_ << "];\n";
+    for (auto& c : cache_loads_) os_ << ind << vec_type(c.dtype) << " " << c.name << "[" << k_cache_ << "];\n";
+    if (cache_loads_.empty()) return;
+    const std::string j0 = k_.nests[0].inner_vars.back().var_name();
+    os_ << ind << "#pragma unroll\n" << ind << "for (int tp_kk = 0; tp_kk < " << k_cache_ << "; ++tp_kk) {\n";
+    os_ << ind << "  const " << ix_ << " tp_g = threadIdx.x + tp_kk * " << block << ";\n";
+    os_ << ind << "  if (tp_g < " << it.groups << ") {\n";
+    os_ << ind << "    const " << ix_ << " " << j0 << " = tp_g * " << it.lanes << ";\n";
+    for (auto& c : cache_loads_) {
+      const std::string& b = p_.buffers[c.buffer].name;
+      os_ << ind << "    const " << ix_ << " " << c.name << "_i = " << to_c(c.index, ranges_) << ";\n";
+      os_ << ind << "    if ((((unsigned long long)(" << b << " + " << c.name << "_i)) & 15) == 0) " << c.name
+          << "[tp_kk] = *reinterpret_cast<const " << vec_type(c.dtype) << "*>(" << b << " + " << c.name << "_i);\n";
+      os_ << ind << "    else {";
+      for (int q = 0; q < it.lanes; ++q)
+        os_ << " " << c.name << "[tp_kk]" << lane_field(q) << " = " << b << "[" << c.name << "_i + " << q << "];";
+      os_ << " }\n";
+    }
+    os_ << ind << "  }\n" << ind << "}\n";
+  }
+  bool use_cache() const { return use_cache_; }
+  int cache_k() const { return k_cache_; }
+
  private:
   const LoopProgram& p_;
   const KernelPlan& k_;
@@ -393,6 +512,24 @@ class KernelWriter {
   RangeMap ranges_;
   std::unordered_map<int, std::string> locals_;
   int counter_ = 0;
+  // Register cache (plan_cache).
+  struct CacheLoad {
+    std::string name;
+    int buffer;
+    IndexExpr index;
+    DType dtype;
+  };
+  struct CacheSide {
+    std::string name;
+    DType dtype;
+  };
+  bool use_cache_ = false;
+  int k_cache_ = 0;
+  std::map<std::string, std::string> cache_;
+  std::vector<CacheLoad> cache_loads_;
+  std::vector<CacheSide> cache_side_;
+  std::map<std::string, int> side_reads_;
+  std::set<std::string> dead_side_;
 };
 
 // Can the kernel run as one grid-stride loop? Every nest pointwise, with the
@@ -403,6 +540,16 @@ bool flat_form(const LoopProgram& p, const KernelPlan& k) {
     if (n.inner_ranges != k.nests[0].inner_ranges) return false;
     NestItems a = nest_items(n), b = nest_items(k.nests[0]);
     if (a.lanes != b.lanes) return false;
+  }
+  return true;
+}
+
+// Every nest over the same single inner dim, vectorized with the same lanes.
+bool row_cacheable(const LoopProgram& p, const KernelPlan& k) {
+  for (const LoopNest& n : k.nests) {
+    if (n.inner_vars.size() != 1 || n.inner_ranges != k.nests[0].inner_ranges || p.nodes[n.node].scan) return false;
+    NestItems a = nest_items(n);
+    if (a.lanes < 2 || a.groups == 0 || a.lanes != nest_items(k.nests[0]).lanes) return false;
   }
   return true;
 }
@@ -474,6 +621,19 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       launch.block_x = k.outer_extent == 1 ? 1024 : pow2_at_least(max_items, 32, 512);
       launch.work = k.outer_extent;
     }
+    KernelWriter kw(p, k, os);
+    // A row whose nests share one vectorized inner dim keeps its read-only
+    // inputs in registers (one read from memory per row, whatever the number
+    // of nests): about four vector groups per thread.
+    bool cached = false;
+    if (launch.form == CudaForm::Row && k.outer_extent > 1 && row_cacheable(p, k)) {
+      NestItems it = nest_items(k.nests[0]);
+      const int block = pow2_at_least((it.groups + 3) / 4, 32, 1024);
+      if (kw.plan_cache(it, block, 64)) {
+        cached = true;
+        launch.block_x = block;
+      }
+    }
     os << "\n// " << k.name << ": " << k.origin << "\n// outer space " << shape_str(k.outer_ranges) << ", "
        << (column ? "column" : flat ? "flat" : "row") << " form\n";
     os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
@@ -482,14 +642,13 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << ctype(b.dtype) << "* __restrict__ " << b.name;
     }
     os << ") {\n";
-    KernelWriter kw(p, k, os);
     const std::string& ix = kw.ix();
     const std::string o = k.outer_var.var_name();
     if (column) {
       const LoopNest& n = k.nests[0];
       const ComputeNode& node = p.nodes[n.node];
       DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
-      const int64_t rn = product(n.inner_ranges);
+      const int64_t rn = leading_product(n.inner_ranges, n.inner_ranges.size());
       os << "  __shared__ " << ctype(at) << " tp_col[" << kCudaColumnRows << "][33];\n";
       os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * 32 + threadIdx.x;\n";
       os << "  " << ctype(at) << " acc = " << reduce_init(node.reduce, at) << ";\n";
@@ -544,6 +703,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       }
       os << "  for (" << ix << " " << o << " = blockIdx.x; " << o << " < " << k.outer_extent << "; " << o
          << " += gridDim.x) {\n";
+      if (cached) kw.emit_cache_loads(nest_items(k.nests[0]), launch.block_x, "    ");
       for (size_t ni = 0; ni < k.nests.size(); ++ni) {
         const LoopNest& n = k.nests[ni];
         const ComputeNode& node = p.nodes[n.node];
@@ -558,6 +718,15 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
         for (bool vec : {true, false}) {
           const int64_t per = vec ? it.vec_items() : it.tail_items();
           if (per == 0) continue;
+          if (vec && cached) {  // the K groups of this thread, as the cache holds them
+            os << "    #pragma unroll\n    for (int tp_kk = 0; tp_kk < " << kw.cache_k() << "; ++tp_kk) {\n";
+            os << "      const " << ix << " tp_g = threadIdx.x + tp_kk * " << launch.block_x << ";\n";
+            os << "      if (tp_g < " << per << ") {\n";
+            kw.decode(n, it, "tp_g", true, "        ");
+            kw.item(n, it, true, acc, "        ");
+            os << "      }\n    }\n";
+            continue;
+          }
           if (vec) os << "    #pragma unroll 4\n";
           os << "    for (" << ix << " tp_g = threadIdx.x; tp_g < " << per << "; tp_g += blockDim.x) {\n";
           kw.decode(n, it, "tp_g", vec, "      ");
