@@ -47,9 +47,9 @@ def _softmax5(x):
     return e / e.sum(-1, keepdim=True)
 
 
-def _cases(quick: bool):
-    R, C = (1024, 1024) if quick else (32768, 8192)
-    SR, SC = (2048, 512) if quick else (65536, 4096)
+def _cases(quick: bool, small: bool = False):
+    R, C = (1024, 1024) if quick else (8192, 2048) if small else (32768, 8192)
+    SR, SC = (2048, 512) if quick else (8192, 2048) if small else (65536, 4096)
 
     def ln_tp(x, w, b):
         return F.layer_norm(x, (x.shape[-1],), w, b)
@@ -117,13 +117,15 @@ def copy_bandwidth(torch, quick: bool) -> dict:
     return out
 
 
-def kernels(report: Report, torch, ceiling: float, quick: bool) -> dict:
+def kernels(report: Report, torch, ceiling: float, quick: bool, small: bool = False) -> dict:
     import numpy as np
 
     res = {}
-    runs = 5 if quick else 20
-    report.section(f"generated CUDA kernels (beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
-    for name, (ftp, ftorch), shapes, model, _ in _cases(quick):
+    runs = 5 if quick else 100 if small else 20
+    cases = _cases(quick, small)
+    report.section(f"generated CUDA kernels, {'x'.join(map(str, cases[0][4]))} float32 "
+                   f"(beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
+    for name, (ftp, ftorch), shapes, model, size in cases:
         row = {"model_bytes": model}
         if torch is not None:
             targs = [torch.randn(*s, device="cuda") for s in shapes]
@@ -147,7 +149,7 @@ def kernels(report: Report, torch, ceiling: float, quick: bool) -> dict:
             row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
             row["max_abs_torch"] = float(np.max(np.abs(w)))
             try:
-                tc = torch.compile(ftorch)
+                tc = torch.compile(ftorch, dynamic=False)
                 tc(*targs)
                 torch.cuda.synchronize()
                 row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
@@ -159,7 +161,7 @@ def kernels(report: Report, torch, ceiling: float, quick: bool) -> dict:
         text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
         if "max_abs_diff_vs_torch" in row:
             text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
-        report.figure(name, text)
+        report.figure(f"{name} {size[0]}x{size[1]}", text)
         res[name] = row
         del args, targs, got
     return res
@@ -238,5 +240,7 @@ def run(report: Report, step, quick: bool) -> None:
     if bw:
         report.figure("device-to-device copy (read + write)", f"{ceiling / 1e12:.2f} TB/s")
     step("gpu.kernels", lambda: kernels(report, torch, ceiling, quick))
+    if not quick:
+        step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
     step("gpu.host_overhead", lambda: host_overhead(report, torch, quick))
     step("gpu.cold_compile", lambda: cold_compile(report, quick))

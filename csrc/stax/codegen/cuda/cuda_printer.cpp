@@ -628,7 +628,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     bool cached = false;
     if (launch.form == CudaForm::Row && k.outer_extent > 1 && row_cacheable(p, k)) {
       NestItems it = nest_items(k.nests[0]);
-      const int block = pow2_at_least((it.groups + 3) / 4, 32, 1024);
+      const int block = pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers per thread
       if (kw.plan_cache(it, block, 64)) {
         cached = true;
         launch.block_x = block;
