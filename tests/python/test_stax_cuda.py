@@ -107,8 +107,16 @@ def test_float64_uses_two_lane_vectors():
 
 
 def test_column_sum_is_coalesced_across_outputs():
+    # Few outputs: 8 per block row (whole 32-byte sectors), 128 block rows.
     (name, form, bx, by, work), = _C._stax_cuda_kernels(_graph(_colsum, tp.randn(300, 70)))
-    assert (form, bx, by, work) == ("column", 32, 32, 3)
+    assert (form, bx, by, work) == ("column", 8, 128, 9)
+    (name, form, bx, by, work), = _C._stax_cuda_kernels(_graph(_colsum, tp.randn(3, 8200)))
+    assert (form, bx, by, work) == ("column", 32, 32, 257)
+
+
+def test_row_invariant_operands_are_not_kept_in_registers():
+    src = _C._stax_cuda_source(_graph(_layer_norm, tp.randn(16, 96), tp.randn(96), tp.randn(96)))
+    assert src.count("float4 tp_c") == 1  # x only; the weight and bias are read where used
 
 
 @nvrtc
@@ -159,6 +167,13 @@ def test_large_rows_and_columns_match_eager():
     _close(g(x.cuda()), _colsum(x), rtol=1e-4, atol=1e-3)
     h = tp.compile(_softmax, strict_native=True)
     _close(h(x.cuda()), _softmax(x))
+
+
+@gpu
+@pytest.mark.parametrize("shape", [(40, 8200), (1000, 4100), (7, 3)])
+def test_column_sums_of_every_block_width(shape):
+    x = tp.randn(*shape)
+    _close(tp.compile(_colsum, strict_native=True)(x.cuda()), _colsum(x), rtol=1e-5, atol=1e-4)
 
 
 @gpu

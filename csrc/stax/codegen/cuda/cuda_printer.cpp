@@ -440,6 +440,9 @@ class KernelWriter {
           side_reads_[key]++;
           continue;
         }
+        // A row-invariant operand (layer_norm's weight) stays in L1 anyway:
+        // registers would only lower the occupancy.
+        if (!depends_on(l->index, k_.outer_var.var_id())) continue;
         keys.emplace(key, std::make_pair(l->buffer, substitute(l->index, {{jv, k_.nests[0].inner_vars.back()}})));
         key_dtype[key] = static_cast<int>(l->dtype);
       }
@@ -608,9 +611,12 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     }
     if (column) {
       launch.form = CudaForm::Column;
-      launch.block_x = 32;
-      launch.block_y = kCudaColumnRows;
-      launch.work = (k.outer_extent + 31) / 32;
+      // X neighbouring outputs per block row (a warp reads 32/X rows of X
+      // floats: whole 32-byte sectors down to X = 8), fewer when the outputs
+      // are few, so that the grid still fills the GPU; 1024 threads a block.
+      launch.block_x = k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
+      launch.block_y = kCudaColumnThreads / launch.block_x;
+      launch.work = (k.outer_extent + launch.block_x - 1) / launch.block_x;
     } else if (flat) {
       NestItems it = nest_items(k.nests[0]);
       launch.form = CudaForm::Flat;
@@ -649,12 +655,13 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       const ComputeNode& node = p.nodes[n.node];
       DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
       const int64_t rn = leading_product(n.inner_ranges, n.inner_ranges.size());
-      os << "  __shared__ " << ctype(at) << " tp_col[" << kCudaColumnRows << "][33];\n";
-      os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * 32 + threadIdx.x;\n";
+      const int X = launch.block_x, Y = launch.block_y;
+      os << "  __shared__ " << ctype(at) << " tp_col[" << Y << "][" << X + 1 << "];\n";
+      os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * " << X << " + threadIdx.x;\n";
       os << "  " << ctype(at) << " acc = " << reduce_init(node.reduce, at) << ";\n";
       os << "  if (" << o << " < " << k.outer_extent << ") {\n";
       os << "    #pragma unroll 4\n";
-      os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << kCudaColumnRows << ") {\n";
+      os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
       // The reduced index split over the inner dims (last fastest).
       const size_t nd = n.inner_vars.size();
       os << "      " << ix << " tp_rem = tp_g;\n";
@@ -667,7 +674,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       os << "    }\n  }\n";
       os << "  tp_col[threadIdx.y][threadIdx.x] = acc;\n  __syncthreads();\n";
       os << "  if (threadIdx.y == 0 && " << o << " < " << k.outer_extent << ") {\n";
-      os << "    for (int y = 1; y < " << kCudaColumnRows << "; ++y) acc = "
+      os << "    for (int y = 1; y < " << Y << "; ++y) acc = "
          << combine(node.reduce, "acc", "tp_col[y][threadIdx.x]") << ";\n";
       os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}})
          << "] = (" << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n  }\n";

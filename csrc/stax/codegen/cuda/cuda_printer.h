@@ -15,8 +15,9 @@
 //    for the nests after it.
 //  - Column: a single reduction the plan vectorizes across outputs
 //    (`vectorize_outer`: the reduced dim is strided, the kept dim contiguous)
-//    gives each of 32 threads of a block row a neighbouring output (coalesced
-//    rows) and splits the reduced range over 32 block rows.
+//    gives each of X threads of a block row a neighbouring output (coalesced
+//    rows; X = 32, 16 or 8 as the outputs allow) and splits the reduced range
+//    over 1024/X block rows.
 // A float32 sum accumulates in double (free on a memory-bound GPU kernel; the
 // error no longer grows with the reduced length). Refused (NotImplementedError,
 // the region falls back or raises under strict_native): scans, checked
@@ -53,7 +54,7 @@ class CudaPrinter final : public KernelPrinter {
   CudaUnit print_cuda(const ir::LoopProgram& program, const Schedule& schedule) const;
 };
 
-// Threads per block of the column form (32 x this).
-constexpr int kCudaColumnRows = 32;
+// Threads per block of the column form (X outputs x 1024/X rows).
+constexpr int kCudaColumnThreads = 1024;
 
 }  // namespace tp::stax::codegen
