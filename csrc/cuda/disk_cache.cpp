@@ -47,28 +47,44 @@ std::string cubin_key(const std::string& source, int arch) {
                         "\ndriver " + std::to_string(driver_version()));
 }
 
-std::optional<std::string> load_cubin(const std::string& key) {
+namespace {
+std::optional<std::string> load_file(const std::string& name) {
   Dir* d = cuda_dir();
   if (!d) return std::nullopt;
   struct stat st {};
   bool missing = false;
   std::string problem;
-  rt::fs::UniqueFd fd = rt::fs::open_private_file_at(d->fd.get(), key + ".cubin", &st, &missing, &problem);
+  rt::fs::UniqueFd fd = rt::fs::open_private_file_at(d->fd.get(), name, &st, &missing, &problem);
   if (!fd.valid()) return std::nullopt;
   std::string data;
-  if (!rt::fs::read_exact(fd.get(), static_cast<size_t>(st.st_size), &data) || data.size() < 4 ||
-      data.compare(0, 4, "\x7f" "ELF") != 0)
-    return std::nullopt;
+  if (!rt::fs::read_exact(fd.get(), static_cast<size_t>(st.st_size), &data)) return std::nullopt;
   return data;
 }
 
-void store_cubin(const std::string& key, const std::string& cubin) {
+void store_file(const std::string& name, const std::string& data) {
   Dir* d = cuda_dir();
   if (!d) return;
   try {
-    rt::fs::write_file_atomic_at(d->fd.get(), key + ".cubin", cubin, d->shown);
+    rt::fs::write_file_atomic_at(d->fd.get(), name, data, d->shown);
   } catch (const std::exception&) {  // a full disk must not fail the operator
   }
 }
+}  // namespace
+
+std::optional<std::string> load_cubin(const std::string& key) {
+  std::optional<std::string> data = load_file(key + ".cubin");
+  if (!data || data->size() < 4 || data->compare(0, 4, "\x7f" "ELF") != 0) return std::nullopt;
+  return data;
+}
+
+void store_cubin(const std::string& key, const std::string& cubin) { store_file(key + ".cubin", cubin); }
+
+std::string tuning_key(const std::string& source, const std::string& device_name) {
+  return rt::sha256_hex("launch tuning v1\n" + device_name + "\n" + source);
+}
+
+std::optional<std::string> load_tuning(const std::string& key) { return load_file(key + ".tune"); }
+
+void store_tuning(const std::string& key, const std::string& value) { store_file(key + ".tune", value); }
 
 }  // namespace tp::cuda

@@ -12,5 +12,10 @@ namespace tp::cuda {
 std::string cubin_key(const std::string& source, int arch);
 std::optional<std::string> load_cubin(const std::string& key);
 void store_cubin(const std::string& key, const std::string& cubin);
+// Launch-configuration tuning results (stax/backend/cuda_region.cpp), one
+// small text file per (kernel source, device name), beside the CUBINs.
+std::string tuning_key(const std::string& source, const std::string& device_name);
+std::optional<std::string> load_tuning(const std::string& key);
+void store_tuning(const std::string& key, const std::string& value);
 
 }  // namespace tp::cuda

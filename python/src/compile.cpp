@@ -550,11 +550,12 @@ void bind_compile(nb::module_& m) {
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.
   m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
-  m.def("_stax_cuda_source", [](const GraphModule& g) { return stax::cuda_source(*g.graph); });
+  m.def("_stax_cuda_source", [](const GraphModule& g, int row_block) { return stax::cuda_unit(*g.graph, row_block).unit.source; },
+        nb::arg("gm"), nb::arg("row_block") = 0);
   m.def("_stax_cuda_run", [](const GraphModule& g, std::vector<Tensor> inputs) { return stax::run_cuda(*g.graph, inputs); });
   // Per printed CUDA kernel: (name, form, block_x, block_y, work) — no GPU needed.
-  m.def("_stax_cuda_kernels", [](const GraphModule& g) {
-    stax::codegen::CudaUnit u = stax::cuda_unit(*g.graph);
+  m.def("_stax_cuda_kernels", [](const GraphModule& g, int row_block) {
+    stax::codegen::CudaUnit u = stax::cuda_unit(*g.graph, row_block);
     std::vector<std::tuple<std::string, std::string, int, int, int64_t>> out;
     for (size_t k = 0; k < u.launches.size(); ++k) {
       const stax::codegen::CudaLaunch& l = u.launches[k];
@@ -562,7 +563,7 @@ void bind_compile(nb::module_& m) {
       out.emplace_back(u.unit.kernel_names[k], form, l.block_x, l.block_y, l.work);
     }
     return out;
-  });
+  }, nb::arg("gm"), nb::arg("row_block") = 0);
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
 }
 

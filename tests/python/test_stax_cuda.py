@@ -93,6 +93,19 @@ def test_softmax_row_stays_in_registers():
     assert src.count("reinterpret_cast<float4*>(out0") == 1 and src.count("out0[") == 4
 
 
+@nvrtc
+def test_autotuner_candidates_change_the_block_and_compile():
+    g = _graph(_softmax, tp.randn(8, 2048))  # 512 vector groups: 128 threads by default
+    assert [k[2] for k in _C._stax_cuda_kernels(g)] == [128]
+    for block in (64, 256, 512):
+        assert [k[2] for k in _C._stax_cuda_kernels(g, block)] == [block]
+        src = _C._stax_cuda_source(g, block)
+        assert f"__launch_bounds__({block})" in src
+        assert tp.cuda._nvrtc_compile(src, "tuned", 90)[:4] == b"\x7fELF"
+    # 32 threads would need 16 groups per thread: no register rows then.
+    assert "tp_c0[tp_kk]" not in _C._stax_cuda_source(g, 32)
+
+
 def test_flat_kernel_stores_vectors_and_has_a_scalar_tail():
     src = _C._stax_cuda_source(_graph(_chain, tp.randn(7, 33), tp.randn(7, 33)))
     assert "reinterpret_cast<float4*>" in src  # vector store
@@ -174,6 +187,32 @@ def test_large_rows_and_columns_match_eager():
 def test_column_sums_of_every_block_width(shape):
     x = tp.randn(*shape)
     _close(tp.compile(_colsum, strict_native=True)(x.cuda()), _colsum(x), rtol=1e-5, atol=1e-4)
+
+
+_TUNE_SCRIPT = r"""
+import os, sys, numpy as np, tensorplay as tp, tensorplay.nn.functional as F
+def ln(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+x, w, b = tp.randn(64, 1024), tp.randn(1024), tp.randn(1024)
+want = ln(x, w, b).numpy()
+for _ in range(2):  # the second compile reads the stored choice
+    got = tp.compile(ln, strict_native=True)(x.cuda(), w.cuda(), b.cuda()).cpu().numpy()
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-4)
+d = os.path.join(os.environ["TP_CACHE_DIR"], "cuda")
+print(len([f for f in os.listdir(d) if f.endswith(".tune")]))
+"""
+
+
+@gpu
+def test_autotuned_block_is_kept_on_disk(tmp_path):
+    # A new process: the CUDA cache directory is opened once per process.
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TP_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-c", _TUNE_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[-1] == "1"
 
 
 @gpu

@@ -96,7 +96,7 @@ bool generated_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attr
       passes::PassOptions po;
       po.decompose = true;
       passes::run_default_passes(g, po);
-      region = compile_cuda_region(g, dev, RegionOptions{});
+      region = compile_cuda_region(g, dev, RegionOptions{}, {});  // no tuning for one operator
       // An extern call would be this operator (or another without a loop
       // form) through the dispatcher again: not generated here.
       if (region->extern_count() > 0) region = nullptr;

@@ -1,10 +1,14 @@
 #include "stax/backend/cuda_region.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "cuda/copy.h"
+#include "cuda/disk_cache.h"
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -14,6 +18,14 @@
 #include "stax/scheduler/schedule.h"
 
 namespace tp::stax {
+
+// A region lowered, scheduled and printed for the GPU (not compiled yet).
+struct PrintedCudaRegion {
+  LoweredRegion lowered;
+  Schedule sched;
+  codegen::CudaUnit unit;
+};
+using Printed = PrintedCudaRegion;
 
 namespace {
 
@@ -27,18 +39,13 @@ ScheduleOptions gpu_options(const RegionOptions& options) {
   return opts;
 }
 
-struct Printed {
-  LoweredRegion lowered;
-  Schedule sched;
-  codegen::CudaUnit unit;
-};
 
-Printed print_region(const graph::Graph& g, const RegionOptions& options) {
+Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
   Printed r;
   r.lowered = lower(g);
   r.sched = schedule(r.lowered.program, gpu_options(options));
   try {
-    r.unit = codegen::CudaPrinter().print_cuda(r.lowered.program, r.sched);
+    r.unit = codegen::CudaPrinter(row_block).print_cuda(r.lowered.program, r.sched);
   } catch (const NotImplementedError& e) {
     throw BackendError(e.what());
   }
@@ -79,8 +86,8 @@ int cuda_region_device(const std::vector<Tensor>& examples) {
         throw BackendError(str("the region's inputs are on several GPUs (cuda:", dev, " and cuda:", t.device().index,
                                ")"));
       dev = t.device().index;
-    } else if (t.dim() > 0 || t.numel() != 1) {
-      cpu = true;
+    } else {
+      cpu = true;  // even a 0-d tensor: the kernels would read it from device memory
     }
   }
   if (dev >= 0 && cpu)
@@ -88,8 +95,7 @@ int cuda_region_device(const std::vector<Tensor>& examples) {
   return dev;
 }
 
-std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options) {
-  Printed pr = print_region(g, options);
+std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device) {
   const ir::LoopProgram& p = pr.lowered.program;
   auto region = std::make_shared<CudaRegion>();
   region->device_ = device;
@@ -155,6 +161,89 @@ std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int devic
   }
   for (const ScheduleStep& st : pr.sched.steps) region->steps_.push_back({st.is_extern, st.index});
   return region;
+}
+
+namespace {
+// Seconds per call of the region on the example inputs (best of three
+// batches, each long enough to dwarf the host's timer).
+double time_region(const CudaRegion& r, const std::vector<Tensor>& examples, int device) {
+  using clock = std::chrono::steady_clock;
+  r.run(examples);
+  cuda::synchronize(device);
+  auto t0 = clock::now();
+  r.run(examples);
+  cuda::synchronize(device);
+  const double once = std::chrono::duration<double>(clock::now() - t0).count();
+  const int n = static_cast<int>(std::clamp(2e-3 / std::max(once, 1e-7), 1.0, 50.0));
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    t0 = clock::now();
+    for (int i = 0; i < n; ++i) r.run(examples);
+    cuda::synchronize(device);
+    best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count() / n);
+  }
+  return best;
+}
+
+bool autotune_enabled() {  // TP_CUDA_AUTOTUNE=0 / off turns tuning off
+  const char* v = std::getenv("TP_CUDA_AUTOTUNE");
+  return !(v && (std::string(v) == "0" || std::string(v) == "off"));
+}
+}  // namespace
+
+std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const RegionOptions& options,
+                                        const std::vector<Tensor>& examples, const PrintedCudaRegion& pr,
+                                        const std::string& key);
+
+std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options,
+                                                const std::vector<Tensor>& examples) {
+  Printed pr = print_region(g, options);
+  if (!pr.unit.tunable || examples.empty() || !pr.lowered.program.externs.empty() || !autotune_enabled())
+    return build_region(pr, device);
+  // Launch-configuration autotuning (Section 9.6, first form): the block size
+  // of register-row kernels, timed on the example inputs; the winner is kept
+  // on disk by (default source, device name), so a warm process compiles only it.
+  const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device));
+  if (std::optional<std::string> t = cuda::load_tuning(key)) {
+    const int block = std::atoi(t->c_str());
+    if (block == 0) return build_region(pr, device);
+    if (block >= 32 && block <= 512 && (block & (block - 1)) == 0) {
+      std::shared_ptr<CudaRegion> r = build_region(print_region(g, options, block), device);
+      r->tuned_block_ = block;
+      return r;
+    }
+  }
+  try {
+    return tune_region(g, device, options, examples, pr, key);
+  } catch (const Error&) {  // a candidate that fails to build or run: the default, untuned
+    return build_region(pr, device);
+  }
+}
+
+std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const RegionOptions& options,
+                                        const std::vector<Tensor>& examples, const PrintedCudaRegion& pr,
+                                        const std::string& key) {
+  int default_block = 0;
+  for (const codegen::CudaLaunch& l : pr.unit.launches)
+    if (l.form == codegen::CudaForm::Row) default_block = std::max(default_block, l.block_x);
+  std::shared_ptr<CudaRegion> best = build_region(pr, device);
+  double best_t = time_region(*best, examples, device);
+  int best_block = 0;
+  for (int block : {128, 256, 512}) {
+    if (block == default_block) continue;
+    Printed cand = print_region(g, options, block);
+    if (!cand.unit.tunable) continue;  // the rows do not fit in registers at this size
+    std::shared_ptr<CudaRegion> r = build_region(cand, device);
+    const double t = time_region(*r, examples, device);
+    if (t < best_t * 0.97) {  // a clear win only: timing noise keeps the default
+      best_t = t;
+      best = r;
+      best_block = block;
+    }
+  }
+  cuda::store_tuning(key, std::to_string(best_block));
+  best->tuned_block_ = best_block;
+  return best;
 }
 
 void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std::vector<void*>& ptrs,
@@ -245,14 +334,16 @@ std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
 }
 }  // namespace
 
-codegen::CudaUnit cuda_unit(const graph::Graph& g) { return print_region(*prepared(g), RegionOptions{}).unit; }
+codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block) {
+  return print_region(*prepared(g), RegionOptions{}, row_block).unit;
+}
 
-std::string cuda_source(const graph::Graph& g) { return cuda_unit(g).unit.source; }
+std::string cuda_source(const graph::Graph& g) { return cuda_unit(g, 0).unit.source; }
 
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs) {
   const int dev = cuda_region_device(inputs);
   TP_CHECK(dev >= 0, NotImplementedError, "stax cuda: the region's inputs must be CUDA tensors");
-  return compile_cuda_region(*prepared(g), dev, RegionOptions{})->run(inputs);
+  return compile_cuda_region(*prepared(g), dev, RegionOptions{}, {})->run(inputs);
 }
 
 }  // namespace tp::stax

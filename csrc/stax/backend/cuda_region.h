@@ -19,8 +19,11 @@
 namespace tp::stax {
 
 // The CUDA device of a region's example inputs; -1 when none is on a GPU.
-// Throws BackendError when CUDA tensors meet CPU tensors (other than 0-d).
+// Throws BackendError when CUDA tensors meet CPU tensors (even 0-d ones:
+// the region runs eagerly then, where a 0-d CPU tensor is a number).
 int cuda_region_device(const std::vector<Tensor>& examples);
+
+struct PrintedCudaRegion;
 
 class CudaRegion {
  public:
@@ -29,8 +32,15 @@ class CudaRegion {
   int kernel_count() const { return static_cast<int>(functions_.size()); }
   int extern_count() const { return static_cast<int>(externs_.size()); }
   bool disk_hit() const { return false; }
+  // The row block size the autotuner chose (0: the printer's default).
+  int tuned_block() const { return tuned_block_; }
   friend std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device,
-                                                         const RegionOptions& options);
+                                                         const RegionOptions& options,
+                                                         const std::vector<Tensor>& examples);
+  friend std::shared_ptr<CudaRegion> build_region(const struct PrintedCudaRegion& pr, int device);
+  friend std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const RegionOptions& options,
+                                                 const std::vector<Tensor>& examples, const PrintedCudaRegion& pr,
+                                                 const std::string& key);
 
  private:
   enum class SlotKind : uint8_t { Input, Constant, Output, Temp };
@@ -67,13 +77,20 @@ class CudaRegion {
   std::vector<ExternStep> externs_;
   std::vector<Step> steps_;
   int num_outputs_ = 0;
+  int tuned_block_ = 0;
 };
 
-// Throws BackendError naming what the CUDA path cannot generate.
-std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options);
+// Throws BackendError naming what the CUDA path cannot generate. With
+// example inputs (tp.compile's), a region with register-row kernels tunes
+// their block size by timing the candidates on them, once per (source,
+// device name): the choice is kept on disk beside the CUBINs
+// (TP_CUDA_AUTOTUNE=0 turns this off).
+std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options,
+                                                const std::vector<Tensor>& examples);
 
 // The printed CUDA unit of g (scheduled with the GPU options); no GPU needed.
-codegen::CudaUnit cuda_unit(const graph::Graph& g);
+// row_block > 0: the block size of register-row kernels (see CudaPrinter).
+codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block = 0);
 // Its source text (test hook; g is decomposed first, as the backend does).
 std::string cuda_source(const graph::Graph& g);
 // Compiles g for `device` and runs it once on `inputs` (test hook).

@@ -634,10 +634,11 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     bool cached = false;
     if (launch.form == CudaForm::Row && k.outer_extent > 1 && row_cacheable(p, k)) {
       NestItems it = nest_items(k.nests[0]);
-      const int block = pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers per thread
+      const int block = row_block_ > 0 ? row_block_ : pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers a thread
       if (kw.plan_cache(it, block, 64)) {
         cached = true;
         launch.block_x = block;
+        cu.tunable = true;
       }
     }
     os << "\n// " << k.name << ": " << k.origin << "\n// outer space " << shape_str(k.outer_ranges) << ", "

@@ -45,13 +45,23 @@ struct CudaLaunch {
 struct CudaUnit {
   PrintedUnit unit;
   std::vector<CudaLaunch> launches;  // per kernel, as unit.kernel_names
+  // Some row kernel keeps its rows in registers: its block size (and so the
+  // vector groups per thread) is a launch choice worth timing.
+  bool tunable = false;
 };
 
 class CudaPrinter final : public KernelPrinter {
  public:
+  // row_block > 0: the threads per block of register-row kernels (a power of
+  // two in [32, 512]) instead of the default (a quarter of the row's vector
+  // groups); the autotuner prints the candidates this way.
+  explicit CudaPrinter(int row_block = 0) : row_block_(row_block) {}
   const char* language() const override { return "cuda"; }
   PrintedUnit print(const ir::LoopProgram& program, const Schedule& schedule) const override;
   CudaUnit print_cuda(const ir::LoopProgram& program, const Schedule& schedule) const;
+
+ private:
+  int row_block_ = 0;
 };
 
 // Threads per block of the column form (X outputs x 1024/X rows).
