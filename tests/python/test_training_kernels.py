@@ -49,3 +49,36 @@ def test_column_sums_of_an_odd_width_keep_their_values():
     x, y = tp.randn(300, 13), tp.randn(300, 13)
     for a, b in zip(cf(x, y), f(x, y)):
         _close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_reused_temporaries_never_leak_into_results():
+    # A region keeps its temporaries' memory from one call to the next; the
+    # results of an earlier call must not change, and threads calling the same
+    # region at once (one of them allocating its own temps) get their own values.
+    import threading
+
+    def f(x, w):
+        h = (x @ w).relu()          # GEMM result: a temporary of the region
+        return (h * 2 + 1).sum(-1), (h - 1).exp().mean(0)
+    cf = tp.compile(f, strict_native=True)
+    w = tp.randn(64, 64)
+    xs = [tp.randn(256, 64) for _ in range(6)]
+    first = cf(xs[0], w)
+    first_np = [t.numpy().copy() for t in first]
+    for x in xs[1:]:
+        cf(x, w)
+    for a, b in zip(first, first_np):
+        np.testing.assert_array_equal(a.numpy(), b)
+    results = {}
+
+    def worker(i):
+        for _ in range(5):
+            results[i] = cf(xs[i], w)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, x in enumerate(xs):
+        for a, b in zip(results[i], f(x, w)):
+            _close(a, b, rtol=1e-4, atol=1e-3)
