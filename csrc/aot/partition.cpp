@@ -27,14 +27,19 @@ bool recomputable(const Node* n) {
   return op.has(kPointwise) || op.has(kView) || op.has(kFactory);
 }
 
+bool is_gemm_name(const std::string& name) {
+  return name == "mm" || name == "matmul" || name == "bmm" || name == "addmm" || name == "linear" ||
+         name == "baddbmm";
+}
+bool is_gemm(const Node* n) { return n->opcode == Opcode::CallFunction && is_gemm_name(n->target->name); }
+
 // Work to compute `n` again, in multiply-adds (GEMMs) or elements touched (the rest).
 int64_t recompute_cost(const Node* n) {
   std::string name = n->target->name;
   int64_t out = n->output_metas.empty() ? numel(n->meta.sizes) : 0;
   for (auto& m : n->output_metas) out += numel(m.sizes);
   std::vector<Node*> ins = n->input_nodes();
-  bool gemm = name == "mm" || name == "matmul" || name == "bmm" || name == "addmm" || name == "linear" ||
-              name == "baddbmm" || name.rfind("conv", 0) == 0;
+  bool gemm = is_gemm_name(name) || name.rfind("conv", 0) == 0;
   if (gemm && !ins.empty() && ins[0] && !ins[0]->meta.sizes.empty()) {
     // out elements x reduction length (conv: channels x kernel from the weight)
     int64_t k = ins[0]->meta.sizes.back();
@@ -94,6 +99,25 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
     return n && !bwd.count(n) && (n->opcode == Opcode::Placeholder || n->opcode == Opcode::CallFunction);
   };
 
+  // Among cuts of equal bytes, prefer saving a value the backward hands to a
+  // GEMM (through views): recomputing it there means writing it to memory for
+  // the library call and reading it back, not a value fused into a loop (a ReLU
+  // layer saves relu(h), which its weight gradient reads, rather than h). Bytes
+  // are scaled by more than the number of such values, and each preferred
+  // value's capacity is one less, so this only breaks ties.
+  std::unordered_set<const Node*> gemm_operand;
+  for (auto& up : g.nodes()) {
+    const Node* n = up.get();
+    if (!bwd.count(n) || n->opcode != Opcode::CallFunction || recomputable(n) || !is_gemm(n)) continue;
+    for (const Node* in : n->input_nodes()) {
+      while (forward_side(in) && in->opcode == Opcode::CallFunction && in->target->has(kView) &&
+             !in->input_nodes().empty())
+        in = in->input_nodes()[0];
+      if (forward_side(in) && in->opcode == Opcode::CallFunction) gemm_operand.insert(in);
+    }
+  }
+  const int64_t tie_scale = static_cast<int64_t>(gemm_operand.size()) + 1;
+
   // The rematerialization network; `relaxed` are values of U the activation
   // budget allows the backward to recompute.
   struct Cut {
@@ -115,8 +139,9 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
       // activations of the same size (LayerNorm saves x and its two statistics,
       // not x - mean).
       int64_t cap = n->opcode == Opcode::Placeholder ? 0
-                    : n->output_metas.empty()          ? bytes_of(n->meta)
+                    : n->output_metas.empty()          ? bytes_of(n->meta) * tie_scale - (gemm_operand.count(n) ? 1 : 0)
                                                        : MaxFlow::kInfinite;
+      if (cap < 0) cap = 0;
       net.add_edge(a, a + 1, cap);
       if (n->opcode == Opcode::Placeholder || (!recomputable(n) && !relaxed.count(n)))
         net.add_edge(src, a, MaxFlow::kInfinite);

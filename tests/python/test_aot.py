@@ -135,6 +135,27 @@ def test_example_5_1_saves_h_and_recomputes_erf():
     assert "matmul" in aot["backward"].code and "tangent" in aot["backward"].code
 
 
+def test_a_value_the_backward_hands_to_a_gemm_is_saved_rather_than_recomputed():
+    # relu(h) @ W2: the weight gradient of W2 reads relu(h) as a GEMM operand.
+    # Saving h or relu(h) costs the same bytes; recomputing relu(h) in the
+    # backward would write it to memory for the library call, so the tie goes
+    # to relu(h), and the backward does not compute relu again.
+    x = tp.randn(64, 32)
+    W1 = tp.randn(32, 48, requires_grad=True)
+    W2 = tp.randn(48, 8, requires_grad=True)
+    f = lambda x, W1, W2: ((x @ W1).relu() @ W2).sum()  # noqa: E731
+    cf = tp.compile(f, backend="aot_eager")
+    cf(x, W1, W2).backward()
+    assert saved_activations(cf) == ["relu"]
+    assert cf.last_aot["saved_bytes"] == 64 * 48 * 4
+    assert "relu(" not in cf.last_aot["backward"].code
+    g = [W1.grad.numpy().copy(), W2.grad.numpy().copy()]
+    W1.grad = W2.grad = None
+    f(x, W1, W2).backward()
+    np.testing.assert_allclose(g[0], W1.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g[1], W2.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_exercise_9_relu_saves_the_cheapest_value_its_backward_reads():
     x = tp.randn(64, 32)
     W = tp.randn(32, 16, requires_grad=True)
