@@ -94,7 +94,10 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     SlowStepLine line(str("tp.compile: compiling region with ", gen.kernel_count, " kernel",
                           gen.kernel_count == 1 ? "" : "s", "..."),
                       options.progress_after_s);
-    region->kernel_ = std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
+    region->kernel_ = options.background_build
+                          ? std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry",
+                                                                    runtime::CachedKernel::InBackground{})
+                          : std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
   }
   region->kernels_ = describe_kernels(prog, sched);
   region->kernel_count_ = gen.kernel_count;
