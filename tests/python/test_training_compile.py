@@ -87,3 +87,23 @@ def test_a_failing_build_raises_at_the_call_under_strict_native(tmp_path):
     r = _run(STEP.replace("STRICT", "True"), {"CXX": _failing_compiler(tmp_path)}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "BackendError True" in r.stdout
+
+
+def test_a_forked_child_compiles_with_its_own_workers(tmp_path):
+    # The pool's threads do not survive fork(); a child that compiles must not
+    # wait for them forever.
+    code = """
+    import os, tensorplay as tp
+    f = tp.compile(lambda x: (x * 2).exp().sum())
+    f(tp.randn(8))  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:
+        g = tp.compile(lambda x: (x * 3).sin().sum())
+        ok = abs(g(tp.ones(8)).item() - 8 * __import__("math").sin(3.0)) < 1e-4
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    print("child", os.WEXITSTATUS(status))
+    """
+    r = _run(code, {}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout

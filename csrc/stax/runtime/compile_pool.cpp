@@ -5,6 +5,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <pthread.h>
 #include <thread>
 
 
@@ -54,11 +56,25 @@ class Pool {
   std::vector<std::thread> workers_;
 };
 
+// Leaked on purpose: workers must not be joined during static destruction
+// (after the interpreter and the libraries they use may be gone). A child of
+// fork() has none of the parent's threads: it starts a pool of its own.
+std::mutex g_pool_mutex;
+Pool* g_pool = nullptr;
+
+void forget_pool_in_child() {
+  new (&g_pool_mutex) std::mutex();  // the parent may have held it while forking
+  g_pool = nullptr;
+}
+
 Pool& pool() {
-  // Leaked on purpose: workers must not be joined during static destruction
-  // (after the interpreter and the libraries they use may be gone).
-  static Pool* p = new Pool(std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8));
-  return *p;
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (g_pool == nullptr) {
+    static const int registered = pthread_atfork(nullptr, nullptr, &forget_pool_in_child);
+    (void)registered;
+    g_pool = new Pool(std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8));
+  }
+  return *g_pool;
 }
 
 }  // namespace
