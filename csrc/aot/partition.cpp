@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "aot/max_flow.h"
+#include "aot/partition_detail.h"
 
 namespace tp::aot {
-namespace {
+namespace detail {
 
 using graph::Node;
 using graph::Opcode;
@@ -27,14 +29,19 @@ bool recomputable(const Node* n) {
   return op.has(kPointwise) || op.has(kView) || op.has(kFactory);
 }
 
+bool is_gemm_name(const std::string& name) {
+  return name == "mm" || name == "matmul" || name == "bmm" || name == "addmm" || name == "linear" ||
+         name == "baddbmm";
+}
+bool is_gemm(const Node* n) { return n->opcode == Opcode::CallFunction && is_gemm_name(n->target->name); }
+
 // Work to compute `n` again, in multiply-adds (GEMMs) or elements touched (the rest).
 int64_t recompute_cost(const Node* n) {
   std::string name = n->target->name;
   int64_t out = n->output_metas.empty() ? numel(n->meta.sizes) : 0;
   for (auto& m : n->output_metas) out += numel(m.sizes);
   std::vector<Node*> ins = n->input_nodes();
-  bool gemm = name == "mm" || name == "matmul" || name == "bmm" || name == "addmm" || name == "linear" ||
-              name == "baddbmm" || name.rfind("conv", 0) == 0;
+  bool gemm = is_gemm_name(name) || name.rfind("conv", 0) == 0;
   if (gemm && !ins.empty() && ins[0] && !ins[0]->meta.sizes.empty()) {
     // out elements x reduction length (conv: channels x kernel from the weight)
     int64_t k = ins[0]->meta.sizes.back();
@@ -47,7 +54,6 @@ int64_t recompute_cost(const Node* n) {
   return std::max<int64_t>(1, touched);
 }
 
-// Copies `n` into `dst`, its node arguments mapped through `m`.
 Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*, Node*>& m) {
   if (n->opcode == Opcode::GetAttr) return m[n] = dst.get_attr(n->name, n->constant);
   std::vector<graph::Arg> args;
@@ -64,7 +70,41 @@ Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*
   return m[n] = c;
 }
 
-}  // namespace
+std::shared_ptr<graph::Graph> build_forward(const JointGraph& joint, const std::vector<const Node*>& saved_act) {
+  const graph::Graph& g = *joint.graph;
+  const Node* out = g.output_node();
+  auto fwd = std::make_shared<graph::Graph>();
+  std::unordered_set<const Node*> need;
+  std::function<void(const Node*)> mark = [&](const Node* n) {
+    if (!n || !need.insert(n).second) return;
+    for (const Node* in : n->input_nodes()) mark(in);
+  };
+  for (int i = 0; i < joint.num_outputs; ++i)
+    if (auto* q = std::get_if<Node*>(&out->args[static_cast<size_t>(i)])) mark(*q);
+  for (const Node* s : saved_act) mark(s);
+  std::unordered_map<const Node*, Node*> m;
+  for (auto& up : g.nodes()) {
+    const Node* n = up.get();
+    if (n->opcode == Opcode::Placeholder && n->input_index < joint.num_primals) {
+      m[n] = fwd->placeholder(n->name, n->meta, n->input_index);
+    } else if (need.count(n) && n->opcode != Opcode::Placeholder && n->opcode != Opcode::Output) {
+      copy_node(*fwd, n, m);
+    }
+  }
+  std::vector<graph::Arg> outs;
+  for (int i = 0; i < joint.num_outputs; ++i) {
+    const graph::Arg& a = out->args[static_cast<size_t>(i)];
+    auto* q = std::get_if<Node*>(&a);
+    outs.push_back(q ? graph::Arg(*q ? m.at(*q) : static_cast<Node*>(nullptr)) : a);
+  }
+  for (const Node* s : saved_act) outs.push_back(m.at(s));
+  fwd->output(std::move(outs));
+  return fwd;
+}
+
+}  // namespace detail
+
+using namespace detail;
 
 Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& options) {
   const graph::Graph& g = *joint.graph;
@@ -94,6 +134,25 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
     return n && !bwd.count(n) && (n->opcode == Opcode::Placeholder || n->opcode == Opcode::CallFunction);
   };
 
+  // Among cuts of equal bytes, prefer saving a value the backward hands to a
+  // GEMM (through views): recomputing it there means writing it to memory for
+  // the library call and reading it back, not a value fused into a loop (a ReLU
+  // layer saves relu(h), which its weight gradient reads, rather than h). Bytes
+  // are scaled by more than the number of such values, and each preferred
+  // value's capacity is one less, so this only breaks ties.
+  std::unordered_set<const Node*> gemm_operand;
+  for (auto& up : g.nodes()) {
+    const Node* n = up.get();
+    if (!bwd.count(n) || n->opcode != Opcode::CallFunction || recomputable(n) || !is_gemm(n)) continue;
+    for (const Node* in : n->input_nodes()) {
+      while (forward_side(in) && in->opcode == Opcode::CallFunction && in->target->has(kView) &&
+             !in->input_nodes().empty())
+        in = in->input_nodes()[0];
+      if (forward_side(in) && in->opcode == Opcode::CallFunction) gemm_operand.insert(in);
+    }
+  }
+  const int64_t tie_scale = static_cast<int64_t>(gemm_operand.size()) + 1;
+
   // The rematerialization network; `relaxed` are values of U the activation
   // budget allows the backward to recompute.
   struct Cut {
@@ -115,8 +174,9 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
       // activations of the same size (LayerNorm saves x and its two statistics,
       // not x - mean).
       int64_t cap = n->opcode == Opcode::Placeholder ? 0
-                    : n->output_metas.empty()          ? bytes_of(n->meta)
+                    : n->output_metas.empty()          ? bytes_of(n->meta) * tie_scale - (gemm_operand.count(n) ? 1 : 0)
                                                        : MaxFlow::kInfinite;
+      if (cap < 0) cap = 0;
       net.add_edge(a, a + 1, cap);
       if (n->opcode == Opcode::Placeholder || (!recomputable(n) && !relaxed.count(n)))
         net.add_edge(src, a, MaxFlow::kInfinite);
@@ -169,6 +229,14 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
   p.default_saved_bytes = cut.bytes;
   int64_t budget = options.budget_bytes;
   if (options.budget_fraction >= 0) budget = static_cast<int64_t>(options.budget_fraction * static_cast<double>(cut.bytes));
+  if (budget >= 0 && cut.bytes > budget) {
+    // A chain of layers: binomial checkpointing (Theorem 5.4) holds at most
+    // budget / state bytes states at any time, with the fewest recomputations.
+    if (std::optional<Partition> chain = chain_checkpoint_partition(joint, budget)) {
+      chain->default_saved_bytes = p.default_saved_bytes;
+      return std::move(*chain);
+    }
+  }
   if (budget >= 0) {
     // Activation checkpointing under a memory budget: let the backward
     // recompute values of U too, one at a time, each time the one that frees
@@ -202,34 +270,7 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
   std::vector<const Node*> saved_act = cut.act, saved_primal = cut.primal;
 
   // Forward graph: the results and the saved activations, from the primals.
-  auto fwd = std::make_shared<graph::Graph>();
-  {
-    std::unordered_set<const Node*> need;
-    std::function<void(const Node*)> mark = [&](const Node* n) {
-      if (!n || !need.insert(n).second) return;
-      for (const Node* in : n->input_nodes()) mark(in);
-    };
-    for (int i = 0; i < joint.num_outputs; ++i)
-      if (auto* q = std::get_if<Node*>(&out->args[static_cast<size_t>(i)])) mark(*q);
-    for (const Node* s : saved_act) mark(s);
-    std::unordered_map<const Node*, Node*> m;
-    for (auto& up : g.nodes()) {
-      const Node* n = up.get();
-      if (n->opcode == Opcode::Placeholder && n->input_index < joint.num_primals) {
-        m[n] = fwd->placeholder(n->name, n->meta, n->input_index);
-      } else if (need.count(n) && n->opcode != Opcode::Placeholder && n->opcode != Opcode::Output) {
-        copy_node(*fwd, n, m);
-      }
-    }
-    std::vector<graph::Arg> outs;
-    for (int i = 0; i < joint.num_outputs; ++i) {
-      const graph::Arg& a = out->args[static_cast<size_t>(i)];
-      auto* q = std::get_if<Node*>(&a);
-      outs.push_back(q ? graph::Arg(*q ? m.at(*q) : static_cast<Node*>(nullptr)) : a);
-    }
-    for (const Node* s : saved_act) outs.push_back(m.at(s));
-    fwd->output(std::move(outs));
-  }
+  auto fwd = build_forward(joint, saved_act);
 
   // Backward graph: the grads from the saved values and the tangents; every
   // other forward-side value it reads is recomputed.
@@ -289,7 +330,12 @@ std::string Partition::report() const {
   for (auto& v : saved)
     s += str("  ", v.name, ": ", dtype_name(v.meta.dtype), shape_str(v.meta.sizes), " ", v.bytes, " bytes",
              v.primal >= 0 ? " (input, by reference)" : "", "\n");
-  if (budget_bytes >= 0) {
+  if (chain.steps > 0) {
+    s += str("activation memory budget ", budget_bytes, " bytes (", default_saved_bytes,
+             " without it): binomial checkpointing of a chain of ", chain.steps, " steps, ", chain.slots,
+             " states held, ", chain.evaluations, " step evaluations in the backward (", chain.steps,
+             " without a budget)\n");
+  } else if (budget_bytes >= 0) {
     s += str("activation memory budget ", budget_bytes, " bytes (", default_saved_bytes,
              " without it); recomputed although in U:");
     if (checkpointed.empty()) s += " (none)";

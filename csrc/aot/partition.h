@@ -47,6 +47,13 @@ struct Partition {
   int64_t budget_bytes = -1;       // the budget applied (-1: none)
   std::vector<std::string> checkpointed;  // values of U the budget made the backward recompute
   std::vector<std::string> recomputed;  // forward-side values the backward computes again
+  // Binomial checkpointing of a chain (Theorem 5.4), when the budget chose it
+  // over the cut: steps of the chain, states the budget holds, step evaluations
+  // in the backward (each step's own recomputation included). steps == 0: not used.
+  struct ChainCheckpointing {
+    int steps = 0, slots = 0;
+    int64_t evaluations = 0;
+  } chain;
   int num_tangents = 0;
   int num_grads = 0;
   std::string report() const;      // the cut, for TP_LOGS=aot

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "aot/region_node.h"
+#include "core/warning.h"
 #include "core/grad_mode.h"
 #include "ops/ops.h"
 
@@ -50,10 +51,34 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
                  options.region.c_str(), res.joint_code.c_str(), options.region.c_str(), p.report().c_str(),
                  p.forward->code().c_str(), p.backward->code().c_str());
 
-  RegionFn forward = compile(p.forward, inputs, "forward");
   auto lazy = std::make_shared<LazyBackward>();
   lazy->graph = p.backward;
   lazy->compile = compile;
+  RegionFn forward;
+  if (options.backward_first) {
+    // Both regions warn at this call now (a fallback of each): the same
+    // message once, as for one region.
+    std::vector<std::string> said;
+    auto flush = [&](DeferredWarnings& d) {
+      for (std::string& m : d.take())
+        if (std::find(said.begin(), said.end(), m) == said.end()) said.push_back(std::move(m));
+    };
+    std::exception_ptr failed;
+    {
+      DeferredWarnings d;
+      try {
+        lazy->get(zeros_for(*p.backward));
+        forward = compile(p.forward, inputs, "forward");
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      flush(d);
+    }
+    for (const std::string& m : said) warn(m);  // here, no longer deferred
+    if (failed) std::rethrow_exception(failed);
+  } else {
+    forward = compile(p.forward, inputs, "forward");
+  }
   if (options.backward_ahead) lazy->get(zeros_for(*p.backward));
 
   // What the node needs to know, shared by every call.

@@ -22,6 +22,9 @@ struct AotOptions {
   std::string region;       // the region's name in errors and logs ("'f'")
   bool log = false;         // TP_LOGS=aot: joint graph, cut, saved values
   bool backward_ahead = false;  // compile the backward with the forward (strict_native: errors at the call)
+  // Compile the backward ahead, before the forward: with a backend that builds
+  // in the background the two C++ builds then run at once (Section 11.2).
+  bool backward_first = false;
   // Inputs the caller overwrites after the region ran (functionalized in-place
   // writes): a saved one is copied, since the backward needs its value before the write.
   std::vector<int> written_inputs;

@@ -26,6 +26,20 @@ RegionFn stax_compile(const BackendRequest& r) {
   po.decompose = true;
   po.disabled = disabled_passes(r.options);
   passes::run_default_passes(*sg, po);
+  // The region's C++ build runs in the background (Section 11.2), waited for
+  // at its first run: the AOT layer compiles the backward first, so its build
+  // overlaps the forward's. Under strict_native the build is waited for here,
+  // so that its failure raises at the call that compiles.
+  stax::RegionOptions ro = stax::region_options(r.options.options);
+  ro.background_build = !r.options.strict_native;
+  // A failed build seen at the first run: the region runs eagerly from then on.
+  auto fall_back = [graph = r.graph, warn = r.warn_fallback, region_name = r.region](const BackendError& e) {
+    metrics().fallback_count++;
+    if (log_enabled("recompiles") || log_enabled("graph") || log_enabled("explain"))
+      std::fprintf(stderr, "[tp.compile] region %s falls back to eager: %s\n", region_name.c_str(), e.what());
+    if (warn) warn(e.what());
+    return RegionFn([graph](const std::vector<Tensor>& in) { return graph::interpret(*graph, in); });
+  };
   try {
     // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
     if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
@@ -37,7 +51,7 @@ RegionFn stax_compile(const BackendRequest& r) {
         std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", r.region.c_str(), region->source().c_str());
       return [region](const std::vector<Tensor>& in) { return region->run(in); };
     }
-    auto region = stax::compile_region(*sg, stax::region_options(r.options.options));
+    auto region = stax::compile_region(*sg, ro);
     if (r.kernels) *r.kernels = region->kernels();
     if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)
       std::fprintf(stderr, "[tp.compile] explain: region %s with %zu kernel(s)\n", r.region.c_str(),
@@ -50,12 +64,34 @@ RegionFn stax_compile(const BackendRequest& r) {
     Metrics& m = metrics();
     m.compile_count++;
     m.generated_kernel_count += region->kernel_count();
-    (region->disk_hit() ? m.cache_hits : m.cache_misses)++;
     if (r.source) *r.source += region->source();
-    if (log_enabled("code"))
-      std::fprintf(stderr, "[tp.compile] generated code for %s (%s):\n%s\n", r.region.c_str(),
-                   region->source_path().c_str(), region->source().c_str());
-    return [region](const std::vector<Tensor>& in) { return region->run(in); };
+    const bool log_code = log_enabled("code");
+    auto built = [region, log_code, name = r.region] {
+      region->wait_built();
+      (region->disk_hit() ? metrics().cache_hits : metrics().cache_misses)++;
+      if (log_code)
+        std::fprintf(stderr, "[tp.compile] generated code for %s (%s):\n%s\n", name.c_str(),
+                     region->source_path().c_str(), region->source().c_str());
+    };
+    if (!ro.background_build) {
+      built();
+      return [region](const std::vector<Tensor>& in) { return region->run(in); };
+    }
+    struct FirstRun {
+      std::once_flag once;
+      RegionFn fallback;
+    };
+    auto first = std::make_shared<FirstRun>();
+    return [region, first, built, fall_back](const std::vector<Tensor>& in) {
+      std::call_once(first->once, [&] {
+        try {
+          built();
+        } catch (const BackendError& e) {
+          first->fallback = fall_back(e);
+        }
+      });
+      return first->fallback ? first->fallback(in) : region->run(in);
+    };
   } catch (const BackendError& e) {
     if (r.fallback_reason) *r.fallback_reason = e.what();
     if (log_enabled("explain"))
@@ -73,7 +109,7 @@ RegionFn stax_compile(const BackendRequest& r) {
 std::mutex g_mutex;
 std::map<std::string, Backend>& registry() {
   static std::map<std::string, Backend> b = {
-      {"stax", Backend{&stax_compile, true}},
+      {"stax", Backend{&stax_compile, true, true}},
       {"eager", Backend{&interpret, false}},
       {"aot_eager", Backend{&interpret, true}},
   };

@@ -37,6 +37,10 @@ using BackendFn = std::function<RegionFn(const BackendRequest&)>;
 struct Backend {
   BackendFn compile;
   bool behind_aot = true;  // grad calls: compiled as forward + backward graphs through the AOT layer
+  // Its compile returns before the C++ build ends (waited for at the first
+  // run), so the AOT layer compiles the backward first, ahead, and the two
+  // builds overlap (Section 11.2).
+  bool builds_in_background = false;
 };
 
 // Built-ins are present from the start; user backends (register_backend in

@@ -293,6 +293,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.region = region;
   ao.log = log_enabled("aot");
   ao.backward_ahead = options_.strict_native;
+  ao.backward_first = b.builds_in_background && !options_.strict_native;
   ao.written_inputs = written_inputs;
   auto budget = options_.options.find("activation_memory_budget");
   if (budget != options_.options.end()) {

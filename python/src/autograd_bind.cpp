@@ -5,6 +5,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 
+#include "aot/region_node.h"
 #include "autograd/engine.h"
 #include "common.h"
 #include "core/grad_mode.h"
@@ -57,6 +58,20 @@ void bind_node(nb::module_& m) {
       .def_prop_ro("next_functions", [](const Node& n) {
         nb::list l;
         for (auto& e : n.next_edges) l.append(nb::make_tuple(node_or_none(e.fn), e.input_nr));
+        return nb::tuple(l);
+      })
+      // The tensors the node keeps for its backward (bench: eager's saved
+      // activation bytes next to a compiled region's).
+      .def_prop_ro("_saved_tensors", [](const Node& n) {
+        nb::list l;
+        if (auto* op = dynamic_cast<const autograd::OpNode*>(&n)) {
+          for (auto* v : {&op->saved_inputs, &op->saved_outputs})
+            for (const autograd::SavedTensor& t : *v)
+              if (t.defined()) l.append(nb::cast(t.raw()));
+        } else if (auto* region = dynamic_cast<const aot::CompiledRegionNode*>(&n)) {
+          for (const Tensor& t : region->saved)
+            if (t.defined()) l.append(nb::cast(t));
+        }
         return nb::tuple(l);
       })
       .def("register_hook", [](const std::shared_ptr<Node>&, nb::handle) {

@@ -418,6 +418,16 @@ void bind_compile(nb::module_& m) {
         d["saved"] = saved;
         d["saved_bytes"] = p.saved_bytes;
         d["recomputed"] = p.recomputed;
+        // binomial checkpointing of a chain (Theorem 5.4), or None
+        if (p.chain.steps > 0) {
+          nb::dict ck;
+          ck["steps"] = p.chain.steps;
+          ck["slots"] = p.chain.slots;
+          ck["evaluations"] = p.chain.evaluations;
+          d["checkpointing"] = ck;
+        } else {
+          d["checkpointing"] = nb::none();
+        }
         return d;
       })
       .def_prop_ro("last_kernels", [](const PyCompiled& c) {

@@ -135,6 +135,27 @@ def test_example_5_1_saves_h_and_recomputes_erf():
     assert "matmul" in aot["backward"].code and "tangent" in aot["backward"].code
 
 
+def test_a_value_the_backward_hands_to_a_gemm_is_saved_rather_than_recomputed():
+    # relu(h) @ W2: the weight gradient of W2 reads relu(h) as a GEMM operand.
+    # Saving h or relu(h) costs the same bytes; recomputing relu(h) in the
+    # backward would write it to memory for the library call, so the tie goes
+    # to relu(h), and the backward does not compute relu again.
+    x = tp.randn(64, 32)
+    W1 = tp.randn(32, 48, requires_grad=True)
+    W2 = tp.randn(48, 8, requires_grad=True)
+    f = lambda x, W1, W2: ((x @ W1).relu() @ W2).sum()  # noqa: E731
+    cf = tp.compile(f, backend="aot_eager")
+    cf(x, W1, W2).backward()
+    assert saved_activations(cf) == ["relu"]
+    assert cf.last_aot["saved_bytes"] == 64 * 48 * 4
+    assert "relu(" not in cf.last_aot["backward"].code
+    g = [W1.grad.numpy().copy(), W2.grad.numpy().copy()]
+    W1.grad = W2.grad = None
+    f(x, W1, W2).backward()
+    np.testing.assert_allclose(g[0], W1.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g[1], W2.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_exercise_9_relu_saves_the_cheapest_value_its_backward_reads():
     x = tp.randn(64, 32)
     W = tp.randn(32, 16, requires_grad=True)
@@ -408,6 +429,99 @@ def test_activation_memory_budget_is_respected_on_a_32_layer_chain(budget):
     if budget is not None:
         assert cf.last_aot["saved_bytes"] < default
         assert any(r.startswith("matmul") for r in cf.last_aot["recomputed"])  # GEMMs recomputed now
+
+
+def _binomial_evaluations(l, s):
+    """T(l, s) of Theorem 5.4's recurrence (aot/reversal_schedule.h), written again."""
+    from functools import lru_cache
+
+    @lru_cache(None)
+    def c(l, s):
+        if l <= 1:
+            return l
+        if s == 0:
+            return l * (l + 1) // 2
+        return min(j + c(l - j, s - 1) + c(j, s) for j in range(1, l))
+
+    @lru_cache(None)
+    def t(l, s):
+        if l <= 1:
+            return l
+        if s == 0:
+            return c(l, 0)
+        return min(t(l - j, s - 1) + c(j, s) for j in range(1, l))
+    return t(l, min(s, l - 1))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "stax"])
+@pytest.mark.parametrize("budget", [0.5, 0.25, 2048, 1000, 0])
+def test_a_32_layer_chain_is_checkpointed_binomially_within_the_budget(budget, backend):
+    chain, ws = chain32()
+    x = tp.randn(8, 16)
+    cf_free = tp.compile(chain, backend=backend)
+    cf_free(x).backward()
+    free = [vals(w.grad).copy() for w in ws]
+    for w in ws:
+        w.grad = None
+    chain(x).backward()
+    want = [vals(w.grad).copy() for w in ws]
+    for w in ws:
+        w.grad = None
+    cf = tp.compile(chain, backend=backend, options={"activation_memory_budget": budget})
+    loss = cf(x)
+    loss.backward()
+    aot = cf.last_aot
+    state = 8 * 16 * 4
+    default = 32 * state
+    limit = budget if isinstance(budget, int) else int(budget * default)
+    assert aot["saved_bytes"] <= limit
+    ck = aot["checkpointing"]
+    assert ck is not None and ck["steps"] == 33  # 32 layers and the sum
+    assert ck["slots"] == min(limit // state, 32)
+    assert aot["saved_bytes"] == ck["slots"] * state  # the budget is used, not wasted
+    assert ck["evaluations"] == _binomial_evaluations(33, ck["slots"])  # the fewest recomputations
+    for w, g, gf in zip(ws, want, free):
+        np.testing.assert_array_equal(vals(w.grad), gf)  # the same operators on the same values
+        np.testing.assert_allclose(vals(w.grad), g, rtol=1e-5, atol=1e-6)
+
+
+def test_checkpointing_needs_fewer_evaluations_with_more_slots():
+    chain, ws = chain32()
+    x = tp.randn(8, 16)
+    evals = []
+    for slots in (0, 1, 2, 4, 8, 32):
+        cf = tp.compile(chain, backend="aot_eager", options={"activation_memory_budget": slots * 8 * 16 * 4})
+        cf(x).backward()
+        evals.append(cf.last_aot["checkpointing"]["evaluations"] if slots < 32 else None)
+    assert evals[0] == 33 * 34 // 2  # no slot: every step again from the inputs
+    assert evals[:-1] == sorted(evals[:-1], reverse=True)
+    # Theorem 5.4: c checkpoints (the inputs are one) reverse beta(c, t) = C(c+t, c)
+    # steps with at most t evaluations before each step's own: four states give
+    # C(5+3, 5) = 56 >= 33 with t = 3, eight give C(9+2, 9) = 55 with t = 2.
+    assert evals[3] <= 33 + 3 * 33 and evals[4] <= 33 + 2 * 33
+    assert evals[-1] is None  # the whole unconstrained cut fits: no checkpointing
+
+
+def test_a_graph_that_is_not_a_chain_keeps_the_greedy_budget():
+    # Two branches from x, interleaved, joined at the end: two values are live
+    # between any two layers, so no state separates the graph into steps.
+    w1, w2 = tp.randn(16, 16, requires_grad=True), tp.randn(16, 16, requires_grad=True)
+
+    def f(x):
+        a, b = x, x
+        for _ in range(4):
+            ha, hb = a @ w1, b @ w2
+            a, b = ha.tanh(), hb.tanh()
+        return (a * b).sum()
+    x = tp.randn(8, 16)
+    cf = tp.compile(f, backend="aot_eager", options={"activation_memory_budget": 0.5})
+    cf(x).backward()
+    assert cf.last_aot["checkpointing"] is None
+    g = [w1.grad.numpy().copy(), w2.grad.numpy().copy()]
+    w1.grad = w2.grad = None
+    f(x).backward()
+    np.testing.assert_allclose(g[0], w1.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g[1], w2.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_activation_memory_budget_must_be_bytes_or_a_fraction():

@@ -94,7 +94,10 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     SlowStepLine line(str("tp.compile: compiling region with ", gen.kernel_count, " kernel",
                           gen.kernel_count == 1 ? "" : "s", "..."),
                       options.progress_after_s);
-    region->kernel_ = std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
+    region->kernel_ = options.background_build
+                          ? std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry",
+                                                                    runtime::CachedKernel::InBackground{})
+                          : std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
   }
   region->kernels_ = describe_kernels(prog, sched);
   region->kernel_count_ = gen.kernel_count;
@@ -136,9 +139,19 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   return region;
 }
 
+Tensor CompiledRegion::temp(TempArena* arena, size_t slot) const {
+  const Slot& s = slots_[slot];
+  if (arena == nullptr) return Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+  if (arena->temps.size() < slots_.size()) arena->temps.resize(slots_.size());
+  Tensor& t = arena->temps[slot];
+  if (!t.defined()) t = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+  return t;
+}
+
 // What the extern callback needs during one call of the entry.
 struct CompiledRegion::RunState {
   const CompiledRegion* region = nullptr;
+  TempArena* arena = nullptr;  // null: this call allocates its own temps
   void** bufs = nullptr;
   std::vector<Tensor> slots;  // the tensor behind every slot (extern results once they ran)
   std::vector<Tensor>* outputs = nullptr;
@@ -181,8 +194,9 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   };
   ScopedInterceptor no_tracer(nullptr);  // never recorded into an enclosing capture
   if (e.call.kind == ir::ExternKind::Gemm) {
-    const Slot& s = slots_[static_cast<size_t>(e.out_slots.at(0))];
-    Tensor out = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+    const size_t slot = static_cast<size_t>(e.out_slots.at(0));
+    const Slot& s = slots_[slot];
+    Tensor out = s.kind == SlotKind::Temp ? temp(st.arena, slot) : Tensor::empty_strided(s.sizes, s.strides, s.dtype);
     run_gemm_extern(e.call.op, e.attrs, in, out);
     install(e.out_slots[0], out);
     return;
@@ -221,11 +235,14 @@ void CompiledRegion::raise_failed_check(long long status) const {
 
 std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> outputs(num_outputs_);
+  std::unique_lock<std::mutex> arena_lock(arena_->lock, std::try_to_lock);
+  TempArena* arena = arena_lock.owns_lock() ? arena_.get() : nullptr;
   if (!externs_.empty()) {
     // Every slot's tensor is kept, so an extern call can wrap its operands as
     // views and install its results.
     RunState st;
     st.region = this;
+    st.arena = arena;
     st.outputs = &outputs;
     st.slots.resize(slots_.size());
     std::vector<void*> bufs(slots_.size(), nullptr);
@@ -241,7 +258,7 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         case SlotKind::Output:
         case SlotKind::Temp:
           if (s.extern_written) continue;
-          t = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+          t = s.kind == SlotKind::Temp ? temp(arena, i) : Tensor::empty_strided(s.sizes, s.strides, s.dtype);
           if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
           break;
       }
@@ -273,7 +290,7 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         bufs[i] = outputs[s.index].data();
         break;
       case SlotKind::Temp:
-        temps.push_back(Tensor::empty_strided(s.sizes, s.strides, s.dtype));
+        temps.push_back(temp(arena, i));
         bufs[i] = temps.back().data();
         break;
       case SlotKind::Status: bufs[i] = &status; break;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct KernelInfo {
 struct RegionOptions {
   bool fuse = true;               // "stax_fusion": False puts every loop nest in its own kernel
   double progress_after_s = 1.0;  // "progress_after_s": stderr line when compiling takes longer (< 0: never)
+  // Run the C++ compiler on a compile-pool worker and return at once; the
+  // region waits for it at its first run (or wait_built()), where a failed
+  // build throws. Lets several regions' builds overlap (Section 11.2).
+  bool background_build = false;
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 
@@ -47,6 +52,8 @@ class CompiledRegion {
   int kernel_count() const { return kernel_count_; }
   int extern_count() const { return static_cast<int>(externs_.size()); }
   bool disk_hit() const { return kernel_->disk_hit(); }
+  // Waits for a background build; throws what it threw (tp::BackendError for a compiler failure).
+  void wait_built() const { kernel_->wait(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
@@ -84,6 +91,17 @@ class CompiledRegion {
   int num_outputs_ = 0;
   int kernel_count_ = 0;
   std::vector<KernelInfo> kernels_;
+  // The temporaries' memory, kept from one call to the next: fresh buffers of
+  // many MB cost a page fault per 4 KiB page at every call (a training step's
+  // backward region spent ~10% of its time in the kernel zeroing pages).
+  // Temps never escape a call (outputs are fresh tensors), so a call that gets
+  // the lock reuses them; a concurrent or nested call allocates its own.
+  struct TempArena {
+    std::mutex lock;
+    std::vector<Tensor> temps;  // by slot, undefined until first used
+  };
+  std::unique_ptr<TempArena> arena_ = std::make_unique<TempArena>();
+  Tensor temp(TempArena* arena, size_t slot) const;
 };
 
 // Throws tp::BackendError when a part of the graph cannot be generated.

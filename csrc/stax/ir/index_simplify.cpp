@@ -333,6 +333,10 @@ class Simplifier {
       add_scaled(quot, to_sum(build_floordiv(*r, IndexExpr(c))), 1);
       return build_sum(std::move(quot));
     }
+    if (auto split = split_small_part(s, c)) {
+      std::optional<IndexExpr> big = build_sum(std::move(split->big));
+      if (big) return build_floordiv(*big, IndexExpr(c / split->d));
+    }
     int64_t g = std::gcd(c, rem.constant);
     for (const auto& t : rem.terms) g = std::gcd(g, t.second);
     if (g <= 1) return std::nullopt;
@@ -342,6 +346,42 @@ class Simplifier {
     std::optional<IndexExpr> r = build_sum(std::move(reduced));
     if (!r) return std::nullopt;
     return build_floordiv(*r, IndexExpr(c / g));
+  }
+
+  // (d*A + B) // (d*m) -> A // m  and  (d*A + B) % (d*m) -> d*(A % m) + B
+  // where every point has 0 <= B < d (B: the terms d does not divide, and the
+  // constant's remainder). This is a view merging dims: 1024*r + o with o in
+  // [0, 1024) over 131072 = 1024*128 is r // 128, so that a reshape of a
+  // reshape reads the flat index again. d runs over gcd(k, c) of the terms,
+  // largest first; `big` is A (already divided by d).
+  struct SmallSplit {
+    int64_t d;
+    Sum big, small;
+  };
+  std::optional<SmallSplit> split_small_part(const Sum& s, int64_t c) {
+    if (s.overflow || s.terms.size() < 2) return std::nullopt;
+    std::vector<int64_t> ds;
+    for (const auto& t : s.terms) {
+      int64_t g = std::gcd(t.second, c);
+      if (g > 1 && g < c) ds.push_back(g);
+    }
+    std::sort(ds.rbegin(), ds.rend());
+    ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+    for (int64_t d : ds) {
+      SmallSplit sp{d, {}, {}};
+      for (const auto& [atom, k] : s.terms) {
+        if (k % d == 0) add_term(sp.big, atom, k / d);
+        else add_term(sp.small, atom, k);
+      }
+      sp.big.constant = detail::floor_div(s.constant, d);
+      sp.small.constant = detail::floor_mod(s.constant, d);
+      if (sp.big.terms.empty() || sp.small.terms.empty()) continue;
+      std::optional<IndexExpr> b = build_sum(Sum(sp.small));
+      if (!b) continue;
+      Interval r = range(*b);
+      if (bounded(r) && r.lo >= 0 && r.hi < d) return sp;
+    }
+    return std::nullopt;
   }
 
   // ---- modulo ----
@@ -369,6 +409,13 @@ class Simplifier {
       }
     }
     if (auto r = mod_of_sum(a, c)) return *r;
+    if (auto split = split_small_part(to_sum(a), c)) {
+      std::optional<IndexExpr> big = build_sum(std::move(split->big));
+      if (!big) return raw;
+      Sum out = split->small;
+      add_term(out, build_mod(*big, IndexExpr(c / split->d)), split->d);
+      if (auto r = build_sum(std::move(out))) return *r;
+    }
     return raw;
   }
 

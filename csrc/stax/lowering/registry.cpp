@@ -27,6 +27,7 @@ Registry& registry() {
     register_window_lowerings(reg->builtin);
     register_random_lowerings(reg->builtin);
     register_norm_lowerings(reg->builtin);
+    register_scatter_lowerings(reg->builtin);
     register_extern_lowerings(reg->builtin);
     reg->rules = reg->builtin;
     return reg;

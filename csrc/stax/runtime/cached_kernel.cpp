@@ -1,19 +1,61 @@
 #include "stax/runtime/cached_kernel.h"
 
+#include <memory>
+
+#include "core/warning.h"
+#include "stax/runtime/compile_pool.h"
+
 namespace tp::stax::runtime {
 
 CachedKernel::CachedKernel(std::string source, std::string symbol_name)
     : source_(std::move(source)), symbol_name_(std::move(symbol_name)) {
-  BuildResult built = CodeCache::instance().load_or_build(source_);
+  std::call_once(waited_, [] {});
+  adopt(CodeCache::instance().load_or_build(source_));
+}
+
+CachedKernel::CachedKernel(std::string source, std::string symbol_name, InBackground)
+    : source_(std::move(source)), symbol_name_(std::move(symbol_name)) {
+  auto promise = std::make_shared<std::promise<BackgroundBuild>>();
+  pending_ = promise->get_future().share();
+  // The task holds its own copy of the source: the kernel may be dropped
+  // before the build ends (the build still lands in the disk cache).
+  submit_build([source = source_, promise] {
+    DeferredWarnings deferred;
+    try {
+      BuildResult built = CodeCache::instance().load_or_build(source);
+      promise->set_value(BackgroundBuild{std::move(built), deferred.take()});
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  });
+}
+
+void CachedKernel::adopt(BuildResult built) {
   key_ = built.key;
   source_path_ = built.library->source_path();
   disk_hit_ = built.disk_hit;
   compile_seconds_ = built.compile_seconds;
+  std::lock_guard<std::mutex> lock(mutex_);
   symbol_ = built.library->symbol(symbol_name_);
   library_ = built.library;
 }
 
+void CachedKernel::wait() const {
+  std::call_once(waited_, [this] {
+    try {
+      const BackgroundBuild& b = pending_.get();
+      for (const std::string& w : b.warnings) warn(w);
+      const_cast<CachedKernel*>(this)->adopt(b.built);
+    } catch (...) {
+      build_error_ = std::current_exception();
+    }
+    pending_ = {};
+  });
+  if (build_error_) std::rethrow_exception(build_error_);
+}
+
 CachedKernel::Pinned CachedKernel::pin() const {
+  wait();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::shared_ptr<LoadedLibrary> library = library_.lock()) {

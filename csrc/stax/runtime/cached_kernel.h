@@ -10,18 +10,32 @@
 // (verified from disk, or rebuilt if the entry has since been damaged).
 #pragma once
 #include <memory>
+#include <future>
 #include <mutex>
+#include <vector>
 #include <string>
 
 #include "stax/runtime/code_cache.h"
 
 namespace tp::stax::runtime {
 
+struct BackgroundBuild {
+  BuildResult built;
+  std::vector<std::string> warnings;
+};
+
 class CachedKernel {
  public:
   // Loads or builds `source` now through CodeCache::load_or_build (and throws
   // what it throws), and looks up `symbol_name` (tp::BackendError if absent).
   CachedKernel(std::string source, std::string symbol_name);
+  // Builds on a compile-pool worker (Section 11.2: submit every build, then
+  // wait): the constructor returns at once; wait() -- and the first pin() or
+  // any accessor of the build's result -- waits for it and throws what the
+  // build threw (every time), and reports its warnings on the waiting thread.
+  struct InBackground {};
+  CachedKernel(std::string source, std::string symbol_name, InBackground);
+  void wait() const;
   CachedKernel(const CachedKernel&) = delete;
   CachedKernel& operator=(const CachedKernel&) = delete;
 
@@ -35,18 +49,23 @@ class CachedKernel {
   Pinned pin() const;
 
   const std::string& source() const { return source_; }
-  const std::string& source_path() const { return source_path_; }
-  const std::string& key() const { return key_; }
-  bool disk_hit() const { return disk_hit_; }               // of the first load
-  double compile_seconds() const { return compile_seconds_; }  // of the first load
+  const std::string& source_path() const { wait(); return source_path_; }
+  const std::string& key() const { wait(); return key_; }
+  bool disk_hit() const { wait(); return disk_hit_; }               // of the first load
+  double compile_seconds() const { wait(); return compile_seconds_; }  // of the first load
 
  private:
+  void adopt(BuildResult built);
   std::string source_;
   std::string symbol_name_;
-  std::string key_;
-  std::string source_path_;
-  bool disk_hit_ = false;
-  double compile_seconds_ = 0.0;
+  // Background build: the result, taken over by the first wait().
+  mutable std::once_flag waited_;
+  mutable std::shared_future<BackgroundBuild> pending_;
+  mutable std::exception_ptr build_error_;
+  mutable std::string key_;
+  mutable std::string source_path_;
+  mutable bool disk_hit_ = false;
+  mutable double compile_seconds_ = 0.0;
 
   mutable std::mutex mutex_;                      // guards the two members below
   mutable std::weak_ptr<LoadedLibrary> library_;  // the cache's LRU (or a running call) owns it

@@ -104,6 +104,35 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
 
 namespace {
 
+// Independent static float reductions whose every read is contiguous or
+// invariant along the last kept dim and strided along the last reduced one
+// (what vectorizable_along(outer) accepts and the inner vectorizer refuses).
+bool column_reductions(const LoopProgram& p, const std::vector<int>& members, const Shape& outer) {
+  if (members.size() < 2 || outer.empty()) return false;
+  for (int m : members) {
+    const ComputeNode& n = p.nodes[m];
+    if (!n.is_reduction() || n.scan || !n.is_static() || n.rvars.empty() || !is_floating(n.body->dtype) ||
+        numel(n.ranges) == 0 || numel(n.reduce_ranges) == 0)
+      return false;
+    const int o = n.vars.back().var_id(), r = n.rvars.back().var_id();
+    RangeMap ranges;
+    for (size_t d = 0; d < n.vars.size(); ++d) ranges[n.vars[d].var_id()] = {0, n.ranges[d] - 1};
+    for (size_t d = 0; d < n.rvars.size(); ++d) ranges[n.rvars[d].var_id()] = {0, n.reduce_ranges[d] - 1};
+    auto c = coefficient_of(simplify(n.store_index, ranges), o);
+    if (!c || *c != 1) return false;
+    bool strided = false;
+    for (const ExprNode* l : loads_of(n.body)) {
+      if (producer_of(p, members, l->buffer) || !l->args.empty()) return false;
+      IndexExpr index = simplify(l->index, ranges);
+      auto co = coefficient_of(index, o), cr = coefficient_of(index, r);
+      if (!co || (*co != 0 && *co != 1) || !cr) return false;
+      strided = strided || (*co == 1 && *cr != 0 && *cr != 1);
+    }
+    if (!strided) return false;
+  }
+  return true;
+}
+
 // Can `nest` run with vector lanes along loop variable j (extent `extent`)?
 // Every load must be contiguous or invariant in j, every value of one float
 // type; `store_in_lanes`: the store index must be contiguous in j too.
@@ -456,6 +485,29 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     const ComputeNode& n = program.nodes[i];
     groups.push_back({i});
     outers.push_back(n.is_reduction() || n.ranges.empty() ? n.ranges : Shape(n.ranges.begin(), n.ranges.end() - 1));
+  }
+
+  // Sibling column reductions (sums over a strided dim, e.g. a LayerNorm's
+  // weight and bias gradients over the rows) fused into one kernel run as
+  // scalar strided loops: only a kernel of one reduction gets the plan that
+  // vectorizes across neighbouring outputs. Such a group is split, each
+  // reduction recomputing what it reads (they share no values by memory).
+  {
+    std::vector<std::vector<int>> split_groups;
+    std::vector<Shape> split_outers;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (column_reductions(program, groups[g], outers[g])) {
+        for (int m : groups[g]) {
+          split_groups.push_back({m});
+          split_outers.push_back(outers[g]);
+        }
+      } else {
+        split_groups.push_back(groups[g]);
+        split_outers.push_back(outers[g]);
+      }
+    }
+    groups.swap(split_groups);
+    outers.swap(split_outers);
   }
 
   // Which buffers are read outside the kernel that writes them.

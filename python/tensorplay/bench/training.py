@@ -117,6 +117,45 @@ def _step(loss_fn, args, params):
     return run
 
 
+def _extent_bytes(tensors):
+    """Bytes of the memory behind `tensors`, each storage once: per storage base
+    address, the furthest byte any of them reaches."""
+    reach = {}
+    for t in tensors:
+        if t.numel() == 0:
+            continue
+        base = t.data_ptr() - t.storage_offset() * t.element_size()
+        end = (t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+        reach[base] = max(reach.get(base, 0), end)
+    return reach
+
+
+def tp_saved_bytes(loss, exclude) -> int:
+    """Activation bytes TensorPlay's autograd graph of `loss` keeps for the
+    backward (saved inputs/outputs of every node, a compiled region's saved
+    values): each storage once, without the memory of `exclude` (inputs,
+    parameters: kept by reference, not new memory)."""
+    from tensorplay.autograd.graph import walk
+    saved = [t for n in walk(loss.grad_fn) for t in n._saved_tensors]
+    skip = _extent_bytes(exclude)
+    return sum(b for base, b in _extent_bytes(saved).items() if base not in skip)
+
+
+def torch_saved_bytes(torch, fn, exclude) -> int:
+    """The same for PyTorch eager, through saved-tensor hooks."""
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        loss = fn()
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen = {}
+    for t in saved:
+        st = t.untyped_storage()
+        if st.data_ptr() not in skip:
+            seen[st.data_ptr()] = st.nbytes()
+    del loss
+    return sum(seen.values())
+
+
 def _first_call(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -143,6 +182,9 @@ def run_case(key: str, title: str, factory, report: Report, quick: bool) -> dict
     l_e = float(eager_tp().item())
     g_e = [p.grad.numpy().copy() for p in params_tp]
     out["loss_diff"] = abs(l_c - l_e)
+    keep = [a for a in args_tp if hasattr(a, "data_ptr")] + list(params_tp)
+    out["saved_bytes_tp_eager"] = tp_saved_bytes(loss_tp(*args_tp), keep)
+    out["saved_bytes_tp_compile"] = tp_saved_bytes(compiled_tp(*args_tp), keep)
     out["grad_max_rel_diff"] = max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-30)) for a, b in zip(g_c, g_e))
     fns, labels = [eager_tp, comp_tp], ["tp eager", "tp.compile"]
     if torch is not None:
@@ -152,6 +194,8 @@ def run_case(key: str, title: str, factory, report: Report, quick: bool) -> dict
         eager_th = _step(loss_th, args_th, params_th)
         comp_th = _step(compiled_th, args_th, params_th)
         out["first_call_s"]["torch.compile"] = _first_call(comp_th)
+        keep_th = [a for a in args_th if isinstance(a, torch.Tensor)] + list(params_th)
+        out["saved_bytes_torch_eager"] = torch_saved_bytes(torch, lambda: loss_th(*args_th), keep_th)
         fns += [eager_th, comp_th]
         labels += ["torch eager", "torch.compile"]
     runs, warmup = (5, 1) if quick else (11, 2)
@@ -169,6 +213,11 @@ def run_case(key: str, title: str, factory, report: Report, quick: bool) -> dict
                   "  ".join(f"{k} {v:.2f} s" for k, v in out["first_call_s"].items()))
     report.figure("saved activation bytes (compiled)", f"{out['saved_bytes']:,} B",
                   f"fallbacks {out['fallback_count']}, generated kernels {out['generated_kernels']}")
+    eager_saved = out["saved_bytes_tp_eager"]
+    report.figure("saved bytes held by the autograd graph",
+                  f"tp.compile {out['saved_bytes_tp_compile']:,} B  tp eager {eager_saved:,} B"
+                  + (f"  torch eager {out['saved_bytes_torch_eager']:,} B" if "saved_bytes_torch_eager" in out else ""),
+                  f"goal tp.compile <= tp eager: {verdict(out['saved_bytes_tp_compile'] <= eager_saved)}")
     report.figure("agreement with eager", f"|loss diff| {out['loss_diff']:.2g}, max rel grad diff "
                   f"{out['grad_max_rel_diff']:.2g}")
     return out

@@ -193,6 +193,23 @@ TEST_F(IndexExprTest, DivModSplitsMultiples) {
   EXPECT_EQ(simplify(mod(i * -5 + 1, 4)).to_string(), "(((i * -1) + 1) % 4)");
 }
 
+TEST_F(IndexExprTest, DivModDropsAPartBelowTheCommonFactor) {
+  // A view merging dims of a view: (1024*i + j) // 131072 with j in [0, 1024)
+  // is i // 128, so the digits recombine into the flat index again.
+  RangeMap r{{0, {0, 2047}}, {1, {0, 1023}}};
+  EXPECT_EQ(simplify(floordiv(i * 1024 + j, 131072), r), floordiv(i, 128));
+  EXPECT_EQ(simplify(mod(i * 1024 + j, 131072), r), add({mul({mod(i, 128), 1024}), j}));
+  IndexExpr flat = i * 1024 + j;
+  EXPECT_EQ(simplify(floordiv(flat, 131072) * 131072 + mod(floordiv(flat, 1024), 128) * 1024 + mod(flat, 1024), r),
+            simplify(flat));
+  // Not when the small part can reach the factor (j up to 1024 here).
+  RangeMap wide{{0, {0, 2047}}, {1, {0, 1024}}};
+  EXPECT_EQ(simplify(floordiv(i * 1024 + j, 131072), wide), floordiv(i * 1024 + j, 131072));
+  // Nor when it can be negative.
+  RangeMap neg{{0, {0, 2047}}, {1, {-1, 10}}};
+  EXPECT_EQ(simplify(floordiv(i * 1024 + j, 131072), neg), floordiv(i * 1024 + j, 131072));
+}
+
 TEST_F(IndexExprTest, NestedDivMod) {
   EXPECT_EQ(simplify(floordiv(floordiv(i, 4), 8)), floordiv(i, 32));
   EXPECT_EQ(simplify(floordiv(mod(i, 12), 4)), mod(floordiv(i, 4), 3));
