@@ -19,5 +19,6 @@ void register_movement_lowerings(LoweringTable& t);    // movement.cpp
 void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
 void register_window_lowerings(LoweringTable& t);      // windows.cpp
 void register_random_lowerings(LoweringTable& t);      // random.cpp
+void register_mean_lowerings(LoweringTable& t);        // means.cpp
 
 }  // namespace tp::stax
