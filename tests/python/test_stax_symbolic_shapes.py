@@ -16,7 +16,7 @@ OTHER = [(2, 3), (3, 2), (5, 7), (97, 1031), (A, B)]
 
 
 def symbolic(fn, inputs, hints):
-    run, source, code, externs = _C._testing_stax_symbolic(fn, inputs, hints)
+    run, source, code, externs, _ = _C._testing_stax_symbolic(fn, inputs, hints)
     return run, source, externs
 
 

@@ -120,6 +120,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   ScheduleOptions opts;
   opts.vector_bytes = isa.vector_bytes;
   opts.fuse = options.fuse;
+  for (size_t k = 0; k < lowered.symbols.size(); ++k)  // every decision must hold over the declared ranges
+    opts.size_ranges[ir::size_var_id(static_cast<int>(k))] = {lowered.symbols[k].min, lowered.symbols[k].max};
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);

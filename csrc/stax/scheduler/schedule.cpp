@@ -363,21 +363,38 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   // per-block push costs nothing. A reduction no longer than one block (a
   // 2048-float row) is not blocked at all.
   const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
-  // A symbolic span may be long: always blocked, with a stack for any count.
-  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic || span > block)) {
+  // A symbolic span is blocked unless its declared range keeps it within one
+  // block, with a stack deep enough for the most blocks the range allows.
+  int64_t sym_blocks = 1;
+  if (symbolic && nd > 0) {
+    auto longest = [&](const IndexExpr& e) { return std::max<int64_t>(range_of(e, o.size_ranges).hi, 0); };
+    const int64_t most = longest(nest.inner_extents.back());
+    sym_blocks = most / block + (most % block != 0);
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      const int64_t n = longest(nest.inner_extents[d]);
+      sym_blocks = n != 0 && sym_blocks > INT64_MAX / n ? INT64_MAX : sym_blocks * n;
+    }
+  }
+  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic ? sym_blocks > 1 : span > block)) {
     nest.block = block;
     int64_t blocks = (span + block - 1) / block;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    nest.cascade_levels = cascade_levels_for(symbolic ? INT64_MAX : blocks);
+    nest.cascade_levels = cascade_levels_for(symbolic ? sym_blocks : blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
 }
 
 // Do every loop bound and every subexpression of every index of the kernel
 // lie within +-2^30 (Proposition 6.4: the interval analysis is sound)?
-bool fits_index32(const KernelPlan& k) {
+bool fits_index32(const KernelPlan& k, const ScheduleOptions& o) {
   constexpr int64_t kLimit = int64_t{1} << 30;  // half of int32: room for block ends, vector steps, chunk ends
-  if (k.symbolic || k.outer_extent > kLimit) return false;
+  if (!k.symbolic && k.outer_extent > kLimit) return false;
+  // A symbolic kernel: over the declared ranges of its sizes (absent: unbounded, never fits).
+  auto loop_range = [&](const IndexExpr& extent) -> Interval {
+    if (!k.symbolic) return loop_interval(extent);
+    const Interval e = range_of(extent, o.size_ranges);
+    return {0, e.hi == INT64_MAX ? INT64_MAX - 1 : std::max<int64_t>(e.hi - 1, 0)};
+  };
   std::function<bool(const IndexExpr&, const RangeMap&)> fits = [&](const IndexExpr& e, const RangeMap& r) {
     Interval i = range_of(e, r);
     if (i.lo < -kLimit || i.hi > kLimit) return false;
@@ -388,9 +405,12 @@ bool fits_index32(const KernelPlan& k) {
   for (const LoopNest& n : k.nests) {
     for (int64_t r : n.inner_ranges)
       if (r > kLimit) return false;
-    RangeMap r;
-    r[k.outer_var.var_id()] = outer_interval(k);
-    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
+    RangeMap r = k.symbolic ? o.size_ranges : RangeMap{};
+    r[k.outer_var.var_id()] = k.symbolic ? loop_range(k.outer_count) : outer_interval(k);
+    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_range(n.inner_extents[d]);
+    for (const IndexExpr& e : n.inner_extents)
+      if (range_of(e, r).hi > kLimit) return false;
+    if (range_of(k.outer_count, r).hi > kLimit) return false;
     if (!fits(n.store_index, r)) return false;
     for (const SideStore& ss : n.side_stores)
       if (!fits(ss.index, r)) return false;
@@ -402,7 +422,7 @@ bool fits_index32(const KernelPlan& k) {
 
 // Loop policy of a kernel, after fusion, vectorization and parallelization.
 void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
-  k.index_bits = o.index32 && fits_index32(k) ? 32 : 64;
+  k.index_bits = o.index32 && fits_index32(k, o) ? 32 : 64;
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];

@@ -131,6 +131,10 @@ struct ScheduleOptions {
   // before each access. A GPU target turns it on (fewer registers).
   bool index32 = false;
   bool fuse = true;                     // false: one node per kernel (compile option stax_fusion, for bisection)
+  // Dynamic shapes: the declared [min, max] of each size variable, under
+  // ir::size_var_id(k) (graph::SymbolInfo). Absent: [0, INT64_MAX]. Bounds
+  // that hold for every size (32-bit indices, cascade depth) use them.
+  ir::RangeMap size_ranges;
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)
