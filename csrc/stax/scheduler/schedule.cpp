@@ -441,14 +441,31 @@ void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptio
   v.lanes = o.vector_bytes / static_cast<int>(itemsize(node.body->dtype));
   // Widest group of vectors (up to max_outer_unroll, 8 = 512 bytes of a float
   // row) that divides the outer extent, so at most lanes-1 outputs are left over.
+  // A symbolic outer extent: the widest group the example fills; the printer
+  // computes the number of whole groups at run time (the rest is the scalar tail).
   v.unroll = o.max_outer_unroll;
-  while (v.unroll > 1 && (k.outer_extent % (v.unroll * v.lanes) != 0 || k.outer_extent < v.unroll * v.lanes))
+  while (v.unroll > 1 && ((!k.symbolic && k.outer_extent % (v.unroll * v.lanes) != 0) ||
+                          k.outer_extent < v.unroll * v.lanes))
     v.unroll /= 2;
   v.groups = k.outer_extent / (int64_t{v.unroll} * v.lanes);
   const size_t nd = nest.inner_vars.size();
   v.block_rows = 0;
   v.cascade_levels = 0;
-  if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
+  bool symbolic_rows = false;
+  for (const IndexExpr& e : nest.inner_extents) symbolic_rows = symbolic_rows || !e.is_const();
+  if (node.reduce == ReduceOp::Sum && nd > 0 && symbolic_rows) {
+    // Blocked unless the declared ranges keep the rows within one block.
+    int64_t blocks = 1;
+    for (size_t d = 0; d < nd; ++d) {
+      const int64_t n = std::max<int64_t>(range_of(nest.inner_extents[d], o.size_ranges).hi, 0);
+      const int64_t b = d + 1 == nd ? n / o.outer_block_rows + (n % o.outer_block_rows != 0) : n;
+      blocks = b != 0 && blocks > INT64_MAX / b ? INT64_MAX : blocks * b;
+    }
+    if (blocks > 1) {
+      v.block_rows = o.outer_block_rows;
+      v.cascade_levels = cascade_levels_for(blocks);
+    }
+  } else if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
     v.block_rows = o.outer_block_rows;
     int64_t blocks = (nest.inner_ranges.back() + v.block_rows - 1) / v.block_rows;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
@@ -565,8 +582,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     }
     share_expensive_values(k, program);
     const bool scan = program.nodes[k.nodes[0]].scan;
-    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !k.symbolic &&
-        !scan)
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;

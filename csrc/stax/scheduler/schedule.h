@@ -92,8 +92,9 @@ struct KernelPlan {
   std::vector<ir::IndexExpr> outer_extents;  // per outer dim: constants, or over size variables
   ir::IndexExpr outer_count;            // the outer loop's trip count (product of outer_extents)
   // Some extent is a size variable: the plan holds only choices valid for
-  // any size (no chunks, no outer vectorization, cascade stacks for the
-  // largest count) and the printer reads sizes[] at run time.
+  // any size in the declared ranges (ScheduleOptions::size_ranges): no chunks,
+  // an outer vectorization whose group count the printer computes at run
+  // time, cascade stacks for the largest count; the printer reads sizes[].
   bool symbolic = false;
   std::vector<LoopNest> nests;
   std::set<int> local_buffers;          // buffers read from a local variable inside this kernel

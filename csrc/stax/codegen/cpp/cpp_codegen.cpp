@@ -462,7 +462,8 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   std::string acc = "red" + std::to_string(nest.node) + "_v";
   std::string indent = "    ";
   os << indent << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name << " ("
-     << reduce_op_name(node.reduce) << " over " << shape_str(nest.inner_ranges) << "), vectorized across " << o
+     << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents)
+     << "), vectorized across " << o
      << "\n";
   indent += "  ";
   const std::string init = reduce_init(node.reduce, dt);
@@ -493,7 +494,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   for (size_t d = 0; d < nd; ++d) {
     std::string v = var_name(nest.inner_vars[d]);
     if (cascade && d + 1 == nd) {
-      int64_t r = nest.inner_ranges[d];
+      const std::string r = ext(nest.inner_extents[d]);
       os << indent << "for (" << ix << " " << v << "_b = 0; " << v << "_b < " << r << "; " << v << "_b += " << kRows << ") {\n";
       indent += "  ";
       reset();
@@ -501,7 +502,8 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
          << " : " << r << ";\n";
       os << indent << "for (" << ix << " " << v << " = " << v << "_b; " << v << " < " << v << "_e; ++" << v << ") {\n";
     } else {
-      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << nest.inner_ranges[d] << "; ++" << v << ") {\n";
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+         << ") {\n";
     }
     indent += "  ";
   }
@@ -684,14 +686,22 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     } else if (k.vectorize_outer) {
       const OuterVectorPlan& v = k.outer_vector;
       int64_t width = static_cast<int64_t>(v.unroll) * v.lanes;
-      int64_t groups = v.groups;
+      // A symbolic outer extent: the number of whole groups is computed at run time.
+      std::string groups = std::to_string(v.groups), first_tail = std::to_string(v.groups * width),
+                  end = std::to_string(k.outer_extent);
+      if (k.symbolic) {
+        end = ext(k.outer_count);
+        os << "  const " << ix << " " << o << "_n = (" << end << ") / " << width << ";\n";
+        groups = o + "_n";
+        first_tail = o + "_n * " + std::to_string(width);
+      }
       if (k.parallel) os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (" << ix << " " << o << "_g = 0; " << o << "_g < " << groups << "; ++" << o << "_g) {\n";
       os << "    const " << ix << " " << o << "_b = " << o << "_g * " << width << ";\n";
       emit_outer_vector_reduction(os, p, k, k.nests[0]);
       os << "  }\n";
       // The remaining outputs, one at a time.
-      os << "  for (" << ix << " " << o << " = " << groups * width << "; " << o << " < " << k.outer_extent << "; ++" << o
+      os << "  for (" << ix << " " << o << " = " << first_tail << "; " << o << " < " << end << "; ++" << o
          << ") {\n";
       emit_nest(os, p, k, v.tail, locals, "", "");
       os << "  }\n";
