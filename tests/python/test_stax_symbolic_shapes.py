@@ -164,3 +164,20 @@ def test_operators_without_symbolic_rules_run_as_extern_calls():
 def test_factories_of_symbolic_size():
     f = lambda x: x + tp.ones(x.shape[1]) + tp.arange(x.shape[1])
     check(f, mat, (A, B), OTHER)
+
+
+# --- long 1-D loops: chunked across threads by the run-time size --------------------
+
+@pytest.mark.parametrize("name", ["pointwise", "sum", "amax"])
+def test_long_1d_loops_are_chunked_by_the_runtime_size(name):
+    n = 70001  # the example is long enough to be split across threads
+    f = {"pointwise": lambda x: (x * 2 + 1).relu(), "sum": lambda x: x.sum(), "amax": lambda x: (x * x).amax()}[name]
+    run, source, _ = symbolic(f, [tp.randn(n)], [n])
+    assert "omp parallel" in source and (name == "pointwise" or "tp_chunk" in source)
+    for m in (2, 3, 4097, 65536, 200003, 1 << 21):
+        x = tp.randn(m)
+        got, want = run([x])[0].numpy(), f(x).numpy()
+        if name == "sum":  # chunked and cascaded: within rounding of eager's order
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+        else:
+            np.testing.assert_array_equal(got, want)

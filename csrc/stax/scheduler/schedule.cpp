@@ -426,7 +426,9 @@ void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptio
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];
-    k.chunks = (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
+    // A symbolic extent: the printer computes the count at run time; a
+    // reduction's chunks then grow with the extent so that there are at most 64.
+    k.chunks = k.symbolic ? (node.is_reduction() ? 64 : 0) : (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
     k.combine = ChunkCombine::PairwiseTree;
     k.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
     plan_nest_policy(nest, p, k.chunk, o);
@@ -586,7 +588,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (!k.symbolic && !scan && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+    const bool one_outer = k.outer_count.is_const() && k.outer_count.const_value() == 1;
+    if (!scan && one_outer && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
         k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the
@@ -594,6 +597,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       bool reduction = program.nodes[k.nodes[0]].is_reduction();
       int64_t extent = k.nests[0].inner_ranges[0];
       k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : options.pointwise_chunk;
+      if (k.symbolic && reduction) k.chunk = options.parallel_grain;  // the least chunk; the printer sizes it at run time
       k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
       k.parallel = true;
     }

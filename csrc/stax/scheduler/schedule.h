@@ -103,6 +103,9 @@ struct KernelPlan {
   // elements across threads (outer_extent == 1). A reduction keeps one partial
   // result per chunk and combines them with `combine`; a float sum's partials
   // stay in double until then (`partials_in_double`).
+  // Symbolic extent: the printer computes the chunking from the size at run
+  // time; `chunk` is then the least chunk of a reduction (chunks = 64, the
+  // most partials) or the chunk of a pointwise loop (chunks = 0).
   int64_t chunk = 0;
   int64_t chunks = 0;
   ChunkCombine combine = ChunkCombine::PairwiseTree;

@@ -650,15 +650,26 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       const LoopNest& nest = k.nests[0];
       const ComputeNode& node = p.nodes[nest.node];
       DType dt = node.body->dtype;
-      int64_t extent = nest.inner_ranges[0];
-      int64_t chunks = k.chunks;
+      std::string extent = std::to_string(nest.inner_ranges[0]), chunks = std::to_string(k.chunks),
+                  chunk = std::to_string(k.chunk);
       const char* pt = k.partials_in_double ? "double" : ctype(dt);
-      os << "  " << pt << " partial[" << chunks << "];\n";
+      os << "  " << pt << " partial[" << k.chunks << "];\n";
+      if (k.symbolic) {
+        // At most k.chunks chunks of whole vectors, none shorter than k.chunk:
+        // a function of the size alone (not of the thread count).
+        extent = ext(nest.inner_extents[0]);
+        os << "  " << ix << " tp_chunk = (" << extent << " + " << k.chunks - 1 << ") / " << k.chunks << ";\n";
+        os << "  tp_chunk = tp_chunk < " << k.chunk << " ? " << k.chunk << " : (tp_chunk + 63) / 64 * 64;\n";
+        // One chunk at least (an empty one gives the identity to partial[0]).
+        os << "  const " << ix << " tp_chunks = " << extent << " > 0 ? (" << extent << " + tp_chunk - 1) / tp_chunk : 1;\n";
+        chunks = "tp_chunks";
+        chunk = "tp_chunk";
+      }
       os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
       os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
+      os << "    const " << ix << " lo = " << o << "_c * " << chunk << ";\n";
+      os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
       LoopNest part = nest;
       part.store_to_memory = false;
       std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
@@ -674,8 +685,11 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       os << "  " << p.buffers[node.out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
          << "] = total;\n";
     } else if (k.chunk > 0) {
-      int64_t extent = k.nests[0].inner_ranges[0];
-      int64_t chunks = k.chunks;
+      std::string extent = std::to_string(k.nests[0].inner_ranges[0]), chunks = std::to_string(k.chunks);
+      if (k.symbolic) {  // the chunk count from the size at run time
+        extent = ext(k.nests[0].inner_extents[0]);
+        chunks = "(" + extent + " + " + std::to_string(k.chunk - 1) + ") / " + std::to_string(k.chunk);
+      }
       os << "  #pragma omp parallel for schedule(static)\n";
       os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
       os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
