@@ -181,3 +181,16 @@ def test_long_1d_loops_are_chunked_by_the_runtime_size(name):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
         else:
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["var1", "std0", "var_all", "std_keep", "var_biased"])
+def test_var_std_divide_by_the_runtime_count(name):
+    fns = {
+        "var1": lambda x: x.var(1),
+        "std0": lambda x: x.std(0),
+        "var_all": lambda x: x.var(),
+        "std_keep": lambda x: x.std(1, keepdim=True) + x,
+        "var_biased": lambda x: tp.var(x, 1, unbiased=False),
+    }
+    _, externs = check(fns[name], mat, (A, B), [(2, 2), (3, 7), (97, 1031), (A, B)], rtol=1e-4, atol=1e-4)
+    assert externs == 0

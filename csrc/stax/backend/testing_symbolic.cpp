@@ -1,6 +1,8 @@
 // Testing only: see testing_symbolic.h.
 #include "stax/backend/testing_symbolic.h"
 
+#include <map>
+
 #include "passes/passes.h"
 
 namespace tp::stax::testing {
@@ -62,18 +64,22 @@ void mark_symbols(graph::Graph& g, const std::vector<int64_t>& hints) {
 
 
 void run_passes_keeping_mean(graph::Graph& g) {
-  // A stand-in operator with the same name and no decomposition, for the passes only.
-  static const OpDef mean_whole = [] {
-    OpDef d = get_op("mean");
-    d.decompose = nullptr;
-    return d;
+  // Stand-in operators with the same names and no decomposition, for the passes only.
+  static const std::map<const OpDef*, OpDef> whole = [] {
+    std::map<const OpDef*, OpDef> m;
+    for (const char* name : {"mean", "var", "var.dim", "var.unbiased", "std", "std.dim", "std.unbiased"}) {
+      OpDef d = get_op(name);
+      d.decompose = nullptr;
+      m.emplace(&get_op(name), d);
+    }
+    return m;
   }();
-  const OpDef* mean = &get_op("mean");
   for (auto& n : g.nodes())
-    if (n->target == mean) n->target = &mean_whole;
+    if (auto it = whole.find(n->target); it != whole.end()) n->target = &it->second;
   passes::run_default_passes(g);
   for (auto& n : g.nodes())
-    if (n->target == &mean_whole) n->target = mean;
+    for (auto& [op, stand_in] : whole)
+      if (n->target == &stand_in) n->target = op;
 }
 
 }  // namespace tp::stax::testing

@@ -17,9 +17,9 @@ namespace tp::stax::testing {
 // Throws ValueError when no input has a dim of size hints[k].
 void mark_symbols(graph::Graph& g, const std::vector<int64_t>& hints);
 
-// The Stax passes, except that `mean` stays whole: its decomposition divides
-// by the element count as a number, which a symbolic graph must not bake in
-// (the lowering's mean rule divides by the count read at run time).
+// The Stax passes, except that mean, var and std stay whole: their
+// decompositions divide by the element count as a number, which a symbolic
+// graph must not bake in (their lowering rules divide by the count read at run time).
 void run_passes_keeping_mean(graph::Graph& g);
 
 }  // namespace tp::stax::testing
