@@ -8,6 +8,7 @@ symbolic, and times the compiled region's call interleaved (median of
 in this process (run it once per variant with a fresh TP_CACHE_DIR).
 
     PYTHONPATH=/tmp/tp_NAME python scripts/bench_stax_symbolic.py
+    OMP_NUM_THREADS=1 PYTHONPATH=/tmp/tp_NAME python scripts/bench_stax_symbolic.py --cpu-time
     TP_CACHE_DIR=$(mktemp -d) python scripts/bench_stax_symbolic.py --compile softmax:both
 """
 import argparse
@@ -38,6 +39,8 @@ VARIANTS = {"static": lambda r, c: [], "dim0": lambda r, c: [r], "both": lambda 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time the calling thread's CPU time (with OMP_NUM_THREADS=1: robust on a loaded machine)")
     ap.add_argument("--compile", default=None, help="case:variant, cold compile time only")
     a = ap.parse_args()
     if a.compile:
@@ -52,11 +55,12 @@ def main():
         times = {v: [] for v in runs}
         for v, run in runs.items():
             run(inputs)  # warm
+        clock = time.thread_time if a.cpu_time else time.perf_counter
         for _ in range(a.reps):
             for v, run in runs.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 run(inputs)
-                times[v].append(time.perf_counter() - t0)
+                times[v].append(clock() - t0)
         med = {v: statistics.median(t) * 1e3 for v, t in times.items()}
         print(f"{case} {r}x{c}: " + ", ".join(f"{v} {m:.2f} ms" for v, m in med.items()) +
               f"  | dim0/static {med['dim0'] / med['static']:.3f}, both/static {med['both'] / med['static']:.3f}")

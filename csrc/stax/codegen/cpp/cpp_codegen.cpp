@@ -426,7 +426,15 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   close_outer_inner();
   if (cascade) {
     os << in << "  {\n" << in << "    double& tp_t = " << acc << "_tot;\n";
-    os << in << "    for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
+    // A symbolic extent has a stack for the most blocks its range allows (up
+    // to 62 levels): stop at the count's highest bit instead (Example 1.1
+    // with both dims symbolic: 1.23x -> 1.09x the static kernel's time).
+    bool symbolic = false;
+    for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
+    if (symbolic)
+      os << in << "    for (int tp_lv = 0; (" << acc << "_n >> tp_lv) != 0; ++tp_lv)\n";
+    else
+      os << in << "    for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
     os << in << "      if ((" << acc << "_n >> tp_lv) & 1) tp_t = " << acc << "_stk[tp_lv] + tp_t;\n";
     os << in << "    " << acc << " = (" << ctype(dt) << ")tp_t;\n" << in << "  }\n";
   } else {
@@ -543,7 +551,12 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   if (cascade) {
     os << indent << "{\n" << indent << "  vd tp_t[" << nb << "];\n";
     os << indent << "  for (int l = 0; l < " << nb << "; ++l) tp_t[l] = tp_splat_vd(0.0);\n";
-    os << indent << "  for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
+    bool symbolic = false;  // as in emit_nest: stop at the count's highest bit
+    for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
+    if (symbolic)
+      os << indent << "  for (int tp_lv = 0; (" << cnt << " >> tp_lv) != 0; ++tp_lv)\n";
+    else
+      os << indent << "  for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
     os << indent << "    if ((" << cnt << " >> tp_lv) & 1)\n";
     os << indent << "      for (int l = 0; l < " << nb << "; ++l) tp_t[l] = " << stk << "[tp_lv][l] + tp_t[l];\n";
     for (int u = 0; u < unroll; ++u) {
