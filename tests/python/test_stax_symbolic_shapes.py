@@ -194,3 +194,15 @@ def test_var_std_divide_by_the_runtime_count(name):
     }
     _, externs = check(fns[name], mat, (A, B), [(2, 2), (3, 7), (97, 1031), (A, B)], rtol=1e-4, atol=1e-4)
     assert externs == 0
+
+
+def test_cat_of_symbolic_pieces_is_fused():
+    def f(x, y):
+        z = tp.cat([x, y * 2], 1)            # [a, b + c]
+        return tp.cat([z, z + 1], 0).exp().sum(1)  # [2a]
+    make = lambda a, b, c: [tp.randn(a, b), tp.randn(a, c)]
+    run, source, externs = symbolic(f, make(A, B, C), [A, B, C])
+    assert externs == 0
+    for a, b, c in [(2, 3, 2), (5, 2, 7), (A, B, C), (64, 100, 300)]:
+        x, y = make(a, b, c)
+        np.testing.assert_allclose(run([x, y])[0].numpy(), f(x, y).numpy(), rtol=1e-4, atol=1e-3)

@@ -15,6 +15,9 @@ graph::SymDim symbolize(int64_t v, const std::vector<int64_t>& hints) {
     if (v == hints[k] - 1) return stax::ir::size_var(static_cast<int>(k)) - 1;
   for (size_t k = 0; k < hints.size(); ++k)  // two copies (cat of x with itself)
     if (v == 2 * hints[k]) return stax::ir::size_var(static_cast<int>(k)) * 2;
+  for (size_t i = 0; i < hints.size(); ++i)  // two pieces side by side (cat)
+    for (size_t j = i + 1; j < hints.size(); ++j)
+      if (v == hints[i] + hints[j]) return stax::ir::size_var(static_cast<int>(i)) + stax::ir::size_var(static_cast<int>(j));
   for (size_t i = 0; i < hints.size(); ++i)
     for (size_t j = i + 1; j < hints.size(); ++j)
       if (v == hints[i] * hints[j])

@@ -95,9 +95,11 @@ Value lower_cat(LoweringContext& c) {
   const Shape& out = c.out_sizes();
   int64_t dim = wrap(c, c.attrs().get_or<int64_t>("dim", 0), static_cast<int64_t>(out.size()));
   // PyTorch skips 1-D empty operands (legacy): they take no part in the result.
+  // Dynamic shapes: the pieces' bounds are index expressions (a zero size is
+  // a constant 0: a symbol's example is at least 2).
   std::vector<Value> parts;
-  std::vector<int64_t> starts;
-  int64_t at = 0;
+  std::vector<IndexExpr> starts;
+  IndexExpr at = 0;
   for (auto& v : ins) {
     if (v.sizes.size() != out.size()) {
       if (numel(v.sizes) == 0) continue;
@@ -106,7 +108,7 @@ Value lower_cat(LoweringContext& c) {
     if (v.sizes[dim] == 0) continue;
     parts.push_back(v);
     starts.push_back(at);
-    at += v.sizes[dim];
+    at = simplify(at + v.size(static_cast<size_t>(dim)));
   }
   if (parts.empty()) c.fail("no non-empty operand");
   DType dt = c.out_dtype();
@@ -115,8 +117,9 @@ Value lower_cat(LoweringContext& c) {
     Expr value;
     for (size_t k = parts.size(); k-- > 0;) {
       Index src = idx;
-      int64_t n = parts[k].sizes[dim];
-      src[dim] = max(min(idx[dim] - IndexExpr(starts[k]), IndexExpr(n - 1)), IndexExpr(0));
+      IndexExpr n = parts[k].size(static_cast<size_t>(dim));
+      const IndexExpr last = n.is_const() ? IndexExpr(n.const_value() - 1) : n - 1;
+      src[dim] = max(min(idx[dim] - starts[k], last), IndexExpr(0));
       for (size_t d = 0; d < src.size(); ++d)
         if (static_cast<int64_t>(d) != dim && parts[k].sizes[d] == 1) src[d] = IndexExpr(0);
       Expr here = cast(parts[k].at(src), dt);
@@ -124,7 +127,10 @@ Value lower_cat(LoweringContext& c) {
         value = here;
         continue;
       }
-      Expr in_piece = call(CallOp::Lt, {index_value(idx[dim]), constant(Scalar(starts[k] + n), DType::Int64)},
+      IndexExpr end = simplify(starts[k] + n);
+      Expr in_piece = call(CallOp::Lt, {index_value(idx[dim]),
+                                        end.is_const() ? constant(Scalar(end.const_value()), DType::Int64)
+                                                       : index_value(end)},
                            DType::Bool);
       value = where(in_piece, here, value);
     }

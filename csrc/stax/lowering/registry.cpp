@@ -39,7 +39,7 @@ Registry& registry() {
     register_mean_lowerings(reg->builtin);
     for (auto& [name, fn] : sym) reg->symbolic.insert(name);
     for (const char* op : {"sum", "amax", "amin", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
-                           "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm"})
+                           "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat"})
       reg->symbolic.insert(op);
     reg->rules = reg->builtin;
     return reg;
