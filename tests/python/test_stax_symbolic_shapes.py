@@ -206,3 +206,22 @@ def test_cat_of_symbolic_pieces_is_fused():
     for a, b, c in [(2, 3, 2), (5, 2, 7), (A, B, C), (64, 100, 300)]:
         x, y = make(a, b, c)
         np.testing.assert_allclose(run([x, y])[0].numpy(), f(x, y).numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_indexing_of_symbolic_operands_is_fused():
+    emb = tp.randn(10, 7)
+    def f(x, idx, g, ids):
+        # index_select along a symbolic dim, gather with a symbolic index, x[idx], embedding of symbolic ids
+        return (x.index_select(1, idx) * 2, x.gather(1, g) + 1, x[idx].exp(),
+                tp.nn.functional.embedding(ids, emb).sum(-1))
+    make = lambda a, b: [tp.randn(a, b), tp.tensor([0, 1, 1]), tp.randint(0, 2, (a, b)), tp.randint(0, 10, (a, b))]
+    _, externs = check(f, make, (A, B), [(2, 2), (3, 7), (97, 1031), (A, B)])
+    assert externs == 0
+
+
+def test_out_of_range_index_at_another_size_raises_index_error():
+    f = lambda x, idx: x.index_select(1, idx) + 1
+    run, _, _ = symbolic(f, [tp.randn(A, B), tp.tensor([0, 5])], [A, B])
+    run([tp.randn(4, 6), tp.tensor([0, 5])])  # in range at 6 columns
+    with pytest.raises(IndexError, match="index out of range"):
+        run([tp.randn(4, 5), tp.tensor([0, 5])])  # 5 is out of range at 5 columns

@@ -39,7 +39,8 @@ Registry& registry() {
     register_mean_lowerings(reg->builtin);
     for (auto& [name, fn] : sym) reg->symbolic.insert(name);
     for (const char* op : {"sum", "amax", "amin", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
-                           "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat"})
+                           "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat",
+                           "index_select", "gather", "embedding", "index"})
       reg->symbolic.insert(op);
     reg->rules = reg->builtin;
     return reg;

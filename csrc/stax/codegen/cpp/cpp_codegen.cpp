@@ -207,6 +207,13 @@ std::vector<int> sizes_used(const KernelPlan& k) {
     collect_sizes(n.store_index, out);
     for (const SideStore& ss : n.side_stores) collect_sizes(ss.index, out);
     for (const ExprNode* l : loads_of(n.body)) collect_sizes(l->index, out);
+    // Index values (a count N read at run time, an index bound of a symbolic dim).
+    struct IndexValues : ExprVisitor {
+      std::vector<int>& out;
+      explicit IndexValues(std::vector<int>& o) : out(o) {}
+      void visit_index(const ExprNode& e) override { collect_sizes(e.index, out); }
+    } values(out);
+    values.visit(n.body);
   }
   std::sort(out.begin(), out.end());
   return out;
