@@ -154,11 +154,18 @@ def test_linear_with_transposed_weight_and_symbolic_batch():
 
 
 def test_operators_without_symbolic_rules_run_as_extern_calls():
-    def f(x, idx):
-        return tp.cat([x, x * 2], 0).flip(0).sum(1), x.index_select(1, idx) + 1
-    make = lambda r, c: [tp.randn(r, c), tp.tensor([0, 1, 1])]
-    _, externs = check(f, make, (A, B), [(2, 3), (5, 7), (A, B)])
+    def f(x):
+        return x.sort(1)[0] + 1, x.argsort(0)
+    _, externs = check(f, mat, (A, B), [(2, 3), (5, 7), (A, B)])
     assert externs >= 1
+
+
+def test_movement_flip_roll_repeat_tril():
+    def f(x):
+        return (x.flip(0) * 2, x.flip([0, 1]).sum(0), x.roll(3, 1), x.roll((-2, 5), (0, 1)) + 1,
+                x.repeat(2, 2).exp(), x.tril(1), x.triu(-1) * 3)
+    _, externs = check(f, mat, (A, B), [(2, 2), (3, 7), (97, 1031), (A, B)], rtol=1e-4, atol=1e-4)
+    assert externs == 0
 
 
 def test_factories_of_symbolic_size():

@@ -24,7 +24,7 @@ Value lower_flip(LoweringContext& c) {
   return c.pointwise([x, flipped](const Index& idx) {
     Index src = idx;
     for (size_t d = 0; d < src.size(); ++d)
-      if (flipped[d]) src[d] = IndexExpr(x.sizes[d] - 1) - idx[d];
+      if (flipped[d]) src[d] = (x.symbolic() ? x.size(d) - 1 : IndexExpr(x.sizes[d] - 1)) - idx[d];
     return x.at(src);
   });
 }
@@ -37,6 +37,7 @@ Value lower_roll(LoweringContext& c) {
   int64_t nd = static_cast<int64_t>(x.sizes.size());
   if (dims.empty()) {
     if (shifts.size() != 1) c.fail("roll without dims takes one shift");
+    if (x.symbolic()) c.fail("roll of the flattened tensor with symbolic shapes");
     int64_t n = numel(x.sizes);
     Shape strides = contiguous_strides(x.sizes);
     int64_t s = n ? ((shifts[0] % n) + n) % n : 0;
@@ -49,6 +50,24 @@ Value lower_roll(LoweringContext& c) {
     });
   }
   if (dims.size() != shifts.size()) c.fail("shifts and dims differ in length");
+  if (x.symbolic()) {  // the shift modulo the run-time size (Python %: never negative)
+    std::vector<IndexExpr> shift(static_cast<size_t>(nd), IndexExpr(0));
+    std::vector<bool> rolled(static_cast<size_t>(nd), false);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      size_t d = static_cast<size_t>(wrap(c, dims[k], nd));
+      shift[d] = shift[d] + shifts[k];
+      rolled[d] = true;
+    }
+    return c.pointwise([x, shift, rolled](const Index& idx) {
+      Index src = idx;
+      for (size_t d = 0; d < src.size(); ++d)
+        if (rolled[d] && x.sizes[d] > 1) {
+          const IndexExpr n = x.size(d);
+          src[d] = mod(idx[d] + n - mod(shift[d], n), n);
+        }
+      return x.at(src);
+    });
+  }
   std::vector<int64_t> by_dim(nd, 0);
   for (size_t k = 0; k < dims.size(); ++k) {
     int64_t d = wrap(c, dims[k], nd);
@@ -69,7 +88,7 @@ Value lower_repeat(LoweringContext& c) {
   size_t lead = c.out_sizes().size() - x.sizes.size();
   return c.pointwise([x, lead](const Index& idx) {
     Index src(x.sizes.size());
-    for (size_t d = 0; d < x.sizes.size(); ++d) src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(idx[lead + d], x.sizes[d]);
+    for (size_t d = 0; d < x.sizes.size(); ++d) src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(idx[lead + d], x.size(d));
     return x.at(src);
   });
 }

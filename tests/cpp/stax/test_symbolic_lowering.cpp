@@ -158,9 +158,9 @@ TEST(SymbolicLoweringRefusals, SizeDependentAttributeWithoutRule) {
   // Plant a size-dependent attribute on a node without a symbolic rule.
   for (auto& n : g->nodes())
     if (n->opcode == graph::Opcode::CallFunction && n->is_op("view")) {
-      n->target = &get_op("flip");  // same shape; flip has no loop rule for symbolic shapes
-      n->sym_attrs["dims"] = {ir::size_var(0)};
-      n->attrs.set("dims", std::vector<int64_t>{37});
+      n->target = &get_op("argsort");  // runs as an extern call: its attributes go to the eager kernel
+      n->sym_attrs["dim"] = {ir::size_var(0)};
+      n->attrs.set("dim", int64_t{37});
     }
   try {
     lower(*g);
