@@ -232,3 +232,9 @@ def test_out_of_range_index_at_another_size_raises_index_error():
     run([tp.randn(4, 6), tp.tensor([0, 5])])  # in range at 6 columns
     with pytest.raises(IndexError, match="index out of range"):
         run([tp.randn(4, 5), tp.tensor([0, 5])])  # 5 is out of range at 5 columns
+
+
+def test_input_of_another_rank_raises_value_error():
+    run, _, _ = symbolic(lambda x: x * 2, [tp.randn(A, B)], [A, B])
+    with pytest.raises(ValueError):
+        run([tp.randn(5)])

@@ -139,6 +139,9 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   region->num_outputs_ = prog.num_outputs;
   region->checks_ = prog.checks;
   region->symbols_ = lowered.symbols;
+  for (const graph::SymbolInfo& sym : lowered.symbols)  // sizes[k] is read from an input dim at every call
+    if (sym.input_index < 0 || sym.input_dim < 0 || sym.input_index >= prog.num_inputs)
+      throw BackendError(str("Stax: symbol ", sym.origin, " is not a dim of a region input (symbolic shapes)"));
   if (static_cast<int>(lowered.symbols.size()) != prog.num_sizes || gen.size_count > prog.num_sizes)
     throw BackendError("internal: the program's size variables do not match the graph's symbols");
   for (int b : gen.slot_buffer) {
@@ -181,7 +184,10 @@ void CompiledRegion::read_sizes(const std::vector<Tensor>& inputs, long long* si
   for (size_t k = 0; k < symbols_.size(); ++k) {
     const graph::SymbolInfo& sym = symbols_[k];
     const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
-    int64_t v = t.sizes().at(static_cast<size_t>(sym.input_dim));
+    if (sym.input_dim >= t.dim())
+      throw ValueError(str("compiled region: input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
+                           " is its dim ", sym.input_dim));
+    int64_t v = t.sizes()[static_cast<size_t>(sym.input_dim)];
     if (v < sym.min || v > sym.max)
       throw ValueError(str("compiled region: ", sym.origin, " = ", v, " is outside the range [", sym.min, ", ",
                            sym.max, "] it was compiled for"));
