@@ -423,6 +423,7 @@ bool fits_index32(const KernelPlan& k, const ScheduleOptions& o) {
 // Loop policy of a kernel, after fusion, vectorization and parallelization.
 void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
   k.index_bits = o.index32 && fits_index32(k, o) ? 32 : 64;
+  k.size_ranges = o.size_ranges;
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];

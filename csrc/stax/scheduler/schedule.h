@@ -117,6 +117,9 @@ struct KernelPlan {
   // options ask for it (Section 6.8); otherwise 64.
   int index_bits = 64;
   OuterVectorPlan outer_vector;
+  // Dynamic shapes: the declared ranges of the size variables (ScheduleOptions::size_ranges),
+  // so the printer can prove e.g. a division by a size positive.
+  ir::RangeMap size_ranges;
   std::string origin;                   // operators fused here, for the comment above the kernel
 };
 

@@ -149,6 +149,19 @@ TEST(SymbolicSchedule, DeclaredRangesBoundIndexWidthAndCascade) {
   EXPECT_EQ(longer.kernels[0].nests[0].cascade_levels, 3);
 }
 
+// A reshape of a computed value divides by sizes; the symbols' declared
+// minimum (2) proves the divisors positive, so the kernel uses C's / and %
+// rather than the floor-division helpers.
+TEST_F(SymbolicLowering, DivisionsBySizesUseDeclaredRanges) {
+  auto region = symbolic_region([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::exp(ops::reshape(ops::transpose(ops::add(in[0], ops::scalar(1.0)), 0, 1), {-1}))};
+  }, {Tensor::empty({37, 53}, DType::Float32)}, {37, 53});
+  const std::string src = region->source().substr(region->source().find("static void fused"));  // kernels, not the prelude
+  EXPECT_EQ(src.find("tp_floordiv("), std::string::npos) << src;
+  EXPECT_EQ(src.find("tp_mod("), std::string::npos) << src;
+  EXPECT_NE(src.find(" / tp_size"), std::string::npos) << src;
+}
+
 // An operator whose attribute is computed from sizes and that has no symbolic
 // rule is refused (never compiled for the example size only).
 TEST(SymbolicLoweringRefusals, SizeDependentAttributeWithoutRule) {

@@ -220,7 +220,7 @@ std::vector<int> sizes_used(const KernelPlan& k) {
 }
 
 RangeMap nest_ranges(const KernelPlan& k, const LoopNest& n) {
-  RangeMap r;
+  RangeMap r = k.size_ranges;  // empty unless the program has size variables
   r[k.outer_var.var_id()] = outer_interval(k);
   for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
   return r;
