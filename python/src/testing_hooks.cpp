@@ -1,9 +1,16 @@
 // Testing only: planted faults for the bisection tests (tp.compiler.bisect must
 // name the layer a fault is in). Each hook is a clearly named private function
 // of tensorplay._C; nothing calls them outside tests.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
+
 #include "common.h"
+#include "graph/tracer.h"
 #include "passes/passes.h"
+#include "stax/backend/stax_backend.h"
 #include "stax/backend/testing_faults.h"
+#include "stax/backend/testing_symbolic.h"
 
 namespace tp::py {
 
@@ -28,6 +35,31 @@ void bind_testing_hooks(nb::module_& m) {
     passes::register_testing_pass(name, mul_to_add, stax_only);
   }, nb::arg("name"), nb::arg("kind") = "mul_to_add", nb::arg("stax_only") = true);
   m.def("_testing_plant_stax_fault", &stax::testing::plant_fault, nb::arg("kind"), nb::arg("op") = "");
+  // Captures fn on `inputs`, runs the Stax passes (decompositions, except
+  // `mean`, whose count becomes a run-time size), makes the graph symbolic over
+  // `hints` (see mark_symbols) and compiles it with the Stax backend. Returns
+  // (run, source, graph code, extern count, seconds in the C++ compiler): run(list of tensors) -> list of tensors calls the
+  // one compiled region at any sizes.
+  m.def("_testing_stax_symbolic", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints) {
+    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
+      nb::list l;
+      for (auto& t : proxies) l.append(nb::cast(t));
+      nb::object out = fn(*nb::tuple(l));
+      std::vector<Tensor> outs;
+      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
+      else
+        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
+      return outs;
+    }, inputs);
+    graph::Graph& g = *r.graph;
+    stax::testing::run_passes_keeping_mean(g);
+    stax::testing::mark_symbols(g, hints);
+    std::shared_ptr<stax::CompiledRegion> region = stax::compile_region(g);
+    std::function<std::vector<Tensor>(std::vector<Tensor>)> run = [region](std::vector<Tensor> in) {
+      return region->run(in);
+    };
+    return std::make_tuple(run, region->source(), g.code(), region->extern_count(), region->compiler_seconds());
+  }, nb::arg("fn"), nb::arg("inputs"), nb::arg("hints"));
   m.def("_testing_clear_faults", [] {
     passes::clear_testing_passes();
     stax::testing::clear_faults();

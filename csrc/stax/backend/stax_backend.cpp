@@ -1,5 +1,6 @@
 #include "stax/backend/stax_backend.h"
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <unordered_map>
@@ -59,6 +60,40 @@ std::vector<KernelInfo> describe_kernels(const ir::LoopProgram& prog, const Sche
   return out;
 }
 
+// An index expression at the call's sizes: a walk over the tree, no map and no
+// allocation (per-call overhead of dynamic shapes). Buffer shapes and strides
+// are sums and products of sizes; // and % come from views of reshapes.
+int64_t eval_at(const ir::IndexExpr& e, const long long* sizes) {
+  using ir::IndexOp;
+  switch (e.op()) {
+    case IndexOp::Const: return e.const_value();
+    case IndexOp::Size: return sizes[e.size_index()];
+    case IndexOp::Var: throw Error("internal: a loop variable in a buffer size");
+    default: break;
+  }
+  const auto& ops = e.operands();
+  int64_t acc = eval_at(ops[0], sizes);
+  for (size_t i = 1; i < ops.size(); ++i) {
+    int64_t b = eval_at(ops[i], sizes);
+    switch (e.op()) {
+      case IndexOp::Add: acc += b; break;
+      case IndexOp::Mul: acc *= b; break;
+      case IndexOp::Min: acc = std::min(acc, b); break;
+      case IndexOp::Max: acc = std::max(acc, b); break;
+      case IndexOp::FloorDiv:
+        if (b == 0) throw Error("internal: division by zero in a buffer size");
+        acc = ir::detail::floor_div(acc, b);
+        break;
+      case IndexOp::Mod:
+        if (b == 0) throw Error("internal: division by zero in a buffer size");
+        acc = ir::detail::floor_mod(acc, b);
+        break;
+      default: break;
+    }
+  }
+  return acc;
+}
+
 bool option_true(const std::string& v) { return !(v == "0" || v == "False" || v == "false" || v == "off"); }
 }  // namespace
 
@@ -85,6 +120,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   ScheduleOptions opts;
   opts.vector_bytes = isa.vector_bytes;
   opts.fuse = options.fuse;
+  for (size_t k = 0; k < lowered.symbols.size(); ++k)  // every decision must hold over the declared ranges
+    opts.size_ranges[ir::size_var_id(static_cast<int>(k))] = {lowered.symbols[k].min, lowered.symbols[k].max};
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);
@@ -104,6 +141,12 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   region->constants_ = lowered.constants;
   region->num_outputs_ = prog.num_outputs;
   region->checks_ = prog.checks;
+  region->symbols_ = lowered.symbols;
+  for (const graph::SymbolInfo& sym : lowered.symbols)  // sizes[k] is read from an input dim at every call
+    if (sym.input_index < 0 || sym.input_dim < 0 || sym.input_index >= prog.num_inputs)
+      throw BackendError(str("Stax: symbol ", sym.origin, " is not a dim of a region input (symbolic shapes)"));
+  if (static_cast<int>(lowered.symbols.size()) != prog.num_sizes || gen.size_count > prog.num_sizes)
+    throw BackendError("internal: the program's size variables do not match the graph's symbols");
   for (int b : gen.slot_buffer) {
     const ir::Buffer& buf = prog.buffers[b];
     CompiledRegion::Slot s;
@@ -118,6 +161,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     s.sizes = buf.sizes;
     s.strides = buf.strides;
     s.dtype = buf.dtype;
+    s.size_exprs = buf.size_exprs;
     region->slots_.push_back(std::move(s));
   }
   std::unordered_map<int, int> slot_of;
@@ -139,12 +183,56 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   return region;
 }
 
-Tensor CompiledRegion::temp(TempArena* arena, size_t slot) const {
+void CompiledRegion::read_sizes(const std::vector<Tensor>& inputs, long long* sizes) const {
+  for (size_t k = 0; k < symbols_.size(); ++k) {
+    const graph::SymbolInfo& sym = symbols_[k];
+    const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
+    if (sym.input_dim >= t.dim())
+      throw ValueError(str("compiled region: input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
+                           " is its dim ", sym.input_dim));
+    int64_t v = t.sizes()[static_cast<size_t>(sym.input_dim)];
+    if (v < sym.min || v > sym.max)
+      throw ValueError(str("compiled region: ", sym.origin, " = ", v, " is outside the range [", sym.min, ", ",
+                           sym.max, "] it was compiled for"));
+    sizes[k] = v;
+  }
+  // Inputs of symbolic shape: every dim as its expression says, laid out contiguously.
+  for (const Slot& s : slots_) {
+    if (s.kind != SlotKind::Input || s.size_exprs.empty()) continue;
+    const Tensor& t = inputs.at(static_cast<size_t>(s.index));
+    bool ok = t.dim() == static_cast<int64_t>(s.size_exprs.size());
+    int64_t expect = 1;
+    for (size_t d = s.size_exprs.size(); ok && d-- > 0;) {
+      int64_t n = eval_at(s.size_exprs[d], sizes);
+      ok = t.sizes()[d] == n && (n <= 1 || t.strides()[d] == expect);
+      expect *= n > 1 ? n : 1;
+    }
+    if (!ok)
+      throw ValueError(str("compiled region: input ", s.index, " has shape ", shape_str(t.sizes()), " strides ",
+                           shape_str(t.strides()), ", which does not match the symbolic shape it was compiled for"));
+  }
+}
+
+void CompiledRegion::slot_layout(const Slot& s, const long long* sizes, Shape& out_sizes, Shape& out_strides) const {
+  if (s.size_exprs.empty()) {
+    out_sizes = s.sizes;
+    out_strides = s.strides;
+    return;
+  }
+  out_sizes.resize(s.size_exprs.size());
+  for (size_t d = 0; d < out_sizes.size(); ++d) out_sizes[d] = eval_at(s.size_exprs[d], sizes);
+  out_strides = contiguous_strides(out_sizes);
+}
+
+Tensor CompiledRegion::temp(TempArena* arena, size_t slot, const long long* sizes) const {
   const Slot& s = slots_[slot];
-  if (arena == nullptr) return Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+  Shape sz, st;
+  slot_layout(s, sizes, sz, st);
+  if (arena == nullptr) return Tensor::empty_strided(sz, st, s.dtype);
   if (arena->temps.size() < slots_.size()) arena->temps.resize(slots_.size());
   Tensor& t = arena->temps[slot];
-  if (!t.defined()) t = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+  // A symbolic region's temporaries change size with the call: kept while they fit.
+  if (!t.defined() || t.sizes() != sz) t = Tensor::empty_strided(sz, st, s.dtype);
   return t;
 }
 
@@ -152,6 +240,7 @@ Tensor CompiledRegion::temp(TempArena* arena, size_t slot) const {
 struct CompiledRegion::RunState {
   const CompiledRegion* region = nullptr;
   TempArena* arena = nullptr;  // null: this call allocates its own temps
+  const long long* sizes = nullptr;  // dynamic shapes: the call's sizes
   void** bufs = nullptr;
   std::vector<Tensor> slots;  // the tensor behind every slot (extern results once they ran)
   std::vector<Tensor>* outputs = nullptr;
@@ -179,6 +268,13 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
     switch (o.kind) {
       case ir::ExternOperand::Kind::Buffer: {
         const Tensor& base = st.slots[static_cast<size_t>(e.in_slots[i])];
+        if (!o.size_exprs.empty()) {  // dynamic shapes: the view at the call's sizes
+          Shape sz(o.size_exprs.size()), sd(o.stride_exprs.size());
+          for (size_t d = 0; d < sz.size(); ++d) sz[d] = eval_at(o.size_exprs[d], st.sizes);
+          for (size_t d = 0; d < sd.size(); ++d) sd[d] = eval_at(o.stride_exprs[d], st.sizes);
+          in.push_back(base.as_strided(sz, sd, base.offset() + eval_at(o.offset_expr, st.sizes)));
+          break;
+        }
         in.push_back(base.as_strided(o.sizes, o.strides, base.offset() + o.offset));
         break;
       }
@@ -196,7 +292,14 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   if (e.call.kind == ir::ExternKind::Gemm) {
     const size_t slot = static_cast<size_t>(e.out_slots.at(0));
     const Slot& s = slots_[slot];
-    Tensor out = s.kind == SlotKind::Temp ? temp(st.arena, slot) : Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+    Tensor out;
+    if (s.kind == SlotKind::Temp) {
+      out = temp(st.arena, slot, st.sizes);
+    } else {
+      Shape sizes, strides;
+      slot_layout(s, st.sizes, sizes, strides);
+      out = Tensor::empty_strided(sizes, strides, s.dtype);
+    }
     run_gemm_extern(e.call.op, e.attrs, in, out);
     install(e.out_slots[0], out);
     return;
@@ -209,18 +312,20 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   for (size_t r = 0; r < outs.size(); ++r) {
     const Slot& s = slots_[static_cast<size_t>(e.out_slots[r])];
     const Tensor& t = outs[r];
-    if (t.sizes() != s.sizes)
+    Shape sizes, strides;
+    slot_layout(s, st.sizes, sizes, strides);
+    if (t.sizes() != sizes)
       throw Error(str("internal: extern ", e.call.op, " result ", r, " has shape ", shape_str(t.sizes()),
-                      ", planned ", shape_str(s.sizes)));
+                      ", planned ", shape_str(sizes)));
     // Adopt the kernel's result when it is in the planned layout and is fresh
     // memory (a view of an operand must not become a buffer the region writes
     // or returns); otherwise copy it into the planned buffer.
     bool fresh = !e.op->has(kView);
     for (auto& x : in) fresh = fresh && !(x.defined() && x.impl()->storage == t.impl()->storage);
-    if (fresh && t.dtype() == s.dtype && t.strides() == s.strides) {
+    if (fresh && t.dtype() == s.dtype && t.strides() == strides) {
       install(e.out_slots[r], t);
     } else {
-      Tensor dst = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+      Tensor dst = Tensor::empty_strided(sizes, strides, s.dtype);
       ops::copy_(dst, t);
       install(e.out_slots[r], dst);
     }
@@ -237,12 +342,28 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
   std::vector<Tensor> outputs(num_outputs_);
   std::unique_lock<std::mutex> arena_lock(arena_->lock, std::try_to_lock);
   TempArena* arena = arena_lock.owns_lock() ? arena_.get() : nullptr;
+  // Dynamic shapes: sizes[k] of the entry point (on the stack for up to 16 symbols).
+  long long sizes_stack[16];
+  std::vector<long long> sizes_heap;
+  long long* sizes = nullptr;
+  if (!symbols_.empty()) {
+    if (symbols_.size() > 16) sizes_heap.resize(symbols_.size());
+    sizes = symbols_.size() > 16 ? sizes_heap.data() : sizes_stack;
+    read_sizes(inputs, sizes);
+  }
+  Shape sym_sizes, sym_strides;  // a symbolic slot's layout at this call
+  auto allocate = [&](const Slot& s) {
+    if (s.size_exprs.empty()) return Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+    slot_layout(s, sizes, sym_sizes, sym_strides);
+    return Tensor::empty_strided(sym_sizes, sym_strides, s.dtype);
+  };
   if (!externs_.empty()) {
     // Every slot's tensor is kept, so an extern call can wrap its operands as
     // views and install its results.
     RunState st;
     st.region = this;
     st.arena = arena;
+    st.sizes = sizes;
     st.outputs = &outputs;
     st.slots.resize(slots_.size());
     std::vector<void*> bufs(slots_.size(), nullptr);
@@ -258,7 +379,7 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         case SlotKind::Output:
         case SlotKind::Temp:
           if (s.extern_written) continue;
-          t = s.kind == SlotKind::Temp ? temp(arena, i) : Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+          t = s.kind == SlotKind::Temp ? temp(arena, i, sizes) : allocate(s);
           if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
           break;
       }
@@ -266,7 +387,7 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
       st.slots[i] = std::move(t);
     }
     const runtime::CachedKernel::Pinned pinned = kernel_->pin();
-    reinterpret_cast<EntryFn>(pinned.symbol)(bufs.data(), nullptr, &run_extern_trampoline, &st);
+    reinterpret_cast<EntryFn>(pinned.symbol)(bufs.data(), sizes, &run_extern_trampoline, &st);
     if (st.error) std::rethrow_exception(st.error);
     raise_failed_check(status);
     return outputs;
@@ -286,18 +407,18 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
       case SlotKind::Input: bufs[i] = inputs[s.index].data(); break;
       case SlotKind::Constant: bufs[i] = constants_[s.index].data(); break;
       case SlotKind::Output:
-        outputs[s.index] = Tensor::empty_strided(s.sizes, s.strides, s.dtype);
+        outputs[s.index] = allocate(s);
         bufs[i] = outputs[s.index].data();
         break;
       case SlotKind::Temp:
-        temps.push_back(temp(arena, i));
+        temps.push_back(temp(arena, i, sizes));
         bufs[i] = temps.back().data();
         break;
       case SlotKind::Status: bufs[i] = &status; break;
     }
   }
   const runtime::CachedKernel::Pinned pinned = kernel_->pin();  // mapped until the call returns
-  reinterpret_cast<EntryFn>(pinned.symbol)(bufs, nullptr, nullptr, nullptr);
+  reinterpret_cast<EntryFn>(pinned.symbol)(bufs, sizes, nullptr, nullptr);
   raise_failed_check(status);
   return outputs;
 }

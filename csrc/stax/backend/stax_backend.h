@@ -67,6 +67,9 @@ class CompiledRegion {
     Shape sizes, strides;
     DType dtype = DType::Float32;
     bool extern_written = false;  // allocated (or adopted) when its extern call runs
+    // Dynamic shapes: the sizes as expressions over the symbols (the layout is
+    // contiguous at the call's sizes); empty when `sizes`/`strides` are exact.
+    std::vector<ir::IndexExpr> size_exprs;
   };
   // An extern call with its buffers resolved to slots.
   struct ExternStep {
@@ -77,6 +80,12 @@ class CompiledRegion {
     std::vector<int> out_slots;  // per result
   };
   struct RunState;
+  // Dynamic shapes: sizes[k] of the entry point read from the inputs (each
+  // symbol's input and dim), after checking every symbolic input against its
+  // sizes and each symbol against its declared range (ValueError otherwise).
+  void read_sizes(const std::vector<Tensor>& inputs, long long* sizes) const;
+  // A slot's sizes and (contiguous) strides at the call's sizes.
+  void slot_layout(const Slot& s, const long long* sizes, Shape& out_sizes, Shape& out_strides) const;
   // Raises IndexError with the message of the check whose code the kernels stored.
   void raise_failed_check(long long status) const;
   static int run_extern_trampoline(void* ctx, int k);
@@ -88,6 +97,7 @@ class CompiledRegion {
   std::vector<Slot> slots_;
   std::vector<Tensor> constants_;
   std::vector<std::string> checks_;  // message of a failed Guard, by code - 1
+  std::vector<graph::SymbolInfo> symbols_;  // dynamic shapes: size_var(k) = symbols_[k]
   int num_outputs_ = 0;
   int kernel_count_ = 0;
   std::vector<KernelInfo> kernels_;
@@ -101,7 +111,7 @@ class CompiledRegion {
     std::vector<Tensor> temps;  // by slot, undefined until first used
   };
   std::unique_ptr<TempArena> arena_ = std::make_unique<TempArena>();
-  Tensor temp(TempArena* arena, size_t slot) const;
+  Tensor temp(TempArena* arena, size_t slot, const long long* sizes) const;
 };
 
 // Throws tp::BackendError when a part of the graph cannot be generated.

@@ -7,7 +7,8 @@ namespace tp::stax::ir {
 
 bool ExternOperand::operator==(const ExternOperand& o) const {
   return kind == o.kind && buffer == o.buffer && sizes == o.sizes && strides == o.strides && offset == o.offset &&
-         dtype == o.dtype && (kind != Kind::Number || value == o.value);
+         dtype == o.dtype && (kind != Kind::Number || value == o.value) && size_exprs == o.size_exprs &&
+         stride_exprs == o.stride_exprs && offset_expr == o.offset_expr;
 }
 
 bool ExternCall::operator==(const ExternCall& o) const {
@@ -35,7 +36,15 @@ std::string to_string(const ExternCall& e) {
       case ExternOperand::Kind::Number: os << a.value.repr(); break;
       case ExternOperand::Kind::Buffer:
         os << "b" << a.buffer << "<" << dtype_name(a.dtype) << shape_str(a.sizes) << " strides "
-           << shape_str(a.strides) << " +" << a.offset << ">";
+           << shape_str(a.strides) << " +" << a.offset;
+        if (!a.size_exprs.empty()) {  // symbolic: the expressions, which the hint values only exemplify
+          os << " sym";
+          for (auto& x : a.size_exprs) os << " " << x.to_string();
+          os << " strides";
+          for (auto& x : a.stride_exprs) os << " " << x.to_string();
+          os << " +" << a.offset_expr.to_string();
+        }
+        os << ">";
         break;
     }
   }

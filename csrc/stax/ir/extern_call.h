@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/scalar.h"
 #include "core/shape.h"
+#include "stax/ir/index_expr.h"
 
 namespace tp::stax::ir {
 
@@ -30,6 +31,10 @@ struct ExternOperand {
   int64_t offset = 0;
   DType dtype = DType::Float32;
   Scalar value;  // Number: a Python number passed to the operator
+  // Dynamic shapes: sizes, strides and offset as expressions over size
+  // variables (the backend evaluates them at every call); empty when static.
+  std::vector<IndexExpr> size_exprs, stride_exprs;
+  IndexExpr offset_expr;
   bool operator==(const ExternOperand& o) const;
 };
 

@@ -33,14 +33,91 @@ int LoweringContext::check_code(const std::string& message) {
   return code;
 }
 
+int64_t LoweredRegion::hint(const IndexExpr& e) const {
+  if (e.is_const()) return e.const_value();
+  std::unordered_map<int, int64_t> at;
+  for (size_t k = 0; k < symbols.size(); ++k) at[size_var_id(static_cast<int>(k))] = symbols[k].hint;
+  return evaluate(e, at);
+}
+
+SymShape LoweringContext::out_sym_sizes() const {
+  // A multi-result node's first result (its `meta`) when only output_sym_sizes is given.
+  const SymShape& s = node_->sym_sizes.empty() && !node_->output_sym_sizes.empty() ? node_->output_sym_sizes[0]
+                                                                                    : node_->sym_sizes;
+  if (all_const(s)) return {};
+  return s;
+}
+
+SymShape LoweringContext::out_size_exprs() const {
+  SymShape s = out_sym_sizes();
+  if (s.empty()) s.assign(node_->meta.sizes.begin(), node_->meta.sizes.end());
+  return s;
+}
+
+bool LoweringContext::symbolic() const {
+  if (region_.symbols.empty()) return false;
+  for (auto& v : inputs_)
+    if (v.symbolic()) return true;
+  if (!all_const(node_->sym_sizes)) return true;
+  for (auto& s : node_->output_sym_sizes)
+    if (!all_const(s)) return true;
+  for (auto& [name, s] : node_->sym_attrs)
+    if (!all_const(s)) return true;
+  return false;
+}
+
+std::vector<IndexExpr> LoweringContext::attr_exprs(const std::string& name) const {
+  if (auto it = node_->sym_attrs.find(name); it != node_->sym_attrs.end()) return it->second;
+  std::vector<IndexExpr> out;
+  const AttrValue* v = attrs().find(name.c_str());
+  if (!v) return out;
+  if (auto* one = std::get_if<int64_t>(v)) out.push_back(IndexExpr(*one));
+  else if (auto* many = std::get_if<std::vector<int64_t>>(v))
+    for (auto x : *many) out.push_back(IndexExpr(x));
+  return out;
+}
+
 void LoweringContext::fail(const std::string& why) const { cannot_lower(node_, why); }
 
 Value LoweringContext::pointwise(std::function<Expr(const Index&)> at) const {
   Value v;
   v.sizes = out_sizes();
+  v.sym_sizes = out_sym_sizes();
   v.dtype = out_dtype();
   v.at = std::move(at);
   return v;
+}
+
+Value LoweringContext::from_buffer_exprs(int buf, const SymShape& sizes, const SymShape& strides, DType dtype,
+                                   const IndexExpr& offset) const {
+  if (all_const(sizes) && all_const(strides) && offset.is_const()) {
+    Shape sz, st;
+    for (auto& e : sizes) sz.push_back(e.const_value());
+    for (auto& e : strides) st.push_back(e.const_value());
+    return from_buffer(buf, sz, st, dtype, offset.const_value());
+  }
+  Value v;
+  for (auto& e : sizes) v.sizes.push_back(hint(e));
+  for (auto& e : strides) v.strides.push_back(hint(e));
+  v.offset = hint(offset);
+  v.sym_sizes = sizes;
+  v.sym_strides = strides;
+  v.sym_offset = offset;
+  v.dtype = dtype;
+  v.buffer = buf;
+  v.at = [buf, strides, dtype, offset](const Index& idx) {
+    return load(buf, offset + linear_index(idx, strides), dtype);
+  };
+  return v;
+}
+
+int LoweringContext::add_buffer(BufferKind kind, const std::string& prefix, DType dtype, const SymShape& sizes,
+                                int arg_index) {
+  Shape hints;
+  for (auto& e : sizes) hints.push_back(hint(e));
+  int b = add_buffer(kind, prefix, dtype, hints, tp::contiguous_strides(hints), arg_index);
+  if (!all_const(sizes)) region_.program.buffers[static_cast<size_t>(b)].size_exprs = sizes;
+  return b;
 }
 
 Value LoweringContext::from_buffer(int buf, const Shape& sizes, const Shape& strides, DType dtype, int64_t offset) {
@@ -76,6 +153,9 @@ int LoweringContext::add_buffer(BufferKind kind, const std::string& prefix, DTyp
 
 int LoweringContext::add_compute_node(ComputeNode n) {
   LoopProgram& prog = region_.program;
+  // Symbolic extents only where some extent is symbolic (a static node stays exactly as before).
+  if (all_const(n.range_exprs)) n.range_exprs.clear();
+  if (all_const(n.reduce_range_exprs)) n.reduce_range_exprs.clear();
   n.id = static_cast<int>(prog.nodes.size());
   if (n.origin.empty()) n.origin = origin_;
   prog.nodes.push_back(std::move(n));
@@ -97,6 +177,26 @@ int LoweringContext::add_extern(ExternCall call) {
 }
 
 int LoweringContext::realize(const Value& v, BufferKind kind, int arg_index, const std::string& origin) {
+  if (v.symbolic()) {
+    int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sym_sizes, arg_index);
+    SymShape strides = sym_contiguous_strides(v.sym_sizes);
+    ComputeNode n;
+    n.origin = origin;
+    n.out_buffer = buf;
+    Index idx;
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+      const IndexExpr& e = v.sym_sizes[d];
+      if (e.is_const() && e.const_value() == 1) { idx.push_back(IndexExpr(0)); continue; }
+      idx.push_back(new_var("i"));
+      n.ranges.push_back(v.sizes[d]);
+      n.range_exprs.push_back(e);
+      n.vars.push_back(idx.back());
+    }
+    n.body = v.at(idx);
+    n.store_index = linear_index(idx, strides);
+    add_compute_node(std::move(n));
+    return buf;
+  }
   Shape strides = contiguous_strides(v.sizes);
   int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sizes, strides, arg_index);
   ComputeNode n;

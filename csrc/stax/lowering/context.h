@@ -25,6 +25,19 @@ class LoweringContext {
   std::string op() const { return node_->target->name; }
   const Attrs& attrs() const { return node_->attrs; }
   const Shape& out_sizes() const { return node_->meta.sizes; }
+  // Dynamic shapes: the output's sizes as index expressions when some is
+  // symbolic (graph::Node::sym_sizes), else empty.
+  SymShape out_sym_sizes() const;
+  // The output's sizes as expressions (constants when static).
+  SymShape out_size_exprs() const;
+  // Whether the node touches a symbolic size: an operand, a result or an
+  // attribute computed from sizes (only rules that handle symbolic shapes see such nodes).
+  bool symbolic() const;
+  // Attribute `name` (an int or int list) per element as an index expression:
+  // Node::sym_attrs when the front end computed it from sizes, else the constants.
+  std::vector<ir::IndexExpr> attr_exprs(const std::string& name) const;
+  int64_t hint(const ir::IndexExpr& e) const { return region_.hint(e); }
+  const LoweredRegion& region() const { return region_; }
   DType out_dtype() const { return node_->meta.dtype; }
   const std::vector<Value>& inputs() const { return inputs_; }
   const Value& input(size_t i) const { return inputs_.at(i); }
@@ -38,8 +51,19 @@ class LoweringContext {
   ir::IndexExpr new_var(const std::string& prefix) { return region_.program.new_var(prefix); }
   int add_buffer(ir::BufferKind kind, const std::string& prefix, DType dtype, const Shape& sizes,
                  const Shape& strides, int arg_index);
+  // A contiguous buffer of a shape given as expressions (symbolic or not: a
+  // static shape gives exactly the buffer the overload above gives).
+  int add_buffer(ir::BufferKind kind, const std::string& prefix, DType dtype, const SymShape& sizes, int arg_index);
   // The value stored in buffer `buf` with element strides `strides` from `offset`.
   static Value from_buffer(int buf, const Shape& sizes, const Shape& strides, DType dtype, int64_t offset = 0);
+  // The same with sizes, strides and offset as expressions; when none mentions
+  // a size variable this is the static overload exactly.
+  Value from_buffer_exprs(int buf, const SymShape& sizes, const SymShape& strides, DType dtype,
+                    const ir::IndexExpr& offset = 0) const;
+  // A contiguous buffer view of the output's shape (strides from the sizes).
+  Value from_contiguous_buffer(int buf, const SymShape& sizes, DType dtype) const {
+    return from_buffer_exprs(buf, sizes, sym_contiguous_strides(sizes), dtype);
+  }
   // Appends a compute node (id and origin filled in) and returns its index.
   int add_compute_node(ir::ComputeNode n);
   // Writes v into a new contiguous buffer with a pointwise compute node.

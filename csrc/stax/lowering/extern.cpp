@@ -39,12 +39,20 @@ Value as_buffer_view(LoweringContext& c, size_t i) {
     // written contiguously and read through permuted strides.
     const Value& src = *v.permuted_from;
     int buf = c.realize(src, BufferKind::Temp, -1, c.origin());
+    if (src.symbolic()) {
+      SymShape base = sym_contiguous_strides(src.sym_sizes), strides;
+      for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
+      b = c.from_buffer_exprs(buf, v.size_exprs(), strides, v.dtype);
+      c.set_realized(i, b);
+      return b;
+    }
     Shape base = contiguous_strides(src.sizes), strides;
     for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
     b = LoweringContext::from_buffer(buf, v.sizes, strides, v.dtype);
   } else {
     int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
-    b = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+    b = v.symbolic() ? c.from_contiguous_buffer(buf, v.sym_sizes, v.dtype)
+                     : LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
   }
   c.set_realized(i, b);
   return b;
@@ -58,6 +66,11 @@ ExternOperand buffer_operand(const Value& v) {
   o.strides = v.strides;
   o.offset = v.offset;
   o.dtype = v.dtype;
+  if (v.symbolic()) {
+    o.size_exprs = v.sym_sizes;
+    o.stride_exprs = v.sym_strides;
+    o.offset_expr = v.sym_offset;
+  }
   return o;
 }
 
@@ -85,9 +98,19 @@ std::vector<Value> add_results(LoweringContext& c, ExternCall& call) {
   std::vector<TensorMeta> metas = c.node().output_metas;
   if (metas.empty()) metas.push_back(c.node().meta);
   std::vector<Value> out;
-  for (const TensorMeta& m : metas) {
+  for (size_t r = 0; r < metas.size(); ++r) {
+    const TensorMeta& m = metas[r];
     if (!is_compute_dtype(m.dtype))  // generated kernels would read this buffer
       c.fail(str("a result of dtype ", dtype_name(m.dtype), ", which generated kernels do not support yet"));
+    if (c.symbolic()) {  // planned contiguous at the call's sizes
+      const graph::Node& n = c.node();
+      SymShape sizes = n.output_metas.empty() ? n.sym_sizes : n.output_sym_sizes.at(r);
+      if (sizes.size() != m.sizes.size()) c.fail("a result without symbolic sizes in a graph with symbolic shapes");
+      int buf = c.add_buffer(BufferKind::Temp, "buf", m.dtype, sizes, -1);
+      call.outputs.push_back(buf);
+      out.push_back(c.from_contiguous_buffer(buf, sizes, m.dtype));
+      continue;
+    }
     Shape strides = dense_layout(m.sizes, m.strides) ? m.strides : contiguous_strides(m.sizes);
     int buf = c.add_buffer(BufferKind::Temp, "buf", m.dtype, m.sizes, strides, -1);
     call.outputs.push_back(buf);
@@ -128,6 +151,25 @@ Value kernel_extern(LoweringContext& c) {
 // column stride, row stride >= columns) or column-major (its transpose).
 bool blas_layout(const Value& v) {
   if (v.buffer < 0 || v.sizes.size() < 2) return false;
+  if (v.symbolic()) {
+    // Proved for every size: a unit stride, and the other stride the other
+    // extent exactly (a contiguous matrix or its transpose) or a constant
+    // bound by a constant extent; leading dims of non-negative constant stride.
+    size_t nd = v.sizes.size();
+    const SymShape st = v.stride_exprs();
+    IndexExpr rows = simplify(v.size(nd - 2)), cols = simplify(v.size(nd - 1));
+    IndexExpr sr = simplify(st[nd - 2]), sc = simplify(st[nd - 1]);
+    auto one = [](const IndexExpr& e) { return e.is_const() && e.const_value() == 1; };
+    auto covers = [](const IndexExpr& stride, const IndexExpr& extent) {
+      if (stride == extent) return true;
+      return stride.is_const() && extent.is_const() && stride.const_value() >= std::max<int64_t>(extent.const_value(), 1);
+    };
+    bool row_major = (one(cols) || one(sc)) && (one(rows) || covers(sr, cols));
+    bool col_major = (one(rows) || one(sr)) && (one(cols) || covers(sc, rows));
+    for (size_t d = 0; d + 2 < nd; ++d)
+      if (v.strides[d] < 0) return false;
+    return row_major || col_major;
+  }
   size_t nd = v.sizes.size();
   int64_t rows = v.sizes[nd - 2], cols = v.sizes[nd - 1];
   int64_t sr = v.strides[nd - 2], sc = v.strides[nd - 1];
@@ -158,11 +200,18 @@ LoweringFn gemm(bool bias_first) {
       Value in_place = blas_layout(v) ? v : as_buffer_view(c, i);
       if (!blas_layout(in_place)) {  // a view BLAS cannot read (e.g. stride 2 in both dims): copy it
         int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
-        in_place = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+        in_place = v.symbolic() ? c.from_contiguous_buffer(buf, v.sym_sizes, v.dtype)
+                                : LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
       }
       call.inputs.push_back(buffer_operand(in_place));
     }
     // The result is written by BLAS row-major, so it is planned contiguous.
+    if (c.symbolic()) {
+      int buf = c.add_buffer(BufferKind::Temp, "buf", dt, c.out_size_exprs(), -1);
+      call.outputs.push_back(buf);
+      c.add_extern(std::move(call));
+      return c.from_contiguous_buffer(buf, c.out_size_exprs(), dt);
+    }
     const Shape& sizes = c.out_sizes();
     Shape strides = contiguous_strides(sizes);
     int buf = c.add_buffer(BufferKind::Temp, "buf", dt, sizes, strides, -1);

@@ -20,5 +20,6 @@ void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
 void register_window_lowerings(LoweringTable& t);      // windows.cpp
 void register_random_lowerings(LoweringTable& t);      // random.cpp
 void register_scatter_lowerings(LoweringTable& t);     // scatters.cpp
+void register_mean_lowerings(LoweringTable& t);        // means.cpp
 
 }  // namespace tp::stax

@@ -14,17 +14,21 @@ namespace {
 Value as_buffer(LoweringContext& c, const Value& x) {
   if (x.buffer >= 0) return x;
   int buf = c.realize(x, BufferKind::Temp, -1, c.origin());
+  if (x.symbolic()) return c.from_contiguous_buffer(buf, x.sym_sizes, x.dtype);
   return LoweringContext::from_buffer(buf, x.sizes, contiguous_strides(x.sizes), x.dtype);
 }
 
 Expr i64(int64_t v) { return constant(Scalar(v), DType::Int64); }
+// A size or stride as an int64 value: a constant, or read at run time (dynamic shapes).
+Expr i64(const IndexExpr& e) { return e.is_const() ? i64(e.const_value()) : index_value(e); }
 
-std::string range_message(LoweringContext& c, int64_t dim, int64_t n) {
-  return str(c.op(), ": index out of range for dimension ", dim, " with size ", n, " (in a compiled region)");
+// A symbolic size is named by its expression (its value is known only at the call).
+std::string range_message(LoweringContext& c, int64_t dim, const IndexExpr& n) {
+  return str(c.op(), ": index out of range for dimension ", dim, " with size ", n.to_string(), " (in a compiled region)");
 }
 
 // The checked (guard `code`), clamped position along a dim of size n from an index value v.
-Expr position(Expr v, int64_t n, int code, bool allow_negative) {
+Expr position(Expr v, const IndexExpr& n, int code, bool allow_negative) {
   v = cast(v, DType::Int64);
   if (allow_negative) v = where(call(CallOp::Lt, {v, i64(0)}, DType::Bool), call(CallOp::Add, {v, i64(n)}, DType::Int64), v);
   Expr ok = call(CallOp::And, {call(CallOp::Ge, {v, i64(0)}, DType::Bool), call(CallOp::Lt, {v, i64(n)}, DType::Bool)},
@@ -34,10 +38,12 @@ Expr position(Expr v, int64_t n, int code, bool allow_negative) {
 
 // x read at idx, except along `dim`, where the position is `pos` (an Expr).
 Expr read_at(const Value& x, const Index& idx, int64_t dim, const Expr& pos) {
-  IndexExpr base(x.offset);
+  const std::vector<IndexExpr> strides = x.stride_exprs();
+  IndexExpr base = x.offset_expr();
   for (size_t d = 0; d < idx.size(); ++d)
-    if (static_cast<int64_t>(d) != dim && x.strides[d] != 0) base = base + idx[d] * x.strides[d];
-  Expr off = call(CallOp::Mul, {pos, i64(x.strides[dim])}, DType::Int64);
+    if (static_cast<int64_t>(d) != dim && !(strides[d].is_const() && strides[d].const_value() == 0))
+      base = base + idx[d] * strides[d];
+  Expr off = call(CallOp::Mul, {pos, i64(strides[static_cast<size_t>(dim)])}, DType::Int64);
   return load_indirect(x.buffer, base, off, x.dtype);
 }
 
@@ -52,7 +58,7 @@ Value lower_index_select(LoweringContext& c) {
   const Value& index = c.input(1);
   if (x.sizes.empty()) c.fail("a 0-d source");
   int64_t dim = wrap(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
-  int64_t n = x.sizes[dim];
+  IndexExpr n = x.size(static_cast<size_t>(dim));
   int code = c.check_code(range_message(c, dim, n));
   return c.pointwise([code, x, index, dim, n](const Index& idx) {
     Index at = index.sizes.empty() ? Index{} : Index{idx[dim]};
@@ -66,7 +72,7 @@ Value lower_gather(LoweringContext& c) {
   const Value& index = c.input(1);
   if (x.sizes.empty() || index.sizes.size() != x.sizes.size()) c.fail("0-d or rank-mismatched operands");
   int64_t dim = wrap(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
-  int64_t n = x.sizes[dim];
+  IndexExpr n = x.size(static_cast<size_t>(dim));
   int code = c.check_code(range_message(c, dim, n));
   return c.pointwise([code, x, index, dim, n](const Index& idx) {
     Expr pos = position(index.at(idx), n, code, /*allow_negative=*/false);
@@ -80,7 +86,7 @@ Value lower_embedding(LoweringContext& c) {
   const Value& index = c.input(0);
   Value w = as_buffer(c, c.input(1));
   if (w.sizes.size() != 2) c.fail("a weight that is not 2-D");
-  int64_t n = w.sizes[0];
+  IndexExpr n = w.size(0);
   int code = c.check_code(range_message(c, 0, n));
   return c.pointwise([code, w, index, n](const Index& idx) {
     Index at(idx.begin(), idx.end() - 1);
@@ -96,7 +102,7 @@ Value lower_index(LoweringContext& c) {
   if (index.dtype != DType::Int64) c.fail("a non-int64 index (a mask has a data-dependent shape)");
   Value x = as_buffer(c, c.input(0));
   if (x.sizes.empty()) c.fail("a 0-d source");
-  int64_t n = x.sizes[0];
+  IndexExpr n = x.size(0);
   size_t k = index.sizes.size();
   int code = c.check_code(range_message(c, 0, n));
   return c.pointwise([code, x, index, n, k](const Index& idx) {

@@ -28,10 +28,27 @@ class Lowerer {
       if (!is_compute_dtype(n->meta.dtype))
         cannot_lower(n, str("dtype ", dtype_name(n->meta.dtype), " is not supported by generated kernels yet"));
     };
+    // Dynamic shapes: symbol k is size_var(k), sizes[k] of the entry point.
+    // Decisions about size-1 dims (broadcasting, dims without a loop) are taken
+    // on the example sizes, so a symbol's example must not be 0 or 1.
+    r_.symbols = g.symbols;
+    prog_.num_sizes = static_cast<int>(g.symbols.size());
+    for (auto& s : g.symbols)
+      if (s.hint < 2)
+        throw BackendError(str("Stax cannot lower a graph with symbolic shapes whose symbol ", s.origin,
+                               " has the example size ", s.hint, " (0 and 1 are specialized)"));
     // Buffers are created through a context with no operator (placeholders, constants, outputs).
     for (Node* p : g.placeholders()) {
       check_dtype(p);
       LoweringContext c(r_, p, {}, {}, "");
+      if (g.is_symbolic() && !all_const(p->sym_sizes)) {  // a contiguous input of symbolic shape
+        if (p->meta.strides != contiguous_strides(p->meta.sizes))
+          cannot_lower(p, "an input with symbolic shapes must be contiguous");
+        int buf = c.add_buffer(BufferKind::Input, "in", p->meta.dtype, p->sym_sizes, p->input_index);
+        env_[p] = c.from_contiguous_buffer(buf, p->sym_sizes, p->meta.dtype);
+        prog_.num_inputs++;
+        continue;
+      }
       int buf = c.add_buffer(BufferKind::Input, "in", p->meta.dtype, p->meta.sizes, p->meta.strides, p->input_index);
       env_[p] = LoweringContext::from_buffer(buf, p->meta.sizes, p->meta.strides, p->meta.dtype);
       prog_.num_inputs++;
@@ -94,6 +111,10 @@ class Lowerer {
       }
     }
     LoweringContext c(r_, n, std::move(in), std::move(consts), origin);
+    // A node touching a symbolic size goes to its rule only when the rule
+    // handles symbolic shapes; otherwise it becomes an extern call (below).
+    const bool symbolic = c.symbolic();
+    if (symbolic && rule && !handles_symbolic_shapes(n->target->name)) rule = LoweringFn();
     Value v;
     // A value with no elements is never read or written by any loop (consumers
     // of it are empty too, or reduce over a zero-size range): whatever the
@@ -122,6 +143,11 @@ class Lowerer {
         }
       }
       if (!lowered) {
+        // The eager kernel receives the example's attribute values: an
+        // attribute computed from sizes would be wrong at other sizes.
+        if (symbolic)
+          for (auto& [name, e] : n->sym_attrs)
+            if (!all_const(e)) cannot_lower(n, str("attribute '", name, "' depends on symbolic shapes and the operator has no rule for symbolic shapes"));
         v = lower_as_extern(c);
         check_results(n, c);
       }
@@ -134,6 +160,13 @@ class Lowerer {
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
     if (n->meta.sizes != v.sizes) cannot_lower(n, "internal shape mismatch");
+    if (!r_.symbols.empty() && !n->sym_sizes.empty()) {  // the rule's symbolic sizes are the graph's
+      if (n->sym_sizes.size() != v.sizes.size()) cannot_lower(n, "internal symbolic rank mismatch");
+      for (size_t d = 0; d < v.sizes.size(); ++d)
+        if (!(simplify(v.size(d)) == simplify(n->sym_sizes[d])))
+          cannot_lower(n, str("internal symbolic shape mismatch in dim ", d, ": ", v.size(d).to_string(), " vs ",
+                              n->sym_sizes[d].to_string(), " (symbolic shapes)"));
+    }
     env_[n] = std::move(v);
   }
 
@@ -152,6 +185,11 @@ class Lowerer {
       // the output directly; inputs, constants and views of buffers are copied.
       bool reuse = buf >= 0 && prog_.buffers[buf].kind == BufferKind::Temp && v.offset == 0 &&
                    v.sizes == prog_.buffers[buf].sizes && v.strides == prog_.buffers[buf].strides;
+      if (reuse && (v.symbolic() || !prog_.buffers[buf].size_exprs.empty())) {
+        const Buffer& b = prog_.buffers[buf];
+        reuse = v.symbolic() && b.size_exprs == v.sym_sizes && v.sym_offset.is_const() &&
+                v.sym_offset.const_value() == 0 && v.sym_strides == sym_contiguous_strides(v.sym_sizes);
+      }
       if (reuse) {
         Buffer& b = prog_.buffers[buf];
         b.kind = BufferKind::Output;

@@ -17,6 +17,10 @@ struct LoweredRegion {
   ir::LoopProgram program;
   std::vector<Tensor> constants;  // get_attr tensors, passed as extra inputs, in Constant-buffer order
   std::vector<Attrs> extern_attrs;  // per ExternCall (by id): the operator's attributes
+  // Dynamic shapes: the graph's symbols (size_var(k) = symbols[k]); empty when static.
+  std::vector<graph::SymbolInfo> symbols;
+  // Value of a size expression at the symbols' hints (the example call).
+  int64_t hint(const ir::IndexExpr& e) const;
 };
 
 LoweredRegion lower(const graph::Graph& g);

@@ -24,7 +24,7 @@ Value lower_flip(LoweringContext& c) {
   return c.pointwise([x, flipped](const Index& idx) {
     Index src = idx;
     for (size_t d = 0; d < src.size(); ++d)
-      if (flipped[d]) src[d] = IndexExpr(x.sizes[d] - 1) - idx[d];
+      if (flipped[d]) src[d] = (x.symbolic() ? x.size(d) - 1 : IndexExpr(x.sizes[d] - 1)) - idx[d];
     return x.at(src);
   });
 }
@@ -37,6 +37,7 @@ Value lower_roll(LoweringContext& c) {
   int64_t nd = static_cast<int64_t>(x.sizes.size());
   if (dims.empty()) {
     if (shifts.size() != 1) c.fail("roll without dims takes one shift");
+    if (x.symbolic()) c.fail("roll of the flattened tensor with symbolic shapes");
     int64_t n = numel(x.sizes);
     Shape strides = contiguous_strides(x.sizes);
     int64_t s = n ? ((shifts[0] % n) + n) % n : 0;
@@ -49,6 +50,24 @@ Value lower_roll(LoweringContext& c) {
     });
   }
   if (dims.size() != shifts.size()) c.fail("shifts and dims differ in length");
+  if (x.symbolic()) {  // the shift modulo the run-time size (Python %: never negative)
+    std::vector<IndexExpr> shift(static_cast<size_t>(nd), IndexExpr(0));
+    std::vector<bool> rolled(static_cast<size_t>(nd), false);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      size_t d = static_cast<size_t>(wrap(c, dims[k], nd));
+      shift[d] = shift[d] + shifts[k];
+      rolled[d] = true;
+    }
+    return c.pointwise([x, shift, rolled](const Index& idx) {
+      Index src = idx;
+      for (size_t d = 0; d < src.size(); ++d)
+        if (rolled[d] && x.sizes[d] > 1) {
+          const IndexExpr n = x.size(d);
+          src[d] = mod(idx[d] + n - mod(shift[d], n), n);
+        }
+      return x.at(src);
+    });
+  }
   std::vector<int64_t> by_dim(nd, 0);
   for (size_t k = 0; k < dims.size(); ++k) {
     int64_t d = wrap(c, dims[k], nd);
@@ -69,7 +88,7 @@ Value lower_repeat(LoweringContext& c) {
   size_t lead = c.out_sizes().size() - x.sizes.size();
   return c.pointwise([x, lead](const Index& idx) {
     Index src(x.sizes.size());
-    for (size_t d = 0; d < x.sizes.size(); ++d) src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(idx[lead + d], x.sizes[d]);
+    for (size_t d = 0; d < x.sizes.size(); ++d) src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(idx[lead + d], x.size(d));
     return x.at(src);
   });
 }
@@ -95,9 +114,11 @@ Value lower_cat(LoweringContext& c) {
   const Shape& out = c.out_sizes();
   int64_t dim = wrap(c, c.attrs().get_or<int64_t>("dim", 0), static_cast<int64_t>(out.size()));
   // PyTorch skips 1-D empty operands (legacy): they take no part in the result.
+  // Dynamic shapes: the pieces' bounds are index expressions (a zero size is
+  // a constant 0: a symbol's example is at least 2).
   std::vector<Value> parts;
-  std::vector<int64_t> starts;
-  int64_t at = 0;
+  std::vector<IndexExpr> starts;
+  IndexExpr at = 0;
   for (auto& v : ins) {
     if (v.sizes.size() != out.size()) {
       if (numel(v.sizes) == 0) continue;
@@ -106,7 +127,7 @@ Value lower_cat(LoweringContext& c) {
     if (v.sizes[dim] == 0) continue;
     parts.push_back(v);
     starts.push_back(at);
-    at += v.sizes[dim];
+    at = simplify(at + v.size(static_cast<size_t>(dim)));
   }
   if (parts.empty()) c.fail("no non-empty operand");
   DType dt = c.out_dtype();
@@ -115,8 +136,9 @@ Value lower_cat(LoweringContext& c) {
     Expr value;
     for (size_t k = parts.size(); k-- > 0;) {
       Index src = idx;
-      int64_t n = parts[k].sizes[dim];
-      src[dim] = max(min(idx[dim] - IndexExpr(starts[k]), IndexExpr(n - 1)), IndexExpr(0));
+      IndexExpr n = parts[k].size(static_cast<size_t>(dim));
+      const IndexExpr last = n.is_const() ? IndexExpr(n.const_value() - 1) : n - 1;
+      src[dim] = max(min(idx[dim] - starts[k], last), IndexExpr(0));
       for (size_t d = 0; d < src.size(); ++d)
         if (static_cast<int64_t>(d) != dim && parts[k].sizes[d] == 1) src[d] = IndexExpr(0);
       Expr here = cast(parts[k].at(src), dt);
@@ -124,7 +146,10 @@ Value lower_cat(LoweringContext& c) {
         value = here;
         continue;
       }
-      Expr in_piece = call(CallOp::Lt, {index_value(idx[dim]), constant(Scalar(starts[k] + n), DType::Int64)},
+      IndexExpr end = simplify(starts[k] + n);
+      Expr in_piece = call(CallOp::Lt, {index_value(idx[dim]),
+                                        end.is_const() ? constant(Scalar(end.const_value()), DType::Int64)
+                                                       : index_value(end)},
                            DType::Bool);
       value = where(in_piece, here, value);
     }

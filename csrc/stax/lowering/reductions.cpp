@@ -37,23 +37,33 @@ LoweringFn reduction(ReduceOp op) {
     Index src(nd);
     Shape kept;
     Index kept_idx;
+    SymShape kept_e;  // dynamic shapes: the kept extents as expressions
     for (int64_t d = 0; d < nd; ++d) {
       if (reduced[d]) {
         if (x.sizes[d] == 1) { src[d] = 0; continue; }
         IndexExpr r = c.new_var("r");
         n.rvars.push_back(r);
         n.reduce_ranges.push_back(x.sizes[d]);
+        n.reduce_range_exprs.push_back(x.size(d));
         src[d] = r;
       } else {
         IndexExpr i = x.sizes[d] == 1 ? IndexExpr(0) : c.new_var("i");
         src[d] = i;
         kept.push_back(x.sizes[d]);
+        kept_e.push_back(x.size(d));
         kept_idx.push_back(i);
       }
     }
     for (size_t d = 0; d < kept.size(); ++d)
-      if (kept[d] != 1) { n.ranges.push_back(kept[d]); n.vars.push_back(kept_idx[d]); }
+      if (kept[d] != 1) { n.ranges.push_back(kept[d]); n.range_exprs.push_back(kept_e[d]); n.vars.push_back(kept_idx[d]); }
     n.body = cast(x.at(src), out_dtype);
+    if (c.symbolic()) {
+      n.store_index = linear_index(n.vars, sym_contiguous_strides(n.range_exprs));
+      n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", out_dtype, c.out_size_exprs(), -1);
+      int buf = n.out_buffer;
+      c.add_compute_node(std::move(n));
+      return c.from_contiguous_buffer(buf, c.out_size_exprs(), out_dtype);
+    }
     n.store_index = linear_index(n.vars, contiguous_strides(n.ranges));
     // out_sizes already reflects keepdim: with or without the size-1 dims the layout is the same.
     Shape strides = contiguous_strides(out_sizes);
@@ -84,15 +94,24 @@ LoweringFn scan(ReduceOp op) {
         idx[d] = c.new_var("r");
         n.rvars.push_back(idx[d]);
         n.reduce_ranges.push_back(x.sizes[d]);
+        n.reduce_range_exprs.push_back(x.size(d));
       } else if (x.sizes[d] == 1) {
         idx[d] = 0;
       } else {
         idx[d] = c.new_var("i");
         n.vars.push_back(idx[d]);
         n.ranges.push_back(x.sizes[d]);
+        n.range_exprs.push_back(x.size(d));
       }
     }
     n.body = cast(x.at(idx), dt);
+    if (c.symbolic()) {
+      n.store_index = linear_index(idx, sym_contiguous_strides(c.out_size_exprs()));
+      n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, c.out_size_exprs(), -1);
+      int buf = n.out_buffer;
+      c.add_compute_node(std::move(n));
+      return c.from_contiguous_buffer(buf, c.out_size_exprs(), dt);
+    }
     Shape strides = contiguous_strides(out_sizes);
     n.store_index = linear_index(idx, strides);
     n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, out_sizes, strides, -1);
@@ -128,6 +147,8 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
     const bool keep_rank = static_cast<int64_t>(out_sizes.size()) == nd;
     const Shape x_strides = contiguous_strides(x.sizes);
     Shape strides = contiguous_strides(out_sizes);
+    const bool symbolic = c.symbolic();
+    const SymShape x_sym_strides = sym_contiguous_strides(x.size_exprs());
 
     // One reduction node over x: `body(src, out_idx)` folded by `op` into a new buffer.
     auto reduce = [&](ReduceOp op, DType dt, const std::function<Expr(const Index&, const Index&)>& body) {
@@ -141,15 +162,27 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
             src[d] = c.new_var("r");
             n.rvars.push_back(src[d]);
             n.reduce_ranges.push_back(x.sizes[d]);
+            n.reduce_range_exprs.push_back(x.size(d));
           }
           if (keep_rank) out_idx.push_back(IndexExpr(0));
         } else {
           src[d] = x.sizes[d] == 1 ? IndexExpr(0) : c.new_var("i");
-          if (x.sizes[d] != 1) { n.ranges.push_back(x.sizes[d]); n.vars.push_back(src[d]); }
+          if (x.sizes[d] != 1) {
+            n.ranges.push_back(x.sizes[d]);
+            n.range_exprs.push_back(x.size(d));
+            n.vars.push_back(src[d]);
+          }
           out_idx.push_back(src[d]);
         }
       }
       n.body = body(src, out_idx);
+      if (symbolic) {
+        n.store_index = linear_index(n.vars, sym_contiguous_strides(n.range_exprs));
+        n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, c.out_size_exprs(), -1);
+        int buf = n.out_buffer;
+        c.add_compute_node(std::move(n));
+        return c.from_contiguous_buffer(buf, c.out_size_exprs(), dt);
+      }
       n.store_index = linear_index(n.vars, contiguous_strides(n.ranges));
       n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, out_sizes, strides, -1);
       int buf = n.out_buffer;
@@ -168,7 +201,7 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
       if (dim) {
         if (nd > 0) pos = src[*dim];
       } else {
-        pos = linear_index(src, x_strides);
+        pos = symbolic ? linear_index(src, x_sym_strides) : linear_index(src, x_strides);
       }
       return where(hit, index_value(pos), constant(Scalar(std::numeric_limits<int64_t>::max()), DType::Int64));
     });

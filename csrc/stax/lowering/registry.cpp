@@ -1,6 +1,7 @@
 #include "stax/lowering/registry.h"
 
 #include <mutex>
+#include <set>
 
 #include "stax/lowering/extern.h"
 #include "stax/lowering/families.h"
@@ -13,6 +14,7 @@ struct Registry {
   std::mutex mu;
   LoweringTable rules;
   LoweringTable builtin;  // as registered at start-up, for restore
+  std::set<std::string> symbolic;  // rules that handle symbolic shapes
 };
 
 Registry& registry() {
@@ -29,6 +31,18 @@ Registry& registry() {
     register_norm_lowerings(reg->builtin);
     register_scatter_lowerings(reg->builtin);
     register_extern_lowerings(reg->builtin);
+    // Whole families whose every rule handles symbolic sizes, plus single rules.
+    LoweringTable sym;
+    register_pointwise_lowerings(sym);
+    register_view_lowerings(sym);
+    register_factory_lowerings(sym);
+    register_mean_lowerings(sym);
+    register_mean_lowerings(reg->builtin);
+    for (auto& [name, fn] : sym) reg->symbolic.insert(name);
+    for (const char* op : {"sum", "amax", "amin", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
+                           "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat",
+                           "index_select", "gather", "embedding", "index", "flip", "roll", "repeat", "tril", "triu"})
+      reg->symbolic.insert(op);
     reg->rules = reg->builtin;
     return reg;
   }();
@@ -49,6 +63,8 @@ LoweringFn find_lowering(const std::string& op) {
   auto it = r.rules.find(op);
   return it == r.rules.end() ? LoweringFn() : it->second;
 }
+
+bool handles_symbolic_shapes(const std::string& op) { return registry().symbolic.count(op) > 0; }
 
 void unregister_lowering(const std::string& op) {
   Registry& r = registry();

@@ -22,5 +22,9 @@ LoweringFn find_lowering(const std::string& op);
 // Removes a rule (tests restore the built-in one with restore_builtin_lowering).
 void unregister_lowering(const std::string& op);
 void restore_builtin_lowering(const std::string& op);
+// Dynamic shapes: whether the built-in rule of `op` handles symbolic sizes
+// (Value::sym_sizes). A node touching a symbolic size whose rule does not is
+// lowered as an extern call of its eager kernel, or refused ("symbolic shapes").
+bool handles_symbolic_shapes(const std::string& op);
 
 }  // namespace tp::stax

@@ -31,7 +31,48 @@ struct Value {
   // reads it through permuted strides, instead of writing it transposed.
   std::shared_ptr<const Value> permuted_from;
   std::vector<int64_t> perm;
+  // Dynamic shapes: when some size (or, for a buffer view, some stride or the
+  // offset) depends on a size variable, `sym_sizes` holds every size as an
+  // index expression (`sizes` then holds the example call's sizes) and a buffer
+  // view also `sym_strides` / `sym_offset`. Empty: static, `sizes` is exact.
+  std::vector<ir::IndexExpr> sym_sizes, sym_strides;
+  ir::IndexExpr sym_offset;
+  bool symbolic() const { return !sym_sizes.empty(); }
+  ir::IndexExpr size(size_t d) const { return sym_sizes.empty() ? ir::IndexExpr(sizes[d]) : sym_sizes[d]; }
+  std::vector<ir::IndexExpr> size_exprs() const {
+    if (!sym_sizes.empty()) return sym_sizes;
+    return std::vector<ir::IndexExpr>(sizes.begin(), sizes.end());
+  }
+  // Buffer views only.
+  std::vector<ir::IndexExpr> stride_exprs() const {
+    if (!sym_sizes.empty()) return sym_strides;
+    return std::vector<ir::IndexExpr>(strides.begin(), strides.end());
+  }
+  ir::IndexExpr offset_expr() const { return sym_sizes.empty() ? ir::IndexExpr(offset) : sym_offset; }
 };
+
+using SymShape = std::vector<ir::IndexExpr>;
+
+inline bool all_const(const SymShape& s) {
+  for (auto& e : s)
+    if (!e.is_const()) return false;
+  return true;
+}
+// Row-major strides of a symbolic shape (simplified; size-1 dims as in contiguous_strides).
+inline SymShape sym_contiguous_strides(const SymShape& sizes) {
+  SymShape st(sizes.size());
+  ir::IndexExpr acc = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    st[d] = acc;
+    if (!(sizes[d].is_const() && sizes[d].const_value() <= 1)) acc = ir::simplify(acc * sizes[d]);
+  }
+  return st;
+}
+inline ir::IndexExpr numel_expr(const SymShape& sizes) {
+  ir::IndexExpr n = 1;
+  for (auto& e : sizes) n = n * e;
+  return ir::simplify(n);
+}
 
 struct IndexHash {
   size_t operator()(const Index& idx) const {
@@ -66,6 +107,13 @@ inline ir::IndexExpr linear_index(const Index& idx, const Shape& strides) {
   ir::IndexExpr e = 0;
   for (size_t d = 0; d < idx.size(); ++d)
     if (strides[d] != 0) e = e + idx[d] * strides[d];
+  return e;
+}
+
+inline ir::IndexExpr linear_index(const Index& idx, const std::vector<ir::IndexExpr>& strides) {
+  ir::IndexExpr e = 0;
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (!(strides[d].is_const() && strides[d].const_value() == 0)) e = e + idx[d] * strides[d];
   return e;
 }
 

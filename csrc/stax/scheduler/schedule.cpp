@@ -392,21 +392,38 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   // per-block push costs nothing. A reduction no longer than one block (a
   // 2048-float row) is not blocked at all.
   const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
-  // A symbolic span may be long: always blocked, with a stack for any count.
-  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic || span > block)) {
+  // A symbolic span is blocked unless its declared range keeps it within one
+  // block, with a stack deep enough for the most blocks the range allows.
+  int64_t sym_blocks = 1;
+  if (symbolic && nd > 0) {
+    auto longest = [&](const IndexExpr& e) { return std::max<int64_t>(range_of(e, o.size_ranges).hi, 0); };
+    const int64_t most = longest(nest.inner_extents.back());
+    sym_blocks = most / block + (most % block != 0);
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      const int64_t n = longest(nest.inner_extents[d]);
+      sym_blocks = n != 0 && sym_blocks > INT64_MAX / n ? INT64_MAX : sym_blocks * n;
+    }
+  }
+  if (node.reduce == ReduceOp::Sum && is_floating(dt) && nd > 0 && (symbolic ? sym_blocks > 1 : span > block)) {
     nest.block = block;
     int64_t blocks = (span + block - 1) / block;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    nest.cascade_levels = cascade_levels_for(symbolic ? INT64_MAX : blocks);
+    nest.cascade_levels = cascade_levels_for(symbolic ? sym_blocks : blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
 }
 
 // Do every loop bound and every subexpression of every index of the kernel
 // lie within +-2^30 (Proposition 6.4: the interval analysis is sound)?
-bool fits_index32(const KernelPlan& k) {
+bool fits_index32(const KernelPlan& k, const ScheduleOptions& o) {
   constexpr int64_t kLimit = int64_t{1} << 30;  // half of int32: room for block ends, vector steps, chunk ends
-  if (k.symbolic || k.outer_extent > kLimit) return false;
+  if (!k.symbolic && k.outer_extent > kLimit) return false;
+  // A symbolic kernel: over the declared ranges of its sizes (absent: unbounded, never fits).
+  auto loop_range = [&](const IndexExpr& extent) -> Interval {
+    if (!k.symbolic) return loop_interval(extent);
+    const Interval e = range_of(extent, o.size_ranges);
+    return {0, e.hi == INT64_MAX ? INT64_MAX - 1 : std::max<int64_t>(e.hi - 1, 0)};
+  };
   std::function<bool(const IndexExpr&, const RangeMap&)> fits = [&](const IndexExpr& e, const RangeMap& r) {
     Interval i = range_of(e, r);
     if (i.lo < -kLimit || i.hi > kLimit) return false;
@@ -417,9 +434,12 @@ bool fits_index32(const KernelPlan& k) {
   for (const LoopNest& n : k.nests) {
     for (int64_t r : n.inner_ranges)
       if (r > kLimit) return false;
-    RangeMap r;
-    r[k.outer_var.var_id()] = outer_interval(k);
-    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
+    RangeMap r = k.symbolic ? o.size_ranges : RangeMap{};
+    r[k.outer_var.var_id()] = k.symbolic ? loop_range(k.outer_count) : outer_interval(k);
+    for (size_t d = 0; d < n.inner_vars.size(); ++d) r[n.inner_vars[d].var_id()] = loop_range(n.inner_extents[d]);
+    for (const IndexExpr& e : n.inner_extents)
+      if (range_of(e, r).hi > kLimit) return false;
+    if (range_of(k.outer_count, r).hi > kLimit) return false;
     if (!fits(n.store_index, r)) return false;
     for (const SideStore& ss : n.side_stores)
       if (!fits(ss.index, r)) return false;
@@ -431,11 +451,14 @@ bool fits_index32(const KernelPlan& k) {
 
 // Loop policy of a kernel, after fusion, vectorization and parallelization.
 void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
-  k.index_bits = o.index32 && fits_index32(k) ? 32 : 64;
+  k.index_bits = o.index32 && fits_index32(k, o) ? 32 : 64;
+  k.size_ranges = o.size_ranges;
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];
-    k.chunks = (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
+    // A symbolic extent: the printer computes the count at run time; a
+    // reduction's chunks then grow with the extent so that there are at most 64.
+    k.chunks = k.symbolic ? (node.is_reduction() ? 64 : 0) : (nest.inner_ranges[0] + k.chunk - 1) / k.chunk;
     k.combine = ChunkCombine::PairwiseTree;
     k.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
     plan_nest_policy(nest, p, k.chunk, o);
@@ -450,14 +473,31 @@ void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptio
   v.lanes = o.vector_bytes / static_cast<int>(itemsize(node.body->dtype));
   // Widest group of vectors (up to max_outer_unroll, 8 = 512 bytes of a float
   // row) that divides the outer extent, so at most lanes-1 outputs are left over.
+  // A symbolic outer extent: the widest group the example fills; the printer
+  // computes the number of whole groups at run time (the rest is the scalar tail).
   v.unroll = o.max_outer_unroll;
-  while (v.unroll > 1 && (k.outer_extent % (v.unroll * v.lanes) != 0 || k.outer_extent < v.unroll * v.lanes))
+  while (v.unroll > 1 && ((!k.symbolic && k.outer_extent % (v.unroll * v.lanes) != 0) ||
+                          k.outer_extent < v.unroll * v.lanes))
     v.unroll /= 2;
   v.groups = k.outer_extent / (int64_t{v.unroll} * v.lanes);
   const size_t nd = nest.inner_vars.size();
   v.block_rows = 0;
   v.cascade_levels = 0;
-  if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
+  bool symbolic_rows = false;
+  for (const IndexExpr& e : nest.inner_extents) symbolic_rows = symbolic_rows || !e.is_const();
+  if (node.reduce == ReduceOp::Sum && nd > 0 && symbolic_rows) {
+    // Blocked unless the declared ranges keep the rows within one block.
+    int64_t blocks = 1;
+    for (size_t d = 0; d < nd; ++d) {
+      const int64_t n = std::max<int64_t>(range_of(nest.inner_extents[d], o.size_ranges).hi, 0);
+      const int64_t b = d + 1 == nd ? n / o.outer_block_rows + (n % o.outer_block_rows != 0) : n;
+      blocks = b != 0 && blocks > INT64_MAX / b ? INT64_MAX : blocks * b;
+    }
+    if (blocks > 1) {
+      v.block_rows = o.outer_block_rows;
+      v.cascade_levels = cascade_levels_for(blocks);
+    }
+  } else if (node.reduce == ReduceOp::Sum && nd > 0 && nest.inner_ranges.back() > o.outer_block_rows) {
     v.block_rows = o.outer_block_rows;
     int64_t blocks = (nest.inner_ranges.back() + v.block_rows - 1) / v.block_rows;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
@@ -597,12 +637,12 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     }
     share_expensive_values(k, program);
     const bool scan = program.nodes[k.nodes[0]].scan;
-    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !k.symbolic &&
-        !scan)
+    if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
-    if (!k.symbolic && !scan && k.outer_extent == 1 && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
+    const bool one_outer = k.outer_count.is_const() && k.outer_count.const_value() == 1;
+    if (!scan && one_outer && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
         k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the
@@ -610,6 +650,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       bool reduction = program.nodes[k.nodes[0]].is_reduction();
       int64_t extent = k.nests[0].inner_ranges[0];
       k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : options.pointwise_chunk;
+      if (k.symbolic && reduction) k.chunk = options.parallel_grain;  // the least chunk; the printer sizes it at run time
       k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
       k.parallel = true;
     }

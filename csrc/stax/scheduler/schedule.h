@@ -92,8 +92,9 @@ struct KernelPlan {
   std::vector<ir::IndexExpr> outer_extents;  // per outer dim: constants, or over size variables
   ir::IndexExpr outer_count;            // the outer loop's trip count (product of outer_extents)
   // Some extent is a size variable: the plan holds only choices valid for
-  // any size (no chunks, no outer vectorization, cascade stacks for the
-  // largest count) and the printer reads sizes[] at run time.
+  // any size in the declared ranges (ScheduleOptions::size_ranges): no chunks,
+  // an outer vectorization whose group count the printer computes at run
+  // time, cascade stacks for the largest count; the printer reads sizes[].
   bool symbolic = false;
   std::vector<LoopNest> nests;
   std::set<int> local_buffers;          // buffers read from a local variable inside this kernel
@@ -102,6 +103,9 @@ struct KernelPlan {
   // elements across threads (outer_extent == 1). A reduction keeps one partial
   // result per chunk and combines them with `combine`; a float sum's partials
   // stay in double until then (`partials_in_double`).
+  // Symbolic extent: the printer computes the chunking from the size at run
+  // time; `chunk` is then the least chunk of a reduction (chunks = 64, the
+  // most partials) or the chunk of a pointwise loop (chunks = 0).
   int64_t chunk = 0;
   int64_t chunks = 0;
   ChunkCombine combine = ChunkCombine::PairwiseTree;
@@ -113,6 +117,9 @@ struct KernelPlan {
   // options ask for it (Section 6.8); otherwise 64.
   int index_bits = 64;
   OuterVectorPlan outer_vector;
+  // Dynamic shapes: the declared ranges of the size variables (ScheduleOptions::size_ranges),
+  // so the printer can prove e.g. a division by a size positive.
+  ir::RangeMap size_ranges;
   std::string origin;                   // operators fused here, for the comment above the kernel
 };
 
@@ -131,6 +138,10 @@ struct ScheduleOptions {
   // before each access. A GPU target turns it on (fewer registers).
   bool index32 = false;
   bool fuse = true;                     // false: one node per kernel (compile option stax_fusion, for bisection)
+  // Dynamic shapes: the declared [min, max] of each size variable, under
+  // ir::size_var_id(k) (graph::SymbolInfo). Absent: [0, INT64_MAX]. Bounds
+  // that hold for every size (32-bit indices, cascade depth) use them.
+  ir::RangeMap size_ranges;
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)
