@@ -21,11 +21,16 @@ RegionFn interpret(const BackendRequest& r) {
 // code; a region it cannot lower runs eagerly (or raises under strict_native).
 RegionFn stax_compile(const BackendRequest& r) {
   auto sg = r.graph->clone();
-  passes::PassOptions po;
-  po.decompose = true;
-  po.disabled = disabled_passes(r.options);
-  passes::run_default_passes(*sg, po);
+  if (!sg->is_symbolic() || stax_lowers_symbolic_graphs()) {
+    passes::PassOptions po;
+    po.decompose = true;
+    po.disabled = disabled_passes(r.options);
+    passes::run_default_passes(*sg, po);
+  }
   try {
+    if (sg->is_symbolic() && !stax_lowers_symbolic_graphs())
+      throw BackendError("Stax cannot lower a graph with symbolic sizes yet (dynamic shapes); the region is "
+                         "interpreted");
     auto region = stax::compile_region(*sg, stax::region_options(r.options.options));
     if (r.kernels) *r.kernels = region->kernels();
     if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)
@@ -62,14 +67,18 @@ RegionFn stax_compile(const BackendRequest& r) {
 std::mutex g_mutex;
 std::map<std::string, Backend>& registry() {
   static std::map<std::string, Backend> b = {
-      {"stax", Backend{&stax_compile, true}},
-      {"eager", Backend{&interpret, false}},
-      {"aot_eager", Backend{&interpret, true}},
+      {"stax", Backend{&stax_compile, true, stax_lowers_symbolic_graphs()}},
+      {"eager", Backend{&interpret, false, true}},
+      {"aot_eager", Backend{&interpret, true, true}},
   };
   return b;
 }
 
 }  // namespace
+
+// The Stax lowering of symbolic graphs is the other half of dynamic shapes; until
+// it lands, a symbolic region under stax is interpreted.
+bool stax_lowers_symbolic_graphs() { return false; }
 
 std::set<std::string> disabled_passes(const CompileOptions& options) {
   auto it = options.options.find("disable_passes");

@@ -37,7 +37,13 @@ using BackendFn = std::function<RegionFn(const BackendRequest&)>;
 struct Backend {
   BackendFn compile;
   bool behind_aot = true;  // grad calls: compiled as forward + backward graphs through the AOT layer
+  // Takes graphs with symbolic sizes (graph/sym_shape.h). Otherwise a symbolic
+  // capture is made static first (automatic dynamic, user backends) or, for
+  // stax under dynamic=True, the region runs interpreted (a BackendError fallback).
+  bool symbolic = false;
 };
+// Whether Stax lowers symbolic graphs (dynamic shapes: flipped when its lowering is symbolic).
+bool stax_lowers_symbolic_graphs();
 
 // Built-ins are present from the start; user backends (register_backend in
 // options.h, or a callable passed to tp.compile) are wrapped the same way.
