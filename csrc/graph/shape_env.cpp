@@ -101,7 +101,11 @@ std::string ShapeGuard::describe(const std::vector<SymbolInfo>& symbols) const {
   return s;
 }
 
-stax::ir::RangeMap ShapeEnv::ranges() const { return symbol_ranges(symbols_); }
+int64_t ShapeEnv::hint(const SymDim& e) const {
+  if (e.is_const()) return e.const_value();
+  SymDim r = resolve(e);
+  return r.is_const() ? r.const_value() : stax::ir::evaluate(r, hints_);
+}
 
 int ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string origin, int input_index, int input_dim) {
   SymbolInfo s;
@@ -112,11 +116,14 @@ int ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string ori
   s.input_index = input_index;
   s.input_dim = input_dim;
   symbols_.push_back(std::move(s));
-  return static_cast<int>(symbols_.size()) - 1;
+  const int k = static_cast<int>(symbols_.size()) - 1;
+  ranges_[size_var_id(k)] = {symbols_[k].min, symbols_[k].max};
+  hints_[size_var_id(k)] = hint;
+  return k;
 }
 
 SymDim ShapeEnv::resolve(const SymDim& e) const {
-  if (e.is_const()) return e;
+  if (e.is_const() || (e.is_size() && !replacements_.count(e.node().var_id))) return e;
   SymDim r = replacements_.empty() ? e : stax::ir::substitute(e, replacements_);
   return stax::ir::simplify(r, ranges());
 }
@@ -130,7 +137,7 @@ void ShapeEnv::add_replacement(int k, const SymDim& by) {
 
 bool ShapeEnv::decide(const SymDim& e0, GuardRel rel, const std::string& where) {
   SymDim e = resolve(e0);
-  const int64_t v = eval_at_hints(e, symbols_);
+  const int64_t v = e.is_const() ? e.const_value() : stax::ir::evaluate(e, hints_);
   const bool outcome = rel_holds(v, rel);
   if (e.is_const()) return outcome;
   // Record what held: the relation or its negation.
@@ -191,6 +198,7 @@ bool ShapeEnv::decide(const SymDim& e0, GuardRel rel, const std::string& where) 
         SymbolInfo& s = symbols_[keep];
         s.min = std::max(s.min, symbols_[drop].min);
         s.max = std::min(s.max, symbols_[drop].max);
+        ranges_[size_var_id(keep)] = {s.min, s.max};
         add_replacement(drop, size_var(keep));
         guards_.push_back({g, r, where});
         return outcome;
@@ -203,7 +211,7 @@ bool ShapeEnv::decide(const SymDim& e0, GuardRel rel, const std::string& where) 
 
 int64_t ShapeEnv::specialize(const SymDim& e, const std::string& where) {
   SymDim r = resolve(e);
-  const int64_t h = eval_at_hints(r, symbols_);
+  const int64_t h = r.is_const() ? r.const_value() : stax::ir::evaluate(r, hints_);
   if (!r.is_const()) {
     std::vector<int> ks;
     stax::ir::collect_sizes(r, ks);
@@ -226,7 +234,9 @@ SymDim ShapeEnv::finalize(const SymDim& e) const {
   if (e.is_const()) return e;
   SymDim r = resolve(e);
   if (r.is_const()) return r;
-  return stax::ir::simplify(stax::ir::substitute(r, renum_), symbol_ranges(live_));
+  if (!renumbered_) return r;
+  if (r.is_size()) return renum_.at(r.node().var_id);
+  return stax::ir::simplify(stax::ir::substitute(r, renum_), live_ranges_);
 }
 
 std::vector<ShapeGuard> ShapeEnv::finish(Graph& g) {
@@ -235,12 +245,15 @@ std::vector<ShapeGuard> ShapeEnv::finish(Graph& g) {
   std::vector<SymbolInfo>& live = live_;
   renum.clear();
   live.clear();
+  renumbered_ = false;
   for (size_t k = 0; k < symbols_.size(); ++k) {
     int id = size_var_id(static_cast<int>(k));
     if (replacements_.count(id)) continue;
+    renumbered_ |= static_cast<int>(live.size()) != static_cast<int>(k);
     renum[id] = size_var(static_cast<int>(live.size()));
     live.push_back(symbols_[k]);
   }
+  live_ranges_ = symbol_ranges(live);
   auto fix = [&](const SymDim& e) { return finalize(e); };
   std::vector<ShapeGuard> out;
   if (live.empty()) {
@@ -270,7 +283,7 @@ std::vector<ShapeGuard> ShapeEnv::finish(Graph& g) {
   for (auto& gd : guards_) {
     ShapeGuard r{fix(gd.expr), gd.rel, gd.where};
     if (r.expr.is_const()) continue;  // decided by a replacement
-    stax::ir::Interval iv = stax::ir::range_of(r.expr, symbol_ranges(live));
+    stax::ir::Interval iv = stax::ir::range_of(r.expr, live_ranges_);
     if ((r.rel == GuardRel::Ge && iv.lo >= 0) || (r.rel == GuardRel::Ne && (iv.lo > 0 || iv.hi < 0))) continue;
     bool dup = false;
     for (auto& o : out) dup |= o.rel == r.rel && o.expr == r.expr;

@@ -44,7 +44,7 @@ class ShapeEnv {
   int new_symbol(int64_t hint, int64_t min, int64_t max, std::string origin, int input_index, int input_dim);
   // Replacements applied and simplified with the ranges.
   SymDim resolve(const SymDim& e) const;
-  int64_t hint(const SymDim& e) const { return eval_at_hints(resolve(e), symbols_); }
+  int64_t hint(const SymDim& e) const;
   // Decides `e REL 0` at the hints, records the outcome as a guard, returns it.
   bool decide(const SymDim& e, GuardRel rel, const std::string& where = "");
   // Records e == hint(e) and returns the hint (a size used where only an int fits).
@@ -64,12 +64,17 @@ class ShapeEnv {
 
  private:
   void add_replacement(int k, const SymDim& by);
-  stax::ir::RangeMap ranges() const;
+  const stax::ir::RangeMap& ranges() const { return ranges_; }
+  // Kept with the symbols (rebuilt per query, they were most of a capture's extra time).
+  stax::ir::RangeMap ranges_;
+  std::unordered_map<int, int64_t> hints_;
   std::vector<SymbolInfo> symbols_;
   std::unordered_map<int, SymDim> replacements_;  // size_var_id(k) -> expression
   std::vector<ShapeGuard> guards_;
   std::unordered_map<int, SymDim> renum_;  // filled by finish()
   std::vector<SymbolInfo> live_;
+  stax::ir::RangeMap live_ranges_;
+  bool renumbered_ = false;  // some symbol was dropped: renum_ is not the identity
 };
 
 }  // namespace tp::graph

@@ -34,7 +34,7 @@ struct Ctx {
   const UserCall* call;
   const std::string& where() const {
     static const std::string empty;
-    return call ? call->where : empty;
+    return call ? call->where() : empty;
   }
   // A part's int attribute that the user did not write: computed from sizes.
   bool derived(int64_t v) const { return part && v >= 2 && !(call && call->is_literal(v)); }
@@ -407,6 +407,14 @@ bool has_int_attr_from_sizes(const Ctx& c) {
 }
 
 }  // namespace
+
+const std::string& UserCall::where() const {
+  if (!where_known_) {
+    where_known_ = true;
+    if (where_fn) where_ = where_fn();
+  }
+  return where_;
+}
 
 bool UserCall::is_literal(int64_t v) const {
   return std::find(literals.begin(), literals.end(), v) != literals.end();

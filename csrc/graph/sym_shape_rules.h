@@ -22,9 +22,16 @@ struct UserCall {
   const OpDef* op = nullptr;
   std::map<std::string, std::vector<SymDim>> sym_attrs;
   std::vector<int64_t> literals;
-  std::string where;
+  // The user's source line, computed when a decision needs it (walking Python
+  // frames at every operator call would dominate a capture's time).
+  std::string (*where_fn)() = nullptr;
   bool consumed = false;  // sym_attrs reached a recorded node
   bool is_literal(int64_t v) const;
+  const std::string& where() const;
+
+ private:
+  mutable std::string where_;
+  mutable bool where_known_ = false;
 };
 
 // Fills n.sym_sizes / n.output_sym_sizes (and n.sym_attrs where an attribute

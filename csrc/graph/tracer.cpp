@@ -119,7 +119,7 @@ class Tracer : public DispatchInterceptor {
     }
     if (ok) return;
     // No rule: every symbol of the inputs (and of its symbolic attributes) becomes its hint.
-    const std::string where = call ? call->where : "";
+    const std::string where = call ? call->where() : "";
     for (Node* in : n->input_nodes())
       for (auto& d : sym_shape_of(*in)) env_->specialize(d, where);
     for (auto& [name, vec] : n->sym_attrs)
@@ -767,7 +767,7 @@ UserCallScope::~UserCallScope() noexcept(false) {
   // SymInt attributes no node carries: the call's parts used their hint values.
   if (!call_.consumed && symbolic_tracing())
     for (auto& [name, vec] : call_.sym_attrs)
-      for (auto& d : vec) t_tracer->env_->specialize(d, call_.where);
+      for (auto& d : vec) t_tracer->env_->specialize(d, call_.where());
 }
 
 Scalar read_gate_value(const std::string& kind, const Tensor& t) {

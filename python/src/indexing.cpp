@@ -281,7 +281,9 @@ void bind_shape_conveniences(nb::module_& m) {
     if (!graph::symbolic_tracing()) return ops::view(t, ints_from_args(a, "view"));
     std::vector<graph::SymDim> syms;
     std::vector<int64_t> size = ints_from_args(a, "view", &syms);
-    graph::UserCall call{&get_op("view"), {}, {}, python_source_line(), false};
+    graph::UserCall call;
+    call.op = &get_op("view");
+    call.where_fn = &python_source_line;
     for (size_t j = 0; j < size.size(); ++j)
       if (syms.empty() || syms[j].is_const()) call.literals.push_back(size[j]);
     if (!syms.empty()) call.sym_attrs["size"] = std::move(syms);

@@ -364,8 +364,12 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
     std::vector<Tensor> results;
     if (graph::symbolic_tracing()) {
       // Dynamic shapes: the call's SymInt attributes reach the node(s) it records.
-      graph::UserCallScope scope(graph::UserCall{o.op, std::move(p.sym_attrs), std::move(p.literals),
-                                                 python_source_line(), false});
+      graph::UserCall uc;
+      uc.op = o.op;
+      uc.sym_attrs = std::move(p.sym_attrs);
+      uc.literals = std::move(p.literals);
+      uc.where_fn = &python_source_line;
+      graph::UserCallScope scope(std::move(uc));
       results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
     } else {
       results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });

@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import codegen, coldstart, eager, fusion, machine, overhead, stax_core, training
+from . import codegen, coldstart, dynamic, eager, fusion, machine, overhead, stax_core, training
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -127,4 +127,15 @@ def training_suite(report: Report, opts: Options) -> dict:
     for key, title, factory in training.CASES:
         step(key, lambda key=key, title=title, factory=factory: training.run_case(key, title, factory, report,
                                                                                   opts.quick))
+    return results
+
+
+@suite("dynamic")
+def dynamic_suite(report: Report, opts: Options) -> dict:
+    """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile."""
+    results: dict = {}
+    step = _Step(report, results)
+    step("compilations", lambda: dynamic.compilations(report, opts.quick))
+    step("overhead", lambda: dynamic.overhead(report, opts.quick))
+    step("cold_compile", lambda: dynamic.cold_compile(report, opts.quick))
     return results
