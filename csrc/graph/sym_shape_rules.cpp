@@ -393,6 +393,29 @@ bool rule_layer_norm(Ctx& c) {
   return true;
 }
 
+// Indexing by a tensor of indices: the result's shape comes from the index.
+bool rule_index_select(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), idx = arg_shape(c.n, 1);
+  if (in.empty() || idx.size() > 1) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  in.at(dim) = idx.empty() ? SymDim(1) : idx[0];
+  c.n.sym_sizes = in;
+  return true;
+}
+
+bool rule_gather(Ctx& c) {
+  c.n.sym_sizes = arg_shape(c.n, 1);
+  return true;
+}
+
+bool rule_embedding(Ctx& c) {
+  SymShape idx = arg_shape(c.n, 0), w = arg_shape(c.n, 1);
+  if (w.size() != 2) return false;
+  idx.push_back(w[1]);
+  c.n.sym_sizes = idx;
+  return true;
+}
+
 bool has_int_attr_from_sizes(const Ctx& c) {
   // A part's int attribute the user did not write (a dim count computed by the
   // composite) may depend on sizes: only rules that understand it may read it.
@@ -446,9 +469,12 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);
   if (name_is(n, {"cat"})) return rule_cat(c);
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
+  if (name_is(n, {"index_select"})) return rule_index_select(c);
+  if (name_is(n, {"gather"})) return rule_gather(c);
+  if (name_is(n, {"embedding"})) return rule_embedding(c);
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
   if (has_int_attr_from_sizes(c)) return false;
-  if (name_is(n, {"select_scatter", "slice_scatter", "as_strided_scatter", "index_put", "scatter", "scatter.src",
+  if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
                   "scatter_add", "index_copy", "index_fill", "masked_scatter"}))
     return rule_same_as_input0(c);
   if (op.has(kReduction) && n.attrs.has("keepdim")) return rule_reduction(c);

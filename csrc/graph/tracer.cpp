@@ -1,6 +1,7 @@
 #include "graph/tracer.h"
 
 #include <cstdlib>
+#include <exception>
 #include <algorithm>
 #include <iterator>
 #include <unordered_map>
@@ -765,7 +766,8 @@ UserCallScope::UserCallScope(UserCall call) : call_(std::move(call)), prev_(t_us
 UserCallScope::~UserCallScope() noexcept(false) {
   t_user_call = prev_;
   // SymInt attributes no node carries: the call's parts used their hint values.
-  if (!call_.consumed && symbolic_tracing())
+  // (Not while an exception unwinds: the capture fails anyway.)
+  if (!call_.consumed && symbolic_tracing() && std::uncaught_exceptions() == 0)
     for (auto& [name, vec] : call_.sym_attrs)
       for (auto& d : vec) t_tracer->env_->specialize(d, call_.where());
 }

@@ -313,3 +313,36 @@ def test_recompile_log_names_the_failed_guard():
     assert re.search(r"guard failed: \(?x\.size\(0\) % 8\)? == 0 \(at .*:4\) \(got x\.size\(0\) = 12\)", log), log
     assert "guard failed: x.size(0) >= 2 (got 1)" in log, log
     assert log.count("recompiling") == 2, log
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_factories_stack_and_indexing_stay_symbolic(backend):
+    emb = tp.randn(10, 3)
+
+    def f(x, idx):
+        z = tp.zeros(x.shape[0], 3) + tp.ones(x.size(0), 1)
+        s = tp.stack([x, x * 2], 0).sum(0)
+        e = tp.nn.functional.embedding(idx, emb)
+        i = emb.index_select(0, idx) * x
+        g = x.gather(1, tp.zeros(x.shape[0], 1, dtype=tp.int64))
+        return z + s + e, i, g
+
+    cf = quiet(f, backend=backend, dynamic=True)
+    for n in [6, 2, 9, 40]:
+        x = tp.randn(n, 3)
+        idx = tp.randint(0, 10, (n,))
+        close(cf(x, idx), f(x, idx))
+    assert cf.num_specializations == 1
+
+
+def test_shape_tuple_comparison_and_unification_guards():
+    def f(x, y):
+        if x.shape == y.shape:
+            return x + y
+        return x.sum() + y.sum()
+
+    cf = quiet(f, backend="aot_eager", dynamic=True)
+    for a, b in [((4, 3), (4, 3)), ((7, 3), (7, 3)), ((4, 3), (5, 3)), ((9, 3), (2, 3)), ((6, 2), (6, 2))]:
+        x, y = tp.randn(*a), tp.randn(*b)
+        close(cf(x, y), f(x, y))
+    assert cf.num_specializations == 2
