@@ -101,6 +101,11 @@ struct PyOutputStructure : compile::OutputStructure {
       return s;
     }
     PyObject* p = r.ptr();
+    if (is_symint(r)) {  // a size returned as a number: the version is for that size (specialized)
+      s->kind = kConstant;
+      s->object = keep_py(nb::int_(symint_specialize(r)));
+      return s;
+    }
     if (p == Py_None || PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p) || PyComplex_Check(p) ||
         PyUnicode_Check(p)) {
       s->kind = kConstant;

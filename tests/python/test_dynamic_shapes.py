@@ -346,3 +346,13 @@ def test_shape_tuple_comparison_and_unification_guards():
         x, y = tp.randn(*a), tp.randn(*b)
         close(cf(x, y), f(x, y))
     assert cf.num_specializations == 2
+
+
+def test_returned_sizes_are_plain_ints_of_each_call():
+    f = lambda x: (x * 2, x.shape, x.shape[0] * 2)  # noqa: E731
+    cf = quiet(f, backend="aot_eager", dynamic=True)
+    for n in [4, 6, 4]:
+        y, shape, twice = cf(tp.randn(n, 3))
+        assert shape == (n, 3) and twice == 2 * n
+        assert all(type(d) is int for d in shape) and type(twice) is int
+    assert cf.num_specializations == 2
