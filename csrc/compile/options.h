@@ -31,7 +31,8 @@ struct CompileOptions {
 // Adds a user backend to the registry (compile/backend.h); it sits behind the AOT layer.
 void register_backend(const std::string& name, CustomBackend backend);
 
-// Parses TP_LOGS (comma separated: recompiles, graph, code, aot).
+// Parses TP_LOGS (comma separated: recompiles, graph, code, aot, guards — the symbols and shape
+// guards of each symbolic capture).
 bool log_enabled(const char* topic);
 
 }  // namespace tp::compile

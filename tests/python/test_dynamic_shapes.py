@@ -356,3 +356,24 @@ def test_returned_sizes_are_plain_ints_of_each_call():
         assert shape == (n, 3) and twice == 2 * n
         assert all(type(d) is int for d in shape) and type(twice) is int
     assert cf.num_specializations == 2
+
+
+def test_declared_range_implies_guards_away():
+    rc, out, err = run_python(
+        """
+        import tensorplay as tp
+        def f(x):
+            if x.shape[0] <= 64:
+                return x * 2
+            return x + 1
+        cf = tp.compile(f, backend="aot_eager")
+        cf(tp.mark_dynamic(tp.randn(16, 3), 0, max=64))
+        g = tp.compile(f, backend="aot_eager", dynamic=True)
+        g(tp.randn(16, 3))
+        """,
+        env=dict(os.environ, TP_LOGS="guards"),
+    )
+    assert rc == 0, err
+    log = out + err
+    assert "x.size(0) in [2, 64]; shape guards: none" in log, log  # implied by the declared range
+    assert "x.size(0) <= 64" in log, log  # without a range: a run-time guard
