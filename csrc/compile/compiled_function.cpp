@@ -568,7 +568,11 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   po.disabled = disabled_passes();
   passes::run_default_passes(*g, po);
   // Nodes the passes made get their symbolic shapes (or the capture becomes static).
-  if (g->is_symbolic() && !graph::propagate_sym_shapes(*g)) graph::make_static(*g);
+  if (std::string why; g->is_symbolic() && !graph::propagate_sym_shapes(*g, &why)) {
+    if (log_enabled("guards") || log_enabled("recompiles"))
+      std::fprintf(stderr, "[tp.compile] the capture is made static after the graph passes: %s\n", why.c_str());
+    graph::make_static(*g);
+  }
   if (log_enabled("graph")) {
     std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
     for (size_t k = 0; k < a->gates.size(); ++k)

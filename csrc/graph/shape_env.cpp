@@ -1,12 +1,24 @@
 #include "graph/shape_env.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace tp::graph {
 
 using stax::ir::IndexOp;
 using stax::ir::size_var;
 using stax::ir::size_var_id;
+
+bool guards_logged() {
+  static const bool on = [] {
+    const char* v = std::getenv("TP_LOGS");
+    if (!v) return false;
+    std::string s = std::string(",") + v + ",";
+    return s.find(",guards,") != std::string::npos || s.find(",all,") != std::string::npos;
+  }();
+  return on;
+}
 
 std::string describe_sym(const SymDim& e, const std::vector<SymbolInfo>& symbols) {
   switch (e.op()) {
@@ -212,6 +224,9 @@ bool ShapeEnv::decide(const SymDim& e0, GuardRel rel, const std::string& where) 
 int64_t ShapeEnv::specialize(const SymDim& e, const std::string& where) {
   SymDim r = resolve(e);
   const int64_t h = r.is_const() ? r.const_value() : stax::ir::evaluate(r, hints_);
+  if (!r.is_const() && guards_logged())
+    std::fprintf(stderr, "[tp.compile] specializing %s to %lld%s%s\n", describe_sym(r, symbols_).c_str(),
+                 static_cast<long long>(h), where.empty() ? "" : " at ", where.c_str());
   if (!r.is_const()) {
     std::vector<int> ks;
     stax::ir::collect_sizes(r, ks);

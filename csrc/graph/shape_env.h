@@ -29,6 +29,9 @@ struct ShapeGuard {
   std::string describe(const std::vector<SymbolInfo>& symbols) const;
 };
 
+// TP_LOGS=guards (or all): a symbolic capture says where it specialized.
+bool guards_logged();
+
 // Prints an expression with the symbols named by their origin ("x.size(0) * 4").
 std::string describe_sym(const SymDim& e, const std::vector<SymbolInfo>& symbols);
 // The value of e at the symbols' hints.

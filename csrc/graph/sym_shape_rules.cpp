@@ -164,7 +164,35 @@ bool rule_view(Ctx& c) {
       else unknown.push_back(q);
     }
     if (unknown.size() > 1) {
-      // Several dims computed from sizes in one chunk: no unique solution.
+      // Several dims a composite computed from sizes in one chunk (linear's view back to
+      // the batch dims: [s0*s1, 32] -> [8, 3, 32]): each must be one factor of the chunk's
+      // product, told apart by its hint; ambiguous hints or a leftover factor: no solution.
+      std::vector<SymDim> factors;
+      SymDim Pr = c.env.resolve(P);
+      for (auto& f : Pr.op() == IndexOp::Mul ? Pr.operands() : std::vector<SymDim>{Pr}) factors.push_back(f);
+      for (size_t q = j0; q < j; ++q)
+        if (known[q]) {  // a known dim takes its own factor out first
+          auto it = std::find(factors.begin(), factors.end(), *known[q]);
+          if (it != factors.end()) factors.erase(it);
+        }
+      bool solved = factors.size() == unknown.size();
+      for (size_t a = 0; solved && a < factors.size(); ++a)
+        for (size_t b = a + 1; b < factors.size(); ++b)
+          if (c.env.hint(factors[a]) == c.env.hint(factors[b]) && !(factors[a] == factors[b])) solved = false;
+      std::vector<SymDim> pick;
+      for (size_t u = 0; solved && u < unknown.size(); ++u) {
+        auto it = std::find_if(factors.begin(), factors.end(),
+                               [&](const SymDim& f) { return c.env.hint(f) == oh[unknown[u]]; });
+        if (it == factors.end()) solved = false;
+        else pick.push_back(*it), factors.erase(it);
+      }
+      if (solved) {
+        for (size_t u = 0; u < unknown.size(); ++u) known[unknown[u]] = pick[u];
+        unknown.clear();
+      }
+    }
+    if (unknown.size() > 1) {
+      // No unique solution: fix the symbols.
       std::vector<int> ks;
       stax::ir::collect_sizes(c.env.resolve(P), ks);
       for (int k : ks) c.env.specialize(stax::ir::size_var(k), c.where());
@@ -416,6 +444,46 @@ bool rule_embedding(Ctx& c) {
   return true;
 }
 
+bool rule_nll_loss(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const AttrValue* r = c.n.attrs.find("reduction");
+  const bool none = r && std::holds_alternative<std::string>(*r) && std::get<std::string>(*r) == "none";
+  if (!none) {
+    c.n.sym_sizes = {};
+    return true;
+  }
+  if (in.empty()) return false;
+  c.n.sym_sizes = {in[0]};
+  return true;
+}
+
+// An operator of one tensor input and no int attribute besides `dim`, whose
+// result has its input's shape at the hints (activations, unary math, ...):
+// the same shape at every size. Not when two input dims have equal hints and
+// one is symbolic (a transposing operator could not be told apart).
+bool rule_generic_same_shape(Ctx& c) {
+  const Node& n = c.n;
+  if (n.target->has(kNondeterministicShape) || !n.output_metas.empty()) return false;
+  int tensors = 0;
+  for (auto& a : n.args)
+    if (auto* p = std::get_if<Node*>(&a); p && *p) ++tensors;
+  if (tensors != 1 || !std::holds_alternative<Node*>(n.args.at(0))) return false;
+  for (auto& [name, v] : n.attrs.items()) {
+    if (std::holds_alternative<std::vector<int64_t>>(v)) return false;
+    if (std::holds_alternative<int64_t>(v) && std::strcmp(name, "dim") != 0) return false;
+  }
+  SymShape in = arg_shape(n, 0);
+  if (in.size() != n.meta.sizes.size()) return false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (c.env.hint(in[i]) != n.meta.sizes[i]) return false;
+    for (size_t j = i + 1; j < in.size(); ++j)
+      if ((!in[i].is_const() || !in[j].is_const()) && !(in[i] == in[j]) && c.env.hint(in[i]) == c.env.hint(in[j]))
+        return false;
+  }
+  c.n.sym_sizes = in;
+  return true;
+}
+
 bool has_int_attr_from_sizes(const Ctx& c) {
   // A part's int attribute the user did not write (a dim count computed by the
   // composite) may depend on sizes: only rules that understand it may read it.
@@ -469,6 +537,8 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);
   if (name_is(n, {"cat"})) return rule_cat(c);
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
+  if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
+  if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
   if (name_is(n, {"index_select"})) return rule_index_select(c);
   if (name_is(n, {"gather"})) return rule_gather(c);
   if (name_is(n, {"embedding"})) return rule_embedding(c);
@@ -486,10 +556,10 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
                   "log", "sqrt", "rsqrt", "_softmax", "_log_softmax", "dropout", "alias", "detach",
                   "softmax_backward", "log_softmax_backward"}))
     return rule_same_as_input0(c);
-  return false;
+  return rule_generic_same_shape(c);
 }
 
-bool propagate_sym_shapes(Graph& g) {
+bool propagate_sym_shapes(Graph& g, std::string* why) {
   if (!g.is_symbolic()) return true;
   ShapeEnv env;
   for (auto& s : g.symbols) env.new_symbol(s.hint, s.min, s.max, s.origin, s.input_index, s.input_dim);
@@ -504,12 +574,21 @@ bool propagate_sym_shapes(Graph& g) {
     const bool missing = n->sym_sizes.size() != n->meta.sizes.size() ||
                          (!n->output_metas.empty() && n->output_sym_sizes.size() != n->output_metas.size());
     if (!missing) continue;
-    if (!apply_sym_rule(*n, env, false, nullptr)) return false;
-    if (n->sym_sizes.size() != n->meta.sizes.size()) return false;
-    for (size_t i = 0; i < n->sym_sizes.size(); ++i)
-      if (env.hint(n->sym_sizes[i]) != n->meta.sizes[i]) return false;
+    bool ok = false;
+    try {
+      ok = apply_sym_rule(*n, env, false, nullptr);
+    } catch (const Error&) {
+      ok = false;
+    }
+    ok = ok && n->sym_sizes.size() == n->meta.sizes.size();
+    for (size_t i = 0; ok && i < n->sym_sizes.size(); ++i) ok = env.hint(n->sym_sizes[i]) == n->meta.sizes[i];
+    if (!ok || env.num_decisions() != 0) {
+      if (why) *why = str("the new node ", n->name, " (", n->target->name, ") has ",
+                          ok ? "a shape that needs a new guard" : "no symbolic shape rule");
+      return false;
+    }
   }
-  return env.num_decisions() == 0;
+  return true;
 }
 
 void make_static(Graph& g) {

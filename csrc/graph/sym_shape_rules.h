@@ -45,7 +45,7 @@ SymShape sym_shape_of(const Node& n);
 // After a pass: gives nodes without sym_sizes (new ones) their SymShapes. False
 // when a new node has no rule or would need a new guard (the graph is then not
 // valid for every size its guards admit, and the caller makes it static).
-bool propagate_sym_shapes(Graph& g);
+bool propagate_sym_shapes(Graph& g, std::string* why = nullptr);
 // Clears every symbolic datum: the graph as a static capture at its hints.
 void make_static(Graph& g);
 

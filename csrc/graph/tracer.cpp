@@ -1,5 +1,6 @@
 #include "graph/tracer.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <algorithm>
@@ -121,6 +122,15 @@ class Tracer : public DispatchInterceptor {
     if (ok) return;
     // No rule: every symbol of the inputs (and of its symbolic attributes) becomes its hint.
     const std::string where = call ? call->where() : "";
+    if (guards_logged()) {
+      bool any = false;
+      for (Node* in : n->input_nodes())
+        for (auto& d : sym_shape_of(*in)) any |= !env_->resolve(d).is_const();
+      if (any)
+        std::fprintf(stderr, "[tp.compile] %s: no symbolic shape rule%s; its inputs' sizes are specialized%s%s\n",
+                     n->target->name, why.empty() ? "" : (" (" + why + ")").c_str(), where.empty() ? "" : " at ",
+                     where.c_str());
+    }
     for (Node* in : n->input_nodes())
       for (auto& d : sym_shape_of(*in)) env_->specialize(d, where);
     for (auto& [name, vec] : n->sym_attrs)

@@ -152,7 +152,12 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       std::vector<int64_t> xs;
       std::vector<graph::SymDim> syms;  // with a SymInt element: one expression per element
       if (is_int_like(v)) {
-        xs.assign(a.list_len > 0 ? a.list_len : 1, is_symint(h) ? symint_specialize(h) : as_int(v));
+        if (is_symint(h) && a.list_len <= 1) {  // tp.zeros(n): one symbolic size
+          xs.assign(1, symint_hint(h));
+          syms.assign(1, symint_expr(h));
+        } else {
+          xs.assign(a.list_len > 0 ? a.list_len : 1, is_symint(h) ? symint_specialize(h) : as_int(v));
+        }
       } else if (PyList_Check(v) || PyTuple_Check(v)) {
         for (nb::handle x : h) {
           if (!is_int_like(x.ptr())) return mismatch(str("a sequence of ints (", arg_type_name(a), ")").c_str());

@@ -377,3 +377,22 @@ def test_declared_range_implies_guards_away():
     log = out + err
     assert "x.size(0) in [2, 64]; shape guards: none" in log, log  # implied by the declared range
     assert "x.size(0) <= 64" in log, log  # without a range: a run-time guard
+
+
+def test_small_model_one_version_for_all_batch_and_sequence_sizes():
+    from tensorplay import nn
+
+    m = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 8))
+
+    def f(x):
+        h = m(x)  # linear of a 3-D input: views to 2-D and back to the batch dims
+        a = (h @ h.transpose(-1, -2)).softmax(-1)
+        target = tp.zeros(h.shape[0] * h.shape[1], dtype=tp.int64)
+        return (a @ h).mean(1), tp.nn.functional.cross_entropy(h.reshape(-1, 8), target)
+
+    cf = quiet(f, backend="aot_eager", dynamic=True)
+    with tp.no_grad():
+        for b, t in [(2, 5), (3, 7), (4, 9), (8, 3), (5, 2)]:
+            x = tp.randn(b, t, 16)
+            close(cf(x), f(x))
+    assert cf.num_specializations == 1
