@@ -133,6 +133,28 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         auto* s = reinterpret_cast<PySliceObject*>(it.slice.ptr());
         const int64_t step = slice_part(s->step).value_or(1);
         TP_CHECK(step > 0, ValueError, "slice step must be greater than zero (got ", step, ")");
+        if (graph::symbolic_tracing() && (is_symint(s->start) || is_symint(s->stop))) {
+          // x[a:b] with symbolic bounds: the slice node evaluates them per call.
+          graph::UserCall call;
+          call.op = &get_op("slice");
+          call.where_fn = &python_source_line;
+          std::optional<int64_t> start, stop;
+          if (is_symint(s->start)) {
+            start = symint_hint(s->start);
+            call.sym_attrs["start"] = {symint_expr(s->start)};
+          } else {
+            start = slice_part(s->start);
+          }
+          if (is_symint(s->stop)) {
+            stop = symint_hint(s->stop);
+            call.sym_attrs["end"] = {symint_expr(s->stop)};
+          } else {
+            stop = slice_part(s->stop);
+          }
+          graph::UserCallScope scope(std::move(call));
+          r.view = ops::slice(r.view, dim++, start, stop, step);
+          break;
+        }
         r.view = ops::slice(r.view, dim++, slice_part(s->start), slice_part(s->stop), step);
         break;
       }

@@ -396,3 +396,16 @@ def test_small_model_one_version_for_all_batch_and_sequence_sizes():
             x = tp.randn(b, t, 16)
             close(cf(x), f(x))
     assert cf.num_specializations == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_symbolic_slice_bounds(backend):
+    def f(x):
+        n = x.shape[0]
+        return x[: n // 2] * 2, x[n - 2 :], x[1 : n - 1].sum(0)
+
+    cf = quiet(f, backend=backend, dynamic=True)
+    for n in [6, 4, 9, 31, 2, 3]:
+        x = tp.randn(n, 3)
+        close(cf(x), f(x))
+    assert cf.num_specializations == 1
