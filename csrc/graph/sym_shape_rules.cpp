@@ -444,6 +444,30 @@ bool rule_embedding(Ctx& c) {
   return true;
 }
 
+// conv2d, pooling, batch norm: only the batch dim (0) stays symbolic (the others
+// are specialized); it passes through to every result of the same rank.
+bool rule_batch_passthrough(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (in.empty()) return false;
+  // Channels and spatial dims are fixed (the output sizes are not derived symbolically yet).
+  for (size_t d = 1; d < in.size(); ++d)
+    if (!in[d].is_const()) c.env.specialize(in[d], c.where());
+  // Unbatched (a 3-D input of a 2-D conv/pool): dim 0 is channels, fixed too.
+  const size_t batched_rank = name_is(c.n, {"native_batch_norm"}) ? 2 : 4;
+  if (in.size() < batched_rank) c.env.specialize(in[0], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  auto out_of = [&](const TensorMeta& m) {
+    SymShape o;
+    for (size_t d = 0; d < m.sizes.size(); ++d)
+      o.push_back(d == 0 && m.sizes.size() == in.size() ? in[0] : SymDim(m.sizes[d]));
+    return o;
+  };
+  c.n.sym_sizes = out_of(c.n.meta);
+  c.n.output_sym_sizes.clear();
+  for (auto& m : c.n.output_metas) c.n.output_sym_sizes.push_back(out_of(m));
+  return true;
+}
+
 bool rule_nll_loss(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const AttrValue* r = c.n.attrs.find("reduction");
@@ -539,6 +563,9 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
   if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
+  if (name_is(n, {"conv2d", "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                  "native_batch_norm"}))
+    return rule_batch_passthrough(c);
   if (name_is(n, {"index_select"})) return rule_index_select(c);
   if (name_is(n, {"gather"})) return rule_gather(c);
   if (name_is(n, {"embedding"})) return rule_embedding(c);

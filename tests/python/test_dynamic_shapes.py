@@ -409,3 +409,29 @@ def test_symbolic_slice_bounds(backend):
         x = tp.randn(n, 3)
         close(cf(x), f(x))
     assert cf.num_specializations == 1
+
+
+def test_small_cnn_with_a_symbolic_batch():
+    from tensorplay import nn
+
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5))
+    net.eval()
+    cf = quiet(net, backend="aot_eager", dynamic=True)
+    with tp.no_grad():
+        for b in [2, 5, 3, 16]:
+            x = tp.randn(b, 3, 8, 8)
+            close(cf(x), net(x))
+        # A new spatial size is a new version (only the batch dim is symbolic through conv and pooling).
+        x = tp.randn(2, 3, 10, 10)
+        close(cf(x), net(x))
+    assert cf.num_specializations == 2
+
+
+def test_unbatched_conv_fixes_channels():
+    conv = tp.nn.Conv2d(4, 4, 3)  # equal channel counts: a passed-through dim 0 would go unnoticed
+    cf = quiet(conv, backend="aot_eager", dynamic=True)
+    with tp.no_grad():
+        for c_h in [6, 7]:
+            x = tp.randn(4, c_h, c_h)
+            close(cf(x), conv(x))
