@@ -109,14 +109,18 @@ RegionFn stax_compile(const BackendRequest& r) {
 std::mutex g_mutex;
 std::map<std::string, Backend>& registry() {
   static std::map<std::string, Backend> b = {
-      {"stax", Backend{&stax_compile, true, true}},
-      {"eager", Backend{&interpret, false}},
-      {"aot_eager", Backend{&interpret, true}},
+      {"stax", Backend{&stax_compile, true, true, stax_lowers_symbolic_graphs()}},
+      {"eager", Backend{&interpret, false, false, true}},
+      {"aot_eager", Backend{&interpret, true, false, true}},
   };
   return b;
 }
 
 }  // namespace
+
+// The Stax lowering of symbolic graphs is the other half of dynamic shapes; until
+// it lands, a symbolic region under stax is interpreted.
+bool stax_lowers_symbolic_graphs() { return true; }
 
 std::set<std::string> disabled_passes(const CompileOptions& options) {
   auto it = options.options.find("disable_passes");

@@ -41,7 +41,13 @@ struct Backend {
   // run), so the AOT layer compiles the backward first, ahead, and the two
   // builds overlap (Section 11.2).
   bool builds_in_background = false;
+  // Takes graphs with symbolic sizes (graph/sym_shape.h). Otherwise a symbolic
+  // capture is made static first (automatic dynamic, user backends) or, for
+  // stax under dynamic=True, the region runs interpreted (a BackendError fallback).
+  bool symbolic = false;
 };
+// Whether Stax lowers symbolic graphs (dynamic shapes: flipped when its lowering is symbolic).
+bool stax_lowers_symbolic_graphs();
 
 // Built-ins are present from the start; user backends (register_backend in
 // options.h, or a callable passed to tp.compile) are wrapped the same way.

@@ -5,10 +5,12 @@
 #include <cstring>
 
 #include "compile/backend.h"
+#include "compile/dynamic_marks.h"
 #include "compile/metrics.h"
 #include "graph/interpreter.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
+#include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -77,7 +79,133 @@ CompiledFunction::CompiledFunction(StructuredUserFn fn, CompileOptions options, 
 size_t CompiledFunction::num_specializations() const {
   size_t n = 0;
   for (auto& kv : cache_) n += kv.second.size();
+  for (auto& kv : symbolic_cache_) n += kv.second.size();
   return n;
+}
+
+bool CompiledFunction::ShapeSpec::matches(const std::vector<Tensor>& tensors, std::unordered_map<int, int64_t>* values,
+                                          std::string* why) const {
+  std::unordered_map<int, int64_t> local;
+  std::unordered_map<int, int64_t>& v = values ? *values : local;
+  v.clear();
+  auto origin = [&](int k) { return symbols[static_cast<size_t>(k)].origin; };
+  for (size_t i = 0; i < inputs.size() && i < tensors.size(); ++i) {
+    const Input& in = inputs[i];
+    const TensorImpl* t = tensors[i].impl();
+    if (t->sizes.size() != in.dims.size()) {
+      if (why) *why = str(in.name, ".dim() == ", in.dims.size(), " (got ", t->sizes.size(), ")");
+      return false;
+    }
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      const int64_t size = t->sizes[d], want = in.dims[d];
+      if (want >= 0) {
+        if (size != want) {
+          if (why) *why = str(in.name, ".size(", d, ") == ", want, " (got ", size, ")");
+          return false;
+        }
+        continue;
+      }
+      const int k = static_cast<int>(-want - 1);
+      const graph::SymbolInfo& s = symbols[static_cast<size_t>(k)];
+      auto [it, fresh] = v.emplace(stax::ir::size_var_id(k), size);
+      if (!fresh && it->second != size) {
+        if (why) *why = str(in.name, ".size(", d, ") == ", origin(k), " (got ", size, " and ", it->second, ")");
+        return false;
+      }
+      if (size < s.min || size > s.max) {
+        if (why)
+          *why = size < s.min ? str(in.name, ".size(", d, ") >= ", s.min, " (got ", size, ")")
+                              : str(in.name, ".size(", d, ") <= ", s.max, " (got ", size, ")");
+        return false;
+      }
+    }
+    if (in.symbolic ? !tensors[i].is_contiguous() : t->strides != in.strides) {
+      if (why)
+        *why = in.symbolic ? str(in.name, " is contiguous (got strides ", shape_str(t->strides), ")")
+                           : str(in.name, ".stride() == ", shape_str(in.strides), " (got ", shape_str(t->strides), ")");
+      return false;
+    }
+  }
+  for (const graph::ShapeGuard& g : guards) {
+    if (g.holds(v)) continue;
+    if (why) {
+      std::vector<int> ks;
+      stax::ir::collect_sizes(g.expr, ks);
+      std::string got;
+      for (int k : ks) got += str(got.empty() ? "" : ", ", origin(k), " = ", v.at(stax::ir::size_var_id(k)));
+      *why = str(g.describe(symbols), " (got ", got, ")");
+    }
+    return false;
+  }
+  return true;
+}
+
+std::string CompiledFunction::nonshape_key(const std::vector<ArgValue>& args) const {
+  std::string k;
+  k.push_back(GradMode::is_enabled() ? '1' : '0');
+  k += state_;
+  k += '\0';
+  for (auto& arg : args) {
+    if (const Tensor* t = std::get_if<Tensor>(&arg)) {
+      k += 'T';
+      k += static_cast<char>(t->dtype());
+      k += t->requires_grad() ? '1' : '0';
+      k += static_cast<char>(t->dim());
+    } else {
+      k += 'S';
+      k += std::get<Scalar>(arg).repr();
+      k += '\0';
+    }
+  }
+  return k;
+}
+
+void CompiledFunction::note_sizes(const std::vector<Tensor>& tensors) {
+  // Automatic dynamic: a dim whose size differs between captures is symbolic from now on.
+  if (seen_sizes_.size() < tensors.size()) seen_sizes_.resize(tensors.size());
+  if (changed_dims_.size() < tensors.size()) changed_dims_.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Shape& now = tensors[i].sizes();
+    std::vector<bool>& ch = changed_dims_[i];
+    if (ch.size() < now.size()) ch.resize(now.size(), false);
+    for (const Shape& before : seen_sizes_[i])
+      if (before.size() == now.size())
+        for (size_t d = 0; d < now.size(); ++d)
+          if (before[d] != now[d]) ch[d] = true;
+    seen_sizes_[i].push_back(now);
+  }
+}
+
+graph::DynamicSpec CompiledFunction::dynamic_spec(const std::vector<Tensor>& tensors) {
+  using Mode = CompileOptions::Dynamic;
+  graph::DynamicSpec spec;
+  if (options_.dynamic == Mode::Off) return spec;
+  bool any = false, marked = false;
+  spec.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t nd = tensors[i].dim();
+    spec[i].resize(static_cast<size_t>(nd));
+    std::map<int64_t, DimMark> marks = dim_marks(tensors[i]);
+    for (int64_t d = 0; d < nd; ++d) {
+      graph::DimSpec& ds = spec[i][static_cast<size_t>(d)];
+      ds.symbolic = options_.dynamic == Mode::On ||
+                    (i < changed_dims_.size() && static_cast<size_t>(d) < changed_dims_[i].size() &&
+                     changed_dims_[i][static_cast<size_t>(d)]);
+      auto m = marks.find(d);
+      if (m != marks.end()) {
+        marked |= m->second.dynamic;
+        ds.symbolic = m->second.dynamic;
+        ds.min = m->second.min;
+        ds.max = m->second.max;
+      }
+      any |= ds.symbolic;
+    }
+  }
+  // Automatic dynamic with a backend that takes only static graphs: nothing to gain.
+  const Backend* b = options_.custom_backend ? nullptr : lookup_backend(options_.backend);
+  if (options_.dynamic == Mode::Auto && !marked && !(b && b->symbolic)) any = false;
+  if (!any) spec.clear();
+  return spec;
 }
 
 void CompiledFunction::check_arity(const std::vector<ArgValue>& args) const {
@@ -334,7 +462,8 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
 }
 
 std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::vector<ArgValue>& args,
-                                                                     std::vector<Tensor>* inputs) {
+                                                                     std::vector<Tensor>* inputs,
+                                                                     const graph::DynamicSpec* dynamic) {
   const std::vector<Tensor> tensors = *inputs;
   auto a = std::make_unique<Artifact>();
   std::vector<std::string> tensor_names;
@@ -346,13 +475,19 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   // Capture: run the user's function on the real inputs (run-time proxies),
   // with Python scalars substituted back in place. Free tensors become extra inputs.
+  // The AOT layer builds its joint graph from static shapes: a call that needs
+  // gradients through it captures statically (free tensors are checked below).
+  const Backend* backend = options_.custom_backend ? nullptr : lookup_backend(options_.backend);
+  if (dynamic && GradMode::is_enabled() && (!backend || backend->behind_aot))
+    for (auto& t : tensors)
+      if (t.requires_grad()) dynamic = nullptr;
   graph::TraceResult tr = graph::trace(
       [&](const std::vector<Tensor>& proxies) {
         std::vector<ArgValue> v = args;
         for (size_t k = 0; k < tensor_pos.size(); ++k) v[tensor_pos[k]] = proxies[k];
         return fn_(v, &a->structure);
       },
-      tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true);
+      tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
   metrics().captures++;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
 
@@ -407,7 +542,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     const graph::TraceResult::OutputView& ov = tr.output_views.at(i);
     if (ov.input_index >= 0) {
       al.view_of_input[i] = ov.input_index;
-      for (auto& [op, attrs] : ov.steps) al.view_steps[i].push_back({op, attrs});
+      for (size_t k = 0; k < ov.steps.size(); ++k)
+        al.view_steps[i].push_back({ov.steps[k].first, ov.steps[k].second,
+                                    k < tr.output_view_sym_attrs.at(i).size() ? tr.output_view_sym_attrs[i][k]
+                                                                              : std::map<std::string, std::vector<graph::SymDim>>{}});
     }
   }
   a->mutated_inputs = tr.mutated_inputs;
@@ -436,6 +574,12 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   po.decompose = false;
   po.disabled = disabled_passes();
   passes::run_default_passes(*g, po);
+  // Nodes the passes made get their symbolic shapes (or the capture becomes static).
+  if (std::string why; g->is_symbolic() && !graph::propagate_sym_shapes(*g, &why)) {
+    if (log_enabled("guards") || log_enabled("recompiles"))
+      std::fprintf(stderr, "[tp.compile] the capture is made static after the graph passes: %s\n", why.c_str());
+    graph::make_static(*g);
+  }
   if (log_enabled("graph")) {
     std::fprintf(stderr, "[tp.compile] captured graph:\n%s\n", g->code().c_str());
     for (size_t k = 0; k < a->gates.size(); ++k)
@@ -447,6 +591,62 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
       if (all[i].requires_grad())
         grad_reason = i < tensors.size() ? "input '" + tensor_names[i] + "'" : "'" + a->free[i - tensors.size()].name + "'";
+  // Dynamic shapes: a symbolic graph goes to a backend that takes one (stax under
+  // an explicit dynamic=True / mark_dynamic too: it falls back to the interpreter
+  // until Stax lowers symbolic graphs); otherwise it is the static capture it
+  // also is at its hints. The AOT layer is static for now.
+  if (g->is_symbolic()) {
+    const bool explicit_dynamic = options_.dynamic == CompileOptions::Dynamic::On || [&] {
+      for (auto& t : tensors)
+        for (auto& [d, m] : dim_marks(t))
+          if (m.dynamic) return true;
+      return false;
+    }();
+    bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
+    if (!grad_reason.empty() && backend && backend->behind_aot) keep = false;
+    // The CUDA printer takes no size variables yet: automatic dynamic on the GPU stays static.
+    if (!explicit_dynamic)
+      for (auto& t : tensors)
+        if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
+    if (!keep) {
+      graph::make_static(*g);
+    } else {
+      auto spec = std::make_shared<ShapeSpec>();
+      spec->nonshape_key = nonshape_key(args);
+      spec->symbols = g->symbols;
+      spec->guards = tr.shape_guards;
+      spec->inputs.resize(tensors.size());
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        spec->inputs[i].name = tensor_names[i];
+        spec->inputs[i].strides = tensors[i].strides();
+        for (int64_t s : tensors[i].sizes()) spec->inputs[i].dims.push_back(s);
+      }
+      for (auto& up : g->nodes()) {
+        const graph::Node* p = up.get();
+        if (p->opcode != graph::Opcode::Placeholder || p->input_index < 0 ||
+            p->input_index >= static_cast<int>(tensors.size()))
+          continue;
+        ShapeSpec::Input& in = spec->inputs[static_cast<size_t>(p->input_index)];
+        for (size_t d = 0; d < p->sym_sizes.size() && d < in.dims.size(); ++d) {
+          const graph::SymDim& e = p->sym_sizes[d];
+          if (e.is_const()) continue;
+          TP_CHECK(e.is_size(), Error, "internal: input dim ", d, " of ", in.name, " is ", e.to_string(),
+                   ", not a bare symbol");
+          in.dims[d] = -1 - e.size_index();
+          in.symbolic = true;
+        }
+      }
+      a->shape = std::move(spec);
+      if (log_enabled("graph") || log_enabled("guards")) {
+        std::string syms, guards;
+        for (auto& s : g->symbols) syms += str(syms.empty() ? "" : ", ", s.origin, " in [", s.min, ", ",
+                                               s.max == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(s.max), "]");
+        for (auto& sg : a->shape->guards) guards += "\n  " + sg.describe(g->symbols);
+        std::fprintf(stderr, "[tp.compile] symbolic sizes: %s; shape guards:%s\n", syms.c_str(),
+                     guards.empty() ? " none" : guards.c_str());
+      }
+    }
+  }
   a->graph = g;
   a->description = describe(args, a->free, all);
   std::string source;
@@ -507,7 +707,11 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       const Tensor& base = all[al.view_of_input[i]];
       if (!shares_memory(out[i], base)) {
         Tensor v = base;
-        for (auto& s : al.view_steps[i]) v = call_op(*s.op, {v}, s.attrs).at(0);
+        std::unordered_map<int, int64_t> values;
+        if (a.graph && a.graph->is_symbolic()) values = graph::symbol_values(*a.graph, all);
+        for (auto& s : al.view_steps[i])
+          v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, values))
+                  .at(0);
         out[i] = v;
       }
     } else if (al.view_of_input[i] == -1) {
@@ -535,6 +739,9 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   }
   if (epoch_ != cache_epoch()) {
     cache_.clear();
+    symbolic_cache_.clear();
+    seen_sizes_.clear();
+    changed_dims_.clear();
     first_ = FirstLevel{};
     epoch_ = cache_epoch();
   }
@@ -565,15 +772,34 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   }
   check_arity(args);
   std::string key = specialization_key(args);
-  std::vector<std::unique_ptr<Artifact>>& versions = cache_[key];
+  auto exact = cache_.find(key);
   const Artifact* found = nullptr;
-  std::string gate_miss;  // the data gate whose value no cached version has
+  std::string gate_miss;   // the data gate whose value no cached version has
+  std::string shape_miss;  // the shape guard a symbolic version failed
   {
     // The versions whose free tensors match, each with the call's tensors.
     std::vector<std::pair<const Artifact*, std::vector<Tensor>>> cands;
-    for (auto& v : versions) {
-      std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
-      if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v.get(), std::move(cur)});
+    if (exact != cache_.end())
+      for (auto& v : exact->second) {
+        std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+        if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v.get(), std::move(cur)});
+      }
+    if (cands.empty() && !symbolic_cache_.empty()) {
+      // Dynamic shapes: versions whose shape spec and guards admit the call's sizes.
+      auto sym = symbolic_cache_.find(nonshape_key(args));
+      if (sym != symbolic_cache_.end()) {
+        const bool log = log_enabled("recompiles");
+        std::string why;
+        for (auto it = sym->second.rbegin(); it != sym->second.rend(); ++it) {
+          const Artifact* v = it->get();
+          std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+          if (!v->shape->matches(cur, nullptr, log ? &why : nullptr)) {
+            if (shape_miss.empty()) shape_miss = why;
+            continue;
+          }
+          if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v, std::move(cur)});
+        }
+      }
     }
     // Guard replay: versions that passed the same gates with the same values ran
     // the same Python code up to the next gate, so they share its guard; replay it
@@ -622,10 +848,15 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
       return r;
     }
     all.resize(n);
+    // Automatic dynamic: dims whose size changed since earlier captures become symbolic.
+    if (options_.dynamic == CompileOptions::Dynamic::Auto && gate_miss.empty()) note_sizes(all);
+    graph::DynamicSpec dyn = dynamic_spec(all);
     if (num_specializations() > 0) {
       metrics().recompiles++;
       if (log_enabled("recompiles") && !gate_miss.empty()) {
         std::fprintf(stderr, "[tp.compile] recompiling: data gate changed: %s\n", gate_miss.c_str());
+      } else if (log_enabled("recompiles") && !shape_miss.empty()) {
+        std::fprintf(stderr, "[tp.compile] recompiling: guard failed: %s\n", shape_miss.c_str());
       } else if (log_enabled("recompiles")) {
         // Report against the version used last: that is the guard chain the call just failed.
         const Artifact* last = first_.artifact;
@@ -640,10 +871,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
                                "closure variable) is no longer a tensor\n");
       }
     }
-    auto art = build(args, &all);  // appends the free tensors the capture read
+    auto art = build(args, &all, dyn.empty() ? nullptr : &dyn);  // appends the free tensors the capture read
     found = art.get();
     if (!art->gates.empty()) ++gated_versions_;
-    versions.push_back(std::move(art));
+    if (art->shape) symbolic_cache_[art->shape->nonshape_key].push_back(std::move(art));
+    else cache_[key].push_back(std::move(art));
   }
   remember_first_level(args, all, found);
   if (structure) *structure = found->structure.get();

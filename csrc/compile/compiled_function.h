@@ -15,6 +15,7 @@
 // and the caller gets back eager's output structure (OutputStructure).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -118,13 +119,33 @@ class CompiledFunction {
     struct ViewStep {
       const OpDef* op;
       Attrs attrs;
+      std::map<std::string, std::vector<graph::SymDim>> sym_attrs;  // evaluated per call (dynamic shapes)
     };
     std::vector<int> view_of_input;
     std::vector<std::vector<ViewStep>> view_steps;
     bool trivial = true;  // every result fresh in eager (the common case: one storage check each)
   };
+  // Dynamic shapes: which calls a version built from a symbolic graph serves.
+  struct ShapeSpec {
+    std::string nonshape_key;  // grad mode, state, scalars, per tensor dtype/requires_grad/ndim
+    struct Input {
+      // Per dim: >= 0 a static size; < 0 symbol -(d + 1).
+      std::vector<int64_t> dims;
+      Shape strides;          // exact strides when no dim is symbolic
+      bool symbolic = false;  // some dim is: the tensor must be contiguous
+      std::string name;
+    };
+    std::vector<Input> inputs;
+    std::vector<graph::SymbolInfo> symbols;
+    std::vector<graph::ShapeGuard> guards;
+    // The call matches: its symbol values go to `values` (size_var_id(k) -> value).
+    // On a miss, `why` (when given) names the failed guard.
+    bool matches(const std::vector<Tensor>& tensors, std::unordered_map<int, int64_t>* values,
+                 std::string* why) const;
+  };
   struct Artifact {
     RegionFn run;
+    std::shared_ptr<const ShapeSpec> shape;  // null: static (the exact key selects it)
     std::shared_ptr<const graph::Graph> graph;
     std::string description;  // per-argument metadata, for recompile reasons
     std::vector<FreeTensorSource> free;
@@ -162,10 +183,15 @@ class CompiledFunction {
   bool read_free(const Artifact& a, std::vector<Tensor>* all) const;
   void remember_first_level(const std::vector<ArgValue>& args, const std::vector<Tensor>& all, const Artifact* a);
   std::string specialization_key(const std::vector<ArgValue>& args) const;
+  std::string nonshape_key(const std::vector<ArgValue>& args) const;
+  // Dynamic shapes: per tensor argument, per dim, how the next capture treats it.
+  graph::DynamicSpec dynamic_spec(const std::vector<Tensor>& tensors);
+  void note_sizes(const std::vector<Tensor>& tensors);
   static std::string free_key(const std::vector<Tensor>& all, size_t first_free);
   std::string describe(const std::vector<ArgValue>& args, const std::vector<FreeTensorSource>& free,
                        const std::vector<Tensor>& all) const;
-  std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs);
+  std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs,
+                                  const graph::DynamicSpec* dynamic);
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                        const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
@@ -184,6 +210,12 @@ class CompiledFunction {
   std::string state_;  // what state_reader_ gave for the current call
   // Specialization key -> the versions built under it (several when free tensors' metadata differ).
   std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> cache_;
+  // Versions built from symbolic graphs, by nonshape_key (their ShapeSpec selects).
+  std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> symbolic_cache_;
+  // Automatic dynamic: the sizes of the tensor arguments of each capture so far,
+  // and per argument, per dim, whether it changed between them.
+  std::vector<std::vector<Shape>> seen_sizes_;
+  std::vector<std::vector<bool>> changed_dims_;
   FirstLevel first_;
   uint64_t epoch_;
   bool warned_fallback_ = false;

@@ -19,7 +19,11 @@ struct CompileOptions {
   CustomBackend custom_backend;   // set when the user passed a callable
   std::string mode;               // preset; "default" behaves like empty
   std::map<std::string, std::string> options;
-  bool dynamic = false;
+  // Dynamic shapes (Section 10): Off never makes a size symbolic; On makes every
+  // dim of size >= 2 symbolic from the first capture; Auto (the default) captures
+  // the first call statically and recompiles the dims whose size changed as symbolic.
+  enum class Dynamic { Off, On, Auto };
+  Dynamic dynamic = Dynamic::Auto;
   bool fullgraph = true;
   bool strict_native = false;
 };
@@ -27,7 +31,8 @@ struct CompileOptions {
 // Adds a user backend to the registry (compile/backend.h); it sits behind the AOT layer.
 void register_backend(const std::string& name, CustomBackend backend);
 
-// Parses TP_LOGS (comma separated: recompiles, graph, code, aot).
+// Parses TP_LOGS (comma separated: recompiles, graph, code, aot, guards — the symbols and shape
+// guards of each symbolic capture).
 bool log_enabled(const char* topic);
 
 }  // namespace tp::compile

@@ -168,8 +168,26 @@ std::string callable_name(const OpDef* op) {
 }
 }  // namespace
 
+// A shape for the printer: symbolic dims as expressions ("[s0, 2048]").
+static std::string sym_shape_str(const Node& n, const Shape& sizes, const SymShape& sym) {
+  if (sym.size() != sizes.size()) return shape_str(sizes);
+  std::string s = "[";
+  for (size_t i = 0; i < sym.size(); ++i) {
+    if (i) s += ", ";
+    s += sym[i].to_string();
+  }
+  (void)n;
+  return s + "]";
+}
+
 std::string Graph::code() const {
   std::ostringstream os;
+  if (is_symbolic()) {
+    os << "# symbols:";
+    for (size_t k = 0; k < symbols.size(); ++k)
+      os << " s" << k << "=" << symbols[k].origin << " (hint " << symbols[k].hint << ")";
+    os << "\n";
+  }
   os << "def forward(";
   bool first = true;
   for (Node* p : placeholders()) {
@@ -189,14 +207,27 @@ std::string Graph::code() const {
       case Opcode::CallModule: {
         if (n->is_getitem()) {
           os << "    " << n->name << " = " << arg_str(n->args.at(0)) << "[" << n->getitem_index() << "]  # "
-             << dtype_name(n->meta.dtype) << shape_str(n->meta.sizes) << "\n";
+             << dtype_name(n->meta.dtype) << sym_shape_str(*n, n->meta.sizes, n->sym_sizes) << "\n";
           break;
         }
         os << "    " << n->name << " = " << callable_name(n->target) << "(";
         bool f = true;
         for (auto& a : n->args) { os << (f ? "" : ", ") << arg_str(a); f = false; }
-        for (auto& [k, v] : n->attrs.items()) { os << (f ? "" : ", ") << k << "=" << attr_repr(v); f = false; }
-        os << ")  # " << dtype_name(n->meta.dtype) << shape_str(n->meta.sizes) << "\n";
+        for (auto& [k, v] : n->attrs.items()) {
+          os << (f ? "" : ", ") << k << "=";
+          f = false;
+          auto sa = n->sym_attrs.find(k);
+          if (sa == n->sym_attrs.end()) {
+            os << attr_repr(v);
+          } else if (std::holds_alternative<int64_t>(v) && sa->second.size() == 1) {
+            os << sa->second[0].to_string();
+          } else {
+            os << "[";
+            for (size_t i = 0; i < sa->second.size(); ++i) os << (i ? ", " : "") << sa->second[i].to_string();
+            os << "]";
+          }
+        }
+        os << ")  # " << dtype_name(n->meta.dtype) << sym_shape_str(*n, n->meta.sizes, n->sym_sizes) << "\n";
         break;
       }
       case Opcode::Output: {

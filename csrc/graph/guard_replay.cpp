@@ -44,8 +44,12 @@ std::unique_ptr<Graph> slice_to(const Graph& g, const Node* target) {
       default:
         TP_CHECK(false, Error, "guard slice: unexpected node ", n->name);
     }
+    m->sym_sizes = n->sym_sizes;
+    m->output_sym_sizes = n->output_sym_sizes;
+    m->sym_attrs = n->sym_attrs;
     map[n] = m;
   }
+  out->symbols = g.symbols;
   out->output({map.at(target)});
   return out;
 }

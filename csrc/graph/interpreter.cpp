@@ -9,7 +9,39 @@
 
 namespace tp::graph {
 
+std::unordered_map<int, int64_t> symbol_values(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::unordered_map<int, int64_t> v;
+  for (size_t k = 0; k < g.symbols.size(); ++k) {
+    const SymbolInfo& s = g.symbols[k];
+    TP_CHECK(s.input_index >= 0 && s.input_index < static_cast<int>(inputs.size()) &&
+                 s.input_dim < inputs[s.input_index].dim(),
+             Error, "internal: symbol ", s.origin, " names no input dim of this call");
+    v[stax::ir::size_var_id(static_cast<int>(k))] = inputs[s.input_index].sizes()[s.input_dim];
+  }
+  return v;
+}
+
+Attrs evaluate_sym_attrs(const Node& n, const std::unordered_map<int, int64_t>& values) {
+  return evaluate_attrs(n.attrs, n.sym_attrs, values);
+}
+
+Attrs evaluate_attrs(const Attrs& attrs, const std::map<std::string, std::vector<SymDim>>& sym_attrs,
+                     const std::unordered_map<int, int64_t>& values) {
+  Attrs a = attrs;
+  for (auto& [name, vec] : sym_attrs) {
+    const AttrValue* old = attrs.find(name.c_str());
+    std::vector<int64_t> xs;
+    for (auto& d : vec) xs.push_back(stax::ir::evaluate(d, values));
+    if (old && std::holds_alternative<int64_t>(*old)) a.set(intern_attr_name(name), xs.at(0));
+    else a.set(intern_attr_name(name), std::move(xs));
+  }
+  return a;
+}
+
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
+  // A symbolic graph: attributes computed from sizes are evaluated at this call's sizes.
+  std::unordered_map<int, int64_t> sym_values;
+  if (g.is_symbolic()) sym_values = symbol_values(g, inputs);
   std::unordered_map<const Node*, Tensor> env;
   std::unordered_map<const Node*, std::vector<Tensor>> results;  // of multi-result nodes
   auto value = [&](const Arg& a) -> Tensor {
@@ -38,7 +70,9 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
         for (auto& a : n->args) args.push_back(value(a));
         std::optional<AutoGradMode> no_grad;  // the function ran it under no_grad
         if (!n->grad_enabled) no_grad.emplace(false);
-        std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
+        std::vector<Tensor> outs = n->sym_attrs.empty()
+                                       ? call_op(*n->target, args, n->attrs)
+                                       : call_op(*n->target, args, evaluate_sym_attrs(*n, sym_values));
         env[n] = outs.at(0);
         if (!n->output_metas.empty()) results[n] = std::move(outs);
         // Free intermediates as soon as their last user ran.

@@ -1,5 +1,8 @@
 #include "graph/tracer.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <algorithm>
 #include <iterator>
 #include <unordered_map>
@@ -9,9 +12,24 @@
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
 #include "graph/guard_replay.h"
+#include "graph/sym_shape_rules.h"
 
 namespace tp::graph {
 namespace {
+
+thread_local UserCall* t_user_call = nullptr;
+
+using SymAttrs = std::map<std::string, std::vector<SymDim>>;
+
+bool symbolic_checks_strict() {
+  // Tests set TP_SYMBOLIC_STRICT=1: a shape rule whose result disagrees with the
+  // real result is an internal error there; otherwise the node is specialized.
+  static const bool strict = [] {
+    const char* v = std::getenv("TP_SYMBOLIC_STRICT");
+    return v && *v && *v != '0';
+  }();
+  return strict;
+}
 
 class Tracer : public DispatchInterceptor {
  public:
@@ -19,6 +37,115 @@ class Tracer : public DispatchInterceptor {
       : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs), rng_epoch_(generator_epoch()) {}
 
   const std::vector<Tensor>& free_tensors() const { return free_; }
+
+  // ---- dynamic shapes ----
+  ShapeEnv* env_ = nullptr;
+  // The SymShape of a traced tensor, replacements applied (empty: unknown / static).
+  SymShape sym_of(const Tensor& t) {
+    if (!env_ || !t.defined()) return {};
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return {};
+    SymShape s = sym_shape_of(*it->second);
+    for (auto& d : s) d = env_->resolve(d);
+    return s;
+  }
+  SymAttrs size_attr(const Tensor& like) {
+    SymShape s = sym_of(like);
+    if (s.empty() || std::all_of(s.begin(), s.end(), [](const SymDim& d) { return d.is_const(); })) return {};
+    return {{"size", s}};
+  }
+  // The user's SymInt attributes reach the node that carries them (the operator
+  // itself, or the part of a composite with the same list of values).
+  void consume(Node* n, UserCall& call) {
+    for (auto& [name, vec] : call.sym_attrs) {
+      auto matches = [&](const AttrValue& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) return vec.size() == 1 && env_->hint(vec[0]) == *i;
+        auto* l = std::get_if<std::vector<int64_t>>(&v);
+        if (!l || l->size() != vec.size()) return false;
+        for (size_t j = 0; j < vec.size(); ++j) {
+          bool minus1 = vec[j].is_const() && vec[j].const_value() == -1;
+          if (!minus1 && env_->hint(vec[j]) != (*l)[j]) return false;
+        }
+        return true;
+      };
+      const char* hit = nullptr;
+      for (auto& [an, av] : n->attrs.items())
+        if (name == an && matches(av)) hit = an;
+      if (!hit && n->target != call.op)
+        for (auto& [an, av] : n->attrs.items())
+          if (std::holds_alternative<std::vector<int64_t>>(av) && vec.size() > 1 && matches(av)) hit = an;
+      if (!hit) continue;
+      n->sym_attrs[hit] = vec;
+      call.consumed = true;
+    }
+  }
+  bool hints_agree(const Node* n) {
+    auto same = [&](const SymShape& s, const Shape& real) {
+      if (s.size() != real.size()) return false;
+      for (size_t i = 0; i < s.size(); ++i)
+        if (env_->hint(s[i]) != real[i]) return false;
+      return true;
+    };
+    if (!same(n->sym_sizes, n->meta.sizes)) return false;
+    if (!n->output_metas.empty()) {
+      if (n->output_sym_sizes.size() != n->output_metas.size()) return false;
+      for (size_t i = 0; i < n->output_metas.size(); ++i)
+        if (!same(n->output_sym_sizes[i], n->output_metas[i].sizes)) return false;
+    }
+    return true;
+  }
+  // Gives a new node its SymShape (a rule, or specialization of its inputs' symbols).
+  void sym(Node* n, const SymAttrs* attrs = nullptr) {
+    if (!env_) return;
+    if (n->opcode != Opcode::CallFunction) {
+      if (n->sym_sizes.empty())
+        for (int64_t d : n->meta.sizes) n->sym_sizes.push_back(SymDim(d));
+      return;
+    }
+    if (attrs) n->sym_attrs = *attrs;
+    UserCall* call = t_user_call;
+    const bool part = !call || call->op != n->target;
+    if (call && !call->sym_attrs.empty()) consume(n, *call);
+    bool ok = false;
+    std::string why;
+    try {
+      ok = apply_sym_rule(*n, *env_, part, call);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    if (ok && !hints_agree(n)) {
+      if (symbolic_checks_strict())
+        throw Error(str("internal: the symbolic shape rule of ", n->target->name, " gives ",
+                        shape_str(n->meta.sizes), " at the hints wrongly"));
+      ok = false;
+    }
+    if (ok) return;
+    // No rule: every symbol of the inputs (and of its symbolic attributes) becomes its hint.
+    const std::string where = call ? call->where() : "";
+    if (guards_logged()) {
+      bool any = false;
+      for (Node* in : n->input_nodes())
+        for (auto& d : sym_shape_of(*in)) any |= !env_->resolve(d).is_const();
+      if (any)
+        std::fprintf(stderr, "[tp.compile] %s: no symbolic shape rule%s; its inputs' sizes are specialized%s%s\n",
+                     n->target->name, why.empty() ? "" : (" (" + why + ")").c_str(), where.empty() ? "" : " at ",
+                     where.c_str());
+    }
+    for (Node* in : n->input_nodes())
+      for (auto& d : sym_shape_of(*in)) env_->specialize(d, where);
+    for (auto& [name, vec] : n->sym_attrs)
+      for (auto& d : vec) env_->specialize(d, where);
+    n->sym_attrs.clear();
+    n->sym_sizes.clear();
+    for (int64_t d : n->meta.sizes) n->sym_sizes.push_back(SymDim(d));
+    n->output_sym_sizes.clear();
+    for (auto& m : n->output_metas) {
+      SymShape s;
+      for (int64_t d : m.sizes) s.push_back(SymDim(d));
+      n->output_sym_sizes.push_back(std::move(s));
+    }
+  }
+
   const std::vector<bool>& free_aliases() const { return free_aliases_; }
 
   void bind_input(const Tensor& t, Node* n) {
@@ -35,6 +162,7 @@ class Tracer : public DispatchInterceptor {
     if (!lift_) {
       // A free tensor (e.g. a global): lifted into the graph as a named constant.
       Node* n = g_.get_attr("const", t);
+      sym(n);
       bind_input(t, n);
       return n;
     }
@@ -51,6 +179,7 @@ class Tracer : public DispatchInterceptor {
     Node* n = g_.placeholder("free", t.meta(), num_inputs_ + static_cast<int>(free_.size()));
     free_.push_back(t);
     free_aliases_.push_back(aliases);
+    sym(n);
     bind_placeholder(t, n);
     return n;
   }
@@ -60,6 +189,7 @@ class Tracer : public DispatchInterceptor {
     if (auto* n = std::get_if<Node*>(&a)) return *n;
     Tensor c = Tensor::scalar_tensor(std::get<Scalar>(a), t.dtype());
     Node* n = g_.get_attr("const", c);
+    sym(n);
     return n;
   }
 
@@ -96,15 +226,19 @@ class Tracer : public DispatchInterceptor {
     TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
     if (out.size() == 1) {
+      sym(n);
       bind_input(out[0], n);
-      note_view(op, inputs, attrs, out[0], -1);
+      note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
     for (auto& t : out) n->output_metas.push_back(t.meta());
+    sym(n);
     for (size_t i = 0; i < out.size(); ++i) {
-      bind_input(out[i], g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta()));
-      note_view(op, inputs, attrs, out[i], static_cast<int>(i));
+      Node* gi = g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta());
+      sym(gi);
+      bind_input(out[i], gi);
+      note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
     }
     return out;
   }
@@ -161,8 +295,10 @@ class Tracer : public DispatchInterceptor {
     saved_.clear();
   }
   // The chain of view operators from a placeholder to `t` (for results that are views of inputs).
-  bool view_chain(const Tensor& t, int* input_index, std::vector<std::pair<const OpDef*, Attrs>>* steps) {
+  bool view_chain(const Tensor& t, int* input_index, std::vector<std::pair<const OpDef*, Attrs>>* steps,
+                  std::vector<SymAttrs>* sym_steps) {
     std::vector<std::pair<const OpDef*, Attrs>> rev;
+    std::vector<SymAttrs> rev_sym;
     const TensorImpl* cur = t.impl();
     while (true) {
       auto it = views_.find(cur);
@@ -170,6 +306,7 @@ class Tracer : public DispatchInterceptor {
       const ViewInfo& v = it->second;
       if (v.inputs.size() != 1 || v.out_index >= 0) return false;
       rev.push_back({v.op, v.attrs});
+      rev_sym.push_back(v.sym_attrs);
       cur = v.inputs[0].impl();
     }
     if (rev.empty()) return false;
@@ -177,6 +314,7 @@ class Tracer : public DispatchInterceptor {
       if (pt.impl() == cur) {
         *input_index = pn->input_index;
         steps->assign(rev.rbegin(), rev.rend());
+        sym_steps->assign(rev_sym.rbegin(), rev_sym.rend());
         return true;
       }
     return false;
@@ -190,6 +328,7 @@ class Tracer : public DispatchInterceptor {
     int out_index;               // >= 0: that result of a multi-result operator
     const TensorImpl* root;      // the non-view tensor at the end of the chain
     uint64_t gen;                // the root's write count when this view's node was made
+    SymAttrs sym_attrs;          // its node's attributes computed from sizes (dynamic shapes)
   };
 
   // The tensor a write lands in at the end of the chain of views.
@@ -199,14 +338,14 @@ class Tracer : public DispatchInterceptor {
   }
 
   void note_view(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out,
-                 int out_index) {
+                 int out_index, const SymAttrs& sym_attrs = {}) {
     // A result that shares memory with input 0 and is a new object is a view of
     // it (a view op, or an op such as reshape/contiguous that returned one).
     if (inputs.empty() || !inputs[0].defined() || out.impl() == inputs[0].impl() ||
         out.impl()->storage != inputs[0].impl()->storage)
       return;
     const TensorImpl* root = root_of(inputs[0]);
-    views_[out.impl()] = ViewInfo{&op, inputs, attrs, out_index, root, gen_[root]};
+    views_[out.impl()] = ViewInfo{&op, inputs, attrs, out_index, root, gen_[root], sym_attrs};
   }
 
   // A view whose base was written since its node was made gets a new node: the
@@ -217,12 +356,13 @@ class Tracer : public DispatchInterceptor {
     ViewInfo& v = it->second;
     std::vector<Arg> args;
     for (auto& in : v.inputs) args.push_back(arg_for(in));
-    values_[t.impl()] = replay(*v.op, std::move(args), v.attrs, v.out_index);
+    values_[t.impl()] = replay(*v.op, std::move(args), v.attrs, v.out_index, &v.sym_attrs);
     v.gen = gen_[v.root];
   }
 
   // A node for op(args), with metas inferred from the argument nodes.
-  Node* replay(const OpDef& op, std::vector<Arg> args, const Attrs& attrs, int out_index = -1) {
+  Node* replay(const OpDef& op, std::vector<Arg> args, const Attrs& attrs, int out_index = -1,
+               const SymAttrs* sym_attrs = nullptr) {
     std::vector<TensorMeta> in_meta;
     for (auto& a : args) {
       TensorMeta m;
@@ -236,15 +376,24 @@ class Tracer : public DispatchInterceptor {
     }
     std::vector<TensorMeta> metas = op.infer(op, in_meta, attrs);
     Node* n = g_.call(op, std::move(args), attrs, metas.at(0));
-    if (metas.size() == 1 && out_index < 0) return n;
+    if (metas.size() == 1 && out_index < 0) {
+      sym(n, sym_attrs);
+      return n;
+    }
     n->output_metas = metas;
+    sym(n, sym_attrs);
     int64_t i = out_index < 0 ? 0 : out_index;
-    return g_.call(getitem_op(), {n}, {{"index", i}}, metas.at(static_cast<size_t>(i)));
+    Node* gi = g_.call(getitem_op(), {n}, {{"index", i}}, metas.at(static_cast<size_t>(i)));
+    sym(gi);
+    return gi;
   }
 
   Node* convert(Node* n, const Tensor& like) {
     if (n->meta.dtype != like.dtype()) n = replay(get_op("to"), {n}, {{"dtype", like.dtype()}});
-    if (n->meta.sizes != like.sizes()) n = replay(get_op("expand"), {n}, {{"size", like.sizes()}});
+    if (n->meta.sizes != like.sizes()) {
+      SymAttrs sa = size_attr(like);
+      n = replay(get_op("expand"), {n}, {{"size", like.sizes()}}, -1, &sa);
+    }
     return n;
   }
 
@@ -298,11 +447,13 @@ class Tracer : public DispatchInterceptor {
     Node* scattered = nullptr;
     std::string name = v.op->name;
     if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
-      scattered = replay(get_op(name == "select" ? "select_scatter" : "slice_scatter"), {p, value}, v.attrs);
+      scattered = replay(get_op(name == "select" ? "select_scatter" : "slice_scatter"), {p, value}, v.attrs, -1,
+                         &v.sym_attrs);
     } else if (t.is_contiguous() && parent.is_contiguous() && t.offset() == parent.offset() &&
                t.numel() == parent.numel()) {
       // A reshape of the whole parent (view, flatten, unsqueeze, ...): the value reshaped back.
-      scattered = replay(get_op("view"), {value}, {{"size", parent.sizes()}});
+      SymAttrs sa = size_attr(parent);
+      scattered = replay(get_op("view"), {value}, {{"size", parent.sizes()}}, -1, &sa);
     } else if (parent.is_contiguous() && p->meta.sizes == parent.sizes()) {
       // Any other view of a dense parent: the written elements by their strides.
       scattered = replay(get_op("as_strided_scatter"), {p, value},
@@ -326,8 +477,10 @@ class Tracer : public DispatchInterceptor {
     if (name == "copy_") {
       value = convert(node_for(inputs.at(1)), self);
     } else if (name == "fill_") {
+      SymAttrs sa = size_attr(self);
       value = replay(get_op("full"), {},
-                     {{"size", self.sizes()}, {"fill_value", attrs.get_scalar("value")}, {"dtype", self.dtype()}});
+                     {{"size", self.sizes()}, {"fill_value", attrs.get_scalar("value")}, {"dtype", self.dtype()}}, -1,
+                     &sa);
     } else {
       // The out-of-place twin: add_ -> add, scatter_.src -> scatter.src.
       size_t dot = name.find('.');
@@ -426,7 +579,7 @@ class Tracer : public DispatchInterceptor {
     u.next = first + drawn;
     const int64_t offset = static_cast<int64_t>(first - u.start);
     Node* state = u.state;
-    auto draw = [&](const char* dist, const Shape& size, DType dt, Attrs extra = {}) {
+    auto draw = [&](const char* dist, const Shape& size, DType dt, Attrs extra = {}) -> Node* {
       TP_CHECK(counters_for(dist, numel(size), dt) == drawn, CaptureError, "internal: the functional form of ",
                op.name, " would draw ", counters_for(dist, numel(size), dt), " counters, eager drew ", drawn);
       Attrs a = extra;
@@ -434,7 +587,9 @@ class Tracer : public DispatchInterceptor {
       a.set("dtype", dt);
       a.set("distribution", std::string(dist));
       a.set("offset", offset);
-      return replay(get_op("philox_random"), {state}, a);
+      SymAttrs sa;
+      if (!inputs.empty() && inputs[0].defined() && inputs[0].sizes() == size) sa = size_attr(inputs[0]);
+      return replay(get_op("philox_random"), {state}, a, -1, sa.empty() ? nullptr : &sa);
     };
     auto call = [&](const char* o, std::vector<Arg> args) { return replay(get_op(o), std::move(args), {}); };
     auto to = [&](Node* n, DType dt) { return n->meta.dtype == dt ? n : replay(get_op("to"), {n}, {{"dtype", dt}}); };
@@ -538,8 +693,12 @@ class Tracer : public DispatchInterceptor {
     // The normalization without the running statistics (the same results) ...
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
     for (auto& t : out) n->output_metas.push_back(t.meta());
-    for (size_t i = 0; i < out.size(); ++i)
-      bind_input(out[i], g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta()));
+    sym(n);
+    for (size_t i = 0; i < out.size(); ++i) {
+      Node* gi = g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta());
+      sym(gi);
+      bind_input(out[i], gi);
+    }
     // ... and the update as pure arithmetic: r' = (1 - m) r + m * stat, with the
     // unbiased batch variance for running_var (the kernel's formula).
     const double m = attrs.get_double("momentum");
@@ -596,6 +755,41 @@ thread_local int t_trace_depth = 0;
 
 bool is_tracing() { return t_trace_depth > 0; }
 
+bool symbolic_tracing() { return t_trace_depth > 0 && t_tracer && t_tracer->env_; }
+
+SymShape sym_sizes_of(const Tensor& t) { return symbolic_tracing() ? t_tracer->sym_of(t) : SymShape{}; }
+
+bool decide_shape(const SymDim& e, GuardRel rel, const std::string& where) {
+  TP_CHECK(symbolic_tracing(), Error, "internal: a symbolic size outside its capture");
+  return t_tracer->env_->decide(e, rel, where);
+}
+
+int64_t specialize_shape(const SymDim& e, const std::string& where) {
+  TP_CHECK(symbolic_tracing(), Error, "internal: a symbolic size outside its capture");
+  return t_tracer->env_->specialize(e, where);
+}
+
+int64_t shape_hint(const SymDim& e) {
+  TP_CHECK(symbolic_tracing(), Error, "internal: a symbolic size outside its capture");
+  return t_tracer->env_->hint(e);
+}
+
+std::string describe_shape(const SymDim& e) {
+  if (!symbolic_tracing()) return e.to_string();
+  return describe_sym(t_tracer->env_->resolve(e), t_tracer->env_->symbols());
+}
+
+UserCallScope::UserCallScope(UserCall call) : call_(std::move(call)), prev_(t_user_call) { t_user_call = &call_; }
+
+UserCallScope::~UserCallScope() noexcept(false) {
+  t_user_call = prev_;
+  // SymInt attributes no node carries: the call's parts used their hint values.
+  // (Not while an exception unwinds: the capture fails anyway.)
+  if (!call_.consumed && symbolic_tracing() && std::uncaught_exceptions() == 0)
+    for (auto& [name, vec] : call_.sym_attrs)
+      for (auto& d : vec) t_tracer->env_->specialize(d, call_.where());
+}
+
 Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   Scalar s = t.item();  // several elements: item()'s own error, as in eager
   if (kind == "bool") return Scalar(s.to_bool());
@@ -610,10 +804,12 @@ Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::str
 }
 
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, const std::vector<std::string>& names,
-                  bool execute, bool lift_free_tensors) {
+                  bool execute, bool lift_free_tensors, const DynamicSpec* dynamic) {
   TraceResult r;
   r.graph = std::make_unique<Graph>();
   Tracer tracer(*r.graph, execute, lift_free_tensors, static_cast<int>(inputs.size()));
+  ShapeEnv env;
+  if (dynamic) tracer.env_ = &env;
   std::vector<Tensor> proxies;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor t = inputs[i];
@@ -626,7 +822,32 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     for (size_t j = 0; j < i; ++j)
       if (inputs[j].impl() == t.impl()) t = t.as_strided(t.sizes(), t.strides(), t.offset());
     std::string hint = i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
-    tracer.bind_placeholder(t, r.graph->placeholder(hint, t.meta(), static_cast<int>(i)));
+    Node* ph = r.graph->placeholder(hint, t.meta(), static_cast<int>(i));
+    if (dynamic) {
+      // Symbolic dims: never 0 or 1 (0/1 specialization), only of contiguous
+      // inputs (the backend derives their strides from the sizes). Duck sizing:
+      // dims with equal example sizes and the same range share one symbol.
+      const bool contiguous = t.is_contiguous();
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        const int64_t size = t.sizes()[d];
+        const DimSpec spec = i < dynamic->size() && d < static_cast<int64_t>((*dynamic)[i].size())
+                                 ? (*dynamic)[i][d] : DimSpec{};
+        if (!spec.symbolic || size < 2 || !contiguous || size < spec.min || size > spec.max) {
+          ph->sym_sizes.push_back(SymDim(size));
+          continue;
+        }
+        int k = -1;
+        for (size_t s = 0; s < env.symbols().size() && k < 0; ++s) {
+          const SymbolInfo& si = env.symbols()[s];
+          if (si.hint == size && si.min == std::max<int64_t>(2, spec.min) && si.max == spec.max) k = static_cast<int>(s);
+        }
+        if (k < 0)
+          k = env.new_symbol(size, std::max<int64_t>(2, spec.min), spec.max, str(hint, ".size(", d, ")"),
+                             static_cast<int>(i), static_cast<int>(d));
+        ph->sym_sizes.push_back(stax::ir::size_var(k));
+      }
+    }
+    tracer.bind_placeholder(t, ph);
     proxies.push_back(t);
   }
   {
@@ -656,9 +877,13 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   }
   // Results that are views of an input in eager (read before the inputs are put back).
   r.output_views.resize(r.outputs.size());
+  r.output_view_sym_attrs.resize(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i)
-    if (!tracer.view_chain(r.outputs[i], &r.output_views[i].input_index, &r.output_views[i].steps))
+    if (!tracer.view_chain(r.outputs[i], &r.output_views[i].input_index, &r.output_views[i].steps,
+                           &r.output_view_sym_attrs[i])) {
       r.output_views[i] = {};
+      r.output_view_sym_attrs[i].clear();
+    }
   // Mutated inputs: their final values are extra outputs after the function's results.
   for (auto& [index, node] : tracer.mutations()) {
     r.mutated_inputs.push_back(index);
@@ -667,6 +892,16 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   tracer.restore_inputs();
   r.rng_inputs = tracer.finish_random();
   r.graph->output(std::move(outs));
+  if (dynamic) {
+    // Replacements (specializations, unifications) into every node; live symbols renumbered.
+    r.shape_guards = env.finish(*r.graph);
+    for (auto& steps : r.output_view_sym_attrs)
+      for (auto& sa : steps) {
+        for (auto& [name, vec] : sa)
+          for (auto& d : vec) d = env.finalize(d);
+        if (!r.graph->is_symbolic()) sa.clear();
+      }
+  }
   // Each gate's guard: the part of the graph its tensor depends on, taken before
   // any pass (DCE would drop a gate nobody else reads).
   for (auto& pg : tracer.gates()) {

@@ -3,11 +3,15 @@
 // into a Graph (and executes it, so Python control flow sees real values).
 #pragma once
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/shape_env.h"
+#include "graph/sym_shape_rules.h"
 
 namespace tp::graph {
 
@@ -71,7 +75,23 @@ struct TraceResult {
     uint64_t counters;
   };
   std::vector<RngInput> rng_inputs;
+  // Dynamic shapes: the run-time shape guards of a symbolic capture (the graph's
+  // `symbols` name the symbols; empty graph->symbols: the capture is static).
+  std::vector<ShapeGuard> shape_guards;
+  // Per result, per view step: the step's attributes computed from sizes
+  // (evaluate them at the call's symbols before replaying the step).
+  std::vector<std::vector<std::map<std::string, std::vector<SymDim>>>> output_view_sym_attrs;
 };
+
+// Dynamic shapes: how a capture treats one dim of an input.
+struct DimSpec {
+  bool symbolic = false;
+  int64_t min = 2;
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+// Per input (in trace order), per dim. Dims of size 0 or 1 and dims of
+// non-contiguous inputs stay static whatever the spec says.
+using DynamicSpec = std::vector<std::vector<DimSpec>>;
 
 // `input_names` (optional) name the placeholders (e.g. the Python parameter names).
 // execute=false traces in meta mode: outputs get their shapes/dtypes from the
@@ -82,7 +102,34 @@ struct TraceResult {
 // caller can pass its current value at every call (tp.compile does).
 TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs,
                   const std::vector<std::string>& input_names = {}, bool execute = true,
-                  bool lift_free_tensors = false);
+                  bool lift_free_tensors = false, const DynamicSpec* dynamic = nullptr);
+
+// ---- dynamic shapes: what the binding asks during a symbolic capture ----
+// True while a capture with symbolic sizes runs on this thread.
+bool symbolic_tracing();
+// The SymShape of a traced tensor (empty: not symbolic or not traced).
+SymShape sym_sizes_of(const Tensor& t);
+// Decides `e REL 0` at the hints and records the shape guard (where: the user's line).
+bool decide_shape(const SymDim& e, GuardRel rel, const std::string& where);
+// A size taken as a plain int: records e == hint and returns the hint.
+int64_t specialize_shape(const SymDim& e, const std::string& where);
+int64_t shape_hint(const SymDim& e);
+// Printable form of a symbolic size, symbols named by origin.
+std::string describe_shape(const SymDim& e);
+// The binding opens one around each operator call the user's code makes while a
+// symbolic capture runs; on close, SymInt attributes no recorded node took are
+// specialized (the call's parts computed with their hint values).
+class UserCallScope {
+ public:
+  explicit UserCallScope(UserCall call);
+  ~UserCallScope() noexcept(false);
+  UserCallScope(const UserCallScope&) = delete;
+  UserCallScope& operator=(const UserCallScope&) = delete;
+
+ private:
+  UserCall call_;
+  UserCall* prev_;
+};
 
 // True while a trace is being recorded on this thread (the binding refuses
 // data-dependent reads such as item() then: a capture failure, Section 11.3).

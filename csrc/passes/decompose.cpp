@@ -1,7 +1,10 @@
 // Expands composite operators into the primitives the Stax lowering knows, by
 // tracing each OpDef::decompose in meta mode and splicing the result in place.
+#include <algorithm>
 #include <unordered_map>
 
+#include "graph/interpreter.h"
+#include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
 #include "passes/passes.h"
 
@@ -11,7 +14,8 @@ using namespace tp::graph;
 namespace {
 // Splices `sub` (placeholders bound to `args`) before `at`; returns the values
 // that replace `at`'s results.
-std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args) {
+std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args,
+                        std::vector<Node*>* inserted) {
   std::unordered_map<const Node*, Arg> map;
   for (auto& up : sub.nodes()) {
     const Node* n = up.get();
@@ -22,7 +26,9 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
         if (n->constant.numel() == 1 && n->constant.dim() == 0) {
           map[n] = n->constant.item();
         } else {
-          map[n] = g.get_attr("const", n->constant, at);  // before its users (a mask of select_scatter)
+          Node* c = g.get_attr("const", n->constant, at);  // before its users (a mask of select_scatter)
+          inserted->push_back(c);
+          map[n] = c;
         }
         break;
       }
@@ -31,6 +37,7 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
         for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) && std::get<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
         Node* c = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
         c->output_metas = n->output_metas;
+        inserted->push_back(c);
         map[n] = c;
         break;
       }
@@ -44,6 +51,43 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
   }
   throw Error("internal: decomposition without output");
 }
+// Dynamic shapes: two traces of a decomposition (at the hints and at other sizes)
+// that record the same operators with the same attributes, numbers and constants
+// do not depend on the sizes (e.g. mean's 1/count would differ).
+bool same_program(const Graph& a, const Graph& b) {
+  if (a.nodes().size() != b.nodes().size()) return false;
+  std::unordered_map<const Node*, size_t> ia, ib;
+  for (size_t i = 0; i < a.nodes().size(); ++i) {
+    ia[a.nodes()[i].get()] = i;
+    ib[b.nodes()[i].get()] = i;
+  }
+  for (size_t i = 0; i < a.nodes().size(); ++i) {
+    const Node& x = *a.nodes()[i];
+    const Node& y = *b.nodes()[i];
+    if (x.opcode != y.opcode || x.target != y.target || !(x.attrs == y.attrs) || x.args.size() != y.args.size() ||
+        x.input_index != y.input_index)
+      return false;
+    for (size_t k = 0; k < x.args.size(); ++k) {
+      const Node* const* px = std::get_if<Node*>(&x.args[k]);
+      const Node* const* py = std::get_if<Node*>(&y.args[k]);
+      if (!px != !py) return false;
+      if (px) {
+        if (!*px != !*py || (*px && ia.at(*px) != ib.at(*py))) return false;
+      } else if (!(std::get<Scalar>(x.args[k]) == std::get<Scalar>(y.args[k]))) {
+        return false;
+      }
+    }
+    if (x.opcode == Opcode::GetAttr) {
+      const Tensor& cx = x.constant;
+      const Tensor& cy = y.constant;
+      if (cx.sizes() != cy.sizes() || cx.dtype() != cy.dtype() || cx.numel() > 1 ||
+          (cx.numel() == 1 && !(cx.item() == cy.item())))
+        return false;
+    }
+  }
+  return true;
+}
+
 bool calls_itself(const Graph& sub, const OpDef& op) {
   for (auto& n : sub.nodes())
     if (n->opcode == Opcode::CallFunction && n->target == &op) return true;
@@ -81,7 +125,43 @@ bool decompose_composites(Graph& g) {
     // these arguments" (gelu without tanh needs erf): the node stays, and the
     // lowering names it when it cannot lower it.
     if (calls_itself(*sub.graph, op)) continue;
-    std::vector<Arg> outs = splice(g, n, *sub.graph, n->args);
+    if (g.is_symbolic()) {
+      // Symbolic sizes: the decomposition must not bake in a size (else the node stays whole).
+      std::unordered_map<int, int64_t> other = hint_values(g.symbols);
+      for (size_t k = 0; k < g.symbols.size(); ++k) {
+        int64_t& v = other[stax::ir::size_var_id(static_cast<int>(k))];
+        v = std::min(g.symbols[k].max, v + 3 + static_cast<int64_t>(k));
+      }
+      std::vector<Tensor> examples2;
+      for (auto& a : n->args) {
+        if (auto* p = std::get_if<Node*>(&a); p && !*p) {
+          examples2.emplace_back();
+        } else if (p) {
+          Shape sizes;
+          for (auto& d : sym_shape_of(**p)) sizes.push_back(stax::ir::evaluate(d, other));
+          examples2.push_back(Tensor::empty(sizes, (*p)->meta.dtype));
+        } else {
+          examples2.push_back(Tensor::wrapped_scalar(std::get<Scalar>(a)));
+        }
+      }
+      Attrs attrs2 = evaluate_sym_attrs(*n, other);
+      bool independent = false;
+      try {
+        TraceResult sub2 = trace([&](const std::vector<Tensor>& in) { return op.decompose(in, attrs2); }, examples2,
+                                 {}, /*execute=*/false);
+        independent = n->sym_attrs.empty() && same_program(*sub.graph, *sub2.graph);
+      } catch (const Error&) {
+        independent = false;
+      }
+      if (!independent) continue;
+    }
+    std::vector<Node*> inserted;
+    std::vector<Arg> outs = splice(g, n, *sub.graph, n->args, &inserted);
+    if (g.is_symbolic() && !propagate_sym_shapes(g)) {
+      // A part without a symbolic shape rule: undo the splice, the node stays whole.
+      for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) g.erase(*it);
+      continue;
+    }
     if (n->output_metas.empty()) {
       g.replace_all_uses(n, std::get<Node*>(outs.at(0)));
     } else {  // each getitem of the composite now reads the matching result of its parts

@@ -11,10 +11,22 @@
 #include <nanobind/stl/vector.h>
 
 #include "core/tensor.h"
+#include "graph/sym_shape.h"
 
 namespace nb = nanobind;
 
 namespace tp::py {
+
+// symint.cpp (dynamic shapes): tp.SymInt, a size of a traced tensor that is a
+// symbol expression while a symbolic capture runs.
+bool is_symint(nb::handle h);
+// Its expression and hint, without a guard (an operator argument that records it).
+graph::SymDim symint_expr(nb::handle h);
+int64_t symint_hint(nb::handle h);
+// Taken as a plain int: records `expr == hint` and returns the hint.
+int64_t symint_specialize(nb::handle h);
+// A size for Python: a SymInt when e has symbols, else a plain int.
+nb::object make_size(const graph::SymDim& e, int64_t hint);
 
 // A Python bool/int/float (or NumPy scalar) as a Scalar; nullopt for anything else.
 std::optional<Scalar> to_scalar(nb::handle h);
@@ -88,6 +100,7 @@ void bind_functions(nb::module_& m);
 void bind_compile(nb::module_& m);
 void bind_autograd(nb::module_& m);  // autograd_bind.cpp (after bind_tensor: adds Tensor members)
 void bind_dlpack(nb::module_& m);     // dlpack.cpp
+void bind_symint(nb::module_& m);     // symint.cpp: tp.SymInt
 void bind_generated_ops(nb::module_& m);  // op_binding.cpp: tp.<op> / Tensor.<op> from schemas
 void bind_generator(nb::module_& m);  // generator_bind.cpp: tp.Generator, manual_seed, default_generator
 void bind_indexing(nb::module_& m);   // indexing.cpp: __getitem__/__setitem__, varargs shape methods

@@ -7,6 +7,7 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include "common.h"
+#include "compile/dynamic_marks.h"
 #include "autograd/forward_ad.h"
 #include "compile/compiled_function.h"
 #include "compile/metrics.h"
@@ -101,6 +102,11 @@ struct PyOutputStructure : compile::OutputStructure {
       return s;
     }
     PyObject* p = r.ptr();
+    if (is_symint(r)) {  // a size returned as a number: the version is for that size (specialized)
+      s->kind = kConstant;
+      s->object = keep_py(nb::int_(symint_specialize(r)));
+      return s;
+    }
     if (p == Py_None || PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p) || PyComplex_Check(p) ||
         PyUnicode_Check(p)) {
       s->kind = kConstant;
@@ -448,14 +454,16 @@ void bind_compile(nb::module_& m) {
       .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
-                       std::map<std::string, std::string> options, bool dynamic, bool fullgraph, bool strict_native,
+                       std::map<std::string, std::string> options, nb::object dynamic, bool fullgraph, bool strict_native,
                        std::vector<std::string> arg_names, int num_params, nb::object binder) {
     compile::CompileOptions o;
     o.backend = backend;
     if (!custom.is_none()) o.custom_backend = python_backend(custom);
     o.mode = mode;
     o.options = options;
-    o.dynamic = dynamic;
+    // None: automatic (a dim whose size changes is recompiled as symbolic); True / False.
+    using D = compile::CompileOptions::Dynamic;
+    o.dynamic = dynamic.is_none() ? D::Auto : (PyObject_IsTrue(dynamic.ptr()) == 1 ? D::On : D::Off);
     o.fullgraph = fullgraph;
     o.strict_native = strict_native;
     auto pc = std::make_unique<PyCompiled>();
@@ -511,10 +519,23 @@ void bind_compile(nb::module_& m) {
     }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
-     nb::arg("dynamic"), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
+     nb::arg("dynamic").none(), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
      nb::arg("binder").none());
 
   m.def("_is_tracing", [] { return graph::is_tracing(); });  // a capture is running on this thread
+
+  // tp.mark_dynamic / tp.mark_static (compile/dynamic_marks.h).
+  m.def("_mark_dim", [](const Tensor& t, int64_t dim, bool dynamic, std::optional<int64_t> min,
+                        std::optional<int64_t> max) {
+    compile::DimMark mk;
+    mk.dynamic = dynamic;
+    if (min) mk.min = *min;
+    if (max) mk.max = *max;
+    TP_CHECK(!dynamic || mk.max >= 2, ValueError, "mark_dynamic: max ", mk.max,
+             " leaves no size >= 2 (sizes 0 and 1 are always static)");
+    compile::mark_dim(t, dim, mk);
+  }, nb::arg("t"), nb::arg("dim"), nb::arg("dynamic"), nb::arg("min").none() = nb::none(),
+     nb::arg("max").none() = nb::none());
 
   m.def("_capture", [](nb::object fn, nb::args args) {
     std::vector<Tensor> in;

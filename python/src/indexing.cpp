@@ -8,6 +8,7 @@
 // (a copy) or index_put_ (a write). As in PyTorch, an int next to an advanced
 // index is a select (NumPy would treat it as an advanced index too).
 #include "common.h"
+#include "graph/tracer.h"
 #include "ops/ops.h"
 
 namespace tp::py {
@@ -132,6 +133,28 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         auto* s = reinterpret_cast<PySliceObject*>(it.slice.ptr());
         const int64_t step = slice_part(s->step).value_or(1);
         TP_CHECK(step > 0, ValueError, "slice step must be greater than zero (got ", step, ")");
+        if (graph::symbolic_tracing() && (is_symint(s->start) || is_symint(s->stop))) {
+          // x[a:b] with symbolic bounds: the slice node evaluates them per call.
+          graph::UserCall call;
+          call.op = &get_op("slice");
+          call.where_fn = &python_source_line;
+          std::optional<int64_t> start, stop;
+          if (is_symint(s->start)) {
+            start = symint_hint(s->start);
+            call.sym_attrs["start"] = {symint_expr(s->start)};
+          } else {
+            start = slice_part(s->start);
+          }
+          if (is_symint(s->stop)) {
+            stop = symint_hint(s->stop);
+            call.sym_attrs["end"] = {symint_expr(s->stop)};
+          } else {
+            stop = slice_part(s->stop);
+          }
+          graph::UserCallScope scope(std::move(call));
+          r.view = ops::slice(r.view, dim++, start, stop, step);
+          break;
+        }
         r.view = ops::slice(r.view, dim++, slice_part(s->start), slice_part(s->stop), step);
         break;
       }
@@ -225,14 +248,23 @@ void redefine(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
   nb::cpp_function_def(std::forward<F>(f), nb::scope(cls), nb::name(name), nb::is_method(), extra...);
 }
 
-std::vector<int64_t> ints_from_args(const nb::args& args, const char* op) {
+std::vector<int64_t> ints_from_args(const nb::args& args, const char* op,
+                                    std::vector<graph::SymDim>* syms = nullptr) {
   std::vector<int64_t> out;
   nb::handle src = args;
   if (args.size() == 1 && !is_int_like(args[0])) src = args[0];
   for (nb::handle x : src) {
     TP_CHECK(is_int_like(x), TypeError, op, ": expected a sequence of ints, got an element of type ",
              nb::inst_name(x).c_str());
+    if (syms && is_symint(x)) {  // dynamic shapes: kept symbolic for the recorded node
+      if (syms->empty())  // the plain ints before the first SymInt
+        for (int64_t v : out) syms->push_back(graph::SymDim(v));
+      out.push_back(symint_hint(x));
+      syms->push_back(symint_expr(x));
+      continue;
+    }
     out.push_back(nb::cast<int64_t>(nb::int_(x)));
+    if (syms && !syms->empty()) syms->push_back(graph::SymDim(out.back()));
   }
   return out;
 }
@@ -268,7 +300,17 @@ void bind_shape_conveniences(nb::module_& m) {
   // view(*shape) or view(dtype): the same bits read as another dtype of equal size.
   redefine(cls, "view", [](const Tensor& t, nb::args a) {
     if (a.size() == 1 && nb::isinstance<DType>(a[0])) return ops::view_dtype(t, nb::cast<DType>(a[0]));
-    return ops::view(t, ints_from_args(a, "view"));
+    if (!graph::symbolic_tracing()) return ops::view(t, ints_from_args(a, "view"));
+    std::vector<graph::SymDim> syms;
+    std::vector<int64_t> size = ints_from_args(a, "view", &syms);
+    graph::UserCall call;
+    call.op = &get_op("view");
+    call.where_fn = &python_source_line;
+    for (size_t j = 0; j < size.size(); ++j)
+      if (syms.empty() || syms[j].is_const()) call.literals.push_back(size[j]);
+    if (!syms.empty()) call.sym_attrs["size"] = std::move(syms);
+    graph::UserCallScope scope(std::move(call));
+    return ops::view(t, size);
   });
   redefine(cls, "flatten", &ops::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1);
   redefine(cls, "squeeze", [](const Tensor& t, nb::handle dim) {

@@ -59,6 +59,8 @@ std::optional<Scalar> to_scalar(nb::handle h) {
     return Scalar(static_cast<int64_t>(v));
   }
   if (PyFloat_Check(o)) return Scalar(PyFloat_AS_DOUBLE(o));
+  // A symbolic size used as a number (`x * x.shape[0]`): its value, specialized.
+  if (is_symint(h)) return Scalar(symint_specialize(h));
   // NumPy scalars (np.float32(2), np.int64(3)) behave like Python numbers.
   if (PyObject_HasAttrString(o, "dtype") && PyObject_HasAttrString(o, "item") && !nb::isinstance<Tensor>(h)) {
     nb::object shape = nb::getattr(h, "shape", nb::none());
@@ -179,6 +181,7 @@ NB_MODULE(_C, m) {
   bind_device(m);
   bind_memory_format(m);
   bind_tensor(m);
+  bind_symint(m);
   bind_functions(m);
   bind_generator(m);  // after bind_functions: its manual_seed returns the default generator
   bind_compile(m);

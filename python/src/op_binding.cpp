@@ -51,6 +51,10 @@ struct Parsed {
   Attrs attrs;
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
   std::optional<int> cuda_device;  // device="cuda:N": the result is built on the host, then moved
+  // Dynamic shapes (only while a symbolic capture runs): int attributes given as
+  // SymInts (their hints are in attrs), and the plain ints of the call.
+  std::map<std::string, std::vector<graph::SymDim>> sym_attrs;
+  std::vector<int64_t> literals;
 };
 
 // A bool is never an int here (PyTorch's rule): var(x, True) is unbiased=True, not dim=1.
@@ -129,8 +133,14 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       return true;
     }
     case ArgType::Int:
+      if (is_symint(h)) {  // a symbolic size: its hint, and its expression for the recorded node
+        p.attrs.set(a.attr_name, symint_hint(h));
+        p.sym_attrs[a.attr_name] = {symint_expr(h)};
+        return true;
+      }
       if (is_int_like(v)) {
         p.attrs.set(a.attr_name, as_int(v));
+        if (graph::symbolic_tracing()) p.literals.push_back(std::get<int64_t>(*p.attrs.find(a.attr_name)));
         return true;
       }
       if (auto i = int_from_tensor(h, s.name)) {
@@ -140,12 +150,30 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       return mismatch("int");
     case ArgType::IntList: {
       std::vector<int64_t> xs;
+      std::vector<graph::SymDim> syms;  // with a SymInt element: one expression per element
       if (is_int_like(v)) {
-        xs.assign(a.list_len > 0 ? a.list_len : 1, as_int(v));
+        if (is_symint(h) && a.list_len <= 1) {  // tp.zeros(n): one symbolic size
+          xs.assign(1, symint_hint(h));
+          syms.assign(1, symint_expr(h));
+        } else {
+          xs.assign(a.list_len > 0 ? a.list_len : 1, is_symint(h) ? symint_specialize(h) : as_int(v));
+        }
       } else if (PyList_Check(v) || PyTuple_Check(v)) {
         for (nb::handle x : h) {
           if (!is_int_like(x.ptr())) return mismatch(str("a sequence of ints (", arg_type_name(a), ")").c_str());
+          if (is_symint(x)) {
+            if (syms.empty())  // the plain ints before the first SymInt
+              for (int64_t v : xs) syms.push_back(graph::SymDim(v));
+            xs.push_back(symint_hint(x));
+            syms.push_back(symint_expr(x));
+            continue;
+          }
           xs.push_back(as_int(x.ptr()));
+          if (!syms.empty()) syms.push_back(graph::SymDim(xs.back()));
+        }
+        if (!syms.empty() && a.list_len > 0 && xs.size() == 1) {
+          xs.assign(1, symint_specialize(h[0]));  // int[2] given one SymInt: the plain value
+          syms.clear();
         }
         if (a.list_len > 0 && xs.size() == 1) xs.assign(a.list_len, xs[0]);
         // int[1] (reduction dims) is PyTorch's "an int or a list of any length".
@@ -156,6 +184,10 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       } else {
         return mismatch(arg_type_name(a).c_str());
       }
+      if (graph::symbolic_tracing())
+        for (size_t j = 0; j < xs.size(); ++j)
+          if (syms.empty() || syms[j].is_const()) p.literals.push_back(xs[j]);
+      if (!syms.empty()) p.sym_attrs[a.attr_name] = std::move(syms);
       p.attrs.set(a.attr_name, std::move(xs));
       return true;
     }
@@ -334,7 +366,19 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                  "(): functions with out=... arguments don't support automatic differentiation, but one of the "
                  "arguments requires grad");
     }
-    std::vector<Tensor> results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
+    std::vector<Tensor> results;
+    if (graph::symbolic_tracing()) {
+      // Dynamic shapes: the call's SymInt attributes reach the node(s) it records.
+      graph::UserCall uc;
+      uc.op = o.op;
+      uc.sym_attrs = std::move(p.sym_attrs);
+      uc.literals = std::move(p.literals);
+      uc.where_fn = &python_source_line;
+      graph::UserCallScope scope(std::move(uc));
+      results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
+    } else {
+      results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
+    }
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
     if (p.cuda_device)
       for (auto& r : results) r = move_to(r, p.cuda_device);

@@ -140,6 +140,41 @@ Scalar gate(const Tensor& t, const char* kind) {
 
 namespace {
 
+// Dynamic shapes: sizes of a traced tensor as SymInts where symbolic (dim -1: all).
+nb::object sym_sizes_py(const Tensor& t, int64_t dim) {
+  graph::SymShape s = graph::sym_sizes_of(t);
+  if (s.size() != static_cast<size_t>(t.dim())) {
+    if (dim >= 0) return nb::int_(t.sizes()[dim]);
+    return nb::tuple(nb::cast(t.sizes()));
+  }
+  if (dim >= 0) return make_size(s[dim], t.sizes()[dim]);
+  nb::list l;
+  for (int64_t d = 0; d < t.dim(); ++d) l.append(make_size(s[d], t.sizes()[d]));
+  return nb::tuple(l);
+}
+
+// Strides: symbolic for a contiguous tensor (products of the later sizes); for
+// any other layout the sizes are specialized and the strides are plain ints.
+nb::object sym_strides_py(const Tensor& t, int64_t dim) {
+  graph::SymShape s = graph::sym_sizes_of(t);
+  nb::list l;
+  if (s.size() == static_cast<size_t>(t.dim()) && t.is_contiguous()) {
+    graph::SymDim acc(1);
+    std::vector<graph::SymDim> st(s.size());
+    for (size_t i = s.size(); i-- > 0;) {
+      st[i] = stax::ir::simplify(acc);
+      acc = acc * s[i];
+    }
+    if (dim >= 0) return make_size(st[dim], t.strides()[dim]);
+    for (int64_t d = 0; d < t.dim(); ++d) l.append(make_size(st[d], t.strides()[d]));
+    return nb::tuple(l);
+  }
+  for (auto& d : s)
+    if (!d.is_const()) graph::specialize_shape(d, python_source_line());
+  if (dim >= 0) return nb::int_(t.strides()[dim]);
+  return nb::tuple(nb::cast(t.strides()));
+}
+
 nb::object to_numpy(const Tensor& t) {
   refuse_while_tracing("Tensor.numpy()");
   TP_CHECK(t.device().kind == Device::Kind::CPU, TypeError, "can't convert ", t.device().str(),
@@ -173,21 +208,40 @@ void bind_tensor(nb::module_& m) {
   // Tensor(other) shares other's TensorImpl; it exists so that Python subclasses
   // (nn.Parameter) can initialize their C++ part from an existing tensor.
   cls.def(nb::init<const Tensor&>(), nb::arg("other"))
-      .def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.sizes())); })
+      .def_prop_ro("shape", [](const Tensor& t) -> nb::object {
+        if (graph::symbolic_tracing()) return sym_sizes_py(t, -1);
+        return nb::tuple(nb::cast(t.sizes()));
+      })
       .def("size", [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
+            if (graph::symbolic_tracing()) return sym_sizes_py(t, d ? wrap_dim(*d, t.dim(), "size") : -1);
             if (d) return nb::cast(t.size(*d));
             return nb::tuple(nb::cast(t.sizes()));
           }, nb::arg("dim") = nb::none())
       .def("stride", [](const Tensor& t, std::optional<int64_t> d) -> nb::object {
+            if (graph::symbolic_tracing()) return sym_strides_py(t, d ? wrap_dim(*d, t.dim(), "stride") : -1);
             if (d) return nb::cast(t.strides()[wrap_dim(*d, t.dim(), "stride")]);
             return nb::tuple(nb::cast(t.strides()));
           }, nb::arg("dim") = nb::none())
       .def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
-      .def("numel", &Tensor::numel)
+      .def("numel", [](const Tensor& t) -> nb::object {
+        if (graph::symbolic_tracing()) {
+          graph::SymShape s = graph::sym_sizes_of(t);
+          if (!s.empty()) {
+            graph::SymDim p(1);
+            for (auto& d : s) p = p * d;
+            return make_size(stax::ir::simplify(p), t.numel());
+          }
+        }
+        return nb::int_(t.numel());
+      })
       .def("__len__", [](const Tensor& t) {
         TP_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
+        if (graph::symbolic_tracing()) {  // len() must be an int: the size is specialized
+          graph::SymShape s = graph::sym_sizes_of(t);
+          if (!s.empty() && !s[0].is_const()) return graph::specialize_shape(s[0], python_source_line());
+        }
         return t.sizes()[0];
       })
       .def("is_contiguous", [](const Tensor& t, nb::handle memory_format) {

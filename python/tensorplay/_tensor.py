@@ -29,7 +29,7 @@ def _leaf_dtype(x):
         return x.dtype
     if isinstance(x, (np.ndarray, np.generic)):
         return _NP_TO_TP.get(x.dtype)
-    if isinstance(x, int):
+    if isinstance(x, (int, _C.SymInt)):  # a SymInt (dynamic shapes) becomes its value
         return _C.dtype.int64
     if isinstance(x, float):
         return _C.get_default_dtype()
@@ -51,6 +51,16 @@ def _infer_dtype(data):
     return _C.get_default_dtype() if result is None else result  # no leaves ([]): the default dtype
 
 
+def _plain_sizes(data):
+    """Symbolic sizes (tp.SymInt, while a dynamic-shape capture runs) as their values: a tensor
+    made of sizes is data, so the capture specializes them."""
+    if isinstance(data, _C.SymInt):
+        return int(data)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, (_C.SymInt, list, tuple)) for x in data):
+        return type(data)(_plain_sizes(x) for x in data) if isinstance(data, list) else tuple(_plain_sizes(x) for x in data)
+    return data
+
+
 def _as_array(data):
     """NumPy array for `data` and the dtype PyTorch infers for it (None for a NumPy array, which
     keeps its own). Floating values stay float64 here (exact for every float leaf): they are
@@ -62,6 +72,7 @@ def _as_array(data):
         if isinstance(data, (list, tuple)):
             data = [x.detach().float().numpy() if isinstance(x, _C.Tensor) and x.dtype == _C.dtype.bfloat16
                     else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
+        data = _plain_sizes(data)
         arr = np.asarray(data)
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float64)

@@ -236,7 +236,7 @@ def _signature(fn):
     return names, len(names)
 
 
-def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, fullgraph=True,
+def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, fullgraph=True,
             strict_native=False):
     """Compile `fn` (a function over tensors) into fused native kernels.
 
@@ -251,6 +251,14 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
     region saves for its backward (an int: bytes; a float in [0, 1]: a fraction of
     what the min-cut partition saves without it); the rest is recomputed.
 
+    dynamic: None (default) captures the first call with its sizes and recompiles
+    a dim whose size changed as symbolic (one version for all its sizes, behind
+    shape guards); True makes every dim of size >= 2 symbolic from the start;
+    False never. tp.mark_dynamic(x, dim, min=, max=) / tp.mark_static(x, dim)
+    choose per tensor. While a symbolic capture runs, sizes of traced tensors
+    (x.shape, x.size(d), x.numel()) are tp.SymInt; comparing one records a shape
+    guard, and using one as a plain int (range(n), indexing a list) fixes it.
+
     Parameters, buffers, globals and closure variables the function reads are
     inputs of the compiled code, re-read at every call. A fallback to eager
     execution warns once per compiled function (a UserWarning starting with
@@ -262,8 +270,6 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
                                  fullgraph=fullgraph, strict_native=strict_native)
     if not callable(fn):
         raise TypeError(f"tp.compile expects a callable, got {type(fn).__name__}")
-    if dynamic:
-        raise NotImplementedError("tp.compile(dynamic=True): symbolic shapes are not implemented yet")
     custom = None
     if callable(backend):
         custom, backend = backend, getattr(backend, "__name__", "custom")
@@ -271,9 +277,10 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=False, 
         raise TypeError("backend must be a string or a callable")
     names, nparams = _signature(fn)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
-    cf = _C._compile(fn, backend, custom, mode or "", opts, bool(dynamic), bool(fullgraph),
+    cf = _C._compile(fn, backend, custom, mode or "", opts, None if dynamic is None else bool(dynamic),
+                     bool(fullgraph),
                      bool(strict_native), names, nparams, _make_binder(fn))
-    nested = _NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options,
+    nested = _NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic,
                                     fullgraph=fullgraph, strict_native=strict_native))
     reader = _state_reader(fn)
     cf._set_nested(nested)
@@ -490,3 +497,21 @@ def explain(fn, *args, **kwargs):
     from .explain import explain as _explain
 
     return _explain(fn, *args, **kwargs)
+
+
+def mark_dynamic(t, dim, min=None, max=None):
+    """Declare dim `dim` of tensor `t` symbolic for the captures that take `t` as an
+    argument (any dynamic= mode but False), valid for sizes in [min, max]
+    (min defaults to 2: sizes 0 and 1 stay static). Guards the range implies are
+    not checked at run time; a call outside the range gets its own version."""
+    for d in ([dim] if isinstance(dim, int) else list(dim)):
+        _C._mark_dim(t, d, True, min, max)
+    return t
+
+
+def mark_static(t, dim):
+    """Keep dim `dim` of tensor `t` static (its size part of the key) even under
+    dynamic=True or after its size changed between calls."""
+    for d in ([dim] if isinstance(dim, int) else list(dim)):
+        _C._mark_dim(t, d, False, None, None)
+    return t

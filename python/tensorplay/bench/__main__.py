@@ -1,4 +1,4 @@
-"""python -m tensorplay.bench [--suite default|eager|codegen|gpu|section13] [--quick] [--json PATH] [--out DIR] [--threads N]
+"""python -m tensorplay.bench [--suite default|eager|codegen|gpu|dynamic|section13] [--quick] [--json PATH] [--out DIR] [--threads N]
 
 Prints a readable report (every figure with the code that produced it) and,
 with --json, writes the same results as JSON.  Exit status 1 when a measurement

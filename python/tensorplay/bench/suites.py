@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 import tensorplay as tp
 
-from . import codegen, coldstart, eager, fusion, gpu, machine, overhead, stax_core, training
+from . import codegen, coldstart, dynamic, eager, fusion, gpu, machine, overhead, stax_core, training
 from .cases import FUSION_CASES
 from .report import Report
 
@@ -136,4 +136,15 @@ def gpu_suite(report: Report, options: Options) -> dict:
     without a GPU it reports that and measures nothing."""
     results: dict = {}
     gpu.run(report, _Step(report, results), options.quick)
+    return results
+
+
+@suite("dynamic")
+def dynamic_suite(report: Report, opts: Options) -> dict:
+    """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile."""
+    results: dict = {}
+    step = _Step(report, results)
+    step("compilations", lambda: dynamic.compilations(report, opts.quick))
+    step("overhead", lambda: dynamic.overhead(report, opts.quick))
+    step("cold_compile", lambda: dynamic.cold_compile(report, opts.quick))
     return results

@@ -234,8 +234,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 # ---------------------------------------------------------------- normalization
 def _shape_list(normalized_shape):
-    if isinstance(normalized_shape, int):
-        return [normalized_shape]
+    if isinstance(normalized_shape, (int, _tp.SymInt)):  # a symbolic size (dynamic shapes) is fixed by int()
+        return [int(normalized_shape)]
     return [int(s) for s in normalized_shape]
 
 

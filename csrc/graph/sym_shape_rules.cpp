@@ -1,0 +1,630 @@
+#include "graph/sym_shape_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <tuple>
+
+namespace tp::graph {
+namespace {
+
+using stax::ir::IndexOp;
+
+bool is_const_dim(const SymDim& d) { return d.is_const(); }
+
+SymShape arg_shape(const Node& n, size_t i) {
+  const Arg& a = n.args.at(i);
+  if (auto* p = std::get_if<Node*>(&a)) return *p ? sym_shape_of(**p) : SymShape{};
+  return {};  // a Python number: 0-d
+}
+
+bool name_is(const Node& n, std::initializer_list<const char*> names) {
+  for (const char* s : names)
+    if (std::strcmp(n.target->name, s) == 0) return true;
+  return false;
+}
+
+int64_t wrap(int64_t d, size_t nd) { return d < 0 ? d + static_cast<int64_t>(nd) : d; }
+
+struct Ctx {
+  Node& n;
+  ShapeEnv& env;
+  bool part;
+  const UserCall* call;
+  const std::string& where() const {
+    static const std::string empty;
+    return call ? call->where() : empty;
+  }
+  // A part's int attribute that the user did not write: computed from sizes.
+  bool derived(int64_t v) const { return part && v >= 2 && !(call && call->is_literal(v)); }
+  const std::vector<SymDim>* sym_attr(const char* name) const {
+    auto it = n.sym_attrs.find(name);
+    return it == n.sym_attrs.end() ? nullptr : &it->second;
+  }
+};
+
+// Broadcasting: right-aligned; a dim of size 1 stretches, all others must be equal.
+bool rule_broadcast(Ctx& c) {
+  std::vector<SymShape> ins;
+  for (size_t i = 0; i < c.n.args.size(); ++i) {
+    const Arg& a = c.n.args[i];
+    if (auto* p = std::get_if<Node*>(&a); p && *p) ins.push_back(sym_shape_of(**p));
+  }
+  size_t nd = c.n.meta.sizes.size();
+  SymShape out(nd, SymDim(1));
+  for (size_t j = 0; j < nd; ++j) {
+    std::optional<SymDim> pick;
+    for (auto& s : ins) {
+      if (s.size() + j < nd) continue;
+      const SymDim& d = s[s.size() - nd + j];
+      if (d.is_const() && d.const_value() == 1) continue;
+      if (!pick) pick = d;
+      else if (!(*pick == d)) c.env.require_equal(*pick, d, c.where());
+    }
+    if (pick) out[j] = c.env.resolve(*pick);
+  }
+  c.n.sym_sizes = out;
+  return true;
+}
+
+bool rule_same_as_input0(Ctx& c) {
+  if (c.n.args.empty()) return false;
+  c.n.sym_sizes = arg_shape(c.n, 0);
+  return true;
+}
+
+std::vector<bool> reduced_dims(const Node& n, size_t nd) {
+  std::vector<bool> red(nd, false);
+  const AttrValue* v = n.attrs.find("dim");
+  if (!v || std::holds_alternative<std::monostate>(*v)) {
+    red.assign(nd, true);
+  } else if (auto* i = std::get_if<int64_t>(v)) {
+    if (nd) red.at(static_cast<size_t>(wrap(*i, nd))) = true;
+  } else if (auto* l = std::get_if<std::vector<int64_t>>(v)) {
+    if (l->empty()) red.assign(nd, true);
+    for (int64_t d : *l)
+      if (nd) red.at(static_cast<size_t>(wrap(d, nd))) = true;
+  } else {
+    red.assign(nd, true);
+  }
+  return red;
+}
+
+bool rule_reduction(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  std::vector<bool> red = reduced_dims(c.n, in.size());
+  bool keep = c.n.attrs.get_or<bool>("keepdim", false);
+  SymShape out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!red[d]) out.push_back(in[d]);
+    else if (keep) out.push_back(SymDim(1));
+  }
+  c.n.sym_sizes = out;
+  if (!c.n.output_metas.empty()) c.n.output_sym_sizes.assign(c.n.output_metas.size(), out);
+  return true;
+}
+
+bool rule_permute(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const auto& dims = c.n.attrs.get<std::vector<int64_t>>("dims");
+  SymShape out;
+  for (int64_t d : dims) out.push_back(in.at(static_cast<size_t>(wrap(d, in.size()))));
+  c.n.sym_sizes = out;
+  return true;
+}
+
+SymDim product(const SymShape& s, size_t a, size_t b) {
+  SymDim p(1);
+  for (size_t i = a; i < b; ++i) p = p * s[i];
+  return p;
+}
+
+// view(size): dims the user gave (constants, SymInts) are known; -1 and, in a
+// composite's part, numbers the user did not write are solved from the element
+// count, chunk by chunk (groups of input and output dims with equal products).
+bool rule_view(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const Shape& oh = c.n.meta.sizes;
+  const auto& size = c.n.attrs.get<std::vector<int64_t>>("size");
+  if (size.size() != oh.size()) return false;
+  Shape ih;
+  for (auto& d : in) ih.push_back(c.env.hint(d));
+  if (numel(ih) == 0) return false;
+  const std::vector<SymDim>* sa = c.sym_attr("size");
+  std::vector<std::optional<SymDim>> known(oh.size());
+  for (size_t j = 0; j < oh.size(); ++j) {
+    if (sa && j < sa->size()) {
+      const SymDim& e = (*sa)[j];
+      if (!(e.is_const() && e.const_value() == -1)) known[j] = e;
+    } else if (size[j] != -1 && !c.derived(size[j])) {
+      known[j] = SymDim(size[j]);
+    }
+  }
+  SymShape out(oh.size());
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < oh.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t pi = 1, pj = 1;
+    if (i < in.size()) pi = ih[i++];
+    if (j < oh.size()) pj = oh[j++];
+    while (pi != pj) {
+      if (pi < pj && i < in.size()) pi *= ih[i++];
+      else if (pj < pi && j < oh.size()) pj *= oh[j++];
+      else return false;
+    }
+    // Trailing size-1 dims join the chunk on either side.
+    while (i < in.size() && ih[i] == 1 && (j >= oh.size() || oh[j] != 1)) ++i;
+    while (j < oh.size() && oh[j] == 1 && (i >= in.size() || ih[i] != 1) && !known[j]) known[j] = SymDim(1), ++j;
+    SymDim P = product(in, i0, i);
+    std::vector<size_t> unknown;
+    SymDim K(1);
+    for (size_t q = j0; q < j; ++q) {
+      if (known[q]) K = K * *known[q];
+      else unknown.push_back(q);
+    }
+    if (unknown.size() > 1) {
+      // Several dims a composite computed from sizes in one chunk (linear's view back to
+      // the batch dims: [s0*s1, 32] -> [8, 3, 32]): each must be one factor of the chunk's
+      // product, told apart by its hint; ambiguous hints or a leftover factor: no solution.
+      std::vector<SymDim> factors;
+      SymDim Pr = c.env.resolve(P);
+      for (auto& f : Pr.op() == IndexOp::Mul ? Pr.operands() : std::vector<SymDim>{Pr}) factors.push_back(f);
+      for (size_t q = j0; q < j; ++q)
+        if (known[q]) {  // a known dim takes its own factor out first
+          auto it = std::find(factors.begin(), factors.end(), *known[q]);
+          if (it != factors.end()) factors.erase(it);
+        }
+      bool solved = factors.size() == unknown.size();
+      for (size_t a = 0; solved && a < factors.size(); ++a)
+        for (size_t b = a + 1; b < factors.size(); ++b)
+          if (c.env.hint(factors[a]) == c.env.hint(factors[b]) && !(factors[a] == factors[b])) solved = false;
+      std::vector<SymDim> pick;
+      for (size_t u = 0; solved && u < unknown.size(); ++u) {
+        auto it = std::find_if(factors.begin(), factors.end(),
+                               [&](const SymDim& f) { return c.env.hint(f) == oh[unknown[u]]; });
+        if (it == factors.end()) solved = false;
+        else pick.push_back(*it), factors.erase(it);
+      }
+      if (solved) {
+        for (size_t u = 0; u < unknown.size(); ++u) known[unknown[u]] = pick[u];
+        unknown.clear();
+      }
+    }
+    if (unknown.size() > 1) {
+      // No unique solution: fix the symbols.
+      std::vector<int> ks;
+      stax::ir::collect_sizes(c.env.resolve(P), ks);
+      for (int k : ks) c.env.specialize(stax::ir::size_var(k), c.where());
+      for (size_t q : unknown) known[q] = SymDim(oh[q]), K = K * SymDim(oh[q]);
+      unknown.clear();
+    }
+    if (unknown.empty()) {
+      c.env.require_equal(P, K, c.where());
+    } else {
+      SymDim Pr = c.env.resolve(P), Kr = c.env.resolve(K);
+      if (!(Kr.is_const() && Kr.const_value() == 1)) c.env.decide(stax::ir::mod(Pr, Kr), GuardRel::Eq, c.where());
+      known[unknown[0]] = c.env.resolve(stax::ir::floordiv(Pr, Kr));
+    }
+    for (size_t q = j0; q < j; ++q) out[q] = c.env.resolve(*known[q]);
+  }
+  c.n.sym_sizes = out;
+  if (!std::all_of(out.begin(), out.end(), is_const_dim)) c.n.sym_attrs["size"] = out;
+  else c.n.sym_attrs.erase("size");
+  return true;
+}
+
+bool rule_expand(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const auto& size = c.n.attrs.get<std::vector<int64_t>>("size");
+  const std::vector<SymDim>* sa = c.sym_attr("size");
+  const size_t nout = size.size();
+  if (nout < in.size()) return false;
+  SymShape out(nout);
+  for (size_t j = 0; j < nout; ++j) {
+    const int64_t k = static_cast<int64_t>(j) - static_cast<int64_t>(nout - in.size());
+    std::optional<SymDim> given;
+    if (sa && j < sa->size() && !((*sa)[j].is_const() && (*sa)[j].const_value() == -1)) given = (*sa)[j];
+    if (size[j] == -1 && !given) {
+      if (k < 0) return false;
+      out[j] = in[static_cast<size_t>(k)];
+      continue;
+    }
+    if (k >= 0) {
+      const SymDim& d = in[static_cast<size_t>(k)];
+      const bool one = d.is_const() && d.const_value() == 1;
+      if (!one) {
+        if (!given && !d.is_const() && c.derived(size[j])) {
+          out[j] = d;  // the composite copied the input's size
+          continue;
+        }
+        c.env.require_equal(d, given ? *given : SymDim(size[j]), c.where());
+        out[j] = c.env.resolve(d);
+        continue;
+      }
+    }
+    if (!given && c.derived(size[j])) return false;  // a new dim sized from elsewhere
+    out[j] = given ? c.env.resolve(*given) : SymDim(size[j]);
+  }
+  c.n.sym_sizes = out;
+  if (!std::all_of(out.begin(), out.end(), is_const_dim)) c.n.sym_attrs["size"] = out;
+  else c.n.sym_attrs.erase("size");
+  return true;
+}
+
+// A bound of slice/select, normalized and clamped into [0, L] by decisions at the hints.
+SymDim clamp_bound(Ctx& c, SymDim b, const SymDim& L) {
+  if (c.env.hint(b) < 0) b = b + L;
+  if (!c.env.decide(b, GuardRel::Ge, c.where())) return SymDim(0);
+  if (!c.env.decide(L - b, GuardRel::Ge, c.where())) return L;
+  return c.env.resolve(b);
+}
+
+bool rule_slice(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  const SymDim L = in.at(dim);
+  const int64_t step = c.n.attrs.get_int("step");
+  if (step < 1) return false;
+  // A bound needs a symbolic attribute only when it came from a SymInt or from a
+  // composite's "to the end" (a constant, negative ones included, reads the same
+  // at every size: the kernel normalizes and clamps it as the rule did).
+  bool sym_start = false, sym_end = false;
+  auto bound = [&](const char* name, int64_t dflt, SymDim* out, bool* symbolic) -> bool {
+    if (const std::vector<SymDim>* sa = c.sym_attr(name)) {
+      *out = clamp_bound(c, sa->at(0), L);
+      *symbolic = true;
+      return true;
+    }
+    std::optional<int64_t> v = c.n.attrs.get_optional_int(name);
+    int64_t x = v ? *v : dflt;
+    if (x >= (int64_t{1} << 62)) {  // an open end
+      *out = L;
+      return true;
+    }
+    if (!L.is_const() && c.derived(x > 0 ? x : -x)) {
+      if (x == c.env.hint(L)) {  // the composite's "to the end"
+        *out = L;
+        *symbolic = true;
+        return true;
+      }
+      return false;
+    }
+    *out = clamp_bound(c, SymDim(x), L);
+    return true;
+  };
+  SymDim s, e;
+  if (!bound("start", 0, &s, &sym_start) || !bound("end", int64_t{1} << 62, &e, &sym_end)) return false;
+  SymDim len = c.env.decide(e - s, GuardRel::Ge, c.where()) ? c.env.resolve(floordiv(e - s + SymDim(step - 1), SymDim(step)))
+                                                             : SymDim(0);
+  SymShape out = in;
+  out[dim] = len;
+  c.n.sym_sizes = out;
+  for (auto [name, v, symbolic] : {std::tuple{"start", s, sym_start}, std::tuple{"end", e, sym_end}}) {
+    if (symbolic && !v.is_const()) c.n.sym_attrs[name] = {v};
+    else c.n.sym_attrs.erase(name);
+    if (symbolic && v.is_const()) c.n.attrs.set(name, v.const_value());
+  }
+  return true;
+}
+
+bool rule_select(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  const SymDim L = in.at(dim);
+  int64_t idx = c.n.attrs.get_int("index");
+  if (c.sym_attr("index")) return false;
+  if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) return false;
+  if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
+  else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
+  SymShape out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (d != dim) out.push_back(in[d]);
+  c.n.sym_sizes = out;
+  return true;
+}
+
+bool rule_matmul(Ctx& c, bool add_bias) {
+  const size_t a0 = add_bias ? 1 : 0;
+  SymShape a = arg_shape(c.n, a0), b = arg_shape(c.n, a0 + 1);
+  if (a.empty() || b.empty()) return false;
+  SymShape out;
+  if (a.size() == 1 && b.size() == 1) {
+    c.env.require_equal(a[0], b[0], c.where());
+  } else if (a.size() >= 1 && b.size() >= 1) {
+    const SymDim& ka = a.back();
+    const SymDim& kb = b.size() == 1 ? b[0] : b[b.size() - 2];
+    c.env.require_equal(ka, kb, c.where());
+    // Batch dims broadcast.
+    SymShape ba(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+    SymShape bb(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+    size_t nb = std::max(ba.size(), bb.size());
+    for (size_t j = 0; j < nb; ++j) {
+      std::optional<SymDim> pick;
+      for (auto* s : {&ba, &bb}) {
+        if (s->size() + j < nb) continue;
+        const SymDim& d = (*s)[s->size() - nb + j];
+        if (d.is_const() && d.const_value() == 1) continue;
+        if (!pick) pick = d;
+        else c.env.require_equal(*pick, d, c.where());
+      }
+      out.push_back(pick ? c.env.resolve(*pick) : SymDim(1));
+    }
+    if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+    if (b.size() >= 2) out.push_back(b.back());
+  }
+  if (add_bias) {
+    SymShape bias = arg_shape(c.n, 0);
+    for (size_t j = 0; j < bias.size() && j < out.size(); ++j) {
+      const SymDim& d = bias[bias.size() - 1 - j];
+      if (!(d.is_const() && d.const_value() == 1)) c.env.require_equal(d, out[out.size() - 1 - j], c.where());
+    }
+  }
+  for (auto& d : out) d = c.env.resolve(d);
+  c.n.sym_sizes = out;
+  return true;
+}
+
+bool rule_cat(Ctx& c) {
+  std::vector<SymShape> ins;
+  for (auto& a : c.n.args)
+    if (auto* p = std::get_if<Node*>(&a); p && *p) ins.push_back(sym_shape_of(**p));
+  const size_t nd = c.n.meta.sizes.size();
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), nd));
+  SymShape out;
+  bool first = true;
+  for (auto& s : ins) {
+    if (s.size() == 1 && s[0].is_const() && s[0].const_value() == 0 && nd != 1) continue;  // legacy empty
+    if (s.size() != nd) return false;
+    if (first) {
+      out = s;
+      first = false;
+      continue;
+    }
+    for (size_t d = 0; d < nd; ++d) {
+      if (d == dim) out[d] = out[d] + s[d];
+      else c.env.require_equal(out[d], s[d], c.where());
+    }
+  }
+  if (first) return false;
+  for (auto& d : out) d = c.env.resolve(d);
+  c.n.sym_sizes = out;
+  return true;
+}
+
+bool rule_factory(Ctx& c) {
+  const AttrValue* v = c.n.attrs.find("size");
+  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) return false;
+  const auto& size = std::get<std::vector<int64_t>>(*v);
+  const std::vector<SymDim>* sa = c.sym_attr("size");
+  SymShape out;
+  for (size_t j = 0; j < size.size(); ++j) {
+    if (sa && j < sa->size()) out.push_back(c.env.resolve((*sa)[j]));
+    else if (c.derived(size[j])) return false;
+    else out.push_back(SymDim(size[j]));
+  }
+  c.n.sym_sizes = out;
+  return true;
+}
+
+bool rule_layer_norm(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const auto& ns = c.n.attrs.get<std::vector<int64_t>>("normalized_shape");
+  if (ns.size() > in.size()) return false;
+  SymShape stat(in.begin(), in.end() - static_cast<std::ptrdiff_t>(ns.size()));
+  for (size_t i = 0; i < ns.size(); ++i) {
+    c.env.require_equal(in[stat.size() + i], SymDim(ns[i]), c.where());
+    stat.push_back(SymDim(1));
+  }
+  c.n.sym_sizes = in;
+  c.n.output_sym_sizes = {in, stat, stat};
+  return true;
+}
+
+// Indexing by a tensor of indices: the result's shape comes from the index.
+bool rule_index_select(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), idx = arg_shape(c.n, 1);
+  if (in.empty() || idx.size() > 1) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  in.at(dim) = idx.empty() ? SymDim(1) : idx[0];
+  c.n.sym_sizes = in;
+  return true;
+}
+
+bool rule_gather(Ctx& c) {
+  c.n.sym_sizes = arg_shape(c.n, 1);
+  return true;
+}
+
+bool rule_embedding(Ctx& c) {
+  SymShape idx = arg_shape(c.n, 0), w = arg_shape(c.n, 1);
+  if (w.size() != 2) return false;
+  idx.push_back(w[1]);
+  c.n.sym_sizes = idx;
+  return true;
+}
+
+// conv2d, pooling, batch norm: only the batch dim (0) stays symbolic (the others
+// are specialized); it passes through to every result of the same rank.
+bool rule_batch_passthrough(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (in.empty()) return false;
+  // Channels and spatial dims are fixed (the output sizes are not derived symbolically yet).
+  for (size_t d = 1; d < in.size(); ++d)
+    if (!in[d].is_const()) c.env.specialize(in[d], c.where());
+  // Unbatched (a 3-D input of a 2-D conv/pool): dim 0 is channels, fixed too.
+  const size_t batched_rank = name_is(c.n, {"native_batch_norm"}) ? 2 : 4;
+  if (in.size() < batched_rank) c.env.specialize(in[0], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  auto out_of = [&](const TensorMeta& m) {
+    SymShape o;
+    for (size_t d = 0; d < m.sizes.size(); ++d)
+      o.push_back(d == 0 && m.sizes.size() == in.size() ? in[0] : SymDim(m.sizes[d]));
+    return o;
+  };
+  c.n.sym_sizes = out_of(c.n.meta);
+  c.n.output_sym_sizes.clear();
+  for (auto& m : c.n.output_metas) c.n.output_sym_sizes.push_back(out_of(m));
+  return true;
+}
+
+bool rule_nll_loss(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const AttrValue* r = c.n.attrs.find("reduction");
+  const bool none = r && std::holds_alternative<std::string>(*r) && std::get<std::string>(*r) == "none";
+  if (!none) {
+    c.n.sym_sizes = {};
+    return true;
+  }
+  if (in.empty()) return false;
+  c.n.sym_sizes = {in[0]};
+  return true;
+}
+
+// An operator of one tensor input and no int attribute besides `dim`, whose
+// result has its input's shape at the hints (activations, unary math, ...):
+// the same shape at every size. Not when two input dims have equal hints and
+// one is symbolic (a transposing operator could not be told apart).
+bool rule_generic_same_shape(Ctx& c) {
+  const Node& n = c.n;
+  if (n.target->has(kNondeterministicShape) || !n.output_metas.empty()) return false;
+  int tensors = 0;
+  for (auto& a : n.args)
+    if (auto* p = std::get_if<Node*>(&a); p && *p) ++tensors;
+  if (tensors != 1 || !std::holds_alternative<Node*>(n.args.at(0))) return false;
+  for (auto& [name, v] : n.attrs.items()) {
+    if (std::holds_alternative<std::vector<int64_t>>(v)) return false;
+    if (std::holds_alternative<int64_t>(v) && std::strcmp(name, "dim") != 0) return false;
+  }
+  SymShape in = arg_shape(n, 0);
+  if (in.size() != n.meta.sizes.size()) return false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (c.env.hint(in[i]) != n.meta.sizes[i]) return false;
+    for (size_t j = i + 1; j < in.size(); ++j)
+      if ((!in[i].is_const() || !in[j].is_const()) && !(in[i] == in[j]) && c.env.hint(in[i]) == c.env.hint(in[j]))
+        return false;
+  }
+  c.n.sym_sizes = in;
+  return true;
+}
+
+bool has_int_attr_from_sizes(const Ctx& c) {
+  // A part's int attribute the user did not write (a dim count computed by the
+  // composite) may depend on sizes: only rules that understand it may read it.
+  for (auto& [name, v] : c.n.attrs.items()) {
+    if (!std::strcmp(name, "dim") || !std::strcmp(name, "dims") || !std::strcmp(name, "keepdim")) continue;
+    if (auto* i = std::get_if<int64_t>(&v); i && c.derived(*i > 0 ? *i : -*i)) return true;
+    if (auto* l = std::get_if<std::vector<int64_t>>(&v))
+      for (int64_t x : *l)
+        if (c.derived(x > 0 ? x : -x)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::string& UserCall::where() const {
+  if (!where_known_) {
+    where_known_ = true;
+    if (where_fn) where_ = where_fn();
+  }
+  return where_;
+}
+
+bool UserCall::is_literal(int64_t v) const {
+  return std::find(literals.begin(), literals.end(), v) != literals.end();
+}
+
+SymShape sym_shape_of(const Node& n) {
+  if (!n.sym_sizes.empty() || n.meta.sizes.empty()) return n.sym_sizes;
+  SymShape s;
+  for (int64_t d : n.meta.sizes) s.push_back(SymDim(d));
+  return s;
+}
+
+bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
+  Ctx c{n, env, part, call};
+  if (n.is_getitem()) {
+    const Node* src = std::get<Node*>(n.args.at(0));
+    size_t i = static_cast<size_t>(n.getitem_index());
+    if (i >= src->output_sym_sizes.size()) return false;
+    n.sym_sizes = src->output_sym_sizes[i];
+    return true;
+  }
+  const OpDef& op = *n.target;
+  if (name_is(n, {"view", "_unsafe_view"})) return rule_view(c);
+  if (name_is(n, {"expand"})) return rule_expand(c);
+  if (name_is(n, {"permute"})) return rule_permute(c);
+  if (name_is(n, {"slice"})) return rule_slice(c);
+  if (name_is(n, {"select"})) return rule_select(c);
+  if (name_is(n, {"matmul", "mm", "bmm"})) return rule_matmul(c, false);
+  if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);
+  if (name_is(n, {"cat"})) return rule_cat(c);
+  if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
+  if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
+  if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
+  if (name_is(n, {"conv2d", "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                  "native_batch_norm"}))
+    return rule_batch_passthrough(c);
+  if (name_is(n, {"index_select"})) return rule_index_select(c);
+  if (name_is(n, {"gather"})) return rule_gather(c);
+  if (name_is(n, {"embedding"})) return rule_embedding(c);
+  if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
+  if (has_int_attr_from_sizes(c)) return false;
+  if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
+                  "scatter_add", "index_copy", "index_fill", "masked_scatter"}))
+    return rule_same_as_input0(c);
+  if (op.has(kReduction) && n.attrs.has("keepdim")) return rule_reduction(c);
+  if (op.has(kPointwise) || name_is(n, {"where", "masked_fill", "masked_fill.Scalar", "masked_fill.Tensor", "lerp",
+                                        "addcmul", "addcdiv", "clamp", "clamp.Tensor"}))
+    return rule_broadcast(c);
+  if (name_is(n, {"clone", "contiguous", "to", "softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp",
+                  "tril", "triu", "flip", "roll", "relu", "gelu", "silu", "sigmoid", "tanh", "neg", "abs", "exp",
+                  "log", "sqrt", "rsqrt", "_softmax", "_log_softmax", "dropout", "alias", "detach",
+                  "softmax_backward", "log_softmax_backward"}))
+    return rule_same_as_input0(c);
+  return rule_generic_same_shape(c);
+}
+
+bool propagate_sym_shapes(Graph& g, std::string* why) {
+  if (!g.is_symbolic()) return true;
+  ShapeEnv env;
+  for (auto& s : g.symbols) env.new_symbol(s.hint, s.min, s.max, s.origin, s.input_index, s.input_dim);
+  for (auto& up : g.nodes()) {
+    Node* n = up.get();
+    if (n->opcode == Opcode::Output) continue;
+    if (n->opcode != Opcode::CallFunction) {
+      if (n->sym_sizes.empty())
+        for (int64_t d : n->meta.sizes) n->sym_sizes.push_back(SymDim(d));
+      continue;
+    }
+    const bool missing = n->sym_sizes.size() != n->meta.sizes.size() ||
+                         (!n->output_metas.empty() && n->output_sym_sizes.size() != n->output_metas.size());
+    if (!missing) continue;
+    bool ok = false;
+    try {
+      ok = apply_sym_rule(*n, env, false, nullptr);
+    } catch (const Error&) {
+      ok = false;
+    }
+    ok = ok && n->sym_sizes.size() == n->meta.sizes.size();
+    for (size_t i = 0; ok && i < n->sym_sizes.size(); ++i) ok = env.hint(n->sym_sizes[i]) == n->meta.sizes[i];
+    if (!ok || env.num_decisions() != 0) {
+      if (why) *why = str("the new node ", n->name, " (", n->target->name, ") has ",
+                          ok ? "a shape that needs a new guard" : "no symbolic shape rule");
+      return false;
+    }
+  }
+  return true;
+}
+
+void make_static(Graph& g) {
+  for (auto& n : g.nodes()) {
+    n->sym_sizes.clear();
+    n->output_sym_sizes.clear();
+    n->sym_attrs.clear();
+  }
+  g.symbols.clear();
+}
+
+}  // namespace tp::graph
