@@ -8,6 +8,7 @@
 #include "graph/interpreter.h"
 #include "passes/passes.h"
 #include "stax/backend/stax_backend.h"
+#include "stax/lowering/registry.h"
 
 namespace tp::compile {
 namespace {
@@ -23,6 +24,7 @@ RegionFn stax_compile(const BackendRequest& r) {
   auto sg = r.graph->clone();
   passes::PassOptions po;
   po.decompose = true;
+  po.keep_whole = &stax::keeps_whole_for_stax;
   po.disabled = disabled_passes(r.options);
   passes::run_default_passes(*sg, po);
   try {

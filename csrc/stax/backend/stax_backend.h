@@ -34,6 +34,9 @@ struct KernelInfo {
 struct RegionOptions {
   bool fuse = true;               // "stax_fusion": False puts every loop nest in its own kernel
   double progress_after_s = 1.0;  // "progress_after_s": stderr line when compiling takes longer (< 0: never)
+  // "stax_welford": auto (-1: the scheduler picks by row length), one_pass (0), two_pass (a huge limit)
+  int64_t welford_two_pass_max = -1;
+  bool masked_tails = true;       // "stax_masked_tails": False keeps every vector tail scalar
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 

@@ -19,5 +19,7 @@ void register_movement_lowerings(LoweringTable& t);    // movement.cpp
 void register_indexing_lowerings(LoweringTable& t);    // indexing.cpp
 void register_window_lowerings(LoweringTable& t);      // windows.cpp
 void register_random_lowerings(LoweringTable& t);      // random.cpp
+// Loop rules that accept an omitted optional tensor operand (layer_norm's weight=None).
+bool norm_lowering_takes_absent(const std::string& op);  // norms.cpp
 
 }  // namespace tp::stax

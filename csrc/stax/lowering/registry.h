@@ -22,5 +22,8 @@ LoweringFn find_lowering(const std::string& op);
 // Removes a rule (tests restore the built-in one with restore_builtin_lowering).
 void unregister_lowering(const std::string& op);
 void restore_builtin_lowering(const std::string& op);
+// Composites (operators with a decomposition) that have a native loop rule:
+// the Stax pipeline's decomposition pass leaves them whole (layer_norm, var, std, ...).
+bool keeps_whole_for_stax(const std::string& op);
 
 }  // namespace tp::stax

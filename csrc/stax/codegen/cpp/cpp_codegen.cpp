@@ -51,7 +51,7 @@ std::string reduce_init(ReduceOp r, DType t) {
     case ReduceOp::Min:
       if (t == DType::Bool) return "true";
       return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
-    case ReduceOp::None: break;
+    default: break;  // None; the pair reductions have their own emitters
   }
   return "0";
 }
@@ -62,7 +62,7 @@ std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
     case ReduceOp::Prod: return "(" + a + " * " + b + ")";
     case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
     case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    case ReduceOp::None: break;
+    default: break;  // None; the pair reductions have their own emitters
   }
   return a;
 }
@@ -246,6 +246,263 @@ void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   os << in << "  }\n" << in << "}\n";
 }
 
+// Stores a pair reduction's two results (when the plan keeps them in memory)
+// and makes them the locals later nests of the kernel read.
+void finish_pair(std::ostringstream& os, const LoopProgram& p, const LoopNest& nest, const RangeMap& ranges,
+                 const std::string& first, const std::string& second, std::unordered_map<int, std::string>& locals) {
+  const ComputeNode& node = p.nodes[nest.node];
+  locals[node.out_buffer] = first;
+  locals[node.aux_buffer] = second;
+  if (!nest.store_to_memory) return;
+  const std::string sidx = to_c(nest.store_index, ranges);
+  os << "    " << p.buffers[node.out_buffer].name << "[" << sidx << "] = " << first << ";\n";
+  os << "    " << p.buffers[node.aux_buffer].name << "[" << sidx << "] = " << second << ";\n";
+}
+
+// A Welford reduction: results mean (out_buffer) and M2 (aux_buffer), as the
+// plan says (WelfordMode). One pass: W vector accumulators, each a (mean, M2)
+// state per double lane (a float vector is split into two double halves),
+// stepped together so they share one count and one reciprocal per step; a plain
+// sum beside them gives the mean result (sum / n is eager's mean, also for
+// infinities, where the running mean would give inf - inf); then the states are
+// merged pairwise (accumulators, then lanes), then with the scalar tail's.
+// Two passes: the sum, the mean, then the sum of squared deviations from it, in
+// the element type (a row in cache is read twice).
+void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
+                  std::unordered_map<int, std::string>& locals) {
+  const ComputeNode& node = p.nodes[nest.node];
+  RangeMap ranges = nest_ranges(k, nest);
+  Writer w(p, locals, ranges);
+  const DType dt = node.body->dtype;
+  const char* T = ctype(dt);
+  const char* ix = index_type(k);
+  const std::string in = "    ";
+  const std::string acc = "red" + std::to_string(nest.node);
+  const size_t nd = nest.inner_vars.size();
+  const int lanes = nest.lanes, kAcc = nest.accumulators;
+  const int jv = nd ? nest.inner_vars.back().var_id() : -1;
+  const std::string j = nd ? var_name(nest.inner_vars.back()) : "", jb = j + "_";
+  const bool two_pass = nest.welford == WelfordMode::TwoPass && nd == 1;
+  const bool f32 = dt == DType::Float32;
+  os << in << T << " " << acc << ";\n" << in << T << " " << acc << "_m2;\n";
+  os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << p.buffers[node.out_buffer].name << ", "
+     << p.buffers[node.aux_buffer].name << " (welford over " << extents_str(nest.inner_ranges, nest.inner_extents)
+     << (two_pass ? ", two passes" : ", one pass") << ")" << (nest.vectorize ? ", vectorized" : "") << "\n";
+  std::string indent = in + "  ";
+  auto open_loops = [&]() {
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      std::string v = var_name(nest.inner_vars[d]);
+      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+         << ") {\n";
+      indent += "  ";
+    }
+  };
+  auto close_loops = [&]() {
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      indent.resize(indent.size() - 2);
+      os << indent << "}\n";
+    }
+  };
+  // The number of values: the product of the inner extents.
+  std::string count = "1.0";
+  for (const IndexExpr& e : nest.inner_extents) count += " * (double)(" + ext(e) + ")";
+
+  if (two_pass) {
+    // sum over the row of term(v), v the body's value: W vector accumulators
+    // and a scalar tail, combined pairwise (as a plain vector sum).
+    const std::string hi = ext(nest.inner_extents[0]);
+    int pass = 0;
+    // Prints `target = <the fold>;` in its own scope.
+    auto fold = [&](const std::function<std::string(const std::string&, bool, const std::string&)>& term,
+                    const std::function<std::string(const std::string&)>& assign) {
+      const std::string a = acc + "_p" + std::to_string(pass++);
+      os << indent << "{\n";
+      const std::string outer_indent = indent;
+      indent += "  ";
+      if (nest.vectorize)
+        for (int q = 0; q < kAcc; ++q) os << indent << vtype(dt) << " " << a << "_v" << q << " = " << splat(dt) << "(0);\n";
+      os << indent << (nest.vectorize || !f32 ? T : "double") << " " << a << "_s = 0;\n";
+      os << indent << ix << " " << jb << " = 0;\n";
+      if (nest.vectorize) {
+        os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << hi << "; " << jb << " += " << kAcc * lanes
+           << ") {\n";
+        for (int q = 0; q < kAcc; ++q) {
+          os << indent << "  {\n" << indent << "    const " << ix << " " << j << " = " << jb << " + " << q * lanes << ";\n";
+          std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
+          std::string t = term(v, true, indent + "    ");
+          os << indent << "    " << a << "_v" << q << " = " << a << "_v" << q << " + " << t << ";\n" << indent << "  }\n";
+          w.reset_names();
+        }
+        os << indent << "}\n";
+        os << indent << "for (; " << jb << " + " << lanes << " <= " << hi << "; " << jb << " += " << lanes << ") {\n";
+        os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+        std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+        std::string t = term(v, true, indent + "  ");
+        os << indent << "  " << a << "_v0 = " << a << "_v0 + " << t << ";\n" << indent << "}\n";
+        w.reset_names();
+      }
+      os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
+      os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+      std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
+      std::string t = term(v, false, indent + "  ");
+      os << indent << "  " << a << "_s = " << a << "_s + " << t << ";\n" << indent << "}\n";
+      w.reset_names();
+      std::string total = a + "_s";
+      if (nest.vectorize) {
+        std::function<std::string(int, int)> tree = [&](int from, int to) {
+          if (to - from == 1) return a + "_v" + std::to_string(from);
+          int mid = from + (to - from + 1) / 2;
+          return combine(ReduceOp::Sum, tree(from, mid), tree(mid, to));
+        };
+        total = combine(ReduceOp::Sum, std::string("tp_hsum(") + tree(0, kAcc) + ")", a + "_s");
+      }
+      os << indent << assign(total) << ";\n";
+      indent = outer_indent;
+      os << indent << "}\n";
+    };
+    fold([](const std::string& v, bool, const std::string&) { return v; },
+         [&](const std::string& sum) { return acc + " = " + sum + " / (" + T + ")(" + hi + ")"; });
+    fold(
+        [&](const std::string& v, bool vec, const std::string& ind) {
+          std::string d = "tp_d" + std::to_string(pass);
+          os << ind << (vec ? vtype(dt) : T) << " " << d << " = " << v << " - " << acc << ";\n";
+          return d + " * " + d;
+        },
+        [&](const std::string& m2) { return acc + "_m2 = " + m2; });
+    os << in << "}\n";
+    finish_pair(os, p, nest, ranges, acc, acc + "_m2", locals);
+    return;
+  }
+
+  // One pass.
+  const int halves = nest.vectorize && f32 ? 2 : 1;
+  const int half = lanes / 2;
+  const std::string st = acc + "_w";  // state prefix
+  os << indent << "double " << st << "n = 0, " << st << "tn = 0, " << st << "tm = 0, " << st << "tq = 0, " << st
+     << "ts = 0;\n";
+  auto sname = [&](const char* what, int a, int h) { return st + what + std::to_string(a) + "_" + std::to_string(h); };
+  if (nest.vectorize)
+    for (int a = 0; a < kAcc; ++a)
+      for (int h = 0; h < halves; ++h)
+        os << indent << "vd " << sname("m", a, h) << " = tp_splat_vd(0.0), " << sname("q", a, h) << " = tp_splat_vd(0.0), "
+           << sname("s", a, h) << " = tp_splat_vd(0.0);\n";
+  open_loops();
+  std::string lo = "0", hi = nd ? ext(nest.inner_extents.back()) : "1";
+  auto idx_list = [](int from, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(from + i);
+    return s;
+  };
+  if (nd > 0) os << indent << ix << " " << jb << " = " << lo << ";\n";
+  if (nest.vectorize) {
+    os << indent << "for (; " << jb << " + " << kAcc * lanes << " <= " << hi << "; " << jb << " += " << kAcc * lanes
+       << ") {\n";
+    os << indent << "  " << st << "n += 1.0;\n";
+    os << indent << "  const double " << st << "r = 1.0 / " << st << "n;\n";
+    for (int a = 0; a < kAcc; ++a) {
+      os << indent << "  {\n" << indent << "    const " << ix << " " << j << " = " << jb << " + " << a * lanes << ";\n";
+      std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
+      for (int h = 0; h < halves; ++h) {
+        std::string x = f32 ? "__builtin_convertvector(__builtin_shufflevector(" + v + ", " + v + ", " +
+                                  idx_list(h * half, half) + "), vd)"
+                            : v;
+        os << indent << "    {\n" << indent << "      const vd tp_x = " << x << ";\n";
+        os << indent << "      tp_wstep(" << sname("m", a, h) << ", " << sname("q", a, h) << ", tp_x, " << st << "r);\n";
+        os << indent << "      " << sname("s", a, h) << " = " << sname("s", a, h) << " + tp_x;\n" << indent << "    }\n";
+      }
+      os << indent << "  }\n";
+      w.reset_names();
+    }
+    os << indent << "}\n";
+  }
+  // The scalar tail (or the whole loop when not vectorized).
+  std::string step_indent = indent;
+  if (nd > 0) {
+    os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    step_indent += "  ";
+  }
+  std::string v = w.emit(nest.body, false, jv, os, step_indent);
+  os << step_indent << "const double tp_x = (double)" << v << ";\n";
+  os << step_indent << st << "tn += 1.0;\n";
+  os << step_indent << "tp_wstep(" << st << "tm, " << st << "tq, tp_x, 1.0 / " << st << "tn);\n";
+  os << step_indent << st << "ts += tp_x;\n";
+  if (nd > 0) os << indent << "}\n";
+  w.reset_names();
+  close_loops();
+  // Merge: the vector states pairwise (equal counts), then their lanes, then the tail.
+  os << indent << "double tp_n = 0, tp_m = 0, tp_q = 0, tp_s = 0;\n";
+  if (nest.vectorize) {
+    std::vector<std::string> ms, qs, ss;
+    for (int a = 0; a < kAcc; ++a)
+      for (int h = 0; h < halves; ++h) {
+        ms.push_back(sname("m", a, h));
+        qs.push_back(sname("q", a, h));
+        ss.push_back(sname("s", a, h));
+      }
+    os << indent << "{\n" << indent << "  double tp_c = " << st << "n;\n";
+    for (size_t width = 1; width < ms.size(); width *= 2) {
+      os << indent << "  {\n";
+      for (size_t i = 0; i + width < ms.size(); i += 2 * width) {
+        os << indent << "    { double tp_na = tp_c; tp_wmerge(tp_na, " << ms[i] << ", " << qs[i] << ", tp_c, " << ms[i + width]
+           << ", " << qs[i + width] << "); }\n";
+        os << indent << "    " << ss[i] << " = " << ss[i] << " + " << ss[i + width] << ";\n";
+      }
+      os << indent << "    tp_c *= 2;\n" << indent << "  }\n";
+    }
+    os << indent << "  tp_wlanes(tp_c, " << ms[0] << ", " << qs[0] << ", &tp_m, &tp_q);\n";
+    os << indent << "  tp_n = tp_c * " << (f32 ? half : lanes) << ";\n";
+    os << indent << "  tp_s = tp_hsum(" << ss[0] << ");\n" << indent << "}\n";
+  }
+  os << indent << "tp_wmerge(tp_n, tp_m, tp_q, " << st << "tn, " << st << "tm, " << st << "tq);\n";
+  os << indent << "tp_s += " << st << "ts;\n";
+  os << indent << acc << " = (" << T << ")(tp_s / (" << count << "));\n";
+  os << indent << acc << "_m2 = (" << T << ")tp_q;\n";
+  (void)lo;
+  os << in << "}\n";
+  finish_pair(os, p, nest, ranges, acc, acc + "_m2", locals);
+}
+
+// An arg reduction: the (value, position) of the first extremum, one scalar
+// pass in order. A value replaces the best when it is larger (smaller), or a
+// NaN while the best is not: the first NaN wins, as in eager, and the value
+// result is the element at the position (so a tied -0.0 / +0.0 keeps the sign
+// eager returns).
+void emit_arg(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
+              std::unordered_map<int, std::string>& locals) {
+  const ComputeNode& node = p.nodes[nest.node];
+  RangeMap ranges = nest_ranges(k, nest);
+  Writer w(p, locals, ranges);
+  const DType dt = node.body->dtype;
+  const bool is_max = node.reduce == ReduceOp::ArgMax;
+  const char* ix = index_type(k);
+  const std::string in = "    ";
+  const std::string acc = "red" + std::to_string(nest.node);
+  os << in << "i64 " << acc << " = 0;\n" << in << ctype(dt) << " " << acc << "_v = "
+     << reduce_init(is_max ? ReduceOp::Max : ReduceOp::Min, dt) << ";\n";
+  os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << p.buffers[node.out_buffer].name << ", "
+     << p.buffers[node.aux_buffer].name << " (" << reduce_op_name(node.reduce) << " over "
+     << extents_str(nest.inner_ranges, nest.inner_extents) << ")\n";
+  std::string indent = in + "  ";
+  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+    std::string v = var_name(nest.inner_vars[d]);
+    os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
+       << ") {\n";
+    indent += "  ";
+  }
+  std::string v = w.emit(nest.body, false, -1, os, indent);
+  std::string pos = w.emit(nest.position, false, -1, os, indent);
+  std::string better = v + (is_max ? " > " : " < ") + acc + "_v";
+  if (is_floating(dt)) better = "(" + better + ") | ((" + v + " != " + v + ") & (" + acc + "_v == " + acc + "_v))";
+  os << indent << "if (" << better << ") { " << acc << "_v = " << v << "; " << acc << " = " << pos << "; }\n";
+  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  os << in << "}\n";
+  finish_pair(os, p, nest, ranges, acc, acc + "_v", locals);
+}
+
 // Prints one nest as its plan says (lanes, accumulators, cascade blocks: see
 // LoopNest); lo/hi, when given, bound the last inner loop (a chunk). Returns,
 // for a reduction, the name of its most precise result (a float sum's double
@@ -256,6 +513,14 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   const ComputeNode& node = p.nodes[nest.node];
   if (node.scan) {
     emit_scan(os, p, k, nest, locals);
+    return "";
+  }
+  if (node.reduce == ReduceOp::Welford) {
+    emit_welford(os, p, k, nest, locals);
+    return "";
+  }
+  if (node.reduce == ReduceOp::ArgMax || node.reduce == ReduceOp::ArgMin) {
+    emit_arg(os, p, k, nest, locals);
     return "";
   }
   const Buffer& out = p.buffers[node.out_buffer];
@@ -281,7 +546,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   const int64_t block = nest.block;
   const bool cascade = block > 0;
   // A reduction's result outlives its loop block: later nests of this kernel read it.
-  if (node.is_reduction()) os << in << ctype(dt) << " " << acc << ";\n";
+  if (node.is_reduction() || (nd == 0 && k.local_buffers.count(node.out_buffer)))
+    os << in << ctype(dt) << " " << acc << ";\n";
   if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name;
   if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents) << ")";
@@ -320,7 +586,14 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   };
 
   if (!node.is_reduction()) {
-    if (nd == 0) {
+    if (nd == 0 && k.local_buffers.count(node.out_buffer)) {
+      // One value per outer iteration that later nests read (layer_norm's rstd):
+      // a local, declared before the block like a reduction's result.
+      std::string v = w.emit(nest.body, false, -1, os, indent);
+      os << indent << acc << " = " << v << ";\n";
+      if (nest.store_to_memory) os << indent << out.name << "[" << store_idx << "] = " << acc << ";\n";
+      locals[node.out_buffer] = acc;
+    } else if (nd == 0) {
       std::string v = w.emit(nest.body, false, -1, os, indent);
       os << indent << out.name << "[" << store_idx << "] = " << v << ";\n";
     } else {
@@ -581,7 +854,10 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
   std::set<int> memory_temps;
   for (auto& k : s.kernels)
     for (auto& n : k.nests)
-      if (n.store_to_memory) memory_temps.insert(p.nodes[n.node].out_buffer);
+      if (n.store_to_memory) {
+        memory_temps.insert(p.nodes[n.node].out_buffer);
+        if (p.nodes[n.node].aux_buffer >= 0) memory_temps.insert(p.nodes[n.node].aux_buffer);
+      }
   for (auto& e : p.externs) {  // extern calls read and write memory
     for (auto& o : e.inputs)
       if (o.kind == ExternOperand::Kind::Buffer) memory_temps.insert(o.buffer);
@@ -608,7 +884,10 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       req.need_philox |= is_random(e.fn);
     }
   } needs(req);  // one visitor for all bodies: a node shared between nodes is visited once
-  for (auto& n : p.nodes) needs.visit(n.body);
+  for (auto& n : p.nodes) {
+    needs.visit(n.body);
+    req.need_welford |= n.reduce == ReduceOp::Welford;
+  }
   for (auto& fn : req.libm) {
     std::string sym = libmvec_symbol(fn, s.vector_bytes);
     if (!sym.empty() && runtime::libmvec_has(sym)) req.libmvec[fn] = sym;
@@ -629,6 +908,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     std::set<int> used;
     for (auto& n : k.nests) {
       used.insert(p.nodes[n.node].out_buffer);
+      if (p.nodes[n.node].aux_buffer >= 0) used.insert(p.nodes[n.node].aux_buffer);
       for (const ExprNode* l : loads_of(n.body)) used.insert(l->buffer);
     }
     for (int b : used) {

@@ -163,7 +163,7 @@ std::string reduce_init(ReduceOp r, DType t) {
     case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
     case ReduceOp::Max: return literal(Scalar(-INFINITY), t);
     case ReduceOp::Min: return literal(Scalar(INFINITY), t);
-    case ReduceOp::None: break;
+    default: break;  // None; pair reductions are refused in print()
   }
   return "0";
 }
@@ -174,7 +174,7 @@ std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
     case ReduceOp::Prod: return a + " * " + b;
     case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
     case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    case ReduceOp::None: break;
+    default: break;  // None; pair reductions are refused in print()
   }
   return a;
 }
@@ -198,6 +198,8 @@ PrintedUnit CudaPrinter::print(const LoopProgram& p, const Schedule& /*schedule*
   }
   for (const ComputeNode& n : p.nodes) {
     if (n.scan) throw NotImplementedError("stax cuda printer: scans are not supported yet");
+    if (n.has_pair_result())
+      throw NotImplementedError("stax cuda printer: Welford and arg reductions are not supported yet");
     if (!n.is_static()) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
     const Buffer& out = p.buffers[n.out_buffer];
     std::string kname = "tp_k";
