@@ -108,9 +108,9 @@ Value lower_layer_norm(LoweringContext& c, bool native) {
   n.body = x.at(src);
   n.store_index = linear_index(row, lead_strides);
   n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, lead, lead_strides, -1);
-  n.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, lead, lead_strides, -1);
+  n.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", DType::Float64, lead, lead_strides, -1);  // M2 in double
   const Value mean = LoweringContext::from_buffer(n.out_buffer, lead, lead_strides, dt);
-  const Value m2 = LoweringContext::from_buffer(n.aux_buffer, lead, lead_strides, dt);
+  const Value m2 = LoweringContext::from_buffer(n.aux_buffer, lead, lead_strides, DType::Float64);
   c.add_compute_node(std::move(n));
   Value rstd_fn;
   rstd_fn.sizes = lead;

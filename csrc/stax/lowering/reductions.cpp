@@ -186,8 +186,8 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
 }
 
 // var / std / var_mean / std_mean. Over the innermost dims: one Welford node
-// (ReduceOp::Welford, results mean and M2; the scheduler picks one pass or two,
-// see WelfordMode), var = M2 / max(0, N - correction). Over outer dims (a
+// (ReduceOp::Welford, results mean and M2, M2 in double; the scheduler picks
+// one pass or two, see WelfordMode), var = M2 / max(0, N - correction). Over outer dims (a
 // column variance, whose rows are strided): the two-pass form as two sum nodes
 // (mean, then the squared deviations), which the scheduler vectorizes across
 // the kept contiguous dim. 16-bit inputs decline (eager computes them in float).
@@ -214,7 +214,7 @@ LoweringFn variance(bool is_std, bool with_mean) {
       FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
       f.node.reduce = ReduceOp::Welford;
       f.node.body = x.at(f.src);
-      std::tie(mean, m2) = add_fold(c, std::move(f), out_sizes, dt, dt);
+      std::tie(mean, m2) = add_fold(c, std::move(f), out_sizes, dt, DType::Float64);
     } else {
       FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
       f.node.reduce = ReduceOp::Sum;
@@ -230,11 +230,16 @@ LoweringFn variance(bool is_std, bool with_mean) {
       m2 = add_fold(c, std::move(g), out_sizes, dt, dt).first;
       mean.buffer = -1;
     }
-    const Expr divisor = constant(Scalar(div), dt);
+    // As eager: M2 / div in double, rounded once (then sqrt in T for std). The
+    // value is written per row (a local of the statistics kernel), so a
+    // consumer such as (x - mean) / std reads it as a T and stays vectorized.
+    const Expr divisor = constant(Scalar(div), DType::Float64);
     Value v = c.pointwise([m2, divisor, dt, is_std](const Index& i) {
-      Expr var = call(CallOp::Div, {m2.at(i), divisor}, dt);
+      Expr var = cast(call(CallOp::Div, {cast(m2.at(i), DType::Float64), divisor}, DType::Float64), dt);
       return is_std ? call(CallOp::Sqrt, {var}, dt) : var;
     });
+    const int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+    v = LoweringContext::from_buffer(buf, out_sizes, contiguous_strides(out_sizes), dt);
     if (with_mean) c.set_results({v, mean});
     return v;
   };
