@@ -149,7 +149,7 @@ struct ScheduleOptions {
   int64_t welford_two_pass_max = -1;
   // Masked vector tails for vectorized nests whose inner extent is not a
   // multiple of the lanes (compile option stax_masked_tails).
-  bool masked_tails = true;
+  bool masked_tails = false;  // the backend turns it on for AVX-512
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)

@@ -102,6 +102,7 @@ class Writer {
           bool invariant = inner_var < 0 || !depends_on(e->index, inner_var);
           if (!vec) rhs = b.name + "[" + idx + "]";
           else if (invariant) rhs = std::string(splat(e->dtype)) + "(" + b.name + "[" + idx + "])";
+          else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
         }
         break;
@@ -164,6 +165,9 @@ class Writer {
     return name;
   }
   void reset_names() { names_.clear(); }
+  // Vector loads that depend on the loop variable read only the lanes of this
+  // bit mask (a masked tail); "" for whole vectors.
+  void set_mask(std::string mask) { mask_ = std::move(mask); }
   // The body of a Sum reduction: its value is only added into the accumulator.
   void set_sum_root(const ExprNode* e) { sum_root_ = e; }
 
@@ -173,6 +177,7 @@ class Writer {
   RangeMap ranges_;
   std::unordered_map<const ExprNode*, std::string> names_;
   const ExprNode* sum_root_ = nullptr;
+  std::string mask_;
   int counter_ = 0;
 };
 
@@ -574,8 +579,11 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   size_t nd = nest.inner_vars.size();
   const int lanes = nest.lanes;
   const char* ix = index_type(k);
-  TP_CHECK(nest.tail == TailMode::Scalar, NotImplementedError, "CppPrinter: kernel ", k.name,
-           " asks for masked vector tails; this printer runs tails as scalar loops");
+  // A masked tail (TailMode::Masked, vectorized nests only): the iterations
+  // after the last whole vector run as one vector step whose loads read only
+  // the live lanes (the others are zero: AVX-512 masked loads), whose stores
+  // write only those, and whose reduction input is the identity in the others.
+  const bool masked = nest.tail == TailMode::Masked && nest.vectorize && nd > 0;
   // Reduction: nest.accumulators vector accumulators (segmented summation,
   // Section 6.5), a scalar accumulator for the tail, a pairwise combine at the
   // end. A cascaded sum (nest.block > 0) runs in blocks that each start from
@@ -616,12 +624,14 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   std::string jb = j + "_";
   std::string store_idx = to_c(nest.store_index, ranges);
   // Values a later nest of this kernel reads back instead of recomputing.
-  auto side_stores = [&](bool vec, const std::string& ind) {
+  auto side_stores = [&](bool vec, const std::string& ind, const std::string& mask = "") {
     for (auto& ss : nest.side_stores) {
       std::string v = w.emit(ss.value, vec, jv, os, ind);
       const Buffer& b = p.buffers[ss.buffer];
       std::string idx = to_c(ss.index, ranges);
-      if (vec) os << ind << "tp_store(" << b.name << " + (" << idx << "), " << v << ");  // reused below\n";
+      if (vec && !mask.empty())
+        os << ind << "tp_store_m(" << b.name << " + (" << idx << "), " << v << ", " << mask << ");  // reused below\n";
+      else if (vec) os << ind << "tp_store(" << b.name << " + (" << idx << "), " << v << ");  // reused below\n";
       else os << ind << b.name << "[" << idx << "] = " << v << ";  // reused below\n";
     }
   };
@@ -649,12 +659,25 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         os << indent << "}\n";
         w.reset_names();
       }
-      os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
-      os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
-      std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
-      side_stores(false, indent + "  ");
-      os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
-      os << indent << "}\n";
+      if (masked) {
+        os << indent << "if (" << jb << " < " << hi << ") {  // masked tail\n";
+        os << indent << "  const unsigned tp_m = (1u << (unsigned)(" << hi << " - " << jb << ")) - 1u;\n";
+        os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+        w.set_mask("tp_m");
+        std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+        side_stores(true, indent + "  ", "tp_m");
+        os << indent << "  tp_store_m(" << out.name << " + (" << store_idx << "), " << v << ", tp_m);\n";
+        os << indent << "}\n";
+        w.set_mask("");
+        w.reset_names();
+      } else {
+        os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
+        os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+        std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
+        side_stores(false, indent + "  ");
+        os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
+        os << indent << "}\n";
+      }
       close_outer_inner();
     }
     os << in << "}\n";
@@ -720,6 +743,21 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   if (nd == 0) {
     std::string v = w.emit(nest.body, false, -1, os, indent);
     os << indent << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n";
+  } else if (masked) {
+    os << indent << "if (" << jb << " < " << loop_hi << ") {  // masked tail: the identity in the dead lanes\n";
+    os << indent << "  const unsigned tp_m = (1u << (unsigned)(" << loop_hi << " - " << jb << ")) - 1u;\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    w.set_mask("tp_m");
+    std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+    side_stores(true, indent + "  ", "tp_m");
+    os << indent << "  " << acc << "_v0 = "
+       << combine(node.reduce, acc + "_v0",
+                  "tp_where(tp_lanes_below(" + std::string(vtype(dt)) + "{}, " + loop_hi + " - " + jb + "), " + v + ", " +
+                      splat(dt) + "(" + init + "))")
+       << ";\n";
+    os << indent << "}\n";
+    w.set_mask("");
+    w.reset_names();
   } else {
     os << indent << "for (; " << jb << " < " << loop_hi << "; ++" << jb << ") {\n";
     os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
@@ -929,6 +967,8 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     needs.visit(n.body);
     req.need_welford |= n.reduce == ReduceOp::Welford;
   }
+  for (auto& k : s.kernels)
+    for (auto& n : k.nests) req.need_masked |= n.tail == TailMode::Masked && n.vectorize;
   for (auto& fn : req.libm) {
     std::string sym = libmvec_symbol(fn, s.vector_bytes);
     if (!sym.empty() && runtime::libmvec_has(sym)) req.libmvec[fn] = sym;

@@ -75,6 +75,16 @@ static inline void tp_wlanes(double n, vd m, vd q, double* mo, double* qo) {
 }
 )TP";
 
+// Masked tails (AVX-512F): the first bits of `m` select the live lanes.
+constexpr const char* kMasked = R"TP(
+static inline vf tp_load_m(const float* p, unsigned m) { return __builtin_ia32_loadups512_mask(p, vf{}, (unsigned short)m); }
+static inline vd tp_load_m(const double* p, unsigned m) { return __builtin_ia32_loadupd512_mask(p, vd{}, (unsigned char)m); }
+static inline void tp_store_m(float* p, vf v, unsigned m) { __builtin_ia32_storeups512_mask(p, v, (unsigned short)m); }
+static inline void tp_store_m(double* p, vd v, unsigned m) { __builtin_ia32_storeupd512_mask(p, v, (unsigned char)m); }
+static inline vi tp_lanes_below(vf, i64 n) { vi io; for (int i = 0; i < TP_LF; ++i) io[i] = i; return io < (int)n; }
+static inline vl tp_lanes_below(vd, i64 n) { vl io; for (int i = 0; i < TP_LD; ++i) io[i] = i; return io < n; }
+)TP";
+
 // vf: x = 2^k * e^r, |r| <= ln2/2 (Cody-Waite), Cephes expf polynomial. The
 // scale 2^k is applied as two factors so results in the denormal range round
 // once (gradual underflow) and k = 128 still overflows to inf.
@@ -338,6 +348,10 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_tanh) s += kTanh;
   if (req.need_sigmoid) s += kSigmoid;
   if (req.need_welford) s += kWelford;
+  if (req.need_masked) {
+    TP_CHECK(vb == 64, ValueError, "cpp_prelude: masked vector tails need vector_bytes 64 (AVX-512), got ", vb);
+    s += kMasked;
+  }
   if (req.need_floordiv) s += kFloorDiv;
   if (req.need_philox) s += philox_prelude();
   for (auto& fn : req.libm)
