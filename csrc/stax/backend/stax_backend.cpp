@@ -40,10 +40,8 @@ std::vector<KernelInfo> describe_kernels(const ir::LoopProgram& prog, const Sche
     info.origin = k.origin;
     std::set<int> written, read;
     for (const LoopNest& nest : k.nests) {
-      if (nest.store_to_memory) {
-        written.insert(prog.nodes[nest.node].out_buffer);
-        if (prog.nodes[nest.node].aux_buffer >= 0) written.insert(prog.nodes[nest.node].aux_buffer);
-      }
+      if (nest.store_to_memory) written.insert(prog.nodes[nest.node].out_buffer);
+      if (nest.store_aux_to_memory) written.insert(prog.nodes[nest.node].aux_buffer);
       for (const SideStore& s : nest.side_stores) written.insert(s.buffer);
     }
     for (int m : k.nodes) {

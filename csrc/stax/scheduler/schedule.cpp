@@ -599,7 +599,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       auto stored = [&](int b) {
         return b >= 0 && (program.buffers[b].kind == BufferKind::Output || read_elsewhere.count(b));
       };
-      nest.store_to_memory = stored(n.out_buffer) || stored(n.aux_buffer);
+      nest.store_to_memory = stored(n.out_buffer);
+      nest.store_aux_to_memory = stored(n.aux_buffer);
       nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes);
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));

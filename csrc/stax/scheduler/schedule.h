@@ -55,6 +55,7 @@ struct LoopNest {
   ir::IndexExpr store_index;            // over the outer var (and inner vars for pointwise nests)
   bool vectorize = false;
   bool store_to_memory = true;          // false: only a local of this kernel reads it
+  bool store_aux_to_memory = false;     // the same for a pair reduction's second result (aux_buffer)
   std::vector<SideStore> side_stores;
 
   // --- loop policy (read by the printer, decided by the scheduler) ---

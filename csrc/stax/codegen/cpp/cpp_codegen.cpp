@@ -258,10 +258,10 @@ void finish_pair(std::ostringstream& os, const LoopProgram& p, const LoopNest& n
   const ComputeNode& node = p.nodes[nest.node];
   locals[node.out_buffer] = first;
   locals[node.aux_buffer] = second;
-  if (!nest.store_to_memory) return;
   const std::string sidx = to_c(nest.store_index, ranges);
-  os << "    " << p.buffers[node.out_buffer].name << "[" << sidx << "] = " << first << ";\n";
-  os << "    " << p.buffers[node.aux_buffer].name << "[" << sidx << "] = " << second << ";\n";
+  if (nest.store_to_memory) os << "    " << p.buffers[node.out_buffer].name << "[" << sidx << "] = " << first << ";\n";
+  if (nest.store_aux_to_memory)
+    os << "    " << p.buffers[node.aux_buffer].name << "[" << sidx << "] = " << second << ";\n";
 }
 
 // A Welford reduction: results mean (out_buffer) and M2 (aux_buffer), as the
@@ -932,11 +932,10 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
   std::unordered_map<int, int> slot_of;
   std::set<int> memory_temps;
   for (auto& k : s.kernels)
-    for (auto& n : k.nests)
-      if (n.store_to_memory) {
-        memory_temps.insert(p.nodes[n.node].out_buffer);
-        if (p.nodes[n.node].aux_buffer >= 0) memory_temps.insert(p.nodes[n.node].aux_buffer);
-      }
+    for (auto& n : k.nests) {
+      if (n.store_to_memory) memory_temps.insert(p.nodes[n.node].out_buffer);
+      if (n.store_aux_to_memory) memory_temps.insert(p.nodes[n.node].aux_buffer);
+    }
   for (auto& e : p.externs) {  // extern calls read and write memory
     for (auto& o : e.inputs)
       if (o.kind == ExternOperand::Kind::Buffer) memory_temps.insert(o.buffer);
