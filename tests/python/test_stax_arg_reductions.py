@@ -108,3 +108,27 @@ def test_arg_reductions_long_rows_with_nan_and_inf_equal_eager(dtype):
     for fn in (lambda v: v.argmax(1), lambda v: v.argmin(1), lambda v: v.argmax(), lambda v: tuple(v.max(1)),
                lambda v: tuple(v.min(1))):
         run(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64])
+@pytest.mark.parametrize("shape", [(7, 37), (3, 5, 40), (2, 100)])
+def test_vector_lanes_keep_the_first_index_of_ties_and_nans(dtype, shape):
+    # Vectorized arg reductions keep one (value, position) per lane and merge
+    # the lanes and the scalar tail at the end: ties between lanes, between a
+    # lane and the tail of an earlier row (flat argmax), signed zeros and NaNs
+    # must still give eager's first index.
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2, 3, size=shape).astype(np.float64)  # many ties
+    cases = [a, np.where(a == 0, -0.0, a), np.full(shape, 2.0)]
+    z = np.zeros(shape)
+    z.flat[1::2] = -0.0
+    cases.append(z)
+    n = a.copy()
+    n.flat[n.size // 2] = np.nan
+    n.flat[n.size - 1] = np.nan
+    cases.append(n)
+    for c in cases:
+        x = tp.tensor(c, dtype=dtype)
+        for fn in (lambda v: v.argmax(-1), lambda v: v.argmin(-1), lambda v: v.argmax(), lambda v: v.argmin(),
+                   lambda v: tuple(v.max(-1)), lambda v: tuple(v.min(-1))):
+            run(fn, x)

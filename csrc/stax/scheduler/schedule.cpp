@@ -159,9 +159,16 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
 
 bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
   if (nest.inner_vars.empty() || p.nodes[nest.node].scan) return false;  // a scan's steps depend on each other
-  // An arg reduction's (value, position) pair runs scalar (no vector position yet).
-  if (p.nodes[nest.node].reduce == ReduceOp::ArgMax || p.nodes[nest.node].reduce == ReduceOp::ArgMin) return false;
-  bool reduction = p.nodes[nest.node].is_reduction();
+  const ComputeNode& n = p.nodes[nest.node];
+  if (n.reduce == ReduceOp::ArgMax || n.reduce == ReduceOp::ArgMin) {
+    // Vector lanes carry positions position(j) + lane: the position must move
+    // with the vector loop by 1, and fit the lanes' int32 for float values.
+    if (!nest.position || nest.position->op != ExprOp::Index) return false;
+    auto c = coefficient_of(nest.position->index, nest.inner_vars.back().var_id());
+    if (!c || *c != 1) return false;
+    if (n.body->dtype == DType::Float32 && numel(n.ranges) * numel(n.reduce_ranges) >= (int64_t{1} << 31)) return false;
+  }
+  bool reduction = n.is_reduction();
   return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
                             !reduction);
 }
@@ -595,7 +602,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       nest.body = rw(n.body);
       nest.store_index = simplify(substitute(n.store_index, sub), r);
       if (n.position) nest.position = rw(n.position);
-      else coalesce_inner(nest, r, ids);  // (an arg reduction's loops stay as they are: scalar anyway)
+      else coalesce_inner(nest, r, ids);  // (an arg reduction keeps its loops: its position expression is not rewritten)
       auto stored = [&](int b) {
         return b >= 0 && (program.buffers[b].kind == BufferKind::Output || read_elsewhere.count(b));
       };

@@ -116,7 +116,7 @@ TEST(GoldenCodegen, VarianceWelfordOnePass) {
   }, {x}));
 }
 
-// argmax over rows: one scalar pass with a (value, position) accumulator.
+// argmax over rows: one pass with a (value, position) accumulator per vector lane, merged in order.
 TEST(GoldenCodegen, ArgmaxOnePass) {
   Tensor x = Tensor::empty({5, 37}, DType::Float32);
   check_golden("argmax_one_pass.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {

@@ -509,8 +509,8 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
   finish_pair(os, p, nest, ranges, acc, acc + "_m2", locals);
 }
 
-// An arg reduction: the (value, position) of the first extremum, one scalar
-// pass in order. A value replaces the best when it is larger (smaller), or a
+// An arg reduction: the (value, position) of the first extremum, one pass in
+// order (vectorized when the plan says so). A value replaces the best when it is larger (smaller), or a
 // NaN while the best is not: the first NaN wins, as in eager, and the value
 // result is the element at the position (so a tied -0.0 / +0.0 keeps the sign
 // eager returns).
@@ -530,19 +530,70 @@ void emit_arg(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
      << p.buffers[node.aux_buffer].name << " (" << reduce_op_name(node.reduce) << " over "
      << extents_str(nest.inner_ranges, nest.inner_extents) << ")\n";
   std::string indent = in + "  ";
-  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+  const size_t nd = nest.inner_vars.size();
+  const bool vec = nest.vectorize && nd > 0;
+  auto better = [&](const std::string& v, const std::string& best) {
+    std::string b = v + (is_max ? " > " : " < ") + best;
+    if (is_floating(dt)) b = "(" + b + ") | ((" + v + " != " + v + ") & (" + best + " == " + best + "))";
+    return b;
+  };
+  // Vector form: per lane the best value and its position (int32 lanes for
+  // float, int64 for double: as wide as the values), strict updates so a lane
+  // keeps its first extremum; the loop's positions move with lane l as
+  // position(j) + l (the scheduler checked the coefficient).
+  const std::string bv = acc + "_bv", bi = acc + "_bi";
+  const char* it = dt == DType::Float64 ? "vl" : "vi";
+  if (vec) {
+    os << indent << vtype(dt) << " " << bv << " = " << splat(dt) << "(" << reduce_init(is_max ? ReduceOp::Max : ReduceOp::Min, dt)
+       << ");\n";
+    os << indent << it << " " << bi << " = " << it << "{}, " << acc << "_io;\n";
+    os << indent << "for (int l = 0; l < " << nest.lanes << "; ++l) " << acc << "_io[l] = l;\n";
+  }
+  for (size_t d = 0; d + (vec ? 1 : 0) < nd; ++d) {
     std::string v = var_name(nest.inner_vars[d]);
     os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
        << ") {\n";
     indent += "  ";
   }
+  if (vec) {
+    const std::string j = var_name(nest.inner_vars.back()), jb = j + "_", hi = ext(nest.inner_extents.back());
+    const int jv = nest.inner_vars.back().var_id();
+    os << indent << ix << " " << jb << " = 0;\n";
+    os << indent << "for (; " << jb << " + " << nest.lanes << " <= " << hi << "; " << jb << " += " << nest.lanes << ") {\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+    std::string pos = w.emit(nest.position, false, -1, os, indent + "  ");
+    os << indent << "  const auto tp_b = " << better(v, bv) << ";\n";
+    os << indent << "  " << bv << " = tp_where(tp_b, " << v << ", " << bv << ");\n";
+    os << indent << "  " << bi << " = tp_where(tp_b, (" << (dt == DType::Float64 ? "i64" : "int") << ")" << pos << " + "
+       << acc << "_io, " << bi << ");\n";
+    os << indent << "}\n";
+    w.reset_names();
+    os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    indent += "  ";
+  }
   std::string v = w.emit(nest.body, false, -1, os, indent);
   std::string pos = w.emit(nest.position, false, -1, os, indent);
-  std::string better = v + (is_max ? " > " : " < ") + acc + "_v";
-  if (is_floating(dt)) better = "(" + better + ") | ((" + v + " != " + v + ") & (" + acc + "_v == " + acc + "_v))";
-  os << indent << "if (" << better << ") { " << acc << "_v = " << v << "; " << acc << " = " << pos << "; }\n";
-  for (size_t d = 0; d < nest.inner_vars.size(); ++d) {
+  os << indent << "if (" << better(v, acc + "_v") << ") { " << acc << "_v = " << v << "; " << acc << " = " << pos << "; }\n";
+  if (vec) {
     indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  for (size_t d = 0; d + (vec ? 1 : 0) < nd; ++d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  if (vec) {
+    // The lanes and the scalar tail's pair, merged: the better value, or an
+    // equal one (both NaN counts as equal) at a smaller position.
+    os << indent << "for (int l = 0; l < " << nest.lanes << "; ++l) {\n";
+    os << indent << "  const " << ctype(dt) << " tp_v = " << bv << "[l];\n";
+    os << indent << "  const i64 tp_i = (i64)" << bi << "[l];\n";
+    std::string eq = "(tp_v == " + acc + "_v)";
+    if (is_floating(dt)) eq = "(" + eq + " | ((tp_v != tp_v) & (" + acc + "_v != " + acc + "_v)))";
+    os << indent << "  if ((" << better("tp_v", acc + "_v") << ") | (" << eq << " & (tp_i < " << acc << "))) { " << acc
+       << "_v = tp_v; " << acc << " = tp_i; }\n";
     os << indent << "}\n";
   }
   os << in << "}\n";
