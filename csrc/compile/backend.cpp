@@ -9,6 +9,7 @@
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/stax_backend.h"
+#include "stax/lowering/registry.h"
 
 namespace tp::compile {
 namespace {
@@ -24,6 +25,15 @@ RegionFn stax_compile(const BackendRequest& r) {
   auto sg = r.graph->clone();
   passes::PassOptions po;
   po.decompose = true;
+  // Composites Stax lowers natively stay whole; in a symbolic graph only those
+  // whose rule takes symbolic sizes (layer_norm there decomposes when that is
+  // size-independent, so it still fuses).
+  if (sg->is_symbolic())
+    po.keep_whole = [](const std::string& op) {
+      return stax::keeps_whole_for_stax(op) && stax::handles_symbolic_shapes(op);
+    };
+  else
+    po.keep_whole = &stax::keeps_whole_for_stax;
   po.disabled = disabled_passes(r.options);
   passes::run_default_passes(*sg, po);
   // The region's C++ build runs in the background (Section 11.2), waited for

@@ -95,10 +95,11 @@ bool calls_itself(const Graph& sub, const OpDef& op) {
 }
 }  // namespace
 
-bool decompose_composites(Graph& g) {
+bool decompose_composites(Graph& g, const std::function<bool(const std::string&)>& keep_whole) {
   std::vector<Node*> todo;
   for (auto& n : g.nodes())
-    if (n->opcode == Opcode::CallFunction && n->target->decompose) todo.push_back(n.get());
+    if (n->opcode == Opcode::CallFunction && n->target->decompose && !(keep_whole && keep_whole(n->target->name)))
+      todo.push_back(n.get());
   bool changed = false;
   for (Node* n : todo) {
     std::vector<Tensor> examples;

@@ -10,7 +10,9 @@
 
 namespace tp::passes {
 
-bool decompose_composites(graph::Graph& g);  // softmax -> amax/sub/exp/sum/div, mean -> sum/div
+// softmax -> amax/sub/exp/sum/div, mean -> sum/div; operators for which
+// `keep_whole` says true stay (the backend lowers them itself).
+bool decompose_composites(graph::Graph& g, const std::function<bool(const std::string&)>& keep_whole = {});
 bool eliminate_common_subexpressions(graph::Graph& g);
 bool eliminate_dead_code(graph::Graph& g);
 // IEEE-754-safe algebraic simplification: only rewrites that keep every value
@@ -25,6 +27,8 @@ struct PassOptions {
   // Passes turned off by name (compile option "disable_passes"): bisection
   // (Algorithm 11.1) turns them off one at a time to find the one that breaks a result.
   std::set<std::string> disabled;
+  // Composites the backend lowers natively (Stax: layer_norm, var, ...): not decomposed.
+  std::function<bool(const std::string&)> keep_whole;
 };
 void run_default_passes(graph::Graph& g, const PassOptions& options = {});
 

@@ -80,7 +80,7 @@ void run_default_passes(Graph& g, const PassOptions& options) {
   // loop terminates (a well-founded measure: #composites, then #nodes).
   for (int iter = 0; iter < 100; ++iter) {
     bool changed = false;
-    if (options.decompose && on("decompose")) changed |= decompose_composites(g);
+    if (options.decompose && on("decompose")) changed |= decompose_composites(g, options.keep_whole);
     if (on("simplify_algebra")) changed |= simplify_algebra(g);
     if (options.decompose && on("transpose_products")) changed |= transpose_products(g);
     if (on("cse")) changed |= eliminate_common_subexpressions(g);

@@ -75,7 +75,8 @@ def test_value_used_three_times_is_computed_once_per_element():
     x = tp.randn(16, 40)
     cf, out = _compile(f, x)
     body = _kernels(cf.last_source)
-    assert body.count("tp_exp(") <= body.count("for (; "), body
+    # one exp per emitted loop body (a masked tail step is a body too)
+    assert body.count("tp_exp(") <= body.count("for (; ") + body.count("// masked tail"), body
     np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=4e-6)
 
 

@@ -42,6 +42,7 @@ std::vector<KernelInfo> describe_kernels(const ir::LoopProgram& prog, const Sche
     std::set<int> written, read;
     for (const LoopNest& nest : k.nests) {
       if (nest.store_to_memory) written.insert(prog.nodes[nest.node].out_buffer);
+      if (nest.store_aux_to_memory) written.insert(prog.nodes[nest.node].aux_buffer);
       for (const SideStore& s : nest.side_stores) written.insert(s.buffer);
     }
     for (int m : k.nodes) {
@@ -100,6 +101,15 @@ bool option_true(const std::string& v) { return !(v == "0" || v == "False" || v 
 RegionOptions region_options(const std::map<std::string, std::string>& options) {
   RegionOptions r;
   if (auto it = options.find("stax_fusion"); it != options.end()) r.fuse = option_true(it->second);
+  if (auto it = options.find("stax_masked_tails"); it != options.end()) r.masked_tails = option_true(it->second);
+  if (auto it = options.find("stax_welford"); it != options.end()) {
+    if (it->second == "auto") r.welford_two_pass_max = -1;
+    else if (it->second == "one_pass") r.welford_two_pass_max = 0;
+    else if (it->second == "two_pass") r.welford_two_pass_max = INT64_MAX;
+    else
+      throw ValueError(str("tp.compile: options['stax_welford'] must be 'auto', 'one_pass' or 'two_pass', got '",
+                           it->second, "'"));
+  }
   if (auto it = options.find("progress_after_s"); it != options.end()) {
     try {
       r.progress_after_s = std::stod(it->second);
@@ -122,6 +132,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   opts.fuse = options.fuse;
   for (size_t k = 0; k < lowered.symbols.size(); ++k)  // every decision must hold over the declared ranges
     opts.size_ranges[ir::size_var_id(static_cast<int>(k))] = {lowered.symbols[k].min, lowered.symbols[k].max};
+  opts.welford_two_pass_max = options.welford_two_pass_max;
+  opts.masked_tails = options.masked_tails && isa.vector_bytes == 64;  // AVX-512 masked moves
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);

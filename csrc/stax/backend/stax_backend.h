@@ -39,6 +39,9 @@ struct RegionOptions {
   // region waits for it at its first run (or wait_built()), where a failed
   // build throws. Lets several regions' builds overlap (Section 11.2).
   bool background_build = false;
+  // "stax_welford": auto (-1: the scheduler picks by row length), one_pass (0), two_pass (a huge limit)
+  int64_t welford_two_pass_max = -1;
+  bool masked_tails = true;       // "stax_masked_tails": False keeps every vector tail scalar
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 

@@ -253,6 +253,9 @@ const char* reduce_op_name(ReduceOp r) {
     case ReduceOp::Max: return "max";
     case ReduceOp::Min: return "min";
     case ReduceOp::Prod: return "prod";
+    case ReduceOp::Welford: return "welford";
+    case ReduceOp::ArgMax: return "argmax";
+    case ReduceOp::ArgMin: return "argmin";
   }
   return "?";
 }
@@ -296,12 +299,16 @@ std::string LoopProgram::to_string() const {
     os << "\n";
   }
   for (auto& n : nodes) {
-    os << "node " << n.id << " [" << n.origin << "] -> b" << n.out_buffer << "[" << n.store_index.to_string()
+    os << "node " << n.id << " [" << n.origin << "] -> b" << n.out_buffer;
+    if (n.aux_buffer >= 0) os << ", b" << n.aux_buffer;
+    os << "[" << n.store_index.to_string()
        << "] over " << (n.range_exprs.empty() ? shape_str(n.ranges) : exprs_str(n.range_exprs));
     if (n.is_reduction())
       os << " " << (n.scan ? "scan " : "") << reduce_op_name(n.reduce) << " over "
          << (n.reduce_range_exprs.empty() ? shape_str(n.reduce_ranges) : exprs_str(n.reduce_range_exprs));
-    os << ": " << ir::to_string(n.body) << "\n";
+    os << ": " << ir::to_string(n.body);
+    if (n.position) os << " at " << ir::to_string(n.position);
+    os << "\n";
   }
   for (auto& e : externs) os << ir::to_string(e) << "\n";
   return os.str();

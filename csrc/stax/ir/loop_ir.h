@@ -87,7 +87,13 @@ struct Buffer {
   IndexExpr size(size_t d) const { return size_exprs.empty() ? IndexExpr(sizes[d]) : size_exprs[d]; }
 };
 
-enum class ReduceOp { None, Sum, Max, Min, Prod };
+// Welford, ArgMax and ArgMin fold into a pair of results (ComputeNode::aux_buffer):
+// Welford (Section 6.5): the (count, mean, M2) accumulator of a floating body,
+// results mean and M2 (the sum of squared deviations from the mean; var = M2 /
+// (count - correction)); ArgMax / ArgMin: the (value, position) accumulator,
+// results the position (int64) of the first extremum (the first NaN when
+// there is one, as eager) and the element there.
+enum class ReduceOp { None, Sum, Max, Min, Prod, Welford, ArgMax, ArgMin };
 const char* reduce_op_name(ReduceOp r);
 
 struct ComputeNode {
@@ -116,7 +122,15 @@ struct ComputeNode {
   // A scan (cumsum, cumprod): one reduce range, folded in order, and the running
   // value stored at every step; a later node cannot read it as a local.
   bool scan = false;
+  // Second result of a Welford (M2) or arg (value) reduction, stored at the
+  // same store_index as out_buffer; -1 for the other nodes.
+  int aux_buffer = -1;
+  // ArgMax / ArgMin: the position an element counts as (an int64 expression
+  // over vars and rvars: the index along the reduced dim, or the flat index).
+  Expr position;
   bool is_reduction() const { return reduce != ReduceOp::None; }
+  bool has_pair_result() const { return aux_buffer >= 0; }
+  bool writes(int buffer) const { return buffer == out_buffer || (aux_buffer >= 0 && buffer == aux_buffer); }
 };
 
 struct LoopProgram {

@@ -21,5 +21,7 @@ void register_window_lowerings(LoweringTable& t);      // windows.cpp
 void register_random_lowerings(LoweringTable& t);      // random.cpp
 void register_scatter_lowerings(LoweringTable& t);     // scatters.cpp
 void register_mean_lowerings(LoweringTable& t);        // means.cpp
+// Loop rules that accept an omitted optional tensor operand (layer_norm's weight=None).
+bool norm_lowering_takes_absent(const std::string& op);  // norms.cpp
 
 }  // namespace tp::stax

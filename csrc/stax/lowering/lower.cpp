@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "stax/lowering/extern.h"
+#include "stax/lowering/families.h"
 #include "stax/lowering/registry.h"
 
 namespace tp::stax {
@@ -87,7 +88,8 @@ class Lowerer {
     bool has_absent = false;
     for (auto& a : n->args)
       if (auto* p = std::get_if<Node*>(&a); p && !*p) has_absent = true;
-    if (has_absent && rule && !is_extern_lowering(n->target->name)) rule = LoweringFn();  // the extern takes it
+    if (has_absent && rule && !is_extern_lowering(n->target->name) && !norm_lowering_takes_absent(n->target->name))
+      rule = LoweringFn();  // the extern takes it
     std::vector<Value> in;
     std::vector<std::optional<Scalar>> consts;
     std::string origin = n->target->name;

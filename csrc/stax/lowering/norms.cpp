@@ -1,4 +1,4 @@
-// Normalization lowerings: native_batch_norm in evaluation mode. With
+// Normalization lowerings: layer_norm (below), and native_batch_norm in evaluation mode. With
 // training=False the statistics are the running ones, so the output is a
 // pointwise function of x and four per-channel vectors and fuses with its
 // neighbours. The arithmetic follows the eager kernel step for step, so the
@@ -65,8 +65,109 @@ Value lower_native_batch_norm(LoweringContext& c) {
   return y;
 }
 
+// layer_norm / native_layer_norm (and so group_norm, which reaches them as a
+// reshape + layer_norm + affine): one Welford node over the normalized
+// (trailing) dims gives each row's mean and M2; rstd = T(1 / sqrt(double(M2) /
+// N + eps)) is one value per row (a pointwise node without inner loop, which
+// the scheduler keeps as a local of the row's iteration); the output
+// ((x - mean) * rstd) * weight + bias is pointwise, in eager's order. The
+// scheduler fuses the three into one kernel: statistics of a row, then its
+// normalized output, and any pointwise consumer (gelu, a residual add) joins.
+Value lower_layer_norm(LoweringContext& c, bool native) {
+  const Value& x = c.input(0);
+  const DType dt = x.dtype;
+  if (dt != DType::Float32 && dt != DType::Float64)
+    c.fail(str(c.op(), " of dtype ", dtype_name(dt), " has no loop rule (float32/float64 only)"));
+  const auto& norm = c.attrs().get<std::vector<int64_t>>("normalized_shape");
+  const size_t nd = x.sizes.size(), k = norm.size();
+  if (k == 0 || k > nd) c.fail("normalized_shape does not match the input");
+  const size_t axis = nd - k;
+  const double eps = c.attrs().get_double("eps");
+  int64_t count = 1;
+  for (size_t d = axis; d < nd; ++d) count *= x.sizes[d];
+  const Shape lead(x.sizes.begin(), x.sizes.begin() + static_cast<int64_t>(axis));
+  const Shape lead_strides = contiguous_strides(lead);
+  // The Welford node: vars over the leading dims, rvars over the normalized ones.
+  ComputeNode n;
+  n.reduce = ReduceOp::Welford;
+  Index src(nd);
+  Index row;  // index into `lead`
+  for (size_t d = 0; d < nd; ++d) {
+    if (x.sizes[d] == 1) src[d] = 0;
+    else if (d >= axis) {
+      src[d] = c.new_var("r");
+      n.rvars.push_back(src[d]);
+      n.reduce_ranges.push_back(x.sizes[d]);
+    } else {
+      src[d] = c.new_var("i");
+      n.vars.push_back(src[d]);
+      n.ranges.push_back(x.sizes[d]);
+    }
+    if (d < axis) row.push_back(src[d]);
+  }
+  n.body = x.at(src);
+  n.store_index = linear_index(row, lead_strides);
+  n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, lead, lead_strides, -1);
+  n.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", DType::Float64, lead, lead_strides, -1);  // M2 in double
+  const Value mean = LoweringContext::from_buffer(n.out_buffer, lead, lead_strides, dt);
+  const Value m2 = LoweringContext::from_buffer(n.aux_buffer, lead, lead_strides, DType::Float64);
+  c.add_compute_node(std::move(n));
+  Value rstd_fn;
+  rstd_fn.sizes = lead;
+  rstd_fn.dtype = dt;
+  rstd_fn.at = [m2, dt, count, eps](const Index& i) {
+    Expr var = call(CallOp::Div, {cast(m2.at(i), DType::Float64), constant(Scalar(static_cast<double>(count)), DType::Float64)},
+                    DType::Float64);
+    Expr denom = call(CallOp::Sqrt, {call(CallOp::Add, {var, constant(Scalar(eps), DType::Float64)}, DType::Float64)},
+                      DType::Float64);
+    return cast(call(CallOp::Div, {constant(Scalar(1.0), DType::Float64), denom}, DType::Float64), dt);
+  };
+  const int rstd_buf = c.realize(rstd_fn, BufferKind::Temp, -1, c.origin());
+  const Value rstd = LoweringContext::from_buffer(rstd_buf, lead, lead_strides, dt);
+  const bool has_w = !c.absent(1), has_b = !c.absent(2);
+  const Value w = has_w ? c.input(1) : Value(), b = has_b ? c.input(2) : Value();
+  Value y = c.pointwise([=](const Index& idx) {
+    Index r(idx.begin(), idx.begin() + static_cast<int64_t>(axis));
+    Index tail(idx.begin() + static_cast<int64_t>(axis), idx.end());
+    Expr t = call(CallOp::Mul, {call(CallOp::Sub, {x.at(idx), mean.at(r)}, dt), rstd.at(r)}, dt);
+    if (has_w) t = call(CallOp::Mul, {t, cast(w.at(broadcast_index(tail, w.sizes)), dt)}, dt);
+    if (has_b) t = call(CallOp::Add, {t, cast(b.at(broadcast_index(tail, b.sizes)), dt)}, dt);
+    return t;
+  });
+  if (native) {
+    // mean and rstd with the normalized dims kept as size 1.
+    Shape stat = x.sizes;
+    for (size_t d = axis; d < nd; ++d) stat[d] = 1;
+    auto keep = [&](const Value& v) {
+      Value s;
+      s.sizes = stat;
+      s.dtype = dt;
+      s.at = [v, axis](const Index& idx) { return v.at(Index(idx.begin(), idx.begin() + static_cast<int64_t>(axis))); };
+      return s;
+    };
+    c.set_results({y, keep(mean), keep(rstd)});
+  }
+  return y;
+}
+
 }  // namespace
 
-void register_norm_lowerings(LoweringTable& t) { t["native_batch_norm"] = &lower_native_batch_norm; }
+bool norm_lowering_takes_absent(const std::string& op) { return op == "layer_norm" || op == "native_layer_norm"; }
+
+void register_norm_lowerings(LoweringTable& t) {
+  t["native_batch_norm"] = &lower_native_batch_norm;
+  t["layer_norm"] = [](LoweringContext& c) { return lower_layer_norm(c, false); };
+  t["native_layer_norm"] = [](LoweringContext& c) { return lower_layer_norm(c, true); };
+}
+
+bool keeps_whole_for_stax(const std::string& op) {
+  // Composites with a native loop rule: the decomposition pass leaves them whole.
+  static const char* const kOps[] = {"layer_norm", "var", "var.dim", "var.unbiased", "std", "std.dim",
+                                     "std.unbiased", "var_mean", "var_mean.dim", "var_mean.unbiased", "std_mean",
+                                     "std_mean.dim", "std_mean.unbiased"};
+  for (const char* o : kOps)
+    if (op == o) return true;
+  return false;
+}
 
 }  // namespace tp::stax

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "ops/reduction_args.h"
 #include "stax/lowering/families.h"
 
 namespace tp::stax {
@@ -121,16 +122,91 @@ LoweringFn scan(ReduceOp op) {
   };
 }
 
-// argmax / argmin / max.dim / min.dim as two fused loop reductions over the
-// same input: m = amax (amin) over the reduced dims (the NaN-propagating
-// max, so m is NaN when any element is), then the index = Min over the
-// reduced positions of (x == m or x is NaN ? position : INT64_MAX). That is
-// eager's answer exactly: the first position of the extremum, and when a NaN
-// is present (m NaN, so no element equals m) the first NaN. A position is the
-// index along `dim`, or the row-major flat index when dim is None (argmax of
-// the flattened input). max.dim / min.dim return (m, index); m equals the
-// element at the index except for the sign of a zero among tied +-0.
-LoweringFn arg_reduction(bool is_max, bool with_values) {
+// The iteration space of a reduction of a tensor of shape `xs` over the dims
+// `reduced`: the node's vars/ranges are the kept dims (size-1 dims get no
+// loop), its rvars the reduced ones; `src` indexes the operand, `out_idx` the
+// result (with a 0 per reduced dim when the result keeps the rank).
+struct FoldSpace {
+  ComputeNode node;
+  Index src, out_idx;
+};
+FoldSpace fold_space(LoweringContext& c, const Shape& xs, const std::vector<bool>& reduced, bool keep_rank) {
+  FoldSpace f;
+  const size_t nd = xs.size();
+  f.src.resize(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    if (reduced[d]) {
+      if (xs[d] == 1) f.src[d] = 0;
+      else {
+        f.src[d] = c.new_var("r");
+        f.node.rvars.push_back(f.src[d]);
+        f.node.reduce_ranges.push_back(xs[d]);
+      }
+      if (keep_rank) f.out_idx.push_back(IndexExpr(0));
+    } else {
+      f.src[d] = xs[d] == 1 ? IndexExpr(0) : c.new_var("i");
+      if (xs[d] != 1) { f.node.ranges.push_back(xs[d]); f.node.vars.push_back(f.src[d]); }
+      f.out_idx.push_back(f.src[d]);
+    }
+  }
+  f.node.store_index = linear_index(f.node.vars, contiguous_strides(f.node.ranges));
+  return f;
+}
+
+// Adds the node of `f` (body and op set) writing a new contiguous buffer of
+// shape out_sizes (and a second one for a pair reduction); returns the Values.
+std::pair<Value, Value> add_fold(LoweringContext& c, FoldSpace f, const Shape& out_sizes, DType dt, DType aux_dt) {
+  const Shape strides = contiguous_strides(out_sizes);
+  f.node.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, out_sizes, strides, -1);
+  const bool pair = f.node.reduce == ReduceOp::Welford || f.node.reduce == ReduceOp::ArgMax ||
+                    f.node.reduce == ReduceOp::ArgMin;
+  if (pair) f.node.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", aux_dt, out_sizes, strides, -1);
+  const int out = f.node.out_buffer, aux = f.node.aux_buffer;
+  c.add_compute_node(std::move(f.node));
+  return {LoweringContext::from_buffer(out, out_sizes, strides, dt),
+          pair ? LoweringContext::from_buffer(aux, out_sizes, strides, aux_dt) : Value()};
+}
+
+// argmax / argmin / max.dim / min.dim: one pass with a (value, position)
+// accumulator (ReduceOp::ArgMax / ArgMin; the printer keeps the first
+// extremum, or the first NaN, as eager does). A position is the index along
+// `dim`, or the row-major flat index when dim is None (argmax of the flattened
+// input). max.dim / min.dim return (value, index); the value is the element at
+// the index (so among tied +0.0 / -0.0 its sign is eager's).
+LoweringFn arg_reduction_one_pass(bool is_max, bool with_values) {
+  return [is_max, with_values](LoweringContext& c) {
+    const Value& x = c.input(0);
+    const Shape& out_sizes = c.out_sizes();
+    const int64_t nd = static_cast<int64_t>(x.sizes.size());
+    std::optional<int64_t> dim;
+    if (const AttrValue* d = c.attrs().find("dim"))
+      if (auto* one = std::get_if<int64_t>(d)) dim = *one;
+    if (dim && nd > 0) {
+      if (*dim < 0) *dim += nd;
+      if (*dim < 0 || *dim >= nd) c.fail(str("reduction dim ", *dim, " out of range"));
+    }
+    std::vector<bool> reduced(nd, !dim.has_value());
+    if (dim && nd > 0) reduced[*dim] = true;
+    const bool keep_rank = static_cast<int64_t>(out_sizes.size()) == nd;
+    FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
+    f.node.reduce = is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin;
+    f.node.body = x.at(f.src);
+    IndexExpr pos(0);
+    if (dim) {
+      if (nd > 0) pos = f.src[*dim];
+    } else {
+      pos = linear_index(f.src, contiguous_strides(x.sizes));
+    }
+    f.node.position = index_value(pos);
+    auto [idx, value] = add_fold(c, std::move(f), out_sizes, DType::Int64, x.dtype);
+    if (with_values) c.set_results({value, idx});
+    return with_values ? value : idx;
+  };
+}
+
+// Symbolic sizes: two reductions (the extremum, then the first position that
+// holds it or a NaN), whose extents are the operand's size expressions.
+LoweringFn arg_reduction_symbolic(bool is_max, bool with_values) {
   return [is_max, with_values](LoweringContext& c) {
     const Value& x = c.input(0);
     const Shape& out_sizes = c.out_sizes();
@@ -210,6 +286,71 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
   };
 }
 
+LoweringFn arg_reduction(bool is_max, bool with_values) {
+  LoweringFn one = arg_reduction_one_pass(is_max, with_values), sym = arg_reduction_symbolic(is_max, with_values);
+  return [one, sym](LoweringContext& c) { return c.symbolic() ? sym(c) : one(c); };
+}
+
+// var / std / var_mean / std_mean. Over the innermost dims: one Welford node
+// (ReduceOp::Welford, results mean and M2, M2 in double; the scheduler picks
+// one pass or two, see WelfordMode), var = M2 / max(0, N - correction). Over outer dims (a
+// column variance, whose rows are strided): the two-pass form as two sum nodes
+// (mean, then the squared deviations), which the scheduler vectorizes across
+// the kept contiguous dim. 16-bit inputs decline (eager computes them in float).
+LoweringFn variance(bool is_std, bool with_mean) {
+  return [is_std, with_mean](LoweringContext& c) {
+    const Value& x = c.input(0);
+    const DType dt = x.dtype;
+    if (dt != DType::Float32 && dt != DType::Float64)
+      c.fail(str(c.op(), " of dtype ", dtype_name(dt), " has no loop rule (float32/float64 only)"));
+    const int64_t nd = static_cast<int64_t>(x.sizes.size());
+    const std::vector<bool> reduced = reduce::mask_of(c.op().c_str(), nd, c.attrs());
+    double correction = c.attrs().get_or("unbiased", true) ? 1.0 : 0.0;
+    if (auto corr = c.attrs().get_optional_double("correction")) correction = *corr;
+    const Shape& out_sizes = c.out_sizes();
+    const bool keep_rank = static_cast<int64_t>(out_sizes.size()) == nd;
+    const int64_t count = reduce::count_of(x.sizes, reduced);
+    const double div = std::max(0.0, static_cast<double>(count) - correction);
+    // Is the last dim that has a loop reduced (the rows are contiguous runs)?
+    bool innermost = true;
+    for (int64_t d = nd - 1; d >= 0; --d)
+      if (x.sizes[d] != 1) { innermost = reduced[d]; break; }
+    Value mean, m2;
+    if (innermost) {
+      FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
+      f.node.reduce = ReduceOp::Welford;
+      f.node.body = x.at(f.src);
+      std::tie(mean, m2) = add_fold(c, std::move(f), out_sizes, dt, DType::Float64);
+    } else {
+      FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
+      f.node.reduce = ReduceOp::Sum;
+      f.node.body = x.at(f.src);
+      Value sum = add_fold(c, std::move(f), out_sizes, dt, dt).first;
+      const Expr n = constant(Scalar(static_cast<double>(count)), dt);
+      mean = sum;
+      mean.at = [sum, n, dt](const Index& i) { return call(CallOp::Div, {sum.at(i), n}, dt); };
+      FoldSpace g = fold_space(c, x.sizes, reduced, keep_rank);
+      g.node.reduce = ReduceOp::Sum;
+      Expr d = call(CallOp::Sub, {x.at(g.src), mean.at(g.out_idx)}, dt);
+      g.node.body = call(CallOp::Mul, {d, d}, dt);
+      m2 = add_fold(c, std::move(g), out_sizes, dt, dt).first;
+      mean.buffer = -1;
+    }
+    // As eager: M2 / div in double, rounded once (then sqrt in T for std). The
+    // value is written per row (a local of the statistics kernel), so a
+    // consumer such as (x - mean) / std reads it as a T and stays vectorized.
+    const Expr divisor = constant(Scalar(div), DType::Float64);
+    Value v = c.pointwise([m2, divisor, dt, is_std](const Index& i) {
+      Expr var = cast(call(CallOp::Div, {cast(m2.at(i), DType::Float64), divisor}, DType::Float64), dt);
+      return is_std ? call(CallOp::Sqrt, {var}, dt) : var;
+    });
+    const int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+    v = LoweringContext::from_buffer(buf, out_sizes, contiguous_strides(out_sizes), dt);
+    if (with_mean) c.set_results({v, mean});
+    return v;
+  };
+}
+
 }  // namespace
 
 void register_reduction_lowerings(LoweringTable& t) {
@@ -223,6 +364,10 @@ void register_reduction_lowerings(LoweringTable& t) {
   t["argmin"] = arg_reduction(false, false);
   t["max.dim"] = arg_reduction(true, true);
   t["min.dim"] = arg_reduction(false, true);
+  for (const char* op : {"var", "var.dim", "var.unbiased"}) t[op] = variance(false, false);
+  for (const char* op : {"std", "std.dim", "std.unbiased"}) t[op] = variance(true, false);
+  for (const char* op : {"var_mean", "var_mean.dim", "var_mean.unbiased"}) t[op] = variance(false, true);
+  for (const char* op : {"std_mean", "std_mean.dim", "std_mean.unbiased"}) t[op] = variance(true, true);
   t["cumsum"] = scan(ReduceOp::Sum);
   t["cumprod"] = scan(ReduceOp::Prod);
 }

@@ -26,5 +26,8 @@ void restore_builtin_lowering(const std::string& op);
 // (Value::sym_sizes). A node touching a symbolic size whose rule does not is
 // lowered as an extern call of its eager kernel, or refused ("symbolic shapes").
 bool handles_symbolic_shapes(const std::string& op);
+// Composites (operators with a decomposition) that have a native loop rule:
+// the Stax pipeline's decomposition pass leaves them whole (layer_norm, var, std, ...).
+bool keeps_whole_for_stax(const std::string& op);
 
 }  // namespace tp::stax

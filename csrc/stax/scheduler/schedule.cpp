@@ -35,7 +35,7 @@ class ExprRewriter : public ExprMutator {
 
 const ComputeNode* producer_of(const LoopProgram& p, const std::vector<int>& members, int buffer) {
   for (int m : members)
-    if (p.nodes[m].out_buffer == buffer) return &p.nodes[m];
+    if (p.nodes[m].writes(buffer)) return &p.nodes[m];
   return nullptr;
 }
 
@@ -80,6 +80,11 @@ Interval outer_interval(const KernelPlan& k) {
   return {0, std::max<int64_t>(k.outer_extent - 1, 0)};  // a zero-size space keeps a valid range
 }
 
+static bool hands_over_per_outer(const ComputeNode& n, size_t outer_dims) {
+  if (n.is_reduction()) return !n.scan;
+  return n.ranges.size() == outer_dims;
+}
+
 bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node) {
   const ComputeNode& n = p.nodes[node];
   if (n.is_reduction() ? n.ranges != outer : !starts_with(n.ranges, outer)) return false;
@@ -92,9 +97,10 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
   for (const ExprNode* l : loads_of(n.body)) {
     const ComputeNode* prod = producer_of(p, members, l->buffer);
     if (!prod) continue;
-    // Only a reduction's per-outer-iteration result can be handed over inside
-    // a kernel; a pointwise producer would need its whole inner loop first.
-    if (!prod->is_reduction() || prod->scan || !l->args.empty()) return false;
+    // Only a per-outer-iteration result can be handed over inside a kernel: a
+    // reduction's, or a pointwise node's without inner loop (layer_norm's rstd
+    // per row); a pointwise producer with an inner loop would need it all first.
+    if (!hands_over_per_outer(*prod, outer.size()) || !l->args.empty()) return false;
     IndexExpr read = simplify(substitute(l->index, n_map), ranges);
     IndexExpr wrote = simplify(substitute(prod->store_index, canonical_outer(*prod, outer.size())), ranges);
     if (!(read == wrote)) return false;  // dependence distance != 0
@@ -182,7 +188,16 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
 
 bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
   if (nest.inner_vars.empty() || p.nodes[nest.node].scan) return false;  // a scan's steps depend on each other
-  bool reduction = p.nodes[nest.node].is_reduction();
+  const ComputeNode& n = p.nodes[nest.node];
+  if (n.reduce == ReduceOp::ArgMax || n.reduce == ReduceOp::ArgMin) {
+    // Vector lanes carry positions position(j) + lane: the position must move
+    // with the vector loop by 1, and fit the lanes' int32 for float values.
+    if (!nest.position || nest.position->op != ExprOp::Index) return false;
+    auto c = coefficient_of(nest.position->index, nest.inner_vars.back().var_id());
+    if (!c || *c != 1) return false;
+    if (n.body->dtype == DType::Float32 && numel(n.ranges) * numel(n.reduce_ranges) >= (int64_t{1} << 31)) return false;
+  }
+  bool reduction = n.is_reduction();
   return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
                             !reduction);
 }
@@ -298,6 +313,7 @@ void share_expensive_values(KernelPlan& k, const LoopProgram& program) {
     bool done = false;
     for (size_t a = 0; a < b && !done; ++a) {
       LoopNest& R = k.nests[a];
+      if (program.nodes[R.node].has_pair_result()) continue;  // their printers store no side values
       if (R.inner_vars.size() != 1 || R.inner_ranges != P.inner_ranges || !(R.inner_extents == P.inner_extents) ||
           R.vectorize != P.vectorize)
         continue;
@@ -372,6 +388,31 @@ int cascade_levels_for(int64_t blocks) {
   return levels;
 }
 
+// A vectorized nest whose last loop leaves a partial vector (1000 floats:
+// 62 vectors + 8) runs those iterations as one masked vector step instead of
+// a scalar loop, when the target has masked loads (options.masked_tails), the
+// extent is static and the body computes a costly function (exp, log, tanh,
+// sigmoid, sqrt): then one vector step replaces up to lanes-1 scalar calls
+// (exp of 16384x1000, one thread: 4.0 -> 3.3 ms). A cheap body's scalar tail
+// costs a few cycles, and the masked step's mask and blend made it slower
+// (sum(-1) 1.25 -> 1.34 ms; a masked max inside softmax 6.9 -> 7.3 ms), so it
+// stays scalar. Not in a cascaded sum (the tail belongs to the last block
+// only) nor in the pair reductions (their printers keep scalar tails).
+void plan_tail(LoopNest& nest, const ComputeNode& node, int64_t span, const ScheduleOptions& o) {
+  nest.tail = TailMode::Scalar;
+  if (!o.masked_tails || !nest.vectorize || nest.inner_extents.empty() || nest.block > 0 || node.has_pair_result())
+    return;
+  if (!nest.inner_extents.back().is_const() || span % nest.lanes == 0) return;
+  // A side store's value is read back by a later nest of the kernel right
+  // away, and a masked store cannot forward to those loads: softmax 16384x1000
+  // went 7.0 -> 7.4 ms with its exp tail masked (8 of 1000), 1000x77 0.062 ->
+  // 0.044 ms (13 of 77). Masked there only when the tail is >= 1/16 of the row.
+  if (!nest.side_stores.empty() && (span % nest.lanes) * 16 < span) return;
+  std::unordered_map<const ExprNode*, bool> memo;
+  if (!is_expensive(nest.body.get(), memo)) return;
+  nest.tail = TailMode::Masked;
+}
+
 // The loop policy of one nest whose last inner loop runs at most `span`
 // elements per entry (its whole range, or one chunk).
 void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const ScheduleOptions& o) {
@@ -386,7 +427,24 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   nest.block = 0;
   nest.cascade_levels = 0;
   nest.wide_scalar_acc = false;
-  if (!node.is_reduction()) return;
+  nest.welford = WelfordMode::OnePass;
+  if (!node.is_reduction()) {
+    plan_tail(nest, node, span, o);
+    return;
+  }
+  if (node.reduce == ReduceOp::Welford) {
+    // One pass reads the row once and keeps (count, mean, M2) in double: at
+    // least as accurate as eager's double two-pass, and half the memory
+    // traffic of two passes once the row no longer stays in cache. A short row
+    // read twice from L1 is cheaper (no per-step division or double lanes).
+    const int64_t limit = o.welford_two_pass_max >= 0
+                              ? o.welford_two_pass_max
+                              : int64_t{std::max(1, o.accumulators)} * (o.vector_bytes / static_cast<int>(itemsize(dt))) *
+                                    o.vector_block_steps;
+    if (nd == 1 && !symbolic && span <= limit) nest.welford = WelfordMode::TwoPass;
+    return;
+  }
+  if (node.has_pair_result()) return;
   // A block is 64 steps of each vector accumulator (256 scalar steps): short
   // enough that a block's float sum stays accurate, long enough that the
   // per-block push costs nothing. A reduction no longer than one block (a
@@ -411,6 +469,7 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
     nest.cascade_levels = cascade_levels_for(symbolic ? sym_blocks : blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
+  plan_tail(nest, node, span, o);
 }
 
 // Do every loop bound and every subexpression of every index of the kernel
@@ -553,7 +612,10 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   // Which buffers are read outside the kernel that writes them.
   std::unordered_map<int, int> group_of_buffer;
   for (size_t g = 0; g < groups.size(); ++g)
-    for (int m : groups[g]) group_of_buffer[program.nodes[m].out_buffer] = static_cast<int>(g);
+    for (int m : groups[g]) {
+      group_of_buffer[program.nodes[m].out_buffer] = static_cast<int>(g);
+      if (program.nodes[m].aux_buffer >= 0) group_of_buffer[program.nodes[m].aux_buffer] = static_cast<int>(g);
+    }
   std::set<int> read_elsewhere;
   for (size_t g = 0; g < groups.size(); ++g)
     for (int m : groups[g])
@@ -605,7 +667,10 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     }
     for (int m : k.nodes) {
       const ComputeNode& n = program.nodes[m];
-      if (n.is_reduction() && !n.scan) k.local_buffers.insert(n.out_buffer);
+      if (hands_over_per_outer(n, k.outer_ranges.size())) {
+        k.local_buffers.insert(n.out_buffer);
+        if (n.aux_buffer >= 0) k.local_buffers.insert(n.aux_buffer);
+      }
       k.origin += (k.origin.empty() ? "" : "; ") + n.origin;
     }
     int64_t work = 0;
@@ -628,15 +693,20 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       ExprRewriter rw(sub, r);
       nest.body = rw(n.body);
       nest.store_index = simplify(substitute(n.store_index, sub), r);
-      coalesce_inner(nest, r, ids);
-      const Buffer& out = program.buffers[n.out_buffer];
-      nest.store_to_memory = out.kind == BufferKind::Output || read_elsewhere.count(n.out_buffer);
+      if (n.position) nest.position = rw(n.position);
+      else coalesce_inner(nest, r, ids);  // (an arg reduction keeps its loops: its position expression is not rewritten)
+      auto stored = [&](int b) {
+        return b >= 0 && (program.buffers[b].kind == BufferKind::Output || read_elsewhere.count(b));
+      };
+      nest.store_to_memory = stored(n.out_buffer);
+      nest.store_aux_to_memory = stored(n.aux_buffer);
       nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes);
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));
     }
     share_expensive_values(k, program);
-    const bool scan = program.nodes[k.nodes[0]].scan;
+    // Scans and pair reductions (Welford, arg) get neither chunks nor outer vectors.
+    const bool scan = program.nodes[k.nodes[0]].scan || program.nodes[k.nodes[0]].has_pair_result();
     if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
                                              k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);

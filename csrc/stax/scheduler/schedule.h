@@ -25,10 +25,17 @@ struct SideStore {
   ir::IndexExpr index;     // over the nest's own loop variables
 };
 
-// How the iterations a vector loop leaves over run: one scalar step at a time
-// (what the C++ printer does), or one masked vector step (for a printer whose
-// target has masks or threads, e.g. CUDA; no scheduler decision picks it yet).
+// How the iterations a vector loop leaves over run: one scalar step at a time,
+// or one masked vector step (the C++ printer loads the tail into a vector
+// padded with a neutral value and stores only the live lanes back; see
+// ScheduleOptions::masked_tails for when the scheduler picks it).
 enum class TailMode { Scalar, Masked };
+
+// How a Welford reduction (ReduceOp::Welford) is computed.
+enum class WelfordMode {
+  OnePass,  // one read: per-lane (count, mean, M2) accumulators in double, merged pairwise (Chan et al.)
+  TwoPass,  // the row read twice in the element type: the mean, then the squared deviations (in cache)
+};
 
 // How a chunked reduction's partial results are combined.
 enum class ChunkCombine {
@@ -48,6 +55,7 @@ struct LoopNest {
   ir::IndexExpr store_index;            // over the outer var (and inner vars for pointwise nests)
   bool vectorize = false;
   bool store_to_memory = true;          // false: only a local of this kernel reads it
+  bool store_aux_to_memory = false;     // the same for a pair reduction's second result (aux_buffer)
   std::vector<SideStore> side_stores;
 
   // --- loop policy (read by the printer, decided by the scheduler) ---
@@ -65,6 +73,10 @@ struct LoopNest {
   int cascade_levels = 0;
   // A scalar float32 sum accumulates in double (latency-bound anyway).
   bool wide_scalar_acc = false;
+  // Welford reductions only: one pass or two (see WelfordMode).
+  WelfordMode welford = WelfordMode::OnePass;
+  // ArgMax / ArgMin only: the node's position expression over the kernel's loop variables.
+  ir::Expr position;
 };
 
 // A single reduction vectorized across consecutive outer iterations (its inner
@@ -142,6 +154,14 @@ struct ScheduleOptions {
   // ir::size_var_id(k) (graph::SymbolInfo). Absent: [0, INT64_MAX]. Bounds
   // that hold for every size (32-bit indices, cascade depth) use them.
   ir::RangeMap size_ranges;
+  // Welford: rows up to this many elements (and one inner loop) read the row
+  // twice from cache (WelfordMode::TwoPass), longer ones once. -1: one vector
+  // cascade block (accumulators * lanes * vector_block_steps, 4096 floats with
+  // AVX-512); 0: always one pass. Compile option stax_welford (auto / one_pass / two_pass).
+  int64_t welford_two_pass_max = -1;
+  // Masked vector tails for vectorized nests whose inner extent is not a
+  // multiple of the lanes (compile option stax_masked_tails).
+  bool masked_tails = false;  // the backend turns it on for AVX-512
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)

@@ -22,6 +22,7 @@
 #include "passes/passes.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
 #include "stax/lowering/lower.h"
+#include "stax/lowering/registry.h"
 
 namespace tp::stax {
 namespace {
@@ -41,12 +42,16 @@ std::string golden_dir() {
   return here.substr(0, here.find_last_of('/')) + "/golden/";
 }
 
-std::string printed_kernels(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs) {
+std::string printed_kernels(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs,
+                            int vector_bytes = 32, bool masked_tails = false) {
   auto tr = graph::trace(fn, inputs, {}, /*execute=*/false);
-  passes::run_default_passes(*tr.graph);
+  passes::PassOptions po;
+  po.keep_whole = &keeps_whole_for_stax;  // as the Stax backend: var, layer_norm stay whole
+  passes::run_default_passes(*tr.graph, po);
   LoweredRegion lowered = lower(*tr.graph);
   ScheduleOptions o;
-  o.vector_bytes = 32;
+  o.vector_bytes = vector_bytes;
+  o.masked_tails = masked_tails;
   Schedule s = schedule(lowered.program, o);
   codegen::PrintedUnit u = codegen::CppPrinter().print(lowered.program, s);
   EXPECT_EQ(u.language, "c++");
@@ -93,9 +98,44 @@ TEST(GoldenCodegen, ColumnSum) {
   }, {x}));
 }
 
-TEST(CppPrinter, RefusesAPlanItCannotPrint) {
-  // A masked tail is a plan decision for targets with masks; this printer
-  // must say so rather than print something else.
+// layer_norm with weight and bias: one kernel, the row's Welford statistics
+// (two passes: a short row in cache), rstd as a per-row local, the output.
+TEST(GoldenCodegen, LayerNormWelfordTwoPass) {
+  Tensor x = Tensor::empty({6, 100}, DType::Float32), w = Tensor::empty({100}, DType::Float32),
+         b = Tensor::empty({100}, DType::Float32);
+  check_golden("layer_norm_welford.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::layer_norm(in[0], {100}, in[1], in[2], 1e-5)};
+  }, {x, w, b}));
+}
+
+// A long row's variance: one pass, (count, mean, M2) per double lane.
+TEST(GoldenCodegen, VarianceWelfordOnePass) {
+  Tensor x = Tensor::empty({3, 5000}, DType::Float32);
+  check_golden("var_welford_one_pass.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::var(in[0], std::vector<int64_t>{-1}, 1.0, false)};
+  }, {x}));
+}
+
+// argmax over rows: one pass with a (value, position) accumulator per vector lane, merged in order.
+TEST(GoldenCodegen, ArgmaxOnePass) {
+  Tensor x = Tensor::empty({5, 37}, DType::Float32);
+  check_golden("argmax_one_pass.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::argmax(in[0], 1, false)};
+  }, {x}));
+}
+
+// exp of 100-element rows with 64-byte vectors: 6 vectors and a masked tail of 4.
+TEST(GoldenCodegen, MaskedTailExp) {
+  Tensor x = Tensor::empty({3, 100}, DType::Float32);
+  check_golden("masked_tail_exp.cpp.txt", printed_kernels([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::exp(in[0])};
+  }, {x}, 64, true));
+}
+
+TEST(CppPrinter, MaskedTailsNeedAvx512) {
+  // A masked tail needs masked moves: with 64-byte vectors the printer prints
+  // one masked step; at another width it says it cannot, rather than print
+  // something else.
   Tensor x = Tensor::empty({37}, DType::Float32);
   auto tr = graph::trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::exp(in[0])}; }, {x}, {},
                          /*execute=*/false);
@@ -104,7 +144,12 @@ TEST(CppPrinter, RefusesAPlanItCannotPrint) {
   Schedule s = schedule(lowered.program, ScheduleOptions{});
   EXPECT_NO_THROW(codegen::CppPrinter().print(lowered.program, s));
   s.kernels[0].nests[0].tail = TailMode::Masked;
-  EXPECT_THROW(codegen::CppPrinter().print(lowered.program, s), NotImplementedError);
+  EXPECT_NE(codegen::CppPrinter().print(lowered.program, s).source.find("// masked tail"), std::string::npos);
+  ScheduleOptions narrow;
+  narrow.vector_bytes = 32;
+  Schedule s32 = schedule(lowered.program, narrow);
+  s32.kernels[0].nests[0].tail = TailMode::Masked;
+  EXPECT_THROW(codegen::CppPrinter().print(lowered.program, s32), ValueError);
   EXPECT_THROW(codegen::generate_cpp(lowered.program, s, s.vector_bytes * 2), ValueError);
 }
 

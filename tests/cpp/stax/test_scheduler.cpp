@@ -8,6 +8,7 @@
 #include "ops/ops.h"
 #include "passes/passes.h"
 #include "stax/lowering/lower.h"
+#include "stax/lowering/registry.h"
 #include "stax/scheduler/schedule.h"
 
 namespace tp::stax {
@@ -20,11 +21,13 @@ struct Scheduled {
   Schedule schedule;
 };
 
-Scheduled schedule_fn(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs, bool fuse = true) {
+Scheduled schedule_fn(const graph::TraceableFn& fn, const std::vector<Tensor>& inputs, bool fuse = true,
+                      ScheduleOptions o = {}) {
   auto tr = graph::trace(fn, inputs, {}, /*execute=*/false);
-  passes::run_default_passes(*tr.graph);
+  passes::PassOptions po;
+  po.keep_whole = &keeps_whole_for_stax;  // as the Stax backend
+  passes::run_default_passes(*tr.graph, po);
   Scheduled s{lower(*tr.graph), {}};
-  ScheduleOptions o;
   o.vector_bytes = 64;
   o.fuse = fuse;
   s.schedule = schedule(s.lowered.program, o);
@@ -314,5 +317,96 @@ TEST(SchedulerPlan, KernelsAreNamedAfterWhatTheyFuseAsBoundedIdentifiers) {
   p.nodes[0].origin = "";
   EXPECT_EQ(schedule(p, o).kernels[0].name, "kernel_0");
 }
+// --- Welford, arg reductions, masked tails ---------------------------------
+
+const LoopNest& only_nest_of(const Scheduled& s, ir::ReduceOp op) {
+  for (const KernelPlan& k : s.schedule.kernels)
+    for (const LoopNest& n : k.nests)
+      if (s.lowered.program.nodes[n.node].reduce == op) return n;
+  throw std::runtime_error("no such nest");
+}
+
+TEST(SchedulerWelford, ShortRowsInCacheTakeTwoPassesLongRowsOne) {
+  auto var_rows = [](int64_t cols, ScheduleOptions o = {}) {
+    Tensor x = Tensor::empty({8, cols}, DType::Float32);
+    return schedule_fn([](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::var(in[0], std::vector<int64_t>{-1}, 1.0, false)};
+    }, {x}, true, o);
+  };
+  // One vector cascade block: 4 accumulators * 16 lanes * 64 steps = 4096 floats.
+  EXPECT_EQ(only_nest_of(var_rows(1000), ir::ReduceOp::Welford).welford, WelfordMode::TwoPass);
+  EXPECT_EQ(only_nest_of(var_rows(4096), ir::ReduceOp::Welford).welford, WelfordMode::TwoPass);
+  EXPECT_EQ(only_nest_of(var_rows(4097), ir::ReduceOp::Welford).welford, WelfordMode::OnePass);
+  ScheduleOptions one;
+  one.welford_two_pass_max = 0;
+  EXPECT_EQ(only_nest_of(var_rows(1000, one), ir::ReduceOp::Welford).welford, WelfordMode::OnePass);
+  // Neither chunks nor outer vectors for a pair reduction; the row loop vectorizes.
+  auto s = var_rows(100000);
+  EXPECT_EQ(s.schedule.kernels.size(), 1u);
+  EXPECT_EQ(s.schedule.kernels[0].chunk, 0);
+  EXPECT_FALSE(s.schedule.kernels[0].vectorize_outer);
+  EXPECT_TRUE(only_nest_of(s, ir::ReduceOp::Welford).vectorize);
+  EXPECT_EQ(only_nest_of(s, ir::ReduceOp::Welford).block, 0);  // M2 in double: no cascade
+}
+
+TEST(SchedulerWelford, LayerNormWithEpilogueIsOneKernelWithPerRowLocals) {
+  Tensor x = Tensor::empty({64, 768}, DType::Float32), w = Tensor::empty({768}, DType::Float32),
+         b = Tensor::empty({768}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::gelu(ops::layer_norm(in[0], {768}, in[1], in[2], 1e-5), "tanh")};
+  }, {x, w, b});
+  ASSERT_EQ(s.schedule.kernels.size(), 1u);
+  const KernelPlan& k = s.schedule.kernels[0];
+  ASSERT_EQ(k.nests.size(), 3u);  // statistics, rstd (one value per row), output
+  const auto& prog = s.lowered.program;
+  const auto& stats = prog.nodes[k.nests[0].node];
+  EXPECT_EQ(stats.reduce, ir::ReduceOp::Welford);
+  EXPECT_TRUE(k.local_buffers.count(stats.out_buffer) && k.local_buffers.count(stats.aux_buffer));
+  EXPECT_EQ(prog.buffers[stats.aux_buffer].dtype, DType::Float64);  // M2 in double
+  EXPECT_TRUE(k.nests[1].inner_vars.empty());
+  EXPECT_TRUE(k.local_buffers.count(prog.nodes[k.nests[1].node].out_buffer));
+  EXPECT_FALSE(k.nests[0].store_to_memory);
+  EXPECT_FALSE(k.nests[1].store_to_memory);
+  EXPECT_TRUE(k.nests[2].vectorize);
+}
+
+TEST(SchedulerArg, ArgmaxIsOnePairNodeFusedWithItsConsumer) {
+  Tensor x = Tensor::empty({32, 100}, DType::Float32);
+  auto s = schedule_fn([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::add(ops::argmax(ops::mul(in[0], ops::scalar(2.0)), 1, false), ops::scalar(1))};
+  }, {x});
+  ASSERT_EQ(s.schedule.kernels.size(), 1u);
+  int pair_nodes = 0, reductions = 0;
+  for (const auto& n : s.lowered.program.nodes) {
+    reductions += n.is_reduction();
+    pair_nodes += n.has_pair_result();
+  }
+  EXPECT_EQ(reductions, 1);  // not amax + a Min over positions
+  EXPECT_EQ(pair_nodes, 1);
+  const LoopNest& n = only_nest_of(s, ir::ReduceOp::ArgMax);
+  EXPECT_TRUE(n.vectorize);  // lanes carry (value, position); the position moves with the loop by 1
+  EXPECT_TRUE(n.position != nullptr);
+}
+
+TEST(SchedulerTails, MaskedForCostlyBodiesWithAPartialVectorOnly) {
+  ScheduleOptions o;
+  o.masked_tails = true;
+  auto tail_of = [&](int64_t cols, bool costly, bool reduce) {
+    Tensor x = Tensor::empty({4, cols}, DType::Float32);
+    auto s = schedule_fn([costly, reduce](const std::vector<Tensor>& in) {
+      Tensor y = costly ? ops::exp(in[0]) : ops::mul(in[0], ops::scalar(2.0));
+      return std::vector<Tensor>{reduce ? ops::sum(y, {-1}) : y};
+    }, {x}, true, o);
+    return s.schedule.kernels.at(0).nests.at(0).tail;
+  };
+  EXPECT_EQ(tail_of(1000, true, false), TailMode::Masked);
+  EXPECT_EQ(tail_of(1000, true, true), TailMode::Masked);
+  EXPECT_EQ(tail_of(1024, true, false), TailMode::Scalar);  // no partial vector
+  EXPECT_EQ(tail_of(1000, false, false), TailMode::Scalar);  // cheap body: the scalar tail measured faster
+  EXPECT_EQ(tail_of(1000, false, true), TailMode::Scalar);
+  o.masked_tails = false;  // a target without masked moves
+  EXPECT_EQ(tail_of(1000, true, false), TailMode::Scalar);
+}
+
 }  // namespace
 }  // namespace tp::stax

@@ -39,6 +39,52 @@ static inline vf tp_sqrt(vf x) { for (int i = 0; i < TP_LF; ++i) x[i] = __builti
 static inline vd tp_sqrt(vd x) { for (int i = 0; i < TP_LD; ++i) x[i] = __builtin_sqrt(x[i]); return x; }
 )TP";
 
+// Welford states (Section 6.5): (n, m, q) = count, mean and M2 (the sum of
+// squared deviations) of the values seen. The count is a scalar double even
+// for a vector state: every lane of a vector accumulator takes one value per
+// step, so all lanes have seen the same number. tp_wstep adds x with r = 1/n
+// (n counted before the call, shared by the step's accumulators: one division
+// per step, not per lane). tp_wmerge merges b into a by Chan, Golub and
+// LeVeque's formula; tp_wlanes merges a vector's lanes pairwise (a fixed
+// tree, so the result does not depend on anything but the data).
+constexpr const char* kWelford = R"TP(
+template <class V> static inline void tp_wstep(V& m, V& q, V x, double r) {
+  V d = x - m;
+  m = m + d * r;
+  q = q + d * (x - m);
+}
+template <class V> static inline void tp_wmerge(double& na, V& ma, V& qa, double nb, V mb, V qb) {
+  if (nb == 0) return;
+  const double n = na + nb, f = nb / n;
+  V d = mb - ma;
+  ma = ma + d * f;
+  qa = qa + qb + d * d * (na * f);
+  na = n;
+}
+static inline void tp_wlanes(double n, vd m, vd q, double* mo, double* qo) {
+  double mm[TP_LD], qq[TP_LD];
+  for (int i = 0; i < TP_LD; ++i) { mm[i] = m[i]; qq[i] = q[i]; }
+  for (int w = TP_LD / 2; w >= 1; w /= 2, n *= 2)
+    for (int i = 0; i < w; ++i) {
+      const double d = mm[i + w] - mm[i];
+      mm[i] = mm[i] + d * 0.5;
+      qq[i] = qq[i] + qq[i + w] + d * d * (n * 0.5);
+    }
+  *mo = mm[0];
+  *qo = qq[0];
+}
+)TP";
+
+// Masked tails (AVX-512F): the first bits of `m` select the live lanes.
+constexpr const char* kMasked = R"TP(
+static inline vf tp_load_m(const float* p, unsigned m) { return __builtin_ia32_loadups512_mask(p, vf{}, (unsigned short)m); }
+static inline vd tp_load_m(const double* p, unsigned m) { return __builtin_ia32_loadupd512_mask(p, vd{}, (unsigned char)m); }
+static inline void tp_store_m(float* p, vf v, unsigned m) { __builtin_ia32_storeups512_mask(p, v, (unsigned short)m); }
+static inline void tp_store_m(double* p, vd v, unsigned m) { __builtin_ia32_storeupd512_mask(p, v, (unsigned char)m); }
+static inline vi tp_lanes_below(vf, i64 n) { vi io; for (int i = 0; i < TP_LF; ++i) io[i] = i; return io < (int)n; }
+static inline vl tp_lanes_below(vd, i64 n) { vl io; for (int i = 0; i < TP_LD; ++i) io[i] = i; return io < n; }
+)TP";
+
 // vf: x = 2^k * e^r, |r| <= ln2/2 (Cody-Waite), Cephes expf polynomial. The
 // scale 2^k is applied as two factors so results in the denormal range round
 // once (gradual underflow) and k = 128 still overflows to inf.
@@ -301,6 +347,11 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_log) s += kLog;
   if (req.need_tanh) s += kTanh;
   if (req.need_sigmoid) s += kSigmoid;
+  if (req.need_welford) s += kWelford;
+  if (req.need_masked) {
+    TP_CHECK(vb == 64, ValueError, "cpp_prelude: masked vector tails need vector_bytes 64 (AVX-512), got ", vb);
+    s += kMasked;
+  }
   if (req.need_floordiv) s += kFloorDiv;
   if (req.need_philox) s += philox_prelude();
   for (auto& fn : req.libm)

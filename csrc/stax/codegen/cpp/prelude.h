@@ -23,6 +23,12 @@
 //   need_log:      tp_log      (float, double, vf, vd)
 //   need_tanh:     tp_tanh     (float, double, vf, vd)   (pulls in exp)
 //   need_sigmoid:  tp_sigmoid  (float, double, vf, vd)   (pulls in exp)
+//   need_welford:  tp_wstep(m, q, x, r), tp_wmerge(na, ma, qa, nb, mb, qb),
+//                  tp_wlanes(n, vd m, vd q, double* m, double* q): Welford
+//                  (count, mean, M2) states on double / vd, see prelude.cpp
+//   need_masked:   tp_load_m(p, unsigned mask) -> vf|vd (dead lanes 0),
+//                  tp_store_m(p, v, mask), tp_lanes_below(vf{}|vd{}, n) -> vi|vl
+//                  (lanes < n true): AVX-512 masked moves, vector_bytes 64 only
 //   need_floordiv: tp_floordiv(i64, i64), tp_mod(i64, i64) (Python semantics)
 //   need_philox:   tp_philox_uniform_f32 / _f64, tp_philox_normal_f32 / _f64
 //                  (i64 key, i64 first counter, i64 flat index) -> float / double:
@@ -47,6 +53,8 @@ namespace tp::stax::codegen {
 struct PreludeRequest {
   int vector_bytes = 64;  // 16 (SSE2 baseline), 32 (avx2) or 64 (avx512)
   bool need_exp = false, need_log = false, need_tanh = false, need_sigmoid = false;
+  bool need_masked = false;    // tp_load_m / tp_store_m / tp_lanes_below (masked tails; vector_bytes 64 only)
+  bool need_welford = false;   // tp_wstep / tp_wmerge / tp_wlanes (ReduceOp::Welford)
   bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
   bool need_philox = false;    // tp_philox_{uniform,normal}_{f32,f64}(key, first, i): scalar, see prelude_philox.cpp
   std::set<std::string> libm;  // libm-backed functions used (names as in the IR's Call fn)

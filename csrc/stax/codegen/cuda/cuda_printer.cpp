@@ -596,6 +596,9 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     if (k.symbolic) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
     for (const LoopNest& n : k.nests)
       if (p.nodes[n.node].scan) throw NotImplementedError("stax cuda printer: scans (cumsum, cumprod) are not supported yet");
+    for (const LoopNest& n : k.nests)
+      if (p.nodes[n.node].has_pair_result())
+        throw NotImplementedError("stax cuda printer: Welford and arg reductions are not supported yet");
     std::set<int> written;
     for (const LoopNest& n : k.nests) {
       if (n.store_to_memory || !p.nodes[n.node].is_reduction()) written.insert(p.nodes[n.node].out_buffer);
