@@ -118,7 +118,7 @@ std::string reduce_init(ReduceOp r, DType t) {
     case ReduceOp::Min:
       if (t == DType::Bool) return "true";
       return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
-    case ReduceOp::None: break;
+    default: break;  // None; pair reductions are refused in print()
   }
   return "0";
 }
@@ -129,7 +129,7 @@ std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
     case ReduceOp::Prod: return "(" + a + " * " + b + ")";
     case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
     case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    case ReduceOp::None: break;
+    default: break;  // None; pair reductions are refused in print()
   }
   return a;
 }
