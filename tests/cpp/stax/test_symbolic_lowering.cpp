@@ -66,7 +66,11 @@ class SymbolicLowering : public ::testing::Test {
     for (const auto& s : sizes) {
       std::vector<Tensor> in = make(s);
       std::vector<Tensor> got = region->run(in);
-      std::vector<Tensor> want = compile_region(*capture(fn, in))->run(in);
+      // The reference keeps scalar tails: a static extent may get a masked vector
+      // tail (vector exp differs from scalar exp in the last bit), a symbolic one does not.
+      RegionOptions scalar_tails;
+      scalar_tails.masked_tails = false;
+      std::vector<Tensor> want = compile_region(*capture(fn, in), scalar_tails)->run(in);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].sizes(), want[i].sizes()) << "result " << i << " at size " << s[0];
