@@ -1,5 +1,7 @@
 #include "compile/backend.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -28,7 +30,13 @@ RegionFn stax_compile(const BackendRequest& r) {
   // Composites Stax lowers natively stay whole; in a symbolic graph only those
   // whose rule takes symbolic sizes (layer_norm there decomposes when that is
   // size-independent, so it still fuses).
-  if (sg->is_symbolic())
+  // The CUDA printer has no Welford or pair reductions: there they decompose.
+  const bool on_cuda = std::any_of(r.examples.begin(), r.examples.end(), [](const Tensor& t) {
+    return t.defined() && t.device().kind == Device::Kind::CUDA;
+  });
+  if (on_cuda)
+    po.keep_whole = nullptr;
+  else if (sg->is_symbolic())
     po.keep_whole = [](const std::string& op) {
       return stax::keeps_whole_for_stax(op) && stax::handles_symbolic_shapes(op);
     };

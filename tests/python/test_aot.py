@@ -482,7 +482,9 @@ def test_a_32_layer_chain_is_checkpointed_binomially_within_the_budget(budget, b
     assert ck["evaluations"] == _binomial_evaluations(33, ck["slots"])  # the fewest recomputations
     for w, g, gf in zip(ws, want, free):
         np.testing.assert_array_equal(vals(w.grad), gf)  # the same operators on the same values
-        np.testing.assert_allclose(vals(w.grad), g, rtol=1e-5, atol=1e-6)
+        # Against eager: generated and eager kernels round differently (vector
+        # math, other summation orders), and 32 layers compound it (2.8e-6 at worst on an AVX-512 host).
+        np.testing.assert_allclose(vals(w.grad), g, rtol=1e-4, atol=1e-5)
 
 
 def test_checkpointing_needs_fewer_evaluations_with_more_slots():
