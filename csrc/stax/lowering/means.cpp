@@ -121,23 +121,7 @@ Value lower_mean(LoweringContext& c) {
   const DType dt = c.out_dtype();
   if (!is_floating(dt)) c.fail("mean of an integer result");
   if (!is_floating(x.dtype) && x.dtype != dt) c.fail("mean converting an integer input");
-  const int64_t nd = static_cast<int64_t>(x.sizes.size());
-  std::vector<int64_t> dims;
-  if (const AttrValue* d = c.attrs().find("dim")) {
-    if (auto* one = std::get_if<int64_t>(d)) dims = {*one};
-    else if (auto* many = std::get_if<std::vector<int64_t>>(d)) dims = *many;
-  }
-  std::vector<bool> reduced(static_cast<size_t>(nd), dims.empty());
-  for (auto d : dims) {
-    int64_t w = d < 0 ? d + nd : d;
-    if (nd == 0) continue;
-    if (w < 0 || w >= nd) c.fail(str("reduction dim ", d, " out of range"));
-    reduced[static_cast<size_t>(w)] = true;
-  }
-  IndexExpr count = 1;
-  for (int64_t d = 0; d < nd; ++d)
-    if (reduced[static_cast<size_t>(d)]) count = count * x.size(static_cast<size_t>(d));
-  count = simplify(count);
+  const IndexExpr count = count_of(x, reduced_dims(c, x));
   LoweringFn sum = find_lowering("sum");
   if (!sum) c.fail("no rule for sum");
   Value s = sum(c);  // the same dims, keepdim and result dtype

@@ -167,6 +167,26 @@ std::pair<Value, Value> add_fold(LoweringContext& c, FoldSpace f, const Shape& o
           pair ? LoweringContext::from_buffer(aux, out_sizes, strides, aux_dt) : Value()};
 }
 
+// The dims an arg reduction folds: `dim` (wrapped) or all of them (dim=None:
+// the flattened input), and whether the result keeps the rank.
+struct ArgDims {
+  std::optional<int64_t> dim;
+  std::vector<bool> reduced;
+  bool keep_rank;
+};
+ArgDims arg_dims(LoweringContext& c, int64_t nd) {
+  std::optional<int64_t> dim;
+  if (const AttrValue* d = c.attrs().find("dim"))
+    if (auto* one = std::get_if<int64_t>(d)) dim = *one;
+  if (dim && nd > 0) {
+    if (*dim < 0) *dim += nd;
+    if (*dim < 0 || *dim >= nd) c.fail(str("reduction dim ", *dim, " out of range"));
+  }
+  std::vector<bool> reduced(static_cast<size_t>(nd), !dim.has_value());
+  if (dim && nd > 0) reduced[static_cast<size_t>(*dim)] = true;
+  return {dim, std::move(reduced), static_cast<int64_t>(c.out_sizes().size()) == nd};
+}
+
 // argmax / argmin / max.dim / min.dim: one pass with a (value, position)
 // accumulator (ReduceOp::ArgMax / ArgMin; the printer keeps the first
 // extremum, or the first NaN, as eager does). A position is the index along
@@ -178,16 +198,7 @@ LoweringFn arg_reduction_one_pass(bool is_max, bool with_values) {
     const Value& x = c.input(0);
     const Shape& out_sizes = c.out_sizes();
     const int64_t nd = static_cast<int64_t>(x.sizes.size());
-    std::optional<int64_t> dim;
-    if (const AttrValue* d = c.attrs().find("dim"))
-      if (auto* one = std::get_if<int64_t>(d)) dim = *one;
-    if (dim && nd > 0) {
-      if (*dim < 0) *dim += nd;
-      if (*dim < 0 || *dim >= nd) c.fail(str("reduction dim ", *dim, " out of range"));
-    }
-    std::vector<bool> reduced(nd, !dim.has_value());
-    if (dim && nd > 0) reduced[*dim] = true;
-    const bool keep_rank = static_cast<int64_t>(out_sizes.size()) == nd;
+    const auto [dim, reduced, keep_rank] = arg_dims(c, nd);
     FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
     f.node.reduce = is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin;
     f.node.body = x.at(f.src);
@@ -211,16 +222,7 @@ LoweringFn arg_reduction_symbolic(bool is_max, bool with_values) {
     const Value& x = c.input(0);
     const Shape& out_sizes = c.out_sizes();
     const int64_t nd = static_cast<int64_t>(x.sizes.size());
-    std::optional<int64_t> dim;
-    if (const AttrValue* d = c.attrs().find("dim"))
-      if (auto* one = std::get_if<int64_t>(d)) dim = *one;
-    if (dim && nd > 0) {
-      if (*dim < 0) *dim += nd;
-      if (*dim < 0 || *dim >= nd) c.fail(str("reduction dim ", *dim, " out of range"));
-    }
-    std::vector<bool> reduced(nd, !dim.has_value());
-    if (dim && nd > 0) reduced[*dim] = true;
-    const bool keep_rank = static_cast<int64_t>(out_sizes.size()) == nd;
+    const auto [dim, reduced, keep_rank] = arg_dims(c, nd);
     const Shape x_strides = contiguous_strides(x.sizes);
     Shape strides = contiguous_strides(out_sizes);
     const bool symbolic = c.symbolic();
