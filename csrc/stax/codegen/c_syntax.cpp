@@ -43,4 +43,19 @@ std::string c_call(ir::CallOp op, const std::vector<std::string>& a) {
   return s + ")";
 }
 
+std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spell) {
+  switch (r) {
+    case ir::ReduceOp::Sum: return c_literal(Scalar(int64_t(0)), t, spell);
+    case ir::ReduceOp::Prod: return c_literal(Scalar(int64_t(1)), t, spell);
+    case ir::ReduceOp::Max:
+      if (t == DType::Bool) return "false";
+      return is_floating(t) ? c_literal(Scalar(-INFINITY), t, spell) : std::string("(-9223372036854775807LL - 1)");
+    case ir::ReduceOp::Min:
+      if (t == DType::Bool) return "true";
+      return is_floating(t) ? c_literal(Scalar(INFINITY), t, spell) : std::string("9223372036854775807LL");
+    default: break;
+  }
+  return "0";
+}
+
 }  // namespace tp::stax::codegen

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/scalar.h"
 #include "stax/ir/call_op.h"
+#include "stax/ir/loop_ir.h"
 
 namespace tp::stax::codegen {
 
@@ -22,6 +23,12 @@ struct FloatSpellings {
 
 // nullopt-free: returns "?" for a dtype no printer emits (narrow dtypes never reach them).
 std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell);
+
+// The identity of a Sum/Prod/Max/Min accumulator of type t, spelled as a
+// literal ("0" for the others: pair reductions have their own emitters).
+// Max/Min start from the extreme value *of the accumulator's type*: for bool
+// that is false (true), not INT64_MIN converted to bool.
+std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spell);
 
 // A call of `op` on already printed operands: its infix form where it has one,
 // `!a` / `~a` for the logical and bitwise not, otherwise the prelude's tp_<name>(...).

@@ -34,27 +34,13 @@ const char* ctype(DType t) {
 const char* vtype(DType t) { return t == DType::Float64 ? "vd" : "vf"; }
 const char* splat(DType t) { return t == DType::Float64 ? "tp_splat_vd" : "tp_splat_vf"; }
 
+const FloatSpellings kGcc{"__builtin_nanf(\"\")", "__builtin_nan(\"\")", "__builtin_inff()", "__builtin_inf()"};
+
 std::string literal(const Scalar& v, DType t) {
-  static const FloatSpellings kGcc{"__builtin_nanf(\"\")", "__builtin_nan(\"\")", "__builtin_inff()", "__builtin_inf()"};
   return c_literal(v, t, kGcc);
 }
 
-std::string reduce_init(ReduceOp r, DType t) {
-  switch (r) {
-    case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
-    case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
-    // The identity is the smallest (largest) value *of the accumulator's type*:
-    // for bool that is false (true), not INT64_MIN converted to bool.
-    case ReduceOp::Max:
-      if (t == DType::Bool) return "false";
-      return is_floating(t) ? literal(Scalar(-INFINITY), t) : std::string("(-9223372036854775807LL - 1)");
-    case ReduceOp::Min:
-      if (t == DType::Bool) return "true";
-      return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
-    default: break;  // None; the pair reductions have their own emitters
-  }
-  return "0";
-}
+std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, t, kGcc); }
 
 std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
   switch (r) {

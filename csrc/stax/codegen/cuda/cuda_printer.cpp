@@ -33,9 +33,10 @@ const char* ctype(DType t) {
   throw NotImplementedError(str("stax cuda printer: dtype ", dtype_name(t), " is not supported yet"));
 }
 
-std::string literal(const Scalar& v, DType t) {
-  static const FloatSpellings kCuda{"__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)",
+const FloatSpellings kCuda{"__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)",
                                     "__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff0000000000000LL)"};
+
+std::string literal(const Scalar& v, DType t) {
   return c_literal(v, t, kCuda);
 }
 
@@ -108,20 +109,7 @@ const char* functor(ReduceOp r) {
   }
 }
 
-std::string reduce_init(ReduceOp r, DType t) {
-  switch (r) {
-    case ReduceOp::Sum: return literal(Scalar(int64_t(0)), t);
-    case ReduceOp::Prod: return literal(Scalar(int64_t(1)), t);
-    case ReduceOp::Max:
-      if (t == DType::Bool) return "false";
-      return is_floating(t) ? literal(Scalar(-INFINITY), t) : std::string("(-9223372036854775807LL - 1)");
-    case ReduceOp::Min:
-      if (t == DType::Bool) return "true";
-      return is_floating(t) ? literal(Scalar(INFINITY), t) : std::string("9223372036854775807LL");
-    default: break;  // None; pair reductions are refused in print()
-  }
-  return "0";
-}
+std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, t, kCuda); }
 
 std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
   switch (r) {
