@@ -285,6 +285,20 @@ def transformer_block(report: Report, quick: bool) -> dict:
                 "for t in lengths: cf(x[t])     # first pass: versions + time incl. compiles\n"
                 "per call: rotated readings of a pass over the 16 lengths / 16 (no_grad)")
     runs, warmup = (5, 1) if quick else (11, 2)
+    # One thread on both sides: on this shared machine a 2-thread OpenBLAS GEMM of
+    # these sizes waits milliseconds for its second thread (scheduler slices), which
+    # would swamp every other figure here.
+    report.note("one thread (tp.set_num_threads(1), torch.set_num_threads(1)): with two, a small "
+                "OpenBLAS GEMM on this loaded machine takes 8-24 ms instead of ~50 us.")
+    prev = tp.get_num_threads()
+    tp.set_num_threads(1)
+    try:
+        return _transformer_block(report, d, heads, batch, runs, warmup)
+    finally:
+        tp.set_num_threads(prev)
+
+
+def _transformer_block(report: Report, d: int, heads: int, batch: int, runs: int, warmup: int) -> dict:
     tp.manual_seed(0)
     block = _tp_block(d, heads)
     xs = [tp.randn(batch, t, d) for t in SEQ_LENGTHS]
@@ -309,7 +323,9 @@ def transformer_block(report: Report, quick: bool) -> dict:
         except ImportError:
             pass
         tnames = []
+        torch_threads = torch.get_num_threads() if torch is not None else None
         if torch is not None:
+            torch.set_num_threads(1)
             torch.manual_seed(0)
             tb = _torch_block(torch, d, heads).eval()
             txs = [torch.randn(batch, t, d) for t in SEQ_LENGTHS]
@@ -335,7 +351,11 @@ def transformer_block(report: Report, quick: bool) -> dict:
             loops += [tloop(tc), tloop(tb)]
             labels += ["torch.compile(dynamic=True)", "torch eager"]
             tnames = labels[-2:]
-        timings = rotate(loops, runs=runs, warmup=warmup, labels=labels)
+        try:
+            timings = rotate(loops, runs=runs, warmup=warmup, labels=labels)
+        finally:
+            if torch_threads is not None:
+                torch.set_num_threads(torch_threads)
     n = len(SEQ_LENGTHS)
     for t in timings:
         t.readings_s = [r / n for r in t.readings_s]
