@@ -257,3 +257,52 @@ def test_literal_indices_keep_derived_dims_symbolic():
             x = tp.randn(n, n + 2)
             close(cf(x), f(x))
         assert cf.num_specializations == 1
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_multihead_attention_many_lengths(dynamic):
+    tp.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True)
+    ln = nn.LayerNorm(16)
+
+    def f(x):
+        h = ln(x)
+        return mha(h, h, h, need_weights=False)[0] + x
+
+    cf = tp.compile(f, dynamic=dynamic)  # fallbacks allowed: the result must match eager
+    with tp.no_grad():
+        for b, t in [(2, 5), (2, 9), (3, 9), (3, 16), (4, 31), (2, 64), (5, 7), (1, 3), (2, 1)]:
+            x = tp.randn(b, t, 16)
+            close(cf(x), f(x))
+    assert cf.num_specializations <= 5  # sizes 1 are versions of their own
+
+
+def test_symbolic_inner_dim_of_matmul_and_sizes_zero():
+    f = lambda a, b: F.softmax(a @ b, -1).sum(0)  # noqa: E731
+    cf = stax(f)
+    for m, k, n in [(3, 5, 7), (8, 2, 4), (31, 17, 13), (64, 64, 3)]:
+        a, b = tp.randn(m, k), tp.randn(k, n)
+        close(cf(a, b), f(a, b))
+    assert cf.num_specializations == 1
+    g = lambda x: (x * 2).sum(-1) + 1  # noqa: E731
+    cg = stax(g)
+    for n in [0, 5, 0, 7]:
+        x = tp.randn(n, 3)
+        close(cg(x), g(x))
+
+
+def test_grad_through_symbolic_stax_capture():
+    w = tp.randn(8, 4, requires_grad=True)
+
+    def f(x):
+        return F.gelu(x @ w).pow(2).mean()
+
+    cf = tp.compile(f, dynamic=True)
+    for n in [3, 17, 64]:
+        x = tp.randn(n, 8)
+        w.grad = None
+        cf(x).backward()
+        g1 = w.grad.clone()
+        w.grad = None
+        f(x).backward()
+        close(g1, w.grad)
