@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <algorithm>
 #include <iterator>
@@ -71,9 +72,14 @@ class Tracer : public DispatchInterceptor {
       const char* hit = nullptr;
       for (auto& [an, av] : n->attrs.items())
         if (name == an && matches(av)) hit = an;
+      // A composite's part under another attribute name: a list of several values, or
+      // a view's one-element size (reshape(n * m), x[:, :1].reshape(n)); a lone value
+      // in any other list could match by chance.
       if (!hit && n->target != call.op)
         for (auto& [an, av] : n->attrs.items())
-          if (std::holds_alternative<std::vector<int64_t>>(av) && vec.size() > 1 && matches(av)) hit = an;
+          if (std::holds_alternative<std::vector<int64_t>>(av) &&
+              (vec.size() > 1 || std::strcmp(an, "size") == 0) && matches(av))
+            hit = an;
       if (!hit) continue;
       n->sym_attrs[hit] = vec;
       call.consumed = true;
@@ -119,7 +125,19 @@ class Tracer : public DispatchInterceptor {
                         shape_str(n->meta.sizes), " at the hints wrongly"));
       ok = false;
     }
-    if (ok) return;
+    if (ok) {
+      // A derived size whose example value is 0 or 1 (x[1:] at x.size(0) = 2): Stax
+      // takes a dim of example size 1 as a broadcast / dropped dim, so such a size
+      // is fixed (guarded) like an input size of 0 or 1 is never made symbolic.
+      const std::string where = call ? call->where() : "";
+      auto fix_small = [&](const SymShape& s) {
+        for (auto& d : s)
+          if (!env_->resolve(d).is_const() && env_->hint(d) <= 1) env_->specialize(d, where);
+      };
+      fix_small(n->sym_sizes);
+      for (auto& s : n->output_sym_sizes) fix_small(s);
+      return;
+    }
     // No rule: every symbol of the inputs (and of its symbolic attributes) becomes its hint.
     const std::string where = call ? call->where() : "";
     if (guards_logged()) {

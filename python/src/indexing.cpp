@@ -126,6 +126,17 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         const int64_t n = r.view.sizes()[dim];
         TP_CHECK(it.value >= -n && it.value < n, IndexError, "index ", it.value, " is out of bounds for dimension ",
                  self_dim, " with size ", n);
+        if (graph::symbolic_tracing()) {
+          // The user wrote the index: a literal, not a size computed from a symbol
+          // (the symbolic rule keeps the dim symbolic, guarded by the bound).
+          graph::UserCall call;
+          call.op = &get_op("select");
+          call.where_fn = &python_source_line;
+          call.literals.push_back(it.value);
+          graph::UserCallScope scope(std::move(call));
+          r.view = ops::select(r.view, dim, it.value);
+          break;
+        }
         r.view = ops::select(r.view, dim, it.value);
         break;
       }
@@ -153,6 +164,17 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
           }
           graph::UserCallScope scope(std::move(call));
           r.view = ops::slice(r.view, dim++, start, stop, step);
+          break;
+        }
+        if (graph::symbolic_tracing()) {  // literal bounds, as for an integer index above
+          graph::UserCall call;
+          call.op = &get_op("slice");
+          call.where_fn = &python_source_line;
+          for (auto b : {slice_part(s->start), slice_part(s->stop)})
+            if (b) call.literals.push_back(*b);
+          call.literals.push_back(step);
+          graph::UserCallScope scope(std::move(call));
+          r.view = ops::slice(r.view, dim++, slice_part(s->start), slice_part(s->stop), step);
           break;
         }
         r.view = ops::slice(r.view, dim++, slice_part(s->start), slice_part(s->stop), step);

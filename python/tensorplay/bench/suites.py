@@ -141,10 +141,14 @@ def gpu_suite(report: Report, options: Options) -> dict:
 
 @suite("dynamic")
 def dynamic_suite(report: Report, opts: Options) -> dict:
-    """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile."""
+    """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile (aot_eager
+    and Stax), symbolic vs static kernel time, a transformer block over 16 sequence lengths."""
     results: dict = {}
     step = _Step(report, results)
     step("compilations", lambda: dynamic.compilations(report, opts.quick))
     step("overhead", lambda: dynamic.overhead(report, opts.quick))
     step("cold_compile", lambda: dynamic.cold_compile(report, opts.quick))
+    step("kernel_time", lambda: dynamic.kernel_time(report, opts.quick))
+    step("cold_compile_stax", lambda: dynamic.cold_compile_stax(report, opts.quick))
+    step("transformer_block", lambda: dynamic.transformer_block(report, opts.quick))
     return results
