@@ -179,39 +179,43 @@ int LoweringContext::add_extern(ExternCall call) {
 int LoweringContext::realize(const Value& v, BufferKind kind, int arg_index, const std::string& origin) {
   if (v.symbolic()) {
     int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sym_sizes, arg_index);
-    SymShape strides = sym_contiguous_strides(v.sym_sizes);
+    // A reshape of a computed value is written by its source's loops (value.h):
+    // both are contiguous, so the flat positions agree.
+    const Value& src = v.reshaped_from && v.reshaped_from->symbolic() ? *v.reshaped_from : v;
+    SymShape strides = sym_contiguous_strides(src.sym_sizes);
     ComputeNode n;
     n.origin = origin;
     n.out_buffer = buf;
     Index idx;
-    for (size_t d = 0; d < v.sizes.size(); ++d) {
-      const IndexExpr& e = v.sym_sizes[d];
+    for (size_t d = 0; d < src.sizes.size(); ++d) {
+      const IndexExpr& e = src.sym_sizes[d];
       if (e.is_const() && e.const_value() == 1) { idx.push_back(IndexExpr(0)); continue; }
       idx.push_back(new_var("i"));
-      n.ranges.push_back(v.sizes[d]);
+      n.ranges.push_back(src.sizes[d]);
       n.range_exprs.push_back(e);
       n.vars.push_back(idx.back());
     }
-    n.body = v.at(idx);
+    n.body = src.at(idx);
     n.store_index = linear_index(idx, strides);
     add_compute_node(std::move(n));
     return buf;
   }
-  Shape strides = contiguous_strides(v.sizes);
-  int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sizes, strides, arg_index);
+  int buf = add_buffer(kind, kind == BufferKind::Output ? "out" : "buf", v.dtype, v.sizes, contiguous_strides(v.sizes),
+                       arg_index);
+  const Value& src = v.reshaped_from && !v.reshaped_from->symbolic() ? *v.reshaped_from : v;
   ComputeNode n;
   n.origin = origin;
   n.out_buffer = buf;
   // Size-1 dims get no loop: their index is the constant 0.
   Index idx;
-  for (size_t d = 0; d < v.sizes.size(); ++d) {
-    if (v.sizes[d] == 1) { idx.push_back(IndexExpr(0)); continue; }
+  for (size_t d = 0; d < src.sizes.size(); ++d) {
+    if (src.sizes[d] == 1) { idx.push_back(IndexExpr(0)); continue; }
     idx.push_back(new_var("i"));
-    n.ranges.push_back(v.sizes[d]);
+    n.ranges.push_back(src.sizes[d]);
     n.vars.push_back(idx.back());
   }
-  n.body = v.at(idx);
-  n.store_index = linear_index(idx, strides);
+  n.body = src.at(idx);
+  n.store_index = linear_index(idx, contiguous_strides(src.sizes));
   add_compute_node(std::move(n));
   return buf;
 }

@@ -31,6 +31,13 @@ struct Value {
   // reads it through permuted strides, instead of writing it transposed.
   std::shared_ptr<const Value> permuted_from;
   std::vector<int64_t> perm;
+  // Dynamic shapes: set when the value is a reshape (row-major flat order kept)
+  // of a computed value. Read through `at`, every element splits its flat
+  // position by run-time sizes (a division and a modulo per index); written to
+  // memory, the source is stored in its own iteration space instead, at the
+  // same flat positions, so the loop is affine (a transformer's
+  // `a.transpose(1, 2).reshape(b, t, d)` before a GEMM).
+  std::shared_ptr<const Value> reshaped_from;
   // Dynamic shapes: when some size (or, for a buffer view, some stride or the
   // offset) depends on a size variable, `sym_sizes` holds every size as an
   // index expression (`sizes` then holds the example call's sizes) and a buffer

@@ -163,13 +163,15 @@ Value lower_view(LoweringContext& c) {
         contiguous = contiguous && (x.sizes[d] <= 1 || simplify(xs[d]) == simplify(in_c[d]));
       if (contiguous) return c.from_buffer_exprs(x.buffer, out, out_c, x.dtype, x.offset_expr());
     }
-    return c.pointwise([x, out_c, in_c, in](const Index& idx) {
+    Value v = c.pointwise([x, out_c, in_c, in](const Index& idx) {
       IndexExpr flat = linear_index(idx, out_c);
       Index src(in.size());
       for (size_t d = 0; d < in.size(); ++d)
         src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(floordiv(flat, in_c[d]), in[d]);
       return x.at(src);
     });
+    v.reshaped_from = x.reshaped_from ? x.reshaped_from : std::make_shared<const Value>(x);
+    return v;
   }
   const Shape& out = c.out_sizes();
   Shape out_c = contiguous_strides(out), in_c = contiguous_strides(x.sizes);
@@ -178,13 +180,15 @@ Value lower_view(LoweringContext& c) {
     for (size_t d = 0; d < x.sizes.size(); ++d) contiguous = contiguous && (x.sizes[d] <= 1 || x.strides[d] == in_c[d]);
     if (contiguous) return LoweringContext::from_buffer(x.buffer, out, out_c, x.dtype, x.offset);
   }
-  return c.pointwise([x, out_c, in_c](const Index& idx) {
+  Value v = c.pointwise([x, out_c, in_c](const Index& idx) {
     IndexExpr flat = linear_index(idx, out_c);
     Index src(x.sizes.size());
     for (size_t d = 0; d < x.sizes.size(); ++d)
       src[d] = x.sizes[d] <= 1 ? IndexExpr(0) : mod(floordiv(flat, in_c[d]), x.sizes[d]);
     return x.at(src);
   });
+  v.reshaped_from = x.reshaped_from ? x.reshaped_from : std::make_shared<const Value>(x);
+  return v;
 }
 
 }  // namespace
