@@ -306,3 +306,27 @@ def test_grad_through_symbolic_stax_capture():
         w.grad = None
         f(x).backward()
         close(g1, w.grad)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_transposed_reshape_written_by_its_source_loops(dynamic):
+    # The head merge of attention: a reshape of a computed (transposed) value is
+    # written by the source's loops; every size must still give eager's values,
+    # as an output, before a GEMM and inside a pointwise chain.
+    def out(x):
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+    def gemm(x, w):
+        return (x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1) @ w).relu()
+
+    def chain(x):
+        return (x * 2).transpose(1, 2).reshape(x.shape[0], x.shape[2], -1) + 1
+
+    w = tp.randn(256, 32)
+    fs = [tp.compile(f, dynamic=dynamic, strict_native=True) for f in (out, gemm, chain)]
+    for s in [(8, 4, 128, 64), (3, 4, 7, 64), (2, 4, 33, 64), (5, 3, 9, 7)]:
+        x = tp.randn(*s)
+        np.testing.assert_array_equal(fs[0](x).numpy(), out(x).numpy())
+        np.testing.assert_array_equal(fs[2](x).numpy(), chain(x).numpy())
+        if s[1] * s[3] == 256:
+            np.testing.assert_allclose(fs[1](x, w).numpy(), gemm(x, w).numpy(), rtol=1e-5, atol=1e-5)
