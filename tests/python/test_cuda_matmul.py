@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-import tensorplay.nn as nn
 import tensorplay.nn.functional as F
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
@@ -159,41 +158,34 @@ def test_tf32_and_mixed_devices():
         tp.ones(2, 2, dtype=tp.int64, device="cuda") @ tp.ones(2, 2, dtype=tp.int64, device="cuda")
 
 
-class _MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 10)
+def _mlp(x, w1, b1, w2, b2):
+    return F.linear(F.linear(x, w1, b1).relu(), w2, b2)
 
-    def forward(self, x):
-        return self.fc2(self.fc1(x).relu())
+
+def _mlp_params():
+    return [_rand(64, 32, seed=30) * 0.2, _rand(64, seed=31), _rand(10, 64, seed=32) * 0.1, _rand(10, seed=33)]
 
 
 @gpu
 def test_linear_backward_on_cuda():
-    tp.manual_seed(0)
-    cpu = _MLP()
-    dev = _MLP()
-    dev.load_state_dict(cpu.state_dict())
-    dev.to("cuda")
     x = _rand(8, 32, seed=26)
-    cpu(x).square().sum().backward()
-    loss = dev(x.cuda()).square().sum()
+    cpu = [p.requires_grad_() for p in _mlp_params()]
+    dev = [p.cuda().requires_grad_() for p in _mlp_params()]
+    _mlp(x, *cpu).square().sum().backward()
+    loss = _mlp(x.cuda(), *dev).square().sum()
+    assert loss.device.type == "cuda"
     loss.backward()
-    for (name, p), q in zip(dev.named_parameters(), cpu.parameters()):
-        assert p.grad is not None and p.grad.device.type == "cuda", name
-        np.testing.assert_allclose(_np(p.grad), _np(q.grad), rtol=1e-4, atol=1e-4, err_msg=name)
+    for i, (p, q) in enumerate(zip(dev, cpu)):
+        assert p.grad is not None and p.grad.device.type == "cuda", i
+        np.testing.assert_allclose(_np(p.grad), _np(q.grad), rtol=1e-4, atol=1e-4, err_msg=str(i))
 
 
 @gpu
 def test_compiled_mlp_on_cuda_equals_eager():
-    tp.manual_seed(0)
-    model = _MLP()
-    model.to("cuda")
-    x = _rand(16, 32, seed=27).cuda()
-    eager = model(x)
-    compiled = tp.compile(model, strict_native=True)
-    got = compiled(x)
-    assert got.device.type == "cuda"
-    np.testing.assert_allclose(_np(got), _np(eager), rtol=1e-5, atol=1e-5)
-    got = compiled(_rand(16, 32, seed=28).cuda())  # a second call runs the cached artifact
-    np.testing.assert_allclose(_np(got), _np(model(_rand(16, 32, seed=28).cuda())), rtol=1e-5, atol=1e-5)
+    params = [p.cuda() for p in _mlp_params()]
+    compiled = tp.compile(_mlp, strict_native=True)
+    for seed in (27, 28):  # the second call runs the cached artifact
+        x = _rand(16, 32, seed=seed).cuda()
+        got = compiled(x, *params)
+        assert got.device.type == "cuda"
+        np.testing.assert_allclose(_np(got), _np(_mlp(x, *params)), rtol=1e-5, atol=1e-5)
