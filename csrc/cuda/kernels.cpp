@@ -6,6 +6,7 @@
 #include "cuda/copy.h"
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
+#include "cuda/matmul.h"
 #include "cuda/nvrtc.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -47,7 +48,12 @@ constexpr UnaryDef kBinary[] = {
     {"div", "x / y", "x / y"},
 };
 
-const char* ctype(DType d) { return d == DType::Float32 ? "float" : "double"; }
+// 16-bit floats only ever go through the copy kernel, which moves bits: an
+// unsigned short carries them without NVRTC's cuda_fp16/bf16 headers.
+const char* ctype(DType d) {
+  if (d == DType::Float16 || d == DType::BFloat16) return "unsigned short";
+  return d == DType::Float32 ? "float" : "double";
+}
 
 std::string pointwise_source(const std::string& name, DType dt, const std::string& expr, int nin, int nd) {
   std::string s = "typedef " + std::string(ctype(dt)) + " T;\n";
@@ -253,9 +259,12 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
     for (auto& t : out) TP_CHECK(t.impl()->storage == inputs[0].impl()->storage, Error, op.name, ": view copied");
     return true;
   }
+  if (matmul_kernel(op, inputs, attrs, out_meta, out)) return true;  // cuBLASLt, 16-bit dtypes included
   if (out_meta.size() != 1) return false;
   const TensorMeta& om = out_meta[0];
-  if (!is_float(om.dtype)) return false;
+  const bool bit_copy = (name == "clone" || name == "copy_") &&
+                        (om.dtype == DType::Float16 || om.dtype == DType::BFloat16);
+  if (!is_float(om.dtype) && !bit_copy) return false;
   if (const UnaryDef* u = find_def(kUnary, std::size(kUnary), name == "clone" ? "copy" : name)) {
     const Tensor& x = inputs[0];
     if (inputs.size() != 1 || x.dtype() != om.dtype || om.strides != contiguous_strides(om.sizes)) return false;

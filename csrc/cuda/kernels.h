@@ -4,7 +4,8 @@
 // source text. Covered: elementwise float32/float64 add, sub, mul, div (any
 // strides, broadcasting), neg, exp, log, relu, sigmoid, tanh, sqrt, the
 // strided copy behind clone/contiguous/copy_, and sum over the last dim (or
-// all dims) of a contiguous tensor.
+// all dims) of a contiguous tensor; the matmul family through cuBLASLt
+// (matmul.h).
 #pragma once
 #include <string>
 #include <utility>

@@ -31,6 +31,23 @@ void use_one_thread();
 // A GEMM this small runs on one BLAS thread anyway (OpenBLAS switches to one
 // thread below about 2^18 multiply-adds), so callers may run several at once.
 inline bool is_small(int64_t M, int64_t N, int64_t K) { return M * N * K <= (int64_t{1} << 18); }
+
+// How a BLAS reads a rows x cols matrix whose elements lie at strides (sr, sc):
+// row-major with leading dimension ld, or `trans` (stored as its transpose,
+// column-major). !ok: neither (a step in both dims) and a compact copy is
+// needed. The stride of a size-1 dim never matters. Shared by the CPU GEMM
+// and the cuBLASLt one (cuda/matmul.cpp).
+struct MatrixLayout {
+  bool ok = false, trans = false;
+  int64_t ld = 0;
+};
+inline MatrixLayout matrix_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  const int64_t r_sr = rows == 1 ? (cols > 1 ? cols : 1) : sr, r_sc = cols == 1 ? 1 : sc;
+  if (r_sc == 1 && r_sr >= (cols > 1 ? cols : 1)) return {true, false, r_sr};
+  const int64_t c_sr = rows == 1 ? 1 : sr, c_sc = cols == 1 ? (rows > 1 ? rows : 1) : sc;
+  if (c_sr == 1 && c_sc >= (rows > 1 ? rows : 1)) return {true, true, c_sc};
+  return {};
+}
 }  // namespace blas
 
 }  // namespace tp

@@ -70,24 +70,10 @@ std::vector<TensorMeta> fixed_rank_infer(const OpDef& op, const std::vector<Tens
 }
 
 // ---- kernels ----
-// How BLAS can read a rows x cols block with element strides (sr, sc).
-struct Layout {
-  bool ok = false, trans = false;
-  int64_t ld = 0;
-};
-Layout pick_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
-  // Row-major: (i, j) at i * ld + j. A stride of a size-1 dim never matters.
-  int64_t r_sr = rows == 1 ? std::max<int64_t>(cols, 1) : sr, r_sc = cols == 1 ? 1 : sc;
-  if (r_sc == 1 && r_sr >= std::max<int64_t>(cols, 1)) return {true, false, r_sr};
-  // Column-major, i.e. the transpose stored row-major: (i, j) at j * ld + i.
-  int64_t c_sr = rows == 1 ? 1 : sr, c_sc = cols == 1 ? std::max<int64_t>(rows, 1) : sc;
-  if (c_sr == 1 && c_sc >= std::max<int64_t>(rows, 1)) return {true, true, c_sc};
-  return {};
-}
-
+using Layout = blas::MatrixLayout;
 Layout matrix_layout(const Tensor& t) {
   const int64_t d = t.dim();
-  return pick_layout(t.sizes()[d - 2], t.sizes()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
+  return blas::matrix_layout(t.sizes()[d - 2], t.sizes()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
 }
 
 // A matrix operand: BLAS layout for floats, raw strides for the integer loop.
@@ -155,7 +141,7 @@ void batched_gemm(Tensor a, Tensor b, const Tensor& out, T alpha, T beta) {
   if (B > 1 && numel(bb) == 1) {
     if (auto st = view_strides(a.sizes(), a.strides(), {B * M, K})) {
       Tensor flat = a.as_strided({B * M, K}, *st, a.offset());
-      Layout lf = pick_layout(B * M, K, (*st)[0], (*st)[1]);
+      Layout lf = blas::matrix_layout(B * M, K, (*st)[0], (*st)[1]);
       if (!std::is_floating_point_v<T> || (lf.ok && !lf.trans)) {
         gemm_one<T>({flat, lf}, flat.data_as<T>(), mb, mb.t.data_as<T>(), B * M, N, K, alpha, beta, c);
         return;

@@ -5,6 +5,7 @@
 #include "common.h"
 #include "cuda/allocator.h"
 #include "cuda/copy.h"
+#include "cuda/cublas.h"
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "cuda/nvrtc.h"
@@ -75,6 +76,12 @@ void bind_cuda(nb::module_& root) {
   m.def("pin_memory", &cuda::pin_memory);
   m.def("is_pinned", &cuda::is_pinned);
   m.def("add_nvrtc_candidates", &cuda::add_nvrtc_candidates);
+  m.def("add_cublaslt_candidates", &cuda::add_cublaslt_candidates);
+  m.def("cublaslt_available", &cuda::cublaslt_available);
+  m.def("cublaslt_why_unavailable", &cuda::cublaslt_why_unavailable);
+  m.def("cublaslt_path", &cuda::cublaslt_path);
+  m.def("set_allow_tf32", &cuda::set_allow_tf32);
+  m.def("allow_tf32", &cuda::allow_tf32);
   m.def("nvrtc_available", &cuda::nvrtc_available);
   m.def("generated_op_count", &stax::cuda_generated_op_count);
   m.def("nvrtc_why_unavailable", &cuda::nvrtc_why_unavailable);

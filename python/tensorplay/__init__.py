@@ -34,6 +34,7 @@ from ._C import from_dlpack  # noqa: F401  (dlpack.cpp)
 from ._tensor_str import set_printoptions  # noqa: F401
 from . import autograd  # noqa: F401
 from . import cuda  # noqa: F401,E402  (tp.cuda: loaded at run time, works without a GPU)
+from . import backends  # noqa: F401,E402  (tp.backends.cuda.matmul.allow_tf32)
 from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from .compiler import mark_dynamic, mark_static  # noqa: F401  (dynamic shapes)

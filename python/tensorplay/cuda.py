@@ -33,6 +33,28 @@ def _nvrtc_candidates():
 _rt.add_nvrtc_candidates(_nvrtc_candidates())
 
 
+def _cublaslt_candidates():
+    # The nvidia-cublas wheel: nvidia/cu13/lib (CUDA 13) or nvidia/cublas/lib (CUDA 12).
+    found = []
+    env = _os.environ.get("TP_CUBLASLT_PATH")
+    if env:
+        found.append(env)
+    for base in _sys.path:
+        for pattern in ("nvidia/cu*/lib/libcublasLt.so*", "nvidia/cublas/lib/libcublasLt.so*"):
+            for path in sorted(_glob.glob(_os.path.join(base or ".", pattern)), reverse=True):
+                if path not in found:
+                    found.append(path)
+    return found
+
+
+_rt.add_cublaslt_candidates(_cublaslt_candidates())
+
+
+def is_cublaslt_available():
+    """True when cuBLASLt (the CUDA matmul library) can be loaded; no GPU needed."""
+    return _rt.cublaslt_available()
+
+
 def is_available():
     """True when the CUDA driver is loadable and at least one GPU is present."""
     return _rt.is_available()

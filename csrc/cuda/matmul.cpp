@@ -1,0 +1,186 @@
+#include "cuda/matmul.h"
+
+#include "cuda/copy.h"
+#include "cuda/cublas.h"
+#include "cuda/driver.h"
+#include "ops/blas.h"
+#include "ops/dispatch.h"
+#include "ops/kernel_util.h"
+
+namespace tp::cuda {
+namespace {
+
+// Row-major C[M,N] = A[M,K] B[K,N] is column-major C^T[N,M] = B^T A^T, and a
+// row-major matrix is its transpose column-major: so cuBLASLt's first operand
+// is our B and its second our A, each read in place (a transposed or sliced
+// operand only changes its op flag and leading dimension, never copied).
+LtMatrix lt_operand(const Tensor& t, const blas::MatrixLayout& l, int64_t rows, int64_t cols, int64_t batch_stride) {
+  LtMatrix m;
+  m.data = t.data();
+  m.trans = l.trans;
+  m.rows = l.trans ? rows : cols;  // row-major (rows x cols) is column-major (cols x rows)
+  m.cols = l.trans ? cols : rows;
+  m.ld = l.ld;
+  m.batch_stride = batch_stride;
+  return m;
+}
+
+blas::MatrixLayout layout_of(const Tensor& t) {
+  const int64_t d = t.dim();
+  return blas::matrix_layout(t.sizes()[d - 2], t.sizes()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
+}
+
+// A compact copy on the device (an operand with a step in both matrix dims).
+Tensor compact(const Tensor& t) {
+  Tensor c = empty(t.sizes(), t.dtype(), t.device().index);
+  run_kernel(get_op("copy_"), {c, t}, {});
+  return c;
+}
+
+// One stride per operand walks the whole (broadcast) batch when its dims
+// chain like a contiguous layout; nullopt otherwise.
+std::optional<int64_t> single_batch_stride(const Shape& batch, const Shape& strides) {
+  std::optional<int64_t> s;
+  int64_t inner = 1;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (!s) s = strides[d];
+    else if (strides[d] != *s * inner) return std::nullopt;
+    inner *= batch[d];
+  }
+  return s.value_or(0);
+}
+
+// out[batch..., M, N] = alpha * a @ b + beta * out (+ bias per column), a and
+// b at least 2-D, `out` contiguous and, when beta != 0, holding the added term.
+void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, const void* bias, const char* what) {
+  const int64_t M = a.sizes()[a.dim() - 2], K = a.sizes()[a.dim() - 1], N = b.sizes()[b.dim() - 1];
+  const int dev = out.device().index;
+  const size_t item = itemsize(out.dtype());
+  if (out.numel() == 0) return;
+  const Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
+  const Shape batch = broadcast_shapes(ba, bb, what);
+  const int64_t B = numel(batch);
+  blas::MatrixLayout lb = layout_of(b);
+  if (!lb.ok) {
+    b = compact(b);
+    lb = layout_of(b);
+  }
+  // b shared by the whole batch and a's rows stacked as one matrix: a single
+  // GEMM (x[B, T, C] @ w[C, D] in a linear layer).
+  if (B > 1 && numel(bb) == 1) {
+    if (auto st = view_strides(a.sizes(), a.strides(), {B * M, K})) {
+      const blas::MatrixLayout lf = blas::matrix_layout(B * M, K, (*st)[0], (*st)[1]);
+      if (lf.ok && !lf.trans) {
+        Tensor flat = a.as_strided({B * M, K}, *st, a.offset());
+        lt_matmul(dev, out.dtype(), lt_operand(b, lb, K, N, 0), lt_operand(flat, lf, B * M, K, 0), out.data(), N,
+                  B * M, N, 0, 1, alpha, beta, bias, what);
+        return;
+      }
+    }
+  }
+  blas::MatrixLayout la = layout_of(a);
+  if (!la.ok) {
+    a = compact(a);
+    la = layout_of(a);
+  }
+  const Shape sa = broadcast_strides(ba, Shape(a.strides().begin(), a.strides().end() - 2), batch);
+  const Shape sb = broadcast_strides(bb, Shape(b.strides().begin(), b.strides().end() - 2), batch);
+  const auto ssa = single_batch_stride(batch, sa), ssb = single_batch_stride(batch, sb);
+  if (ssa && ssb) {  // one strided-batched call
+    lt_matmul(dev, out.dtype(), lt_operand(b, lb, K, N, *ssb), lt_operand(a, la, M, K, *ssa), out.data(), N, M, N,
+              M * N, B, alpha, beta, bias, what);
+    return;
+  }
+  // A batch that no single stride walks: one call per matrix.
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t oa = 0, ob = 0, rest = i;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      const int64_t idx = rest % batch[d];
+      rest /= batch[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+    Tensor ai = a.as_strided({M, K}, {a.strides()[a.dim() - 2], a.strides()[a.dim() - 1]}, a.offset() + oa);
+    Tensor bi = b.as_strided({K, N}, {b.strides()[b.dim() - 2], b.strides()[b.dim() - 1]}, b.offset() + ob);
+    lt_matmul(dev, out.dtype(), lt_operand(bi, lb, K, N, 0), lt_operand(ai, la, M, K, 0),
+              static_cast<char*>(out.data()) + static_cast<size_t>(i * M * N) * item, N, M, N, 0, 1, alpha, beta,
+              bias, what);
+  }
+}
+
+Tensor as_row(const Tensor& a) { return a.as_strided({1, a.sizes()[0]}, {0, a.strides()[0]}, a.offset()); }
+Tensor as_col(const Tensor& b) { return b.as_strided({b.sizes()[0], 1}, {b.strides()[0], 0}, b.offset()); }
+
+bool covered(DType d) {
+  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
+}
+
+void same_device(const Tensor& t, int dev, const char* what) {
+  TP_CHECK(t.device().kind == Device::Kind::CUDA && t.device().index == dev, Error, what,
+           ": Expected all tensors to be on the same device, but found at least two devices, cuda:", dev, " and ",
+           t.device().str(), "!");
+}
+
+}  // namespace
+
+bool matmul_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                   const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+  const std::string name = op.name;
+  const bool add = name == "addmm" || name == "baddbmm";
+  if (!add && name != "matmul" && name != "mm" && name != "bmm") return false;
+  if (out_meta.size() != 1 || !covered(out_meta[0].dtype)) return false;
+  const size_t k = add ? 1 : 0;
+  Tensor a = inputs[k], b = inputs[k + 1];
+  const int dev = (a.device().kind == Device::Kind::CUDA ? a : b).device().index;
+  same_device(a, dev, op.name);
+  same_device(b, dev, op.name);
+  Tensor r = empty(out_meta[0].sizes, out_meta[0].dtype, dev);
+  if (a.dim() == 1) a = as_row(a);
+  if (b.dim() == 1) b = as_col(b);
+  double alpha = 1.0, beta = 0.0;
+  const void* bias = nullptr;
+  if (add) {
+    alpha = attrs.get_scalar("alpha").to_double();
+    const double self_beta = attrs.get_scalar("beta").to_double();
+    Tensor self = inputs[0];
+    // A number (a constant in a compiled region) comes as a 0-d CPU tensor.
+    if (self.device().kind == Device::Kind::CPU && self.dim() == 0)
+      self = to_device(Tensor::scalar_tensor(self.item(), r.dtype()), dev);
+    const int64_t N = b.sizes()[b.dim() - 1], K = a.sizes()[a.dim() - 1];
+    if (self_beta != 0.0 && r.numel() > 0) {
+      same_device(self, dev, op.name);
+      // A bias row (linear's addmm): cuBLASLt's BIAS epilogue adds it in the
+      // GEMM itself, so the output is written once.
+      const bool bias_row = self_beta == 1.0 && name == "addmm" && self.dim() == 1 && self.sizes()[0] == N &&
+                            (N == 1 || self.strides()[0] == 1) && K > 0 && alpha != 0.0 && self.dtype() == r.dtype() &&
+                            reinterpret_cast<uintptr_t>(self.data()) % 16 == 0;
+      if (bias_row) {
+        bias = self.data();
+      } else {
+        run_kernel(get_op("copy_"), {r, self}, {});  // self broadcast into the result, scaled by the GEMM
+        beta = self_beta;
+      }
+    }
+  }
+  const int64_t K = a.sizes()[a.dim() - 1];
+  if (K == 0 || alpha == 0.0) {  // no product term: 0, or beta * self
+    if (beta == 0.0 && bias == nullptr) {
+      if (r.numel() > 0) {
+        activate(dev);
+        check(driver().cuMemsetD8(reinterpret_cast<CUdeviceptr>(r.data()), 0, r.numel() * itemsize(r.dtype())),
+              op.name);
+      }
+    } else if (beta != 1.0) {
+      Tensor s = run_kernel(get_op("mul"), {r, Tensor::wrapped_scalar(Scalar(beta))}, {})[0];
+      run_kernel(get_op("copy_"), {r, s}, {});
+    }
+    out = {r};
+    return true;
+  }
+  gemm(a, b, r, alpha, beta, bias, op.name);
+  out = {r};
+  return true;
+}
+
+}  // namespace tp::cuda
