@@ -95,6 +95,129 @@ int64_t eval_at(const ir::IndexExpr& e, const long long* sizes) {
   return acc;
 }
 
+// Loads of any of `buffers` in e (each shared node once).
+void collect_loads(const ir::Expr& e, const std::set<int>& buffers, std::unordered_set<const ir::ExprNode*>& seen,
+                   std::vector<const ir::ExprNode*>& out) {
+  if (!e || !seen.insert(e.get()).second) return;
+  if (e->op == ir::ExprOp::Load && buffers.count(e->buffer)) out.push_back(e.get());
+  for (auto& a : e->args) collect_loads(a, buffers, seen, out);
+}
+
+// Whether loads of `buffers` in `body` (and `extra`, an ArgMax position) are all
+// direct loads at exactly `index` (the same flat element). `any` receives whether there was one at all.
+bool loads_only_at(const ir::Expr& body, const ir::Expr& extra, const std::set<int>& buffers,
+                   const ir::IndexExpr& index, bool* any) {
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::vector<const ir::ExprNode*> loads;
+  collect_loads(body, buffers, seen, loads);
+  collect_loads(extra, buffers, seen, loads);
+  if (any) *any = !loads.empty();
+  if (loads.empty()) return true;
+  // Compared in the simplifier's canonical form (the lowering leaves `0 + i0 * 1`).
+  const ir::IndexExpr at = ir::simplify(index);
+  for (const ir::ExprNode* l : loads)
+    if (!l->args.empty() || !(ir::simplify(l->index) == at)) return false;
+  return true;
+}
+
+// In-place reuse (ARCHITECTURE.md step 11): may region output `out` (the final
+// value of region input `in`) be computed straight into `in`'s memory? The rule
+// is conservative; each condition is what makes the overwrite invisible:
+//  1. The output is static, contiguous and dense (numel == its elements), and the
+//     input is no other pair's target: the call checks that the input tensor has
+//     exactly this dtype and layout (so the store index of an element is its
+//     offset in the input too) and shares memory with no other input.
+//  2. Exactly one compute node writes the output buffer (not an extern, no
+//     side store of another nest, no second output on the same buffer), and it
+//     is pointwise with a single result (no reduction, scan or pair result).
+//  3. No other node and no extern reads the input: every read of the input's
+//     buffer in the whole program is in that node's body, as a direct load at
+//     exactly its store index -- both in the lowered program and in the
+//     scheduled nests (after the scheduler substituted the kernel's loop
+//     variables). So at each iteration point the node reads input[p] and then
+//     stores output[p] computed from it: every element is read before it is
+//     overwritten (the store depends on the load, which no compiler reorders
+//     past it even under __restrict__) and never read again, in any loop order,
+//     vector width, tail mode or thread split. Reads of the output buffer by
+//     later nodes read the new value, as they would from a buffer of its own.
+// Anything else keeps the output in a buffer of its own (the caller copies it in).
+bool inplace_reuse_legal(const ir::LoopProgram& prog, const Schedule& sched, int out, int in,
+                         const std::vector<std::pair<int, int>>& pairs, std::string* why) {
+  auto no = [&](const std::string& w) {
+    *why = w;
+    return false;
+  };
+  if (out < 0 || out >= prog.num_outputs || out >= static_cast<int>(prog.output_buffers.size()))
+    return no("not a region output");
+  int targets = 0;
+  for (auto& pr : pairs) targets += pr.second == in;
+  if (targets != 1) return no("the input receives more than one output");
+  const int ob = prog.output_buffers[static_cast<size_t>(out)];
+  const ir::Buffer& B = prog.buffers[static_cast<size_t>(ob)];
+  if (B.kind != ir::BufferKind::Output || B.arg_index != out) return no("the output is not a buffer of its own");
+  if (!B.size_exprs.empty()) return no("symbolic sizes");
+  if (B.strides != contiguous_strides(B.sizes) || B.numel != numel(B.sizes)) return no("the output is not contiguous");
+  for (size_t k = 0; k < prog.output_buffers.size(); ++k)
+    if (static_cast<int>(k) != out && prog.output_buffers[k] == ob) return no("the buffer is also another output");
+  std::set<int> ins;
+  for (const ir::Buffer& b : prog.buffers)
+    if (b.kind == ir::BufferKind::Input && b.arg_index == in) {
+      if (b.dtype != B.dtype || b.sizes != B.sizes || b.strides != B.strides || !b.size_exprs.empty())
+        return no("the input's dtype or layout differs from the output's");
+      ins.insert(b.id);
+    }
+  for (const ir::ExternCall& call : prog.externs) {
+    for (const ir::ExternOperand& o : call.inputs)
+      if (o.kind == ir::ExternOperand::Kind::Buffer && ins.count(o.buffer)) return no("an extern call reads the input");
+    for (int b : call.outputs)
+      if (b == ob) return no("an extern call writes the output");
+  }
+  int writer = -1;
+  for (size_t m = 0; m < prog.nodes.size(); ++m) {
+    const ir::ComputeNode& n = prog.nodes[m];
+    if (n.writes(ob)) {
+      if (writer >= 0) return no("two nodes write the output");
+      writer = static_cast<int>(m);
+    }
+  }
+  if (writer < 0) return no("no compute node writes the output");
+  const ir::ComputeNode& w = prog.nodes[static_cast<size_t>(writer)];
+  if (w.is_reduction() || w.scan || w.has_pair_result()) return no("the output is a reduction's result");
+  for (size_t m = 0; m < prog.nodes.size(); ++m) {
+    const ir::ComputeNode& n = prog.nodes[m];
+    bool any = false;
+    if (static_cast<int>(m) == writer) {
+      if (!loads_only_at(n.body, n.position, ins, n.store_index, &any))
+        return no("the writing node reads the input at another element");
+    } else {
+      loads_only_at(n.body, n.position, ins, ir::IndexExpr(int64_t{-1}), &any);
+      if (any) return no("another node reads the input");
+    }
+  }
+  bool scheduled = false;
+  for (const KernelPlan& k : sched.kernels) {
+    std::vector<const LoopNest*> nests;
+    for (const LoopNest& nest : k.nests) nests.push_back(&nest);
+    if (k.outer_vector.lanes > 0) nests.push_back(&k.outer_vector.tail);
+    for (const LoopNest* nest : nests) {
+      for (const SideStore& ss : nest->side_stores)
+        if (ss.buffer == ob && nest->node != writer) return no("another nest stores into the output");
+      bool any = false;
+      if (nest->node == writer) {
+        if (!nest->store_to_memory) return no("the writing nest keeps the value local");
+        scheduled = true;
+        if (!loads_only_at(nest->body, nullptr, ins, nest->store_index, &any))
+          return no("the scheduled nest reads the input at another element");
+      } else {
+        loads_only_at(nest->body, nest->position, ins, ir::IndexExpr(int64_t{-1}), &any);
+        if (any) return no("another scheduled nest reads the input");
+      }
+    }
+  }
+  if (!scheduled) return no("the writing node was not scheduled");
+  return true;
+}
+
 bool option_true(const std::string& v) { return !(v == "0" || v == "False" || v == "false" || v == "off"); }
 }  // namespace
 
@@ -139,6 +262,18 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);
 
   auto region = std::make_shared<CompiledRegion>();
+  // In-place reuse: the generated code is the same either way (only the pointer
+  // the entry receives for the output differs), so the cache key is unchanged.
+  std::map<int, int> inplace_of_output;
+  for (const auto& [out, in] : options.write_into) {
+    std::string why;
+    if (inplace_reuse_legal(prog, sched, out, in, options.write_into, &why)) {
+      inplace_of_output[out] = in;
+      region->inplace_outputs_.push_back({out, in});
+    } else {
+      region->inplace_rejected_.push_back(str("output ", out, " into input ", in, ": ", why));
+    }
+  }
   {
     SlowStepLine line(str("tp.compile: compiling region with ", gen.kernel_count, " kernel",
                           gen.kernel_count == 1 ? "" : "s", "..."),
@@ -174,6 +309,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     s.strides = buf.strides;
     s.dtype = buf.dtype;
     s.size_exprs = buf.size_exprs;
+    if (s.kind == CompiledRegion::SlotKind::Output)
+      if (auto it = inplace_of_output.find(s.index); it != inplace_of_output.end()) s.inplace_input = it->second;
     region->slots_.push_back(std::move(s));
   }
   std::unordered_map<int, int> slot_of;
@@ -344,6 +481,22 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   }
 }
 
+Tensor CompiledRegion::inplace_target(const Slot& s, const std::vector<Tensor>& inputs) const {
+  if (s.inplace_input < 0 || static_cast<size_t>(s.inplace_input) >= inputs.size()) return Tensor();
+  const Tensor& t = inputs[static_cast<size_t>(s.inplace_input)];
+  // The layout the legality proof assumed (inplace_reuse_legal, condition 1).
+  if (!t.defined() || t.device().kind != Device::Kind::CPU || t.dtype() != s.dtype || t.sizes() != s.sizes ||
+      t.strides() != s.strides)
+    return Tensor();
+  // Another input over the same memory would be read through a pointer the
+  // proof did not look at.
+  for (size_t j = 0; j < inputs.size(); ++j)
+    if (j != static_cast<size_t>(s.inplace_input) && inputs[j].defined() &&
+        inputs[j].impl()->storage == t.impl()->storage)
+      return Tensor();
+  return t;
+}
+
 void CompiledRegion::raise_failed_check(long long status) const {
   if (status == 0) return;
   size_t k = static_cast<size_t>(status) - 1;
@@ -391,7 +544,8 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         case SlotKind::Output:
         case SlotKind::Temp:
           if (s.extern_written) continue;
-          t = s.kind == SlotKind::Temp ? temp(arena, i, sizes) : allocate(s);
+          if (s.kind == SlotKind::Output) t = inplace_target(s, inputs);
+          if (!t.defined()) t = s.kind == SlotKind::Temp ? temp(arena, i, sizes) : allocate(s);
           if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
           break;
       }
@@ -419,7 +573,8 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
       case SlotKind::Input: bufs[i] = inputs[s.index].data(); break;
       case SlotKind::Constant: bufs[i] = constants_[s.index].data(); break;
       case SlotKind::Output:
-        outputs[s.index] = allocate(s);
+        outputs[s.index] = inplace_target(s, inputs);
+        if (!outputs[s.index].defined()) outputs[s.index] = allocate(s);
         bufs[i] = outputs[s.index].data();
         break;
       case SlotKind::Temp:
