@@ -225,6 +225,7 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
   RegionOptions r;
   if (auto it = options.find("stax_fusion"); it != options.end()) r.fuse = option_true(it->second);
   if (auto it = options.find("stax_masked_tails"); it != options.end()) r.masked_tails = option_true(it->second);
+  if (auto it = options.find("stax_inplace"); it != options.end()) r.inplace = option_true(it->second);
   if (auto it = options.find("stax_welford"); it != options.end()) {
     if (it->second == "auto") r.welford_two_pass_max = -1;
     else if (it->second == "one_pass") r.welford_two_pass_max = 0;
@@ -266,6 +267,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   // the entry receives for the output differs), so the cache key is unchanged.
   std::map<int, int> inplace_of_output;
   for (const auto& [out, in] : options.write_into) {
+    if (!options.inplace) break;
     std::string why;
     if (inplace_reuse_legal(prog, sched, out, in, options.write_into, &why)) {
       inplace_of_output[out] = in;

@@ -49,6 +49,7 @@ struct RegionOptions {
   // is computed straight into the input's memory, so the caller's write-back
   // copy is not needed; otherwise the output gets a buffer of its own.
   std::vector<std::pair<int, int>> write_into;
+  bool inplace = true;            // "stax_inplace": False keeps every such output in a buffer of its own
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 
