@@ -257,3 +257,25 @@ def test_compiled_optimizer_step_writes_parameters_in_place(opt):
         for p_e, p_c in zip(*params):
             np.testing.assert_allclose(p_c.detach().numpy(), p_e.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert writes() - before > 0
+
+
+def test_sgd_momentum_step_writes_every_parameter_and_buffer_in_place():
+    # p.add_(buf) with buf = momentum * buf + grad: the parameter's nest reads
+    # the old buffer and stores the new one as a side store at the same element,
+    # so both the parameters and the momentum buffers are written in place.
+    params = [nn.Parameter(tp.randn(*s)) for s in [(32, 16), (16,), (7, 5)]]
+    ref = [nn.Parameter(tp.tensor(p.detach().numpy())) for p in params]
+    opt, opt_ref = optim.SGD(params, lr=0.1, momentum=0.9), optim.SGD(ref, lr=0.1, momentum=0.9)
+    step = tp.compile(opt.step, backend="stax")
+    per_call = []
+    for it in range(4):
+        for p, q in zip(params, ref):
+            p.grad = tp.randn(*p.shape)
+            q.grad = tp.tensor(p.grad.numpy())
+        before = writes()
+        step()
+        opt_ref.step()
+        per_call.append(writes() - before)
+        for p, q in zip(params, ref):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert per_call[2:] == [2 * len(params)] * 2, per_call

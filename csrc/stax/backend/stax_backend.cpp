@@ -130,16 +130,19 @@ bool loads_only_at(const ir::Expr& body, const ir::Expr& extra, const std::set<i
 //  2. Exactly one compute node writes the output buffer (not an extern, no
 //     side store of another nest, no second output on the same buffer), and it
 //     is pointwise with a single result (no reduction, scan or pair result).
-//  3. No other node and no extern reads the input: every read of the input's
-//     buffer in the whole program is in that node's body, as a direct load at
-//     exactly its store index -- both in the lowered program and in the
-//     scheduled nests (after the scheduler substituted the kernel's loop
-//     variables). So at each iteration point the node reads input[p] and then
+//  3. No extern reads the input, and in the scheduled program (the loop nests
+//     the printer emits, after the scheduler substituted each kernel's loop
+//     variables and inlined producers into consumers) every read of the input
+//     is in one pointwise loop nest, which also stores the output (its own
+//     store or a side store), each read a direct load at exactly that store's
+//     index. So at each iteration point the nest reads input[p] and then
 //     stores output[p] computed from it: every element is read before it is
-//     overwritten (the store depends on the load, which no compiler reorders
-//     past it even under __restrict__) and never read again, in any loop order,
-//     vector width, tail mode or thread split. Reads of the output buffer by
-//     later nodes read the new value, as they would from a buffer of its own.
+//     overwritten (the printer emits the body's loads before the nest's
+//     stores, and the stored value depends on them, so no compiler moves them
+//     past it even under __restrict__) and never read again, in any loop
+//     order, vector width, tail mode or thread split. Reads of the output
+//     buffer by later nests read the new value, as they would from a buffer
+//     of its own.
 // Anything else keeps the output in a buffer of its own (the caller copies it in).
 bool inplace_reuse_legal(const ir::LoopProgram& prog, const Schedule& sched, int out, int in,
                          const std::vector<std::pair<int, int>>& pairs, std::string* why) {
@@ -183,38 +186,41 @@ bool inplace_reuse_legal(const ir::LoopProgram& prog, const Schedule& sched, int
   if (writer < 0) return no("no compute node writes the output");
   const ir::ComputeNode& w = prog.nodes[static_cast<size_t>(writer)];
   if (w.is_reduction() || w.scan || w.has_pair_result()) return no("the output is a reduction's result");
-  for (size_t m = 0; m < prog.nodes.size(); ++m) {
-    const ir::ComputeNode& n = prog.nodes[m];
-    bool any = false;
-    if (static_cast<int>(m) == writer) {
-      if (!loads_only_at(n.body, n.position, ins, n.store_index, &any))
-        return no("the writing node reads the input at another element");
-    } else {
-      loads_only_at(n.body, n.position, ins, ir::IndexExpr(int64_t{-1}), &any);
-      if (any) return no("another node reads the input");
-    }
-  }
-  bool scheduled = false;
+  // The printed code: every nest of every kernel (a kernel's nests run one after
+  // another inside its outer loop). The reading nest R is the only one that
+  // loads the input; it must store the output too, at the index of every load.
+  // Within one iteration of R the printer emits the whole body (every load)
+  // before any store, side stores included, so R reads input[p] before it
+  // writes p. Other nests that store the output store the same value and read
+  // nothing of the input, so they cannot observe the overwrite.
+  const LoopNest* reader = nullptr;
   for (const KernelPlan& k : sched.kernels) {
     std::vector<const LoopNest*> nests;
     for (const LoopNest& nest : k.nests) nests.push_back(&nest);
     if (k.outer_vector.lanes > 0) nests.push_back(&k.outer_vector.tail);
     for (const LoopNest* nest : nests) {
-      for (const SideStore& ss : nest->side_stores)
-        if (ss.buffer == ob && nest->node != writer) return no("another nest stores into the output");
-      bool any = false;
-      if (nest->node == writer) {
-        if (!nest->store_to_memory) return no("the writing nest keeps the value local");
-        scheduled = true;
-        if (!loads_only_at(nest->body, nullptr, ins, nest->store_index, &any))
-          return no("the scheduled nest reads the input at another element");
-      } else {
-        loads_only_at(nest->body, nest->position, ins, ir::IndexExpr(int64_t{-1}), &any);
-        if (any) return no("another scheduled nest reads the input");
-      }
+      std::unordered_set<const ir::ExprNode*> seen;
+      std::vector<const ir::ExprNode*> loads;
+      collect_loads(nest->body, ins, seen, loads);
+      collect_loads(nest->position, ins, seen, loads);
+      if (loads.empty()) continue;
+      if (reader) return no("two loop nests read the input");
+      if (k.outer_vector.lanes > 0) return no("the input is read by an outer-vectorized reduction");
+      reader = nest;
     }
   }
-  if (!scheduled) return no("the writing node was not scheduled");
+  if (reader) {
+    const ir::ComputeNode& rn = prog.nodes[static_cast<size_t>(reader->node)];
+    if (rn.is_reduction() || rn.scan || rn.has_pair_result()) return no("a reduction reads the input");
+    std::vector<ir::IndexExpr> at;  // where R stores the output
+    if (reader->node == writer && reader->store_to_memory) at.push_back(reader->store_index);
+    for (const SideStore& ss : reader->side_stores)
+      if (ss.buffer == ob) at.push_back(ss.index);
+    if (at.empty()) return no("the loop nest that reads the input does not store the output");
+    for (const ir::IndexExpr& e : at)
+      if (!loads_only_at(reader->body, nullptr, ins, e, nullptr))
+        return no("the input is read at another element than the one stored");
+  }
   return true;
 }
 
