@@ -50,6 +50,7 @@ RegionFn stax_compile(const BackendRequest& r) {
   // so that its failure raises at the call that compiles.
   stax::RegionOptions ro = stax::region_options(r.options.options);
   ro.background_build = !r.options.strict_native;
+  ro.write_into = r.write_into;
   // A failed build seen at the first run: the region runs eagerly from then on.
   auto fall_back = [graph = r.graph, warn = r.warn_fallback, region_name = r.region](const BackendError& e) {
     metrics().fallback_count++;
@@ -71,6 +72,13 @@ RegionFn stax_compile(const BackendRequest& r) {
     }
     auto region = stax::compile_region(*sg, ro);
     if (r.kernels) *r.kernels = region->kernels();
+    if (log_enabled("inplace") || log_enabled("explain")) {
+      for (const auto& [out, in] : region->inplace_outputs())
+        std::fprintf(stderr, "[tp.compile] in-place: region %s computes output %d into input %d\n", r.region.c_str(),
+                     out, in);
+      for (const std::string& why : region->inplace_rejected())
+        std::fprintf(stderr, "[tp.compile] in-place: region %s copies %s\n", r.region.c_str(), why.c_str());
+    }
     if (log_enabled("explain")) {  // the static part of tp.compiler.explain (no timings)
       std::fprintf(stderr, "[tp.compile] explain: region %s with %zu kernel(s)\n", r.region.c_str(),
                    region->kernels().size());

@@ -31,6 +31,11 @@ struct BackendRequest {
   // the generated kernels, or why the region was not generated.
   std::vector<stax::KernelInfo>* kernels = nullptr;
   std::string* fallback_reason = nullptr;
+  // In-place reuse: (graph output, graph input) pairs where the output is the
+  // final value of an input the function writes and the call copies it in. A
+  // backend may compute such an output straight into the input's memory
+  // (returning the input's tensor); the call then skips the copy.
+  std::vector<std::pair<int, int>> write_into;
 };
 using BackendFn = std::function<RegionFn(const BackendRequest&)>;
 

@@ -368,7 +368,7 @@ std::set<std::string> CompiledFunction::disabled_passes() const { return compile
 
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, const std::vector<int>& written_inputs,
-                                       std::string* source) {
+                                       std::string* source, const std::vector<std::pair<int, int>>& write_into) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -388,8 +388,10 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   if (grad_reason.empty() || !backend->behind_aot) {
     // Inference (or the "eager" backend, which runs the captured graph with
     // autograd recording when the call needs gradients).
-    return backend->compile(
-        BackendRequest{cg, tensors, options_, region, source, warn, &last_kernels_, &last_fallback_reason_});
+    // Only here: behind the AOT layer the forward graph returns the written
+    // values among its saved tensors, and the write must be recorded.
+    return backend->compile(BackendRequest{cg, tensors, options_, region, source, warn, &last_kernels_,
+                                           &last_fallback_reason_, write_into});
   }
   // Training: the AOT layer (csrc/aot) traces the joint graph, cuts it into a
   // forward and a backward graph, and the backend compiles each of them.
@@ -413,7 +415,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
       };
     const bool fwd = which == "forward";
     RegionFn fn = b.compile(BackendRequest{part, examples, opts, str(region, " (", which, ")"), &src, w,
-                                           fwd ? forward_kernels.get() : nullptr, fwd ? forward_reason.get() : nullptr});
+                                           fwd ? forward_kernels.get() : nullptr, fwd ? forward_reason.get() : nullptr, {}});
     if (which == "forward") *forward_source = src;
     return fn;
   };
@@ -654,7 +656,13 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   last_fallback_reason_.clear();
   std::vector<Tensor> examples = all;  // + the generators' states as they stand (the first call's draw)
   for (auto& r : a->rng) examples.push_back(peek_philox_state(r.generator));
-  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source);
+  // In-place reuse candidates: each written input the call copies its final
+  // value into (write_back), at graph output nout + k. The backend decides
+  // where that is legal; run() sees it as a result that is the input itself.
+  std::vector<std::pair<int, int>> write_into;
+  for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
+    if (a->write_back[k]) write_into.push_back({static_cast<int>(nout + k), a->mutated_inputs[k]});
+  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into);
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;
@@ -682,6 +690,19 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     for (size_t k = 0; k < a.mutated_inputs.size(); ++k) {
       if (!a.write_back[k]) continue;
       Tensor dst = all.at(a.mutated_inputs[k]);
+      const Tensor& v = out[n + k];
+      // In-place reuse: the backend computed the final value into the input's own
+      // memory (it hands back the input, or the same elements of its storage).
+      // The data is there; only the version bump of eager's write remains.
+      // Backends are given the pairs only for calls whose writes are not
+      // recorded, so the recorded path below never sees such a result.
+      const bool in_place = v.defined() && v.impl()->storage == dst.impl()->storage && v.data() == dst.data() &&
+                            v.sizes() == dst.sizes() && v.strides() == dst.strides() && v.dtype() == dst.dtype();
+      if (in_place && !(GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k])) {
+        dst.bump_version();
+        metrics().inplace_writes++;
+        continue;
+      }
       if (GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k]) {
         // Recorded, as eager's write is: the input's history continues through the
         // new value (and a leaf that requires grad refuses the write as in eager).

@@ -193,7 +193,8 @@ class CompiledFunction {
   std::unique_ptr<Artifact> build(const std::vector<ArgValue>& args, std::vector<Tensor>* inputs,
                                   const graph::DynamicSpec* dynamic);
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
-                       const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source);
+                       const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source,
+                       const std::vector<std::pair<int, int>>& write_into = {});
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]

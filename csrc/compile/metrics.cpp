@@ -23,7 +23,7 @@ std::map<std::string, int64_t> saved_bytes_per_region() {
 
 void Metrics::reset() {
   for (auto* c : {&generated_kernel_count, &compile_count, &cache_hits, &cache_misses, &fallback_count, &recompiles,
-                  &first_level_hits, &specialization_hits, &captures, &gate_replays, &aot_regions, &saved_bytes})
+                  &first_level_hits, &specialization_hits, &captures, &gate_replays, &aot_regions, &saved_bytes, &inplace_writes})
     c->store(0);
   std::lock_guard<std::mutex> lock(g_saved_mutex);
   g_saved.clear();

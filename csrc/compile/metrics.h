@@ -20,6 +20,9 @@ struct Metrics {
   std::atomic<int64_t> gate_replays{0};            // data-gate guard subgraphs evaluated to choose a version
   std::atomic<int64_t> aot_regions{0};             // training regions split into forward + backward (AOT layer)
   std::atomic<int64_t> saved_bytes{0};             // activation bytes those forwards save for their backwards
+  // Mutated inputs whose final value the region wrote into the input's own
+  // memory (in-place reuse): the call's write-back copy was skipped.
+  std::atomic<int64_t> inplace_writes{0};
   void reset();
 };
 

@@ -569,6 +569,7 @@ void bind_compile(nb::module_& m) {
     d["recompiles"] = mm.recompiles.load();
     d["first_level_hits"] = mm.first_level_hits.load();
     d["gate_replays"] = mm.gate_replays.load();
+    d["inplace_writes"] = mm.inplace_writes.load();
     d["specialization_hits"] = mm.specialization_hits.load();
     d["captures"] = mm.captures.load();
     d["aot_regions"] = mm.aot_regions.load();

@@ -95,6 +95,135 @@ int64_t eval_at(const ir::IndexExpr& e, const long long* sizes) {
   return acc;
 }
 
+// Loads of any of `buffers` in e (each shared node once).
+void collect_loads(const ir::Expr& e, const std::set<int>& buffers, std::unordered_set<const ir::ExprNode*>& seen,
+                   std::vector<const ir::ExprNode*>& out) {
+  if (!e || !seen.insert(e.get()).second) return;
+  if (e->op == ir::ExprOp::Load && buffers.count(e->buffer)) out.push_back(e.get());
+  for (auto& a : e->args) collect_loads(a, buffers, seen, out);
+}
+
+// Whether loads of `buffers` in `body` (and `extra`, an ArgMax position) are all
+// direct loads at exactly `index` (the same flat element). `any` receives whether there was one at all.
+bool loads_only_at(const ir::Expr& body, const ir::Expr& extra, const std::set<int>& buffers,
+                   const ir::IndexExpr& index, bool* any) {
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::vector<const ir::ExprNode*> loads;
+  collect_loads(body, buffers, seen, loads);
+  collect_loads(extra, buffers, seen, loads);
+  if (any) *any = !loads.empty();
+  if (loads.empty()) return true;
+  // Compared in the simplifier's canonical form (the lowering leaves `0 + i0 * 1`).
+  const ir::IndexExpr at = ir::simplify(index);
+  for (const ir::ExprNode* l : loads)
+    if (!l->args.empty() || !(ir::simplify(l->index) == at)) return false;
+  return true;
+}
+
+// In-place reuse (ARCHITECTURE.md step 11): may region output `out` (the final
+// value of region input `in`) be computed straight into `in`'s memory? The rule
+// is conservative; each condition is what makes the overwrite invisible:
+//  1. The output is static, contiguous and dense (numel == its elements), and the
+//     input is no other pair's target: the call checks that the input tensor has
+//     exactly this dtype and layout (so the store index of an element is its
+//     offset in the input too) and shares memory with no other input.
+//  2. Exactly one compute node writes the output buffer (not an extern, no
+//     side store of another nest, no second output on the same buffer), and it
+//     is pointwise with a single result (no reduction, scan or pair result).
+//  3. No extern reads the input, and in the scheduled program (the loop nests
+//     the printer emits, after the scheduler substituted each kernel's loop
+//     variables and inlined producers into consumers) every read of the input
+//     is in one pointwise loop nest, which also stores the output (its own
+//     store or a side store), each read a direct load at exactly that store's
+//     index. So at each iteration point the nest reads input[p] and then
+//     stores output[p] computed from it: every element is read before it is
+//     overwritten (the printer emits the body's loads before the nest's
+//     stores, and the stored value depends on them, so no compiler moves them
+//     past it even under __restrict__) and never read again, in any loop
+//     order, vector width, tail mode or thread split. Reads of the output
+//     buffer by later nests read the new value, as they would from a buffer
+//     of its own.
+// Anything else keeps the output in a buffer of its own (the caller copies it in).
+bool inplace_reuse_legal(const ir::LoopProgram& prog, const Schedule& sched, int out, int in,
+                         const std::vector<std::pair<int, int>>& pairs, std::string* why) {
+  auto no = [&](const std::string& w) {
+    *why = w;
+    return false;
+  };
+  if (out < 0 || out >= prog.num_outputs || out >= static_cast<int>(prog.output_buffers.size()))
+    return no("not a region output");
+  int targets = 0;
+  for (auto& pr : pairs) targets += pr.second == in;
+  if (targets != 1) return no("the input receives more than one output");
+  const int ob = prog.output_buffers[static_cast<size_t>(out)];
+  const ir::Buffer& B = prog.buffers[static_cast<size_t>(ob)];
+  if (B.kind != ir::BufferKind::Output || B.arg_index != out) return no("the output is not a buffer of its own");
+  if (!B.size_exprs.empty()) return no("symbolic sizes");
+  if (B.strides != contiguous_strides(B.sizes) || B.numel != numel(B.sizes)) return no("the output is not contiguous");
+  for (size_t k = 0; k < prog.output_buffers.size(); ++k)
+    if (static_cast<int>(k) != out && prog.output_buffers[k] == ob) return no("the buffer is also another output");
+  std::set<int> ins;
+  for (const ir::Buffer& b : prog.buffers)
+    if (b.kind == ir::BufferKind::Input && b.arg_index == in) {
+      if (b.dtype != B.dtype || b.sizes != B.sizes || b.strides != B.strides || !b.size_exprs.empty())
+        return no("the input's dtype or layout differs from the output's");
+      ins.insert(b.id);
+    }
+  for (const ir::ExternCall& call : prog.externs) {
+    for (const ir::ExternOperand& o : call.inputs)
+      if (o.kind == ir::ExternOperand::Kind::Buffer && ins.count(o.buffer)) return no("an extern call reads the input");
+    for (int b : call.outputs)
+      if (b == ob) return no("an extern call writes the output");
+  }
+  int writer = -1;
+  for (size_t m = 0; m < prog.nodes.size(); ++m) {
+    const ir::ComputeNode& n = prog.nodes[m];
+    if (n.writes(ob)) {
+      if (writer >= 0) return no("two nodes write the output");
+      writer = static_cast<int>(m);
+    }
+  }
+  if (writer < 0) return no("no compute node writes the output");
+  const ir::ComputeNode& w = prog.nodes[static_cast<size_t>(writer)];
+  if (w.is_reduction() || w.scan || w.has_pair_result()) return no("the output is a reduction's result");
+  // The printed code: every nest of every kernel (a kernel's nests run one after
+  // another inside its outer loop). The reading nest R is the only one that
+  // loads the input; it must store the output too, at the index of every load.
+  // Within one iteration of R the printer emits the whole body (every load)
+  // before any store, side stores included, so R reads input[p] before it
+  // writes p. Other nests that store the output store the same value and read
+  // nothing of the input, so they cannot observe the overwrite.
+  const LoopNest* reader = nullptr;
+  for (const KernelPlan& k : sched.kernels) {
+    std::vector<const LoopNest*> nests;
+    for (const LoopNest& nest : k.nests) nests.push_back(&nest);
+    if (k.outer_vector.lanes > 0) nests.push_back(&k.outer_vector.tail);
+    for (const LoopNest* nest : nests) {
+      std::unordered_set<const ir::ExprNode*> seen;
+      std::vector<const ir::ExprNode*> loads;
+      collect_loads(nest->body, ins, seen, loads);
+      collect_loads(nest->position, ins, seen, loads);
+      if (loads.empty()) continue;
+      if (reader) return no("two loop nests read the input");
+      if (k.outer_vector.lanes > 0) return no("the input is read by an outer-vectorized reduction");
+      reader = nest;
+    }
+  }
+  if (reader) {
+    const ir::ComputeNode& rn = prog.nodes[static_cast<size_t>(reader->node)];
+    if (rn.is_reduction() || rn.scan || rn.has_pair_result()) return no("a reduction reads the input");
+    std::vector<ir::IndexExpr> at;  // where R stores the output
+    if (reader->node == writer && reader->store_to_memory) at.push_back(reader->store_index);
+    for (const SideStore& ss : reader->side_stores)
+      if (ss.buffer == ob) at.push_back(ss.index);
+    if (at.empty()) return no("the loop nest that reads the input does not store the output");
+    for (const ir::IndexExpr& e : at)
+      if (!loads_only_at(reader->body, nullptr, ins, e, nullptr))
+        return no("the input is read at another element than the one stored");
+  }
+  return true;
+}
+
 bool option_true(const std::string& v) { return !(v == "0" || v == "False" || v == "false" || v == "off"); }
 }  // namespace
 
@@ -102,6 +231,7 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
   RegionOptions r;
   if (auto it = options.find("stax_fusion"); it != options.end()) r.fuse = option_true(it->second);
   if (auto it = options.find("stax_masked_tails"); it != options.end()) r.masked_tails = option_true(it->second);
+  if (auto it = options.find("stax_inplace"); it != options.end()) r.inplace = option_true(it->second);
   if (auto it = options.find("stax_welford"); it != options.end()) {
     if (it->second == "auto") r.welford_two_pass_max = -1;
     else if (it->second == "one_pass") r.welford_two_pass_max = 0;
@@ -139,6 +269,19 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);
 
   auto region = std::make_shared<CompiledRegion>();
+  // In-place reuse: the generated code is the same either way (only the pointer
+  // the entry receives for the output differs), so the cache key is unchanged.
+  std::map<int, int> inplace_of_output;
+  for (const auto& [out, in] : options.write_into) {
+    if (!options.inplace) break;
+    std::string why;
+    if (inplace_reuse_legal(prog, sched, out, in, options.write_into, &why)) {
+      inplace_of_output[out] = in;
+      region->inplace_outputs_.push_back({out, in});
+    } else {
+      region->inplace_rejected_.push_back(str("output ", out, " into input ", in, ": ", why));
+    }
+  }
   {
     SlowStepLine line(str("tp.compile: compiling region with ", gen.kernel_count, " kernel",
                           gen.kernel_count == 1 ? "" : "s", "..."),
@@ -174,6 +317,8 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     s.strides = buf.strides;
     s.dtype = buf.dtype;
     s.size_exprs = buf.size_exprs;
+    if (s.kind == CompiledRegion::SlotKind::Output)
+      if (auto it = inplace_of_output.find(s.index); it != inplace_of_output.end()) s.inplace_input = it->second;
     region->slots_.push_back(std::move(s));
   }
   std::unordered_map<int, int> slot_of;
@@ -344,6 +489,22 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   }
 }
 
+Tensor CompiledRegion::inplace_target(const Slot& s, const std::vector<Tensor>& inputs) const {
+  if (s.inplace_input < 0 || static_cast<size_t>(s.inplace_input) >= inputs.size()) return Tensor();
+  const Tensor& t = inputs[static_cast<size_t>(s.inplace_input)];
+  // The layout the legality proof assumed (inplace_reuse_legal, condition 1).
+  if (!t.defined() || t.device().kind != Device::Kind::CPU || t.dtype() != s.dtype || t.sizes() != s.sizes ||
+      t.strides() != s.strides)
+    return Tensor();
+  // Another input over the same memory would be read through a pointer the
+  // proof did not look at.
+  for (size_t j = 0; j < inputs.size(); ++j)
+    if (j != static_cast<size_t>(s.inplace_input) && inputs[j].defined() &&
+        inputs[j].impl()->storage == t.impl()->storage)
+      return Tensor();
+  return t;
+}
+
 void CompiledRegion::raise_failed_check(long long status) const {
   if (status == 0) return;
   size_t k = static_cast<size_t>(status) - 1;
@@ -391,7 +552,8 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
         case SlotKind::Output:
         case SlotKind::Temp:
           if (s.extern_written) continue;
-          t = s.kind == SlotKind::Temp ? temp(arena, i, sizes) : allocate(s);
+          if (s.kind == SlotKind::Output) t = inplace_target(s, inputs);
+          if (!t.defined()) t = s.kind == SlotKind::Temp ? temp(arena, i, sizes) : allocate(s);
           if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
           break;
       }
@@ -419,7 +581,8 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
       case SlotKind::Input: bufs[i] = inputs[s.index].data(); break;
       case SlotKind::Constant: bufs[i] = constants_[s.index].data(); break;
       case SlotKind::Output:
-        outputs[s.index] = allocate(s);
+        outputs[s.index] = inplace_target(s, inputs);
+        if (!outputs[s.index].defined()) outputs[s.index] = allocate(s);
         bufs[i] = outputs[s.index].data();
         break;
       case SlotKind::Temp:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -42,6 +43,13 @@ struct RegionOptions {
   // "stax_welford": auto (-1: the scheduler picks by row length), one_pass (0), two_pass (a huge limit)
   int64_t welford_two_pass_max = -1;
   bool masked_tails = true;       // "stax_masked_tails": False keeps every vector tail scalar
+  // In-place reuse: (region output, region input) pairs where the output is the
+  // final value of an input the function writes (functionalization). Where the
+  // program makes it legal (inplace_reuse_legal in stax_backend.cpp) the output
+  // is computed straight into the input's memory, so the caller's write-back
+  // copy is not needed; otherwise the output gets a buffer of its own.
+  std::vector<std::pair<int, int>> write_into;
+  bool inplace = true;            // "stax_inplace": False keeps every such output in a buffer of its own
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 
@@ -59,6 +67,11 @@ class CompiledRegion {
   void wait_built() const { kernel_->wait(); }
   double compiler_seconds() const { return kernel_->compile_seconds(); }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  // In-place reuse: (output, input) pairs the region may write into the input
+  // (each output is written there at a call whose input has the planned layout
+  // and shares memory with no other input), and per rejected pair why not.
+  const std::vector<std::pair<int, int>>& inplace_outputs() const { return inplace_outputs_; }
+  const std::vector<std::string>& inplace_rejected() const { return inplace_rejected_; }
   friend std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options);
 
  private:
@@ -73,6 +86,7 @@ class CompiledRegion {
     // Dynamic shapes: the sizes as expressions over the symbols (the layout is
     // contiguous at the call's sizes); empty when `sizes`/`strides` are exact.
     std::vector<ir::IndexExpr> size_exprs;
+    int inplace_input = -1;  // Output: the input it may be computed into (in-place reuse)
   };
   // An extern call with its buffers resolved to slots.
   struct ExternStep {
@@ -98,6 +112,11 @@ class CompiledRegion {
   // unload idle kernels (bounded number of mapped libraries).
   std::shared_ptr<runtime::CachedKernel> kernel_;
   std::vector<Slot> slots_;
+  std::vector<std::pair<int, int>> inplace_outputs_;
+  std::vector<std::string> inplace_rejected_;
+  // In-place reuse at a call: the input tensor an output slot is computed into,
+  // or an undefined tensor when this call's input does not allow it.
+  Tensor inplace_target(const Slot& s, const std::vector<Tensor>& inputs) const;
   std::vector<Tensor> constants_;
   std::vector<std::string> checks_;  // message of a failed Guard, by code - 1
   std::vector<graph::SymbolInfo> symbols_;  // dynamic shapes: size_var(k) = symbols_[k]
