@@ -243,7 +243,8 @@ class CompiledFunction {
   BucketPolicy bucket_policy_;
   std::unordered_map<std::string, std::shared_ptr<const BucketPlan>> bucket_plans_;
   std::vector<Shape> bucket_first_sizes_;
-  std::set<std::pair<int, int64_t>> bucket_dropped_;  // (tensor argument, dim) refused once: not bucketed
+  // (tensor argument, dim) refused once -> why: not bucketed from then on.
+  std::map<std::pair<int, int64_t>, std::string> bucket_dropped_;
   bool in_bucket_call_ = false;
   bool last_call_bucketed_ = false;
   int64_t bucketed_calls_ = 0;

@@ -287,7 +287,13 @@ BucketPlan analyze_padding(const graph::TraceResult& tr, const std::vector<Tenso
                            !tr.output_view_sym_attrs[i][s].empty();
           r.steps.push_back({opdef, sym ? graph::evaluate_attrs(attrs, tr.output_view_sym_attrs[i][s], values) : attrs});
         }
-      } else if (auto* const* np = std::get_if<graph::Node*>(&out->args[i]); np && *np) {
+      } else if (auto* const* np = std::get_if<graph::Node*>(&out->args[i]);
+                 np && *np && (*np)->opcode == graph::Opcode::Placeholder && (*np)->input_index >= 0 &&
+                 (*np)->input_index < static_cast<int>(unpadded.size())) {
+        r.view_of = (*np)->input_index;  // eager returned the argument itself
+      } else if (np && *np) {
+        for (size_t j = 0; j < i && r.same_as < 0; ++j)
+          if (out->args[j] == out->args[i]) r.same_as = static_cast<int>(j);
         for (auto& [d, k] : labels((*np)->sym_sizes, "the result"))
           r.narrow.push_back({static_cast<int64_t>(d), n_of.at(k)});
       }
@@ -336,7 +342,8 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
   if (it == bucket_plans_.end()) {
     // The dims that would be dynamic, each to its bucket.
     // Dims refused at earlier call shapes start out unbucketed (fewer padded dims is always sound).
-    std::set<std::pair<int, int64_t>> dropped = bucket_dropped_;
+    std::set<std::pair<int, int64_t>> dropped;
+    for (auto& [d, why] : bucket_dropped_) dropped.insert(d);
     BucketPlan plan;
     for (int attempt = 0; attempt < 16; ++attempt) {
       graph::DynamicSpec spec(ts.size());
@@ -363,6 +370,8 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
         if (sizes != ts[i].sizes()) padded[i] = pad_to(ts[i], sizes);
       }
       if (!any) {
+        for (auto& [d, why] : bucket_dropped_)
+          if (plan.refusal.empty() && d.first < static_cast<int>(ts.size())) plan.refusal = why;
         if (plan.refusal.empty()) plan.refusal = "no dim is dynamic with a bucket";
         break;
       }
@@ -379,6 +388,15 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
       } catch (const std::exception& e) {
         plan = BucketPlan{};
         plan.refusal = str("the capture at the bucket sizes failed: ", e.what());
+        // Padding every dim can break a shape check (`x @ w` with a static w): retry
+        // without the innermost padded dim (leading dims are the batch-like ones).
+        std::pair<int, int64_t> last{-1, -1};
+        for (size_t i = 0; i < spec.size(); ++i)
+          for (size_t d = 0; d < spec[i].size(); ++d)
+            if (spec[i][d].symbolic && (static_cast<int64_t>(d) > last.second ||
+                                        (static_cast<int64_t>(d) == last.second && static_cast<int>(i) > last.first)))
+              last = {static_cast<int>(i), static_cast<int64_t>(d)};
+        if (last.first >= 0 && last.second > 0) plan.drop.push_back(last);
       }
       if (log_enabled("recompiles")) {
         std::string sizes;
@@ -391,7 +409,7 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
       }
       if (plan.safe || plan.drop.empty()) break;
       for (auto& d : plan.drop) dropped.insert(d);  // retry with the other dims bucketed
-      bucket_dropped_.insert(plan.drop.begin(), plan.drop.end());
+      for (auto& d : plan.drop) bucket_dropped_.emplace(d, plan.refusal);
     }
     it = bucket_plans_.emplace(key, std::make_shared<const BucketPlan>(std::move(plan))).first;
   }
@@ -428,7 +446,9 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
            plan.results.size());
   for (size_t r = 0; r < out.size(); ++r) {
     const BucketPlan::Result& pr = plan.results[r];
-    if (pr.view_of >= 0) {
+    if (pr.same_as >= 0) {
+      out[r] = out[static_cast<size_t>(pr.same_as)];
+    } else if (pr.view_of >= 0) {
       Tensor v = ts[static_cast<size_t>(pr.view_of)];
       for (auto& [op, attrs] : pr.steps) v = call_op(*op, {v}, attrs).at(0);
       out[r] = v;

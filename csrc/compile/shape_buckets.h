@@ -45,6 +45,7 @@ struct BucketPlan {
   struct Result {
     std::vector<std::pair<int64_t, int64_t>> narrow;
     int view_of = -1;
+    int same_as = -1;  // eager returned the same object as this earlier result
     std::vector<std::pair<const OpDef*, Attrs>> steps;
   };
   std::vector<Result> results;
