@@ -418,9 +418,35 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
     last_bucket_refusal_ = plan.refusal;
     return false;
   }
+  // The padded inputs: a buffer per plan, reused (a plan is one exact call shape, so
+  // only its leading corner is ever written and the padding stays zero), unless the
+  // function writes into a padded input. Fresh zeros of a bucket size cost more than
+  // the whole call (a large allocation is a fresh mapping each time).
+  bool reuse = true;
+  for (int m : plan.mutated) reuse &= !plan.is_padded[static_cast<size_t>(m)];
   std::vector<Tensor> padded = ts;
-  for (size_t i = 0; i < ts.size(); ++i)
-    if (plan.is_padded[i]) padded[i] = pad_to(ts[i], plan.padded[i]);
+  {
+    AutoGradMode no_grad(false);
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (!plan.is_padded[i]) continue;
+      if (!reuse) {
+        padded[i] = pad_to(ts[i], plan.padded[i]);
+        continue;
+      }
+      if (plan.buffer.size() != ts.size()) {
+        plan.buffer.assign(ts.size(), Tensor());
+        plan.corner.assign(ts.size(), Tensor());
+      }
+      if (!plan.buffer[i].defined()) {
+        plan.buffer[i] = ops::zeros(plan.padded[i], ts[i].dtype());
+        Tensor v = plan.buffer[i];
+        for (int64_t d = 0; d < ts[i].dim(); ++d) v = ops::slice(v, d, 0, ts[i].size(d), 1);
+        plan.corner[i] = v;
+      }
+      ops::copy_(plan.corner[i], ts[i]);
+      padded[i] = plan.buffer[i];
+    }
+  }
   std::vector<ArgValue> pargs = args;
   for (size_t i = 0; i < ts.size(); ++i) pargs[pos[i]] = padded[i];
   std::vector<Tensor> out;

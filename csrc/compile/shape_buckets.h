@@ -51,6 +51,9 @@ struct BucketPlan {
   std::vector<Result> results;
   // Refused along these padded dims only (tensor argument, dim): a retry without them may pad.
   std::vector<std::pair<int, int64_t>> drop;
+  // Per tensor argument: the padded input buffer reused by every call of this shape,
+  // and the view of its leading corner the call's data is copied into.
+  mutable std::vector<Tensor> buffer, corner;
   std::vector<int> mutated;  // tensor arguments the function writes (the unpadded part is copied back)
 };
 
