@@ -385,6 +385,14 @@ bool CompiledFunction::bucketed_call(const std::vector<ArgValue>& args, const Ou
             },
             padded, names, /*execute=*/true, /*lift_free_tensors=*/true, &spec);
         plan = analyze_padding(tr, ts, padded, names);
+        // Backward through padded rows is not padding-safe (a zero cotangent times an
+        // infinite local derivative is NaN, and it reaches the parameters' gradients).
+        if (GradMode::is_enabled())
+          for (size_t k = 0; k < tr.free_tensors.size() && plan.safe; ++k)
+            if (tr.free_tensors[k].requires_grad()) {
+              plan = BucketPlan{};
+              plan.refusal = "a tensor the function reads (a parameter) requires grad (bucketing serves inference for now)";
+            }
       } catch (const std::exception& e) {
         plan = BucketPlan{};
         plan.refusal = str("the capture at the bucket sizes failed: ", e.what());

@@ -53,6 +53,31 @@ def test_mlp_over_batch_sizes():
     assert cf.num_specializations == len({pow2(n) for n in sizes})
 
 
+def test_parameters_that_require_grad_are_not_padded_under_grad_mode():
+    w = tp.randn(4, 3).requires_grad_()
+
+    def f(x):
+        return (1.0 / x) @ w  # backward through zero padding: 0 * inf = nan in w.grad
+
+    cf = tp.compile(f, backend="aot_eager", dynamic=True, options={"shape_buckets": "pow2"})
+    for n in [3, 5]:
+        x = tp.randn(n, 4)
+        y = cf(x)
+        assert not cf.last_call_bucketed
+        assert "requires grad" in cf.last_bucket_refusal
+        y.sum().backward()
+        g = w.grad.clone()
+        w.grad = None
+        f(x).sum().backward()
+        close(g, w.grad)
+        w.grad = None
+    with tp.no_grad():
+        for n in [3, 6, 10]:
+            x = tp.randn(n, 4)
+            close(cf(x), f(x))
+            assert cf.last_call_bucketed, cf.last_bucket_refusal
+
+
 def test_list_of_buckets_and_sizes_above_the_last():
     def f(x):
         return tp.softmax(x, 1) * 3 + 1
