@@ -127,6 +127,21 @@ BucketPlan analyze_padding(const graph::TraceResult& tr, const std::vector<Tenso
         dims_of[k].push_back({p->input_index, static_cast<int64_t>(d)});
       }
     }
+    // A padded dim the capture specialized (the program used the size as a number:
+    // `x * x.shape[0]`) would run with the bucket size baked in.
+    for (graph::Node* p : g.placeholders()) {
+      if (p->input_index < 0 || p->input_index >= static_cast<int>(unpadded.size())) continue;
+      const size_t i = static_cast<size_t>(p->input_index);
+      for (int64_t d = 0; d < unpadded[i].dim(); ++d) {
+        if (padded[i].size(d) == unpadded[i].size(d)) continue;
+        const size_t du = static_cast<size_t>(d);
+        if (du < p->sym_sizes.size() && !p->sym_sizes[du].is_const()) continue;
+        Refused r{str("the program specialized the padded size ", names[i], ".size(", d, ") = ", padded[i].size(d),
+                      " (it used the size as a number)")};
+        r.drop.push_back({p->input_index, d});
+        throw r;
+      }
+    }
     if (n_of.empty()) throw Refused{"no dim of the capture is symbolic"};
     std::unordered_map<int, int64_t> values;
     for (auto& [k, n] : n_of) values[stax::ir::size_var_id(k)] = n;

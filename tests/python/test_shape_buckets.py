@@ -131,6 +131,22 @@ def test_size_dependent_python_is_refused():
     assert not cf.last_call_bucketed
 
 
+def test_a_size_used_as_a_number_is_refused():
+    def f(x):
+        return x * x.shape[0]  # the capture specializes the size: the bucket size would be baked in
+
+    cf = tp.compile(f, backend="aot_eager", dynamic=True, options={"shape_buckets": "pow2"})
+    for n in [3, 6, 11, 12]:
+        x = tp.randn(n)
+        close(cf(x), f(x))
+        assert not cf.last_call_bucketed
+        assert "specialized" in cf.last_bucket_refusal, cf.last_bucket_refusal
+    # With a second dim, only that one pads (the refused dim stays unbucketed).
+    for n in [3, 6, 11]:
+        x = tp.randn(n, 5)
+        close(cf(x), f(x))
+
+
 def test_mutated_inputs_get_the_unpadded_part():
     def f(x, y):
         x.mul_(2)
