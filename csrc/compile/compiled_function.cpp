@@ -74,6 +74,8 @@ CompiledFunction::CompiledFunction(StructuredUserFn fn, CompileOptions options, 
   TP_CHECK(m.empty() || m == "default" || m == "reduce-overhead" || m == "max-autotune" ||
                m == "max-autotune-no-cudagraphs",
            ValueError, "tp.compile: unknown mode '", m, "'");
+  if (auto it = options_.options.find("shape_buckets"); it != options_.options.end())
+    bucket_policy_ = BucketPolicy::parse(it->second);
 }
 
 size_t CompiledFunction::num_specializations() const {
@@ -763,6 +765,8 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     symbolic_cache_.clear();
     seen_sizes_.clear();
     changed_dims_.clear();
+    bucket_plans_.clear();
+    bucket_dropped_.clear();
     first_ = FirstLevel{};
     epoch_ = cache_epoch();
   }
@@ -772,6 +776,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     if (const Tensor* t = std::get_if<Tensor>(&a)) all.push_back(*t);
   const size_t n = all.size();
   if (state_reader_) state_ = state_reader_();
+  if (bucket_policy_.enabled() && !in_bucket_call_) {
+    // Shape buckets: a padding-safe call runs padded through the path below.
+    std::vector<Tensor> r;
+    if (bucketed_call(args, structure, &r)) return r;
+  }
   if (first_level_matches(args)) {
     const Artifact* a = first_.artifact;
     bool hit = a->free.empty();
@@ -870,8 +879,9 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     }
     all.resize(n);
     // Automatic dynamic: dims whose size changed since earlier captures become symbolic.
-    if (options_.dynamic == CompileOptions::Dynamic::Auto && gate_miss.empty()) note_sizes(all);
-    graph::DynamicSpec dyn = dynamic_spec(all);
+    // A padded call (shape buckets) is compiled statically at the bucket sizes.
+    if (options_.dynamic == CompileOptions::Dynamic::Auto && gate_miss.empty() && !in_bucket_call_) note_sizes(all);
+    graph::DynamicSpec dyn = in_bucket_call_ ? graph::DynamicSpec{} : dynamic_spec(all);
     if (num_specializations() > 0) {
       metrics().recompiles++;
       if (log_enabled("recompiles") && !gate_miss.empty()) {

@@ -25,6 +25,7 @@
 
 #include "aot/training_region.h"
 #include "compile/options.h"
+#include "compile/shape_buckets.h"
 #include "graph/graph.h"
 #include "graph/tracer.h"
 #include "stax/backend/stax_backend.h"
@@ -94,6 +95,11 @@ class CompiledFunction {
   const std::vector<stax::KernelInfo>& last_kernels() const { return last_kernels_; }
   const std::string& last_fallback_reason() const { return last_fallback_reason_; }
   size_t num_specializations() const;
+  // Shape buckets (options["shape_buckets"], compile/shape_buckets.h): whether the
+  // last call ran padded, how many calls did, and why the last unpadded call was refused.
+  bool last_call_bucketed() const { return last_call_bucketed_; }
+  int64_t bucketed_calls() const { return bucketed_calls_; }
+  const std::string& last_bucket_refusal() const { return last_bucket_refusal_; }
 
  private:
   // What the first-level entry compares for one tensor: the object (alive: a
@@ -200,6 +206,8 @@ class CompiledFunction {
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]
   int max_gate_artifacts() const;
   void check_arity(const std::vector<ArgValue>& args) const;
+  // Shape buckets: true when the call ran padded (`result` holds its results).
+  bool bucketed_call(const std::vector<ArgValue>& args, const OutputStructure** structure, std::vector<Tensor>* result);
 
   StructuredUserFn fn_;
   CompileOptions options_;
@@ -230,6 +238,18 @@ class CompiledFunction {
   std::vector<int> last_mutated_;
   std::vector<stax::KernelInfo> last_kernels_;
   std::string last_fallback_reason_;
+  // Shape buckets: the policy, the verdict per unpadded specialization key, the first
+  // call's sizes (automatic dynamic buckets the dims that changed since), and a flag
+  // set while the padded call runs (it must take the static path at the bucket sizes).
+  BucketPolicy bucket_policy_;
+  std::unordered_map<std::string, std::shared_ptr<const BucketPlan>> bucket_plans_;
+  std::vector<Shape> bucket_first_sizes_;
+  // (tensor argument, dim) refused once -> why: not bucketed from then on.
+  std::map<std::pair<int, int64_t>, std::string> bucket_dropped_;
+  bool in_bucket_call_ = false;
+  bool last_call_bucketed_ = false;
+  int64_t bucketed_calls_ = 0;
+  std::string last_bucket_refusal_;
 };
 
 }  // namespace tp::compile

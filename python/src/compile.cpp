@@ -451,7 +451,10 @@ void bind_compile(nb::module_& m) {
         return l;
       })
       .def_prop_ro("last_fallback_reason", [](const PyCompiled& c) { return c.fn->last_fallback_reason(); })
-      .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); });
+      .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); })
+      .def_prop_ro("last_call_bucketed", [](const PyCompiled& c) { return c.fn->last_call_bucketed(); })
+      .def_prop_ro("bucketed_calls", [](const PyCompiled& c) { return c.fn->bucketed_calls(); })
+      .def_prop_ro("last_bucket_refusal", [](const PyCompiled& c) { return c.fn->last_bucket_refusal(); });
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
                        std::map<std::string, std::string> options, nb::object dynamic, bool fullgraph, bool strict_native,
