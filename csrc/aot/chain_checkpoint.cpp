@@ -36,29 +36,10 @@ std::optional<Partition> chain_checkpoint_partition(const JointGraph& joint, int
   const graph::Graph& g = *joint.graph;
   const Node* out = g.output_node();
   // Tangent-dependent nodes (the backward side), as in the cut.
-  std::unordered_set<const Node*> bwd;
-  std::vector<const Node*> tangents, primals;
-  for (auto& up : g.nodes()) {
-    const Node* n = up.get();
-    if (n->opcode == Opcode::Placeholder) {
-      if (n->input_index >= joint.num_primals) {
-        bwd.insert(n);
-        tangents.push_back(n);
-      } else {
-        primals.push_back(n);
-      }
-      continue;
-    }
-    if (n->opcode != Opcode::CallFunction) continue;
-    for (const Node* in : n->input_nodes())
-      if (bwd.count(in)) {
-        bwd.insert(n);
-        break;
-      }
-  }
-  auto by_index = [](const Node* a, const Node* b) { return a->input_index < b->input_index; };
-  std::sort(tangents.begin(), tangents.end(), by_index);
-  std::sort(primals.begin(), primals.end(), by_index);
+  const JointSides sides = joint_sides(joint);
+  const std::unordered_set<const Node*>& bwd = sides.bwd;
+  const std::vector<const Node*>& tangents = sides.tangents;
+  const std::vector<const Node*>& primals = sides.primals;
 
   // The forward side in order; every node must be recomputable from its inputs.
   // The chain is sought among the nodes the results need (`core`); the other

@@ -70,6 +70,32 @@ Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*
   return m[n] = c;
 }
 
+JointSides joint_sides(const JointGraph& joint) {
+  JointSides j;
+  for (auto& up : joint.graph->nodes()) {
+    const Node* n = up.get();
+    if (n->opcode == Opcode::Placeholder) {
+      if (n->input_index >= joint.num_primals) {
+        j.bwd.insert(n);
+        j.tangents.push_back(n);
+      } else {
+        j.primals.push_back(n);
+      }
+      continue;
+    }
+    if (n->opcode != Opcode::CallFunction) continue;
+    for (const Node* in : n->input_nodes())
+      if (j.bwd.count(in)) {
+        j.bwd.insert(n);
+        break;
+      }
+  }
+  auto by_index = [](const Node* a, const Node* b) { return a->input_index < b->input_index; };
+  std::sort(j.tangents.begin(), j.tangents.end(), by_index);
+  std::sort(j.primals.begin(), j.primals.end(), by_index);
+  return j;
+}
+
 std::shared_ptr<graph::Graph> build_forward(const JointGraph& joint, const std::vector<const Node*>& saved_act) {
   const graph::Graph& g = *joint.graph;
   const Node* out = g.output_node();
@@ -109,27 +135,9 @@ using namespace detail;
 Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& options) {
   const graph::Graph& g = *joint.graph;
   const Node* out = g.output_node();
-  // Tangent-dependent nodes: the backward side.
-  std::unordered_set<const Node*> bwd;
-  std::vector<const Node*> tangents;
-  for (auto& up : g.nodes()) {
-    const Node* n = up.get();
-    if (n->opcode == Opcode::Placeholder) {
-      if (n->input_index >= joint.num_primals) {
-        bwd.insert(n);
-        tangents.push_back(n);
-      }
-      continue;
-    }
-    if (n->opcode != Opcode::CallFunction) continue;
-    for (const Node* in : n->input_nodes())
-      if (bwd.count(in)) {
-        bwd.insert(n);
-        break;
-      }
-  }
-  std::sort(tangents.begin(), tangents.end(),
-            [](const Node* a, const Node* b) { return a->input_index < b->input_index; });
+  const JointSides sides = joint_sides(joint);
+  const std::unordered_set<const Node*>& bwd = sides.bwd;
+  const std::vector<const Node*>& tangents = sides.tangents;
   auto forward_side = [&](const Node* n) {
     return n && !bwd.count(n) && (n->opcode == Opcode::Placeholder || n->opcode == Opcode::CallFunction);
   };

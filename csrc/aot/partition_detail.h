@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -17,6 +18,14 @@ bool is_gemm(const graph::Node* n);
 // Copies `n` into `dst`, its node arguments mapped through `m` (which gets n).
 graph::Node* copy_node(graph::Graph& dst, const graph::Node* n,
                        std::unordered_map<const graph::Node*, graph::Node*>& m);
+// The two sides of a joint graph: the tangent-dependent nodes (the backward,
+// tangent placeholders included), and the tangent and primal placeholders by
+// input position.
+struct JointSides {
+  std::unordered_set<const graph::Node*> bwd;
+  std::vector<const graph::Node*> tangents, primals;
+};
+JointSides joint_sides(const JointGraph& joint);
 // primals -> (results..., saved activations...)
 std::shared_ptr<graph::Graph> build_forward(const JointGraph& joint, const std::vector<const graph::Node*>& saved_act);
 

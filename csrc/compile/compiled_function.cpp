@@ -698,14 +698,15 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       // The data is there; only the version bump of eager's write remains.
       // Backends are given the pairs only for calls whose writes are not
       // recorded, so the recorded path below never sees such a result.
+      const bool recorded = GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k];
       const bool in_place = v.defined() && v.impl()->storage == dst.impl()->storage && v.data() == dst.data() &&
                             v.sizes() == dst.sizes() && v.strides() == dst.strides() && v.dtype() == dst.dtype();
-      if (in_place && !(GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k])) {
+      if (in_place && !recorded) {
         dst.bump_version();
         metrics().inplace_writes++;
         continue;
       }
-      if (GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k]) {
+      if (recorded) {
         // Recorded, as eager's write is: the input's history continues through the
         // new value (and a leaf that requires grad refuses the write as in eager).
         ops::copy_(dst, out[n + k]);

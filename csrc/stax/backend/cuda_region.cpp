@@ -130,20 +130,9 @@ std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device
     slot_of[b] = static_cast<int>(region->slots_.size());
     region->slots_.push_back(std::move(s));
   }
-  for (const ir::ExternCall& call : p.externs) {
-    CudaRegion::ExternStep e;
-    e.call = call;
-    e.op = &get_op(call.op);
-    e.attrs = pr.lowered.extern_attrs.at(static_cast<size_t>(call.id));
-    for (auto& o : call.inputs)
-      e.in_slots.push_back(o.kind == ir::ExternOperand::Kind::Buffer ? slot_of.at(o.buffer) : -1);
-    for (int b : call.outputs) {
-      int slot = slot_of.at(b);
-      e.out_slots.push_back(slot);
-      region->slots_[static_cast<size_t>(slot)].extern_written = true;
-    }
-    region->externs_.push_back(std::move(e));
-  }
+  region->externs_ = extern_steps(p.externs, pr.lowered.extern_attrs, slot_of);
+  for (const ExternStep& e : region->externs_)
+    for (int slot : e.out_slots) region->slots_[static_cast<size_t>(slot)].extern_written = true;
   const int sms = cuda::multiprocessor_count(device);
   for (size_t k = 0; k < pr.unit.launches.size(); ++k) {
     const codegen::CudaLaunch& l = pr.unit.launches[k];

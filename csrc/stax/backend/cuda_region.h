@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "ops/registry.h"
+#include "stax/backend/extern_step.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/codegen/cuda/cuda_printer.h"
 
@@ -57,12 +58,7 @@ class CudaRegion {
     std::string name;
     unsigned grid = 1, block_x = 1, block_y = 1;
   };
-  struct ExternStep {
-    ir::ExternCall call;
-    const OpDef* op = nullptr;
-    Attrs attrs;
-    std::vector<int> in_slots, out_slots;
-  };
+  using ExternStep = stax::ExternStep;
   struct Step {
     bool is_extern = false;
     int index = 0;  // into launches_ or externs_

@@ -323,20 +323,9 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   }
   std::unordered_map<int, int> slot_of;
   for (size_t i = 0; i < gen.slot_buffer.size(); ++i) slot_of[gen.slot_buffer[i]] = static_cast<int>(i);
-  for (const ir::ExternCall& call : prog.externs) {
-    CompiledRegion::ExternStep e;
-    e.call = call;
-    e.op = &get_op(call.op);
-    e.attrs = lowered.extern_attrs.at(static_cast<size_t>(call.id));
-    for (auto& o : call.inputs)
-      e.in_slots.push_back(o.kind == ir::ExternOperand::Kind::Buffer ? slot_of.at(o.buffer) : -1);
-    for (int b : call.outputs) {
-      int slot = slot_of.at(b);
-      e.out_slots.push_back(slot);
-      region->slots_[static_cast<size_t>(slot)].extern_written = true;
-    }
-    region->externs_.push_back(std::move(e));
-  }
+  region->externs_ = extern_steps(prog.externs, lowered.extern_attrs, slot_of);
+  for (const ExternStep& e : region->externs_)
+    for (int slot : e.out_slots) region->slots_[static_cast<size_t>(slot)].extern_written = true;
   return region;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "stax/backend/extern_step.h"
 #include "stax/ir/loop_ir.h"
 #include "stax/runtime/cached_kernel.h"
 
@@ -89,13 +90,7 @@ class CompiledRegion {
     int inplace_input = -1;  // Output: the input it may be computed into (in-place reuse)
   };
   // An extern call with its buffers resolved to slots.
-  struct ExternStep {
-    ir::ExternCall call;
-    const OpDef* op = nullptr;
-    Attrs attrs;
-    std::vector<int> in_slots;   // per operand; -1 unless a buffer
-    std::vector<int> out_slots;  // per result
-  };
+  using ExternStep = stax::ExternStep;
   struct RunState;
   // Dynamic shapes: sizes[k] of the entry point read from the inputs (each
   // symbol's input and dim), after checking every symbolic input against its

@@ -58,4 +58,14 @@ std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spe
   return "0";
 }
 
+const char* c_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::Int64: return "i64";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    default: return nullptr;
+  }
+}
+
 }  // namespace tp::stax::codegen

@@ -30,6 +30,10 @@ std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell);
 // that is false (true), not INT64_MIN converted to bool.
 std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spell);
 
+// The C type of a value of the loop IR (i64 is the prelude's int64 typedef);
+// nullptr for a dtype no printer emits (narrow dtypes: the lowering refuses them).
+const char* c_type(DType t);
+
 // A call of `op` on already printed operands: its infix form where it has one,
 // `!a` / `~a` for the logical and bitwise not, otherwise the prelude's tp_<name>(...).
 std::string c_call(ir::CallOp op, const std::vector<std::string>& args);

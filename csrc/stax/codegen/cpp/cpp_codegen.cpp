@@ -22,14 +22,9 @@ using namespace tp::stax::ir;
 namespace {
 
 const char* ctype(DType t) {
-  switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "i64";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    default: break;  // narrow dtypes never reach generated code (the lowering refuses them)
-  }
-  return "?";
+  // Narrow dtypes never reach generated code (the lowering refuses them).
+  const char* c = c_type(t);
+  return c ? c : "?";
 }
 const char* vtype(DType t) { return t == DType::Float64 ? "vd" : "vf"; }
 const char* splat(DType t) { return t == DType::Float64 ? "tp_splat_vd" : "tp_splat_vf"; }

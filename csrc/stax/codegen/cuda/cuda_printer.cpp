@@ -23,13 +23,7 @@ using namespace ir;
 namespace {
 
 const char* ctype(DType t) {
-  switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "i64";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    default: break;
-  }
+  if (const char* c = c_type(t)) return c;
   throw NotImplementedError(str("stax cuda printer: dtype ", dtype_name(t), " is not supported yet"));
 }
 
