@@ -9,6 +9,8 @@
 #include "compile/metrics.h"
 #include "graph/interpreter.h"
 #include "passes/passes.h"
+#include "cuda/graph.h"
+#include "stax/backend/cuda_graph_region.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/lowering/registry.h"
@@ -68,6 +70,10 @@ RegionFn stax_compile(const BackendRequest& r) {
       if (r.source) *r.source += region->source();
       if (log_enabled("code"))
         std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", r.region.c_str(), region->source().c_str());
+      if (r.options.mode == "reduce-overhead" && cuda::graphs_available()) {  // CUDA Graphs (Section 9.9)
+        auto graphed = std::make_shared<stax::CudaGraphRegion>(region, dev, r.region);
+        return [graphed](const std::vector<Tensor>& in) { return graphed->run(in); };
+      }
       return [region](const std::vector<Tensor>& in) { return region->run(in); };
     }
     auto region = stax::compile_region(*sg, ro);

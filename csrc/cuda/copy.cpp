@@ -6,6 +6,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/driver.h"
+#include "cuda/stream.h"
 #include "ops/ops.h"
 
 namespace tp::cuda {
@@ -77,9 +78,13 @@ Tensor to_device(const Tensor& cpu, int index, bool non_blocking) {
   Tensor out = empty(src.sizes(), src.dtype(), index);
   const size_t bytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
   if (bytes) {
+    check_not_capturing("a host-to-device copy");
     activate(index);
-    if (non_blocking && is_pinned(src)) {
-      check(driver().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes, nullptr),
+    const CUstream stream = current_stream(index);
+    // On a side stream a pageable upload is queued there too: the driver
+    // stages the source before returning, so it may be reused at once.
+    if ((non_blocking && is_pinned(src)) || stream) {
+      check(driver().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes, stream),
             "cuMemcpyHtoDAsync");
     } else {
       check(driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out.data()), src.data(), bytes), "cuMemcpyHtoD");
@@ -88,15 +93,30 @@ Tensor to_device(const Tensor& cpu, int index, bool non_blocking) {
   return out;
 }
 
+namespace {
+// A synchronous download that sees the work queued on the current stream (the
+// legacy stream's plain copy, or an async copy on a side stream waited for).
+void download(int dev, void* dst, const void* src, size_t bytes) {
+  const CUstream stream = current_stream(dev);
+  if (!stream) {
+    check(driver().cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
+    return;
+  }
+  check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream), "cuMemcpyDtoHAsync");
+  check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+}  // namespace
+
 Tensor to_cpu(const Tensor& t) {
   TP_CHECK(t.device().kind == Device::Kind::CUDA, Error, "to_cpu: expected a CUDA tensor");
   const size_t isz = itemsize(t.dtype());
   if (t.numel() == 0) return Tensor::empty(t.sizes(), t.dtype());
-  activate(t.device().index);
+  check_not_capturing("a device-to-host copy");
+  const int dev = t.device().index;
+  activate(dev);
   if (t.is_contiguous()) {
     Tensor out = Tensor::empty(t.sizes(), t.dtype());
-    check(driver().cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(t.data()), t.numel() * isz),
-          "cuMemcpyDtoH");
+    download(dev, out.data(), t.data(), t.numel() * isz);
     return out;
   }
   // Strided view: copy the elements between its lowest and highest address,
@@ -109,8 +129,7 @@ Tensor to_cpu(const Tensor& t) {
   const int64_t span = hi - lo + 1;
   Tensor host = Tensor::empty({span}, t.dtype());
   const char* first = static_cast<const char*>(t.data()) + lo * static_cast<int64_t>(isz);
-  check(driver().cuMemcpyDtoH(host.data(), reinterpret_cast<CUdeviceptr>(first), static_cast<size_t>(span) * isz),
-        "cuMemcpyDtoH");
+  download(dev, host.data(), first, static_cast<size_t>(span) * isz);
   return ops::contiguous(host.as_strided(t.sizes(), t.strides(), -lo));
 }
 
@@ -119,7 +138,8 @@ void copy_device_to_device(const Tensor& dst, const Tensor& src) {
   if (!bytes) return;
   activate(dst.device().index);
   check(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data()),
-                                   reinterpret_cast<CUdeviceptr>(src.data()), bytes, nullptr),
+                                   reinterpret_cast<CUdeviceptr>(src.data()), bytes,
+                                   current_stream(dst.device().index)),
         "cuMemcpyDtoD");
 }
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "cuda/allocator.h"
 #include "cuda/driver.h"
+#include "cuda/stream.h"
 
 namespace tp::cuda {
 namespace {
@@ -262,7 +263,7 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
   const void* pa = f64 ? static_cast<const void*>(&alpha) : &af;
   const void* pb = f64 ? static_cast<const void*>(&beta) : &bf;
   ok(l.Matmul(h, o.desc, pa, a.data, o.layouts[0], b.data, o.layouts[1], pb, d, o.layouts[2], d, o.layouts[2],
-              &best.algo, ws ? ws->data() : nullptr, best.workspace_size, nullptr),
+              &best.algo, ws ? ws->data() : nullptr, best.workspace_size, current_stream(device)),
      what, "cublasLtMatmul");
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/stream.h"
 
 namespace tp::cuda {
 namespace {
@@ -40,12 +41,33 @@ Driver* load() {
             resolve(lib, d->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") &&
             resolve(lib, d->cuMemsetD8, "cuMemsetD8_v2") && resolve(lib, d->cuModuleLoadData, "cuModuleLoadData") &&
             resolve(lib, d->cuModuleGetFunction, "cuModuleGetFunction") &&
-            resolve(lib, d->cuLaunchKernel, "cuLaunchKernel");
+            resolve(lib, d->cuLaunchKernel, "cuLaunchKernel") &&
+            resolve(lib, d->cuMemsetD8Async, "cuMemsetD8Async") &&
+            resolve(lib, d->cuMemsetD32Async, "cuMemsetD32Async");
   if (!ok) {
     d->why_unavailable = std::string("the CUDA driver lacks an entry point: ") + dlerror();
     return d;
   }
   d->loaded = true;
+  d->has_streams = resolve(lib, d->cuStreamCreate, "cuStreamCreate") &&
+                   resolve(lib, d->cuStreamSynchronize, "cuStreamSynchronize") &&
+                   resolve(lib, d->cuStreamQuery, "cuStreamQuery") &&
+                   resolve(lib, d->cuStreamWaitEvent, "cuStreamWaitEvent") &&
+                   resolve(lib, d->cuEventCreate, "cuEventCreate") &&
+                   resolve(lib, d->cuEventDestroy, "cuEventDestroy_v2") &&
+                   resolve(lib, d->cuEventRecord, "cuEventRecord") &&
+                   resolve(lib, d->cuEventSynchronize, "cuEventSynchronize") &&
+                   resolve(lib, d->cuEventQuery, "cuEventQuery") &&
+                   (resolve(lib, d->cuEventElapsedTime, "cuEventElapsedTime") ||
+                    resolve(lib, d->cuEventElapsedTime, "cuEventElapsedTime_v2"));
+  // cuStreamBeginCapture_v2 takes the capture mode (the unversioned one does not).
+  d->has_graphs = d->has_streams && resolve(lib, d->cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
+                  resolve(lib, d->cuStreamEndCapture, "cuStreamEndCapture") &&
+                  resolve(lib, d->cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
+                  resolve(lib, d->cuGraphLaunch, "cuGraphLaunch") &&
+                  resolve(lib, d->cuGraphExecDestroy, "cuGraphExecDestroy") &&
+                  resolve(lib, d->cuGraphDestroy, "cuGraphDestroy") &&
+                  resolve(lib, d->cuGraphGetNodes, "cuGraphGetNodes");
   if (CUresult r = d->cuInit(0); r != 0) {
     const char* msg = nullptr;
     d->cuGetErrorString(r, &msg);
@@ -116,6 +138,7 @@ void set_device(int index) {
   t_current = index;
 }
 void synchronize(int index) {
+  check_not_capturing("tp.cuda.synchronize");
   activate(index);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }

@@ -1,11 +1,13 @@
 #include "cuda/kernels.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "cuda/copy.h"
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
+#include "cuda/stream.h"
 #include "cuda/matmul.h"
 #include "cuda/nvrtc.h"
 #include "ops/dispatch.h"
@@ -188,7 +190,7 @@ void launch_pointwise(const std::string& op, const std::string& expr, const Tens
   long long count = n;
   void* args[] = {&o, &a, &b, &count, &alpha, &p};
   activate(dev);
-  check(driver().cuLaunchKernel(fn, grid_for(n), 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr), op.c_str());
+  check(driver().cuLaunchKernel(fn, grid_for(n), 1, 1, kThreads, 1, 1, 0, current_stream(dev), args, nullptr), op.c_str());
 }
 
 const UnaryDef* find_def(const UnaryDef* table, size_t count, const std::string& op) {
@@ -209,7 +211,21 @@ bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
 bool to_operand(Tensor& t, const Tensor& other, DType dt, int dev, const char* op) {
   if (t.device().kind == Device::Kind::CPU) {
     if (t.dim() != 0) different_devices(other, t, op);
-    t = to_device(Tensor::scalar_tensor(t.item(), dt), dev);
+    Tensor host = Tensor::scalar_tensor(t.item(), dt);
+    if (capturing() && itemsize(dt) % 4 == 0) {
+      // In a CUDA graph capture an upload would read freed host memory at
+      // replay: the value is written by memsets whose words the graph keeps.
+      t = empty(Shape{}, dt, dev);
+      for (size_t w = 0; w < itemsize(dt) / 4; ++w) {
+        unsigned word = 0;
+        std::memcpy(&word, static_cast<const char*>(host.data()) + 4 * w, 4);
+        check(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(t.data()) + 4 * w, word, 1,
+                                        current_stream(dev)),
+              "cuMemsetD32Async");
+      }
+    } else {
+      t = to_device(host, dev);
+    }
   }
   if (t.device().index != dev) different_devices(other, t, op);
   return t.dtype() == dt;
@@ -238,7 +254,8 @@ bool row_sum(const Tensor& x, const Attrs& attrs, const TensorMeta& om, std::vec
     void* args[] = {&o, &i, &c};
     activate(dev);
     TP_CHECK(rows < (1ll << 31), Error, "sum: too many rows for the CUDA row-sum kernel");
-    check(driver().cuLaunchKernel(fn, static_cast<unsigned>(rows), 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr),
+    check(driver().cuLaunchKernel(fn, static_cast<unsigned>(rows), 1, 1, kThreads, 1, 1, 0, current_stream(dev), args,
+                                  nullptr),
           "sum");
   }
   out = {r};
@@ -373,7 +390,7 @@ void launch_generated(int device, const std::string& name, const std::string& so
                       unsigned block, void** args) {
   CUfunction fn = get_kernel(device, name, source);
   activate(device);
-  check(driver().cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), name.c_str());
+  check(driver().cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, current_stream(device), args, nullptr), name.c_str());
 }
 
 }  // namespace tp::cuda
@@ -387,8 +404,8 @@ void* generated_function(int device, const std::string& name, const std::string&
 void launch_function(int device, void* function, unsigned grid, unsigned block_x, unsigned block_y, void** args,
                      const char* what) {
   activate(device);
-  check(driver().cuLaunchKernel(static_cast<CUfunction>(function), grid, 1, 1, block_x, block_y, 1, 0, nullptr, args,
-                                nullptr),
+  check(driver().cuLaunchKernel(static_cast<CUfunction>(function), grid, 1, 1, block_x, block_y, 1, 0,
+                                current_stream(device), args, nullptr),
         what);
 }
 

@@ -3,6 +3,7 @@
 #include "cuda/copy.h"
 #include "cuda/cublas.h"
 #include "cuda/driver.h"
+#include "cuda/stream.h"
 #include "ops/blas.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_util.h"
@@ -168,7 +169,8 @@ bool matmul_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Att
     if (beta == 0.0 && bias == nullptr) {
       if (r.numel() > 0) {
         activate(dev);
-        check(driver().cuMemsetD8(reinterpret_cast<CUdeviceptr>(r.data()), 0, r.numel() * itemsize(r.dtype())),
+        check(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(r.data()), 0, r.numel() * itemsize(r.dtype()),
+                                      current_stream(dev)),
               op.name);
       }
     } else if (beta != 1.0) {

@@ -7,6 +7,9 @@
 #include "cuda/copy.h"
 #include "cuda/cublas.h"
 #include "cuda/driver.h"
+#include "cuda/graph.h"
+#include "cuda/stream.h"
+#include "stax/backend/cuda_graph_region.h"
 #include "cuda/kernels.h"
 #include "cuda/nvrtc.h"
 #include "stax/backend/cuda_eager.h"
@@ -31,6 +34,11 @@ Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking) {
 }
 
 namespace {
+// Stream and event handles cross into Python as integers (0: the legacy stream).
+uintptr_t as_int(const void* h) { return reinterpret_cast<uintptr_t>(h); }
+cuda::CUstream as_stream(uintptr_t h) { return reinterpret_cast<cuda::CUstream>(h); }
+cuda::CUevent as_event(uintptr_t h) { return reinterpret_cast<cuda::CUevent>(h); }
+
 int index_or_current(nb::handle device) {
   if (device.is_none()) return cuda::current_device();
   if (PyLong_Check(device.ptr())) return nb::cast<int>(device);
@@ -95,6 +103,55 @@ void bind_cuda(nb::module_& root) {
     return nb::bytes(cubin.data(), cubin.size());
   }, nb::arg("source"), nb::arg("name"), nb::arg("arch"));
   m.def("kernel_sources", &cuda::all_kernel_sources);
+  // Streams and events (tensorplay/cuda.py wraps them in Stream / Event).
+  m.def("streams_available", [] { return cuda::is_available() && cuda::driver().has_streams; });
+  m.def("graphs_available", &cuda::graphs_available);
+  m.def("current_stream", [](int dev) {
+    if (!cuda::is_available()) cuda::throw_unavailable("current_stream");
+    return as_int(cuda::current_stream(dev));
+  });
+  m.def("set_current_stream", [](int dev, uintptr_t s) {
+    cuda::activate(dev);
+    cuda::set_current_stream(dev, as_stream(s));
+  });
+  m.def("pool_stream", [](int dev) { return as_int(cuda::pool_stream(dev)); });
+  m.def("stream_synchronize", [](int dev, uintptr_t s) {
+    nb::gil_scoped_release nogil;
+    cuda::stream_synchronize(dev, as_stream(s));
+  });
+  m.def("stream_query", [](int dev, uintptr_t s) { return cuda::stream_query(dev, as_stream(s)); });
+  m.def("stream_wait_event", [](int dev, uintptr_t s, uintptr_t e) {
+    cuda::stream_wait_event(dev, as_stream(s), as_event(e));
+  });
+  m.def("stream_wait_stream", [](int dev, uintptr_t waiter, uintptr_t other) {
+    cuda::stream_wait_stream(dev, as_stream(waiter), as_stream(other));
+  });
+  m.def("event_create", [](int dev, bool timing) { return as_int(cuda::event_create(dev, timing)); });
+  m.def("event_destroy", [](uintptr_t e) { cuda::event_destroy(as_event(e)); });
+  m.def("event_record", [](int dev, uintptr_t e, uintptr_t s) { cuda::event_record(dev, as_event(e), as_stream(s)); });
+  m.def("event_synchronize", [](uintptr_t e) {
+    nb::gil_scoped_release nogil;
+    cuda::event_synchronize(as_event(e));
+  });
+  m.def("event_query", [](uintptr_t e) { return cuda::event_query(as_event(e)); });
+  m.def("event_elapsed_time", [](uintptr_t a, uintptr_t b) { return cuda::event_elapsed_ms(as_event(a), as_event(b)); });
+  m.def("record_stream", [](const Tensor& t, uintptr_t s) {
+    TP_CHECK(t.device().kind == Device::Kind::CUDA, ValueError, "record_stream: expected a CUDA tensor, got one on ",
+             t.device().str());
+    cuda::record_stream(*t.impl()->storage, as_stream(s));
+  });
+  nb::class_<cuda::Graph>(m, "Graph")
+      .def(nb::init<int>())
+      .def("begin_capture", &cuda::Graph::begin_capture)
+      .def("end_capture", &cuda::Graph::end_capture)
+      .def("abort_capture", &cuda::Graph::abort_capture)
+      .def("replay", &cuda::Graph::replay)
+      .def("node_count", &cuda::Graph::node_count)
+      .def("captured", &cuda::Graph::captured);
+  m.def("graph_region_stats", [] {
+    const stax::CudaGraphRegion::Stats s = stax::CudaGraphRegion::totals();
+    return nb::make_tuple(s.captures, s.replays, s.plain_calls, s.copied_inputs);
+  });
   m.def("compiled_kernel_count", &cuda::compiled_kernel_count);
 }
 

@@ -136,3 +136,215 @@ class device:
     def __exit__(self, *exc):
         set_device(self._prev)
         return False
+
+
+# ---------------------------------------------------------------------------
+# Streams and events (Section 9.9). Handles are the driver's, as integers; 0 is
+# the legacy default stream, where all work goes unless a `stream(s)` context
+# says otherwise (per thread and per device, like PyTorch).
+
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    d = _C.device(device)
+    if d.type != "cuda":
+        raise ValueError(f"expected a CUDA device but got '{device}'")
+    return d.index if d.index is not None and d.index >= 0 else current_device()
+
+
+class Stream:
+    """A CUDA stream: work queued on it runs in order, concurrently with other streams.
+
+    ``Stream()`` hands out a non-blocking stream from the device's pool of 32 (as
+    PyTorch does: streams are reused, never destroyed). Use it with
+    ``with tp.cuda.stream(s):``; order it against others with ``wait_stream`` /
+    ``wait_event``; ``Tensor.record_stream(s)`` tells the allocator a tensor made
+    on another stream is used on ``s``.
+    """
+
+    def __init__(self, device=None, priority=0, *, _handle=None):
+        self.device_index = _index(device)
+        self.priority = priority
+        self.cuda_stream = _rt.pool_stream(self.device_index) if _handle is None else _handle
+
+    @property
+    def device(self):
+        return _C.device(f"cuda:{self.device_index}")
+
+    def synchronize(self):
+        """Waits on the host until all work queued on this stream has finished."""
+        _rt.stream_synchronize(self.device_index, self.cuda_stream)
+
+    def query(self):
+        """True when all work queued on this stream has finished."""
+        return _rt.stream_query(self.device_index, self.cuda_stream)
+
+    def wait_event(self, event):
+        """Work queued later on this stream waits (on the device) for `event`."""
+        _rt.stream_wait_event(self.device_index, self.cuda_stream, event._handle())
+
+    def wait_stream(self, stream):
+        """Work queued later on this stream waits for everything queued on `stream` so far."""
+        _rt.stream_wait_stream(self.device_index, self.cuda_stream, stream.cuda_stream)
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and (self.cuda_stream, self.device_index) == (
+            other.cuda_stream, other.device_index)
+
+    def __hash__(self):
+        return hash((self.cuda_stream, self.device_index))
+
+    def __repr__(self):
+        return f"<tensorplay.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
+
+
+def current_stream(device=None):
+    """The stream this thread queues work for `device` on."""
+    i = _index(device)
+    return Stream(i, _handle=_rt.current_stream(i))
+
+
+def default_stream(device=None):
+    """The legacy default stream (handle 0), where work goes outside any `stream(s)` context."""
+    i = _index(device)
+    if not is_available():
+        _rt.current_stream(i)  # raises the "not available" error
+    return Stream(i, _handle=0)
+
+
+def set_stream(stream):
+    _rt.set_current_stream(stream.device_index, stream.cuda_stream)
+
+
+class stream:
+    """Context manager: makes `s` the current stream of its device (None: no change)."""
+
+    def __init__(self, s):
+        self.stream = s
+        self._prev = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self._prev = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            set_stream(self._prev)
+        return False
+
+
+class Event:
+    """A CUDA event: a marker in a stream, to wait for or to time between."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if interprocess:
+            raise NotImplementedError("tensorplay.cuda.Event: interprocess events are not supported")
+        self.enable_timing = enable_timing
+        self._ev = None
+        self._device = None
+
+    def _handle(self):
+        if self._ev is None:
+            self._device = current_device()
+            self._ev = _rt.event_create(self._device, self.enable_timing)
+        return self._ev
+
+    def record(self, stream=None):
+        stream = current_stream() if stream is None else stream
+        if self._ev is None:
+            self._device = stream.device_index
+            self._ev = _rt.event_create(self._device, self.enable_timing)
+        _rt.event_record(stream.device_index, self._ev, stream.cuda_stream)
+
+    def wait(self, stream=None):
+        (current_stream() if stream is None else stream).wait_event(self)
+
+    def query(self):
+        return True if self._ev is None else _rt.event_query(self._ev)
+
+    def synchronize(self):
+        if self._ev is not None:
+            _rt.event_synchronize(self._ev)
+
+    def elapsed_time(self, end_event):
+        """Milliseconds between this event and `end_event` (both recorded, timing enabled)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Event.elapsed_time: both events must be created with enable_timing=True")
+        if self._ev is None or end_event._ev is None:
+            raise RuntimeError("Event.elapsed_time: both events must be recorded first")
+        return _rt.event_elapsed_time(self._ev, end_event._ev)
+
+    def __del__(self):
+        if getattr(self, "_ev", None) is not None:
+            try:
+                _rt.event_destroy(self._ev)
+            except Exception:
+                pass
+
+
+def _record_stream(self, stream):
+    """The allocator will not reuse this tensor's memory before `stream`'s work queued up to its free is done."""
+    _rt.record_stream(self, stream.cuda_stream)
+
+
+_C.Tensor.record_stream = _record_stream
+
+
+class CUDAGraph:
+    """A CUDA graph recorded with ``with tp.cuda.graph(g):`` and replayed with ``g.replay()``.
+
+    Kernels queued inside the context are recorded, not run; tensors created
+    there live in the graph's private memory pool and are rewritten by each
+    replay. Inputs must be read from tensors made before the capture (fill
+    them with ``copy_`` before each replay).
+    """
+
+    def __init__(self, device=None):
+        self._g = _rt.Graph(_index(device))
+
+    def capture_begin(self):
+        self._g.begin_capture()
+
+    def capture_end(self):
+        self._g.end_capture()
+
+    def replay(self):
+        self._g.replay()
+
+    def node_count(self):
+        return self._g.node_count()
+
+
+class graph:
+    """Context manager that captures the work queued inside it into `cuda_graph`."""
+
+    def __init__(self, cuda_graph):
+        self.cuda_graph = cuda_graph
+
+    def __enter__(self):
+        synchronize()
+        self.cuda_graph.capture_begin()
+        return self.cuda_graph
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None:
+            self.cuda_graph._g.abort_capture()
+            return False
+        self.cuda_graph.capture_end()
+        return False
+
+
+def _graph_region_stats():
+    """(captures, replays, plain calls, copied inputs) over every reduce-overhead region (tests)."""
+    c, r, p, i = _rt.graph_region_stats()
+    return {"captures": c, "replays": r, "plain_calls": p, "copied_inputs": i}

@@ -198,6 +198,56 @@ def host_overhead(report: Report, torch, quick: bool) -> dict:
     return out
 
 
+def _per_call_us(fn, n: int) -> float:
+    fn()
+    fn()
+    tp.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        tp.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+    return best
+
+
+def graph_overhead(report: Report, torch, quick: bool) -> dict:
+    """Host time per compiled call with CUDA Graphs (mode="reduce-overhead") beside without."""
+    n = 2000 if quick else 20000
+    x = tp.randn(8).to("cuda")
+    f = tp.compile(lambda x: x * 2 + 1, strict_native=True)
+    g = tp.compile(lambda x: x * 2 + 1, mode="reduce-overhead", strict_native=True)
+    out = {"tp_compile_us": _per_call_us(lambda: f(x), n),
+           "tp_reduce_overhead_us": _per_call_us(lambda: g(x), n)}
+    kept = [None]
+
+    def keep():  # y = f(x) in a loop: the previous output is alive at each call
+        kept[0] = g(x)
+    out["tp_reduce_overhead_kept_us"] = _per_call_us(keep, n)
+    # A three-layer MLP (three cuBLASLt GEMMs with bias + ReLU between): many launches per call.
+    m = tp.nn.Sequential(tp.nn.Linear(64, 64), tp.nn.ReLU(), tp.nn.Linear(64, 64), tp.nn.ReLU(),
+                         tp.nn.Linear(64, 64)).cuda()
+    xm = tp.randn(8, 64).to("cuda")
+    with tp.no_grad():
+        fm = tp.compile(m)
+        gm = tp.compile(m, mode="reduce-overhead")
+        out["tp_mlp_compile_us"] = _per_call_us(lambda: fm(xm), n // 4)
+        out["tp_mlp_reduce_overhead_us"] = _per_call_us(lambda: gm(xm), n // 4)
+    if torch is not None:
+        try:
+            tx = torch.randn(8, device="cuda")
+            tg = torch.compile(lambda x: x * 2 + 1, mode="reduce-overhead")
+            for _ in range(3):
+                tg(tx)
+            out["torch_reduce_overhead_us"] = _per_call_us(lambda: tg(tx), n // 4)
+        except Exception as e:  # no Triton, etc.: TensorPlay is still measured
+            report.note(f"torch.compile(mode='reduce-overhead') not measured: {type(e).__name__}: {e}"[:300])
+    report.figure("host time per call with CUDA Graphs, x*2+1 on 8 elements / 3-layer MLP 8x64",
+                  "  ".join(f"{k[:-3]} {v:.2f} us" for k, v in out.items()))
+    return out
+
+
 _COLD = r"""
 import time, tensorplay as tp
 t0 = time.perf_counter()
@@ -243,4 +293,5 @@ def run(report: Report, step, quick: bool) -> None:
     if not quick:
         step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
     step("gpu.host_overhead", lambda: host_overhead(report, torch, quick))
+    step("gpu.graph_overhead", lambda: graph_overhead(report, torch, quick))
     step("gpu.cold_compile", lambda: cold_compile(report, quick))

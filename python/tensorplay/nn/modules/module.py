@@ -82,6 +82,11 @@ def _check_attr_name(kind, name):
         raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
 
 
+def _same_memory(a, b):
+    return (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr())
+
+
 class Module:
     """Base class for all neural network modules; subclasses define `forward`."""
 
@@ -315,20 +320,24 @@ class Module:
         return self
 
     def _apply(self, fn):
-        """Replace every parameter/buffer with fn(tensor) (dtype conversion).
+        """Replace every parameter/buffer's memory with fn(tensor) (dtype/device moves).
 
-        Parameters are rebuilt as new Parameter objects (there is no `.data`
-        setter), so convert a model before handing its parameters to an optimizer.
+        A parameter keeps its identity: its `.data` is swapped (as PyTorch does),
+        so an optimizer made before `model.to("cuda")` still updates the moved
+        parameters, and so does its gradient.
         """
         for m in self.children():
             m._apply(fn)
         for k, p in self._parameters.items():
             if p is None:
                 continue
-            new = Parameter(fn(p.detach()), p.requires_grad)
+            new = fn(p.detach())
+            if new is not p and not _same_memory(new, p):
+                p.data = new
             if p.grad is not None:
-                new.grad = fn(p.grad)
-            self._parameters[k] = new
+                g = fn(p.grad)
+                if g is not p.grad:
+                    p.grad = g
         for k, b in self._buffers.items():
             if b is not None:
                 self._buffers[k] = fn(b)
@@ -337,21 +346,27 @@ class Module:
     def to(self, *args, **kwargs):
         dtype = kwargs.get("dtype")
         memory_format = kwargs.get("memory_format")
+        non_blocking = bool(kwargs.get("non_blocking", False))
+        device = None
         for a in list(args) + [kwargs.get("device")]:
             if isinstance(a, _C.dtype):
                 dtype = a
             elif isinstance(a, bool):  # to(device, dtype, non_blocking)
-                continue
+                non_blocking = a
             elif a is not None and not isinstance(a, _C.Tensor):
-                _C._check_device(a, "Module.to")
+                _C._check_target_device(a, "Module.to")
+                device = a
             elif a is not None:
                 dtype = a.dtype
-        if dtype is None and memory_format is None:
+                device = a.device
+        if dtype is None and memory_format is None and device is None:
             return self
 
         # Like PyTorch, only floating tensors change dtype (integer buffers such as counters stay),
         # and memory_format applies to the 4-d and 5-d ones (conv weights).
         def convert(t):
+            if device is not None:
+                t = t.to(device, non_blocking=non_blocking)
             if dtype is not None and _is_float(t.dtype):
                 t = t.to(dtype)
             if memory_format is not None and t.dim() in (4, 5):
@@ -372,7 +387,11 @@ class Module:
         return self.to(getattr(_C.dtype, "bfloat16"))
 
     def cpu(self):
-        return self
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Moves every parameter and buffer to the GPU (in place of their `.data`)."""
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     # ---------------------------------------------------------------- state dict
     def _save_to_state_dict(self, destination, prefix, keep_vars):
