@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "cuda/driver.h"
+#include "cuda/stream.h"
 
 namespace tp::py {
 namespace {
@@ -112,6 +113,9 @@ nb::object to_dlpack(const Tensor& self, nb::handle stream, nb::handle max_versi
   // the device is synchronized before the memory is shared.
   if (self.device().kind == Device::Kind::CUDA && !(PyLong_Check(stream.ptr()) && nb::cast<int64_t>(stream) == 1))
     cuda::synchronize(self.device().index);
+  else if (self.device().kind == Device::Kind::CUDA && cuda::current_stream(self.device().index))
+    // Work queued on a side stream (tp.cuda.stream): the legacy stream waits for it.
+    cuda::stream_wait_stream(self.device().index, nullptr, cuda::current_stream(self.device().index));
   Tensor t = self;
   if (!copy.is_none() && nb::cast<bool>(copy)) t = nb::cast<Tensor>(nb::cast(self).attr("clone")());
   bool versioned = !max_version.is_none() && nb::cast<std::pair<int, int>>(max_version).first >= 1;
@@ -199,9 +203,11 @@ Tensor from_dlpack(nb::handle obj) {
   TP_CHECK(nb::hasattr(obj, "__dlpack__"), TypeError, "from_dlpack: expected an object with __dlpack__ or a "
            "DLPack capsule, got ", nb::inst_name(obj).c_str());
   bool on_cuda = false;
+  int cuda_index = 0;
   if (nb::hasattr(obj, "__dlpack_device__")) {
     auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
     on_cuda = dev.first == kDLCUDA;
+    cuda_index = dev.second;
     TP_CHECK(dev.first == kDLCPU || dev.first == kDLCUDAHost || on_cuda, ValueError,
              "from_dlpack: only CPU and CUDA tensors are supported (device type ", dev.first, ")");
     if (on_cuda) cuda::activate(dev.second);
@@ -216,7 +222,11 @@ Tensor from_dlpack(nb::handle obj) {
     if (!e.matches(PyExc_TypeError)) throw;
     cap = obj.attr("__dlpack__")(nb::arg("stream") = stream);
   }
-  return from_capsule(cap);
+  Tensor t = from_capsule(cap);
+  // The producer ordered its work before the legacy stream: a side stream we read on waits for that.
+  if (on_cuda && cuda::current_stream(cuda_index))
+    cuda::stream_wait_stream(cuda_index, cuda::current_stream(cuda_index), nullptr);
+  return t;
 }
 
 }  // namespace

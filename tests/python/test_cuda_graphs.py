@@ -164,3 +164,30 @@ def test_synchronizing_inside_a_capture_is_refused():
             (x * 2.0).cpu()
     # The thread is usable again afterwards.
     np.testing.assert_allclose(_np(x * 2.0), _np(x) * 2.0)
+
+
+def test_reduce_overhead_with_an_input_written_in_place():
+    def f(acc, x):
+        acc.add_(x)
+        return acc * 2.0
+
+    acc = tp.zeros(32, device="cuda")
+    acc_ref = tp.zeros(32, device="cuda")
+    x = _rand(32, seed=12)
+    g = tp.compile(f, mode="reduce-overhead")
+    for _ in range(4):
+        got = g(acc, x)
+        want = f(acc_ref, x)
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+        np.testing.assert_allclose(_np(acc), _np(acc_ref), rtol=1e-6)
+
+
+def test_view_at_another_offset_of_the_same_storage():
+    # Same storage, same layout, another offset: the graph must not read the captured address.
+    f = tp.compile(lambda x: x * 10.0, mode="reduce-overhead")
+    base = tp.arange(0, 65, device="cuda").float()
+    a, b = base[:64], base[1:]
+    for _ in range(3):
+        np.testing.assert_allclose(_np(f(a)), _np(a) * 10.0)
+    np.testing.assert_allclose(_np(f(b)), _np(b) * 10.0)
+    np.testing.assert_allclose(_np(f(a)), _np(a) * 10.0)

@@ -189,3 +189,31 @@ def test_module_to_cuda_moves_parameters_in_place_and_trains():
     assert params[0].device.type == "cpu" and params[0].dtype == tp.float64
     m.to(device="cuda:0", dtype=tp.float32)
     assert params[0].device.type == "cuda" and params[0].dtype == tp.float32
+
+
+@gpu
+def test_module_cuda_moves_buffers():
+    m = nn.BatchNorm1d(4)
+    m.cuda()
+    assert m.running_mean.device.type == "cuda" and m.weight.device.type == "cuda"
+    x = tp.randn(8, 4).cuda()
+    y = m(x)
+    assert y.device.type == "cuda"
+    np.testing.assert_allclose(_np(m.running_mean), 0.1 * _np(x).mean(0), rtol=1e-4, atol=1e-6)
+
+
+@gpu
+def test_dlpack_export_from_a_side_stream_is_ordered():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    s = tp.cuda.Stream()
+    x = tp.ones(1 << 22, device="cuda")
+    s.wait_stream(tp.cuda.current_stream())
+    with tp.cuda.stream(s):
+        y = x
+        for _ in range(10):
+            y = y * 2.0
+        t = torch.from_dlpack(y)  # torch reads on the legacy stream, which must wait for s
+        got = t.cpu().numpy()
+    np.testing.assert_allclose(got, 1024.0)

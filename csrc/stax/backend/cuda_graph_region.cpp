@@ -37,6 +37,11 @@ void copy_into(Tensor dst, const Tensor& src) {
 CudaGraphRegion::CudaGraphRegion(std::shared_ptr<CudaRegion> region, int device, std::string name)
     : region_(std::move(region)), device_(device), name_(std::move(name)) {}
 
+void CudaGraphRegion::note(int Stats::*field) {
+  ++(stats_.*field);
+  count(field);
+}
+
 CudaGraphRegion::Stats CudaGraphRegion::totals() {
   std::lock_guard<std::mutex> lock(g_totals_mutex);
   return g_totals;
@@ -95,21 +100,19 @@ bool CudaGraphRegion::capture(const std::vector<Tensor>& inputs) {
     InputState& st = inputs_[i];
     if (!st.copied && in[i].defined()) {
       st.storage = in[i].impl()->storage;
-      st.data = in[i].impl()->storage->data();
+      st.data = in[i].data();  // the element address: a view at another offset of the same storage differs
     }
   }
   graph_ = std::move(g);
   live_.clear();
-  stats_.captures++;
-  count(&Stats::captures);
+  note(&Stats::captures);
   return true;
 }
 
 std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stats_.disabled || calls_++ == 0 || cuda::capturing()) {  // warm-up, or no graph
-    stats_.plain_calls++;
-  count(&Stats::plain_calls);
+    note(&Stats::plain_calls);
     return region_->run(inputs);
   }
   if (inputs_.size() != inputs.size()) inputs_.assign(inputs.size(), InputState{});
@@ -119,11 +122,10 @@ std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
       InputState& st = inputs_[i];
       if (st.copied || !inputs[i].defined()) continue;
       const std::shared_ptr<StorageImpl> s = st.storage.lock();
-      if (s && s == inputs[i].impl()->storage && s->data() == st.data) continue;
+      if (s && s == inputs[i].impl()->storage && inputs[i].data() == st.data) continue;
       st.copied = true;
       st.static_buffer = buffer_like(inputs[i], device_);
-      stats_.copied_inputs++;
-  count(&Stats::copied_inputs);
+      note(&Stats::copied_inputs);
       graph_.reset();  // recorded with the old address: capture again
     }
   }
@@ -131,21 +133,18 @@ std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
   if (graph_) {
     for (const auto& w : live_)
       if (!w.expired()) {
-        stats_.plain_calls++;
-  count(&Stats::plain_calls);
+        note(&Stats::plain_calls);
         return region_->run(inputs);
       }
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs_[i].copied) copy_into(inputs_[i].static_buffer, inputs[i]);
   if (!graph_ && !capture(inputs)) {
-    stats_.plain_calls++;
-  count(&Stats::plain_calls);
+    note(&Stats::plain_calls);
     return region_->run(inputs);
   }
   graph_->replay();
-  stats_.replays++;
-  count(&Stats::replays);
+  note(&Stats::replays);
   // Fresh storages over the pool's memory; they keep the pool alive.
   std::vector<std::shared_ptr<StorageImpl>> storages;
   std::vector<Tensor> result;

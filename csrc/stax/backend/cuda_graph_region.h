@@ -50,7 +50,7 @@ class CudaGraphRegion {
   struct InputState {
     bool copied = false;
     std::weak_ptr<StorageImpl> storage;  // in place: the storage captured
-    const void* data = nullptr;
+    const void* data = nullptr;          // and the element address read
     Tensor static_buffer;                // copied: what the graph reads
   };
   struct OutputSpec {
@@ -62,6 +62,7 @@ class CudaGraphRegion {
     DType dtype = DType::Float32;
   };
   bool capture(const std::vector<Tensor>& inputs);
+  void note(int Stats::*field);  // this region's counter and the process total
   std::vector<Tensor> graph_inputs(const std::vector<Tensor>& inputs);
 
   mutable std::mutex mu_;
