@@ -216,7 +216,7 @@ bool to_operand(Tensor& t, const Tensor& other, DType dt, int dev, const char* o
       // In a CUDA graph capture an upload would read freed host memory at
       // replay: the value is written by memsets whose words the graph keeps.
       t = empty(Shape{}, dt, dev);
-      for (size_t w = 0; w < itemsize(dt) / 4; ++w) {
+      for (int64_t w = 0; w < itemsize(dt) / 4; ++w) {
         unsigned word = 0;
         std::memcpy(&word, static_cast<const char*>(host.data()) + 4 * w, 4);
         check(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(t.data()) + 4 * w, word, 1,
