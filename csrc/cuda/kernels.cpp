@@ -7,6 +7,7 @@
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
 #include "cuda/matmul.h"
+#include "cuda/nn_kernels.h"
 #include "cuda/nvrtc.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -260,6 +261,9 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
     return true;
   }
   if (matmul_kernel(op, inputs, attrs, out_meta, out)) return true;  // cuBLASLt, 16-bit dtypes included
+  if (conv_kernel(op, inputs, attrs, out_meta, out) || pool_kernel(op, inputs, attrs, out_meta, out) ||
+      batch_norm_kernel(op, inputs, attrs, out_meta, out))
+    return true;
   if (out_meta.size() != 1) return false;
   const TensorMeta& om = out_meta[0];
   const bool bit_copy = (name == "clone" || name == "copy_") &&
@@ -361,6 +365,8 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
     const std::string n = kernel_name("rowsum", dt, -1);
     v.emplace_back(n, rowsum_source(n, dt));
   }
+  for (auto& s : conv_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : pool_kernel_sources()) v.push_back(std::move(s));
   return v;
 }
 
