@@ -19,6 +19,9 @@ bool conv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool pool_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+// nll_loss and nll_loss_grad (cuda/loss.cpp).
+bool loss_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool batch_norm_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 
@@ -26,6 +29,7 @@ bool batch_norm_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const
 // tests compile them with NVRTC without a GPU (through all_kernel_sources).
 std::vector<std::pair<std::string, std::string>> conv_kernel_sources();
 std::vector<std::pair<std::string, std::string>> pool_kernel_sources();
+std::vector<std::pair<std::string, std::string>> loss_kernel_sources();
 
 // Shared by the files above: the C type of a float dtype, a 1-D launch grid.
 const char* float_ctype(DType d);
