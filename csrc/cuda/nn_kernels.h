@@ -22,6 +22,9 @@ bool pool_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
 // nll_loss and nll_loss_grad (cuda/loss.cpp).
 bool loss_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+// native_dropout (cuda/dropout.cpp): the CPU's Philox stream, drawn on the device.
+bool dropout_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool batch_norm_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 
@@ -30,6 +33,7 @@ bool batch_norm_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const
 std::vector<std::pair<std::string, std::string>> conv_kernel_sources();
 std::vector<std::pair<std::string, std::string>> pool_kernel_sources();
 std::vector<std::pair<std::string, std::string>> loss_kernel_sources();
+std::vector<std::pair<std::string, std::string>> dropout_kernel_sources();
 
 // Shared by the files above: the C type of a float dtype, a 1-D launch grid.
 const char* float_ctype(DType d);

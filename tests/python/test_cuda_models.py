@@ -130,3 +130,47 @@ def test_compiled_inference_is_native_and_matches_cpu(name):
         xc = x.to("cuda")
         _close(f(xc), want)
         _close(f(xc), want)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64])
+def test_dropout_on_cuda_draws_the_cpu_stream_and_is_reproducible(dtype):
+    x = tp.randn(1000, 37, dtype=dtype)
+    tp.manual_seed(7)
+    want = F.dropout(x, 0.3, True)
+    tp.manual_seed(7)
+    got = F.dropout(x.to("cuda"), 0.3, True)
+    assert got.device.type == "cuda"
+    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    again = F.dropout(x.to("cuda"), 0.3, True)  # the generator moved on: another mask
+    assert not np.array_equal(again.cpu().numpy(), got.cpu().numpy())
+
+
+@gpu
+def test_dropout_statistics_and_gradient_on_cuda():
+    n = 1 << 20
+    x = tp.ones(n).to("cuda").requires_grad_(True)
+    y = F.dropout(x, 0.25, True)
+    v = y.detach().cpu().numpy()
+    kept = v != 0
+    assert abs(kept.mean() - 0.75) < 0.005  # binomial sd ~4e-4
+    np.testing.assert_allclose(v[kept], 1 / 0.75, rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), v)
+
+
+@gpu
+def test_transformer_block_with_dropout_trains_on_cuda_like_cpu():
+    tp.manual_seed(0)
+    cpu = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.2, batch_first=True)
+    tp.manual_seed(0)
+    cu = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.2, batch_first=True)._apply(lambda t: t.to("cuda"))
+    x = tp.randn(2, 7, 32)
+    tp.manual_seed(3)
+    lc = _sq(cpu, x, None)
+    lc.backward()
+    tp.manual_seed(3)
+    lg = _sq(cu, x.to("cuda"), None)
+    _close(lg, lc)
+    lg.backward()
+    _grads_match(cpu, cu)
