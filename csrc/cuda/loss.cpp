@@ -77,12 +77,18 @@ std::string kname(const char* what, DType dt) { return str("tp_", what, "_", dty
 
 }  // namespace
 
-bool loss_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+bool loss_kernel(const OpDef& op, const std::vector<Tensor>& in0, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
   if (name != "nll_loss" && name != "nll_loss_grad") return false;
   const bool grad = name == "nll_loss_grad";
   // nll_loss: (x, target, weight); nll_loss_grad: (grad, x, target, weight).
+  std::vector<Tensor> in = in0;
+  // A compiled backward may pass the reduced loss's gradient as a number (a
+  // 0-d CPU tensor): it goes to the device like the eager binary operands.
+  if (grad && in[0].defined() && in[0].device().kind == Device::Kind::CPU && in[0].dim() == 0 &&
+      in[1].device().kind == Device::Kind::CUDA)
+    in[0] = to_device(Tensor::scalar_tensor(in[0].item(), in[1].dtype()), in[1].device().index);
   const Tensor& x = in[grad ? 1 : 0];
   const Tensor& target = in[grad ? 2 : 1];
   const Tensor& weight = in[grad ? 3 : 2];

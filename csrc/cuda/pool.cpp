@@ -205,6 +205,17 @@ bool pool_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
     out = {o, idx};
     return true;
   }
+  if (name == "adaptive_avg_pool2d") {
+    PoolParams q = plane_params(x.sizes(), out_meta[0].sizes);
+    Tensor o = empty(out_meta[0].sizes, dt, dev);
+    void* px = x.data();
+    void* po = o.data();
+    void* args[] = {&px, &po, &q};
+    const std::string k = kname("adaptive_avgpool", dt);
+    launch(dev, k, adaptive_source(k, dt), q.Ho * q.Wo > 0 ? o.numel() : 0, args);
+    out = {o};
+    return true;
+  }
   // The gradients: input 0 is the output's gradient, the result has attrs' "size".
   const Shape size = attr_shape(attrs, "size");
   Tensor gx = empty(size, dt, dev);
@@ -224,15 +235,6 @@ bool pool_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
     void* args[] = {&pg, &px, &p};
     const std::string k = kname("avgpool_grad", dt);
     launch(dev, k, avgpool_grad_source(k, dt), gx.numel(), args);
-  } else if (name == "adaptive_avg_pool2d") {
-    PoolParams q = plane_params(x.sizes(), out_meta[0].sizes);
-    Tensor o = empty(out_meta[0].sizes, dt, dev);
-    void* po = o.data();
-    void* args[] = {&pg, &po, &q};
-    const std::string k = kname("adaptive_avgpool", dt);
-    launch(dev, k, adaptive_source(k, dt), q.Ho * q.Wo > 0 ? o.numel() : 0, args);
-    out = {o};
-    return true;
   } else {  // adaptive_avg_pool2d_grad
     void* args[] = {&pg, &px, &p};
     const std::string k = kname("adaptive_avgpool_grad", dt);

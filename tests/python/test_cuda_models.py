@@ -174,3 +174,35 @@ def test_transformer_block_with_dropout_trains_on_cuda_like_cpu():
     _close(lg, lc)
     lg.backward()
     _grads_match(cpu, cu)
+
+
+nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
+
+
+@nvrtc
+@pytest.mark.parametrize("fn", [F.silu, lambda x: -x, lambda x: x.neg().exp()], ids=["silu", "neg", "neg_exp"])
+def test_generated_source_of_negation_compiles(fn):
+    # The CUDA prelude lacked tp_neg once the printers shared one call speller:
+    # silu (x / (1 + exp(-x))) failed to compile, so SwiGLU had no CUDA path.
+    g = tp._C._capture(fn, tp.randn(4, 33))
+    src = tp._C._stax_cuda_source(g)
+    for name, *_ in tp._C._stax_cuda_kernels(g):
+        assert tp.cuda._nvrtc_compile(src, name, 80)[:4] == b"\x7fELF"
+
+
+@gpu
+def test_zero_dim_cpu_tensor_is_a_number_for_generated_cuda_operators():
+    # pow's backward computes `e - 1` of a Python exponent on the CPU (a 0-d tensor).
+    x = tp.randn(5, 6)
+    e = tp.tensor(3.0) - 1
+    _close(tp.pow(x.to("cuda"), e), tp.pow(x, e))
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        tp.pow(x.to("cuda"), tp.ones(6))  # a CPU tensor with dims is not a number
+
+
+@gpu
+def test_int64_counter_update_on_cuda():
+    n = tp.tensor(4).to("cuda")
+    n += 1
+    n.add_(2)
+    assert n.cpu().item() == 7
