@@ -206,3 +206,15 @@ def test_int64_counter_update_on_cuda():
     n += 1
     n.add_(2)
     assert n.cpu().item() == 7
+
+
+@gpu
+def test_attention_heads_matmul_through_a_transpose_matches_cpu():
+    # [B, T, 3, h, d] projections read as [B, h, T, d]: no single batch stride,
+    # so the CUDA matmul compacts the operand and makes one batched call.
+    qkv = tp.randn(4, 9, 3, 6, 8)
+    q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
+    want = q @ k.transpose(-2, -1)
+    c = qkv.to("cuda")
+    qc, kc = c[:, :, 0].transpose(1, 2), c[:, :, 1].transpose(1, 2)
+    _close(qc @ kc.transpose(-2, -1), want)
