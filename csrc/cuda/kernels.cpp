@@ -9,6 +9,7 @@
 #include "cuda/driver.h"
 #include "cuda/stream.h"
 #include "cuda/matmul.h"
+#include "cuda/nn_kernels.h"
 #include "cuda/nvrtc.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -277,8 +278,21 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
     return true;
   }
   if (matmul_kernel(op, inputs, attrs, out_meta, out)) return true;  // cuBLASLt, 16-bit dtypes included
+  if (conv_kernel(op, inputs, attrs, out_meta, out) || pool_kernel(op, inputs, attrs, out_meta, out) ||
+      batch_norm_kernel(op, inputs, attrs, out_meta, out) || loss_kernel(op, inputs, attrs, out_meta, out) ||
+      dropout_kernel(op, inputs, attrs, out_meta, out))
+    return true;
   if (out_meta.size() != 1) return false;
   const TensorMeta& om = out_meta[0];
+  // Same-layout device copies of any dtype move bytes (an int64 counter's
+  // `num_batches_tracked += 1` in batch_norm training ends in one).
+  if (name == "copy_" && inputs[1].device().kind == Device::Kind::CUDA &&
+      inputs[1].device().index == inputs[0].device().index && inputs[0].dtype() == inputs[1].dtype() &&
+      inputs[0].sizes() == inputs[1].sizes() && inputs[0].is_contiguous() && inputs[1].is_contiguous()) {
+    copy_device_to_device(inputs[0], inputs[1]);
+    out = {inputs[0]};
+    return true;
+  }
   const bool bit_copy = (name == "clone" || name == "copy_") &&
                         (om.dtype == DType::Float16 || om.dtype == DType::BFloat16);
   if (!is_float(om.dtype) && !bit_copy) return false;
@@ -378,6 +392,10 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
     const std::string n = kernel_name("rowsum", dt, -1);
     v.emplace_back(n, rowsum_source(n, dt));
   }
+  for (auto& s : conv_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : pool_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : loss_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : dropout_kernel_sources()) v.push_back(std::move(s));
   return v;
 }
 

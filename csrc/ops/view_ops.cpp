@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ops/derivative_util.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
@@ -194,16 +195,39 @@ std::vector<Tensor> expand_backward(const BackwardArgs& a) {
   return {ops::sum_to(g, a.inputs[0].sizes())};
 }
 
+// A device gradient (CUDA) cannot take the CPU zeros below (the C++
+// factories build on the host): its zeros come from where(true, 0, g viewed
+// at one element, broadcast), computed on g's device, and the gradient goes
+// in through slice_scatter (a strided copy_ into a device view is not a kernel).
+bool on_device(const Tensor& g) { return g.device().kind != Device::Kind::CPU && g.numel() > 0; }
+
+Tensor device_zeros(const Tensor& g, const Shape& sizes) {
+  Tensor one = g.as_strided(sizes, Shape(sizes.size(), 0), g.offset());
+  return ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), one);
+}
+
+Tensor device_slice_grad(const Tensor& g, const Shape& sizes, int64_t dim, std::optional<int64_t> start,
+                         std::optional<int64_t> end, int64_t step) {
+  static const OpDef& op = get_op("slice_scatter");
+  Attrs attrs = {{"dim", dim}, {"step", step}};
+  attrs.set("start", start ? AttrValue(*start) : AttrValue(std::monostate{}));
+  attrs.set("end", end ? AttrValue(*end) : AttrValue(std::monostate{}));
+  return call_op1(op, {device_zeros(g, sizes), g}, attrs);
+}
+
 // slice/select: scatter the gradient into zeros of the input's shape.
 std::vector<Tensor> slice_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  Tensor z = ops::zeros(a.inputs[0].sizes(), g.dtype());
   const AttrValue* s = a.attrs.find("start");
   const AttrValue* e = a.attrs.find("end");
   std::optional<int64_t> start, end;
   if (s && std::holds_alternative<int64_t>(*s)) start = std::get<int64_t>(*s);
   if (e && std::holds_alternative<int64_t>(*e)) end = std::get<int64_t>(*e);
+  if (on_device(g))
+    return {device_slice_grad(g, a.inputs[0].sizes(), a.attrs.get<int64_t>("dim"), start, end,
+                              a.attrs.get_or<int64_t>("step", 1))};
+  Tensor z = ops::zeros(a.inputs[0].sizes(), g.dtype());
   Tensor part = ops::slice(z, a.attrs.get<int64_t>("dim"), start, end, a.attrs.get_or<int64_t>("step", 1));
   ops::copy_(part, g);
   return {z};
@@ -212,6 +236,13 @@ std::vector<Tensor> slice_backward(const BackwardArgs& a) {
 std::vector<Tensor> select_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  if (on_device(g)) {
+    const Shape& sizes = a.inputs[0].sizes();
+    int64_t dim = a.attrs.get<int64_t>("dim"), index = a.attrs.get<int64_t>("index");
+    if (dim < 0) dim += static_cast<int64_t>(sizes.size());
+    if (index < 0) index += sizes[static_cast<size_t>(dim)];
+    return {device_slice_grad(ops::unsqueeze(g, dim), sizes, dim, index, index + 1, 1)};
+  }
   Tensor z = ops::zeros(a.inputs[0].sizes(), g.dtype());
   Tensor part = ops::select(z, a.attrs.get<int64_t>("dim"), a.attrs.get<int64_t>("index"));
   ops::copy_(part, g);

@@ -43,7 +43,9 @@ bool generated_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attr
       continue;
     }
     if (t.device().kind != Device::Kind::CUDA) {
-      if (!t.is_wrapped_number()) return false;  // a CPU tensor operand: not a number
+      // A 0-d CPU tensor is a number, as in PyTorch (a backward formula's
+      // `e - 1` of a Python exponent is one); a larger CPU operand is refused.
+      if (t.dim() != 0) return false;
       key += "num " + std::string(dtype_name(t.dtype())) + " " + attr_repr(t.item());
       continue;
     }

@@ -292,6 +292,9 @@ def run(report: Report, step, quick: bool) -> None:
     step("gpu.kernels", lambda: kernels(report, torch, ceiling, quick))
     if not quick:
         step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
+    if torch is not None:
+        from .gpu_models import models
+        step("gpu.models", lambda: models(report, torch, quick))
     step("gpu.host_overhead", lambda: host_overhead(report, torch, quick))
     step("gpu.graph_overhead", lambda: graph_overhead(report, torch, quick))
     step("gpu.cold_compile", lambda: cold_compile(report, quick))

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "stax/codegen/c_syntax.h"
+#include "stax/codegen/cuda/split_reduction.h"
 #include "stax/ir/call_op.h"
 #include "stax/ir/expr_visitor.h"
 #include "stax/scheduler/schedule.h"
@@ -51,6 +52,7 @@ template <class T> TP_D T tp_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> TP_D T tp_min(T a, T b) { return (a != a || a < b) ? a : b; }
 TP_D bool tp_max(bool a, bool b) { return a || b; }
 TP_D bool tp_min(bool a, bool b) { return a && b; }
+template <class T> TP_D T tp_neg(T a) { return -a; }
 template <class T> TP_D T tp_relu(T a) { return a > T(0) ? a : (a != a ? a : T(0)); }
 template <class T> TP_D T tp_abs(T a) { return a < T(0) ? -a : (a == T(0) ? T(0) : a); }
 TP_D float tp_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
@@ -612,6 +614,18 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       launch.block_x = k.outer_extent == 1 ? 1024 : pow2_at_least(max_items, 32, 512);
       launch.work = k.outer_extent;
     }
+    // One row whose first nest is its only reduction: split over blocks (split_reduction.h).
+    int split = 0;
+    if (launch.form == CudaForm::Row && k.outer_extent == 1 && p.nodes[k.nests[0].node].is_reduction()) {
+      int reductions = 0;
+      for (const LoopNest& n : k.nests) reductions += p.nodes[n.node].is_reduction() ? 1 : 0;
+      NestItems it = nest_items(k.nests[0]);
+      if (reductions == 1) split = split_reduction_blocks(it.vec_items() + it.tail_items());
+      if (split) {
+        launch.block_x = kSplitThreads;
+        launch.work = split;
+      }
+    }
     KernelWriter kw(p, k, os);
     // A row whose nests share one vectorized inner dim keeps its read-only
     // inputs in registers (one read from memory per row, whatever the number
@@ -628,6 +642,10 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     }
     os << "\n// " << k.name << ": " << k.origin << "\n// outer space " << shape_str(k.outer_ranges) << ", "
        << (column ? "column" : flat ? "flat" : "row") << " form\n";
+    if (split) {
+      const ComputeNode& rn = p.nodes[k.nests[0].node];
+      os << split_reduction_globals(k.name, ctype(acc_dtype(rn.reduce, rn.body->dtype)), split);
+    }
     os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
     for (size_t i = 0; i < u.slot_buffer.size(); ++i) {
       const Buffer& b = p.buffers[u.slot_buffer[i]];
@@ -694,8 +712,9 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
         DType d = static_cast<DType>(t);
         os << "  __shared__ " << ctype(d) << " tp_sh_" << ctype(d) << "[32];\n";
       }
-      os << "  for (" << ix << " " << o << " = blockIdx.x; " << o << " < " << k.outer_extent << "; " << o
-         << " += gridDim.x) {\n";
+      // Split: every block walks the single row (its reduction items are shared out below).
+      os << "  for (" << ix << " " << o << " = " << (split ? "0" : "blockIdx.x") << "; " << o << " < " << k.outer_extent
+         << "; " << o << (split ? "++" : " += gridDim.x") << ") {\n";
       if (cached) kw.emit_cache_loads(nest_items(k.nests[0]), launch.block_x, "    ");
       for (size_t ni = 0; ni < k.nests.size(); ++ni) {
         const LoopNest& n = k.nests[ni];
@@ -721,7 +740,10 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
             continue;
           }
           if (vec) os << "    #pragma unroll 4\n";
-          os << "    for (" << ix << " tp_g = threadIdx.x; tp_g < " << per << "; tp_g += blockDim.x) {\n";
+          const bool grid = split && red;  // the split reduction: a grid-stride loop over its items
+          os << "    for (" << ix << " tp_g = " << (grid ? "(" + ix + ")blockIdx.x * blockDim.x + threadIdx.x" : "threadIdx.x")
+             << "; tp_g < " << per << "; tp_g += " << (grid ? "(" + ix + ")gridDim.x * blockDim.x" : "blockDim.x")
+             << ") {\n";
           kw.decode(n, it, "tp_g", vec, "      ");
           kw.item(n, it, vec, acc, "      ");
           os << "    }\n";
@@ -730,6 +752,9 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
           const std::string r = "red" + std::to_string(n.node);
           os << "    " << acc << " = tp_block_reduce(" << acc << ", " << functor(node.reduce) << ", tp_sh_" << ctype(at)
              << ");\n";
+          if (split)
+            os << split_reduction_combine(k.name, acc, ctype(at), reduce_init(node.reduce, at), functor(node.reduce),
+                                          std::string("tp_sh_") + ctype(at), "    ");
           os << "    const " << ctype(dt) << " " << r << " = (" << ctype(dt) << ")" << acc << ";\n";
           kw.locals()[node.out_buffer] = r;
           if (n.store_to_memory) {

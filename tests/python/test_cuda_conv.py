@@ -1,0 +1,216 @@
+"""CNN operators on CUDA (issue 12 item 3): conv2d (im2col + cuBLASLt) and its
+input/weight gradients, max / average / adaptive pooling and their gradients,
+batch_norm (training and evaluation), nll_loss / cross_entropy and its
+gradient, each against the CPU kernels on the same values; the same
+operators inside tp.compile; and an operator without a CUDA path is named.
+Without a GPU only the NVRTC compilation of the kernel sources runs."""
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+
+gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
+nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
+
+TOL = {tp.float32: dict(rtol=2e-4, atol=2e-4), tp.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+def _close(got, want, dtype=tp.float32):
+    assert got.device.type == "cuda"
+    assert tuple(got.shape) == tuple(want.shape) and got.dtype == want.dtype
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), **TOL[dtype])
+
+
+def _leaf(t):
+    return t.detach().to("cuda").requires_grad_(True)
+
+
+@nvrtc
+def test_cnn_kernel_sources_compile_for_sm80_and_sm90():
+    names = dict(tp.cuda._kernel_sources())
+    for k in ("im2col", "col2im", "maxpool", "maxpool_grad", "avgpool_grad", "adaptive_avgpool",
+              "adaptive_avgpool_grad", "nll_reduce", "nll_none", "nll_grad"):
+        for dt in ("float32", "float64"):
+            name = f"tp_{k}_{dt}"
+            assert name in names
+            for arch in (80, 90):
+                assert tp.cuda._nvrtc_compile(names[name], name, arch)[:4] == b"\x7fELF"
+
+
+CONV = [  # (input shape, weight shape, kwargs)
+    ((2, 3, 9, 10), (4, 3, 3, 3), dict(padding=1)),
+    ((2, 4, 11, 9), (6, 2, 3, 2), dict(stride=(2, 1), padding=(1, 0), groups=2)),
+    ((1, 3, 12, 12), (5, 3, 3, 3), dict(dilation=2, padding=2, stride=2)),
+    ((3, 8, 5, 5), (8, 1, 3, 3), dict(padding=1, groups=8)),  # depthwise
+    ((2, 6, 7, 7), (4, 6, 1, 1), dict()),  # pointwise: the input is its own unfolded matrix
+    ((3, 7, 8), (2, 3, 2, 2), dict(stride=2)),  # unbatched
+]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64])
+@pytest.mark.parametrize("case", range(len(CONV)), ids=[str(c[1]) for c in CONV])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d_and_both_gradients_match_cpu(case, bias, dtype):
+    xs, ws, kw = CONV[case]
+    x = tp.randn(*xs, dtype=dtype, requires_grad=True)
+    w = tp.randn(*ws, dtype=dtype, requires_grad=True)
+    b = tp.randn(ws[0], dtype=dtype, requires_grad=True) if bias else None
+    y = F.conv2d(x, w, b, **kw)
+    g = tp.randn(*y.shape, dtype=dtype)
+    y.backward(g)
+    xc, wc = _leaf(x), _leaf(w)
+    bc = _leaf(b) if bias else None
+    yc = F.conv2d(xc, wc, bc, **kw)
+    _close(yc, y.detach(), dtype)
+    yc.backward(g.to("cuda"))
+    _close(xc.grad, x.grad, dtype)
+    _close(wc.grad, w.grad, dtype)
+    if bias:
+        _close(bc.grad, b.grad, dtype)
+
+
+@gpu
+def test_conv2d_reads_a_non_contiguous_input():
+    x = tp.randn(2, 9, 9, 3).permute(0, 3, 1, 2)
+    w = tp.randn(4, 3, 3, 3)
+    _close(F.conv2d(x.to("cuda"), w.to("cuda"), padding=1), F.conv2d(x, w, padding=1))
+
+
+POOL = [((2, 3, 9, 11), dict(kernel_size=3, stride=2, padding=1)),
+        ((1, 2, 8, 8), dict(kernel_size=2)),
+        ((2, 7, 10), dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 1), ceil_mode=True))]
+
+
+@gpu
+@pytest.mark.parametrize("case", range(len(POOL)))
+def test_max_pool_values_indices_and_gradient(case):
+    shape, kw = POOL[case]
+    x = tp.randn(*shape, requires_grad=True)
+    y, idx = F.max_pool2d(x, return_indices=True, **kw)
+    g = tp.randn(*y.shape)
+    y.backward(g)
+    xc = _leaf(x)
+    yc, ic = F.max_pool2d(xc, return_indices=True, **kw)
+    _close(yc, y.detach())
+    assert ic.dtype == tp.int64 and np.array_equal(ic.cpu().numpy(), idx.numpy())
+    yc.backward(g.to("cuda"))
+    _close(xc.grad, x.grad)
+
+
+@gpu
+def test_max_pool_overlapping_windows_and_dilation():
+    x = tp.randn(2, 2, 9, 9, requires_grad=True)
+    kw = dict(kernel_size=3, stride=1, dilation=2)
+    y = F.max_pool2d(x, **kw)
+    y.sum().backward()
+    xc = _leaf(x)
+    yc = F.max_pool2d(xc, **kw)
+    yc.sum().backward()
+    _close(yc, y.detach())
+    _close(xc.grad, x.grad)
+
+
+@gpu
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+                                dict(kernel_size=2, ceil_mode=True, stride=2),
+                                dict(kernel_size=3, divisor_override=5, padding=1)])
+def test_avg_pool_and_gradient(kw):
+    x = tp.randn(2, 3, 9, 7, requires_grad=True)
+    y = F.avg_pool2d(x, **kw)
+    g = tp.randn(*y.shape)
+    y.backward(g)
+    xc = _leaf(x)
+    yc = F.avg_pool2d(xc, **kw)
+    _close(yc, y.detach())
+    yc.backward(g.to("cuda"))
+    _close(xc.grad, x.grad)
+
+
+@gpu
+@pytest.mark.parametrize("out", [1, (3, 2), (4, 5), 7])
+def test_adaptive_avg_pool_and_gradient(out):
+    x = tp.randn(2, 3, 10, 9, requires_grad=True)
+    y = F.adaptive_avg_pool2d(x, out)
+    g = tp.randn(*y.shape)
+    y.backward(g)
+    xc = _leaf(x)
+    yc = F.adaptive_avg_pool2d(xc, out)
+    _close(yc, y.detach())
+    yc.backward(g.to("cuda"))
+    _close(xc.grad, x.grad)
+
+
+@gpu
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_output_running_stats_and_gradients(training):
+    x = tp.randn(4, 3, 5, 6, requires_grad=True) * 2 + 1
+    x = x.detach().requires_grad_(True)
+    w = tp.randn(3, requires_grad=True)
+    b = tp.randn(3, requires_grad=True)
+    rm, rv = tp.randn(3), tp.rand(3) + 0.5
+    rmc, rvc = rm.to("cuda"), rv.to("cuda")
+    y = F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.2, eps=1e-4)
+    g = tp.randn(*y.shape)
+    y.backward(g)
+    xc, wc, bc = _leaf(x), _leaf(w), _leaf(b)
+    yc = F.batch_norm(xc, rmc, rvc, wc, bc, training=training, momentum=0.2, eps=1e-4)
+    _close(yc, y.detach())
+    _close(rmc, rm)
+    _close(rvc, rv)
+    yc.backward(g.to("cuda"))
+    for got, want in ((xc.grad, x.grad), (wc.grad, w.grad), (bc.grad, b.grad)):
+        _close(got, want)
+
+
+@gpu
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_and_nll_gradient(reduction, weighted):
+    x = tp.randn(6, 5, requires_grad=True)
+    t = tp.tensor([0, 4, 2, -100, 1, 2])
+    wt = tp.rand(5) + 0.5 if weighted else None
+    y = F.cross_entropy(x, t, weight=wt, reduction=reduction)
+    g = tp.randn(*y.shape) if y.dim() else tp.tensor(0.7)
+    y.backward(g)
+    xc = _leaf(x)
+    yc = F.cross_entropy(xc, t.to("cuda"), weight=wt.to("cuda") if weighted else None, reduction=reduction)
+    _close(yc, y.detach())
+    yc.backward(g.to("cuda"))
+    _close(xc.grad, x.grad)
+
+
+@gpu
+def test_nll_loss_with_spatial_dims():
+    x = tp.randn(2, 4, 3, 5).log_softmax(1)
+    t = tp.randint(0, 4, (2, 3, 5))
+    _close(F.nll_loss(x.to("cuda"), t.to("cuda")), F.nll_loss(x, t))
+
+
+def _cnn(x, w1, b1, w2, rm, rv, g, bb):
+    y = F.conv2d(x, w1, b1, padding=1)
+    y = F.batch_norm(y, rm, rv, g, bb, training=False)
+    y = F.max_pool2d(F.relu(y), 2)
+    y = F.conv2d(y, w2, stride=2, padding=1, groups=2)
+    return F.adaptive_avg_pool2d(F.relu(y), 1).flatten(1)
+
+
+@gpu
+def test_cnn_under_tp_compile_matches_eager():
+    args = [tp.randn(2, 3, 16, 16), tp.randn(8, 3, 3, 3), tp.randn(8), tp.randn(6, 4, 3, 3),
+            tp.randn(8), tp.rand(8) + 0.5, tp.randn(8), tp.randn(8)]
+    f = tp.compile(_cnn, strict_native=True)
+    cu = [a.to("cuda") for a in args]
+    want = _cnn(*args)
+    _close(f(*cu), want)
+    _close(f(*cu), want)
+
+
+@gpu
+def test_operator_without_cuda_kernel_names_operator_and_device():
+    x = tp.ones(1, 1, 4, 4, dtype=tp.int64).to("cuda")
+    w = tp.ones(1, 1, 2, 2, dtype=tp.int64).to("cuda")
+    with pytest.raises(NotImplementedError, match=r"conv2d.*cuda"):
+        F.conv2d(x, w)
