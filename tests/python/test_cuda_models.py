@@ -135,7 +135,7 @@ def test_compiled_training_step_gradients_match_cpu(name):
     # In a child process: a crash there is this test's failure, not the suite's end.
     import subprocess
     import sys
-    p = subprocess.run([sys.executable, __file__, "compiled_step", name], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-X", "faulthandler", __file__, "compiled_step", name], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, f"exit {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
 
