@@ -1,5 +1,6 @@
 #include "aot/joint_graph.h"
 
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -7,6 +8,8 @@
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "graph/interpreter.h"
+#include "graph/sym_shape_rules.h"
 #include "passes/passes.h"
 
 namespace tp::aot {
@@ -44,6 +47,16 @@ void accumulate(Tensor& slot, const Tensor& g) {
 
 JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs,
                        const std::vector<bool>& needs_grad) {
+  JointGraph j = trace_joint_raw(fw, inputs, needs_grad);
+  passes::PassOptions po;
+  po.decompose = false;
+  passes::run_default_passes(*j.graph, po);
+  return j;
+}
+
+JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& inputs,
+                           const std::vector<bool>& needs_grad, const std::vector<Tensor>* tangents,
+                           std::vector<graph::ShapeGuard>* guards, const std::unordered_map<int, int64_t>* at) {
   JointGraph j;
   j.num_primals = static_cast<int>(inputs.size());
   auto req = requires_grad(fw, needs_grad);
@@ -62,9 +75,33 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
     bool d = n && req[n] && is_floating(n->meta.dtype);
     j.differentiable.push_back(d);
     if (d) {
-      examples.push_back(ops::ones(n->meta.sizes, n->meta.dtype));
+      const size_t k = examples.size() - inputs.size();
+      examples.push_back(tangents ? tangents->at(k) : ops::ones(n->meta.sizes, n->meta.dtype));
       names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
     }
+  }
+  // A symbolic trace: the forward's symbols on the same dims (duck sizing gives
+  // a tangent's dim the primal's symbol of that example size and range).
+  graph::DynamicSpec spec;
+  if (guards) {
+    auto dims_of = [&](const graph::SymShape& s) {
+      std::vector<graph::DimSpec> d;
+      for (const graph::SymDim& e : s) {
+        graph::DimSpec ds;
+        if (e.is_size()) {
+          const graph::SymbolInfo& si = fw.symbols.at(static_cast<size_t>(e.size_index()));
+          ds = {true, si.min, si.max};
+        }
+        d.push_back(ds);
+      }
+      return d;
+    };
+    spec.resize(inputs.size());
+    for (Node* p : fw.placeholders())
+      if (p->input_index >= 0 && static_cast<size_t>(p->input_index) < inputs.size())
+        spec[static_cast<size_t>(p->input_index)] = dims_of(p->sym_sizes);
+    for (size_t o = 0; o < out_node->args.size(); ++o)
+      if (j.differentiable[o]) spec.push_back(dims_of(graph::sym_shape_of(*std::get<Node*>(out_node->args[o]))));
   }
   std::vector<int> grad_slot(inputs.size(), -1);  // primal -> position among the traced grads
 
@@ -93,7 +130,21 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
               }
               std::vector<Tensor> args;
               for (auto& a : n->args) args.push_back(value(a));
-              std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
+              // Size attributes the forward computes per call: at other sizes,
+              // their values there; in a symbolic trace, the same expressions
+              // (the user's call of the operator, as at capture; the joint
+              // trace numbers the symbols as the forward does, checked after).
+              std::optional<graph::UserCallScope> scope;
+              if (guards && !n->sym_attrs.empty()) {
+                graph::UserCall uc;
+                uc.op = n->target;
+                uc.sym_attrs = n->sym_attrs;
+                scope.emplace(std::move(uc));
+              }
+              std::vector<Tensor> outs = call_op(*n->target, args,
+                                                 at && !n->sym_attrs.empty() ? graph::evaluate_sym_attrs(*n, *at)
+                                                                             : n->attrs);
+              scope.reset();
               env[n] = outs.at(0);
               if (!n->output_metas.empty()) multi[n] = std::move(outs);
             }
@@ -160,15 +211,13 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
         }
         return results;
       },
-      examples, names, /*execute=*/true, /*lift_free_tensors=*/false);
+      examples, names, /*execute=*/true, /*lift_free_tensors=*/false, guards ? &spec : nullptr);
   // A forward output's final value may have been functionalized into extra
   // outputs (never for graphs that are already functional: nothing is mutated).
   TP_CHECK(tr.mutated_inputs.empty(), Error, "AOT: the joint graph wrote into its inputs");
   j.graph = std::move(tr.graph);
   j.grad_output = grad_slot;
-  passes::PassOptions po;
-  po.decompose = false;
-  passes::run_default_passes(*j.graph, po);
+  if (guards) *guards = std::move(tr.shape_guards);
   return j;
 }
 

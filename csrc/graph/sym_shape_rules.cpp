@@ -563,6 +563,11 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
   if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
+  if (name_is(n, {"nll_loss_grad"})) {  // (grad, self, target, weight) -> self's shape
+    if (n.args.size() < 2) return false;
+    n.sym_sizes = arg_shape(n, 1);
+    return true;
+  }
   if (name_is(n, {"conv2d", "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                   "native_batch_norm"}))
     return rule_batch_passthrough(c);
