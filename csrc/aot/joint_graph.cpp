@@ -1,5 +1,6 @@
 #include "aot/joint_graph.h"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -8,6 +9,8 @@
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "ops/reduction_args.h"
+#include "ops/reduction_grad.h"
 #include "graph/interpreter.h"
 #include "graph/sym_shape_rules.h"
 #include "passes/passes.h"
@@ -36,6 +39,20 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
     req[n] = r;
   }
   return req;
+}
+
+// mean's derivative with the element count as a value of the graph: the
+// formula's own 1/N is a number (computed from the example's sizes), which a
+// symbolic joint graph cannot carry. N is a sum of ones over the reduced dims
+// of a tensor broadcast to x's sizes (exact: summed in float64), so the graph
+// computes it at every call.
+Tensor symbolic_mean_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
+  const std::vector<bool> mask = reduce::mask_of("mean", x.dim(), attrs);
+  Tensor gk = ops::as_keepdim(g, x, mask, reduce::keepdim_of(attrs));
+  Tensor ones = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes());
+  Tensor count = ops::sum(ones, reduce::dims_of(mask), true);
+  Tensor r = ops::div(gk, ops::to_dtype(count, gk.dtype()));
+  return ops::to_dtype(ops::expand(r, x.sizes()), x.dtype());
 }
 
 void accumulate(Tensor& slot, const Tensor& g) {
@@ -193,14 +210,61 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
             const Node* an = std::holds_alternative<Node*>(a) ? std::get<Node*>(a) : nullptr;
             needs.push_back(an && req[an]);
           }
+          // Symbolic sizes (and the trace at other sizes that checks them): the
+          // formulas read sizes as ints; the operands' and results' symbolic
+          // shapes are offered to every node the formula records, whose size
+          // attribute they match at the hints (trace_joint_symbolic checks
+          // that the match held at other sizes too).
+          const bool sym = guards || at;
+          std::optional<graph::UserCallScope> scope;
+          if (guards) {
+            graph::UserCall uc;
+            uc.consumed = true;  // a shape no node took is no specialization
+            // A shape whose example sizes equal a static operand's (x of [s0*s1, 16]
+            // against a [16, 16] weight at s0*s1 = 16) could be matched to the
+            // wrong attribute: not offered (the nodes then specialize, soundly).
+            std::vector<Shape> static_shapes;
+            for (const auto* v : {&ins, &outs})
+              for (const Tensor& t : *v) {
+                if (!t.defined()) continue;
+                graph::SymShape ss = graph::sym_sizes_of(t);
+                bool any = false;
+                for (auto& d : ss) any |= !d.is_const();
+                if (!any) static_shapes.push_back(t.sizes());
+              }
+            auto offer = [&](const std::string& name, const Tensor& t) {
+              graph::SymShape ss = t.defined() ? graph::sym_sizes_of(t) : graph::SymShape{};
+              bool any = false;
+              for (auto& d : ss) any |= !d.is_const();
+              if (!any || std::find(static_shapes.begin(), static_shapes.end(), t.sizes()) != static_shapes.end()) return;
+              uc.sym_attrs[name] = ss;
+            };
+            for (size_t i = 0; i < ins.size(); ++i) offer("input" + std::to_string(i), ins[i]);
+            for (size_t i = 0; i < outs.size(); ++i) offer("result" + std::to_string(i), outs[i]);
+            // The forward node's own int attributes (slice bounds, dims) are
+            // constants of the graph: a formula that passes them on (slice's
+            // slice_scatter) passes literals, not sizes.
+            for (auto& [name, v] : n->attrs.items()) {
+              if (n->sym_attrs.count(name)) continue;
+              if (auto* i = std::get_if<int64_t>(&v)) uc.literals.push_back(*i);
+              if (auto* l = std::get_if<std::vector<int64_t>>(&v)) uc.literals.insert(uc.literals.end(), l->begin(), l->end());
+            }
+            scope.emplace(std::move(uc));
+          }
           BackwardArgs ba{ins, outs, gout, n->attrs, needs};
-          std::vector<Tensor> gin = n->target->backward(ba);
+          std::vector<Tensor> gin;
+          if (sym && n->target->name == std::string("mean") && ins.size() == 1 && gout.at(0).defined() &&
+              needs[0])
+            gin = {symbolic_mean_grad(gout[0], ins[0], n->attrs)};
+          else
+            gin = n->target->backward(ba);
           for (size_t i = 0; i < gin.size() && i < ins.size(); ++i) {
             if (!needs[i] || !gin[i].defined()) continue;
             // As the eager engine does: broadcasting and promotion undone.
             Tensor g = autograd::fit_grad(gin[i], ins[i].sizes(), ins[i].dtype(), n->target->name);
             accumulate(grads[std::get<Node*>(n->args[i])], g);
           }
+          scope.reset();
         }
         for (Node* p : fw.placeholders()) {
           size_t k = static_cast<size_t>(p->input_index);

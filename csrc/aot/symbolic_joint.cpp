@@ -133,21 +133,35 @@ std::unique_ptr<JointGraph> trace_joint_symbolic(const graph::Graph& fw, const s
       if (!(stax::ir::substitute(js[d], to_fw) == f->sym_sizes[d]))
         return fail(str("the joint trace specialized ", p->name, ".size(", d, ") (a derivative formula fixed it)"));
   }
-  // Other sizes: each symbol moved off its hint, to values that stay distinct.
+  // Other sizes: each symbol moved off its hint, to values that stay distinct
+  // and satisfy the capture's guards (a reshape's divisibility): the hints
+  // scaled by 2, 3, ..., else shifted.
   std::unordered_map<int, int64_t> other;
-  std::unordered_set<int64_t> used;
-  for (auto& s : jg.symbols) used.insert(s.hint);
-  for (size_t k = 0; k < jg.symbols.size(); ++k) {
-    const graph::SymbolInfo& s = jg.symbols[k];
-    int64_t v = s.hint + 3 + static_cast<int64_t>(k);
-    while (used.count(v)) ++v;
-    if (v > s.max) {
-      v = s.hint - 1;
-      while (v >= s.min && used.count(v)) --v;
-      if (v < s.min) return fail(str("no other size in the range of ", s.origin));
+  auto admissible = [&](const std::unordered_map<int, int64_t>& v) {
+    std::unordered_set<int64_t> seen;
+    for (size_t k = 0; k < jg.symbols.size(); ++k) {
+      const int64_t x = v.at(stax::ir::size_var_id(static_cast<int>(k)));
+      const graph::SymbolInfo& s = jg.symbols[k];
+      if (x == s.hint || x < s.min || x > s.max || !seen.insert(x).second) return false;
     }
-    used.insert(v);
-    other[stax::ir::size_var_id(static_cast<int>(k))] = v;
+    for (auto& g : jguards)
+      if (!g.holds(v)) return false;
+    return true;
+  };
+  bool found = false;
+  for (int64_t m = 2; m <= 8 && !found; ++m) {
+    for (int shift = 0; shift <= 1 && !found; ++shift) {
+      other.clear();
+      for (size_t k = 0; k < jg.symbols.size(); ++k)
+        other[stax::ir::size_var_id(static_cast<int>(k))] =
+            shift ? jg.symbols[k].hint + m + 1 + static_cast<int64_t>(k) : jg.symbols[k].hint * m;
+      found = admissible(other);
+    }
+  }
+  if (!found) {
+    std::string gs;
+    for (auto& g : jguards) gs += "; " + g.describe(jg.symbols);
+    return fail("no other sizes satisfy the capture's shape guards" + gs);
   }
   std::vector<Tensor> in2, tan2;
   for (Node* p : jg.placeholders()) {
