@@ -156,6 +156,9 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
                 graph::UserCall uc;
                 uc.op = n->target;
                 uc.sym_attrs = n->sym_attrs;
+                // Not taken by the node (an expand's -1 the rule reads from the
+                // input): no specialization; the check at other sizes stands.
+                uc.consumed = true;
                 scope.emplace(std::move(uc));
               }
               std::vector<Tensor> outs = call_op(*n->target, args,

@@ -482,12 +482,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // Capture: run the user's function on the real inputs (run-time proxies),
   // with Python scalars substituted back in place. Free tensors become extra inputs.
   // A call that needs gradients through the AOT layer is captured symbolically
-  // too (its joint graph is then traced with the same symbols, below), except
-  // under an activation memory budget (binomial checkpointing plans on sizes)
-  // and for callable backends (they take no symbolic graph).
+  // too (its joint graph is then traced with the same symbols, below); not for
+  // callable backends (they take no symbolic graph).
   const Backend* backend = options_.custom_backend ? nullptr : lookup_backend(options_.backend);
-  const bool budget = options_.options.count("activation_memory_budget") != 0;
-  if (dynamic && GradMode::is_enabled() && (!backend || (backend->behind_aot && budget)))
+  if (dynamic && GradMode::is_enabled() && !backend)
     for (auto& t : tensors)
       if (t.requires_grad()) dynamic = nullptr;
   graph::TraceResult tr = graph::trace(
@@ -614,6 +612,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       return false;
     }();
     bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
+    // An activation memory budget plans checkpointing on byte sizes: static.
+    if (!grad_reason.empty() && backend && backend->behind_aot &&
+        options_.options.count("activation_memory_budget"))
+      keep = false;
     if (keep && !grad_reason.empty() && backend && backend->behind_aot) {
       // Training: the joint graph with the same symbols, partitioned once for
       // every size. A derivative formula that baked in a size (or any other
