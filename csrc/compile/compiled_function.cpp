@@ -616,6 +616,11 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     if (!grad_reason.empty() && backend && backend->behind_aot &&
         options_.options.count("activation_memory_budget"))
       keep = false;
+    // The CUDA printer takes no size variables: a symbolic training region there
+    // would run interpreted (forward and backward), a static one is generated.
+    if (!grad_reason.empty() && backend && backend->behind_aot)
+      for (auto& t : all)
+        if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
     if (keep && !grad_reason.empty() && backend && backend->behind_aot) {
       // Training: the joint graph with the same symbols, partitioned once for
       // every size. A derivative formula that baked in a size (or any other

@@ -294,3 +294,16 @@ def test_activation_memory_budget_keeps_training_static():
     for n in [4, 6]:
         check_step(cf, f, [w], (tp.randn(n, 8),))
     assert cf.num_specializations == 2
+
+
+def test_transposed_product_of_inputs_with_a_symbolic_inner_dim():
+    # A linear layer's weight gradient is (x.t() @ g).t(); the graph pass that
+    # rewrites it as g.t() @ x made nodes without symbolic sizes, and Stax then
+    # generated the transposing copy at the example sizes (NaN / wrong values at
+    # every other size, in inference too).
+    f = lambda a, b: (a.t() @ b).t()  # noqa: E731
+    cf = tp.compile(f, dynamic=True, strict_native=True)
+    for n in [32, 17, 40, 2, 257]:
+        a, b = tp.randn(n, 16), tp.randn(n, 4)
+        close(cf(a, b), f(a, b))
+    assert cf.num_specializations == 1
