@@ -621,6 +621,12 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     if (!grad_reason.empty() && backend && backend->behind_aot)
       for (auto& t : all)
         if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
+    if (!grad_reason.empty() && backend && backend->behind_aot && symbolic_training_refusals_ >= 2) {
+      keep = false;
+      if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))
+        std::fprintf(stderr, "[tp.compile] the training capture is made static: its joint graph was refused "
+                             "twice before\n");
+    }
     if (keep && !grad_reason.empty() && backend && backend->behind_aot) {
       // Training: the joint graph with the same symbols, partitioned once for
       // every size. A derivative formula that baked in a size (or any other
@@ -637,6 +643,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       }
       if (!joint) {
         keep = false;
+        ++symbolic_training_refusals_;
         if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))
           std::fprintf(stderr, "[tp.compile] the training capture is made static: %s\n", why.c_str());
       }

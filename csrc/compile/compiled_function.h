@@ -235,6 +235,10 @@ class CompiledFunction {
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
   std::shared_ptr<const AotInfo> last_aot_;
+  // Dynamic shapes in training: symbolic joint graphs refused so far. After two
+  // (a formula that bakes in a size refuses every time; a hint collision once),
+  // the function's training captures stay static without trying again.
+  int symbolic_training_refusals_ = 0;
   std::vector<graph::DataGate> last_gates_;
   std::vector<int> last_mutated_;
   std::vector<stax::KernelInfo> last_kernels_;

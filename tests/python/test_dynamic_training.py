@@ -262,20 +262,26 @@ def test_create_graph_still_raises_with_symbolic_training():
     assert cf.num_specializations == 1
 
 
-def test_a_formula_that_bakes_in_a_size_trains_statically_and_correctly():
-    # cumprod's derivative (a division-free formula over the scanned dim) is
-    # traced at the example size; whatever a formula does, the joint graph is
-    # only used symbolically when a trace at other sizes records the same program.
+def test_a_formula_that_bakes_in_a_size_trains_statically_and_correctly(monkeypatch, capfd):
+    # var's derivative multiplies by 2 / (N - 1), a number computed from the
+    # example's size: the check at other sizes sees the number change, and the
+    # capture is made static (one version per size), never a wrong gradient.
+    monkeypatch.setenv("TP_LOGS", "recompiles")
     w = tp.randn(4, 4, requires_grad=True)
 
     def f(x):
-        return (x @ w).cumprod(0).sum()
+        return (x @ w).var(0).sum()
 
     cf = tp.compile(f, dynamic=True)
     for i, n in enumerate([3, 5, 6, 9]):
         tp.manual_seed(i)
-        check_step(cf, f, [w], (tp.rand(n, 4) + 0.5,), tol=1e-3)
-    assert 1 <= cf.num_specializations <= 4
+        check_step(cf, f, [w], (tp.randn(n, 4),))
+    assert cf.num_specializations == 4
+    err = capfd.readouterr().err
+    assert err.count("the training capture is made static: node mul (mul) differs at other sizes "
+                     "(a number computed from a size)") == 2
+    # After two refusals the function's training captures stay static without the joint trace.
+    assert err.count("its joint graph was refused twice before") == 2
 
 
 def test_aot_eager_backend_trains_symbolically_too():
