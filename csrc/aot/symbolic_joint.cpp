@@ -170,8 +170,11 @@ std::unique_ptr<JointGraph> trace_joint_symbolic(const graph::Graph& fw, const s
     for (auto& d : graph::sym_shape_of(*p)) sizes.push_back(stax::ir::evaluate(d, other));
     if (i < inputs.size()) {
       if (in2.size() <= i) in2.resize(i + 1);
-      // Zeros: valid indices, and the formulas' programs do not depend on values.
-      in2[i] = inputs[i].defined() ? ops::zeros(sizes, inputs[i].dtype()) : Tensor();
+      // Static inputs (parameters, generator states) as they are; symbolic ones
+      // zeros: valid indices, and the formulas' programs do not depend on values
+      // (one that did would record another program here and be refused).
+      if (!inputs[i].defined() || inputs[i].sizes() == sizes) in2[i] = inputs[i];
+      else in2[i] = ops::zeros(sizes, inputs[i].dtype());
     } else {
       if (tan2.size() <= i - inputs.size()) tan2.resize(i - inputs.size() + 1);
       tan2[i - inputs.size()] = ops::ones(sizes, p->meta.dtype);
