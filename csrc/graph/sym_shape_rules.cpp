@@ -470,6 +470,16 @@ bool rule_batch_passthrough(Ctx& c) {
 
 bool rule_nll_loss(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
+  // The target has the input's dims without the class dim (dim 1; none for a
+  // 1-D input): equal sizes, recorded (a composite's part whose input was made
+  // at the example's sizes, label smoothing's `full(x.sizes())`, then fixes the
+  // symbol instead of failing at another size).
+  SymShape tg = arg_shape(c.n, 1);
+  if (in.size() >= 2 && tg.size() + 1 == in.size())
+    for (size_t k = 0; k < tg.size(); ++k) {
+      const SymDim& d = in[k == 0 ? 0 : k + 1];
+      if (!(d == tg[k])) c.env.require_equal(d, tg[k], c.where());
+    }
   const AttrValue* r = c.n.attrs.find("reduction");
   const bool none = r && std::holds_alternative<std::string>(*r) && std::get<std::string>(*r) == "none";
   if (!none) {
