@@ -1,5 +1,7 @@
 #include "aot/joint_graph.h"
 
+#include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -7,6 +9,10 @@
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "ops/reduction_args.h"
+#include "ops/reduction_grad.h"
+#include "graph/interpreter.h"
+#include "graph/sym_shape_rules.h"
 #include "passes/passes.h"
 
 namespace tp::aot {
@@ -35,6 +41,20 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
   return req;
 }
 
+// mean's derivative with the element count as a value of the graph: the
+// formula's own 1/N is a number (computed from the example's sizes), which a
+// symbolic joint graph cannot carry. N is a sum of ones over the reduced dims
+// of a tensor broadcast to x's sizes (exact: summed in float64), so the graph
+// computes it at every call.
+Tensor symbolic_mean_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
+  const std::vector<bool> mask = reduce::mask_of("mean", x.dim(), attrs);
+  Tensor gk = ops::as_keepdim(g, x, mask, reduce::keepdim_of(attrs));
+  Tensor ones = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes());
+  Tensor count = ops::sum(ones, reduce::dims_of(mask), true);
+  Tensor r = ops::div(gk, ops::to_dtype(count, gk.dtype()));
+  return ops::to_dtype(ops::expand(r, x.sizes()), x.dtype());
+}
+
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
   slot = slot.defined() ? ops::add(slot, g) : g;
@@ -44,6 +64,16 @@ void accumulate(Tensor& slot, const Tensor& g) {
 
 JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs,
                        const std::vector<bool>& needs_grad) {
+  JointGraph j = trace_joint_raw(fw, inputs, needs_grad);
+  passes::PassOptions po;
+  po.decompose = false;
+  passes::run_default_passes(*j.graph, po);
+  return j;
+}
+
+JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& inputs,
+                           const std::vector<bool>& needs_grad, const std::vector<Tensor>* tangents,
+                           std::vector<graph::ShapeGuard>* guards, const std::unordered_map<int, int64_t>* at) {
   JointGraph j;
   j.num_primals = static_cast<int>(inputs.size());
   auto req = requires_grad(fw, needs_grad);
@@ -62,9 +92,33 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
     bool d = n && req[n] && is_floating(n->meta.dtype);
     j.differentiable.push_back(d);
     if (d) {
-      examples.push_back(ops::ones(n->meta.sizes, n->meta.dtype));
+      const size_t k = examples.size() - inputs.size();
+      examples.push_back(tangents ? tangents->at(k) : ops::ones(n->meta.sizes, n->meta.dtype));
       names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
     }
+  }
+  // A symbolic trace: the forward's symbols on the same dims (duck sizing gives
+  // a tangent's dim the primal's symbol of that example size and range).
+  graph::DynamicSpec spec;
+  if (guards) {
+    auto dims_of = [&](const graph::SymShape& s) {
+      std::vector<graph::DimSpec> d;
+      for (const graph::SymDim& e : s) {
+        graph::DimSpec ds;
+        if (e.is_size()) {
+          const graph::SymbolInfo& si = fw.symbols.at(static_cast<size_t>(e.size_index()));
+          ds = {true, si.min, si.max};
+        }
+        d.push_back(ds);
+      }
+      return d;
+    };
+    spec.resize(inputs.size());
+    for (Node* p : fw.placeholders())
+      if (p->input_index >= 0 && static_cast<size_t>(p->input_index) < inputs.size())
+        spec[static_cast<size_t>(p->input_index)] = dims_of(p->sym_sizes);
+    for (size_t o = 0; o < out_node->args.size(); ++o)
+      if (j.differentiable[o]) spec.push_back(dims_of(graph::sym_shape_of(*std::get<Node*>(out_node->args[o]))));
   }
   std::vector<int> grad_slot(inputs.size(), -1);  // primal -> position among the traced grads
 
@@ -93,7 +147,24 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
               }
               std::vector<Tensor> args;
               for (auto& a : n->args) args.push_back(value(a));
-              std::vector<Tensor> outs = call_op(*n->target, args, n->attrs);
+              // Size attributes the forward computes per call: at other sizes,
+              // their values there; in a symbolic trace, the same expressions
+              // (the user's call of the operator, as at capture; the joint
+              // trace numbers the symbols as the forward does, checked after).
+              std::optional<graph::UserCallScope> scope;
+              if (guards && !n->sym_attrs.empty()) {
+                graph::UserCall uc;
+                uc.op = n->target;
+                uc.sym_attrs = n->sym_attrs;
+                // Not taken by the node (an expand's -1 the rule reads from the
+                // input): no specialization; the check at other sizes stands.
+                uc.consumed = true;
+                scope.emplace(std::move(uc));
+              }
+              std::vector<Tensor> outs = call_op(*n->target, args,
+                                                 at && !n->sym_attrs.empty() ? graph::evaluate_sym_attrs(*n, *at)
+                                                                             : n->attrs);
+              scope.reset();
               env[n] = outs.at(0);
               if (!n->output_metas.empty()) multi[n] = std::move(outs);
             }
@@ -142,14 +213,61 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
             const Node* an = std::holds_alternative<Node*>(a) ? std::get<Node*>(a) : nullptr;
             needs.push_back(an && req[an]);
           }
+          // Symbolic sizes (and the trace at other sizes that checks them): the
+          // formulas read sizes as ints; the operands' and results' symbolic
+          // shapes are offered to every node the formula records, whose size
+          // attribute they match at the hints (trace_joint_symbolic checks
+          // that the match held at other sizes too).
+          const bool sym = guards || at;
+          std::optional<graph::UserCallScope> scope;
+          if (guards) {
+            graph::UserCall uc;
+            uc.consumed = true;  // a shape no node took is no specialization
+            // A shape whose example sizes equal a static operand's (x of [s0*s1, 16]
+            // against a [16, 16] weight at s0*s1 = 16) could be matched to the
+            // wrong attribute: not offered (the nodes then specialize, soundly).
+            std::vector<Shape> static_shapes;
+            for (const auto* v : {&ins, &outs})
+              for (const Tensor& t : *v) {
+                if (!t.defined()) continue;
+                graph::SymShape ss = graph::sym_sizes_of(t);
+                bool any = false;
+                for (auto& d : ss) any |= !d.is_const();
+                if (!any) static_shapes.push_back(t.sizes());
+              }
+            auto offer = [&](const std::string& name, const Tensor& t) {
+              graph::SymShape ss = t.defined() ? graph::sym_sizes_of(t) : graph::SymShape{};
+              bool any = false;
+              for (auto& d : ss) any |= !d.is_const();
+              if (!any || std::find(static_shapes.begin(), static_shapes.end(), t.sizes()) != static_shapes.end()) return;
+              uc.sym_attrs[name] = ss;
+            };
+            for (size_t i = 0; i < ins.size(); ++i) offer("input" + std::to_string(i), ins[i]);
+            for (size_t i = 0; i < outs.size(); ++i) offer("result" + std::to_string(i), outs[i]);
+            // The forward node's own int attributes (slice bounds, dims) are
+            // constants of the graph: a formula that passes them on (slice's
+            // slice_scatter) passes literals, not sizes.
+            for (auto& [name, v] : n->attrs.items()) {
+              if (n->sym_attrs.count(name)) continue;
+              if (auto* i = std::get_if<int64_t>(&v)) uc.literals.push_back(*i);
+              if (auto* l = std::get_if<std::vector<int64_t>>(&v)) uc.literals.insert(uc.literals.end(), l->begin(), l->end());
+            }
+            scope.emplace(std::move(uc));
+          }
           BackwardArgs ba{ins, outs, gout, n->attrs, needs};
-          std::vector<Tensor> gin = n->target->backward(ba);
+          std::vector<Tensor> gin;
+          if (sym && n->target->name == std::string("mean") && ins.size() == 1 && gout.at(0).defined() &&
+              needs[0])
+            gin = {symbolic_mean_grad(gout[0], ins[0], n->attrs)};
+          else
+            gin = n->target->backward(ba);
           for (size_t i = 0; i < gin.size() && i < ins.size(); ++i) {
             if (!needs[i] || !gin[i].defined()) continue;
             // As the eager engine does: broadcasting and promotion undone.
             Tensor g = autograd::fit_grad(gin[i], ins[i].sizes(), ins[i].dtype(), n->target->name);
             accumulate(grads[std::get<Node*>(n->args[i])], g);
           }
+          scope.reset();
         }
         for (Node* p : fw.placeholders()) {
           size_t k = static_cast<size_t>(p->input_index);
@@ -160,15 +278,13 @@ JointGraph trace_joint(const graph::Graph& fw, const std::vector<Tensor>& inputs
         }
         return results;
       },
-      examples, names, /*execute=*/true, /*lift_free_tensors=*/false);
+      examples, names, /*execute=*/true, /*lift_free_tensors=*/false, guards ? &spec : nullptr);
   // A forward output's final value may have been functionalized into extra
   // outputs (never for graphs that are already functional: nothing is mutated).
   TP_CHECK(tr.mutated_inputs.empty(), Error, "AOT: the joint graph wrote into its inputs");
   j.graph = std::move(tr.graph);
   j.grad_output = grad_slot;
-  passes::PassOptions po;
-  po.decompose = false;
-  passes::run_default_passes(*j.graph, po);
+  if (guards) *guards = std::move(tr.shape_guards);
   return j;
 }
 

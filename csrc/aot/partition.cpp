@@ -67,6 +67,10 @@ Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*
   Node* c = dst.call(*n->target, std::move(args), n->attrs, n->meta);
   c->output_metas = n->output_metas;
   c->grad_enabled = n->grad_enabled;
+  // Dynamic shapes: the joint graph's symbolic data (one numbering for both sides).
+  c->sym_sizes = n->sym_sizes;
+  c->output_sym_sizes = n->output_sym_sizes;
+  c->sym_attrs = n->sym_attrs;
   return m[n] = c;
 }
 
@@ -113,6 +117,7 @@ std::shared_ptr<graph::Graph> build_forward(const JointGraph& joint, const std::
     const Node* n = up.get();
     if (n->opcode == Opcode::Placeholder && n->input_index < joint.num_primals) {
       m[n] = fwd->placeholder(n->name, n->meta, n->input_index);
+      m[n]->sym_sizes = n->sym_sizes;
     } else if (need.count(n) && n->opcode != Opcode::Placeholder && n->opcode != Opcode::Output) {
       copy_node(*fwd, n, m);
     }
@@ -125,6 +130,8 @@ std::shared_ptr<graph::Graph> build_forward(const JointGraph& joint, const std::
   }
   for (const Node* s : saved_act) outs.push_back(m.at(s));
   fwd->output(std::move(outs));
+  // The primals keep their input positions: each symbol is read where the joint read it.
+  fwd->symbols = g.symbols;
   return fwd;
 }
 
@@ -276,6 +283,33 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
     p.budget_bytes = budget;
   }
   std::vector<const Node*> saved_act = cut.act, saved_primal = cut.primal;
+  // Dynamic shapes: the backward reads each symbol from an input dim that is
+  // exactly that symbol. Where no saved value or tangent has one, the primal the
+  // joint read it from is saved too (by reference: no memory).
+  std::vector<std::pair<const Node*, int>> carrier(g.symbols.size(), {nullptr, -1});
+  if (g.is_symbolic()) {
+    auto scan = [&](const Node* s) {
+      const graph::SymShape& ss = s->sym_sizes;
+      for (size_t d = 0; d < ss.size(); ++d)
+        if (ss[d].is_size()) {
+          auto& c = carrier.at(static_cast<size_t>(ss[d].size_index()));
+          if (!c.first) c = {s, static_cast<int>(d)};
+        }
+    };
+    for (const Node* s : saved_act) scan(s);
+    for (const Node* s : saved_primal) scan(s);
+    for (const Node* t : tangents) scan(t);
+    for (size_t k = 0; k < carrier.size(); ++k) {
+      if (carrier[k].first) continue;
+      const graph::SymbolInfo& si = g.symbols[k];
+      const Node* p = nullptr;
+      for (const Node* q : sides.primals)
+        if (q->input_index == si.input_index) p = q;
+      TP_CHECK(p, Error, "internal: AOT partition: no input carries the size ", si.origin);
+      saved_primal.push_back(p);
+      scan(p);
+    }
+  }
 
   // Forward graph: the results and the saved activations, from the primals.
   auto fwd = build_forward(joint, saved_act);
@@ -291,6 +325,7 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
     // makes every input contiguous, so a backend may specialize on it.
     auto input = [&](const Node* s) {
       m[s] = bg->placeholder(s->name, TensorMeta::contiguous(s->meta.sizes, s->meta.dtype), idx++);
+      m[s]->sym_sizes = s->sym_sizes;
     };
     for (const Node* s : saved_act) input(s);
     for (const Node* s : saved_primal) input(s);
@@ -318,6 +353,11 @@ Partition min_cut_partition(const JointGraph& joint, const PartitionOptions& opt
     }
     p.num_grads = static_cast<int>(outs.size());
     bg->output(std::move(outs));
+    bg->symbols = g.symbols;
+    for (size_t k = 0; k < bg->symbols.size(); ++k) {
+      bg->symbols[k].input_index = m.at(carrier[k].first)->input_index;
+      bg->symbols[k].input_dim = carrier[k].second;
+    }
   }
   for (const Node* s : saved_act) {
     p.saved.push_back({s->name, s->meta, bytes_of(s->meta), -1});

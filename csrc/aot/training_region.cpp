@@ -40,7 +40,8 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
                                   const RegionCompiler& compile, const AotOptions& options) {
   std::vector<bool> needs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && inputs[i].requires_grad();
-  JointGraph joint = trace_joint(*g, inputs, needs);
+  JointGraph joint = options.joint ? std::move(*options.joint) : trace_joint(*g, inputs, needs);
+  const bool symbolic = joint.graph->is_symbolic();
   AotResult res;
   res.joint_code = joint.graph->code();
   res.partition = min_cut_partition(joint, options.partition);
@@ -91,6 +92,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     std::vector<int> tangent_of_output;
     std::vector<int> grad_of_input;
     std::string region;
+    bool symbolic = false;  // results change size with the call: tangent metas are per call
   };
   auto plan = std::make_shared<Plan>();
   plan->num_results = static_cast<size_t>(joint.num_outputs);
@@ -109,6 +111,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   }
   for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
   plan->region = options.region;
+  plan->symbolic = symbolic;
 
   res.run = [forward, lazy, plan](const std::vector<Tensor>& in) {
     std::vector<Tensor> r;
@@ -134,6 +137,11 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     }
     for (auto& s : node->saved) node->saved_versions.push_back(s.version());
     node->tangent_metas = plan->tangent_metas;
+    if (plan->symbolic)  // a result's gradient absent: zeros of this call's size
+      for (size_t o = 0; o < plan->num_results; ++o)
+        if (int k = plan->tangent_of_output[o]; k >= 0 && r[o].defined())
+          node->tangent_metas[static_cast<size_t>(k)] =
+              TensorMeta::contiguous(r[o].sizes(), plan->tangent_metas[static_cast<size_t>(k)].dtype);
     node->tangent_of_output = plan->tangent_of_output;
     node->grad_of_input = plan->grad_of_input;
     for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));

@@ -29,6 +29,10 @@ struct AotOptions {
   // writes): a saved one is copied, since the backward needs its value before the write.
   std::vector<int> written_inputs;
   PartitionOptions partition;
+  // Dynamic shapes: the symbolic joint graph the caller traced (and accepted,
+  // trace_joint_symbolic) while deciding the version's guards; the region
+  // partitions it instead of tracing a static one.
+  std::shared_ptr<JointGraph> joint;
 };
 
 struct AotResult {

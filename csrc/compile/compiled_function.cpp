@@ -370,7 +370,8 @@ std::set<std::string> CompiledFunction::disabled_passes() const { return compile
 
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, const std::vector<int>& written_inputs,
-                                       std::string* source, const std::vector<std::pair<int, int>>& write_into) {
+                                       std::string* source, const std::vector<std::pair<int, int>>& write_into,
+                                       std::shared_ptr<aot::JointGraph> joint) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -427,6 +428,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.backward_ahead = options_.strict_native;
   ao.backward_first = b.builds_in_background && !options_.strict_native;
   ao.written_inputs = written_inputs;
+  ao.joint = std::move(joint);
   auto budget = options_.options.find("activation_memory_budget");
   if (budget != options_.options.end()) {
     // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
@@ -479,10 +481,11 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
   // Capture: run the user's function on the real inputs (run-time proxies),
   // with Python scalars substituted back in place. Free tensors become extra inputs.
-  // The AOT layer builds its joint graph from static shapes: a call that needs
-  // gradients through it captures statically (free tensors are checked below).
+  // A call that needs gradients through the AOT layer is captured symbolically
+  // too (its joint graph is then traced with the same symbols, below); not for
+  // callable backends (they take no symbolic graph).
   const Backend* backend = options_.custom_backend ? nullptr : lookup_backend(options_.backend);
-  if (dynamic && GradMode::is_enabled() && (!backend || backend->behind_aot))
+  if (dynamic && GradMode::is_enabled() && !backend)
     for (auto& t : tensors)
       if (t.requires_grad()) dynamic = nullptr;
   graph::TraceResult tr = graph::trace(
@@ -590,6 +593,8 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       std::fprintf(stderr, "[tp.compile] data gate %zu: %s == %s; guard-replay subgraph:\n%s\n", k,
                    a->gates[k].describe().c_str(), a->gates[k].value.repr().c_str(), a->gates[k].guard->code().c_str());
   }
+  std::shared_ptr<aot::JointGraph> joint;  // dynamic shapes in training: the symbolic joint graph
+  std::vector<graph::ShapeGuard> joint_guards;
   std::string grad_reason;
   if (GradMode::is_enabled())
     for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
@@ -598,7 +603,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // Dynamic shapes: a symbolic graph goes to a backend that takes one (stax under
   // an explicit dynamic=True / mark_dynamic too: it falls back to the interpreter
   // until Stax lowers symbolic graphs); otherwise it is the static capture it
-  // also is at its hints. The AOT layer is static for now.
+  // also is at its hints.
   if (g->is_symbolic()) {
     const bool explicit_dynamic = options_.dynamic == CompileOptions::Dynamic::On || [&] {
       for (auto& t : tensors)
@@ -607,7 +612,42 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       return false;
     }();
     bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
-    if (!grad_reason.empty() && backend && backend->behind_aot) keep = false;
+    // An activation memory budget plans checkpointing on byte sizes: static.
+    if (!grad_reason.empty() && backend && backend->behind_aot &&
+        options_.options.count("activation_memory_budget"))
+      keep = false;
+    // The CUDA printer takes no size variables: a symbolic training region there
+    // would run interpreted (forward and backward), a static one is generated.
+    if (!grad_reason.empty() && backend && backend->behind_aot)
+      for (auto& t : all)
+        if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
+    if (!grad_reason.empty() && backend && backend->behind_aot && symbolic_training_refusals_ >= 2) {
+      keep = false;
+      if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))
+        std::fprintf(stderr, "[tp.compile] the training capture is made static: its joint graph was refused "
+                             "twice before\n");
+    }
+    if (keep && !grad_reason.empty() && backend && backend->behind_aot) {
+      // Training: the joint graph with the same symbols, partitioned once for
+      // every size. A derivative formula that baked in a size (or any other
+      // reason trace_joint_symbolic gives) makes the version static.
+      std::vector<Tensor> ex = all;
+      for (auto& r : a->rng) ex.push_back(peek_philox_state(r.generator));
+      std::vector<bool> needs(ex.size());
+      for (size_t i = 0; i < ex.size(); ++i) needs[i] = ex[i].defined() && ex[i].requires_grad();
+      std::string why;
+      try {
+        joint = aot::trace_joint_symbolic(*g, ex, needs, &joint_guards, &why);
+      } catch (const Error& e) {
+        why = e.what();  // the static path traces it again and reports a real failure
+      }
+      if (!joint) {
+        keep = false;
+        ++symbolic_training_refusals_;
+        if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))
+          std::fprintf(stderr, "[tp.compile] the training capture is made static: %s\n", why.c_str());
+      }
+    }
     // The CUDA printer takes no size variables yet: automatic dynamic on the GPU stays static.
     if (!explicit_dynamic)
       for (auto& t : tensors)
@@ -619,6 +659,12 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       spec->nonshape_key = nonshape_key(args);
       spec->symbols = g->symbols;
       spec->guards = tr.shape_guards;
+      // The joint trace re-records the forward's decisions and adds its formulas'.
+      for (auto& jg : joint_guards) {
+        bool dup = false;
+        for (auto& sg : spec->guards) dup |= sg.rel == jg.rel && sg.expr == jg.expr;
+        if (!dup) spec->guards.push_back(jg);
+      }
       spec->inputs.resize(tensors.size());
       for (size_t i = 0; i < tensors.size(); ++i) {
         spec->inputs[i].name = tensor_names[i];
@@ -664,7 +710,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   std::vector<std::pair<int, int>> write_into;
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
     if (a->write_back[k]) write_into.push_back({static_cast<int>(nout + k), a->mutated_inputs[k]});
-  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into);
+  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint));
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;

@@ -200,7 +200,8 @@ class CompiledFunction {
                                   const graph::DynamicSpec* dynamic);
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                        const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source,
-                       const std::vector<std::pair<int, int>>& write_into = {});
+                       const std::vector<std::pair<int, int>>& write_into = {},
+                       std::shared_ptr<aot::JointGraph> joint = nullptr);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]
@@ -234,6 +235,10 @@ class CompiledFunction {
   std::shared_ptr<const graph::Graph> last_graph_;
   std::string last_source_;
   std::shared_ptr<const AotInfo> last_aot_;
+  // Dynamic shapes in training: symbolic joint graphs refused so far. After two
+  // (a formula that bakes in a size refuses every time; a hint collision once),
+  // the function's training captures stay static without trying again.
+  int symbolic_training_refusals_ = 0;
   std::vector<graph::DataGate> last_gates_;
   std::vector<int> last_mutated_;
   std::vector<stax::KernelInfo> last_kernels_;

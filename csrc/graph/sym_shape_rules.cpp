@@ -470,6 +470,16 @@ bool rule_batch_passthrough(Ctx& c) {
 
 bool rule_nll_loss(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
+  // The target has the input's dims without the class dim (dim 1; none for a
+  // 1-D input): equal sizes, recorded (a composite's part whose input was made
+  // at the example's sizes, label smoothing's `full(x.sizes())`, then fixes the
+  // symbol instead of failing at another size).
+  SymShape tg = arg_shape(c.n, 1);
+  if (in.size() >= 2 && tg.size() + 1 == in.size())
+    for (size_t k = 0; k < tg.size(); ++k) {
+      const SymDim& d = in[k == 0 ? 0 : k + 1];
+      if (!(d == tg[k])) c.env.require_equal(d, tg[k], c.where());
+    }
   const AttrValue* r = c.n.attrs.find("reduction");
   const bool none = r && std::holds_alternative<std::string>(*r) && std::get<std::string>(*r) == "none";
   if (!none) {
@@ -563,6 +573,11 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
   if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
+  if (name_is(n, {"nll_loss_grad"})) {  // (grad, self, target, weight) -> self's shape
+    if (n.args.size() < 2) return false;
+    n.sym_sizes = arg_shape(n, 1);
+    return true;
+  }
   if (name_is(n, {"conv2d", "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                   "native_batch_norm"}))
     return rule_batch_passthrough(c);

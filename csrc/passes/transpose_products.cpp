@@ -7,6 +7,8 @@
 // its inverse). Values are unchanged up to the GEMM's summation order.
 #include "passes/passes.h"
 
+#include "graph/sym_shape_rules.h"
+
 namespace tp::passes {
 using namespace tp::graph;
 
@@ -61,6 +63,15 @@ bool transpose_products(Graph& g) {
     Node* at = g.insert_call_before(n, permute, {*a}, swap, transposed((*a)->meta));
     Node* prod = g.insert_call_before(n, *x->target, {bt, at}, x->attrs, TensorMeta::contiguous(n->meta.sizes, n->meta.dtype));
     prod->grad_enabled = x->grad_enabled;
+    if (g.is_symbolic()) {  // dynamic shapes: the new nodes' symbolic sizes (else a backend reads the hints)
+      auto swapped = [](graph::SymShape s) {
+        if (s.size() == 2) std::swap(s[0], s[1]);
+        return s;
+      };
+      bt->sym_sizes = swapped(sym_shape_of(**b));
+      at->sym_sizes = swapped(sym_shape_of(**a));
+      prod->sym_sizes = sym_shape_of(*n);
+    }
     g.replace_all_uses(n, prod);
     changed = true;
   }

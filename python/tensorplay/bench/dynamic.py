@@ -375,3 +375,71 @@ def _transformer_block(report: Report, d: int, heads: int, batch: int, runs: int
     report.figure("versions: dynamic=True / None", f"{v_true} / {v_none}",
                   "targets <= 2 / <= 3: " + verdict(v_true <= 2 and v_none <= 3))
     return out
+
+
+TRAIN_BATCHES = [32, 48, 17, 64, 5, 23, 40, 11, 57, 29, 8, 61, 36, 13, 50, 3]
+
+
+def training_step(report: Report, quick: bool) -> dict:
+    """An MLP training step (Linear/ReLU/Linear, cross_entropy, forward + backward)
+    over 16 batch sizes: versions built and AOT partitions computed, the first pass
+    (captures, joint traces, compiles), then the time per step once every size has a
+    version, for dynamic=None / True against static (dynamic=False) and eager. The
+    configurations run in this order in one process: a later one's first pass may
+    find an earlier one's generated code in the kernel cache (dynamic=True reuses
+    the symbolic version dynamic=None built)."""
+    import tensorplay.nn as nn
+    import tensorplay.nn.functional as F
+
+    d_in, hidden, classes = 128, 256, 10
+    report.section(f"Dynamic shapes: MLP training step ({d_in}-{hidden}-{classes}), 16 batch sizes")
+    report.code("loss = F.cross_entropy(model(x), y); loss.backward()   # compiled: tp.compile(step, dynamic=D)\n"
+                "for n in batches: step(x[n], y[n])   # first pass: versions + time incl. compiles\n"
+                "per step: rotated readings of a pass over the 16 sizes / 16")
+    tp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+    params = list(model.parameters())
+
+    def step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    data = [(tp.randn(n, d_in), tp.randint(0, classes, (n,))) for n in TRAIN_BATCHES]
+
+    def loop(fn):
+        def run():
+            for x, y in data:
+                for p in params:
+                    p.grad = None
+                fn(x, y).backward()
+        return run
+
+    out: dict = {}
+    loops, labels = [], []
+    for name, dyn in (("dynamic=None", None), ("dynamic=True", True), ("static (False)", False)):
+        tp.compiler.reset()
+        cf = tp.compile(step, dynamic=dyn, options={"warn_fallback": False})
+        t0 = time.perf_counter()
+        loop(cf)()
+        first = time.perf_counter() - t0
+        out[name] = {"versions": cf.num_specializations, "aot_partitions": tp.compiler.metrics.aot_regions,
+                     "first_pass_s": first}
+        loops.append(loop(cf))
+        labels.append(name)
+    loops.append(loop(step))
+    labels.append("eager")
+    runs, warmup = (5, 1) if quick else (11, 2)
+    timings = rotate(loops, runs=runs, warmup=warmup, labels=labels)
+    n = len(TRAIN_BATCHES)
+    for name, t in zip(labels, timings):
+        t.readings_s = [r / n for r in t.readings_s]
+        info = out.setdefault(name, {})
+        info["per_step_us"] = t.to_dict("us")
+        extra = ""
+        if "versions" in info:
+            extra = (f"{info['versions']} version(s), {info['aot_partitions']} partition(s), "
+                     f"first pass {info['first_pass_s']:.2f} s")
+        report.figure(name, t.fmt("us", 1), extra)
+    v_none, v_true = out["dynamic=None"]["versions"], out["dynamic=True"]["versions"]
+    report.figure("versions: dynamic=True / None", f"{v_true} / {v_none}",
+                  "targets 1 / <= 2: " + verdict(v_true <= 1 and v_none <= 2))
+    return out
