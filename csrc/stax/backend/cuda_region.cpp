@@ -42,7 +42,7 @@ ScheduleOptions gpu_options(const RegionOptions& options) {
 
 Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
   Printed r;
-  r.lowered = lower(g);
+  r.lowered = lower(g, /*half_floats=*/true);  // the CUDA printer loads 16-bit floats into float registers
   r.sched = schedule(r.lowered.program, gpu_options(options));
   try {
     r.unit = codegen::CudaPrinter(row_block).print_cuda(r.lowered.program, r.sched);
