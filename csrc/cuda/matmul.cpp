@@ -139,18 +139,25 @@ bool gemm_epilogue_kernel(const std::vector<Tensor>& inputs, const Attrs& attrs,
   const std::string& act = attrs.get_str("act");
   const DType dt = out_meta[0].dtype;
   const int64_t K = a.sizes()[1];
-  if (dt == DType::Float64 || K == 0) {
+  auto unfused = [&] {
     Tensor r = run_kernel(get_op("mm"), {a, b}, {})[0];
     if (bias.defined()) r = run_kernel(get_op("add"), {r, bias}, {})[0];
     if (act == "relu") r = run_kernel(get_op("relu"), {r}, {})[0];
     else if (act == "gelu_tanh") r = run_kernel(get_op("gelu"), {r}, {{"approximate", std::string("tanh")}})[0];
     out = {r};
     return true;
-  }
+  };
+  if (dt == DType::Float64 || K == 0) return unfused();
   if (bias.defined() && (!bias.is_contiguous() || reinterpret_cast<uintptr_t>(bias.data()) % 16 != 0)) bias = compact(bias);
   Tensor r = empty(out_meta[0].sizes, dt, dev);
   const LtActivation la = act == "relu" ? LtActivation::Relu : act == "gelu_tanh" ? LtActivation::GeluTanh : LtActivation::None;
-  gemm(a, b, r, 1.0, 0.0, bias.defined() ? bias.data() : nullptr, what, la);
+  try {
+    gemm(a, b, r, 1.0, 0.0, bias.defined() ? bias.data() : nullptr, what, la);
+  } catch (const Error&) {
+    // No cuBLASLt algorithm with this epilogue for the problem (the heuristic
+    // refuses before anything runs): the same result from the separate steps.
+    return unfused();
+  }
   out = {r};
   return true;
 }
