@@ -55,12 +55,31 @@ const char* kPrelude = R"(typedef long long i64;
 // nearest even. bfloat16 is the top half of a float32; float16 converts with PTX.
 TP_D float tp_bf16_to_f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
 TP_D unsigned short tp_f_to_bf16(float f) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+#else
   unsigned u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN stays NaN
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
 }
 TP_D float tp_half_to_f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 TP_D unsigned short tp_f_to_half(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+// Two floats rounded into one 32-bit word (lo in the low half): one instruction from sm_80.
+TP_D unsigned tp_pack_bf16(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)tp_f_to_bf16(lo) | ((unsigned)tp_f_to_bf16(hi) << 16);
+#endif
+}
+TP_D unsigned tp_pack_half(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)tp_f_to_half(lo) | ((unsigned)tp_f_to_half(hi) << 16);
+#endif
+}
 struct tp_bf16 {
   unsigned short bits;
   tp_bf16() = default;
@@ -76,14 +95,15 @@ struct tp_half {
 // A cast to a 16-bit type inside an expression: the value rounded, kept in float.
 TP_D float tp_round_bf16(float f) { return tp_bf16_to_f(tp_f_to_bf16(f)); }
 TP_D float tp_round_half(float f) { return tp_half_to_f(tp_f_to_half(f)); }
-// Eight 16-bit lanes: one 16-byte access.
-struct __align__(16) tp_bf16x8 { tp_bf16 v[8]; };
-struct __align__(16) tp_halfx8 { tp_half v[8]; };
+// Eight 16-bit lanes: one 16-byte access (the uint4 view makes loads and
+// stores single 128-bit moves; lanes are read and written through v).
+union __align__(16) tp_bf16x8 { uint4 u; tp_bf16 v[8]; };
+union __align__(16) tp_halfx8 { uint4 u; tp_half v[8]; };
 TP_D tp_bf16x8 make_tp_bf16x8(float a, float b, float c, float d, float e, float f, float g, float h) {
-  tp_bf16x8 r; r.v[0] = a; r.v[1] = b; r.v[2] = c; r.v[3] = d; r.v[4] = e; r.v[5] = f; r.v[6] = g; r.v[7] = h; return r;
+  tp_bf16x8 r; r.u = make_uint4(tp_pack_bf16(a, b), tp_pack_bf16(c, d), tp_pack_bf16(e, f), tp_pack_bf16(g, h)); return r;
 }
 TP_D tp_halfx8 make_tp_halfx8(float a, float b, float c, float d, float e, float f, float g, float h) {
-  tp_halfx8 r; r.v[0] = a; r.v[1] = b; r.v[2] = c; r.v[3] = d; r.v[4] = e; r.v[5] = f; r.v[6] = g; r.v[7] = h; return r;
+  tp_halfx8 r; r.u = make_uint4(tp_pack_half(a, b), tp_pack_half(c, d), tp_pack_half(e, f), tp_pack_half(g, h)); return r;
 }
 TP_D long long tp_floordiv(long long a, long long b) { long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 TP_D long long tp_mod(long long a, long long b) { if (b == -1) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
