@@ -77,6 +77,23 @@ def test_half_source_compiles_with_nvrtc(name, dt, arch):
     assert tp.cuda._nvrtc_compile(src, f"half_{name}", arch)[:4] == b"\x7fELF"
 
 
+@nvrtc
+@pytest.mark.parametrize("dt", [tp.float32, tp.bfloat16, tp.float16])
+def test_erf_gelu_and_negation_compile(dt):
+    # Regression: the prelude had no tp_neg, so any region with a negation
+    # (float32 erf-GELU's decomposition) failed to compile with NVRTC.
+    # 16-bit erf-GELU decomposes through float32 (before: an extern no GPU kernel ran).
+    g = _graph(lambda x: F.gelu(x) - (-x).exp(), tp.randn(8, 64).to(dt))
+    src = _C._stax_cuda_source(g)
+    assert "tp_neg(" in src
+    assert tp.cuda._nvrtc_compile(src, "erf_gelu", 90)[:4] == b"\x7fELF"
+
+
+def test_half_erf_gelu_is_generated_not_an_extern():
+    g = _graph(lambda x: F.gelu(x), tp.randn(8, 64).bfloat16())
+    assert _C._stax_cuda_externs(g) == []
+
+
 # ---------------------------------------------------------------- with a GPU
 
 def _check(got, ref32, dt, scale=1.0):
@@ -132,6 +149,7 @@ def test_eager_half_operators_on_cuda(dt):
     _check(xc + wc, xf + wf, d)
     _check(xc.exp(), xf.exp(), d)
     _check(F.gelu(xc, approximate="tanh"), F.gelu(xf, approximate="tanh"), d)
+    _check(F.gelu(xc), F.gelu(xf), d)
     _check(xc.softmax(-1), xf.softmax(-1), d)
     _check(F.layer_norm(xc, (70,), wc, bc), F.layer_norm(xf, (70,), wf, bf), d, 4.0)
     _check(xc.sum(-1), xf.sum(-1), d, 4.0)

@@ -118,6 +118,7 @@ template <class T> TP_D T tp_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> TP_D T tp_min(T a, T b) { return (a != a || a < b) ? a : b; }
 TP_D bool tp_max(bool a, bool b) { return a || b; }
 TP_D bool tp_min(bool a, bool b) { return a && b; }
+template <class T> TP_D T tp_neg(T a) { return -a; }
 template <class T> TP_D T tp_relu(T a) { return a > T(0) ? a : (a != a ? a : T(0)); }
 template <class T> TP_D T tp_abs(T a) { return a < T(0) ? -a : (a == T(0) ? T(0) : a); }
 TP_D float tp_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
