@@ -341,9 +341,9 @@ def run(report: Report, step, quick: bool) -> None:
     if bw:
         report.figure("device-to-device copy (read + write)", f"{ceiling / 1e12:.2f} TB/s")
     step("gpu.kernels", lambda: kernels(report, torch, ceiling, quick))
-    if not quick:
-        step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
     step("gpu.kernels_bf16", lambda: kernels_bf16(report, torch, ceiling, quick))
     step("gpu.matmul_bias_gelu_bf16", lambda: matmul_bias_gelu_bf16(report, torch, quick))
+    if not quick:
+        step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
     step("gpu.host_overhead", lambda: host_overhead(report, torch, quick))
     step("gpu.cold_compile", lambda: cold_compile(report, quick))
