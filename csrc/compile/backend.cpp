@@ -12,6 +12,7 @@
 #include "cuda/graph.h"
 #include "stax/backend/cuda_graph_region.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/gemm_epilogue.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/lowering/registry.h"
 
@@ -36,9 +37,11 @@ RegionFn stax_compile(const BackendRequest& r) {
   const bool on_cuda = std::any_of(r.examples.begin(), r.examples.end(), [](const Tensor& t) {
     return t.defined() && t.device().kind == Device::Kind::CUDA;
   });
-  if (on_cuda)
+  if (on_cuda) {
     po.keep_whole = nullptr;
-  else if (sg->is_symbolic())
+    // Before decomposition (gelu is still one node): GEMM + bias/activation -> one cuBLASLt call.
+    stax::fuse_gemm_epilogues(*sg);
+  } else if (sg->is_symbolic())
     po.keep_whole = [](const std::string& op) {
       return stax::keeps_whole_for_stax(op) && stax::handles_symbolic_shapes(op);
     };

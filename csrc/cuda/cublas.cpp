@@ -41,7 +41,8 @@ constexpr int kCompute32F = 68, kCompute32FFastTF32 = 77, kCompute64F = 70;
 constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
 constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kPrefMaxWorkspace = 1, kPrefMinAlignA = 5;  // then B, C, D at 6, 7, 8
-constexpr uint32_t kEpilogueBias = 4;
+// cublasLtEpilogue_t: RELU 2, BIAS 4 (RELU_BIAS = 6), GELU 32 (GELU_BIAS = 36).
+constexpr uint32_t kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
 constexpr int kOpN = 0, kOpT = 1;
 
 // 32 MiB: what NVIDIA advises for Hopper; taken from the caching allocator
@@ -201,7 +202,7 @@ bool allow_tf32() { return g_tf32; }
 
 void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows, int64_t cols,
                int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, const void* bias,
-               const char* what) {
+               const char* what, LtActivation act) {
   if (!is_available()) throw_unavailable(what);
   const Lt& l = lt();
   TP_CHECK(l.loaded, Error, what, ": ", l.why);
@@ -217,17 +218,17 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
   const int32_t ta = a.trans ? kOpT : kOpN, tb = b.trans ? kOpT : kOpN;
   l.DescSetAttribute(o.desc, kDescTransA, &ta, sizeof(ta));
   l.DescSetAttribute(o.desc, kDescTransB, &tb, sizeof(tb));
-  if (bias) {
-    l.DescSetAttribute(o.desc, kDescEpilogue, &kEpilogueBias, sizeof(kEpilogueBias));
-    l.DescSetAttribute(o.desc, kDescBiasPointer, &bias, sizeof(bias));
-  }
+  const uint32_t epilogue = (act == LtActivation::Relu ? kEpilogueRelu : act == LtActivation::GeluTanh ? kEpilogueGelu : 0) |
+                            (bias ? kEpilogueBias : 0);
+  if (epilogue) l.DescSetAttribute(o.desc, kDescEpilogue, &epilogue, sizeof(epilogue));  // else DEFAULT (1)
+  if (bias) l.DescSetAttribute(o.desc, kDescBiasPointer, &bias, sizeof(bias));
   o.layouts[0] = make_layout(type, a.rows, a.cols, a.ld, batch, a.batch_stride, what);
   o.layouts[1] = make_layout(type, b.rows, b.cols, b.ld, batch, b.batch_stride, what);
   o.layouts[2] = make_layout(type, rows, cols, ld_d, batch, d_batch_stride, what);
 
   // Alignment of the pointers changes which kernels are eligible: part of the key.
   const AlgoKey key{device, type, compute, a.trans, b.trans, a.rows, a.cols, a.ld, b.rows, b.cols, b.ld, rows,
-                    cols, ld_d, batch, a.batch_stride, b.batch_stride, d_batch_stride, bias != nullptr,
+                    cols, ld_d, batch, a.batch_stride, b.batch_stride, d_batch_stride, bias != nullptr, epilogue,
                     alignment(a.data), alignment(b.data), alignment(d), alignment(bias)};
   static auto* algos = new std::map<AlgoKey, Heuristic>();
   Heuristic best{};

@@ -34,7 +34,12 @@ struct LtMatrix {
   int64_t batch_stride = 0;
 };
 
-// D = alpha * op(A) op(B) + beta * C (+ bias[row] per row of D when `bias`),
+// A pointwise transform cuBLASLt applies to D in the GEMM's epilogue, after
+// the bias: ReLU, or GELU in its tanh approximation
+// (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), cuBLASLt's only GELU).
+enum class LtActivation { None, Relu, GeluTanh };
+
+// D = act(alpha * op(A) op(B) + beta * C (+ bias[row] per row of D when `bias`)),
 // with C = D (column-major rows x cols, leading dimension ld_d, `batch`
 // matrices `d_batch_stride` apart). float32/float64/float16/bfloat16 in and
 // out; 16-bit types accumulate in float32. Runs on device `device`'s legacy
@@ -42,6 +47,6 @@ struct LtMatrix {
 // Throws tp::Error naming `what` when cuBLASLt is missing or refuses.
 void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows, int64_t cols,
                int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, const void* bias,
-               const char* what);
+               const char* what, LtActivation act = LtActivation::None);
 
 }  // namespace tp::cuda

@@ -54,7 +54,8 @@ std::optional<int64_t> single_batch_stride(const Shape& batch, const Shape& stri
 
 // out[batch..., M, N] = alpha * a @ b + beta * out (+ bias per column), a and
 // b at least 2-D, `out` contiguous and, when beta != 0, holding the added term.
-void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, const void* bias, const char* what) {
+void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, const void* bias, const char* what,
+          LtActivation act = LtActivation::None) {
   const int64_t M = a.sizes()[a.dim() - 2], K = a.sizes()[a.dim() - 1], N = b.sizes()[b.dim() - 1];
   const int dev = out.device().index;
   const size_t item = itemsize(out.dtype());
@@ -75,7 +76,7 @@ void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, cons
       if (lf.ok && !lf.trans) {
         Tensor flat = a.as_strided({B * M, K}, *st, a.offset());
         lt_matmul(dev, out.dtype(), lt_operand(b, lb, K, N, 0), lt_operand(flat, lf, B * M, K, 0), out.data(), N,
-                  B * M, N, 0, 1, alpha, beta, bias, what);
+                  B * M, N, 0, 1, alpha, beta, bias, what, act);
         return;
       }
     }
@@ -107,7 +108,7 @@ void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, cons
   }
   if (ssa && ssb) {  // one strided-batched call
     lt_matmul(dev, out.dtype(), lt_operand(b, lb, K, N, *ssb), lt_operand(a, la, M, K, *ssa), out.data(), N, M, N,
-              M * N, B, alpha, beta, bias, what);
+              M * N, B, alpha, beta, bias, what, act);
     return;
   }
   // A batch that no single stride walks: one call per matrix.
@@ -123,7 +124,7 @@ void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, cons
     Tensor bi = b.as_strided({K, N}, {b.strides()[b.dim() - 2], b.strides()[b.dim() - 1]}, b.offset() + ob);
     lt_matmul(dev, out.dtype(), lt_operand(bi, lb, K, N, 0), lt_operand(ai, la, M, K, 0),
               static_cast<char*>(out.data()) + static_cast<size_t>(i * M * N) * item, N, M, N, 0, 1, alpha, beta,
-              bias, what);
+              bias, what, act);
   }
 }
 
@@ -140,11 +141,52 @@ void same_device(const Tensor& t, int dev, const char* what) {
            t.device().str(), "!");
 }
 
+// _gemm_epilogue(bias?, a, b, act) (stax/backend/gemm_epilogue.h): act(a @ b +
+// bias) as one cuBLASLt call with the BIAS / RELU / GELU epilogue. The bias is
+// read as a contiguous, 16-byte aligned row (copied when it is not); an empty
+// sum (K = 0) or float64 runs the unfused operators.
+bool gemm_epilogue_kernel(const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<TensorMeta>& out_meta,
+                          std::vector<Tensor>& out) {
+  const char* what = "_gemm_epilogue";
+  Tensor bias = inputs[0];
+  const Tensor &a = inputs[1], &b = inputs[2];
+  const int dev = a.device().index;
+  same_device(a, dev, what);
+  same_device(b, dev, what);
+  if (bias.defined()) same_device(bias, dev, what);
+  const std::string& act = attrs.get_str("act");
+  const DType dt = out_meta[0].dtype;
+  const int64_t K = a.sizes()[1];
+  auto unfused = [&] {
+    Tensor r = run_kernel(get_op("mm"), {a, b}, {})[0];
+    if (bias.defined()) r = run_kernel(get_op("add"), {r, bias}, {})[0];
+    if (act == "relu") r = run_kernel(get_op("relu"), {r}, {})[0];
+    else if (act == "gelu_tanh") r = run_kernel(get_op("gelu"), {r}, {{"approximate", std::string("tanh")}})[0];
+    out = {r};
+    return true;
+  };
+  if (dt == DType::Float64 || K == 0) return unfused();
+  if (bias.defined() && (!bias.is_contiguous() || reinterpret_cast<uintptr_t>(bias.data()) % 16 != 0)) bias = compact(bias);
+  Tensor r = empty(out_meta[0].sizes, dt, dev);
+  const LtActivation la = act == "relu" ? LtActivation::Relu : act == "gelu_tanh" ? LtActivation::GeluTanh : LtActivation::None;
+  try {
+    gemm(a, b, r, 1.0, 0.0, bias.defined() ? bias.data() : nullptr, what, la);
+  } catch (const Error&) {
+    // No cuBLASLt algorithm with this epilogue for the problem (the heuristic
+    // refuses before anything runs): the same result from the separate steps.
+    return unfused();
+  }
+  out = {r};
+  return true;
+}
+
 }  // namespace
 
 bool matmul_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
+  if (name == "_gemm_epilogue" && out_meta.size() == 1 && covered(out_meta[0].dtype))
+    return gemm_epilogue_kernel(inputs, attrs, out_meta, out);
   const bool add = name == "addmm" || name == "baddbmm";
   if (!add && name != "matmul" && name != "mm" && name != "bmm") return false;
   if (out_meta.size() != 1 || !covered(out_meta[0].dtype)) return false;

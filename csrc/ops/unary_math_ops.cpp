@@ -383,6 +383,9 @@ Outs dec_silu(const std::vector<Tensor>& in, const Attrs&) {
 Outs dec_gelu(const std::vector<Tensor>& in, const Attrs& at) {
   const Tensor& x = in[0];
   if (resolve(UnaryFn::Gelu, at, "gelu") != UnaryFn::GeluTanh) {
+    // 16-bit: the float32 form, rounded once (as eager computes it in float32).
+    if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
+      return {ops::to_dtype(dec_gelu({ops::to_dtype(x, DType::Float32)}, at)[0], x.dtype())};
     if (x.dtype() != DType::Float32) return {ops::gelu(x, "none")};  // needs a float64 erf
     Tensor cdf = ops::add(erf_f32(ops::mul(x, c(0.70710678118654752440))), c(1.0));
     return {ops::mul(ops::mul(x, c(0.5)), cdf)};

@@ -15,6 +15,7 @@
 #include "graph/tracer.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/gemm_epilogue.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"
 
@@ -599,6 +600,14 @@ void bind_compile(nb::module_& m) {
     }
     return out;
   }, nb::arg("gm"), nb::arg("row_block") = 0);
+  m.def("_stax_cuda_externs", [](const GraphModule& g) { return stax::cuda_extern_calls(*g.graph); }, nb::arg("gm"));
+  // The graph after the CUDA regions' GEMM epilogue fusion (run on the CPU, its
+  // _gemm_epilogue nodes compute the unfused reference: a check of the rewrite).
+  m.def("_stax_gemm_epilogue_pass", [](const GraphModule& g) {
+    std::shared_ptr<graph::Graph> c = g.graph->clone();
+    stax::fuse_gemm_epilogues(*c);
+    return GraphModule{std::shared_ptr<const graph::Graph>(std::move(c)), g.gates, g.mutated_inputs};
+  }, nb::arg("gm"));
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });
 }
 

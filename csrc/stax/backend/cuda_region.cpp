@@ -14,6 +14,7 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
+#include "stax/backend/gemm_epilogue.h"
 #include "stax/lowering/lower.h"
 #include "stax/scheduler/schedule.h"
 
@@ -42,7 +43,7 @@ ScheduleOptions gpu_options(const RegionOptions& options) {
 
 Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
   Printed r;
-  r.lowered = lower(g);
+  r.lowered = lower(g, /*half_floats=*/true);  // the CUDA printer loads 16-bit floats into float registers
   r.sched = schedule(r.lowered.program, gpu_options(options));
   try {
     r.unit = codegen::CudaPrinter(row_block).print_cuda(r.lowered.program, r.sched);
@@ -313,9 +314,11 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
 }
 
 namespace {
-// The graph as the Stax backend sees it: composites decomposed, simplified.
+// The graph as the Stax backend sees it on CUDA: GEMM epilogues fused,
+// composites decomposed, simplified (compile/backend.cpp's order).
 std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
   auto sg = g.clone();
+  fuse_gemm_epilogues(*sg);
   passes::PassOptions po;
   po.decompose = true;
   passes::run_default_passes(*sg, po);
@@ -328,6 +331,19 @@ codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block) {
 }
 
 std::string cuda_source(const graph::Graph& g) { return cuda_unit(g, 0).unit.source; }
+
+std::vector<std::string> cuda_extern_calls(const graph::Graph& g) {
+  Printed pr = print_region(*prepared(g), RegionOptions{});
+  std::vector<std::string> out;
+  for (const ir::ExternCall& e : pr.lowered.program.externs) {
+    std::string s = e.op;
+    const Attrs& a = pr.lowered.extern_attrs.at(static_cast<size_t>(e.id));
+    if (a.has("act")) s += ":" + a.get_str("act");
+    if (!e.inputs.empty() && e.inputs[0].kind == ir::ExternOperand::Kind::Absent) s += ":nobias";
+    out.push_back(s);
+  }
+  return out;
+}
 
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs) {
   const int dev = cuda_region_device(inputs);

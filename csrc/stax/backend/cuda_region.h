@@ -89,6 +89,9 @@ std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int devic
 codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block = 0);
 // Its source text (test hook; g is decomposed first, as the backend does).
 std::string cuda_source(const graph::Graph& g);
+// Its extern calls in order, as "op" or "_gemm_epilogue:<act>[:nobias]"
+// (test hook: which GEMMs took a cuBLASLt epilogue; no GPU needed).
+std::vector<std::string> cuda_extern_calls(const graph::Graph& g);
 // Compiles g for `device` and runs it once on `inputs` (test hook).
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs);
 

@@ -165,6 +165,11 @@ Expr cast(Expr x, DType dtype) {
       case DType::Float32:
         return constant(Scalar(static_cast<double>(static_cast<float>(v.to_double()))), dtype);
       case DType::Float64: return constant(Scalar(v.to_double()), dtype);
+      case DType::Float16:
+      case DType::BFloat16:
+        // (CUDA regions only) a number meeting a 16-bit tensor: kept at float
+        // precision, as eager's float opmath keeps it; the result rounds at the store.
+        return constant(Scalar(static_cast<double>(static_cast<float>(v.to_double()))), dtype);
       case DType::Bool: return constant(Scalar(v.is_float() ? v.to_double() != 0.0 : v.to_int() != 0), dtype);
       case DType::Int64:
         if (!v.is_float()) return constant(Scalar(v.to_int()), dtype);

@@ -25,8 +25,10 @@ class Lowerer {
   void run(const graph::Graph& g) {
     // Generated kernels use the four compute dtypes; graphs touching a narrow
     // dtype (int8..int32, uint8, float16, bfloat16) fall back to eager.
-    auto check_dtype = [](const Node* n) {
-      if (!is_compute_dtype(n->meta.dtype))
+    auto check_dtype = [this](const Node* n) {
+      const DType t = n->meta.dtype;
+      if (r_.half_floats && (t == DType::Float16 || t == DType::BFloat16)) return;
+      if (!is_compute_dtype(t))
         cannot_lower(n, str("dtype ", dtype_name(n->meta.dtype), " is not supported by generated kernels yet"));
     };
     // Dynamic shapes: symbol k is size_var(k), sizes[k] of the entry point.
@@ -218,8 +220,9 @@ class Lowerer {
 
 }  // namespace
 
-LoweredRegion lower(const graph::Graph& g) {
+LoweredRegion lower(const graph::Graph& g, bool half_floats) {
   LoweredRegion r;
+  r.half_floats = half_floats;
   Lowerer(r).run(g);
   return r;
 }

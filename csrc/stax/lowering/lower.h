@@ -19,10 +19,13 @@ struct LoweredRegion {
   std::vector<Attrs> extern_attrs;  // per ExternCall (by id): the operator's attributes
   // Dynamic shapes: the graph's symbols (size_var(k) = symbols[k]); empty when static.
   std::vector<graph::SymbolInfo> symbols;
+  // float16/bfloat16 buffers allowed (the CUDA printer loads them into float
+  // registers and rounds at stores); the CPU printers have no 16-bit form.
+  bool half_floats = false;
   // Value of a size expression at the symbols' hints (the example call).
   int64_t hint(const ir::IndexExpr& e) const;
 };
 
-LoweredRegion lower(const graph::Graph& g);
+LoweredRegion lower(const graph::Graph& g, bool half_floats = false);
 
 }  // namespace tp::stax

@@ -167,6 +167,107 @@ def kernels(report: Report, torch, ceiling: float, quick: bool, small: bool = Fa
     return res
 
 
+def kernels_bf16(report: Report, torch, ceiling: float, quick: bool) -> dict:
+    """The table's cases on bfloat16 data: 2 bytes an element, float32 math
+    and accumulation inside the kernels (issue 12 item 4)."""
+    import numpy as np
+
+    res = {}
+    runs = 5 if quick else 20
+    cases = [c for c in _cases(quick) if c[0] not in ("row sum", "column sum")] + \
+        [c for c in _cases(quick) if c[0] in ("row sum", "column sum")]
+    report.section(f"generated CUDA kernels, {'x'.join(map(str, cases[0][4]))} bfloat16 "
+                   f"(beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
+    for name, (ftp, ftorch), shapes, model32, size in cases:
+        model = model32 // 2
+        row = {"model_bytes": model}
+        if torch is not None:
+            targs = [torch.randn(*s, device="cuda", dtype=torch.bfloat16) for s in shapes]
+            args = [tp.from_dlpack(a) for a in targs]
+        else:
+            args = [tp.randn(*s).to(tp.bfloat16).to("cuda") for s in shapes]
+            targs = None
+        cf = tp.compile(ftp, strict_native=True)
+        got = cf(*args)
+        tp.cuda.synchronize()
+        row["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
+        contenders = [("tp.compile", row["tp_compile_s"])]
+        if torch is not None:
+            row["torch_eager_s"] = _time(lambda: ftorch(*targs), torch.cuda.synchronize, runs)
+            contenders.append(("torch eager", row["torch_eager_s"]))
+            w = ftorch(*targs).float().cpu().numpy()
+            g = got.float().cpu().numpy()
+            row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
+            row["max_abs_torch"] = float(np.max(np.abs(w)))
+            try:
+                tc = torch.compile(ftorch, dynamic=False)
+                tc(*targs)
+                torch.cuda.synchronize()
+                row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
+                contenders.append(("torch.compile", row["torch_compile_s"]))
+            except Exception as exc:
+                row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        for who, t in contenders:
+            row[f"beta[{who}]"] = model / t / ceiling
+        text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
+        if "max_abs_diff_vs_torch" in row:
+            text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
+        report.figure(f"{name} {size[0]}x{size[1]} bf16", text)
+        res[name] = row
+        del args, targs, got
+    return res
+
+
+def matmul_bias_gelu_bf16(report: Report, torch, quick: bool) -> dict:
+    """Matmul + bias + tanh-GELU in bfloat16 (issue 12 item 6): tp.compile
+    fuses the tail into cuBLASLt's GELU_BIAS epilogue."""
+    n = 1024 if quick else 8192
+    runs = 5 if quick else 20
+    flops = 2.0 * n * n * n
+
+    def f_tp(x, w, b):
+        return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+    if torch is not None:
+        tx = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        tw = (torch.randn(n, n, device="cuda") / n ** 0.5).to(torch.bfloat16)
+        tb = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        args = [tp.from_dlpack(a) for a in (tx, tw, tb)]
+    else:
+        args = [tp.randn(n, n).to(tp.bfloat16).cuda(), (tp.randn(n, n) / n ** 0.5).to(tp.bfloat16).cuda(),
+                tp.randn(n).to(tp.bfloat16).cuda()]
+    small = [tp.randn(8, 16).to(tp.bfloat16), tp.randn(4, 16).to(tp.bfloat16), tp.randn(4).to(tp.bfloat16)]
+    out = {"n": n, "extern_calls": tp._C._stax_cuda_externs(tp._C._capture(f_tp, *small))}
+    cf = tp.compile(f_tp, strict_native=True)
+    got = cf(*args)
+    tp.cuda.synchronize()
+    out["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
+    out["tp_eager_s"] = _time(lambda: f_tp(*args), tp.cuda.synchronize, runs)
+    contenders = [("tp.compile", out["tp_compile_s"]), ("tp eager", out["tp_eager_s"])]
+    if torch is not None:
+        def f_torch(x, w, b):
+            return torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b), approximate="tanh")
+        out["torch_eager_s"] = _time(lambda: f_torch(tx, tw, tb), torch.cuda.synchronize, runs)
+        contenders.append(("torch eager", out["torch_eager_s"]))
+        want = f_torch(tx, tw, tb).float()
+        out["max_abs_diff_vs_torch"] = float((torch.from_dlpack(got).float() - want).abs().max())
+        try:
+            tc = torch.compile(f_torch, dynamic=False)
+            tc(tx, tw, tb)
+            torch.cuda.synchronize()
+            out["torch_compile_s"] = _time(lambda: tc(tx, tw, tb), torch.cuda.synchronize, runs)
+            contenders.append(("torch.compile", out["torch_compile_s"]))
+        except Exception as exc:
+            out["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    for who, t in contenders:
+        out[f"tflops[{who}]"] = flops / t / 1e12
+    text = "  ".join(f"{who} {t * 1e3:.3f} ms {flops / t / 1e12:.0f} TFLOP/s" for who, t in contenders)
+    if "max_abs_diff_vs_torch" in out:
+        text += f"  (max |tp - torch| {out['max_abs_diff_vs_torch']:.2e})"
+    report.figure(f"matmul + bias + tanh-GELU bf16 {n}^3", text)
+    return out
+
+
 def host_overhead(report: Report, torch, quick: bool) -> dict:
     n = 2000 if quick else 20000
     x = tp.randn(8).to("cuda")
@@ -290,6 +391,8 @@ def run(report: Report, step, quick: bool) -> None:
     if bw:
         report.figure("device-to-device copy (read + write)", f"{ceiling / 1e12:.2f} TB/s")
     step("gpu.kernels", lambda: kernels(report, torch, ceiling, quick))
+    step("gpu.kernels_bf16", lambda: kernels_bf16(report, torch, ceiling, quick))
+    step("gpu.matmul_bias_gelu_bf16", lambda: matmul_bias_gelu_bf16(report, torch, quick))
     if not quick:
         step("gpu.kernels_small", lambda: kernels(report, torch, ceiling, quick, small=True))
     if torch is not None:

@@ -23,7 +23,11 @@ using namespace ir;
 
 namespace {
 
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// The type a value has in registers: 16-bit floats compute in float.
 const char* ctype(DType t) {
+  if (is_half(t)) return "float";
   if (const char* c = c_type(t)) return c;
   throw NotImplementedError(str("stax cuda printer: dtype ", dtype_name(t), " is not supported yet"));
 }
@@ -31,14 +35,77 @@ const char* ctype(DType t) {
 const FloatSpellings kCuda{"__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)",
                                     "__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff0000000000000LL)"};
 
+// The type of a buffer's elements in memory: 16-bit floats are the prelude's
+// tp_bf16 / tp_half (a 16-bit pattern converting to and from float).
+const char* mtype(DType t) {
+  if (t == DType::BFloat16) return "tp_bf16";
+  if (t == DType::Float16) return "tp_half";
+  return ctype(t);
+}
+
 std::string literal(const Scalar& v, DType t) {
-  return c_literal(v, t, kCuda);
+  return c_literal(v, is_half(t) ? DType::Float32 : t, kCuda);
 }
 
 // Device helpers: the names the IR's Call nodes print as (tp_<name>), the
 // reduction functors and the block-wide combine.
 const char* kPrelude = R"(typedef long long i64;
 #define TP_D static __device__ __forceinline__
+// 16-bit floats without cuda_bf16.h / cuda_fp16.h (NVRTC wheels may lack them):
+// memory holds the bit pattern, registers hold float; a store rounds to
+// nearest even. bfloat16 is the top half of a float32; float16 converts with PTX.
+TP_D float tp_bf16_to_f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+TP_D unsigned short tp_f_to_bf16(float f) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+#else
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN stays NaN
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
+}
+TP_D float tp_half_to_f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+TP_D unsigned short tp_f_to_half(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+// Two floats rounded into one 32-bit word (lo in the low half): one instruction from sm_80.
+TP_D unsigned tp_pack_bf16(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)tp_f_to_bf16(lo) | ((unsigned)tp_f_to_bf16(hi) << 16);
+#endif
+}
+TP_D unsigned tp_pack_half(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)tp_f_to_half(lo) | ((unsigned)tp_f_to_half(hi) << 16);
+#endif
+}
+struct tp_bf16 {
+  unsigned short bits;
+  tp_bf16() = default;
+  __device__ __forceinline__ tp_bf16(float f) : bits(tp_f_to_bf16(f)) {}
+  __device__ __forceinline__ operator float() const { return tp_bf16_to_f(bits); }
+};
+struct tp_half {
+  unsigned short bits;
+  tp_half() = default;
+  __device__ __forceinline__ tp_half(float f) : bits(tp_f_to_half(f)) {}
+  __device__ __forceinline__ operator float() const { return tp_half_to_f(bits); }
+};
+// A cast to a 16-bit type inside an expression: the value rounded, kept in float.
+TP_D float tp_round_bf16(float f) { return tp_bf16_to_f(tp_f_to_bf16(f)); }
+TP_D float tp_round_half(float f) { return tp_half_to_f(tp_f_to_half(f)); }
+// Eight 16-bit lanes: one 16-byte access (the uint4 view makes loads and
+// stores single 128-bit moves; lanes are read and written through v).
+union __align__(16) tp_bf16x8 { uint4 u; tp_bf16 v[8]; };
+union __align__(16) tp_halfx8 { uint4 u; tp_half v[8]; };
+TP_D tp_bf16x8 make_tp_bf16x8(float a, float b, float c, float d, float e, float f, float g, float h) {
+  tp_bf16x8 r; r.u = make_uint4(tp_pack_bf16(a, b), tp_pack_bf16(c, d), tp_pack_bf16(e, f), tp_pack_bf16(g, h)); return r;
+}
+TP_D tp_halfx8 make_tp_halfx8(float a, float b, float c, float d, float e, float f, float g, float h) {
+  tp_halfx8 r; r.u = make_uint4(tp_pack_half(a, b), tp_pack_half(c, d), tp_pack_half(e, f), tp_pack_half(g, h)); return r;
+}
 TP_D long long tp_floordiv(long long a, long long b) { long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 TP_D long long tp_mod(long long a, long long b) { if (b == -1) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 TP_D int tp_floordiv(int a, int b) { int q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
@@ -118,11 +185,26 @@ std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
   return a;
 }
 
-// The accumulator's type: a float32 sum accumulates in double.
-DType acc_dtype(ReduceOp r, DType t) { return r == ReduceOp::Sum && t == DType::Float32 ? DType::Float64 : t; }
+// The accumulator's type: a float32 sum accumulates in double, 16-bit floats
+// in float.
+DType acc_dtype(ReduceOp r, DType t) {
+  if (is_half(t)) return DType::Float32;
+  return r == ReduceOp::Sum && t == DType::Float32 ? DType::Float64 : t;
+}
 
-const char* vec_type(DType t) { return t == DType::Float64 ? "double2" : "float4"; }
-const char* lane_field(int l) {
+// The 16-byte vector of dtype t (16 / itemsize lanes).
+const char* vec_type(DType t) {
+  switch (t) {
+    case DType::Float64: return "double2";
+    case DType::BFloat16: return "tp_bf16x8";
+    case DType::Float16: return "tp_halfx8";
+    default: return "float4";
+  }
+}
+// Does a vector of `lanes` elements of t fill exactly one 16-byte access?
+bool vec_fits(DType t, int lanes) { return is_floating(t) && itemsize(t) * lanes == 16; }
+std::string lane_field(DType t, int l) {
+  if (is_half(t)) return ".v[" + std::to_string(l) + "]";
   static const char* f[] = {".x", ".y", ".z", ".w"};
   return f[l];
 }
@@ -176,7 +258,10 @@ class Writer {
       case ExprOp::Guard: throw NotImplementedError("stax cuda printer: checked indexing (Guard) is not supported yet");
       case ExprOp::Cast: {
         std::string a = emit(e->args[0], os, ind);
-        rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
+        if (e->dtype == DType::Bool) rhs = "(" + a + " != 0)";
+        else if (e->dtype == DType::BFloat16) rhs = "tp_round_bf16((float)(" + a + "))";
+        else if (e->dtype == DType::Float16) rhs = "tp_round_half((float)(" + a + "))";
+        else rhs = std::string("(") + ctype(e->dtype) + ")(" + a + ")";
         break;
       }
     }
@@ -223,7 +308,7 @@ NestItems nest_items(const LoopNest& n) {
   if (nd == 0) return it;
   it.rows = leading_product(n.inner_ranges, nd - 1);
   const int64_t e = n.inner_ranges.back();
-  it.lanes = n.vectorize && n.lanes > 1 && n.lanes <= 4 ? n.lanes : 1;
+  it.lanes = n.vectorize && n.lanes > 1 && n.lanes <= 8 ? n.lanes : 1;
   it.groups = it.lanes > 1 ? e / it.lanes : 0;
   it.tail = e - it.groups * it.lanes;
   return it;
@@ -280,7 +365,7 @@ class KernelWriter {
         if (lane >= 0 && use_cache_) {
           auto c = cache_.find(cache_key(ss.buffer, ss.index, n));
           if (c != cache_.end()) {
-            os_ << in2 << c->second << "[tp_kk]" << lane_field(lane) << " = " << v << ";\n";
+            os_ << in2 << c->second << "[tp_kk]" << lane_field(ss.value->dtype, lane) << " = " << v << ";\n";
             if (dead_side_.count(c->first)) continue;
           }
         }
@@ -305,7 +390,7 @@ class KernelWriter {
     for (const ExprNode* l : loads_of(n.body)) {
       if (!l->args.empty() || locals_.count(l->buffer) || !seen.insert(l).second) continue;
       auto c = coefficient_of(l->index, jv);
-      if (!c || *c != 1 || l->dtype != dt) continue;
+      if (!c || *c != 1 || l->dtype != dt || !vec_fits(dt, L)) continue;
       vloads.push_back(l);
     }
     std::unordered_map<const ExprNode*, std::string> lane_base;
@@ -325,7 +410,8 @@ class KernelWriter {
       aligned += " | (unsigned long long)(" + p_.buffers[l->buffer].name + " + " + nm + "_i)";
       lane_base[l] = nm;
     }
-    const bool vstore = !red && coefficient_of(n.store_index, jv).value_or(0) == 1;
+    const bool vstore = !red && coefficient_of(n.store_index, jv).value_or(0) == 1 && vec_fits(dt, L) &&
+                        out.dtype == dt;
     std::string sidx;
     if (vstore) {
       sidx = "tp_s" + std::to_string(counter_++);
@@ -342,14 +428,14 @@ class KernelWriter {
       os_ << ind << "if (" << al << ") " << nm << " = *reinterpret_cast<const " << vt << "*>(" << b << " + " << nm
           << "_i);\n";
       os_ << ind << "else {";
-      for (int q = 0; q < L; ++q) os_ << " " << nm << lane_field(q) << " = " << b << "[" << nm << "_i + " << q << "];";
+      for (int q = 0; q < L; ++q) os_ << " " << nm << lane_field(dt, q) << " = " << b << "[" << nm << "_i + " << q << "];";
       os_ << " }\n";
     }
     std::vector<std::string> results;
     for (int q = 0; q < L; ++q) {
       const std::string r = "tp_r" + std::to_string(counter_++);
       results.push_back(r);
-      if (!red) os_ << ind << ctype(dt) << " " << r << ";\n";
+      if (!red) os_ << ind << ctype(dt) << " " << r << ";\n";  // float for 16-bit types: rounded at the store
     }
     for (int q = 0; q < L; ++q) {
       os_ << ind << "{\n";
@@ -358,7 +444,7 @@ class KernelWriter {
       os_ << in2 << "const " << ix_ << " " << jb << "_q = " << jb << " + " << q << ";\n";
       Writer wl(p_, locals_, ranges_, counter_);
       if (node.reduce == ReduceOp::Sum) wl.set_sum_root(n.body.get());
-      for (const ExprNode* l : vloads) wl.lane_loads[l] = lane_base[l] + lane_field(q);
+      for (const ExprNode* l : vloads) wl.lane_loads[l] = lane_base[l] + lane_field(dt, q);
       // Redeclare the last variable for this lane (nested scope), so invariant
       // loads, side stores and indices read the lane's position.
       os_ << in2 << "{\n";
@@ -416,7 +502,9 @@ class KernelWriter {
     for (const LoopNest& n : k_.nests) {
       const int jv = n.inner_vars.back().var_id();
       for (const ExprNode* l : loads_of(n.body)) {
-        if (!l->args.empty() || locals_.count(l->buffer) || l->dtype != p_.nodes[n.node].body->dtype) continue;
+        if (!l->args.empty() || locals_.count(l->buffer) || l->dtype != p_.nodes[n.node].body->dtype ||
+            !vec_fits(l->dtype, it.lanes))
+          continue;
         auto c = coefficient_of(l->index, jv);
         if (!c || *c != 1) continue;
         const std::string key = cache_key(l->buffer, l->index, n);
@@ -436,9 +524,13 @@ class KernelWriter {
     for (const LoopNest& n : k_.nests)
       for (const SideStore& ss : n.side_stores) {
         const std::string key = cache_key(ss.buffer, ss.index, n);
-        if (side_reads_.count(key)) side_keys[key] = static_cast<int>(ss.value->dtype);
+        if (side_reads_.count(key) && vec_fits(ss.value->dtype, it.lanes))
+          side_keys[key] = static_cast<int>(ss.value->dtype);
       }
-    const int64_t regs = static_cast<int64_t>(keys.size() + side_keys.size()) * K * it.lanes;
+    // 32-bit registers: two 16-bit lanes share one.
+    int64_t regs = 0;
+    for (auto& [key, t] : key_dtype) regs += K * it.lanes * itemsize(static_cast<DType>(t)) / 4;
+    for (auto& [key, t] : side_keys) regs += K * it.lanes * itemsize(static_cast<DType>(t)) / 4;
     if (K < 1 || K > 8 || regs > max_regs || (keys.empty() && side_keys.empty())) return false;
     k_cache_ = K;
     use_cache_ = true;
@@ -483,7 +575,7 @@ class KernelWriter {
           << "[tp_kk] = *reinterpret_cast<const " << vec_type(c.dtype) << "*>(" << b << " + " << c.name << "_i);\n";
       os_ << ind << "    else {";
       for (int q = 0; q < it.lanes; ++q)
-        os_ << " " << c.name << "[tp_kk]" << lane_field(q) << " = " << b << "[" << c.name << "_i + " << q << "];";
+        os_ << " " << c.name << "[tp_kk]" << lane_field(c.dtype, q) << " = " << b << "[" << c.name << "_i + " << q << "];";
       os_ << " }\n";
     }
     os_ << ind << "  }\n" << ind << "}\n";
@@ -571,7 +663,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
   for (auto& b : p.buffers) {
     if (b.kind == BufferKind::Status) throw NotImplementedError("stax cuda printer: checked indexing is not supported yet");
     if (b.kind == BufferKind::Temp && !memory_temps.count(b.id)) continue;
-    ctype(b.dtype);  // refuses narrow dtypes
+    mtype(b.dtype);  // refuses narrow integer dtypes
     u.slot_buffer.push_back(b.id);
   }
   std::ostringstream os;
@@ -649,7 +741,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
     for (size_t i = 0; i < u.slot_buffer.size(); ++i) {
       const Buffer& b = p.buffers[u.slot_buffer[i]];
-      os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << ctype(b.dtype) << "* __restrict__ " << b.name;
+      os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << mtype(b.dtype) << "* __restrict__ " << b.name;
     }
     os << ") {\n";
     const std::string& ix = kw.ix();

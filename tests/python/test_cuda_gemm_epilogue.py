@@ -1,0 +1,136 @@
+"""GEMM epilogues in CUDA regions (issue 12 item 6): a product whose result
+only feeds a bias row and/or relu / tanh-GELU becomes one cuBLASLt call with
+that epilogue (`_gemm_epilogue`). Without a GPU: which GEMMs take an epilogue
+(`_stax_cuda_externs`), and that the rewritten graph computes what the original
+does (run on the CPU, the fused node is the unfused reference). On a GPU:
+tp.compile with the fused call against the unfused eager result, float32 and
+the 16-bit types."""
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+from tensorplay import _C
+
+gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
+
+
+def _lin_gelu(x, w, b):
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+def _lin_relu(x, w, b):
+    return F.linear(x, w, b).relu()
+
+
+def _mm_add_gelu(x, w, b):
+    return F.gelu(x @ w.t() + b, approximate="tanh")
+
+
+def _bias_first(x, w, b):
+    return b + x @ w.t()
+
+
+def _mm_relu(x, w, b):
+    return (x @ w.t()).relu() * 2
+
+
+def _lin3d_gelu(x, w, b):
+    return F.gelu(F.linear(x.view(2, -1, x.shape[-1]), w, b), approximate="tanh")
+
+
+# name: (function, expected extern calls)
+FUSED = {
+    "linear_gelu": (_lin_gelu, ["_gemm_epilogue:gelu_tanh"]),
+    "linear_relu": (_lin_relu, ["_gemm_epilogue:relu"]),
+    "mm_add_gelu": (_mm_add_gelu, ["_gemm_epilogue:gelu_tanh"]),
+    "bias_first": (_bias_first, ["_gemm_epilogue:none"]),
+    "mm_relu": (_mm_relu, ["_gemm_epilogue:relu:nobias"]),
+    "linear3d_gelu": (_lin3d_gelu, ["_gemm_epilogue:gelu_tanh"]),
+}
+
+NOT_FUSED = {
+    # cuBLASLt's GELU is the tanh approximation: the exact gelu stays a kernel of its own.
+    "erf_gelu": (lambda x, w, b: F.gelu(F.linear(x, w, b)), ["addmm"]),
+    # The product is also a result: the epilogue would lose it.
+    "used_twice": (lambda x, w, b: (lambda h: (F.gelu(h, approximate="tanh"), h))(F.linear(x, w, b)), ["addmm"]),
+    # A bias that is not a row of the result's width (a column) is a pointwise kernel.
+    "column_bias": (lambda x, w, b: (x @ w.t() + b[:8].view(8, 1)).relu(), ["matmul"]),
+    # linear alone: addmm's eager kernel already adds the bias in the epilogue.
+    "linear": (lambda x, w, b: F.linear(x, w, b), ["addmm"]),
+    # float64: cuBLASLt has no double GELU epilogue to rely on.
+    "float64": (lambda x, w, b: F.gelu(F.linear(x.double(), w.double(), b.double()), approximate="tanh"), None),
+}
+
+
+def _args(dt=tp.float32, m=8, k=16, n=32):
+    return tp.randn(m, k).to(dt), (tp.randn(n, k) / 4).to(dt), tp.randn(n).to(dt)
+
+
+@pytest.mark.parametrize("dt", [tp.float32, tp.bfloat16, tp.float16])
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_gemm_with_a_pointwise_tail_takes_the_epilogue(name, dt):
+    fn, want = FUSED[name]
+    assert _C._stax_cuda_externs(_C._capture(fn, *_args(dt))) == want
+
+
+@pytest.mark.parametrize("name", sorted(NOT_FUSED))
+def test_tails_cublaslt_cannot_apply_are_left_alone(name):
+    fn, want = NOT_FUSED[name]
+    got = _C._stax_cuda_externs(_C._capture(fn, *_args()))
+    assert not any(e.startswith("_gemm_epilogue") for e in got)
+    if want is not None:
+        assert got == want
+
+
+@pytest.mark.parametrize("name", sorted(FUSED) + ["used_twice"])
+def test_rewritten_graph_computes_the_original(name):
+    fn = FUSED[name][0] if name in FUSED else NOT_FUSED[name][0]
+    args = _args()
+    gm = _C._stax_gemm_epilogue_pass(_C._capture(fn, *args))
+    assert ("_gemm_epilogue" in gm.code) == (name in FUSED)
+    got, want = gm(*args), fn(*args)
+    got = got if isinstance(got, (tuple, list)) else [got]
+    want = want if isinstance(want, (tuple, list)) else [want]
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- with a GPU
+
+
+@gpu
+@pytest.mark.parametrize("dt", [tp.float32, tp.bfloat16, tp.float16])
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_gemm_matches_the_unfused_result(name, dt):
+    fn = FUSED[name][0]
+    args = _args(dt, m=96, k=80, n=136)
+    ref = fn(*[a.float() for a in args])  # float32 on the CPU, from the same inputs
+    f = tp.compile(fn, strict_native=True)
+    got = f(*[a.cuda() for a in args])
+    assert got.dtype == dt and got.device.type == "cuda"
+    # float32: full FP32 GEMM (no TF32 unless allowed); 16-bit: one rounding of the result.
+    tol = 1e-4 if dt == tp.float32 else (1e-2 if dt == tp.bfloat16 else 2e-3)
+    np.testing.assert_allclose(got.cpu().float().numpy(), ref.numpy(), rtol=tol, atol=tol * 4)
+    again = f(*[a.cuda() for a in args])
+    np.testing.assert_array_equal(again.cpu().float().numpy(), got.cpu().float().numpy())
+
+
+@gpu
+def test_misaligned_and_strided_bias_rows():
+    x, w, b = _args(m=64, k=32, n=48)
+    big = tp.randn(3 * 48 + 1)
+    bigc = big.cuda()
+    for sl in (slice(1, 49), slice(0, 144, 3)):  # 4-byte aligned; stride 3 (views of one device buffer)
+        f = tp.compile(_lin_gelu, strict_native=True)
+        got = f(x.cuda(), w.cuda(), bigc[sl])
+        np.testing.assert_allclose(got.cpu().numpy(), _lin_gelu(x, w, big[sl]).numpy(), rtol=1e-4, atol=1e-4)
+
+
+@gpu
+def test_eager_gemm_epilogue_operator_with_an_empty_sum():
+    # K = 0: no GEMM to carry the epilogue; the unfused operators give act(bias).
+    x, w, b = tp.randn(4, 0), tp.randn(6, 0), tp.randn(6)
+    got = tp.compile(_lin_relu, strict_native=True)(x.cuda(), w.cuda(), b.cuda())
+    np.testing.assert_allclose(got.cpu().numpy(), _lin_relu(x, w, b).numpy())
