@@ -441,7 +441,10 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
                               ? o.welford_two_pass_max
                               : int64_t{std::max(1, o.accumulators)} * (o.vector_bytes / static_cast<int>(itemsize(dt))) *
                                     o.vector_block_steps;
-    if (nd == 1 && !symbolic && span <= limit) nest.welford = WelfordMode::TwoPass;
+    // A symbolic row takes two passes only when its declared range keeps it
+    // short (one loop form for every size: the two-pass sums are not cascaded).
+    const int64_t longest = symbolic && nd == 1 ? range_of(nest.inner_extents[0], o.size_ranges).hi : span;
+    if (nd == 1 && longest <= limit) nest.welford = WelfordMode::TwoPass;
     return;
   }
   if (node.has_pair_result()) return;
