@@ -425,3 +425,87 @@ def test_layer_norm_declared_short_rows_take_two_passes(cache_dir):
     assert cf.num_specializations == 1
     src = "\n".join(s for s in _generated_sources(cache_dir) if "tp_size" in s)
     assert "two passes" in src and "one pass" not in src
+
+
+# --- split / chunk / unbind of symbolic dims -----------------------------------------
+
+def _check_pieces(cf, fn, x):
+    got, want = cf(x), fn(x)
+    got, want = (list(got), list(want)) if isinstance(want, (tuple, list)) else ([got], [want])
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w, 1e-5)
+
+
+def test_chunk_of_symbolic_dim_keeps_every_dim_symbolic():
+    # q, k, v = qkv.chunk(3, dim=-1) under dynamic=True: the feature dim is a
+    # symbol too; the guard size % 3 == 0 makes every piece size // 3 long, so
+    # batch, length and features stay symbolic (one version). It used to
+    # specialize all three sizes of qkv (a version per call).
+    def f(qkv):
+        q, k, v = qkv.chunk(3, dim=-1)
+        return (q * k).sum(-1) + v.amax(-1), q * k
+
+    def g(qkv):
+        q, k, v = qkv.chunk(3, dim=-1)
+        return q * v + k  # the pieces have one symbolic size
+
+    cf, cg = stax(f), stax(g)
+    for b, t, d in [(2, 5, 12), (3, 7, 12), (4, 11, 30), (5, 31, 3 * 97), (2, 3, 6)]:
+        _check_pieces(cf, f, tp.randn(b, t, d))
+        _check_pieces(cg, g, tp.randn(b, t, d))
+    assert cf.num_specializations == 1 and cg.num_specializations == 1
+    # A size that is not a multiple of 3 fails the guard: a new version, right values.
+    _check_pieces(cf, f, tp.randn(3, 5, 13))
+    assert cf.num_specializations == 2
+
+
+def test_chunk_with_a_ragged_last_piece_specializes_only_the_split_dim():
+    def f(x):
+        return [p * 2 for p in x.chunk(3, dim=1)]
+
+    cf = stax(f)
+    for b in [2, 3, 5, 17, 64]:
+        _check_pieces(cf, f, tp.randn(b, 10))  # 10 = 4 + 4 + 2: pieces depend on the size
+    assert cf.num_specializations == 1  # the batch dim stayed symbolic
+    _check_pieces(cf, f, tp.randn(4, 11))
+    assert cf.num_specializations == 2
+
+
+def test_split_with_constant_size_guards_the_number_of_pieces():
+    def f(x):
+        return [p * 2 + 1 for p in x.split(5, dim=1)]
+
+    cf = stax(f)
+    for b, n in [(2, 14), (3, 13), (4, 11), (6, 15), (9, 12)]:  # three pieces: 10 < n <= 15
+        _check_pieces(cf, f, tp.randn(b, n))
+    assert cf.num_specializations == 1
+    _check_pieces(cf, f, tp.randn(3, 21))  # five pieces: another version
+    assert cf.num_specializations == 2
+
+
+def test_unbind_specializes_only_the_unbound_dim():
+    def f(x):
+        a, b, c = x.unbind(1)
+        return a * b - c
+
+    cf = stax(f)
+    for b, t in [(2, 5), (4, 7), (5, 11), (7, 31)]:
+        _check_pieces(cf, f, tp.randn(b, 3, t))
+    assert cf.num_specializations == 1
+
+
+@pytest.mark.parametrize("op", ["unbind", "split1", "chunk2"])
+def test_pieces_of_a_dim_of_size_two_count_right_at_other_sizes(op):
+    # With two pieces their bounds (0, 1, 2) do not look computed from the size;
+    # the number of pieces still depends on it, so a call with three must not
+    # reuse a version that returns two.
+    fns = {
+        "unbind": lambda x: [p * 2 for p in x.unbind(1)],
+        "split1": lambda x: [p * 2 for p in x.split(1, dim=1)],
+        "chunk2": lambda x: [p * 2 for p in x.chunk(2, dim=1)],
+    }
+    f = fns[op]
+    cf = stax(f)
+    for b, n in [(4, 2), (5, 3), (6, 4), (7, 2), (3, 5)]:
+        _check_pieces(cf, f, tp.randn(b, n, 5))
