@@ -8,10 +8,16 @@
 // cannot run inside a region (random, data-dependent shape) raises
 // tp::BackendError naming it (with TP_STAX_LOWER_DEBUG=1 also printed).
 #pragma once
+#include <map>
+#include <memory>
+#include <tuple>
+
 #include "graph/graph.h"
 #include "stax/ir/loop_ir.h"
 
 namespace tp::stax {
+
+struct Value;
 
 struct LoweredRegion {
   ir::LoopProgram program;
@@ -21,6 +27,11 @@ struct LoweredRegion {
   std::vector<graph::SymbolInfo> symbols;
   // Value of a size expression at the symbols' hints (the example call).
   int64_t hint(const ir::IndexExpr& e) const;
+  // Lowering state: the mean result of each Welford node by (input graph node,
+  // reduced dims, keepdim), so that a `mean` of the same input over the same
+  // dims reads it instead of summing again (var_mean / std_mean reach Stax as
+  // var + mean: one pass instead of a Welford pass plus a sum).
+  std::map<std::tuple<const graph::Node*, std::vector<bool>, bool>, std::shared_ptr<const Value>> welford_means;
 };
 
 LoweredRegion lower(const graph::Graph& g);

@@ -121,7 +121,13 @@ Value lower_mean(LoweringContext& c) {
   const DType dt = c.out_dtype();
   if (!is_floating(dt)) c.fail("mean of an integer result");
   if (!is_floating(x.dtype) && x.dtype != dt) c.fail("mean converting an integer input");
-  const IndexExpr count = count_of(x, reduced_dims(c, x));
+  const std::vector<bool> reduced = reduced_dims(c, x);
+  // The same input and dims as a Welford node lowered before (var_mean reaches
+  // Stax as var + mean): its mean result (sum / N over the same values).
+  const bool keepdim = c.attrs().has("keepdim") && c.attrs().get_or("keepdim", false);
+  if (x.dtype == dt && c.attrs().is_none("dtype"))
+    if (const Value* m = c.welford_mean(reduced, keepdim)) return *m;
+  const IndexExpr count = count_of(x, reduced);
   LoweringFn sum = find_lowering("sum");
   if (!sum) c.fail("no rule for sum");
   Value s = sum(c);  // the same dims, keepdim and result dtype

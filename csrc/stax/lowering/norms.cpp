@@ -174,7 +174,9 @@ void register_norm_lowerings(LoweringTable& t) {
 
 bool keeps_whole_for_stax(const std::string& op) {
   // Composites with a native loop rule: the decomposition pass leaves them whole.
-  static const char* const kOps[] = {"layer_norm", "var", "var.dim", "var.unbiased", "std", "std.dim",
+  // mean: so that a mean beside a var of the same input and dims reads the
+  // Welford node's mean (lower_mean, means.cpp) instead of summing again.
+  static const char* const kOps[] = {"layer_norm", "mean", "var", "var.dim", "var.unbiased", "std", "std.dim",
                                      "std.unbiased", "var_mean", "var_mean.dim", "var_mean.unbiased", "std_mean",
                                      "std_mean.dim", "std_mean.unbiased"};
   for (const char* o : kOps)
