@@ -509,3 +509,18 @@ def test_pieces_of_a_dim_of_size_two_count_right_at_other_sizes(op):
     cf = stax(f)
     for b, n in [(4, 2), (5, 3), (6, 4), (7, 2), (3, 5)]:
         _check_pieces(cf, f, tp.randn(b, n, 5))
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_symbolic_var_mean_sums_each_row_once_for_the_mean(k):
+    # var_mean reaches Stax as var + mean; with symbolic sizes var is the
+    # two-pass rule (sum, then squared deviations) and the mean reads its sum / N
+    # instead of a third reduction.
+    fn = [lambda x: tp.var_mean(x, 1), lambda x: tp.std_mean(x, 1, keepdim=True), lambda x: tp.var_mean(x, 0),
+          lambda x: (x.var(1, correction=0), x.mean(1) * 2, x.mean(1, keepdim=True) + x)][k]
+    cf = stax(fn)
+    for r, c in [(3, 5), (2, 7), (37, 53), (97, 1031)]:
+        x = tp.randn(r, c) + 2
+        close(cf(x), fn(x), 1e-5)
+    assert cf.num_specializations == 1
+    assert cf.last_source.count("(sum over") == 2, cf.last_source

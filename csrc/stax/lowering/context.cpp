@@ -232,16 +232,16 @@ const graph::Node* operand0_node(const graph::Node& n) {
 }
 }  // namespace
 
-void LoweringContext::remember_welford_mean(const std::vector<bool>& reduced, bool keepdim, const Value& mean) {
+void LoweringContext::remember_mean(const std::vector<bool>& reduced, bool keepdim, const Value& mean) {
   if (const graph::Node* in = operand0_node(*node_))
-    region_.welford_means[{in, reduced, keepdim}] = std::make_shared<const Value>(mean);
+    region_.known_means[{in, reduced, keepdim}] = std::make_shared<const Value>(mean);
 }
 
-const Value* LoweringContext::welford_mean(const std::vector<bool>& reduced, bool keepdim) const {
+const Value* LoweringContext::known_mean(const std::vector<bool>& reduced, bool keepdim) const {
   const graph::Node* in = operand0_node(*node_);
   if (!in) return nullptr;
-  auto it = region_.welford_means.find({in, reduced, keepdim});
-  return it == region_.welford_means.end() ? nullptr : it->second.get();
+  auto it = region_.known_means.find({in, reduced, keepdim});
+  return it == region_.known_means.end() ? nullptr : it->second.get();
 }
 
 }  // namespace tp::stax

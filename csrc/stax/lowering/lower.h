@@ -27,11 +27,12 @@ struct LoweredRegion {
   std::vector<graph::SymbolInfo> symbols;
   // Value of a size expression at the symbols' hints (the example call).
   int64_t hint(const ir::IndexExpr& e) const;
-  // Lowering state: the mean result of each Welford node by (input graph node,
+  // Lowering state: the mean a var/std rule computed (a Welford node's mean
+  // result, or the symbolic two-pass rule's sum / N) by (input graph node,
   // reduced dims, keepdim), so that a `mean` of the same input over the same
   // dims reads it instead of summing again (var_mean / std_mean reach Stax as
   // var + mean: one pass instead of a Welford pass plus a sum).
-  std::map<std::tuple<const graph::Node*, std::vector<bool>, bool>, std::shared_ptr<const Value>> welford_means;
+  std::map<std::tuple<const graph::Node*, std::vector<bool>, bool>, std::shared_ptr<const Value>> known_means;
 };
 
 LoweredRegion lower(const graph::Graph& g);
