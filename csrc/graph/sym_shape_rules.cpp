@@ -260,12 +260,87 @@ SymDim clamp_bound(Ctx& c, SymDim b, const SymDim& L) {
   return c.env.resolve(b);
 }
 
+// The composite the user called when its parts' bounds along `dim` depend on
+// that dim's size only (split with an int size, chunk, unbind): its name, else "".
+std::string split_family(const Ctx& c, size_t dim, size_t nd) {
+  if (!c.part || !c.call || !c.call->op) return "";
+  const char* name = c.call->op->name;
+  if (std::strcmp(name, "split") && std::strcmp(name, "chunk") && std::strcmp(name, "unbind")) return "";
+  const AttrValue* d = c.call->attrs.find("dim");
+  const int64_t cd = d && std::holds_alternative<int64_t>(*d) ? std::get<int64_t>(*d) : 0;
+  if (wrap(cd, nd) != static_cast<int64_t>(dim)) return "";
+  if (!std::strcmp(name, "split")) {
+    const AttrValue* k = c.call->attrs.find("split_size");
+    if (!k || !std::holds_alternative<int64_t>(*k)) return "";
+  }
+  return name;
+}
+
+// A piece [start, end) of split / chunk along a symbolic dim L, the bounds
+// as expressions valid for every size the recorded guards admit:
+//  * chunk(n) when L % n == 0 at the hint: the guard L % n == 0, piece i is
+//    [i * (L / n), (i + 1) * (L / n)) (so every piece has the size L / n);
+//  * split(k): the number of pieces ceil(L / k) is guarded ((c - 1) k < L <= c k),
+//    every piece but the last is [i k, (i + 1) k), the last ends at L.
+// Otherwise (chunk with L % n != 0: the piece size and count depend on L in
+// ways a guard on L % n cannot hold) L alone is specialized, the other dims
+// of the input stay symbolic. Returns false when the node is not such a piece.
+bool split_piece_bounds(Ctx& c, const std::string& family, const SymDim& L, SymDim* start, SymDim* end) {
+  const int64_t Lh = c.env.hint(L);
+  const int64_t s = c.n.attrs.get_optional_int("start").value_or(0);
+  const int64_t e = std::min(c.n.attrs.get_optional_int("end").value_or(Lh), Lh);
+  if (c.n.attrs.get_int("step") != 1 || s < 0 || e < s) return false;
+  if (family == "chunk") {
+    const int64_t n = c.call->attrs.get_int("chunks");
+    if (n >= 1 && Lh % n == 0 && Lh / n >= 1 && s % (Lh / n) == 0 &&
+        c.env.decide(mod(L, SymDim(n)), GuardRel::Eq, c.where())) {
+      const SymDim piece = c.env.resolve(floordiv(L, SymDim(n)));
+      const int64_t i = s / (Lh / n);
+      *start = c.env.resolve(SymDim(i) * piece);
+      *end = c.env.resolve(SymDim(i + 1) * piece);  // the last: n * (L / n) = L, every piece L / n long
+      return true;
+    }
+  } else if (family == "split") {
+    const int64_t k = c.call->attrs.get_int("split_size");
+    if (k >= 1 && s % k == 0) {
+      const int64_t count = (Lh + k - 1) / k;
+      c.env.decide(L - SymDim((count - 1) * k + 1), GuardRel::Ge, c.where());
+      c.env.decide(SymDim(count * k) - L, GuardRel::Ge, c.where());
+      *start = SymDim(s);
+      *end = e == Lh ? L : SymDim(e);
+      return true;
+    }
+  }
+  c.env.specialize(L, c.where());
+  *start = SymDim(s);
+  *end = SymDim(e);
+  return true;
+}
+
 bool rule_slice(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
   const SymDim L = in.at(dim);
   const int64_t step = c.n.attrs.get_int("step");
   if (step < 1) return false;
+  if (const std::string family = split_family(c, dim, in.size());
+      !family.empty() && family != "unbind" && !L.is_const() && !c.sym_attr("start") && !c.sym_attr("end")) {
+    SymDim s, e;
+    if (!split_piece_bounds(c, family, L, &s, &e)) return false;
+    SymShape out = in;
+    for (auto& d : out) d = c.env.resolve(d);
+    out[dim] = c.env.resolve(e - s);
+    c.n.sym_sizes = out;
+    for (auto [name, v] : {std::pair{"start", s}, std::pair{"end", e}}) {
+      v = c.env.resolve(v);
+      if (!v.is_const()) c.n.sym_attrs[name] = {v};
+      else {
+        c.n.sym_attrs.erase(name);
+        c.n.attrs.set(name, v.const_value());
+      }
+    }
+    return true;
+  }
   // A bound needs a symbolic attribute only when it came from a SymInt or from a
   // composite's "to the end" (a constant, negative ones included, reads the same
   // at every size: the kernel normalizes and clamps it as the rule did).
@@ -314,7 +389,14 @@ bool rule_select(Ctx& c) {
   const SymDim L = in.at(dim);
   int64_t idx = c.n.attrs.get_int("index");
   if (c.sym_attr("index")) return false;
-  if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) return false;
+  // unbind: the number of pieces is the size, so that size alone is fixed.
+  if (!L.is_const() && split_family(c, dim, in.size()) == "unbind") {
+    c.env.specialize(L, c.where());
+    in = arg_shape(c.n, 0);
+    for (auto& d : in) d = c.env.resolve(d);
+  } else if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) {
+    return false;
+  }
   if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
   else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
   SymShape out;

@@ -22,6 +22,9 @@ struct UserCall {
   const OpDef* op = nullptr;
   std::map<std::string, std::vector<SymDim>> sym_attrs;
   std::vector<int64_t> literals;
+  // The call's attributes (split/chunk: the parts' bounds follow from them and
+  // from the split dim's size alone, which their rules use).
+  Attrs attrs;
   // The user's source line, computed when a decision needs it (walking Python
   // frames at every operator call would dominate a capture's time).
   std::string (*where_fn)() = nullptr;

@@ -373,6 +373,7 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
       uc.op = o.op;
       uc.sym_attrs = std::move(p.sym_attrs);
       uc.literals = std::move(p.literals);
+      uc.attrs = p.attrs;
       uc.where_fn = &python_source_line;
       graph::UserCallScope scope(std::move(uc));
       results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });

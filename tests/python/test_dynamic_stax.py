@@ -330,3 +330,197 @@ def test_transposed_reshape_written_by_its_source_loops(dynamic):
         np.testing.assert_array_equal(fs[2](x).numpy(), chain(x).numpy())
         if s[1] * s[3] == 256:
             np.testing.assert_allclose(fs[1](x, w).numpy(), gemm(x, w).numpy(), rtol=1e-5, atol=1e-5)
+
+
+# --- layer_norm / group_norm with symbolic normalized dims -------------------------
+
+def _generated_sources(cache_dir):
+    return [p.read_text() for p in sorted(cache_dir.rglob("kernel.cpp"))]
+
+
+def _ln_reference(x, w, b, eps=1e-5):
+    x64 = x.numpy().astype(np.float64)
+    mean = x64.mean(-1, keepdims=True)
+    y = (x64 - mean) / np.sqrt(x64.var(-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w.numpy()
+    if b is not None:
+        y = y + b.numpy()
+    return y
+
+
+def test_layer_norm_over_symbolic_features_is_one_fused_kernel(cache_dir):
+    # dynamic=True makes the normalized (feature) dim a size variable: layer_norm
+    # keeps its Welford rule (the element count read at run time) and fuses with
+    # its neighbours, instead of running as an extern call of the eager kernel.
+    def f(x, w, b):
+        return F.gelu(F.layer_norm(x * 2, (x.shape[-1],), w, b)) + 1
+
+    def g(x):
+        return F.layer_norm(x, (x.shape[-1],))
+
+    cf, cg = stax(f), stax(g)
+    for rows, d in [(3, 13), (2, 2), (5, 3), (2, 97), (7, 1031), (3, 4099), (4, 64)]:
+        x = tp.randn(rows, d) * 3 + 1
+        w, b = tp.randn(d), tp.randn(d)
+        ref = _ln_reference(x * 2, w, b)
+        ref = 0.5 * ref * (1 + np.vectorize(__import__("math").erf)(ref / np.sqrt(2))) + 1
+        np.testing.assert_allclose(cf(x, w, b).numpy(), ref, rtol=1e-4, atol=1e-4, err_msg=str((rows, d)))
+        np.testing.assert_allclose(cg(x).numpy(), _ln_reference(x, None, None), rtol=1e-4, atol=1e-4)
+        close(cf(x, w, b), f(x, w, b))
+    assert cf.num_specializations == 1 and cg.num_specializations == 1
+    # A feature dim of 1 is specialized (a new version), still right: all zeros plus bias.
+    x1 = tp.randn(4, 1)
+    close(cg(x1), g(x1))
+    sources = _generated_sources(cache_dir)
+    assert sources
+    for src in sources:
+        assert "ext(ctx" not in src  # no extern call at all: layer_norm and gelu are generated
+    symbolic = [s for s in sources if "tp_size" in s]
+    assert symbolic and all("welford over" in s for s in symbolic)
+
+
+def test_layer_norm_in_a_dynamic_transformer_block_is_not_an_extern_call(cache_dir):
+    tp.manual_seed(0)
+    m = Block()
+    cf = stax(m, dynamic=True)
+    with tp.no_grad():
+        for b, t in [(2, 5), (3, 17), (4, 31), (2, 64)]:
+            x = tp.randn(b, t, 16)
+            close(cf(x), m(x))
+    assert cf.num_specializations == 1
+    src = "\n".join(_generated_sources(cache_dir))
+    assert "welford over" in src
+    assert "layer_norm" in src
+    import re
+    assert not re.search(r"// extern \d+: (native_)?layer_norm", src)
+
+
+def test_group_norm_with_symbolic_batch_and_spatial_dims(cache_dir):
+    w, b = tp.randn(6), tp.randn(6)
+
+    def f(x):
+        return F.group_norm(x, 3, w, b).relu()
+
+    cf = stax(f)
+    for s in [(2, 6, 5, 7), (3, 6, 2, 13), (5, 6, 11, 3), (2, 6, 32, 32)]:
+        x = tp.randn(*s)
+        close(cf(x), f(x))
+    assert cf.num_specializations <= 2
+    for src in _generated_sources(cache_dir):
+        assert "ext(ctx" not in src
+
+
+def test_layer_norm_declared_short_rows_take_two_passes(cache_dir):
+    # A feature dim declared at most 1024 long stays within the two-pass
+    # Welford form (the static kernel's for short rows); unbounded, one pass.
+    def f(x):
+        return F.layer_norm(x, (x.shape[-1],))
+
+    cf = tp.compile(f, dynamic=None, strict_native=True)
+    for d in [5, 64, 1024, 3]:
+        x = tp.randn(6, d)
+        tp.mark_dynamic(x, 1, min=2, max=1024)
+        close(cf(x), f(x))
+    assert cf.num_specializations == 1
+    src = "\n".join(s for s in _generated_sources(cache_dir) if "tp_size" in s)
+    assert "two passes" in src and "one pass" not in src
+
+
+# --- split / chunk / unbind of symbolic dims -----------------------------------------
+
+def _check_pieces(cf, fn, x):
+    got, want = cf(x), fn(x)
+    got, want = (list(got), list(want)) if isinstance(want, (tuple, list)) else ([got], [want])
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w, 1e-5)
+
+
+def test_chunk_of_symbolic_dim_keeps_every_dim_symbolic():
+    # q, k, v = qkv.chunk(3, dim=-1) under dynamic=True: the feature dim is a
+    # symbol too; the guard size % 3 == 0 makes every piece size // 3 long, so
+    # batch, length and features stay symbolic (one version). It used to
+    # specialize all three sizes of qkv (a version per call).
+    def f(qkv):
+        q, k, v = qkv.chunk(3, dim=-1)
+        return (q * k).sum(-1) + v.amax(-1), q * k
+
+    def g(qkv):
+        q, k, v = qkv.chunk(3, dim=-1)
+        return q * v + k  # the pieces have one symbolic size
+
+    cf, cg = stax(f), stax(g)
+    for b, t, d in [(2, 5, 12), (3, 7, 12), (4, 11, 30), (5, 31, 3 * 97), (2, 3, 6)]:
+        _check_pieces(cf, f, tp.randn(b, t, d))
+        _check_pieces(cg, g, tp.randn(b, t, d))
+    assert cf.num_specializations == 1 and cg.num_specializations == 1
+    # A size that is not a multiple of 3 fails the guard: a new version, right values.
+    _check_pieces(cf, f, tp.randn(3, 5, 13))
+    assert cf.num_specializations == 2
+
+
+def test_chunk_with_a_ragged_last_piece_specializes_only_the_split_dim():
+    def f(x):
+        return [p * 2 for p in x.chunk(3, dim=1)]
+
+    cf = stax(f)
+    for b in [2, 3, 5, 17, 64]:
+        _check_pieces(cf, f, tp.randn(b, 10))  # 10 = 4 + 4 + 2: pieces depend on the size
+    assert cf.num_specializations == 1  # the batch dim stayed symbolic
+    _check_pieces(cf, f, tp.randn(4, 11))
+    assert cf.num_specializations == 2
+
+
+def test_split_with_constant_size_guards_the_number_of_pieces():
+    def f(x):
+        return [p * 2 + 1 for p in x.split(5, dim=1)]
+
+    cf = stax(f)
+    for b, n in [(2, 14), (3, 13), (4, 11), (6, 15), (9, 12)]:  # three pieces: 10 < n <= 15
+        _check_pieces(cf, f, tp.randn(b, n))
+    assert cf.num_specializations == 1
+    _check_pieces(cf, f, tp.randn(3, 21))  # five pieces: another version
+    assert cf.num_specializations == 2
+
+
+def test_unbind_specializes_only_the_unbound_dim():
+    def f(x):
+        a, b, c = x.unbind(1)
+        return a * b - c
+
+    cf = stax(f)
+    for b, t in [(2, 5), (4, 7), (5, 11), (7, 31)]:
+        _check_pieces(cf, f, tp.randn(b, 3, t))
+    assert cf.num_specializations == 1
+
+
+@pytest.mark.parametrize("op", ["unbind", "split1", "chunk2"])
+def test_pieces_of_a_dim_of_size_two_count_right_at_other_sizes(op):
+    # With two pieces their bounds (0, 1, 2) do not look computed from the size;
+    # the number of pieces still depends on it, so a call with three must not
+    # reuse a version that returns two.
+    fns = {
+        "unbind": lambda x: [p * 2 for p in x.unbind(1)],
+        "split1": lambda x: [p * 2 for p in x.split(1, dim=1)],
+        "chunk2": lambda x: [p * 2 for p in x.chunk(2, dim=1)],
+    }
+    f = fns[op]
+    cf = stax(f)
+    for b, n in [(4, 2), (5, 3), (6, 4), (7, 2), (3, 5)]:
+        _check_pieces(cf, f, tp.randn(b, n, 5))
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_symbolic_var_mean_sums_each_row_once_for_the_mean(k):
+    # var_mean reaches Stax as var + mean; with symbolic sizes var is the
+    # two-pass rule (sum, then squared deviations) and the mean reads its sum / N
+    # instead of a third reduction.
+    fn = [lambda x: tp.var_mean(x, 1), lambda x: tp.std_mean(x, 1, keepdim=True), lambda x: tp.var_mean(x, 0),
+          lambda x: (x.var(1, correction=0), x.mean(1) * 2, x.mean(1, keepdim=True) + x)][k]
+    cf = stax(fn)
+    for r, c in [(3, 5), (2, 7), (37, 53), (97, 1031)]:
+        x = tp.randn(r, c) + 2
+        close(cf(x), fn(x), 1e-5)
+    assert cf.num_specializations == 1
+    assert cf.last_source.count("(sum over") == 2, cf.last_source

@@ -49,6 +49,24 @@ def test_example_1_1_both_dims_symbolic_is_one_generated_kernel():
     assert externs == 0
 
 
+def test_symbolic_row_sum_prints_its_body_once_and_is_exact_across_blocks():
+    # A symbolic row may be longer than one cascade block (4096 floats with
+    # AVX-512), so its sum is blocked; the blocks go serially into a double
+    # total, so the body is printed once (as in the static kernel), not once
+    # for a one-block branch and once for the cascade (2x the C++ compile).
+    f = lambda x, w: ((x + w).relu() * 2).sum(-1)
+    make = lambda r, c: [tp.randn(r, c), tp.randn(c)]
+    _, static_source, _, _, _ = _C._testing_stax_symbolic(f, make(A, B), [])
+    run, source, externs = symbolic(f, make(A, B), [A, B])
+    assert externs == 0
+    assert source.count("tp_relu(") == static_source.count("tp_relu(")
+    for r, c in [(3, 2), (2, 4095), (3, 4096), (2, 4097), (2, 3 * 4096 + 5), (2, 100003)]:
+        x, w = make(r, c)
+        got = run([x, w])[0].numpy()
+        want = (np.maximum(x.numpy().astype(np.float64) + w.numpy(), 0) * 2).sum(-1)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-4, err_msg=str((r, c)))
+
+
 def test_pointwise_family_with_broadcast_rows_and_columns():
     def f(x, row, col):
         y = tp.where(x > 0, x * row, x - col).exp() + (x * 0.5).sigmoid()

@@ -70,6 +70,20 @@ def test_var_mean_std_mean_results(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [lambda a: tp.var_mean(a, 1), lambda a: tp.std_mean(a, -1, keepdim=True),
+                                lambda a: (a.var(1, correction=0), a.mean(1) * 2)])
+def test_mean_beside_var_reads_the_welford_mean(fn, mode):
+    # var_mean / std_mean reach Stax as var + mean of the same input and dims:
+    # the mean is the Welford node's (one read of each row), not a second sum.
+    x = tp.tensor(rows((33, 1000), mean=2.0))
+    cf = compiled(fn, mode)
+    for g, w in zip(cf(x), fn(x)):
+        close(g, w, rtol=2e-6, atol=1e-6)
+    src = cf.last_source
+    assert "welford over" in src and "(sum over" not in src, src
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", [(64, 64), (16, 1000), (8, 2048), (4, 100003)])
 def test_large_mean_accuracy_against_float64_not_far_from_eager(shape, mode):
     # 1e4 + randn breaks the naive E[x^2] - E[x]^2 (a float32 result would be

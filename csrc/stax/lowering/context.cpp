@@ -221,3 +221,27 @@ int LoweringContext::realize(const Value& v, BufferKind kind, int arg_index, con
 }
 
 }  // namespace tp::stax
+
+namespace tp::stax {
+
+namespace {
+const graph::Node* operand0_node(const graph::Node& n) {
+  if (n.args.empty()) return nullptr;
+  auto* p = std::get_if<graph::Node*>(&n.args[0]);
+  return p ? *p : nullptr;
+}
+}  // namespace
+
+void LoweringContext::remember_mean(const std::vector<bool>& reduced, bool keepdim, const Value& mean) {
+  if (const graph::Node* in = operand0_node(*node_))
+    region_.known_means[{in, reduced, keepdim}] = std::make_shared<const Value>(mean);
+}
+
+const Value* LoweringContext::known_mean(const std::vector<bool>& reduced, bool keepdim) const {
+  const graph::Node* in = operand0_node(*node_);
+  if (!in) return nullptr;
+  auto it = region_.known_means.find({in, reduced, keepdim});
+  return it == region_.known_means.end() ? nullptr : it->second.get();
+}
+
+}  // namespace tp::stax

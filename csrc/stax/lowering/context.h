@@ -38,6 +38,10 @@ class LoweringContext {
   std::vector<ir::IndexExpr> attr_exprs(const std::string& name) const;
   int64_t hint(const ir::IndexExpr& e) const { return region_.hint(e); }
   const LoweredRegion& region() const { return region_; }
+  // The mean of operand 0 of this node over these reduced dims with this
+  // keepdim, as a var/std rule computed it (LoweredRegion::known_means): remember / find.
+  void remember_mean(const std::vector<bool>& reduced, bool keepdim, const Value& mean);
+  const Value* known_mean(const std::vector<bool>& reduced, bool keepdim) const;
   DType out_dtype() const { return node_->meta.dtype; }
   const std::vector<Value>& inputs() const { return inputs_; }
   const Value& input(size_t i) const { return inputs_.at(i); }

@@ -8,10 +8,16 @@
 // cannot run inside a region (random, data-dependent shape) raises
 // tp::BackendError naming it (with TP_STAX_LOWER_DEBUG=1 also printed).
 #pragma once
+#include <map>
+#include <memory>
+#include <tuple>
+
 #include "graph/graph.h"
 #include "stax/ir/loop_ir.h"
 
 namespace tp::stax {
+
+struct Value;
 
 struct LoweredRegion {
   ir::LoopProgram program;
@@ -24,6 +30,12 @@ struct LoweredRegion {
   bool half_floats = false;
   // Value of a size expression at the symbols' hints (the example call).
   int64_t hint(const ir::IndexExpr& e) const;
+  // Lowering state: the mean a var/std rule computed (a Welford node's mean
+  // result, or the symbolic two-pass rule's sum / N) by (input graph node,
+  // reduced dims, keepdim), so that a `mean` of the same input over the same
+  // dims reads it instead of summing again (var_mean / std_mean reach Stax as
+  // var + mean: one pass instead of a Welford pass plus a sum).
+  std::map<std::tuple<const graph::Node*, std::vector<bool>, bool>, std::shared_ptr<const Value>> known_means;
 };
 
 LoweredRegion lower(const graph::Graph& g, bool half_floats = false);

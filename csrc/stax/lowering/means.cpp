@@ -97,6 +97,26 @@ LoweringFn variance(bool is_std) {
     memoize(sum);
     Expr n = cast(index_value(count), dt);
     auto mean_at = [sum, n, dt](const Index& i) { return call(CallOp::Div, {sum.at(i), n}, dt); };
+    // The mean, for a `mean` of the same input and dims (var_mean's second
+    // half), with the reduced dims kept or dropped.
+    for (bool keep : {true, false}) {
+      Value m = sum;
+      m.buffer = -1;
+      m.at = [mean_at, reduced, keep](const Index& idx) { return mean_at(keepdim_index(idx, reduced, keep)); };
+      if (!keep) {
+        m.sizes.clear();
+        m.sym_sizes.clear();
+        for (size_t d = 0; d < reduced.size(); ++d)
+          if (!reduced[d]) {
+            m.sizes.push_back(sum.sizes[d]);
+            if (sum.symbolic()) m.sym_sizes.push_back(sum.sym_sizes[d]);
+          }
+      }
+      if (all_const(m.sym_sizes)) m.sym_sizes.clear();  // static
+      m.sym_strides.clear();
+      m.strides.clear();
+      c.remember_mean(reduced, keep, m);
+    }
     Value sq = reduce_keepdim(c, x, reduced, ReduceOp::Sum, dt, [&](const Index& i) {
       Index m = i;
       for (size_t d = 0; d < m.size(); ++d)
@@ -121,7 +141,13 @@ Value lower_mean(LoweringContext& c) {
   const DType dt = c.out_dtype();
   if (!is_floating(dt)) c.fail("mean of an integer result");
   if (!is_floating(x.dtype) && x.dtype != dt) c.fail("mean converting an integer input");
-  const IndexExpr count = count_of(x, reduced_dims(c, x));
+  const std::vector<bool> reduced = reduced_dims(c, x);
+  // The same input and dims as a Welford node lowered before (var_mean reaches
+  // Stax as var + mean): its mean result (sum / N over the same values).
+  const bool keepdim = c.attrs().has("keepdim") && c.attrs().get_or("keepdim", false);
+  if (x.dtype == dt && c.attrs().is_none("dtype"))
+    if (const Value* m = c.known_mean(reduced, keepdim)) return *m;
+  const IndexExpr count = count_of(x, reduced);
   LoweringFn sum = find_lowering("sum");
   if (!sum) c.fail("no rule for sum");
   Value s = sum(c);  // the same dims, keepdim and result dtype

@@ -83,47 +83,57 @@ Value lower_layer_norm(LoweringContext& c, bool native) {
   if (k == 0 || k > nd) c.fail("normalized_shape does not match the input");
   const size_t axis = nd - k;
   const double eps = c.attrs().get_double("eps");
-  int64_t count = 1;
-  for (size_t d = axis; d < nd; ++d) count *= x.sizes[d];
+  // Dynamic shapes: the statistics' shape and the element count N are index
+  // expressions (N read at run time); with static sizes they are constants and
+  // the program is the static one exactly.
+  IndexExpr count = 1;
+  for (size_t d = axis; d < nd; ++d) count = count * x.size(d);
+  count = simplify(count);
   const Shape lead(x.sizes.begin(), x.sizes.begin() + static_cast<int64_t>(axis));
-  const Shape lead_strides = contiguous_strides(lead);
+  SymShape lead_sym;
+  for (size_t d = 0; d < axis; ++d) lead_sym.push_back(x.size(d));
+  const SymShape lead_strides = sym_contiguous_strides(lead_sym);
   // The Welford node: vars over the leading dims, rvars over the normalized ones.
   ComputeNode n;
   n.reduce = ReduceOp::Welford;
   Index src(nd);
   Index row;  // index into `lead`
   for (size_t d = 0; d < nd; ++d) {
-    if (x.sizes[d] == 1) src[d] = 0;
+    if (x.sizes[d] == 1) src[d] = 0;  // a symbol's example size is never 1
     else if (d >= axis) {
       src[d] = c.new_var("r");
       n.rvars.push_back(src[d]);
       n.reduce_ranges.push_back(x.sizes[d]);
+      if (x.symbolic()) n.reduce_range_exprs.push_back(x.size(d));
     } else {
       src[d] = c.new_var("i");
       n.vars.push_back(src[d]);
       n.ranges.push_back(x.sizes[d]);
+      if (x.symbolic()) n.range_exprs.push_back(x.size(d));
     }
     if (d < axis) row.push_back(src[d]);
   }
   n.body = x.at(src);
   n.store_index = linear_index(row, lead_strides);
-  n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, lead, lead_strides, -1);
-  n.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", DType::Float64, lead, lead_strides, -1);  // M2 in double
-  const Value mean = LoweringContext::from_buffer(n.out_buffer, lead, lead_strides, dt);
-  const Value m2 = LoweringContext::from_buffer(n.aux_buffer, lead, lead_strides, DType::Float64);
+  n.out_buffer = c.add_buffer(BufferKind::Temp, "buf", dt, lead_sym, -1);
+  n.aux_buffer = c.add_buffer(BufferKind::Temp, "buf", DType::Float64, lead_sym, -1);  // M2 in double
+  const Value mean = c.from_buffer_exprs(n.out_buffer, lead_sym, lead_strides, dt);
+  const Value m2 = c.from_buffer_exprs(n.aux_buffer, lead_sym, lead_strides, DType::Float64);
   c.add_compute_node(std::move(n));
+  const Expr n_value = count.is_const() ? constant(Scalar(static_cast<double>(count.const_value())), DType::Float64)
+                                        : cast(index_value(count), DType::Float64);
   Value rstd_fn;
   rstd_fn.sizes = lead;
+  if (!all_const(lead_sym)) rstd_fn.sym_sizes = lead_sym;
   rstd_fn.dtype = dt;
-  rstd_fn.at = [m2, dt, count, eps](const Index& i) {
-    Expr var = call(CallOp::Div, {cast(m2.at(i), DType::Float64), constant(Scalar(static_cast<double>(count)), DType::Float64)},
-                    DType::Float64);
+  rstd_fn.at = [m2, dt, n_value, eps](const Index& i) {
+    Expr var = call(CallOp::Div, {cast(m2.at(i), DType::Float64), n_value}, DType::Float64);
     Expr denom = call(CallOp::Sqrt, {call(CallOp::Add, {var, constant(Scalar(eps), DType::Float64)}, DType::Float64)},
                       DType::Float64);
     return cast(call(CallOp::Div, {constant(Scalar(1.0), DType::Float64), denom}, DType::Float64), dt);
   };
   const int rstd_buf = c.realize(rstd_fn, BufferKind::Temp, -1, c.origin());
-  const Value rstd = LoweringContext::from_buffer(rstd_buf, lead, lead_strides, dt);
+  const Value rstd = c.from_buffer_exprs(rstd_buf, lead_sym, lead_strides, dt);
   const bool has_w = !c.absent(1), has_b = !c.absent(2);
   const Value w = has_w ? c.input(1) : Value(), b = has_b ? c.input(2) : Value();
   Value y = c.pointwise([=](const Index& idx) {
@@ -137,10 +147,12 @@ Value lower_layer_norm(LoweringContext& c, bool native) {
   if (native) {
     // mean and rstd with the normalized dims kept as size 1.
     Shape stat = x.sizes;
-    for (size_t d = axis; d < nd; ++d) stat[d] = 1;
+    SymShape stat_sym = x.size_exprs();
+    for (size_t d = axis; d < nd; ++d) stat[d] = 1, stat_sym[d] = 1;
     auto keep = [&](const Value& v) {
       Value s;
       s.sizes = stat;
+      if (!all_const(stat_sym)) s.sym_sizes = stat_sym;
       s.dtype = dt;
       s.at = [v, axis](const Index& idx) { return v.at(Index(idx.begin(), idx.begin() + static_cast<int64_t>(axis))); };
       return s;
@@ -162,7 +174,9 @@ void register_norm_lowerings(LoweringTable& t) {
 
 bool keeps_whole_for_stax(const std::string& op) {
   // Composites with a native loop rule: the decomposition pass leaves them whole.
-  static const char* const kOps[] = {"layer_norm", "var", "var.dim", "var.unbiased", "std", "std.dim",
+  // mean: so that a mean beside a var of the same input and dims reads the
+  // Welford node's mean (lower_mean, means.cpp) instead of summing again.
+  static const char* const kOps[] = {"layer_norm", "mean", "var", "var.dim", "var.unbiased", "std", "std.dim",
                                      "std.unbiased", "var_mean", "var_mean.dim", "var_mean.unbiased", "std_mean",
                                      "std_mean.dim", "std_mean.unbiased"};
   for (const char* o : kOps)

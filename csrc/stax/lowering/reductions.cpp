@@ -323,6 +323,7 @@ LoweringFn variance(bool is_std, bool with_mean) {
       f.node.reduce = ReduceOp::Welford;
       f.node.body = x.at(f.src);
       std::tie(mean, m2) = add_fold(c, std::move(f), out_sizes, dt, DType::Float64);
+      c.remember_mean(reduced, keep_rank, mean);
     } else {
       FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
       f.node.reduce = ReduceOp::Sum;

@@ -50,7 +50,8 @@ Registry& registry() {
     for (auto& [name, fn] : sym) reg->symbolic.insert(name);
     for (const char* op : {"sum", "amax", "amin", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
                            "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat",
-                           "index_select", "gather", "embedding", "index", "flip", "roll", "repeat", "tril", "triu"})
+                           "index_select", "gather", "embedding", "index", "flip", "roll", "repeat", "tril", "triu",
+                           "layer_norm", "native_layer_norm"})
       reg->symbolic.insert(op);
     reg->rules = reg->builtin;
     return reg;

@@ -441,7 +441,10 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
                               ? o.welford_two_pass_max
                               : int64_t{std::max(1, o.accumulators)} * (o.vector_bytes / static_cast<int>(itemsize(dt))) *
                                     o.vector_block_steps;
-    if (nd == 1 && !symbolic && span <= limit) nest.welford = WelfordMode::TwoPass;
+    // A symbolic row takes two passes only when its declared range keeps it
+    // short (one loop form for every size: the two-pass sums are not cascaded).
+    const int64_t longest = symbolic && nd == 1 ? range_of(nest.inner_extents[0], o.size_ranges).hi : span;
+    if (nd == 1 && longest <= limit) nest.welford = WelfordMode::TwoPass;
     return;
   }
   if (node.has_pair_result()) return;
@@ -451,7 +454,7 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   // 2048-float row) is not blocked at all.
   const int64_t block = nest.vectorize ? int64_t{nest.accumulators} * nest.lanes * o.vector_block_steps : o.scalar_block;
   // A symbolic span is blocked unless its declared range keeps it within one
-  // block, with a stack deep enough for the most blocks the range allows.
+  // block (its block sums then go serially into a double total, no stack).
   int64_t sym_blocks = 1;
   if (symbolic && nd > 0) {
     auto longest = [&](const IndexExpr& e) { return std::max<int64_t>(range_of(e, o.size_ranges).hi, 0); };
@@ -466,7 +469,9 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
     nest.block = block;
     int64_t blocks = (span + block - 1) / block;
     for (size_t d = 0; d + 1 < nd; ++d) blocks *= nest.inner_ranges[d];
-    nest.cascade_levels = cascade_levels_for(symbolic ? sym_blocks : blocks);
+    // A symbolic extent adds its block sums into the double total one after the
+    // other (no stack: cascade_levels 0, see LoopNest::block).
+    nest.cascade_levels = symbolic ? 0 : cascade_levels_for(blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
   plan_tail(nest, node, span, o);

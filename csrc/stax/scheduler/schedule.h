@@ -68,7 +68,10 @@ struct LoopNest {
   // Cascaded (blocked) summation of a long float sum (Section 13.3): the last
   // inner loop runs in blocks of `block` elements; each block starts from zero
   // and the block sums are added pairwise, in double, through a binary-counter
-  // stack of `cascade_levels` entries. 0 = one block (no cascade).
+  // stack of `cascade_levels` entries; block 0 = one block (no cascade). A
+  // symbolic extent has block > 0 and cascade_levels 0: its block sums are
+  // added into the double total one after the other (one loop form for every
+  // size, no stack sized for the range; in double the order is immaterial).
   int64_t block = 0;
   int cascade_levels = 0;
   // A scalar float32 sum accumulates in double (latency-bound anyway).

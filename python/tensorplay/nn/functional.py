@@ -233,14 +233,17 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # ---------------------------------------------------------------- normalization
-def _shape_list(normalized_shape):
-    if isinstance(normalized_shape, (int, _tp.SymInt)):  # a symbolic size (dynamic shapes) is fixed by int()
-        return [int(normalized_shape)]
-    return [int(s) for s in normalized_shape]
+def _shape_list(normalized_shape, keep_symbolic=False):
+    # A symbolic size (dynamic shapes) is fixed by int() unless the operator's
+    # compiled form takes it symbolic (layer_norm: the Stax rule reads the count at run time).
+    fix = (lambda s: s if isinstance(s, _tp.SymInt) else int(s)) if keep_symbolic else int
+    if isinstance(normalized_shape, (int, _tp.SymInt)):
+        return [fix(normalized_shape)]
+    return [fix(s) for s in normalized_shape]
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return _op("layer_norm")(input, _shape_list(normalized_shape), weight, bias, eps=eps)
+    return _op("layer_norm")(input, _shape_list(normalized_shape, keep_symbolic=True), weight, bias, eps=eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

@@ -141,16 +141,16 @@ TEST(SymbolicSchedule, DeclaredRangesBoundIndexWidthAndCascade) {
   EXPECT_TRUE(unbounded.kernels[0].symbolic);
   EXPECT_EQ(unbounded.kernels[0].index_bits, 64);  // sizes up to INT64_MAX
   EXPECT_GT(unbounded.kernels[0].nests[0].block, 0);
-  EXPECT_GE(unbounded.kernels[0].nests[0].cascade_levels, 53);  // 2^63 elements in 4096-float blocks
+  EXPECT_EQ(unbounded.kernels[0].nests[0].cascade_levels, 0);  // blocks added serially in double: no stack
   o.size_ranges[ir::size_var_id(0)] = {2, 1 << 12};
   o.size_ranges[ir::size_var_id(1)] = {2, 1000};  // a row never longer than one block (4 x 8 x 64 floats)
   Schedule bounded = schedule(r.program, o);
   EXPECT_EQ(bounded.kernels[0].index_bits, 32);
   EXPECT_EQ(bounded.kernels[0].nests[0].block, 0);
-  o.size_ranges[ir::size_var_id(1)] = {2, 10000};  // up to 5 blocks: a 3-level stack
+  o.size_ranges[ir::size_var_id(1)] = {2, 10000};  // up to 5 blocks: cascaded
   Schedule longer = schedule(r.program, o);
   EXPECT_GT(longer.kernels[0].nests[0].block, 0);
-  EXPECT_EQ(longer.kernels[0].nests[0].cascade_levels, 3);
+  EXPECT_EQ(longer.kernels[0].nests[0].cascade_levels, 0);
 }
 
 // A reshape of a computed value divides by sizes; the symbols' declared

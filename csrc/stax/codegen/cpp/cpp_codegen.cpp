@@ -171,6 +171,17 @@ const char* index_type(const KernelPlan& k) { return k.index_bits == 32 ? "int" 
 // variables as C (the kernel defines tp_size<k> from sizes[k]).
 std::string ext(const IndexExpr& e) { return e.is_const() ? std::to_string(e.const_value()) : to_c(e, {}); }
 
+// The first statement of a vectorized nest's scalar tail loop (fewer than one
+// vector of iterations). With a symbolic extent GCC cannot see that bound and
+// auto-vectorizes the tail for 64- and 32-byte vectors, code that never runs
+// and that made the C++ compile of Example 1.1 with a symbolic row 1.2x longer;
+// an empty asm statement stops it. Static tails are left alone (their trip
+// count is known, and the printed source stays what it was).
+std::string tail_barrier(const LoopNest& nest, const std::string& indent) {
+  if (!nest.vectorize || nest.inner_extents.empty() || nest.inner_extents.back().is_const()) return "";
+  return indent + "__asm__(\"\");  // a tail: not auto-vectorized\n";
+}
+
 std::string extents_str(const Shape& shape, const std::vector<IndexExpr>& exprs) {
   bool fixed = true;
   for (const IndexExpr& e : exprs) fixed = fixed && e.is_const();
@@ -353,6 +364,7 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
       }
       os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
       os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+      os << tail_barrier(nest, indent + "  ");
       step(false, indent + "  ", 0);
       os << indent << "}\n";
       std::vector<std::string> totals;
@@ -453,6 +465,7 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
   if (nd > 0) {
     os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
     os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    os << tail_barrier(nest, indent + "  ");
     step_indent += "  ";
   }
   std::string v = w.emit(nest.body, false, jv, os, step_indent);
@@ -559,6 +572,7 @@ void emit_arg(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
     w.reset_names();
     os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
     os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    os << tail_barrier(nest, indent + "  ");
     indent += "  ";
   }
   std::string v = w.emit(nest.body, false, -1, os, indent);
@@ -637,25 +651,18 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   if (node.is_reduction() || (nd == 0 && k.local_buffers.count(node.out_buffer)))
     os << in << ctype(dt) << " " << acc << ";\n";
   if (cascade) os << in << "double " << acc << "_tot = 0.0;\n";
-  // A symbolic row is cascaded in case it is long; at run time a row of one
-  // block takes the uncascaded loop (the push and flush per row cost Example
-  // 1.1 with symbolic rows 9% of its time), printed by this function for the
-  // nest without blocks (its declaration line dropped: `acc` is declared above).
-  bool symbolic_extent = false;
-  for (const IndexExpr& e : nest.inner_extents) symbolic_extent = symbolic_extent || !e.is_const();
-  if (cascade && symbolic_extent && nest.inner_vars.size() == 1 && lo_hi_lo.empty()) {
-    LoopNest plain = nest;
-    plain.block = 0;
-    plain.cascade_levels = 0;
-    plain.store_to_memory = false;
-    std::ostringstream one_block;
-    std::unordered_map<int, std::string> plain_locals = locals;
-    emit_nest(one_block, p, k, plain, plain_locals, "", "");
-    std::string text = one_block.str();
-    text = text.substr(text.find('\n') + 1);
-    os << in << "if (" << ext(nest.inner_extents[0]) << " <= " << block << ") {\n" << text;
-    os << in << "  " << acc << "_tot = " << acc << ";\n" << in << "} else\n";
-  }
+  // A symbolic extent is cascaded in case it is long (the plan says so with
+  // cascade_levels 0), but its blocks are added into the double total one
+  // after the other instead of pairwise through the binary-counter stack: in
+  // double the order costs nothing measurable (the
+  // error of n / block additions in double is far below the float result's
+  // rounding for any size that fits in memory), a row of one block gives the
+  // uncascaded loop's value (0.0 + float, rounded back), and the kernel keeps
+  // one loop form with no push, no stack sized for the symbol's range and no
+  // flush (the stack, and an earlier run-time branch to a second copy of the
+  // loop for rows of one block, cost Example 1.1 with both dims symbolic 1.2x
+  // its time and 2x the static kernel's C++ compile time).
+  const bool serial_total = cascade && nest.cascade_levels == 0;
   os << in << "{  // node " << nest.node << ": " << node.origin << " -> " << out.name;
   if (node.is_reduction()) os << " (" << reduce_op_name(node.reduce) << " over " << extents_str(nest.inner_ranges, nest.inner_extents) << ")";
   os << (nest.vectorize ? ", vectorized" : "") << "\n";
@@ -731,6 +738,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       } else {
         os << indent << "for (; " << jb << " < " << hi << "; ++" << jb << ") {\n";
         os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+        os << tail_barrier(nest, indent + "  ");
         std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
         side_stores(false, indent + "  ");
         os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
@@ -744,7 +752,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
 
   std::string init = reduce_init(node.reduce, dt);
   const int levels = nest.cascade_levels;
-  if (cascade) {
+  if (cascade && !serial_total) {
     os << indent << "double " << acc << "_stk[" << levels << "];\n";
     os << indent << "i64 " << acc << "_n = 0;\n";
   }
@@ -819,32 +827,32 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   } else {
     os << indent << "for (; " << jb << " < " << loop_hi << "; ++" << jb << ") {\n";
     os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    os << tail_barrier(nest, indent + "  ");
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
     side_stores(false, indent + "  ");
     os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
   }
   if (cascade) {
-    // Push the block's sum: merge with equal-sized partial sums first (pairwise).
-    os << indent << "{\n";
-    os << indent << "  double tp_b = (double)(" << (nest.vectorize ? vec_total : acc + "_s") << ");\n";
-    os << indent << "  i64 tp_c = " << acc << "_n++;\n" << indent << "  int tp_lv = 0;\n";
-    os << indent << "  for (; tp_c & 1; tp_c >>= 1, ++tp_lv) tp_b = " << acc << "_stk[tp_lv] + tp_b;\n";
-    os << indent << "  " << acc << "_stk[tp_lv] = tp_b;\n" << indent << "}\n";
+    const std::string block_sum = nest.vectorize ? vec_total : acc + "_s";
+    if (serial_total) {
+      os << indent << acc << "_tot += (double)(" << block_sum << ");\n";
+    } else {
+      // Push the block's sum: merge with equal-sized partial sums first (pairwise).
+      os << indent << "{\n";
+      os << indent << "  double tp_b = (double)(" << block_sum << ");\n";
+      os << indent << "  i64 tp_c = " << acc << "_n++;\n" << indent << "  int tp_lv = 0;\n";
+      os << indent << "  for (; tp_c & 1; tp_c >>= 1, ++tp_lv) tp_b = " << acc << "_stk[tp_lv] + tp_b;\n";
+      os << indent << "  " << acc << "_stk[tp_lv] = tp_b;\n" << indent << "}\n";
+    }
     indent.resize(indent.size() - 2);
     os << indent << "}\n";
   }
   close_outer_inner();
-  if (cascade) {
+  if (serial_total) {
+    os << in << "  " << acc << " = (" << ctype(dt) << ")" << acc << "_tot;\n";
+  } else if (cascade) {
     os << in << "  {\n" << in << "    double& tp_t = " << acc << "_tot;\n";
-    // A symbolic extent has a stack for the most blocks its range allows (up
-    // to 62 levels): stop at the count's highest bit instead (Example 1.1
-    // with both dims symbolic: 1.23x -> 1.09x the static kernel's time).
-    bool symbolic = false;
-    for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
-    if (symbolic)
-      os << in << "    for (int tp_lv = 0; (" << acc << "_n >> tp_lv) != 0; ++tp_lv)\n";
-    else
-      os << in << "    for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
+    os << in << "    for (int tp_lv = 0; tp_lv < " << levels << "; ++tp_lv)\n";
     os << in << "      if ((" << acc << "_n >> tp_lv) & 1) tp_t = " << acc << "_stk[tp_lv] + tp_t;\n";
     os << in << "    " << acc << " = (" << ctype(dt) << ")tp_t;\n" << in << "  }\n";
   } else {
