@@ -1,6 +1,10 @@
 #include "stax/runtime/compile_pool.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <string>
+#include <vector>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -8,6 +12,8 @@
 #include <new>
 #include <pthread.h>
 #include <thread>
+
+#include "core/warning.h"
 
 
 namespace tp::stax::runtime {
@@ -82,5 +88,62 @@ Pool& pool() {
 void submit_build(std::function<void()> task) { pool().push(std::move(task)); }
 
 int compile_pool_size() { return pool().size(); }
+
+namespace {
+// The shared state of one run_parallel call; helpers hold it by shared_ptr, so
+// a helper dequeued after the call returned finds nothing left to claim.
+struct ParallelRun {
+  explicit ParallelRun(size_t n) : errors(n), warnings(n) {}
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  std::vector<std::exception_ptr> errors;
+  std::vector<std::vector<std::string>> warnings;
+};
+
+// Claims and runs tasks until none is left. `defer`: keep warnings (a worker).
+void drain(ParallelRun& run, const std::function<void(size_t)>& task, size_t n, bool defer) {
+  for (;;) {
+    const size_t i = run.next.fetch_add(1);
+    if (i >= n) return;
+    std::exception_ptr error;
+    std::vector<std::string> warnings;
+    {
+      std::unique_ptr<DeferredWarnings> deferred(defer ? new DeferredWarnings() : nullptr);
+      try {
+        task(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (deferred) warnings = deferred->take();
+    }
+    std::lock_guard<std::mutex> lock(run.mu);
+    run.errors[i] = error;
+    run.warnings[i] = std::move(warnings);
+    ++run.done;
+    run.cv.notify_all();
+  }
+}
+}  // namespace
+
+void run_parallel(size_t n, const std::function<void(size_t)>& task) {
+  if (n == 0) return;
+  auto run = std::make_shared<ParallelRun>(n);
+  // A copy of the task per helper: it may be dequeued after we returned.
+  auto shared_task = std::make_shared<std::function<void(size_t)>>(task);
+  const size_t helpers = std::min<size_t>(n - 1, static_cast<size_t>(compile_pool_size()));
+  for (size_t h = 0; h < helpers; ++h)
+    submit_build([run, shared_task, n] { drain(*run, *shared_task, n, /*defer=*/true); });
+  drain(*run, task, n, /*defer=*/false);  // our own warnings go the usual way
+  {
+    std::unique_lock<std::mutex> lock(run->mu);
+    run->cv.wait(lock, [&] { return run->done == n; });  // only tasks already running remain
+  }
+  for (const auto& ws : run->warnings)
+    for (const std::string& w : ws) warn(w);
+  for (const auto& e : run->errors)
+    if (e) std::rethrow_exception(e);
+}
 
 }  // namespace tp::stax::runtime

@@ -4,6 +4,7 @@
 // threads (at least 2, at most 8). Tasks must not reach Python: they defer
 // their warnings (core/warning.h) and hand them to the thread that waits.
 #pragma once
+#include <cstddef>
 #include <functional>
 
 namespace tp::stax::runtime {
@@ -11,5 +12,14 @@ namespace tp::stax::runtime {
 // Runs `task` on a pool worker; it must not throw (catch and hand over).
 void submit_build(std::function<void()> task);
 int compile_pool_size();
+
+// Runs task(0) .. task(n-1), spread over the pool, and returns when all have
+// ended; then rethrows the exception of the lowest index that threw, if any.
+// The calling thread takes part: it claims every task no worker has started,
+// so it never waits for a task still queued (no deadlock when the caller is a
+// pool worker itself, e.g. a background region build compiling its
+// translation units). Warnings raised by the tasks on workers are reported
+// with warn() on the calling thread, in task order.
+void run_parallel(size_t n, const std::function<void(size_t)>& task);
 
 }  // namespace tp::stax::runtime
