@@ -27,6 +27,6 @@ std::vector<std::string> split_translation_units(const std::string& source, cons
 // How many units a region gets by default: regions whose kernels' text is at
 // least twice this size are split, about this much per unit, at most one
 // unit per compile worker.
-constexpr size_t kAutoUnitBytes = 32 * 1024;
+constexpr size_t kAutoUnitBytes = 16 * 1024;
 
 }  // namespace tp::stax
