@@ -14,7 +14,6 @@
 #include "stax/backend/unit_split.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
 #include "stax/lowering/lower.h"
-#include "stax/runtime/compile_pool.h"
 #include "stax/runtime/isa.h"
 #include "stax/scheduler/schedule.h"
 
@@ -310,7 +309,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     // there: the printing above stays on this thread).
     std::vector<std::string> units =
         options.tu_split < 0
-            ? split_translation_units(gen.source, gen.kernel_names, runtime::compile_pool_size(), kAutoUnitBytes)
+            ? split_translation_units(gen.source, gen.kernel_names, kAutoMaxUnits, kAutoUnitBytes)
             : split_translation_units(gen.source, gen.kernel_names, options.tu_split, 0);
     region->unit_count_ = static_cast<int>(units.size());
     region->kernel_ = options.background_build

@@ -53,9 +53,8 @@ struct RegionOptions {
   bool inplace = true;            // "stax_inplace": False keeps every such output in a buffer of its own
   // "stax_tu_split": how many translation units a region's C++ may be split
   // into, compiled at once on the compile pool and linked into one library
-  // (unit_split.h). "auto" (-1): regions with at least 2 x kAutoUnitBytes of
-  // kernel text, up to one unit per compile worker; N >= 1: up to N units
-  // whatever the size (1: one unit).
+  // (unit_split.h). "auto" (-1): units of about kAutoUnitBytes of kernel text,
+  // at most kAutoMaxUnits; N >= 1: up to N units whatever the size (1: one unit).
   int tu_split = -1;
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);

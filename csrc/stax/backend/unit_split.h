@@ -24,9 +24,13 @@ namespace tp::stax {
 std::vector<std::string> split_translation_units(const std::string& source, const std::vector<std::string>& kernel_names,
                                                  int max_units, size_t min_unit_bytes);
 
-// How many units a region gets by default: regions whose kernels' text is at
-// least twice this size are split, about this much per unit, at most one
-// unit per compile worker.
-constexpr size_t kAutoUnitBytes = 16 * 1024;
+// The default ("auto"): units of about this much kernel text (regions from
+// twice this size are split), at most kAutoMaxUnits. Not capped at the number
+// of compile workers: a worker helping a region takes one unit at a time and
+// goes back to the queue (run_parallel), so smaller units let a build
+// submitted meanwhile (a training step's forward, waited for first) start
+// sooner. Each unit costs a compiler start and a prelude parse (~30 ms).
+constexpr size_t kAutoUnitBytes = 24 * 1024;
+constexpr int kAutoMaxUnits = 8;
 
 }  // namespace tp::stax

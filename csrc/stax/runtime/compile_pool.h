@@ -13,13 +13,16 @@ namespace tp::stax::runtime {
 void submit_build(std::function<void()> task);
 int compile_pool_size();
 
-// Runs task(0) .. task(n-1), spread over the pool, and returns when all have
-// ended; then rethrows the exception of the lowest index that threw, if any.
-// The calling thread takes part: it claims every task no worker has started,
-// so it never waits for a task still queued (no deadlock when the caller is a
-// pool worker itself, e.g. a background region build compiling its
-// translation units). Warnings raised by the tasks on workers are reported
-// with warn() on the calling thread, in task order.
+// Runs task(0) .. task(n-1) and returns when all have ended; then rethrows
+// the exception of the lowest index that threw, if any. The calling thread
+// claims tasks until none is left; pool workers with nothing queued for a
+// short grace period steal one task at a time (then look at the queue
+// again), so a build queued meanwhile -- the forward region a training step
+// waits for first -- never waits behind this run's tasks. The caller never
+// waits for a task still queued: no deadlock when it is a pool worker itself
+// (a background region build compiling its translation units). Warnings
+// raised by tasks on workers are reported with warn() on the calling thread,
+// in task order.
 void run_parallel(size_t n, const std::function<void(size_t)>& task);
 
 }  // namespace tp::stax::runtime
