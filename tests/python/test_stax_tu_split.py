@@ -63,6 +63,19 @@ def test_more_units_than_kernels_gives_one_unit_per_kernel(cache_dir):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_a_split_symbolic_region_passes_the_sizes_to_every_unit(cache_dir):
+    # Kernels of a symbolic region take the sizes: their declarations in the
+    # entry's unit must say so.
+    f = tp.compile(several_kernels, strict_native=True, dynamic=True, options={"stax_tu_split": 3})
+    for rows in (48, 31):
+        x = tp.tensor(np.random.default_rng(rows).standard_normal((rows, 80)).astype(np.float32))
+        for a, b in zip(f(x), several_kernels(x)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    units = entries(cache_dir, "kernel.o")
+    assert len(units) == 3
+    assert any("const long long* sizes);" in (u / "kernel.cpp").read_text() for u in units)
+
+
 def test_the_cache_reuses_the_units(cache_dir):
     x = x_input()
     want = [t.numpy() for t in tp.compile(several_kernels, options={"stax_tu_split": 3})(x)]
