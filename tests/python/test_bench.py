@@ -213,3 +213,9 @@ def test_training_suite_steps_are_native_and_agree_with_eager(case, monkeypatch)
     assert r["loss_diff"] < 1e-5 and r["grad_max_rel_diff"] < 1e-4
     assert r["saved_bytes"] > 0
     assert "tp.compile / tp eager" in out.getvalue()
+    # The full step with the optimizer's update, compiled natively too.
+    assert r["full_step_fallbacks"] == 0
+    assert set(r["full_step_times"]) == {"tp eager", "tp.compile"}
+    assert "full step: tp.compile / tp eager" in out.getvalue()
+    if case in ("example_5_1", "mlp"):  # the GEMM floor of the GEMM-bound cases
+        assert 0 < r["gemm_share_of_tp_eager"][0] < 5

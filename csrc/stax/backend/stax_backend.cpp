@@ -11,6 +11,7 @@
 #include "stax/backend/extern_gemm.h"
 #include "stax/backend/progress.h"
 #include "stax/backend/testing_faults.h"
+#include "stax/backend/unit_split.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
 #include "stax/lowering/lower.h"
 #include "stax/runtime/isa.h"
@@ -240,6 +241,23 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
       throw ValueError(str("tp.compile: options['stax_welford'] must be 'auto', 'one_pass' or 'two_pass', got '",
                            it->second, "'"));
   }
+  if (auto it = options.find("stax_tu_split"); it != options.end()) {
+    if (it->second == "auto" || it->second == "None") {
+      r.tu_split = -1;
+    } else {
+      size_t used = 0;
+      long long n = 0;
+      try {
+        n = std::stoll(it->second, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != it->second.size() || n < 1 || n > 64)
+        throw ValueError(str("tp.compile: options['stax_tu_split'] must be 'auto' or a number of translation units "
+                             "from 1 to 64, got '", it->second, "'"));
+      r.tu_split = static_cast<int>(n);
+    }
+  }
   if (auto it = options.find("progress_after_s"); it != options.end()) {
     try {
       r.progress_after_s = std::stod(it->second);
@@ -286,10 +304,18 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     SlowStepLine line(str("tp.compile: compiling region with ", gen.kernel_count, " kernel",
                           gen.kernel_count == 1 ? "" : "s", "..."),
                       options.progress_after_s);
+    // Section 11.2: a large region's kernels in several translation units,
+    // compiled at once by the pool's workers (only the external compiler runs
+    // there: the printing above stays on this thread).
+    std::vector<std::string> units =
+        options.tu_split < 0
+            ? split_translation_units(gen.source, gen.kernel_names, kAutoMaxUnits, kAutoUnitBytes)
+            : split_translation_units(gen.source, gen.kernel_names, options.tu_split, 0);
+    region->unit_count_ = static_cast<int>(units.size());
     region->kernel_ = options.background_build
-                          ? std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry",
+                          ? std::make_shared<runtime::CachedKernel>(std::move(gen.source), std::move(units), "tp_entry",
                                                                     runtime::CachedKernel::InBackground{})
-                          : std::make_shared<runtime::CachedKernel>(std::move(gen.source), "tp_entry");
+                          : std::make_shared<runtime::CachedKernel>(std::move(gen.source), std::move(units), "tp_entry");
   }
   region->kernels_ = describe_kernels(prog, sched);
   region->kernel_count_ = gen.kernel_count;

@@ -51,6 +51,11 @@ struct RegionOptions {
   // copy is not needed; otherwise the output gets a buffer of its own.
   std::vector<std::pair<int, int>> write_into;
   bool inplace = true;            // "stax_inplace": False keeps every such output in a buffer of its own
+  // "stax_tu_split": how many translation units a region's C++ may be split
+  // into, compiled at once on the compile pool and linked into one library
+  // (unit_split.h). "auto" (-1): units of about kAutoUnitBytes of kernel text,
+  // at most kAutoMaxUnits; N >= 1: up to N units whatever the size (1: one unit).
+  int tu_split = -1;
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 
@@ -62,6 +67,7 @@ class CompiledRegion {
   const std::string& source() const { return kernel_->source(); }
   const std::string& source_path() const { return kernel_->source_path(); }
   int kernel_count() const { return kernel_count_; }
+  int unit_count() const { return unit_count_; }  // translation units its C++ was split into
   int extern_count() const { return static_cast<int>(externs_.size()); }
   bool disk_hit() const { return kernel_->disk_hit(); }
   // Waits for a background build; throws what it threw (tp::BackendError for a compiler failure).
@@ -117,6 +123,7 @@ class CompiledRegion {
   std::vector<graph::SymbolInfo> symbols_;  // dynamic shapes: size_var(k) = symbols_[k]
   int num_outputs_ = 0;
   int kernel_count_ = 0;
+  int unit_count_ = 1;
   std::vector<KernelInfo> kernels_;
   // The temporaries' memory, kept from one call to the next: fresh buffers of
   // many MB cost a page fault per 4 KiB page at every call (a training step's

@@ -8,21 +8,36 @@
 namespace tp::stax::runtime {
 
 CachedKernel::CachedKernel(std::string source, std::string symbol_name)
-    : source_(std::move(source)), symbol_name_(std::move(symbol_name)) {
+    : source_(std::move(source)), units_{source_}, symbol_name_(std::move(symbol_name)) {
   std::call_once(waited_, [] {});
   adopt(CodeCache::instance().load_or_build(source_));
 }
 
 CachedKernel::CachedKernel(std::string source, std::string symbol_name, InBackground)
-    : source_(std::move(source)), symbol_name_(std::move(symbol_name)) {
+    : source_(std::move(source)), units_{source_}, symbol_name_(std::move(symbol_name)) {
+  start_background();
+}
+
+CachedKernel::CachedKernel(std::string source, std::vector<std::string> units, std::string symbol_name)
+    : source_(std::move(source)), units_(std::move(units)), symbol_name_(std::move(symbol_name)) {
+  std::call_once(waited_, [] {});
+  adopt(CodeCache::instance().load_or_build_units(units_));
+}
+
+CachedKernel::CachedKernel(std::string source, std::vector<std::string> units, std::string symbol_name, InBackground)
+    : source_(std::move(source)), units_(std::move(units)), symbol_name_(std::move(symbol_name)) {
+  start_background();
+}
+
+void CachedKernel::start_background() {
   auto promise = std::make_shared<std::promise<BackgroundBuild>>();
   pending_ = promise->get_future().share();
-  // The task holds its own copy of the source: the kernel may be dropped
+  // The task holds its own copy of the units: the kernel may be dropped
   // before the build ends (the build still lands in the disk cache).
-  submit_build([source = source_, promise] {
+  submit_build([units = units_, promise] {
     DeferredWarnings deferred;
     try {
-      BuildResult built = CodeCache::instance().load_or_build(source);
+      BuildResult built = CodeCache::instance().load_or_build_units(units);
       promise->set_value(BackgroundBuild{std::move(built), deferred.take()});
     } catch (...) {
       promise->set_exception(std::current_exception());
@@ -66,7 +81,7 @@ CachedKernel::Pinned CachedKernel::pin() const {
   // Evicted and no longer running anywhere: load it again. Without our mutex:
   // loading may warn (user code) or compile; two threads racing here get the
   // same library object from the cache's map.
-  BuildResult built = CodeCache::instance().load_or_build(source_);
+  BuildResult built = CodeCache::instance().load_or_build_units(units_);
   void* symbol = built.library->symbol(symbol_name_);
   std::lock_guard<std::mutex> lock(mutex_);
   library_ = built.library;

@@ -35,6 +35,10 @@ class CachedKernel {
   // build threw (every time), and reports its warnings on the waiting thread.
   struct InBackground {};
   CachedKernel(std::string source, std::string symbol_name, InBackground);
+  // A region printed as several translation units (CodeCache::load_or_build_units),
+  // built now or in the background; `source` is the whole region's text (for source()).
+  CachedKernel(std::string source, std::vector<std::string> units, std::string symbol_name);
+  CachedKernel(std::string source, std::vector<std::string> units, std::string symbol_name, InBackground);
   void wait() const;
   CachedKernel(const CachedKernel&) = delete;
   CachedKernel& operator=(const CachedKernel&) = delete;
@@ -56,7 +60,9 @@ class CachedKernel {
 
  private:
   void adopt(BuildResult built);
+  void start_background();
   std::string source_;
+  std::vector<std::string> units_;  // what is compiled: {source_}, or the region's translation units
   std::string symbol_name_;
   // Background build: the result, taken over by the first wait().
   mutable std::once_flag waited_;

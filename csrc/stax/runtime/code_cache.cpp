@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 
 #include "core/error.h"
 #include "core/warning.h"
 #include "stax/runtime/cache_dir.h"
+#include "stax/runtime/compile_pool.h"
 #include "stax/runtime/compiler.h"
 #include "stax/runtime/libmvec.h"
 #include "stax/runtime/fs_util.h"
@@ -70,6 +72,45 @@ std::vector<std::string> CodeCache::compile_command(const std::string& src_path,
   argv.push_back(out_path);
   for (const char* const* f = libmvec_link_flags(); *f; ++f) argv.emplace_back(*f);  // after the source: -l order
   return argv;
+}
+
+std::vector<std::string> CodeCache::object_command(const std::string& src_path, const std::string& out_path) const {
+  std::vector<std::string> argv = {host_compiler().path};
+  for (const std::string& flag : base_flags())
+    if (flag != "-shared") argv.push_back(flag);
+  const auto& isa = host_isa().flags;
+  argv.insert(argv.end(), isa.begin(), isa.end());
+  for (const char* arg : {"-c", "-x", "c++"}) argv.emplace_back(arg);
+  argv.push_back(src_path);
+  argv.emplace_back("-o");
+  argv.push_back(out_path);
+  return argv;
+}
+
+std::vector<std::string> CodeCache::link_command(const std::vector<std::string>& objects, const std::string& out_path) const {
+  std::vector<std::string> argv = {host_compiler().path, "-shared", "-fPIC", "-fopenmp", "-fno-plt"};
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  argv.emplace_back("-o");
+  argv.push_back(out_path);
+  for (const char* const* f = libmvec_link_flags(); *f; ++f) argv.emplace_back(*f);
+  return argv;
+}
+
+std::string CodeCache::key_for_object(const std::string& source) const {
+  const std::string command = join(object_command("kernel.cpp", "kernel.o"), ' ');
+  return sha256_hex("tp-stax-object-v1\n" + length_prefixed(source) + length_prefixed(command) +
+                    length_prefixed(host_compiler().identity));
+}
+
+std::string CodeCache::key_for_units(const std::vector<std::string>& units) const {
+  std::string text = "tp-stax-units-v1\n";
+  std::vector<std::string> names;
+  for (const std::string& unit : units) {
+    text += length_prefixed(key_for_object(unit));
+    names.push_back(str("unit", names.size(), ".o"));
+  }
+  text += length_prefixed(join(link_command(names, "kernel.so"), ' '));
+  return sha256_hex(text);
 }
 
 std::string CodeCache::key_for(const std::string& source) const {
@@ -196,7 +237,8 @@ void CodeCache::emit_repair_warnings(const std::vector<std::string>& repairs, bo
 // Reads the entry's manifest and kernel.so through key_fd and checks them.
 // Returns kernel.so's bytes if all is well; otherwise nullopt and, if the
 // entry is damaged rather than merely absent or unfinished, *problem.
-std::optional<std::string> CodeCache::verify_entry(int key_fd, const std::string& key, std::string* problem) {
+std::optional<std::string> CodeCache::verify_entry(int key_fd, const std::string& key, const std::string& artifact,
+                                                   std::string* problem) {
   problem->clear();
   struct stat st;
   bool missing = false;
@@ -219,29 +261,105 @@ std::optional<std::string> CodeCache::verify_entry(int key_fd, const std::string
     *problem = str(kManifestName, " belongs to another kernel (key ", manifest->key, "): entries were swapped");
     return std::nullopt;
   }
-  fs::UniqueFd so_fd = fs::open_private_file_at(key_fd, "kernel.so", &st, &missing, problem);
-  if (missing) *problem = "kernel.so is missing";
+  fs::UniqueFd so_fd = fs::open_private_file_at(key_fd, artifact, &st, &missing, problem);
+  if (missing) *problem = artifact + " is missing";
   if (!so_fd.valid()) return std::nullopt;
   if (static_cast<uint64_t>(st.st_size) != manifest->size) {
-    *problem = str("kernel.so has ", st.st_size, " bytes but its manifest says ", manifest->size,
+    *problem = str(artifact, " has ", st.st_size, " bytes but its manifest says ", manifest->size,
                    " (truncated or replaced)");
     return std::nullopt;
   }
   std::string bytes;
   if (!fs::read_exact(so_fd.get(), manifest->size, &bytes)) {
-    *problem = "kernel.so could not be read in full";
+    *problem = artifact + " could not be read in full";
     return std::nullopt;
   }
   if (sha256_hex(bytes) != manifest->sha256) {
-    *problem = "kernel.so does not match the SHA-256 in its manifest (corrupted, or another entry's library)";
+    *problem = artifact + " does not match the SHA-256 in its manifest (corrupted, or another entry's file)";
     return std::nullopt;
   }
   return bytes;
 }
 
 BuildResult CodeCache::load_or_build(const std::string& source) {
+  const std::string key = key_for(source);
+  return load_or_build_with(key, [&](int key_fd, const std::string& dir, double* seconds) {
+    return build_locked(
+        source, "kernel.so",
+        [this](const std::string& src, const std::string& out) { return compile_command(src, out); }, key_fd, dir,
+        key, seconds);
+  });
+}
+
+BuildResult CodeCache::load_or_build_units(const std::vector<std::string>& units) {
+  TP_CHECK(!units.empty(), BackendError, "internal: a region with no translation unit");
+  if (units.size() == 1) return load_or_build(units[0]);
+  const std::string key = key_for_units(units);
+  return load_or_build_with(key, [&](int key_fd, const std::string& dir, double* seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    // Every unit's object, concurrently (the compiler is a subprocess; only it
+    // runs on the workers). Repairs per unit: the vectors are not shared.
+    std::vector<std::string> objects(units.size());
+    std::vector<std::vector<std::string>> unit_repairs(units.size());
+    try {
+      run_parallel(units.size(), [&](size_t i) {
+        try {
+          objects[i] = object_bytes(units[i], &unit_repairs[i]);
+        } catch (const BackendError& e) {
+          throw BackendError(str("translation unit ", i + 1, " of ", units.size(), " of kernel ", key, ": ", e.what()));
+        }
+      });
+    } catch (...) {
+      for (auto& r : unit_repairs) emit_repair_warnings(r, /*swallow_errors=*/true);
+      throw;
+    }
+    for (auto& r : unit_repairs) emit_repair_warnings(r, /*swallow_errors=*/false);
+    // The linker reads copies of the verified bytes, private to this entry
+    // (under its lock), not the unit entries another process may repair.
+    std::vector<std::string> names;
+    std::vector<std::unique_ptr<fs::ScopedUnlinkAt>> cleanup;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      names.push_back(str("unit", i, ".o"));
+      fs::write_file_atomic_at(key_fd, names.back(), objects[i], dir);
+      cleanup.push_back(std::make_unique<fs::ScopedUnlinkAt>(key_fd, names.back()));
+    }
+    std::string listing = "// Stax region linked from these translation units (object cache keys):\n";
+    for (const std::string& unit : units) listing += "//   " + key_for_object(unit) + "\n";
+    double link_seconds = 0.0;
+    std::string bytes = build_locked(
+        listing, "kernel.so",
+        [&](const std::string&, const std::string& out) {
+          std::vector<std::string> paths;
+          for (const std::string& n : names) paths.push_back(dir + "/" + n);
+          return link_command(paths, out);
+        },
+        key_fd, dir, key, &link_seconds);
+    *seconds = seconds_since(start);
+    return bytes;
+  });
+}
+
+std::string CodeCache::object_bytes(const std::string& unit, std::vector<std::string>* repairs) {
+  const std::string key = key_for_object(unit);
+  const Root r = root();
+  const std::string prefix_dir = r.path + "/" + key.substr(0, 2);
+  const std::string dir = prefix_dir + "/" + key;
+  const fs::UniqueFd prefix_fd = fs::open_private_dir_at(r.fd->get(), key.substr(0, 2), prefix_dir, repairs);
+  const fs::UniqueFd key_fd = fs::open_private_dir_at(prefix_fd.get(), key, dir, repairs);
+  std::string problem;
+  if (std::optional<std::string> bytes = verify_entry(key_fd.get(), key, "kernel.o", &problem)) return *bytes;
+  fs::FileLockAt lock(key_fd.get(), "kernel.lock", dir + "/kernel.lock", repairs);
+  if (std::optional<std::string> bytes = verify_entry(key_fd.get(), key, "kernel.o", &problem)) return *bytes;
+  if (!problem.empty()) repairs->push_back(str("'", dir, "': ", problem));
+  double seconds = 0.0;
+  return build_locked(
+      unit, "kernel.o", [this](const std::string& src, const std::string& out) { return object_command(src, out); },
+      key_fd.get(), dir, key, &seconds);
+}
+
+BuildResult CodeCache::load_or_build_with(const std::string& key, const Builder& build) {
   BuildResult result;
-  result.key = key_for(source);
+  result.key = key;
   if ((result.library = find_loaded(result.key))) {
     result.disk_hit = result.memory_hit = true;
     return result;
@@ -249,7 +367,7 @@ BuildResult CodeCache::load_or_build(const std::string& source) {
   std::vector<std::string> repairs;
   std::shared_ptr<LoadedLibrary> library;
   try {
-    library = load_or_build_on_disk(source, &result, &repairs);
+    library = load_or_build_on_disk(build, &result, &repairs);
   } catch (...) {
     emit_repair_warnings(repairs, /*swallow_errors=*/true);
     throw;
@@ -259,7 +377,7 @@ BuildResult CodeCache::load_or_build(const std::string& source) {
   return result;
 }
 
-std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const std::string& source, BuildResult* result,
+std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const Builder& build, BuildResult* result,
                                                                 std::vector<std::string>* repairs) {
   const std::string& key = result->key;
   const Root r = root();
@@ -271,18 +389,18 @@ std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const std::strin
   // The warm path takes no lock: files appear only by rename, and whatever
   // fails the checks is looked at again under the lock before any repair.
   std::string problem;
-  std::optional<std::string> bytes = verify_entry(key_fd.get(), key, &problem);
+  std::optional<std::string> bytes = verify_entry(key_fd.get(), key, "kernel.so", &problem);
   bool force_rebuild = false;
   for (int attempt = 0;; ++attempt) {
     result->disk_hit = bytes.has_value();
     if (!bytes) {
       fs::FileLockAt lock(key_fd.get(), "kernel.lock", dir + "/kernel.lock", repairs);
       // Second look: another process may have built or repaired it meanwhile.
-      if (!force_rebuild) bytes = verify_entry(key_fd.get(), key, &problem);
+      if (!force_rebuild) bytes = verify_entry(key_fd.get(), key, "kernel.so", &problem);
       result->disk_hit = bytes.has_value();
       if (!bytes) {
         if (!problem.empty()) repairs->push_back(str("'", dir, "': ", problem));
-        bytes = build_locked(source, key_fd.get(), dir, key, &result->compile_seconds);
+        bytes = build(key_fd.get(), dir, &result->compile_seconds);
       }
     }
     try {
@@ -298,24 +416,27 @@ std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const std::strin
   }
 }
 
-// Writes kernel.cpp, compiles it to kernel.so and writes the manifest; returns
-// the library's bytes as read back and hashed. Caller holds the dir's lock.
-std::string CodeCache::build_locked(const std::string& source, int key_fd, const std::string& dir,
-                                    const std::string& key, double* seconds) const {
+// Writes kernel.cpp, compiles it to `artifact` and writes the manifest;
+// returns the artifact's bytes as read back and hashed. Caller holds the
+// dir's lock.
+std::string CodeCache::build_locked(
+    const std::string& source, const std::string& artifact,
+    const std::function<std::vector<std::string>(const std::string&, const std::string&)>& make_argv, int key_fd,
+    const std::string& dir, const std::string& key, double* seconds) const {
   fs::remove_stale_temp_files_at(key_fd);  // from a process that died mid-build
   const std::string src_path = dir + "/kernel.cpp";
   fs::write_file_atomic_at(key_fd, "kernel.cpp", source, dir);
 
-  // The compiler writes a temp name; kernel.so only ever appears by rename.
+  // The compiler writes a temp name; the artifact only ever appears by rename.
   // (Only the name is reserved: a linker may replace the file it writes.)
   fs::UniqueFd reserved;
-  const std::string tmp_so = fs::make_temp_file_at(key_fd, "kernel.so", &reserved, dir);
+  const std::string tmp_so = fs::make_temp_file_at(key_fd, artifact, &reserved, dir);
   reserved.reset();
   fs::ScopedUnlinkAt tmp_so_cleanup(key_fd, tmp_so);
   fs::UniqueFd log_fd;
   const std::string tmp_log = fs::make_temp_file_at(key_fd, "compile.log", &log_fd, dir);
   fs::ScopedUnlinkAt tmp_log_cleanup(key_fd, tmp_log);
-  const std::vector<std::string> argv = compile_command(src_path, dir + "/" + tmp_so);
+  const std::vector<std::string> argv = make_argv(src_path, dir + "/" + tmp_so);
 
   const auto start = std::chrono::steady_clock::now();
   const int status = run_command(argv, log_fd.get());
@@ -341,7 +462,7 @@ std::string CodeCache::build_locked(const std::string& source, int key_fd, const
            "cannot read the compiler's output '", dir, "/", tmp_so, "'");
   // Durable before it becomes visible under its final name.
   TP_CHECK(::fsync(so_fd.get()) == 0, BackendError, "cannot fsync '", dir, "/", tmp_so, "'");
-  fs::rename_at(key_fd, tmp_so, "kernel.so", dir);
+  fs::rename_at(key_fd, tmp_so, artifact, dir);
   tmp_so_cleanup.release();
   // The manifest comes last: an entry is complete once it is there.
   fs::write_file_atomic_at(key_fd, kManifestName, format_manifest({key, bytes.size(), sha256_hex(bytes)}), dir);

@@ -8,6 +8,13 @@
 //                                /kernel.lock      flock() guarding the build
 //                                /compile.log      compiler output, on failure only
 //
+// A region split into several translation units (Section 11.2) is compiled
+// unit by unit into objects, each a content-addressed entry of its own
+// (kernel.cpp, kernel.o, kernel.manifest: a unit shared by two regions is
+// compiled once), concurrently on the compile pool, then linked into the
+// region's entry (kernel.so, as above; its kernel.cpp lists the units). The
+// warm path is the one-unit path: one entry, one verified dlopen.
+//
 // A build happens under the lock with a second look, so concurrent processes
 // compile a kernel once; every file appears by rename, so readers never see a
 // partial one.
@@ -29,6 +36,7 @@
 // while it runs and reloads it if it was evicted.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +69,11 @@ class CodeCache {
   // command, compiler output and kept source path), tp::ValueError for a bad
   // TP_STAX_ISA or TP_STAX_MAX_LOADED_LIBRARIES.
   BuildResult load_or_build(const std::string& source);
+  // The same for a region printed as several translation units (one library
+  // linking them all). One unit: exactly load_or_build(units[0]). A unit that
+  // fails to compile throws tp::BackendError naming it ("translation unit i of
+  // n") with its compiler output.
+  BuildResult load_or_build_units(const std::vector<std::string>& units);
 
   // The directory actually in use (after any fallback); resolves it if needed.
   std::string directory();
@@ -75,6 +88,14 @@ class CodeCache {
   // by single spaces. Fixed names instead of real paths: the key must not
   // depend on where the cache lives, or the cache could not be moved.
   std::string key_for(const std::string& source) const;
+  // Object of one unit: compile_command with -c instead of -shared; the link:
+  // the objects into a shared library. Their keys (same scheme, other
+  // prefixes: "tp-stax-object-v1", "tp-stax-units-v1" + every unit's object
+  // key + the link command) never equal a one-unit key.
+  std::vector<std::string> object_command(const std::string& src_path, const std::string& out_path) const;
+  std::vector<std::string> link_command(const std::vector<std::string>& objects, const std::string& out_path) const;
+  std::string key_for_object(const std::string& source) const;
+  std::string key_for_units(const std::vector<std::string>& units) const;
 
   // The LRU of loaded libraries: this process keeps at most this many in its
   // map (libraries still pinned by a running kernel stay mapped until it
@@ -101,13 +122,23 @@ class CodeCache {
   };
   CodeCache() = default;
   Root root();  // resolves (and warns about a fallback) on first use
-  std::shared_ptr<LoadedLibrary> load_or_build_on_disk(const std::string& source, BuildResult* result,
+  // Builds an entry's artifact under its lock: (key_fd, dir, *seconds) -> the artifact's bytes.
+  using Builder = std::function<std::string(int key_fd, const std::string& dir, double* seconds)>;
+  BuildResult load_or_build_with(const std::string& key, const Builder& build);
+  std::shared_ptr<LoadedLibrary> load_or_build_on_disk(const Builder& build, BuildResult* result,
                                                        std::vector<std::string>* repairs);
-  std::string build_locked(const std::string& source, int key_fd, const std::string& dir, const std::string& key,
-                           double* seconds) const;
+  // Writes `source` as kernel.cpp, runs make_argv(src_path, temp output) and
+  // renames the output to `artifact`, then writes the manifest; returns the
+  // artifact's bytes. Caller holds the dir's lock.
+  std::string build_locked(const std::string& source, const std::string& artifact,
+                           const std::function<std::vector<std::string>(const std::string&, const std::string&)>& make_argv,
+                           int key_fd, const std::string& dir, const std::string& key, double* seconds) const;
+  // The verified bytes of one unit's object, built if needed (under its own lock).
+  std::string object_bytes(const std::string& unit, std::vector<std::string>* repairs);
   std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key);
   std::shared_ptr<LoadedLibrary> remember(const std::string& key, std::shared_ptr<LoadedLibrary> library);
-  static std::optional<std::string> verify_entry(int key_fd, const std::string& key, std::string* problem);
+  static std::optional<std::string> verify_entry(int key_fd, const std::string& key, const std::string& artifact,
+                                                 std::string* problem);
   // Drops least recently used entries beyond the cap (never `keep`) into
   // *dropped, so the caller can unload them after releasing the mutex.
   void evict_locked(const std::string& keep, std::vector<std::shared_ptr<LoadedLibrary>>* dropped);

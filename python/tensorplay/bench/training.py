@@ -6,7 +6,17 @@ the same data, thread count and weights. Reported per case: the step time of
 each (rotated readings, medians with their intervals), the paired ratios
 tp.compile / torch.compile and tp.compile / TensorPlay eager, the first call
 of each compiled version (capture + compile + one step, in this process), and
-the activation bytes the compiled forward saves for the backward."""
+the activation bytes the compiled forward saves for the backward.
+
+Two more rows per case:
+- the full training step as users run it: zero the gradients, forward,
+  backward and an optimizer step (SGD with momentum 0.9), the step compiled
+  as its users do (`tp.compile(opt.step)`, `torch.compile(opt.step)`) next
+  to the eager `opt.step()`;
+- for the GEMM-bound cases, the step's GEMMs alone (TensorPlay eager, same
+  shapes and transposes): the GEMM time both steps share, so the best ratio
+  tp.compile / tp eager can reach is GEMMs / eager step (a compiled step
+  cannot be faster than its GEMMs)."""
 
 from __future__ import annotations
 
@@ -18,6 +28,7 @@ import numpy as np
 import tensorplay as tp
 import tensorplay.nn as tnn
 import tensorplay.nn.functional as F
+import tensorplay.optim as toptim
 
 from .report import Report, verdict
 from .stats import ratio_interval, rotate
@@ -59,6 +70,13 @@ def _example_5_1(quick: bool):
             x, w = lib.from_numpy(xa), lib.from_numpy(wa.copy()).requires_grad_(True)
             loss = lambda x, w: lib.nn.functional.gelu(x @ w).mean()  # noqa: E731
         return loss, (x, w), [w]
+
+    def gemms():
+        # The step's GEMMs: h = x @ W (forward), dW = x^T @ dh (backward).
+        x, w = tp.from_numpy(xa), tp.from_numpy(wa.copy())
+        dh = tp.from_numpy(rng.standard_normal((m, k)).astype(np.float32))
+        return lambda: (x @ w, x.t() @ dh)
+    make.gemms = gemms
     return f"x {m}x{k}, W {k}x{k} (requires grad)", make
 
 
@@ -79,6 +97,17 @@ def _mlp(quick: bool):
         _copy_weights(tp_net, net)
         loss = lambda x, y: lib.nn.functional.cross_entropy(net(x), y)  # noqa: E731
         return loss, (lib.from_numpy(xa), lib.from_numpy(ya)), list(net.parameters())
+
+    def gemms():
+        # Forward x @ W^T per layer; backward dW = h^T @ g per layer and
+        # dh = g @ W for the two layers whose input requires grad.
+        r = np.random.default_rng(3)
+        t = lambda *shape: tp.from_numpy(r.standard_normal(shape).astype(np.float32))  # noqa: E731
+        x, h0, h1, w0, w1, w2 = t(b, d), t(b, h), t(b, h), t(h, d), t(h, h), t(c, h)
+        g0, g1, g2 = t(b, h), t(b, h), t(b, c)
+        return lambda: (x @ w0.t(), h0 @ w1.t(), h1 @ w2.t(),
+                        h1.t() @ g2, g2 @ w2, h0.t() @ g1, g1 @ w1, x.t() @ g0)
+    make.gemms = gemms
     return f"batch {b}, {d}-{h}-{h}-{c}, ReLU, cross_entropy", make
 
 
@@ -113,6 +142,19 @@ def _step(loss_fn, args, params):
             p.grad = None
         loss = loss_fn(*args)
         loss.backward()
+        return loss
+    return run
+
+
+def _train_step(loss_fn, args, params, opt_step):
+    """The step as users run it: zero the gradients, forward, backward, and the
+    optimizer's update."""
+    def run():
+        for p in params:
+            p.grad = None
+        loss = loss_fn(*args)
+        loss.backward()
+        opt_step()
         return loss
     return run
 
@@ -220,6 +262,67 @@ def run_case(key: str, title: str, factory, report: Report, quick: bool) -> dict
                   f"goal tp.compile <= tp eager: {verdict(out['saved_bytes_tp_compile'] <= eager_saved)}")
     report.figure("agreement with eager", f"|loss diff| {out['loss_diff']:.2g}, max rel grad diff "
                   f"{out['grad_max_rel_diff']:.2g}")
+    gemms = getattr(make, "gemms", None)
+    if gemms is not None:
+        g = rotate([gemms(), eager_tp, comp_tp], runs=runs, warmup=warmup,
+                   labels=["GEMMs alone", "tp eager", "tp.compile"])
+        r_g, lo_g, hi_g = ratio_interval(g[0], g[1])
+        speedup = ratio_interval(g[1], g[2])[0]  # tp eager / tp.compile in this rotation
+        out["gemm_share_of_tp_eager"] = [r_g, lo_g, hi_g]
+        out["gemms_alone"] = g[0].to_dict()
+        report.figure("GEMMs alone (tp eager, same shapes)", "  ".join(f"{lab} {t.fmt()}" for lab, t in zip(
+            ["GEMMs", "tp eager step", "tp.compile step"], g)))
+        report.figure("GEMM share of the tp eager step", f"{r_g:.2f} [{lo_g:.2f}, {hi_g:.2f}]",
+                      f"best reachable tp.compile / tp eager = {r_g:.2f}, i.e. at most {1 / r_g:.2f}x faster; "
+                      f"here {speedup:.2f}x")
+    out.update(_full_step_rows(report, make, torch, quick, runs, warmup))
+    return out
+
+
+def _full_step_rows(report: Report, make, torch, quick: bool, runs: int, warmup: int) -> dict:
+    """Forward + backward + SGD(momentum) step: eager opt.step() against
+    tp.compile(opt.step) (and torch.compile(opt.step)), the loss compiled as
+    in the rows above. Fresh optimizers per variant; the variants share the
+    parameters (their values drift with the steps, which does not change the
+    work per step)."""
+    lr, momentum = 1e-4, 0.9
+    loss_tp, args_tp, params_tp = make(tp)
+    compiled_loss = tp.compile(loss_tp, options={"warn_fallback": False})
+    opt_e = toptim.SGD(params_tp, lr=lr, momentum=momentum)
+    opt_c = toptim.SGD(params_tp, lr=lr, momentum=momentum)
+    step_c = tp.compile(opt_c.step, options={"warn_fallback": False})
+    eager_tp = _train_step(loss_tp, args_tp, params_tp, opt_e.step)
+    comp_tp = _train_step(compiled_loss, args_tp, params_tp, step_c)
+    fallbacks_before = int(tp.compiler.metrics.fallback_count)
+    first = {"tp.compile": _first_call(comp_tp) + _first_call(comp_tp)}  # versions: no momentum buffer, then with
+    fallbacks = int(tp.compiler.metrics.fallback_count) - fallbacks_before
+    fns, labels = [eager_tp, comp_tp], ["tp eager", "tp.compile"]
+    if torch is not None:
+        loss_th, args_th, params_th = make(torch)
+        opt_te = torch.optim.SGD(params_th, lr=lr, momentum=momentum)
+        opt_tc = torch.optim.SGD(params_th, lr=lr, momentum=momentum)
+        compiled_loss_th = torch.compile(loss_th)
+        step_tc = torch.compile(opt_tc.step)
+        eager_th = _train_step(loss_th, args_th, params_th, opt_te.step)
+        comp_th = _train_step(compiled_loss_th, args_th, params_th, step_tc)
+        first["torch.compile"] = _first_call(comp_th) + _first_call(comp_th)
+        fns += [eager_th, comp_th]
+        labels += ["torch eager", "torch.compile"]
+    ts = rotate(fns, runs=runs, warmup=warmup, labels=labels)
+    out = {"full_step_times": {lab: t.to_dict() for lab, t in zip(labels, ts)},
+           "full_step_first_two_calls_s": first, "full_step_fallbacks": fallbacks}
+    r_e, lo_e, hi_e = ratio_interval(ts[1], ts[0])
+    out["full_step tp.compile/tp eager"] = [r_e, lo_e, hi_e]
+    report.figure("full step + SGD(momentum) step", "  ".join(f"{lab} {t.fmt()}" for lab, t in zip(labels, ts)))
+    report.figure("full step: tp.compile / tp eager", f"{r_e:.2f} [{lo_e:.2f}, {hi_e:.2f}]",
+                  f"goal <= 1/1.1: {verdict(r_e <= 1 / 1.1)}")
+    if torch is not None:
+        r_t, lo_t, hi_t = ratio_interval(ts[1], ts[3])
+        out["full_step tp.compile/torch.compile"] = [r_t, lo_t, hi_t]
+        report.figure("full step: tp.compile / torch.compile", f"{r_t:.2f} [{lo_t:.2f}, {hi_t:.2f}]",
+                      f"goal <= 1: {verdict(r_t <= 1)}")
+    report.figure("full step: first two calls (compile + 2 steps)",
+                  "  ".join(f"{k} {v:.2f} s" for k, v in first.items()))
     return out
 
 
