@@ -1,4 +1,5 @@
 #include "aot/joint_graph.h"
+#include "aot/device_constants.h"
 
 #include <algorithm>
 #include <optional>
@@ -49,7 +50,7 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
 Tensor symbolic_mean_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
   const std::vector<bool> mask = reduce::mask_of("mean", x.dim(), attrs);
   Tensor gk = ops::as_keepdim(g, x, mask, reduce::keepdim_of(attrs));
-  Tensor ones = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes());
+  Tensor ones = ops::expand(ones_on(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64, x.device()), x.sizes());
   Tensor count = ops::sum(ones, reduce::dims_of(mask), true);
   Tensor r = ops::div(gk, ops::to_dtype(count, gk.dtype()));
   return ops::to_dtype(ops::expand(r, x.sizes()), x.dtype());
@@ -93,7 +94,7 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
     j.differentiable.push_back(d);
     if (d) {
       const size_t k = examples.size() - inputs.size();
-      examples.push_back(tangents ? tangents->at(k) : ops::ones(n->meta.sizes, n->meta.dtype));
+      examples.push_back(tangents ? tangents->at(k) : ones_on(n->meta.sizes, n->meta.dtype, n->meta.device));
       names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
     }
   }

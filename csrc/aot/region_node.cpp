@@ -1,4 +1,5 @@
 #include "aot/region_node.h"
+#include "aot/device_constants.h"
 
 #include "core/grad_mode.h"
 #include "ops/ops.h"
@@ -31,7 +32,7 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
     if (k < 0) continue;
     Tensor g = o < grad_outputs.size() ? grad_outputs[o] : Tensor();
     const TensorMeta& m = tangent_metas[static_cast<size_t>(k)];
-    if (!g.defined()) g = ops::zeros(m.sizes, m.dtype);
+    if (!g.defined()) g = zeros_on(m.sizes, m.dtype, m.device);
     else if (g.dtype() != m.dtype) g = ops::to_dtype(g, m.dtype);
     in[saved.size() + static_cast<size_t>(k)] = ops::contiguous(g);
   }

@@ -12,6 +12,7 @@
 // partition, one forward and one backward artifact for every size); otherwise
 // the caller trains statically (a version per size, never a wrong gradient).
 #include <unordered_set>
+#include "aot/device_constants.h"
 
 #include "aot/joint_graph.h"
 #include "graph/interpreter.h"
@@ -174,10 +175,10 @@ std::unique_ptr<JointGraph> trace_joint_symbolic(const graph::Graph& fw, const s
       // zeros: valid indices, and the formulas' programs do not depend on values
       // (one that did would record another program here and be refused).
       if (!inputs[i].defined() || inputs[i].sizes() == sizes) in2[i] = inputs[i];
-      else in2[i] = ops::zeros(sizes, inputs[i].dtype());
+      else in2[i] = zeros_on(sizes, inputs[i].dtype(), inputs[i].device());
     } else {
       if (tan2.size() <= i - inputs.size()) tan2.resize(i - inputs.size() + 1);
-      tan2[i - inputs.size()] = ops::ones(sizes, p->meta.dtype);
+      tan2[i - inputs.size()] = ones_on(sizes, p->meta.dtype, p->meta.device);
     }
   }
   in2.resize(inputs.size());

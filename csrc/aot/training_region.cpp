@@ -1,4 +1,5 @@
 #include "aot/training_region.h"
+#include "aot/device_constants.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -29,7 +30,7 @@ std::vector<Tensor> zeros_for(const graph::Graph& g) {
   std::vector<Tensor> r;
   for (graph::Node* p : g.placeholders()) {
     if (r.size() <= static_cast<size_t>(p->input_index)) r.resize(static_cast<size_t>(p->input_index) + 1);
-    r[static_cast<size_t>(p->input_index)] = ops::zeros(p->meta.sizes, p->meta.dtype);
+    r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, p->meta.device);
   }
   return r;
 }
@@ -139,9 +140,11 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     node->tangent_metas = plan->tangent_metas;
     if (plan->symbolic)  // a result's gradient absent: zeros of this call's size
       for (size_t o = 0; o < plan->num_results; ++o)
-        if (int k = plan->tangent_of_output[o]; k >= 0 && r[o].defined())
-          node->tangent_metas[static_cast<size_t>(k)] =
-              TensorMeta::contiguous(r[o].sizes(), plan->tangent_metas[static_cast<size_t>(k)].dtype);
+        if (int k = plan->tangent_of_output[o]; k >= 0 && r[o].defined()) {
+          TensorMeta& m = node->tangent_metas[static_cast<size_t>(k)];
+          m = TensorMeta::contiguous(r[o].sizes(), m.dtype);
+          m.device = r[o].device();
+        }
     node->tangent_of_output = plan->tangent_of_output;
     node->grad_of_input = plan->grad_of_input;
     for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));
