@@ -1,10 +1,10 @@
 #include "aot/joint_graph.h"
-#include "aot/device_constants.h"
 
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 
+#include "aot/device_constants.h"
 #include "autograd/node.h"
 #include "core/grad_mode.h"
 #include "graph/tracer.h"

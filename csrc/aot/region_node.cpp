@@ -1,6 +1,6 @@
 #include "aot/region_node.h"
-#include "aot/device_constants.h"
 
+#include "aot/device_constants.h"
 #include "core/grad_mode.h"
 #include "ops/ops.h"
 

@@ -12,9 +12,10 @@
 // partition, one forward and one backward artifact for every size); otherwise
 // the caller trains statically (a version per size, never a wrong gradient).
 #include <unordered_set>
-#include "aot/device_constants.h"
 
+#include "aot/device_constants.h"
 #include "aot/joint_graph.h"
+#include "graph/same_program.h"
 #include "graph/interpreter.h"
 #include "graph/sym_shape_rules.h"
 #include "ops/ops.h"
@@ -27,12 +28,6 @@ using graph::Node;
 using graph::Opcode;
 using graph::SymDim;
 
-bool same_constant(const Tensor& a, const Tensor& b) {
-  if (a.impl() == b.impl()) return true;
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype() || a.numel() > 1) return false;
-  return a.numel() == 0 || a.item() == b.item();
-}
-
 bool same_shape_at(const graph::SymShape& s, const Shape& real, const std::unordered_map<int, int64_t>& values) {
   if (s.size() != real.size()) return false;
   for (size_t i = 0; i < s.size(); ++i)
@@ -43,49 +38,18 @@ bool same_shape_at(const graph::SymShape& s, const Shape& real, const std::unord
 // `a` (symbolic) evaluated at `values` is the program `b` (static) recorded.
 bool same_program_at(const graph::Graph& a, const graph::Graph& b, const std::unordered_map<int, int64_t>& values,
                      std::string* why) {
-  if (a.nodes().size() != b.nodes().size()) {
-    *why = str("the trace at other sizes has ", b.nodes().size(), " nodes, not ", a.nodes().size());
-    return false;
-  }
-  std::unordered_map<const Node*, size_t> ia, ib;
-  for (size_t i = 0; i < a.nodes().size(); ++i) {
-    ia[a.nodes()[i].get()] = i;
-    ib[b.nodes()[i].get()] = i;
-  }
-  for (size_t i = 0; i < a.nodes().size(); ++i) {
-    const Node& x = *a.nodes()[i];
-    const Node& y = *b.nodes()[i];
-    auto differ = [&](const char* what) {
-      *why = str("node ", x.name, x.opcode == Opcode::CallFunction ? str(" (", x.target->name, ")") : "",
-                 " differs at other sizes (", what, ")");
-      return false;
-    };
-    if (x.opcode != y.opcode || x.target != y.target || x.args.size() != y.args.size() ||
-        x.input_index != y.input_index)
-      return differ("operator");
-    for (size_t k = 0; k < x.args.size(); ++k) {
-      const Node* const* px = std::get_if<Node*>(&x.args[k]);
-      const Node* const* py = std::get_if<Node*>(&y.args[k]);
-      if (!px != !py) return differ("arguments");
-      if (px) {
-        if (!*px != !*py || (*px && ia.at(*px) != ib.at(*py))) return differ("arguments");
-      } else if (!(std::get<Scalar>(x.args[k]) == std::get<Scalar>(y.args[k]))) {
-        return differ("a number computed from a size");
-      }
-    }
-    if (x.opcode == Opcode::CallFunction && !(graph::evaluate_sym_attrs(x, values) == y.attrs))
-      return differ("attributes");
-    if (x.opcode == Opcode::GetAttr && !same_constant(x.constant, y.constant)) return differ("constant");
-    if (x.opcode == Opcode::Output) continue;
-    if (!same_shape_at(graph::sym_shape_of(x), y.meta.sizes, values)) return differ("sizes");
-    if (x.output_sym_sizes.size() != y.output_metas.size()) {
-      if (!y.output_metas.empty()) return differ("sizes");
-    } else {
-      for (size_t o = 0; o < y.output_metas.size(); ++o)
-        if (!same_shape_at(x.output_sym_sizes[o], y.output_metas[o].sizes, values)) return differ("sizes");
-    }
-  }
-  return true;
+  auto attrs = [&](const Node& x, const Node& y) -> std::string {
+    return x.opcode != Opcode::CallFunction || graph::evaluate_sym_attrs(x, values) == y.attrs ? "" : "attributes";
+  };
+  auto sizes = [&](const Node& x, const Node& y) -> std::string {
+    if (!same_shape_at(graph::sym_shape_of(x), y.meta.sizes, values)) return "sizes";
+    if (x.output_sym_sizes.size() != y.output_metas.size()) return y.output_metas.empty() ? "" : "sizes";
+    for (size_t o = 0; o < y.output_metas.size(); ++o)
+      if (!same_shape_at(x.output_sym_sizes[o], y.output_metas[o].sizes, values)) return "sizes";
+    return "";
+  };
+  *why = graph::program_difference(a, b, attrs, sizes);
+  return why->empty();
 }
 
 }  // namespace

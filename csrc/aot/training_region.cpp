@@ -1,10 +1,10 @@
 #include "aot/training_region.h"
-#include "aot/device_constants.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
 
+#include "aot/device_constants.h"
 #include "aot/region_node.h"
 #include "core/warning.h"
 #include "core/grad_mode.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "graph/same_program.h"
 #include "graph/interpreter.h"
 #include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
@@ -51,41 +52,12 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
   }
   throw Error("internal: decomposition without output");
 }
-// Dynamic shapes: two traces of a decomposition (at the hints and at other sizes)
-// that record the same operators with the same attributes, numbers and constants
-// do not depend on the sizes (e.g. mean's 1/count would differ).
+// Dynamic shapes: two traces of a decomposition (at the hints and at other
+// sizes) that record the same program do not depend on the sizes.
 bool same_program(const Graph& a, const Graph& b) {
-  if (a.nodes().size() != b.nodes().size()) return false;
-  std::unordered_map<const Node*, size_t> ia, ib;
-  for (size_t i = 0; i < a.nodes().size(); ++i) {
-    ia[a.nodes()[i].get()] = i;
-    ib[b.nodes()[i].get()] = i;
-  }
-  for (size_t i = 0; i < a.nodes().size(); ++i) {
-    const Node& x = *a.nodes()[i];
-    const Node& y = *b.nodes()[i];
-    if (x.opcode != y.opcode || x.target != y.target || !(x.attrs == y.attrs) || x.args.size() != y.args.size() ||
-        x.input_index != y.input_index)
-      return false;
-    for (size_t k = 0; k < x.args.size(); ++k) {
-      const Node* const* px = std::get_if<Node*>(&x.args[k]);
-      const Node* const* py = std::get_if<Node*>(&y.args[k]);
-      if (!px != !py) return false;
-      if (px) {
-        if (!*px != !*py || (*px && ia.at(*px) != ib.at(*py))) return false;
-      } else if (!(std::get<Scalar>(x.args[k]) == std::get<Scalar>(y.args[k]))) {
-        return false;
-      }
-    }
-    if (x.opcode == Opcode::GetAttr) {
-      const Tensor& cx = x.constant;
-      const Tensor& cy = y.constant;
-      if (cx.sizes() != cy.sizes() || cx.dtype() != cy.dtype() || cx.numel() > 1 ||
-          (cx.numel() == 1 && !(cx.item() == cy.item())))
-        return false;
-    }
-  }
-  return true;
+  return graph::program_difference(a, b, [](const Node& x, const Node& y) {
+           return x.attrs == y.attrs ? "" : "attributes";
+         }).empty();
 }
 
 bool calls_itself(const Graph& sub, const OpDef& op) {

@@ -117,105 +117,69 @@ def copy_bandwidth(torch, quick: bool) -> dict:
     return out
 
 
-def kernels(report: Report, torch, ceiling: float, quick: bool, small: bool = False) -> dict:
+def _kernel_row(report: Report, torch, ceiling: float, case, runs: int, half: bool) -> dict:
+    """One case of the table: tp.compile beside torch eager and torch.compile on
+    the same data (float32, or bfloat16 with `half`), beta per contender."""
     import numpy as np
 
-    res = {}
+    name, (ftp, ftorch), shapes, model32, size = case
+    model = model32 // 2 if half else model32
+    row = {"model_bytes": model}
+    if torch is not None:
+        dtype = torch.bfloat16 if half else torch.float32
+        targs = [torch.randn(*s, device="cuda", dtype=dtype) for s in shapes]
+        args = [tp.from_dlpack(a) for a in targs]
+    else:
+        args = [(tp.randn(*s).to(tp.bfloat16) if half else tp.randn(*s)).to("cuda") for s in shapes]
+        targs = None
+    cf = tp.compile(ftp, strict_native=True)
+    t0 = time.perf_counter()
+    got = cf(*args)
+    tp.cuda.synchronize()
+    row["tp_first_call_s"] = time.perf_counter() - t0
+    row["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
+    contenders = [("tp.compile", row["tp_compile_s"])]
+    if torch is not None:
+        row["torch_eager_s"] = _time(lambda: ftorch(*targs), torch.cuda.synchronize, runs)
+        contenders.append(("torch eager", row["torch_eager_s"]))
+        w = ftorch(*targs).float().cpu().numpy()
+        g = got.float().cpu().numpy()
+        row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
+        row["max_abs_torch"] = float(np.max(np.abs(w)))
+        try:
+            tc = torch.compile(ftorch, dynamic=False)
+            tc(*targs)
+            torch.cuda.synchronize()
+            row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
+            contenders.append(("torch.compile", row["torch_compile_s"]))
+        except Exception as exc:  # Inductor missing or failing: the others still count
+            row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    for who, t in contenders:
+        row[f"beta[{who}]"] = model / t / ceiling
+    text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
+    if "max_abs_diff_vs_torch" in row:
+        text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
+    report.figure(f"{name} {size[0]}x{size[1]}" + (" bf16" if half else ""), text)
+    return row
+
+
+def kernels(report: Report, torch, ceiling: float, quick: bool, small: bool = False) -> dict:
     runs = 5 if quick else 100 if small else 20
     cases = _cases(quick, small)
     report.section(f"generated CUDA kernels, {'x'.join(map(str, cases[0][4]))} float32 "
                    f"(beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
-    for name, (ftp, ftorch), shapes, model, size in cases:
-        row = {"model_bytes": model}
-        if torch is not None:
-            targs = [torch.randn(*s, device="cuda") for s in shapes]
-            args = [tp.from_dlpack(a) for a in targs]
-        else:
-            args = [tp.randn(*s).to("cuda") for s in shapes]
-            targs = None
-        cf = tp.compile(ftp, strict_native=True)
-        t0 = time.perf_counter()
-        got = cf(*args)
-        tp.cuda.synchronize()
-        row["tp_first_call_s"] = time.perf_counter() - t0
-        row["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
-        contenders = [("tp.compile", row["tp_compile_s"])]
-        if torch is not None:
-            row["torch_eager_s"] = _time(lambda: ftorch(*targs), torch.cuda.synchronize, runs)
-            contenders.append(("torch eager", row["torch_eager_s"]))
-            want = ftorch(*targs)
-            g = got.cpu().numpy()
-            w = want.cpu().numpy()
-            row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
-            row["max_abs_torch"] = float(np.max(np.abs(w)))
-            try:
-                tc = torch.compile(ftorch, dynamic=False)
-                tc(*targs)
-                torch.cuda.synchronize()
-                row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
-                contenders.append(("torch.compile", row["torch_compile_s"]))
-            except Exception as exc:  # Inductor missing or failing: the others still count
-                row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        for who, t in contenders:
-            row[f"beta[{who}]"] = model / t / ceiling
-        text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
-        if "max_abs_diff_vs_torch" in row:
-            text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
-        report.figure(f"{name} {size[0]}x{size[1]}", text)
-        res[name] = row
-        del args, targs, got
-    return res
+    return {case[0]: _kernel_row(report, torch, ceiling, case, runs, half=False) for case in cases}
 
 
 def kernels_bf16(report: Report, torch, ceiling: float, quick: bool) -> dict:
     """The table's cases on bfloat16 data: 2 bytes an element, float32 math
     and accumulation inside the kernels (issue 12 item 4)."""
-    import numpy as np
-
-    res = {}
     runs = 5 if quick else 20
     cases = [c for c in _cases(quick) if c[0] not in ("row sum", "column sum")] + \
         [c for c in _cases(quick) if c[0] in ("row sum", "column sum")]
     report.section(f"generated CUDA kernels, {'x'.join(map(str, cases[0][4]))} bfloat16 "
                    f"(beta = model bytes / time / {ceiling / 1e12:.2f} TB/s copy)")
-    for name, (ftp, ftorch), shapes, model32, size in cases:
-        model = model32 // 2
-        row = {"model_bytes": model}
-        if torch is not None:
-            targs = [torch.randn(*s, device="cuda", dtype=torch.bfloat16) for s in shapes]
-            args = [tp.from_dlpack(a) for a in targs]
-        else:
-            args = [tp.randn(*s).to(tp.bfloat16).to("cuda") for s in shapes]
-            targs = None
-        cf = tp.compile(ftp, strict_native=True)
-        got = cf(*args)
-        tp.cuda.synchronize()
-        row["tp_compile_s"] = _time(lambda: cf(*args), tp.cuda.synchronize, runs)
-        contenders = [("tp.compile", row["tp_compile_s"])]
-        if torch is not None:
-            row["torch_eager_s"] = _time(lambda: ftorch(*targs), torch.cuda.synchronize, runs)
-            contenders.append(("torch eager", row["torch_eager_s"]))
-            w = ftorch(*targs).float().cpu().numpy()
-            g = got.float().cpu().numpy()
-            row["max_abs_diff_vs_torch"] = float(np.max(np.abs(g - w)))
-            row["max_abs_torch"] = float(np.max(np.abs(w)))
-            try:
-                tc = torch.compile(ftorch, dynamic=False)
-                tc(*targs)
-                torch.cuda.synchronize()
-                row["torch_compile_s"] = _time(lambda: tc(*targs), torch.cuda.synchronize, runs)
-                contenders.append(("torch.compile", row["torch_compile_s"]))
-            except Exception as exc:
-                row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        for who, t in contenders:
-            row[f"beta[{who}]"] = model / t / ceiling
-        text = "  ".join(f"{who} {t * 1e3:.3f} ms beta={model / t / ceiling:.2f}" for who, t in contenders)
-        if "max_abs_diff_vs_torch" in row:
-            text += f"  (max |tp - torch| {row['max_abs_diff_vs_torch']:.2e} of {row['max_abs_torch']:.2e})"
-        report.figure(f"{name} {size[0]}x{size[1]} bf16", text)
-        res[name] = row
-        del args, targs, got
-    return res
+    return {case[0]: _kernel_row(report, torch, ceiling, case, runs, half=True) for case in cases}
 
 
 def matmul_bias_gelu_bf16(report: Report, torch, quick: bool) -> dict:
