@@ -4,10 +4,20 @@
 // beside. The C++ factories build on the host; a CPU example beside CUDA values
 // makes the joint trace mix devices, and a backward compiled from CPU examples
 // is a CPU region that later receives device memory.
+//
+// The device comes from the region's real input values, not from graph metas:
+// nodes that passes build (decompositions traced in meta mode, rewritten
+// products) carry the CPU in their metas whatever device the values live on.
 #pragma once
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace tp::aot {
+
+// The device of a region's values: that of its first input not on the CPU
+// (a region runs on one device; 0-d CPU tensors beside it are numbers), else the CPU.
+Device region_device(const std::vector<Tensor>& inputs);
 
 Tensor zeros_on(const Shape& sizes, DType dtype, Device device);
 Tensor ones_on(const Shape& sizes, DType dtype, Device device);
