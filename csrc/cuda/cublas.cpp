@@ -1,12 +1,11 @@
 #include "cuda/cublas.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "cuda/dynlib.h"
 #include "cuda/allocator.h"
 #include "cuda/driver.h"
 #include "cuda/stream.h"
@@ -75,12 +74,6 @@ std::vector<std::string>& candidates() {
   return *v;
 }
 
-template <class F>
-bool resolve(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
-
 Lt* load() {
   auto* lt = new Lt();  // leaked with the library, like the driver's table
   std::vector<std::string> names;
@@ -89,13 +82,7 @@ Lt* load() {
     names = candidates();
   }
   for (const char* s : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) names.push_back(s);
-  void* lib = nullptr;
-  for (const auto& name : names) {
-    if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-      lt->path = name;
-      break;
-    }
-  }
+  void* lib = open_first(names, &lt->path);
   if (!lib) {
     lt->why = "cuBLASLt (libcublasLt.so.13/.12) was not found; install it with `pip install tensorplay[cuda]` "
               "(nvidia-cublas)";

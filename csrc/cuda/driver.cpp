@@ -1,21 +1,14 @@
 #include "cuda/driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/dynlib.h"
 #include "cuda/stream.h"
 
 namespace tp::cuda {
 namespace {
-
-template <class F>
-bool resolve(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 Driver* load() {
   auto* d = new Driver();  // leaked: storage release functions may run during interpreter shutdown

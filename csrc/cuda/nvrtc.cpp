@@ -1,10 +1,9 @@
 #include "cuda/nvrtc.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 #include "core/error.h"
+#include "cuda/dynlib.h"
 
 namespace tp::cuda {
 namespace {
@@ -34,23 +33,11 @@ std::vector<std::string>& candidates() {
   return *v;
 }
 
-template <class F>
-bool resolve(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
-
 Nvrtc* load() {
   auto* n = new Nvrtc();  // leaked with the library: kernels compiled from it live as long
   std::vector<std::string> names = candidates();
   for (const char* s : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}) names.push_back(s);
-  void* lib = nullptr;
-  for (const auto& name : names) {
-    if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-      n->path = name;
-      break;
-    }
-  }
+  void* lib = open_first(names, &n->path);
   if (!lib) {
     n->why = "NVRTC (libnvrtc.so) was not found; install it with `pip install tensorplay[cuda]` (nvidia-cuda-nvrtc)";
     return n;

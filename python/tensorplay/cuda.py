@@ -15,39 +15,27 @@ from . import _C
 _rt = _C._cuda
 
 
-def _nvrtc_candidates():
-    # The wheel puts the library in nvidia/cu13/lib (CUDA 13) or
-    # nvidia/cuda_nvrtc/lib (CUDA 12) inside a site-packages folder.
+def _wheel_libraries(env, patterns, skip=None):
+    """Paths of a CUDA library from NVIDIA's wheels inside a site-packages
+    folder (newest first), after the path an environment variable names."""
     found = []
-    env = _os.environ.get("TP_NVRTC_PATH")
-    if env:
-        found.append(env)
+    if _os.environ.get(env):
+        found.append(_os.environ[env])
     for base in _sys.path:
-        for pattern in ("nvidia/cu*/lib/libnvrtc.so*", "nvidia/cuda_nvrtc/lib/libnvrtc.so*"):
+        for pattern in patterns:
             for path in sorted(_glob.glob(_os.path.join(base or ".", pattern)), reverse=True):
-                if "builtins" not in _os.path.basename(path) and path not in found:
+                if path not in found and not (skip and skip in _os.path.basename(path)):
                     found.append(path)
     return found
 
 
-_rt.add_nvrtc_candidates(_nvrtc_candidates())
-
-
-def _cublaslt_candidates():
-    # The nvidia-cublas wheel: nvidia/cu13/lib (CUDA 13) or nvidia/cublas/lib (CUDA 12).
-    found = []
-    env = _os.environ.get("TP_CUBLASLT_PATH")
-    if env:
-        found.append(env)
-    for base in _sys.path:
-        for pattern in ("nvidia/cu*/lib/libcublasLt.so*", "nvidia/cublas/lib/libcublasLt.so*"):
-            for path in sorted(_glob.glob(_os.path.join(base or ".", pattern)), reverse=True):
-                if path not in found:
-                    found.append(path)
-    return found
-
-
-_rt.add_cublaslt_candidates(_cublaslt_candidates())
+# NVRTC: nvidia/cu13/lib (CUDA 13) or nvidia/cuda_nvrtc/lib (CUDA 12); its
+# libnvrtc-builtins is a helper it loads itself.
+_rt.add_nvrtc_candidates(_wheel_libraries(
+    "TP_NVRTC_PATH", ("nvidia/cu*/lib/libnvrtc.so*", "nvidia/cuda_nvrtc/lib/libnvrtc.so*"), skip="builtins"))
+# cuBLASLt (nvidia-cublas): nvidia/cu13/lib (CUDA 13) or nvidia/cublas/lib (CUDA 12).
+_rt.add_cublaslt_candidates(_wheel_libraries(
+    "TP_CUBLASLT_PATH", ("nvidia/cu*/lib/libcublasLt.so*", "nvidia/cublas/lib/libcublasLt.so*")))
 
 
 def is_cublaslt_available():

@@ -58,6 +58,17 @@ std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spe
   return "0";
 }
 
+std::string c_combine(ir::ReduceOp r, const std::string& a, const std::string& b) {
+  switch (r) {
+    case ir::ReduceOp::Sum: return "(" + a + " + " + b + ")";
+    case ir::ReduceOp::Prod: return "(" + a + " * " + b + ")";
+    case ir::ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
+    case ir::ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
+    default: break;
+  }
+  return a;
+}
+
 const char* c_type(DType t) {
   switch (t) {
     case DType::Bool: return "bool";

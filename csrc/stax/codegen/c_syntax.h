@@ -30,6 +30,11 @@ std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell);
 // that is false (true), not INT64_MIN converted to bool.
 std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spell);
 
+// a (+) b for a Sum/Prod/Max/Min accumulator, as an expression (tp_max/tp_min
+// come from each printer's prelude); `a` for the others (pair reductions have
+// their own emitters).
+std::string c_combine(ir::ReduceOp r, const std::string& a, const std::string& b);
+
 // The C type of a value of the loop IR (i64 is the prelude's int64 typedef);
 // nullptr for a dtype no printer emits (narrow dtypes: the lowering refuses them).
 const char* c_type(DType t);

@@ -241,45 +241,34 @@ def cold_compile_stax(report: Report, quick: bool) -> dict:
 SEQ_LENGTHS = [17, 23, 31, 32, 41, 48, 57, 64, 73, 80, 96, 101, 111, 127, 128, 150]
 
 
+def _block(nn, F, d: int, heads: int):
+    """The pre-LN transformer block, in TensorPlay (tensorplay.nn) or PyTorch (torch.nn)."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4).unbind(0)
+            a = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5), -1) @ v
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    return Block()
+
+
 def _tp_block(d: int, heads: int):
     import tensorplay.nn as nn
     import tensorplay.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4).unbind(0)
-            a = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5), -1) @ v
-            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    return Block()
+    return _block(nn, F, d, heads)
 
 
 def _torch_block(torch, d: int, heads: int):
-    nn, F = torch.nn, torch.nn.functional
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4).unbind(0)
-            a = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5), -1) @ v
-            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    return Block()
+    return _block(torch.nn, torch.nn.functional, d, heads)
 
 
 def transformer_block(report: Report, quick: bool) -> dict:

@@ -37,17 +37,6 @@ std::string literal(const Scalar& v, DType t) {
 
 std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, t, kGcc); }
 
-std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
-  switch (r) {
-    case ReduceOp::Sum: return "(" + a + " + " + b + ")";
-    case ReduceOp::Prod: return "(" + a + " * " + b + ")";
-    case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
-    case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    default: break;  // None; the pair reductions have their own emitters
-  }
-  return a;
-}
-
 const char* horizontal(ReduceOp r) {
   switch (r) {
     case ReduceOp::Sum: return "tp_hsum";
@@ -374,9 +363,9 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
           std::function<std::string(int, int)> tree = [&](int from, int to) {
             if (to - from == 1) return an(t, from);
             int mid = from + (to - from + 1) / 2;
-            return combine(ReduceOp::Sum, tree(from, mid), tree(mid, to));
+            return c_combine(ReduceOp::Sum, tree(from, mid), tree(mid, to));
           };
-          total = combine(ReduceOp::Sum, std::string("tp_hsum(") + tree(0, kAcc) + ")", sn(t));
+          total = c_combine(ReduceOp::Sum, std::string("tp_hsum(") + tree(0, kAcc) + ")", sn(t));
         }
         totals.push_back(total);
       }
@@ -782,9 +771,9 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     std::function<std::string(int, int)> tree = [&](int from, int to) {
       if (to - from == 1) return acc + "_v" + std::to_string(from);
       int mid = from + (to - from + 1) / 2;
-      return combine(node.reduce, tree(from, mid), tree(mid, to));
+      return c_combine(node.reduce, tree(from, mid), tree(mid, to));
     };
-    vec_total = combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree(0, kAcc) + ")", acc + "_s");
+    vec_total = c_combine(node.reduce, std::string(horizontal(node.reduce)) + "(" + tree(0, kAcc) + ")", acc + "_s");
   }
   os << indent << ix << " " << jb << " = " << loop_lo << ";\n";
   if (nest.vectorize) {
@@ -795,7 +784,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       std::string v = w.emit(nest.body, true, jv, os, indent + "    ");
       side_stores(true, indent + "    ");
       std::string av = acc + "_v" + std::to_string(a);
-      os << indent << "    " << av << " = " << combine(node.reduce, av, v) << ";\n" << indent << "  }\n";
+      os << indent << "    " << av << " = " << c_combine(node.reduce, av, v) << ";\n" << indent << "  }\n";
       w.reset_names();
     }
     os << indent << "}\n";
@@ -803,12 +792,12 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
     side_stores(true, indent + "  ");
-    os << indent << "  " << acc << "_v0 = " << combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
+    os << indent << "  " << acc << "_v0 = " << c_combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
     w.reset_names();
   }
   if (nd == 0) {
     std::string v = w.emit(nest.body, false, -1, os, indent);
-    os << indent << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n";
+    os << indent << acc << "_s = " << c_combine(node.reduce, acc + "_s", v) << ";\n";
   } else if (masked) {
     os << indent << "if (" << jb << " < " << loop_hi << ") {  // masked tail: the identity in the dead lanes\n";
     os << indent << "  const unsigned tp_m = (1u << (unsigned)(" << loop_hi << " - " << jb << ")) - 1u;\n";
@@ -817,7 +806,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
     side_stores(true, indent + "  ", "tp_m");
     os << indent << "  " << acc << "_v0 = "
-       << combine(node.reduce, acc + "_v0",
+       << c_combine(node.reduce, acc + "_v0",
                   "tp_where(tp_lanes_below(" + std::string(vtype(dt)) + "{}, " + loop_hi + " - " + jb + "), " + v + ", " +
                       splat(dt) + "(" + init + "))")
        << ";\n";
@@ -830,7 +819,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     os << tail_barrier(nest, indent + "  ");
     std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
     side_stores(false, indent + "  ");
-    os << indent << "  " << acc << "_s = " << combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
+    os << indent << "  " << acc << "_s = " << c_combine(node.reduce, acc + "_s", v) << ";\n" << indent << "}\n";
   }
   if (cascade) {
     const std::string block_sum = nest.vectorize ? vec_total : acc + "_s";
@@ -936,7 +925,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   for (int u = 0; u < unroll; ++u) {
     os << indent << "{\n" << indent << "  const " << ix << " " << o << " = " << o << "_b + " << u * lanes << ";\n";
     std::string val = w.emit(nest.body, true, k.outer_var.var_id(), os, indent + "  ");
-    os << indent << "  " << acc << u << " = " << combine(node.reduce, acc + std::to_string(u), val) << ";\n";
+    os << indent << "  " << acc << u << " = " << c_combine(node.reduce, acc + std::to_string(u), val) << ";\n";
     os << indent << "}\n";
     w.reset_names();
   }
@@ -1117,7 +1106,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       // and a sum's error grows with log2(chunks), not with chunks.
       os << "  for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
       os << "    for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) partial[c] = "
-         << combine(node.reduce, "partial[c]", "partial[c + w]") << ";\n";
+         << c_combine(node.reduce, "partial[c]", "partial[c + w]") << ";\n";
       os << "  " << ctype(dt) << " total = (" << ctype(dt) << ")partial[0];\n";
       RangeMap r;
       r[k.outer_var.var_id()] = {0, 0};

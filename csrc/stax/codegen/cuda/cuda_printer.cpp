@@ -174,17 +174,6 @@ const char* functor(ReduceOp r) {
 
 std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, t, kCuda); }
 
-std::string combine(ReduceOp r, const std::string& a, const std::string& b) {
-  switch (r) {
-    case ReduceOp::Sum: return "(" + a + " + " + b + ")";
-    case ReduceOp::Prod: return "(" + a + " * " + b + ")";
-    case ReduceOp::Max: return "tp_max(" + a + ", " + b + ")";
-    case ReduceOp::Min: return "tp_min(" + a + ", " + b + ")";
-    default: break;  // None; pair reductions are refused in print()
-  }
-  return a;
-}
-
 // The accumulator's type: a float32 sum accumulates in double, 16-bit floats
 // in float.
 DType acc_dtype(ReduceOp r, DType t) {
@@ -354,7 +343,7 @@ class KernelWriter {
     auto fold = [&](const std::string& v) {
       DType at = acc_dtype(node.reduce, dt);
       std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
-      os_ << ind << acc << " = " << combine(node.reduce, acc, val) << ";\n";
+      os_ << ind << acc << " = " << c_combine(node.reduce, acc, val) << ";\n";
     };
     // lane >= 0: inside a vector group of a cached row, where the value also
     // goes to the register cache of (buffer, index), or only there when no
@@ -455,7 +444,7 @@ class KernelWriter {
       if (red) {
         DType at = acc_dtype(node.reduce, dt);
         std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
-        os_ << in3 << acc << " = " << combine(node.reduce, acc, val) << ";\n";
+        os_ << in3 << acc << " = " << c_combine(node.reduce, acc, val) << ";\n";
       } else {
         os_ << in3 << results[q] << " = " << v << ";\n";
         if (!vstore) os_ << in3 << out.name << "[" << to_c(n.store_index, ranges_) << "] = " << v << ";\n";
@@ -771,7 +760,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       os << "  tp_col[threadIdx.y][threadIdx.x] = acc;\n  __syncthreads();\n";
       os << "  if (threadIdx.y == 0 && " << o << " < " << k.outer_extent << ") {\n";
       os << "    for (int y = 1; y < " << Y << "; ++y) acc = "
-         << combine(node.reduce, "acc", "tp_col[y][threadIdx.x]") << ";\n";
+         << c_combine(node.reduce, "acc", "tp_col[y][threadIdx.x]") << ";\n";
       os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}})
          << "] = (" << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n  }\n";
     } else if (flat) {
