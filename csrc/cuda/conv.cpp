@@ -1,5 +1,6 @@
-// conv2d on CUDA by im2col + the cuBLASLt matmul (no cuDNN where the project
-// runs). For sample n and group g the input patches unfold into
+// conv2d on CUDA: through cuDNN (cuda/cudnn.h) where it loads, else by
+// im2col + the cuBLASLt matmul (float32/float64 only). For sample n and group
+// g the input patches unfold into
 //   col[n][g][(c * kh + i) * kw + j][oh * Wo + ow] = x[n][g*Cg + c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
 // (zero outside the image), so out[n][g] = W[g] (Og x kk) @ col[n][g]; the
 // input gradient is col2im(W^T @ grad) and the weight gradient
@@ -10,6 +11,7 @@
 #include <algorithm>
 
 #include "cuda/copy.h"
+#include "cuda/cudnn.h"
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_kernels.h"
@@ -85,6 +87,7 @@ std::string col2im_source(const std::string& name, DType dt) {
 std::string kname(const char* what, DType dt) { return str("tp_", what, "_", dtype_name(dt)); }
 
 bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
 // x: [N, C, H, W] (or unbatched [C, H, W]); w: [O, Cg, kh, kw].
 ConvParams geometry(const Shape& x, const Shape& w, const Attrs& attrs, const char* op) {
@@ -116,6 +119,10 @@ bool is_pointwise(const ConvParams& p) {
   return p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
 }
 
+ConvShape cudnn_shape(const ConvParams& p, int64_t O) {
+  return ConvShape{p.N, p.C, p.H, p.W, O, p.G, p.kh, p.kw, p.Ho, p.Wo, p.ph, p.pw, p.sh, p.sw, p.dh, p.dw};
+}
+
 Tensor contiguous_on_device(const Tensor& t) {
   if (t.is_contiguous()) return t;
   static const OpDef& clone = get_op("clone");
@@ -144,6 +151,15 @@ Tensor conv_forward(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
   const int dev = x.device().index;
   ConvParams p = geometry(x.sizes(), w.sizes(), attrs, "conv2d");
   const int64_t O = w.sizes()[0], Og = O / p.G, kk = p.Cg * p.kh * p.kw, hw = p.Ho * p.Wo;
+  if (const ConvShape s = cudnn_shape(p, O); cudnn_covers(x.dtype(), s)) {
+    Tensor y = empty(om.sizes, om.dtype, dev);
+    cudnn_convolution(dev, om.dtype, ConvPass::Forward, s, x.data(), w.data(), y.data(), "conv2d");
+    // The bias in place (no second output tensor); a compiled region's
+    // pointwise tail reads the biased result.
+    if (in[2].defined()) cudnn_add_bias(dev, om.dtype, s, contiguous_on_device(in[2]).data(), y.data(), "conv2d");
+    return y;
+  }
+  if (!is_float(om.dtype)) return Tensor();  // 16-bit beyond cuDNN: no kernel
   Tensor col;
   if (is_pointwise(p)) {
     col = x.as_strided({p.N, p.G, kk, hw}, {p.C * hw, kk * hw, hw, 1}, x.offset());
@@ -175,6 +191,12 @@ Tensor conv_input_grad(const std::vector<Tensor>& in, const Attrs& attrs, const 
   const int dev = g.device().index;
   ConvParams p = geometry(om.sizes, w.sizes(), attrs, "conv2d_input_grad");
   const int64_t O = w.sizes()[0], Og = O / p.G, kk = p.Cg * p.kh * p.kw, hw = p.Ho * p.Wo;
+  if (const ConvShape s = cudnn_shape(p, O); cudnn_covers(om.dtype, s)) {
+    Tensor gx = empty(om.sizes, om.dtype, dev);
+    cudnn_convolution(dev, om.dtype, ConvPass::BackwardData, s, g.data(), w.data(), gx.data(), "conv2d_input_grad");
+    return gx;
+  }
+  if (!is_float(om.dtype)) return Tensor();
   Tensor gcol;
   if (p.G == 1) {
     gcol = mm(w.as_strided({kk, O}, {1, kk}, w.offset()), g.as_strided({p.N, O, hw}, {O * hw, hw, 1}, g.offset()));
@@ -201,6 +223,12 @@ Tensor conv_weight_grad(const std::vector<Tensor>& in, const Attrs& attrs, const
   const int dev = g.device().index;
   ConvParams p = geometry(x.sizes(), om.sizes, attrs, "conv2d_weight_grad");
   const int64_t O = om.sizes[0], Og = O / p.G, kk = p.Cg * p.kh * p.kw, hw = p.Ho * p.Wo, L = p.N * hw;
+  if (const ConvShape s = cudnn_shape(p, O); cudnn_covers(om.dtype, s)) {
+    Tensor gw = empty(om.sizes, om.dtype, dev);
+    cudnn_convolution(dev, om.dtype, ConvPass::BackwardFilter, s, g.data(), x.data(), gw.data(), "conv2d_weight_grad");
+    return gw;
+  }
+  if (!is_float(om.dtype)) return Tensor();
   // col as [G, kk, N*hw]: the samples side by side, so one GEMM per group sums them.
   Tensor col = empty({p.G, kk, L}, x.dtype(), dev);
   p.sn = hw;
@@ -226,7 +254,10 @@ bool conv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
   if (name != "conv2d" && name != "conv2d_input_grad" && name != "conv2d_weight_grad") return false;
-  if (out_meta.size() != 1 || !is_float(out_meta[0].dtype)) return false;
+  // float16/bfloat16 only through cuDNN (im2col's kernels are float/double).
+  if (out_meta.size() != 1 || !(is_float(out_meta[0].dtype) || (is_half(out_meta[0].dtype) && cudnn_available() &&
+                                                                 cudnn_enabled())))
+    return false;
   for (const Tensor& t : inputs)
     if (t.defined() && (t.device().kind != Device::Kind::CUDA || t.dtype() != out_meta[0].dtype)) return false;
   if (inputs[0].device().index != inputs[1].device().index) return false;
@@ -245,9 +276,11 @@ bool conv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
     out = {z};
     return true;
   }
-  if (name == "conv2d") out = {conv_forward(inputs, attrs, om)};
-  else if (name == "conv2d_input_grad") out = {conv_input_grad(inputs, attrs, om)};
-  else out = {conv_weight_grad(inputs, attrs, om)};
+  Tensor r = name == "conv2d"              ? conv_forward(inputs, attrs, om)
+             : name == "conv2d_input_grad" ? conv_input_grad(inputs, attrs, om)
+                                           : conv_weight_grad(inputs, attrs, om);
+  if (!r.defined()) return false;
+  out = {r};
   return true;
 }
 

@@ -1,9 +1,8 @@
 // CUDA kernels of the CNN operators (issue 12 item 3): conv2d and its two
-// gradient operators (im2col / col2im NVRTC kernels around the cuBLASLt
-// matmul), max / average / adaptive-average pooling and their gradients, and
-// native_batch_norm (its statistics and normalization run as generated
-// eager operators). cuDNN is not used: it is not installed where the
-// project's GPUs are. Each function returns false for a call it does not
+// gradient operators (cuDNN where it loads, else im2col / col2im NVRTC
+// kernels around the cuBLASLt matmul), max / average / adaptive-average
+// pooling and their gradients, and native_batch_norm (its statistics and
+// normalization run as generated eager operators). Each function returns false for a call it does not
 // cover (dtype, layout), and the dispatcher then tries Stax's generated
 // operators or raises NotImplementedError naming the operator and device.
 #pragma once

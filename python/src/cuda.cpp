@@ -6,6 +6,7 @@
 #include "cuda/allocator.h"
 #include "cuda/copy.h"
 #include "cuda/cublas.h"
+#include "cuda/cudnn.h"
 #include "cuda/driver.h"
 #include "cuda/graph.h"
 #include "cuda/stream.h"
@@ -88,6 +89,14 @@ void bind_cuda(nb::module_& root) {
   m.def("cublaslt_available", &cuda::cublaslt_available);
   m.def("cublaslt_why_unavailable", &cuda::cublaslt_why_unavailable);
   m.def("cublaslt_path", &cuda::cublaslt_path);
+  m.def("add_cudnn_candidates", &cuda::add_cudnn_candidates);
+  m.def("cudnn_available", &cuda::cudnn_available);
+  m.def("cudnn_why_unavailable", &cuda::cudnn_why_unavailable);
+  m.def("cudnn_path", &cuda::cudnn_path);
+  m.def("cudnn_version", &cuda::cudnn_version);
+  m.def("set_cudnn_enabled", &cuda::set_cudnn_enabled);
+  m.def("cudnn_enabled", &cuda::cudnn_enabled);
+  m.def("cudnn_conv_calls", &cuda::cudnn_conv_calls);
   m.def("set_allow_tf32", &cuda::set_allow_tf32);
   m.def("allow_tf32", &cuda::allow_tf32);
   m.def("nvrtc_available", &cuda::nvrtc_available);

@@ -37,6 +37,16 @@ _rt.add_nvrtc_candidates(_wheel_libraries(
 _rt.add_cublaslt_candidates(_wheel_libraries(
     "TP_CUBLASLT_PATH", ("nvidia/cu*/lib/libcublasLt.so*", "nvidia/cublas/lib/libcublasLt.so*")))
 
+# cuDNN (nvidia-cudnn-cu13 / -cu12, which torch installs): nvidia/cudnn/lib;
+# conv2d runs through it where it loads, else im2col + cuBLASLt.
+_rt.add_cudnn_candidates(_wheel_libraries(
+    "TP_CUDNN_PATH", ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cu*/lib/libcudnn.so.9")))
+
+
+def is_cudnn_available():
+    """True when cuDNN 9 (the CUDA convolution library) can be loaded; no GPU needed."""
+    return _rt.cudnn_available()
+
 
 def is_cublaslt_available():
     """True when cuBLASLt (the CUDA matmul library) can be loaded; no GPU needed."""
