@@ -1,5 +1,6 @@
-"""CNN operators on CUDA (issue 12 item 3): conv2d (im2col + cuBLASLt) and its
-input/weight gradients, max / average / adaptive pooling and their gradients,
+"""CNN operators on CUDA (issue 12 item 3): conv2d (through cuDNN where it
+loads, and im2col + cuBLASLt, both checked) and its input/weight gradients,
+float16/bfloat16 convolutions through cuDNN, max / average / adaptive pooling and their gradients,
 batch_norm (training and evaluation), nll_loss / cross_entropy and its
 gradient, each against the CPU kernels on the same values; the same
 operators inside tp.compile; and an operator without a CUDA path is named.
@@ -12,6 +13,7 @@ import tensorplay.nn.functional as F
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
+cudnn = pytest.mark.skipif(not tp.cuda.is_cudnn_available(), reason="cuDNN not installed")
 
 TOL = {tp.float32: dict(rtol=2e-4, atol=2e-4), tp.float64: dict(rtol=1e-10, atol=1e-10)}
 
@@ -48,11 +50,39 @@ CONV = [  # (input shape, weight shape, kwargs)
 ]
 
 
+def _cudnn_calls():
+    return tp._C._cuda.cudnn_conv_calls()
+
+
+@pytest.fixture(params=["cudnn", "im2col"])
+def conv_impl(request):
+    """Runs the test through cuDNN (skipped where it does not load) and through
+    im2col + cuBLASLt, and checks afterwards that the path named ran."""
+    if request.param == "cudnn" and not tp.cuda.is_cudnn_available():
+        pytest.skip("cuDNN not installed")
+    before, calls = tp.backends.cudnn.enabled, _cudnn_calls()
+    tp.backends.cudnn.enabled = request.param == "cudnn"
+    try:
+        yield request.param
+    finally:
+        tp.backends.cudnn.enabled = before
+    ran = _cudnn_calls() - calls
+    assert ran > 0 if request.param == "cudnn" else ran == 0
+
+
+def test_cudnn_library_loads_or_says_why():
+    # No GPU needed: the library is opened (and its entry points resolved) or refused with a reason.
+    if tp.cuda.is_cudnn_available():
+        assert tp.backends.cudnn.version() >= 90000 and tp._C._cuda.cudnn_why_unavailable() == ""
+    else:
+        assert "cuDNN" in tp._C._cuda.cudnn_why_unavailable() and tp.backends.cudnn.version() is None
+
+
 @gpu
 @pytest.mark.parametrize("dtype", [tp.float32, tp.float64])
 @pytest.mark.parametrize("case", range(len(CONV)), ids=[str(c[1]) for c in CONV])
 @pytest.mark.parametrize("bias", [True, False])
-def test_conv2d_and_both_gradients_match_cpu(case, bias, dtype):
+def test_conv2d_and_both_gradients_match_cpu(case, bias, dtype, conv_impl):
     xs, ws, kw = CONV[case]
     x = tp.randn(*xs, dtype=dtype, requires_grad=True)
     w = tp.randn(*ws, dtype=dtype, requires_grad=True)
@@ -72,10 +102,83 @@ def test_conv2d_and_both_gradients_match_cpu(case, bias, dtype):
 
 
 @gpu
-def test_conv2d_reads_a_non_contiguous_input():
+def test_conv2d_reads_a_non_contiguous_input(conv_impl):
     x = tp.randn(2, 9, 9, 3).permute(0, 3, 1, 2)
     w = tp.randn(4, 3, 3, 3)
     _close(F.conv2d(x.to("cuda"), w.to("cuda"), padding=1), F.conv2d(x, w, padding=1))
+
+
+@gpu
+def test_conv2d_float32_is_exact_without_tf32(conv_impl):
+    # A long reduction (64 channels x 3 x 3): TF32's 10-bit mantissa would be
+    # off by ~1e-3 relative; float32 FMA math stays within float32 rounding.
+    x = tp.randn(4, 64, 12, 12, dtype=tp.float64)
+    w = tp.randn(32, 64, 3, 3, dtype=tp.float64)
+    want = F.conv2d(x, w, padding=1).numpy()
+    got = F.conv2d(x.float().to("cuda"), w.float().to("cuda"), padding=1).cpu().numpy()
+    assert not tp.backends.cuda.matmul.allow_tf32
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+@cudnn
+@gpu
+def test_cudnn_algorithm_is_chosen_per_operand_alignment():
+    # Same shapes, operands at other alignments (a 4-byte offset): the plan of
+    # the aligned call is not reused for the misaligned one.
+    base = tp.randn(2 * 8 * 10 * 10 + 1)
+    wb = tp.randn(16 * 8 * 3 * 3 + 1)
+    xs = [base[:-1].view(2, 8, 10, 10), base[1:].view(2, 8, 10, 10)]
+    ws = [wb[:-1].view(16, 8, 3, 3), wb[1:].view(16, 8, 3, 3)]
+    xc, wc = base.to("cuda"), wb.to("cuda")
+    xcs = [xc[:-1].view(2, 8, 10, 10), xc[1:].view(2, 8, 10, 10)]
+    wcs = [wc[:-1].view(16, 8, 3, 3), wc[1:].view(16, 8, 3, 3)]
+    calls = _cudnn_calls()
+    for i in (0, 1):
+        for j in (0, 1):
+            _close(F.conv2d(xcs[i], wcs[j], padding=1), F.conv2d(xs[i], ws[j], padding=1))
+    assert _cudnn_calls() - calls == 4
+
+
+HALF_CONV = [((2, 8, 10, 9), (16, 8, 3, 3), dict(padding=1)),
+             ((2, 8, 11, 11), (12, 4, 3, 3), dict(stride=2, padding=2, dilation=2, groups=2))]
+
+
+@cudnn
+@gpu
+@pytest.mark.parametrize("dtype", [tp.bfloat16, tp.float16])
+@pytest.mark.parametrize("case", range(len(HALF_CONV)))
+def test_conv2d_16bit_through_cudnn_matches_float32_cpu(dtype, case):
+    # The 16-bit operands converted exactly to float32 on the CPU are the
+    # reference; the result differs by the 16-bit rounding of the output (and
+    # of the gradients), float32 accumulation inside.
+    xs, ws, kw = HALF_CONV[case]
+    x16, w16, b16 = tp.randn(*xs).to(dtype), tp.randn(*ws).to(dtype), tp.randn(ws[0]).to(dtype)
+    x, w, b = (t.float().requires_grad_(True) for t in (x16, w16, b16))
+    y = F.conv2d(x, w, b, **kw)
+    g = tp.randn(*y.shape).to(dtype)
+    y.backward(g.float())
+    xc, wc = _leaf(x16), _leaf(w16)
+    yc = F.conv2d(xc, wc, b16.to("cuda"), **kw)
+    assert yc.dtype == dtype
+    yc.backward(g.to("cuda"))
+    eps = 2.0 ** -7 if dtype == tp.bfloat16 else 2.0 ** -10
+    for got, want in ((yc, y.detach()), (xc.grad, x.grad), (wc.grad, w.grad)):
+        assert got.dtype == dtype and tuple(got.shape) == tuple(want.shape)
+        want = want.numpy()
+        np.testing.assert_allclose(got.float().cpu().numpy(), want, rtol=2 * eps, atol=2 * eps * np.abs(want).max())
+
+
+@gpu
+def test_conv2d_16bit_without_cudnn_names_operator_and_dtype():
+    before = tp.backends.cudnn.enabled
+    tp.backends.cudnn.enabled = False
+    try:
+        x = tp.randn(1, 2, 5, 5).to(tp.bfloat16).to("cuda")
+        w = tp.randn(3, 2, 3, 3).to(tp.bfloat16).to("cuda")
+        with pytest.raises(NotImplementedError, match=r"conv2d.*cuda"):
+            F.conv2d(x, w)
+    finally:
+        tp.backends.cudnn.enabled = before
 
 
 POOL = [((2, 3, 9, 11), dict(kernel_size=3, stride=2, padding=1)),
@@ -198,7 +301,7 @@ def _cnn(x, w1, b1, w2, rm, rv, g, bb):
 
 
 @gpu
-def test_cnn_under_tp_compile_matches_eager():
+def test_cnn_under_tp_compile_matches_eager(conv_impl):
     args = [tp.randn(2, 3, 16, 16), tp.randn(8, 3, 3, 3), tp.randn(8), tp.randn(6, 4, 3, 3),
             tp.randn(8), tp.rand(8) + 0.5, tp.randn(8), tp.randn(8)]
     f = tp.compile(_cnn, strict_native=True)
