@@ -31,8 +31,8 @@ def _leaf(t):
 @nvrtc
 def test_cnn_kernel_sources_compile_for_sm80_and_sm90():
     names = dict(tp.cuda._kernel_sources())
-    for k in ("im2col", "col2im", "maxpool", "maxpool_grad", "avgpool_grad", "adaptive_avgpool",
-              "adaptive_avgpool_grad", "nll_reduce", "nll_none", "nll_grad"):
+    for k in ("im2col", "col2im", "maxpool", "maxpool_i32", "maxpool_grad", "avgpool_grad", "adaptive_avgpool",
+              "adaptive_avgpool_warp", "adaptive_avgpool_grad", "nll_reduce", "nll_none", "nll_grad"):
         for dt in ("float32", "float64"):
             name = f"tp_{k}_{dt}"
             assert name in names
@@ -233,9 +233,11 @@ def test_avg_pool_and_gradient(kw):
 
 
 @gpu
-@pytest.mark.parametrize("out", [1, (3, 2), (4, 5), 7])
-def test_adaptive_avg_pool_and_gradient(out):
-    x = tp.randn(2, 3, 10, 9, requires_grad=True)
+@pytest.mark.parametrize("shape,out", [((2, 3, 10, 9), 1), ((2, 3, 10, 9), (3, 2)), ((2, 3, 10, 9), (4, 5)),
+                                       ((2, 3, 10, 9), 7), ((3, 5, 33, 40), 1), ((3, 5, 33, 40), (2, 3))])
+def test_adaptive_avg_pool_and_gradient(shape, out):
+    # Large windows (33x40 into 1 or 2x3) take the warp-per-output kernel.
+    x = tp.randn(*shape, requires_grad=True)
     y = F.adaptive_avg_pool2d(x, out)
     g = tp.randn(*y.shape)
     y.backward(g)
@@ -309,6 +311,32 @@ def test_cnn_under_tp_compile_matches_eager(conv_impl):
     want = _cnn(*args)
     _close(f(*cu), want)
     _close(f(*cu), want)
+
+
+def test_cuda_region_adds_the_conv_bias_in_the_pointwise_tail():
+    # No GPU needed: the region's plan. The library call convolves without the
+    # bias and the kernel after it (relu) adds it, instead of a separate pass.
+    g = tp._C._capture(lambda x, w, b: F.relu(F.conv2d(x, w, b, padding=1)),
+                       tp.randn(2, 3, 8, 8), tp.randn(4, 3, 3, 3), tp.randn(4))
+    assert [k[0] for k in tp._C._stax_cuda_kernels(g)] == ["fused_conv2d_relu_0"]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [tp.float32, tp.bfloat16])
+def test_compiled_conv_bias_equals_eager(dtype, conv_impl):
+    # The compiled region adds the bias after the library call as eager does
+    # (one rounding in the output type): the same bits.
+    if dtype == tp.bfloat16 and conv_impl == "im2col":
+        pytest.skip("16-bit convolutions need cuDNN")
+    x, w, b = (t.to(dtype).to("cuda") for t in (tp.randn(2, 4, 9, 9), tp.randn(6, 2, 3, 3), tp.randn(6)))
+
+    def f(x, w, b):
+        return F.conv2d(x, w, b, padding=1, groups=2), F.relu(F.conv2d(x, w, b, stride=2))
+
+    got = tp.compile(f, strict_native=True)(x, w, b)
+    for g_, w_ in zip(got, f(x, w, b)):
+        assert g_.dtype == dtype
+        np.testing.assert_array_equal(g_.float().cpu().numpy(), w_.float().cpu().numpy())
 
 
 @gpu

@@ -148,6 +148,29 @@ Value kernel_extern(LoweringContext& c) {
   return finish(c, std::move(call));
 }
 
+// conv2d in a CUDA region: the library call convolves without the bias and
+// the bias joins the pointwise tail that reads the result (batch norm, an
+// activation), instead of a separate pass over the output. The eager CUDA
+// kernels add the bias after the convolution in the output type, so this is
+// the same arithmetic; on the CPU the bias seeds the GEMM's accumulator, so
+// CPU regions keep it inside the call (compiled equals eager bit for bit).
+// `half_floats` is what marks a region lowered for the CUDA printer.
+Value conv_extern(LoweringContext& c) {
+  if (!c.region().half_floats || c.inputs().size() != 3 || c.absent(2) || c.constant(2)) return kernel_extern(c);
+  ExternCall ext;
+  ext.kind = ExternKind::Kernel;
+  for (size_t i = 0; i < 2; ++i) ext.inputs.push_back(buffer_operand(as_buffer_view(c, i)));
+  ExternOperand none;
+  none.kind = ExternOperand::Kind::Absent;
+  ext.inputs.push_back(none);
+  const Value y = finish(c, std::move(ext));
+  const DType dt = c.out_dtype();
+  return c.pointwise([y, b = c.input(2), dt](const Index& idx) {
+    // The channel is the third dim from the end ([N,] O, Ho, Wo).
+    return call(CallOp::Add, {y.at(idx), cast(b.at(Index{idx[idx.size() - 3]}), dt)}, dt);
+  });
+}
+
 // Whether BLAS can read the last two dims of v in place: row-major (unit
 // column stride, row stride >= columns) or column-major (its transpose).
 bool blas_layout(const Value& v) {
@@ -249,8 +272,10 @@ void register_extern_lowerings(LoweringTable& t) {
   t["addmm"] = gemm(true);
   t["baddbmm"] = gemm(true);
   // Library kernels whose operands are read in place with any strides; conv2d's
-  // absent bias is an Absent operand; sort/topk have two results (values, indices).
-  for (const char* op : {"conv2d", "sort", "argsort", "topk"}) t[op] = kernel_extern;
+  // absent bias is an Absent operand (a CUDA region adds a present one in the
+  // tail, conv_extern); sort/topk have two results (values, indices).
+  for (const char* op : {"sort", "argsort", "topk"}) t[op] = kernel_extern;
+  t["conv2d"] = conv_extern;
 }
 
 }  // namespace tp::stax
