@@ -46,8 +46,9 @@ bool cudnn_covers(DType dtype, const ConvShape& s);
 
 // Runs one pass on device `device`'s current stream. The algorithm is chosen
 // once per problem (shape, dtype, math mode, pointer alignments) by timing
-// cuDNN's candidates (a deterministic one for the backward passes), or by
-// its heuristic while a CUDA graph is captured; float32 uses FMA math (no
+// cuDNN's candidates (a deterministic one for the backward passes; the best
+// few timed again per call, host work included), or by its heuristic while
+// a CUDA graph is captured; float32 uses FMA math (no
 // TF32) unless tp.backends.cuda.matmul.allow_tf32 is on; float16/bfloat16
 // accumulate in float32 on tensor cores. The workspace comes from the
 // caching allocator. Throws tp::Error naming `what` when cuDNN refuses.
