@@ -134,3 +134,106 @@ def test_eager_gemm_epilogue_operator_with_an_empty_sum():
     x, w, b = tp.randn(4, 0), tp.randn(6, 0), tp.randn(6)
     got = tp.compile(_lin_relu, strict_native=True)(x.cuda(), w.cuda(), b.cuda())
     np.testing.assert_allclose(got.cpu().numpy(), _lin_relu(x, w, b).numpy())
+
+
+# ------------------------------------------------- backward epilogues (BGRAD)
+# A linear layer's backward: its weight gradient (a product reading the output
+# gradient g) beside its bias gradient (g's column sum) is one cuBLASLt call
+# with the BGRADA / BGRADB epilogue (`_gemm_bgrad`), reading g once.
+
+
+def _wgrad_t(x, g):  # what the linear formula gives: (x^T g)^T through a view, and sum(g, 0)
+    return (x.t() @ g).view(x.shape[1], g.shape[1]).t(), g.sum(0)
+
+
+def _wgrad(x, g):
+    return g.t() @ x, g.sum(0, keepdim=True)
+
+
+def _xg(x, g):
+    return x.t() @ g * 2, g.sum(0)
+
+
+BGRAD = {
+    "weight_grad_transposed": (_wgrad_t, ["_gemm_bgrad:bias_grad_a"]),
+    "weight_grad": (_wgrad, ["_gemm_bgrad:bias_grad_a"]),
+    "x_t_g": (_xg, ["_gemm_bgrad:bias_grad_b"]),
+}
+BGRAD_NOT_FUSED = {
+    "row_sum": (lambda x, g: (x.t() @ g, g.sum(1)), ["matmul"]),  # not a bias gradient of this product
+    "g_on_the_left": (lambda x, g: (g @ tp.ones(g.shape[1], 3), g.sum(0)), None),  # g @ y: no BGRAD form
+}
+
+
+def _bargs(dt=tp.float32, m=12, k=16, n=24):
+    return tp.randn(m, k).to(dt), tp.randn(m, n).to(dt)
+
+
+@pytest.mark.parametrize("dt", [tp.float32, tp.bfloat16])
+@pytest.mark.parametrize("name", sorted(BGRAD))
+def test_weight_and_bias_gradients_take_one_bgrad_call(name, dt):
+    fn, want = BGRAD[name]
+    assert _C._stax_cuda_externs(_C._capture(fn, *_bargs(dt))) == want
+
+
+@pytest.mark.parametrize("name", sorted(BGRAD_NOT_FUSED))
+def test_sums_that_are_not_bias_gradients_are_left_alone(name):
+    fn, want = BGRAD_NOT_FUSED[name]
+    got = _C._stax_cuda_externs(_C._capture(fn, *_bargs()))
+    assert not any(e.startswith("_gemm_bgrad") for e in got)
+    if want is not None:
+        assert got == want
+    # float64: no epilogue (the library has none to rely on for double).
+    assert not any(e.startswith("_gemm_bgrad") for e in
+                   _C._stax_cuda_externs(_C._capture(_wgrad, *[a.double() for a in _bargs()])))
+
+
+@pytest.mark.parametrize("name", sorted(BGRAD))
+def test_bgrad_rewrite_computes_the_original(name):
+    fn = BGRAD[name][0]
+    args = _bargs()
+    gm = _C._stax_gemm_epilogue_pass(_C._capture(fn, *args))
+    assert "_gemm_bgrad" in gm.code
+    for g, w in zip(gm(*args), fn(*args)):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_training_backward_takes_bgrad_for_every_bias():
+    import tensorplay.nn as nn
+    m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    f = tp.compile(lambda x: (m(x) ** 2).mean())
+    f(tp.randn(10, 16)).backward()
+    got = _C._stax_cuda_externs(f.last_aot["backward"])
+    assert got.count("_gemm_bgrad:bias_grad_a") == 2, got
+
+
+@gpu
+@pytest.mark.parametrize("dt", [tp.float32, tp.bfloat16])
+@pytest.mark.parametrize("name", sorted(BGRAD))
+def test_bgrad_call_matches_the_unfused_result(name, dt):
+    fn = BGRAD[name][0]
+    args = _bargs(dt, m=200, k=96, n=136)
+    ref = fn(*[a.float() for a in args])
+    got = tp.compile(fn, strict_native=True)(*[a.cuda() for a in args])
+    tol = 1e-4 if dt == tp.float32 else 2e-2
+    for g, w in zip(got, ref):
+        assert g.dtype == dt and g.device.type == "cuda"
+        np.testing.assert_allclose(g.cpu().float().numpy(), w.numpy(), rtol=tol, atol=tol * 8)
+
+
+@gpu
+def test_compiled_linear_training_with_bgrad_matches_cpu_gradients():
+    import tensorplay.nn as nn
+    tp.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(48, 64), nn.ReLU(), nn.Linear(64, 40))
+    tp.manual_seed(0)
+    cu = nn.Sequential(nn.Linear(48, 64), nn.ReLU(), nn.Linear(64, 40)).cuda()
+    x = tp.randn(33, 48)
+    (cpu(x) ** 2).mean().backward()
+    f = tp.compile(lambda x: (cu(x) ** 2).mean(), strict_native=True)
+    f(x.cuda()).backward()
+    assert _C._stax_cuda_externs(f.last_aot["backward"]).count("_gemm_bgrad:bias_grad_a") == 2
+    pc = dict(cpu.named_parameters())
+    for n, p in cu.named_parameters():
+        np.testing.assert_allclose(p.grad.cpu().numpy(), pc[n].grad.numpy(), rtol=1e-4, atol=1e-6)
