@@ -38,6 +38,15 @@ const OpDef& gemm_epilogue_op();
 // TP_CUDA_BACKWARD_EPILOGUES=0 turns these off.
 const OpDef& gemm_bgrad_op();
 int fuse_bias_gradients(graph::Graph& g);
+// The tanh-GELU pair: in the forward, a product (with bias) whose gelu is taken
+// and which is itself kept for the backward is one `_gemm_epilogue(..., act =
+// "gelu_tanh_aux") -> (gelu(y), y)` (GELU_AUX(_BIAS)); in the backward,
+// (g @ w) * gelu_tanh'(h), h the saved pre-activation (the derivative formula's
+// pointwise nodes, recognised by evaluating them at probe points), is one
+// `_gemm_dgelu(g, w, h)` (DGELU with h as the auxiliary input).
+const OpDef& gemm_dgelu_op();
+int fuse_gelu_gradients(graph::Graph& g);
+int fuse_gelu_aux(graph::Graph& g);
 bool backward_epilogues_enabled();
 
 // Rewrites every matching pattern in g (before decomposition: gelu must still
