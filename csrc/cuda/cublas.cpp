@@ -37,7 +37,8 @@ constexpr int kR32F = 0, kR64F = 1, kR16F = 2, kR16BF = 14;
 constexpr int kCompute32F = 68, kCompute32FFastTF32 = 77, kCompute64F = 70;
 // cublasLtMatmulDescAttributes_t / cublasLtMatrixLayoutAttribute_t /
 // cublasLtMatmulPreferenceAttributes_t / cublasLtEpilogue_t values.
-constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
+constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8, kDescAuxPointer = 11,
+              kDescAuxLd = 12;
 constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kPrefMaxWorkspace = 1, kPrefMinAlignA = 5;  // then B, C, D at 6, 7, 8
 // cublasLtEpilogue_t: RELU 2, BIAS 4 (RELU_BIAS = 6), GELU 32 (GELU_BIAS = 36).
@@ -187,9 +188,13 @@ std::string cublaslt_path() { return lt().path; }
 void set_allow_tf32(bool on) { g_tf32 = on; }
 bool allow_tf32() { return g_tf32; }
 
-void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows, int64_t cols,
-               int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, const void* bias,
-               const char* what, LtActivation act) {
+namespace {
+
+// One cublasLtMatmul: the epilogue code (0: DEFAULT), its bias / bias-gradient
+// pointer and auxiliary matrix.
+void run_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows, int64_t cols,
+                int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, uint32_t epilogue,
+                const void* bias, const void* aux, int64_t aux_ld, const char* what) {
   if (!is_available()) throw_unavailable(what);
   const Lt& l = lt();
   TP_CHECK(l.loaded, Error, what, ": ", l.why);
@@ -205,10 +210,12 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
   const int32_t ta = a.trans ? kOpT : kOpN, tb = b.trans ? kOpT : kOpN;
   l.DescSetAttribute(o.desc, kDescTransA, &ta, sizeof(ta));
   l.DescSetAttribute(o.desc, kDescTransB, &tb, sizeof(tb));
-  const uint32_t epilogue = (act == LtActivation::Relu ? kEpilogueRelu : act == LtActivation::GeluTanh ? kEpilogueGelu : 0) |
-                            (bias ? kEpilogueBias : 0);
   if (epilogue) l.DescSetAttribute(o.desc, kDescEpilogue, &epilogue, sizeof(epilogue));  // else DEFAULT (1)
   if (bias) l.DescSetAttribute(o.desc, kDescBiasPointer, &bias, sizeof(bias));
+  if (aux) {
+    l.DescSetAttribute(o.desc, kDescAuxPointer, &aux, sizeof(aux));
+    l.DescSetAttribute(o.desc, kDescAuxLd, &aux_ld, sizeof(aux_ld));
+  }
   o.layouts[0] = make_layout(type, a.rows, a.cols, a.ld, batch, a.batch_stride, what);
   o.layouts[1] = make_layout(type, b.rows, b.cols, b.ld, batch, b.batch_stride, what);
   o.layouts[2] = make_layout(type, rows, cols, ld_d, batch, d_batch_stride, what);
@@ -216,7 +223,7 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
   // Alignment of the pointers changes which kernels are eligible: part of the key.
   const AlgoKey key{device, type, compute, a.trans, b.trans, a.rows, a.cols, a.ld, b.rows, b.cols, b.ld, rows,
                     cols, ld_d, batch, a.batch_stride, b.batch_stride, d_batch_stride, bias != nullptr, epilogue,
-                    alignment(a.data), alignment(b.data), alignment(d), alignment(bias)};
+                    alignment(a.data), alignment(b.data), alignment(d), alignment(bias), aux_ld, alignment(aux)};
   static auto* algos = new std::map<AlgoKey, Heuristic>();
   Heuristic best{};
   bool found = false;
@@ -253,6 +260,23 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
   ok(l.Matmul(h, o.desc, pa, a.data, o.layouts[0], b.data, o.layouts[1], pb, d, o.layouts[2], d, o.layouts[2],
               &best.algo, ws ? ws->data() : nullptr, best.workspace_size, current_stream(device)),
      what, "cublasLtMatmul");
+}
+
+}  // namespace
+
+void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows, int64_t cols,
+               int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, const void* bias,
+               const char* what, LtActivation act) {
+  const uint32_t epilogue = (act == LtActivation::Relu ? kEpilogueRelu : act == LtActivation::GeluTanh ? kEpilogueGelu : 0) |
+                            (bias ? kEpilogueBias : 0);
+  run_matmul(device, dtype, a, b, d, rows, cols, ld_d, d_batch_stride, batch, alpha, beta, epilogue, bias, nullptr, 0,
+             what);
+}
+
+void lt_matmul_epilogue(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows,
+                        int64_t cols, int64_t ld_d, const LtEpilogue& e, const char* what) {
+  run_matmul(device, dtype, a, b, d, rows, cols, ld_d, 0, 1, 1.0, 0.0, static_cast<uint32_t>(e.kind), e.bias, e.aux,
+             e.aux ? e.aux_ld : 0, what);
 }
 
 }  // namespace tp::cuda

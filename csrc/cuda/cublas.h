@@ -49,4 +49,26 @@ void lt_matmul(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, vo
                int64_t ld_d, int64_t d_batch_stride, int64_t batch, double alpha, double beta, const void* bias,
                const char* what, LtActivation act = LtActivation::None);
 
+// cuBLASLt epilogues of training (cublasLtEpilogue_t values), for one
+// unbatched product D = op(A) op(B):
+//   GELU_AUX(_BIAS): D = gelu_tanh(AB (+ bias)), and `aux` receives AB (+ bias),
+//     the pre-activation the backward needs (column-major, leading dim aux_ld,
+//     a multiple of 8 elements);
+//   DGELU(_BGRAD): D = AB * gelu_tanh'(aux) with aux the saved pre-activation
+//     (BGRAD: `bias` receives D's row sums, the bias gradient);
+//   BGRADA / BGRADB: D = AB, and `bias` receives the sums of A's rows / of B's
+//     columns over the k dimension (a linear layer's bias gradient beside its
+//     weight gradient), of length rows / cols of D.
+enum class LtEpilogueKind : uint32_t {
+  GeluAux = 160, GeluAuxBias = 164, DGelu = 192, DGeluBGrad = 208, BGradA = 256, BGradB = 512,
+};
+struct LtEpilogue {
+  LtEpilogueKind kind;
+  void* bias = nullptr;       // read (GELU_AUX_BIAS) or written (the gradients)
+  void* aux = nullptr;        // written (GELU_AUX) or read (DGELU)
+  int64_t aux_ld = 0;
+};
+void lt_matmul_epilogue(int device, DType dtype, const LtMatrix& a, const LtMatrix& b, void* d, int64_t rows,
+                        int64_t cols, int64_t ld_d, const LtEpilogue& e, const char* what);
+
 }  // namespace tp::cuda

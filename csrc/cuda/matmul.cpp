@@ -180,6 +180,166 @@ bool gemm_epilogue_kernel(const std::vector<Tensor>& inputs, const Attrs& attrs,
   return true;
 }
 
+Tensor k_op(const char* name, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
+  return run_kernel(get_op(name), in, attrs)[0];
+}
+Tensor num(double v) { return Tensor::wrapped_scalar(Scalar(v)); }
+
+// gelu_tanh'(x) from the eager CUDA operators (the unfused path of _gemm_dgelu).
+Tensor gelu_tanh_derivative(const Tensor& x) {
+  constexpr double k = 0.7978845608028654, c = 0.044715;
+  Tensor x2 = k_op("mul", {x, x});
+  Tensor t = k_op("tanh", {k_op("mul", {k_op("add", {x, k_op("mul", {k_op("mul", {x2, x}), num(c)})}), num(k)})});
+  Tensor left = k_op("mul", {k_op("add", {t, num(1.0)}), num(0.5)});
+  Tensor one_minus = k_op("sub", {num(1.0), k_op("mul", {t, t})});
+  Tensor dinner = k_op("mul", {k_op("add", {k_op("mul", {x2, num(3 * c)}), num(1.0)}), num(k)});
+  Tensor right = k_op("mul", {k_op("mul", {k_op("mul", {x, num(0.5)}), one_minus}), dinner});
+  return k_op("add", {left, right});
+}
+
+// The GELU auxiliary matrix: column-major with the result's rows (N) as its
+// leading dimension, which cuBLASLt wants a multiple of 8, 16-byte aligned.
+bool aux_fits(const Tensor& aux, int64_t N) {
+  return N % 8 == 0 && aux.is_contiguous() && reinterpret_cast<uintptr_t>(aux.data()) % 16 == 0;
+}
+
+// _gemm_epilogue(bias?, a, b, act = "gelu_tanh_aux") -> (gelu(y), y), y = a @ b
+// (+ bias): GELU_AUX(_BIAS) writes the pre-activation the backward reads beside
+// the activation.
+bool gelu_aux_kernel(const std::vector<Tensor>& inputs, const std::vector<TensorMeta>& out_meta,
+                     std::vector<Tensor>& out) {
+  const char* what = "_gemm_epilogue";
+  Tensor bias = inputs[0];
+  Tensor a = inputs[1], b = inputs[2];
+  const int dev = a.device().index;
+  same_device(a, dev, what);
+  same_device(b, dev, what);
+  if (bias.defined()) same_device(bias, dev, what);
+  const DType dt = out_meta[0].dtype;
+  const int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
+  auto unfused = [&] {
+    Tensor y = k_op("mm", {a, b});
+    if (bias.defined()) y = k_op("add", {y, bias});
+    out = {k_op("gelu", {y}, {{"approximate", std::string("tanh")}}), y};
+    return true;
+  };
+  if (dt == DType::Float64 || K == 0 || M == 0 || N % 8 != 0) return unfused();
+  if (bias.defined() && (!bias.is_contiguous() || reinterpret_cast<uintptr_t>(bias.data()) % 16 != 0)) bias = compact(bias);
+  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
+  if (!la.ok) {
+    a = compact(a);
+    la = layout_of(a);
+  }
+  if (!lb.ok) {
+    b = compact(b);
+    lb = layout_of(b);
+  }
+  Tensor r = empty(out_meta[0].sizes, dt, dev), y = empty(out_meta[1].sizes, dt, dev);
+  LtEpilogue e{bias.defined() ? LtEpilogueKind::GeluAuxBias : LtEpilogueKind::GeluAux};
+  e.bias = bias.defined() ? bias.data() : nullptr;
+  e.aux = y.data();
+  e.aux_ld = N;
+  try {
+    lt_matmul_epilogue(dev, dt, lt_operand(b, lb, K, N, 0), lt_operand(a, la, M, K, 0), r.data(), N, M, N, e, what);
+  } catch (const Error&) {
+    return unfused();
+  }
+  out = {r, y};
+  return true;
+}
+
+// _gemm_dgelu(a, b, aux) = (a @ b) * gelu_tanh'(aux): DGELU with the saved
+// pre-activation as the auxiliary input.
+bool gemm_dgelu_kernel(const std::vector<Tensor>& inputs, const std::vector<TensorMeta>& out_meta,
+                       std::vector<Tensor>& out) {
+  const char* what = "_gemm_dgelu";
+  Tensor a = inputs[0], b = inputs[1];
+  const Tensor& aux = inputs[2];
+  const int dev = a.device().index;
+  same_device(a, dev, what);
+  same_device(b, dev, what);
+  same_device(aux, dev, what);
+  const DType dt = out_meta[0].dtype;
+  const int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
+  auto unfused = [&] {
+    out = {k_op("mul", {k_op("mm", {a, b}), gelu_tanh_derivative(aux)})};
+    return true;
+  };
+  if (dt == DType::Float64 || K == 0 || M == 0 || !aux_fits(aux, N)) return unfused();
+  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
+  if (!la.ok) {
+    a = compact(a);
+    la = layout_of(a);
+  }
+  if (!lb.ok) {
+    b = compact(b);
+    lb = layout_of(b);
+  }
+  Tensor r = empty(out_meta[0].sizes, dt, dev);
+  LtEpilogue e{LtEpilogueKind::DGelu};
+  e.aux = aux.data();
+  e.aux_ld = N;
+  try {
+    lt_matmul_epilogue(dev, dt, lt_operand(b, lb, K, N, 0), lt_operand(a, la, M, K, 0), r.data(), N, M, N, e, what);
+  } catch (const Error&) {
+    return unfused();
+  }
+  out = {r};
+  return true;
+}
+
+// The unfused reference of the bias-gradient product: a @ b and the sum of b
+// over its rows (bias_grad_b) or of a over its columns (bias_grad_a).
+std::vector<Tensor> bgrad_unfused(const Tensor& a, const Tensor& b, bool of_b, const Shape& bias_sizes) {
+  Tensor r = run_kernel(get_op("mm"), {a, b}, {})[0];
+  Tensor g = run_kernel(get_op("sum"), {of_b ? b : a}, {{"dim", std::vector<int64_t>{of_b ? 0 : 1}}, {"keepdim", false}})[0];
+  if (!g.is_contiguous()) g = compact(g);
+  return {r, g.as_strided(bias_sizes, contiguous_strides(bias_sizes), g.offset())};
+}
+
+// _gemm_bgrad(a, b, *, act, keepdim) (stax/backend/gemm_epilogue.h): the
+// product and a linear layer's bias gradient in one cuBLASLt call. Row-major
+// C = a b is column-major C^T = b^T a^T, so cuBLASLt's A is our b and its B
+// our a: the sum of b over k is BGRADA (one value per row of C^T), the sum of
+// a over k is BGRADB (one per column of C^T). A problem the heuristic refuses,
+// float64 and K = 0 run the separate operators.
+bool gemm_bgrad_kernel(const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<TensorMeta>& out_meta,
+                       std::vector<Tensor>& out) {
+  const char* what = "_gemm_bgrad";
+  Tensor a = inputs[0], b = inputs[1];
+  const int dev = a.device().index;
+  same_device(a, dev, what);
+  same_device(b, dev, what);
+  const bool of_b = attrs.get_str("act") == "bias_grad_b";
+  const DType dt = out_meta[0].dtype;
+  const int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
+  if (dt == DType::Float64 || K == 0 || M == 0 || N == 0) {
+    out = bgrad_unfused(a, b, of_b, out_meta[1].sizes);
+    return true;
+  }
+  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
+  if (!la.ok) {
+    a = compact(a);
+    la = layout_of(a);
+  }
+  if (!lb.ok) {
+    b = compact(b);
+    lb = layout_of(b);
+  }
+  Tensor r = empty(out_meta[0].sizes, dt, dev);
+  Tensor g = empty(out_meta[1].sizes, dt, dev);
+  LtEpilogue e{of_b ? LtEpilogueKind::BGradA : LtEpilogueKind::BGradB};
+  e.bias = g.data();
+  try {
+    lt_matmul_epilogue(dev, dt, lt_operand(b, lb, K, N, 0), lt_operand(a, la, M, K, 0), r.data(), N, M, N, e, what);
+  } catch (const Error&) {
+    out = bgrad_unfused(a, b, of_b, out_meta[1].sizes);  // no algorithm with this epilogue for the problem
+    return true;
+  }
+  out = {r, g};
+  return true;
+}
+
 }  // namespace
 
 bool matmul_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
@@ -187,6 +347,13 @@ bool matmul_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Att
   const std::string name = op.name;
   if (name == "_gemm_epilogue" && out_meta.size() == 1 && covered(out_meta[0].dtype))
     return gemm_epilogue_kernel(inputs, attrs, out_meta, out);
+  if (name == "_gemm_epilogue" && out_meta.size() == 2 && covered(out_meta[0].dtype) &&
+      attrs.get_str("act") == "gelu_tanh_aux")
+    return gelu_aux_kernel(inputs, out_meta, out);
+  if (name == "_gemm_dgelu" && out_meta.size() == 1 && covered(out_meta[0].dtype))
+    return gemm_dgelu_kernel(inputs, out_meta, out);
+  if (name == "_gemm_bgrad" && out_meta.size() == 2 && covered(out_meta[0].dtype))
+    return gemm_bgrad_kernel(inputs, attrs, out_meta, out);
   const bool add = name == "addmm" || name == "baddbmm";
   if (!add && name != "matmul" && name != "mm" && name != "bmm") return false;
   if (out_meta.size() != 1 || !covered(out_meta[0].dtype)) return false;

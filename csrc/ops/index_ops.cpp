@@ -954,6 +954,21 @@ std::vector<Tensor> embedding_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[1]) return {Tensor(), Tensor()};
   const Tensor& weight = a.inputs[1];
+  if (g.device().kind != Device::Kind::CPU) {
+    // A device gradient: the C++ factories build on the host, so the zeros are
+    // where(true, 0, weight) on the weight's device (an operator of the weight,
+    // so a joint-graph trace records it), and the padding row's gradient is
+    // masked out of g before the rows are accumulated.
+    Tensor gg = g;
+    if (auto p = a.attrs.get_optional_int("padding_idx")) {
+      const int64_t row = *p < 0 ? *p + weight.sizes()[0] : *p;
+      Tensor keep = ops::unsqueeze(ops::ne(a.inputs[0], ops::scalar(Scalar(row))), -1);
+      gg = ops::where(keep, g, ops::scalar(Scalar(0.0)));
+    }
+    Tensor zeros = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), weight);
+    if (zeros.dtype() != g.dtype()) zeros = ops::to_dtype(zeros, g.dtype());
+    return {Tensor(), ops::index_put(zeros, {a.inputs[0]}, gg, /*accumulate=*/true)};
+  }
   Tensor gw = ops::index_put(ops::zeros(weight.sizes(), g.dtype()), {a.inputs[0]}, g, /*accumulate=*/true);
   if (auto p = a.attrs.get_optional_int("padding_idx")) {  // the padding row never learns
     const int64_t row = *p < 0 ? *p + weight.sizes()[0] : *p;

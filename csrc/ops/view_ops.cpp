@@ -196,13 +196,18 @@ std::vector<Tensor> expand_backward(const BackwardArgs& a) {
 }
 
 // A device gradient (CUDA) cannot take the CPU zeros below (the C++
-// factories build on the host): its zeros come from where(true, 0, g viewed
-// at one element, broadcast), computed on g's device, and the gradient goes
-// in through slice_scatter (a strided copy_ into a device view is not a kernel).
+// factories build on the host): its zeros come from where(true, 0, g's first
+// element broadcast), computed on g's device, and the gradient goes in through
+// slice_scatter (a strided copy_ into a device view is not a kernel). The
+// element is reached through operators (select, reshape, expand), never a
+// direct Tensor view: a joint-graph trace must record it as a function of g,
+// or it becomes a non-contiguous constant holding the trace's gradient.
 bool on_device(const Tensor& g) { return g.device().kind != Device::Kind::CPU && g.numel() > 0; }
 
 Tensor device_zeros(const Tensor& g, const Shape& sizes) {
-  Tensor one = g.as_strided(sizes, Shape(sizes.size(), 0), g.offset());
+  Tensor one = g;
+  while (one.dim() > 0) one = ops::select(one, 0, 0);
+  one = ops::expand(ops::reshape(one, Shape(sizes.size(), 1)), sizes);
   return ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), one);
 }
 

@@ -17,6 +17,7 @@ namespace {
 // that replace `at`'s results.
 std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<Arg>& args,
                         std::vector<Node*>* inserted) {
+  const Device device = at->output_metas.empty() ? at->meta.device : at->output_metas.at(0).device;
   std::unordered_map<const Node*, Arg> map;
   for (auto& up : sub.nodes()) {
     const Node* n = up.get();
@@ -36,8 +37,13 @@ std::vector<Arg> splice(Graph& g, Node* at, const Graph& sub, const std::vector<
       case Opcode::CallFunction: {
         std::vector<Arg> a;
         for (auto& x : n->args) a.push_back(std::holds_alternative<Node*>(x) && std::get<Node*>(x) ? map.at(std::get<Node*>(x)) : x);
-        Node* c = g.insert_call_before(at, *n->target, std::move(a), n->attrs, n->meta);
+        // The parts were traced in meta mode over CPU examples: their metas keep
+        // sizes, strides and dtypes, but the values live where the replaced node's do.
+        TensorMeta m = n->meta;
+        m.device = device;
+        Node* c = g.insert_call_before(at, *n->target, std::move(a), n->attrs, m);
         c->output_metas = n->output_metas;
+        for (TensorMeta& om : c->output_metas) om.device = device;
         inserted->push_back(c);
         map[n] = c;
         break;

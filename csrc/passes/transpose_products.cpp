@@ -61,7 +61,9 @@ bool transpose_products(Graph& g) {
     swap.set("dims", std::vector<int64_t>{1, 0});
     Node* bt = g.insert_call_before(n, permute, {*b}, swap, transposed((*b)->meta));
     Node* at = g.insert_call_before(n, permute, {*a}, swap, transposed((*a)->meta));
-    Node* prod = g.insert_call_before(n, *x->target, {bt, at}, x->attrs, TensorMeta::contiguous(n->meta.sizes, n->meta.dtype));
+    TensorMeta pm = TensorMeta::contiguous(n->meta.sizes, n->meta.dtype);
+    pm.device = n->meta.device;  // a new node's meta keeps the device of the value it replaces
+    Node* prod = g.insert_call_before(n, *x->target, {bt, at}, x->attrs, pm);
     prod->grad_enabled = x->grad_enabled;
     if (g.is_symbolic()) {  // dynamic shapes: the new nodes' symbolic sizes (else a backend reads the hints)
       auto swapped = [](graph::SymShape s) {

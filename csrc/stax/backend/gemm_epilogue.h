@@ -27,8 +27,31 @@ namespace tp::stax {
 // The operator, registered on first use.
 const OpDef& gemm_epilogue_op();
 
+// Backward epilogues (training regions): a product reading a gradient G whose
+// column sum is also computed (a linear layer's weight and bias gradients:
+// x^T @ G or G^T @ x beside sum(G, dim=0)) becomes one
+// `_gemm_bgrad(a, b, *, act, keepdim) -> (a @ b, bias gradient)`, act
+// "bias_grad_b" (the sum of b over its rows) or "bias_grad_a" (of a over its
+// columns): cuBLASLt's BGRADA / BGRADB epilogues (csrc/cuda/matmul.cpp), so
+// G is read once for both. A weight gradient x^T @ G used only transposed is
+// rewritten G^T @ x^T (BGRADB with op(B) = x^T: the form the library serves).
+// TP_CUDA_BACKWARD_EPILOGUES=0 turns these off.
+const OpDef& gemm_bgrad_op();
+int fuse_bias_gradients(graph::Graph& g);
+// The tanh-GELU pair: in the forward, a product (with bias) whose gelu is taken
+// and which is itself kept for the backward is one `_gemm_epilogue(..., act =
+// "gelu_tanh_aux") -> (gelu(y), y)` (GELU_AUX(_BIAS)); in the backward,
+// (g @ w) * gelu_tanh'(h), h the saved pre-activation (the derivative formula's
+// pointwise nodes, recognised by evaluating them at probe points), is one
+// `_gemm_dgelu(g, w, h)` (DGELU with h as the auxiliary input).
+const OpDef& gemm_dgelu_op();
+int fuse_gelu_gradients(graph::Graph& g);
+int fuse_gelu_aux(graph::Graph& g);
+bool backward_epilogues_enabled();
+
 // Rewrites every matching pattern in g (before decomposition: gelu must still
-// be one node); returns the number of GEMMs that took an epilogue.
+// be one node), the backward ones above included; returns the number of GEMMs
+// that took an epilogue.
 int fuse_gemm_epilogues(graph::Graph& g);
 
 }  // namespace tp::stax
