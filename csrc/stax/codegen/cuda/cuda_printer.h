@@ -40,6 +40,10 @@ struct CudaLaunch {
   int64_t work = 0;
   int block_x = 256;
   int block_y = 1;
+  // > 0: a split reduction (split_reduction.h); the host passes a buffer of
+  // this many bytes, its first 4 zeroed on the launch's stream, as the
+  // kernel's last argument (one per launch: concurrent launches never share it).
+  int64_t scratch_bytes = 0;
 };
 
 struct CudaUnit {
