@@ -148,13 +148,11 @@ TP_D float tp_rcp_ftz(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f
 // 1 / (1 + e): e >= 0, so flushing subnormals changes nothing that survives.
 TP_D float tp_sigmoid_h(float x) { return tp_rcp_ftz(1.0f + tp_ex2_ftz(x * -1.44269504f)); }
 // tanh: 1 - 2 / (1 + e^2x) has an absolute error near 2^-22 (so 1 + tanh, as
-// in GELU, keeps it); below |x| = 1/16 the odd series to x^5 keeps the
-// relative error small (its remainder is under 2^-26 of x there).
+// in GELU, keeps it), a relative one under 2^-13 from |x| = 2^-9 up; below,
+// tanh(x) is x within x^2/3 < 2^-19.
 TP_D float tp_tanh_h(float x) {
   const float big = fmaf(-2.0f, tp_rcp_ftz(1.0f + tp_ex2_ftz(x * 2.88539008f)), 1.0f);
-  const float x2 = x * x;
-  const float small = fmaf(x * x2, fmaf(x2, 0.133333333f, -0.333333333f), x);
-  return fabsf(x) < 0.0625f ? small : big;
+  return fabsf(x) < 0.001953125f ? x : big;
 }
 // Full-range division within 2 float ulps (PTX div.full: operands scaled, one
 // approximate reciprocal; a row's divisor, as softmax's sum, is prepared once).
@@ -494,44 +492,65 @@ class KernelWriter {
     }
   }
 
-  // One reduced item of the column form with `L` neighbouring outputs per
-  // thread (16-bit data: two lanes make one 4-byte access per row, as a
-  // float32 column thread reads). A load contiguous along the outputs is one
-  // L * 2-byte access when every such address is aligned, else lane by lane;
-  // the body runs once per lane with the outer variable moved to that lane,
-  // folding into acc<q>.
-  void column_item(const LoopNest& n, int L, const std::string& acc, const std::string& ind) {
-    const ComputeNode& node = p_.nodes[n.node];
-    const DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+  // The loads of a column nest contiguous along the outputs: with L lanes a
+  // thread reads L neighbouring elements of each in one access. Returns false
+  // when some 16-bit load has a reduced-dim stride (or a form) that would not
+  // keep every row's access aligned like the first row's: the alignment is
+  // then tested once per thread, not once per row.
+  bool column_pairs(const LoopNest& n, int L, std::vector<const ExprNode*>& pairs) const {
     const int ov = k_.outer_var.var_id();
-    const std::string o = k_.outer_var.var_name();
-    std::vector<const ExprNode*> pairs;
     std::set<const ExprNode*> seen;
     for (const ExprNode* l : loads_of(n.body)) {
       if (!l->args.empty() || locals_.count(l->buffer) || !seen.insert(l).second || !is_half(l->dtype)) continue;
       auto c = coefficient_of(l->index, ov);
-      if (c && *c == 1) pairs.push_back(l);
+      if (!c || *c != 1) continue;
+      for (const IndexExpr& v : n.inner_vars) {
+        auto cv = coefficient_of(l->index, v.var_id());
+        if (!cv || *cv % L != 0) return false;
+      }
+      pairs.push_back(l);
     }
+    return true;
+  }
+
+  // Before the reduced loop: whether every pair access of this thread is
+  // L * 2-byte aligned (the reduced variables at 0; column_pairs made the
+  // other rows agree).
+  void column_alignment(const LoopNest& n, int L, const std::vector<const ExprNode*>& pairs, const std::string& al,
+                        const std::string& ind) {
+    os_ << ind << "bool " << al << ";\n" << ind << "{\n";
+    for (const IndexExpr& v : n.inner_vars)
+      os_ << ind << "  const " << ix_ << " " << v.var_name() << " = 0; (void)" << v.var_name() << ";\n";
+    os_ << ind << "  " << al << " = ((0";
+    for (const ExprNode* l : pairs)
+      os_ << " | (unsigned long long)(" << p_.buffers[l->buffer].name << " + (" << to_c(l->index, ranges_) << "))";
+    os_ << ") & " << (2 * L - 1) << ") == 0;\n" << ind << "}\n";
+  }
+
+  // One reduced item of the column form with `L` neighbouring outputs per
+  // thread (16-bit data: two lanes make one 4-byte access per row, as a
+  // float32 column thread reads). `vec`: the pair loads are single aligned
+  // accesses (the caller tested it once); else they read lane by lane. The
+  // body runs once per lane with the outer variable moved to that lane,
+  // folding into acc<q>.
+  void column_item(const LoopNest& n, int L, const std::vector<const ExprNode*>& pairs, bool vec,
+                   const std::string& acc, const std::string& ind) {
+    const ComputeNode& node = p_.nodes[n.node];
+    const DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+    const std::string o = k_.outer_var.var_name();
     std::unordered_map<const ExprNode*, std::string> base;
-    std::string aligned = "0";
     for (const ExprNode* l : pairs) {
       const std::string nm = "tp_p" + std::to_string(counter_++);
-      os_ << ind << "const " << ix_ << " " << nm << "_i = " << to_c(l->index, ranges_) << ";\n";
-      aligned += " | (unsigned long long)(" + p_.buffers[l->buffer].name + " + " + nm + "_i)";
-      base[l] = nm;
-    }
-    const std::string al = "tp_al" + std::to_string(counter_++);
-    os_ << ind << "const bool " << al << " = ((" << aligned << ") & " << (2 * L - 1) << ") == 0;\n";
-    for (const ExprNode* l : pairs) {
-      const std::string& nm = base[l];
       const std::string& b = p_.buffers[l->buffer].name;
       const char* vt = l->dtype == DType::BFloat16 ? "tp_bf16x2" : "tp_halfx2";
+      os_ << ind << "const " << ix_ << " " << nm << "_i = " << to_c(l->index, ranges_) << ";\n";
       os_ << ind << vt << " " << nm << ";\n";
-      os_ << ind << "if (" << al << ") " << nm << ".u = *reinterpret_cast<const unsigned*>(" << b << " + " << nm
-          << "_i);\n";
-      os_ << ind << "else {";
-      for (int q = 0; q < L; ++q) os_ << " " << nm << ".v[" << q << "] = " << b << "[" << nm << "_i + " << q << "];";
-      os_ << " }\n";
+      if (vec) {
+        os_ << ind << nm << ".u = *reinterpret_cast<const unsigned*>(" << b << " + " << nm << "_i);\n";
+      } else {
+        for (int q = 0; q < L; ++q) os_ << ind << nm << ".v[" << q << "] = " << b << "[" << nm << "_i + " << q << "];\n";
+      }
+      base[l] = nm;
     }
     for (int q = 0; q < L; ++q) {
       os_ << ind << "{\n";
@@ -777,7 +796,10 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       // sectors down to W = 8 floats), fewer when the outputs are few, so
       // that the grid still fills the GPU; 1024 threads a block.
       const int W = k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
-      if (is_half(p.nodes[k.nests[0].node].body->dtype) && k.outer_extent % 2 == 0) col_lanes = 2;
+      std::vector<const ExprNode*> pairs;
+      if (is_half(p.nodes[k.nests[0].node].body->dtype) && k.outer_extent % 2 == 0 &&
+          KernelWriter(p, k, os).column_pairs(k.nests[0], 2, pairs) && !pairs.empty())
+        col_lanes = 2;
       launch.block_x = W / col_lanes;
       launch.block_y = kCudaColumnThreads / launch.block_x;
       launch.work = (k.outer_extent + W - 1) / W;
@@ -845,16 +867,25 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
         os << "  const " << ix << " " << o << " = ((" << ix << ")blockIdx.x * " << X << " + threadIdx.x) * " << L
            << ";\n";
         for (int q = 0; q < L; ++q) os << "  " << ctype(at) << " acc" << q << " = " << reduce_init(node.reduce, at) << ";\n";
+        std::vector<const ExprNode*> pairs;
+        kw.column_pairs(n, L, pairs);
         os << "  if (" << o << " < " << k.outer_extent << ") {\n";
-        os << "    #pragma unroll 4\n";
-        os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
-        const size_t nd = n.inner_vars.size();
-        os << "      " << ix << " tp_rem = tp_g;\n";
-        for (size_t d = nd; d-- > 0;)
-          os << "      const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
-             << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
-        os << "      (void)tp_rem;\n";
-        kw.column_item(n, L, "acc", "      ");
+        kw.column_alignment(n, L, pairs, "tp_al", "    ");
+        // Two copies of the loop, so that the aligned one has no branch per row
+        // and its unrolled loads are all in flight together.
+        for (bool vec : {true, false}) {
+          os << (vec ? "    if (tp_al) {\n" : "    } else {\n");
+          os << "      #pragma unroll " << (vec ? 8 : 4) << "\n";
+          os << "      for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
+          const size_t nd = n.inner_vars.size();
+          os << "        " << ix << " tp_rem = tp_g;\n";
+          for (size_t d = nd; d-- > 0;)
+            os << "        const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
+               << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
+          os << "        (void)tp_rem;\n";
+          kw.column_item(n, L, pairs, vec, "acc", "        ");
+          os << "      }\n";
+        }
         os << "    }\n  }\n";
         for (int q = 0; q < L; ++q) os << "  tp_col[threadIdx.y][threadIdx.x * " << L << " + " << q << "] = acc" << q << ";\n";
         os << "  __syncthreads();\n";
