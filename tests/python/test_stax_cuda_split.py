@@ -129,3 +129,20 @@ def test_one_split_region_on_two_streams_at_once(name):
         got = np.array([r.cpu().numpy() for r in o], dtype=np.float64)
         np.testing.assert_allclose(got, np.full_like(got, w), rtol=1e-5, atol=1e-5)
         assert len({r.cpu().numpy().tobytes() for r in o}) == 1  # deterministic on both streams
+
+
+@gpu
+def test_split_reduction_under_cuda_graph_replays():
+    # The per-launch scratch (allocation + counter memset) is recorded into the
+    # graph: every replay starts from a zeroed counter and sees new input data.
+    x = tp.randn(1 << 20) * 2 + 1
+    xc = x.to("cuda")
+    f = tp.compile(lambda v: v.mean(), mode="reduce-overhead")
+    before = tp.cuda._graph_region_stats()
+    for k in range(5):
+        if k == 3:
+            xc.mul_(3.0)
+            x = x * 3.0
+        np.testing.assert_allclose(f(xc).cpu().numpy(), x.numpy().astype(np.float64).mean(), rtol=1e-5, atol=1e-6)
+    after = tp.cuda._graph_region_stats()
+    assert after["captures"] - before["captures"] == 1 and after["replays"] - before["replays"] >= 2
