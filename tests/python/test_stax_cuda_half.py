@@ -195,7 +195,7 @@ def test_half_column_sum_reads_two_lanes_per_thread(dt):
     # The alignment is tested once per thread (an aligned loop without a branch
     # per row), so the row stride must keep every row like the first: an odd
     # stride keeps one output a thread.
-    assert "if (tp_al) {" in src and "#pragma unroll 8" in src
+    assert "if (tp_al) {" in src and src.count("tp_al") == 3  # declared, set once, tested once
     (_, _, bx, _, _), = _C._stax_cuda_kernels(_graph(lambda x: x[:, :8192].sum(0), tp.randn(64, 8193).to(HALF[dt])))
     assert bx == 32
 
