@@ -168,3 +168,118 @@ def test_bf16_rounds_to_nearest_even_and_keeps_specials():
     want = (vals * 1).to(tp.bfloat16).float().numpy()  # the CPU's conversion
     np.testing.assert_array_equal(got, want)
     assert np.isnan((tp.tensor([float("nan")]).cuda().to(tp.bfloat16)).cpu().float().numpy()).all()
+
+
+# ------------------------------------------- 16-bit kernel forms (issue 12 item 4)
+
+def _softmax5(x):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_half_column_sum_reads_two_lanes_per_thread(dt):
+    # A 16-bit column thread read 2 bytes a row (half a float32 thread's bytes
+    # in flight): now two neighbouring outputs, one 4-byte access per row.
+    g = _graph(lambda x: x.sum(0), tp.randn(64, 8192).to(HALF[dt]))
+    (_, form, bx, by, work), = _C._stax_cuda_kernels(g)
+    assert (form, bx, by, work) == ("column", 16, 64, 8192 // 32)
+    src = _C._stax_cuda_source(g)
+    assert ("tp_bf16x2" if dt == "bf16" else "tp_halfx2") + " tp_p" in src
+    # An odd number of outputs keeps one output a thread; float32 is unchanged.
+    (_, _, bx, _, _), = _C._stax_cuda_kernels(_graph(lambda x: x.sum(0), tp.randn(64, 8193).to(HALF[dt])))
+    assert bx == 32
+    (_, _, bx, _, _), = _C._stax_cuda_kernels(_graph(lambda x: x.sum(0), tp.randn(64, 8192)))
+    assert bx == 32
+    # The alignment is tested once per thread (an aligned loop without a branch
+    # per row), so the row stride must keep every row like the first: an odd
+    # stride keeps one output a thread.
+    assert "if (tp_al) {" in src and src.count("tp_al") == 3  # declared, set once, tested once
+    (_, _, bx, _, _), = _C._stax_cuda_kernels(_graph(lambda x: x[:, :8192].sum(0), tp.randn(64, 8193).to(HALF[dt])))
+    assert bx == 32
+
+
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_half_nodes_use_the_fast_forms_and_float32_keeps_the_accurate_ones(dt):
+    sm16 = _C._stax_cuda_source(_graph(_softmax5, tp.randn(8, 256).to(HALF[dt])))
+    assert "tp_exp_h(" in sm16 and "tp_div_h(" in sm16
+    sm32 = _C._stax_cuda_source(_graph(_softmax5, tp.randn(8, 256)))
+    assert "tp_exp(" in sm32 and "tp_exp_h(" not in sm32.split("extern")[1] and "tp_div_h(" not in sm32.split("extern")[1]
+    gelu = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
+    g16 = _C._stax_cuda_source(_graph(gelu, tp.randn(8, 256).to(HALF[dt]))).split("extern")[1]
+    assert "tp_tanh_h(" in g16 and "tp_mul(" not in g16  # 16-bit products may contract into FMAs
+    g32 = _C._stax_cuda_source(_graph(gelu, tp.randn(8, 256))).split("extern")[1]
+    assert "tp_tanh(" in g32 and "tp_mul(" in g32 and "tp_tanh_h(" not in g32
+
+
+@nvrtc
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_half_column_and_fast_forms_compile(dt):
+    for fn, shape in [(lambda x: x.sum(0), (64, 512)), (lambda x: (x * x).sum(0), (64, 510)),
+                      (lambda x: x.sigmoid() / (x.abs() + 1) + x.tanh(), (8, 256))]:
+        src = _C._stax_cuda_source(_graph(fn, tp.randn(*shape).to(HALF[dt])))
+        for arch in (80, 90):
+            assert tp.cuda._nvrtc_compile(src, "fast_forms", arch)[:4] == b"\x7fELF"
+
+
+def _ulp16(ref, d):
+    """One unit in the last place of a 16-bit value of magnitude |ref|."""
+    mant, emin = (7, -126) if d == tp.bfloat16 else (10, -14)
+    e = np.floor(np.log2(np.maximum(np.abs(ref), 2.0 ** emin)))
+    return 2.0 ** (e - mant)
+
+
+def _gelu64(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+@gpu
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_fast_16bit_forms_stay_within_one_ulp_elementwise(dt):
+    # The approximate exp/tanh/sigmoid/division of 16-bit nodes: every element
+    # within one 16-bit ulp of the float64 value of the same 16-bit inputs
+    # (one rounding is half an ulp; the approximations add ~2^-22), not only
+    # within a tolerance scaled by the largest element.
+    d = HALF[dt]
+    x16 = tp.tensor(np.concatenate([np.linspace(-9, 9, 4093), [1e-4, -1e-4, 3e-3, -0.05, 0.06, 0.07, 0.0]])
+                    .astype(np.float32)).reshape(4100 // 41, 41).to(d)
+    b16 = (tp.rand(100, 41) * 9.9 + 0.1).to(d)
+    x, b = x16.float().numpy().astype(np.float64), b16.float().numpy().astype(np.float64)
+    xc, bc = x16.cuda(), b16.cuda()
+    cases = [
+        ("exp", lambda v: v.exp(), np.exp(x), 0.0),
+        ("tanh", lambda v: v.tanh(), np.tanh(x), 0.0),
+        ("sigmoid", lambda v: v.sigmoid(), 1 / (1 + np.exp(-x)), 0.0),
+        ("div", lambda v: v / bc, x / b, 0.0),
+        # 1 + tanh cancels for negative x in float (as in PyTorch's float math):
+        # an absolute error of a few float ulps of 1, times |x|.
+        ("gelu", lambda v: F.gelu(v, approximate="tanh"), _gelu64(x), 2.0 ** -22 * np.maximum(1, np.abs(x))),
+        ("softmax", _softmax5, np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(
+            -1, keepdims=True), 0.0),
+    ]
+    for name, fn, ref, atol in cases:
+        got = tp.compile(fn, strict_native=True)(xc).cpu().float().numpy().astype(np.float64)
+        err = np.abs(got - ref)
+        bad = err > _ulp16(ref, d) + atol
+        assert not bad.any(), f"{name}: {int(bad.sum())} elements beyond one ulp, worst at x={x[bad][:3]}: " \
+                              f"got {got[bad][:3]} want {ref[bad][:3]}"
+
+
+@gpu
+@pytest.mark.parametrize("dt", sorted(HALF))
+@pytest.mark.parametrize("cols", [8192, 4097, 70])
+def test_half_column_sums_even_odd_and_misaligned(dt, cols):
+    # Even widths take two lanes a thread (aligned: one 4-byte access a row;
+    # the view starting one element in: lane by lane), odd ones one lane.
+    d = HALF[dt]
+    x = tp.randn(1000, cols + 2).to(d)
+    xc = x.cuda()
+    f = tp.compile(lambda v: v.sum(0), strict_native=True)
+    g = tp.compile(lambda v: (v * v).sum(0), strict_native=True)
+    for lo in (0, 1):
+        w = x[:, lo:lo + cols].float().numpy().astype(np.float64)
+        for fn, ref in ((f, w.sum(0)), (g, (w * w).sum(0))):
+            got = fn(xc[:, lo:lo + cols]).cpu().float().numpy()
+            # float accumulation of 1000 rows, then one 16-bit rounding of the total
+            np.testing.assert_allclose(got, ref, rtol=_ulp16(1.0, d), atol=1e-4 * np.abs(ref).max())

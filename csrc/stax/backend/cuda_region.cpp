@@ -11,6 +11,7 @@
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
+#include "cuda/stream.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
@@ -142,6 +143,7 @@ std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device
     launch.block_x = static_cast<unsigned>(l.block_x);
     launch.block_y = static_cast<unsigned>(l.block_y);
     launch.grid = l.work > 0 ? grid_of(l, sms) : 0;
+    launch.scratch_bytes = l.scratch_bytes;
     try {
       launch.function = cuda::generated_function(device, launch.name, region->source_);
     } catch (const Error& e) {
@@ -308,6 +310,20 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
     }
     const Launch& l = functions_[static_cast<size_t>(st.index)];
     if (l.grid == 0) continue;  // nothing to compute (a zero-size space)
+    if (l.scratch_bytes > 0) {
+      // A split reduction's partials and arrival counter, per launch from the
+      // caching allocator on this stream (split_reduction.h): one region
+      // called on two streams at once never shares them.
+      Tensor scratch = cuda::empty(Shape{(l.scratch_bytes + 3) / 4}, DType::Float32, device_);
+      void* sp = scratch.data();
+      cuda::activate(device_);
+      cuda::check(cuda::driver().cuMemsetD32Async(reinterpret_cast<cuda::CUdeviceptr>(sp), 0u, 1, cuda::current_stream(device_)),
+                  "cuMemsetD32Async");
+      std::vector<void*> sargs(args);
+      sargs.push_back(&sp);
+      cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, sargs.data(), l.name.c_str());
+      continue;
+    }
     cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
   }
   return outputs;

@@ -57,6 +57,7 @@ class CudaRegion {
     void* function = nullptr;
     std::string name;
     unsigned grid = 1, block_x = 1, block_y = 1;
+    int64_t scratch_bytes = 0;  // split reduction: a zeroed-counter scratch per launch
   };
   using ExternStep = stax::ExternStep;
   struct Step {

@@ -100,6 +100,9 @@ TP_D float tp_round_half(float f) { return tp_half_to_f(tp_f_to_half(f)); }
 // stores single 128-bit moves; lanes are read and written through v).
 union __align__(16) tp_bf16x8 { uint4 u; tp_bf16 v[8]; };
 union __align__(16) tp_halfx8 { uint4 u; tp_half v[8]; };
+// Two 16-bit lanes: one 4-byte access (column sums: a thread's neighbouring outputs).
+union __align__(4) tp_bf16x2 { unsigned u; tp_bf16 v[2]; };
+union __align__(4) tp_halfx2 { unsigned u; tp_half v[2]; };
 TP_D tp_bf16x8 make_tp_bf16x8(float a, float b, float c, float d, float e, float f, float g, float h) {
   tp_bf16x8 r; r.u = make_uint4(tp_pack_bf16(a, b), tp_pack_bf16(c, d), tp_pack_bf16(e, f), tp_pack_bf16(g, h)); return r;
 }
@@ -133,6 +136,27 @@ TP_M1(acosh, acoshf, acosh) TP_M1(atanh, atanhf, atanh) TP_M1(exp2, exp2f, exp2)
 TP_M1(log10, log10f, log10) TP_M1(erfc, erfcf, erfc) TP_M1(floor, floorf, floor) TP_M1(ceil, ceilf, ceil)
 TP_M1(trunc, truncf, trunc) TP_M1(round, rintf, rint)
 TP_M2(atan2, atan2f, atan2) TP_M2(hypot, hypotf, hypot) TP_M2(fmod, fmodf, fmod) TP_M2(pow, powf, pow)
+// 16-bit results (issue 12 item 4): the value is rounded to 8 (bfloat16) or 11
+// (float16) bits, so exp, tanh, sigmoid and division of a 16-bit node use the
+// hardware approximations (relative error about 2^-22, far below one 16-bit
+// ulp) instead of the accurate float routines, which made the 16-bit kernels
+// instruction-bound. float32 and float64 nodes keep the accurate ones.
+// exp keeps subnormal results (no .ftz: bfloat16 has them too).
+TP_D float tp_exp_h(float x) { float r; asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x * 1.44269504f)); return r; }
+TP_D float tp_ex2_ftz(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+TP_D float tp_rcp_ftz(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// 1 / (1 + e): e >= 0, so flushing subnormals changes nothing that survives.
+TP_D float tp_sigmoid_h(float x) { return tp_rcp_ftz(1.0f + tp_ex2_ftz(x * -1.44269504f)); }
+// tanh: 1 - 2 / (1 + e^2x) has an absolute error near 2^-22 (so 1 + tanh, as
+// in GELU, keeps it), a relative one under 2^-13 from |x| = 2^-9 up; below,
+// tanh(x) is x within x^2/3 < 2^-19.
+TP_D float tp_tanh_h(float x) {
+  const float big = fmaf(-2.0f, tp_rcp_ftz(1.0f + tp_ex2_ftz(x * 2.88539008f)), 1.0f);
+  return fabsf(x) < 0.001953125f ? x : big;
+}
+// Full-range division within 2 float ulps (PTX div.full: operands scaled, one
+// approximate reciprocal; a row's divisor, as softmax's sum, is prepared once).
+TP_D float tp_div_h(float a, float b) { float r; asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 TP_D float tp_frac(float x) { return x - truncf(x); }
 TP_D double tp_frac(double x) { return x - trunc(x); }
 // fmod's result moved to the divisor's sign (PyTorch / Python %).
@@ -234,7 +258,14 @@ class Writer {
         for (auto& x : e->args) a.push_back(emit(x, os, ind));
         // A floating product goes through tp_mul (rounded alone, never fused
         // into an FMA with its consumer), except a sum's own body value.
-        if (e->fn == CallOp::Mul && is_floating(e->dtype) && e.get() != sum_root_) rhs = "tp_mul(" + a[0] + ", " + a[1] + ")";
+        // A 16-bit node is rounded to 16 bits anyway: its products may contract
+        // into FMAs and its exp/tanh/sigmoid/division use the fast forms above.
+        const bool h = is_half(e->dtype);
+        if (e->fn == CallOp::Mul && is_floating(e->dtype) && !h && e.get() != sum_root_)
+          rhs = "tp_mul(" + a[0] + ", " + a[1] + ")";
+        else if (h && (e->fn == CallOp::Exp || e->fn == CallOp::Tanh || e->fn == CallOp::Sigmoid))
+          rhs = std::string("tp_") + info(e->fn).name + "_h(" + a[0] + ")";
+        else if (h && e->fn == CallOp::Div) rhs = "tp_div_h(" + a[0] + ", " + a[1] + ")";
         else rhs = c_call(e->fn, a);
         break;
       }
@@ -461,6 +492,84 @@ class KernelWriter {
     }
   }
 
+  // The loads of a column nest contiguous along the outputs: with L lanes a
+  // thread reads L neighbouring elements of each in one access. Returns false
+  // when some 16-bit load has a reduced-dim stride (or a form) that would not
+  // keep every row's access aligned like the first row's: the alignment is
+  // then tested once per thread, not once per row.
+  bool column_pairs(const LoopNest& n, int L, std::vector<const ExprNode*>& pairs) const {
+    const int ov = k_.outer_var.var_id();
+    std::set<const ExprNode*> seen;
+    for (const ExprNode* l : loads_of(n.body)) {
+      if (!l->args.empty() || locals_.count(l->buffer) || !seen.insert(l).second || !is_half(l->dtype)) continue;
+      auto c = coefficient_of(l->index, ov);
+      if (!c || *c != 1) continue;
+      for (const IndexExpr& v : n.inner_vars) {
+        auto cv = coefficient_of(l->index, v.var_id());
+        if (!cv || *cv % L != 0) return false;
+      }
+      pairs.push_back(l);
+    }
+    return true;
+  }
+
+  // Before the reduced loop: whether every pair access of this thread is
+  // L * 2-byte aligned (the reduced variables at 0; column_pairs made the
+  // other rows agree).
+  void column_alignment(const LoopNest& n, int L, const std::vector<const ExprNode*>& pairs, const std::string& al,
+                        const std::string& ind) {
+    os_ << ind << "bool " << al << ";\n" << ind << "{\n";
+    for (const IndexExpr& v : n.inner_vars)
+      os_ << ind << "  const " << ix_ << " " << v.var_name() << " = 0; (void)" << v.var_name() << ";\n";
+    os_ << ind << "  " << al << " = ((0";
+    for (const ExprNode* l : pairs)
+      os_ << " | (unsigned long long)(" << p_.buffers[l->buffer].name << " + (" << to_c(l->index, ranges_) << "))";
+    os_ << ") & " << (2 * L - 1) << ") == 0;\n" << ind << "}\n";
+  }
+
+  // One reduced item of the column form with `L` neighbouring outputs per
+  // thread (16-bit data: two lanes make one 4-byte access per row, as a
+  // float32 column thread reads). `vec`: the pair loads are single aligned
+  // accesses (the caller tested it once); else they read lane by lane. The
+  // body runs once per lane with the outer variable moved to that lane,
+  // folding into acc<q>.
+  void column_item(const LoopNest& n, int L, const std::vector<const ExprNode*>& pairs, bool vec,
+                   const std::string& acc, const std::string& ind) {
+    const ComputeNode& node = p_.nodes[n.node];
+    const DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+    const std::string o = k_.outer_var.var_name();
+    std::unordered_map<const ExprNode*, std::string> base;
+    for (const ExprNode* l : pairs) {
+      const std::string nm = "tp_p" + std::to_string(counter_++);
+      const std::string& b = p_.buffers[l->buffer].name;
+      const char* vt = l->dtype == DType::BFloat16 ? "tp_bf16x2" : "tp_halfx2";
+      os_ << ind << "const " << ix_ << " " << nm << "_i = " << to_c(l->index, ranges_) << ";\n";
+      os_ << ind << vt << " " << nm << ";\n";
+      if (vec) {
+        os_ << ind << nm << ".u = *reinterpret_cast<const unsigned*>(" << b << " + " << nm << "_i);\n";
+      } else {
+        for (int q = 0; q < L; ++q) os_ << ind << nm << ".v[" << q << "] = " << b << "[" << nm << "_i + " << q << "];\n";
+      }
+      base[l] = nm;
+    }
+    for (int q = 0; q < L; ++q) {
+      os_ << ind << "{\n";
+      const std::string in2 = ind + "  ";
+      os_ << in2 << "const " << ix_ << " " << o << "_q = " << o << " + " << q << ";\n";
+      os_ << in2 << "{\n";
+      const std::string in3 = in2 + "  ";
+      os_ << in3 << "const " << ix_ << " " << o << " = " << o << "_q;\n" << in3 << "(void)" << o << ";\n";
+      Writer wl(p_, locals_, ranges_, counter_);
+      if (node.reduce == ReduceOp::Sum) wl.set_sum_root(n.body.get());
+      for (const ExprNode* l : pairs) wl.lane_loads[l] = base[l] + ".v[" + std::to_string(q) + "]";
+      std::string v = wl.emit(n.body, os_, in3);
+      std::string val = at == dt ? v : std::string("(") + ctype(at) + ")" + v;
+      const std::string a = acc + std::to_string(q);
+      os_ << in3 << a << " = " << c_combine(node.reduce, a, val) << ";\n";
+      os_ << in2 << "}\n" << ind << "}\n";
+    }
+  }
+
   const std::string& ix() const { return ix_; }
   std::unordered_map<int, std::string>& locals() { return locals_; }
   int next() { return counter_++; }
@@ -677,14 +786,23 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       NestItems it = nest_items(n);
       max_items = std::max({max_items, it.vec_items(), it.tail_items()});
     }
+    // Column sums of 16-bit data: two neighbouring outputs per thread, so a
+    // thread still reads 4 bytes per row (as float32) and keeps as many bytes
+    // in flight (one output per thread read 2 bytes: half the float32 rate).
+    int col_lanes = 1;
     if (column) {
       launch.form = CudaForm::Column;
-      // X neighbouring outputs per block row (a warp reads 32/X rows of X
-      // floats: whole 32-byte sectors down to X = 8), fewer when the outputs
-      // are few, so that the grid still fills the GPU; 1024 threads a block.
-      launch.block_x = k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
+      // W neighbouring outputs per block row (a warp reads whole 32-byte
+      // sectors down to W = 8 floats), fewer when the outputs are few, so
+      // that the grid still fills the GPU; 1024 threads a block.
+      const int W = k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
+      std::vector<const ExprNode*> pairs;
+      if (is_half(p.nodes[k.nests[0].node].body->dtype) && k.outer_extent % 2 == 0 &&
+          KernelWriter(p, k, os).column_pairs(k.nests[0], 2, pairs) && !pairs.empty())
+        col_lanes = 2;
+      launch.block_x = W / col_lanes;
       launch.block_y = kCudaColumnThreads / launch.block_x;
-      launch.work = (k.outer_extent + launch.block_x - 1) / launch.block_x;
+      launch.work = (k.outer_extent + W - 1) / W;
     } else if (flat) {
       NestItems it = nest_items(k.nests[0]);
       launch.form = CudaForm::Flat;
@@ -725,13 +843,14 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
        << (column ? "column" : flat ? "flat" : "row") << " form\n";
     if (split) {
       const ComputeNode& rn = p.nodes[k.nests[0].node];
-      os << split_reduction_globals(k.name, ctype(acc_dtype(rn.reduce, rn.body->dtype)), split);
+      launch.scratch_bytes = split_reduction_scratch_bytes(static_cast<int>(itemsize(acc_dtype(rn.reduce, rn.body->dtype))), split);
     }
     os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
     for (size_t i = 0; i < u.slot_buffer.size(); ++i) {
       const Buffer& b = p.buffers[u.slot_buffer[i]];
       os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << mtype(b.dtype) << "* __restrict__ " << b.name;
     }
+    if (split) os << (u.slot_buffer.empty() ? "" : ", ") << split_reduction_param();
     os << ") {\n";
     const std::string& ix = kw.ix();
     const std::string o = k.outer_var.var_name();
@@ -740,7 +859,52 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       const ComputeNode& node = p.nodes[n.node];
       DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
       const int64_t rn = leading_product(n.inner_ranges, n.inner_ranges.size());
-      const int X = launch.block_x, Y = launch.block_y;
+      const int X = launch.block_x, Y = launch.block_y, L = col_lanes;
+      if (L > 1) {
+        // Lanes: thread x owns outputs L*x .. L*x+L-1 of its block; the block's
+        // combine sums each output's Y partials in row order (deterministic).
+        os << "  __shared__ " << ctype(at) << " tp_col[" << Y << "][" << X * L + 1 << "];\n";
+        os << "  const " << ix << " " << o << " = ((" << ix << ")blockIdx.x * " << X << " + threadIdx.x) * " << L
+           << ";\n";
+        for (int q = 0; q < L; ++q) os << "  " << ctype(at) << " acc" << q << " = " << reduce_init(node.reduce, at) << ";\n";
+        std::vector<const ExprNode*> pairs;
+        kw.column_pairs(n, L, pairs);
+        os << "  if (" << o << " < " << k.outer_extent << ") {\n";
+        kw.column_alignment(n, L, pairs, "tp_al", "    ");
+        // Two copies of the loop, so that the aligned one has no branch per row
+        // and its unrolled loads are all in flight together. Unrolled 4 deep (a
+        // block has 256 rows of 64 bytes in flight): 8 deep measured slower on
+        // the H200 (0.77 of the copy bandwidth against 0.81).
+        for (bool vec : {true, false}) {
+          os << (vec ? "    if (tp_al) {\n" : "    } else {\n");
+          os << "      #pragma unroll 4\n";
+          os << "      for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
+          const size_t nd = n.inner_vars.size();
+          os << "        " << ix << " tp_rem = tp_g;\n";
+          for (size_t d = nd; d-- > 0;)
+            os << "        const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
+               << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
+          os << "        (void)tp_rem;\n";
+          kw.column_item(n, L, pairs, vec, "acc", "        ");
+          os << "      }\n";
+        }
+        os << "    }\n  }\n";
+        for (int q = 0; q < L; ++q) os << "  tp_col[threadIdx.y][threadIdx.x * " << L << " + " << q << "] = acc" << q << ";\n";
+        os << "  __syncthreads();\n";
+        os << "  if (threadIdx.y < " << L << " && " << o << " < " << k.outer_extent << ") {\n";
+        os << "    const int tp_c = threadIdx.x * " << L << " + threadIdx.y;\n";
+        os << "    " << ctype(at) << " acc = tp_col[0][tp_c];\n";
+        os << "    for (int y = 1; y < " << Y << "; ++y) acc = " << c_combine(node.reduce, "acc", "tp_col[y][tp_c]") << ";\n";
+        os << "    const " << ix << " " << o << "_q = " << o << " + threadIdx.y;\n";
+        os << "    {\n      const " << ix << " " << o << " = " << o << "_q;\n";
+        os << "      " << p.buffers[node.out_buffer].name << "["
+           << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}}) << "] = ("
+           << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n    }\n  }\n";
+        os << "}\n";
+        u.kernel_names.push_back(k.name);
+        cu.launches.push_back(launch);
+        continue;
+      }
       os << "  __shared__ " << ctype(at) << " tp_col[" << Y << "][" << X + 1 << "];\n";
       os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * " << X << " + threadIdx.x;\n";
       os << "  " << ctype(at) << " acc = " << reduce_init(node.reduce, at) << ";\n";
@@ -834,7 +998,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
           os << "    " << acc << " = tp_block_reduce(" << acc << ", " << functor(node.reduce) << ", tp_sh_" << ctype(at)
              << ");\n";
           if (split)
-            os << split_reduction_combine(k.name, acc, ctype(at), reduce_init(node.reduce, at), functor(node.reduce),
+            os << split_reduction_combine(acc, ctype(at), reduce_init(node.reduce, at), functor(node.reduce),
                                           std::string("tp_sh_") + ctype(at), "    ");
           os << "    const " << ctype(dt) << " " << r << " = (" << ctype(dt) << ")" << acc << ";\n";
           kw.locals()[node.out_buffer] = r;

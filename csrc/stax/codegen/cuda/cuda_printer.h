@@ -17,7 +17,11 @@
 //    (`vectorize_outer`: the reduced dim is strided, the kept dim contiguous)
 //    gives each of X threads of a block row a neighbouring output (coalesced
 //    rows; X = 32, 16 or 8 as the outputs allow) and splits the reduced range
-//    over 1024/X block rows.
+//    over 1024/X block rows. 16-bit data: two neighbouring outputs a thread
+//    (one 4-byte access per row; the alignment tested once per thread).
+// exp/tanh/sigmoid/division of a 16-bit node use hardware approximations far
+// below a 16-bit ulp (the accurate float routines made those kernels
+// instruction-bound); float32/float64 nodes keep the accurate ones.
 // A float32 sum accumulates in double (free on a memory-bound GPU kernel; the
 // error no longer grows with the reduced length). Refused (NotImplementedError,
 // the region falls back or raises under strict_native): scans, checked
@@ -40,6 +44,10 @@ struct CudaLaunch {
   int64_t work = 0;
   int block_x = 256;
   int block_y = 1;
+  // > 0: a split reduction (split_reduction.h); the host passes a buffer of
+  // this many bytes, its first 4 zeroed on the launch's stream, as the
+  // kernel's last argument (one per launch: concurrent launches never share it).
+  int64_t scratch_bytes = 0;
 };
 
 struct CudaUnit {

@@ -12,30 +12,30 @@ int split_reduction_blocks(int64_t items) {
   return blocks >= 4 ? static_cast<int>(blocks) : 0;
 }
 
-std::string split_reduction_globals(const std::string& name, const std::string& acc_type, int blocks) {
-  return "__device__ " + acc_type + " tp_part_" + name + "[" + std::to_string(blocks) + "];\n" +
-         "__device__ unsigned int tp_done_" + name + " = 0u;\n";
+int64_t split_reduction_scratch_bytes(int acc_bytes, int blocks) {
+  return kSplitPartialsOffset + int64_t{acc_bytes} * blocks;
 }
 
-std::string split_reduction_combine(const std::string& name, const std::string& acc, const std::string& acc_type,
-                                    const std::string& init, const std::string& functor, const std::string& shared,
-                                    const std::string& ind) {
-  const std::string part = "tp_part_" + name, done = "tp_done_" + name;
+std::string split_reduction_param() { return "unsigned char* __restrict__ tp_scratch"; }
+
+std::string split_reduction_combine(const std::string& acc, const std::string& acc_type, const std::string& init,
+                                    const std::string& functor, const std::string& shared, const std::string& ind) {
+  const std::string part = "((volatile " + acc_type + "*)(tp_scratch + " + std::to_string(kSplitPartialsOffset) + "))";
   std::string s;
   s += ind + "{\n";
   s += ind + "  __shared__ bool tp_last;\n";
   s += ind + "  if (threadIdx.x == 0) {\n";
   s += ind + "    " + part + "[blockIdx.x] = " + acc + ";\n";
   s += ind + "    __threadfence();  // the partial is visible before the arrival is counted\n";
-  s += ind + "    tp_last = atomicAdd(&" + done + ", 1u) == gridDim.x - 1;\n";
+  s += ind + "    tp_last = atomicAdd((unsigned*)tp_scratch, 1u) == gridDim.x - 1;\n";
   s += ind + "  }\n";
   s += ind + "  __syncthreads();\n";
   s += ind + "  if (!tp_last) return;\n";
+  s += ind + "  __threadfence();  // the other blocks' partials, counted before, are read after\n";
   s += ind + "  " + acc + " = " + init + ";\n";
   s += ind + "  for (unsigned tp_b = threadIdx.x; tp_b < gridDim.x; tp_b += blockDim.x)\n";
-  s += ind + "    " + acc + " = " + functor + "(" + acc + ", ((volatile " + acc_type + "*)" + part + ")[tp_b]);\n";
+  s += ind + "    " + acc + " = " + functor + "(" + acc + ", " + part + "[tp_b]);\n";
   s += ind + "  " + acc + " = tp_block_reduce(" + acc + ", " + functor + ", " + shared + ");\n";
-  s += ind + "  if (threadIdx.x == 0) " + done + " = 0u;\n";
   s += ind + "}\n";
   return s;
 }
