@@ -238,6 +238,11 @@ def test_training_suite_reports_the_blas_kernel_set_and_thread_environment(monke
     assert isinstance(env["blas_core"], str) and env["blas_core"]
     out = io.StringIO()
     monkeypatch.setattr(training, "CASES", [])
-    r = training.measure(Report(out), quick=True)
+    from tensorplay.bench.suites import SUITES, Options
+    r = SUITES["training"](Report(out), Options(quick=True, keep_cache=False))  # what --suite training runs
     assert r["blas"]["blas_core"] == env["blas_core"]
     assert f"OpenBLAS kernel set                {env['blas_core']}" in out.getvalue()
+    # and PyTorch runs on TensorPlay's thread count (--threads governs both)
+    torch = pytest.importorskip("torch")
+    import tensorplay as tp
+    assert torch.get_num_threads() == tp.get_num_threads()

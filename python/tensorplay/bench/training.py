@@ -374,18 +374,27 @@ def blas_environment() -> Dict[str, object]:
     return out
 
 
-def measure(report: Report, quick: bool) -> dict:
+def prepare(report: Report) -> dict:
+    """Before the cases: PyTorch on TensorPlay's thread count (so --threads
+    governs both libraries), and the BLAS kernel set and thread-waiting
+    environment printed (and returned for the JSON)."""
     torch = _torch()
+    if torch is None:
+        report.note("PyTorch is not installed (pip install torch==2.13.0): TensorPlay is timed alone.")
+    else:
+        torch.set_num_threads(tp.get_num_threads())
     env = blas_environment()
     report.section("BLAS and threads")
     report.figure("OpenBLAS kernel set", str(env["blas_core"]),
                   "GEMM speed; an AVX2 set (Haswell, Zen) on an AVX-512 CPU runs sgemm at half speed")
     report.figure("environment", "  ".join(f"{k}={v}" for k, v in env["env"].items() if v is not None) or "(none set)")
-    if torch is None:
-        report.note("PyTorch is not installed (pip install torch==2.13.0): TensorPlay is timed alone.")
-    else:
-        torch.set_num_threads(tp.get_num_threads())
-    results = {"blas": env}
+    report.figure("threads", f"tensorplay {tp.get_num_threads()}"
+                  + (f", torch {torch.get_num_threads()}" if torch is not None else ""))
+    return env
+
+
+def measure(report: Report, quick: bool) -> dict:
+    results = {"blas": prepare(report)}
     for key, title, factory in CASES:
         results[key] = run_case(key, title, factory, report, quick)
     return results
