@@ -217,5 +217,32 @@ def test_training_suite_steps_are_native_and_agree_with_eager(case, monkeypatch)
     assert r["full_step_fallbacks"] == 0
     assert set(r["full_step_times"]) == {"tp eager", "tp.compile"}
     assert "full step: tp.compile / tp eager" in out.getvalue()
-    if case in ("example_5_1", "mlp"):  # the GEMM floor of the GEMM-bound cases
-        assert 0 < r["gemm_share_of_tp_eager"][0] < 5
+    # The GEMM floor: the step's GEMMs alone against the eager step.
+    assert 0 < r["gemm_share_of_tp_eager"][0] < 5
+    assert "GEMM share of the tp eager step" in out.getvalue()
+
+
+def test_training_suite_reports_the_blas_kernel_set_and_thread_environment(monkeypatch):
+    # The GEMM time (most of every training step) depends on the kernel set
+    # OpenBLAS runs and on OPENBLAS_CORETYPE, which can pin one: the suite
+    # reports both, read from the library tensorplay loaded.
+    import io
+
+    from tensorplay.bench import training
+    from tensorplay.bench.report import Report
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    env = training.blas_environment()
+    assert env["env"]["OMP_WAIT_POLICY"] == "passive"
+    pytest.importorskip("scipy_openblas32")
+    assert isinstance(env["blas_core"], str) and env["blas_core"]
+    out = io.StringIO()
+    monkeypatch.setattr(training, "CASES", [])
+    from tensorplay.bench.suites import SUITES, Options
+    r = SUITES["training"](Report(out), Options(quick=True, keep_cache=False))  # what --suite training runs
+    assert r["blas"]["blas_core"] == env["blas_core"]
+    assert f"OpenBLAS kernel set                {env['blas_core']}" in out.getvalue()
+    # and PyTorch runs on TensorPlay's thread count (--threads governs both)
+    torch = pytest.importorskip("torch")
+    import tensorplay as tp
+    assert torch.get_num_threads() == tp.get_num_threads()

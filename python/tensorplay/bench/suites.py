@@ -122,7 +122,7 @@ def stax_suite(report: Report, opts: Options) -> dict:
 @suite("training")
 def training_suite(report: Report, opts: Options) -> dict:
     """Training steps (Example 5.1, MLP, transformer block): tp.compile vs torch.compile vs eager."""
-    results: dict = {}
+    results: dict = {"blas": training.prepare(report)}
     step = _Step(report, results)
     for key, title, factory in training.CASES:
         step(key, lambda key=key, title=title, factory=factory: training.run_case(key, title, factory, report,

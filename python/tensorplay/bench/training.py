@@ -13,10 +13,14 @@ Two more rows per case:
   backward and an optimizer step (SGD with momentum 0.9), the step compiled
   as its users do (`tp.compile(opt.step)`, `torch.compile(opt.step)`) next
   to the eager `opt.step()`;
-- for the GEMM-bound cases, the step's GEMMs alone (TensorPlay eager, same
-  shapes and transposes): the GEMM time both steps share, so the best ratio
-  tp.compile / tp eager can reach is GEMMs / eager step (a compiled step
-  cannot be faster than its GEMMs)."""
+- the step's GEMMs alone (TensorPlay eager, same shapes and transposes): the
+  GEMM time both steps share, so the best ratio tp.compile / tp eager can
+  reach is GEMMs / eager step (a compiled step cannot be faster than its
+  GEMMs, which run in the same BLAS).
+
+The suite first prints what decides the GEMM time and the threads' behaviour
+(the BLAS library's kernel set, OPENBLAS_CORETYPE, the OpenMP wait policy):
+the ratios depend on them (see ARCHITECTURE.md, "1.1")."""
 
 from __future__ import annotations
 
@@ -128,6 +132,25 @@ def _transformer(quick: bool):
         _copy_weights(tp_block, block)
         loss = lambda x, t: (block(x) * t).mean()  # noqa: E731
         return loss, (lib.from_numpy(xa), lib.from_numpy(ta)), list(block.parameters())
+
+    def gemms():
+        # The block's GEMMs (batch_first, post-norm, x without grad), as the
+        # step runs them: per Linear (weight [out, in]) y = x @ W^T forward,
+        # dW = g^T @ x and dx = g @ W backward (no dx for in_proj: its input
+        # is x); attention per (batch, head): S = Q K^T, O = P V forward,
+        # dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward.
+        r = np.random.default_rng(4)
+        t = lambda *shape: tp.from_numpy(r.standard_normal(shape).astype(np.float32))  # noqa: E731
+        n, bh, hd = b * s, b * heads, d // heads
+        x, a, h1 = t(n, d), t(n, d), t(n, ff)
+        w_in, w_out, w1, w2 = t(3 * d, d), t(d, d), t(ff, d), t(d, ff)
+        g_in, g_out, g1, g2 = t(n, 3 * d), t(n, d), t(n, ff), t(n, d)
+        q, k, v, p, do = t(bh, s, hd), t(bh, s, hd), t(bh, s, hd), t(bh, s, s), t(bh, s, hd)
+        return lambda: (x @ w_in.t(), q @ k.transpose(1, 2), p @ v, a @ w_out.t(), a @ w1.t(), h1 @ w2.t(),
+                        g2.t() @ h1, g2 @ w2, g1.t() @ a, g1 @ w1, g_out.t() @ a, g_out @ w_out,
+                        do @ v.transpose(1, 2), p.transpose(1, 2) @ do, p @ k, p.transpose(1, 2) @ q,
+                        g_in.t() @ x)
+    make.gemms = gemms
     return f"TransformerEncoderLayer d={d}, {heads} heads, ff={ff}, batch {b}x{s} tokens", make
 
 
@@ -326,13 +349,52 @@ def _full_step_rows(report: Report, make, torch, quick: bool, runs: int, warmup:
     return out
 
 
-def measure(report: Report, quick: bool) -> dict:
+def blas_environment() -> Dict[str, object]:
+    """What sets the GEMM speed and how idle threads wait: the OpenBLAS kernel
+    set in use (OpenBLAS picks it from cpuid at load unless OPENBLAS_CORETYPE
+    names one; an AVX2 set on an AVX-512 CPU halves sgemm's speed) and the
+    environment variables read by OpenBLAS and libgomp."""
+    import ctypes
+    import os
+    env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY",
+                                          "GOMP_SPINCOUNT")}
+    out: Dict[str, object] = {"env": env, "blas_core": None}
+    try:
+        import scipy_openblas32 as ob
+        path = os.path.join(ob.get_lib_dir(), "lib" + ob.get_library() + ".so")
+        lib = ctypes.CDLL(path)  # the library tensorplay loaded (same path: same handle)
+        for name in ("scipy_openblas_get_corename", "openblas_get_corename"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                out["blas_core"] = fn().decode()
+                break
+    except (ImportError, OSError):
+        pass
+    return out
+
+
+def prepare(report: Report) -> dict:
+    """Before the cases: PyTorch on TensorPlay's thread count (so --threads
+    governs both libraries), and the BLAS kernel set and thread-waiting
+    environment printed (and returned for the JSON)."""
     torch = _torch()
     if torch is None:
         report.note("PyTorch is not installed (pip install torch==2.13.0): TensorPlay is timed alone.")
     else:
         torch.set_num_threads(tp.get_num_threads())
-    results = {}
+    env = blas_environment()
+    report.section("BLAS and threads")
+    report.figure("OpenBLAS kernel set", str(env["blas_core"]),
+                  "GEMM speed; an AVX2 set (Haswell, Zen) on an AVX-512 CPU runs sgemm at half speed")
+    report.figure("environment", "  ".join(f"{k}={v}" for k, v in env["env"].items() if v is not None) or "(none set)")
+    report.figure("threads", f"tensorplay {tp.get_num_threads()}"
+                  + (f", torch {torch.get_num_threads()}" if torch is not None else ""))
+    return env
+
+
+def measure(report: Report, quick: bool) -> dict:
+    results = {"blas": prepare(report)}
     for key, title, factory in CASES:
         results[key] = run_case(key, title, factory, report, quick)
     return results
