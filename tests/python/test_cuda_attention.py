@@ -102,8 +102,13 @@ def test_other_chains_are_left_alone(name):
 def test_transformer_block_attention_is_fused():
     m = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
     with tp.no_grad():
-        got = _C._stax_cuda_externs(_C._capture(lambda x: m(x), tp.randn(2, 10, 64)))
+        gm = _C._capture(lambda x: m(x), tp.randn(2, 10, 64))
+    got = _C._stax_cuda_externs(gm)
     assert got.count("_attention") == 1 and "matmul" not in got
+    # The result is planned heads-inner: merging the heads needs no copy kernel, and the
+    # generated kernels left are the two residual + layer_norm rows.
+    kernels = [k[0] for k in _C._stax_cuda_kernels(gm)]
+    assert len(kernels) == 2 and not any("clone" in k for k in kernels)
 
 
 @pytest.mark.parametrize("name", sorted(FUSED) + ["heads_from_projection"])

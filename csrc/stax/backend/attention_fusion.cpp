@@ -159,7 +159,20 @@ int fuse_attention(graph::Graph& g) {
     attrs.set("scale", Scalar(scale));
     Node* f = g.insert_call_before(mm2, attention_op(), {q, k, v}, attrs, result_meta(qs, vs, DType::Float32));
     f->grad_enabled = mm2->grad_enabled;
+    // The usual head merge after it, o.transpose(1, 2) then a contiguous copy
+    // (clone) before the reshape: in the heads-inner layout the transpose is
+    // already contiguous, so the copy is dropped and the reshape reads f.
+    Node* perm = sole_user(mm2);
+    Node* copy = perm ? sole_user(perm) : nullptr;
+    const bool merge = n == 4 && perm && perm->is_op("permute") && copy && (copy->is_op("clone") || copy->is_op("contiguous")) &&
+                       perm->attrs.get<std::vector<int64_t>>("dims") == std::vector<int64_t>{0, 2, 1, 3} &&
+                       copy->meta.dtype == perm->meta.dtype &&
+                       copy->meta.strides == contiguous_strides(copy->meta.sizes);
     g.replace_all_uses(mm2, f);
+    if (merge) {
+      perm->meta.strides = contiguous_strides(perm->meta.sizes);
+      g.replace_all_uses(copy, perm);
+    }
     ++fused;
   }
   if (fused) {
