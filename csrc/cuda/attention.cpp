@@ -15,7 +15,8 @@
 // into 16 different chunk positions; Q and P rows permute by (r / 4) mod 8, so
 // the two rows a warp reads at once (ty and ty+1) sit in different banks.
 //
-// Scores are scaled by scale · log2(e) so that exp2 gives exp(scale · s − m).
+// The Q tile is scaled by scale · log2(e) as it is loaded, so that exp2 of a
+// score minus the row maximum is exp(scale · q·k − m).
 #include "cuda/attention.h"
 
 #include <cmath>
@@ -83,9 +84,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
   #pragma unroll
   for (int it = 0; it < 4; ++it) {
     const int r = it * 16 + ty, row = row0 + r;
-    const float4 x = tp_ld4(q + (long long)row * p.qr, p.qd, tx * 4, p.D, row < p.L);
+    float4 x = tp_ld4(q + (long long)row * p.qr, p.qd, tx * 4, p.D, row < p.L);
+    x.x *= p.scale_log2;
+    x.y *= p.scale_log2;
+    x.z *= p.scale_log2;
+    x.w *= p.scale_log2;
     *reinterpret_cast<float4*>(&Qs[r * 64 + ((tx ^ TP_QSW(r)) << 2)]) = x;
   }
+  // Row bases with the chunk permutation folded in: chunk dc of this thread's
+  // Q/P rows is at qbase ^ (dc << 2) (+ 64 per row i), of its keys at
+  // kbase ^ (dc << 2) (+ 1024 per key group j): one XOR per chunk, the rest
+  // immediate offsets once the loops are unrolled.
+  const int qbase = (ty * 256) | ((ty & 7) << 2), kbase = (tx * 64) | (tx << 2);
   float acc[4][4], m[4], l[4];
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -94,15 +104,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
     #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
   }
+  // The K and V rows of a tile are loaded into registers one tile ahead
+  // (issued before the previous tile's P·V, stored after it), so the global
+  // loads' latency hides behind that work.
+  float4 kx[4], vx[4];
+  #pragma unroll
+  for (int it = 0; it < 4; ++it) {
+    const int key = it * 16 + ty;
+    kx[it] = tp_ld4(k + (long long)key * p.kr, p.kd, tx * 4, p.D, key < p.S);
+    vx[it] = tp_ld4(v + (long long)key * p.vr, p.vd, tx * 4, p.DV, key < p.S);
+  }
   for (int c0 = 0; c0 < p.S; c0 += 64) {
     __syncthreads();  // the previous tile's P and V are no longer read
     #pragma unroll
     for (int it = 0; it < 4; ++it) {
-      const int r = it * 16 + ty, key = c0 + r;
-      const float4 kx = tp_ld4(k + (long long)key * p.kr, p.kd, tx * 4, p.D, key < p.S);
-      const float4 vx = tp_ld4(v + (long long)key * p.vr, p.vd, tx * 4, p.DV, key < p.S);
-      *reinterpret_cast<float4*>(&KP[r * 64 + ((tx ^ (r & 15)) << 2)]) = kx;
-      *reinterpret_cast<float4*>(&Vs[r * 64 + tx * 4]) = vx;
+      const int r = it * 16 + ty;
+      *reinterpret_cast<float4*>(&KP[r * 64 + ((tx ^ (r & 15)) << 2)]) = kx[it];
+      *reinterpret_cast<float4*>(&Vs[r * 64 + tx * 4]) = vx[it];
     }
     __syncthreads();
     float s[4][4];
@@ -110,17 +128,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
     for (int i = 0; i < 4; ++i)
       #pragma unroll
       for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
-    #pragma unroll 4
+    #pragma unroll
     for (int dc = 0; dc < 16; ++dc) {
       float4 a[4], b[4];
+      const int qa = qbase ^ (dc << 2), ka = kbase ^ (dc << 2);
       #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty * 4 + i;
-        a[i] = *reinterpret_cast<const float4*>(&Qs[r * 64 + ((dc ^ TP_QSW(r)) << 2)]);
-      }
+      for (int i = 0; i < 4; ++i) a[i] = *reinterpret_cast<const float4*>(&Qs[qa + i * 64]);
       #pragma unroll
       for (int j = 0; j < 4; ++j)  // key tx + 16 j: its chunks are permuted by tx
-        b[j] = *reinterpret_cast<const float4*>(&KP[(tx + 16 * j) * 64 + ((dc ^ tx) << 2)]);
+        b[j] = *reinterpret_cast<const float4*>(&KP[ka + j * 1024]);
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         #pragma unroll
@@ -139,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
       float mx = TP_NEG_INF;
       #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float x = c0 + tx + 16 * j < p.S ? s[i][j] * p.scale_log2 : TP_NEG_INF;
+        const float x = c0 + tx + 16 * j < p.S ? s[i][j] : TP_NEG_INF;
         s[i][j] = x;
         mx = fmaxf(mx, x);
       }
@@ -169,14 +185,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
       }
     }
     __syncthreads();
-    #pragma unroll 4
+    if (c0 + 64 < p.S) {
+      #pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int key = c0 + 64 + it * 16 + ty;
+        kx[it] = tp_ld4(k + (long long)key * p.kr, p.kd, tx * 4, p.D, key < p.S);
+        vx[it] = tp_ld4(v + (long long)key * p.vr, p.vd, tx * 4, p.DV, key < p.S);
+      }
+    }
+    #pragma unroll TP_PV_UNROLL
     for (int cc = 0; cc < 16; ++cc) {
       float4 pr[4], vv[4];
+      const int pa = qbase ^ (cc << 2);
       #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = ty * 4 + i;
-        pr[i] = *reinterpret_cast<const float4*>(&KP[r * 64 + ((cc ^ TP_QSW(r)) << 2)]);
-      }
+      for (int i = 0; i < 4; ++i) pr[i] = *reinterpret_cast<const float4*>(&KP[pa + i * 64]);
       #pragma unroll
       for (int u = 0; u < 4; ++u) vv[u] = *reinterpret_cast<const float4*>(&Vs[(cc * 4 + u) * 64 + tx * 4]);
       #pragma unroll
@@ -209,7 +231,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) TP_NAME(const float* __rest
 std::string kernel_name(bool vec) { return vec ? "tp_attention_f32_v4" : "tp_attention_f32"; }
 
 std::string attention_source(bool vec) {
-  return str("#define TP_NAME ", kernel_name(vec), "\n#define TP_VEC ", vec ? 1 : 0, "\n", kBody);
+  // The P·V loop's unrolling: the one each variant needs to fit 128 registers
+  // without spilling (ptxas for sm_90; the scalar loads take fewer registers).
+  return str("#define TP_NAME ", kernel_name(vec), "\n#define TP_VEC ", vec ? 1 : 0, "\n#define TP_PV_UNROLL ",
+             vec ? 8 : 16, "\n", kBody);
 }
 
 // Batch dims as (b0, b1): a 3-D operand has one (b0 = 1, stride 0).
