@@ -12,6 +12,7 @@
 #include "cuda/graph.h"
 #include "stax/backend/cuda_graph_region.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/lowering/registry.h"
@@ -40,6 +41,7 @@ RegionFn stax_compile(const BackendRequest& r) {
   if (on_cuda) {
     po.keep_whole = nullptr;
     // Before decomposition (gelu is still one node): GEMM + bias/activation -> one cuBLASLt call.
+    stax::fuse_attention(*sg);  // matmul-softmax-matmul -> one fused kernel
     stax::fuse_gemm_epilogues(*sg);
   } else if (sg->is_symbolic())
     po.keep_whole = [](const std::string& op) {

@@ -9,6 +9,7 @@
 #include "cuda/driver.h"
 #include "cuda/stream.h"
 #include "cuda/matmul.h"
+#include "cuda/attention.h"
 #include "cuda/index_kernels.h"
 #include "cuda/nn_kernels.h"
 #include "cuda/nvrtc.h"
@@ -281,7 +282,8 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
   if (matmul_kernel(op, inputs, attrs, out_meta, out)) return true;  // cuBLASLt, 16-bit dtypes included
   if (conv_kernel(op, inputs, attrs, out_meta, out) || pool_kernel(op, inputs, attrs, out_meta, out) ||
       batch_norm_kernel(op, inputs, attrs, out_meta, out) || loss_kernel(op, inputs, attrs, out_meta, out) ||
-      dropout_kernel(op, inputs, attrs, out_meta, out) || index_kernel(op, inputs, attrs, out_meta, out))
+      dropout_kernel(op, inputs, attrs, out_meta, out) || index_kernel(op, inputs, attrs, out_meta, out) ||
+      attention_kernel(op, inputs, attrs, out_meta, out))
     return true;
   if (out_meta.size() != 1) return false;
   const TensorMeta& om = out_meta[0];
@@ -398,6 +400,7 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
   for (auto& s : loss_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : dropout_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : index_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : attention_kernel_sources()) v.push_back(std::move(s));
   return v;
 }
 

@@ -15,6 +15,7 @@
 #include "graph/tracer.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"
@@ -606,6 +607,13 @@ void bind_compile(nb::module_& m) {
   m.def("_stax_gemm_epilogue_pass", [](const GraphModule& g) {
     std::shared_ptr<graph::Graph> c = g.graph->clone();
     stax::fuse_gemm_epilogues(*c);
+    return GraphModule{std::shared_ptr<const graph::Graph>(std::move(c)), g.gates, g.mutated_inputs};
+  }, nb::arg("gm"));
+  // The graph after the CUDA regions' attention fusion (its _attention nodes
+  // compute the unfused reference on the CPU).
+  m.def("_stax_attention_pass", [](const GraphModule& g) {
+    std::shared_ptr<graph::Graph> c = g.graph->clone();
+    stax::fuse_attention(*c);
     return GraphModule{std::shared_ptr<const graph::Graph>(std::move(c)), g.gates, g.mutated_inputs};
   }, nb::arg("gm"));
   m.def("_host_isa", []() { return stax::runtime::host_isa().name; });

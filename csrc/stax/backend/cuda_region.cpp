@@ -15,6 +15,7 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
+#include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
 #include "stax/lowering/lower.h"
 #include "stax/scheduler/schedule.h"
@@ -334,6 +335,7 @@ namespace {
 // composites decomposed, simplified (compile/backend.cpp's order).
 std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
   auto sg = g.clone();
+  fuse_attention(*sg);
   fuse_gemm_epilogues(*sg);
   passes::PassOptions po;
   po.decompose = true;
