@@ -302,7 +302,9 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
     ptrs[i] = t.data();
     slots[i] = std::move(t);
   }
-  std::vector<void*> args(slots_.size());
+  // One slot past the region's buffers: a split reduction's scratch pointer
+  // (the kernel's last parameter); other kernels never read it.
+  std::vector<void*> args(slots_.size() + 1, nullptr);
   for (size_t i = 0; i < slots_.size(); ++i) args[i] = &ptrs[i];
   for (const Step& st : steps_) {
     if (st.is_extern) {
@@ -320,9 +322,9 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
       cuda::activate(device_);
       cuda::check(cuda::driver().cuMemsetD32Async(reinterpret_cast<cuda::CUdeviceptr>(sp), 0u, 1, cuda::current_stream(device_)),
                   "cuMemsetD32Async");
-      std::vector<void*> sargs(args);
-      sargs.push_back(&sp);
-      cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, sargs.data(), l.name.c_str());
+      args.back() = &sp;
+      cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
+      args.back() = nullptr;
       continue;
     }
     cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
