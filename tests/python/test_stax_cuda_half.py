@@ -283,3 +283,22 @@ def test_half_column_sums_even_odd_and_misaligned(dt, cols):
             got = fn(xc[:, lo:lo + cols]).cpu().float().numpy()
             # float accumulation of 1000 rows, then one 16-bit rounding of the total
             np.testing.assert_allclose(got, ref, rtol=_ulp16(1.0, d), atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_row_invariant_16bit_division_stays_a_plain_division(dt):
+    # layer_norm's 1/sqrt(var + eps) and a mean's sum / n are the same for a
+    # whole row: a plain `/` is hoisted out of the element loop, the fast
+    # form's asm was not (16-bit layer_norm / RMSNorm fell to beta 0.67 / 0.79
+    # on the H200). A per-element division (softmax's e / sum) keeps the fast form.
+    x, w, b = tp.randn(16, 256).to(HALF[dt]), tp.randn(256).to(HALF[dt]), tp.randn(256).to(HALF[dt])
+    ln = _C._stax_cuda_source(_graph(lambda x, w, b: F.layer_norm(x, (256,), w, b), x, w, b))
+    rms = _C._stax_cuda_source(_graph(lambda x, w: x * (x * x).mean(-1, keepdim=True).add(1e-6).rsqrt() * w, x, w))
+    for src in (ln, rms):
+        body = src.split("extern")[1]
+        assert "tp_div_h(" not in body and " / " in body
+
+    def softmax(x):
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+    assert "tp_div_h(" in _C._stax_cuda_source(_graph(softmax, x)).split("extern")[1]
