@@ -38,6 +38,17 @@ Tensor compact(const Tensor& t) {
   return c;
 }
 
+// t's matrix layout for cuBLASLt, after compacting t in place when no layout
+// reads it (a step in both matrix dims).
+blas::MatrixLayout lt_ready(Tensor& t) {
+  blas::MatrixLayout l = layout_of(t);
+  if (!l.ok) {
+    t = compact(t);
+    l = layout_of(t);
+  }
+  return l;
+}
+
 // One stride per operand walks the whole (broadcast) batch when its dims
 // chain like a contiguous layout; nullopt otherwise.
 std::optional<int64_t> single_batch_stride(const Shape& batch, const Shape& strides) {
@@ -63,11 +74,7 @@ void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, cons
   const Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
   const Shape batch = broadcast_shapes(ba, bb, what);
   const int64_t B = numel(batch);
-  blas::MatrixLayout lb = layout_of(b);
-  if (!lb.ok) {
-    b = compact(b);
-    lb = layout_of(b);
-  }
+  blas::MatrixLayout lb = lt_ready(b);
   // b shared by the whole batch and a's rows stacked as one matrix: a single
   // GEMM (x[B, T, C] @ w[C, D] in a linear layer).
   if (B > 1 && numel(bb) == 1) {
@@ -81,11 +88,7 @@ void gemm(Tensor a, Tensor b, const Tensor& out, double alpha, double beta, cons
       }
     }
   }
-  blas::MatrixLayout la = layout_of(a);
-  if (!la.ok) {
-    a = compact(a);
-    la = layout_of(a);
-  }
+  blas::MatrixLayout la = lt_ready(a);
   Shape sa = broadcast_strides(ba, Shape(a.strides().begin(), a.strides().end() - 2), batch);
   Shape sb = broadcast_strides(bb, Shape(b.strides().begin(), b.strides().end() - 2), batch);
   auto ssa = single_batch_stride(batch, sa), ssb = single_batch_stride(batch, sb);
@@ -225,15 +228,7 @@ bool gelu_aux_kernel(const std::vector<Tensor>& inputs, const std::vector<Tensor
   };
   if (dt == DType::Float64 || K == 0 || M == 0 || N % 8 != 0) return unfused();
   if (bias.defined() && (!bias.is_contiguous() || reinterpret_cast<uintptr_t>(bias.data()) % 16 != 0)) bias = compact(bias);
-  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
-  if (!la.ok) {
-    a = compact(a);
-    la = layout_of(a);
-  }
-  if (!lb.ok) {
-    b = compact(b);
-    lb = layout_of(b);
-  }
+  const blas::MatrixLayout la = lt_ready(a), lb = lt_ready(b);
   Tensor r = empty(out_meta[0].sizes, dt, dev), y = empty(out_meta[1].sizes, dt, dev);
   LtEpilogue e{bias.defined() ? LtEpilogueKind::GeluAuxBias : LtEpilogueKind::GeluAux};
   e.bias = bias.defined() ? bias.data() : nullptr;
@@ -266,15 +261,7 @@ bool gemm_dgelu_kernel(const std::vector<Tensor>& inputs, const std::vector<Tens
     return true;
   };
   if (dt == DType::Float64 || K == 0 || M == 0 || !aux_fits(aux, N)) return unfused();
-  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
-  if (!la.ok) {
-    a = compact(a);
-    la = layout_of(a);
-  }
-  if (!lb.ok) {
-    b = compact(b);
-    lb = layout_of(b);
-  }
+  const blas::MatrixLayout la = lt_ready(a), lb = lt_ready(b);
   Tensor r = empty(out_meta[0].sizes, dt, dev);
   LtEpilogue e{LtEpilogueKind::DGelu};
   e.aux = aux.data();
@@ -317,15 +304,7 @@ bool gemm_bgrad_kernel(const std::vector<Tensor>& inputs, const Attrs& attrs, co
     out = bgrad_unfused(a, b, of_b, out_meta[1].sizes);
     return true;
   }
-  blas::MatrixLayout la = layout_of(a), lb = layout_of(b);
-  if (!la.ok) {
-    a = compact(a);
-    la = layout_of(a);
-  }
-  if (!lb.ok) {
-    b = compact(b);
-    lb = layout_of(b);
-  }
+  const blas::MatrixLayout la = lt_ready(a), lb = lt_ready(b);
   Tensor r = empty(out_meta[0].sizes, dt, dev);
   Tensor g = empty(out_meta[1].sizes, dt, dev);
   LtEpilogue e{of_b ? LtEpilogueKind::BGradA : LtEpilogueKind::BGradB};

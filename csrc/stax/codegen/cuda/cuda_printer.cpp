@@ -354,6 +354,16 @@ struct NestItems {
   int64_t tail_items() const { return rows * tail; }
 };
 
+// A column reduction's row index tp_g split over the nest's reduced dims
+// (the last fastest), as locals named after the loop variables.
+void split_reduced_index(std::ostream& os, const LoopNest& n, const std::string& ix, const std::string& ind) {
+  os << ind << ix << " tp_rem = tp_g;\n";
+  for (size_t d = n.inner_vars.size(); d-- > 0;)
+    os << ind << "const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
+       << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
+  os << ind << "(void)tp_rem;\n";
+}
+
 NestItems nest_items(const LoopNest& n) {
   NestItems it;
   const size_t nd = n.inner_vars.size();
@@ -911,12 +921,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
           os << (vec ? "    if (tp_al) {\n" : "    } else {\n");
           os << "      #pragma unroll 4\n";
           os << "      for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
-          const size_t nd = n.inner_vars.size();
-          os << "        " << ix << " tp_rem = tp_g;\n";
-          for (size_t d = nd; d-- > 0;)
-            os << "        const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
-               << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
-          os << "        (void)tp_rem;\n";
+          split_reduced_index(os, n, ix, "        ");
           kw.column_item(n, L, pairs, vec, "acc", "        ");
           os << "      }\n";
         }
@@ -943,13 +948,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       os << "  if (" << o << " < " << k.outer_extent << ") {\n";
       os << "    #pragma unroll 4\n";
       os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
-      // The reduced index split over the inner dims (last fastest).
-      const size_t nd = n.inner_vars.size();
-      os << "      " << ix << " tp_rem = tp_g;\n";
-      for (size_t d = nd; d-- > 0;)
-        os << "      const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
-           << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
-      os << "      (void)tp_rem;\n";
+      split_reduced_index(os, n, ix, "      ");
       NestItems it;  // scalar items
       kw.item(n, it, false, "acc", "      ");
       os << "    }\n  }\n";
