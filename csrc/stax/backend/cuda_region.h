@@ -44,6 +44,13 @@ struct CudaTuningStats {
   int64_t cache_loads = 0;    // regions built from a stored winner
 };
 CudaTuningStats cuda_tuning_stats();
+// The check every max-autotune candidate faster than the default passes: empty
+// when `got` equals `want` (a region's outputs, on any device) within the
+// rounding of another summation order — NaN where NaN, infinities equal,
+// floating elements within rtol (float64 1e-9, float32 1e-4, 16-bit 2e-2) of
+// the element or of the output's largest magnitude, integers exact — else
+// what differs first.
+std::string launch_results_differ(const std::vector<Tensor>& want, const std::vector<Tensor>& got);
 
 // The CUDA device of a region's example inputs; -1 when none is on a GPU.
 // Throws BackendError when CUDA tensors meet CPU tensors (even 0-d ones:

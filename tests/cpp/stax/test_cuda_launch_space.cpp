@@ -3,9 +3,12 @@
 // the mapping of a point back to printer / grid knobs, and the grids. No GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 
+#include "ops/ops.h"
 #include "stax/backend/cuda_launch_space.h"
+#include "stax/backend/cuda_region.h"
 #include "stax/codegen/cuda/split_reduction.h"
 
 namespace tp::stax {
@@ -137,6 +140,37 @@ TEST(CudaLaunchSpace, PointsRoundTripThroughTheirTextForm) {
   SearchPoint p{512, 16};
   EXPECT_EQ(s.describe(p), "flat_block=512 flat_blocks_per_sm=16");
   EXPECT_EQ(s.parse(s.describe(p)), p);
+}
+
+// The result check of max-autotune candidates (it runs on the host copies, so
+// it is tested here on CPU tensors).
+Tensor vec(std::vector<double> v, DType dt = DType::Float64) {
+  Tensor t = Tensor::empty(Shape{static_cast<int64_t>(v.size())}, DType::Float64);
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<double>()[i] = v[i];
+  return ops::to_dtype(t, dt);
+}
+
+TEST(CudaLaunchResults, RoundingOfAnotherOrderPassesAWrongElementDoesNot) {
+  const double nan = std::nan("");
+  const double inf = INFINITY;
+  EXPECT_EQ(launch_results_differ({vec({1, 2, 1000})}, {vec({1 + 1e-6, 2, 1000})}), "");
+  // Near zero, the output's largest magnitude sets the scale (a reordered sum of cancelling terms).
+  EXPECT_EQ(launch_results_differ({vec({1e-9, 1000})}, {vec({2e-9, 1000})}), "");
+  EXPECT_NE(launch_results_differ({vec({1, 2, 3})}, {vec({1, 2.1, 3})}), "");
+  EXPECT_NE(launch_results_differ({vec({1, 2, 3})}, {vec({1, 2})}), "");
+  EXPECT_NE(launch_results_differ({vec({1, 2})}, {vec({1, 2}), vec({3})}), "");
+  EXPECT_EQ(launch_results_differ({vec({nan, inf, -inf})}, {vec({nan, inf, -inf})}), "");
+  EXPECT_NE(launch_results_differ({vec({nan, 1})}, {vec({0, 1})}), "");
+  EXPECT_NE(launch_results_differ({vec({inf, 1})}, {vec({-inf, 1})}), "");
+  // float32: a relative 1e-4; 16-bit: one rounding step (2^-8) passes, ten do not.
+  EXPECT_EQ(launch_results_differ({vec({1, 3}, DType::Float32)}, {vec({1.00001, 3}, DType::Float32)}), "");
+  EXPECT_NE(launch_results_differ({vec({1, 3}, DType::Float32)}, {vec({1.01, 3}, DType::Float32)}), "");
+  EXPECT_EQ(launch_results_differ({vec({1, 0.5}, DType::BFloat16)}, {vec({1.0078125, 0.5}, DType::BFloat16)}), "");
+  EXPECT_NE(launch_results_differ({vec({1, 0.5}, DType::BFloat16)}, {vec({1.25, 0.5}, DType::BFloat16)}), "");
+  // Integers and booleans exactly.
+  EXPECT_NE(launch_results_differ({vec({1, 7}, DType::Int64)}, {vec({1, 8}, DType::Int64)}), "");
+  EXPECT_EQ(launch_results_differ({vec({0, 1}, DType::Bool)}, {vec({0, 1}, DType::Bool)}), "");
+  EXPECT_NE(launch_results_differ({vec({0, 1}, DType::Bool)}, {vec({1, 1}, DType::Bool)}), "");
 }
 
 }  // namespace
