@@ -606,7 +606,8 @@ void bind_compile(nb::module_& m) {
   // and this process's search counters — no GPU needed but for the counters' use.
   m.def("_stax_cuda_search_space", [](const GraphModule& g) {
     std::vector<std::tuple<std::string, std::vector<int64_t>, int64_t>> out;
-    for (const stax::SearchParam& p : stax::cuda_search_space(*g.graph).params)
+    const stax::SearchSpace space = stax::cuda_search_space(*g.graph);
+    for (const stax::SearchParam& p : space.params)
       out.emplace_back(p.name, p.values, p.values[static_cast<size_t>(p.default_index)]);
     return out;
   }, nb::arg("gm"));

@@ -228,7 +228,7 @@ def softmax(x):
     return e / e.sum(-1, keepdim=True)
 tp.manual_seed(0)
 x = tp.randn(256, 4096).cuda()
-y = tp.compile(softmax, mode=sys.argv[1], strict_native=True, options={"progress_after_s": "0"})(x)
+y = tp.compile(softmax, mode=sys.argv[1], strict_native=True, options={"progress_after_s": 0})(x)
 print(json.dumps({"stats": _C._stax_cuda_tuning_stats(), "y": float(y.to(tp.float64).sum()), "y00": float(y[0, 0])}))
 """
 
