@@ -69,7 +69,8 @@ RegionFn stax_compile(const BackendRequest& r) {
   try {
     // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
     if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
-      auto region = stax::compile_cuda_region(*sg, dev, stax::region_options(r.options.options), r.examples);
+      auto region = stax::compile_cuda_region(*sg, dev, stax::cuda_region_options(r.options.options, r.options.mode),
+                                              r.examples);
       metrics().compile_count++;
       metrics().generated_kernel_count += region->kernel_count();
       if (r.source) *r.source += region->source();

@@ -601,6 +601,46 @@ void bind_compile(nb::module_& m) {
     }
     return out;
   }, nb::arg("gm"), nb::arg("row_block") = 0);
+  // max-autotune (cuda_region.h): the search space as (name, candidates,
+  // default) per parameter, a point's printed variant, the tuning a mode gets,
+  // and this process's search counters — no GPU needed but for the counters' use.
+  m.def("_stax_cuda_search_space", [](const GraphModule& g) {
+    std::vector<std::tuple<std::string, std::vector<int64_t>, int64_t>> out;
+    const stax::SearchSpace space = stax::cuda_search_space(*g.graph);
+    for (const stax::SearchParam& p : space.params)
+      out.emplace_back(p.name, p.values, p.values[static_cast<size_t>(p.default_index)]);
+    return out;
+  }, nb::arg("gm"));
+  m.def("_stax_cuda_variant", [](const GraphModule& g, const std::map<std::string, int64_t>& point) {
+    stax::CudaVariant v = stax::cuda_variant(*g.graph, point);
+    std::vector<std::tuple<std::string, std::string, int, int, int64_t, int64_t>> kernels;
+    for (size_t k = 0; k < v.unit.launches.size(); ++k) {
+      const stax::codegen::CudaLaunch& l = v.unit.launches[k];
+      const char* form = l.form == stax::codegen::CudaForm::Flat ? "flat" : l.form == stax::codegen::CudaForm::Row ? "row" : "column";
+      kernels.emplace_back(v.unit.unit.kernel_names[k], form, l.block_x, l.block_y, l.work, l.scratch_bytes);
+    }
+    nb::dict grid;
+    grid["flat_blocks_per_sm"] = v.choice.grid.flat_blocks_per_sm;
+    grid["rows_per_block"] = v.choice.grid.rows_per_block;
+    return nb::make_tuple(v.unit.unit.source, kernels, grid, v.point);
+  }, nb::arg("gm"), nb::arg("point"));
+  m.def("_stax_cuda_tuning", [](const std::string& mode, const std::map<std::string, std::string>& options) {
+    switch (stax::cuda_tuning(stax::cuda_region_options(options, mode))) {
+      case stax::CudaTuning::Off: return "off";
+      case stax::CudaTuning::Default: return "default";
+      case stax::CudaTuning::Max: return "max-autotune";
+    }
+    return "?";
+  }, nb::arg("mode"), nb::arg("options") = std::map<std::string, std::string>{});
+  m.def("_stax_cuda_tuning_stats", []() {
+    stax::CudaTuningStats s = stax::cuda_tuning_stats();
+    nb::dict d;
+    d["searches"] = s.searches;
+    d["evaluations"] = s.evaluations;
+    d["invalid"] = s.invalid;
+    d["cache_loads"] = s.cache_loads;
+    return d;
+  });
   m.def("_stax_cuda_externs", [](const GraphModule& g) { return stax::cuda_extern_calls(*g.graph); }, nb::arg("gm"));
   // The graph after the CUDA regions' GEMM epilogue fusion (run on the CPU, its
   // _gemm_epilogue nodes compute the unfused reference: a check of the rewrite).

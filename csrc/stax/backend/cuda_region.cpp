@@ -1,8 +1,11 @@
 #include "stax/backend/cuda_region.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -17,6 +20,7 @@
 #include "passes/passes.h"
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
+#include "stax/backend/progress.h"
 #include "stax/lowering/lower.h"
 #include "stax/scheduler/schedule.h"
 
@@ -55,20 +59,18 @@ Printed print_region(const graph::Graph& g, const RegionOptions& options, int ro
   return r;
 }
 
-unsigned grid_of(const codegen::CudaLaunch& l, int sms) {
-  int64_t g = 1;
-  switch (l.form) {
-    case codegen::CudaForm::Flat: {
-      // A grid-stride loop: one wave of resident blocks is enough to keep
-      // every SM's memory pipeline full (8 blocks of 256 threads per SM).
-      const int64_t blocks = (l.work + l.block_x - 1) / l.block_x;
-      g = std::min<int64_t>(blocks, static_cast<int64_t>(sms) * 8);
-      break;
-    }
-    case codegen::CudaForm::Row: g = std::min<int64_t>(l.work, int64_t(1) << 30); break;
-    case codegen::CudaForm::Column: g = std::min<int64_t>(l.work, int64_t(1) << 30); break;
+// The same region printed with other launch knobs (max-autotune): the
+// lowering and the schedule are the default's, only the printer's choices differ.
+Printed print_variant(const Printed& base, const codegen::CudaKnobs& knobs) {
+  Printed r;
+  try {
+    r.unit = codegen::CudaPrinter(knobs).print_cuda(base.lowered.program, base.sched);
+  } catch (const NotImplementedError& e) {
+    throw BackendError(e.what());
   }
-  return static_cast<unsigned>(std::max<int64_t>(g, 1));
+  r.lowered = base.lowered;
+  r.sched = base.sched;
+  return r;
 }
 
 // A CUDA tensor of `numel` elements viewed with the planned sizes/strides.
@@ -98,7 +100,7 @@ int cuda_region_device(const std::vector<Tensor>& examples) {
   return dev;
 }
 
-std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device) {
+std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device, const CudaGridKnobs& grid) {
   const ir::LoopProgram& p = pr.lowered.program;
   auto region = std::make_shared<CudaRegion>();
   region->device_ = device;
@@ -143,7 +145,7 @@ std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device
     launch.name = pr.unit.unit.kernel_names[k];
     launch.block_x = static_cast<unsigned>(l.block_x);
     launch.block_y = static_cast<unsigned>(l.block_y);
-    launch.grid = l.work > 0 ? grid_of(l, sms) : 0;
+    launch.grid = l.work > 0 ? cuda_grid_blocks(l, sms, grid) : 0;
     launch.scratch_bytes = l.scratch_bytes;
     try {
       launch.function = cuda::generated_function(device, launch.name, region->source_);
@@ -182,7 +184,207 @@ bool autotune_enabled() {  // TP_CUDA_AUTOTUNE=0 / off turns tuning off
   const char* v = std::getenv("TP_CUDA_AUTOTUNE");
   return !(v && (std::string(v) == "0" || std::string(v) == "off"));
 }
+
+// Seconds per call of the region on the example inputs, measured on the
+// device with CUDA events on the current stream (best of three batches of
+// about 2 ms), so that host timer and host scheduling noise stay out; host
+// timing where the driver lacks events.
+double time_region_events(const CudaRegion& r, const std::vector<Tensor>& examples, int device) {
+  if (!cuda::driver().has_streams) return time_region(r, examples, device);
+  struct Events {  // destroyed whatever the run throws
+    cuda::CUevent start = nullptr, end = nullptr;
+    ~Events() {
+      cuda::event_destroy(start);
+      cuda::event_destroy(end);
+    }
+  } ev;
+  ev.start = cuda::event_create(device, /*timing=*/true);
+  ev.end = cuda::event_create(device, /*timing=*/true);
+  const cuda::CUstream s = cuda::current_stream(device);
+  auto batch = [&](int n) {
+    cuda::event_record(device, ev.start, s);
+    for (int i = 0; i < n; ++i) r.run(examples);
+    cuda::event_record(device, ev.end, s);
+    cuda::event_synchronize(ev.end);
+    return static_cast<double>(cuda::event_elapsed_ms(ev.start, ev.end)) * 1e-3 / n;
+  };
+  r.run(examples);  // warm-up: module load, allocator blocks
+  const double once = batch(1);
+  const int n = static_cast<int>(std::clamp(2e-3 / std::max(once, 1e-7), 1.0, 50.0));
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) best = std::min(best, batch(n));
+  return best;
+}
+
+// Host copies of a region's outputs, as float64 (bool / integer outputs are
+// exact there too) — the default configuration's results, which every
+// candidate of the search must reproduce.
+std::vector<Tensor> host_results(const std::vector<Tensor>& outs) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : outs) {
+    if (!t.defined()) {
+      r.emplace_back();
+      continue;
+    }
+    Tensor h = t.device().kind == Device::Kind::CUDA ? cuda::to_cpu(t) : t;
+    r.push_back(ops::contiguous(ops::to_dtype(h, DType::Float64)));
+  }
+  return r;
+}
+
+// Relative tolerance of a dtype: another block size or split factor sums in
+// another order, so floating results may move by rounding, never more.
+double result_rtol(DType d) {
+  switch (d) {
+    case DType::Float64: return 1e-9;
+    case DType::Float32: return 1e-4;
+    case DType::Float16:
+    case DType::BFloat16: return 2e-2;
+    default: return 0;
+  }
+}
+
+// Empty when `got` (device outputs) matches `want` (host_results of the
+// default's) within rounding: NaN where NaN, infinities equal, other elements
+// within rtol of the element or of the output's largest magnitude.
+std::string results_differ(const std::vector<Tensor>& want, const std::vector<Tensor>& got_device) {
+  if (want.size() != got_device.size()) return "a different number of outputs";
+  const std::vector<Tensor> got = host_results(got_device);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].defined() != got[i].defined()) return str("output ", i, " defined in one only");
+    if (!want[i].defined()) continue;
+    if (want[i].sizes() != got[i].sizes()) return str("output ", i, " has another shape");
+    const double rtol = result_rtol(got_device[i].dtype());
+    const double* a = want[i].data_as<const double>();
+    const double* b = got[i].data_as<const double>();
+    const int64_t n = want[i].numel();
+    double scale = 0;
+    for (int64_t k = 0; k < n; ++k)
+      if (std::isfinite(a[k])) scale = std::max(scale, std::abs(a[k]));
+    for (int64_t k = 0; k < n; ++k) {
+      if (std::isnan(a[k]) || std::isnan(b[k])) {
+        if (std::isnan(a[k]) != std::isnan(b[k])) return str("output ", i, " element ", k, ": NaN in one only");
+        continue;
+      }
+      if (std::isinf(a[k]) || std::isinf(b[k])) {
+        if (a[k] != b[k]) return str("output ", i, " element ", k, ": ", a[k], " against ", b[k]);
+        continue;
+      }
+      if (std::abs(a[k] - b[k]) > rtol * (std::abs(a[k]) + scale))
+        return str("output ", i, " element ", k, ": ", b[k], " where the default gives ", a[k]);
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string launch_results_differ(const std::vector<Tensor>& want, const std::vector<Tensor>& got) {
+  return results_differ(host_results(want), got);
+}
+
+namespace {
+// The search's key: the default source and device name, as the first form's,
+// plus the search's name (its .tune file never collides with the first form's).
+constexpr const char* kMaxSearch = "max-autotune launch search v1";
+
+std::atomic<int64_t> g_searches{0}, g_evaluations{0}, g_invalid{0}, g_cache_loads{0};
+
+// max-autotune's budget for one region: a few sweeps of a one- or two-form
+// space and the random points fit; a region past it keeps the best so far.
+SearchOptions max_search_options() {
+  SearchOptions o;
+  o.max_evaluations = 40;
+  o.max_seconds = 20;
+  o.random_points = 6;
+  o.seed = 0x5eed;
+  o.min_gain = 0.03;  // as the first form: timing noise keeps the default
+  return o;
+}
+}  // namespace
+
+CudaTuning cuda_tuning(const RegionOptions& options) {
+  if (!autotune_enabled()) return CudaTuning::Off;
+  if (options.mode == "max-autotune" || options.mode == "max-autotune-no-cudagraphs") return CudaTuning::Max;
+  return CudaTuning::Default;
+}
+
+RegionOptions cuda_region_options(const std::map<std::string, std::string>& options, const std::string& mode) {
+  RegionOptions r = region_options(options);
+  r.mode = mode;
+  return r;
+}
+
+CudaTuningStats cuda_tuning_stats() {
+  CudaTuningStats s;
+  s.searches = g_searches.load();
+  s.evaluations = g_evaluations.load();
+  s.invalid = g_invalid.load();
+  s.cache_loads = g_cache_loads.load();
+  return s;
+}
+
+std::shared_ptr<CudaRegion> search_region(int device, const RegionOptions& options, const std::vector<Tensor>& examples,
+                                          const PrintedCudaRegion& pr) {
+  const SearchSpace space = cuda_launch_space(pr.unit);
+  const SearchPoint defaults = space.default_point();
+  const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device) + "\n" + kMaxSearch);
+  auto build_point = [&](const SearchPoint& p) {
+    const CudaLaunchChoice c = cuda_launch_choice(space, p);
+    std::shared_ptr<CudaRegion> r = c.knobs == codegen::CudaKnobs{} ? build_region(pr, device, c.grid)
+                                                                   : build_region(print_variant(pr, c.knobs), device, c.grid);
+    r->tuned_config_ = space.describe(p);
+    return r;
+  };
+  if (std::optional<std::string> t = cuda::load_tuning(key)) {
+    if (std::optional<SearchPoint> p = space.parse(*t)) {  // a warm process: only the winner is compiled
+      g_cache_loads++;
+      return build_point(*p);
+    }
+  }
+  SlowStepLine line(str("tp.compile: tuning the launch configuration of a CUDA region (", options.mode, ", ",
+                        space.params.size(), " parameters, ", space.size(), " configurations)..."),
+                    options.progress_after_s);
+  g_searches++;
+  std::shared_ptr<CudaRegion> base = build_point(defaults);
+  const std::vector<Tensor> want = host_results(base->run(examples));
+  // Points that print the same kernels and launch them alike (a knob of a form
+  // the region lacks at its default, or a block the rows ignore) cost the same.
+  std::map<std::string, double> by_launches;
+  double default_time = std::numeric_limits<double>::infinity();
+  SearchCost cost = [&](const SearchPoint& p) {
+    const bool is_default = p == defaults;
+    std::shared_ptr<CudaRegion> r = is_default ? base : build_point(p);
+    std::string id = r->source_;
+    for (const CudaRegion::Launch& l : r->functions_)
+      id += str("\n", l.name, " ", l.grid, " ", l.block_x, " ", l.block_y, " ", l.scratch_bytes);
+    if (auto it = by_launches.find(id); it != by_launches.end()) {
+      if (it->second < 0) throw Error("the same launches failed before");
+      return it->second;
+    }
+    by_launches[id] = -1;
+    const double t = time_region_events(*r, examples, device);
+    if (is_default) {
+      default_time = t;
+    } else if (!(t >= default_time)) {
+      // A candidate that could be chosen must compute what the default
+      // computes: a knob the kernels mishandle is refused here, never picked
+      // for being fast. Only points faster than the default can be chosen
+      // (the search starts there and every move gains), so slower ones skip
+      // the check (a download of every output).
+      if (std::string why = results_differ(want, r->run(examples)); !why.empty())
+        throw Error("results differ from the default configuration's: " + why);
+    }
+    by_launches[id] = t;
+    return t;
+  };
+  const SearchResult res = launch_search(space, cost, max_search_options());
+  g_evaluations += res.evaluated;
+  g_invalid += res.invalid;
+  if (!res.found) return base;  // nothing ran (the default neither): untuned, nothing stored
+  cuda::store_tuning(key, space.describe(res.best));
+  return res.best == defaults ? base : build_point(res.best);
+}
 
 std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const RegionOptions& options,
                                         const std::vector<Tensor>& examples, const PrintedCudaRegion& pr,
@@ -191,25 +393,36 @@ std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const
 std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options,
                                                 const std::vector<Tensor>& examples) {
   Printed pr = print_region(g, options);
+  if (cuda_tuning(options) == CudaTuning::Max && !examples.empty() && pr.lowered.program.externs.empty() &&
+      !cuda::capturing()) {
+    // Launch-configuration search (Section 9.6, mode="max-autotune"): every
+    // knob the region's kernels have, timed with CUDA events on the examples.
+    try {
+      return search_region(device, options, examples, pr);
+    } catch (const Error&) {  // the default failed to build or run: as untuned (its error, if any, rises there)
+      return build_region(pr, device, CudaGridKnobs{});
+    }
+  }
   if (!pr.unit.tunable || examples.empty() || !pr.lowered.program.externs.empty() || !autotune_enabled())
-    return build_region(pr, device);
+    return build_region(pr, device, CudaGridKnobs{});
   // Launch-configuration autotuning (Section 9.6, first form): the block size
   // of register-row kernels, timed on the example inputs; the winner is kept
   // on disk by (default source, device name), so a warm process compiles only it.
   const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device));
   if (std::optional<std::string> t = cuda::load_tuning(key)) {
     const int block = std::atoi(t->c_str());
-    if (block == 0) return build_region(pr, device);
+    if (block == 0) return build_region(pr, device, CudaGridKnobs{});
     if (block >= 32 && block <= 512 && (block & (block - 1)) == 0) {
-      std::shared_ptr<CudaRegion> r = build_region(print_region(g, options, block), device);
+      std::shared_ptr<CudaRegion> r = build_region(print_region(g, options, block), device, CudaGridKnobs{});
       r->tuned_block_ = block;
       return r;
     }
   }
   try {
+    SlowStepLine line("tp.compile: tuning the block size of a CUDA region's register rows...", options.progress_after_s);
     return tune_region(g, device, options, examples, pr, key);
   } catch (const Error&) {  // a candidate that fails to build or run: the default, untuned
-    return build_region(pr, device);
+    return build_region(pr, device, CudaGridKnobs{});
   }
 }
 
@@ -219,14 +432,14 @@ std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const
   int default_block = 0;
   for (const codegen::CudaLaunch& l : pr.unit.launches)
     if (l.form == codegen::CudaForm::Row) default_block = std::max(default_block, l.block_x);
-  std::shared_ptr<CudaRegion> best = build_region(pr, device);
+  std::shared_ptr<CudaRegion> best = build_region(pr, device, CudaGridKnobs{});
   double best_t = time_region(*best, examples, device);
   int best_block = 0;
   for (int block : {128, 256, 512}) {
     if (block == default_block) continue;
     Printed cand = print_region(g, options, block);
     if (!cand.unit.tunable) continue;  // the rows do not fit in registers at this size
-    std::shared_ptr<CudaRegion> r = build_region(cand, device);
+    std::shared_ptr<CudaRegion> r = build_region(cand, device, CudaGridKnobs{});
     const double t = time_region(*r, examples, device);
     if (t < best_t * 0.97) {  // a clear win only: timing noise keeps the default
       best_t = t;
@@ -348,6 +561,31 @@ std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
 
 codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block) {
   return print_region(*prepared(g), RegionOptions{}, row_block).unit;
+}
+
+codegen::CudaUnit cuda_unit(const graph::Graph& g, const codegen::CudaKnobs& knobs) {
+  return print_variant(print_region(*prepared(g), RegionOptions{}), knobs).unit;
+}
+
+SearchSpace cuda_search_space(const graph::Graph& g) { return cuda_launch_space(cuda_unit(g, 0)); }
+
+CudaVariant cuda_variant(const graph::Graph& g, const std::map<std::string, int64_t>& values) {
+  Printed pr = print_region(*prepared(g), RegionOptions{});
+  const SearchSpace space = cuda_launch_space(pr.unit);
+  SearchPoint p = space.default_point();
+  for (const auto& [name, v] : values) {
+    auto it = std::find_if(space.params.begin(), space.params.end(), [&](const SearchParam& q) { return q.name == name; });
+    if (it == space.params.end())
+      throw ValueError(str("stax cuda: the region's launch space has no parameter '", name, "'"));
+    if (std::find(it->values.begin(), it->values.end(), v) == it->values.end())
+      throw ValueError(str("stax cuda: ", name, " = ", v, " is not one of its candidates"));
+    p[static_cast<size_t>(it - space.params.begin())] = v;
+  }
+  CudaVariant r;
+  r.choice = cuda_launch_choice(space, p);
+  r.unit = r.choice.knobs == codegen::CudaKnobs{} ? pr.unit : print_variant(pr, r.choice.knobs).unit;
+  r.point = space.describe(p);
+  return r;
 }
 
 std::string cuda_source(const graph::Graph& g) { return cuda_unit(g, 0).unit.source; }

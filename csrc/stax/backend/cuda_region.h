@@ -6,6 +6,8 @@
 // stream, extern calls (GEMM, sort, ...) running their eager CUDA kernels
 // between them. Outputs and temps come from the CUDA caching allocator.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,11 +15,42 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "ops/registry.h"
+#include "stax/backend/cuda_launch_space.h"
 #include "stax/backend/extern_step.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/codegen/cuda/cuda_printer.h"
 
 namespace tp::stax {
+
+// How a region's launch configuration is tuned on its example inputs.
+//  Off: TP_CUDA_AUTOTUNE=0 / off — the printer's defaults;
+//  Default: the first form — register-row kernels try 128/256/512 threads,
+//    host-timed, stored as <sha256(device name, default source)>.tune;
+//  Max: mode "max-autotune" / "max-autotune-no-cudagraphs" — every knob of
+//    cuda_launch_space.h searched by launch_search.h, timed with CUDA events,
+//    the winner stored under a key that also names the mode's search (both
+//    modes share it: they search the same space).
+enum class CudaTuning { Off, Default, Max };
+CudaTuning cuda_tuning(const RegionOptions& options);
+// The options a CUDA region gets from tp.compile's options and mode.
+RegionOptions cuda_region_options(const std::map<std::string, std::string>& options, const std::string& mode);
+
+// Counters of the max-autotune search in this process (tests: a warm process
+// reads the stored winner instead of searching).
+struct CudaTuningStats {
+  int64_t searches = 0;       // regions searched
+  int64_t evaluations = 0;    // points timed or refused, over all searches
+  int64_t invalid = 0;        // points that failed to print, build, run or match the default's results
+  int64_t cache_loads = 0;    // regions built from a stored winner
+};
+CudaTuningStats cuda_tuning_stats();
+// The check every max-autotune candidate faster than the default passes: empty
+// when `got` equals `want` (a region's outputs, on any device) within the
+// rounding of another summation order — NaN where NaN, infinities equal,
+// floating elements within rtol (float64 1e-9, float32 1e-4, 16-bit 2e-2) of
+// the element or of the output's largest magnitude, integers exact — else
+// what differs first.
+std::string launch_results_differ(const std::vector<Tensor>& want, const std::vector<Tensor>& got);
 
 // The CUDA device of a region's example inputs; -1 when none is on a GPU.
 // Throws BackendError when CUDA tensors meet CPU tensors (even 0-d ones:
@@ -35,10 +68,15 @@ class CudaRegion {
   bool disk_hit() const { return false; }
   // The row block size the autotuner chose (0: the printer's default).
   int tuned_block() const { return tuned_block_; }
+  // max-autotune: the chosen point ("name=value ..."), empty otherwise.
+  const std::string& tuned_config() const { return tuned_config_; }
   friend std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device,
                                                          const RegionOptions& options,
                                                          const std::vector<Tensor>& examples);
-  friend std::shared_ptr<CudaRegion> build_region(const struct PrintedCudaRegion& pr, int device);
+  friend std::shared_ptr<CudaRegion> build_region(const struct PrintedCudaRegion& pr, int device,
+                                                  const CudaGridKnobs& grid);
+  friend std::shared_ptr<CudaRegion> search_region(int device, const RegionOptions& options,
+                                                   const std::vector<Tensor>& examples, const PrintedCudaRegion& pr);
   friend std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const RegionOptions& options,
                                                  const std::vector<Tensor>& examples, const PrintedCudaRegion& pr,
                                                  const std::string& key);
@@ -75,19 +113,31 @@ class CudaRegion {
   std::vector<Step> steps_;
   int num_outputs_ = 0;
   int tuned_block_ = 0;
+  std::string tuned_config_;
 };
 
 // Throws BackendError naming what the CUDA path cannot generate. With
-// example inputs (tp.compile's), a region with register-row kernels tunes
-// their block size by timing the candidates on them, once per (source,
-// device name): the choice is kept on disk beside the CUBINs
-// (TP_CUDA_AUTOTUNE=0 turns this off).
+// example inputs (tp.compile's), the launch configuration is tuned on them as
+// cuda_tuning(options) says, once per (source, device name[, search]): the
+// choice is kept on disk beside the CUBINs.
 std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int device, const RegionOptions& options,
                                                 const std::vector<Tensor>& examples);
 
 // The printed CUDA unit of g (scheduled with the GPU options); no GPU needed.
 // row_block > 0: the block size of register-row kernels (see CudaPrinter).
 codegen::CudaUnit cuda_unit(const graph::Graph& g, int row_block = 0);
+codegen::CudaUnit cuda_unit(const graph::Graph& g, const codegen::CudaKnobs& knobs);
+// The max-autotune search space of g (test hook; no GPU needed).
+SearchSpace cuda_search_space(const graph::Graph& g);
+// g printed at a point of that space given by name (parameters left out stay
+// at their defaults; ValueError for an unknown name or a value that is not a
+// candidate) — what the search would compile there (test hook).
+struct CudaVariant {
+  codegen::CudaUnit unit;
+  CudaLaunchChoice choice;
+  std::string point;  // SearchSpace::describe of the whole point
+};
+CudaVariant cuda_variant(const graph::Graph& g, const std::map<std::string, int64_t>& values);
 // Its source text (test hook; g is decomposed first, as the backend does).
 std::string cuda_source(const graph::Graph& g);
 // Its extern calls in order, as "op" or "_gemm_epilogue:<act>[:nobias]"

@@ -37,6 +37,9 @@ struct KernelInfo {
 struct RegionOptions {
   bool fuse = true;               // "stax_fusion": False puts every loop nest in its own kernel
   double progress_after_s = 1.0;  // "progress_after_s": stderr line when compiling takes longer (< 0: never)
+  // tp.compile's mode: "max-autotune" / "max-autotune-no-cudagraphs" widen a
+  // CUDA region's launch tuning (cuda_region.h); the CPU path ignores it.
+  std::string mode;
   // Run the C++ compiler on a compile-pool worker and return at once; the
   // region waits for it at its first run (or wait_built()), where a failed
   // build throws. Lets several regions' builds overlap (Section 11.2).

@@ -779,12 +779,32 @@ int pow2_at_least(int64_t n, int lo, int hi) {
   return t;
 }
 
+bool pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
+
+// Every knob the kernels could not take is refused before anything is printed.
+void check_knobs(const CudaKnobs& k) {
+  auto check = [](int v, bool ok, const char* name, const char* want) {
+    if (v != 0 && !ok) throw ValueError(str("stax cuda printer: ", name, " = ", v, " (want 0 or ", want, ")"));
+  };
+  check(k.row_block, pow2_in(k.row_block, 32, 512), "row_block", "a power of two in [32, 512]");
+  check(k.row_threads, pow2_in(k.row_threads, 32, 1024), "row_threads", "a power of two in [32, 1024]");
+  check(k.flat_block, k.flat_block > 0 && k.flat_block <= 1024 && k.flat_block % 32 == 0, "flat_block",
+        "a multiple of 32 up to 1024");
+  check(k.column_width, k.column_width == 8 || k.column_width == 16 || k.column_width == 32 || k.column_width == 64,
+        "column_width", "8, 16, 32 or 64");
+  // >= 64 threads: at least two block rows for two-lane 16-bit columns at W = 64.
+  check(k.column_threads, pow2_in(k.column_threads, 64, 1024), "column_threads", "a power of two in [64, 1024]");
+  check(k.split_blocks, k.split_blocks >= 1 && k.split_blocks <= 4096, "split_blocks", "1 to 4096");
+  check(k.split_threads, pow2_in(k.split_threads, 64, 1024), "split_threads", "a power of two in [64, 1024]");
+}
+
 }  // namespace
 
 PrintedUnit CudaPrinter::print(const LoopProgram& p, const Schedule& s) const { return print_cuda(p, s).unit; }
 
 CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const {
   if (p.num_sizes > 0) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
+  check_knobs(knobs_);
   CudaUnit cu;
   PrintedUnit& u = cu.unit;
   u.language = language();
@@ -837,22 +857,26 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       // W neighbouring outputs per block row (a warp reads whole 32-byte
       // sectors down to W = 8 floats), fewer when the outputs are few, so
       // that the grid still fills the GPU; 1024 threads a block.
-      const int W = k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
+      const int W = knobs_.column_width > 0 ? knobs_.column_width
+                    : k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
       std::vector<const ExprNode*> pairs;
       if (is_half(p.nodes[k.nests[0].node].body->dtype) && k.outer_extent % 2 == 0 &&
           KernelWriter(p, k, os).column_pairs(k.nests[0], 2, pairs) && !pairs.empty())
         col_lanes = 2;
       launch.block_x = W / col_lanes;
-      launch.block_y = kCudaColumnThreads / launch.block_x;
+      launch.column_width = W;
+      launch.block_y = (knobs_.column_threads > 0 ? knobs_.column_threads : kCudaColumnThreads) / launch.block_x;
       launch.work = (k.outer_extent + W - 1) / W;
     } else if (flat) {
       NestItems it = nest_items(k.nests[0]);
       launch.form = CudaForm::Flat;
-      launch.block_x = 256;
+      launch.block_x = knobs_.flat_block > 0 ? knobs_.flat_block : 256;
       launch.work = k.outer_extent * (it.vec_items() + it.tail_items());
     } else {
       launch.form = CudaForm::Row;
-      launch.block_x = k.outer_extent == 1 ? 1024 : pow2_at_least(max_items, 32, 512);
+      launch.block_x = knobs_.row_threads > 0      ? knobs_.row_threads
+                       : k.outer_extent == 1 ? 1024
+                                             : pow2_at_least(max_items, 32, 512);
       launch.work = k.outer_extent;
     }
     // One row whose first nest is its only reduction: split over blocks (split_reduction.h).
@@ -863,7 +887,8 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       NestItems it = nest_items(k.nests[0]);
       if (reductions == 1) split = split_reduction_blocks(it.vec_items() + it.tail_items());
       if (split) {
-        launch.block_x = kSplitThreads;
+        if (knobs_.split_blocks > 0) split = knobs_.split_blocks;
+        launch.block_x = knobs_.split_threads > 0 ? knobs_.split_threads : kSplitThreads;
         launch.work = split;
       }
     }
@@ -874,10 +899,11 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     bool cached = false;
     if (launch.form == CudaForm::Row && k.outer_extent > 1 && row_cacheable(p, k)) {
       NestItems it = nest_items(k.nests[0]);
-      const int block = row_block_ > 0 ? row_block_ : pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers a thread
+      const int block = knobs_.row_block > 0 ? knobs_.row_block : pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers a thread
       if (kw.plan_cache(it, block, 64)) {
         cached = true;
         launch.block_x = block;
+        launch.register_rows = true;
         cu.tunable = true;
       }
     }

@@ -48,6 +48,11 @@ struct CudaLaunch {
   // this many bytes, its first 4 zeroed on the launch's stream, as the
   // kernel's last argument (one per launch: concurrent launches never share it).
   int64_t scratch_bytes = 0;
+  // Row form only: the rows live in registers (the block is CudaKnobs::row_block's).
+  bool register_rows = false;
+  // Column form only: neighbouring outputs per block row (block_x times the
+  // outputs per thread).
+  int column_width = 0;
 };
 
 struct CudaUnit {
@@ -58,18 +63,47 @@ struct CudaUnit {
   bool tunable = false;
 };
 
+// The launch choices the printer leaves to a tuner (Section 9.6). Each 0
+// means the printer's own choice, so CudaKnobs{} prints exactly what the
+// printer printed before the knobs existed; a knob applies to every kernel of
+// its form in the unit. A value the kernel cannot take throws ValueError.
+struct CudaKnobs {
+  // Register-row kernels: threads per block (a power of two in [32, 512]);
+  // the vector groups per thread follow (a row that no longer fits in
+  // registers at this size is printed as a plain row kernel).
+  int row_block = 0;
+  // Other row kernels (not split): threads per block, a power of two in
+  // [32, 1024] (default: the row's items rounded up, in [32, 512]; 1024 for
+  // a single row).
+  int row_threads = 0;
+  // Flat kernels: threads per block, a multiple of 32 up to 1024 (default 256).
+  int flat_block = 0;
+  // Column kernels: neighbouring outputs per block row W (8, 16, 32 or 64;
+  // default 32/16/8 by the number of outputs) and threads per block, a power
+  // of two in [64, 1024] (default kCudaColumnThreads).
+  int column_width = 0;
+  int column_threads = 0;
+  // Split reductions (split_reduction.h): blocks (1 to 4096; default
+  // split_reduction_blocks of the size) and threads per block (a power of two
+  // in [64, 1024]; default kSplitThreads). Only where the default splits.
+  int split_blocks = 0;
+  int split_threads = 0;
+  bool operator==(const CudaKnobs&) const = default;
+};
+
 class CudaPrinter final : public KernelPrinter {
  public:
   // row_block > 0: the threads per block of register-row kernels (a power of
   // two in [32, 512]) instead of the default (a quarter of the row's vector
-  // groups); the autotuner prints the candidates this way.
-  explicit CudaPrinter(int row_block = 0) : row_block_(row_block) {}
+  // groups); the default autotuner prints the candidates this way.
+  explicit CudaPrinter(int row_block = 0) { knobs_.row_block = row_block; }
+  explicit CudaPrinter(const CudaKnobs& knobs) : knobs_(knobs) {}
   const char* language() const override { return "cuda"; }
   PrintedUnit print(const ir::LoopProgram& program, const Schedule& schedule) const override;
   CudaUnit print_cuda(const ir::LoopProgram& program, const Schedule& schedule) const;
 
  private:
-  int row_block_ = 0;
+  CudaKnobs knobs_;
 };
 
 // Threads per block of the column form (X outputs x 1024/X rows).
