@@ -110,14 +110,18 @@ const char* kAdaptiveHelpers =
     "__device__ __forceinline__ long long tp_ws(long long o, long long n, long long in) { return (o * in) / n; }\n"
     "__device__ __forceinline__ long long tp_we(long long o, long long n, long long in) { return ((o + 1) * in + n - 1) / n; }\n";
 
+// Output i's plane and its adaptive window [h0, h1) x [w0, w1) of the input.
+constexpr const char* kAdaptiveWindow =
+    "    const long long ow = i % p.Wo, oh = (i / p.Wo) % p.Ho, pl = i / (p.Wo * p.Ho);\n"
+    "    const long long h0 = tp_ws(oh, p.Ho, p.H), h1 = tp_we(oh, p.Ho, p.H);\n"
+    "    const long long w0 = tp_ws(ow, p.Wo, p.W), w1 = tp_we(ow, p.Wo, p.W);\n";
+
 std::string adaptive_source(const std::string& name, DType dt) {
   std::string s = head(dt) + kAdaptiveHelpers;
   s += "extern \"C\" __global__ void " + name + "(const T* __restrict__ x, T* __restrict__ out, P p) {\n";
   s += "  const long long total = p.planes * p.Ho * p.Wo;\n";
   s += kLoop;
-  s += "    const long long ow = i % p.Wo, oh = (i / p.Wo) % p.Ho, pl = i / (p.Wo * p.Ho);\n";
-  s += "    const long long h0 = tp_ws(oh, p.Ho, p.H), h1 = tp_we(oh, p.Ho, p.H);\n";
-  s += "    const long long w0 = tp_ws(ow, p.Wo, p.W), w1 = tp_we(ow, p.Wo, p.W);\n";
+  s += kAdaptiveWindow;
   s += "    const T* xp = x + pl * p.H * p.W;\n";
   s += "    T acc = (T)0;\n";
   s += "    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += xp[h * p.W + w];\n";
@@ -137,9 +141,7 @@ std::string adaptive_warp_source(const std::string& name, DType dt) {
   s += "  const long long step = (long long)gridDim.x * blockDim.x / 32;\n";
   // Every lane of a warp has the same i, so the shuffles see full warps.
   s += "  for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; i < total; i += step) {\n";
-  s += "    const long long ow = i % p.Wo, oh = (i / p.Wo) % p.Ho, pl = i / (p.Wo * p.Ho);\n";
-  s += "    const long long h0 = tp_ws(oh, p.Ho, p.H), h1 = tp_we(oh, p.Ho, p.H);\n";
-  s += "    const long long w0 = tp_ws(ow, p.Wo, p.W), w1 = tp_we(ow, p.Wo, p.W);\n";
+  s += kAdaptiveWindow;
   s += "    const long long ww = w1 - w0, n = (h1 - h0) * ww;\n";
   s += "    const T* xp = x + pl * p.H * p.W;\n";
   s += "    T acc = (T)0;\n";

@@ -339,13 +339,21 @@ BuildResult CodeCache::load_or_build_units(const std::vector<std::string>& units
   });
 }
 
-std::string CodeCache::object_bytes(const std::string& unit, std::vector<std::string>* repairs) {
-  const std::string key = key_for_object(unit);
+CodeCache::EntryDir CodeCache::open_entry(const std::string& key, std::vector<std::string>* repairs) {
   const Root r = root();
   const std::string prefix_dir = r.path + "/" + key.substr(0, 2);
-  const std::string dir = prefix_dir + "/" + key;
+  EntryDir e;
+  e.path = prefix_dir + "/" + key;
   const fs::UniqueFd prefix_fd = fs::open_private_dir_at(r.fd->get(), key.substr(0, 2), prefix_dir, repairs);
-  const fs::UniqueFd key_fd = fs::open_private_dir_at(prefix_fd.get(), key, dir, repairs);
+  e.fd = fs::open_private_dir_at(prefix_fd.get(), key, e.path, repairs);
+  return e;
+}
+
+std::string CodeCache::object_bytes(const std::string& unit, std::vector<std::string>* repairs) {
+  const std::string key = key_for_object(unit);
+  const EntryDir entry = open_entry(key, repairs);
+  const std::string& dir = entry.path;
+  const fs::UniqueFd& key_fd = entry.fd;
   std::string problem;
   if (std::optional<std::string> bytes = verify_entry(key_fd.get(), key, "kernel.o", &problem)) return *bytes;
   fs::FileLockAt lock(key_fd.get(), "kernel.lock", dir + "/kernel.lock", repairs);
@@ -380,11 +388,9 @@ BuildResult CodeCache::load_or_build_with(const std::string& key, const Builder&
 std::shared_ptr<LoadedLibrary> CodeCache::load_or_build_on_disk(const Builder& build, BuildResult* result,
                                                                 std::vector<std::string>* repairs) {
   const std::string& key = result->key;
-  const Root r = root();
-  const std::string prefix_dir = r.path + "/" + key.substr(0, 2);
-  const std::string dir = prefix_dir + "/" + key;
-  const fs::UniqueFd prefix_fd = fs::open_private_dir_at(r.fd->get(), key.substr(0, 2), prefix_dir, repairs);
-  const fs::UniqueFd key_fd = fs::open_private_dir_at(prefix_fd.get(), key, dir, repairs);
+  const EntryDir entry = open_entry(key, repairs);
+  const std::string& dir = entry.path;
+  const fs::UniqueFd& key_fd = entry.fd;
 
   // The warm path takes no lock: files appear only by rename, and whatever
   // fails the checks is looked at again under the lock before any repair.

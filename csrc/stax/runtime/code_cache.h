@@ -122,6 +122,12 @@ class CodeCache {
   };
   CodeCache() = default;
   Root root();  // resolves (and warns about a fallback) on first use
+  // An entry's directory <root>/<key[0:2]>/<key>, created private if missing.
+  struct EntryDir {
+    std::string path;
+    fs::UniqueFd fd;
+  };
+  EntryDir open_entry(const std::string& key, std::vector<std::string>* repairs);
   // Builds an entry's artifact under its lock: (key_fd, dir, *seconds) -> the artifact's bytes.
   using Builder = std::function<std::string(int key_fd, const std::string& dir, double* seconds)>;
   BuildResult load_or_build_with(const std::string& key, const Builder& build);
