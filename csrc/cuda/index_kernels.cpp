@@ -11,6 +11,7 @@ namespace tp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxRank = 8;
 
 // Rows move as bits: the element type only fixes the width.
 const char* bits_ctype(size_t bytes) {
@@ -27,94 +28,208 @@ const char* index_ctype(DType d) {
   return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
 }
 
-struct RowParams {
-  long long outer, n, size, inner, allow_negative;
-};
-const char* kRowStruct = "struct P { long long outer, n, size, inner, allow_negative; };\n";
+// The status pair of one launch: [0] is set by the first bad index (a CAS, so
+// exactly one thread wins) and [1] holds that index's value for the message.
+const char* kBad =
+    "__device__ __forceinline__ void tp_bad(long long* bad, long long v) {\n"
+    "  if (atomicCAS((unsigned long long*)bad, 0ull, 1ull) == 0ull) bad[1] = v;\n}\n"
+    // The checked position of index value v along a dim of `size` (bad: recorded, 0 returned).
+    "__device__ __forceinline__ long long tp_pos(long long v, long long size, long long neg, long long* bad, "
+    "bool& ok) {\n"
+    "  const long long w = (neg && v < 0) ? v + size : v;\n"
+    "  ok = w >= 0 && w < size;\n"
+    "  if (!ok) { tp_bad(bad, v); return 0; }\n"
+    "  return w;\n}\n";
 
-// The checked position of index k along a dim of `size` (bad: flag set, 0 returned).
-const char* kPosition =
-    "__device__ __forceinline__ long long tp_pos(long long v, const P& p, int* bad, bool& ok) {\n"
-    "  if (p.allow_negative && v < 0) v += p.size;\n"
-    "  ok = v >= 0 && v < p.size;\n"
-    "  if (!ok) { *bad = 1; v = 0; }\n"
-    "  return v;\n}\n";
+// Accumulation (index_add, scatter_add, index_put with accumulate=True): E is
+// the stored type, C the type the addend is computed in, tp_ld reads an E as
+// C and tp_acc adds a C into memory atomically. 16-bit floats have no atomic
+// add before sm_90 (bf16) / sm_70 (f16) and NVRTC wheels may lack the headers,
+// so they take a compare-and-swap loop on the aligned 32-bit word holding the
+// element (the caching allocator rounds blocks to 512 bytes, so the word never
+// leaves the allocation), rounding the float sum to nearest even.
+const char* kAcc16 =
+    "typedef unsigned short E;\ntypedef float C;\n"
+    "__device__ __forceinline__ C tp_ld(E h) { return TP_TO_F(h); }\n"
+    "__device__ __forceinline__ void tp_acc(E* p, C v) {\n"
+    "  unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);\n"
+    "  const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;\n"
+    "  unsigned int old = *w, seen;\n"
+    "  do {\n"
+    "    seen = old;\n"
+    "    const unsigned int h = TP_FROM_F(TP_TO_F((E)(seen >> shift)) + v);\n"
+    "    old = atomicCAS(w, seen, (seen & ~(0xffffu << shift)) | (h << shift));\n"
+    "  } while (old != seen);\n}\n";
+
+std::string acc_prelude(DType dt) {
+  switch (dt) {
+    case DType::Float32:
+    case DType::Float64: {
+      const std::string t = float_ctype(dt);
+      return "typedef " + t + " E;\ntypedef " + t +
+             " C;\n#define TP_ALPHA(p) ((C)(p).alpha_f)\n"
+             "__device__ __forceinline__ C tp_ld(E x) { return x; }\n"
+             "__device__ __forceinline__ void tp_acc(E* p, C v) { atomicAdd(p, v); }\n";
+    }
+    case DType::Int32:
+      return "typedef int E;\ntypedef int C;\n#define TP_ALPHA(p) ((C)(p).alpha_i)\n"
+             "__device__ __forceinline__ C tp_ld(E x) { return x; }\n"
+             "__device__ __forceinline__ void tp_acc(E* p, C v) { atomicAdd(p, v); }\n";
+    case DType::Int64:  // two's complement: the unsigned add wraps like the signed one
+      return "typedef long long E;\ntypedef long long C;\n#define TP_ALPHA(p) ((C)(p).alpha_i)\n"
+             "__device__ __forceinline__ C tp_ld(E x) { return x; }\n"
+             "__device__ __forceinline__ void tp_acc(E* p, C v) {\n"
+             "  atomicAdd((unsigned long long*)p, (unsigned long long)v);\n}\n";
+    case DType::BFloat16:  // the top half of a float32
+      return std::string(
+                 "#define TP_ALPHA(p) ((float)(p).alpha_f)\n"
+                 "__device__ __forceinline__ float TP_TO_F(unsigned short h) { return __uint_as_float(((unsigned)h) "
+                 "<< 16); }\n"
+                 "__device__ __forceinline__ unsigned int TP_FROM_F(float f) {\n"
+                 "  const unsigned int u = __float_as_uint(f);\n"
+                 "  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;\n"
+                 "  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;\n}\n") +
+             kAcc16;
+    case DType::Float16:
+      return std::string(
+                 "#define TP_ALPHA(p) ((float)(p).alpha_f)\n"
+                 "__device__ __forceinline__ float TP_TO_F(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" "
+                 ": \"=f\"(f) : \"h\"(h)); return f; }\n"
+                 "__device__ __forceinline__ unsigned int TP_FROM_F(float f) { unsigned short h; "
+                 "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n") +
+             kAcc16;
+    default: return "";
+  }
+}
+bool can_accumulate(DType dt) { return !acc_prelude(dt).empty(); }
+
+// ---- row kernels: outer x n x inner items, n indices along the middle dim ----
+struct RowParams {
+  long long outer, n, size, inner, allow_negative, alpha_i;
+  double alpha_f;
+};
+const char* kRowStruct = "struct P { long long outer, n, size, inner, allow_negative, alpha_i; double alpha_f; };\n";
+const char* kRowLoop =
+    "  const long long total = p.outer * p.n * p.inner, step = (long long)gridDim.x * blockDim.x;\n"
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {\n"
+    "    const long long c = i % p.inner, r = i / p.inner, k = r % p.n, o = r / p.n;\n"
+    "    bool ok;\n    const long long v = tp_pos((long long)idx[k], p.size, p.allow_negative, bad, ok);\n";
 
 std::string gather_name(size_t bytes, DType idx) { return str("tp_index_rows_b", bytes, "_", dtype_name(idx)); }
-std::string scatter_name(DType dt, DType idx, bool acc) {
-  return str(acc ? "tp_index_put_add_" : "tp_index_put_b", acc ? dtype_name(dt) : std::to_string(itemsize(dt)), "_",
-             dtype_name(idx));
-}
+std::string put_name(size_t bytes, DType idx) { return str("tp_index_put_b", bytes, "_", dtype_name(idx)); }
+std::string add_name(DType dt, DType idx) { return str("tp_index_add_", dtype_name(dt), "_", dtype_name(idx)); }
 
-// out[o][k][c] = src[o][idx[k]][c] (src and out contiguous; outer x n x inner items).
+// out[o][k][c] = src[o][idx[k]][c] (src and out contiguous).
 std::string gather_source(const std::string& name, size_t bytes, DType idx) {
-  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct, kPosition);
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
   s += "extern \"C\" __global__ void " + name +
-       "(const E* __restrict__ src, const I* __restrict__ idx, E* __restrict__ out, int* bad, P p) {\n";
-  s += "  const long long total = p.outer * p.n * p.inner, step = (long long)gridDim.x * blockDim.x;\n";
-  s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {\n";
-  s += "    const long long c = i % p.inner, r = i / p.inner, k = r % p.n, o = r / p.n;\n";
-  s += "    bool ok;\n    const long long v = tp_pos((long long)idx[k], p, bad, ok);\n";
+       "(const E* __restrict__ src, const I* __restrict__ idx, E* __restrict__ out, long long* bad, P p) {\n";
+  s += kRowLoop;
   s += "    out[i] = ok ? src[(o * p.size + v) * p.inner + c] : (E)0;\n  }\n}\n";
   return s;
 }
 
-// out[idx[k]][c] (+)= val[k][c] (out and val contiguous; n x inner items).
-std::string scatter_source(const std::string& name, DType dt, DType idx, bool acc) {
-  std::string s = str("typedef ", acc ? float_ctype(dt) : bits_ctype(itemsize(dt)), " E;\ntypedef ", index_ctype(idx),
-                      " I;\n", kRowStruct, kPosition);
+// out[o][idx[k]][c] = val[o][k][c] (out and val contiguous).
+std::string put_source(const std::string& name, size_t bytes, DType idx) {
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
   s += "extern \"C\" __global__ void " + name +
-       "(E* __restrict__ out, const I* __restrict__ idx, const E* __restrict__ val, int* bad, P p) {\n";
-  s += "  const long long total = p.n * p.inner, step = (long long)gridDim.x * blockDim.x;\n";
-  s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {\n";
-  s += "    const long long c = i % p.inner, k = i / p.inner;\n";
-  s += "    bool ok;\n    const long long v = tp_pos((long long)idx[k], p, bad, ok);\n";
-  s += "    if (!ok) continue;\n";
-  s += acc ? "    atomicAdd(out + v * p.inner + c, val[i]);\n" : "    out[v * p.inner + c] = val[i];\n";
-  s += "  }\n}\n";
+       "(E* __restrict__ out, const I* __restrict__ idx, const E* __restrict__ val, long long* bad, P p) {\n";
+  s += kRowLoop;
+  s += "    if (ok) out[(o * p.size + v) * p.inner + c] = val[i];\n  }\n}\n";
   return s;
 }
 
-// gather: out[p] = x[p with p[dim] = idx[p]] (idx and out contiguous, x any strides; rank <= 8).
-struct GatherParams {
-  long long rank, dim, size, total;
-  long long sizes[8], xstrides[8];
-};
-std::string gather_dim_name(size_t bytes, DType idx) { return str("tp_gather_b", bytes, "_", dtype_name(idx)); }
-std::string gather_dim_source(const std::string& name, size_t bytes, DType idx) {
-  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n");
-  s += "struct G { long long rank, dim, size, total; long long sizes[8], xstrides[8]; };\n";
+// out[o][idx[k]][c] += alpha * val[o][k][c], atomically (repeated indices add up).
+std::string add_source(const std::string& name, DType dt, DType idx) {
+  std::string s = acc_prelude(dt) + str("typedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
   s += "extern \"C\" __global__ void " + name +
-       "(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ out, int* bad, G p) {\n";
-  s += "  const long long step = (long long)gridDim.x * blockDim.x;\n";
-  s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n";
-  s += "    long long v = (long long)idx[i];\n";
-  s += "    const bool ok = v >= 0 && v < p.size;\n";
-  s += "    if (!ok) { *bad = 1; v = 0; }\n";
-  s += "    long long rest = i, off = 0;\n";
-  s += "    for (int d = (int)p.rank - 1; d >= 0; --d) {\n";
-  s += "      const long long c = rest % p.sizes[d];\n      rest /= p.sizes[d];\n";
-  s += "      off += (d == p.dim ? v : c) * p.xstrides[d];\n    }\n";
+       "(E* __restrict__ out, const I* __restrict__ idx, const E* __restrict__ val, long long* bad, P p) {\n";
+  s += kRowLoop;
+  s += "    if (ok) tp_acc(out + (o * p.size + v) * p.inner + c, tp_ld(val[i]) * TP_ALPHA(p));\n  }\n}\n";
+  return s;
+}
+
+// ---- dim-wise kernels over the elements of an index of x's rank (<= 8) ----
+// gather: out[e] = x[e with e[dim] = idx[e]]; scatter: dst[e with e[dim] =
+// idx[e]] (+)= src[e]. idx and out contiguous; x, dst and src any strides (a
+// 0-d src, a fill value, has stride 0 everywhere).
+struct DimParams {
+  long long rank, dim, size, total;
+  long long sizes[kMaxRank], xstrides[kMaxRank], sstrides[kMaxRank];
+};
+const char* kDimStruct =
+    "struct G { long long rank, dim, size, total; long long sizes[8], xstrides[8], sstrides[8]; };\n";
+const char* kDimLoop =
+    "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
+    "    bool ok;\n    const long long v = tp_pos((long long)idx[i], p.size, 0, bad, ok);\n"
+    "    long long rest = i, off = 0, soff = 0;\n"
+    "    for (int d = (int)p.rank - 1; d >= 0; --d) {\n"
+    "      const long long c = rest % p.sizes[d];\n      rest /= p.sizes[d];\n"
+    "      off += (d == p.dim ? v : c) * p.xstrides[d];\n      soff += c * p.sstrides[d];\n    }\n";
+
+std::string gather_dim_name(size_t bytes, DType idx) { return str("tp_gather_b", bytes, "_", dtype_name(idx)); }
+std::string scatter_name(size_t bytes, DType idx) { return str("tp_scatter_b", bytes, "_", dtype_name(idx)); }
+std::string scatter_add_name(DType dt, DType idx) {
+  return str("tp_scatter_add_", dtype_name(dt), "_", dtype_name(idx));
+}
+
+std::string gather_dim_source(const std::string& name, size_t bytes, DType idx) {
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kDimStruct, kBad);
+  s += "extern \"C\" __global__ void " + name +
+       "(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ out, long long* bad, G p) {\n";
+  s += kDimLoop;
   s += "    out[i] = ok ? x[off] : (E)0;\n  }\n}\n";
   return s;
 }
 
+std::string scatter_source(const std::string& name, const std::string& prelude, bool add, DType idx) {
+  std::string s = prelude + str("typedef ", index_ctype(idx), " I;\n", kDimStruct, kBad);
+  s += "extern \"C\" __global__ void " + name +
+       "(E* __restrict__ dst, const I* __restrict__ idx, const E* __restrict__ src, long long* bad, G p) {\n";
+  s += kDimLoop;
+  s += add ? "    if (ok) tp_acc(dst + off, tp_ld(src[soff]));\n  }\n}\n" : "    if (ok) dst[off] = src[soff];\n  }\n}\n";
+  return s;
+}
+std::string scatter_bits_source(const std::string& name, size_t bytes, DType idx) {
+  return scatter_source(name, str("typedef ", bits_ctype(bytes), " E;\n"), false, idx);
+}
+std::string scatter_add_source(const std::string& name, DType dt, DType idx) {
+  return scatter_source(name, acc_prelude(dt), true, idx);
+}
+
+// ---- host side ----
 Tensor contiguous_on_device(const Tensor& t) {
   static const OpDef& clone = get_op("clone");
   return t.is_contiguous() ? t : run_kernel(clone, {t}, {})[0];
 }
 
-// A zeroed device flag, and the check that raises once the kernel has run.
+// A copy of self for an out-of-place operator's result, contiguous.
+Tensor contiguous_clone(const Tensor& self) {
+  static const OpDef& clone = get_op("clone");
+  return contiguous_on_device(run_kernel(clone, {self}, {})[0]);
+}
+
+// A zeroed status pair on the device, and the check that raises (as the CPU
+// does, naming the operator, the index and the size) once the kernel has run:
+// the read-back synchronizes, the price of eager's checked indices.
 Tensor new_flag(int dev) {
-  Tensor f = empty({1}, DType::Int32, dev);
+  Tensor f = empty({2}, DType::Int64, dev);
   activate(dev);
-  check(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(f.data()), 0, 4, current_stream(dev)), "index flag");
+  check(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(f.data()), 0, 16, current_stream(dev)), "index flag");
   return f;
 }
-void raise_if_bad(const Tensor& flag, const std::string& op, int64_t dim, int64_t size, const Tensor& where) {
-  if (to_cpu(flag).data_as<int32_t>()[0] != 0)
-    throw IndexError(str(op, ": index out of range for dimension ", dim, " with size ", size, " (indices on ",
-                         where.device().str(), ")"));
+void raise_if_bad(const Tensor& flag, const std::string& op, int64_t dim, int64_t size) {
+  const Tensor h = to_cpu(flag);
+  const int64_t* v = h.data_as<int64_t>();
+  if (v[0] != 0)
+    throw IndexError(str(op, ": index ", v[1], " is out of bounds for dimension ", dim, " with size ", size));
+}
+
+void launch_checked(int dev, const std::string& kernel, const std::string& source, int64_t total, void** args,
+                    const Tensor& flag, const std::string& op, int64_t dim, int64_t size) {
+  launch_generated(dev, kernel, source, grid_1d(total, kThreads), kThreads, args);
+  raise_if_bad(flag, op, dim, size);
 }
 
 bool same_device(const std::vector<Tensor>& in, int dev) {
@@ -123,14 +238,43 @@ bool same_device(const std::vector<Tensor>& in, int dev) {
   return true;
 }
 
-// outer x [index count] x inner rows of a contiguous source along `dim`.
+// An index tensor on self's device: advanced indexing takes host indices too,
+// as PyTorch does (x[[0, 2]] builds a CPU tensor), and uploads them.
+Tensor index_on(const Tensor& index, int dev) {
+  if (index.device().kind == Device::Kind::CPU) return to_device(index, dev);
+  return index.device().index == dev ? contiguous_on_device(index) : Tensor();
+}
+
+// A 0-d value (a wrapped Python number or a fill value) as a 0-d tensor of
+// `dt` on the device; a larger value must already have `dt` (else undefined).
+Tensor value_on(const Tensor& v, DType dt, int dev) {
+  if (v.dim() == 0 && (v.dtype() != dt || v.device().kind == Device::Kind::CPU)) {
+    const Scalar s = v.device().kind == Device::Kind::CPU ? v.item() : to_cpu(v).item();
+    return to_device(Tensor::scalar_tensor(s, dt), dev);
+  }
+  if (v.dtype() != dt || v.device().kind != Device::Kind::CUDA || v.device().index != dev) return Tensor();
+  return v;
+}
+
+void set_alpha(RowParams& p, const Scalar& alpha) {
+  p.alpha_f = alpha.to_double();
+  p.alpha_i = alpha.is_float() ? static_cast<long long>(alpha.to_double()) : alpha.to<int64_t>();
+}
+
+// outer x n x inner: the sizes around dim `dim` of `sizes`.
+RowParams row_params(const Shape& sizes, int64_t dim, int64_t n, bool allow_negative) {
+  RowParams p{1, n, sizes.empty() ? 1 : sizes[static_cast<size_t>(dim)], 1, allow_negative ? 1 : 0, 1, 1.0};
+  for (int64_t d = 0; d < dim; ++d) p.outer *= sizes[static_cast<size_t>(d)];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); ++d) p.inner *= sizes[static_cast<size_t>(d)];
+  return p;
+}
+
+// outer x [index count] x inner rows of a source along `dim`.
 Tensor gather_rows(const Tensor& src, int64_t dim, const Tensor& index, const Shape& out_sizes, bool allow_negative,
                    const std::string& op) {
   const int dev = src.device().index;
   Tensor s = contiguous_on_device(src), idx = contiguous_on_device(index);
-  RowParams p{1, idx.numel(), src.dim() ? src.sizes()[static_cast<size_t>(dim)] : 1, 1, allow_negative ? 1 : 0};
-  for (int64_t d = 0; d < dim; ++d) p.outer *= src.sizes()[static_cast<size_t>(d)];
-  for (int64_t d = dim + 1; d < src.dim(); ++d) p.inner *= src.sizes()[static_cast<size_t>(d)];
+  RowParams p = row_params(src.sizes(), dim, idx.numel(), allow_negative);
   Tensor out = empty(out_sizes, src.dtype(), dev);
   const int64_t total = p.outer * p.n * p.inner;
   if (total == 0) return out;
@@ -139,9 +283,114 @@ Tensor gather_rows(const Tensor& src, int64_t dim, const Tensor& index, const Sh
   void* args[] = {&ps, &pi, &po, &pf, &p};
   const size_t bytes = itemsize(src.dtype());
   const std::string k = gather_name(bytes, idx.dtype());
-  launch_generated(dev, k, gather_source(k, bytes, idx.dtype()), grid_1d(total, kThreads), kThreads, args);
-  raise_if_bad(flag, op, dim, p.size, index);
+  launch_checked(dev, k, gather_source(k, bytes, idx.dtype()), total, args, flag, op, dim, p.size);
   return out;
+}
+
+// The one defined index tensor among entries [begin, end) of `in` (the others
+// are whole dims), as its position; -1 when there is not exactly one.
+int64_t single_index(const std::vector<Tensor>& in, size_t begin, size_t end) {
+  int64_t at = -1;
+  for (size_t i = begin; i < end; ++i) {
+    if (!in[i].defined()) continue;
+    if (at >= 0 || !index_ctype(in[i].dtype())) return -1;
+    at = static_cast<int64_t>(i - begin);
+  }
+  return at;
+}
+
+// index_add(_) and index_put(_) with one index tensor: alpha * values added
+// (accumulate) or written into the rows of a contiguous target along `dim`.
+void put_rows(const Tensor& target, int64_t dim, const Tensor& idx, const Tensor& val, bool accumulate,
+              bool allow_negative, const Scalar& alpha, const std::string& op) {
+  const int dev = target.device().index;
+  RowParams p = row_params(target.dim() ? target.sizes() : Shape{1}, dim, idx.numel(), allow_negative);
+  set_alpha(p, alpha);
+  const int64_t total = p.outer * p.n * p.inner;
+  if (total == 0) return;
+  Tensor flag = new_flag(dev);
+  void *pt = target.data(), *pi = idx.data(), *pv = val.data(), *pf = flag.data();
+  void* args[] = {&pt, &pi, &pv, &pf, &p};
+  const DType dt = target.dtype();
+  if (accumulate) {
+    const std::string k = add_name(dt, idx.dtype());
+    launch_checked(dev, k, add_source(k, dt, idx.dtype()), total, args, flag, op, dim, p.size);
+  } else {
+    const std::string k = put_name(itemsize(dt), idx.dtype());
+    launch_checked(dev, k, put_source(k, itemsize(dt), idx.dtype()), total, args, flag, op, dim, p.size);
+  }
+}
+
+// Sizes and strides as the dim-wise kernels read them (a 0-d tensor as [1]).
+void fill_dims(long long* dst, const Shape& v, long long zero_d) {
+  if (v.empty()) dst[0] = zero_d;
+  for (size_t d = 0; d < v.size(); ++d) dst[d] = v[d];
+}
+
+bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs& attrs,
+            const std::vector<TensorMeta>& out_meta, bool inplace, std::vector<Tensor>& out) {
+  const Tensor &x = in[0], &index = in[1];
+  const DType dt = x.dtype();
+  if (!index_ctype(index.dtype()) || !bits_ctype(itemsize(dt)) || x.dim() > kMaxRank) return false;
+  const int dev = x.device().index;
+  if (!same_device({x, index}, dev)) return false;
+  const int64_t rank = std::max<int64_t>(x.dim(), 1);
+  if (index.numel() > 0 && std::max<int64_t>(index.dim(), 1) != rank) return false;
+  int64_t dim = attrs.get_int("dim");
+  if (dim < 0) dim += rank;
+  const bool gather = name == "gather";
+  bool add = name.rfind("scatter_add", 0) == 0;
+  if (!gather && !add && attrs.has("reduce") && !attrs.is_none("reduce")) {
+    const std::string& r = attrs.get_str("reduce");
+    if (r != "add" && r != "sum") return false;  // multiply: no kernel
+    add = true;
+  }
+  if (add && !can_accumulate(dt)) return false;
+  // The source: gather reads x; scatter writes into a copy of x (or x itself) from src.
+  Tensor dst, src;
+  if (gather) {
+    dst = empty(out_meta[0].sizes, dt, dev);
+    src = x;
+  } else {
+    src = in.size() > 2 ? value_on(in[2], dt, dev)
+                        : to_device(Tensor::scalar_tensor(attrs.get_scalar("value"), dt), dev);
+    if (!src.defined()) return false;
+    dst = inplace ? x : contiguous_clone(x);
+  }
+  Tensor idx = contiguous_on_device(index);
+  DimParams p{};
+  p.rank = rank;
+  p.dim = dim;
+  p.size = x.dim() ? x.sizes()[static_cast<size_t>(dim)] : 1;
+  p.total = idx.numel();
+  fill_dims(p.sizes, idx.sizes(), 1);
+  const Tensor& moved = gather ? x : dst;  // the tensor addressed through idx
+  fill_dims(p.xstrides, moved.strides(), 1);
+  if (!gather) fill_dims(p.sstrides, src.dim() ? src.strides() : Shape(static_cast<size_t>(rank), 0), 0);
+  if (p.total > 0) {
+    Tensor flag = new_flag(dev);
+    void *pa = gather ? x.data() : dst.data(), *pi = idx.data(), *pb = gather ? dst.data() : src.data(),
+         *pf = flag.data();
+    void* args[] = {&pa, &pi, &pb, &pf, &p};
+    const size_t bytes = itemsize(dt);
+    const DType it = idx.dtype();
+    std::string k, source;
+    if (gather) {
+      k = gather_dim_name(bytes, it);
+      source = gather_dim_source(k, bytes, it);
+    } else if (add) {
+      k = scatter_add_name(dt, it);
+      source = scatter_add_source(k, dt, it);
+    } else {
+      k = scatter_name(bytes, it);
+      source = scatter_bits_source(k, bytes, it);
+    }
+    const size_t dot = name.find('.');
+    launch_checked(dev, k, source, p.total, args, flag, dot == std::string::npos ? name : name.substr(0, dot), dim,
+                   p.size);
+  }
+  out = {dst};
+  return true;
 }
 
 }  // namespace
@@ -149,6 +398,7 @@ Tensor gather_rows(const Tensor& src, int64_t dim, const Tensor& index, const Sh
 bool index_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                   const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
+  const bool inplace = op.has(kInplace);
   if (name == "embedding") {  // (indices, weight): rows of weight
     const Tensor &idx = in[0], &w = in[1];
     if (!index_ctype(idx.dtype()) || !bits_ctype(itemsize(w.dtype())) || w.dim() != 2 || !attrs.is_none("max_norm"))
@@ -166,70 +416,56 @@ bool index_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& a
     out = {gather_rows(x, x.dim() ? dim : 0, idx, out_meta[0].sizes, false, name)};
     return true;
   }
-  if (name == "gather") {  // (self, index), dim; index of self's rank, no larger along the other dims
-    const Tensor &x = in[0], &index = in[1];
-    if (!index_ctype(index.dtype()) || !bits_ctype(itemsize(x.dtype())) || x.dim() > 8 || x.dim() == 0 ||
-        index.dim() != x.dim())
+  if (name == "index") {  // (self, entries...): one index tensor at entry d, whole dims elsewhere
+    const Tensor& x = in[0];
+    const int64_t d = single_index(in, 1, in.size());
+    if (d < 0 || x.dim() == 0 || !bits_ctype(itemsize(x.dtype())) || x.device().kind != Device::Kind::CUDA)
       return false;
-    const int dev = x.device().index;
-    if (!same_device(in, dev)) return false;
-    int64_t dim = attrs.get_int("dim");
-    if (dim < 0) dim += x.dim();
-    Tensor idx = contiguous_on_device(index);
-    Tensor o = empty(out_meta[0].sizes, x.dtype(), dev);
-    GatherParams p{};
-    p.rank = x.dim();
-    p.dim = dim;
-    p.size = x.sizes()[static_cast<size_t>(dim)];
-    p.total = idx.numel();
-    for (int64_t d = 0; d < x.dim(); ++d) {
-      p.sizes[d] = idx.sizes()[static_cast<size_t>(d)];
-      p.xstrides[d] = x.strides()[static_cast<size_t>(d)];
-    }
-    if (p.total > 0) {
-      Tensor flag = new_flag(dev);
-      void *px = x.data(), *pi = idx.data(), *po = o.data(), *pf = flag.data();
-      void* args[] = {&px, &pi, &po, &pf, &p};
-      const size_t bytes = itemsize(x.dtype());
-      const std::string k = gather_dim_name(bytes, idx.dtype());
-      launch_generated(dev, k, gather_dim_source(k, bytes, idx.dtype()), grid_1d(p.total, kThreads), kThreads, args);
-      raise_if_bad(flag, name, dim, p.size, index);
-    }
-    out = {o};
+    Tensor idx = index_on(in[static_cast<size_t>(d) + 1], x.device().index);
+    if (!idx.defined()) return false;
+    out = {gather_rows(x, d, idx, out_meta[0].sizes, /*allow_negative=*/true, name)};
     return true;
   }
-  if (name == "index_put" || name == "index_put_") {  // (self, one index tensor on dim 0, values)
-    if (in.size() != 3 || !in[1].defined() || !index_ctype(in[1].dtype())) return false;
+  if (name == "index_add" || name == "index_add_") {  // (self, index, source), dim, alpha
     const Tensor &self = in[0], &index = in[1];
+    const DType dt = self.dtype();
+    if (!index_ctype(index.dtype()) || index.dim() > 1 || !can_accumulate(dt) || in[2].dtype() != dt) return false;
+    const int dev = self.device().index;
+    if (!same_device(in, dev) || (inplace && !self.is_contiguous())) return false;  // else: out-of-place, copied in
+    int64_t dim = attrs.get_int("dim");
+    if (dim < 0) dim += std::max<int64_t>(self.dim(), 1);
+    Tensor target = inplace ? self : contiguous_clone(self);
+    put_rows(target, self.dim() ? dim : 0, contiguous_on_device(index), contiguous_on_device(in[2]), true,
+             /*allow_negative=*/false, attrs.get_scalar("alpha"), name);
+    out = {target};
+    return true;
+  }
+  if (name.rfind("scatter", 0) == 0 && name.rfind("scatter_reduce", 0) != 0) return dim_op(name, in, attrs, out_meta, inplace, out);
+  if (name == "gather") {  // (self, index), dim; index of self's rank, no larger along the other dims
+    if (in[0].dim() == 0) return false;
+    return dim_op(name, in, attrs, out_meta, false, out);
+  }
+  if (name == "index_put" || name == "index_put_") {  // (self, entries..., values): one index tensor
+    if (in.size() < 3) return false;
+    const Tensor& self = in[0];
+    const int64_t d = single_index(in, 1, in.size() - 1);
     const bool acc = attrs.get_or<bool>("accumulate", false);
     const DType dt = self.dtype();
-    if (self.dim() == 0 || in[2].dtype() != dt || !bits_ctype(itemsize(dt))) return false;
-    if (acc && dt != DType::Float32 && dt != DType::Float64) return false;
+    if (d < 0 || self.dim() == 0 || !bits_ctype(itemsize(dt)) || (acc && !can_accumulate(dt))) return false;
     const int dev = self.device().index;
-    if (!same_device(in, dev)) return false;
-    const bool inplace = op.has(kInplace);
-    if (inplace && !self.is_contiguous()) return false;
-    static const OpDef& clone = get_op("clone");
+    if (self.device().kind != Device::Kind::CUDA || (inplace && !self.is_contiguous())) return false;
+    Tensor idx = index_on(in[static_cast<size_t>(d) + 1], dev);
+    Tensor values = value_on(in.back(), dt, dev);
+    if (!idx.defined() || !values.defined()) return false;
     static const OpDef& expand = get_op("expand");
-    Tensor target = inplace ? self : run_kernel(clone, {self}, {})[0];
-    if (!target.is_contiguous()) target = contiguous_on_device(target);
-    Tensor idx = contiguous_on_device(index);
-    // values broadcast to the indexing result [index dims..., self dims 1...]
-    Shape vs = idx.sizes();
-    for (int64_t d = 1; d < self.dim(); ++d) vs.push_back(self.sizes()[static_cast<size_t>(d)]);
-    Tensor val = contiguous_on_device(run_kernel(expand, {in[2]}, {{"size", vs}})[0]);
-    RowParams p{1, idx.numel(), self.sizes()[0], 1, 1};
-    for (int64_t d = 1; d < self.dim(); ++d) p.inner *= self.sizes()[static_cast<size_t>(d)];
-    if (p.n * p.inner > 0) {
-      Tensor flag = new_flag(dev);
-      void *pt = target.data(), *pi = idx.data(), *pv = val.data(), *pf = flag.data();
-      void* args[] = {&pt, &pi, &pv, &pf, &p};
-      const std::string k = scatter_name(dt, idx.dtype(), acc);
-      launch_generated(dev, k, scatter_source(k, dt, idx.dtype(), acc), grid_1d(p.n * p.inner, kThreads), kThreads,
-                       args);
-      raise_if_bad(flag, name, 0, p.size, index);
-    }
-    out = {inplace ? self : target};
+    Tensor target = inplace ? self : contiguous_clone(self);
+    // values broadcast to the indexing result: self's sizes with dim d replaced by the index's
+    Shape vs(self.sizes().begin(), self.sizes().begin() + d);
+    for (int64_t s : idx.sizes()) vs.push_back(s);
+    for (int64_t k = d + 1; k < self.dim(); ++k) vs.push_back(self.sizes()[static_cast<size_t>(k)]);
+    Tensor val = contiguous_on_device(run_kernel(expand, {values}, {{"size", vs}})[0]);
+    put_rows(target, d, idx, val, acc, /*allow_negative=*/true, Scalar(int64_t{1}), name);
+    out = {target};
     return true;
   }
   return false;
@@ -239,18 +475,15 @@ std::vector<std::pair<std::string, std::string>> index_kernel_sources() {
   std::vector<std::pair<std::string, std::string>> v;
   for (DType idx : {DType::Int64, DType::Int32}) {
     for (size_t bytes : {1, 2, 4, 8}) {
-      const std::string g = gather_name(bytes, idx);
-      v.emplace_back(g, gather_source(g, bytes, idx));
-      const std::string gd = gather_dim_name(bytes, idx);
-      v.emplace_back(gd, gather_dim_source(gd, bytes, idx));
+      for (auto [n, s] : {std::pair{gather_name(bytes, idx), &gather_source}, std::pair{put_name(bytes, idx), &put_source},
+                          std::pair{gather_dim_name(bytes, idx), &gather_dim_source},
+                          std::pair{scatter_name(bytes, idx), &scatter_bits_source}})
+        v.emplace_back(n, s(n, bytes, idx));
     }
-    for (DType dt : {DType::Float32, DType::Float64}) {
-      const std::string a = scatter_name(dt, idx, true);
-      v.emplace_back(a, scatter_source(a, dt, idx, true));
-    }
-    for (DType dt : {DType::Bool, DType::Float16, DType::Float32, DType::Int64}) {
-      const std::string s = scatter_name(dt, idx, false);
-      v.emplace_back(s, scatter_source(s, dt, idx, false));
+    for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64}) {
+      const std::string a = add_name(dt, idx), b = scatter_add_name(dt, idx);
+      v.emplace_back(a, add_source(a, dt, idx));
+      v.emplace_back(b, scatter_add_source(b, dt, idx));
     }
   }
   return v;

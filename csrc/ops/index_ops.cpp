@@ -290,6 +290,17 @@ Tensor dense_values(const Tensor& self, const Tensor& values, const AdvGeom& g, 
 }
 
 // ---- index ----
+// Zeros of `sizes` and `dtype` for a gradient that starts from zeros. A device
+// gradient cannot take the C++ factories' zeros (they build on the host): its
+// zeros are where(true, 0, like) on like's device, an operator of `like` (so a
+// joint-graph trace records it, as in embedding_backward), of like's numel.
+Tensor grad_zeros(const Tensor& like, const Shape& sizes, DType dtype) {
+  if (like.device().kind == Device::Kind::CPU) return ops::zeros(sizes, dtype);
+  Tensor z = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), like);
+  if (z.sizes() != sizes) z = ops::reshape(z, sizes);
+  return ops::to_dtype(z, dtype);
+}
+
 std::vector<TensorMeta> index_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
   std::vector<TensorMeta> idx(in.begin() + 1, in.end());
   AdvGeom g = adv_geom(in[0].sizes, idx, op.name);
@@ -311,7 +322,7 @@ std::vector<Tensor> index_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return grads;
   std::vector<Tensor> idx(a.inputs.begin() + 1, a.inputs.end());
-  grads[0] = ops::index_put(ops::zeros(a.inputs[0].sizes(), g.dtype()), idx, g, /*accumulate=*/true);
+  grads[0] = ops::index_put(grad_zeros(a.inputs[0], a.inputs[0].sizes(), g.dtype()), idx, g, /*accumulate=*/true);
   return grads;
 }
 
@@ -418,7 +429,7 @@ std::vector<Tensor> index_select_backward(const BackwardArgs& a) {
   if (!g.defined() || !a.needs_grad[0]) return {Tensor(), Tensor()};
   const Tensor& x = a.inputs[0];
   Tensor src = x.dim() == 0 ? ops::reshape(g, {-1}) : g;
-  Tensor z = ops::zeros(x.dim() == 0 ? Shape{1} : x.sizes(), g.dtype());
+  Tensor z = grad_zeros(x, x.dim() == 0 ? Shape{1} : x.sizes(), g.dtype());
   Tensor r = ops::index_add(z, a.attrs.get_int("dim"), ops::reshape(a.inputs[1], {-1}), src);
   return {x.dim() == 0 ? ops::reshape(r, {}) : r, Tensor()};
 }
@@ -545,7 +556,8 @@ std::vector<Tensor> gather_cpu(const OpDef& op, const std::vector<Tensor>& in, c
 std::vector<Tensor> gather_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor(), Tensor()};
-  return {ops::scatter_add(ops::zeros(a.inputs[0].sizes(), g.dtype()), a.attrs.get_int("dim"), a.inputs[1], g),
+  const Tensor& x = a.inputs[0];
+  return {ops::scatter_add(grad_zeros(x, x.sizes(), g.dtype()), a.attrs.get_int("dim"), a.inputs[1], g),
           Tensor()};
 }
 
