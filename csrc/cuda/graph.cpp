@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/device_status.h"
 #include "cuda/stream.h"
 
 namespace tp::cuda {
@@ -59,6 +60,7 @@ void Graph::end_capture() {
   TP_CHECK(capturing_, Error, "CUDAGraph.capture_end: no capture in progress");
   CUgraph g = nullptr;
   const CUresult r = driver().cuStreamEndCapture(stream_, &g);
+  status_ = take_capture_status();
   restore();
   check(r, "cuStreamEndCapture");
   size_t n = 0;
@@ -74,6 +76,7 @@ void Graph::abort_capture() noexcept {
   CUgraph g = nullptr;
   driver().cuStreamEndCapture(stream_, &g);
   if (g) driver().cuGraphDestroy(g);
+  take_capture_status();
   restore();
 }
 
@@ -81,6 +84,7 @@ void Graph::replay() {
   TP_CHECK(exec_, Error, "CUDAGraph.replay: the graph has not been captured");
   activate(device_);
   check(driver().cuGraphLaunch(exec_, current_stream(device_)), "cuGraphLaunch");
+  if (status_.defined()) raise_if_recorded(status_);
 }
 
 }  // namespace tp::cuda

@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 
+#include "core/tensor.h"
 #include "cuda/allocator.h"
 #include "cuda/driver.h"
 
@@ -28,6 +29,8 @@ class Graph {
   // Ends a capture that failed (restores the thread's stream and pool; the
   // partial graph is discarded). Never throws.
   void abort_capture() noexcept;
+  // Launches the graph; a checked index kernel in it that met a bad index
+  // raises IndexError here (its status is read back: cuda/device_status.h).
   void replay();
   bool captured() const { return exec_ != nullptr; }
   bool capturing() const { return capturing_; }
@@ -44,6 +47,7 @@ class Graph {
   CUstream prev_ = nullptr;    // the caller's stream during capture
   CUgraphExec exec_ = nullptr;
   size_t nodes_ = 0;
+  Tensor status_;  // the checked index kernels' device status (undefined: none recorded)
   bool capturing_ = false;
 };
 

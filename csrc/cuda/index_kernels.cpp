@@ -1,6 +1,9 @@
 #include "cuda/index_kernels.h"
 
+#include <cstring>
+
 #include "cuda/copy.h"
+#include "cuda/device_status.h"
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_kernels.h"
@@ -28,17 +31,18 @@ const char* index_ctype(DType d) {
   return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
 }
 
-// The status pair of one launch: [0] is set by the first bad index (a CAS, so
-// exactly one thread wins) and [1] holds that index's value for the message.
+// The device status (cuda/device_status.h): [0] is set by the first bad
+// index (a CAS, so exactly one thread wins), [1] holds its value and [2] the
+// launch's site tag (operator, dim, size) for the message.
 const char* kBad =
-    "__device__ __forceinline__ void tp_bad(long long* bad, long long v) {\n"
-    "  if (atomicCAS((unsigned long long*)bad, 0ull, 1ull) == 0ull) bad[1] = v;\n}\n"
+    "__device__ __forceinline__ void tp_bad(long long* bad, long long v, long long tag) {\n"
+    "  if (atomicCAS((unsigned long long*)bad, 0ull, 1ull) == 0ull) { bad[1] = v; bad[2] = tag; }\n}\n"
     // The checked position of index value v along a dim of `size` (bad: recorded, 0 returned).
     "__device__ __forceinline__ long long tp_pos(long long v, long long size, long long neg, long long* bad, "
-    "bool& ok) {\n"
+    "long long tag, bool& ok) {\n"
     "  const long long w = (neg && v < 0) ? v + size : v;\n"
     "  ok = w >= 0 && w < size;\n"
-    "  if (!ok) { tp_bad(bad, v); return 0; }\n"
+    "  if (!ok) { tp_bad(bad, v, tag); return 0; }\n"
     "  return w;\n}\n";
 
 // Accumulation (index_add, scatter_add, index_put with accumulate=True): E is
@@ -107,13 +111,15 @@ bool can_accumulate(DType dt) { return !acc_prelude(dt).empty(); }
 struct RowParams {
   long long outer, n, size, inner, allow_negative, alpha_i;
   double alpha_f;
+  long long tag;
 };
-const char* kRowStruct = "struct P { long long outer, n, size, inner, allow_negative, alpha_i; double alpha_f; };\n";
+const char* kRowStruct =
+    "struct P { long long outer, n, size, inner, allow_negative, alpha_i; double alpha_f; long long tag; };\n";
 const char* kRowLoop =
     "  const long long total = p.outer * p.n * p.inner, step = (long long)gridDim.x * blockDim.x;\n"
     "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {\n"
     "    const long long c = i % p.inner, r = i / p.inner, k = r % p.n, o = r / p.n;\n"
-    "    bool ok;\n    const long long v = tp_pos((long long)idx[k], p.size, p.allow_negative, bad, ok);\n";
+    "    bool ok;\n    const long long v = tp_pos((long long)idx[k], p.size, p.allow_negative, bad, p.tag, ok);\n";
 
 std::string gather_name(size_t bytes, DType idx) { return str("tp_index_rows_b", bytes, "_", dtype_name(idx)); }
 std::string put_name(size_t bytes, DType idx) { return str("tp_index_put_b", bytes, "_", dtype_name(idx)); }
@@ -154,15 +160,15 @@ std::string add_source(const std::string& name, DType dt, DType idx) {
 // idx[e]] (+)= src[e]. idx and out contiguous; x, dst and src any strides (a
 // 0-d src, a fill value, has stride 0 everywhere).
 struct DimParams {
-  long long rank, dim, size, total;
+  long long rank, dim, size, total, tag;
   long long sizes[kMaxRank], xstrides[kMaxRank], sstrides[kMaxRank];
 };
 const char* kDimStruct =
-    "struct G { long long rank, dim, size, total; long long sizes[8], xstrides[8], sstrides[8]; };\n";
+    "struct G { long long rank, dim, size, total, tag; long long sizes[8], xstrides[8], sstrides[8]; };\n";
 const char* kDimLoop =
     "  const long long step = (long long)gridDim.x * blockDim.x;\n"
     "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
-    "    bool ok;\n    const long long v = tp_pos((long long)idx[i], p.size, 0, bad, ok);\n"
+    "    bool ok;\n    const long long v = tp_pos((long long)idx[i], p.size, 0, bad, p.tag, ok);\n"
     "    long long rest = i, off = 0, soff = 0;\n"
     "    for (int d = (int)p.rank - 1; d >= 0; --d) {\n"
     "      const long long c = rest % p.sizes[d];\n      rest /= p.sizes[d];\n"
@@ -204,32 +210,23 @@ Tensor contiguous_on_device(const Tensor& t) {
   return t.is_contiguous() ? t : run_kernel(clone, {t}, {})[0];
 }
 
-// A copy of self for an out-of-place operator's result, contiguous.
+// A contiguous copy of self for an out-of-place operator's result (a
+// contiguous self of any dtype moves as bytes: no elementwise kernel needed).
 Tensor contiguous_clone(const Tensor& self) {
   static const OpDef& clone = get_op("clone");
-  return contiguous_on_device(run_kernel(clone, {self}, {})[0]);
+  if (!self.is_contiguous()) return contiguous_on_device(run_kernel(clone, {self}, {})[0]);
+  Tensor r = empty(self.sizes(), self.dtype(), self.device().index);
+  if (r.numel() > 0) copy_device_to_device(r, self);
+  return r;
 }
 
-// A zeroed status pair on the device, and the check that raises (as the CPU
-// does, naming the operator, the index and the size) once the kernel has run:
-// the read-back synchronizes, the price of eager's checked indices.
-Tensor new_flag(int dev) {
-  Tensor f = empty({2}, DType::Int64, dev);
-  activate(dev);
-  check(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(f.data()), 0, 16, current_stream(dev)), "index flag");
-  return f;
-}
-void raise_if_bad(const Tensor& flag, const std::string& op, int64_t dim, int64_t size) {
-  const Tensor h = to_cpu(flag);
-  const int64_t* v = h.data_as<int64_t>();
-  if (v[0] != 0)
-    throw IndexError(str(op, ": index ", v[1], " is out of bounds for dimension ", dim, " with size ", size));
-}
-
+// One checked launch: its status (cuda/device_status.h) is read after the
+// kernel eagerly (the IndexError comes from the call, as on the CPU) or, in a
+// CUDA graph capture, after each replay.
 void launch_checked(int dev, const std::string& kernel, const std::string& source, int64_t total, void** args,
-                    const Tensor& flag, const std::string& op, int64_t dim, int64_t size) {
+                    const Tensor& status) {
   launch_generated(dev, kernel, source, grid_1d(total, kThreads), kThreads, args);
-  raise_if_bad(flag, op, dim, size);
+  check_launch_status(status);
 }
 
 bool same_device(const std::vector<Tensor>& in, int dev) {
@@ -238,10 +235,36 @@ bool same_device(const std::vector<Tensor>& in, int dev) {
   return true;
 }
 
+// A 0-d tensor of `dt` on the device holding s, written by memsets (no
+// upload: nothing waits for the host, and a CUDA graph capture records the
+// value itself, where an upload would read freed host memory at replay).
+Tensor device_scalar(const Scalar& s, DType dt, int dev) {
+  const Tensor host = Tensor::scalar_tensor(s, dt);
+  Tensor t = empty(Shape{}, dt, dev);
+  const auto* b = static_cast<const unsigned char*>(host.data());
+  const CUdeviceptr d = reinterpret_cast<CUdeviceptr>(t.data());
+  activate(dev);
+  if (itemsize(dt) % 4 == 0) {
+    for (int64_t w = 0; w < itemsize(dt) / 4; ++w) {
+      unsigned word = 0;
+      std::memcpy(&word, b + 4 * w, 4);
+      check(driver().cuMemsetD32Async(d + 4 * w, word, 1, current_stream(dev)), "cuMemsetD32Async");
+    }
+  } else {
+    for (int64_t k = 0; k < itemsize(dt); ++k)
+      check(driver().cuMemsetD8Async(d + k, b[k], 1, current_stream(dev)), "cuMemsetD8Async");
+  }
+  return t;
+}
+
 // An index tensor on self's device: advanced indexing takes host indices too,
-// as PyTorch does (x[[0, 2]] builds a CPU tensor), and uploads them.
+// as PyTorch does (x[[0, 2]] builds a CPU tensor), and uploads them (not in a
+// CUDA graph capture: the replay would read the host memory long freed).
 Tensor index_on(const Tensor& index, int dev) {
-  if (index.device().kind == Device::Kind::CPU) return to_device(index, dev);
+  if (index.device().kind == Device::Kind::CPU) {
+    check_not_capturing("indexing a CUDA tensor with a CPU index tensor");
+    return to_device(index, dev);
+  }
   return index.device().index == dev ? contiguous_on_device(index) : Tensor();
 }
 
@@ -249,8 +272,8 @@ Tensor index_on(const Tensor& index, int dev) {
 // `dt` on the device; a larger value must already have `dt` (else undefined).
 Tensor value_on(const Tensor& v, DType dt, int dev) {
   if (v.dim() == 0 && (v.dtype() != dt || v.device().kind == Device::Kind::CPU)) {
-    const Scalar s = v.device().kind == Device::Kind::CPU ? v.item() : to_cpu(v).item();
-    return to_device(Tensor::scalar_tensor(s, dt), dev);
+    if (v.device().kind == Device::Kind::CPU) return device_scalar(v.item(), dt, dev);
+    return run_kernel(get_op("to"), {v}, {{"dtype", dt}})[0];  // a device number of another dtype
   }
   if (v.dtype() != dt || v.device().kind != Device::Kind::CUDA || v.device().index != dev) return Tensor();
   return v;
@@ -263,7 +286,7 @@ void set_alpha(RowParams& p, const Scalar& alpha) {
 
 // outer x n x inner: the sizes around dim `dim` of `sizes`.
 RowParams row_params(const Shape& sizes, int64_t dim, int64_t n, bool allow_negative) {
-  RowParams p{1, n, sizes.empty() ? 1 : sizes[static_cast<size_t>(dim)], 1, allow_negative ? 1 : 0, 1, 1.0};
+  RowParams p{1, n, sizes.empty() ? 1 : sizes[static_cast<size_t>(dim)], 1, allow_negative ? 1 : 0, 1, 1.0, 0};
   for (int64_t d = 0; d < dim; ++d) p.outer *= sizes[static_cast<size_t>(d)];
   for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); ++d) p.inner *= sizes[static_cast<size_t>(d)];
   return p;
@@ -278,12 +301,13 @@ Tensor gather_rows(const Tensor& src, int64_t dim, const Tensor& index, const Sh
   Tensor out = empty(out_sizes, src.dtype(), dev);
   const int64_t total = p.outer * p.n * p.inner;
   if (total == 0) return out;
-  Tensor flag = new_flag(dev);
+  p.tag = status_site(op, dim, p.size);
+  Tensor flag = launch_status(dev);
   void *ps = s.data(), *pi = idx.data(), *po = out.data(), *pf = flag.data();
   void* args[] = {&ps, &pi, &po, &pf, &p};
   const size_t bytes = itemsize(src.dtype());
   const std::string k = gather_name(bytes, idx.dtype());
-  launch_checked(dev, k, gather_source(k, bytes, idx.dtype()), total, args, flag, op, dim, p.size);
+  launch_checked(dev, k, gather_source(k, bytes, idx.dtype()), total, args, flag);
   return out;
 }
 
@@ -308,16 +332,17 @@ void put_rows(const Tensor& target, int64_t dim, const Tensor& idx, const Tensor
   set_alpha(p, alpha);
   const int64_t total = p.outer * p.n * p.inner;
   if (total == 0) return;
-  Tensor flag = new_flag(dev);
+  p.tag = status_site(op, dim, p.size);
+  Tensor flag = launch_status(dev);
   void *pt = target.data(), *pi = idx.data(), *pv = val.data(), *pf = flag.data();
   void* args[] = {&pt, &pi, &pv, &pf, &p};
   const DType dt = target.dtype();
   if (accumulate) {
     const std::string k = add_name(dt, idx.dtype());
-    launch_checked(dev, k, add_source(k, dt, idx.dtype()), total, args, flag, op, dim, p.size);
+    launch_checked(dev, k, add_source(k, dt, idx.dtype()), total, args, flag);
   } else {
     const std::string k = put_name(itemsize(dt), idx.dtype());
-    launch_checked(dev, k, put_source(k, itemsize(dt), idx.dtype()), total, args, flag, op, dim, p.size);
+    launch_checked(dev, k, put_source(k, itemsize(dt), idx.dtype()), total, args, flag);
   }
 }
 
@@ -353,7 +378,7 @@ bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs&
     src = x;
   } else {
     src = in.size() > 2 ? value_on(in[2], dt, dev)
-                        : to_device(Tensor::scalar_tensor(attrs.get_scalar("value"), dt), dev);
+                        : device_scalar(attrs.get_scalar("value"), dt, dev);
     if (!src.defined()) return false;
     dst = inplace ? x : contiguous_clone(x);
   }
@@ -368,7 +393,9 @@ bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs&
   fill_dims(p.xstrides, moved.strides(), 1);
   if (!gather) fill_dims(p.sstrides, src.dim() ? src.strides() : Shape(static_cast<size_t>(rank), 0), 0);
   if (p.total > 0) {
-    Tensor flag = new_flag(dev);
+    const size_t dot = name.find('.');
+    p.tag = status_site(dot == std::string::npos ? name : name.substr(0, dot), dim, p.size);
+    Tensor flag = launch_status(dev);
     void *pa = gather ? x.data() : dst.data(), *pi = idx.data(), *pb = gather ? dst.data() : src.data(),
          *pf = flag.data();
     void* args[] = {&pa, &pi, &pb, &pf, &p};
@@ -385,9 +412,7 @@ bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs&
       k = scatter_name(bytes, it);
       source = scatter_bits_source(k, bytes, it);
     }
-    const size_t dot = name.find('.');
-    launch_checked(dev, k, source, p.total, args, flag, dot == std::string::npos ? name : name.substr(0, dot), dim,
-                   p.size);
+    launch_checked(dev, k, source, p.total, args, flag);
   }
   out = {dst};
   return true;

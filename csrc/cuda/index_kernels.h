@@ -1,14 +1,21 @@
-// Integer-indexed row movement on CUDA (cuda/index_kernels.cpp): embedding,
-// index_select, gather, and index_put / index_put_ with one index tensor on the first
-// dim (accumulate=True is embedding's gradient: rows scattered with atomic
-// adds). Rows move as raw bits (any dtype of 1, 2, 4 or 8 bytes); only the
-// accumulating scatter needs float32/float64. An index out of range is caught
-// on the device (the position clamped, never read or written outside the
-// buffer) and raised as IndexError after the kernel, as the CPU raises it: the
-// flag's read-back synchronizes the device, the price of eager's checked
-// indices. A call it does not cover returns false, and the dispatcher then
-// tries Stax's generated operators or raises NotImplementedError naming the
-// operator and the device.
+// Integer-indexed operators on CUDA (cuda/index_kernels.cpp). Readers:
+// embedding, index_select, gather, advanced indexing x[i] / x[:, i] with one
+// index tensor. Writers: index_put(_) with one index tensor (accumulate=True
+// is the gradient of embedding and of x[i]), index_add(_) (index_select's
+// gradient), scatter_add(_) (gather's) and scatter(_) with a src, a value or
+// reduce='add'. Moved elements travel as raw bits (any dtype of 1, 2, 4 or 8
+// bytes); accumulation is atomic (repeated indices add up, in no fixed order)
+// for float32/64, float16/bfloat16 (a compare-and-swap on the 32-bit word)
+// and int32/64. A plain scatter with repeated positions keeps one of the
+// values, as on PyTorch's CUDA. An index out of range is caught on the
+// device (the position clamped, never read or written outside a buffer) and
+// raised as IndexError naming the operator, the index and the size, as on the
+// CPU (cuda/device_status.h: after the kernel eagerly, after the replay in a
+// CUDA graph); the good positions of an in-place writer may have been written
+// by then. A call it does not cover (reduce='multiply', several index
+// tensors, bool masks, other index dtypes) returns false, and the dispatcher
+// then tries Stax's generated operators or raises NotImplementedError naming
+// the operator and the device.
 #pragma once
 #include <string>
 #include <utility>
