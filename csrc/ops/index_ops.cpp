@@ -13,6 +13,7 @@
 
 #include "ops/byte_move.h"
 #include "ops/derivative_util.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
@@ -654,6 +655,21 @@ Tensor scatter_src_grad(const Tensor& g, int64_t dim, const Tensor& index, const
   Tensor picked = ops::gather(g, dim, index);
   if (src.dim() == 0) return ops::sum(picked);  // a fill value reaches every scattered position
   if (index.sizes() == src.sizes()) return picked;
+  if (g.device().kind != Device::Kind::CPU) {
+    // A device gradient (no strided copy_ into a device view): each dim where
+    // src is larger takes picked into device zeros with slice_scatter, dim by
+    // dim (dims before d already have src's sizes, dims after d index's).
+    static const OpDef& slice_scatter = get_op("slice_scatter");
+    Tensor r = picked;
+    for (int64_t d = 0; d < index.dim(); ++d) {
+      if (index.sizes()[d] == src.sizes()[d]) continue;
+      Tensor like = src;
+      for (int64_t e = d + 1; e < index.dim(); ++e) like = ops::narrow(like, e, 0, index.sizes()[e]);
+      Attrs at = {{"dim", d}, {"start", int64_t{0}}, {"end", index.sizes()[d]}, {"step", int64_t{1}}};
+      r = call_op1(slice_scatter, {grad_zeros(like, like.sizes(), g.dtype()), r}, at);
+    }
+    return r;
+  }
   Tensor z = ops::zeros(src.sizes(), g.dtype());
   Tensor part = z;
   for (int64_t d = 0; d < index.dim(); ++d) part = ops::narrow(part, d, 0, index.sizes()[d]);

@@ -144,10 +144,10 @@ def test_16_bit_accumulation_into_neighbouring_elements_is_exact():
     # Neighbouring 16-bit elements share one 32-bit word: the compare-and-swap
     # loop must not lose either half's sum. Small integers are exact in fp16/bf16.
     for dtype in (tp.float16, tp.bfloat16):
-        x = tp.zeros(2, 8, dtype=dtype).cuda()
+        x = tp.zeros(8, 2, dtype=dtype).cuda()
         i = tp.tensor([0, 1, 0, 1] * 16).cuda()
-        src = tp.ones(64, 8, dtype=dtype).cuda()
-        got = tp.index_add(x.t().contiguous(), 1, i, src.t().contiguous())  # columns 0 and 1 of each row
+        src = tp.ones(8, 64, dtype=dtype).cuda()
+        got = tp.index_add(x, 1, i, src)  # columns 0 and 1 of each row: the two halves of a word
         assert _np(got).tolist() == [[32.0, 32.0]] * 8
 
 
@@ -184,12 +184,13 @@ def test_index_select_gather_embedding_gradients_match_cpu(dtype):
     x = tp.randn(7, 5).to(dtype)
     i = tp.tensor([6, 0, 6, 6, 2])  # repeats: the gradient rows add up
     gi = tp.tensor([[0, 0, 4], [1, 1, 1], [3, 3, 0], [4, 2, 2], [0, 0, 0], [1, 2, 3], [4, 4, 4]])
-    for f in [lambda t: tp.index_select(t, 0, i_), lambda t: tp.index_select(t, 1, i_[:3] % 5),
-              lambda t: tp.gather(t, 1, gi_), lambda t: tp.gather(t, 0, gi_[:4] % 7),
+    i3, gi4 = i[:3] % 5, gi[:4] % 7
+    for f in [lambda t: tp.index_select(t, 0, i_), lambda t: tp.index_select(t, 1, i3_),
+              lambda t: tp.gather(t, 1, gi_), lambda t: tp.gather(t, 0, gi4_),
               lambda t: F.embedding(i_, t)]:
         grads = []
         for dev in ["cpu", "cuda"]:
-            i_, gi_ = i.to(dev), gi.to(dev)
+            i_, gi_, i3_, gi4_ = i.to(dev), gi.to(dev), i3.to(dev), gi4.to(dev)
             t = x.to(dev).requires_grad_()
             y = f(t)
             tp.manual_seed(7)
@@ -202,15 +203,16 @@ def test_index_select_gather_embedding_gradients_match_cpu(dtype):
 @gpu
 def test_scatter_and_index_add_gradients_match_cpu():
     tp.manual_seed(8)
-    x, src = tp.randn(4, 6), tp.randn(4, 3)
+    x, src, big = tp.randn(4, 6), tp.randn(4, 3), tp.randn(5, 4)  # big: larger than the index
     i = tp.tensor([[5, 0, 2], [1, 4, 3], [0, 4, 5], [2, 3, 1]])  # one writer per position
     ii = tp.tensor([5, 0, 5])
-    for f in [lambda a, b: tp.scatter_add(a, 1, i_, b), lambda a, b: tp.scatter(a, 1, i_, b),
-              lambda a, b: tp.index_add(a, 1, ii_, b, alpha=3)]:
+    for f, s in [(lambda a, b: tp.scatter_add(a, 1, i_, b), src), (lambda a, b: tp.scatter(a, 1, i_, b), src),
+                 (lambda a, b: tp.index_add(a, 1, ii_, b, alpha=3), src),
+                 (lambda a, b: tp.scatter(a, 1, i_, b), big), (lambda a, b: tp.scatter_add(a, 1, i_, b), big)]:
         got = []
         for dev in ["cpu", "cuda"]:
             i_, ii_ = i.to(dev), ii.to(dev)
-            a, b = x.to(dev).requires_grad_(), src.to(dev).requires_grad_()
+            a, b = x.to(dev).requires_grad_(), s.to(dev).requires_grad_()
             y = f(a, b)
             (y * y).sum().backward()
             got.append((y, a.grad, b.grad))
@@ -332,3 +334,52 @@ def test_compiled_training_step_with_index_select_and_gather_matches_cpu():
     lg.backward()
     for n, p in cu.named_parameters():
         _close(p.grad, pc[n].grad, 1e-4)
+
+
+# ---- CUDA graphs: the checked kernels' status is read after each replay ----
+
+@gpu
+def test_user_cuda_graph_with_checked_index_kernels_raises_on_replay_and_recovers():
+    tp.manual_seed(11)
+    w = tp.randn(30, 4)
+    wc = w.cuda()
+    idx = tp.tensor([1, 2, 3]).cuda()
+    z = tp.zeros(3, 30).cuda()
+    F.embedding(idx, wc), z.scatter(1, idx.reshape(3, 1), 1.0)  # warm-up: kernels compiled and loaded
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):  # before the device status, the per-kernel read-back refused the capture
+        out = F.embedding(idx, wc)
+        hot = z.scatter(1, idx.reshape(3, 1), 1.0)  # the fill value: memsets recorded in the graph
+    for rows in ([4, 29, 5], [0, 0, 7]):
+        idx.copy_(tp.tensor(rows).cuda())
+        g.replay()
+        _close(out, F.embedding(tp.tensor(rows), w))
+        _close(hot, tp.zeros(3, 30).scatter(1, tp.tensor(rows).reshape(3, 1), 1.0))
+    idx.copy_(tp.tensor([4, 30, 5]).cuda())
+    with pytest.raises(IndexError, match="^embedding: index 30 is out of bounds for dimension 0 with size 30"):
+        g.replay()
+    idx.copy_(tp.tensor([9, 8, 7]).cuda())  # the next replay zeroes the status again
+    g.replay()
+    _close(out, F.embedding(tp.tensor([9, 8, 7]), w))
+
+
+@gpu
+def test_reduce_overhead_region_with_an_embedding_is_captured_and_checks_indices():
+    tp.manual_seed(12)
+    e = tp.nn.Embedding(30, 8).cuda()
+    w = e.weight.detach().cpu()
+    f = tp.compile(lambda i, c: tp.gather(e(i), 1, c).squeeze(1) * 2.0, mode="reduce-overhead")
+    i, c = tp.tensor([1, 29, 3]).cuda(), tp.zeros(3, 1, dtype=tp.int64).cuda()
+    with tp.no_grad():
+        before = tp.cuda._graph_region_stats()
+        for rows in ([1, 29, 3], [0, 5, 5], [7, 7, 2], [3, 2, 1]):
+            i.copy_(tp.tensor(rows).cuda())
+            np.testing.assert_allclose(_np(f(i, c)), _np(w[tp.tensor(rows), 0] * 2.0), rtol=1e-6)
+        after = tp.cuda._graph_region_stats()
+        assert after["captures"] - before["captures"] == 1
+        assert after["replays"] - before["replays"] >= 2
+        i.copy_(tp.tensor([1, -31, 2]).cuda())
+        with pytest.raises(IndexError, match="embedding: index -31 is out of bounds for dimension 0 with size 30"):
+            f(i, c)
+        i.copy_(tp.tensor([6, 6, 0]).cuda())
+        np.testing.assert_allclose(_np(f(i, c)), _np(w[tp.tensor([6, 6, 0]), 0] * 2.0), rtol=1e-6)
