@@ -191,7 +191,7 @@ def test_index_select_gather_embedding_gradients_match_cpu(dtype):
         grads = []
         for dev in ["cpu", "cuda"]:
             i_, gi_, i3_, gi4_ = i.to(dev), gi.to(dev), i3.to(dev), gi4.to(dev)
-            t = x.to(dev).requires_grad_()
+            t = x.clone().to(dev).requires_grad_()  # a fresh leaf per case on both devices
             y = f(t)
             tp.manual_seed(7)
             y.backward(tp.randn(*y.shape).to(dtype).to(dev))
@@ -212,7 +212,7 @@ def test_scatter_and_index_add_gradients_match_cpu():
         got = []
         for dev in ["cpu", "cuda"]:
             i_, ii_ = i.to(dev), ii.to(dev)
-            a, b = x.to(dev).requires_grad_(), s.to(dev).requires_grad_()
+            a, b = x.clone().to(dev).requires_grad_(), s.clone().to(dev).requires_grad_()  # fresh leaves
             y = f(a, b)
             (y * y).sum().backward()
             got.append((y, a.grad, b.grad))
