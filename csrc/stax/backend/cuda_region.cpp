@@ -148,9 +148,10 @@ std::string size_bucket_tag(const Printed& pr, const std::vector<Tensor>& exampl
   std::string tag = "\nsize buckets";
   for (const graph::SymbolInfo& sym : pr.lowered.symbols) {
     int64_t v = sym.hint;
-    if (sym.input_index >= 0 && static_cast<size_t>(sym.input_index) < examples.size() &&
-        examples[static_cast<size_t>(sym.input_index)].defined())
-      v = examples[static_cast<size_t>(sym.input_index)].sizes().at(static_cast<size_t>(sym.input_dim));
+    if (sym.input_index >= 0 && static_cast<size_t>(sym.input_index) < examples.size()) {
+      const Tensor& t = examples[static_cast<size_t>(sym.input_index)];
+      if (t.defined() && sym.input_dim >= 0 && sym.input_dim < t.dim()) v = t.sizes()[static_cast<size_t>(sym.input_dim)];
+    }
     int b = 0;
     while (b < 62 && (int64_t{1} << (b + 1)) <= v) ++b;
     tag += ' ';  // appended piecewise, not operator+: GCC 12 warns falsely (-Wrestrict)

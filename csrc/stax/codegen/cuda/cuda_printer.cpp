@@ -1164,7 +1164,9 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
           // The grid-stride step split once into whole rows and a remainder:
           // (outer, item) advance without a run-time division per item.
           const std::string in = std::to_string(kw.next());
-          os << "  {\n    const " << ix << " tp_per" << in << " = " << per << ";\n";
+          // A zero count (a row shorter than one vector, a row without a
+          // tail) skips the loop: its divisions would be by zero.
+          os << "  if (" << per << " > 0) {\n    const " << ix << " tp_per" << in << " = " << per << ";\n";
           os << "    const " << ix << " tp_step" << in << " = (" << ix << ")gridDim.x * blockDim.x;\n";
           os << "    const " << ix << " tp_so" << in << " = tp_step" << in << " / tp_per" << in << ", tp_sg" << in
              << " = tp_step" << in << " % tp_per" << in << ";\n";
