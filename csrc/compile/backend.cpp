@@ -39,7 +39,10 @@ RegionFn stax_compile(const BackendRequest& r) {
     return t.defined() && t.device().kind == Device::Kind::CUDA;
   });
   if (on_cuda) {
+    // A symbolic graph keeps mean whole (its lowering reads the count at run time).
     po.keep_whole = nullptr;
+    if (sg->is_symbolic()) po.keep_whole = [](const std::string& op) { return stax::cuda_keeps_whole(op, true); };
+    stax::cuda_prepare_symbolic(*sg);
     // Before decomposition (gelu is still one node): GEMM + bias/activation -> one cuBLASLt call.
     stax::fuse_attention(*sg);  // matmul-softmax-matmul -> one fused kernel
     stax::fuse_gemm_epilogues(*sg);

@@ -616,8 +616,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     if (!grad_reason.empty() && backend && backend->behind_aot &&
         options_.options.count("activation_memory_budget"))
       keep = false;
-    // The CUDA printer takes no size variables: a symbolic training region there
-    // would run interpreted (forward and backward), a static one is generated.
+    // Training on CUDA inputs stays static: the AOT layer's symbolic joint
+    // capture has not run on a GPU (its first try failed inside the symbolic
+    // training path with CUDA tensors), so a static region is generated per size.
     if (!grad_reason.empty() && backend && backend->behind_aot)
       for (auto& t : all)
         if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
@@ -648,10 +649,6 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
           std::fprintf(stderr, "[tp.compile] the training capture is made static: %s\n", why.c_str());
       }
     }
-    // The CUDA printer takes no size variables yet: automatic dynamic on the GPU stays static.
-    if (!explicit_dynamic)
-      for (auto& t : tensors)
-        if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
     if (!keep) {
       graph::make_static(*g);
     } else {

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "graph/tracer.h"
 #include "passes/passes.h"
+#include "stax/backend/cuda_region.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/backend/testing_symbolic.h"
@@ -59,6 +60,40 @@ void bind_testing_hooks(nb::module_& m) {
       return region->run(in);
     };
     return std::make_tuple(run, region->source(), g.code(), region->extern_count(), region->compiler_seconds());
+  }, nb::arg("fn"), nb::arg("inputs"), nb::arg("hints"));
+  // The CUDA twin (dynamic shapes on CUDA): captures fn on `inputs` (CPU
+  // tensors are fine), marks the symbols as above and prints the graph for the
+  // GPU. Returns (source, kernels, caps, run): kernels as (name, form, block_x,
+  // block_y, work at the hints, symbolic launch), caps the 32-bit caps per
+  // symbol (empty: proved over the declared ranges), run(list of CUDA tensors)
+  // compiling one region at its first call and calling it at any sizes.
+  m.def("_testing_stax_cuda_symbolic", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints) {
+    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
+      nb::list l;
+      for (auto& t : proxies) l.append(nb::cast(t));
+      nb::object out = fn(*nb::tuple(l));
+      std::vector<Tensor> outs;
+      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
+      else
+        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
+      return outs;
+    }, inputs);
+    std::shared_ptr<graph::Graph> g(std::move(r.graph));
+    // Marked whole, then decomposed as the CUDA backend does a symbolic graph.
+    stax::testing::mark_symbols(*g, hints);
+    stax::codegen::CudaUnit u = stax::cuda_unit(*g, 0);
+    std::vector<std::tuple<std::string, std::string, int, int, int64_t, bool>> kernels;
+    for (size_t k = 0; k < u.launches.size(); ++k) {
+      const stax::codegen::CudaLaunch& l = u.launches[k];
+      const char* form = l.form == stax::codegen::CudaForm::Flat ? "flat" : l.form == stax::codegen::CudaForm::Row ? "row" : "column";
+      kernels.emplace_back(u.unit.kernel_names[k], form, l.block_x, l.block_y, l.work, l.symbolic);
+    }
+    auto region = std::make_shared<std::shared_ptr<stax::CudaRegion>>();
+    std::function<std::vector<Tensor>(std::vector<Tensor>)> run = [g, region](std::vector<Tensor> in) {
+      if (!*region) *region = stax::compile_cuda_test_region(*g, in);
+      return (*region)->run(in);
+    };
+    return std::make_tuple(u.unit.source, kernels, stax::cuda_index32_caps(*g), run);
   }, nb::arg("fn"), nb::arg("inputs"), nb::arg("hints"));
   m.def("_testing_clear_faults", [] {
     passes::clear_testing_passes();

@@ -104,6 +104,8 @@ bool CudaGraphRegion::capture(const std::vector<Tensor>& inputs) {
     }
   }
   graph_ = std::move(g);
+  shapes_.clear();
+  for (const Tensor& t : inputs) shapes_.push_back(t.defined() ? t.sizes() : Shape{});
   live_.clear();
   note(&Stats::captures);
   return true;
@@ -116,6 +118,18 @@ std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
     return region_->run(inputs);
   }
   if (inputs_.size() != inputs.size()) inputs_.assign(inputs.size(), InputState{});
+  // Dynamic shapes: a symbolic region is called at other sizes; the graph
+  // recorded its launches (grids, size arguments, buffers) at one, so another
+  // size captures again (one graph at a time, for the latest sizes).
+  if (graph_) {
+    bool same = shapes_.size() == inputs.size();
+    for (size_t i = 0; same && i < inputs.size(); ++i)
+      same = inputs[i].defined() ? inputs[i].sizes() == shapes_[i] : shapes_[i].empty();
+    if (!same) {
+      graph_.reset();
+      inputs_.assign(inputs.size(), InputState{});
+    }
+  }
   // An in-place input in another storage than captured: read it through a static buffer from now on.
   if (graph_) {
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -73,6 +73,7 @@ class CudaGraphRegion {
   std::unique_ptr<cuda::Graph> graph_;
   std::vector<InputState> inputs_;
   std::vector<OutputSpec> outputs_;
+  std::vector<Shape> shapes_;  // the inputs' sizes the graph was captured at
   std::vector<std::weak_ptr<StorageImpl>> live_;  // storages handed out by the last replay
   Stats stats_;
 };

@@ -31,6 +31,11 @@ struct PrintedCudaRegion {
   LoweredRegion lowered;
   Schedule sched;
   codegen::CudaUnit unit;
+  // Dynamic shapes: the per-symbol caps the schedule's 32-bit indices were
+  // proved under (empty: the declared ranges), and the print over the
+  // declared ranges for calls beyond them.
+  std::vector<int64_t> caps;
+  std::shared_ptr<const PrintedCudaRegion> wide;
 };
 using Printed = PrintedCudaRegion;
 
@@ -38,25 +43,84 @@ namespace {
 
 // What the GPU printer wants from the scheduler: 128-bit accesses, 32-bit
 // index arithmetic where range analysis proves it safe (fewer registers).
-ScheduleOptions gpu_options(const RegionOptions& options) {
+// Symbolic: every decision over the symbols' ranges (declared, or capped).
+ScheduleOptions gpu_options(const RegionOptions& options, const std::vector<graph::SymbolInfo>& symbols,
+                            const std::vector<int64_t>& caps) {
   ScheduleOptions opts;
   opts.vector_bytes = 16;
   opts.index32 = true;
   opts.fuse = options.fuse;
+  for (size_t k = 0; k < symbols.size(); ++k)
+    opts.size_ranges[ir::size_var_id(static_cast<int>(k))] = {symbols[k].min, caps.empty() ? symbols[k].max : caps[k]};
   return opts;
 }
 
-
-Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
+Printed schedule_and_print(const LoweredRegion& lowered, const RegionOptions& options, const std::vector<int64_t>& caps,
+                           const codegen::CudaKnobs& knobs) {
   Printed r;
-  r.lowered = lower(g, /*half_floats=*/true);  // the CUDA printer loads 16-bit floats into float registers
-  r.sched = schedule(r.lowered.program, gpu_options(options));
+  r.lowered = lowered;
+  r.caps = caps;
+  r.sched = schedule(r.lowered.program, gpu_options(options, r.lowered.symbols, caps));
   try {
-    r.unit = codegen::CudaPrinter(row_block).print_cuda(r.lowered.program, r.sched);
+    r.unit = codegen::CudaPrinter(knobs).print_cuda(r.lowered.program, r.sched);
   } catch (const NotImplementedError& e) {
     throw BackendError(e.what());
   }
   return r;
+}
+
+bool all_index32(const Schedule& s) {
+  for (const KernelPlan& k : s.kernels)
+    if (k.index_bits != 32) return false;
+  return true;
+}
+
+Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
+  LoweredRegion lowered = lower(g, /*half_floats=*/true);  // the CUDA printer loads 16-bit floats into float registers
+  codegen::CudaKnobs knobs;
+  knobs.row_block = row_block;
+  for (const graph::SymbolInfo& sym : lowered.symbols)  // sizes[k] is read from an input dim at every call
+    if (sym.input_index < 0 || sym.input_dim < 0 || sym.input_index >= lowered.program.num_inputs)
+      throw BackendError(str("stax cuda: symbol ", sym.origin, " is not a dim of a region input (symbolic shapes)"));
+  Printed full = schedule_and_print(lowered, options, {}, knobs);
+  if (lowered.symbols.empty() || all_index32(full.sched)) return full;
+  // Dynamic shapes: the declared ranges (unbounded by default) leave 64-bit
+  // indices, whose run-time divisions and registers cost on a GPU. Cap the
+  // symbols instead: from their hints, each cap doubles in turn while every
+  // kernel still proves 32 bits (a symbol whose doubling fails keeps its cap);
+  // calls beyond a cap run the full-range print.
+  const size_t ns = lowered.symbols.size();
+  std::vector<int64_t> caps(ns);
+  for (size_t k = 0; k < ns; ++k) {
+    const graph::SymbolInfo& sym = lowered.symbols[k];
+    caps[k] = std::min(std::max(sym.hint, sym.min), sym.max);
+  }
+  Printed best = schedule_and_print(lowered, options, caps, knobs);
+  if (!all_index32(best.sched)) return full;  // not even at the hints
+  std::vector<bool> growing(ns, true);
+  for (int round = 0; round < 24; ++round) {
+    bool any = false;
+    for (size_t k = 0; k < ns; ++k) {
+      if (!growing[k]) continue;
+      std::vector<int64_t> next = caps;
+      next[k] = std::min(caps[k] * 2, lowered.symbols[k].max);
+      if (next[k] == caps[k]) {
+        growing[k] = false;
+        continue;
+      }
+      Printed c = schedule_and_print(lowered, options, next, knobs);
+      if (!all_index32(c.sched)) {
+        growing[k] = false;
+        continue;
+      }
+      caps = std::move(next);
+      best = std::move(c);
+      any = true;
+    }
+    if (!any) break;
+  }
+  best.wide = std::make_shared<const Printed>(std::move(full));
+  return best;
 }
 
 // The same region printed with other launch knobs (max-autotune): the
@@ -70,7 +134,30 @@ Printed print_variant(const Printed& base, const codegen::CudaKnobs& knobs) {
   }
   r.lowered = base.lowered;
   r.sched = base.sched;
+  r.caps = base.caps;
+  r.wide = base.wide;
   return r;
+}
+
+// The tuning key's extra text for a symbolic region: a launch choice tuned at
+// the example sizes is kept per power-of-two bucket of each symbol (a row of
+// 1000 and one of 100000 floats want other blocks), so other sizes in the same
+// buckets reuse it and a new bucket tunes again.
+std::string size_bucket_tag(const Printed& pr, const std::vector<Tensor>& examples) {
+  if (pr.lowered.symbols.empty()) return {};
+  std::string tag = "\nsize buckets";
+  for (const graph::SymbolInfo& sym : pr.lowered.symbols) {
+    int64_t v = sym.hint;
+    if (sym.input_index >= 0 && static_cast<size_t>(sym.input_index) < examples.size()) {
+      const Tensor& t = examples[static_cast<size_t>(sym.input_index)];
+      if (t.defined() && sym.input_dim >= 0 && sym.input_dim < t.dim()) v = t.sizes()[static_cast<size_t>(sym.input_dim)];
+    }
+    int b = 0;
+    while (b < 62 && (int64_t{1} << (b + 1)) <= v) ++b;
+    tag += ' ';  // appended piecewise, not operator+: GCC 12 warns falsely (-Wrestrict)
+    tag += std::to_string(b);
+  }
+  return tag;
 }
 
 // A CUDA tensor of `numel` elements viewed with the planned sizes/strides.
@@ -132,6 +219,7 @@ std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device
     s.strides = buf.strides;
     s.numel = buf.numel;
     s.dtype = buf.dtype;
+    s.size_exprs = buf.size_exprs;
     slot_of[b] = static_cast<int>(region->slots_.size());
     region->slots_.push_back(std::move(s));
   }
@@ -139,9 +227,15 @@ std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device
   for (const ExternStep& e : region->externs_)
     for (int slot : e.out_slots) region->slots_[static_cast<size_t>(slot)].extern_written = true;
   const int sms = cuda::multiprocessor_count(device);
+  region->symbols_ = pr.lowered.symbols;
+  region->sms_ = sms;
+  region->grid_ = grid;
+  region->index32_caps_ = pr.caps;
+  region->wide_printed_ = pr.wide;
   for (size_t k = 0; k < pr.unit.launches.size(); ++k) {
     const codegen::CudaLaunch& l = pr.unit.launches[k];
     CudaRegion::Launch launch;
+    launch.spec = l;
     launch.name = pr.unit.unit.kernel_names[k];
     launch.block_x = static_cast<unsigned>(l.block_x);
     launch.block_y = static_cast<unsigned>(l.block_y);
@@ -328,7 +422,8 @@ std::shared_ptr<CudaRegion> search_region(int device, const RegionOptions& optio
                                           const PrintedCudaRegion& pr) {
   const SearchSpace space = cuda_launch_space(pr.unit);
   const SearchPoint defaults = space.default_point();
-  const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device) + "\n" + kMaxSearch);
+  const std::string key =
+      cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device) + "\n" + kMaxSearch + size_bucket_tag(pr, examples));
   auto build_point = [&](const SearchPoint& p) {
     const CudaLaunchChoice c = cuda_launch_choice(space, p);
     std::shared_ptr<CudaRegion> r = c.knobs == codegen::CudaKnobs{} ? build_region(pr, device, c.grid)
@@ -408,12 +503,14 @@ std::shared_ptr<CudaRegion> compile_cuda_region(const graph::Graph& g, int devic
   // Launch-configuration autotuning (Section 9.6, first form): the block size
   // of register-row kernels, timed on the example inputs; the winner is kept
   // on disk by (default source, device name), so a warm process compiles only it.
-  const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device));
+  const std::string key = cuda::tuning_key(pr.unit.unit.source, cuda::device_name(device) + size_bucket_tag(pr, examples));
   if (std::optional<std::string> t = cuda::load_tuning(key)) {
     const int block = std::atoi(t->c_str());
     if (block == 0) return build_region(pr, device, CudaGridKnobs{});
     if (block >= 32 && block <= 512 && (block & (block - 1)) == 0) {
-      std::shared_ptr<CudaRegion> r = build_region(print_region(g, options, block), device, CudaGridKnobs{});
+      codegen::CudaKnobs knobs;
+      knobs.row_block = block;
+      std::shared_ptr<CudaRegion> r = build_region(print_variant(pr, knobs), device, CudaGridKnobs{});
       r->tuned_block_ = block;
       return r;
     }
@@ -437,7 +534,9 @@ std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const
   int best_block = 0;
   for (int block : {128, 256, 512}) {
     if (block == default_block) continue;
-    Printed cand = print_region(g, options, block);
+    codegen::CudaKnobs knobs;
+    knobs.row_block = block;
+    Printed cand = print_variant(pr, knobs);  // the same lowering and schedule (and 32-bit caps)
     if (!cand.unit.tunable) continue;  // the rows do not fit in registers at this size
     std::shared_ptr<CudaRegion> r = build_region(cand, device, CudaGridKnobs{});
     const double t = time_region(*r, examples, device);
@@ -452,14 +551,71 @@ std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const
   return best;
 }
 
+CudaRegion::SizeValues CudaRegion::read_sizes(const std::vector<Tensor>& inputs) const {
+  SizeValues v;
+  for (size_t k = 0; k < symbols_.size(); ++k) {
+    const graph::SymbolInfo& sym = symbols_[k];
+    const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
+    if (sym.input_dim >= t.dim())
+      throw ValueError(str("stax cuda: input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
+                           " is its dim ", sym.input_dim));
+    const int64_t n = t.sizes()[static_cast<size_t>(sym.input_dim)];
+    if (n < sym.min || n > sym.max)
+      throw ValueError(str("stax cuda: ", sym.origin, " = ", n, " is outside the range [", sym.min, ", ", sym.max,
+                           "] the region was compiled for"));
+    v[ir::size_var_id(static_cast<int>(k))] = n;
+  }
+  // Inputs of symbolic shape: every dim as its expression says, laid out
+  // contiguously (what the kernels' indices assume).
+  for (const Slot& s : slots_) {
+    if (s.kind != SlotKind::Input || s.size_exprs.empty()) continue;
+    const Tensor& t = inputs.at(static_cast<size_t>(s.index));
+    bool ok = t.dim() == static_cast<int64_t>(s.size_exprs.size());
+    int64_t expect = 1;
+    for (size_t d = s.size_exprs.size(); ok && d-- > 0;) {
+      const int64_t n = ir::evaluate(s.size_exprs[d], v);
+      ok = t.sizes()[d] == n && (n <= 1 || t.strides()[d] == expect);
+      expect *= n > 1 ? n : 1;
+    }
+    if (!ok)
+      throw ValueError(str("stax cuda: input ", s.index, " has shape ", shape_str(t.sizes()), " strides ",
+                           shape_str(t.strides()), ", which does not match the symbolic shape it was compiled for"));
+  }
+  return v;
+}
+
+Tensor CudaRegion::allocate(const Slot& s, const SizeValues& sizes) const {
+  if (s.size_exprs.empty()) return device_buffer(s.sizes, s.strides, s.numel, s.dtype, device_);
+  Shape sz(s.size_exprs.size());
+  int64_t numel = 1;
+  for (size_t d = 0; d < sz.size(); ++d) {
+    sz[d] = ir::evaluate(s.size_exprs[d], sizes);
+    numel *= sz[d];
+  }
+  return device_buffer(sz, contiguous_strides(sz), numel, s.dtype, device_);
+}
+
+std::shared_ptr<CudaRegion> CudaRegion::wide_region() const {
+  std::lock_guard<std::mutex> lock(wide_mu_);
+  if (!wide_) wide_ = build_region(*wide_printed_, device_, CudaGridKnobs{});
+  return wide_;
+}
+
 void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std::vector<void*>& ptrs,
-                            std::vector<Tensor>& outputs) const {
+                            std::vector<Tensor>& outputs, const SizeValues& sizes) const {
   std::vector<Tensor> in;
   for (size_t i = 0; i < e.call.inputs.size(); ++i) {
     const ir::ExternOperand& o = e.call.inputs[i];
     switch (o.kind) {
       case ir::ExternOperand::Kind::Buffer: {
         const Tensor& base = slots[static_cast<size_t>(e.in_slots[i])];
+        if (!o.size_exprs.empty()) {  // dynamic shapes: the view at the call's sizes
+          Shape sz(o.size_exprs.size()), sd(o.stride_exprs.size());
+          for (size_t d = 0; d < sz.size(); ++d) sz[d] = ir::evaluate(o.size_exprs[d], sizes);
+          for (size_t d = 0; d < sd.size(); ++d) sd[d] = ir::evaluate(o.stride_exprs[d], sizes);
+          in.push_back(base.as_strided(sz, sd, base.offset() + ir::evaluate(o.offset_expr, sizes)));
+          break;
+        }
         in.push_back(base.as_strided(o.sizes, o.strides, base.offset() + o.offset));
         break;
       }
@@ -477,10 +633,15 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
     const int slot = e.out_slots[r];
     const Slot& s = slots_[static_cast<size_t>(slot)];
     Tensor t = outs[r];
+    Shape sz = s.sizes, st = s.strides;
+    if (!s.size_exprs.empty()) {
+      for (size_t d = 0; d < sz.size(); ++d) sz[d] = ir::evaluate(s.size_exprs[d], sizes);
+      st = contiguous_strides(sz);
+    }
     bool fresh = !e.op->has(kView);
     for (auto& x : in) fresh = fresh && !(x.defined() && x.impl()->storage == t.impl()->storage);
-    if (!(fresh && t.dtype() == s.dtype && t.strides() == s.strides && t.sizes() == s.sizes)) {
-      Tensor dst = device_buffer(s.sizes, s.strides, s.numel, s.dtype, device_);
+    if (!(fresh && t.dtype() == s.dtype && t.strides() == st && t.sizes() == sz)) {
+      Tensor dst = allocate(s, sizes);
       ops::copy_(dst, t);
       t = dst;
     }
@@ -491,6 +652,17 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
 }
 
 std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
+  // Dynamic shapes: the call's sizes, from its inputs; beyond the 32-bit caps
+  // the 64-bit build runs the call.
+  SizeValues sizes;
+  std::vector<long long> size_args(symbols_.size());
+  if (!symbols_.empty()) {
+    sizes = read_sizes(inputs);
+    for (size_t k = 0; k < symbols_.size(); ++k) {
+      size_args[k] = sizes.at(ir::size_var_id(static_cast<int>(k)));
+      if (!index32_caps_.empty() && wide_printed_ && size_args[k] > index32_caps_[k]) return wide_region()->run(inputs);
+    }
+  }
   std::vector<Tensor> outputs(static_cast<size_t>(num_outputs_));
   std::vector<Tensor> slots(slots_.size());
   std::vector<void*> ptrs(slots_.size(), nullptr);
@@ -508,24 +680,32 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
       case SlotKind::Output:
       case SlotKind::Temp:
         if (s.extern_written) continue;
-        t = device_buffer(s.sizes, s.strides, s.numel, s.dtype, device_);
+        t = allocate(s, sizes);
         if (s.kind == SlotKind::Output) outputs[static_cast<size_t>(s.index)] = t;
         break;
     }
     ptrs[i] = t.data();
     slots[i] = std::move(t);
   }
-  // One slot past the region's buffers: a split reduction's scratch pointer
-  // (the kernel's last parameter); other kernels never read it.
-  std::vector<void*> args(slots_.size() + 1, nullptr);
+  // The kernels' parameters: the region's buffers, then (dynamic shapes) the
+  // sizes, then one slot for a split reduction's scratch pointer (the last
+  // parameter of such a kernel; other kernels never read it).
+  std::vector<void*> args(slots_.size() + size_args.size() + 1, nullptr);
   for (size_t i = 0; i < slots_.size(); ++i) args[i] = &ptrs[i];
+  for (size_t k = 0; k < size_args.size(); ++k) args[slots_.size() + k] = &size_args[k];
   for (const Step& st : steps_) {
     if (st.is_extern) {
-      run_extern(externs_[static_cast<size_t>(st.index)], slots, ptrs, outputs);
+      run_extern(externs_[static_cast<size_t>(st.index)], slots, ptrs, outputs, sizes);
       continue;
     }
     const Launch& l = functions_[static_cast<size_t>(st.index)];
-    if (l.grid == 0) continue;  // nothing to compute (a zero-size space)
+    unsigned grid = l.grid, block_x = l.block_x;
+    if (l.spec.symbolic) {  // grid and block from the call's sizes
+      const codegen::CudaLaunch at = codegen::cuda_launch_at(l.spec, sizes);
+      grid = at.work > 0 ? cuda_grid_blocks(at, sms_, grid_) : 0;
+      block_x = static_cast<unsigned>(at.block_x);
+    }
+    if (grid == 0) continue;  // nothing to compute (a zero-size space)
     if (l.scratch_bytes > 0) {
       // A split reduction's partials and arrival counter, per launch from the
       // caching allocator on this stream (split_reduction.h): one region
@@ -536,13 +716,21 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
       cuda::check(cuda::driver().cuMemsetD32Async(reinterpret_cast<cuda::CUdeviceptr>(sp), 0u, 1, cuda::current_stream(device_)),
                   "cuMemsetD32Async");
       args.back() = &sp;
-      cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
+      cuda::launch_function(device_, l.function, grid, block_x, l.block_y, args.data(), l.name.c_str());
       args.back() = nullptr;
       continue;
     }
-    cuda::launch_function(device_, l.function, l.grid, l.block_x, l.block_y, args.data(), l.name.c_str());
+    cuda::launch_function(device_, l.function, grid, block_x, l.block_y, args.data(), l.name.c_str());
   }
   return outputs;
+}
+
+bool cuda_keeps_whole(const std::string& op, bool symbolic) { return symbolic && op == "mean"; }
+
+void cuda_prepare_symbolic(graph::Graph& g) {
+  if (!g.is_symbolic()) return;
+  for (auto& n : g.nodes())
+    if (n->target && std::string(n->target->name) == "layer_norm") n->sym_attrs.erase("normalized_shape");
 }
 
 namespace {
@@ -554,6 +742,8 @@ std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
   fuse_gemm_epilogues(*sg);
   passes::PassOptions po;
   po.decompose = true;
+  if (sg->is_symbolic()) po.keep_whole = [](const std::string& op) { return cuda_keeps_whole(op, true); };
+  cuda_prepare_symbolic(*sg);
   passes::run_default_passes(*sg, po);
   return sg;
 }
@@ -608,5 +798,13 @@ std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& i
   TP_CHECK(dev >= 0, NotImplementedError, "stax cuda: the region's inputs must be CUDA tensors");
   return compile_cuda_region(*prepared(g), dev, RegionOptions{}, {})->run(inputs);
 }
+
+std::shared_ptr<CudaRegion> compile_cuda_test_region(const graph::Graph& g, const std::vector<Tensor>& examples) {
+  const int dev = cuda_region_device(examples);
+  TP_CHECK(dev >= 0, NotImplementedError, "stax cuda: the region's inputs must be CUDA tensors");
+  return compile_cuda_region(*prepared(g), dev, RegionOptions{}, {});
+}
+
+std::vector<int64_t> cuda_index32_caps(const graph::Graph& g) { return print_region(*prepared(g), RegionOptions{}).caps; }
 
 }  // namespace tp::stax

@@ -5,11 +5,20 @@
 // and driver version) and its kernels launched in plan order on the default
 // stream, extern calls (GEMM, sort, ...) running their eager CUDA kernels
 // between them. Outputs and temps come from the CUDA caching allocator.
+// Dynamic shapes: a symbolic graph gives one region for every size in its
+// symbols' ranges; each call reads the sizes from its inputs, passes them to
+// the kernels and makes every size-dependent launch choice from them
+// (codegen::cuda_launch_at). 32-bit indices are proved over the declared
+// ranges, else over ranges capped near the hints with a guard per call: a
+// call beyond the caps runs a 64-bit build of the same region (compiled at
+// its first such call).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -57,6 +66,19 @@ std::string launch_results_differ(const std::vector<Tensor>& want, const std::ve
 // the region runs eagerly then, where a 0-d CPU tensor is a number).
 int cuda_region_device(const std::vector<Tensor>& examples);
 
+// The composites that stay whole for a CUDA region (the decomposition pass
+// splits the rest): none for a static graph (the printer has no Welford
+// nodes); for a symbolic one mean, whose lowering divides by the element count
+// read at run time (its decomposition would bake the hint's count in).
+bool cuda_keeps_whole(const std::string& op, bool symbolic);
+// Before the passes decompose a symbolic graph for CUDA: layer_norm's
+// normalized_shape (a SymInt list under dynamic=True) only names the trailing
+// dims its decomposition reduces over, whose mean divides by the count read at
+// run time, so the attribute's symbolic form is dropped and the decomposition
+// (size-independent then) applies — else layer_norm stayed whole, a Welford
+// node the CUDA printer does not print.
+void cuda_prepare_symbolic(graph::Graph& g);
+
 struct PrintedCudaRegion;
 
 class CudaRegion {
@@ -90,20 +112,28 @@ class CudaRegion {
     int64_t numel = 0;
     DType dtype = DType::Float32;
     bool extern_written = false;
+    std::vector<ir::IndexExpr> size_exprs;  // dynamic shapes: contiguous at these sizes (empty: static)
   };
   struct Launch {
     void* function = nullptr;
     std::string name;
     unsigned grid = 1, block_x = 1, block_y = 1;
     int64_t scratch_bytes = 0;  // split reduction: a zeroed-counter scratch per launch
+    codegen::CudaLaunch spec;   // a symbolic launch: grid and block re-made per call from it
   };
+  // Dynamic shapes: the call's sizes (read_sizes) as size_var_id(k) -> value.
+  using SizeValues = std::unordered_map<int, int64_t>;
+  SizeValues read_sizes(const std::vector<Tensor>& inputs) const;
+  Tensor allocate(const Slot& s, const SizeValues& sizes) const;
+  // The 64-bit build for calls beyond the 32-bit caps (built at the first one).
+  std::shared_ptr<CudaRegion> wide_region() const;
   using ExternStep = stax::ExternStep;
   struct Step {
     bool is_extern = false;
     int index = 0;  // into launches_ or externs_
   };
   void run_extern(const ExternStep& e, std::vector<Tensor>& slots, std::vector<void*>& ptrs,
-                  std::vector<Tensor>& outputs) const;
+                  std::vector<Tensor>& outputs, const SizeValues& sizes) const;
   int device_ = 0;
   std::string source_;
   std::vector<Slot> slots_;
@@ -114,6 +144,14 @@ class CudaRegion {
   int num_outputs_ = 0;
   int tuned_block_ = 0;
   std::string tuned_config_;
+  // Dynamic shapes.
+  std::vector<graph::SymbolInfo> symbols_;
+  int sms_ = 1;
+  CudaGridKnobs grid_;
+  std::vector<int64_t> index32_caps_;  // per symbol; empty: the build holds over the declared ranges
+  std::shared_ptr<const PrintedCudaRegion> wide_printed_;
+  mutable std::mutex wide_mu_;
+  mutable std::shared_ptr<CudaRegion> wide_;
 };
 
 // Throws BackendError naming what the CUDA path cannot generate. With
@@ -145,5 +183,11 @@ std::string cuda_source(const graph::Graph& g);
 std::vector<std::string> cuda_extern_calls(const graph::Graph& g);
 // Compiles g for `device` and runs it once on `inputs` (test hook).
 std::vector<Tensor> run_cuda(const graph::Graph& g, const std::vector<Tensor>& inputs);
+// Compiles g (symbolic or not) for the device of `examples` without tuning
+// and returns the region (test hook: one region called at many sizes).
+std::shared_ptr<CudaRegion> compile_cuda_test_region(const graph::Graph& g, const std::vector<Tensor>& examples);
+// The symbolic printing's 32-bit caps (per symbol; empty: proved over the
+// declared ranges or not symbolic) — test hook, no GPU needed.
+std::vector<int64_t> cuda_index32_caps(const graph::Graph& g);
 
 }  // namespace tp::stax

@@ -43,6 +43,52 @@ int64_t default_of(const SearchSpace& s, const std::string& name) {
   return p.values[static_cast<size_t>(p.default_index)];
 }
 
+// Dynamic shapes: a symbolic launch is re-made from the call's sizes.
+std::unordered_map<int, int64_t> sizes2(int64_t s0, int64_t s1) {
+  return {{ir::size_var_id(0), s0}, {ir::size_var_id(1), s1}};
+}
+
+TEST(CudaLaunchAt, RowBlockCoversTheCallsItems) {
+  CudaLaunch l = launch(CudaForm::Row, 37, 32);
+  l.symbolic = true;
+  l.work_expr = ir::size_var(0);
+  l.block_max = 512;
+  l.items_expr = ir::floordiv(ir::size_var(1), 4);  // vector groups of a row
+  CudaLaunch a = codegen::cuda_launch_at(l, sizes2(1000, 8));
+  EXPECT_EQ(a.work, 1000);
+  EXPECT_EQ(a.block_x, 32);  // at least a warp
+  a = codegen::cuda_launch_at(l, sizes2(3, 1000));
+  EXPECT_EQ(a.block_x, 256);
+  a = codegen::cuda_launch_at(l, sizes2(3, 100000));
+  EXPECT_EQ(a.block_x, 512);  // capped; the kernel strides
+  // Register rows: K = 4 groups a thread, the block covers groups / K.
+  l.cache_k = 4;
+  EXPECT_EQ(codegen::cuda_launch_at(l, sizes2(3, 8192)).block_x, 512);
+  EXPECT_EQ(codegen::cuda_launch_at(l, sizes2(3, 4096)).block_x, 256);
+  EXPECT_EQ(codegen::cuda_launch_at(l, sizes2(3, 13)).block_x, 32);
+  // A static launch is returned as printed.
+  CudaLaunch st = launch(CudaForm::Row, 37, 128);
+  EXPECT_EQ(codegen::cuda_launch_at(st, sizes2(5, 5)).block_x, 128);
+  EXPECT_EQ(codegen::cuda_launch_at(st, sizes2(5, 5)).work, 37);
+}
+
+TEST(CudaLaunchAt, SplitFactorFollowsTheItemsAndFlatWorkTheProduct) {
+  CudaLaunch l = launch(CudaForm::Row, 1, codegen::kSplitThreads);
+  l.symbolic = true;
+  l.work_expr = 1;
+  l.split_auto = true;
+  l.split_items = ir::size_var(0) * ir::size_var(1);
+  EXPECT_EQ(codegen::cuda_launch_at(l, sizes2(2, 3)).work, 1);  // too few items: one block
+  EXPECT_EQ(codegen::cuda_launch_at(l, sizes2(4096, 4096)).work, codegen::split_reduction_blocks(4096 * 4096));
+  CudaLaunch f = launch(CudaForm::Flat, 100, 256);
+  f.symbolic = true;
+  f.work_expr = ir::size_var(0) * ir::size_var(1);
+  const CudaLaunch a = codegen::cuda_launch_at(f, sizes2(7, 9));
+  EXPECT_EQ(a.work, 63);
+  EXPECT_EQ(cuda_grid_blocks(a, 132, CudaGridKnobs{}), 1u);
+  EXPECT_EQ(cuda_grid_blocks(codegen::cuda_launch_at(f, sizes2(32768, 2048)), 132, CudaGridKnobs{}), 132u * 8);
+}
+
 TEST(CudaLaunchSpace, OnlyTheKnobsOfTheFormsPresent) {
   codegen::CudaUnit u;
   u.launches.push_back(launch(CudaForm::Flat, 1000, 256));

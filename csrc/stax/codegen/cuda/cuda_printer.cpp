@@ -344,24 +344,23 @@ int64_t leading_product(const Shape& s, size_t count) {
 
 // How one nest's inner space splits into work items: `groups` vector groups of
 // `lanes` elements of the last inner dim per row of the other inner dims, then
-// `tail` scalar elements per such row.
+// `tail` scalar elements per such row. The numbers are at the hints; the
+// expressions (`_e`) hold at any sizes (constants for a static nest).
 struct NestItems {
   int lanes = 1;
   int64_t rows = 1;     // product of the inner extents but the last
   int64_t groups = 0;   // per row
   int64_t tail = 1;     // per row
+  IndexExpr rows_e = 1, groups_e = 0, tail_e = 1;
   int64_t vec_items() const { return rows * groups; }
   int64_t tail_items() const { return rows * tail; }
+  IndexExpr vec_items_e() const { return rows_e * groups_e; }
+  IndexExpr tail_items_e() const { return rows_e * tail_e; }
 };
 
-// A column reduction's row index tp_g split over the nest's reduced dims
-// (the last fastest), as locals named after the loop variables.
-void split_reduced_index(std::ostream& os, const LoopNest& n, const std::string& ix, const std::string& ind) {
-  os << ind << ix << " tp_rem = tp_g;\n";
-  for (size_t d = n.inner_vars.size(); d-- > 0;)
-    os << ind << "const " << ix << " " << n.inner_vars[d].var_name() << " = tp_rem % " << n.inner_ranges[d]
-       << "; tp_rem /= " << n.inner_ranges[d] << ";\n";
-  os << ind << "(void)tp_rem;\n";
+// Extent d of a nest's inner space as an expression.
+IndexExpr inner_extent(const LoopNest& n, size_t d) {
+  return d < n.inner_extents.size() ? n.inner_extents[d] : IndexExpr(n.inner_ranges[d]);
 }
 
 NestItems nest_items(const LoopNest& n) {
@@ -373,16 +372,69 @@ NestItems nest_items(const LoopNest& n) {
   it.lanes = n.vectorize && n.lanes > 1 && n.lanes <= 8 ? n.lanes : 1;
   it.groups = it.lanes > 1 ? e / it.lanes : 0;
   it.tail = e - it.groups * it.lanes;
+  it.rows_e = 1;
+  for (size_t d = 0; d + 1 < nd; ++d) it.rows_e = it.rows_e * inner_extent(n, d);
+  const IndexExpr ee = inner_extent(n, nd - 1);
+  it.groups_e = it.lanes > 1 ? floordiv(ee, IndexExpr(it.lanes)) : IndexExpr(0);
+  it.tail_e = ee - it.groups_e * it.lanes;
   return it;
 }
 
 class KernelWriter {
  public:
-  KernelWriter(const LoopProgram& p, const KernelPlan& k, std::ostringstream& os) : p_(p), k_(k), os_(os) {
-    ix_ = k.index_bits == 32 ? "int" : "i64";
+  // wide: 64-bit indices although the plan proved 32 bits (a symbolic
+  // kernel whose flattened work the plan's proof does not cover).
+  KernelWriter(const LoopProgram& p, const KernelPlan& k, std::ostringstream& os, bool wide = false)
+      : p_(p), k_(k), os_(os) {
+    ix_ = k.index_bits == 32 && !wide ? "int" : "i64";
+    if (k.symbolic) {
+      // Sizes lie in their declared ranges (a division by one prints as C's
+      // `/`), loop variables below their extents' largest value.
+      ranges_ = k.size_ranges;
+      auto loop = [&](const IndexExpr& e) -> Interval {
+        const Interval r = range_of(e, k.size_ranges);
+        return {0, r.hi == INT64_MAX ? INT64_MAX - 1 : std::max<int64_t>(r.hi - 1, 0)};
+      };
+      ranges_[k.outer_var.var_id()] = loop(k.outer_count);
+      for (const LoopNest& n : k.nests)
+        for (size_t d = 0; d < n.inner_vars.size(); ++d) ranges_[n.inner_vars[d].var_id()] = loop(inner_extent(n, d));
+      return;
+    }
     ranges_[k.outer_var.var_id()] = outer_interval(k);
     for (const LoopNest& n : k.nests)
       for (size_t d = 0; d < n.inner_vars.size(); ++d) ranges_[n.inner_vars[d].var_id()] = loop_interval(n.inner_extents[d]);
+  }
+
+  // An extent or count in the source: the number for a constant (as static
+  // kernels always printed it), else the C expression over tp_size<k>.
+  std::string cx(const IndexExpr& e) const {
+    const IndexExpr s = simplify(e, ranges_);
+    if (s.is_const()) return std::to_string(s.const_value());
+    return "(" + to_c(s, ranges_) + ")";
+  }
+  // An index over the outer variable alone (a reduction's store), printed
+  // with the outer loop's range (and the sizes' declared ones).
+  std::string outer_c(const IndexExpr& e) const {
+    if (!k_.symbolic) return to_c(e, {{k_.outer_var.var_id(), outer_interval(k_)}});
+    RangeMap r = k_.size_ranges;
+    r[k_.outer_var.var_id()] = ranges_.at(k_.outer_var.var_id());
+    return to_c(e, r);
+  }
+  bool is_zero(const IndexExpr& e) const {
+    const IndexExpr s = simplify(e, ranges_);
+    return s.is_const() && s.const_value() == 0;
+  }
+
+  // A column reduction's row index tp_g split over the nest's reduced dims
+  // (the last fastest), as locals named after the loop variables.
+  void split_reduced_index(const LoopNest& n, const std::string& ind) {
+    os_ << ind << ix_ << " tp_rem = tp_g;\n";
+    for (size_t d = n.inner_vars.size(); d-- > 0;) {
+      const std::string e = cx(inner_extent(n, d));
+      os_ << ind << "const " << ix_ << " " << n.inner_vars[d].var_name() << " = tp_rem % " << e << "; tp_rem /= " << e
+          << ";\n";
+    }
+    os_ << ind << "(void)tp_rem;\n";
   }
 
   // Declares the inner variables of `n` for work item `g` (vector item: the
@@ -391,15 +443,19 @@ class KernelWriter {
     const size_t nd = n.inner_vars.size();
     if (nd == 0) return;
     const std::string j = n.inner_vars.back().var_name();
-    const int64_t per = vec ? it.groups : it.tail;
+    const std::string per = cx(vec ? it.groups_e : it.tail_e);
     os_ << ind << "const " << ix_ << " " << j << " = ";
-    if (vec) os_ << "(" << g << " % " << per << ") * " << it.lanes << ";\n";
-    else os_ << it.groups * it.lanes << " + " << g << " % " << per << ";\n";
+    // g < per where a nest has one inner dim (every loop bounds it so): a
+    // symbolic nest skips that `%`, a run-time division on the GPU.
+    const std::string gm = k_.symbolic && nd == 1 ? g : g + " % " + per;
+    if (vec) os_ << "(" << gm << ") * " << it.lanes << ";\n";
+    else os_ << cx(it.groups_e * it.lanes) << " + " << gm << ";\n";
     if (nd == 1) return;
     os_ << ind << ix_ << " " << j << "_r = " << g << " / " << per << ";\n";
     for (size_t d = nd - 1; d-- > 0;) {
-      os_ << ind << "const " << ix_ << " " << n.inner_vars[d].var_name() << " = " << j << "_r % " << n.inner_ranges[d]
-          << "; " << j << "_r /= " << n.inner_ranges[d] << ";\n";
+      const std::string e = cx(inner_extent(n, d));
+      os_ << ind << "const " << ix_ << " " << n.inner_vars[d].var_name() << " = " << j << "_r % " << e << "; " << j
+          << "_r /= " << e << ";\n";
     }
     os_ << ind << "(void)" << j << "_r;\n";
   }
@@ -705,8 +761,8 @@ class KernelWriter {
     if (cache_loads_.empty()) return;
     const std::string j0 = k_.nests[0].inner_vars.back().var_name();
     os_ << ind << "#pragma unroll\n" << ind << "for (int tp_kk = 0; tp_kk < " << k_cache_ << "; ++tp_kk) {\n";
-    os_ << ind << "  const " << ix_ << " tp_g = threadIdx.x + tp_kk * " << block << ";\n";
-    os_ << ind << "  if (tp_g < " << it.groups << ") {\n";
+    os_ << ind << "  const " << ix_ << " tp_g = threadIdx.x + tp_kk * " << block_str(block) << ";\n";
+    os_ << ind << "  if (tp_g < " << cx(it.groups_e) << ") {\n";
     os_ << ind << "    const " << ix_ << " " << j0 << " = tp_g * " << it.lanes << ";\n";
     for (auto& c : cache_loads_) {
       const std::string& b = p_.buffers[c.buffer].name;
@@ -721,7 +777,15 @@ class KernelWriter {
     os_ << ind << "  }\n" << ind << "}\n";
   }
   bool use_cache() const { return use_cache_; }
+  // A symbolic row prints its cached body and, behind a run-time test, the
+  // plain one: the cache is off while the latter prints.
+  void set_use_cache(bool on) { use_cache_ = on; }
   int cache_k() const { return k_cache_; }
+  // The block size chosen at launch (symbolic rows): the source reads blockDim.x.
+  void set_launch_block(bool on) { launch_block_ = on; }
+  std::string block_str(int block) const {
+    return launch_block_ ? "(" + ix_ + ")blockDim.x" : std::to_string(block);
+  }
 
  private:
   const LoopProgram& p_;
@@ -743,6 +807,7 @@ class KernelWriter {
     DType dtype;
   };
   bool use_cache_ = false;
+  bool launch_block_ = false;
   int k_cache_ = 0;
   std::map<std::string, std::string> cache_;
   std::vector<CacheLoad> cache_loads_;
@@ -756,7 +821,7 @@ class KernelWriter {
 bool flat_form(const LoopProgram& p, const KernelPlan& k) {
   for (const LoopNest& n : k.nests) {
     if (p.nodes[n.node].is_reduction()) return false;
-    if (n.inner_ranges != k.nests[0].inner_ranges) return false;
+    if (n.inner_ranges != k.nests[0].inner_ranges || n.inner_extents != k.nests[0].inner_extents) return false;
     NestItems a = nest_items(n), b = nest_items(k.nests[0]);
     if (a.lanes != b.lanes) return false;
   }
@@ -766,7 +831,9 @@ bool flat_form(const LoopProgram& p, const KernelPlan& k) {
 // Every nest over the same single inner dim, vectorized with the same lanes.
 bool row_cacheable(const LoopProgram& p, const KernelPlan& k) {
   for (const LoopNest& n : k.nests) {
-    if (n.inner_vars.size() != 1 || n.inner_ranges != k.nests[0].inner_ranges || p.nodes[n.node].scan) return false;
+    if (n.inner_vars.size() != 1 || n.inner_ranges != k.nests[0].inner_ranges ||
+        n.inner_extents != k.nests[0].inner_extents || p.nodes[n.node].scan)
+      return false;
     NestItems a = nest_items(n);
     if (a.lanes < 2 || a.groups == 0 || a.lanes != nest_items(k.nests[0]).lanes) return false;
   }
@@ -802,8 +869,21 @@ void check_knobs(const CudaKnobs& k) {
 
 PrintedUnit CudaPrinter::print(const LoopProgram& p, const Schedule& s) const { return print_cuda(p, s).unit; }
 
+CudaLaunch cuda_launch_at(const CudaLaunch& l, const std::unordered_map<int, int64_t>& sizes) {
+  if (!l.symbolic) return l;
+  CudaLaunch r = l;
+  r.work = std::max<int64_t>(evaluate(l.work_expr, sizes), 0);
+  if (l.split_auto) {
+    // The split factor the static printer would take at these items (at least one block).
+    r.work = std::max(split_reduction_blocks(evaluate(l.split_items, sizes)), 1);
+  } else if (l.form == CudaForm::Row && l.block_max > 0) {
+    const int64_t items = std::max<int64_t>(evaluate(l.items_expr, sizes), 1);
+    r.block_x = pow2_at_least(l.cache_k > 0 ? (items + l.cache_k - 1) / l.cache_k : items, 32, l.block_max);
+  }
+  return r;
+}
+
 CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const {
-  if (p.num_sizes > 0) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
   check_knobs(knobs_);
   CudaUnit cu;
   PrintedUnit& u = cu.unit;
@@ -829,7 +909,6 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
   std::ostringstream os;
   os << "// Generated by Stax (CUDA printer): one kernel per kernel plan.\n" << kPrelude;
   for (const KernelPlan& k : s.kernels) {
-    if (k.symbolic) throw NotImplementedError("stax cuda printer: symbolic sizes are not supported yet");
     for (const LoopNest& n : k.nests)
       if (p.nodes[n.node].scan) throw NotImplementedError("stax cuda printer: scans (cumsum, cumprod) are not supported yet");
     for (const LoopNest& n : k.nests)
@@ -843,11 +922,32 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
     CudaLaunch launch;
     const bool column = k.vectorize_outer && k.nests.size() == 1;
     const bool flat = !column && flat_form(p, k);
+    // Dynamic shapes: the outer count and the items as expressions (constants
+    // when static); the launch keeps them and the host evaluates them per call.
+    const bool sym = k.symbolic;
+    const IndexExpr outer_e = sym ? k.outer_count : IndexExpr(k.outer_extent);
     int64_t max_items = 1;
+    IndexExpr max_items_e = 1;
     for (const LoopNest& n : k.nests) {
       NestItems it = nest_items(n);
       max_items = std::max({max_items, it.vec_items(), it.tail_items()});
+      max_items_e = ir::max(max_items_e, ir::max(it.vec_items_e(), it.tail_items_e()));
     }
+    const RangeMap& sr = k.size_ranges;
+    max_items_e = simplify(max_items_e, sr);
+    // 32-bit indices cover the plan's loops and indices over the declared
+    // ranges; a flat kernel's grid-stride index runs to outer x items, which
+    // that proof does not cover: 64-bit where it may pass 2^30.
+    bool wide = false;
+    if (sym && k.index_bits == 32) {
+      IndexExpr total = 0;
+      for (const LoopNest& n : k.nests) {
+        NestItems it = nest_items(n);
+        total = ir::max(total, outer_e * (it.vec_items_e() + it.tail_items_e()));
+      }
+      wide = range_of(simplify(total, sr), sr).hi > (int64_t{1} << 30);
+    }
+    launch.symbolic = sym;
     // Column sums of 16-bit data: two neighbouring outputs per thread, so a
     // thread still reads 4 bytes per row (as float32) and keeps as many bytes
     // in flight (one output per thread read 2 bytes: half the float32 rate).
@@ -857,76 +957,146 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       // W neighbouring outputs per block row (a warp reads whole 32-byte
       // sectors down to W = 8 floats), fewer when the outputs are few, so
       // that the grid still fills the GPU; 1024 threads a block.
+      // Symbolic outputs: W from the hint (any W is correct).
       const int W = knobs_.column_width > 0 ? knobs_.column_width
                     : k.outer_extent >= 8192 ? 32 : k.outer_extent >= 4096 ? 16 : 8;
       std::vector<const ExprNode*> pairs;
-      if (is_half(p.nodes[k.nests[0].node].body->dtype) && k.outer_extent % 2 == 0 &&
+      const IndexExpr oc = simplify(outer_e, sr);
+      if (is_half(p.nodes[k.nests[0].node].body->dtype) && oc.is_const() && oc.const_value() % 2 == 0 &&
           KernelWriter(p, k, os).column_pairs(k.nests[0], 2, pairs) && !pairs.empty())
         col_lanes = 2;
       launch.block_x = W / col_lanes;
       launch.column_width = W;
       launch.block_y = (knobs_.column_threads > 0 ? knobs_.column_threads : kCudaColumnThreads) / launch.block_x;
       launch.work = (k.outer_extent + W - 1) / W;
+      launch.work_expr = floordiv(outer_e + (W - 1), IndexExpr(W));
     } else if (flat) {
       NestItems it = nest_items(k.nests[0]);
       launch.form = CudaForm::Flat;
       launch.block_x = knobs_.flat_block > 0 ? knobs_.flat_block : 256;
       launch.work = k.outer_extent * (it.vec_items() + it.tail_items());
+      launch.work_expr = outer_e * (it.vec_items_e() + it.tail_items_e());
     } else {
       launch.form = CudaForm::Row;
       launch.block_x = knobs_.row_threads > 0      ? knobs_.row_threads
                        : k.outer_extent == 1 ? 1024
                                              : pow2_at_least(max_items, 32, 512);
       launch.work = k.outer_extent;
+      launch.work_expr = outer_e;
+      // Symbolic items per row: the block covers the call's items (as the
+      // static choice covers the hint's).
+      if (sym && knobs_.row_threads == 0 && k.outer_extent != 1 && !max_items_e.is_const()) {
+        launch.block_max = 512;
+        launch.items_expr = max_items_e;
+      }
     }
     // One row whose first nest is its only reduction: split over blocks (split_reduction.h).
+    // Symbolic items: split whenever the declared range reaches the split sizes
+    // (the kernel reads gridDim.x, so any grid is right); the blocks follow the
+    // call's items at launch.
     int split = 0;
-    if (launch.form == CudaForm::Row && k.outer_extent == 1 && p.nodes[k.nests[0].node].is_reduction()) {
+    if (launch.form == CudaForm::Row && k.outer_extent == 1 && p.nodes[k.nests[0].node].is_reduction() &&
+        simplify(outer_e, sr).is_const()) {
       int reductions = 0;
       for (const LoopNest& n : k.nests) reductions += p.nodes[n.node].is_reduction() ? 1 : 0;
       NestItems it = nest_items(k.nests[0]);
-      if (reductions == 1) split = split_reduction_blocks(it.vec_items() + it.tail_items());
+      const IndexExpr items_e = simplify(it.vec_items_e() + it.tail_items_e(), sr);
+      const bool sym_items = sym && !items_e.is_const();
+      if (reductions == 1) {
+        split = split_reduction_blocks(it.vec_items() + it.tail_items());
+        if (sym_items && split_reduction_blocks(std::min<int64_t>(range_of(items_e, sr).hi, int64_t{1} << 40)) > 0)
+          split = std::max(split, 1);
+      }
       if (split) {
         if (knobs_.split_blocks > 0) split = knobs_.split_blocks;
         launch.block_x = knobs_.split_threads > 0 ? knobs_.split_threads : kSplitThreads;
         launch.work = split;
+        launch.block_max = 0;
+        if (sym_items && knobs_.split_blocks == 0) {
+          launch.split_auto = true;
+          launch.split_items = items_e;
+        }
       }
     }
-    KernelWriter kw(p, k, os);
+    KernelWriter kw(p, k, os, wide);
     // A row whose nests share one vectorized inner dim keeps its read-only
     // inputs in registers (one read from memory per row, whatever the number
     // of nests): about four vector groups per thread.
     bool cached = false;
+    // Symbolic row length: K groups a thread as at the hint, the block chosen
+    // at launch to cover the row; a row longer than K x 512 groups takes the
+    // plain row path (a run-time test in the kernel).
+    bool cache_test = false;
     if (launch.form == CudaForm::Row && k.outer_extent > 1 && row_cacheable(p, k)) {
       NestItems it = nest_items(k.nests[0]);
-      const int block = knobs_.row_block > 0 ? knobs_.row_block : pow2_at_least((it.groups + 3) / 4, 32, 512);  // <= 128 registers a thread
-      if (kw.plan_cache(it, block, 64)) {
+      // A symbolic row is planned for at least 2048 groups (K = 4 at 512
+      // threads: rows of 8192 floats stay in registers whatever the hint).
+      const bool sym_groups = sym && !simplify(it.groups_e, sr).is_const();
+      NestItems plan_it = it;
+      if (sym_groups) plan_it.groups = std::max<int64_t>(it.groups, 4 * 512);
+      const int block = knobs_.row_block > 0 ? knobs_.row_block : pow2_at_least((plan_it.groups + 3) / 4, 32, 512);  // <= 128 registers a thread
+      if (kw.plan_cache(plan_it, block, 64)) {
         cached = true;
         launch.block_x = block;
         launch.register_rows = true;
         cu.tunable = true;
+        if (sym_groups) {
+          // The block at the hint, as the launch will choose it there.
+          launch.block_x = pow2_at_least((it.groups + kw.cache_k() - 1) / kw.cache_k(), 32, 512);
+          cache_test = true;
+          launch.block_max = 512;
+          launch.cache_k = kw.cache_k();
+          launch.items_expr = simplify(it.groups_e, sr);
+          kw.set_launch_block(true);
+        } else {
+          launch.block_max = 0;  // the row's groups are static: the static block
+        }
       }
     }
-    os << "\n// " << k.name << ": " << k.origin << "\n// outer space " << shape_str(k.outer_ranges) << ", "
-       << (column ? "column" : flat ? "flat" : "row") << " form\n";
+    if (launch.block_max > 0) kw.set_launch_block(true);
+    os << "\n// " << k.name << ": " << k.origin << "\n// outer space ";
+    if (sym) {
+      os << "[";
+      for (size_t d = 0; d < k.outer_extents.size(); ++d) os << (d ? ", " : "") << k.outer_extents[d].to_string();
+      os << "]";
+    } else {
+      os << shape_str(k.outer_ranges);
+    }
+    os << ", " << (column ? "column" : flat ? "flat" : "row") << " form\n";
     if (split) {
       const ComputeNode& rn = p.nodes[k.nests[0].node];
-      launch.scratch_bytes = split_reduction_scratch_bytes(static_cast<int>(itemsize(acc_dtype(rn.reduce, rn.body->dtype))), split);
+      const int acc_bytes = static_cast<int>(itemsize(acc_dtype(rn.reduce, rn.body->dtype)));
+      launch.scratch_bytes =
+          split_reduction_scratch_bytes(acc_bytes, launch.split_auto ? std::max(split, kSplitMaxBlocks) : split);
     }
-    os << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_x * launch.block_y << ") " << k.name << "(";
+    const int bounds = launch.block_max > 0 ? launch.block_max : launch.block_x * launch.block_y;
+    os << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << k.name << "(";
+    bool first_param = true;
+    auto param = [&]() -> std::ostream& {
+      if (!first_param) os << ", ";
+      first_param = false;
+      return os;
+    };
     for (size_t i = 0; i < u.slot_buffer.size(); ++i) {
       const Buffer& b = p.buffers[u.slot_buffer[i]];
-      os << (i ? ", " : "") << (written.count(b.id) ? "" : "const ") << mtype(b.dtype) << "* __restrict__ " << b.name;
+      param() << (written.count(b.id) ? "" : "const ") << mtype(b.dtype) << "* __restrict__ " << b.name;
     }
-    if (split) os << (u.slot_buffer.empty() ? "" : ", ") << split_reduction_param();
+    // Every kernel of a symbolic program takes every size (one argument list for all).
+    for (int z = 0; z < p.num_sizes; ++z) param() << "const i64 tp_arg_size" << z;
+    if (split) param() << split_reduction_param();
     os << ") {\n";
     const std::string& ix = kw.ix();
+    for (int z = 0; z < p.num_sizes; ++z)
+      os << "  const " << ix << " tp_size" << z << " = (" << ix << ")tp_arg_size" << z << "; (void)tp_size" << z << ";\n";
     const std::string o = k.outer_var.var_name();
+    const std::string outer_c = kw.cx(outer_e);
     if (column) {
       const LoopNest& n = k.nests[0];
       const ComputeNode& node = p.nodes[n.node];
       DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
-      const int64_t rn = leading_product(n.inner_ranges, n.inner_ranges.size());
+      IndexExpr rn_e = 1;
+      for (size_t d = 0; d < n.inner_vars.size(); ++d) rn_e = rn_e * inner_extent(n, d);
+      const std::string rn = kw.cx(rn_e);
       const int X = launch.block_x, Y = launch.block_y, L = col_lanes;
       if (L > 1) {
         // Lanes: thread x owns outputs L*x .. L*x+L-1 of its block; the block's
@@ -937,7 +1107,7 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
         for (int q = 0; q < L; ++q) os << "  " << ctype(at) << " acc" << q << " = " << reduce_init(node.reduce, at) << ";\n";
         std::vector<const ExprNode*> pairs;
         kw.column_pairs(n, L, pairs);
-        os << "  if (" << o << " < " << k.outer_extent << ") {\n";
+        os << "  if (" << o << " < " << outer_c << ") {\n";
         kw.column_alignment(n, L, pairs, "tp_al", "    ");
         // Two copies of the loop, so that the aligned one has no branch per row
         // and its unrolled loads are all in flight together. Unrolled 4 deep (a
@@ -947,21 +1117,20 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
           os << (vec ? "    if (tp_al) {\n" : "    } else {\n");
           os << "      #pragma unroll 4\n";
           os << "      for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
-          split_reduced_index(os, n, ix, "        ");
+          kw.split_reduced_index(n, "        ");
           kw.column_item(n, L, pairs, vec, "acc", "        ");
           os << "      }\n";
         }
         os << "    }\n  }\n";
         for (int q = 0; q < L; ++q) os << "  tp_col[threadIdx.y][threadIdx.x * " << L << " + " << q << "] = acc" << q << ";\n";
         os << "  __syncthreads();\n";
-        os << "  if (threadIdx.y < " << L << " && " << o << " < " << k.outer_extent << ") {\n";
+        os << "  if (threadIdx.y < " << L << " && " << o << " < " << outer_c << ") {\n";
         os << "    const int tp_c = threadIdx.x * " << L << " + threadIdx.y;\n";
         os << "    " << ctype(at) << " acc = tp_col[0][tp_c];\n";
         os << "    for (int y = 1; y < " << Y << "; ++y) acc = " << c_combine(node.reduce, "acc", "tp_col[y][tp_c]") << ";\n";
         os << "    const " << ix << " " << o << "_q = " << o << " + threadIdx.y;\n";
         os << "    {\n      const " << ix << " " << o << " = " << o << "_q;\n";
-        os << "      " << p.buffers[node.out_buffer].name << "["
-           << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}}) << "] = ("
+        os << "      " << p.buffers[node.out_buffer].name << "[" << kw.outer_c(n.store_index) << "] = ("
            << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n    }\n  }\n";
         os << "}\n";
         u.kernel_names.push_back(k.name);
@@ -971,25 +1140,51 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
       os << "  __shared__ " << ctype(at) << " tp_col[" << Y << "][" << X + 1 << "];\n";
       os << "  const " << ix << " " << o << " = (" << ix << ")blockIdx.x * " << X << " + threadIdx.x;\n";
       os << "  " << ctype(at) << " acc = " << reduce_init(node.reduce, at) << ";\n";
-      os << "  if (" << o << " < " << k.outer_extent << ") {\n";
+      os << "  if (" << o << " < " << outer_c << ") {\n";
       os << "    #pragma unroll 4\n";
       os << "    for (" << ix << " tp_g = threadIdx.y; tp_g < " << rn << "; tp_g += " << Y << ") {\n";
-      split_reduced_index(os, n, ix, "      ");
+      kw.split_reduced_index(n, "      ");
       NestItems it;  // scalar items
       kw.item(n, it, false, "acc", "      ");
       os << "    }\n  }\n";
       os << "  tp_col[threadIdx.y][threadIdx.x] = acc;\n  __syncthreads();\n";
-      os << "  if (threadIdx.y == 0 && " << o << " < " << k.outer_extent << ") {\n";
+      os << "  if (threadIdx.y == 0 && " << o << " < " << outer_c << ") {\n";
       os << "    for (int y = 1; y < " << Y << "; ++y) acc = "
          << c_combine(node.reduce, "acc", "tp_col[y][threadIdx.x]") << ";\n";
-      os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, {{k.outer_var.var_id(), outer_interval(k)}})
-         << "] = (" << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n  }\n";
+      os << "    " << p.buffers[node.out_buffer].name << "[" << kw.outer_c(n.store_index) << "] = ("
+         << ctype(p.buffers[node.out_buffer].dtype) << ")acc;\n  }\n";
     } else if (flat) {
       NestItems it = nest_items(k.nests[0]);
       auto loop = [&](bool vec) {
-        const int64_t per = vec ? it.vec_items() : it.tail_items();
-        if (per == 0) return;
-        const int64_t total = k.outer_extent * per;
+        const IndexExpr per_e = vec ? it.vec_items_e() : it.tail_items_e();
+        if (kw.is_zero(per_e)) return;
+        const std::string per = kw.cx(per_e);
+        const std::string total = kw.cx(outer_e * per_e);
+        if (sym) {
+          // The grid-stride step split once into whole rows and a remainder:
+          // (outer, item) advance without a run-time division per item.
+          const std::string in = std::to_string(kw.next());
+          // A zero count (a row shorter than one vector, a row without a
+          // tail) skips the loop: its divisions would be by zero.
+          os << "  if (" << per << " > 0) {\n    const " << ix << " tp_per" << in << " = " << per << ";\n";
+          os << "    const " << ix << " tp_step" << in << " = (" << ix << ")gridDim.x * blockDim.x;\n";
+          os << "    const " << ix << " tp_so" << in << " = tp_step" << in << " / tp_per" << in << ", tp_sg" << in
+             << " = tp_step" << in << " % tp_per" << in << ";\n";
+          os << "    const " << ix << " tp_e0" << in << " = (" << ix << ")blockIdx.x * blockDim.x + threadIdx.x;\n";
+          os << "    " << ix << " tp_g = tp_e0" << in << " % tp_per" << in << ";\n";
+          os << "    for (" << ix << " " << o << " = tp_e0" << in << " / tp_per" << in << "; " << o << " < " << outer_c
+             << ";) {\n";
+          for (const LoopNest& n : k.nests) {
+            os << "      {\n";
+            kw.decode(n, it, "tp_g", vec, "        ");
+            kw.item(n, it, vec, "", "        ");
+            os << "      }\n";
+          }
+          os << "      tp_g += tp_sg" << in << ";\n      " << o << " += tp_so" << in << ";\n";
+          os << "      if (tp_g >= tp_per" << in << ") {\n        tp_g -= tp_per" << in << ";\n        ++" << o
+             << ";\n      }\n    }\n  }\n";
+          return;
+        }
         os << "  for (" << ix << " tp_e = (" << ix << ")blockIdx.x * blockDim.x + threadIdx.x; tp_e < " << total
            << "; tp_e += (" << ix << ")gridDim.x * blockDim.x) {\n";
         os << "    const " << ix << " " << o << " = tp_e / " << per << ";\n";
@@ -1014,63 +1209,85 @@ CudaUnit CudaPrinter::print_cuda(const LoopProgram& p, const Schedule& s) const 
         DType d = static_cast<DType>(t);
         os << "  __shared__ " << ctype(d) << " tp_sh_" << ctype(d) << "[32];\n";
       }
-      // Split: every block walks the single row (its reduction items are shared out below).
-      os << "  for (" << ix << " " << o << " = " << (split ? "0" : "blockIdx.x") << "; " << o << " < " << k.outer_extent
-         << "; " << o << (split ? "++" : " += gridDim.x") << ") {\n";
-      if (cached) kw.emit_cache_loads(nest_items(k.nests[0]), launch.block_x, "    ");
-      for (size_t ni = 0; ni < k.nests.size(); ++ni) {
-        const LoopNest& n = k.nests[ni];
-        const ComputeNode& node = p.nodes[n.node];
-        const bool red = node.is_reduction();
-        NestItems it = nest_items(n);
-        DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
-        const std::string acc = "tp_acc" + std::to_string(n.node);
-        os << "    // node " << n.node << ": " << node.origin << " -> " << p.buffers[node.out_buffer].name
-           << (red ? std::string(" (") + reduce_op_name(node.reduce) + " over " + shape_str(n.inner_ranges) + ")" : "")
-           << (it.lanes > 1 ? ", " + std::to_string(it.lanes) + " lanes" : "") << "\n";
-        if (red) os << "    " << ctype(at) << " " << acc << " = " << reduce_init(node.reduce, at) << ";\n";
-        for (bool vec : {true, false}) {
-          const int64_t per = vec ? it.vec_items() : it.tail_items();
-          if (per == 0) continue;
-          if (vec && cached) {  // the K groups of this thread, as the cache holds them
-            os << "    #pragma unroll\n    for (int tp_kk = 0; tp_kk < " << kw.cache_k() << "; ++tp_kk) {\n";
-            os << "      const " << ix << " tp_g = threadIdx.x + tp_kk * " << launch.block_x << ";\n";
-            os << "      if (tp_g < " << per << ") {\n";
-            kw.decode(n, it, "tp_g", true, "        ");
-            kw.item(n, it, true, acc, "        ");
-            os << "      }\n    }\n";
-            continue;
+      // The rows: with the register cache (use_cache) or without.
+      auto rows = [&](bool use_cache, const std::string& in0) {
+        kw.set_use_cache(use_cache);
+        const std::string in1 = in0 + "  ";
+        // Split: every block walks the single row (its reduction items are shared out below).
+        os << in0 << "for (" << ix << " " << o << " = " << (split ? "0" : "blockIdx.x") << "; " << o << " < " << outer_c
+           << "; " << o << (split ? "++" : " += gridDim.x") << ") {\n";
+        if (use_cache) kw.emit_cache_loads(nest_items(k.nests[0]), launch.block_x, in1);
+        for (size_t ni = 0; ni < k.nests.size(); ++ni) {
+          const LoopNest& n = k.nests[ni];
+          const ComputeNode& node = p.nodes[n.node];
+          const bool red = node.is_reduction();
+          NestItems it = nest_items(n);
+          DType dt = node.body->dtype, at = acc_dtype(node.reduce, dt);
+          const std::string acc = "tp_acc" + std::to_string(n.node);
+          std::string over = shape_str(n.inner_ranges);
+          if (sym) {
+            over = "[";
+            for (size_t d = 0; d < n.inner_vars.size(); ++d) over += (d ? ", " : "") + inner_extent(n, d).to_string();
+            over += "]";
           }
-          if (vec) os << "    #pragma unroll 4\n";
-          const bool grid = split && red;  // the split reduction: a grid-stride loop over its items
-          os << "    for (" << ix << " tp_g = " << (grid ? "(" + ix + ")blockIdx.x * blockDim.x + threadIdx.x" : "threadIdx.x")
-             << "; tp_g < " << per << "; tp_g += " << (grid ? "(" + ix + ")gridDim.x * blockDim.x" : "blockDim.x")
-             << ") {\n";
-          kw.decode(n, it, "tp_g", vec, "      ");
-          kw.item(n, it, vec, acc, "      ");
-          os << "    }\n";
-        }
-        if (red) {
-          const std::string r = "red" + std::to_string(n.node);
-          os << "    " << acc << " = tp_block_reduce(" << acc << ", " << functor(node.reduce) << ", tp_sh_" << ctype(at)
-             << ");\n";
-          if (split)
-            os << split_reduction_combine(acc, ctype(at), reduce_init(node.reduce, at), functor(node.reduce),
-                                          std::string("tp_sh_") + ctype(at), "    ");
-          os << "    const " << ctype(dt) << " " << r << " = (" << ctype(dt) << ")" << acc << ";\n";
-          kw.locals()[node.out_buffer] = r;
-          if (n.store_to_memory) {
-            RangeMap rm{{k.outer_var.var_id(), outer_interval(k)}};
-            os << "    if (threadIdx.x == 0) " << p.buffers[node.out_buffer].name << "[" << to_c(n.store_index, rm)
-               << "] = " << r << ";\n";
+          os << in1 << "// node " << n.node << ": " << node.origin << " -> " << p.buffers[node.out_buffer].name
+             << (red ? std::string(" (") + reduce_op_name(node.reduce) + " over " + over + ")" : "")
+             << (it.lanes > 1 ? ", " + std::to_string(it.lanes) + " lanes" : "") << "\n";
+          if (red) os << in1 << ctype(at) << " " << acc << " = " << reduce_init(node.reduce, at) << ";\n";
+          for (bool vec : {true, false}) {
+            const IndexExpr per_e = vec ? it.vec_items_e() : it.tail_items_e();
+            if (kw.is_zero(per_e)) continue;
+            const std::string per = kw.cx(per_e);
+            if (vec && use_cache) {  // the K groups of this thread, as the cache holds them
+              os << in1 << "#pragma unroll\n" << in1 << "for (int tp_kk = 0; tp_kk < " << kw.cache_k() << "; ++tp_kk) {\n";
+              os << in1 << "  const " << ix << " tp_g = threadIdx.x + tp_kk * " << kw.block_str(launch.block_x) << ";\n";
+              os << in1 << "  if (tp_g < " << per << ") {\n";
+              kw.decode(n, it, "tp_g", true, in1 + "    ");
+              kw.item(n, it, true, acc, in1 + "    ");
+              os << in1 << "  }\n" << in1 << "}\n";
+              continue;
+            }
+            if (vec) os << in1 << "#pragma unroll 4\n";
+            const bool grid = split && red;  // the split reduction: a grid-stride loop over its items
+            os << in1 << "for (" << ix << " tp_g = "
+               << (grid ? "(" + ix + ")blockIdx.x * blockDim.x + threadIdx.x" : "threadIdx.x") << "; tp_g < " << per
+               << "; tp_g += " << (grid ? "(" + ix + ")gridDim.x * blockDim.x" : "blockDim.x") << ") {\n";
+            kw.decode(n, it, "tp_g", vec, in1 + "  ");
+            kw.item(n, it, vec, acc, in1 + "  ");
+            os << in1 << "}\n";
           }
+          if (red) {
+            const std::string r = "red" + std::to_string(n.node);
+            os << in1 << acc << " = tp_block_reduce(" << acc << ", " << functor(node.reduce) << ", tp_sh_" << ctype(at)
+               << ");\n";
+            if (split)
+              os << split_reduction_combine(acc, ctype(at), reduce_init(node.reduce, at), functor(node.reduce),
+                                            std::string("tp_sh_") + ctype(at), in1);
+            os << in1 << "const " << ctype(dt) << " " << r << " = (" << ctype(dt) << ")" << acc << ";\n";
+            kw.locals()[node.out_buffer] = r;
+            if (n.store_to_memory)
+              os << in1 << "if (threadIdx.x == 0) " << p.buffers[node.out_buffer].name << "["
+                 << kw.outer_c(n.store_index) << "] = " << r << ";\n";
+          }
+          const bool wrote = (!red) || !n.side_stores.empty();
+          if (wrote && ni + 1 < k.nests.size()) os << in1 << "__syncthreads();\n";
         }
-        const bool wrote = (!red) || !n.side_stores.empty();
-        if (wrote && ni + 1 < k.nests.size()) os << "    __syncthreads();\n";
+        // The next row's first reduction reuses the shared scratch: the block-wide
+        // combine ends with a barrier, so nothing more is needed here.
+        os << in0 << "}\n";
+      };
+      if (cache_test) {
+        // The block was chosen at launch to hold the row in K groups a thread;
+        // a row too long for 512 threads runs without the cache.
+        os << "  if (" << kw.cx(nest_items(k.nests[0]).groups_e) << " <= " << kw.cache_k() << " * (" << ix
+           << ")blockDim.x) {\n";
+        rows(true, "    ");
+        os << "  } else {\n";
+        rows(false, "    ");
+        os << "  }\n";
+      } else {
+        rows(cached, "  ");
       }
-      // The next row's first reduction reuses the shared scratch: the block-wide
-      // combine ends with a barrier, so nothing more is needed here.
-      os << "  }\n";
     }
     os << "}\n";
     u.kernel_names.push_back(k.name);

@@ -25,12 +25,21 @@
 // A float32 sum accumulates in double (free on a memory-bound GPU kernel; the
 // error no longer grows with the reduced length). Refused (NotImplementedError,
 // the region falls back or raises under strict_native): scans, checked
-// indexing (Guard), symbolic sizes, random draws, narrow dtypes.
+// indexing (Guard), random draws, narrow dtypes.
+// Dynamic shapes: a program with size variables prints kernels that take every
+// size as an `i64 tp_arg_size<k>` parameter (after the buffers, before a split
+// reduction's scratch) and loop to size expressions; every size-dependent
+// launch choice is a CudaLaunch expression the host evaluates at each launch
+// (cuda_launch_at), and the source holds only choices valid for any size in
+// the declared ranges (a register row whose vector groups no longer fit K per
+// thread takes the plain row path behind a run-time test).
 #pragma once
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "stax/codegen/kernel_printer.h"
+#include "stax/ir/index_expr.h"
 
 namespace tp::stax::codegen {
 
@@ -53,7 +62,26 @@ struct CudaLaunch {
   // Column form only: neighbouring outputs per block row (block_x times the
   // outputs per thread).
   int column_width = 0;
+  // Dynamic shapes: the fields above hold the values at the sizes' hints;
+  // a symbolic launch is re-made from the call's sizes by cuda_launch_at.
+  bool symbolic = false;
+  ir::IndexExpr work_expr;   // work at any sizes
+  // Row form: > 0 when the block is chosen at launch: a power of two in
+  // [32, block_max] covering items_expr (plain rows: the largest nest's items
+  // per row; register rows with `cache_k` groups a thread: the row's vector
+  // groups / cache_k, so that the row fits the registers where it can).
+  int block_max = 0;
+  int cache_k = 0;
+  ir::IndexExpr items_expr;
+  // Split reduction: the blocks follow the reduction's items (split_items) unless
+  // a knob fixed them (split_fixed); scratch_bytes covers the most blocks.
+  bool split_auto = false;
+  ir::IndexExpr split_items;
 };
+
+// The launch of a symbolic kernel at the call's sizes (values under
+// ir::size_var_id(k)); a static launch is returned as it is.
+CudaLaunch cuda_launch_at(const CudaLaunch& launch, const std::unordered_map<int, int64_t>& sizes);
 
 struct CudaUnit {
   PrintedUnit unit;
