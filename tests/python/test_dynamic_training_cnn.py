@@ -238,13 +238,16 @@ def test_var_std_over_a_symbolic_dim_match_finite_differences():
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
-@pytest.mark.parametrize("dim,keepdim", [(0, False), (1, True), (-1, False)])
-def test_max_min_dim_values_and_gradients_with_one_version(op, dim, keepdim, monkeypatch, capfd):
+@pytest.mark.parametrize("dim,keepdim,t", [(0, False, False), (1, True, False), (-1, False, False),
+                                            (1, False, True), (-1, True, True)])
+def test_max_min_dim_values_and_gradients_with_one_version(op, dim, keepdim, t, monkeypatch, capfd):
+    # t: the product transposed, so the symbolic dim is the last (reduced by dim 1 / -1).
     monkeypatch.setenv("TP_LOGS", "recompiles")
     w = tp.randn(5, 5, requires_grad=True)
 
     def f(x):
-        r = getattr(x @ w, op)(dim, keepdim=keepdim)
+        h = x @ w
+        r = getattr(h.t() if t else h, op)(dim, keepdim=keepdim)
         return r.values.pow(2).sum() + r.values.sin().sum(), r.indices
 
     cf = tp.compile(f, dynamic=True, strict_native=True)
