@@ -697,8 +697,10 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
   if (has_int_attr_from_sizes(c)) return false;
   if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
-                  "scatter_add", "index_copy", "index_fill", "masked_scatter"}))
+                  "scatter_add", "index_copy", "index_fill", "masked_scatter", "index_add"}))
     return rule_same_as_input0(c);
+  // cumprod's gradient operator (grad, x): x's shape.
+  if (name_is(n, {"_cumprod_backward"})) return rule_broadcast(c);
   if (op.has(kReduction) && n.attrs.has("keepdim")) return rule_reduction(c);
   if (op.has(kPointwise) || name_is(n, {"where", "masked_fill", "masked_fill.Scalar", "masked_fill.Tensor", "lerp",
                                         "addcmul", "addcdiv", "clamp", "clamp.Tensor"}))

@@ -263,15 +263,16 @@ def test_create_graph_still_raises_with_symbolic_training():
 
 
 def test_a_formula_without_a_symbolic_form_trains_statically_and_correctly(monkeypatch, capfd):
-    # cumprod's derivative is an operator without a symbolic shape rule: the
-    # joint trace specializes the batch size, and the capture is made static
-    # (one version per size), never a wrong gradient. (var's formula, which
-    # baked 2 / (N - 1) in, now computes N in the graph: test_dynamic_training_cnn.py.)
+    # cat's derivative slices the gradient at bounds computed from the sizes
+    # (x.size(0)), which the tracer cannot follow: the joint trace specializes
+    # the batch size, and the capture is made static (one version per size),
+    # never a wrong gradient. (var's formula, which baked 2 / (N - 1) in, now
+    # computes N in the graph: test_dynamic_training_cnn.py.)
     monkeypatch.setenv("TP_LOGS", "recompiles")
     w = tp.randn(4, 4, requires_grad=True)
 
     def f(x):
-        return (x @ w).cumprod(0).sum()
+        return tp.cat([x @ w, x], 0).pow(2).sum()
 
     cf = tp.compile(f, dynamic=True)
     for i, n in enumerate([3, 5, 6, 9]):

@@ -139,6 +139,20 @@ def test_cnn_module_in_eval_then_train_mode_one_version_per_mode():
     assert cm.num_specializations == 2
 
 
+def test_cnn_aot_eager_backend_trains_symbolically_too():
+    # The interpreter evaluates the gradient operators' symbolic `size` per call.
+    tp.manual_seed(6)
+    model = Net()
+    ref = copy.deepcopy(model)
+
+    def step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    cf = tp.compile(step, backend="aot_eager", dynamic=True)
+    train_and_compare(cf, model, ref, [5, 3, 12, 7])
+    assert cf.num_specializations == 1
+
+
 @pytest.mark.parametrize("pool", ["max", "avg", "adaptive"])
 def test_conv_pool_input_gradient_matches_finite_differences(pool):
     # Float64, the input's gradient (conv2d_input_grad and the pooling
@@ -295,3 +309,33 @@ def test_static_float32_variance_over_non_adjacent_dims(shape, dims):
     with tp.no_grad():
         got = cf(x).numpy()
     np.testing.assert_allclose(got, x.numpy().astype(np.float64).var(axis=dims, ddof=1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["cumprod", "index_select"])
+def test_gradient_operators_with_a_new_shape_rule_train_with_one_version(name, monkeypatch, capfd):
+    # cumprod's gradient operator (_cumprod_backward) and index_select's
+    # (index_add into zeros of the input's size) had no symbolic shape rule.
+    monkeypatch.setenv("TP_LOGS", "recompiles")
+    w = tp.randn(4, 4, dtype=tp.float64, requires_grad=True)
+    idx = tp.tensor([0, 2, 2, 3])
+    fns = {
+        "cumprod": lambda x: ((x @ w) * 0.5).cumprod(0).sum(),
+        "index_select": lambda x: (x @ w).t().index_select(1, idx).pow(2).sum(),  # along the batch dim
+    }
+    f = fns[name]
+    cf = tp.compile(f, dynamic=True, strict_native=True)
+    for n in [5, 4, 8, 13]:
+        tp.manual_seed(70 + n)
+        x = tp.randn(n, 4, dtype=tp.float64, requires_grad=True)
+        loss = cf(x)
+        loss.backward()
+        gw, gx = w.grad.clone(), x.grad.clone()
+        w.grad = x.grad = None
+        ref = f(x)
+        ref.backward()
+        close(loss.detach(), ref.detach(), 1e-10)
+        close(gw, w.grad, 1e-10)
+        close(gx, x.grad, 1e-10)
+        w.grad = None
+    assert cf.num_specializations == 1
+    assert REFUSAL not in capfd.readouterr().err
