@@ -13,8 +13,8 @@ bool ExternOperand::operator==(const ExternOperand& o) const {
 
 bool ExternCall::operator==(const ExternCall& o) const {
   // origin is a comment, not part of what the call computes.
-  return op == o.op && attrs == o.attrs && sym_attrs == o.sym_attrs && kind == o.kind && before_node == o.before_node && inputs == o.inputs &&
-         outputs == o.outputs;
+  return op == o.op && attrs == o.attrs && sym_attrs == o.sym_attrs && kind == o.kind &&
+         before_node == o.before_node && inputs == o.inputs && outputs == o.outputs;
 }
 
 const char* extern_kind_name(ExternKind k) {
