@@ -10,8 +10,6 @@
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
-#include "ops/reduction_args.h"
-#include "ops/reduction_grad.h"
 #include "graph/interpreter.h"
 #include "graph/sym_shape_rules.h"
 #include "passes/passes.h"
@@ -40,20 +38,6 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
     req[n] = r;
   }
   return req;
-}
-
-// mean's derivative with the element count as a value of the graph: the
-// formula's own 1/N is a number (computed from the example's sizes), which a
-// symbolic joint graph cannot carry. N is a sum of ones over the reduced dims
-// of a tensor broadcast to x's sizes (exact: summed in float64), so the graph
-// computes it at every call.
-Tensor symbolic_mean_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
-  const std::vector<bool> mask = reduce::mask_of("mean", x.dim(), attrs);
-  Tensor gk = ops::as_keepdim(g, x, mask, reduce::keepdim_of(attrs));
-  Tensor ones = ops::expand(ones_on(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64, x.device()), x.sizes());
-  Tensor count = ops::sum(ones, reduce::dims_of(mask), true);
-  Tensor r = ops::div(gk, ops::to_dtype(count, gk.dtype()));
-  return ops::to_dtype(ops::expand(r, x.sizes()), x.dtype());
 }
 
 void accumulate(Tensor& slot, const Tensor& g) {
@@ -258,11 +242,10 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
           }
           BackwardArgs ba{ins, outs, gout, n->attrs, needs};
           std::vector<Tensor> gin;
-          if (sym && n->target->name == std::string("mean") && ins.size() == 1 && gout.at(0).defined() &&
-              needs[0])
-            gin = {symbolic_mean_grad(gout[0], ins[0], n->attrs)};
-          else
-            gin = n->target->backward(ba);
+          // Formulas that compute a number from sizes have a form that
+          // computes it in the graph (OpDef::symbolic_backward).
+          if (sym && n->target->symbolic_backward) gin = n->target->symbolic_backward(ba);
+          else gin = n->target->backward(ba);
           for (size_t i = 0; i < gin.size() && i < ins.size(); ++i) {
             if (!needs[i] || !gin[i].defined()) continue;
             // As the eager engine does: broadcasting and promotion undone.

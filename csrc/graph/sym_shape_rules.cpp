@@ -537,6 +537,12 @@ bool rule_batch_passthrough(Ctx& c) {
   // Unbatched (a 3-D input of a 2-D conv/pool): dim 0 is channels, fixed too.
   const size_t batched_rank = name_is(c.n, {"native_batch_norm"}) ? 2 : 4;
   if (in.size() < batched_rank) c.env.specialize(in[0], c.where());
+  // The other tensors (a weight, a bias, running statistics) fix the result's
+  // channels: static too (a weight passed as an input under dynamic=True was
+  // left symbolic, and a version was reused for another number of channels).
+  for (size_t i = 1; i < c.n.args.size(); ++i)
+    for (auto& d : arg_shape(c.n, i))
+      if (!d.is_const()) c.env.specialize(d, c.where());
   for (auto& d : in) d = c.env.resolve(d);
   auto out_of = [&](const TensorMeta& m) {
     SymShape o;
@@ -547,6 +553,25 @@ bool rule_batch_passthrough(Ctx& c) {
   c.n.sym_sizes = out_of(c.n.meta);
   c.n.output_sym_sizes.clear();
   for (auto& m : c.n.output_metas) c.n.output_sym_sizes.push_back(out_of(m));
+  return true;
+}
+
+// The gradient operators of conv2d and pooling (conv2d_input_grad,
+// conv2d_weight_grad, max_pool2d_grad, avg_pool2d_grad, adaptive_avg_pool2d_grad):
+// the result is exactly the `size` attribute, which the derivative formula
+// took from the forward input's (or weight's) sizes; symbolic where the
+// tracer matched it to that tensor's symbolic shape (the extern call then
+// evaluates it per call). A static size against symbolic operands is what
+// the joint trace's check at other sizes refuses.
+bool rule_grad_of_size(Ctx& c) {
+  if (const std::vector<SymDim>* sym = c.sym_attr("size")) {
+    c.n.sym_sizes = *sym;
+    return true;
+  }
+  const AttrValue* v = c.n.attrs.find("size");
+  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) return false;
+  c.n.sym_sizes.clear();
+  for (int64_t d : std::get<std::vector<int64_t>>(*v)) c.n.sym_sizes.push_back(SymDim(d));
   return true;
 }
 
@@ -660,6 +685,9 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
     n.sym_sizes = arg_shape(n, 1);
     return true;
   }
+  if (name_is(n, {"conv2d_input_grad", "conv2d_weight_grad", "max_pool2d_grad", "avg_pool2d_grad",
+                  "adaptive_avg_pool2d_grad"}))
+    return rule_grad_of_size(c);
   if (name_is(n, {"conv2d", "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                   "native_batch_norm"}))
     return rule_batch_passthrough(c);
@@ -669,8 +697,10 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
   if (has_int_attr_from_sizes(c)) return false;
   if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
-                  "scatter_add", "index_copy", "index_fill", "masked_scatter"}))
+                  "scatter_add", "index_copy", "index_fill", "masked_scatter", "index_add"}))
     return rule_same_as_input0(c);
+  // cumprod's gradient operator (grad, x): x's shape.
+  if (name_is(n, {"_cumprod_backward"})) return rule_broadcast(c);
   if (op.has(kReduction) && n.attrs.has("keepdim")) return rule_reduction(c);
   if (op.has(kPointwise) || name_is(n, {"where", "masked_fill", "masked_fill.Scalar", "masked_fill.Tensor", "lerp",
                                         "addcmul", "addcdiv", "clamp", "clamp.Tensor"}))

@@ -138,6 +138,25 @@ std::vector<Tensor> dim_backward(const BackwardArgs& a) {
   return {ops::reduce_grad(gx, x)};
 }
 
+// The same one-hot without arange(x.size(dim)), whose length a symbolic joint
+// trace cannot follow: the positions along `dim` are a cumulative sum of ones
+// broadcast to x's sizes (an expand the tracer matches to x's symbolic shape),
+// so the program does not depend on the sizes.
+std::vector<Tensor> dim_symbolic_backward(const BackwardArgs& a) {
+  const Tensor& g = a.grad_outputs[0];
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  if (x.dim() == 0) return {ops::reduce_grad(g, x)};
+  const int64_t dim = wrap_dim(a.attrs.get_int("dim"), x.dim(), "max.dim");
+  auto mask = mask_of("max.dim", x.dim(), a.attrs);
+  const bool keep = keepdim_of(a.attrs);
+  Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
+  Tensor pos = ops::cumsum(one, dim);  // 1, 2, ..., N along dim
+  Tensor hit = ops::eq(pos, ops::add(ops::as_keepdim(a.outputs[1], x, mask, keep), ops::scalar(Scalar(int64_t{1}))));
+  Tensor gx = ops::where(hit, ops::as_keepdim(g, x, mask, keep), ops::scalar(Scalar(0.0)));
+  return {ops::reduce_grad(gx, x)};
+}
+
 // max.other / min.other are maximum / minimum.
 std::vector<Tensor> max_other_decompose(const std::vector<Tensor>& in, const Attrs&) {
   return {ops::maximum(in[0], in[1])};
@@ -200,6 +219,32 @@ std::vector<Tensor> var_backward(const BackwardArgs& a) {
     scale = ops::where(zero, ops::scalar(Scalar(0.0)), ops::div(gk, ops::mul(safe, ops::scalar(Scalar(div)))));
   } else {
     scale = ops::mul(gk, ops::scalar(Scalar(2.0 / div)));
+  }
+  return {ops::reduce_grad(ops::mul(scale, centered), x)};
+}
+
+// The same derivative with N - correction computed by the graph (a symbolic
+// joint trace): max(0, N - correction) in float64 from count_tensor, so the
+// program does not depend on the sizes (the formula above bakes 2 / div in).
+template <bool IsStd>
+std::vector<Tensor> var_symbolic_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  auto mask = mask_of("var", x.dim(), a.attrs);
+  const bool keep = keepdim_of(a.attrs);
+  Tensor div = ops::clamp_min(ops::sub(ops::count_tensor(x, mask), ops::scalar(Scalar(correction_of(a.attrs)))),
+                              ops::scalar(Scalar(0.0)));
+  Tensor centered = ops::sub(x, ops::mean(x, dims_of(mask), true));
+  Tensor gk = ops::as_keepdim(g, x, mask, keep);
+  Tensor scale;
+  if (IsStd) {
+    Tensor sd = ops::as_keepdim(a.outputs[0], x, mask, keep);
+    Tensor zero = ops::eq(sd, ops::scalar(Scalar(0.0)));
+    Tensor safe = ops::where(zero, ops::scalar(Scalar(1.0)), sd);
+    scale = ops::where(zero, ops::scalar(Scalar(0.0)), ops::div(gk, ops::mul(safe, ops::to_dtype(div, gk.dtype()))));
+  } else {
+    scale = ops::mul(gk, ops::to_dtype(ops::div(ops::scalar(Scalar(2.0)), div), gk.dtype()));
   }
   return {ops::reduce_grad(ops::mul(scale, centered), x)};
 }
@@ -504,10 +549,12 @@ void register_reduction_extra_ops() {
        .tags = kReduction, .infer = &arg_infer, .cpu = &arg_cpu<false>});
   reg({.name = "max.dim",
        .schema = "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<true>, .backward = &dim_backward});
+       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<true>, .backward = &dim_backward,
+       .symbolic_backward = &dim_symbolic_backward});
   reg({.name = "min.dim",
        .schema = "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<false>, .backward = &dim_backward});
+       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<false>, .backward = &dim_backward,
+       .symbolic_backward = &dim_symbolic_backward});
   reg({.name = "max.other", .schema = "max.other(Tensor self, Tensor other) -> Tensor", .num_inputs = 2,
        .decompose = &max_other_decompose});
   reg({.name = "min.other", .schema = "min.other(Tensor self, Tensor other) -> Tensor", .num_inputs = 2,
@@ -515,25 +562,31 @@ void register_reduction_extra_ops() {
   reg({.name = "var",
        .schema = "var(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .symbolic_backward = &var_symbolic_backward<false>,
        .decompose = &var_decompose<false>});
   reg({.name = "var.dim",
        .schema = "var.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .symbolic_backward = &var_symbolic_backward<false>,
        .decompose = &var_decompose<false>});
   reg({.name = "std",
        .schema = "std(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .symbolic_backward = &var_symbolic_backward<true>,
        .decompose = &var_decompose<true>});
   reg({.name = "std.dim",
        .schema = "std.dim(Tensor self, int[1]? dim=None, bool unbiased=True, bool keepdim=False) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .symbolic_backward = &var_symbolic_backward<true>,
        .decompose = &var_decompose<true>});
   // var(x, True) is unbiased=True (a bool never binds dim): PyTorch's bool-only overloads.
   reg({.name = "var.unbiased", .schema = "var.unbiased(Tensor self, bool unbiased=True) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<false>, .backward = &var_backward<false>,
+       .symbolic_backward = &var_symbolic_backward<false>,
        .decompose = &var_decompose<false>});
   reg({.name = "std.unbiased", .schema = "std.unbiased(Tensor self, bool unbiased=True) -> Tensor",
        .tags = kReduction, .infer = &var_infer, .cpu = &var_cpu<true>, .backward = &var_backward<true>,
+       .symbolic_backward = &var_symbolic_backward<true>,
        .decompose = &var_decompose<true>});
   reg({.name = "var_mean",
        .schema = "var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)",

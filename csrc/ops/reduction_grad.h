@@ -16,6 +16,20 @@ inline Tensor as_keepdim(const Tensor& t, const Tensor& x, const std::vector<boo
   return reshape(t, reduced_shape(x.sizes(), mask, true));
 }
 
+// The number of elements each reduction over `mask` combines, as a tensor
+// (float64, the reduced dims kept as size 1) instead of a number: a sum of
+// ones broadcast to x's sizes, so a graph traced with symbolic sizes computes
+// it at every call (exact below 2^53). For the symbolic derivative formulas
+// (OpDef::symbolic_backward); the ones are host memory, as symbolic joint
+// traces are (a CUDA training capture stays static).
+inline Tensor count_tensor(const Tensor& x, const std::vector<bool>& mask) {
+  Tensor one = expand(ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes());
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) dims.push_back(static_cast<int64_t>(d));
+  return sum(one, dims, true);
+}
+
 // The gradient of an extremum (max/min/amax/amin): it flows to every position
 // equal to the result, split evenly between ties, so the gradient sums to the
 // incoming one whichever tie a subgradient would pick.

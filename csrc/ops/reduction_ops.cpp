@@ -170,6 +170,18 @@ std::vector<Tensor> mean_backward(const BackwardArgs& a) {
   return {ops::to_dtype(ops::expand(gk, x.sizes()), x.dtype())};
 }
 
+// The same with the element count computed by the graph (a symbolic joint
+// trace): the formula's 1/N above is a number of the example's sizes.
+std::vector<Tensor> mean_symbolic_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  auto mask = mask_for(a, "mean");
+  Tensor gk = ops::as_keepdim(g, x, mask, keepdim_of(a.attrs));
+  Tensor r = ops::div(gk, ops::to_dtype(ops::count_tensor(x, mask), gk.dtype()));
+  return {ops::to_dtype(ops::expand(r, x.sizes()), x.dtype())};
+}
+
 // d prod / d x_i = product of the other elements. Without zeros that is
 // prod / x_i; a slice with one zero passes the product of its non-zeros to
 // the zero's position only; a slice with two or more zeros has gradient 0.
@@ -225,6 +237,7 @@ void register_reduction_ops() {
   reg({.name = "mean",
        .schema = "mean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
        .tags = kReduction | kComposite, .infer = &mean_infer, .cpu = &mean_cpu, .backward = &mean_backward,
+       .symbolic_backward = &mean_symbolic_backward,
        .decompose = &mean_decompose});
   reg({.name = "prod",
        .schema = "prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",

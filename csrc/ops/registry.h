@@ -4,7 +4,8 @@
 //     later symbolic shapes share it),
 //   - cpu: the eager kernel,
 //   - backward: the derivative, written with tensor operators so that it can
-//     later be traced into a joint graph,
+//     later be traced into a joint graph (symbolic_backward: its form for a
+//     joint graph over symbolic sizes, where the two differ),
 //   - decompose: optional rewrite into simpler operators (used by graph passes),
 //   - tags: what kind of operator it is (the lowering and passes key off these).
 #pragma once
@@ -59,6 +60,12 @@ struct OpDef {
   InferFn infer = nullptr;
   KernelFn cpu = nullptr;
   BackwardFn backward = nullptr;
+  // The derivative as a symbolic joint trace (dynamic shapes in training)
+  // records it, where `backward` computes a number from the example's sizes
+  // (mean's 1/N) or builds a tensor of a size the tracer cannot follow
+  // (arange(x.size(d))): the same value, with such counts computed by the graph
+  // at every call. Null: `backward` is size-independent as written.
+  BackwardFn symbolic_backward = nullptr;
   // Rewrite into simpler operators. An op with a decomposition and no `cpu`
   // kernel is an implicit composite: the dispatcher runs the decomposition
   // itself, so autograd and tracing only ever see its parts.

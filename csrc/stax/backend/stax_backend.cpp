@@ -476,8 +476,22 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
     install(e.out_slots[0], out);
     return;
   }
-  // The eager kernel alone: no autograd recording, no tracer.
-  std::vector<Tensor> outs = run_kernel(*e.op, in, e.attrs);
+  // The eager kernel alone: no autograd recording, no tracer. Attributes
+  // computed from sizes are evaluated at the call's sizes.
+  std::vector<Tensor> outs;
+  if (e.call.sym_attrs.empty()) {
+    outs = run_kernel(*e.op, in, e.attrs);
+  } else {
+    Attrs attrs = e.attrs;
+    for (auto& [name, exprs] : e.call.sym_attrs) {
+      std::vector<int64_t> xs;
+      for (auto& x : exprs) xs.push_back(eval_at(x, st.sizes));
+      const AttrValue* old = e.attrs.find(name.c_str());
+      if (old && std::holds_alternative<int64_t>(*old)) attrs.set(intern_attr_name(name), xs.at(0));
+      else attrs.set(intern_attr_name(name), std::move(xs));
+    }
+    outs = run_kernel(*e.op, in, attrs);
+  }
   if (outs.size() != e.out_slots.size())
     throw Error(str("internal: extern ", e.call.op, " returned ", outs.size(), " results, planned ",
                     e.out_slots.size()));

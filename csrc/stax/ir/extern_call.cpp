@@ -13,8 +13,8 @@ bool ExternOperand::operator==(const ExternOperand& o) const {
 
 bool ExternCall::operator==(const ExternCall& o) const {
   // origin is a comment, not part of what the call computes.
-  return op == o.op && attrs == o.attrs && kind == o.kind && before_node == o.before_node && inputs == o.inputs &&
-         outputs == o.outputs;
+  return op == o.op && attrs == o.attrs && sym_attrs == o.sym_attrs && kind == o.kind &&
+         before_node == o.before_node && inputs == o.inputs && outputs == o.outputs;
 }
 
 const char* extern_kind_name(ExternKind k) {
@@ -50,6 +50,11 @@ std::string to_string(const ExternCall& e) {
   }
   os << ")";
   if (!e.attrs.empty()) os << " {" << e.attrs << "}";
+  for (auto& [name, exprs] : e.sym_attrs) {  // the expressions, which the printed values only exemplify
+    os << " sym " << name << "=[";
+    for (size_t i = 0; i < exprs.size(); ++i) os << (i ? ", " : "") << exprs[i].to_string();
+    os << "]";
+  }
   os << " -> ";
   for (size_t i = 0; i < e.outputs.size(); ++i) os << (i ? ", b" : "b") << e.outputs[i];
   os << " [" << extern_kind_name(e.kind) << ", before node " << e.before_node << "]";

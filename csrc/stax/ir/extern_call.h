@@ -11,6 +11,7 @@
 // is still printable, hashable and comparable.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -48,6 +49,11 @@ struct ExternCall {
   int id = 0;
   std::string op;          // operator registry name (with overload)
   std::string attrs;       // printed attributes, e.g. "beta=1, alpha=1"
+  // Dynamic shapes: attributes computed from sizes (a gradient operator's
+  // `size`, the forward input's shape), as expressions over size variables;
+  // the backend evaluates them at every call and passes the values instead
+  // of the example's. Empty when every attribute is a constant.
+  std::vector<std::pair<std::string, std::vector<IndexExpr>>> sym_attrs;
   std::string origin;      // for comments in generated code
   ExternKind kind = ExternKind::Kernel;
   // Position among the compute nodes: runs after nodes[0, before_node) and

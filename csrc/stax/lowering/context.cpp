@@ -176,6 +176,9 @@ int LoweringContext::add_extern(ExternCall call) {
   std::string printed;
   for (auto& [name, value] : attrs().items()) printed += str(printed.empty() ? "" : ", ", name, "=", attr_repr(value));
   call.attrs = printed;
+  if (symbolic())
+    for (auto& [name, e] : node_->sym_attrs)
+      if (!all_const(e)) call.sym_attrs.emplace_back(name, e);
   prog.externs.push_back(std::move(call));
   region_.extern_attrs.push_back(attrs());
   return static_cast<int>(prog.externs.size()) - 1;

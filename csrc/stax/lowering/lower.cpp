@@ -147,12 +147,15 @@ class Lowerer {
         }
       }
       if (!lowered) {
-        // The eager kernel receives the example's attribute values: an
-        // attribute computed from sizes would be wrong at other sizes.
-        if (symbolic)
-          for (auto& [name, e] : n->sym_attrs)
-            if (!all_const(e)) cannot_lower(n, str("attribute '", name, "' depends on symbolic shapes and the operator has no rule for symbolic shapes"));
+        // An attribute computed from sizes reaches the eager kernel evaluated
+        // at the call's sizes (ExternCall::sym_attrs); a library call (GEMM)
+        // takes none.
+        const size_t before = prog_.externs.size();
         v = lower_as_extern(c);
+        if (prog_.externs.size() > before && !prog_.externs.back().sym_attrs.empty() &&
+            prog_.externs.back().kind != ExternKind::Kernel)
+          cannot_lower(n, str("attribute '", prog_.externs.back().sym_attrs[0].first,
+                              "' depends on symbolic shapes and the library call takes constants"));
         check_results(n, c);
       }
       if (!n->output_metas.empty()) results_[n] = c.results();

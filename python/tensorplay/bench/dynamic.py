@@ -410,12 +410,19 @@ def training_step(report: Report, quick: bool) -> dict:
                 "per step: rotated readings of a pass over the 16 sizes / 16")
     tp.manual_seed(0)
     model = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, classes))
-    params = list(model.parameters())
 
     def step(x, y):
         return F.cross_entropy(model(x), y)
 
     data = [(tp.randn(n, d_in), tp.randint(0, classes, (n,))) for n in TRAIN_BATCHES]
+    return _train_over_sizes(report, quick, model, step, data)
+
+
+def _train_over_sizes(report: Report, quick: bool, model, step, data) -> dict:
+    """Versions, AOT partitions, compilations and the first pass of `step` over
+    the batches for dynamic=None / True / False, then the time per step (rotated
+    readings of a pass over the batches / their number) against eager."""
+    params = list(model.parameters())
 
     def loop(fn):
         def run():
@@ -434,14 +441,15 @@ def training_step(report: Report, quick: bool) -> dict:
         loop(cf)()
         first = time.perf_counter() - t0
         out[name] = {"versions": cf.num_specializations, "aot_partitions": tp.compiler.metrics.aot_regions,
-                     "first_pass_s": first}
+                     "compilations": tp.compiler.metrics.compile_count,
+                     "fallbacks": tp.compiler.metrics.fallback_count, "first_pass_s": first}
         loops.append(loop(cf))
         labels.append(name)
     loops.append(loop(step))
     labels.append("eager")
     runs, warmup = (5, 1) if quick else (11, 2)
     timings = rotate(loops, runs=runs, warmup=warmup, labels=labels)
-    n = len(TRAIN_BATCHES)
+    n = len(data)
     for name, t in zip(labels, timings):
         t.readings_s = [r / n for r in t.readings_s]
         info = out.setdefault(name, {})
@@ -449,9 +457,56 @@ def training_step(report: Report, quick: bool) -> dict:
         extra = ""
         if "versions" in info:
             extra = (f"{info['versions']} version(s), {info['aot_partitions']} partition(s), "
-                     f"first pass {info['first_pass_s']:.2f} s")
+                     f"{info['compilations']} compilation(s), first pass {info['first_pass_s']:.2f} s")
         report.figure(name, t.fmt("us", 1), extra)
     v_none, v_true = out["dynamic=None"]["versions"], out["dynamic=True"]["versions"]
     report.figure("versions: dynamic=True / None", f"{v_true} / {v_none}",
                   "targets 1 / <= 2: " + verdict(v_true <= 1 and v_none <= 2))
     return out
+
+
+CNN_BATCHES = [32, 48, 17, 64, 5, 23, 40, 11, 57, 29, 8, 61, 36, 13, 50, 3]
+
+
+def cnn_training_step(report: Report, quick: bool) -> dict:
+    """A small CNN training step (conv2d, batch_norm, relu, max_pool2d, conv2d,
+    avg_pool2d, linear, cross_entropy; forward + backward, batch norm in training
+    mode) over 16 batch sizes, as the MLP case: the gradient operators of conv2d
+    and pooling run as extern calls whose `size` attribute is evaluated per call,
+    so one symbolic version serves every size."""
+    import tensorplay.nn as nn
+    import tensorplay.nn.functional as F
+
+    report.section("Dynamic shapes: CNN training step (2x16x16 input, conv-bn-relu-maxpool, conv-avgpool, "
+                   "linear), 16 batch sizes")
+    report.code("loss = F.cross_entropy(net(x), y); loss.backward()   # compiled: tp.compile(step, dynamic=D)\n"
+                "for n in batches: step(x[n], y[n])   # first pass: versions + time incl. compiles\n"
+                "per step: rotated readings of a pass over the 16 sizes / 16")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.bn = nn.Conv2d(2, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.c2, self.fc = nn.Conv2d(8, 16, 3), nn.Linear(16 * 3 * 3, 10)
+
+        def forward(self, x):
+            h = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
+            return self.fc(F.avg_pool2d(self.c2(h), 2).flatten(1))
+
+    tp.manual_seed(0)
+    model = Net()
+
+    def step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    batches = CNN_BATCHES[:8] if quick else CNN_BATCHES
+    data = [(tp.randn(n, 2, 16, 16), tp.randint(0, 10, (n,))) for n in batches]
+    # One thread, as for the transformer block: a 2-thread OpenBLAS GEMM of these
+    # sizes on this shared machine waits milliseconds for its second thread.
+    report.note("one thread (tp.set_num_threads(1))")
+    prev = tp.get_num_threads()
+    tp.set_num_threads(1)
+    try:
+        return _train_over_sizes(report, quick, model, step, data)
+    finally:
+        tp.set_num_threads(prev)

@@ -142,8 +142,8 @@ def gpu_suite(report: Report, options: Options) -> dict:
 @suite("dynamic")
 def dynamic_suite(report: Report, opts: Options) -> dict:
     """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile (aot_eager
-    and Stax), symbolic vs static kernel time, a transformer block over 16 sequence lengths, an MLP
-    training step over 16 batch sizes."""
+    and Stax), symbolic vs static kernel time, a transformer block over 16 sequence lengths, MLP and
+    CNN training steps over 16 batch sizes."""
     results: dict = {}
     step = _Step(report, results)
     step("compilations", lambda: dynamic.compilations(report, opts.quick))
@@ -153,4 +153,5 @@ def dynamic_suite(report: Report, opts: Options) -> dict:
     step("cold_compile_stax", lambda: dynamic.cold_compile_stax(report, opts.quick))
     step("transformer_block", lambda: dynamic.transformer_block(report, opts.quick))
     step("training_step", lambda: dynamic.training_step(report, opts.quick))
+    step("cnn_training_step", lambda: dynamic.cnn_training_step(report, opts.quick))
     return results

@@ -167,24 +167,33 @@ TEST_F(SymbolicLowering, DivisionsBySizesUseDeclaredRanges) {
 }
 
 // An operator whose attribute is computed from sizes and that has no symbolic
-// rule is refused (never compiled for the example size only).
-TEST(SymbolicLoweringRefusals, SizeDependentAttributeWithoutRule) {
+// rule runs as an extern call that carries the attribute's expression (the
+// backend evaluates it at every call), never the example's value alone.
+TEST(SymbolicLoweringExterns, SizeDependentAttributeIsCarriedAsAnExpression) {
   auto g = capture([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::reshape(ops::sum(in[0], {1}), {-1, 1})}; },
                    {Tensor::empty({37, 53}, DType::Float32)});
   testing::mark_symbols(*g, {37, 53});
   // Plant a size-dependent attribute on a node without a symbolic rule.
   for (auto& n : g->nodes())
     if (n->opcode == graph::Opcode::CallFunction && n->is_op("view")) {
-      n->target = &get_op("argsort");  // runs as an extern call: its attributes go to the eager kernel
-      n->sym_attrs["dim"] = {ir::size_var(0)};
-      n->attrs.set("dim", int64_t{37});
+      // A gradient operator whose result is its `size` attribute (the forward
+      // input's shape): it runs as an extern call of its eager kernel.
+      n->target = &get_op("avg_pool2d_grad");
+      n->sym_attrs["size"] = {ir::size_var(0), ir::IndexExpr(1)};
+      n->attrs.set("size", std::vector<int64_t>{37, 1});
     }
-  try {
-    lower(*g);
-    FAIL() << "expected BackendError";
-  } catch (const BackendError& e) {
-    EXPECT_NE(std::string(e.what()).find("symbolic shapes"), std::string::npos) << e.what();
-  }
+  LoweredRegion r = lower(*g);
+  bool found = false;
+  for (auto& e : r.program.externs)
+    if (e.op == "avg_pool2d_grad") {
+      ASSERT_EQ(e.sym_attrs.size(), 1u);
+      EXPECT_EQ(e.sym_attrs[0].first, "size");
+      ASSERT_EQ(e.sym_attrs[0].second.size(), 2u);
+      EXPECT_TRUE(e.sym_attrs[0].second[0] == ir::size_var(0));
+      EXPECT_NE(ir::to_string(e).find("sym size=["), std::string::npos) << ir::to_string(e);
+      found = true;
+    }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

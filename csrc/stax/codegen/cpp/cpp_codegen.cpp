@@ -438,7 +438,9 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
     };
     for (int a = 0; a < kAcc; ++a) {
       os << indent << "  {\n" << indent << "    const " << ix << " " << j << " = " << jb << " + " << a * lanes << ";\n";
-      vstep(a, indent + "    ", st + "r");
+      // With several rows (a reduction over non-adjacent dims), accumulator 0
+      // also holds the previous rows' left-over vectors: its count is n + n0.
+      vstep(a, indent + "    ", a == 0 && nd > 1 ? "1.0 / (" + st + "n + " + st + "n0)" : st + "r");
       os << indent << "  }\n";
     }
     os << indent << "}\n";
