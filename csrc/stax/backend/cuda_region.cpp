@@ -491,6 +491,7 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
 }
 
 std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
+  cuda::DeviceGuard guard;  // a region on cuda:1 leaves the caller's current context current
   std::vector<Tensor> outputs(static_cast<size_t>(num_outputs_));
   std::vector<Tensor> slots(slots_.size());
   std::vector<void*> ptrs(slots_.size(), nullptr);
