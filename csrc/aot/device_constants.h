@@ -5,19 +5,14 @@
 // makes the joint trace mix devices, and a backward compiled from CPU examples
 // is a CPU region that later receives device memory.
 //
-// The device comes from the region's real input values, not from graph metas:
-// nodes that passes build (decompositions traced in meta mode, rewritten
-// products) carry the CPU in their metas whatever device the values live on.
+// The device is the one the graph's metas give the value they stand beside:
+// every node keeps its device through the passes (decompositions and
+// rewritten products copy the replaced node's, tests/cpp/graph/test_pass_metas).
 #pragma once
-#include <vector>
 
 #include "core/tensor.h"
 
 namespace tp::aot {
-
-// The device of a region's values: that of its first input not on the CPU
-// (a region runs on one device; 0-d CPU tensors beside it are numbers), else the CPU.
-Device region_device(const std::vector<Tensor>& inputs);
 
 Tensor zeros_on(const Shape& sizes, DType dtype, Device device);
 Tensor ones_on(const Shape& sizes, DType dtype, Device device);
