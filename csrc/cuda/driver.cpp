@@ -138,7 +138,9 @@ void activate(int index) { check(driver().cuCtxSetCurrent(context(index)), "cuCt
 
 DeviceGuard::DeviceGuard() {
   const Driver& d = driver();
-  active_ = d.initialized && d.cuCtxGetCurrent(&saved_) == 0;
+  // No context current yet: nobody's current device to keep, and leaving the
+  // one activated current spares later operations a switch.
+  active_ = d.initialized && d.cuCtxGetCurrent(&saved_) == 0 && saved_ != nullptr;
 }
 
 DeviceGuard::~DeviceGuard() {

@@ -122,7 +122,8 @@ void synchronize(int index);
 // same thread (torch.cuda.current_device(), torch.zeros(device="cuda")), like
 // PyTorch's own device guard. Used at the entry points (the dispatcher's CUDA
 // hook, moves, synchronize, DLPack); cheap: one cuCtxGetCurrent, and one
-// cuCtxSetCurrent only when the context changed.
+// cuCtxSetCurrent only when the context changed. A thread with no context
+// current keeps the one activated (nobody else's current device to keep).
 class DeviceGuard {
  public:
   DeviceGuard();

@@ -375,8 +375,15 @@ bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
       out = {inputs[0]};
       return true;
     }
-    // Another GPU's source comes over first (a peer copy); the rest is one device's copy.
-    return cuda_kernel(op, {inputs[0], copy_to_device(inputs[1], inputs[0].device().index)}, attrs, out_meta, out);
+    const Tensor& dst = inputs[0];
+    const Tensor& src = inputs[1];
+    if (dst.dtype() == src.dtype() && dst.sizes() == src.sizes() && dst.is_contiguous() && src.is_contiguous()) {
+      copy_device_to_device(dst, src);  // one peer copy straight into dst
+      out = {dst};
+      return true;
+    }
+    // Else another GPU's source comes over first (a peer copy); the rest is one device's copy.
+    return cuda_kernel(op, {dst, copy_to_device(src, dst.device().index)}, attrs, out_meta, out);
   }
   if (handwritten_kernel(op, inputs, attrs, out_meta, out)) return true;
   if (op.has(kInplace) && op.name != std::string("copy_")) return inplace_through_twin(op, inputs, attrs, out);
