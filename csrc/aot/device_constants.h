@@ -5,14 +5,25 @@
 // makes the joint trace mix devices, and a backward compiled from CPU examples
 // is a CPU region that later receives device memory.
 //
-// The device is the one the graph's metas give the value they stand beside:
-// every node keeps its device through the passes (decompositions and
-// rewritten products copy the replaced node's, tests/cpp/graph/test_pass_metas).
+// The device comes from the region's real input values, not from graph metas:
+// nodes that passes build (decompositions traced in meta mode, rewritten
+// products) carried the CPU in their metas whatever device the values live on.
+// Those two now keep the device, but the metas are still not enough: taking
+// each constant's device from its node's meta instead (tried with issue 12
+// item 1) failed every compiled-training test on an H200 — a tangent made on
+// the CPU ("mul: Expected all tensors to be on the same device, ... cuda:0
+// and cpu") and backward regions compiled for the CPU that then read device
+// memory (segfaults) — so some node on that path still says "cpu".
 #pragma once
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace tp::aot {
+
+// The device of a region's values: that of its first input not on the CPU
+// (a region runs on one device; 0-d CPU tensors beside it are numbers), else the CPU.
+Device region_device(const std::vector<Tensor>& inputs);
 
 Tensor zeros_on(const Shape& sizes, DType dtype, Device device);
 Tensor ones_on(const Shape& sizes, DType dtype, Device device);

@@ -81,6 +81,7 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
   const Node* out_node = fw.output_node();
   j.num_outputs = static_cast<int>(out_node->args.size());
   std::vector<Tensor> examples = inputs;
+  const Device device = region_device(inputs);
   std::vector<std::string> names;
   for (Node* p : fw.placeholders())
     if (p->input_index >= 0) {
@@ -94,7 +95,7 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
     j.differentiable.push_back(d);
     if (d) {
       const size_t k = examples.size() - inputs.size();
-      examples.push_back(tangents ? tangents->at(k) : ones_on(n->meta.sizes, n->meta.dtype, n->meta.device));
+      examples.push_back(tangents ? tangents->at(k) : ones_on(n->meta.sizes, n->meta.dtype, device));
       names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
     }
   }

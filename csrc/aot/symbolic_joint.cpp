@@ -142,7 +142,7 @@ std::unique_ptr<JointGraph> trace_joint_symbolic(const graph::Graph& fw, const s
       else in2[i] = zeros_on(sizes, inputs[i].dtype(), inputs[i].device());
     } else {
       if (tan2.size() <= i - inputs.size()) tan2.resize(i - inputs.size() + 1);
-      tan2[i - inputs.size()] = ones_on(sizes, p->meta.dtype, p->meta.device);
+      tan2[i - inputs.size()] = ones_on(sizes, p->meta.dtype, region_device(inputs));
     }
   }
   in2.resize(inputs.size());

@@ -26,11 +26,11 @@ struct LazyBackward {
   }
 };
 
-std::vector<Tensor> zeros_for(const graph::Graph& g) {
+std::vector<Tensor> zeros_for(const graph::Graph& g, Device device) {
   std::vector<Tensor> r;
   for (graph::Node* p : g.placeholders()) {
     if (r.size() <= static_cast<size_t>(p->input_index)) r.resize(static_cast<size_t>(p->input_index) + 1);
-    r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, p->meta.device);
+    r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, device);
   }
   return r;
 }
@@ -42,6 +42,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   std::vector<bool> needs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && inputs[i].requires_grad();
   JointGraph joint = options.joint ? std::move(*options.joint) : trace_joint(*g, inputs, needs);
+  const Device device = region_device(inputs);
   const bool symbolic = joint.graph->is_symbolic();
   AotResult res;
   res.joint_code = joint.graph->code();
@@ -69,7 +70,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     {
       DeferredWarnings d;
       try {
-        lazy->get(zeros_for(*p.backward));
+        lazy->get(zeros_for(*p.backward, device));
         forward = compile(p.forward, inputs, "forward");
       } catch (...) {
         failed = std::current_exception();
@@ -81,7 +82,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   } else {
     forward = compile(p.forward, inputs, "forward");
   }
-  if (options.backward_ahead) lazy->get(zeros_for(*p.backward));
+  if (options.backward_ahead) lazy->get(zeros_for(*p.backward, device));
 
   // What the node needs to know, shared by every call.
   struct Plan {
@@ -109,8 +110,9 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   for (size_t o = 0; o < joint.differentiable.size(); ++o) {
     plan->tangent_of_output.push_back(joint.differentiable[o] ? k++ : -1);
     if (joint.differentiable[o]) {
-      // Zeros for an absent gradient go where the output lives (its meta's device).
-      plan->tangent_metas.push_back(std::get<graph::Node*>(out->args[o])->meta);
+      TensorMeta m = std::get<graph::Node*>(out->args[o])->meta;
+      m.device = device;  // zeros for an absent gradient go where the region runs
+      plan->tangent_metas.push_back(m);
     }
   }
   for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
