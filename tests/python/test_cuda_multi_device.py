@@ -121,6 +121,15 @@ def test_copy_into_a_host_tensor_from_a_cuda_one():
 
 
 @gpu
+def test_like_factories_follow_the_device_of_self():
+    x = tp.ones(2, 3, device="cuda")
+    for t in (tp.zeros_like(x), tp.ones_like(x), tp.full_like(x, 2.0), tp.randn_like(x), tp.empty_like(x)):
+        assert t.is_cuda and t.get_device() == 0 and tuple(t.shape) == (2, 3)
+    np.testing.assert_array_equal(_np(tp.full_like(x, 2.0)), np.full((2, 3), 2.0))
+    assert not tp.zeros_like(x, device="cpu").is_cuda  # device= still decides
+
+
+@gpu
 def test_invalid_device_ordinals_raise():
     bad = N_GPUS
     with pytest.raises(RuntimeError, match="invalid device ordinal"):
@@ -181,7 +190,8 @@ def test_moves_name_the_device_index():
         assert _on(t, 1), t.device
         np.testing.assert_array_equal(_np(t), a.numpy())
     z = tp.zeros(2, 2, device=D1)
-    assert _on(z, 1) and _on(z.new_ones(3), 1) and _on(tp.zeros_like(z), 1) and _on(tp.randn(4, device=D1), 1)
+    assert _on(z, 1) and _on(z.new_ones(3), 1) and _on(tp.zeros_like(z), 1) and _on(tp.ones_like(z), 1)
+    assert _on(tp.randn(4, device=D1), 1)
     assert "device='cuda:1'" in repr(z) and "device='cuda:0'" in repr(z.to(D0))
     assert str(z.device) == D1 and z.device.index == 1 and z.device.type == "cuda"
     # A tensor already there is returned itself.
