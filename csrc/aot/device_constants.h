@@ -7,7 +7,13 @@
 //
 // The device comes from the region's real input values, not from graph metas:
 // nodes that passes build (decompositions traced in meta mode, rewritten
-// products) carry the CPU in their metas whatever device the values live on.
+// products) carried the CPU in their metas whatever device the values live on.
+// Those two now keep the device, but the metas are still not enough: taking
+// each constant's device from its node's meta instead (tried with issue 12
+// item 1) failed every compiled-training test on an H200 — a tangent made on
+// the CPU ("mul: Expected all tensors to be on the same device, ... cuda:0
+// and cpu") and backward regions compiled for the CPU that then read device
+// memory (segfaults) — so some node on that path still says "cpu".
 #pragma once
 #include <vector>
 

@@ -79,7 +79,10 @@ RegionFn stax_compile(const BackendRequest& r) {
       if (r.source) *r.source += region->source();
       if (log_enabled("code"))
         std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", r.region.c_str(), region->source().c_str());
-      if (r.options.mode == "reduce-overhead" && cuda::graphs_available()) {  // CUDA Graphs (Section 9.9)
+      // CUDA Graphs (Section 9.9): reduce-overhead, and max-autotune as in
+      // PyTorch (max-autotune-no-cudagraphs is the tuning alone).
+      const bool graphed = r.options.mode == "reduce-overhead" || r.options.mode == "max-autotune";
+      if (graphed && cuda::graphs_available()) {
         auto graphed = std::make_shared<stax::CudaGraphRegion>(region, dev, r.region);
         return [graphed](const std::vector<Tensor>& in) { return graphed->run(in); };
       }

@@ -93,6 +93,12 @@ class DevicePool {
     std::lock_guard<std::mutex> lock(mu_);
     if (!b->uses.empty()) {
       // Used on other streams: reusable once each has passed this point.
+      // The release may run on any thread, with any context current: the
+      // events and the legacy stream (handle 0) must be this device's.
+      try {
+        activate(index_);
+      } catch (const Error&) {  // never throws out of a storage release
+      }
       Pending p{b, {}};
       for (CUstream s : b->uses) {
         CUevent e = take_event();

@@ -133,14 +133,57 @@ Tensor to_cpu(const Tensor& t) {
   return ops::contiguous(host.as_strided(t.sizes(), t.strides(), -lo));
 }
 
+namespace {
+bool peer_copies() { return driver().has_streams && driver().cuMemcpyPeerAsync; }
+
+// `bytes` from src_dev's memory to dst_dev's, as copy_to_device describes.
+void copy_between_devices(CUdeviceptr dst, int dst_dev, CUdeviceptr src, int src_dev, size_t bytes) {
+  check_not_capturing("a copy between two devices");
+  const CUstream ds = current_stream(dst_dev), ss = current_stream(src_dev);
+  stream_wait_device(dst_dev, ds, src_dev, ss);
+  activate(dst_dev);
+  check(driver().cuMemcpyPeerAsync(dst, context(dst_dev), src, context(src_dev), bytes, ds), "cuMemcpyPeerAsync");
+  stream_wait_device(src_dev, ss, dst_dev, ds);
+}
+}  // namespace
+
 void copy_device_to_device(const Tensor& dst, const Tensor& src) {
   const size_t bytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
   if (!bytes) return;
-  activate(dst.device().index);
+  const int dev = dst.device().index;
+  if (src.device().index != dev) {
+    if (peer_copies()) {
+      copy_between_devices(reinterpret_cast<CUdeviceptr>(dst.data()), dev, reinterpret_cast<CUdeviceptr>(src.data()),
+                           src.device().index, bytes);
+    } else {
+      copy_device_to_device(dst, to_device(to_cpu(src), dev));
+    }
+    return;
+  }
+  activate(dev);
   check(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data()),
-                                   reinterpret_cast<CUdeviceptr>(src.data()), bytes,
-                                   current_stream(dst.device().index)),
+                                   reinterpret_cast<CUdeviceptr>(src.data()), bytes, current_stream(dev)),
         "cuMemcpyDtoD");
+}
+
+Tensor copy_to_device(const Tensor& src, int index) {
+  TP_CHECK(src.device().kind == Device::Kind::CUDA, Error, "copy_to_device: expected a CUDA tensor");
+  if (src.device().index == index) return src;
+  if (!peer_copies()) return to_device(to_cpu(src), index);
+  // A strided view is compacted on its own device first (one kernel there);
+  // a dtype without a strided-copy kernel (bool, narrow integers) goes through
+  // the host, which gathers any strides.
+  Tensor s = src;
+  if (!s.is_contiguous()) {
+    try {
+      s = ops::contiguous(src);
+    } catch (const NotImplementedError&) {
+      return to_device(to_cpu(src), index);
+    }
+  }
+  Tensor out = empty(s.sizes(), s.dtype(), index);
+  copy_device_to_device(out, s);
+  return out;
 }
 
 }  // namespace tp::cuda

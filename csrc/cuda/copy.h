@@ -21,7 +21,15 @@ bool is_pinned(const Tensor& t);
 // A contiguous CPU copy of a CUDA tensor (any strides: the covered span of the
 // storage comes over and is gathered on the host). Synchronous.
 Tensor to_cpu(const Tensor& t);
-// dst <- src for two contiguous tensors of the same bytes on one device.
+// dst <- src for two contiguous tensors of the same bytes, on one device or
+// two (then a peer copy: see copy_to_device).
 void copy_device_to_device(const Tensor& dst, const Tensor& src);
+// A contiguous copy of a CUDA tensor on cuda:index (src itself when it is
+// already there). Between two GPUs it is cuMemcpyPeerAsync on the target's
+// current stream, ordered after the source stream's pending work, and the
+// source's stream then waits for the copy (so its memory is not reused
+// before the copy has read it); the host does not wait. Without the peer
+// entry point or streams, it goes through the host (synchronous).
+Tensor copy_to_device(const Tensor& src, int index);
 
 }  // namespace tp::cuda

@@ -36,12 +36,14 @@ Driver* load() {
             resolve(lib, d->cuModuleGetFunction, "cuModuleGetFunction") &&
             resolve(lib, d->cuLaunchKernel, "cuLaunchKernel") &&
             resolve(lib, d->cuMemsetD8Async, "cuMemsetD8Async") &&
-            resolve(lib, d->cuMemsetD32Async, "cuMemsetD32Async");
+            resolve(lib, d->cuMemsetD32Async, "cuMemsetD32Async") &&
+            resolve(lib, d->cuCtxGetCurrent, "cuCtxGetCurrent");
   if (!ok) {
     d->why_unavailable = std::string("the CUDA driver lacks an entry point: ") + dlerror();
     return d;
   }
   d->loaded = true;
+  resolve(lib, d->cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
   d->has_streams = resolve(lib, d->cuStreamCreate, "cuStreamCreate") &&
                    resolve(lib, d->cuStreamSynchronize, "cuStreamSynchronize") &&
                    resolve(lib, d->cuStreamQuery, "cuStreamQuery") &&
@@ -105,24 +107,47 @@ void check(CUresult r, const char* what) {
   throw Error(str(what, ": CUDA error ", r, " (", msg ? msg : "unknown", ")"));
 }
 
-void activate(int index) {
+CUcontext context(int index) {
   const Driver& d = driver();
   if (!d.initialized) throw_unavailable("cuda");
   TP_CHECK(index >= 0 && index < d.device_count, Error, "CUDA error: invalid device ordinal ", index, " (",
            d.device_count, " device(s) present)");
+  // Each thread keeps the handles it has seen: the lock is taken once per
+  // thread and device, not on every operation.
+  thread_local std::vector<CUcontext> seen;
+  const auto i = static_cast<size_t>(index);
+  if (i < seen.size() && seen[i]) return seen[i];
   CUcontext ctx = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_ctx_mutex);
     auto& ctxs = contexts();
     if (ctxs.empty()) ctxs.assign(static_cast<size_t>(d.device_count), nullptr);
-    if (!ctxs[static_cast<size_t>(index)]) {
+    if (!ctxs[i]) {
       CUdevice dev = 0;
       check(d.cuDeviceGet(&dev, index), "cuDeviceGet");
-      check(d.cuDevicePrimaryCtxRetain(&ctxs[static_cast<size_t>(index)], dev), "cuDevicePrimaryCtxRetain");
+      check(d.cuDevicePrimaryCtxRetain(&ctxs[i], dev), "cuDevicePrimaryCtxRetain");
     }
-    ctx = ctxs[static_cast<size_t>(index)];
+    ctx = ctxs[i];
   }
-  check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  if (seen.size() <= i) seen.resize(static_cast<size_t>(d.device_count), nullptr);
+  seen[i] = ctx;
+  return ctx;
+}
+
+void activate(int index) { check(driver().cuCtxSetCurrent(context(index)), "cuCtxSetCurrent"); }
+
+DeviceGuard::DeviceGuard() {
+  const Driver& d = driver();
+  // No context current yet: nobody's current device to keep, and leaving the
+  // one activated current spares later operations a switch.
+  active_ = d.initialized && d.cuCtxGetCurrent(&saved_) == 0 && saved_ != nullptr;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (!active_) return;
+  CUcontext now = nullptr;
+  // Never throws (a destructor, possibly during unwinding): a failure leaves the context as it is.
+  if (driver().cuCtxGetCurrent(&now) == 0 && now != saved_) driver().cuCtxSetCurrent(saved_);
 }
 
 int current_device() { return t_current; }

@@ -67,6 +67,10 @@ struct Driver {
                              CUstream, void**, void**) = nullptr;
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream) = nullptr;
+  CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
+  // Copies between two devices' memory (staged by the driver when the GPUs
+  // cannot reach each other); optional: without it such copies go through the host.
+  CUresult (*cuMemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream) = nullptr;
 
   // Streams, events and graphs: resolved apart from the rest, so a driver
   // without them still runs everything on the legacy stream.
@@ -98,11 +102,39 @@ int device_count();
 // Throws tp::Error with the driver's message when `r` is not CUDA_SUCCESS.
 void check(CUresult r, const char* what);
 // Makes `index`'s primary context current on this thread (retained once per
-// device) and validates the index; throws when CUDA is unavailable.
+// device) and validates the index; throws when CUDA is unavailable. Every
+// driver call that depends on the current context (allocations, launches,
+// the legacy stream 0, synchronous copies) is preceded by one.
 void activate(int index);
+// `index`'s primary context (retained, as activate does).
+CUcontext context(int index);
+// tp.cuda.current_device(): per thread, the device "cuda" without an index
+// names. It is a TensorPlay notion; the driver's current context is whatever
+// the last activate() left (see DeviceGuard).
 int current_device();
+// Makes `index` the thread's current device and its context current.
 void set_device(int index);
 void synchronize(int index);
+
+// Restores the thread's current driver context when it goes out of scope, so
+// that an operation on cuda:1 does not leave device 1 current for code that
+// reads the driver's (or the CUDA runtime's) current device — PyTorch in the
+// same thread (torch.cuda.current_device(), torch.zeros(device="cuda")), like
+// PyTorch's own device guard. Used at the entry points (the dispatcher's CUDA
+// hook, moves, synchronize, DLPack); cheap: one cuCtxGetCurrent, and one
+// cuCtxSetCurrent only when the context changed. A thread with no context
+// current keeps the one activated (nobody else's current device to keep).
+class DeviceGuard {
+ public:
+  DeviceGuard();
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  CUcontext saved_ = nullptr;
+  bool active_ = false;
+};
 // Compute capability as major*10+minor (90 for an H100/H200).
 int compute_capability(int index);
 std::string device_name(int index);

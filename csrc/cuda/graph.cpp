@@ -35,6 +35,7 @@ Graph::~Graph() {
 }
 
 void Graph::begin_capture() {
+  DeviceGuard guard;
   TP_CHECK(!capturing_ && !exec_, Error, "CUDAGraph.capture_begin: this graph was already captured");
   TP_CHECK(!cuda::capturing(), Error, "CUDAGraph.capture_begin: this thread is already capturing a graph");
   activate(device_);
@@ -57,6 +58,7 @@ void Graph::restore() noexcept {
 }
 
 void Graph::end_capture() {
+  DeviceGuard guard;
   TP_CHECK(capturing_, Error, "CUDAGraph.capture_end: no capture in progress");
   CUgraph g = nullptr;
   const CUresult r = driver().cuStreamEndCapture(stream_, &g);
@@ -81,6 +83,7 @@ void Graph::abort_capture() noexcept {
 }
 
 void Graph::replay() {
+  DeviceGuard guard;
   TP_CHECK(exec_, Error, "CUDAGraph.replay: the graph has not been captured");
   activate(device_);
   check(driver().cuGraphLaunch(exec_, current_stream(device_)), "cuGraphLaunch");

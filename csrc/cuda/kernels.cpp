@@ -319,7 +319,6 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
       if (src.dim() == 0 && dst.dim() != 0) return false;
       src = to_device(src, dst.device().index);
     }
-    if (src.device().index != dst.device().index) different_devices(dst, src, "copy_");
     if (src.is_contiguous() && src.sizes() == dst.sizes()) {
       copy_device_to_device(dst, src);
     } else {
@@ -366,6 +365,26 @@ bool inplace_through_twin(const OpDef& op, const std::vector<Tensor>& inputs, co
 
 bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+  // The operator activates its device's context; the caller's stays current
+  // after it (PyTorch code in the same thread reads it as its current device).
+  DeviceGuard guard;
+  if (op.name == std::string("copy_") && inputs.size() == 2 && inputs[0].defined() && inputs[1].defined() &&
+      inputs[1].device().kind == Device::Kind::CUDA && !(inputs[0].device() == inputs[1].device())) {
+    if (inputs[0].device().kind == Device::Kind::CPU) {  // a download into a host tensor
+      run_kernel(op, {inputs[0], to_cpu(inputs[1])}, attrs);
+      out = {inputs[0]};
+      return true;
+    }
+    const Tensor& dst = inputs[0];
+    const Tensor& src = inputs[1];
+    if (dst.dtype() == src.dtype() && dst.sizes() == src.sizes() && dst.is_contiguous() && src.is_contiguous()) {
+      copy_device_to_device(dst, src);  // one peer copy straight into dst
+      out = {dst};
+      return true;
+    }
+    // Else another GPU's source comes over first (a peer copy); the rest is one device's copy.
+    return cuda_kernel(op, {dst, copy_to_device(src, dst.device().index)}, attrs, out_meta, out);
+  }
   if (handwritten_kernel(op, inputs, attrs, out_meta, out)) return true;
   if (op.has(kInplace) && op.name != std::string("copy_")) return inplace_through_twin(op, inputs, attrs, out);
   return g_generated_op && g_generated_op(op, inputs, attrs, out_meta, out);

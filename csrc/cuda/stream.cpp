@@ -124,17 +124,30 @@ void stream_wait_event(int device, CUstream s, CUevent e) {
   check(driver().cuStreamWaitEvent(s, e, 0), "cuStreamWaitEvent");
 }
 
-void stream_wait_stream(int device, CUstream waiter, CUstream other) {
-  if (waiter == other) return;
-  require_streams("Stream.wait_stream");
-  // One event per thread and device, re-recorded each time: a wait captures
-  // the event's state when it is queued, so reusing it is safe.
+namespace {
+// One marker event per thread and device, re-recorded for every wait: a wait
+// captures the event's state when it is queued, so reusing it is safe.
+CUevent marker(int device) {
   thread_local std::vector<CUevent> events;
   if (static_cast<size_t>(device) >= events.size()) events.resize(static_cast<size_t>(device) + 1, nullptr);
   CUevent& e = events[static_cast<size_t>(device)];
   if (!e) e = event_create(device, false);
-  event_record(device, e, other);
-  stream_wait_event(device, waiter, e);
+  return e;
+}
+}  // namespace
+
+void stream_wait_stream(int device, CUstream waiter, CUstream other) {
+  stream_wait_device(device, waiter, device, other);
+}
+
+void stream_wait_device(int waiter_device, CUstream waiter, int other_device, CUstream other) {
+  if (waiter_device == other_device && waiter == other) return;
+  require_streams("Stream.wait_stream");
+  // The event belongs to the recorded stream's device; a stream of another
+  // device may wait for it (cuStreamWaitEvent allows that).
+  CUevent e = marker(other_device);
+  event_record(other_device, e, other);
+  stream_wait_event(waiter_device, waiter, e);
 }
 
 bool capturing() { return t_capturing; }

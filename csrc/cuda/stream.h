@@ -39,6 +39,10 @@ float event_elapsed_ms(CUevent start, CUevent end);
 void stream_wait_event(int device, CUstream s, CUevent e);
 // `waiter` waits (device side) for all work queued so far on `other`.
 void stream_wait_stream(int device, CUstream waiter, CUstream other);
+// The same across devices: `waiter` (a stream of `waiter_device`, 0 = its
+// legacy stream) waits for the work queued so far on `other` of
+// `other_device` (copies between GPUs order both sides with it).
+void stream_wait_device(int waiter_device, CUstream waiter, int other_device, CUstream other);
 
 // Raised by an operation that cannot be recorded into a CUDA graph.
 struct NotCapturable : Error {

@@ -15,6 +15,21 @@ const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
   return nullptr;
 }
 
+// PyTorch's rule: one operator's tensors live on one device; a 0-d CPU tensor
+// beside CUDA ones is a number (a Python scalar's tensor), and copy_'s source
+// may be anywhere (the copy is the move). Checked before any kernel, so the
+// error names the operator and both devices instead of "no kernel".
+void check_same_device(const OpDef& op, const std::vector<Tensor>& in, const Tensor& first) {
+  const bool copy = op.name == std::string("copy_");
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (!t.defined() || t.device() == first.device() || (copy && i == 1)) continue;
+    if (t.device().kind == Device::Kind::CPU && t.dim() == 0) continue;
+    throw Error(str(op.name, ": Expected all tensors to be on the same device, but found at least two devices, ",
+                    first.device().str(), " and ", t.device().str(), "! (input ", i, ")"));
+  }
+}
+
 std::string describe_inputs(const std::vector<Tensor>& in) {
   std::string s;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -91,7 +106,11 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
   std::vector<TensorMeta> out_meta = op.infer(op, in_meta, attrs);
   // Device check (CUDA): any input on a GPU sends the op to the CUDA layer or fails.
   if (const Tensor* c = first_cuda_input(inputs)) {
-    for (auto& m : out_meta) m.device = c->device();
+    // copy_ into a host tensor from a CUDA one is a download: its output stays on the CPU.
+    if (!(op.name == std::string("copy_") && inputs[0].device().kind == Device::Kind::CPU)) {
+      check_same_device(op, inputs, *c);
+      for (auto& m : out_meta) m.device = c->device();
+    }
     std::vector<Tensor> out;
     if (!g_cuda_hook || !g_cuda_hook(op, inputs, attrs, out_meta, out))
       throw NotImplementedError(str(op.name, ": no kernel for device '", c->device().str(), "' with inputs (",

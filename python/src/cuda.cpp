@@ -23,15 +23,20 @@ nb::object device_of(const Tensor& t) {
 }
 
 Tensor host_copy(const Tensor& t) {
-  return t.device().kind == Device::Kind::CUDA ? cuda::to_cpu(t) : t;
+  if (t.device().kind != Device::Kind::CUDA) return t;
+  cuda::DeviceGuard guard;
+  return cuda::to_cpu(t);
 }
 
 Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking) {
   const bool on_cuda = t.device().kind == Device::Kind::CUDA;
-  if (!target) return on_cuda ? cuda::to_cpu(t) : t;
-  if (on_cuda && t.device().index == *target) return t;
-  // Device to another device goes through the host (no peer copies yet).
-  return cuda::to_device(host_copy(t), *target, non_blocking);
+  if (!on_cuda && !target) return t;
+  if (on_cuda && target && t.device().index == *target) return t;
+  cuda::DeviceGuard guard;  // the caller's current context stays current
+  if (!target) return cuda::to_cpu(t);
+  // Between two GPUs: a peer copy ordered on both devices' current streams.
+  if (on_cuda) return cuda::copy_to_device(t, *target);
+  return cuda::to_device(t, *target, non_blocking);
 }
 
 namespace {
@@ -62,12 +67,18 @@ void bind_cuda(nb::module_& root) {
   });
   m.def("set_device", [](nb::handle d) { cuda::set_device(index_or_current(d)); }, nb::arg("device").none());
   m.def("synchronize", [](nb::handle d) {
+    const int index = index_or_current(d);
     nb::gil_scoped_release nogil;
-    cuda::synchronize(index_or_current(d));
+    cuda::DeviceGuard guard;
+    cuda::synchronize(index);
   }, nb::arg("device").none() = nb::none());
-  m.def("get_device_name", [](nb::handle d) { return cuda::device_name(index_or_current(d)); },
+  m.def("get_device_name", [](nb::handle d) {
+    cuda::DeviceGuard guard;
+    return cuda::device_name(index_or_current(d));
+  },
         nb::arg("device").none() = nb::none());
   m.def("get_device_capability", [](nb::handle d) {
+    cuda::DeviceGuard guard;
     const int cc = cuda::compute_capability(index_or_current(d));
     return std::make_pair(cc / 10, cc % 10);
   }, nb::arg("device").none() = nb::none());
@@ -80,6 +91,7 @@ void bind_cuda(nb::module_& root) {
     if (cuda::is_available()) cuda::reset_peak_memory_stats(index_or_current(d));
   }, nb::arg("device").none() = nb::none());
   m.def("empty_cache", [] {
+    cuda::DeviceGuard guard;
     for (int i = 0; i < cuda::device_count(); ++i) cuda::empty_cache(i);
   });
   m.def("pin_memory", &cuda::pin_memory);
@@ -120,24 +132,45 @@ void bind_cuda(nb::module_& root) {
     return as_int(cuda::current_stream(dev));
   });
   m.def("set_current_stream", [](int dev, uintptr_t s) {
-    cuda::activate(dev);
+    cuda::DeviceGuard guard;
+    cuda::activate(dev);  // validates the index
     cuda::set_current_stream(dev, as_stream(s));
   });
-  m.def("pool_stream", [](int dev) { return as_int(cuda::pool_stream(dev)); });
+  m.def("pool_stream", [](int dev) {
+    cuda::DeviceGuard guard;
+    return as_int(cuda::pool_stream(dev));
+  });
   m.def("stream_synchronize", [](int dev, uintptr_t s) {
     nb::gil_scoped_release nogil;
+    cuda::DeviceGuard guard;
     cuda::stream_synchronize(dev, as_stream(s));
   });
-  m.def("stream_query", [](int dev, uintptr_t s) { return cuda::stream_query(dev, as_stream(s)); });
+  m.def("stream_query", [](int dev, uintptr_t s) {
+    cuda::DeviceGuard guard;
+    return cuda::stream_query(dev, as_stream(s));
+  });
   m.def("stream_wait_event", [](int dev, uintptr_t s, uintptr_t e) {
+    cuda::DeviceGuard guard;
     cuda::stream_wait_event(dev, as_stream(s), as_event(e));
   });
   m.def("stream_wait_stream", [](int dev, uintptr_t waiter, uintptr_t other) {
+    cuda::DeviceGuard guard;
     cuda::stream_wait_stream(dev, as_stream(waiter), as_stream(other));
   });
-  m.def("event_create", [](int dev, bool timing) { return as_int(cuda::event_create(dev, timing)); });
+  // A stream of another device may be waited for (an event of its device, recorded there).
+  m.def("stream_wait_device", [](int dev, uintptr_t waiter, int other_dev, uintptr_t other) {
+    cuda::DeviceGuard guard;
+    cuda::stream_wait_device(dev, as_stream(waiter), other_dev, as_stream(other));
+  });
+  m.def("event_create", [](int dev, bool timing) {
+    cuda::DeviceGuard guard;
+    return as_int(cuda::event_create(dev, timing));
+  });
   m.def("event_destroy", [](uintptr_t e) { cuda::event_destroy(as_event(e)); });
-  m.def("event_record", [](int dev, uintptr_t e, uintptr_t s) { cuda::event_record(dev, as_event(e), as_stream(s)); });
+  m.def("event_record", [](int dev, uintptr_t e, uintptr_t s) {
+    cuda::DeviceGuard guard;
+    cuda::event_record(dev, as_event(e), as_stream(s));
+  });
   m.def("event_synchronize", [](uintptr_t e) {
     nb::gil_scoped_release nogil;
     cuda::event_synchronize(as_event(e));

@@ -6,6 +6,7 @@
 #include <nanobind/stl/pair.h>
 
 #include <functional>
+#include <optional>
 
 #include "common.h"
 #include "cuda/driver.h"
@@ -111,6 +112,8 @@ nb::object to_dlpack(const Tensor& self, nb::handle stream, nb::handle max_versi
   // TensorPlay queues all CUDA work on the legacy default stream (stream 1 in
   // DLPack's numbering): a consumer on another stream would race with it, so
   // the device is synchronized before the memory is shared.
+  std::optional<cuda::DeviceGuard> guard;
+  if (self.device().kind == Device::Kind::CUDA) guard.emplace();
   if (self.device().kind == Device::Kind::CUDA && !(PyLong_Check(stream.ptr()) && nb::cast<int64_t>(stream) == 1))
     cuda::synchronize(self.device().index);
   else if (self.device().kind == Device::Kind::CUDA && cuda::current_stream(self.device().index))
@@ -140,7 +143,10 @@ Tensor wrap_dl(const DLTensor& dl, std::function<void()> release) {
   const bool on_cuda = dl.device.device_type == kDLCUDA;
   TP_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDAHost || on_cuda, ValueError,
            "from_dlpack: only CPU and CUDA tensors are supported (DLPack device type ", dl.device.device_type, ")");
-  if (on_cuda) cuda::activate(dl.device.device_id);  // validates the ordinal; raises without a GPU
+  if (on_cuda) {
+    cuda::DeviceGuard guard;
+    cuda::activate(dl.device.device_id);  // validates the ordinal; raises without a GPU
+  }
   Device device = Device::cpu();
   if (on_cuda) {
     device.kind = Device::Kind::CUDA;
@@ -204,13 +210,20 @@ Tensor from_dlpack(nb::handle obj) {
            "DLPack capsule, got ", nb::inst_name(obj).c_str());
   bool on_cuda = false;
   int cuda_index = 0;
+  // The producer's device is made current while it exports (PyTorch's
+  // __dlpack__ orders its work on the current device's streams), then the
+  // caller's context is current again.
+  std::optional<cuda::DeviceGuard> guard;
   if (nb::hasattr(obj, "__dlpack_device__")) {
     auto dev = nb::cast<std::pair<int, int>>(obj.attr("__dlpack_device__")());
     on_cuda = dev.first == kDLCUDA;
     cuda_index = dev.second;
     TP_CHECK(dev.first == kDLCPU || dev.first == kDLCUDAHost || on_cuda, ValueError,
              "from_dlpack: only CPU and CUDA tensors are supported (device type ", dev.first, ")");
-    if (on_cuda) cuda::activate(dev.second);
+    if (on_cuda) {
+      guard.emplace();
+      cuda::activate(dev.second);
+    }
   }
   // A CUDA producer is told we read on the legacy default stream (1), so it
   // orders its pending work before ours.

@@ -51,6 +51,7 @@ struct Parsed {
   Attrs attrs;
   std::optional<MemoryFormat> memory_format;  // applied to the result (memory_format.cpp)
   std::optional<int> cuda_device;  // device="cuda:N": the result is built on the host, then moved
+  bool device_named = false;       // a device= was given (even the CPU)
   // Dynamic shapes (only while a symbolic capture runs): int attributes given as
   // SymInts (their hints are in attrs), and the plain ints of the call.
   std::map<std::string, std::vector<graph::SymDim>> sym_attrs;
@@ -230,6 +231,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
     case ArgType::Device:
       if (!is_device_arg(h) && !nb::hasattr(h, "type")) return mismatch("a device (str or tensorplay.device)");
       p.cuda_device = cuda_target(h, s.name);  // another device raises here: no overload could run on it
+      p.device_named = true;
       return true;
     case ArgType::MemoryFormat:
       p.memory_format = to_memory_format(h, s.name);
@@ -366,6 +368,11 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                  "(): functions with out=... arguments don't support automatic differentiation, but one of the "
                  "arguments requires grad");
     }
+    // zeros_like & co. (composites of a host factory): the result lives where
+    // self does unless device= says otherwise, as in PyTorch.
+    if (!p.device_named && !p.cuda_device && f.name.size() > 5 && f.name.compare(f.name.size() - 5, 5, "_like") == 0 &&
+        !p.inputs.empty() && p.inputs[0].defined() && p.inputs[0].device().kind == Device::Kind::CUDA)
+      p.cuda_device = p.inputs[0].device().index;
     std::vector<Tensor> results;
     if (graph::symbolic_tracing()) {
       // Dynamic shapes: the call's SymInt attributes reach the node(s) it records.

@@ -121,19 +121,65 @@ def _nvrtc_compile(source, name, arch):
 
 
 class device:
-    """Context manager that makes `device` the current CUDA device."""
+    """Context manager that makes `device` the current CUDA device (``None`` or a
+    negative index: no change), restoring the previous one on exit. Like
+    ``set_device``, it decides which GPU ``"cuda"`` without an index names;
+    tensors already on a GPU keep running there."""
 
     def __init__(self, device):
-        self._index = device if isinstance(device, int) else _C.device(device).index or 0
-        self._prev = None
+        self.idx = _index(device, optional=True)
+        self.prev_idx = -1
 
     def __enter__(self):
-        self._prev = current_device()
-        set_device(self._index)
+        if self.idx >= 0:
+            self.prev_idx = current_device()
+            if self.prev_idx != self.idx:
+                set_device(self.idx)
+        return self
 
     def __exit__(self, *exc):
-        set_device(self._prev)
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            set_device(self.prev_idx)
         return False
+
+
+class device_of(device):
+    """``device`` of a tensor's GPU; a CPU tensor changes nothing."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_cuda else -1)
+
+
+# Random numbers. CUDA random operators (dropout, and the factories, which
+# draw on the host and upload) use TensorPlay's default generator, shared by
+# every device: one seed reproduces a run on any GPU, and a CPU and a CUDA
+# call after the same seed draw the same values. These are PyTorch's names for
+# seeding that generator (in PyTorch each GPU has its own; here all share one,
+# so manual_seed and manual_seed_all are the same call).
+def manual_seed(seed):
+    """Seeds the generator CUDA random operators draw from (the default one)."""
+    from . import _factories
+    _factories.manual_seed(seed)
+
+
+def manual_seed_all(seed):
+    """Seeds the generator every GPU's random operators draw from (the default one)."""
+    manual_seed(seed)
+
+
+def seed():
+    """Seeds the generator CUDA random operators draw from with a random number."""
+    from . import _factories
+    _factories.seed()
+
+
+def seed_all():
+    seed()
+
+
+def initial_seed():
+    from . import _factories
+    return _factories.initial_seed()
 
 
 # ---------------------------------------------------------------------------
@@ -141,15 +187,25 @@ class device:
 # the legacy default stream, where all work goes unless a `stream(s)` context
 # says otherwise (per thread and per device, like PyTorch).
 
-def _index(device):
-    if device is None:
-        return current_device()
+def _index(device, optional=False):
+    """The GPU index `device` names (an int, "cuda:N", a tp/torch device, or
+    None / "cuda" for the current one); with `optional`, None and negative
+    ints give -1 (no device)."""
+    if device is None or (isinstance(device, int) and device < 0):
+        if optional:
+            return -1
+        if device is None:
+            return current_device()
     if isinstance(device, int):
-        return device
-    d = _C.device(device)
-    if d.type != "cuda":
-        raise ValueError(f"expected a CUDA device but got '{device}'")
-    return d.index if d.index is not None and d.index >= 0 else current_device()
+        i = device
+    else:
+        d = _C.device(device)
+        if d.type != "cuda":
+            raise ValueError(f"expected a CUDA device but got '{device}'")
+        i = d.index if d.index is not None and d.index >= 0 else current_device()
+    if is_available() and not 0 <= i < device_count():
+        raise RuntimeError(f"CUDA error: invalid device ordinal {i} ({device_count()} device(s) present)")
+    return i
 
 
 class Stream:
@@ -185,7 +241,7 @@ class Stream:
 
     def wait_stream(self, stream):
         """Work queued later on this stream waits for everything queued on `stream` so far."""
-        _rt.stream_wait_stream(self.device_index, self.cuda_stream, stream.cuda_stream)
+        _rt.stream_wait_device(self.device_index, self.cuda_stream, stream.device_index, stream.cuda_stream)
 
     def record_event(self, event=None):
         event = Event() if event is None else event
@@ -308,7 +364,8 @@ class CUDAGraph:
     """
 
     def __init__(self, device=None):
-        self._g = _rt.Graph(_index(device))
+        self.device_index = _index(device)
+        self._g = _rt.Graph(self.device_index)
 
     def capture_begin(self):
         self._g.begin_capture()
@@ -330,7 +387,7 @@ class graph:
         self.cuda_graph = cuda_graph
 
     def __enter__(self):
-        synchronize()
+        synchronize(self.cuda_graph.device_index)  # the graph's GPU, not the current one
         self.cuda_graph.capture_begin()
         return self.cuda_graph
 

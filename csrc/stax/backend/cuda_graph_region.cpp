@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/warning.h"
 #include "cuda/copy.h"
+#include "cuda/driver.h"
 #include "cuda/stream.h"
 #include "ops/ops.h"
 
@@ -112,6 +113,7 @@ bool CudaGraphRegion::capture(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
+  cuda::DeviceGuard guard;  // a region on cuda:1 leaves the caller's current context current
   std::lock_guard<std::mutex> lock(mu_);
   if (stats_.disabled || calls_++ == 0 || cuda::capturing()) {  // warm-up, or no graph
     note(&Stats::plain_calls);

@@ -652,6 +652,7 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
 }
 
 std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
+  cuda::DeviceGuard guard;  // a region on cuda:1 leaves the caller's current context current
   // Dynamic shapes: the call's sizes, from its inputs; beyond the 32-bit caps
   // the 64-bit build runs the call.
   SizeValues sizes;
