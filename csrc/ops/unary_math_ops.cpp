@@ -387,7 +387,10 @@ Outs dec_gelu(const std::vector<Tensor>& in, const Attrs& at) {
     if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
       return {ops::to_dtype(dec_gelu({ops::to_dtype(x, DType::Float32)}, at)[0], x.dtype())};
     if (x.dtype() != DType::Float32) return {ops::gelu(x, "none")};  // needs a float64 erf
-    Tensor cdf = ops::add(erf_f32(ops::mul(x, c(0.70710678118654752440))), c(1.0));
+    // Eager's formula, x/2 * erfc(-x/sqrt 2): the same bits as eager where the
+    // compiled erfc is eager's (the Stax prelude's float erfc), no cancellation
+    // for x < 0, and faster than erf's two polynomials and exp.
+    Tensor cdf = ops::erfc(ops::mul(x, c(-0.70710678118654752440)));
     return {ops::mul(ops::mul(x, c(0.5)), cdf)};
   }
   Tensor cube = ops::mul(ops::mul(ops::mul(x, c(0.044715)), x), x);

@@ -194,6 +194,30 @@ static inline vf tp_sigmoid(vf x) { vf e = tp_exp(-tp_abs(x)); return (x < 0.0f 
 static inline vd tp_sigmoid(vd x) { vd e = tp_exp(-tp_abs(x)); return (x < 0.0 ? e : 1.0) / (1.0 + e); }
 )TP";
 
+// float erfc (tp_erfc on float and vf): ops/vec/erfc_f32.inc, the text eager's
+// AVX2 / AVX-512 kernels compile too, so compiled and eager erfc agree bit for
+// bit (the scalar float form is lane 0 of the vector one, as eager pads its
+// tails into a vector). The file needs one-rounding FMAs: 32- and 64-byte
+// vectors only; 16-byte kernels keep libmvec / libm like the other functions.
+#define TP_ERFC_SOURCE(...) #__VA_ARGS__
+constexpr const char* kErfcF32 =
+#include "ops/vec/erfc_f32.inc"
+    ;
+#undef TP_ERFC_SOURCE
+
+void emit_erfc(std::string& s, int vector_bytes) {
+  s += vector_bytes == 64
+           ? "static inline vf tp_erfc_fma(vf a, vf b, vf c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, "
+             "(unsigned short)-1, 4); }\n"
+           : "static inline vf tp_erfc_fma(vf a, vf b, vf c) { return __builtin_ia32_vfmaddps256(a, b, c); }\n";
+  s += "static inline vf tp_erfc_splat(float v) { return tp_splat_vf(v); }\n";
+  s += kErfcF32;
+  s += "\nstatic inline vf tp_erfc(vf x) { return tp_erfc_v(x); }\n"
+       "static inline float tp_erfc(float x) { return tp_erfc_v(tp_splat_vf(x))[0]; }\n"
+       "static inline double tp_erfc(double x) { return __builtin_erfc(x); }\n"
+       "static inline vd tp_erfc(vd v) { for (int i = 0; i < TP_LD; ++i) v[i] = __builtin_erfc(v[i]); return v; }\n";
+}
+
 // Python // and % (floor division; the remainder takes the divisor's sign).
 // b == -1 is special-cased so INT64_MIN // -1 wraps instead of trapping.
 constexpr const char* kFloorDiv = R"TP(
@@ -301,6 +325,7 @@ std::string libmvec_symbol(const std::string& fn, int vector_bytes) {
   static const char* const kUnary[] = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
                                        "asinh", "acosh", "atanh", "exp2", "log2", "log10", "erfc"};
   static const char* const kBinary[] = {"atan2", "hypot"};
+  if (fn == "erfc" && vector_bytes >= 32) return "";  // own polynomial (emit_erfc), as eager's
   const char isa = vector_bytes == 64 ? 'e' : vector_bytes == 32 ? 'd' : 'b';
   const std::string prefix = std::string("_ZGV") + isa + "N" + std::to_string(vector_bytes / 4);
   for (const char* u : kUnary)
@@ -356,6 +381,10 @@ std::string cpp_prelude(const PreludeRequest& req) {
   if (req.need_philox) s += philox_prelude();
   for (auto& fn : req.libm)
     if (const LibmFn* f = find_libm(fn)) {
+      if (fn == "erfc" && vb >= 32) {
+        emit_erfc(s, vb);
+        continue;
+      }
       auto m = req.libmvec.find(fn);
       emit_libm(s, *f, m == req.libmvec.end() ? std::string() : m->second);
     }

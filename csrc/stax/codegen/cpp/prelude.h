@@ -39,6 +39,8 @@
 //     atan2 hypot fmod remainder (the divisor's sign) pow. Scalars call the GCC
 //     builtin (a libm call the loaded kernel resolves from the process); the
 //     vector forms apply it lane by lane for now (no own polynomial yet).
+//     Float erfc at 32 / 64 bytes: ops/vec/erfc_f32.inc (eager's own float
+//     erfc, bit for bit; the scalar float form is its lane 0).
 // Scalar transcendental overloads call libm (__builtin_expf etc.); the vector
 // ones are own range reduction + polynomial code, identical on every ISA up to
 // FMA contraction (measured: exp/log/tanh within 1 ulp of the correctly
