@@ -48,7 +48,7 @@ Registry& registry() {
       reg->builtin[op] = [w, m](LoweringContext& c) { return c.symbolic() ? m(c) : w(c); };
     }
     for (auto& [name, fn] : sym) reg->symbolic.insert(name);
-    for (const char* op : {"sum", "amax", "amin", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
+    for (const char* op : {"sum", "amax", "amin", "max", "min", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",
                            "cumsum", "cumprod", "mm", "bmm", "matmul", "addmm", "baddbmm", "cat",
                            "index_select", "gather", "embedding", "index", "flip", "roll", "repeat", "tril", "triu",
                            "layer_norm", "native_layer_norm"})
