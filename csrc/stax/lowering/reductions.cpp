@@ -79,6 +79,9 @@ LoweringFn reduction(ReduceOp op) {
 // cumsum / cumprod along one dim: a scan node over the other dims.
 LoweringFn scan(ReduceOp op) {
   return [op](LoweringContext& c) {
+    // The CUDA printer has no scan: in a CUDA region the operator is an extern
+    // call of its eager kernel (cuda/scan_sort.cpp), the rest stays generated.
+    if (c.region().half_floats) c.fail("scans run as the eager CUDA kernel in a CUDA region");
     const Value& x = c.input(0);
     const DType dt = c.out_dtype();
     const Shape& out_sizes = c.out_sizes();
