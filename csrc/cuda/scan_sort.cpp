@@ -41,13 +41,14 @@ std::string scan_source(const std::string& name, DType c, bool prod) {
   const std::string t = ctype(c), a = c == DType::Int64 ? "unsigned long long" : "double";
   return "extern \"C\" __global__ void " + name + "(const " + t + "* __restrict__ x, " + t +
          "* __restrict__ y, long long outer, long long D, long long inner) {\n"
-         "  const long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-         "  if (s >= outer * inner) return;\n"
-         "  const long long base = (s / inner) * D * inner + s % inner;\n"
-         "  " + a + " acc = " + (prod ? "1" : "0") + ";\n"
-         "  for (long long d = 0; d < D; ++d) {\n"
-         "    acc = acc " + (prod ? "*" : "+") + " (" + a + ")x[base + d * inner];\n"
-         "    y[base + d * inner] = (" + t + ")acc;\n"
+         "  for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < outer * inner;\n"
+         "       s += (long long)gridDim.x * blockDim.x) {\n"  // grid_1d caps the grid
+         "    const long long base = (s / inner) * D * inner + s % inner;\n"
+         "    " + a + " acc = " + (prod ? "1" : "0") + ";\n"
+         "    for (long long d = 0; d < D; ++d) {\n"
+         "      acc = acc " + (prod ? "*" : "+") + " (" + a + ")x[base + d * inner];\n"
+         "      y[base + d * inner] = (" + t + ")acc;\n"
+         "    }\n"
          "  }\n}\n";
 }
 
