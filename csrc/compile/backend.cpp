@@ -74,7 +74,10 @@ RegionFn stax_compile(const BackendRequest& r) {
     // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
     if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
       const stax::RegionOptions cro = stax::cuda_region_options(r.options.options, r.options.mode);
-      const bool graphs = r.options.mode == "reduce-overhead" && cuda::graphs_available();
+      // CUDA Graphs (Section 9.9): reduce-overhead, and max-autotune as in
+      // PyTorch (max-autotune-no-cudagraphs is the tuning alone).
+      const bool graphs =
+          (r.options.mode == "reduce-overhead" || r.options.mode == "max-autotune") && cuda::graphs_available();
       const bool log_code = log_enabled("code");
       auto finish = [dev, graphs, log_code, name = r.region](const std::shared_ptr<stax::CudaRegion>& region,
                                                              std::string* source) -> RegionFn {
@@ -83,7 +86,7 @@ RegionFn stax_compile(const BackendRequest& r) {
         if (source) *source += region->source();
         if (log_code)
           std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", name.c_str(), region->source().c_str());
-        if (graphs) {  // CUDA Graphs (Section 9.9)
+        if (graphs) {
           auto graphed = std::make_shared<stax::CudaGraphRegion>(region, dev, name);
           return [graphed](const std::vector<Tensor>& in) { return graphed->run(in); };
         }
