@@ -12,6 +12,7 @@
 #include "cuda/graph.h"
 #include "stax/backend/cuda_graph_region.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/cuda_specialize.h"
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
 #include "stax/backend/stax_backend.h"
@@ -40,8 +41,8 @@ RegionFn stax_compile(const BackendRequest& r) {
   });
   if (on_cuda) {
     // A symbolic graph keeps mean whole (its lowering reads the count at run time).
-    po.keep_whole = nullptr;
-    if (sg->is_symbolic()) po.keep_whole = [](const std::string& op) { return stax::cuda_keeps_whole(op, true); };
+    const bool symbolic = sg->is_symbolic();
+    po.keep_whole = [symbolic](const std::string& op) { return stax::cuda_keeps_whole(op, symbolic); };
     stax::cuda_prepare_symbolic(*sg);
     // Before decomposition (gelu is still one node): GEMM + bias/activation -> one cuBLASLt call.
     stax::fuse_attention(*sg);  // matmul-softmax-matmul -> one fused kernel
@@ -72,21 +73,52 @@ RegionFn stax_compile(const BackendRequest& r) {
   try {
     // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
     if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
-      auto region = stax::compile_cuda_region(*sg, dev, stax::cuda_region_options(r.options.options, r.options.mode),
-                                              r.examples);
-      metrics().compile_count++;
-      metrics().generated_kernel_count += region->kernel_count();
-      if (r.source) *r.source += region->source();
-      if (log_enabled("code"))
-        std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", r.region.c_str(), region->source().c_str());
+      const stax::RegionOptions cro = stax::cuda_region_options(r.options.options, r.options.mode);
       // CUDA Graphs (Section 9.9): reduce-overhead, and max-autotune as in
       // PyTorch (max-autotune-no-cudagraphs is the tuning alone).
-      const bool graphed = r.options.mode == "reduce-overhead" || r.options.mode == "max-autotune";
-      if (graphed && cuda::graphs_available()) {
-        auto graphed = std::make_shared<stax::CudaGraphRegion>(region, dev, r.region);
-        return [graphed](const std::vector<Tensor>& in) { return graphed->run(in); };
+      const bool graphs =
+          (r.options.mode == "reduce-overhead" || r.options.mode == "max-autotune") && cuda::graphs_available();
+      const bool log_code = log_enabled("code");
+      auto finish = [dev, graphs, log_code, name = r.region](const std::shared_ptr<stax::CudaRegion>& region,
+                                                             std::string* source) -> RegionFn {
+        metrics().compile_count++;
+        metrics().generated_kernel_count += region->kernel_count();
+        if (source) *source += region->source();
+        if (log_code)
+          std::fprintf(stderr, "[tp.compile] generated CUDA code for %s:\n%s\n", name.c_str(), region->source().c_str());
+        if (graphs) {
+          auto graphed = std::make_shared<stax::CudaGraphRegion>(region, dev, name);
+          return [graphed](const std::vector<Tensor>& in) { return graphed->run(in); };
+        }
+        return [region](const std::vector<Tensor>& in) { return region->run(in); };
+      };
+      std::shared_ptr<stax::CudaRegion> region;
+      try {
+        region = stax::compile_cuda_region(*sg, dev, cro, r.examples);
+      } catch (const BackendError& e) {
+        if (!sg->is_symbolic()) throw;
+        // The symbolic print was refused: specialize (a static build per call
+        // layout, prepared as a static CUDA graph is) rather than run eagerly.
+        if (log_enabled("recompiles") || log_enabled("graph") || log_enabled("explain"))
+          std::fprintf(stderr, "[tp.compile] region %s: symbolic CUDA region refused (%s); compiled per size instead\n",
+                       r.region.c_str(), e.what());
+        const std::set<std::string> disabled = disabled_passes(r.options);
+        auto spec = std::make_shared<stax::SpecializingCudaRegion>(
+            r.graph, [dev, cro, disabled, finish](const graph::Graph& g, const std::vector<Tensor>& examples) {
+              auto s = g.clone();
+              passes::PassOptions spo;
+              spo.decompose = true;
+              spo.disabled = disabled;
+              spo.keep_whole = [](const std::string& op) { return stax::cuda_keeps_whole(op, false); };
+              stax::fuse_attention(*s);
+              stax::fuse_gemm_epilogues(*s);
+              passes::run_default_passes(*s, spo);
+              return finish(stax::compile_cuda_region(*s, dev, cro, examples), nullptr);
+            });
+        spec->prepare(r.examples);  // the example's version now: its refusal falls back below
+        return [spec](const std::vector<Tensor>& in) { return spec->run(in); };
       }
-      return [region](const std::vector<Tensor>& in) { return region->run(in); };
+      return finish(region, r.source);
     }
     auto region = stax::compile_region(*sg, ro);
     if (r.kernels) *r.kernels = region->kernels();

@@ -9,6 +9,7 @@
 #include "graph/tracer.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
+#include "stax/backend/cuda_specialize.h"
 #include "stax/backend/stax_backend.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/backend/testing_symbolic.h"
@@ -95,6 +96,27 @@ void bind_testing_hooks(nb::module_& m) {
     };
     return std::make_tuple(u.unit.source, kernels, stax::cuda_index32_caps(*g), run);
   }, nb::arg("fn"), nb::arg("inputs"), nb::arg("hints"));
+  // Dynamic shapes on CUDA, the specialization net (cuda_specialize.h):
+  // captures fn on `inputs`, marks the symbols as above, specializes the
+  // symbolic graph at `call_inputs`' sizes and returns its static CUDA source
+  // (a test compares it with the source of a capture at those sizes) — no GPU.
+  m.def("_testing_cuda_specialized_source", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints,
+                                               std::vector<Tensor> call_inputs) {
+    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
+      nb::list l;
+      for (auto& t : proxies) l.append(nb::cast(t));
+      nb::object out = fn(*nb::tuple(l));
+      std::vector<Tensor> outs;
+      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
+      else
+        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
+      return outs;
+    }, inputs);
+    stax::testing::mark_symbols(*r.graph, hints);
+    TP_CHECK(r.graph->is_symbolic(), ValueError, "_testing_cuda_specialized_source: no size equals a hint");
+    return stax::cuda_unit(*stax::specialize_graph(*r.graph, call_inputs), 0).unit.source;
+  }, nb::arg("fn"), nb::arg("inputs"), nb::arg("hints"), nb::arg("call_inputs"));
+  m.def("_testing_cuda_specialized_versions", &stax::cuda_specialized_versions);
   m.def("_testing_clear_faults", [] {
     passes::clear_testing_passes();
     stax::testing::clear_faults();

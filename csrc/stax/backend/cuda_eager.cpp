@@ -97,6 +97,7 @@ bool generated_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attr
       g.output(std::move(results));
       passes::PassOptions po;
       po.decompose = true;
+      po.keep_whole = [](const std::string& name) { return cuda_keeps_whole(name, false); };
       passes::run_default_passes(g, po);
       region = compile_cuda_region(g, dev, RegionOptions{}, {});  // no tuning for one operator
       // An extern call would be this operator (or another without a loop

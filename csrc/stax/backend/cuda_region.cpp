@@ -21,6 +21,7 @@
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
 #include "stax/backend/progress.h"
+#include "stax/backend/testing_faults.h"
 #include "stax/lowering/lower.h"
 #include "stax/scheduler/schedule.h"
 
@@ -82,6 +83,8 @@ Printed print_region(const graph::Graph& g, const RegionOptions& options, int ro
   for (const graph::SymbolInfo& sym : lowered.symbols)  // sizes[k] is read from an input dim at every call
     if (sym.input_index < 0 || sym.input_dim < 0 || sym.input_index >= lowered.program.num_inputs)
       throw BackendError(str("stax cuda: symbol ", sym.origin, " is not a dim of a region input (symbolic shapes)"));
+  if (!lowered.symbols.empty() && testing::refuses_symbolic_cuda())
+    throw BackendError("stax cuda: the symbolic print is refused (testing fault 'cuda_symbolic')");
   Printed full = schedule_and_print(lowered, options, {}, knobs);
   if (lowered.symbols.empty() || all_index32(full.sched)) return full;
   // Dynamic shapes: the declared ranges (unbounded by default) leave 64-bit
@@ -726,7 +729,13 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
   return outputs;
 }
 
-bool cuda_keeps_whole(const std::string& op, bool symbolic) { return symbolic && op == "mean"; }
+bool cuda_keeps_whole(const std::string& op, bool symbolic) {
+  if (symbolic && op == "mean") return true;
+  // var/std lower to means.cpp's two passes in double on CUDA, static or not
+  // (their decomposition computes the mean and deviations in the float type).
+  return op == "var" || op == "var.dim" || op == "var.unbiased" || op == "std" || op == "std.dim" ||
+         op == "std.unbiased";
+}
 
 void cuda_prepare_symbolic(graph::Graph& g) {
   if (!g.is_symbolic()) return;
@@ -743,7 +752,8 @@ std::unique_ptr<graph::Graph> prepared(const graph::Graph& g) {
   fuse_gemm_epilogues(*sg);
   passes::PassOptions po;
   po.decompose = true;
-  if (sg->is_symbolic()) po.keep_whole = [](const std::string& op) { return cuda_keeps_whole(op, true); };
+  const bool symbolic = sg->is_symbolic();
+  po.keep_whole = [symbolic](const std::string& op) { return cuda_keeps_whole(op, symbolic); };
   cuda_prepare_symbolic(*sg);
   passes::run_default_passes(*sg, po);
   return sg;

@@ -67,9 +67,11 @@ std::string launch_results_differ(const std::vector<Tensor>& want, const std::ve
 int cuda_region_device(const std::vector<Tensor>& examples);
 
 // The composites that stay whole for a CUDA region (the decomposition pass
-// splits the rest): none for a static graph (the printer has no Welford
-// nodes); for a symbolic one mean, whose lowering divides by the element count
-// read at run time (its decomposition would bake the hint's count in).
+// splits the rest): var/std (and their overloads), which lower to two plain
+// reductions computed in double (the printer has no Welford node; the
+// decomposition would compute the mean in the float type); and, for a symbolic
+// graph, mean, whose lowering divides by the element count read at run time
+// (its decomposition would bake the hint's count in).
 bool cuda_keeps_whole(const std::string& op, bool symbolic);
 // Before the passes decompose a symbolic graph for CUDA: layer_norm's
 // normalized_shape (a SymInt list under dynamic=True) only names the trailing

@@ -41,8 +41,9 @@ ir::Expr plus_one(const ir::Expr& e) {
 }  // namespace
 
 void plant_fault(const std::string& kind, const std::string& op) {
-  TP_CHECK(kind == "lowering" || kind == "kernel" || kind == "fusion", ValueError,
-           "_testing_plant_stax_fault: unknown kind '", kind, "' (expected 'lowering', 'kernel' or 'fusion')");
+  TP_CHECK(kind == "lowering" || kind == "kernel" || kind == "fusion" || kind == "cuda_symbolic", ValueError,
+           "_testing_plant_stax_fault: unknown kind '", kind,
+           "' (expected 'lowering', 'kernel', 'fusion' or 'cuda_symbolic')");
   std::lock_guard<std::mutex> lock(g_mutex);
   faults().push_back({kind, op});
 }
@@ -51,6 +52,8 @@ void clear_faults() {
   std::lock_guard<std::mutex> lock(g_mutex);
   faults().clear();
 }
+
+bool refuses_symbolic_cuda() { return !planted("cuda_symbolic").empty(); }
 
 void apply_program_faults(ir::LoopProgram& program) {
   for (const Fault& f : planted("lowering"))

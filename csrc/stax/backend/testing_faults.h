@@ -17,10 +17,16 @@ namespace tp::stax::testing {
 //   "kernel":   the loop nest of operator `op` in the generated kernel computes
 //               body + 1 (applied to the Schedule: a code-level fault);
 //   "fusion":   the last nest of every kernel that fused several nodes computes
-//               body + 1 (`op` ignored): correct unfused, wrong fused.
+//               body + 1 (`op` ignored): correct unfused, wrong fused;
+//   "cuda_symbolic": the CUDA printing of every symbolic region is refused
+//               (`op` ignored), as a rule without a symbolic form would: the
+//               backend must specialize per size, not run eagerly.
 // Throws ValueError for another kind. Faults stay planted until clear_faults().
 void plant_fault(const std::string& kind, const std::string& op);
 void clear_faults();
+
+// Whether "cuda_symbolic" is planted.
+bool refuses_symbolic_cuda();
 
 void apply_program_faults(ir::LoopProgram& program);
 void apply_schedule_faults(const ir::LoopProgram& program, Schedule& schedule);

@@ -93,16 +93,23 @@ LoweringFn variance(bool is_std) {
     if (x.sizes.empty()) reduced.clear();
     const IndexExpr count = count_of(x, reduced);
     // mean = sum / N in the float type; then the squared deviations from it.
-    Value sum = reduce_keepdim(c, x, reduced, ReduceOp::Sum, dt, [&](const Index& i) { return x.at(i); });
+    // A CUDA region (half_floats) computes both passes in double and rounds
+    // the result once: the float mean's rounding (|mean| x 2^-24) would
+    // otherwise bias every deviation, a relative error near 1e-5 of the
+    // variance of data with a large mean (eager's Welford runs in double);
+    // the kernels stay memory-bound. The CPU keeps the decomposition's arithmetic.
+    const DType at = c.region().half_floats ? DType::Float64 : dt;
+    Value sum = reduce_keepdim(c, x, reduced, ReduceOp::Sum, at, [&](const Index& i) { return cast(x.at(i), at); });
     memoize(sum);
-    Expr n = cast(index_value(count), dt);
-    auto mean_at = [sum, n, dt](const Index& i) { return call(CallOp::Div, {sum.at(i), n}, dt); };
+    Expr n = cast(index_value(count), at);
+    auto mean_at = [sum, n, at](const Index& i) { return call(CallOp::Div, {sum.at(i), n}, at); };
     // The mean, for a `mean` of the same input and dims (var_mean's second
     // half), with the reduced dims kept or dropped.
     for (bool keep : {true, false}) {
       Value m = sum;
       m.buffer = -1;
-      m.at = [mean_at, reduced, keep](const Index& idx) { return mean_at(keepdim_index(idx, reduced, keep)); };
+      m.dtype = dt;
+      m.at = [mean_at, reduced, keep, dt](const Index& idx) { return cast(mean_at(keepdim_index(idx, reduced, keep)), dt); };
       if (!keep) {
         m.sizes.clear();
         m.sym_sizes.clear();
@@ -117,21 +124,21 @@ LoweringFn variance(bool is_std) {
       m.strides.clear();
       c.remember_mean(reduced, keep, m);
     }
-    Value sq = reduce_keepdim(c, x, reduced, ReduceOp::Sum, dt, [&](const Index& i) {
+    Value sq = reduce_keepdim(c, x, reduced, ReduceOp::Sum, at, [&](const Index& i) {
       Index m = i;
       for (size_t d = 0; d < m.size(); ++d)
         if (reduced[d]) m[d] = 0;
-      Expr centered = call(CallOp::Sub, {x.at(i), mean_at(m)}, dt);
-      return call(CallOp::Mul, {centered, centered}, dt);
+      Expr centered = call(CallOp::Sub, {cast(x.at(i), at), mean_at(m)}, at);
+      return call(CallOp::Mul, {centered, centered}, at);
     });
     memoize(sq);
     // max(0, N - correction) in double, divided in the float type (the decomposition's scalar).
     Expr div = call(CallOp::Max, {call(CallOp::Sub, {cast(index_value(count), DType::Float64),
                                                      constant(Scalar(correction), DType::Float64)}, DType::Float64),
                                   constant(Scalar(0.0), DType::Float64)}, DType::Float64);
-    return c.pointwise([sq, reduced, keepdim, div, dt, is_std](const Index& idx) {
-      Expr v = call(CallOp::Div, {sq.at(keepdim_index(idx, reduced, keepdim)), cast(div, dt)}, dt);
-      return is_std ? call(CallOp::Sqrt, {v}, dt) : v;
+    return c.pointwise([sq, reduced, keepdim, div, dt, at, is_std](const Index& idx) {
+      Expr v = call(CallOp::Div, {sq.at(keepdim_index(idx, reduced, keepdim)), cast(div, at)}, at);
+      return cast(is_std ? call(CallOp::Sqrt, {v}, at) : v, dt);
     });
   };
 }

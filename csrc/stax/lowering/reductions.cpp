@@ -1,6 +1,7 @@
 // Reduction lowerings: a compute node that folds its body over the reduced
 // dims and writes a temp buffer (contiguous over the kept dims); consumers
 // read that buffer. any/all are max/min over the values as bool (false < true).
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -78,6 +79,9 @@ LoweringFn reduction(ReduceOp op) {
 // cumsum / cumprod along one dim: a scan node over the other dims.
 LoweringFn scan(ReduceOp op) {
   return [op](LoweringContext& c) {
+    // The CUDA printer has no scan: in a CUDA region the operator is an extern
+    // call of its eager kernel (cuda/scan_sort.cpp), the rest stays generated.
+    if (c.region().half_floats) c.fail("scans run as the eager CUDA kernel in a CUDA region");
     const Value& x = c.input(0);
     const DType dt = c.out_dtype();
     const Shape& out_sizes = c.out_sizes();
@@ -288,9 +292,63 @@ LoweringFn arg_reduction_symbolic(bool is_max, bool with_values) {
   };
 }
 
+// The two-reduction form also serves the CUDA printer (a region lowered with
+// half_floats), which has no pair (value, position) accumulator: argmax,
+// max.dim and friends then print as two plain reductions (eager CUDA
+// operators and compiled regions alike).
 LoweringFn arg_reduction(bool is_max, bool with_values) {
   LoweringFn one = arg_reduction_one_pass(is_max, with_values), sym = arg_reduction_symbolic(is_max, with_values);
-  return [one, sym](LoweringContext& c) { return c.symbolic() ? sym(c) : one(c); };
+  return [one, sym](LoweringContext& c) { return c.symbolic() || c.region().half_floats ? sym(c) : one(c); };
+}
+
+// norm (the vector p-norm over the reduced dims; 'fro' is p = 2) for the CUDA
+// printer: one reduction of |x|^p's term in double, as eager's row_norm
+// accumulates, then the root, rounded once to the result dtype. p = +-inf is
+// amax / amin of |x| (NaN propagates), p = 0 counts the non-zeros. CPU regions
+// keep the eager kernel as an extern call (declined here), and so does a
+// reduction over an empty dim (eager's value there is not the fold's initial
+// value for every p).
+LoweringFn vector_norm() {
+  return [](LoweringContext& c) {
+    if (!c.region().half_floats) c.fail("norm is generated for CUDA regions only (the CPU calls the eager kernel)");
+    const Value& x = c.input(0);
+    const DType dt = c.out_dtype();
+    double p = 2.0;
+    const AttrValue* pv = c.attrs().find("p");
+    if (pv && std::holds_alternative<std::string>(*pv)) {
+      if (std::get<std::string>(*pv) != "fro") c.fail("norm: unsupported norm type");
+    } else if (std::optional<double> q = c.attrs().get_optional_double("p")) {
+      p = *q;
+    }
+    const int64_t nd = static_cast<int64_t>(x.sizes.size());
+    const std::vector<bool> reduced = reduce::mask_of(c.op().c_str(), nd, c.attrs());
+    if (reduce::count_of(x.sizes, reduced) == 0) c.fail("norm over an empty dim");
+    const bool keep_rank = static_cast<int64_t>(c.out_sizes().size()) == nd;
+    FoldSpace f = fold_space(c, x.sizes, reduced, keep_rank);
+    const DType at = DType::Float64;
+    const Expr v = cast(x.at(f.src), at);
+    const Expr a = call(CallOp::Abs, {v}, at);
+    f.node.reduce = ReduceOp::Sum;
+    if (std::isinf(p)) {
+      f.node.reduce = p > 0 ? ReduceOp::Max : ReduceOp::Min;
+      f.node.body = a;
+    } else if (p == 0) {
+      f.node.body = cast(call(CallOp::Ne, {v, constant(Scalar(0.0), at)}, DType::Bool), at);
+    } else if (p == 1) {
+      f.node.body = a;
+    } else if (p == 2) {
+      f.node.body = call(CallOp::Mul, {v, v}, at);
+    } else {
+      f.node.body = call(CallOp::Pow, {a, constant(Scalar(p), at)}, at);
+    }
+    const Value acc = add_fold(c, std::move(f), c.out_sizes(), at, at).first;
+    return c.pointwise([acc, p, dt, at](const Index& i) {
+      Expr s = acc.at(i);
+      if (p == 2) s = call(CallOp::Sqrt, {s}, at);
+      else if (!std::isinf(p) && p != 0 && p != 1) s = call(CallOp::Pow, {s, constant(Scalar(1.0 / p), at)}, at);
+      return cast(s, dt);
+    });
+  };
 }
 
 // var / std / var_mean / std_mean. Over the innermost dims: one Welford node
@@ -360,6 +418,11 @@ void register_reduction_lowerings(LoweringTable& t) {
   t["sum"] = reduction(ReduceOp::Sum);
   t["amax"] = reduction(ReduceOp::Max);
   t["amin"] = reduction(ReduceOp::Min);
+  // max(self) / min(self): amax / amin over every dim (eager refuses an empty input first).
+  t["max"] = reduction(ReduceOp::Max);
+  t["min"] = reduction(ReduceOp::Min);
+  t["norm"] = vector_norm();
+  t["norm.str"] = vector_norm();
   t["any"] = reduction(ReduceOp::Max);
   t["all"] = reduction(ReduceOp::Min);
   t["prod"] = reduction(ReduceOp::Prod);
