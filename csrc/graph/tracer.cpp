@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/grad_mode.h"
 #include "ops/dispatch.h"
@@ -165,6 +166,22 @@ class Tracer : public DispatchInterceptor {
   }
 
   const std::vector<bool>& free_aliases() const { return free_aliases_; }
+
+  bool depends_on_call(const Tensor& t) {
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return true;  // not read by an operator yet: a free tensor
+    std::vector<const Node*> stack{it->second};
+    std::unordered_set<const Node*> seen;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n->opcode == Opcode::Placeholder || n->opcode == Opcode::GetAttr) return true;
+      for (const Arg& a : n->args)
+        if (auto* p = std::get_if<Node*>(&a); p && *p) stack.push_back(*p);
+    }
+    return false;
+  }
 
   void bind_input(const Tensor& t, Node* n) {
     values_[t.impl()] = n;
@@ -772,6 +789,8 @@ thread_local int t_trace_depth = 0;
 }  // namespace
 
 bool is_tracing() { return t_trace_depth > 0; }
+
+bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
 
 bool symbolic_tracing() { return t_trace_depth > 0 && t_tracer && t_tracer->env_; }
 

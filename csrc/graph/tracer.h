@@ -135,4 +135,12 @@ class UserCallScope {
 // data-dependent reads such as item() then: a capture failure, Section 11.3).
 bool is_tracing();
 
+// During a trace: whether `t`'s value may differ at a later call of the captured
+// function: it is an input or free tensor, is computed from one (or from a random
+// draw, whose generator state is an input), or is unknown to the trace. False
+// for values computed only from constants (tp.zeros(...) inside the function),
+// and when no trace runs. The binding refuses to copy such a value outside the
+// operators (a device move), which the graph would otherwise keep as a stale copy.
+bool depends_on_call(const Tensor& t);
+
 }  // namespace tp::graph

@@ -72,6 +72,10 @@ nb::object device_of(const Tensor& t);
 Tensor host_copy(const Tensor& t);
 // `t` on `target` (nullopt: the CPU), a copy only when it moves (cuda.cpp).
 Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking = false);
+// The same for the user's moves (Tensor.to/.cuda/.cpu, `what` names it): recorded
+// for autograd (ToCopyBackward0), refused in a capture when the value comes from
+// the call (cuda.cpp).
+Tensor move_recorded(const Tensor& t, std::optional<int> target, bool non_blocking, const char* what);
 void bind_cuda(nb::module_& m);  // cuda.cpp: tensorplay._C._cuda
 
 // tp.contiguous_format / preserve_format / channels_last / channels_last_3d (memory_format.cpp).

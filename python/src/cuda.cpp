@@ -2,7 +2,10 @@
 // wraps it), and the moves between host and device used by Tensor.to/.cuda/.cpu.
 #include <nanobind/stl/pair.h>
 
+#include "autograd/engine.h"
 #include "common.h"
+#include "core/grad_mode.h"
+#include "graph/tracer.h"
 #include "cuda/allocator.h"
 #include "cuda/copy.h"
 #include "cuda/cublas.h"
@@ -37,6 +40,35 @@ Tensor move_to(const Tensor& t, std::optional<int> target, bool non_blocking) {
   // Between two GPUs: a peer copy ordered on both devices' current streams.
   if (on_cuda) return cuda::copy_to_device(t, *target);
   return cuda::to_device(t, *target, non_blocking);
+}
+
+// Tensor.to(device) / .cuda() / .cpu(): the move is not a registry operator (its
+// result lives on another device than its input, and Stax has no node for it), so
+// it is recorded for autograd here, as PyTorch's ToCopyBackward0: the gradient goes
+// back to the source's device (the dtype is the dtype path's own node: to_dtype is
+// dispatched). Its backward is this same function, so create_graph records it too.
+Tensor move_recorded(const Tensor& t, std::optional<int> target, bool non_blocking, const char* what) {
+  const bool on_cuda = t.device().kind == Device::Kind::CUDA;
+  if ((!on_cuda && !target) || (on_cuda && target && t.device().index == *target)) return t;  // no move: self
+  // A capture records operators only: the copy would be a free tensor of the
+  // graph, re-read at every call with the value it had at capture.
+  TP_CHECK(!graph::depends_on_call(t), CaptureError, "cannot capture ", what, " of a tensor computed from the inputs, ",
+           "parameters or globals of the compiled function: a move between devices is not an operator of the captured ",
+           "program, so the compiled code would reuse the value copied at capture; move tensors before calling the ",
+           "compiled function, or compile the parts on each side of the move separately");
+  Tensor r = move_to(t, target, non_blocking);
+  if (!GradMode::is_enabled() || !t.requires_grad() || !is_floating(t.dtype())) return r;
+  TP_CHECK(!autograd::is_inference(t), Error, what,
+           ": an inference tensor (created under tp.inference_mode) cannot be used in an operation recorded for "
+           "autograd; clone() it outside inference_mode to get a normal tensor");
+  const std::optional<int> back = on_cuda ? std::optional<int>(t.device().index) : std::nullopt;
+  std::vector<Tensor> outs{r};
+  autograd::record_function("ToCopyBackward0", {t}, outs,
+                            [back](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+                              if (g.empty() || !g[0].defined()) return {Tensor()};
+                              return {move_recorded(g[0], back, false, "ToCopyBackward0")};
+                            }, {});
+  return r;
 }
 
 namespace {

@@ -25,7 +25,8 @@ nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, con
   return nb::borrow(self);
 }
 
-// Tensor.to: picks the dtype out of PyTorch's argument forms; a device must be the CPU.
+// Tensor.to: PyTorch's argument forms (dtype, device, other tensor, copy=,
+// non_blocking=, memory_format=); a move between devices is recorded for autograd.
 nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwargs) {
   const Tensor& t = nb::cast<const Tensor&>(self);
   std::optional<DType> dtype;
@@ -76,7 +77,7 @@ nb::object to_any(nb::handle self, const nb::args& args, const nb::kwargs& kwarg
   if (moves) {  // the dtype changes on the CPU side: before an upload, after a download
     const bool to_cuda = bool(*target);
     Tensor src = to_cuda && d != t.dtype() ? ops::to_dtype(t, d) : t;
-    r = move_to(src, *target, non_blocking);
+    r = move_recorded(src, *target, non_blocking, "Tensor.to");  // autograd: ToCopyBackward0
     if (!to_cuda && d != r.dtype()) r = ops::to_dtype(r, d);
   } else {
     r = d == t.dtype() ? (copy ? ops::clone(t) : t) : ops::to_dtype(t, d);
@@ -327,7 +328,7 @@ void bind_tensor(nb::module_& m) {
       .def("cpu", [](nb::handle self, nb::handle memory_format) {
             const Tensor& t = nb::cast<const Tensor&>(self);
             auto f = to_memory_format(memory_format, "cpu");
-            const Tensor h = host_copy(t);
+            const Tensor h = move_recorded(t, std::nullopt, false, "Tensor.cpu()");
             if (!f) return h.impl() == t.impl() ? nb::borrow(self) : nb::cast(h);
             Tensor r = apply_memory_format(h, *f, "cpu");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
@@ -341,7 +342,7 @@ void bind_tensor(nb::module_& m) {
                                                            : nb::borrow(device);
             std::optional<int> target = cuda_target(spec, "cuda");
             TP_CHECK(target, Error, "cuda: expected a CUDA device but got '", to_device(spec).str(), "'");
-            Tensor r = move_to(t, target, non_blocking);
+            Tensor r = move_recorded(t, target, non_blocking, "Tensor.cuda()");
             if (auto f = to_memory_format(memory_format, "cuda")) r = apply_memory_format(r, *f, "cuda");
             return r.impl() == t.impl() ? nb::borrow(self) : nb::cast(std::move(r));
           }, nb::arg("device").none() = nb::none(), nb::arg("non_blocking") = false, nb::kw_only(),

@@ -1,0 +1,261 @@
+"""Autograd through device moves (issue 12, "autograd on CUDA"): x.cuda(), x.to("cuda"),
+x.to("cuda:1"), y.cpu(), y.to("cpu"), x.to(other) of a tensor that requires grad give a
+result with history (ToCopyBackward0, as in PyTorch) whose backward moves the gradient
+back to the source's device; before the fix the result had no grad_fn and the source's
+.grad stayed None. Also: a move inside tp.compile of a value that comes from the call is
+a clear CaptureError (the graph would have kept the copy made at capture).
+
+The CPU-only group runs everywhere (a move to the same device is the tensor itself and
+the dtype path still records); the rest needs one GPU (cuda:1 cases: two)."""
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn as nn
+import tensorplay.nn.functional as F
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+N_GPUS = tp.cuda.device_count()
+gpu = pytest.mark.skipif(N_GPUS < 1, reason="no CUDA GPU")
+two_gpus = pytest.mark.skipif(N_GPUS < 2, reason="needs two CUDA GPUs")
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch (the oracle) is not installed")
+
+
+def _np(t):
+    return t.detach().cpu().numpy()
+
+
+def _dev(t):
+    return str(t.device)
+
+
+# ---- no GPU needed ----
+
+def test_same_device_moves_are_self_and_dtype_records():
+    w = tp.randn(3, 4, requires_grad=True)
+    assert w.cpu() is w and w.to("cpu") is w and w.to(tp.randn(2)) is w
+    y = w.to("cpu", tp.float64)
+    assert y.requires_grad and not y.is_leaf and y.grad_fn is not None
+    (y * 3).sum().backward()
+    assert w.grad.dtype == tp.float32
+    np.testing.assert_allclose(w.grad.numpy(), np.full((3, 4), 3.0))
+
+
+# ---- one GPU ----
+
+@gpu
+@pytest.mark.parametrize("move", [lambda t: t.cuda(), lambda t: t.to("cuda"), lambda t: t.to("cuda:0"),
+                                  lambda t: t.to(tp.device("cuda", 0)), lambda t: t.cuda(0),
+                                  lambda t: t.to(tp.zeros(1, device="cuda"))],
+                         ids=["cuda()", "to(cuda)", "to(cuda:0)", "to(device)", "cuda(0)", "to(other)"])
+def test_cpu_to_cuda_records(move):
+    w = tp.randn(4, 4, requires_grad=True)
+    y = move(w)
+    assert _dev(y) == "cuda:0"
+    assert y.requires_grad and not y.is_leaf
+    assert y.grad_fn.name() == "ToCopyBackward0"
+    (y * 2).sum().backward()
+    assert w.grad is not None and _dev(w.grad) == "cpu"
+    np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 2.0))
+
+
+@gpu
+@pytest.mark.parametrize("move", [lambda t: t.cpu(), lambda t: t.to("cpu"), lambda t: t.to(tp.zeros(1))],
+                         ids=["cpu()", "to(cpu)", "to(other)"])
+def test_cuda_to_cpu_records(move):
+    w = tp.randn(5, 3, device="cuda", requires_grad=True)
+    y = move(w)
+    assert _dev(y) == "cpu" and y.requires_grad and not y.is_leaf
+    assert y.grad_fn.name() == "ToCopyBackward0"
+    (y * y).sum().backward()
+    assert _dev(w.grad) == "cuda:0"
+    np.testing.assert_allclose(_np(w.grad), 2 * _np(w), rtol=1e-6)
+
+
+@gpu
+def test_round_trip_and_two_paths_accumulate():
+    w = tp.randn(6, requires_grad=True)
+    z = (w.cuda() * 2).cpu().cuda().cpu()          # cpu -> cuda -> cpu -> cuda -> cpu
+    loss = (z * w).sum() + (w.cuda() ** 2).sum().cpu()  # two consumers of w, one on each device
+    loss.backward()
+    # d/dw (2w*w + w^2) = 6w
+    np.testing.assert_allclose(w.grad.numpy(), 6 * w.detach().numpy(), rtol=1e-5)
+
+
+@gpu
+def test_example_from_the_issue():
+    w = tp.randn(4, 4, requires_grad=True)
+    loss = (w.cuda() * 2).sum()
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 2.0))
+
+
+@gpu
+def test_move_with_dtype_change():
+    w = tp.randn(3, 3, requires_grad=True)
+    y = w.to("cuda", tp.float64)  # converted on the host, then uploaded: two nodes
+    assert y.dtype == tp.float64 and _dev(y) == "cuda:0" and y.grad_fn.name() == "ToCopyBackward0"
+    (y * y).sum().backward()
+    assert w.grad.dtype == tp.float32 and _dev(w.grad) == "cpu"
+    np.testing.assert_allclose(w.grad.numpy(), 2 * w.detach().numpy(), rtol=1e-6)
+
+    c = tp.randn(3, 3, device="cuda", requires_grad=True)
+    d = c.to("cpu", tp.float64)  # downloaded, then converted on the host
+    assert d.dtype == tp.float64 and _dev(d) == "cpu"
+    (d * 4).sum().backward()
+    assert c.grad.dtype == tp.float32 and _dev(c.grad) == "cuda:0"
+    np.testing.assert_allclose(_np(c.grad), np.full((3, 3), 4.0))
+
+
+@gpu
+def test_non_blocking_move_records():
+    w = tp.randn(8).pin_memory().requires_grad_(True)
+    y = w.to("cuda", non_blocking=True)
+    np.testing.assert_array_equal(_np(y), w.detach().numpy())
+    (y * 5).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full(8, 5.0))
+
+
+@gpu
+def test_retain_grad_on_moved_tensor():
+    w = tp.randn(4, requires_grad=True)
+    y = w.cuda()
+    y.retain_grad()
+    (y * 3).sum().backward()
+    assert _dev(y.grad) == "cuda:0"
+    np.testing.assert_allclose(_np(y.grad), np.full(4, 3.0))
+    np.testing.assert_allclose(w.grad.numpy(), np.full(4, 3.0))
+
+
+@gpu
+def test_no_grad_detach_and_same_device():
+    w = tp.randn(4, requires_grad=True)
+    with tp.no_grad():
+        y = w.cuda()
+    assert not y.requires_grad and y.grad_fn is None and y.is_leaf
+    d = w.detach().cuda()
+    assert not d.requires_grad and d.grad_fn is None
+    e = w.cuda().detach()
+    assert not e.requires_grad and e.grad_fn is None
+    c = tp.randn(4, device="cuda", requires_grad=True)
+    assert c.cuda() is c and c.to("cuda:0") is c and c.to(c) is c
+    i = tp.arange(4)  # integers never require grad
+    assert not i.cuda().requires_grad
+
+
+@gpu
+def test_double_backward_through_moves():
+    w = tp.randn(5, requires_grad=True)
+    z = (w.cuda() ** 3).sum()
+    (g,) = tp.autograd.grad(z, w, create_graph=True)
+    assert _dev(g) == "cpu" and g.requires_grad
+    np.testing.assert_allclose(g.detach().numpy(), 3 * w.detach().numpy() ** 2, rtol=1e-5)
+    g.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 6 * w.detach().numpy(), rtol=1e-5)
+
+
+class _HostParamsGpuCompute(nn.Module):
+    """Parameters on the CPU; the forward moves them and the input to the GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = F.relu(F.linear(x.cuda(), self.fc1.weight.cuda(), self.fc1.bias.cuda()))
+        return F.linear(h.cpu(), self.fc2.weight, self.fc2.bias)  # back on the host
+
+
+@gpu
+@needs_torch
+def test_model_with_host_parameters_matches_torch():
+    tp.manual_seed(0)
+    m = _HostParamsGpuCompute()
+    x = tp.randn(4, 6)
+    target = tp.randn(4, 3)
+    loss = ((m(x) - target) ** 2).mean()
+    loss.backward()
+
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).double()
+    with torch.no_grad():
+        for tl, ml in ((tm[0], m.fc1), (tm[2], m.fc2)):
+            tl.weight.copy_(torch.from_numpy(ml.weight.detach().numpy().astype(np.float64)))
+            tl.bias.copy_(torch.from_numpy(ml.bias.detach().numpy().astype(np.float64)))
+    tx = torch.from_numpy(x.numpy().astype(np.float64))
+    tt = torch.from_numpy(target.numpy().astype(np.float64))
+    tloss = ((tm(tx) - tt) ** 2).mean()
+    tloss.backward()
+    np.testing.assert_allclose(float(loss), tloss.item(), rtol=1e-4)
+    for p, q in ((m.fc1.weight, tm[0].weight), (m.fc1.bias, tm[0].bias),
+                 (m.fc2.weight, tm[2].weight), (m.fc2.bias, tm[2].bias)):
+        assert p.grad is not None and _dev(p.grad) == "cpu"
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@gpu
+@needs_torch
+def test_gpu_leaf_through_host_computation_matches_torch():
+    a = tp.randn(3, 4, device="cuda", requires_grad=True)
+    b = tp.randn(4, 2, requires_grad=True)
+    out = (a.cpu() @ b).tanh().cuda()
+    loss = (out * out).sum()
+    loss.backward()
+    ta = torch.tensor(_np(a), dtype=torch.float64, requires_grad=True)
+    tb = torch.tensor(b.detach().numpy(), dtype=torch.float64, requires_grad=True)
+    tout = (ta @ tb).tanh()
+    (tout * tout).sum().backward()
+    assert _dev(a.grad) == "cuda:0" and _dev(b.grad) == "cpu"
+    np.testing.assert_allclose(_np(a.grad), ta.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ---- tp.compile: a move of a value that comes from the call cannot be captured ----
+
+@gpu
+@pytest.mark.parametrize("body", [lambda x: (x.cuda() * 2).cpu(), lambda x: (x * 2).to("cuda").sum(),
+                                  lambda x: (x.cuda() + 1).cpu() * 2])
+def test_compile_refuses_move_of_call_value(body):
+    f = tp.compile(body)
+    with pytest.raises(tp._C.CaptureError, match="move between devices"):
+        f(tp.randn(5))
+
+
+@gpu
+def test_compile_refuses_moving_a_parameter():
+    m = tp.compile(_HostParamsGpuCompute())
+    with pytest.raises(tp._C.CaptureError, match="move between devices"):
+        m(tp.randn(2, 6))
+
+
+@gpu
+def test_compile_refuses_download_of_cuda_value():
+    f = tp.compile(lambda x: (x * 2).cpu() + 1)
+    with pytest.raises(tp._C.CaptureError, match="Tensor.cpu"):
+        f(tp.randn(5, device="cuda"))
+
+
+# ---- two GPUs ----
+
+@two_gpus
+def test_cuda0_to_cuda1_records():
+    w = tp.randn(4, 3, device="cuda:0", requires_grad=True)
+    y = w.to("cuda:1")
+    assert _dev(y) == "cuda:1" and y.grad_fn.name() == "ToCopyBackward0"
+    z = (y * y).sum().cpu()
+    z.backward()
+    assert _dev(w.grad) == "cuda:0"
+    np.testing.assert_allclose(_np(w.grad), 2 * _np(w), rtol=1e-6)
+
+
+@two_gpus
+def test_cpu_cuda1_cuda0_chain():
+    w = tp.randn(7, requires_grad=True)
+    y = w.cuda(1).to("cuda:0").cuda(1)
+    (y * 3).sum().backward()
+    assert _dev(w.grad) == "cpu"
+    np.testing.assert_allclose(w.grad.numpy(), np.full(7, 3.0))
