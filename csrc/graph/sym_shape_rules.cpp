@@ -701,7 +701,8 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
     return rule_same_as_input0(c);
   // cumprod's gradient operator (grad, x): x's shape.
   if (name_is(n, {"_cumprod_backward"})) return rule_broadcast(c);
-  if (op.has(kReduction) && n.attrs.has("keepdim")) return rule_reduction(c);
+  // max(self)/min(self) have no dim or keepdim: every dim reduced, a 0-d result.
+  if (op.has(kReduction) && (n.attrs.has("keepdim") || name_is(n, {"max", "min"}))) return rule_reduction(c);
   if (op.has(kPointwise) || name_is(n, {"where", "masked_fill", "masked_fill.Scalar", "masked_fill.Tensor", "lerp",
                                         "addcmul", "addcdiv", "clamp", "clamp.Tensor"}))
     return rule_broadcast(c);

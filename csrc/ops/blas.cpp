@@ -23,6 +23,7 @@ struct Blas {
   std::mutex mu;
   void* handle = nullptr;
   std::string path;
+  std::string preferred;  // prefer_blas_library's choice, loaded at the first GEMM
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
   set_threads_fn set_threads = nullptr;  // absent in some builds: then BLAS keeps its own count
@@ -75,6 +76,7 @@ int wanted_threads() { return in_parallel_region() ? 1 : std::max(1, num_threads
 Fns loaded() {
   Blas& b = lib();
   std::lock_guard<std::mutex> lock(b.mu);
+  if (!b.handle && !b.preferred.empty()) try_load(b, b.preferred, nullptr);
   if (!b.handle)
     for (const char* name : {"libscipy_openblas.so", "libopenblas.so.0", "libopenblas.so"})
       if (try_load(b, name, nullptr)) break;
@@ -108,6 +110,12 @@ void set_blas_library(const std::string& path) {
   std::string why;
   // A previous library stays loaded: a matmul on another thread may still be inside it.
   TP_CHECK(try_load(b, path, &why), Error, "set_blas_library: cannot load BLAS library '", path, "': ", why);
+}
+
+void prefer_blas_library(const std::string& path) {
+  Blas& b = lib();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.preferred = path;
 }
 
 std::string blas_library() { return loaded().path; }

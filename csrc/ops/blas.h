@@ -11,6 +11,11 @@ namespace tp {
 // Loads the BLAS shared library at `path` (throws tp::Error if it cannot be
 // loaded or lacks sgemm/dgemm). Later matmuls use it.
 void set_blas_library(const std::string& path);
+// Names the library to load at the first GEMM (tried before the usual names;
+// nothing is loaded now). The package's import uses this: loading OpenBLAS
+// starts its worker threads, which spin for ~0.1 s of CPU that a process
+// without a GEMM (a first compile, a short script) would pay for nothing.
+void prefer_blas_library(const std::string& path);
 // The path (or soname) of the library in use, loading the default one if none
 // was set; throws tp::Error naming matmul and the fix when none loads.
 std::string blas_library();

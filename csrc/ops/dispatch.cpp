@@ -17,14 +17,20 @@ const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
 
 // PyTorch's rule: one operator's tensors live on one device; a 0-d CPU tensor
 // beside CUDA ones is a number (a Python scalar's tensor), and copy_'s source
-// may be anywhere (the copy is the move). Checked before any kernel, so the
-// error names the operator and both devices instead of "no kernel".
+// may be anywhere (the copy is the move). Advanced indexing (x[i], x[i] = v)
+// also takes host integer/bool index tensors, which its CUDA kernel uploads.
+// Checked before any kernel, so the error names the operator and both devices
+// instead of "no kernel".
 void check_same_device(const OpDef& op, const std::vector<Tensor>& in, const Tensor& first) {
-  const bool copy = op.name == std::string("copy_");
+  const std::string name = op.name;
+  const bool copy = name == "copy_";
+  const bool indexing = name == "index" || name == "index_put" || name == "index_put_";
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
     if (!t.defined() || t.device() == first.device() || (copy && i == 1)) continue;
     if (t.device().kind == Device::Kind::CPU && t.dim() == 0) continue;
+    if (indexing && i > 0 && t.device().kind == Device::Kind::CPU && is_integral(t.dtype(), /*include_bool=*/true))
+      continue;
     throw Error(str(op.name, ": Expected all tensors to be on the same device, but found at least two devices, ",
                     first.device().str(), " and ", t.device().str(), "! (input ", i, ")"));
   }

@@ -83,6 +83,8 @@ void bind_functions(nb::module_& m) {
   m.def("set_num_threads", &set_num_threads);
   m.def("get_num_threads", &num_threads);
   m.def("_set_blas_library", &set_blas_library);
+  m.def("_prefer_blas_library", &prefer_blas_library);
+  m.def("_blas_library", &blas_library);
 }
 
 }  // namespace tp::py

@@ -68,14 +68,23 @@ double = dtype.float64
 
 def _find_blas():
     # OpenBLAS comes from the scipy-openblas32 wheel and is loaded at run time
-    # (dlopen), so the extension has no link-time dependency on it.
+    # (dlopen), so the extension has no link-time dependency on it. It is
+    # loaded at the first GEMM, not here: loading starts its worker threads,
+    # whose spin would cost every import ~0.1 s of CPU (a first compile's g++
+    # shares the cores with it).
+    # The wheel's module is not imported for its path: importing it loads the
+    # library (ctypes), which is what we defer.
+    import importlib.util as _iu
+    spec = _iu.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    lib_dir = _os.path.join(list(spec.submodule_search_locations)[0], "lib")
     try:
-        import scipy_openblas32 as _ob
-        path = _os.path.join(_ob.get_lib_dir(), "lib" + _ob.get_library() + ".so")
-        if _os.path.exists(path):
-            _C._set_blas_library(path)
-    except ImportError:
-        pass
+        names = sorted(n for n in _os.listdir(lib_dir) if n.startswith("libscipy_openblas") and n.endswith(".so"))
+    except OSError:
+        return
+    if names:
+        _C._prefer_blas_library(_os.path.join(lib_dir, names[0]))
 
 
 _find_blas()

@@ -419,7 +419,7 @@ def test_sort_and_topk_with_nan_and_ties_match_torch():
     t = torch.from_numpy(a)
     for desc in [False, True]:
         v, i = x.sort(1, descending=desc)
-        tv, ti = t.sort(1, descending=desc, stable=True)
+        tv, ti = t.sort(dim=1, descending=desc, stable=True)
         np.testing.assert_array_equal(_np(v), tv.numpy())
         assert _np(i).tolist() == ti.tolist()
     v, i = x.topk(3, 1)

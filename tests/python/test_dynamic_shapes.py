@@ -78,6 +78,19 @@ def test_default_is_automatic_dynamic():
     assert cf.num_specializations == 3
 
 
+def test_whole_tensor_max_and_min_stay_symbolic():
+    # Regression: max(x)/min(x) (no dim) had no symbolic shape rule, so the
+    # capture specialized every size and recompiled at each new batch size.
+    def f(x):
+        return x.max(), x.min(), x.var(-1)
+    cf = tp.compile(f, strict_native=True)
+    for n in [8, 16, 24, 333]:
+        x = tp.randn(n, 128)
+        for got, want in zip(cf(x), f(x)):
+            close(got, want)
+    assert cf.num_specializations == 2  # static at 8, symbolic from 16 on
+
+
 def test_default_with_stax_is_correct_for_changing_sizes():
     f = lambda x: (x * 2).sum(1)  # noqa: E731
     cf = quiet(f)

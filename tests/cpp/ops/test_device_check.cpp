@@ -15,14 +15,14 @@
 namespace tp {
 namespace {
 
-Tensor labelled(Shape sizes, Device device) {
+Tensor labelled(Shape sizes, Device device, DType dtype = DType::Float32) {
   auto impl = std::make_shared<TensorImpl>();
-  const size_t n = static_cast<size_t>(numel(sizes)) * 4;
-  auto* mem = new float[n / 4 + 1]();
+  const size_t n = static_cast<size_t>(numel(sizes)) * 8;
+  auto* mem = new double[n / 8 + 1]();
   impl->storage = StorageImpl::wrap(mem, n, [mem] { delete[] mem; }, device);
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
-  impl->dtype = DType::Float32;
+  impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
 
@@ -64,6 +64,18 @@ TEST(DeviceCheck, ZeroDimCpuTensorAndCopySourcePass) {
   EXPECT_EQ(c.find("same device"), std::string::npos) << c;
   const std::string d = error_of("copy_", {labelled({4}, gpu(0)), labelled({4}, Device::cpu())});
   EXPECT_EQ(d.find("same device"), std::string::npos) << d;
+}
+
+TEST(DeviceCheck, HostIndexTensorsOfAdvancedIndexingPass) {
+  // x[i] / x[i] = v on a GPU tensor take host integer or bool indices (the
+  // CUDA kernel uploads them), as PyTorch; a host float operand still raises.
+  const std::string e = error_of("index", {labelled({4, 3}, gpu(0)), labelled({2}, Device::cpu(), DType::Int64)});
+  EXPECT_EQ(e.find("same device"), std::string::npos) << e;
+  const std::string b = error_of("index", {labelled({4, 3}, gpu(0)), labelled({4}, Device::cpu(), DType::Bool)});
+  EXPECT_EQ(b.find("same device"), std::string::npos) << b;
+  const std::string v = error_of("index_put", {labelled({4, 3}, gpu(0)), labelled({2}, Device::cpu(), DType::Int64),
+                                               labelled({2, 3}, Device::cpu())});
+  EXPECT_NE(v.find("index_put: Expected all tensors to be on the same device"), std::string::npos) << v;
 }
 
 }  // namespace
