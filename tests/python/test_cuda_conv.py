@@ -21,7 +21,7 @@ TOL = {tp.float32: dict(rtol=2e-4, atol=2e-4), tp.float64: dict(rtol=1e-10, atol
 def _close(got, want, dtype=tp.float32):
     assert got.device.type == "cuda"
     assert tuple(got.shape) == tuple(want.shape) and got.dtype == want.dtype
-    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), **TOL[dtype])
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.numpy(), **TOL[dtype])
 
 
 def _leaf(t):
@@ -165,7 +165,7 @@ def test_conv2d_16bit_through_cudnn_matches_float32_cpu(dtype, case):
     for got, want in ((yc, y.detach()), (xc.grad, x.grad), (wc.grad, w.grad)):
         assert got.dtype == dtype and tuple(got.shape) == tuple(want.shape)
         want = want.numpy()
-        np.testing.assert_allclose(got.float().cpu().numpy(), want, rtol=2 * eps, atol=2 * eps * np.abs(want).max())
+        np.testing.assert_allclose(got.detach().float().cpu().numpy(), want, rtol=2 * eps, atol=2 * eps * np.abs(want).max())
 
 
 @gpu

@@ -15,7 +15,7 @@ no_gpu = pytest.mark.skipif(HAS_GPU, reason="a CUDA GPU is present")
 
 
 def _np(t):
-    return t.cpu().numpy()
+    return t.detach().cpu().numpy()  # .cpu() of a tensor that requires grad keeps its history, as in PyTorch
 
 
 # ---------------------------------------------------------------- without a GPU
