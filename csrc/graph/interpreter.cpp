@@ -21,6 +21,18 @@ std::unordered_map<int, int64_t> symbol_values(const Graph& g, const std::vector
   return v;
 }
 
+int64_t checked_symbol_value(const SymbolInfo& sym, const std::vector<Tensor>& inputs, const char* who) {
+  const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
+  if (sym.input_dim >= t.dim())
+    throw ValueError(str(who, ": input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
+                         " is its dim ", sym.input_dim));
+  const int64_t n = t.sizes()[static_cast<size_t>(sym.input_dim)];
+  if (n < sym.min || n > sym.max)
+    throw ValueError(str(who, ": ", sym.origin, " = ", n, " is outside the range [", sym.min, ", ", sym.max,
+                         "] the region was compiled for"));
+  return n;
+}
+
 Attrs evaluate_sym_attrs(const Node& n, const std::unordered_map<int, int64_t>& values) {
   return evaluate_attrs(n.attrs, n.sym_attrs, values);
 }

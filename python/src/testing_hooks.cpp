@@ -29,6 +29,20 @@ bool mul_to_add(graph::Graph& g) {
     }
   return changed;
 }
+// Captures the Python function fn on `inputs` (one tensor or a sequence of them out).
+auto trace_python(nb::object& fn, const std::vector<Tensor>& inputs) {
+  return graph::trace([&](const std::vector<Tensor>& proxies) {
+    nb::list l;
+    for (auto& t : proxies) l.append(nb::cast(t));
+    nb::object out = fn(*nb::tuple(l));
+    std::vector<Tensor> outs;
+    if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
+    else
+      for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
+    return outs;
+  }, inputs);
+}
+
 }  // namespace
 
 void bind_testing_hooks(nb::module_& m) {
@@ -43,16 +57,7 @@ void bind_testing_hooks(nb::module_& m) {
   // (run, source, graph code, extern count, seconds in the C++ compiler): run(list of tensors) -> list of tensors calls the
   // one compiled region at any sizes.
   m.def("_testing_stax_symbolic", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints) {
-    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
-      nb::list l;
-      for (auto& t : proxies) l.append(nb::cast(t));
-      nb::object out = fn(*nb::tuple(l));
-      std::vector<Tensor> outs;
-      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
-      else
-        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
-      return outs;
-    }, inputs);
+    auto r = trace_python(fn, inputs);
     graph::Graph& g = *r.graph;
     stax::testing::run_passes_keeping_mean(g);
     stax::testing::mark_symbols(g, hints);
@@ -69,16 +74,7 @@ void bind_testing_hooks(nb::module_& m) {
   // symbol (empty: proved over the declared ranges), run(list of CUDA tensors)
   // compiling one region at its first call and calling it at any sizes.
   m.def("_testing_stax_cuda_symbolic", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints) {
-    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
-      nb::list l;
-      for (auto& t : proxies) l.append(nb::cast(t));
-      nb::object out = fn(*nb::tuple(l));
-      std::vector<Tensor> outs;
-      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
-      else
-        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
-      return outs;
-    }, inputs);
+    auto r = trace_python(fn, inputs);
     std::shared_ptr<graph::Graph> g(std::move(r.graph));
     // Marked whole, then decomposed as the CUDA backend does a symbolic graph.
     stax::testing::mark_symbols(*g, hints);
@@ -102,16 +98,7 @@ void bind_testing_hooks(nb::module_& m) {
   // (a test compares it with the source of a capture at those sizes) — no GPU.
   m.def("_testing_cuda_specialized_source", [](nb::object fn, std::vector<Tensor> inputs, std::vector<int64_t> hints,
                                                std::vector<Tensor> call_inputs) {
-    auto r = graph::trace([&](const std::vector<Tensor>& proxies) {
-      nb::list l;
-      for (auto& t : proxies) l.append(nb::cast(t));
-      nb::object out = fn(*nb::tuple(l));
-      std::vector<Tensor> outs;
-      if (nb::isinstance<Tensor>(out)) outs.push_back(nb::cast<Tensor>(out));
-      else
-        for (nb::handle h : out) outs.push_back(nb::cast<Tensor>(h));
-      return outs;
-    }, inputs);
+    auto r = trace_python(fn, inputs);
     stax::testing::mark_symbols(*r.graph, hints);
     TP_CHECK(r.graph->is_symbolic(), ValueError, "_testing_cuda_specialized_source: no size equals a hint");
     return stax::cuda_unit(*stax::specialize_graph(*r.graph, call_inputs), 0).unit.source;

@@ -15,6 +15,7 @@
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "cuda/stream.h"
+#include "graph/interpreter.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
@@ -556,18 +557,8 @@ std::shared_ptr<CudaRegion> tune_region(const graph::Graph& g, int device, const
 
 CudaRegion::SizeValues CudaRegion::read_sizes(const std::vector<Tensor>& inputs) const {
   SizeValues v;
-  for (size_t k = 0; k < symbols_.size(); ++k) {
-    const graph::SymbolInfo& sym = symbols_[k];
-    const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
-    if (sym.input_dim >= t.dim())
-      throw ValueError(str("stax cuda: input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
-                           " is its dim ", sym.input_dim));
-    const int64_t n = t.sizes()[static_cast<size_t>(sym.input_dim)];
-    if (n < sym.min || n > sym.max)
-      throw ValueError(str("stax cuda: ", sym.origin, " = ", n, " is outside the range [", sym.min, ", ", sym.max,
-                           "] the region was compiled for"));
-    v[ir::size_var_id(static_cast<int>(k))] = n;
-  }
+  for (size_t k = 0; k < symbols_.size(); ++k)
+    v[ir::size_var_id(static_cast<int>(k))] = graph::checked_symbol_value(symbols_[k], inputs, "stax cuda");
   // Inputs of symbolic shape: every dim as its expression says, laid out
   // contiguously (what the kernels' indices assume).
   for (const Slot& s : slots_) {

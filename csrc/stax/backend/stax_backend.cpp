@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/interpreter.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "stax/backend/extern_gemm.h"
@@ -356,18 +357,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
 }
 
 void CompiledRegion::read_sizes(const std::vector<Tensor>& inputs, long long* sizes) const {
-  for (size_t k = 0; k < symbols_.size(); ++k) {
-    const graph::SymbolInfo& sym = symbols_[k];
-    const Tensor& t = inputs.at(static_cast<size_t>(sym.input_index));
-    if (sym.input_dim >= t.dim())
-      throw ValueError(str("compiled region: input ", sym.input_index, " has ", t.dim(), " dims, symbol ", sym.origin,
-                           " is its dim ", sym.input_dim));
-    int64_t v = t.sizes()[static_cast<size_t>(sym.input_dim)];
-    if (v < sym.min || v > sym.max)
-      throw ValueError(str("compiled region: ", sym.origin, " = ", v, " is outside the range [", sym.min, ", ",
-                           sym.max, "] it was compiled for"));
-    sizes[k] = v;
-  }
+  for (size_t k = 0; k < symbols_.size(); ++k) sizes[k] = graph::checked_symbol_value(symbols_[k], inputs, "compiled region");
   // Inputs of symbolic shape: every dim as its expression says, laid out contiguously.
   for (const Slot& s : slots_) {
     if (s.kind != SlotKind::Input || s.size_exprs.empty()) continue;
