@@ -72,15 +72,21 @@ struct Fns {
 // Inside one of our parallel regions BLAS must not start threads of its own.
 int wanted_threads() { return in_parallel_region() ? 1 : std::max(1, num_threads()); }
 
-// The functions in use (copied under the lock: set_blas_library may swap them).
-Fns loaded() {
-  Blas& b = lib();
-  std::lock_guard<std::mutex> lock(b.mu);
+// Loads the preferred library, else the usual names, at first use (caller
+// holds the lock); false: none loads.
+bool ensure_loaded(Blas& b) {
   if (!b.handle && !b.preferred.empty()) try_load(b, b.preferred, nullptr);
   if (!b.handle)
     for (const char* name : {"libscipy_openblas.so", "libopenblas.so.0", "libopenblas.so"})
       if (try_load(b, name, nullptr)) break;
-  if (b.handle) {
+  return b.handle != nullptr;
+}
+
+// The functions in use (copied under the lock: set_blas_library may swap them).
+Fns loaded() {
+  Blas& b = lib();
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (ensure_loaded(b)) {
     // Changing the count is costly in OpenBLAS (it may start or park threads): only on change.
     const int want = wanted_threads();
     if (b.set_threads && want != b.threads && !in_parallel_region()) {
@@ -134,7 +140,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
 void use_one_thread() {
   Blas& b = lib();
   std::lock_guard<std::mutex> lock(b.mu);
-  if (b.set_threads && b.threads != 1) {
+  // Loaded here if no GEMM ran yet: the region's GEMMs must find one thread set.
+  if (ensure_loaded(b) && b.set_threads && b.threads != 1) {
     b.set_threads(1);
     b.threads = 1;
   }
