@@ -33,6 +33,11 @@ int64_t checked_symbol_value(const SymbolInfo& sym, const std::vector<Tensor>& i
   return n;
 }
 
+void throw_symbolic_input_mismatch(const Tensor& t, int index, const char* who) {
+  throw ValueError(str(who, ": input ", index, " has shape ", shape_str(t.sizes()), " strides ", shape_str(t.strides()),
+                       ", which does not match the symbolic shape it was compiled for"));
+}
+
 Attrs evaluate_sym_attrs(const Node& n, const std::unordered_map<int, int64_t>& values) {
   return evaluate_attrs(n.attrs, n.sym_attrs, values);
 }

@@ -1,5 +1,7 @@
 #include "ops/dispatch.h"
 
+#include <string_view>
+
 #include "core/grad_mode.h"
 #include "ops/kernel_util.h"
 
@@ -22,13 +24,14 @@ const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
 // Checked before any kernel, so the error names the operator and both devices
 // instead of "no kernel".
 void check_same_device(const OpDef& op, const std::vector<Tensor>& in, const Tensor& first) {
-  const std::string name = op.name;
-  const bool copy = name == "copy_";
-  const bool indexing = name == "index" || name == "index_put" || name == "index_put_";
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
-    if (!t.defined() || t.device() == first.device() || (copy && i == 1)) continue;
+    if (!t.defined() || t.device() == first.device()) continue;
+    // The exceptions are looked up only here, off the path of agreeing devices.
+    const std::string_view name = op.name;
+    if (name == "copy_" && i == 1) continue;
     if (t.device().kind == Device::Kind::CPU && t.dim() == 0) continue;
+    const bool indexing = name == "index" || name == "index_put" || name == "index_put_";
     if (indexing && i > 0 && t.device().kind == Device::Kind::CPU && is_integral(t.dtype(), /*include_bool=*/true))
       continue;
     throw Error(str(op.name, ": Expected all tensors to be on the same device, but found at least two devices, ",

@@ -121,7 +121,12 @@ std::vector<Tensor> dim_cpu(const OpDef& op, const std::vector<Tensor>& in, cons
 }
 
 // The gradient goes to the recorded index only (a one-hot along `dim`).
-std::vector<Tensor> dim_backward(const BackwardArgs& a) {
+// Eager's form compares with arange(x.size(dim)); the symbolic joint trace
+// cannot follow that length, so its form numbers the positions 1..N with a
+// cumulative sum of ones broadcast to x's sizes (an expand the tracer matches
+// to x's symbolic shape), a program that does not depend on the sizes.
+template <bool SizeFree>
+std::vector<Tensor> dim_onehot_backward(const BackwardArgs& a) {
   const Tensor& g = a.grad_outputs[0];
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
   const Tensor& x = a.inputs[0];
@@ -129,30 +134,18 @@ std::vector<Tensor> dim_backward(const BackwardArgs& a) {
   const int64_t dim = wrap_dim(a.attrs.get_int("dim"), x.dim(), "max.dim");
   auto mask = mask_of("max.dim", x.dim(), a.attrs);
   const bool keep = keepdim_of(a.attrs);
-  Shape pos_shape(static_cast<size_t>(x.dim()), 1);
-  pos_shape[dim] = x.sizes()[dim];
-  Tensor pos = ops::reshape(ops::arange(Scalar(int64_t{0}), Scalar(x.sizes()[dim]), Scalar(int64_t{1}), DType::Int64),
-                            pos_shape);
-  Tensor hit = ops::eq(pos, ops::as_keepdim(a.outputs[1], x, mask, keep));
-  Tensor gx = ops::where(hit, ops::as_keepdim(g, x, mask, keep), ops::scalar(Scalar(0.0)));
-  return {ops::reduce_grad(gx, x)};
-}
-
-// The same one-hot without arange(x.size(dim)), whose length a symbolic joint
-// trace cannot follow: the positions along `dim` are a cumulative sum of ones
-// broadcast to x's sizes (an expand the tracer matches to x's symbolic shape),
-// so the program does not depend on the sizes.
-std::vector<Tensor> dim_symbolic_backward(const BackwardArgs& a) {
-  const Tensor& g = a.grad_outputs[0];
-  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
-  const Tensor& x = a.inputs[0];
-  if (x.dim() == 0) return {ops::reduce_grad(g, x)};
-  const int64_t dim = wrap_dim(a.attrs.get_int("dim"), x.dim(), "max.dim");
-  auto mask = mask_of("max.dim", x.dim(), a.attrs);
-  const bool keep = keepdim_of(a.attrs);
-  Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
-  Tensor pos = ops::cumsum(one, dim);  // 1, 2, ..., N along dim
-  Tensor hit = ops::eq(pos, ops::add(ops::as_keepdim(a.outputs[1], x, mask, keep), ops::scalar(Scalar(int64_t{1}))));
+  Tensor idx = ops::as_keepdim(a.outputs[1], x, mask, keep);
+  Tensor hit;
+  if constexpr (SizeFree) {
+    Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
+    hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
+  } else {
+    Shape pos_shape(static_cast<size_t>(x.dim()), 1);
+    pos_shape[dim] = x.sizes()[dim];
+    hit = ops::eq(ops::reshape(ops::arange(Scalar(int64_t{0}), Scalar(x.sizes()[dim]), Scalar(int64_t{1}), DType::Int64),
+                               pos_shape),
+                  idx);
+  }
   Tensor gx = ops::where(hit, ops::as_keepdim(g, x, mask, keep), ops::scalar(Scalar(0.0)));
   return {ops::reduce_grad(gx, x)};
 }
@@ -549,12 +542,12 @@ void register_reduction_extra_ops() {
        .tags = kReduction, .infer = &arg_infer, .cpu = &arg_cpu<false>});
   reg({.name = "max.dim",
        .schema = "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<true>, .backward = &dim_backward,
-       .symbolic_backward = &dim_symbolic_backward});
+       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<true>, .backward = &dim_onehot_backward<false>,
+       .symbolic_backward = &dim_onehot_backward<true>});
   reg({.name = "min.dim",
        .schema = "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<false>, .backward = &dim_backward,
-       .symbolic_backward = &dim_symbolic_backward});
+       .tags = kReduction, .infer = &dim_infer, .cpu = &dim_cpu<false>, .backward = &dim_onehot_backward<false>,
+       .symbolic_backward = &dim_onehot_backward<true>});
   reg({.name = "max.other", .schema = "max.other(Tensor self, Tensor other) -> Tensor", .num_inputs = 2,
        .decompose = &max_other_decompose});
   reg({.name = "min.other", .schema = "min.other(Tensor self, Tensor other) -> Tensor", .num_inputs = 2,

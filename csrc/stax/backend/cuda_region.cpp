@@ -563,17 +563,8 @@ CudaRegion::SizeValues CudaRegion::read_sizes(const std::vector<Tensor>& inputs)
   // contiguously (what the kernels' indices assume).
   for (const Slot& s : slots_) {
     if (s.kind != SlotKind::Input || s.size_exprs.empty()) continue;
-    const Tensor& t = inputs.at(static_cast<size_t>(s.index));
-    bool ok = t.dim() == static_cast<int64_t>(s.size_exprs.size());
-    int64_t expect = 1;
-    for (size_t d = s.size_exprs.size(); ok && d-- > 0;) {
-      const int64_t n = ir::evaluate(s.size_exprs[d], v);
-      ok = t.sizes()[d] == n && (n <= 1 || t.strides()[d] == expect);
-      expect *= n > 1 ? n : 1;
-    }
-    if (!ok)
-      throw ValueError(str("stax cuda: input ", s.index, " has shape ", shape_str(t.sizes()), " strides ",
-                           shape_str(t.strides()), ", which does not match the symbolic shape it was compiled for"));
+    graph::check_symbolic_input(inputs.at(static_cast<size_t>(s.index)), s.index, s.size_exprs.size(),
+                                [&](size_t d) { return ir::evaluate(s.size_exprs[d], v); }, "stax cuda");
   }
   return v;
 }

@@ -361,17 +361,8 @@ void CompiledRegion::read_sizes(const std::vector<Tensor>& inputs, long long* si
   // Inputs of symbolic shape: every dim as its expression says, laid out contiguously.
   for (const Slot& s : slots_) {
     if (s.kind != SlotKind::Input || s.size_exprs.empty()) continue;
-    const Tensor& t = inputs.at(static_cast<size_t>(s.index));
-    bool ok = t.dim() == static_cast<int64_t>(s.size_exprs.size());
-    int64_t expect = 1;
-    for (size_t d = s.size_exprs.size(); ok && d-- > 0;) {
-      int64_t n = eval_at(s.size_exprs[d], sizes);
-      ok = t.sizes()[d] == n && (n <= 1 || t.strides()[d] == expect);
-      expect *= n > 1 ? n : 1;
-    }
-    if (!ok)
-      throw ValueError(str("compiled region: input ", s.index, " has shape ", shape_str(t.sizes()), " strides ",
-                           shape_str(t.strides()), ", which does not match the symbolic shape it was compiled for"));
+    graph::check_symbolic_input(inputs.at(static_cast<size_t>(s.index)), s.index, s.size_exprs.size(),
+                                [&](size_t d) { return eval_at(s.size_exprs[d], sizes); }, "compiled region");
   }
 }
 
