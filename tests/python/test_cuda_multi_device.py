@@ -78,13 +78,14 @@ def test_cuda_seeding_names_seed_the_shared_default_generator():
 
 
 def test_device_context_manager_without_a_device_changes_nothing():
-    # torch.cuda.device(None) / device(-1) are no-ops; so is device_of a CPU tensor.
-    with tp.cuda.device(None):
-        pass
-    with tp.cuda.device(-1):
-        pass
-    with tp.cuda.device_of(tp.ones(2)):
-        pass
+    # torch.cuda.device(None) / device(-1) are no-ops (no CUDA needed); so is
+    # device_of a CPU tensor. With a GPU the current device stays as it was.
+    current = tp.cuda.current_device if N_GPUS >= 1 else (lambda: None)
+    before = current()
+    for ctx in (tp.cuda.device(None), tp.cuda.device(-1), tp.cuda.device_of(tp.ones(2))):
+        with ctx:
+            assert current() == before
+        assert current() == before
 
 
 @pytest.mark.skipif(N_GPUS >= 1, reason="a CUDA GPU is present")
