@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cuda/allocator.h"
+#include "cuda/device_status.h"
 #include "cuda/driver.h"
 #include "cuda/stream.h"
 #include "ops/ops.h"
@@ -96,14 +97,18 @@ Tensor to_device(const Tensor& cpu, int index, bool non_blocking) {
 namespace {
 // A synchronous download that sees the work queued on the current stream (the
 // legacy stream's plain copy, or an async copy on a side stream waited for).
+// A synchronization point: a bad index recorded by a finished checked kernel
+// is reported after the copy (cuda/device_status.h).
 void download(int dev, void* dst, const void* src, size_t bytes) {
   const CUstream stream = current_stream(dev);
+  note_host_sync();
   if (!stream) {
     check(driver().cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
-    return;
+  } else {
+    check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream), "cuMemcpyDtoHAsync");
+    check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
-  check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream), "cuMemcpyDtoHAsync");
-  check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+  report_device_status();
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/device_status.h"
 #include "cuda/dynlib.h"
 #include "cuda/stream.h"
 
@@ -159,6 +160,8 @@ void synchronize(int index) {
   check_not_capturing("tp.cuda.synchronize");
   activate(index);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  note_host_sync();
+  report_device_status();  // a synchronization point of the checked index kernels
 }
 
 int compute_capability(int index) {

@@ -40,6 +40,7 @@ void Graph::begin_capture() {
   TP_CHECK(!cuda::capturing(), Error, "CUDAGraph.capture_begin: this thread is already capturing a graph");
   activate(device_);
   stream_ = capture_stream(device_);
+  prepare_status(device_);  // the checked kernels' status word, made outside the capture
   prev_ = current_stream(device_);
   // The recorded work reads what the caller's stream has produced so far.
   stream_wait_stream(device_, stream_, prev_);
@@ -62,7 +63,6 @@ void Graph::end_capture() {
   TP_CHECK(capturing_, Error, "CUDAGraph.capture_end: no capture in progress");
   CUgraph g = nullptr;
   const CUresult r = driver().cuStreamEndCapture(stream_, &g);
-  status_ = take_capture_status();
   restore();
   check(r, "cuStreamEndCapture");
   size_t n = 0;
@@ -78,7 +78,6 @@ void Graph::abort_capture() noexcept {
   CUgraph g = nullptr;
   driver().cuStreamEndCapture(stream_, &g);
   if (g) driver().cuGraphDestroy(g);
-  take_capture_status();
   restore();
 }
 
@@ -86,8 +85,12 @@ void Graph::replay() {
   DeviceGuard guard;
   TP_CHECK(exec_, Error, "CUDAGraph.replay: the graph has not been captured");
   activate(device_);
-  check(driver().cuGraphLaunch(exec_, current_stream(device_)), "cuGraphLaunch");
-  if (status_.defined()) raise_if_recorded(status_);
+  // A replay boundary: a bad index recorded by work already finished is
+  // reported here (no synchronization); synchronous checks wait for this replay.
+  report_device_status();
+  const CUstream s = current_stream(device_);
+  check(driver().cuGraphLaunch(exec_, s), "cuGraphLaunch");
+  if (sync_checks()) check_launch_status(launch_status(device_));
 }
 
 }  // namespace tp::cuda

@@ -29,8 +29,10 @@ class Graph {
   // Ends a capture that failed (restores the thread's stream and pool; the
   // partial graph is discarded). Never throws.
   void abort_capture() noexcept;
-  // Launches the graph; a checked index kernel in it that met a bad index
-  // raises IndexError here (its status is read back: cuda/device_status.h).
+  // Launches the graph. A replay is a check point of the checked index
+  // kernels' asynchronous status (cuda/device_status.h): a bad index recorded
+  // by finished work raises here; with synchronous checks the replay waits
+  // for itself and raises IndexError for its own bad index.
   void replay();
   bool captured() const { return exec_ != nullptr; }
   bool capturing() const { return capturing_; }
@@ -47,7 +49,6 @@ class Graph {
   CUstream prev_ = nullptr;    // the caller's stream during capture
   CUgraphExec exec_ = nullptr;
   size_t nodes_ = 0;
-  Tensor status_;  // the checked index kernels' device status (undefined: none recorded)
   bool capturing_ = false;
 };
 

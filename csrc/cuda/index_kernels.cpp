@@ -31,20 +31,6 @@ const char* index_ctype(DType d) {
   return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
 }
 
-// The device status (cuda/device_status.h): [0] is set by the first bad
-// index (a CAS, so exactly one thread wins), [1] holds its value and [2] the
-// launch's site tag (operator, dim, size) for the message.
-const char* kBad =
-    "__device__ __forceinline__ void tp_bad(long long* bad, long long v, long long tag) {\n"
-    "  if (atomicCAS((unsigned long long*)bad, 0ull, 1ull) == 0ull) { bad[1] = v; bad[2] = tag; }\n}\n"
-    // The checked position of index value v along a dim of `size` (bad: recorded, 0 returned).
-    "__device__ __forceinline__ long long tp_pos(long long v, long long size, long long neg, long long* bad, "
-    "long long tag, bool& ok) {\n"
-    "  const long long w = (neg && v < 0) ? v + size : v;\n"
-    "  ok = w >= 0 && w < size;\n"
-    "  if (!ok) { tp_bad(bad, v, tag); return 0; }\n"
-    "  return w;\n}\n";
-
 // Accumulation (index_add, scatter_add, index_put with accumulate=True): E is
 // the stored type, C the type the addend is computed in, tp_ld reads an E as
 // C and tp_acc adds a C into memory atomically. 16-bit floats have no atomic
@@ -127,7 +113,8 @@ std::string add_name(DType dt, DType idx) { return str("tp_index_add_", dtype_na
 
 // out[o][k][c] = src[o][idx[k]][c] (src and out contiguous).
 std::string gather_source(const std::string& name, size_t bytes, DType idx) {
-  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct,
+                      status_device_code());
   s += "extern \"C\" __global__ void " + name +
        "(const E* __restrict__ src, const I* __restrict__ idx, E* __restrict__ out, long long* bad, P p) {\n";
   s += kRowLoop;
@@ -137,7 +124,8 @@ std::string gather_source(const std::string& name, size_t bytes, DType idx) {
 
 // out[o][idx[k]][c] = val[o][k][c] (out and val contiguous).
 std::string put_source(const std::string& name, size_t bytes, DType idx) {
-  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kRowStruct,
+                      status_device_code());
   s += "extern \"C\" __global__ void " + name +
        "(E* __restrict__ out, const I* __restrict__ idx, const E* __restrict__ val, long long* bad, P p) {\n";
   s += kRowLoop;
@@ -147,7 +135,8 @@ std::string put_source(const std::string& name, size_t bytes, DType idx) {
 
 // out[o][idx[k]][c] += alpha * val[o][k][c], atomically (repeated indices add up).
 std::string add_source(const std::string& name, DType dt, DType idx) {
-  std::string s = acc_prelude(dt) + str("typedef ", index_ctype(idx), " I;\n", kRowStruct, kBad);
+  std::string s = acc_prelude(dt) + str("typedef ", index_ctype(idx), " I;\n", kRowStruct,
+                      status_device_code());
   s += "extern \"C\" __global__ void " + name +
        "(E* __restrict__ out, const I* __restrict__ idx, const E* __restrict__ val, long long* bad, P p) {\n";
   s += kRowLoop;
@@ -181,7 +170,8 @@ std::string scatter_add_name(DType dt, DType idx) {
 }
 
 std::string gather_dim_source(const std::string& name, size_t bytes, DType idx) {
-  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kDimStruct, kBad);
+  std::string s = str("typedef ", bits_ctype(bytes), " E;\ntypedef ", index_ctype(idx), " I;\n", kDimStruct,
+                      status_device_code());
   s += "extern \"C\" __global__ void " + name +
        "(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ out, long long* bad, G p) {\n";
   s += kDimLoop;
@@ -190,7 +180,8 @@ std::string gather_dim_source(const std::string& name, size_t bytes, DType idx) 
 }
 
 std::string scatter_source(const std::string& name, const std::string& prelude, bool add, DType idx) {
-  std::string s = prelude + str("typedef ", index_ctype(idx), " I;\n", kDimStruct, kBad);
+  std::string s = prelude + str("typedef ", index_ctype(idx), " I;\n", kDimStruct,
+                      status_device_code());
   s += "extern \"C\" __global__ void " + name +
        "(E* __restrict__ dst, const I* __restrict__ idx, const E* __restrict__ src, long long* bad, G p) {\n";
   s += kDimLoop;
@@ -220,9 +211,9 @@ Tensor contiguous_clone(const Tensor& self) {
   return r;
 }
 
-// One checked launch: its status (cuda/device_status.h) is read after the
-// kernel eagerly (the IndexError comes from the call, as on the CPU) or, in a
-// CUDA graph capture, after each replay.
+// One checked launch: a bad index is recorded in the device's status
+// (cuda/device_status.h) and reported at the next synchronization point; the
+// launch itself does not synchronize unless synchronous checks are on.
 void launch_checked(int dev, const std::string& kernel, const std::string& source, int64_t total, void** args,
                     const Tensor& status) {
   launch_generated(dev, kernel, source, grid_1d(total, kThreads), kThreads, args);

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <vector>
 
+#include "cuda/device_status.h"
+
 namespace tp::cuda {
 namespace {
 
@@ -69,9 +71,11 @@ void stream_synchronize(int device, CUstream s) {
   activate(device);
   if (!s) {
     check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
-    return;
+  } else {
+    check(driver().cuStreamSynchronize(s), "cuStreamSynchronize");
   }
-  check(driver().cuStreamSynchronize(s), "cuStreamSynchronize");
+  note_host_sync();
+  report_device_status();  // a synchronization point of the checked index kernels
 }
 
 bool stream_query(int device, CUstream s) {
@@ -104,6 +108,8 @@ void event_record(int device, CUevent e, CUstream s) {
 void event_synchronize(CUevent e) {
   check_not_capturing("Event.synchronize");
   check(driver().cuEventSynchronize(e), "cuEventSynchronize");
+  note_host_sync();
+  report_device_status();  // a synchronization point of the checked index kernels
 }
 
 bool event_query(CUevent e) {

@@ -10,6 +10,7 @@
 #include "cuda/copy.h"
 #include "cuda/cublas.h"
 #include "cuda/cudnn.h"
+#include "cuda/device_status.h"
 #include "cuda/driver.h"
 #include "cuda/graph.h"
 #include "cuda/stream.h"
@@ -227,6 +228,10 @@ void bind_cuda(nb::module_& root) {
     return nb::make_tuple(s.captures, s.replays, s.plain_calls, s.copied_inputs);
   });
   m.def("compiled_kernel_count", &cuda::compiled_kernel_count);
+  m.def("set_sync_checks", &cuda::set_sync_checks);
+  m.def("sync_checks", &cuda::sync_checks);
+  m.def("host_sync_count", &cuda::host_sync_count);
+  m.def("take_device_status", &cuda::take_device_status);  // touches no driver unless a status exists
 }
 
 }  // namespace tp::py

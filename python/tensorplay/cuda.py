@@ -71,8 +71,46 @@ def set_device(device):
 
 
 def synchronize(device=None):
-    """Waits until every kernel and copy queued on `device` has finished."""
+    """Waits until every kernel and copy queued on `device` has finished.
+
+    Like every synchronization (downloads, stream and event synchronize), it
+    raises the RuntimeError of an out-of-range index that a checked index
+    kernel (embedding, index_select, gather, scatter, index_add, index_put,
+    x[i]) recorded since the last check; the status is then cleared."""
     _rt.synchronize(device)
+
+
+def set_sync_checks(on):
+    """Synchronous index checks, for debugging: each checked index kernel waits
+    for its stream and raises IndexError from the call that passed the bad
+    index (default: from the env TP_CUDA_SYNC_CHECKS=1). Off, a bad index is
+    reported at the next synchronization point without stalling each call."""
+    _rt.set_sync_checks(bool(on))
+
+
+def get_sync_checks():
+    """True when checked index kernels raise at the call (see set_sync_checks)."""
+    return _rt.sync_checks()
+
+
+def _host_sync_count():
+    """Host synchronizations made by the CUDA layer so far (tests)."""
+    return _rt.host_sync_count()
+
+
+def _report_pending_index_error():
+    # At exit: a bad index recorded after the last synchronization would go unseen.
+    try:
+        msg = _rt.take_device_status()
+    except Exception:  # the driver may already be gone
+        return
+    if msg:
+        _sys.stderr.write("tensorplay: a CUDA index error was never reported before exit: " + msg + "\n")
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_report_pending_index_error)
 
 
 def get_device_name(device=None):

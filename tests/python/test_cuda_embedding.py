@@ -2,8 +2,9 @@
 F.embedding / nn.Embedding forward and backward (padding_idx included),
 index_select, gather, index_put with accumulate, eagerly and inside compiled
 regions (extern calls of these kernels: the CUDA printer has no status word for
-checked indices), against the CPU. An index out of range raises IndexError on
-the device too; an operator without a CUDA kernel raises NotImplementedError
+checked indices), against the CPU. An index out of range is reported at the
+next synchronization as a RuntimeError (with synchronous checks: IndexError
+from the call, as on the CPU; test_cuda_index_async.py); an operator without a CUDA kernel raises NotImplementedError
 naming it and the device."""
 import numpy as np
 import pytest
@@ -93,10 +94,23 @@ def test_index_put_accumulates_repeated_rows_on_cuda():
 @pytest.mark.parametrize("bad", [30, -1])
 def test_index_out_of_range_raises_index_error_on_cuda(bad):
     w = tp.randn(30, 4).cuda()
-    with pytest.raises(IndexError, match=r"embedding: index .*(out of range|out of bounds).*size 30"):
+    old = tp.cuda.get_sync_checks()
+    tp.cuda.set_sync_checks(True)  # at the call, as on the CPU
+    try:
+        with pytest.raises(IndexError, match=r"embedding: index .*(out of range|out of bounds).*size 30"):
+            F.embedding(tp.tensor([1, bad]).cuda(), w)
+        with pytest.raises(IndexError, match="index_select"):
+            tp.index_select(w, 0, tp.tensor([bad]).cuda())
+    finally:
+        tp.cuda.set_sync_checks(old)
+    # asynchronous (the default): at the next synchronization point
+    tp.cuda.set_sync_checks(False)
+    try:
         F.embedding(tp.tensor([1, bad]).cuda(), w)
-    with pytest.raises(IndexError, match="index_select"):
-        tp.index_select(w, 0, tp.tensor([bad]).cuda())
+        with pytest.raises(RuntimeError, match=rf"^embedding: index {bad} is out of bounds .*size 30"):
+            tp.cuda.synchronize()
+    finally:
+        tp.cuda.set_sync_checks(old)
 
 
 @gpu

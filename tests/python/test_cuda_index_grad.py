@@ -6,7 +6,10 @@ index_select, gather, x[i] and embedding on the device, eagerly and in a
 compiled (strict_native) training step. Results against the CPU eager
 operators and, where PyTorch sees a GPU, against torch on CUDA; out-of-range
 indices raise IndexError naming the operator, the index and the size, and the
-process goes on."""
+process goes on (synchronous checks here: the asynchronous report at the next
+synchronization is test_cuda_index_async.py's)."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,16 @@ import tensorplay.nn.functional as F
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
+
+@contextlib.contextmanager
+def _sync_checks(on=True):
+    old = tp.cuda.get_sync_checks()
+    tp.cuda.set_sync_checks(on)
+    try:
+        yield
+    finally:
+        tp.cuda.set_sync_checks(old)
+
 
 FLOATS = [tp.float32, tp.float64, tp.bfloat16, tp.float16]
 TOL = {tp.float32: 1e-5, tp.float64: 1e-12, tp.bfloat16: 3e-2, tp.float16: 3e-3}
@@ -251,12 +264,18 @@ def test_out_of_range_raises_index_error_naming_op_index_and_size(bad):
         ("gather", lambda: tp.gather(x.t(), 1, b.reshape(1, 3))),
         ("index_select", lambda: tp.index_select(x, 0, b)),
     ]
-    for op, f in cases:
-        with pytest.raises(IndexError, match=rf"^{op}.*: index {bad} is out of bounds for dimension \d with size 9"):
+    with _sync_checks():
+        for op, f in cases:
+            with pytest.raises(IndexError, match=rf"^{op}.*: index {bad} is out of bounds for dimension \d with size 9"):
+                f()
+        # advanced indexing counts -9..8 as in range
+        with pytest.raises(IndexError, match=rf"index: index {bad} is out of bounds for dimension 0 with size 9"):
+            x[b]
+    with _sync_checks(False):  # the same messages at the next synchronization
+        for op, f in cases:
             f()
-    # advanced indexing counts -9..8 as in range
-    with pytest.raises(IndexError, match=rf"index: index {bad} is out of bounds for dimension 0 with size 9"):
-        x[b]
+            with pytest.raises(RuntimeError, match=rf"^{op}.*: index {bad} is out of bounds for dimension \d with size 9"):
+                tp.cuda.synchronize()
     # the process and the device go on
     _close(tp.index_add(x, 0, tp.tensor([8, 8]).cuda(), tp.ones(2, 4).cuda()),
            tp.index_add(x.cpu(), 0, tp.tensor([8, 8]), tp.ones(2, 4)))
@@ -266,9 +285,9 @@ def test_out_of_range_raises_index_error_naming_op_index_and_size(bad):
 def test_negative_dim_wise_indices_are_out_of_range_as_on_the_cpu():
     x = tp.randn(5, 3)
     for dev in ["cpu", "cuda"]:
-        with pytest.raises(IndexError, match="index -1 is out of bounds"):
+        with _sync_checks(), pytest.raises(IndexError, match="index -1 is out of bounds"):
             tp.index_add(x.to(dev), 0, tp.tensor([-1]).to(dev), tp.ones(1, 3).to(dev))
-        with pytest.raises(IndexError, match="index -1 is out of bounds"):
+        with _sync_checks(), pytest.raises(IndexError, match="index -1 is out of bounds"):
             tp.scatter_add(x.to(dev), 0, tp.tensor([[-1, 0, 0]]).to(dev), tp.ones(1, 3).to(dev))
 
 
@@ -336,10 +355,12 @@ def test_compiled_training_step_with_index_select_and_gather_matches_cpu():
         _close(p.grad, pc[n].grad, 1e-4)
 
 
-# ---- CUDA graphs: the checked kernels' status is read after each replay ----
+# ---- CUDA graphs: the checked kernels' status is checked at the next
+# synchronization (with synchronous checks: after each replay) ----
 
 @gpu
-def test_user_cuda_graph_with_checked_index_kernels_raises_on_replay_and_recovers():
+@pytest.mark.parametrize("sync", [False, True])
+def test_user_cuda_graph_with_checked_index_kernels_raises_on_replay_and_recovers(sync):
     tp.manual_seed(11)
     w = tp.randn(30, 4)
     wc = w.cuda()
@@ -356,9 +377,15 @@ def test_user_cuda_graph_with_checked_index_kernels_raises_on_replay_and_recover
         _close(out, F.embedding(tp.tensor(rows), w))
         _close(hot, tp.zeros(3, 30).scatter(1, tp.tensor(rows).reshape(3, 1), 1.0))
     idx.copy_(tp.tensor([4, 30, 5]).cuda())
-    with pytest.raises(IndexError, match="^embedding: index 30 is out of bounds for dimension 0 with size 30"):
-        g.replay()
-    idx.copy_(tp.tensor([9, 8, 7]).cuda())  # the next replay zeroes the status again
+    with _sync_checks(sync):
+        if sync:
+            with pytest.raises(IndexError, match="^embedding: index 30 is out of bounds for dimension 0 with size 30"):
+                g.replay()
+        else:
+            g.replay()  # queued: the error comes at the next synchronization
+            with pytest.raises(RuntimeError, match="^embedding: index 30 is out of bounds for dimension 0 with size 30"):
+                tp.cuda.synchronize()
+    idx.copy_(tp.tensor([9, 8, 7]).cuda())  # the report cleared the status
     g.replay()
     _close(out, F.embedding(tp.tensor([9, 8, 7]), w))
 
@@ -379,7 +406,10 @@ def test_reduce_overhead_region_with_an_embedding_is_captured_and_checks_indices
         assert after["captures"] - before["captures"] == 1
         assert after["replays"] - before["replays"] >= 2
         i.copy_(tp.tensor([1, -31, 2]).cuda())
-        with pytest.raises(IndexError, match="embedding: index -31 is out of bounds for dimension 0 with size 30"):
+        with _sync_checks(), pytest.raises(IndexError, match="embedding: index -31 is out of bounds for dimension 0 with size 30"):
             f(i, c)
+        f(i, c)  # asynchronous: reported at the next synchronization
+        with pytest.raises(RuntimeError, match="embedding: index -31 is out of bounds for dimension 0 with size 30"):
+            tp.cuda.synchronize()
         i.copy_(tp.tensor([6, 6, 0]).cuda())
         np.testing.assert_allclose(_np(f(i, c)), _np(w[tp.tensor([6, 6, 0]), 0] * 2.0), rtol=1e-6)
