@@ -15,6 +15,11 @@ std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell) {
       if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
       return std::to_string(i) + "LL";
     }
+    case DType::Int32: {  // the CUDA printer's int registers
+      const int64_t i = v.to_int();
+      if (i == INT32_MIN) return "(-2147483647 - 1)";
+      return std::to_string(i);
+    }
     case DType::Float32:
     case DType::Float64: {
       const bool f32 = t == DType::Float32;
@@ -49,9 +54,11 @@ std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spe
     case ir::ReduceOp::Prod: return c_literal(Scalar(int64_t(1)), t, spell);
     case ir::ReduceOp::Max:
       if (t == DType::Bool) return "false";
+      if (t == DType::Int32) return "(-2147483647 - 1)";
       return is_floating(t) ? c_literal(Scalar(-INFINITY), t, spell) : std::string("(-9223372036854775807LL - 1)");
     case ir::ReduceOp::Min:
       if (t == DType::Bool) return "true";
+      if (t == DType::Int32) return "2147483647";
       return is_floating(t) ? c_literal(Scalar(INFINITY), t, spell) : std::string("9223372036854775807LL");
     default: break;
   }

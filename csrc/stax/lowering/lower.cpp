@@ -24,10 +24,11 @@ class Lowerer {
 
   void run(const graph::Graph& g) {
     // Generated kernels use the four compute dtypes; graphs touching a narrow
-    // dtype (int8..int32, uint8, float16, bfloat16) fall back to eager.
+    // dtype (int8..int32, uint8, float16, bfloat16) fall back to eager. The
+    // CUDA printer (half_floats) also takes float16/bfloat16 and int32.
     auto check_dtype = [this](const Node* n) {
       const DType t = n->meta.dtype;
-      if (r_.half_floats && (t == DType::Float16 || t == DType::BFloat16)) return;
+      if (r_.half_floats && (t == DType::Float16 || t == DType::BFloat16 || t == DType::Int32)) return;
       if (!is_compute_dtype(t))
         cannot_lower(n, str("dtype ", dtype_name(n->meta.dtype), " is not supported by generated kernels yet"));
     };

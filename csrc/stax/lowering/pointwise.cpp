@@ -19,6 +19,39 @@ std::vector<Expr> operands_at(const std::vector<Value>& ins, const Index& idx, D
   return args;
 }
 
+// Integer division with PyTorch's rounding (CUDA regions only: a zero divisor
+// traps on the CPU, where eager raises instead). C's `/` truncates and `%`
+// keeps the dividend's sign (fmod); floor division steps the quotient down and
+// remainder moves the rest to the divisor's sign when the signs differ.
+enum class IntDiv { Trunc, Floor, Fmod, Remainder };
+Expr int_division(IntDiv kind, const Expr& a, const Expr& b, DType dt) {
+  const Expr q = call(CallOp::Div, {a, b}, dt);
+  if (kind == IntDiv::Trunc) return q;
+  const Expr zero = constant(Scalar(int64_t{0}), dt), one = constant(Scalar(int64_t{1}), dt);
+  const Expr r = call(CallOp::Sub, {a, call(CallOp::Mul, {q, b}, dt)}, dt);
+  if (kind == IntDiv::Fmod) return r;
+  const Expr differ = call(CallOp::And,
+                           {call(CallOp::Ne, {r, zero}, DType::Bool),
+                            call(CallOp::Ne, {call(CallOp::Lt, {r, zero}, DType::Bool),
+                                              call(CallOp::Lt, {b, zero}, DType::Bool)}, DType::Bool)},
+                           DType::Bool);
+  if (kind == IntDiv::Floor) return where(differ, call(CallOp::Sub, {q, one}, dt), q);
+  return where(differ, call(CallOp::Add, {r, b}, dt), r);
+}
+
+LoweringFn integer_division(IntDiv kind) {
+  return [kind](LoweringContext& c) {
+    const DType dt = c.out_dtype();
+    if (is_floating(dt) || dt == DType::Bool) c.fail("only integer division has a rule");
+    if (!c.region().half_floats) c.fail("integer division is generated for CUDA regions only");
+    if (c.inputs().size() != 2) c.fail("unexpected operand count");
+    return c.pointwise([ins = c.inputs(), kind, dt](const Index& idx) {
+      std::vector<Expr> a = operands_at(ins, idx, dt);
+      return int_division(kind, a[0], a[1], dt);
+    });
+  };
+}
+
 // add/sub/mul/div/maximum/minimum, unary math, comparisons: computed in the
 // promoted operand type; comparisons yield bool. A comparison's operands meet
 // in PyTorch's result_type (tensor, 0-d tensor and Python-number classes):
@@ -35,8 +68,12 @@ LoweringFn arithmetic(CallOp fn) {
                                          : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
       compute = result_type(operands);
     }
-    // add/sub(x, y, alpha=a) is x +- a*y; div's integer rounding modes have no rule yet.
-    if (!c.attrs().is_none("rounding_mode")) c.fail("div with rounding_mode");
+    // add/sub(x, y, alpha=a) is x +- a*y; div's rounding modes: integers in CUDA regions.
+    if (!c.attrs().is_none("rounding_mode")) {
+      const std::string& mode = c.attrs().get_str("rounding_mode");
+      if (fn != CallOp::Div || (mode != "floor" && mode != "trunc")) c.fail("div with rounding_mode");
+      return integer_division(mode == "floor" ? IntDiv::Floor : IntDiv::Trunc)(c);
+    }
     std::optional<Scalar> alpha;
     if (!c.attrs().is_none("alpha") && c.attrs().get_double("alpha") != 1.0) alpha = c.attrs().get_scalar("alpha");
     DType result = is_comparison(fn) ? DType::Bool : c.out_dtype();
@@ -55,6 +92,8 @@ LoweringFn libm(CallOp fn) {
   return [fn](LoweringContext& c) {
     const std::string op = c.op();
     if (static_cast<int>(c.inputs().size()) != info(fn).arity) c.fail("unexpected operand count");
+    if ((fn == CallOp::Fmod || fn == CallOp::Remainder) && !is_floating(c.out_dtype()))
+      return integer_division(fn == CallOp::Fmod ? IntDiv::Fmod : IntDiv::Remainder)(c);
     if (!is_floating(c.out_dtype())) c.fail("integer " + op + " has no rule yet");
     if (fn == CallOp::Round && !c.attrs().is_none("decimals") && c.attrs().get_int("decimals") != 0)
       c.fail("round with decimals");
@@ -169,6 +208,7 @@ void register_pointwise_lowerings(LoweringTable& t) {
   t["bitwise_or"] = bitwise(CallOp::Or, CallOp::BitOr);
   t["bitwise_xor"] = bitwise(CallOp::Xor, CallOp::BitXor);
   t["bitwise_not"] = bitwise(CallOp::Not, CallOp::BitNot);
+  t["floor_divide"] = integer_division(IntDiv::Floor);
   t["where"] = lower_where;
   t["masked_fill.Tensor"] = lower_masked_fill;
   t["masked_fill.Scalar"] = lower_masked_fill;

@@ -146,7 +146,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
                         int j, int64_t extent, bool store_in_lanes) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
-  if (!is_floating(lane)) return false;
+  if (!is_floating(lane) && lane != DType::Int32) return false;  // int32: CUDA regions only (int4 accesses)
   int lanes = vector_bytes / static_cast<int>(itemsize(lane));
   if (extent < lanes) return false;
   if (store_in_lanes) {

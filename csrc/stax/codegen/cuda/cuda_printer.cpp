@@ -45,6 +45,7 @@ bool half_contract() {
 // The type a value has in registers: 16-bit floats compute in float.
 const char* ctype(DType t) {
   if (is_half(t)) return "float";
+  if (t == DType::Int32) return "int";
   if (const char* c = c_type(t)) return c;
   throw NotImplementedError(str("stax cuda printer: dtype ", dtype_name(t), " is not supported yet"));
 }
@@ -182,6 +183,7 @@ template <class T> TP_D T tp_where(bool c, T a, T b) { return c ? a : b; }
 TP_D float tp_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 TP_D double tp_shfl(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 TP_D i64 tp_shfl(i64 v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TP_D int tp_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 TP_D bool tp_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
 struct tp_op_sum { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct tp_op_prod { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
@@ -226,13 +228,14 @@ DType acc_dtype(ReduceOp r, DType t) {
 const char* vec_type(DType t) {
   switch (t) {
     case DType::Float64: return "double2";
+    case DType::Int32: return "int4";
     case DType::BFloat16: return "tp_bf16x8";
     case DType::Float16: return "tp_halfx8";
     default: return "float4";
   }
 }
 // Does a vector of `lanes` elements of t fill exactly one 16-byte access?
-bool vec_fits(DType t, int lanes) { return is_floating(t) && itemsize(t) * lanes == 16; }
+bool vec_fits(DType t, int lanes) { return (is_floating(t) || t == DType::Int32) && itemsize(t) * lanes == 16; }
 std::string lane_field(DType t, int l) {
   if (is_half(t)) return ".v[" + std::to_string(l) + "]";
   static const char* f[] = {".x", ".y", ".z", ".w"};
