@@ -189,7 +189,7 @@ void report_device_status() {
   int dev = 0;
   const std::string msg = take_any(dev);
   if (msg.empty()) return;
-  throw Error(str(msg, " (an out-of-bounds index found on cuda:", dev,
+  throw DeviceIndexError(str(msg, " (an out-of-bounds index found on cuda:", dev,
                   " by a kernel launched earlier; checked indices are reported at the next synchronization; "
                   "TP_CUDA_SYNC_CHECKS=1 or tp.cuda.set_sync_checks(True) raises it at the call)"));
 }

@@ -29,9 +29,17 @@
 #pragma once
 #include <string>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace tp::cuda {
+
+// The asynchronous report (a RuntimeError): raised by whichever operation
+// synchronizes, its message names the operator that met the bad index, so
+// the binding passes it on unrenamed.
+struct DeviceIndexError : Error {
+  using Error::Error;
+};
 
 // The tag a kernel records for a bad index of operator `op` along `dim` of `size`.
 long long status_site(const std::string& op, int64_t dim, int64_t size);

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
+#include "cuda/device_status.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_util.h"
@@ -539,6 +540,8 @@ void rethrow_named(const std::string& called) {
   } catch (const CaptureError&) {
     throw;
   } catch (const BackendError&) {
+    throw;
+  } catch (const cuda::DeviceIndexError&) {  // names the operator that passed the bad index, not this one
     throw;
   } catch (const tp::TypeError& e) {
     throw tp::TypeError(named_message(e.what(), called));

@@ -163,7 +163,7 @@ def test_bad_indices_never_touch_memory_outside_the_buffers():
     s = tp.scatter(tp.zeros(4, 4).cuda(), 1, tp.tensor([[1 << 40, 0, 0, 0]]).cuda(), 9.0)
     g = tp.gather(tp.arange(8.0).reshape(2, 4).cuda(), 1, tp.tensor([[0, 7], [-100, 2]]).cuda())
     e = F.embedding(tp.tensor([0, 1 << 33]).cuda(), tp.ones(3, 2).cuda())
-    with pytest.raises(RuntimeError, match=r"^index_add: index 9 is out of bounds"):
+    with pytest.raises(RuntimeError, match=r"^index_add: index (9|-6) is out of bounds"):
         tp.cuda.synchronize()
     want = np.zeros((5, 3), np.float32)
     want[[1, 3]] = 1.0  # only the good rows added
