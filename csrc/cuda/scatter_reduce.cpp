@@ -165,9 +165,64 @@ void fill(long long* dst, const Shape& v, long long zero_d) {
   for (size_t d = 0; d < v.size(); ++d) dst[d] = v[d];
 }
 
+// Integer dtypes to and from int64 (narrow integers compute in int64; the
+// dispatcher has no CUDA `to` between integer dtypes): one thread per element,
+// read through the source's strides, a C cast (narrowing wraps, as on the CPU).
+const char* int_ctype(DType d) {
+  switch (d) {
+    case DType::UInt8: return "unsigned char";
+    case DType::Int8: return "signed char";
+    case DType::Int16: return "short";
+    case DType::Int32: return "int";
+    case DType::Int64: return "long long";
+    default: return nullptr;
+  }
+}
+std::string cast_name(DType from, DType to) { return str("tp_sreduce_cast_", dtype_name(from), "_", dtype_name(to)); }
+std::string cast_source(const std::string& name, DType from, DType to) {
+  return str("typedef ", int_ctype(from), " A;\ntypedef ", int_ctype(to), " B;\n",
+             "struct S { long long rank, total; long long sizes[8], strides[8]; };\n", "extern \"C\" __global__ void ",
+             name,
+             "(const A* __restrict__ x, B* __restrict__ y, S p) {\n"
+             "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+             "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
+             "    long long rest = i, off = 0;\n"
+             "    for (int d = (int)p.rank - 1; d >= 0; --d) { off += (rest % p.sizes[d]) * p.strides[d]; "
+             "rest /= p.sizes[d]; }\n"
+             "    y[i] = (B)x[off];\n  }\n}\n");
+}
+struct CastParams {
+  long long rank, total;
+  long long sizes[kMaxRank], strides[kMaxRank];
+};
+// t as a contiguous tensor of dtype `to`, both integer dtypes (t's rank <= 8).
+Tensor int_cast(const Tensor& t, DType to) {
+  const int dev = t.device().index;
+  Tensor r = empty(t.sizes(), to, dev);
+  if (r.numel() == 0) return r;
+  CastParams p{};
+  p.rank = t.dim();
+  p.total = t.numel();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    p.sizes[d] = t.sizes()[static_cast<size_t>(d)];
+    p.strides[d] = t.strides()[static_cast<size_t>(d)];
+  }
+  void *px = t.data(), *py = r.data();
+  void* args[] = {&px, &py, &p};
+  const std::string n = cast_name(t.dtype(), to);
+  launch_generated(dev, n, cast_source(n, t.dtype(), to), grid_1d(p.total, kThreads), kThreads, args);
+  return r;
+}
+// t in dtype c (a new tensor when converted).
+Tensor in_dtype(const Tensor& t, DType c) {
+  if (t.dtype() == c) return t;
+  if (int_ctype(t.dtype()) && int_ctype(c)) return int_cast(t, c);
+  return ops::to_dtype(t, c);
+}
+
 // A fresh contiguous copy of t in dtype c on its device.
 Tensor fresh_in(const Tensor& t, DType c) {
-  if (t.dtype() != c) return ops::contiguous(ops::to_dtype(t, c));
+  if (t.dtype() != c) return ops::contiguous(in_dtype(t, c));
   if (!t.is_contiguous()) return ops::contiguous(t);
   Tensor r = empty(t.sizes(), t.dtype(), t.device().index);
   if (r.numel() > 0) copy_device_to_device(r, t);
@@ -215,7 +270,8 @@ bool scatter_reduce_kernel(const OpDef& op, const std::vector<Tensor>& in, const
   Kind k;
   if (!kind_of(attrs.get_str("reduce"), k) || !index_ctype(index.dtype())) return false;
   const DType c = compute_dtype(self.dtype());
-  if (!covered(c) || self.dim() > kMaxRank || self.device().kind != Device::Kind::CUDA) return false;
+  if (!covered(c) || self.dim() > kMaxRank || src.dim() > kMaxRank || self.device().kind != Device::Kind::CUDA)
+    return false;
   const int dev = self.device().index;
   const bool include_self = attrs.get_or<bool>("include_self", true);
   const int64_t rank = std::max<int64_t>(self.dim(), 1);
@@ -224,7 +280,7 @@ bool scatter_reduce_kernel(const OpDef& op, const std::vector<Tensor>& in, const
   if (dim < 0) dim += rank;
   Tensor acc = fresh_in(self, c);
   if (index.numel() > 0) {
-    const Tensor s = src.dtype() == c ? src : ops::to_dtype(src, c);
+    const Tensor s = in_dtype(src, c);
     Params p{};
     p.rank = rank;
     p.dim = dim;
@@ -269,7 +325,7 @@ bool scatter_reduce_kernel(const OpDef& op, const std::vector<Tensor>& in, const
       launch_generated(dev, m, mean_source(m, c), grid_1d(total, kThreads), kThreads, margs);
     }
   }
-  Tensor r = c == self.dtype() ? acc : ops::to_dtype(acc, self.dtype());
+  Tensor r = in_dtype(acc, self.dtype());
   if (out_meta.size() != 1 || r.sizes() != out_meta[0].sizes) return false;
   out = {r};
   return true;
@@ -284,6 +340,10 @@ std::vector<std::pair<std::string, std::string>> scatter_reduce_kernel_sources()
       v.emplace_back(init_name(c, idx), init_source(init_name(c, idx), c, idx));
     }
     if (c != DType::Bool) v.emplace_back(mean_name(c), mean_source(mean_name(c), c));
+  }
+  for (DType d : {DType::UInt8, DType::Int8, DType::Int16, DType::Int32}) {
+    v.emplace_back(cast_name(d, DType::Int64), cast_source(cast_name(d, DType::Int64), d, DType::Int64));
+    v.emplace_back(cast_name(DType::Int64, d), cast_source(cast_name(DType::Int64, d), DType::Int64, d));
   }
   return v;
 }

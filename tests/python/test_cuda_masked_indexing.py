@@ -218,7 +218,7 @@ def test_several_index_tensors_read_matches_cpu(dtype):
     _same(xc[ic, jc], x[i, j])                  # B at the front
     _same(xc[:, jc, ic], x[:, j, i])            # B in the middle
     _same(xc[ic, :, jc], x[i, :, j])            # not adjacent: B first
-    _same(xc[ic, jc.to(tp.int32), 2], x[i, j, 2])
+    _same(xc[ic, j.to(tp.int32).cuda(), 2], x[i, j.to(tp.int32), 2])
     _same(xc[[0, 1, 1], [2, 3, 3]], x[[0, 1, 1], [2, 3, 3]])  # host index lists
     _same(xc.permute(2, 0, 1)[:, ic, jc], x.permute(2, 0, 1)[:, i, j])  # a strided self
     _same(xc[ic[:0], jc[:0]], x[i[:0], j[:0]])  # nothing selected
@@ -251,7 +251,7 @@ def _sr_inputs(dtype, reduce, seed):
     idx = tp.randint(0, 6, (4, 9))
     if dtype == tp.bool:
         return tp.rand(4, 6) > 0.5, idx, tp.rand(5, 10) > 0.5
-    if dtype in (tp.int64, tp.int32):
+    if dtype in (tp.int64, tp.int32, tp.int16, tp.uint8):
         lo, hi = (-3, 4) if reduce == "prod" else (-50, 50)
         return tp.randint(lo, hi, (4, 6)).to(dtype), idx, tp.randint(lo, hi, (5, 10)).to(dtype)
     if reduce == "prod":
@@ -260,12 +260,14 @@ def _sr_inputs(dtype, reduce, seed):
 
 
 @gpu
-@pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.float16, tp.bfloat16, tp.int64, tp.int32, tp.bool])
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.float16, tp.bfloat16, tp.int64, tp.int32, tp.int16,
+                                   tp.uint8, tp.bool])
 @pytest.mark.parametrize("reduce", REDUCES)
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_matches_cpu(dtype, reduce, include_self):
+    # narrow integers compute in int64 on both sides (converted by the kernels' own casts on the device)
     x, idx, src = _sr_inputs(dtype, reduce, REDUCES.index(reduce) + 10 * include_self)
-    exact = dtype in (tp.int64, tp.int32, tp.bool) or reduce in ("amax", "amin")
+    exact = dtype in (tp.int64, tp.int32, tp.int16, tp.uint8, tp.bool) or reduce in ("amax", "amin")
     tol = {tp.float32: 1e-5, tp.float64: 1e-12, tp.float16: 2e-3, tp.bfloat16: 1e-2}.get(dtype, 0)
     for dim, i in [(1, idx), (0, idx[:, :6] % 4)]:
         want = tp.scatter_reduce(x, dim, i, src, reduce, include_self=include_self)
