@@ -505,4 +505,7 @@ std::vector<std::pair<std::string, std::string>> index_kernel_sources() {
   return v;
 }
 
+std::string accumulate_prelude(DType dt) { return acc_prelude(dt); }
+Tensor device_value(const Tensor& v, DType dt, int dev) { return value_on(v, dt, dev); }
+
 }  // namespace tp::cuda

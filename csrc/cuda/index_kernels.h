@@ -31,4 +31,15 @@ bool index_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attr
 // Every source above, as (kernel name, source), for NVRTC checks without a GPU.
 std::vector<std::pair<std::string, std::string>> index_kernel_sources();
 
+// Shared with the data-dependent indexing kernels (cuda/mask_kernels.cpp,
+// cuda/scatter_reduce.cpp), so that every index kernel records bad indices and
+// accumulates the same way (bad indices: status_device_code() of
+// cuda/device_status.h):
+// - typedefs E (stored) and C (computed), tp_ld and an atomic tp_acc for `dt`
+//   ("" when `dt` has no atomic accumulation);
+std::string accumulate_prelude(DType dt);
+// - a 0-d value (a Python number, a fill value) as a 0-d tensor of `dt` on
+//   the device; a larger value must already have `dt` there (else undefined).
+Tensor device_value(const Tensor& v, DType dt, int dev);
+
 }  // namespace tp::cuda

@@ -291,15 +291,22 @@ Tensor dense_values(const Tensor& self, const Tensor& values, const AdvGeom& g, 
 }
 
 // ---- index ----
-// Zeros of `sizes` and `dtype` for a gradient that starts from zeros. A device
-// gradient cannot take the C++ factories' zeros (they build on the host): its
-// zeros are where(true, 0, like) on like's device, an operator of `like` (so a
+// Zeros (ones) of `sizes` and `dtype` for a gradient that starts from them. A
+// device gradient cannot take the C++ factories' (they build on the host): its
+// are where(true, value, like) on like's device, an operator of `like` (so a
 // joint-graph trace records it, as in embedding_backward), of like's numel.
-Tensor grad_zeros(const Tensor& like, const Shape& sizes, DType dtype) {
-  if (like.device().kind == Device::Kind::CPU) return ops::zeros(sizes, dtype);
-  Tensor z = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), like);
+Tensor device_fill(const Tensor& like, const Shape& sizes, DType dtype, double value) {
+  Tensor z = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(value)), like);
   if (z.sizes() != sizes) z = ops::reshape(z, sizes);
   return ops::to_dtype(z, dtype);
+}
+Tensor grad_zeros(const Tensor& like, const Shape& sizes, DType dtype) {
+  if (like.device().kind == Device::Kind::CPU) return ops::zeros(sizes, dtype);
+  return device_fill(like, sizes, dtype, 0.0);
+}
+Tensor grad_ones(const Tensor& like, const Shape& sizes, DType dtype) {
+  if (like.device().kind == Device::Kind::CPU) return ops::ones(sizes, dtype);
+  return device_fill(like, sizes, dtype, 1.0);
 }
 
 std::vector<TensorMeta> index_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
@@ -804,9 +811,12 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
   const RKind k = rkind(a.attrs, "scatter_reduce");
   const bool include_self = a.attrs.get_or<bool>("include_self", true);
   const Tensor used = src_used(src, index);
+  // Zeros and ones on the gradient's device (the C++ factories build on the host).
+  auto zeros_like = [&](const Tensor& t) { return grad_zeros(t, t.sizes(), g.dtype()); };
+  auto ones_like = [&](const Tensor& t) { return grad_ones(t, t.sizes(), g.dtype()); };
   auto pad_src = [&](const Tensor& part) {  // a gradient for `used`, as one for the whole src
     if (used.sizes() == src.sizes()) return part;
-    Tensor z = ops::zeros(src.sizes(), part.dtype());
+    Tensor z = grad_zeros(src, src.sizes(), part.dtype());
     Tensor view = src_used(z, index);
     ops::copy_(view, part);
     return z;
@@ -815,8 +825,8 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
   if (k == RKind::Sum || k == RKind::Mean) {
     Tensor gs = g;
     if (k == RKind::Mean) {  // every contribution is divided by the position's count
-      Tensor n = ops::scatter_add(include_self ? ops::ones(self.sizes(), g.dtype()) : ops::zeros(self.sizes(), g.dtype()),
-                                  dim, index, ops::ones(index.sizes(), g.dtype()));
+      // (used has index's sizes)
+      Tensor n = ops::scatter_add(include_self ? ones_like(self) : zeros_like(self), dim, index, ones_like(used));
       gs = ops::div(g, ops::maximum(n, ops::scalar(Scalar(1.0))));
     }
     if (a.needs_grad[0]) grads[0] = include_self ? gs : ops::scatter(gs, dim, index, Scalar(0.0));
@@ -833,7 +843,7 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
     const Tensor self_zero = zero(self), src_zero = zero(used);
     const Tensor nonzero_prod = ops::scatter_reduce(one_if(self_zero, self), dim, index, one_if(src_zero, used),
                                                     "prod", include_self);
-    const Tensor nzero = ops::scatter_add(include_self ? count(self_zero) : ops::zeros(self.sizes(), g.dtype()), dim,
+    const Tensor nzero = ops::scatter_add(include_self ? count(self_zero) : zeros_like(self), dim,
                                           index, count(src_zero));
     auto others = [&](const Tensor& factor_zero, const Tensor& factor, const Tensor& prod, const Tensor& nzeros) {
       const Tensor no_zero = ops::eq(nzeros, ops::scalar(Scalar(0.0)));
@@ -850,7 +860,7 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
     return grads;
   }
   // amax / amin: the gradient is shared evenly by every value equal to the result.
-  Tensor self_hits = include_self ? ops::to_dtype(ops::eq(self, out), g.dtype()) : ops::zeros(self.sizes(), g.dtype());
+  Tensor self_hits = include_self ? ops::to_dtype(ops::eq(self, out), g.dtype()) : zeros_like(self);
   Tensor src_hits = ops::to_dtype(ops::eq(used, ops::gather(out, dim, index)), g.dtype());
   Tensor ties = ops::scatter_add(self_hits, dim, index, src_hits);
   Tensor share = ops::div(g, ops::maximum(ties, ops::scalar(Scalar(1.0))));
