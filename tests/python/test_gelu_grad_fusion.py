@@ -101,3 +101,26 @@ def test_example_5_1_step_gradient_with_fused_gelu_grad(m, k):
     np.testing.assert_allclose(lc.item(), loss(tp.tensor(xa), tp.tensor(wa)).item(), rtol=1e-5)
     np.testing.assert_allclose(w_c.grad.numpy(), w_e.grad.numpy(), rtol=2e-5, atol=1e-6)
     assert tp.compiler.metrics.fallback_count == 0
+
+
+@pytest.mark.skipif(tp.compiler.host_isa() != "avx512", reason="needs an AVX-512 host to also run the AVX2 form")
+def test_avx2_form_of_the_fused_gelu_grad(tmp_path):
+    # The AVX2 prelude spells the rare-branch test differently (movmskps);
+    # compile and check it in a child process pinned to avx2.
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, tensorplay as tp, tensorplay.nn.functional as F\n"
+            "x = np.array([-15.0, 1.0, 0.25, -2.0, 16.0, -0.5, 7.0, np.nan, -40.0, 3.0, 0.0, -1.0] * 3, np.float32)\n"
+            "def g(opts):\n"
+            "    t = tp.tensor(x, requires_grad=True)\n"
+            "    tp.compile(lambda a: F.gelu(a).sum(), strict_native=True, options=opts)(t).backward()\n"
+            "    return t.grad.numpy()\n"
+            "f, u = g({}), g({'stax_gelu_grad': '0'})\n"
+            "np.testing.assert_allclose(f, u, rtol=4e-7, atol=1.5e-7)\n"
+            "print(tp.compiler.host_isa())\n")
+    env = dict(os.environ, TP_CACHE_DIR=str(tmp_path), TP_STAX_ISA="avx2")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["avx2"]
+    assert any("tp_gelu_grad(" in p.read_text() and "movmskps256" in p.read_text() for p in tmp_path.rglob("kernel.cpp"))
