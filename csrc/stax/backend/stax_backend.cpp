@@ -10,6 +10,7 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "stax/backend/extern_gemm.h"
+#include "stax/backend/gelu_grad_fusion.h"
 #include "stax/backend/progress.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/backend/unit_split.h"
@@ -234,6 +235,7 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
   if (auto it = options.find("stax_fusion"); it != options.end()) r.fuse = option_true(it->second);
   if (auto it = options.find("stax_masked_tails"); it != options.end()) r.masked_tails = option_true(it->second);
   if (auto it = options.find("stax_inplace"); it != options.end()) r.inplace = option_true(it->second);
+  if (auto it = options.find("stax_gelu_grad"); it != options.end()) r.gelu_grad = option_true(it->second);
   if (auto it = options.find("stax_welford"); it != options.end()) {
     if (it->second == "auto") r.welford_two_pass_max = -1;
     else if (it->second == "one_pass") r.welford_two_pass_max = 0;
@@ -274,8 +276,9 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g) { return c
 std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const RegionOptions& options) {
   LoweredRegion lowered = lower(g);
   testing::apply_program_faults(lowered.program);
-  const ir::LoopProgram& prog = lowered.program;
   const runtime::IsaInfo& isa = runtime::host_isa();
+  if (options.gelu_grad && isa.vector_bytes >= 32) fuse_gelu_grad(lowered.program);  // tp_gelu_grad needs erfc's FMA polynomial
+  const ir::LoopProgram& prog = lowered.program;
   ScheduleOptions opts;
   opts.vector_bytes = isa.vector_bytes;
   opts.fuse = options.fuse;

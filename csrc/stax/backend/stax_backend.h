@@ -54,6 +54,9 @@ struct RegionOptions {
   // copy is not needed; otherwise the output gets a buffer of its own.
   std::vector<std::pair<int, int>> write_into;
   bool inplace = true;            // "stax_inplace": False keeps every such output in a buffer of its own
+  // "stax_gelu_grad": False keeps the erf gelu's derivative as its unfused
+  // operators (erfc and exp) instead of CallOp::GeluGrad (gelu_grad_fusion.h)
+  bool gelu_grad = true;
   // "stax_tu_split": how many translation units a region's C++ may be split
   // into, compiled at once on the compile pool and linked into one library
   // (unit_split.h). "auto" (-1): units of about kAutoUnitBytes of kernel text,

@@ -24,6 +24,7 @@ constexpr CallInfo kCalls[] = {
     {CallOp::Sqrt, "sqrt", 1, F::Math, true, nullptr},
     {CallOp::Tanh, "tanh", 1, F::Math, true, nullptr},
     {CallOp::Sigmoid, "sigmoid", 1, F::Math, true, nullptr},
+    {CallOp::GeluGrad, "gelu_grad", 1, F::Math, true, nullptr},
     {CallOp::Eq, "eq", 2, F::Comparison, false, "=="},
     {CallOp::Ne, "ne", 2, F::Comparison, false, "!="},
     {CallOp::Lt, "lt", 2, F::Comparison, false, "<"},

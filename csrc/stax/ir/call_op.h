@@ -13,8 +13,9 @@ namespace tp::stax::ir {
 enum class CallOp : unsigned char {
   // arithmetic (operands and result of the node's dtype)
   Add, Sub, Mul, Div, Neg, Max, Min, Relu, Abs,
-  // math with own vector forms in the prelude
-  Exp, Log, Sqrt, Tanh, Sigmoid,
+  // math with own vector forms in the prelude (GeluGrad: Phi(x) + x phi(x), the erf
+  // gelu's derivative; formed on the CPU from its unfused ops, gelu_grad_fusion.h)
+  Exp, Log, Sqrt, Tanh, Sigmoid, GeluGrad,
   // comparisons: operands of one dtype, result bool
   Eq, Ne, Lt, Le, Gt, Ge,
   // logical: bool operands and result

@@ -1054,6 +1054,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       req.need_log |= e.fn == CallOp::Log;
       req.need_tanh |= e.fn == CallOp::Tanh;
       req.need_sigmoid |= e.fn == CallOp::Sigmoid;
+      req.need_gelu_grad |= e.fn == CallOp::GeluGrad;
       if (is_libm(e.fn)) req.libm.insert(name(e.fn));
       req.need_philox |= is_random(e.fn);
     }

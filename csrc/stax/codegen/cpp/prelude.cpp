@@ -218,6 +218,57 @@ void emit_erfc(std::string& s, int vector_bytes) {
        "static inline vd tp_erfc(vd v) { for (int i = 0; i < TP_LD; ++i) v[i] = __builtin_erfc(v[i]); return v; }\n";
 }
 
+// The erf gelu's derivative, Phi(x) + x phi(x) = erfc(-x/sqrt2)/2 + x e^(-x^2/2)/sqrt(2 pi),
+// in one function (CallOp::GeluGrad, formed by stax/backend/gelu_grad_fusion.cpp
+// from the ops the derivative formula emits). erfc's argument is the same
+// rounded product the unfused formula computes, so the Phi part has the same
+// bits. erfc already computes exp(-a^2) = 2^-n (1 + em1) for a = |fl(x c)|,
+// c = fl(1/sqrt2); a^2 differs from x^2/2 by d = x^2/2 - a^2 (~2^-22 relative),
+// taken exactly from both squares' FMA remainders, and e^-d = 1 - d to 2^-40
+// (|d| < 3e-5 where erfc does not clamp). So phi costs a few FMAs instead of
+// a second exp. Where erfc clamps (|a| > 10.125, |x| > 14.3, where x phi(x) is
+// subnormal or 0) and for infinities, the block takes the unfused formula's
+// exact sequence of roundings instead (a branch, rarely taken on real data).
+void emit_gelu_grad(std::string& s, int vector_bytes) {
+  s += vector_bytes == 64
+           ? "static inline int tp_gg_any_gt(vf a, float b) { return __builtin_ia32_cmpps512_mask(a, tp_splat_vf(b), "
+             "14, (unsigned short)-1, 4) != 0; }\n"
+           : "static inline int tp_gg_any_gt(vf a, float b) { return __builtin_ia32_movmskps256((vf)(a > b)) != 0; "
+             "}\n";
+  s += R"TP(static inline vf tp_gelu_grad(vf x) {
+  vf y = x * -0.707106769f;
+  __asm__("" : "+v"(y));
+  vf em1, kf;
+  const vf cdf2 = tp_erfc_ex(y, em1, kf);
+  const vf a = tp_abs(y);
+  const vf u = a * a, ul = tp_erfc_fma(a, a, -u);
+  vf xx = x * x;
+  __asm__("" : "+v"(xx));
+  const vf xl = tp_erfc_fma(x, x, -xx);
+  const vf d = (0.5f * xx - u) + (0.5f * xl - ul);
+  const vf e = 1.0f + em1;
+  vf pdf = (x * 0.398942292f) * tp_erfc_fma(-e, d, e);
+  pdf = pdf * (vf)((191 - ((vi)kf - 0x4b400000)) << 23);
+  __asm__("" : "+v"(pdf));
+  pdf = pdf * 5.42101086e-20f;
+  __asm__("" : "+v"(pdf));
+  if (__builtin_expect(tp_gg_any_gt(a, 10.125f), 0)) {
+    vf q = tp_exp(xx * -0.5f) * 0.398942292f;
+    __asm__("" : "+v"(q));
+    q = x * q;
+    __asm__("" : "+v"(q));
+    pdf = a > 10.125f ? q : pdf;
+  }
+  return cdf2 * 0.5f + pdf;
+}
+static inline float tp_gelu_grad(float x) { return tp_gelu_grad(tp_splat_vf(x))[0]; }
+static inline double tp_gelu_grad(double x) {
+  return __builtin_erfc(x * -0.70710678118654752440) * 0.5 + x * (__builtin_exp(x * x * -0.5) * 0.39894228040143267794);
+}
+static inline vd tp_gelu_grad(vd v) { for (int i = 0; i < TP_LD; ++i) v[i] = tp_gelu_grad(v[i]); return v; }
+)TP";
+}
+
 // Python // and % (floor division; the remainder takes the divisor's sign).
 // b == -1 is special-cased so INT64_MIN // -1 wraps instead of trapping.
 constexpr const char* kFloorDiv = R"TP(
@@ -368,7 +419,7 @@ std::string cpp_prelude(const PreludeRequest& req) {
   horizontal(s, "i64", "tp_hprod", "vl", "vl", ld, "*");
   horizontal(s, "i64", "tp_hmax", "vl", "vl", ld, "tp_max");
   horizontal(s, "i64", "tp_hmin", "vl", "vl", ld, "tp_min");
-  if (req.need_exp || req.need_tanh || req.need_sigmoid) s += kExp;
+  if (req.need_exp || req.need_tanh || req.need_sigmoid || req.need_gelu_grad) s += kExp;
   if (req.need_log) s += kLog;
   if (req.need_tanh) s += kTanh;
   if (req.need_sigmoid) s += kSigmoid;
@@ -379,15 +430,23 @@ std::string cpp_prelude(const PreludeRequest& req) {
   }
   if (req.need_floordiv) s += kFloorDiv;
   if (req.need_philox) s += philox_prelude();
+  if (req.need_gelu_grad)
+    TP_CHECK(vb >= 32, ValueError, "cpp_prelude: tp_gelu_grad needs vector_bytes 32 or 64 (FMA), got ", vb);
+  bool have_erfc = false;
   for (auto& fn : req.libm)
     if (const LibmFn* f = find_libm(fn)) {
       if (fn == "erfc" && vb >= 32) {
         emit_erfc(s, vb);
+        have_erfc = true;
         continue;
       }
       auto m = req.libmvec.find(fn);
       emit_libm(s, *f, m == req.libmvec.end() ? std::string() : m->second);
     }
+  if (req.need_gelu_grad) {
+    if (!have_erfc) emit_erfc(s, vb);
+    emit_gelu_grad(s, vb);
+  }
   return s;
 }
 

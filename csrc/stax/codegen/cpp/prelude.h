@@ -30,6 +30,9 @@
 //                  tp_store_m(p, v, mask), tp_lanes_below(vf{}|vd{}, n) -> vi|vl
 //                  (lanes < n true): AVX-512 masked moves, vector_bytes 64 only
 //   need_floordiv: tp_floordiv(i64, i64), tp_mod(i64, i64) (Python semantics)
+//   need_gelu_grad: tp_gelu_grad(x) = Phi(x) + x phi(x), the derivative of the
+//                  erf gelu (float, double, vf, vd; 32- and 64-byte vectors):
+//                  the float form reuses erfc's internal exp(-x^2/2), see prelude.cpp
 //   need_philox:   tp_philox_uniform_f32 / _f64, tp_philox_normal_f32 / _f64
 //                  (i64 key, i64 first counter, i64 flat index) -> float / double:
 //                  element i of eager's rand / randn (scalar only)
@@ -59,6 +62,7 @@ struct PreludeRequest {
   bool need_welford = false;   // tp_wstep / tp_wmerge / tp_wlanes (ReduceOp::Welford)
   bool need_floordiv = false;  // tp_floordiv / tp_mod on long long, Python floor semantics
   bool need_philox = false;    // tp_philox_{uniform,normal}_{f32,f64}(key, first, i): scalar, see prelude_philox.cpp
+  bool need_gelu_grad = false; // tp_gelu_grad (float, double, vf, vd): vector_bytes 32 or 64 only (pulls in exp, erfc)
   std::set<std::string> libm;  // libm-backed functions used (names as in the IR's Call fn)
   // Of those, the ones whose float vector form calls libmvec at this width:
   // name -> symbol (e.g. "sin" -> "_ZGVeN16v_sinf"); the others loop over lanes.
