@@ -413,30 +413,3 @@ def test_cnn_with_batch_norm_training_on_cuda_is_one_version():
     # and eager): the comparison is of losses and gradients only.
     _train_and_compare(list(net.parameters()), step, batches, rtol=5e-4, atol=2e-4)
 
-
-@gpu
-def test_training_step_not_symbolic_on_cuda_falls_back_to_static_with_a_reason(monkeypatch, capfd):
-    # max(dim)'s size-free gradient builds its one-hot on the host: where a
-    # formula cannot be traced symbolically on the GPU, each size is its own
-    # static version, with one `recompiles` line saying why (never a crash or
-    # a wrong gradient).
-    monkeypatch.setenv("TP_LOGS", "recompiles")
-    tp.compiler.reset()
-    w = tp.randn(6, 8).cuda().requires_grad_()
-
-    def step(x):
-        return (x @ w).max(1).values.pow(2).sum()
-
-    cf = tp.compile(step, dynamic=True, strict_native=True)
-    for n in [5, 9, 17]:
-        tp.manual_seed(n)
-        x = tp.randn(n, 6).cuda()
-        w.grad = None
-        cf(x).backward()
-        got = w.grad.clone()
-        w.grad = None
-        step(x).backward()
-        _close(got, w.grad, rtol=2e-4, atol=1e-4, msg=str(n))
-    err = capfd.readouterr().err
-    if cf.num_specializations > 1:
-        assert "the training capture is made static" in err
