@@ -616,12 +616,6 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     if (!grad_reason.empty() && backend && backend->behind_aot &&
         options_.options.count("activation_memory_budget"))
       keep = false;
-    // Training on CUDA inputs stays static: the AOT layer's symbolic joint
-    // capture has not run on a GPU (its first try failed inside the symbolic
-    // training path with CUDA tensors), so a static region is generated per size.
-    if (!grad_reason.empty() && backend && backend->behind_aot)
-      for (auto& t : all)
-        if (t.defined() && t.device().kind == Device::Kind::CUDA) keep = false;
     if (!grad_reason.empty() && backend && backend->behind_aot && symbolic_training_refusals_ >= 2) {
       keep = false;
       if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))
@@ -639,8 +633,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       std::string why;
       try {
         joint = aot::trace_joint_symbolic(*g, ex, needs, &joint_guards, &why);
-      } catch (const Error& e) {
-        why = e.what();  // the static path traces it again and reports a real failure
+      } catch (const std::exception& e) {
+        // Not only Error: any failure of the symbolic trace makes the version
+        // static; the static path traces it again and reports a real failure.
+        why = e.what();
       }
       if (!joint) {
         keep = false;

@@ -20,10 +20,14 @@ inline Tensor as_keepdim(const Tensor& t, const Tensor& x, const std::vector<boo
 // (float64, the reduced dims kept as size 1) instead of a number: a sum of
 // ones broadcast to x's sizes, so a graph traced with symbolic sizes computes
 // it at every call (exact below 2^53). For the symbolic derivative formulas
-// (OpDef::symbolic_backward); the ones are host memory, as symbolic joint
-// traces are (a CUDA training capture stays static).
+// (OpDef::symbolic_backward). The C++ factories build on the host: for a
+// device x the ones are where(true, 1, x), an operator of x on x's device (its
+// values never read), so a CUDA joint trace records them as a function of x.
 inline Tensor count_tensor(const Tensor& x, const std::vector<bool>& mask) {
-  Tensor one = expand(ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes());
+  Tensor one = x.device().kind == Device::Kind::CPU
+                   ? expand(ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Float64), x.sizes())
+                   : to_dtype(where(Tensor::scalar_tensor(Scalar(true), DType::Bool), scalar(Scalar(1.0)), x),
+                              DType::Float64);
   std::vector<int64_t> dims;
   for (size_t d = 0; d < mask.size(); ++d)
     if (mask[d]) dims.push_back(static_cast<int64_t>(d));

@@ -141,6 +141,32 @@ def test_symbolic_flat_loops_skip_a_zero_count():
     assert src.count(" > 0) {\n    const int tp_per") == 2
 
 
+def linear_relu(x, w, b):
+    return (x @ w + b).relu()
+
+
+def bias_and_weight_grads(g, x):
+    # A backward's bias gradient (column sums of g) beside the weight gradient
+    # x^T @ g: the CUDA preparation fuses them into one cuBLASLt call with the
+    # bias-gradient epilogue (two results).
+    return x.t() @ g, g.sum(0)
+
+
+@pytest.mark.parametrize("fn,make", [
+    (linear_relu, lambda n: [tp.randn(n, 12), tp.randn(12, 24), tp.randn(24)]),
+    (bias_and_weight_grads, lambda n: [tp.randn(n, 24), tp.randn(n, 12)]),
+], ids=["gemm_epilogue", "gemm_bias_grad"])
+def test_fused_gemm_calls_keep_symbolic_sizes(fn, make):
+    # Symbolic training on CUDA (issue 11): the GEMM epilogue fusions made
+    # their nodes without symbolic sizes, so a symbolic forward's fused
+    # product was refused and a symbolic backward's two-result bias-gradient
+    # call read its results' symbolic sizes out of range (std::out_of_range).
+    src, kernels, _, _ = _C._testing_stax_cuda_symbolic(fn, make(A), [A])
+    # Still fused at symbolic sizes: the region is the one library call (an
+    # unfused ReLU or column sum would be a generated kernel).
+    assert kernels == []
+
+
 def test_static_source_has_no_size_arguments():
     fn, make, hints, _ = CASES["softmax"]
     src = _C._stax_cuda_source(_C._capture(fn, *make(*hints)))
@@ -272,3 +298,118 @@ def test_reduce_overhead_with_dynamic_sizes():
     assert f.num_specializations == 1
     assert after["captures"] - before["captures"] >= 3  # a graph per size change
     assert after["replays"] - before["replays"] >= 3
+
+
+# --- symbolic training on CUDA (issue 11) ----------------------------------------
+# tp.compile(step, dynamic=True) of a training step on CUDA tensors: the joint
+# graph traced with the capture's symbols, partitioned once, one forward and
+# one backward CUDA region for every batch size; the loss and every .grad
+# against the eager CUDA step at each size.
+
+def _train_and_compare(params, step, batches, rtol=2e-4, atol=1e-4):
+    tp.compiler.reset()
+    cf = tp.compile(step, dynamic=True, strict_native=True)
+    for i, inputs in enumerate(batches):
+        for p in params:
+            p.grad = None
+        loss = cf(*inputs)
+        loss.backward()
+        got = [p.grad.clone() for p in params]
+        for p in params:
+            p.grad = None
+        ref = step(*inputs)
+        ref.backward()
+        _close(loss.detach(), ref.detach(), rtol=rtol, atol=atol, msg=f"loss, batch {i}")
+        for k, (g, p) in enumerate(zip(got, params)):
+            assert p.grad is not None
+            _close(g, p.grad, rtol=rtol, atol=atol, msg=f"grad {k}, batch {i}")
+    assert cf.num_specializations == 1
+    assert tp.compiler.metrics.aot_regions == 1  # one joint graph, one partition
+    assert tp.compiler.metrics.compile_count == 2  # one forward and one backward region
+    assert tp.compiler.metrics.fallback_count == 0
+
+
+@gpu
+def test_mlp_training_with_dynamic_true_on_cuda_is_one_version():
+    tp.manual_seed(0)
+    m = nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Linear(24, 5)).cuda()
+
+    def step(x, y):
+        return F.cross_entropy(m(x), y)
+
+    batches = []
+    for n in [32, 48, 17, 2, 3, 97, 257]:
+        tp.manual_seed(n)
+        batches.append((tp.randn(n, 12).cuda(), tp.randint(0, 5, (n,)).cuda()))
+    _train_and_compare(list(m.parameters()), step, batches)
+
+
+class _Block(nn.Module):
+    """Pre-LN attention block: layer_norm, Linear, softmax attention, GELU."""
+    D = 16
+
+    def __init__(self):
+        super().__init__()
+        D = self.D
+        self.ln = nn.LayerNorm(D)
+        self.qkv = nn.Linear(D, 3 * D)
+        self.o = nn.Linear(D, D)
+        self.ff = nn.Linear(D, D)
+
+    def forward(self, x):
+        D = self.D
+        h = self.ln(x)
+        q, k, v = self.qkv(h).split(D, dim=-1)
+        a = ((q @ k.transpose(-2, -1)) * (1.0 / D ** 0.5)).softmax(-1)
+        x = x + self.o(a @ v)
+        return x + F.gelu(self.ff(x))
+
+
+@gpu
+def test_attention_block_training_over_sequence_lengths_on_cuda_is_one_version():
+    tp.manual_seed(1)
+    blk = _Block().cuda()
+
+    def step(x):
+        return blk(x).pow(2).mean()
+
+    batches = []
+    for t in [9, 12, 5, 17, 2, 33, 64]:
+        tp.manual_seed(100 + t)
+        batches.append((tp.randn(3, t, _Block.D).cuda(),))
+    _train_and_compare(list(blk.parameters()), step, batches)
+
+
+class _Net(nn.Module):
+    """conv2d + batch_norm + relu + max_pool2d, conv2d + avg_pool2d, a linear head
+    (2 channels, 10x10 images: no batch size below equals another dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.c2 = nn.Conv2d(4, 6, 3)
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
+        h = F.avg_pool2d(self.c2(h), 2)
+        return self.fc(h.flatten(1))
+
+
+@gpu
+def test_cnn_with_batch_norm_training_on_cuda_is_one_version():
+    tp.manual_seed(0)
+    net = _Net().cuda()
+
+    def step(x, y):
+        return F.cross_entropy(net(x), y)
+
+    batches = []
+    for n in [8, 16, 3, 7, 13]:
+        tp.manual_seed(200 + n)
+        batches.append((tp.randn(n, 2, 10, 10).cuda(), tp.randint(0, 5, (n,)).cuda()))
+    # Each step in training mode updates the running statistics twice (compiled
+    # and eager): the comparison is of losses and gradients only.
+    _train_and_compare(list(net.parameters()), step, batches, rtol=5e-4, atol=2e-4)
+

@@ -610,8 +610,12 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
   }
   ScopedInterceptor no_tracer(nullptr);
   // The eager CUDA kernel; an operator without one raises NotImplementedError
-  // naming it and the device (never a trip through the CPU).
-  std::vector<Tensor> outs = run_kernel(*e.op, in, e.attrs);
+  // naming it and the device (never a trip through the CPU). Attributes
+  // computed from sizes (a symbolic backward's conv2d_input_grad input size)
+  // at this call's sizes, not the example's.
+  std::vector<Tensor> outs =
+      e.call.sym_attrs.empty() ? run_kernel(*e.op, in, e.attrs)
+                               : run_kernel(*e.op, in, call_attrs(e, [&](const ir::IndexExpr& x) { return ir::evaluate(x, sizes); }));
   if (outs.size() != e.out_slots.size())
     throw Error(str("internal: extern ", e.call.op, " returned ", outs.size(), " results, planned ", e.out_slots.size()));
   for (size_t r = 0; r < outs.size(); ++r) {
@@ -623,6 +627,11 @@ void CudaRegion::run_extern(const ExternStep& e, std::vector<Tensor>& slots, std
       for (size_t d = 0; d < sz.size(); ++d) sz[d] = ir::evaluate(s.size_exprs[d], sizes);
       st = contiguous_strides(sz);
     }
+    // A result of another shape is a planning error (a size baked in): raised,
+    // never broadcast into the planned buffer.
+    if (t.sizes() != sz)
+      throw Error(str("internal: extern ", e.call.op, " result ", r, " has shape ", shape_str(t.sizes()), ", planned ",
+                      shape_str(sz)));
     bool fresh = !e.op->has(kView);
     for (auto& x : in) fresh = fresh && !(x.defined() && x.impl()->storage == t.impl()->storage);
     if (!(fresh && t.dtype() == s.dtype && t.strides() == st && t.sizes() == sz)) {

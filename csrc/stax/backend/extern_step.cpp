@@ -18,4 +18,16 @@ std::vector<ExternStep> extern_steps(const std::vector<ir::ExternCall>& calls, c
   return steps;
 }
 
+Attrs call_attrs(const ExternStep& e, const std::function<int64_t(const ir::IndexExpr&)>& at) {
+  Attrs attrs = e.attrs;
+  for (auto& [name, exprs] : e.call.sym_attrs) {
+    std::vector<int64_t> xs;
+    for (auto& x : exprs) xs.push_back(at(x));
+    const AttrValue* old = e.attrs.find(name.c_str());
+    if (old && std::holds_alternative<int64_t>(*old)) attrs.set(intern_attr_name(name), xs.at(0));
+    else attrs.set(intern_attr_name(name), std::move(xs));
+  }
+  return attrs;
+}
+
 }  // namespace tp::stax

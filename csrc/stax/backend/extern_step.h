@@ -2,6 +2,7 @@
 // call, its operator and attributes, and the region slots of its operands and
 // results.
 #pragma once
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -22,5 +23,10 @@ struct ExternStep {
 // `attrs` holds each call's attributes by id (LoweredRegion::extern_attrs).
 std::vector<ExternStep> extern_steps(const std::vector<ir::ExternCall>& calls, const std::vector<Attrs>& attrs,
                                      const std::unordered_map<int, int>& slot_of);
+
+// The attributes of one call of the step (dynamic shapes): those computed from
+// sizes (ExternCall::sym_attrs) evaluated by `at` at the call's sizes, the
+// others as planned. CPU and CUDA regions both pass these to the eager kernel.
+Attrs call_attrs(const ExternStep& e, const std::function<int64_t(const ir::IndexExpr&)>& at);
 
 }  // namespace tp::stax

@@ -10,14 +10,52 @@
 #include "ops/api_math.h"
 #include "ops/api_nn_linalg.h"
 #include "graph/interpreter.h"
+#include "graph/sym_shape_rules.h"
 #include "ops/ops.h"
 #include "passes/passes.h"
 
 namespace tp::stax {
 using graph::Node;
 using graph::Opcode;
+using graph::SymShape;
 
 namespace {
+
+// Dynamic shapes: a node a fusion adds to a symbolic graph takes the symbolic
+// sizes of the value it stands for (without them the lowering would plan the
+// extern call's results at the hints, or refuse them); a view's target sizes
+// become a symbolic attribute, read per call.
+void sym_like(const graph::Graph& g, Node* fresh, const Node* like) {
+  if (g.is_symbolic()) fresh->sym_sizes = graph::sym_shape_of(*like);
+}
+void sym_results(const graph::Graph& g, Node* fresh, const std::vector<const Node*>& like) {
+  if (!g.is_symbolic()) return;
+  fresh->sym_sizes = graph::sym_shape_of(*like.at(0));
+  fresh->output_sym_sizes.clear();
+  for (const Node* l : like) fresh->output_sym_sizes.push_back(graph::sym_shape_of(*l));
+}
+void sym_view(const graph::Graph& g, Node* view, const Node* like) {
+  if (!g.is_symbolic()) return;
+  view->sym_sizes = graph::sym_shape_of(*like);
+  bool any = false;
+  for (const graph::SymDim& d : view->sym_sizes) any = any || !d.is_const();
+  if (any) view->sym_attrs["size"] = view->sym_sizes;
+}
+// Equal sizes at the hints are not enough in a symbolic graph: a static dim
+// may equal a symbol's hint.
+bool same_sym(const graph::Graph& g, const Node* a, const Node* b) {
+  return !g.is_symbolic() || graph::sym_shape_of(*a) == graph::sym_shape_of(*b);
+}
+bool sym_bias_fits(const graph::Graph& g, const Node* bias, const Node* product) {
+  if (!g.is_symbolic()) return true;
+  const SymShape b = graph::sym_shape_of(*bias), p = graph::sym_shape_of(*product);
+  return !b.empty() && p.size() == 2 && b.back() == p[1];
+}
+SymShape sym_swapped(const Node* n) {
+  SymShape s = graph::sym_shape_of(*n);
+  if (s.size() == 2) std::swap(s[0], s[1]);
+  return s;
+}
 
 std::vector<TensorMeta> epilogue_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   TP_CHECK(in.size() == 3, ValueError, op.name, ": expected 3 tensor arguments, got ", in.size());
@@ -286,11 +324,13 @@ int fuse_gelu_gradients(graph::Graph& g) {
       meta.strides = contiguous_strides(meta.sizes);
       Node* d = g.insert_call_before(q, gemm_dgelu_op(), {a, b, aux}, {}, meta);
       d->grad_enabled = m->grad_enabled;
+      sym_like(g, d, q);
       Node* out = d;
       if (m->meta.sizes != d->meta.sizes) {
         Attrs va;
         va.set("size", std::vector<int64_t>(m->meta.sizes.begin(), m->meta.sizes.end()));
         out = g.insert_call_before(q, get_op("view"), {d}, va, m->meta);
+        sym_view(g, out, m);
       }
       g.replace_all_uses(m, out);
       g.recompute_users();
@@ -356,12 +396,17 @@ int fuse_gelu_aux(graph::Graph& g) {
     Node* f = g.insert_call_before(p, gemm_epilogue_op(), {static_cast<Node*>(bias), a, b}, attrs, meta);
     f->output_metas = {meta, meta};
     f->grad_enabled = act->grad_enabled;
+    sym_results(g, f, {p, p});
     Node* r0 = g.insert_call_before(p, graph::getitem_op(), {f}, {{"index", int64_t{0}}}, meta);
     Node* r1 = g.insert_call_before(p, graph::getitem_op(), {f}, {{"index", int64_t{1}}}, meta);
+    sym_like(g, r0, p);
+    sym_like(g, r1, p);
     Node* y = r0;
     if (view) {
       y = g.insert_call_before(p, *view->target, {r0}, view->attrs, act->meta);
       y->meta = act->meta;
+      sym_like(g, y, act);
+      y->sym_attrs = view->sym_attrs;
     }
     g.replace_all_uses(act, y);
     g.replace_all_uses(p, r1);
@@ -440,7 +485,10 @@ int fuse_bias_gradients(graph::Graph& g) {
       Node* src = node_arg(other, 0);
       const bool view = other->is_op("permute") || other->is_op("view") || other->is_op("reshape");
       if (!view || !src || pos.at(src) >= pos.at(at) || other->args.size() != 1) continue;
-      other = g.insert_call_before(at, *other->target, {src}, other->attrs, other->meta);
+      Node* same = g.insert_call_before(at, *other->target, {src}, other->attrs, other->meta);
+      sym_like(g, same, other);
+      same->sym_attrs = other->sym_attrs;
+      other = same;
     }
     Attrs swap;
     swap.set("dims", std::vector<int64_t>{1, 0});
@@ -454,6 +502,10 @@ int fuse_bias_gradients(graph::Graph& g) {
       Node* x = a;
       a = g.insert_call_before(at, get_op("permute"), {G}, swap, transposed_meta(G->meta));
       b = g.insert_call_before(at, get_op("permute"), {x}, swap, transposed_meta(x->meta));
+      if (g.is_symbolic()) {
+        a->sym_sizes = sym_swapped(G);
+        b->sym_sizes = sym_swapped(x);
+      }
     }
     Attrs attrs;
     attrs.set("act", std::string(act));
@@ -464,8 +516,11 @@ int fuse_bias_gradients(graph::Graph& g) {
     Node* f = g.insert_call_before(at, gemm_bgrad_op(), {a, b}, attrs, metas[0]);
     f->output_metas = metas;
     f->grad_enabled = replaced->grad_enabled;
+    sym_results(g, f, {replaced, s});
     Node* r0 = g.insert_call_before(at, graph::getitem_op(), {f}, {{"index", int64_t{0}}}, metas[0]);
     Node* r1 = g.insert_call_before(at, graph::getitem_op(), {f}, {{"index", int64_t{1}}}, metas[1]);
+    sym_like(g, r0, replaced);
+    sym_like(g, r1, s);
     g.replace_all_uses(replaced, r0);
     g.replace_all_uses(s, r1);
     g.recompute_users();
@@ -514,11 +569,13 @@ int fuse_gemm_epilogues(graph::Graph& g) {
     Node* last = n;  // the value the fused call replaces
     if (addmm) {
       bias = node_arg(n, 0);
-      if (!bias_row(bias, N, dt) || !scalar_is_one(n, "beta") || !scalar_is_one(n, "alpha")) continue;
+      if (!bias_row(bias, N, dt) || !sym_bias_fits(g, bias, n) || !scalar_is_one(n, "beta") ||
+          !scalar_is_one(n, "alpha"))
+        continue;
     } else if (Node* u = sole_user(n); u && u->is_op("add") && scalar_is_one(u, "alpha") && u->meta.dtype == dt &&
-                                          u->meta.sizes == n->meta.sizes) {
+                                          u->meta.sizes == n->meta.sizes && same_sym(g, u, n)) {
       Node* other = node_arg(u, 0) == n ? node_arg(u, 1) : node_arg(u, 0);
-      if (other != n && bias_row(other, N, dt)) {
+      if (other != n && bias_row(other, N, dt) && sym_bias_fits(g, other, n)) {
         bias = other;
         last = u;
       }
@@ -534,7 +591,8 @@ int fuse_gemm_epilogues(graph::Graph& g) {
       view = u;
       u = sole_user(u);
     }
-    if (u && u->meta.dtype == dt && u->meta.sizes == (view ? view : last)->meta.sizes) {
+    if (u && u->meta.dtype == dt && u->meta.sizes == (view ? view : last)->meta.sizes &&
+        same_sym(g, u, view ? view : last)) {
       if (u->is_op("relu")) act = "relu";
       else if (u->is_op("gelu") && u->attrs.has("approximate") && u->attrs.get_str("approximate") == "tanh")
         act = "gelu_tanh";
@@ -550,6 +608,7 @@ int fuse_gemm_epilogues(graph::Graph& g) {
     meta.strides = contiguous_strides(meta.sizes);
     Node* f = g.insert_call_before(last, gemm_epilogue_op(), {static_cast<Node*>(bias), a, b}, attrs, meta);
     f->grad_enabled = (act_node ? act_node : last)->grad_enabled;
+    sym_like(g, f, result);
     if (view) {  // view(f) stands for act(view(y))
       g.replace_all_uses(last, f);
       g.replace_all_uses(act_node, view);

@@ -466,15 +466,7 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
   if (e.call.sym_attrs.empty()) {
     outs = run_kernel(*e.op, in, e.attrs);
   } else {
-    Attrs attrs = e.attrs;
-    for (auto& [name, exprs] : e.call.sym_attrs) {
-      std::vector<int64_t> xs;
-      for (auto& x : exprs) xs.push_back(eval_at(x, st.sizes));
-      const AttrValue* old = e.attrs.find(name.c_str());
-      if (old && std::holds_alternative<int64_t>(*old)) attrs.set(intern_attr_name(name), xs.at(0));
-      else attrs.set(intern_attr_name(name), std::move(xs));
-    }
-    outs = run_kernel(*e.op, in, attrs);
+    outs = run_kernel(*e.op, in, call_attrs(e, [&](const ir::IndexExpr& x) { return eval_at(x, st.sizes); }));
   }
   if (outs.size() != e.out_slots.size())
     throw Error(str("internal: extern ", e.call.op, " returned ", outs.size(), " results, planned ",

@@ -106,7 +106,11 @@ std::vector<Value> add_results(LoweringContext& c, ExternCall& call) {
       c.fail(str("a result of dtype ", dtype_name(m.dtype), ", which generated kernels do not support yet"));
     if (c.symbolic()) {  // planned contiguous at the call's sizes
       const graph::Node& n = c.node();
-      SymShape sizes = n.output_metas.empty() ? n.sym_sizes : n.output_sym_sizes.at(r);
+      // A node a backend pass made without symbolic sizes: refused (the
+      // caller compiles per size), never read out of range.
+      if (!n.output_metas.empty() && r >= n.output_sym_sizes.size())
+        c.fail("a result without symbolic sizes in a graph with symbolic shapes");
+      SymShape sizes = n.output_metas.empty() ? n.sym_sizes : n.output_sym_sizes[r];
       if (sizes.size() != m.sizes.size()) c.fail("a result without symbolic sizes in a graph with symbolic shapes");
       int buf = c.add_buffer(BufferKind::Temp, "buf", m.dtype, sizes, -1);
       call.outputs.push_back(buf);
