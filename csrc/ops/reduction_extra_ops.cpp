@@ -136,8 +136,12 @@ std::vector<Tensor> dim_onehot_backward(const BackwardArgs& a) {
   const bool keep = keepdim_of(a.attrs);
   Tensor idx = ops::as_keepdim(a.outputs[1], x, mask, keep);
   Tensor hit;
-  if constexpr (SizeFree) {
-    Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
+  const bool on_host = x.device().kind == Device::Kind::CPU;
+  if (SizeFree || !on_host) {
+    // Position + 1 along `dim` as a running count of ones; on a device the ones
+    // are made there (a host tensor would meet the device index in eq).
+    Tensor one = on_host ? ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes())
+                         : ops::ones_like(x, DType::Int64);
     hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
   } else {
     Shape pos_shape(static_cast<size_t>(x.dim()), 1);

@@ -453,3 +453,21 @@ def test_cumprod_equals_eager_bit_for_bit(dtype):
 def test_long_cumsum_equals_eager_bit_for_bit():
     x = _cuda(np.random.default_rng(13).standard_normal(1 << 16))
     np.testing.assert_array_equal(_np(x.cumsum(0)), _np(x.cpu().cumsum(0)))
+
+
+@gpu
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_dim_backward_on_cuda_equals_cpu(op, keepdim):
+    # The one-hot of the picked index was built on the host (arange), so the
+    # backward of max(dim)/min(dim) on a CUDA tensor raised "eq: cuda:0 and cpu".
+    base = tp.tensor([[1.0, 3.0, 3.0, -2.0], [5.0, 5.0, 0.0, 7.0], [-1.0, -4.0, -4.0, 2.0]])
+    for dim in (0, 1, -1):
+        grads = []
+        for dev in ("cpu", "cuda"):
+            x = base.to(dev).detach().requires_grad_(True)
+            values, indices = getattr(x, op)(dim, keepdim=keepdim)
+            (values * tp.arange(values.numel()).reshape(values.shape).to(values.dtype).to(dev)).sum().backward()
+            grads.append((x.grad.cpu().numpy(), indices.cpu().numpy()))
+        np.testing.assert_array_equal(grads[1][1], grads[0][1])
+        np.testing.assert_array_equal(grads[1][0], grads[0][0])
