@@ -317,6 +317,81 @@ bool split_piece_bounds(Ctx& c, const std::string& family, const SymDim& L, SymD
   return true;
 }
 
+// slice's (and slice_scatter's) start and end along a dim of size L, clamped.
+// A bound needs a symbolic attribute only when it came from a SymInt, from a
+// derivative formula's size expression, or from a composite's "to the end" (a
+// constant, negative ones included, reads the same at every size: the kernel
+// normalizes and clamps it as the rule did). False: a bound a composite
+// computed from sizes that the trace cannot follow.
+bool slice_bounds(Ctx& c, const SymDim& L, SymDim* s, SymDim* e, bool* sym_start, bool* sym_end) {
+  auto bound = [&](const char* name, int64_t dflt, SymDim* out, bool* symbolic) -> bool {
+    if (const std::vector<SymDim>* sa = c.sym_attr(name)) {
+      *out = clamp_bound(c, sa->at(0), L);
+      *symbolic = true;
+      return true;
+    }
+    std::optional<int64_t> v = c.n.attrs.get_optional_int(name);
+    int64_t x = v ? *v : dflt;
+    if (x >= (int64_t{1} << 62)) {  // an open end
+      *out = L;
+      return true;
+    }
+    if (!L.is_const() && c.derived(x > 0 ? x : -x)) {
+      if (x == c.env.hint(L)) {  // the composite's "to the end"
+        *out = L;
+        *symbolic = true;
+        return true;
+      }
+      return false;
+    }
+    *out = clamp_bound(c, SymDim(x), L);
+    return true;
+  };
+  return bound("start", 0, s, sym_start) && bound("end", int64_t{1} << 62, e, sym_end);
+}
+
+SymDim slice_length(Ctx& c, const SymDim& s, const SymDim& e, int64_t step) {
+  return c.env.decide(e - s, GuardRel::Ge, c.where()) ? c.env.resolve(floordiv(e - s + SymDim(step - 1), SymDim(step)))
+                                                      : SymDim(0);
+}
+
+// The bounds the node keeps: symbolic ones as attributes evaluated per call,
+// the others (and symbolic ones that resolved to a number) as plain ints.
+// A symbolic one's int is set to its value at the hints, normalized and
+// clamped as the expression is (x[-(n // 2):] keeps start = n - n // 2), so a
+// derivative formula that passes the int on (slice's gradient) passes the
+// number the expression has.
+void keep_slice_bounds(Ctx& c, SymDim s, SymDim e, bool sym_start, bool sym_end) {
+  for (auto [name, v, symbolic] : {std::tuple{"start", s, sym_start}, std::tuple{"end", e, sym_end}}) {
+    if (symbolic && !v.is_const()) c.n.sym_attrs[name] = {v};
+    else c.n.sym_attrs.erase(name);
+    if (symbolic) c.n.attrs.set(name, c.env.hint(v));
+  }
+}
+
+// A part of narrow(dim, start, length) (slice(start', start' + length), start'
+// = start, or start + L when negative): its bounds from the user's start and
+// length (SymInts or literals), which slice's rule cannot tell from sizes.
+void narrow_bounds(Ctx& c, const SymDim& L) {
+  if (!c.part || !c.call || !c.call->op || std::strcmp(c.call->op->name, "narrow") != 0) return;
+  auto arg = [&](const char* name) -> std::optional<SymDim> {
+    if (auto it = c.call->sym_attrs.find(name); it != c.call->sym_attrs.end() && it->second.size() == 1)
+      return it->second[0];
+    if (std::optional<int64_t> v = c.call->attrs.get_optional_int(name)) return SymDim(*v);
+    return std::nullopt;
+  };
+  std::optional<SymDim> start = arg("start"), length = arg("length");
+  if (!start || !length) return;
+  if (c.env.hint(*start) < 0) start = *start + L;
+  const SymDim end = c.env.resolve(*start + *length);
+  start = c.env.resolve(*start);
+  if (c.n.attrs.get_optional_int("start") != c.env.hint(*start) || c.n.attrs.get_optional_int("end") != c.env.hint(end))
+    return;
+  c.n.sym_attrs["start"] = {*start};
+  c.n.sym_attrs["end"] = {end};
+  c.call->consumed = true;
+}
+
 bool rule_slice(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
@@ -341,68 +416,92 @@ bool rule_slice(Ctx& c) {
     }
     return true;
   }
-  // A bound needs a symbolic attribute only when it came from a SymInt or from a
-  // composite's "to the end" (a constant, negative ones included, reads the same
-  // at every size: the kernel normalizes and clamps it as the rule did).
-  bool sym_start = false, sym_end = false;
-  auto bound = [&](const char* name, int64_t dflt, SymDim* out, bool* symbolic) -> bool {
-    if (const std::vector<SymDim>* sa = c.sym_attr(name)) {
-      *out = clamp_bound(c, sa->at(0), L);
-      *symbolic = true;
-      return true;
-    }
-    std::optional<int64_t> v = c.n.attrs.get_optional_int(name);
-    int64_t x = v ? *v : dflt;
-    if (x >= (int64_t{1} << 62)) {  // an open end
-      *out = L;
-      return true;
-    }
-    if (!L.is_const() && c.derived(x > 0 ? x : -x)) {
-      if (x == c.env.hint(L)) {  // the composite's "to the end"
-        *out = L;
-        *symbolic = true;
-        return true;
-      }
-      return false;
-    }
-    *out = clamp_bound(c, SymDim(x), L);
-    return true;
-  };
+  narrow_bounds(c, L);
   SymDim s, e;
-  if (!bound("start", 0, &s, &sym_start) || !bound("end", int64_t{1} << 62, &e, &sym_end)) return false;
-  SymDim len = c.env.decide(e - s, GuardRel::Ge, c.where()) ? c.env.resolve(floordiv(e - s + SymDim(step - 1), SymDim(step)))
-                                                             : SymDim(0);
+  bool sym_start = false, sym_end = false;
+  if (!slice_bounds(c, L, &s, &e, &sym_start, &sym_end)) return false;
   SymShape out = in;
-  out[dim] = len;
+  out[dim] = slice_length(c, s, e, step);
   c.n.sym_sizes = out;
-  for (auto [name, v, symbolic] : {std::tuple{"start", s, sym_start}, std::tuple{"end", e, sym_end}}) {
-    if (symbolic && !v.is_const()) c.n.sym_attrs[name] = {v};
-    else c.n.sym_attrs.erase(name);
-    if (symbolic && v.is_const()) c.n.attrs.set(name, v.const_value());
+  keep_slice_bounds(c, s, e, sym_start, sym_end);
+  return true;
+}
+
+// slice_scatter(self, src, dim, start, end, step): self's shape, src filling
+// the slice (its sizes equal the slice's, recorded). slice's gradient makes
+// one with the forward slice's bounds, as symbolic attributes where the
+// forward computed them from sizes.
+bool rule_slice_scatter(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), src = arg_shape(c.n, 1);
+  if (in.empty() || src.size() != in.size()) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  const int64_t step = c.n.attrs.get_or<int64_t>("step", 1);
+  if (step < 1) return false;
+  SymDim s, e;
+  bool sym_start = false, sym_end = false;
+  if (!slice_bounds(c, in[dim], &s, &e, &sym_start, &sym_end)) return false;
+  const SymDim len = slice_length(c, s, e, step);
+  for (size_t d = 0; d < in.size(); ++d) c.env.require_equal(src[d], d == dim ? len : in[d], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  c.n.sym_sizes = in;
+  keep_slice_bounds(c, s, e, sym_start, sym_end);
+  return true;
+}
+
+// select's (and select_scatter's) index along a dim of size L, normalized
+// (a negative one counts from the end) and checked in range by decisions at
+// the hints. A symbolic index (x[n - 1], select's gradient of it) is kept as
+// an attribute evaluated per call, its int set to the normalized hint.
+bool select_index(Ctx& c, SymShape* in, size_t dim) {
+  SymDim L = in->at(dim);
+  const int64_t idx = c.n.attrs.get_int("index");
+  if (const std::vector<SymDim>* sa = c.sym_attr("index")) {
+    SymDim i = sa->at(0);
+    if (c.env.hint(i) < 0) i = i + L;
+    c.env.decide(i, GuardRel::Ge, c.where());
+    c.env.decide(L - i - SymDim(1), GuardRel::Ge, c.where());
+    i = c.env.resolve(i);
+    if (i.is_const()) c.n.sym_attrs.erase("index");
+    else c.n.sym_attrs["index"] = {i};
+    c.n.attrs.set("index", c.env.hint(i));
+    return true;
   }
+  // unbind: the number of pieces is the size, so that size alone is fixed.
+  if (!L.is_const() && split_family(c, dim, in->size()) == "unbind") {
+    c.env.specialize(L, c.where());
+    *in = arg_shape(c.n, 0);
+    for (auto& d : *in) d = c.env.resolve(d);
+    L = in->at(dim);
+  } else if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) {
+    return false;
+  }
+  if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
+  else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
   return true;
 }
 
 bool rule_select(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
-  const SymDim L = in.at(dim);
-  int64_t idx = c.n.attrs.get_int("index");
-  if (c.sym_attr("index")) return false;
-  // unbind: the number of pieces is the size, so that size alone is fixed.
-  if (!L.is_const() && split_family(c, dim, in.size()) == "unbind") {
-    c.env.specialize(L, c.where());
-    in = arg_shape(c.n, 0);
-    for (auto& d : in) d = c.env.resolve(d);
-  } else if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) {
-    return false;
-  }
-  if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
-  else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
+  if (!select_index(c, &in, dim)) return false;
   SymShape out;
   for (size_t d = 0; d < in.size(); ++d)
-    if (d != dim) out.push_back(in[d]);
+    if (d != dim) out.push_back(c.env.resolve(in[d]));
   c.n.sym_sizes = out;
+  return true;
+}
+
+// select_scatter(self, src, dim, index): self's shape, src the selected slice
+// (its sizes equal self's without dim, recorded).
+bool rule_select_scatter(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), src = arg_shape(c.n, 1);
+  if (in.empty() || src.size() + 1 != in.size()) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  if (!select_index(c, &in, dim)) return false;
+  for (size_t d = 0, k = 0; d < in.size(); ++d)
+    if (d != dim) c.env.require_equal(src[k++], in[d], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  c.n.sym_sizes = in;
   return true;
 }
 
@@ -695,8 +794,10 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"gather"})) return rule_gather(c);
   if (name_is(n, {"embedding"})) return rule_embedding(c);
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
+  if (name_is(n, {"slice_scatter"})) return rule_slice_scatter(c);
+  if (name_is(n, {"select_scatter"})) return rule_select_scatter(c);
   if (has_int_attr_from_sizes(c)) return false;
-  if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
+  if (name_is(n, {"index_put", "scatter", "scatter.src",
                   "scatter_add", "index_copy", "index_fill", "masked_scatter", "index_add"}))
     return rule_same_as_input0(c);
   // cumprod's gradient operator (grad, x): x's shape.

@@ -262,22 +262,43 @@ def test_create_graph_still_raises_with_symbolic_training():
     assert cf.num_specializations == 1
 
 
-def test_a_formula_without_a_symbolic_form_trains_statically_and_correctly(monkeypatch, capfd):
-    # cat's derivative slices the gradient at bounds computed from the sizes
-    # (x.size(0)), which the tracer cannot follow: the joint trace specializes
-    # the batch size, and the capture is made static (one version per size),
-    # never a wrong gradient. (var's formula, which baked 2 / (N - 1) in, now
-    # computes N in the graph: test_dynamic_training_cnn.py.)
+def test_cat_trains_symbolically_one_version(monkeypatch, capfd):
+    # cat's derivative slices the gradient at bounds computed from the inputs'
+    # sizes (x.size(0)); the formula keeps how it computed them (ops/size_expr.h),
+    # so the joint trace slices at s0 and 2 * s0: one version for every size.
     monkeypatch.setenv("TP_LOGS", "recompiles")
     w = tp.randn(4, 4, requires_grad=True)
 
     def f(x):
         return tp.cat([x @ w, x], 0).pow(2).sum()
 
-    cf = tp.compile(f, dynamic=True)
+    cf = tp.compile(f, dynamic=True, strict_native=True)
     for i, n in enumerate([3, 5, 6, 9]):
         tp.manual_seed(i)
         check_step(cf, f, [w], (tp.randn(n, 4),))
+    assert cf.num_specializations == 1
+    assert "made static" not in capfd.readouterr().err
+
+
+def test_a_formula_without_a_symbolic_form_trains_statically_and_correctly(monkeypatch, capfd):
+    # A formula that slices at plain ints computed from sizes (here cat's, with
+    # its size expressions dropped by a test hook): the joint trace specializes
+    # the batch size, and the capture is made static (one version per size),
+    # never a wrong gradient.
+    monkeypatch.setenv("TP_LOGS", "recompiles")
+    tp._C._testing_drop_size_recipes(True)
+    try:
+        w = tp.randn(4, 4, requires_grad=True)
+
+        def f(x):
+            return tp.cat([x @ w, x], 0).pow(2).sum()
+
+        cf = tp.compile(f, dynamic=True)
+        for i, n in enumerate([3, 5, 6, 9]):
+            tp.manual_seed(i)
+            check_step(cf, f, [w], (tp.randn(n, 4),))
+    finally:
+        tp._C._testing_drop_size_recipes(False)
     assert cf.num_specializations == 4
     err = capfd.readouterr().err
     assert err.count("the training capture is made static: the joint trace specialized every size") == 2
