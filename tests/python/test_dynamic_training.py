@@ -314,14 +314,56 @@ def test_aot_eager_backend_trains_symbolically_too():
     assert cf.num_specializations == 1
 
 
-def test_activation_memory_budget_keeps_training_static():
-    # Checkpointing plans on byte sizes: under a budget the capture stays static.
-    w = tp.randn(8, 8, requires_grad=True)
-    f = lambda x: (x @ w).tanh().sum()  # noqa: E731
-    cf = tp.compile(f, dynamic=True, options={"activation_memory_budget": 0.5})
-    for n in [4, 6]:
-        check_step(cf, f, [w], (tp.randn(n, 8),))
-    assert cf.num_specializations == 2
+@pytest.mark.parametrize("budget", [0.5, 0.25, 1000, 0])
+def test_activation_memory_budget_trains_symbolically_with_the_plan_of_the_hints(budget):
+    # The checkpointing plan is a choice of what to save (the gradients do not
+    # depend on it): made once at the hint sizes, it serves every size, and
+    # the budget holds at the hints. A chain of 8 tanh layers: binomial
+    # checkpointing; the same plan as a static capture at the hint size.
+    tp.manual_seed(0)
+    ws = [(tp.randn(16, 16) * 0.3).requires_grad_(True) for _ in range(8)]
+
+    def f(x):
+        for w in ws:
+            x = (x @ w).tanh()
+        return x.sum()
+
+    opts = {"activation_memory_budget": budget}
+    cf = tp.compile(f, dynamic=True, strict_native=True, options=opts)
+    for i, n in enumerate([8, 3, 17, 2, 40]):
+        tp.manual_seed(i)
+        check_step(cf, f, ws, (tp.randn(n, 16),))
+    assert cf.num_specializations == 1
+    plan = cf.last_aot["checkpointing"]
+    assert plan is not None and plan["steps"] == 9
+    static = tp.compile(f, dynamic=False, strict_native=True, options=opts)
+    check_step(static, f, ws, (tp.randn(8, 16),))
+    assert static.last_aot["checkpointing"] == plan
+    limit = budget if isinstance(budget, int) else budget * 8 * 8 * 16 * 4  # 8 states of 8 x 16 floats at the hint
+    assert cf.last_aot["saved_bytes"] <= limit
+
+
+def test_activation_memory_budget_greedy_relaxation_trains_symbolically():
+    # Not a chain: the greedy relaxation recomputes a GEMM under the budget.
+    tp.manual_seed(1)
+    w1, w2 = tp.randn(16, 16, requires_grad=True), tp.randn(16, 16, requires_grad=True)
+
+    def f(x):
+        return ((x @ w1).tanh().sin() * (x @ w2).cos()).sum()
+
+    saved = {}
+    for budget in [None, 0.5, 0]:
+        cf = tp.compile(f, dynamic=True, strict_native=True,
+                        options={} if budget is None else {"activation_memory_budget": budget})
+        for i, n in enumerate([8, 3, 17, 40]):
+            tp.manual_seed(10 + i)
+            check_step(cf, f, [w1, w2], (tp.randn(n, 16),), tol=1e-3)
+        assert cf.num_specializations == 1
+        saved[budget] = cf.last_aot["saved_bytes"]
+        if budget is not None:
+            assert "matmul" in cf.last_aot["recomputed"]
+    assert saved[None] == 2 * 8 * 16 * 4  # both GEMM results at the hint
+    assert saved[0.5] <= saved[None] // 2 and saved[0] == 0
 
 
 def test_transposed_product_of_inputs_with_a_symbolic_inner_dim():
