@@ -38,6 +38,8 @@ struct Ctx {
   }
   // A part's int attribute that the user did not write: computed from sizes.
   bool derived(int64_t v) const { return part && v >= 2 && !(call && call->is_literal(v)); }
+  // A signed int (a bound or index counting from the end): the user's -2 is a literal too.
+  bool derived_signed(int64_t v) const { return derived(v < 0 ? -v : v) && !(call && call->is_literal(v)); }
   const std::vector<SymDim>* sym_attr(const char* name) const {
     auto it = n.sym_attrs.find(name);
     return it == n.sym_attrs.end() ? nullptr : &it->second;
@@ -336,7 +338,7 @@ bool slice_bounds(Ctx& c, const SymDim& L, SymDim* s, SymDim* e, bool* sym_start
       *out = L;
       return true;
     }
-    if (!L.is_const() && c.derived(x > 0 ? x : -x)) {
+    if (!L.is_const() && c.derived_signed(x)) {
       if (x == c.env.hint(L)) {  // the composite's "to the end"
         *out = L;
         *symbolic = true;
@@ -472,7 +474,7 @@ bool select_index(Ctx& c, SymShape* in, size_t dim) {
     *in = arg_shape(c.n, 0);
     for (auto& d : *in) d = c.env.resolve(d);
     L = in->at(dim);
-  } else if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) {
+  } else if (!L.is_const() && c.derived_signed(idx)) {
     return false;
   }
   if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
@@ -729,10 +731,10 @@ bool has_int_attr_from_sizes(const Ctx& c) {
   // composite) may depend on sizes: only rules that understand it may read it.
   for (auto& [name, v] : c.n.attrs.items()) {
     if (!std::strcmp(name, "dim") || !std::strcmp(name, "dims") || !std::strcmp(name, "keepdim")) continue;
-    if (auto* i = std::get_if<int64_t>(&v); i && c.derived(*i > 0 ? *i : -*i)) return true;
+    if (auto* i = std::get_if<int64_t>(&v); i && c.derived_signed(*i)) return true;
     if (auto* l = std::get_if<std::vector<int64_t>>(&v))
       for (int64_t x : *l)
-        if (c.derived(x > 0 ? x : -x)) return true;
+        if (c.derived_signed(x)) return true;
   }
   return false;
 }

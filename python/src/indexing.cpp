@@ -21,6 +21,7 @@ struct Item {
   int64_t value = 0;  // Int
   nb::handle slice;   // Slice
   Tensor tensor;      // Mask (bool, >= 1 dim) / Index (integer)
+  nb::handle symint;  // Int given as a tp.SymInt (value: its hint): kept symbolic
 };
 
 bool is_int_like(nb::handle h) {
@@ -59,6 +60,7 @@ Item classify(nb::handle h) {
   if (h.ptr() == Py_Ellipsis) return {Kind::Ellipsis};
   if (PySlice_Check(h.ptr())) return {Kind::Slice, 0, h};
   if (PyBool_Check(h.ptr())) return {Kind::Mask, 0, {}, Tensor::scalar_tensor(Scalar(h.ptr() == Py_True), DType::Bool)};
+  if (is_symint(h)) return {Kind::Int, symint_hint(h), {}, {}, h};
   if (is_int_like(h)) return {Kind::Int, nb::cast<int64_t>(nb::int_(h))};
   Tensor t;
   if (nb::isinstance<Tensor>(h)) t = nb::cast<Tensor>(h);
@@ -129,10 +131,12 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         if (graph::symbolic_tracing()) {
           // The user wrote the index: a literal, not a size computed from a symbol
           // (the symbolic rule keeps the dim symbolic, guarded by the bound).
+          // x[n - 1] with a SymInt: the select node evaluates the index per call.
           graph::UserCall call;
           call.op = &get_op("select");
           call.where_fn = &python_source_line;
-          call.literals.push_back(it.value);
+          if (it.symint) call.sym_attrs["index"] = {symint_expr(it.symint)};
+          else call.literals.push_back(it.value);
           graph::UserCallScope scope(std::move(call));
           r.view = ops::select(r.view, dim, it.value);
           break;
