@@ -575,6 +575,23 @@ bool rule_cat(Ctx& c) {
   return true;
 }
 
+// repeat(repeats): leading new dims of the repeat counts, then each dim times
+// its count. The counts are the user's (a composite's counts computed from
+// sizes: no rule).
+bool rule_repeat(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const auto& reps = c.n.attrs.get<std::vector<int64_t>>("repeats");
+  if (reps.size() < in.size()) return false;
+  const size_t lead = reps.size() - in.size();
+  SymShape out;
+  for (size_t j = 0; j < reps.size(); ++j) {
+    if (c.derived(reps[j])) return false;
+    out.push_back(j < lead ? SymDim(reps[j]) : c.env.resolve(in[j - lead] * SymDim(reps[j])));
+  }
+  c.n.sym_sizes = out;
+  return true;
+}
+
 bool rule_factory(Ctx& c) {
   const AttrValue* v = c.n.attrs.find("size");
   if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) return false;
@@ -778,6 +795,7 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"matmul", "mm", "bmm"})) return rule_matmul(c, false);
   if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);
   if (name_is(n, {"cat"})) return rule_cat(c);
+  if (name_is(n, {"repeat"})) return rule_repeat(c);
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
   if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);

@@ -344,9 +344,27 @@ void bind_shape_conveniences(nb::module_& m) {
     if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
     return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
   }, nb::arg("dim").none() = nb::none());
-  redefine(cls, "repeat", [](const Tensor& t, nb::args a) { return ops::repeat(t, ints_from_args(a, "repeat")); });
-  redefine(cls, "tile", [](const Tensor& t, nb::args a) {
-    return with_op_name("tile", [&] { return ops::tile(t, ints_from_args(a, "tile")); });  // tile is repeat inside
+  // The counts are the user's ints (a SymInt among them is specialized), so
+  // a symbolic capture records them as literals: repeat's rule keeps the
+  // repeated dims symbolic.
+  auto with_literals = [](const char* op, const std::vector<int64_t>& ints, auto&& fn) {
+    if (!graph::symbolic_tracing()) return fn();
+    graph::UserCall call;
+    call.op = &get_op(op);
+    call.where_fn = &python_source_line;
+    call.literals = ints;
+    graph::UserCallScope scope(std::move(call));
+    return fn();
+  };
+  redefine(cls, "repeat", [with_literals](const Tensor& t, nb::args a) {
+    const std::vector<int64_t> reps = ints_from_args(a, "repeat");
+    return with_literals("repeat", reps, [&] { return ops::repeat(t, reps); });
+  });
+  redefine(cls, "tile", [with_literals](const Tensor& t, nb::args a) {
+    const std::vector<int64_t> reps = ints_from_args(a, "tile");
+    return with_literals("tile", reps, [&] {  // tile is repeat inside
+      return with_op_name("tile", [&] { return ops::tile(t, reps); });
+    });
   });
   // flip(*dims), flip(dims) or flip(dims=...), as PyTorch accepts them.
   redefine(cls, "flip", [](const Tensor& t, nb::args a, nb::kwargs kw) {

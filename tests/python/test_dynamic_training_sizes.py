@@ -2,7 +2,7 @@
 sizes (issue 11, item 5). cat's gradient slices at sums of its inputs' sizes,
 slice/narrow/split/chunk/select gradients scatter at the forward's bounds, and
 pad is composed of narrow/flip/expand/cat (x[n - 1] with a SymInt index is a
-symbolic select): each formula hands the joint trace
+symbolic select; repeat's gradient reshapes to [count, size] pairs): each formula hands the joint trace
 expressions of the symbolic sizes (ops/size_expr.h, the forward's symbolic
 attributes), so one forward and one backward artifact serve every size. Each
 case is trained compiled (dynamic=True, strict_native=True: no eager fallback
@@ -54,6 +54,9 @@ CASES = {
                               [5, 2, 3, 7, 13], [1]),
     "select_negative_literal": (lambda x, w: (x @ w)[-2].sin().sum(), [5, 2, 3, 7], []),
     "select_operator_symbolic_index": (lambda x, w: (x @ w).select(0, x.size(0) // 2).sin().sum(), [6, 2, 3, 11], [1]),
+    "repeat": (lambda x, w: ((x @ w).repeat(3, 2) * tp.arange(8.0, dtype=D)).sin().sum(), [5, 2, 3, 7], [1, 0]),
+    "repeat_with_a_leading_dim": (lambda x, w: (x @ w).repeat(2, 1, 1).sin().sum() + x.tile((2,)).sum(),
+                                  [5, 2, 3, 7], [1]),
     "split_with_an_int_size": (lambda x, w: sum((p * (i + 1)).sin().sum() for i, p in
                                                 enumerate(tp.split(x @ w, 4, 0))), [10, 11, 12], []),
     "chunk": (lambda x, w: sum((p * (i + 1)).sin().sum() for i, p in enumerate((x @ w).chunk(2, 0))),
