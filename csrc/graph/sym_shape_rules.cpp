@@ -631,6 +631,70 @@ bool rule_index_select(Ctx& c) {
   return true;
 }
 
+// x[i0, i1, ...] with index tensors (an undefined one skips its dim): the
+// indices broadcast together (B); adjacent indexed dims are replaced by B in
+// place, otherwise B comes first; the other dims are kept.
+bool rule_index(Ctx& c) {
+  SymShape self = arg_shape(c.n, 0);
+  std::vector<size_t> indexed, kept;
+  std::vector<SymShape> idx;
+  for (size_t d = 0; d < self.size(); ++d) {
+    const size_t a = d + 1;
+    const Node* in = a < c.n.args.size() && std::holds_alternative<Node*>(c.n.args[a]) ? std::get<Node*>(c.n.args[a]) : nullptr;
+    if (!in) {
+      kept.push_back(d);
+      continue;
+    }
+    indexed.push_back(d);
+    idx.push_back(sym_shape_of(*in));
+  }
+  if (indexed.empty() || c.n.args.size() > self.size() + 1) return false;
+  size_t nb = 0;
+  for (auto& s : idx) nb = std::max(nb, s.size());
+  SymShape b(nb, SymDim(1));
+  for (size_t j = 0; j < nb; ++j) {
+    std::optional<SymDim> pick;
+    for (auto& s : idx) {
+      if (s.size() + j < nb) continue;
+      const SymDim& d = s[s.size() - nb + j];
+      if (d.is_const() && d.const_value() == 1) continue;
+      if (!pick) pick = d;
+      else if (!(*pick == d)) c.env.require_equal(*pick, d, c.where());
+    }
+    if (pick) b[j] = c.env.resolve(*pick);
+  }
+  const bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  const size_t pos = adjacent ? indexed.front() : 0;
+  SymShape out;
+  for (size_t d : kept)
+    if (adjacent && d < pos) out.push_back(self[d]);
+  out.insert(out.end(), b.begin(), b.end());
+  for (size_t d : kept)
+    if (!adjacent || d > pos) out.push_back(self[d]);
+  for (auto& d : out) d = c.env.resolve(d);
+  c.n.sym_sizes = out;
+  return true;
+}
+
+// sort: values and indices of the input's shape. topk(k): the dim becomes k
+// (the user's; a computed k: no rule), guarded k <= its size.
+bool rule_sort_topk(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (c.n.output_metas.size() != 2) return false;
+  if (name_is(c.n, {"topk"})) {
+    if (in.empty()) return false;
+    const int64_t k = c.n.attrs.get_int("k");
+    if (c.derived(k)) return false;
+    const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+    c.env.decide(in[dim] - SymDim(k), GuardRel::Ge, c.where());
+    for (auto& d : in) d = c.env.resolve(d);
+    in[dim] = SymDim(k);
+  }
+  c.n.sym_sizes = in;
+  c.n.output_sym_sizes = {in, in};
+  return true;
+}
+
 bool rule_gather(Ctx& c) {
   c.n.sym_sizes = arg_shape(c.n, 1);
   return true;
@@ -812,6 +876,8 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
     return rule_batch_passthrough(c);
   if (name_is(n, {"index_select"})) return rule_index_select(c);
   if (name_is(n, {"gather"})) return rule_gather(c);
+  if (name_is(n, {"index"})) return rule_index(c);
+  if (name_is(n, {"sort", "topk"})) return rule_sort_topk(c);
   if (name_is(n, {"embedding"})) return rule_embedding(c);
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
   if (name_is(n, {"slice_scatter"})) return rule_slice_scatter(c);

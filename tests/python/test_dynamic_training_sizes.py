@@ -57,6 +57,10 @@ CASES = {
     "repeat": (lambda x, w: ((x @ w).repeat(3, 2) * tp.arange(8.0, dtype=D)).sin().sum(), [5, 2, 3, 7], [1, 0]),
     "repeat_with_a_leading_dim": (lambda x, w: (x @ w).repeat(2, 1, 1).sin().sum() + x.tile((2,)).sum(),
                                   [5, 2, 3, 7], [1]),
+    "sort": (lambda x, w: ((x @ w).sort(0)[0] * tp.arange(4.0, dtype=D)).sin().sum(), [5, 2, 3, 7], [1]),
+    "topk": (lambda x, w: (x @ w).topk(2, 0)[0].sin().sum() + x.topk(1, 1)[0].sum(), [5, 2, 3, 7], []),
+    "index_with_tensors": (lambda x, w: (x @ w)[tp.tensor([0, 1, 0])].sin().sum() + (x @ w)[:, [3, 1]].cos().sum(),
+                           [5, 2, 3, 7], []),
     "split_with_an_int_size": (lambda x, w: sum((p * (i + 1)).sin().sum() for i, p in
                                                 enumerate(tp.split(x @ w, 4, 0))), [10, 11, 12], []),
     "chunk": (lambda x, w: sum((p * (i + 1)).sin().sum() for i, p in enumerate((x @ w).chunk(2, 0))),
