@@ -94,16 +94,25 @@ class Tracer : public DispatchInterceptor {
   void take_sized(Node* n, const std::vector<ops::SizedAttr>& sized) {
     for (const ops::SizedAttr& s : sized) {
       const AttrValue* v = n->attrs.find(s.name);
-      const int64_t* i = v ? std::get_if<int64_t>(v) : nullptr;
-      if (!i || *i != s.expr.value()) continue;
-      SymDim e(s.expr.constant());
-      for (const ops::SizeExpr::Term& t : s.expr.terms()) {
-        SymShape ts = sym_of(t.tensor);
-        const size_t d = static_cast<size_t>(t.dim);
-        e = e + SymDim(t.coef) * (d < ts.size() ? ts[d] : SymDim(t.tensor.sizes().at(d)));
+      std::vector<int64_t> values;
+      if (const int64_t* i = v ? std::get_if<int64_t>(v) : nullptr) values = {*i};
+      else if (auto* l = v ? std::get_if<std::vector<int64_t>>(v) : nullptr) values = *l;
+      if (values.size() != s.exprs.size()) continue;
+      std::vector<SymDim> out;
+      for (size_t k = 0; k < values.size(); ++k) {
+        const ops::SizeExpr& x = s.exprs[k];
+        if (x.value() != values[k]) break;
+        SymDim e(x.constant());
+        for (const ops::SizeExpr::Term& t : x.terms()) {
+          SymShape ts = sym_of(t.tensor);
+          const size_t d = static_cast<size_t>(t.dim);
+          e = e + SymDim(t.coef) * (d < ts.size() ? ts[d] : SymDim(t.tensor.sizes().at(d)));
+        }
+        e = env_->resolve(e);
+        if (env_->hint(e) != values[k]) break;
+        out.push_back(e);
       }
-      e = env_->resolve(e);
-      if (env_->hint(e) == *i) n->sym_attrs[s.name] = {e};
+      if (out.size() == values.size()) n->sym_attrs[s.name] = std::move(out);
     }
   }
   bool hints_agree(const Node* n) {

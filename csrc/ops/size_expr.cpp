@@ -47,11 +47,22 @@ const std::vector<SizedAttr>* sized_attrs() { return t_sized; }
 Tensor slice_sized(const Tensor& x, int64_t dim, const std::optional<SizeExpr>& start,
                    const std::optional<SizeExpr>& end, int64_t step) {
   std::vector<SizedAttr> sized;
-  if (start) sized.push_back({"start", *start});
-  if (end) sized.push_back({"end", *end});
+  if (start) sized.push_back({"start", {*start}});
+  if (end) sized.push_back({"end", {*end}});
   SizedAttrsScope scope(std::move(sized));
   return slice(x, dim, start ? std::optional<int64_t>(start->value()) : std::nullopt,
                end ? std::optional<int64_t>(end->value()) : std::nullopt, step);
+}
+
+}  // namespace tp::ops
+
+namespace tp::ops {
+
+Tensor full_like_sized(const Tensor& x, const Scalar& value, DType dtype) {
+  std::vector<SizeExpr> sizes;
+  for (int64_t d = 0; d < x.dim(); ++d) sizes.push_back(SizeExpr::size_of(x, d));
+  SizedAttrsScope scope({{"size", std::move(sizes)}});
+  return full(x.sizes(), value, dtype);
 }
 
 }  // namespace tp::ops

@@ -40,10 +40,11 @@ class SizeExpr {
   std::vector<Term> terms_;
 };
 
-// An int attribute of the operator the formula calls next, and how it was computed.
+// An int (one expression) or int-list attribute of the operator the formula
+// calls next, and how it was computed.
 struct SizedAttr {
   const char* name;
-  SizeExpr expr;
+  std::vector<SizeExpr> exprs;
 };
 
 // While alive: the operator calls on this thread have these attributes computed
@@ -74,5 +75,8 @@ void drop_size_recipes(bool drop);
 // slice(x, dim, start, end, step) with bounds computed from sizes (nullopt: open).
 Tensor slice_sized(const Tensor& x, int64_t dim, const std::optional<SizeExpr>& start,
                    const std::optional<SizeExpr>& end, int64_t step = 1);
+// full(x.sizes(), value, dtype) with x's sizes kept as such (a composite's
+// constant of its input's shape).
+Tensor full_like_sized(const Tensor& x, const Scalar& value, DType dtype);
 
 }  // namespace tp::ops

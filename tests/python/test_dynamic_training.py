@@ -380,12 +380,13 @@ def test_transposed_product_of_inputs_with_a_symbolic_inner_dim():
 
 
 def test_cross_entropy_with_label_smoothing_is_correct_at_every_size():
-    # Its decomposition builds full(x.sizes()) at the example's sizes (a size the
-    # composite computed: no symbolic form) and hands it to nll_loss with the
-    # symbolic target: the capture ran at another size with the example's
-    # [n, C] against the call's [m] target ("nll_loss: expected target of shape
-    # [7] ... but got [11]"). nll_loss's rule now equates the target's dims with
-    # the input's, which fixes the size (a static version per size, correct).
+    # Its decomposition builds a constant of the input's sizes for the
+    # denominator and hands it to nll_loss with the symbolic target. Built at
+    # the example's sizes, the capture once ran at another size with the
+    # example's [n, C] against the call's [m] target ("nll_loss: expected target
+    # of shape [7] ... but got [11]"); then nll_loss's rule fixed the size (a
+    # static version per size). The constant now keeps the input's sizes as
+    # expressions (ops::full_like_sized): one version, in inference and training.
     tp.manual_seed(3)
     lin = nn.Linear(6, 5)
 
@@ -393,11 +394,13 @@ def test_cross_entropy_with_label_smoothing_is_correct_at_every_size():
         return F.cross_entropy(lin(x), y, label_smoothing=0.1)
 
     with tp.no_grad():
-        cf = tp.compile(loss, dynamic=True)
-        for n in [7, 11, 4]:
+        cf = tp.compile(loss, dynamic=True, strict_native=True)
+        for n in [7, 11, 4, 2]:
             x, y = tp.randn(n, 6), tp.randint(0, 5, (n,))
             close(cf(x, y), loss(x, y))
-    ct = tp.compile(loss, dynamic=True)
-    for i, n in enumerate([7, 11, 4]):
+        assert cf.num_specializations == 1
+    ct = tp.compile(loss, dynamic=True, strict_native=True)
+    for i, n in enumerate([7, 11, 4, 2, 31]):
         tp.manual_seed(20 + i)
         check_step(ct, loss, list(lin.parameters()), (tp.randn(n, 6), tp.randint(0, 5, (n,))))
+    assert ct.num_specializations == 1
