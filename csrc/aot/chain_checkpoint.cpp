@@ -135,10 +135,15 @@ std::optional<Partition> chain_checkpoint_partition(const JointGraph& joint, int
   graph::Graph draft;
   std::unordered_map<const Node*, Node*> global;  // primals, constants, tangents, tangent-side nodes
   int idx = 0;
-  for (const Node* s : saved_act) draft.placeholder(s->name, TensorMeta::contiguous(s->meta.sizes, s->meta.dtype), idx++);
+  auto input = [&](const Node* s) {
+    Node* ph = draft.placeholder(s->name, TensorMeta::contiguous(s->meta.sizes, s->meta.dtype), idx++);
+    ph->sym_sizes = s->sym_sizes;  // dynamic shapes: the joint's symbols (the plan itself is made at the hints)
+    return ph;
+  };
+  for (const Node* s : saved_act) input(s);
   std::vector<Node*> saved_in(draft.placeholders());
-  for (const Node* s : primals) global[s] = draft.placeholder(s->name, TensorMeta::contiguous(s->meta.sizes, s->meta.dtype), idx++);
-  for (const Node* t : tangents) global[t] = draft.placeholder(t->name, TensorMeta::contiguous(t->meta.sizes, t->meta.dtype), idx++);
+  for (const Node* s : primals) global[s] = input(s);
+  for (const Node* t : tangents) global[t] = input(t);
   std::unordered_map<const Node*, Node*> latest;  // the most recent copy of each forward value
   std::unordered_map<int, Node*> state_at;        // x_k at hand (k >= 1)
   for (size_t i = 0; i < saved_act.size(); ++i) {
@@ -224,6 +229,31 @@ std::optional<Partition> chain_checkpoint_partition(const JointGraph& joint, int
     for (const Node* in : n->input_nodes()) mark(in);
   };
   mark(draft.output_node());
+  // Dynamic shapes: the backward reads each symbol from an input dim that is
+  // exactly that symbol; where no input it keeps has one, the primal the joint
+  // read it from is kept too (by reference: no memory).
+  std::vector<std::pair<const Node*, int>> carrier(g.symbols.size(), {nullptr, -1});
+  if (g.is_symbolic()) {
+    auto scan = [&](const Node* ph) {
+      for (size_t d = 0; d < ph->sym_sizes.size(); ++d)
+        if (ph->sym_sizes[d].is_size()) {
+          auto& c = carrier.at(static_cast<size_t>(ph->sym_sizes[d].size_index()));
+          if (!c.first) c = {ph, static_cast<int>(d)};
+        }
+    };
+    for (Node* ph : draft.placeholders())
+      if (need.count(ph)) scan(ph);
+    for (size_t k = 0; k < carrier.size(); ++k) {
+      if (carrier[k].first) continue;
+      for (size_t i = 0; i < primals.size(); ++i)
+        if (primals[i]->input_index == g.symbols[k].input_index) {
+          Node* ph = global.at(primals[i]);
+          need.insert(ph);
+          scan(ph);
+        }
+      TP_CHECK(carrier[k].first, Error, "internal: AOT checkpointing: no input carries the size ", g.symbols[k].origin);
+    }
+  }
   auto bg = std::make_shared<graph::Graph>();
   std::unordered_map<const Node*, Node*> m;
   int next = 0;
@@ -233,6 +263,7 @@ std::optional<Partition> chain_checkpoint_partition(const JointGraph& joint, int
     bool is_primal = i >= static_cast<int>(saved_act.size()) && i < static_cast<int>(saved_act.size() + primals.size());
     if (is_primal && !need.count(ph)) continue;
     m[ph] = bg->placeholder(ph->name, ph->meta, next++);
+    m[ph]->sym_sizes = ph->sym_sizes;
     if (is_primal) saved_primal.push_back(primals[static_cast<size_t>(i) - saved_act.size()]);
   }
   for (auto& up : draft.nodes()) {
@@ -247,6 +278,11 @@ std::optional<Partition> chain_checkpoint_partition(const JointGraph& joint, int
   }
   p.num_grads = static_cast<int>(bouts.size());
   bg->output(std::move(bouts));
+  bg->symbols = g.symbols;
+  for (size_t k = 0; k < bg->symbols.size(); ++k) {
+    bg->symbols[k].input_index = m.at(carrier[k].first)->input_index;
+    bg->symbols[k].input_dim = carrier[k].second;
+  }
   p.backward = bg;
 
   for (const Node* s : saved_act) {

@@ -137,8 +137,11 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
               // their values there; in a symbolic trace, the same expressions
               // (the user's call of the operator, as at capture; the joint
               // trace numbers the symbols as the forward does, checked after).
+              // Its other int attributes are the graph's constants (valid at
+              // every size the capture's guards admit), not numbers computed
+              // from sizes: the node is the user's call, not a composite's part.
               std::optional<graph::UserCallScope> scope;
-              if (guards && !n->sym_attrs.empty()) {
+              if (guards) {
                 graph::UserCall uc;
                 uc.op = n->target;
                 uc.sym_attrs = n->sym_attrs;
@@ -233,6 +236,14 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
             // The forward node's own int attributes (slice bounds, dims) are
             // constants of the graph: a formula that passes them on (slice's
             // slice_scatter) passes literals, not sizes.
+            // Its int attributes computed from sizes (a slice's bounds, a
+            // select's index) as the forward computed them: the formula's
+            // operators that take them by the same name (slice's slice_scatter)
+            // take the same expressions.
+            for (auto& [name, v] : n->sym_attrs)
+              if (const AttrValue* av = n->attrs.find(name.c_str());
+                  v.size() == 1 && av && std::holds_alternative<int64_t>(*av))
+                uc.sym_attrs[name] = v;
             for (auto& [name, v] : n->attrs.items()) {
               if (n->sym_attrs.count(name)) continue;
               if (auto* i = std::get_if<int64_t>(&v)) uc.literals.push_back(*i);
@@ -240,7 +251,10 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
             }
             scope.emplace(std::move(uc));
           }
-          BackwardArgs ba{ins, outs, gout, n->attrs, needs};
+          // At other sizes the formula reads the attributes the forward
+          // computed there (a slice's bound from a size).
+          const Attrs attrs = at && !n->sym_attrs.empty() ? graph::evaluate_sym_attrs(*n, *at) : n->attrs;
+          BackwardArgs ba{ins, outs, gout, attrs, needs};
           std::vector<Tensor> gin;
           // Formulas that compute a number from sizes have a form that
           // computes it in the graph (OpDef::symbolic_backward).

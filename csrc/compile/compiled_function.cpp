@@ -612,10 +612,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       return false;
     }();
     bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
-    // An activation memory budget plans checkpointing on byte sizes: static.
-    if (!grad_reason.empty() && backend && backend->behind_aot &&
-        options_.options.count("activation_memory_budget"))
-      keep = false;
+    // An activation memory budget stays symbolic: the AOT layer plans the
+    // checkpointing on the byte sizes at the hints (a choice of what to save;
+    // the gradients do not depend on it), so the budget holds at those sizes.
     if (!grad_reason.empty() && backend && backend->behind_aot && symbolic_training_refusals_ >= 2) {
       keep = false;
       if (log_enabled("guards") || log_enabled("recompiles") || log_enabled("aot"))

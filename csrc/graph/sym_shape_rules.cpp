@@ -38,6 +38,8 @@ struct Ctx {
   }
   // A part's int attribute that the user did not write: computed from sizes.
   bool derived(int64_t v) const { return part && v >= 2 && !(call && call->is_literal(v)); }
+  // A signed int (a bound or index counting from the end): the user's -2 is a literal too.
+  bool derived_signed(int64_t v) const { return derived(v < 0 ? -v : v) && !(call && call->is_literal(v)); }
   const std::vector<SymDim>* sym_attr(const char* name) const {
     auto it = n.sym_attrs.find(name);
     return it == n.sym_attrs.end() ? nullptr : &it->second;
@@ -317,6 +319,81 @@ bool split_piece_bounds(Ctx& c, const std::string& family, const SymDim& L, SymD
   return true;
 }
 
+// slice's (and slice_scatter's) start and end along a dim of size L, clamped.
+// A bound needs a symbolic attribute only when it came from a SymInt, from a
+// derivative formula's size expression, or from a composite's "to the end" (a
+// constant, negative ones included, reads the same at every size: the kernel
+// normalizes and clamps it as the rule did). False: a bound a composite
+// computed from sizes that the trace cannot follow.
+bool slice_bounds(Ctx& c, const SymDim& L, SymDim* s, SymDim* e, bool* sym_start, bool* sym_end) {
+  auto bound = [&](const char* name, int64_t dflt, SymDim* out, bool* symbolic) -> bool {
+    if (const std::vector<SymDim>* sa = c.sym_attr(name)) {
+      *out = clamp_bound(c, sa->at(0), L);
+      *symbolic = true;
+      return true;
+    }
+    std::optional<int64_t> v = c.n.attrs.get_optional_int(name);
+    int64_t x = v ? *v : dflt;
+    if (x >= (int64_t{1} << 62)) {  // an open end
+      *out = L;
+      return true;
+    }
+    if (!L.is_const() && c.derived_signed(x)) {
+      if (x == c.env.hint(L)) {  // the composite's "to the end"
+        *out = L;
+        *symbolic = true;
+        return true;
+      }
+      return false;
+    }
+    *out = clamp_bound(c, SymDim(x), L);
+    return true;
+  };
+  return bound("start", 0, s, sym_start) && bound("end", int64_t{1} << 62, e, sym_end);
+}
+
+SymDim slice_length(Ctx& c, const SymDim& s, const SymDim& e, int64_t step) {
+  return c.env.decide(e - s, GuardRel::Ge, c.where()) ? c.env.resolve(floordiv(e - s + SymDim(step - 1), SymDim(step)))
+                                                      : SymDim(0);
+}
+
+// The bounds the node keeps: symbolic ones as attributes evaluated per call,
+// the others (and symbolic ones that resolved to a number) as plain ints.
+// A symbolic one's int is set to its value at the hints, normalized and
+// clamped as the expression is (x[-(n // 2):] keeps start = n - n // 2), so a
+// derivative formula that passes the int on (slice's gradient) passes the
+// number the expression has.
+void keep_slice_bounds(Ctx& c, SymDim s, SymDim e, bool sym_start, bool sym_end) {
+  for (auto [name, v, symbolic] : {std::tuple{"start", s, sym_start}, std::tuple{"end", e, sym_end}}) {
+    if (symbolic && !v.is_const()) c.n.sym_attrs[name] = {v};
+    else c.n.sym_attrs.erase(name);
+    if (symbolic) c.n.attrs.set(name, c.env.hint(v));
+  }
+}
+
+// A part of narrow(dim, start, length) (slice(start', start' + length), start'
+// = start, or start + L when negative): its bounds from the user's start and
+// length (SymInts or literals), which slice's rule cannot tell from sizes.
+void narrow_bounds(Ctx& c, const SymDim& L) {
+  if (!c.part || !c.call || !c.call->op || std::strcmp(c.call->op->name, "narrow") != 0) return;
+  auto arg = [&](const char* name) -> std::optional<SymDim> {
+    if (auto it = c.call->sym_attrs.find(name); it != c.call->sym_attrs.end() && it->second.size() == 1)
+      return it->second[0];
+    if (std::optional<int64_t> v = c.call->attrs.get_optional_int(name)) return SymDim(*v);
+    return std::nullopt;
+  };
+  std::optional<SymDim> start = arg("start"), length = arg("length");
+  if (!start || !length) return;
+  if (c.env.hint(*start) < 0) start = *start + L;
+  const SymDim end = c.env.resolve(*start + *length);
+  start = c.env.resolve(*start);
+  if (c.n.attrs.get_optional_int("start") != c.env.hint(*start) || c.n.attrs.get_optional_int("end") != c.env.hint(end))
+    return;
+  c.n.sym_attrs["start"] = {*start};
+  c.n.sym_attrs["end"] = {end};
+  c.call->consumed = true;
+}
+
 bool rule_slice(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
@@ -341,68 +418,92 @@ bool rule_slice(Ctx& c) {
     }
     return true;
   }
-  // A bound needs a symbolic attribute only when it came from a SymInt or from a
-  // composite's "to the end" (a constant, negative ones included, reads the same
-  // at every size: the kernel normalizes and clamps it as the rule did).
-  bool sym_start = false, sym_end = false;
-  auto bound = [&](const char* name, int64_t dflt, SymDim* out, bool* symbolic) -> bool {
-    if (const std::vector<SymDim>* sa = c.sym_attr(name)) {
-      *out = clamp_bound(c, sa->at(0), L);
-      *symbolic = true;
-      return true;
-    }
-    std::optional<int64_t> v = c.n.attrs.get_optional_int(name);
-    int64_t x = v ? *v : dflt;
-    if (x >= (int64_t{1} << 62)) {  // an open end
-      *out = L;
-      return true;
-    }
-    if (!L.is_const() && c.derived(x > 0 ? x : -x)) {
-      if (x == c.env.hint(L)) {  // the composite's "to the end"
-        *out = L;
-        *symbolic = true;
-        return true;
-      }
-      return false;
-    }
-    *out = clamp_bound(c, SymDim(x), L);
-    return true;
-  };
+  narrow_bounds(c, L);
   SymDim s, e;
-  if (!bound("start", 0, &s, &sym_start) || !bound("end", int64_t{1} << 62, &e, &sym_end)) return false;
-  SymDim len = c.env.decide(e - s, GuardRel::Ge, c.where()) ? c.env.resolve(floordiv(e - s + SymDim(step - 1), SymDim(step)))
-                                                             : SymDim(0);
+  bool sym_start = false, sym_end = false;
+  if (!slice_bounds(c, L, &s, &e, &sym_start, &sym_end)) return false;
   SymShape out = in;
-  out[dim] = len;
+  out[dim] = slice_length(c, s, e, step);
   c.n.sym_sizes = out;
-  for (auto [name, v, symbolic] : {std::tuple{"start", s, sym_start}, std::tuple{"end", e, sym_end}}) {
-    if (symbolic && !v.is_const()) c.n.sym_attrs[name] = {v};
-    else c.n.sym_attrs.erase(name);
-    if (symbolic && v.is_const()) c.n.attrs.set(name, v.const_value());
+  keep_slice_bounds(c, s, e, sym_start, sym_end);
+  return true;
+}
+
+// slice_scatter(self, src, dim, start, end, step): self's shape, src filling
+// the slice (its sizes equal the slice's, recorded). slice's gradient makes
+// one with the forward slice's bounds, as symbolic attributes where the
+// forward computed them from sizes.
+bool rule_slice_scatter(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), src = arg_shape(c.n, 1);
+  if (in.empty() || src.size() != in.size()) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  const int64_t step = c.n.attrs.get_or<int64_t>("step", 1);
+  if (step < 1) return false;
+  SymDim s, e;
+  bool sym_start = false, sym_end = false;
+  if (!slice_bounds(c, in[dim], &s, &e, &sym_start, &sym_end)) return false;
+  const SymDim len = slice_length(c, s, e, step);
+  for (size_t d = 0; d < in.size(); ++d) c.env.require_equal(src[d], d == dim ? len : in[d], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  c.n.sym_sizes = in;
+  keep_slice_bounds(c, s, e, sym_start, sym_end);
+  return true;
+}
+
+// select's (and select_scatter's) index along a dim of size L, normalized
+// (a negative one counts from the end) and checked in range by decisions at
+// the hints. A symbolic index (x[n - 1], select's gradient of it) is kept as
+// an attribute evaluated per call, its int set to the normalized hint.
+bool select_index(Ctx& c, SymShape* in, size_t dim) {
+  SymDim L = in->at(dim);
+  const int64_t idx = c.n.attrs.get_int("index");
+  if (const std::vector<SymDim>* sa = c.sym_attr("index")) {
+    SymDim i = sa->at(0);
+    if (c.env.hint(i) < 0) i = i + L;
+    c.env.decide(i, GuardRel::Ge, c.where());
+    c.env.decide(L - i - SymDim(1), GuardRel::Ge, c.where());
+    i = c.env.resolve(i);
+    if (i.is_const()) c.n.sym_attrs.erase("index");
+    else c.n.sym_attrs["index"] = {i};
+    c.n.attrs.set("index", c.env.hint(i));
+    return true;
   }
+  // unbind: the number of pieces is the size, so that size alone is fixed.
+  if (!L.is_const() && split_family(c, dim, in->size()) == "unbind") {
+    c.env.specialize(L, c.where());
+    *in = arg_shape(c.n, 0);
+    for (auto& d : *in) d = c.env.resolve(d);
+    L = in->at(dim);
+  } else if (!L.is_const() && c.derived_signed(idx)) {
+    return false;
+  }
+  if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
+  else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
   return true;
 }
 
 bool rule_select(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
-  const SymDim L = in.at(dim);
-  int64_t idx = c.n.attrs.get_int("index");
-  if (c.sym_attr("index")) return false;
-  // unbind: the number of pieces is the size, so that size alone is fixed.
-  if (!L.is_const() && split_family(c, dim, in.size()) == "unbind") {
-    c.env.specialize(L, c.where());
-    in = arg_shape(c.n, 0);
-    for (auto& d : in) d = c.env.resolve(d);
-  } else if (!L.is_const() && c.derived(idx < 0 ? -idx : idx)) {
-    return false;
-  }
-  if (idx >= 0) c.env.decide(L - SymDim(idx + 1), GuardRel::Ge, c.where());
-  else c.env.decide(L + SymDim(idx), GuardRel::Ge, c.where());
+  if (!select_index(c, &in, dim)) return false;
   SymShape out;
   for (size_t d = 0; d < in.size(); ++d)
-    if (d != dim) out.push_back(in[d]);
+    if (d != dim) out.push_back(c.env.resolve(in[d]));
   c.n.sym_sizes = out;
+  return true;
+}
+
+// select_scatter(self, src, dim, index): self's shape, src the selected slice
+// (its sizes equal self's without dim, recorded).
+bool rule_select_scatter(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0), src = arg_shape(c.n, 1);
+  if (in.empty() || src.size() + 1 != in.size()) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+  if (!select_index(c, &in, dim)) return false;
+  for (size_t d = 0, k = 0; d < in.size(); ++d)
+    if (d != dim) c.env.require_equal(src[k++], in[d], c.where());
+  for (auto& d : in) d = c.env.resolve(d);
+  c.n.sym_sizes = in;
   return true;
 }
 
@@ -474,6 +575,23 @@ bool rule_cat(Ctx& c) {
   return true;
 }
 
+// repeat(repeats): leading new dims of the repeat counts, then each dim times
+// its count. The counts are the user's (a composite's counts computed from
+// sizes: no rule).
+bool rule_repeat(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  const auto& reps = c.n.attrs.get<std::vector<int64_t>>("repeats");
+  if (reps.size() < in.size()) return false;
+  const size_t lead = reps.size() - in.size();
+  SymShape out;
+  for (size_t j = 0; j < reps.size(); ++j) {
+    if (c.derived(reps[j])) return false;
+    out.push_back(j < lead ? SymDim(reps[j]) : c.env.resolve(in[j - lead] * SymDim(reps[j])));
+  }
+  c.n.sym_sizes = out;
+  return true;
+}
+
 bool rule_factory(Ctx& c) {
   const AttrValue* v = c.n.attrs.find("size");
   if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) return false;
@@ -510,6 +628,70 @@ bool rule_index_select(Ctx& c) {
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
   in.at(dim) = idx.empty() ? SymDim(1) : idx[0];
   c.n.sym_sizes = in;
+  return true;
+}
+
+// x[i0, i1, ...] with index tensors (an undefined one skips its dim): the
+// indices broadcast together (B); adjacent indexed dims are replaced by B in
+// place, otherwise B comes first; the other dims are kept.
+bool rule_index(Ctx& c) {
+  SymShape self = arg_shape(c.n, 0);
+  std::vector<size_t> indexed, kept;
+  std::vector<SymShape> idx;
+  for (size_t d = 0; d < self.size(); ++d) {
+    const size_t a = d + 1;
+    const Node* in = a < c.n.args.size() && std::holds_alternative<Node*>(c.n.args[a]) ? std::get<Node*>(c.n.args[a]) : nullptr;
+    if (!in) {
+      kept.push_back(d);
+      continue;
+    }
+    indexed.push_back(d);
+    idx.push_back(sym_shape_of(*in));
+  }
+  if (indexed.empty() || c.n.args.size() > self.size() + 1) return false;
+  size_t nb = 0;
+  for (auto& s : idx) nb = std::max(nb, s.size());
+  SymShape b(nb, SymDim(1));
+  for (size_t j = 0; j < nb; ++j) {
+    std::optional<SymDim> pick;
+    for (auto& s : idx) {
+      if (s.size() + j < nb) continue;
+      const SymDim& d = s[s.size() - nb + j];
+      if (d.is_const() && d.const_value() == 1) continue;
+      if (!pick) pick = d;
+      else if (!(*pick == d)) c.env.require_equal(*pick, d, c.where());
+    }
+    if (pick) b[j] = c.env.resolve(*pick);
+  }
+  const bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  const size_t pos = adjacent ? indexed.front() : 0;
+  SymShape out;
+  for (size_t d : kept)
+    if (adjacent && d < pos) out.push_back(self[d]);
+  out.insert(out.end(), b.begin(), b.end());
+  for (size_t d : kept)
+    if (!adjacent || d > pos) out.push_back(self[d]);
+  for (auto& d : out) d = c.env.resolve(d);
+  c.n.sym_sizes = out;
+  return true;
+}
+
+// sort: values and indices of the input's shape. topk(k): the dim becomes k
+// (the user's; a computed k: no rule), guarded k <= its size.
+bool rule_sort_topk(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (c.n.output_metas.size() != 2) return false;
+  if (name_is(c.n, {"topk"})) {
+    if (in.empty()) return false;
+    const int64_t k = c.n.attrs.get_int("k");
+    if (c.derived(k)) return false;
+    const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
+    c.env.decide(in[dim] - SymDim(k), GuardRel::Ge, c.where());
+    for (auto& d : in) d = c.env.resolve(d);
+    in[dim] = SymDim(k);
+  }
+  c.n.sym_sizes = in;
+  c.n.output_sym_sizes = {in, in};
   return true;
 }
 
@@ -630,10 +812,10 @@ bool has_int_attr_from_sizes(const Ctx& c) {
   // composite) may depend on sizes: only rules that understand it may read it.
   for (auto& [name, v] : c.n.attrs.items()) {
     if (!std::strcmp(name, "dim") || !std::strcmp(name, "dims") || !std::strcmp(name, "keepdim")) continue;
-    if (auto* i = std::get_if<int64_t>(&v); i && c.derived(*i > 0 ? *i : -*i)) return true;
+    if (auto* i = std::get_if<int64_t>(&v); i && c.derived_signed(*i)) return true;
     if (auto* l = std::get_if<std::vector<int64_t>>(&v))
       for (int64_t x : *l)
-        if (c.derived(x > 0 ? x : -x)) return true;
+        if (c.derived_signed(x)) return true;
   }
   return false;
 }
@@ -677,6 +859,7 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"matmul", "mm", "bmm"})) return rule_matmul(c, false);
   if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);
   if (name_is(n, {"cat"})) return rule_cat(c);
+  if (name_is(n, {"repeat"})) return rule_repeat(c);
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
   if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
@@ -693,10 +876,14 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
     return rule_batch_passthrough(c);
   if (name_is(n, {"index_select"})) return rule_index_select(c);
   if (name_is(n, {"gather"})) return rule_gather(c);
+  if (name_is(n, {"index"})) return rule_index(c);
+  if (name_is(n, {"sort", "topk"})) return rule_sort_topk(c);
   if (name_is(n, {"embedding"})) return rule_embedding(c);
   if (name_is(n, {"full", "zeros", "ones", "empty", "philox_random"})) return rule_factory(c);
+  if (name_is(n, {"slice_scatter"})) return rule_slice_scatter(c);
+  if (name_is(n, {"select_scatter"})) return rule_select_scatter(c);
   if (has_int_attr_from_sizes(c)) return false;
-  if (name_is(n, {"select_scatter", "slice_scatter", "index_put", "scatter", "scatter.src",
+  if (name_is(n, {"index_put", "scatter", "scatter.src",
                   "scatter_add", "index_copy", "index_fill", "masked_scatter", "index_add"}))
     return rule_same_as_input0(c);
   // cumprod's gradient operator (grad, x): x's shape.

@@ -28,7 +28,8 @@ struct UserCall {
   // The user's source line, computed when a decision needs it (walking Python
   // frames at every operator call would dominate a capture's time).
   std::string (*where_fn)() = nullptr;
-  bool consumed = false;  // sym_attrs reached a recorded node
+  // sym_attrs reached a recorded node (or a rule that read them: narrow's parts).
+  mutable bool consumed = false;
   bool is_literal(int64_t v) const;
   const std::string& where() const;
 

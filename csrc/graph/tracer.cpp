@@ -13,6 +13,7 @@
 #include "ops/dispatch.h"
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
+#include "ops/size_expr.h"
 #include "graph/guard_replay.h"
 #include "graph/sym_shape_rules.h"
 
@@ -86,6 +87,34 @@ class Tracer : public DispatchInterceptor {
       call.consumed = true;
     }
   }
+  // A derivative formula's attributes computed from its operands' sizes
+  // (ops/size_expr.h): the node whose attribute of that name has that value
+  // takes the expression over the operands' symbolic sizes (a constant one
+  // too: it tells the rule the number is not a size the trace lost).
+  void take_sized(Node* n, const std::vector<ops::SizedAttr>& sized) {
+    for (const ops::SizedAttr& s : sized) {
+      const AttrValue* v = n->attrs.find(s.name);
+      std::vector<int64_t> values;
+      if (const int64_t* i = v ? std::get_if<int64_t>(v) : nullptr) values = {*i};
+      else if (auto* l = v ? std::get_if<std::vector<int64_t>>(v) : nullptr) values = *l;
+      if (values.size() != s.exprs.size()) continue;
+      std::vector<SymDim> out;
+      for (size_t k = 0; k < values.size(); ++k) {
+        const ops::SizeExpr& x = s.exprs[k];
+        if (x.value() != values[k]) break;
+        SymDim e(x.constant());
+        for (const ops::SizeExpr::Term& t : x.terms()) {
+          SymShape ts = sym_of(t.tensor);
+          const size_t d = static_cast<size_t>(t.dim);
+          e = e + SymDim(t.coef) * (d < ts.size() ? ts[d] : SymDim(t.tensor.sizes().at(d)));
+        }
+        e = env_->resolve(e);
+        if (env_->hint(e) != values[k]) break;
+        out.push_back(e);
+      }
+      if (out.size() == values.size()) n->sym_attrs[s.name] = std::move(out);
+    }
+  }
   bool hints_agree(const Node* n) {
     auto same = [&](const SymShape& s, const Shape& real) {
       if (s.size() != real.size()) return false;
@@ -113,6 +142,7 @@ class Tracer : public DispatchInterceptor {
     UserCall* call = t_user_call;
     const bool part = !call || call->op != n->target;
     if (call && !call->sym_attrs.empty()) consume(n, *call);
+    if (const std::vector<ops::SizedAttr>* sized = ops::sized_attrs()) take_sized(n, *sized);
     bool ok = false;
     std::string why;
     try {

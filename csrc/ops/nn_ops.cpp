@@ -11,6 +11,7 @@
 #include "ops/families.h"
 #include "ops/nn_util.h"
 #include "ops/registry.h"
+#include "ops/size_expr.h"
 
 namespace tp {
 namespace {
@@ -318,7 +319,8 @@ std::vector<Tensor> cross_entropy_decompose(const std::vector<Tensor>& in, const
   smooth = ops::mul(smooth, keep);
   if (r == Reduction::Mean) {
     // The same denominator as nll_loss: the summed weights of the counted targets.
-    Tensor denom = nll(ops::full(x.sizes(), Scalar(-1.0), x.dtype()), t, w, "sum", ignore);
+    // (full of x's sizes kept as such: a symbolic capture keeps the batch size.)
+    Tensor denom = nll(ops::full_like_sized(x, Scalar(-1.0), x.dtype()), t, w, "sum", ignore);
     smooth = ops::div(ops::sum(smooth), denom);
   } else {
     smooth = reduce(smooth, r);

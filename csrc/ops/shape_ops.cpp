@@ -11,6 +11,7 @@
 #include "ops/families.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
+#include "ops/size_expr.h"
 
 namespace tp {
 namespace {
@@ -94,16 +95,18 @@ std::vector<Tensor> cat_backward(const BackwardArgs& a) {
   std::vector<TensorMeta> metas;
   for (auto& t : a.inputs) metas.push_back(t.meta());
   CatGeom geom = cat_geom(metas, a.attrs, "cat");
-  int64_t offset = 0;
+  // The bounds are sums of the inputs' sizes, kept as such (ops/size_expr.h):
+  // a joint graph traced with symbolic sizes slices at expressions of them.
+  ops::SizeExpr offset = 0;
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     const Tensor& x = a.inputs[i];
     if (skipped_in_cat(x.sizes())) {
       if (a.needs_grad[i]) grads[i] = ops::zeros(x.sizes(), x.dtype());
       continue;
     }
-    const int64_t len = x.sizes()[geom.dim];
-    if (a.needs_grad[i]) grads[i] = ops::reduce_grad(ops::slice(g, geom.dim, offset, offset + len, 1), x);
-    offset += len;
+    const ops::SizeExpr end = offset + ops::SizeExpr::size_of(x, geom.dim);
+    if (a.needs_grad[i]) grads[i] = ops::reduce_grad(ops::slice_sized(g, geom.dim, offset, end), x);
+    offset = end;
   }
   return grads;
 }

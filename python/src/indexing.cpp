@@ -21,6 +21,7 @@ struct Item {
   int64_t value = 0;  // Int
   nb::handle slice;   // Slice
   Tensor tensor;      // Mask (bool, >= 1 dim) / Index (integer)
+  nb::handle symint;  // Int given as a tp.SymInt (value: its hint): kept symbolic
 };
 
 bool is_int_like(nb::handle h) {
@@ -59,6 +60,7 @@ Item classify(nb::handle h) {
   if (h.ptr() == Py_Ellipsis) return {Kind::Ellipsis};
   if (PySlice_Check(h.ptr())) return {Kind::Slice, 0, h};
   if (PyBool_Check(h.ptr())) return {Kind::Mask, 0, {}, Tensor::scalar_tensor(Scalar(h.ptr() == Py_True), DType::Bool)};
+  if (is_symint(h)) return {Kind::Int, symint_hint(h), {}, {}, h};
   if (is_int_like(h)) return {Kind::Int, nb::cast<int64_t>(nb::int_(h))};
   Tensor t;
   if (nb::isinstance<Tensor>(h)) t = nb::cast<Tensor>(h);
@@ -129,10 +131,12 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
         if (graph::symbolic_tracing()) {
           // The user wrote the index: a literal, not a size computed from a symbol
           // (the symbolic rule keeps the dim symbolic, guarded by the bound).
+          // x[n - 1] with a SymInt: the select node evaluates the index per call.
           graph::UserCall call;
           call.op = &get_op("select");
           call.where_fn = &python_source_line;
-          call.literals.push_back(it.value);
+          if (it.symint) call.sym_attrs["index"] = {symint_expr(it.symint)};
+          else call.literals.push_back(it.value);
           graph::UserCallScope scope(std::move(call));
           r.view = ops::select(r.view, dim, it.value);
           break;
@@ -340,9 +344,27 @@ void bind_shape_conveniences(nb::module_& m) {
     if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
     return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
   }, nb::arg("dim").none() = nb::none());
-  redefine(cls, "repeat", [](const Tensor& t, nb::args a) { return ops::repeat(t, ints_from_args(a, "repeat")); });
-  redefine(cls, "tile", [](const Tensor& t, nb::args a) {
-    return with_op_name("tile", [&] { return ops::tile(t, ints_from_args(a, "tile")); });  // tile is repeat inside
+  // The counts are the user's ints (a SymInt among them is specialized), so
+  // a symbolic capture records them as literals: repeat's rule keeps the
+  // repeated dims symbolic.
+  auto with_literals = [](const char* op, const std::vector<int64_t>& ints, auto&& fn) {
+    if (!graph::symbolic_tracing()) return fn();
+    graph::UserCall call;
+    call.op = &get_op(op);
+    call.where_fn = &python_source_line;
+    call.literals = ints;
+    graph::UserCallScope scope(std::move(call));
+    return fn();
+  };
+  redefine(cls, "repeat", [with_literals](const Tensor& t, nb::args a) {
+    const std::vector<int64_t> reps = ints_from_args(a, "repeat");
+    return with_literals("repeat", reps, [&] { return ops::repeat(t, reps); });
+  });
+  redefine(cls, "tile", [with_literals](const Tensor& t, nb::args a) {
+    const std::vector<int64_t> reps = ints_from_args(a, "tile");
+    return with_literals("tile", reps, [&] {  // tile is repeat inside
+      return with_op_name("tile", [&] { return ops::tile(t, reps); });
+    });
   });
   // flip(*dims), flip(dims) or flip(dims=...), as PyTorch accepts them.
   redefine(cls, "flip", [](const Tensor& t, nb::args a, nb::kwargs kw) {

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "graph/tracer.h"
+#include "ops/size_expr.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/cuda_specialize.h"
@@ -51,6 +52,9 @@ void bind_testing_hooks(nb::module_& m) {
     passes::register_testing_pass(name, mul_to_add, stax_only);
   }, nb::arg("name"), nb::arg("kind") = "mul_to_add", nb::arg("stax_only") = true);
   m.def("_testing_plant_stax_fault", &stax::testing::plant_fault, nb::arg("kind"), nb::arg("op") = "");
+  // While set, derivative formulas drop how they computed sizes (ops/size_expr.h):
+  // cat's gradient then slices at plain ints, as a formula without a symbolic form does.
+  m.def("_testing_drop_size_recipes", &ops::testing::drop_size_recipes, nb::arg("drop"));
   // Captures fn on `inputs`, runs the Stax passes (decompositions, except
   // `mean`, whose count becomes a run-time size), makes the graph symbolic over
   // `hints` (see mark_symbols) and compiles it with the Stax backend. Returns

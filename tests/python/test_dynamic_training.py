@@ -262,22 +262,43 @@ def test_create_graph_still_raises_with_symbolic_training():
     assert cf.num_specializations == 1
 
 
-def test_a_formula_without_a_symbolic_form_trains_statically_and_correctly(monkeypatch, capfd):
-    # cat's derivative slices the gradient at bounds computed from the sizes
-    # (x.size(0)), which the tracer cannot follow: the joint trace specializes
-    # the batch size, and the capture is made static (one version per size),
-    # never a wrong gradient. (var's formula, which baked 2 / (N - 1) in, now
-    # computes N in the graph: test_dynamic_training_cnn.py.)
+def test_cat_trains_symbolically_one_version(monkeypatch, capfd):
+    # cat's derivative slices the gradient at bounds computed from the inputs'
+    # sizes (x.size(0)); the formula keeps how it computed them (ops/size_expr.h),
+    # so the joint trace slices at s0 and 2 * s0: one version for every size.
     monkeypatch.setenv("TP_LOGS", "recompiles")
     w = tp.randn(4, 4, requires_grad=True)
 
     def f(x):
         return tp.cat([x @ w, x], 0).pow(2).sum()
 
-    cf = tp.compile(f, dynamic=True)
+    cf = tp.compile(f, dynamic=True, strict_native=True)
     for i, n in enumerate([3, 5, 6, 9]):
         tp.manual_seed(i)
         check_step(cf, f, [w], (tp.randn(n, 4),))
+    assert cf.num_specializations == 1
+    assert "made static" not in capfd.readouterr().err
+
+
+def test_a_formula_without_a_symbolic_form_trains_statically_and_correctly(monkeypatch, capfd):
+    # A formula that slices at plain ints computed from sizes (here cat's, with
+    # its size expressions dropped by a test hook): the joint trace specializes
+    # the batch size, and the capture is made static (one version per size),
+    # never a wrong gradient.
+    monkeypatch.setenv("TP_LOGS", "recompiles")
+    tp._C._testing_drop_size_recipes(True)
+    try:
+        w = tp.randn(4, 4, requires_grad=True)
+
+        def f(x):
+            return tp.cat([x @ w, x], 0).pow(2).sum()
+
+        cf = tp.compile(f, dynamic=True)
+        for i, n in enumerate([3, 5, 6, 9]):
+            tp.manual_seed(i)
+            check_step(cf, f, [w], (tp.randn(n, 4),))
+    finally:
+        tp._C._testing_drop_size_recipes(False)
     assert cf.num_specializations == 4
     err = capfd.readouterr().err
     assert err.count("the training capture is made static: the joint trace specialized every size") == 2
@@ -293,14 +314,56 @@ def test_aot_eager_backend_trains_symbolically_too():
     assert cf.num_specializations == 1
 
 
-def test_activation_memory_budget_keeps_training_static():
-    # Checkpointing plans on byte sizes: under a budget the capture stays static.
-    w = tp.randn(8, 8, requires_grad=True)
-    f = lambda x: (x @ w).tanh().sum()  # noqa: E731
-    cf = tp.compile(f, dynamic=True, options={"activation_memory_budget": 0.5})
-    for n in [4, 6]:
-        check_step(cf, f, [w], (tp.randn(n, 8),))
-    assert cf.num_specializations == 2
+@pytest.mark.parametrize("budget", [0.5, 0.25, 1000, 0])
+def test_activation_memory_budget_trains_symbolically_with_the_plan_of_the_hints(budget):
+    # The checkpointing plan is a choice of what to save (the gradients do not
+    # depend on it): made once at the hint sizes, it serves every size, and
+    # the budget holds at the hints. A chain of 8 tanh layers: binomial
+    # checkpointing; the same plan as a static capture at the hint size.
+    tp.manual_seed(0)
+    ws = [(tp.randn(16, 16) * 0.3).requires_grad_(True) for _ in range(8)]
+
+    def f(x):
+        for w in ws:
+            x = (x @ w).tanh()
+        return x.sum()
+
+    opts = {"activation_memory_budget": budget}
+    cf = tp.compile(f, dynamic=True, strict_native=True, options=opts)
+    for i, n in enumerate([8, 3, 17, 2, 40]):
+        tp.manual_seed(i)
+        check_step(cf, f, ws, (tp.randn(n, 16),))
+    assert cf.num_specializations == 1
+    plan = cf.last_aot["checkpointing"]
+    assert plan is not None and plan["steps"] == 9
+    static = tp.compile(f, dynamic=False, strict_native=True, options=opts)
+    check_step(static, f, ws, (tp.randn(8, 16),))
+    assert static.last_aot["checkpointing"] == plan
+    limit = budget if isinstance(budget, int) else budget * 8 * 8 * 16 * 4  # 8 states of 8 x 16 floats at the hint
+    assert cf.last_aot["saved_bytes"] <= limit
+
+
+def test_activation_memory_budget_greedy_relaxation_trains_symbolically():
+    # Not a chain: the greedy relaxation recomputes a GEMM under the budget.
+    tp.manual_seed(1)
+    w1, w2 = tp.randn(16, 16, requires_grad=True), tp.randn(16, 16, requires_grad=True)
+
+    def f(x):
+        return ((x @ w1).tanh().sin() * (x @ w2).cos()).sum()
+
+    saved = {}
+    for budget in [None, 0.5, 0]:
+        cf = tp.compile(f, dynamic=True, strict_native=True,
+                        options={} if budget is None else {"activation_memory_budget": budget})
+        for i, n in enumerate([8, 3, 17, 40]):
+            tp.manual_seed(10 + i)
+            check_step(cf, f, [w1, w2], (tp.randn(n, 16),), tol=1e-3)
+        assert cf.num_specializations == 1
+        saved[budget] = cf.last_aot["saved_bytes"]
+        if budget is not None:
+            assert "matmul" in cf.last_aot["recomputed"]
+    assert saved[None] == 2 * 8 * 16 * 4  # both GEMM results at the hint
+    assert saved[0.5] <= saved[None] // 2 and saved[0] == 0
 
 
 def test_transposed_product_of_inputs_with_a_symbolic_inner_dim():
@@ -317,12 +380,13 @@ def test_transposed_product_of_inputs_with_a_symbolic_inner_dim():
 
 
 def test_cross_entropy_with_label_smoothing_is_correct_at_every_size():
-    # Its decomposition builds full(x.sizes()) at the example's sizes (a size the
-    # composite computed: no symbolic form) and hands it to nll_loss with the
-    # symbolic target: the capture ran at another size with the example's
-    # [n, C] against the call's [m] target ("nll_loss: expected target of shape
-    # [7] ... but got [11]"). nll_loss's rule now equates the target's dims with
-    # the input's, which fixes the size (a static version per size, correct).
+    # Its decomposition builds a constant of the input's sizes for the
+    # denominator and hands it to nll_loss with the symbolic target. Built at
+    # the example's sizes, the capture once ran at another size with the
+    # example's [n, C] against the call's [m] target ("nll_loss: expected target
+    # of shape [7] ... but got [11]"); then nll_loss's rule fixed the size (a
+    # static version per size). The constant now keeps the input's sizes as
+    # expressions (ops::full_like_sized): one version, in inference and training.
     tp.manual_seed(3)
     lin = nn.Linear(6, 5)
 
@@ -330,11 +394,13 @@ def test_cross_entropy_with_label_smoothing_is_correct_at_every_size():
         return F.cross_entropy(lin(x), y, label_smoothing=0.1)
 
     with tp.no_grad():
-        cf = tp.compile(loss, dynamic=True)
-        for n in [7, 11, 4]:
+        cf = tp.compile(loss, dynamic=True, strict_native=True)
+        for n in [7, 11, 4, 2]:
             x, y = tp.randn(n, 6), tp.randint(0, 5, (n,))
             close(cf(x, y), loss(x, y))
-    ct = tp.compile(loss, dynamic=True)
-    for i, n in enumerate([7, 11, 4]):
+        assert cf.num_specializations == 1
+    ct = tp.compile(loss, dynamic=True, strict_native=True)
+    for i, n in enumerate([7, 11, 4, 2, 31]):
         tp.manual_seed(20 + i)
         check_step(ct, loss, list(lin.parameters()), (tp.randn(n, 6), tp.randint(0, 5, (n,))))
+    assert ct.num_specializations == 1
