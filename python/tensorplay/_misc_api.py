@@ -4,9 +4,8 @@ operators (meshgrid, cartesian_prod), type queries and the Tensor.new_*
 constructors. `install()` puts them on the tensorplay namespace and Tensor."""
 import sys
 
-import numpy as _np
-
 from . import _C
+from ._lazy_numpy import is_ndarray
 from ._C import Tensor
 
 _TYPE_NAMES = {
@@ -78,7 +77,7 @@ def as_tensor(data, dtype=None, device=None):
     _C._check_target_device(device, "as_tensor")
     if isinstance(data, Tensor):
         t = data if dtype is None or data.dtype == dtype else data.to(dtype)
-    elif isinstance(data, _np.ndarray):
+    elif is_ndarray(data):
         t = tp.from_numpy(data)
         t = t if dtype is None or t.dtype == dtype else t.to(dtype)
     else:

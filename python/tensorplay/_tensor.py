@@ -1,34 +1,37 @@
 """Tensor construction from Python data and the few Tensor conveniences that
 are formatting rather than computation (repr)."""
 import builtins
-
-import numpy as np
+import functools
 
 from . import _C
+from ._lazy_numpy import is_ndarray, is_numpy_value, np
 
-_NP_TO_TP = {
-    np.dtype(np.bool_): _C.dtype.bool,
-    np.dtype(np.uint8): _C.dtype.uint8,
-    np.dtype(np.int8): _C.dtype.int8,
-    np.dtype(np.int16): _C.dtype.int16,
-    np.dtype(np.int32): _C.dtype.int32,
-    np.dtype(np.int64): _C.dtype.int64,
-    np.dtype(np.float16): _C.dtype.float16,
-    np.dtype(np.float32): _C.dtype.float32,
-    np.dtype(np.float64): _C.dtype.float64,
-}
-_TP_TO_NP = {v: k for k, v in _NP_TO_TP.items()}
+
+@functools.lru_cache(maxsize=None)
+def _np_to_tp():
+    """NumPy dtype -> tp dtype (built on first use: it imports NumPy)."""
+    return {
+        np.dtype(np.bool_): _C.dtype.bool,
+        np.dtype(np.uint8): _C.dtype.uint8,
+        np.dtype(np.int8): _C.dtype.int8,
+        np.dtype(np.int16): _C.dtype.int16,
+        np.dtype(np.int32): _C.dtype.int32,
+        np.dtype(np.int64): _C.dtype.int64,
+        np.dtype(np.float16): _C.dtype.float16,
+        np.dtype(np.float32): _C.dtype.float32,
+        np.dtype(np.float64): _C.dtype.float64,
+    }
 
 
 def _leaf_dtype(x):
     """The dtype one element contributes to PyTorch's inference: Python floats the default dtype,
     ints int64, bools bool; NumPy scalars/arrays and tensors their own dtype. None: not a number."""
-    if isinstance(x, (bool, np.bool_)):
+    if isinstance(x, bool):
         return _C.dtype.bool
     if isinstance(x, _C.Tensor):
         return x.dtype
-    if isinstance(x, (np.ndarray, np.generic)):
-        return _NP_TO_TP.get(x.dtype)
+    if is_numpy_value(x):  # np.bool_ included
+        return _np_to_tp().get(x.dtype)
     if isinstance(x, (int, _C.SymInt)):  # a SymInt (dynamic shapes) becomes its value
         return _C.dtype.int64
     if isinstance(x, float):
@@ -65,7 +68,7 @@ def _as_array(data):
     """NumPy array for `data` and the dtype PyTorch infers for it (None for a NumPy array, which
     keeps its own). Floating values stay float64 here (exact for every float leaf): they are
     rounded once, by the final conversion to the requested dtype, so float64 tensors keep all 64 bits."""
-    if isinstance(data, np.ndarray):
+    if is_ndarray(data):
         arr, inferred = data, None
     else:
         inferred = _infer_dtype(data)
@@ -78,7 +81,7 @@ def _as_array(data):
             arr = arr.astype(np.float64)
         elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
             arr = arr.astype(np.int64)
-    if arr.dtype not in _NP_TO_TP:
+    if arr.dtype not in _np_to_tp():
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} with NumPy dtype {arr.dtype}")
     return arr, inferred
 

@@ -9,7 +9,7 @@ the layout rules are our own code.
 """
 import math
 
-import numpy as np
+from ._lazy_numpy import np  # printing reads the values through NumPy (imported on first use)
 
 from . import _C
 

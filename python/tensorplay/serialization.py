@@ -12,7 +12,7 @@ import copyreg
 import os
 import pickle
 
-import numpy as np
+from ._lazy_numpy import np  # save/load go through NumPy arrays (imported on first use)
 
 from . import _C
 
@@ -23,10 +23,11 @@ _PROTOCOL = 4
 
 # How each dtype's elements are stored as bytes. bfloat16 has no NumPy dtype:
 # its 16-bit patterns are stored as uint16.
+# (Names, so that NumPy is imported by a save or a load, not by `import tensorplay`.)
 _STORAGE_NP = {
-    "bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
-    "int64": np.int64, "float16": np.float16, "bfloat16": np.uint16, "float32": np.float32,
-    "float64": np.float64,
+    "bool": "bool_", "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
+    "int64": "int64", "float16": "float16", "bfloat16": "uint16", "float32": "float32",
+    "float64": "float64",
 }
 # The dtype a narrow tensor is widened to when numpy()/from_numpy do not handle it directly.
 _WIDE = {"uint8": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "float16": "float32"}
@@ -56,7 +57,7 @@ def _to_array(t):
         arr = t.numpy()
     except (TypeError, RuntimeError, ValueError):
         arr = t.to(_tp_dtype(_WIDE[name])).numpy()
-    return np.ascontiguousarray(arr, dtype=_STORAGE_NP[name])
+    return np.ascontiguousarray(arr, dtype=getattr(np, _STORAGE_NP[name]))
 
 
 def _from_array(arr, name):
@@ -70,7 +71,7 @@ def _from_array(arr, name):
             return t
     except (TypeError, RuntimeError, ValueError):
         pass
-    return _C.from_numpy(arr.astype(_STORAGE_NP[_WIDE[name]])).to(target)
+    return _C.from_numpy(arr.astype(getattr(np, _STORAGE_NP[_WIDE[name]]))).to(target)
 
 
 def _payload(t):
@@ -83,7 +84,7 @@ def _payload(t):
 def _rebuild_tensor(dtype_name, shape, data, requires_grad):
     if dtype_name not in _STORAGE_NP:
         raise RuntimeError(f"tp.load: unknown dtype '{dtype_name}' in file")
-    arr = np.frombuffer(data, dtype=_STORAGE_NP[dtype_name]).reshape(shape).copy()
+    arr = np.frombuffer(data, dtype=getattr(np, _STORAGE_NP[dtype_name])).reshape(shape).copy()
     t = _from_array(arr, dtype_name)
     if requires_grad:
         t.requires_grad_(True)

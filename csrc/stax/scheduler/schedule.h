@@ -28,8 +28,11 @@ struct SideStore {
 // How the iterations a vector loop leaves over run: one scalar step at a time,
 // or one masked vector step (the C++ printer loads the tail into a vector
 // padded with a neutral value and stores only the live lanes back; see
-// ScheduleOptions::masked_tails for when the scheduler picks it).
-enum class TailMode { Scalar, Masked };
+// ScheduleOptions::masked_tails for when the scheduler picks it), or (a
+// reduction's W-vector loop over a symbolic extent) a loop of vector steps, the
+// last one masked, in place of the one-vector loop and the scalar tail: one
+// printed body instead of two, for a shorter C++ compile.
+enum class TailMode { Scalar, Masked, MaskedLoop };
 
 // How a Welford reduction (ReduceOp::Welford) is computed.
 enum class WelfordMode {

@@ -9,7 +9,7 @@ float32 the finite differences are too noisy for the default tolerances.
 """
 import warnings
 
-import numpy as np
+from .._lazy_numpy import np  # imported on first gradcheck, not by `import tensorplay`
 
 from .. import _C
 

@@ -98,7 +98,11 @@ TEST_F(SymbolicLowering, Example11RowSumBothDims) {
   check([](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{ops::sum(ops::mul(ops::relu(ops::add(in[0], in[1])), ops::scalar(2.0)), {-1})};
   }, [](const std::vector<int64_t>& s) { return std::vector<Tensor>{ops::randn({s[0], s[1]}), ops::randn({s[1]})}; },
-        {37, 53}, kSizes, 1e-5);
+        // With AVX-512 the symbolic rest after the W-vector loop goes into vector
+        // lanes (TailMode::MaskedLoop), the static one into a scalar: a row of 1031
+        // sums to ~800, where a float's ulp is 6e-5 (one missing or doubled element
+        // would be off by ~1).
+        {37, 53}, kSizes, 1e-3);
 }
 
 TEST_F(SymbolicLowering, SoftmaxDecompositionBothDims) {

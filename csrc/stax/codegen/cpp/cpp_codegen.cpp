@@ -628,6 +628,11 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   // the live lanes (the others are zero: AVX-512 masked loads), whose stores
   // write only those, and whose reduction input is the identity in the others.
   const bool masked = nest.tail == TailMode::Masked && nest.vectorize && nd > 0;
+  // A masked loop (TailMode::MaskedLoop, a reduction over a symbolic extent):
+  // what the W-vector loop leaves runs as vector steps into accumulator 0, the
+  // last one reading only its live lanes and adding the identity in the
+  // others; no one-vector loop, no scalar tail.
+  const bool masked_loop = nest.tail == TailMode::MaskedLoop && nest.vectorize && nd > 0 && node.is_reduction();
   // Reduction: nest.accumulators vector accumulators (segmented summation,
   // Section 6.5), a scalar accumulator for the tail, a pairwise combine at the
   // end. A cascaded sum (nest.block > 0) runs in blocks that each start from
@@ -807,16 +812,34 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       os << indent << "  }\n";
     }
     os << indent << "}\n";
-    os << indent << "for (; " << jb << " + " << lanes << " <= " << loop_hi << "; " << jb << " += " << lanes << ") {\n";
-    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
-    std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
-    side_stores(true, indent + "  ");
-    os << indent << "  " << acc << "_v0 = " << c_combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
-    w.reset_names();
+    if (!masked_loop) {
+      os << indent << "for (; " << jb << " + " << lanes << " <= " << loop_hi << "; " << jb << " += " << lanes << ") {\n";
+      os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+      std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+      side_stores(true, indent + "  ");
+      os << indent << "  " << acc << "_v0 = " << c_combine(node.reduce, acc + "_v0", v) << ";\n" << indent << "}\n";
+      w.reset_names();
+    }
   }
   if (nd == 0) {
     std::string v = w.emit(nest.body, false, -1, os, indent);
     os << indent << acc << "_s = " << c_combine(node.reduce, acc + "_s", v) << ";\n";
+  } else if (masked_loop) {
+    // The mask comes from one vector compare (tp_mask_below) and the identity
+    // from a mask blend: a shift-built mask or a branch on the count here made
+    // g++ split or version the loop (more compile time than the two loops).
+    os << indent << "for (; " << jb << " < " << loop_hi << "; " << jb << " += " << lanes
+       << ") {  // the rest: vectors, the last one masked\n";
+    os << indent << "  const unsigned tp_m = tp_mask_below(" << vtype(dt) << "{}, " << loop_hi << " - " << jb << ");\n";
+    os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
+    w.set_mask("tp_m");
+    std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
+    side_stores(true, indent + "  ", "tp_m");
+    os << indent << "  " << acc << "_v0 = "
+       << c_combine(node.reduce, acc + "_v0", "tp_sel_m(" + v + ", " + splat(dt) + "(" + init + "), tp_m)") << ";\n";
+    os << indent << "}\n";
+    w.set_mask("");
+    w.reset_names();
   } else if (masked) {
     os << indent << "if (" << jb << " < " << loop_hi << ") {  // masked tail: the identity in the dead lanes\n";
     os << indent << "  const unsigned tp_m = (1u << (unsigned)(" << loop_hi << " - " << jb << ")) - 1u;\n";
@@ -1064,7 +1087,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     req.need_welford |= n.reduce == ReduceOp::Welford;
   }
   for (auto& k : s.kernels)
-    for (auto& n : k.nests) req.need_masked |= n.tail == TailMode::Masked && n.vectorize;
+    for (auto& n : k.nests) req.need_masked |= n.tail != TailMode::Scalar && n.vectorize;
   for (auto& fn : req.libm) {
     std::string sym = libmvec_symbol(fn, s.vector_bytes);
     if (!sym.empty() && runtime::libmvec_has(sym)) req.libmvec[fn] = sym;

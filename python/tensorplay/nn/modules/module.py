@@ -8,7 +8,7 @@ yields the same dotted names PyTorch does: checkpoints map one-to-one.
 from collections import OrderedDict, namedtuple
 import itertools
 
-import numpy as np
+from ..._lazy_numpy import is_ndarray, np
 
 from ... import _C
 from ..._grad_mode import no_grad
@@ -546,7 +546,7 @@ def _as_tensor(value):
     (a PyTorch state dict, for instance) converted; None for anything else."""
     if isinstance(value, _C.Tensor):
         return value
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         return _C.from_numpy(np.ascontiguousarray(value))
     if hasattr(value, "__dlpack__"):
         if getattr(value, "requires_grad", False):
