@@ -1,13 +1,8 @@
 #include "compile/options.h"
 
-#include <cstdlib>
+#include "core/logs.h"
 
 namespace tp::compile {
-bool log_enabled(const char* topic) {
-  const char* v = std::getenv("TP_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(std::string(",") + topic + ",") != std::string::npos || s.find(",all,") != std::string::npos;
-}
+bool log_enabled(const char* topic) { return tp::log_enabled(topic); }
 
 }  // namespace tp::compile

@@ -32,7 +32,8 @@ struct CompileOptions {
 void register_backend(const std::string& name, CustomBackend backend);
 
 // Parses TP_LOGS (comma separated: recompiles, graph, code, aot, guards — the symbols and shape
-// guards of each symbolic capture).
+// guards of each symbolic capture; cuda_eager — why an eager CUDA operator got no generated
+// kernel). The switch itself is core/logs.h.
 bool log_enabled(const char* topic);
 
 }  // namespace tp::compile

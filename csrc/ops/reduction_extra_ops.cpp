@@ -138,11 +138,19 @@ std::vector<Tensor> dim_onehot_backward(const BackwardArgs& a) {
   Tensor hit;
   const bool on_host = x.device().kind == Device::Kind::CPU;
   if (SizeFree || !on_host) {
-    // Position + 1 along `dim` as a running count of ones; on a device the ones
-    // are made there (a host tensor would meet the device index in eq).
-    Tensor one = on_host ? ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes())
-                         : ops::ones_like(x, DType::Int64);
-    hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
+    // Position + 1 along `dim` as a running count of ones. On a device the ones
+    // are made there, as where(true, 1, x) (the C++ factories make host
+    // tensors, which would meet the device index in eq), counted in float64
+    // (exact to 2^53), against the index as float64.
+    if (on_host) {
+      Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
+      hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
+    } else {
+      Tensor one = ops::to_dtype(
+          ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(1.0)), x), DType::Float64);
+      hit = ops::eq(ops::cumsum(one, dim),
+                    ops::add(ops::to_dtype(idx, DType::Float64), ops::scalar(Scalar(1.0))));
+    }
   } else {
     Shape pos_shape(static_cast<size_t>(x.dim()), 1);
     pos_shape[dim] = x.sizes()[dim];

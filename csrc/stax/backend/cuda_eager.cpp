@@ -1,10 +1,12 @@
 #include "stax/backend/cuda_eager.h"
 
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "core/logs.h"
 #include "cuda/kernels.h"
 #include "graph/graph.h"
 #include "passes/passes.h"
@@ -20,6 +22,15 @@ std::map<std::string, std::shared_ptr<CudaRegion>>& op_cache() {
   static auto* m = new std::map<std::string, std::shared_ptr<CudaRegion>>();
   return *m;
 }
+// Failed generation attempts per key. A failure is remembered (nullptr above)
+// only at the second attempt: one seen during a compiled region's run could
+// depend on that context, and remembering it made a later plain eager call of
+// the same operator and sizes raise "no kernel".
+std::map<std::string, int>& failures() {
+  static auto* m = new std::map<std::string, int>();
+  return *m;
+}
+constexpr int kAttemptsBeforeRefusal = 2;
 
 void put_shape(std::string& k, const Shape& s) {
   for (int64_t v : s) k += std::to_string(v) + ",";
@@ -103,8 +114,12 @@ bool generated_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attr
       // An extern call would be this operator (or another without a loop
       // form) through the dispatcher again: not generated here.
       if (region->extern_count() > 0) region = nullptr;
-    } catch (const Error&) {
-      region = nullptr;
+    } catch (const Error& e) {
+      if (log_enabled("cuda_eager"))
+        std::cerr << "[tp cuda_eager] no generated kernel for " << op.name << ": " << e.what() << "\n";
+      std::lock_guard<std::mutex> lock(g_mutex);
+      if (++failures()[key] >= kAttemptsBeforeRefusal) op_cache()[key] = nullptr;
+      return false;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
     op_cache()[key] = region;
