@@ -18,6 +18,7 @@ import tensorplay as tp
 import tensorplay.nn as nn
 import tensorplay.nn.functional as F
 from tensorplay import _C
+from test_dynamic_training_cnn import Net  # noqa: E402  (the CNN of the CPU tests)
 
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed (pip install nvidia-cuda-nvrtc)")
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
@@ -380,27 +381,10 @@ def test_attention_block_training_over_sequence_lengths_on_cuda_is_one_version()
     _train_and_compare(list(blk.parameters()), step, batches)
 
 
-class _Net(nn.Module):
-    """conv2d + batch_norm + relu + max_pool2d, conv2d + avg_pool2d, a linear head
-    (2 channels, 10x10 images: no batch size below equals another dim)."""
-
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
-        self.bn = nn.BatchNorm2d(4)
-        self.c2 = nn.Conv2d(4, 6, 3)
-        self.fc = nn.Linear(6, 5)
-
-    def forward(self, x):
-        h = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
-        h = F.avg_pool2d(self.c2(h), 2)
-        return self.fc(h.flatten(1))
-
-
 @gpu
 def test_cnn_with_batch_norm_training_on_cuda_is_one_version():
     tp.manual_seed(0)
-    net = _Net().cuda()
+    net = Net().cuda()
 
     def step(x, y):
         return F.cross_entropy(net(x), y)
