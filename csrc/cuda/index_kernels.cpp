@@ -16,20 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxRank = 8;
 
-// Rows move as bits: the element type only fixes the width.
-const char* bits_ctype(size_t bytes) {
-  switch (bytes) {
-    case 1: return "unsigned char";
-    case 2: return "unsigned short";
-    case 4: return "unsigned int";
-    case 8: return "unsigned long long";
-    default: return nullptr;
-  }
-}
-
-const char* index_ctype(DType d) {
-  return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
-}
 
 // Accumulation (index_add, scatter_add, index_put with accumulate=True): E is
 // the stored type, C the type the addend is computed in, tp_ld reads an E as
@@ -507,5 +493,20 @@ std::vector<std::pair<std::string, std::string>> index_kernel_sources() {
 
 std::string accumulate_prelude(DType dt) { return acc_prelude(dt); }
 Tensor device_value(const Tensor& v, DType dt, int dev) { return value_on(v, dt, dev); }
+
+// Rows move as bits: the element type only fixes the width.
+const char* bits_ctype(size_t bytes) {
+  switch (bytes) {
+    case 1: return "unsigned char";
+    case 2: return "unsigned short";
+    case 4: return "unsigned int";
+    case 8: return "unsigned long long";
+    default: return nullptr;
+  }
+}
+
+const char* index_ctype(DType d) {
+  return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
+}
 
 }  // namespace tp::cuda

@@ -41,5 +41,9 @@ std::string accumulate_prelude(DType dt);
 // - a 0-d value (a Python number, a fill value) as a 0-d tensor of `dt` on
 //   the device; a larger value must already have `dt` there (else undefined).
 Tensor device_value(const Tensor& v, DType dt, int dev);
+// - the C type of an element moved as bits (1, 2, 4 or 8 bytes; else nullptr)
+const char* bits_ctype(size_t bytes);
+// - the C type of an int64/int32 index tensor (else nullptr)
+const char* index_ctype(DType d);
 
 }  // namespace tp::cuda

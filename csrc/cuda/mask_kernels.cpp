@@ -21,20 +21,6 @@ constexpr int kMaxRank = 8;
 // before its own, so their number stays small).
 constexpr int64_t kMaxBlocks = 1024;
 
-const char* bits_ctype(size_t bytes) {
-  switch (bytes) {
-    case 1: return "unsigned char";
-    case 2: return "unsigned short";
-    case 4: return "unsigned int";
-    case 8: return "unsigned long long";
-    default: return nullptr;
-  }
-}
-
-const char* index_ctype(DType d) {
-  return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- nonzero ----

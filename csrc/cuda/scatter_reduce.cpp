@@ -39,10 +39,6 @@ bool kind_of(const std::string& r, Kind& k) {
   return false;
 }
 
-const char* index_ctype(DType d) {
-  return d == DType::Int64 ? "long long" : d == DType::Int32 ? "int" : nullptr;
-}
-
 // The compute dtypes with kernels: T the value, U the word a CAS swaps.
 bool covered(DType c) {
   return c == DType::Float32 || c == DType::Float64 || c == DType::Int64 || c == DType::Bool;
