@@ -46,8 +46,13 @@ bool shallow_equal(const ExprNode& a, const ExprNode& b) {
   switch (a.op) {
     case ExprOp::Const:
       return scalar_kind(a.value) == scalar_kind(b.value) && scalar_bits(a.value) == scalar_bits(b.value);
-    case ExprOp::Load: return a.buffer == b.buffer && a.index == b.index;
-    case ExprOp::Index: return a.index == b.index;
+    // Spelling too, not only ==: the table is shared by every program, and
+    // another live program may name the same variable id differently (r0 in a
+    // reduction, i0 in a pointwise lowering). Handing back its node printed
+    // the other program's name, undeclared here (issue 12/11: an eager CUDA
+    // sum's kernel read `i0` where its loop declared `r0`).
+    case ExprOp::Load: return a.buffer == b.buffer && identical(a.index, b.index);
+    case ExprOp::Index: return identical(a.index, b.index);
     case ExprOp::Guard: return scalar_bits(a.value) == scalar_bits(b.value);
     case ExprOp::Call: return a.fn == b.fn;
     default: return true;
