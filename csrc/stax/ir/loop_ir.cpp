@@ -272,6 +272,9 @@ const char* reduce_op_name(ReduceOp r) {
 
 IndexExpr LoopProgram::new_var(const std::string& prefix) {
   int id = next_var_id++;
+  // The name ends with the id: two variables with different ids never print
+  // alike, so a node spelled by another program (see intern) could only print
+  // an undeclared name, never silently another variable of this one.
   std::string name = prefix;
   name += std::to_string(id);
   // Variables are C++ names in generated code: "i" + 64 would be the prelude's
