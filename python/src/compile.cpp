@@ -17,6 +17,7 @@
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
+#include "stax/lowering/lower.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"
 
@@ -589,6 +590,13 @@ void bind_compile(nb::module_& m) {
   m.def("_cache_dir", []() { return stax::runtime::CodeCache::instance().directory(); });
   m.def("_stax_cuda_source", [](const GraphModule& g, int row_block) { return stax::cuda_unit(*g.graph, row_block).unit.source; },
         nb::arg("gm"), nb::arg("row_block") = 0);
+  // The CUDA source of gm printed while the lowering of `held` is alive, as
+  // when an eager CUDA operator is generated while a compiled region holds its
+  // lowered program (issue 12/11: loop-IR nodes are interned process-wide).
+  m.def("_stax_cuda_source_beside", [](const GraphModule& held, const GraphModule& g) {
+    stax::LoweredRegion alive = stax::lower(*held.graph, /*half_floats=*/true);
+    return stax::cuda_unit(*g.graph, 0).unit.source;
+  }, nb::arg("held"), nb::arg("gm"));
   m.def("_stax_cuda_run", [](const GraphModule& g, std::vector<Tensor> inputs) { return stax::run_cuda(*g.graph, inputs); });
   // Per printed CUDA kernel: (name, form, block_x, block_y, work) — no GPU needed.
   m.def("_stax_cuda_kernels", [](const GraphModule& g, int row_block) {

@@ -187,6 +187,20 @@ bool operator==(const IndexExpr& a, const IndexExpr& b) {
   return true;
 }
 
+bool identical(const IndexExpr& a, const IndexExpr& b) {
+  const IndexNode& x = a.node();
+  const IndexNode& y = b.node();
+  if (&x == &y) return true;
+  if (x.hash != y.hash || x.op != y.op) return false;
+  if (x.op == IndexOp::Const) return x.value == y.value;
+  if (x.op == IndexOp::Size) return x.var_id == y.var_id;
+  if (x.op == IndexOp::Var) return x.var_id == y.var_id && x.name == y.name;
+  if (x.operands.size() != y.operands.size()) return false;
+  for (size_t i = 0; i < x.operands.size(); ++i)
+    if (!identical(x.operands[i], y.operands[i])) return false;
+  return true;
+}
+
 int compare(const IndexExpr& a, const IndexExpr& b) {
   const IndexNode& x = a.node();
   const IndexNode& y = b.node();

@@ -110,6 +110,10 @@ std::ostream& operator<<(std::ostream& os, const IndexExpr& e);  // to_string()
 
 // Structural equality (vars compare by id).
 bool operator==(const IndexExpr& a, const IndexExpr& b);
+// a == b and every variable spelled the same: interchangeable in printed code
+// too. What a process-wide table (the loop IR's intern table) must compare:
+// another program may use the same id under another name.
+bool identical(const IndexExpr& a, const IndexExpr& b);
 struct IndexExprHash {
   size_t operator()(const IndexExpr& e) const { return e.hash(); }
 };

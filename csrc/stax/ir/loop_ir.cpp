@@ -46,8 +46,13 @@ bool shallow_equal(const ExprNode& a, const ExprNode& b) {
   switch (a.op) {
     case ExprOp::Const:
       return scalar_kind(a.value) == scalar_kind(b.value) && scalar_bits(a.value) == scalar_bits(b.value);
-    case ExprOp::Load: return a.buffer == b.buffer && a.index == b.index;
-    case ExprOp::Index: return a.index == b.index;
+    // Spelling too, not only ==: the table is shared by every program, and
+    // another live program may name the same variable id differently (r0 in a
+    // reduction, i0 in a pointwise lowering). Handing back its node printed
+    // the other program's name, undeclared here (issue 12/11: an eager CUDA
+    // sum's kernel read `i0` where its loop declared `r0`).
+    case ExprOp::Load: return a.buffer == b.buffer && identical(a.index, b.index);
+    case ExprOp::Index: return identical(a.index, b.index);
     case ExprOp::Guard: return scalar_bits(a.value) == scalar_bits(b.value);
     case ExprOp::Call: return a.fn == b.fn;
     default: return true;
@@ -267,6 +272,9 @@ const char* reduce_op_name(ReduceOp r) {
 
 IndexExpr LoopProgram::new_var(const std::string& prefix) {
   int id = next_var_id++;
+  // The name ends with the id: two variables with different ids never print
+  // alike, so a node spelled by another program (see intern) could only print
+  // an undeclared name, never silently another variable of this one.
   std::string name = prefix;
   name += std::to_string(id);
   // Variables are C++ names in generated code: "i" + 64 would be the prelude's

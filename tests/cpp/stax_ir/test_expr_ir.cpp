@@ -32,6 +32,22 @@ TEST(ExprIr, EqualExpressionsAreOneNode) {
   EXPECT_EQ(cast(f32(2.5), DType::Int64).get(), constant(Scalar(int64_t{2}), DType::Int64).get());
 }
 
+// The table is process-wide and index equality is by variable id: a live
+// program's load of id 0 named i0 must not be handed to a program naming that
+// id r0, whose printed code would read an undeclared i0 (issue 12/11).
+TEST(ExprIr, InterningKeepsEachProgramsVariableNames) {
+  Expr held = load(0, var(0, "i0") * 10 + var(2, "o2"), DType::Float32);
+  Expr mine = load(0, var(0, "r0") * 10 + var(2, "o2"), DType::Float32);
+  EXPECT_NE(held.get(), mine.get());
+  EXPECT_EQ(mine->index.to_string(), "((r0 * 10) + o2)");
+  EXPECT_EQ(held->index.to_string(), "((i0 * 10) + o2)");
+  Expr held_ix = index_value(var(3, "i3") + 1);
+  EXPECT_EQ(index_value(var(3, "r3") + 1)->index.to_string(), "(r3 + 1)");
+  // The same spelling is still one node.
+  EXPECT_EQ(load(0, var(0, "r0") * 10 + var(2, "o2"), DType::Float32).get(), mine.get());
+  EXPECT_EQ(index_value(var(3, "i3") + 1).get(), held_ix.get());
+}
+
 TEST(ExprIr, OperatorTableIsConsistent) {
   for (int i = 0; i <= static_cast<int>(CallOp::PhiloxNormalF64); ++i) {
     CallOp op = static_cast<CallOp>(i);

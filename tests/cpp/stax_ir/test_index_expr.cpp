@@ -83,6 +83,15 @@ TEST_F(IndexExprTest, StructuralEqualityAndHash) {
   EXPECT_EQ(IndexExpr(), IndexExpr(0));
 }
 
+TEST_F(IndexExprTest, IdenticalAlsoComparesTheSpelling) {
+  EXPECT_TRUE(identical(var(9, "a") * 4 + 1, var(9, "a") * 4 + 1));
+  EXPECT_FALSE(identical(var(9, "a") * 4 + 1, var(9, "b") * 4 + 1));  // == holds, the print differs
+  EXPECT_FALSE(identical(var(9, "a"), var(10, "a")));
+  EXPECT_FALSE(identical(i * 4 + j, j + i * 4));
+  EXPECT_TRUE(identical(mod(size_var(0) + i, 3), mod(size_var(0) + i, 3)));
+  EXPECT_TRUE(identical(IndexExpr(7), IndexExpr(7)));
+}
+
 TEST_F(IndexExprTest, CompareIsATotalOrderByLeadingVariable) {
   EXPECT_EQ(compare(i + j, i + j), 0);
   EXPECT_LT(compare(i, j), 0);
