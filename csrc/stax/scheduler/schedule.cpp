@@ -142,8 +142,12 @@ bool column_reductions(const LoopProgram& p, const std::vector<int>& members, co
 // Can `nest` run with vector lanes along loop variable j (extent `extent`)?
 // Every load must be contiguous or invariant in j, every value of one float
 // type; `store_in_lanes`: the store index must be contiguous in j too.
+// `mask_loads`: a bool buffer read as a where's condition is allowed too (the
+// C++ printer widens its bytes to lane masks): a backward's saved mask, e.g.
+// relu's `x > 0` or batch_norm-relu's, would otherwise make every kernel that
+// reads it scalar.
 bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
-                        int j, int64_t extent, bool store_in_lanes) {
+                        int j, int64_t extent, bool store_in_lanes, bool mask_loads) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
   if (!is_floating(lane) && lane != DType::Int32) return false;  // int32: CUDA regions only (int4 accesses)
@@ -158,11 +162,18 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     DType lane;
     int j;
     const std::set<int>& locals;
+    bool mask_loads;
     bool ok = true;
-    LaneCheck(DType l, int var, const std::set<int>& loc) : lane(l), j(var), locals(loc) {}
+    LaneCheck(DType l, int var, const std::set<int>& loc, bool masks) : lane(l), j(var), locals(loc), mask_loads(masks) {}
+    // A bool load is a mask only as a where's condition: every other use of a
+    // bool value (a cast, a logical op, a stored bool) fails its own check.
+    bool mask_load(const ExprNode& e) const {
+      return mask_loads && e.op == ExprOp::Load && e.dtype == DType::Bool && is_floating(lane) && e.args.empty() &&
+             !locals.count(e.buffer);
+    }
     void visit_const(const ExprNode& e) override { ok = ok && e.dtype == lane; }
     void visit_load(const ExprNode& e) override {
-      if (e.dtype != lane || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
+      if ((e.dtype != lane && !mask_load(e)) || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
       if (locals.count(e.buffer)) return;
       auto c = coefficient_of(e.index, j);
       ok = ok && c && (*c == 0 || *c == 1);
@@ -176,17 +187,19 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       }
     }
     void visit_where(const ExprNode& e) override {
-      ok = ok && e.args[0]->op == ExprOp::Call && is_comparison(e.args[0]->fn) && e.dtype == lane;
+      const ExprNode& c = *e.args[0];
+      ok = ok && ((c.op == ExprOp::Call && is_comparison(c.fn)) || mask_load(c)) && e.dtype == lane;
     }
     void visit_cast(const ExprNode&) override { ok = false; }
     void visit_index(const ExprNode&) override { ok = false; }  // no vector iota yet
     void visit_guard(const ExprNode&) override { ok = false; }  // checks are scalar code
-  } check(lane, j, locals);
+  } check(lane, j, locals, mask_loads);
   check.visit(nest.body);
   return check.ok;
 }
 
-bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
+bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
+                  bool mask_loads) {
   if (nest.inner_vars.empty() || p.nodes[nest.node].scan) return false;  // a scan's steps depend on each other
   const ComputeNode& n = p.nodes[nest.node];
   if (n.reduce == ReduceOp::ArgMax || n.reduce == ReduceOp::ArgMin) {
@@ -199,7 +212,7 @@ bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int
   }
   bool reduction = n.is_reduction();
   return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
-                            !reduction);
+                            !reduction, mask_loads);
 }
 
 // Merges adjacent inner loops while every access stays affine in the merged
@@ -715,7 +728,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       };
       nest.store_to_memory = stored(n.out_buffer);
       nest.store_aux_to_memory = stored(n.aux_buffer);
-      nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes);
+      nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes, options.vector_mask_loads);
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));
     }
@@ -724,7 +737,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     const bool scan = program.nodes[k.nodes[0]].scan || program.nodes[k.nodes[0]].has_pair_result();
     if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
-                                             k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
+                                             k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true,
+                                             options.vector_mask_loads);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
     const bool one_outer = k.outer_count.is_const() && k.outer_count.const_value() == 1;
     if (!scan && one_outer && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&

@@ -70,7 +70,13 @@ class Writer {
         } else {
           std::string idx = to_c(e->index, ranges_);
           bool invariant = inner_var < 0 || !depends_on(e->index, inner_var);
-          if (!vec) rhs = b.name + "[" + idx + "]";
+          // A bool mask (a where's condition, the scheduler allows it nowhere
+          // else): invariant, it stays a scalar that selects whole vectors;
+          // contiguous, its bytes become lane masks of the selected values' type.
+          if (!vec || (invariant && e->dtype == DType::Bool)) rhs = b.name + "[" + idx + "]";
+          else if (e->dtype == DType::Bool)
+            rhs = (mask_.empty() ? "tp_load_mask(" : "tp_load_mask_m(") + b.name + " + (" + idx + "), " +
+                  (mask_.empty() ? "" : mask_ + ", ") + vtype(mask_lane_) + "{})";
           else if (invariant) rhs = std::string(splat(e->dtype)) + "(" + b.name + "[" + idx + "])";
           else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
@@ -84,6 +90,7 @@ class Writer {
         break;
       }
       case ExprOp::Where: {
+        mask_lane_ = e->dtype;  // the lanes a loaded bool condition selects between
         std::string c = emit(e->args[0], vec, inner_var, os, indent);
         std::string a = emit(e->args[1], vec, inner_var, os, indent);
         std::string b = emit(e->args[2], vec, inner_var, os, indent);
@@ -148,6 +155,7 @@ class Writer {
   std::unordered_map<const ExprNode*, std::string> names_;
   const ExprNode* sum_root_ = nullptr;
   std::string mask_;
+  DType mask_lane_ = DType::Float32;  // value type of the where whose condition is being emitted
   int counter_ = 0;
 };
 

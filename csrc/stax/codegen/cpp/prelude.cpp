@@ -21,6 +21,13 @@ static inline vf tp_splat_vf(float x) { return x - vf{}; }
 static inline vd tp_splat_vd(double x) { return x - vd{}; }
 static inline vl tp_splat_vl(i64 x) { return x - vl{}; }
 template <class M, class T> static inline T tp_where(M m, T a, T b) { return m ? a : b; }
+// A saved bool mask (where(mask, a, b) in a backward) as the lane masks a
+// vector comparison gives (all bits set where true); the unused argument picks
+// the selected values' type. Bytes widen in one move (vpmovzxbd / vpmovzxbq).
+typedef unsigned char tp_bf __attribute__((vector_size(TP_LF)));
+typedef unsigned char tp_bd __attribute__((vector_size(TP_LD)));
+static inline vi tp_load_mask(const bool* p, vf) { tp_bf b; __builtin_memcpy(&b, p, sizeof b); return __builtin_convertvector(b, vi) != 0; }
+static inline vl tp_load_mask(const bool* p, vd) { tp_bd b; __builtin_memcpy(&b, p, sizeof b); return __builtin_convertvector(b, vl) != 0; }
 template <class T> static inline T tp_neg(T x) { return -x; }
 template <class T> static inline T tp_relu(T x) { return x < T{} ? T{} : x; }
 // NaN-propagating (torch.maximum/minimum): take a when a wins or a is NaN.
@@ -86,6 +93,9 @@ static inline TP_NT vf tp_load_m(const float* p, unsigned m) { return __builtin_
 static inline TP_NT vd tp_load_m(const double* p, unsigned m) { return __builtin_ia32_loadupd512_mask(p, vd{}, (unsigned char)m); }
 static inline TP_NT void tp_store_m(float* p, vf v, unsigned m) { __builtin_ia32_storeups512_mask(p, v, (unsigned short)m); }
 static inline TP_NT void tp_store_m(double* p, vd v, unsigned m) { __builtin_ia32_storeupd512_mask(p, v, (unsigned char)m); }
+// A mask's lanes under bit mask m only (the bytes past a tail are not read).
+static inline vi tp_load_mask_m(const bool* p, unsigned m, vf) { vi v{}; for (int i = 0; i < TP_LF; ++i) if (m >> i & 1) v[i] = p[i] ? -1 : 0; return v; }
+static inline vl tp_load_mask_m(const bool* p, unsigned m, vd) { vl v{}; for (int i = 0; i < TP_LD; ++i) if (m >> i & 1) v[i] = p[i] ? -1 : 0; return v; }
 static inline vi tp_lanes_below(vf, i64 n) { vi io; for (int i = 0; i < TP_LF; ++i) io[i] = i; return io < (int)n; }
 static inline vl tp_lanes_below(vd, i64 n) { vl io; for (int i = 0; i < TP_LD; ++i) io[i] = i; return io < n; }
 // The same as a bit mask (0 <= n < 2^31), and a blend by one: m ? a : b per lane.
