@@ -21,13 +21,6 @@ static inline vf tp_splat_vf(float x) { return x - vf{}; }
 static inline vd tp_splat_vd(double x) { return x - vd{}; }
 static inline vl tp_splat_vl(i64 x) { return x - vl{}; }
 template <class M, class T> static inline T tp_where(M m, T a, T b) { return m ? a : b; }
-// A saved bool mask (where(mask, a, b) in a backward) as the lane masks a
-// vector comparison gives (all bits set where true); the unused argument picks
-// the selected values' type. Bytes widen in one move (vpmovzxbd / vpmovzxbq).
-typedef unsigned char tp_bf __attribute__((vector_size(TP_LF)));
-typedef unsigned char tp_bd __attribute__((vector_size(TP_LD)));
-static inline vi tp_load_mask(const bool* p, vf) { tp_bf b; __builtin_memcpy(&b, p, sizeof b); return __builtin_convertvector(b, vi) != 0; }
-static inline vl tp_load_mask(const bool* p, vd) { tp_bd b; __builtin_memcpy(&b, p, sizeof b); return __builtin_convertvector(b, vl) != 0; }
 template <class T> static inline T tp_neg(T x) { return -x; }
 template <class T> static inline T tp_relu(T x) { return x < T{} ? T{} : x; }
 // NaN-propagating (torch.maximum/minimum): take a when a wins or a is NaN.
@@ -410,6 +403,35 @@ int lanes_f32(int vector_bytes) { return vector_bytes / 4; }
 int lanes_f64(int vector_bytes) { return vector_bytes / 8; }
 int lanes_i64(int vector_bytes) { return vector_bytes / 8; }
 
+namespace {
+
+// A saved bool mask (where(mask, a, b) in a backward reads relu's `x > 0`) as
+// the lane masks a vector comparison gives (all bits set where true); the
+// unused argument picks the selected values' type. Exactly one byte per lane is
+// read (the last vector of a buffer ends at its last byte). GCC 12 widens a
+// byte vector with __builtin_convertvector byte by byte through general
+// registers, so AVX2 / AVX-512 use the zero-extending move (vpmovzxbd/bq).
+void emit_mask_load(std::string& s, int vb) {
+  s += "typedef char tp_qb __attribute__((vector_size(16)));\n"
+       "typedef long long tp_q2 __attribute__((vector_size(16)));\n"
+       "typedef int tp_d4 __attribute__((vector_size(16)));\n"
+       "static inline tp_qb tp_mask_bytes16(const bool* p) { tp_qb b; __builtin_memcpy(&b, p, 16); return b; }\n"
+       "static inline tp_qb tp_mask_bytes8(const bool* p) { i64 x; __builtin_memcpy(&x, p, 8); return (tp_qb)(tp_q2){x, 0}; }\n"
+       "static inline tp_qb tp_mask_bytes4(const bool* p) { int x; __builtin_memcpy(&x, p, 4); return (tp_qb)(tp_d4){x, 0, 0, 0}; }\n";
+  if (vb == 64) {
+    s += "static inline vi tp_load_mask(const bool* p, vf) { return __builtin_ia32_pmovzxbd512_mask(tp_mask_bytes16(p), vi{}, 0xffff) != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { return __builtin_ia32_pmovzxbq512_mask(tp_mask_bytes8(p), vl{}, 0xff) != 0; }\n";
+  } else if (vb == 32) {
+    s += "static inline vi tp_load_mask(const bool* p, vf) { return __builtin_ia32_pmovzxbd256(tp_mask_bytes8(p)) != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { return __builtin_ia32_pmovzxbq256(tp_mask_bytes4(p)) != 0; }\n";
+  } else {  // SSE2 only: no zero-extending move
+    s += "static inline vi tp_load_mask(const bool* p, vf) { vi m; for (int i = 0; i < TP_LF; ++i) m[i] = p[i]; return m != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { vl m; for (int i = 0; i < TP_LD; ++i) m[i] = p[i]; return m != 0; }\n";
+  }
+}
+
+}  // namespace
+
 std::string cpp_prelude(const PreludeRequest& req) {
   const int vb = req.vector_bytes;
   TP_CHECK(vb == 16 || vb == 32 || vb == 64, ValueError,
@@ -426,6 +448,7 @@ std::string cpp_prelude(const PreludeRequest& req) {
   s += "enum { TP_LF = " + std::to_string(lanes_f32(vb)) +
        ", TP_LD = " + std::to_string(lanes_f64(vb)) + " };";
   s += kCore;
+  emit_mask_load(s, vb);
   const int lf = lanes_f32(vb), ld = lanes_f64(vb);
   horizontal(s, "float", "tp_hsum", "vf", "vi", lf, "+");
   horizontal(s, "float", "tp_hprod", "vf", "vi", lf, "*");
