@@ -113,3 +113,22 @@ def test_relu_backward_of_a_compiled_conv_bn_step_is_vectorized(monkeypatch, cap
     assert "(backward)" in logs
     backward = logs[logs.index("(backward)"):]
     assert "= tp_load_mask(" in backward
+
+
+def test_a_symbolic_element_count_stays_in_vector_code():
+    # A mean over a symbolic batch divides by a position (256 * s0 in the CNN's
+    # batch_norm backward); cast to float once and splatted, it no longer makes
+    # the dynamic version's pointwise kernel scalar (one version for all sizes).
+    f = lambda x, g: g * x - (g * x).mean((0, 2), keepdim=True)
+    cf = tp.compile(f, dynamic=True, strict_native=True)
+    for n in (3, 5, 8):
+        x, g = tp.randn(n, 4, 100), tp.randn(n, 4, 100)
+        np.testing.assert_allclose(cf(x, g).numpy(), f(x, g).numpy(), rtol=1e-5, atol=1e-5)
+    assert cf.num_specializations == 1
+    assert "= tp_splat_vf((float)(" in cf.last_source
+
+
+def test_a_position_moving_with_the_lanes_keeps_scalar_code_correct():
+    # An index that varies along the vector loop (an iota) is still refused.
+    f = lambda x: x + tp.arange(x.shape[1], dtype=tp.float32)
+    _check(f, tp.randn(3, 100))
