@@ -472,7 +472,7 @@ def test_losses_against_torch():
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                 dict(kernel_size=2, dilation=2, ceil_mode=True)])
 def test_max_pool2d_indices_of_ties_nans_and_infs_match_torch(kw):
-    # The window scan selects without branches: ties keep the first position
+    # The window scan's one condition: ties keep the first position
     # (relu outputs: many zeros), the first NaN wins and stays, -inf is a value.
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(11)
