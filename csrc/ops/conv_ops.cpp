@@ -101,11 +101,17 @@ void im2col(const T* x, const ConvGeom& g, T* col, int64_t ld) {
             std::fill(r, r + g.Wo, T(0));
             continue;
           }
+          // Columns [lo, hi) read inside the row, the rest is padding: the copy
+          // needs no bounds test per element (a plain copy at stride 1).
+          const int64_t s = g.stride[1], off = j * g.dil[1] - g.pad[1];
+          const int64_t lo = std::min<int64_t>(g.Wo, off >= 0 ? 0 : (-off + s - 1) / s);
+          const int64_t hi = std::max<int64_t>(lo, std::min<int64_t>(g.Wo, g.W - off <= 0 ? 0 : (g.W - off + s - 1) / s));
           const T* src = plane + ih * g.W;
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            const int64_t iw = ow * g.stride[1] - g.pad[1] + j * g.dil[1];
-            r[ow] = (iw >= 0 && iw < g.W) ? src[iw] : T(0);
-          }
+          std::fill(r, r + lo, T(0));
+          if (s == 1) std::copy(src + lo + off, src + hi + off, r + lo);
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = src[ow * s + off];
+          std::fill(r + hi, r + g.Wo, T(0));
         }
       }
 }

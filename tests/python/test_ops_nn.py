@@ -467,3 +467,48 @@ def test_losses_against_torch():
     np.testing.assert_allclose(arr(tp.conv2d(tp.tensor(xi), tp.tensor(wi), stride=2, padding=1, groups=2)),
                                F.conv2d(torch.tensor(xi), torch.tensor(wi), stride=2, padding=1, groups=2).numpy(),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, dilation=2, ceil_mode=True)])
+def test_max_pool2d_indices_of_ties_nans_and_infs_match_torch(kw):
+    # The window scan's one condition: ties keep the first position
+    # (relu outputs: many zeros), the first NaN wins and stays, -inf is a value.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    x = np.maximum(rng.standard_normal((2, 3, 9, 10)), 0).astype(np.float32)
+    x[0, 0, 0, :4] = [1.0, np.nan, 5.0, 7.0]
+    x[0, 1, 2:4, 2:4] = -np.inf
+    x[1, 2, :, :] = 0.0
+    x[1, 0, 4, 5] = np.nan
+    vals, idx = tp.max_pool2d_with_indices(tp.tensor(x), **kw)
+    tv, ti = torch.nn.functional.max_pool2d(torch.tensor(x), return_indices=True, **kw)
+    np.testing.assert_array_equal(arr(vals), tv.numpy())
+    np.testing.assert_array_equal(arr(idx), ti.numpy())
+    # Two NaNs in one window: the first one's position (TensorPlay's rule since
+    # the scan stopped at a NaN; PyTorch's CPU kernel reports the last).
+    y = np.zeros((1, 1, 2, 2), np.float32)
+    y[0, 0, 0, 1] = y[0, 0, 1, 1] = np.nan
+    v, i = tp.max_pool2d_with_indices(tp.tensor(y), 2)
+    assert np.isnan(arr(v)[0, 0, 0, 0]) and int(arr(i)[0, 0, 0, 0]) == 1
+
+
+@pytest.mark.parametrize("kw", [dict(stride=3, padding=4, dilation=2), dict(stride=(1, 2), padding=(0, 5)),
+                                dict(stride=2, padding=1), dict(padding=(2, 3), dilation=(1, 3))])
+def test_conv2d_rows_mostly_padding_match_torch(kw):
+    # im2col copies the in-row columns [lo, hi) and zero-fills the rest: windows
+    # entirely in the padding (hi <= lo), partly, and strided reads.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 4, 3)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    xt, wt = tp.tensor(x, requires_grad=True), tp.tensor(w, requires_grad=True)
+    got = tp.conv2d(xt, wt, **kw)
+    xr, wr = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    want = torch.nn.functional.conv2d(xr, wr, **kw)
+    np.testing.assert_allclose(arr(got.detach()), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    g = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+    got.backward(tp.tensor(g))
+    want.backward(torch.tensor(g))
+    np.testing.assert_allclose(arr(xt.grad), xr.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(arr(wt.grad), wr.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -286,6 +286,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
     opts.size_ranges[ir::size_var_id(static_cast<int>(k))] = {lowered.symbols[k].min, lowered.symbols[k].max};
   opts.welford_two_pass_max = options.welford_two_pass_max;
   opts.masked_tails = options.masked_tails && isa.vector_bytes == 64;  // AVX-512 masked moves
+  opts.cpp_vector_code = true;
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);

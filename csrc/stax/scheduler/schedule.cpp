@@ -142,8 +142,12 @@ bool column_reductions(const LoopProgram& p, const std::vector<int>& members, co
 // Can `nest` run with vector lanes along loop variable j (extent `extent`)?
 // Every load must be contiguous or invariant in j, every value of one float
 // type; `store_in_lanes`: the store index must be contiguous in j too.
+// `cpp_vectors` (the C++ printer's vector code) allows two more: a bool buffer
+// read as a where's condition (widened to lane masks: a backward's saved relu
+// mask would otherwise make every kernel that reads it scalar), and a position
+// that does not move with the lanes (a symbolic size) cast to the lane type.
 bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
-                        int j, int64_t extent, bool store_in_lanes) {
+                        int j, int64_t extent, bool store_in_lanes, bool cpp_vectors) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
   if (!is_floating(lane) && lane != DType::Int32) return false;  // int32: CUDA regions only (int4 accesses)
@@ -158,11 +162,18 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     DType lane;
     int j;
     const std::set<int>& locals;
+    bool cpp_vectors;
     bool ok = true;
-    LaneCheck(DType l, int var, const std::set<int>& loc) : lane(l), j(var), locals(loc) {}
+    LaneCheck(DType l, int var, const std::set<int>& loc, bool cpp) : lane(l), j(var), locals(loc), cpp_vectors(cpp) {}
+    // A bool load is a mask only as a where's condition: every other use of a
+    // bool value (a cast, a logical op, a stored bool) fails its own check.
+    bool mask_load(const ExprNode& e) const {
+      return cpp_vectors && e.op == ExprOp::Load && e.dtype == DType::Bool && is_floating(lane) && e.args.empty() &&
+             !locals.count(e.buffer);
+    }
     void visit_const(const ExprNode& e) override { ok = ok && e.dtype == lane; }
     void visit_load(const ExprNode& e) override {
-      if (e.dtype != lane || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
+      if ((e.dtype != lane && !mask_load(e)) || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
       if (locals.count(e.buffer)) return;
       auto c = coefficient_of(e.index, j);
       ok = ok && c && (*c == 0 || *c == 1);
@@ -176,17 +187,28 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       }
     }
     void visit_where(const ExprNode& e) override {
-      ok = ok && e.args[0]->op == ExprOp::Call && is_comparison(e.args[0]->fn) && e.dtype == lane;
+      const ExprNode& c = *e.args[0];
+      ok = ok && ((c.op == ExprOp::Call && is_comparison(c.fn)) || mask_load(c)) && e.dtype == lane;
     }
-    void visit_cast(const ExprNode&) override { ok = false; }
-    void visit_index(const ExprNode&) override { ok = false; }  // no vector iota yet
+    // A position that does not move with the lanes (a symbolic size such as
+    // 256 * s0, batch_norm's element count) is a scalar, and a lane-typed cast
+    // of it is splatted (no vector iota yet, nor other casts).
+    std::unordered_set<const ExprNode*> uniform;
+    void visit_cast(const ExprNode& e) override {
+      ok = ok && cpp_vectors && e.dtype == lane && uniform.count(e.args[0].get());
+    }
+    void visit_index(const ExprNode& e) override {
+      if (!cpp_vectors || depends_on(e.index, j)) ok = false;
+      else uniform.insert(&e);
+    }
     void visit_guard(const ExprNode&) override { ok = false; }  // checks are scalar code
-  } check(lane, j, locals);
+  } check(lane, j, locals, cpp_vectors);
   check.visit(nest.body);
   return check.ok;
 }
 
-bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes) {
+bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
+                  bool cpp_vectors) {
   if (nest.inner_vars.empty() || p.nodes[nest.node].scan) return false;  // a scan's steps depend on each other
   const ComputeNode& n = p.nodes[nest.node];
   if (n.reduce == ReduceOp::ArgMax || n.reduce == ReduceOp::ArgMin) {
@@ -199,7 +221,7 @@ bool vectorizable(const LoopNest& nest, const LoopProgram& p, const std::set<int
   }
   bool reduction = n.is_reduction();
   return vectorizable_along(nest, p, locals, vector_bytes, nest.inner_vars.back().var_id(), nest.inner_ranges.back(),
-                            !reduction);
+                            !reduction, cpp_vectors);
 }
 
 // Merges adjacent inner loops while every access stays affine in the merged
@@ -715,7 +737,7 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       };
       nest.store_to_memory = stored(n.out_buffer);
       nest.store_aux_to_memory = stored(n.aux_buffer);
-      nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes);
+      nest.vectorize = vectorizable(nest, program, k.local_buffers, options.vector_bytes, options.cpp_vector_code);
       work = std::max(work, numel(nest.inner_ranges));
       k.nests.push_back(std::move(nest));
     }
@@ -724,7 +746,8 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
     const bool scan = program.nodes[k.nodes[0]].scan || program.nodes[k.nodes[0]].has_pair_result();
     if (k.nests.size() == 1 && !k.nests[0].vectorize && program.nodes[k.nodes[0]].is_reduction() && !scan)
       k.vectorize_outer = vectorizable_along(k.nests[0], program, k.local_buffers, options.vector_bytes,
-                                             k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true);
+                                             k.outer_var.var_id(), k.outer_extent, /*store_in_lanes=*/true,
+                                             options.cpp_vector_code);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
     const bool one_outer = k.outer_count.is_const() && k.outer_count.const_value() == 1;
     if (!scan && one_outer && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&

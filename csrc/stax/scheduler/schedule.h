@@ -168,6 +168,10 @@ struct ScheduleOptions {
   // Masked vector tails for vectorized nests whose inner extent is not a
   // multiple of the lanes (compile option stax_masked_tails).
   bool masked_tails = false;  // the backend turns it on for AVX-512
+  // Vector code may read a bool buffer as a where's condition (widened to lane
+  // masks) and use a position that does not move with the lanes (a symbolic
+  // size, splatted). The C++ printer can; the CUDA printer's vector accesses cannot.
+  bool cpp_vector_code = false;  // the CPU backend turns it on
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)

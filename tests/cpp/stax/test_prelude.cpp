@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -146,6 +147,9 @@ extern "C" void ops_vl(const i64* x, const i64* b, i64* y) {
 extern "C" i64 floordiv(i64 a, i64 b) { return tp_floordiv(a, b); }
 extern "C" i64 mod(i64 a, i64 b) { return tp_mod(a, b); }
 extern "C" int lanes(int which) { return which == 0 ? TP_LF : TP_LD; }
+// where(mask, a, b) with the mask read from bool bytes (n a multiple of the lanes).
+extern "C" void mask_where_vf(const bool* m, const float* a, const float* b, float* y, long n) { for (long i = 0; i < n; i += TP_LF) tp_store(y + i, tp_where(tp_load_mask(m + i, vf{}), tp_load(a + i), tp_load(b + i))); }
+extern "C" void mask_where_vd(const bool* m, const double* a, const double* b, double* y, long n) { for (long i = 0; i < n; i += TP_LD) tp_store(y + i, tp_where(tp_load_mask(m + i, vd{}), tp_load(a + i), tp_load(b + i))); }
 )TP";
 
 using UnF = void (*)(const float*, float*, long);
@@ -766,6 +770,28 @@ TEST_P(PreludeIsa, FloorDivMod) {
   EXPECT_EQ(md(INT64_MIN, -1), 0);
   EXPECT_EQ(fd(INT64_MIN, 3), -3074457345618258603LL);
   EXPECT_EQ(md(INT64_MIN, 3), 1);
+}
+
+// A bool buffer read as lane masks selects per lane, and reads exactly the
+// lanes' bytes: the last vector ends at the buffer's last byte (a page end
+// under ASan / a guard page would fault on a wider read).
+TEST_P(PreludeIsa, BoolMaskLoadSelectsPerLane) {
+  auto wf = lib->fn<void (*)(const bool*, const float*, const float*, float*, long)>("mask_where_vf");
+  auto wd = lib->fn<void (*)(const bool*, const double*, const double*, double*, long)>("mask_where_vd");
+  const long n = 64;
+  std::vector<unsigned char> bytes(n);
+  for (long i = 0; i < n; ++i) bytes[i] = (i * 7 + i / 5) % 3 == 0;
+  std::unique_ptr<bool[]> m(new bool[n]);  // exactly n bytes
+  std::memcpy(m.get(), bytes.data(), n);
+  std::vector<float> af(n), bf(n), yf(n);
+  std::vector<double> ad(n), bd(n), yd(n);
+  for (long i = 0; i < n; ++i) af[i] = ad[i] = i + 1, bf[i] = bd[i] = -(i + 1);
+  wf(m.get(), af.data(), bf.data(), yf.data(), n);
+  wd(m.get(), ad.data(), bd.data(), yd.data(), n);
+  for (long i = 0; i < n; ++i) {
+    EXPECT_EQ(yf[i], bytes[i] ? af[i] : bf[i]) << isa << " float lane " << i;
+    EXPECT_EQ(yd[i], bytes[i] ? ad[i] : bd[i]) << isa << " double lane " << i;
+  }
 }
 
 // The lane loop in tp_sqrt must become one packed sqrt, not calls to sqrtf.

@@ -70,7 +70,13 @@ class Writer {
         } else {
           std::string idx = to_c(e->index, ranges_);
           bool invariant = inner_var < 0 || !depends_on(e->index, inner_var);
-          if (!vec) rhs = b.name + "[" + idx + "]";
+          // A bool mask (a where's condition, the scheduler allows it nowhere
+          // else): invariant, it stays a scalar that selects whole vectors;
+          // contiguous, its bytes become lane masks of the selected values' type.
+          if (!vec || (invariant && e->dtype == DType::Bool)) rhs = b.name + "[" + idx + "]";
+          else if (e->dtype == DType::Bool)
+            rhs = (mask_.empty() ? "tp_load_mask(" : "tp_load_mask_m(") + b.name + " + (" + idx + "), " +
+                  (mask_.empty() ? "" : mask_ + ", ") + vtype(mask_lane_) + "{})";
           else if (invariant) rhs = std::string(splat(e->dtype)) + "(" + b.name + "[" + idx + "])";
           else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
@@ -84,13 +90,17 @@ class Writer {
         break;
       }
       case ExprOp::Where: {
+        mask_lane_ = e->dtype;  // the lanes a loaded bool condition selects between
         std::string c = emit(e->args[0], vec, inner_var, os, indent);
         std::string a = emit(e->args[1], vec, inner_var, os, indent);
         std::string b = emit(e->args[2], vec, inner_var, os, indent);
         rhs = "tp_where(" + c + ", " + a + ", " + b + ")";
         break;
       }
-      case ExprOp::Index: rhs = "(i64)(" + to_c(e->index, ranges_) + ")"; break;  // scalar code only
+      case ExprOp::Index:  // a scalar, also in vector code (where it does not move with the lanes)
+        rhs = "(i64)(" + to_c(e->index, ranges_) + ")";
+        if (vec) scalars_.insert(e.get());
+        break;
       case ExprOp::Guard: {  // scalar code only
         std::string ok = emit(e->args[0], false, inner_var, os, indent);
         os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << e->value.to_int()
@@ -101,12 +111,17 @@ class Writer {
       case ExprOp::Cast: {
         std::string a = emit(e->args[0], vec, inner_var, os, indent);
         rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
+        // In vector code only a lane-typed cast of a scalar position (the scheduler
+        // allows no other): converted once, then splatted.
+        if (vec && scalars_.count(e->args[0].get())) rhs = std::string(splat(e->dtype)) + "(" + rhs + ")";
         break;
       }
     }
     std::string name = "t";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
     name += std::to_string(counter_++);
-    const char* type = vec ? (e->dtype == DType::Bool ? "auto" : vtype(e->dtype)) : ctype(e->dtype);
+    const char* type = !vec || scalars_.count(e.get()) ? ctype(e->dtype)
+                       : e->dtype == DType::Bool       ? "auto"
+                                                       : vtype(e->dtype);
     os << indent << type << " " << name << " = " << rhs << ";\n";
     // A floating product is rounded before anything adds to it, as eager
     // rounds every operator's result: GCC would otherwise contract
@@ -134,7 +149,10 @@ class Writer {
     names_[e.get()] = name;
     return name;
   }
-  void reset_names() { names_.clear(); }
+  void reset_names() {
+    names_.clear();
+    scalars_.clear();
+  }
   // Vector loads that depend on the loop variable read only the lanes of this
   // bit mask (a masked tail); "" for whole vectors.
   void set_mask(std::string mask) { mask_ = std::move(mask); }
@@ -148,6 +166,8 @@ class Writer {
   std::unordered_map<const ExprNode*, std::string> names_;
   const ExprNode* sum_root_ = nullptr;
   std::string mask_;
+  DType mask_lane_ = DType::Float32;  // value type of the where whose condition is being emitted
+  std::unordered_set<const ExprNode*> scalars_;  // scalar values emitted in vector code (positions)
   int counter_ = 0;
 };
 

@@ -86,6 +86,9 @@ static inline TP_NT vf tp_load_m(const float* p, unsigned m) { return __builtin_
 static inline TP_NT vd tp_load_m(const double* p, unsigned m) { return __builtin_ia32_loadupd512_mask(p, vd{}, (unsigned char)m); }
 static inline TP_NT void tp_store_m(float* p, vf v, unsigned m) { __builtin_ia32_storeups512_mask(p, v, (unsigned short)m); }
 static inline TP_NT void tp_store_m(double* p, vd v, unsigned m) { __builtin_ia32_storeupd512_mask(p, v, (unsigned char)m); }
+// A mask's lanes under bit mask m only (the bytes past a tail are not read).
+static inline vi tp_load_mask_m(const bool* p, unsigned m, vf) { vi v{}; for (int i = 0; i < TP_LF; ++i) if (m >> i & 1) v[i] = p[i] ? -1 : 0; return v; }
+static inline vl tp_load_mask_m(const bool* p, unsigned m, vd) { vl v{}; for (int i = 0; i < TP_LD; ++i) if (m >> i & 1) v[i] = p[i] ? -1 : 0; return v; }
 static inline vi tp_lanes_below(vf, i64 n) { vi io; for (int i = 0; i < TP_LF; ++i) io[i] = i; return io < (int)n; }
 static inline vl tp_lanes_below(vd, i64 n) { vl io; for (int i = 0; i < TP_LD; ++i) io[i] = i; return io < n; }
 // The same as a bit mask (0 <= n < 2^31), and a blend by one: m ? a : b per lane.
@@ -400,6 +403,35 @@ int lanes_f32(int vector_bytes) { return vector_bytes / 4; }
 int lanes_f64(int vector_bytes) { return vector_bytes / 8; }
 int lanes_i64(int vector_bytes) { return vector_bytes / 8; }
 
+namespace {
+
+// A saved bool mask (where(mask, a, b) in a backward reads relu's `x > 0`) as
+// the lane masks a vector comparison gives (all bits set where true); the
+// unused argument picks the selected values' type. Exactly one byte per lane is
+// read (the last vector of a buffer ends at its last byte). GCC 12 widens a
+// byte vector with __builtin_convertvector byte by byte through general
+// registers, so AVX2 / AVX-512 use the zero-extending move (vpmovzxbd/bq).
+void emit_mask_load(std::string& s, int vb) {
+  s += "typedef char tp_qb __attribute__((vector_size(16)));\n"
+       "typedef long long tp_q2 __attribute__((vector_size(16)));\n"
+       "typedef int tp_d4 __attribute__((vector_size(16)));\n"
+       "static inline tp_qb tp_mask_bytes16(const bool* p) { tp_qb b; __builtin_memcpy(&b, p, 16); return b; }\n"
+       "static inline tp_qb tp_mask_bytes8(const bool* p) { i64 x; __builtin_memcpy(&x, p, 8); return (tp_qb)(tp_q2){x, 0}; }\n"
+       "static inline tp_qb tp_mask_bytes4(const bool* p) { int x; __builtin_memcpy(&x, p, 4); return (tp_qb)(tp_d4){x, 0, 0, 0}; }\n";
+  if (vb == 64) {
+    s += "static inline vi tp_load_mask(const bool* p, vf) { return __builtin_ia32_pmovzxbd512_mask(tp_mask_bytes16(p), vi{}, 0xffff) != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { return __builtin_ia32_pmovzxbq512_mask(tp_mask_bytes8(p), vl{}, 0xff) != 0; }\n";
+  } else if (vb == 32) {
+    s += "static inline vi tp_load_mask(const bool* p, vf) { return __builtin_ia32_pmovzxbd256(tp_mask_bytes8(p)) != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { return __builtin_ia32_pmovzxbq256(tp_mask_bytes4(p)) != 0; }\n";
+  } else {  // SSE2 only: no zero-extending move
+    s += "static inline vi tp_load_mask(const bool* p, vf) { vi m; for (int i = 0; i < TP_LF; ++i) m[i] = p[i]; return m != 0; }\n"
+         "static inline vl tp_load_mask(const bool* p, vd) { vl m; for (int i = 0; i < TP_LD; ++i) m[i] = p[i]; return m != 0; }\n";
+  }
+}
+
+}  // namespace
+
 std::string cpp_prelude(const PreludeRequest& req) {
   const int vb = req.vector_bytes;
   TP_CHECK(vb == 16 || vb == 32 || vb == 64, ValueError,
@@ -416,6 +448,7 @@ std::string cpp_prelude(const PreludeRequest& req) {
   s += "enum { TP_LF = " + std::to_string(lanes_f32(vb)) +
        ", TP_LD = " + std::to_string(lanes_f64(vb)) + " };";
   s += kCore;
+  emit_mask_load(s, vb);
   const int lf = lanes_f32(vb), ld = lanes_f64(vb);
   horizontal(s, "float", "tp_hsum", "vf", "vi", lf, "+");
   horizontal(s, "float", "tp_hprod", "vf", "vi", lf, "*");
