@@ -13,12 +13,11 @@ eager at sizes 1, 2, primes and large ones, the number of versions, CUDA graph
 mode at changing sizes, and one region called beyond its 32-bit caps."""
 import numpy as np
 import pytest
-
 import tensorplay as tp
 import tensorplay.nn as nn
 import tensorplay.nn.functional as F
 from tensorplay import _C
-from test_dynamic_training_cnn import Net  # noqa: E402  (the CNN of the CPU tests)
+from test_dynamic_training_cnn import Net
 
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed (pip install nvidia-cuda-nvrtc)")
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")

@@ -22,7 +22,7 @@ gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 
 
 @contextlib.contextmanager
-def _sync_checks(on):
+def _sync_checks(on=True):
     old = tp.cuda.get_sync_checks()
     tp.cuda.set_sync_checks(on)
     try:

@@ -8,26 +8,14 @@ operators and, where PyTorch sees a GPU, against torch on CUDA; out-of-range
 indices raise IndexError naming the operator, the index and the size, and the
 process goes on (synchronous checks here: the asynchronous report at the next
 synchronization is test_cuda_index_async.py's)."""
-import contextlib
-
 import numpy as np
 import pytest
-
 import tensorplay as tp
 import tensorplay.nn.functional as F
+from test_cuda_index_async import _sync_checks
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
-
-@contextlib.contextmanager
-def _sync_checks(on=True):
-    old = tp.cuda.get_sync_checks()
-    tp.cuda.set_sync_checks(on)
-    try:
-        yield
-    finally:
-        tp.cuda.set_sync_checks(old)
-
 
 FLOATS = [tp.float32, tp.float64, tp.bfloat16, tp.float16]
 TOL = {tp.float32: 1e-5, tp.float64: 1e-12, tp.bfloat16: 3e-2, tp.float16: 3e-3}

@@ -12,8 +12,8 @@ the index, the dim and its size. Without a GPU only the NVRTC compilation of
 every kernel source runs."""
 import numpy as np
 import pytest
-
 import tensorplay as tp
+from test_cuda_index_async import _sync_checks
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
@@ -229,9 +229,7 @@ def test_several_index_tensors_read_matches_cpu(dtype):
 def test_out_of_range_indices_raise_and_the_process_goes_on():
     # Synchronous checks (tp.cuda.set_sync_checks): IndexError from the call, as on the CPU.
     x = tp.randn(5, 6).cuda()
-    old = tp.cuda.get_sync_checks()
-    tp.cuda.set_sync_checks(True)
-    try:
+    with _sync_checks():
         with pytest.raises(IndexError, match=r"index: index 9 is out of bounds for dimension 0 with size 5"):
             x[tp.tensor([0, 9]).cuda(), tp.tensor([1, 1]).cuda()]
         with pytest.raises(IndexError, match=r"index: index -7 is out of bounds for dimension 1 with size 6"):
@@ -240,8 +238,6 @@ def test_out_of_range_indices_raise_and_the_process_goes_on():
             x.index_put_((tp.tensor([0]).cuda(), tp.tensor([6]).cuda()), tp.tensor(1.0).cuda(), accumulate=True)
         with pytest.raises(IndexError, match=r"scatter_reduce.two: index 6 is out of bounds for dimension 1 with size 6"):
             tp.scatter_reduce(x, 1, tp.tensor([[0, 6]]).cuda(), tp.ones(1, 2).cuda(), "amax")
-    finally:
-        tp.cuda.set_sync_checks(old)
     with pytest.raises(IndexError, match="mask"):
         x[tp.ones(4, 6, dtype=tp.bool).cuda()]
     _same(x[tp.tensor([4]).cuda(), tp.tensor([5]).cuda()], x.cpu()[tp.tensor([4]), tp.tensor([5])])
@@ -252,9 +248,7 @@ def test_out_of_range_indices_are_reported_at_the_next_synchronization():
     # The default (asynchronous) checks: no host sync per call; the next
     # synchronization raises, naming the operator, and clears the status.
     x = tp.randn(5, 6).cuda()
-    old = tp.cuda.get_sync_checks()
-    tp.cuda.set_sync_checks(False)
-    try:
+    with _sync_checks(False):
         for call, msg in [
             (lambda: x[tp.tensor([0, 9]).cuda(), tp.tensor([1, 1]).cuda()],
              r"index: index 9 is out of bounds for dimension 0 with size 5"),
@@ -268,8 +262,6 @@ def test_out_of_range_indices_are_reported_at_the_next_synchronization():
             with pytest.raises(RuntimeError, match=msg):
                 tp.cuda.synchronize()
             tp.cuda.synchronize()  # cleared
-    finally:
-        tp.cuda.set_sync_checks(old)
     _same(x[tp.tensor([4]).cuda(), tp.tensor([5]).cuda()], x.cpu()[tp.tensor([4]), tp.tensor([5])])
 
 
