@@ -5,11 +5,12 @@
 // The status is asynchronous (issue 12): a checked launch costs no host
 // synchronization. Each device has one status for the process:
 // - a device word of four int64: [0] set once by a CAS (so exactly one thread
-//   records), [1] the bad value, [2] the launch's site tag (operator, dim,
-//   size; status_site), [3] the address of the host mirror;
-// - the host mirror, three int64 in page-locked host memory that the device
+//   records), [1] the bad value, [2] the launch's site tag (operator and dim;
+//   status_site), [3] the address of the host mirror;
+// - the host mirror, four int64 in page-locked host memory that the device
 //   addresses directly (unified addressing): the thread that wins the CAS
-//   writes value and tag there, fences (system scope), then sets the flag.
+//   writes value, tag and the dim's size there, fences (system scope), then
+//   sets the flag [0].
 // The host reads the mirror with plain loads, so checking costs nothing and
 // needs no copy: report_device_status() runs at the natural synchronization
 // points (tp.cuda.synchronize, stream/event synchronize, every download —
@@ -41,15 +42,22 @@ struct DeviceIndexError : Error {
   using Error::Error;
 };
 
-// The tag a kernel records for a bad index of operator `op` along `dim` of `size`.
+// The tag a kernel records for a bad index of operator `op` along `dim` (of
+// `size`, which the kernel records itself: it is not part of the tag, so the
+// table keeps one entry per (operator, dim) however many sizes pass, at most
+// 1024). Called on every checked launch: a site already seen is found without
+// a lock (a fixed open-addressing table whose entries are published once).
 long long status_site(const std::string& op, int64_t dim, int64_t size);
+// Entries in the site table (a test hook: many sizes must not grow it).
+long long status_site_count();
 
-// The device code every checked kernel includes: tp_bad(bad, v, tag) records a
-// bad value, tp_pos(v, size, neg, bad, tag, ok) checks one index (clamped to 0).
+// The device code every checked kernel includes: tp_bad(bad, v, tag, size)
+// records a bad value, tp_pos(v, size, neg, bad, tag, ok) checks one index
+// (clamped to 0).
 const char* status_device_code();
 
 // The status word (four int64 on device `dev`, see above) a checked launch
-// passes to its kernel as `long long* bad`.
+// passes to its kernel as `long long* bad` (lock-free once the device has one).
 Tensor launch_status(int dev);
 // Creates the device's status (outside a capture; Graph::begin_capture).
 void prepare_status(int dev);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/deterministic.h"
 #include "cuda/copy.h"
 #include "cuda/device_status.h"
 #include "cuda/driver.h"
@@ -79,6 +80,56 @@ std::string acc_prelude(DType dt) {
 }
 bool can_accumulate(DType dt) { return !acc_prelude(dt).empty(); }
 
+// The deterministic form of a float accumulation (tp.use_deterministic_algorithms,
+// core/deterministic.h): instead of one atomic add per element, the
+// destinations are sorted (stably: equal ones keep the index order) and one
+// thread per destination folds its run of addends in that order, in C (float
+// for 16-bit floats, rounded once at the end), so the result is the same bits
+// on every run and the CPU's (which adds in index order in the compute dtype).
+// tp_add / tp_mul round each step and are never fused into an FMA, as the
+// CPU's separate multiply and add are not. Integer sums stay atomic: integer
+// addition does not depend on the order.
+std::string det_prelude(DType dt) {
+  switch (dt) {
+    case DType::Float32:
+      return acc_prelude(dt) +
+             "__device__ __forceinline__ E tp_st(C v) { return v; }\n"
+             "__device__ __forceinline__ C tp_add(C a, C b) { return __fadd_rn(a, b); }\n"
+             "__device__ __forceinline__ C tp_mul(C a, C b) { return __fmul_rn(a, b); }\n";
+    case DType::Float64:
+      return acc_prelude(dt) +
+             "__device__ __forceinline__ E tp_st(C v) { return v; }\n"
+             "__device__ __forceinline__ C tp_add(C a, C b) { return __dadd_rn(a, b); }\n"
+             "__device__ __forceinline__ C tp_mul(C a, C b) { return __dmul_rn(a, b); }\n";
+    case DType::Float16:
+    case DType::BFloat16:
+      return acc_prelude(dt) +
+             "__device__ __forceinline__ E tp_st(C v) { return (E)TP_FROM_F(v); }\n"
+             "__device__ __forceinline__ C tp_add(C a, C b) { return __fadd_rn(a, b); }\n"
+             "__device__ __forceinline__ C tp_mul(C a, C b) { return __fmul_rn(a, b); }\n";
+    default: return "";
+  }
+}
+bool det_float(DType dt) { return !det_prelude(dt).empty(); }
+
+// Stable ascending sort of int64 keys (a vector on the device) by the CUDA
+// sort (cuda/scan_sort.cpp, which orders ties by position): sorted keys and
+// the permutation.
+void sort_keys(const Tensor& keys, Tensor& sorted, Tensor& order) {
+  static const OpDef& sort = get_op("sort");
+  std::vector<Tensor> r =
+      run_kernel(sort, {keys}, {{"dim", int64_t{0}}, {"descending", false}, {"stable", true}});
+  sorted = r[0];
+  order = r[1];
+}
+
+// A segment kernel's grid-stride loop over i < `total` (its sorted position j
+// is read from i; a negative key is a bad index, skipped).
+std::string seg_loop(const std::string& total) {
+  return "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " + total + "; i += step) {\n";
+}
+
 // ---- row kernels: outer x n x inner items, n indices along the middle dim ----
 struct RowParams {
   long long outer, n, size, inner, allow_negative, alpha_i;
@@ -130,6 +181,44 @@ std::string add_source(const std::string& name, DType dt, DType idx) {
   return s;
 }
 
+// Deterministic rows (see det_prelude): keys[k] = the checked position of
+// idx[k] (-1 when bad), sorted; then one thread per (o, run start j, c) folds
+// the run, or, for a plain put, the run's last element (the last occurrence,
+// as the CPU leaves it) is written.
+std::string row_keys_name(DType idx) { return str("tp_det_row_keys_", dtype_name(idx)); }
+std::string row_keys_source(const std::string& name, DType idx) {
+  return str("typedef ", index_ctype(idx), " I;\n", kRowStruct, status_device_code(), "extern \"C\" __global__ void ",
+             name, "(const I* __restrict__ idx, long long* __restrict__ keys, long long* bad, P p) {\n",
+             seg_loop("p.n"), "    bool ok;\n",
+             "    const long long v = tp_pos((long long)idx[i], p.size, p.allow_negative, bad, p.tag, ok);\n",
+             "    keys[i] = ok ? v : -1;\n  }\n}\n");
+}
+const char* kRowSegHead =
+    "    const long long c = i % p.inner, r = i / p.inner, j = r % p.n, o = r / p.n, v = sk[j];\n";
+std::string row_det_add_name(DType dt) { return str("tp_det_row_add_", dtype_name(dt)); }
+std::string row_det_add_source(const std::string& name, DType dt) {
+  return str(det_prelude(dt), kRowStruct, "extern \"C\" __global__ void ", name,
+             "(E* __restrict__ out, const long long* __restrict__ sk, const long long* __restrict__ perm, "
+             "const E* __restrict__ val, P p) {\n",
+             seg_loop("p.outer * p.n * p.inner"), kRowSegHead,
+             "    if (v < 0 || (j > 0 && sk[j - 1] == v)) continue;\n"
+             "    E* q = out + (o * p.size + v) * p.inner + c;\n"
+             "    const C al = TP_ALPHA(p);\n"
+             "    C a = tp_ld(*q);\n"
+             "    for (long long m = j; m < p.n && sk[m] == v; ++m)\n"
+             "      a = tp_add(a, tp_mul(tp_ld(val[(o * p.n + perm[m]) * p.inner + c]), al));\n"
+             "    *q = tp_st(a);\n  }\n}\n");
+}
+std::string row_det_put_name(size_t bytes) { return str("tp_det_row_put_b", bytes); }
+std::string row_det_put_source(const std::string& name, size_t bytes) {
+  return str("typedef ", bits_ctype(bytes), " E;\n", kRowStruct, "extern \"C\" __global__ void ", name,
+             "(E* __restrict__ out, const long long* __restrict__ sk, const long long* __restrict__ perm, "
+             "const E* __restrict__ val, P p) {\n",
+             seg_loop("p.outer * p.n * p.inner"), kRowSegHead,
+             "    if (v < 0 || (j + 1 < p.n && sk[j + 1] == v)) continue;\n"
+             "    out[(o * p.size + v) * p.inner + c] = val[(o * p.n + perm[j]) * p.inner + c];\n  }\n}\n");
+}
+
 // ---- dim-wise kernels over the elements of an index of x's rank (<= 8) ----
 // gather: out[e] = x[e with e[dim] = idx[e]]; scatter: dst[e with e[dim] =
 // idx[e]] (+)= src[e]. idx and out contiguous; x, dst and src any strides (a
@@ -179,6 +268,42 @@ std::string scatter_bits_source(const std::string& name, size_t bytes, DType idx
 }
 std::string scatter_add_source(const std::string& name, DType dt, DType idx) {
   return scatter_source(name, acc_prelude(dt), true, idx);
+}
+
+// Deterministic scatters (see det_prelude): keys[i] = the offset in dst of
+// index element i (-1 when bad), sorted; one thread per run start folds the
+// run in index order, or, for a plain scatter, the run's last element is
+// written (the last occurrence). tp_soff finds src's element of index element e.
+const char* kDimSoff =
+    "__device__ __forceinline__ long long tp_soff(long long e, const G& p) {\n"
+    "  long long s = 0;\n"
+    "  for (int d = (int)p.rank - 1; d >= 0; --d) { s += (e % p.sizes[d]) * p.sstrides[d]; e /= p.sizes[d]; }\n"
+    "  return s;\n}\n";
+std::string dim_keys_name(DType idx) { return str("tp_det_dim_keys_", dtype_name(idx)); }
+std::string dim_keys_source(const std::string& name, DType idx) {
+  return str("typedef ", index_ctype(idx), " I;\n", kDimStruct, status_device_code(), "extern \"C\" __global__ void ",
+             name, "(const I* __restrict__ idx, long long* __restrict__ keys, long long* bad, G p) {\n", kDimLoop,
+             "    (void)soff;\n    keys[i] = ok ? off : -1;\n  }\n}\n");
+}
+std::string dim_det_add_name(DType dt) { return str("tp_det_scatter_add_", dtype_name(dt)); }
+std::string dim_det_add_source(const std::string& name, DType dt) {
+  return str(det_prelude(dt), kDimStruct, kDimSoff, "extern \"C\" __global__ void ", name,
+             "(E* dst, const long long* __restrict__ sk, const long long* __restrict__ perm, const E* src, G p) {\n",
+             seg_loop("p.total"),
+             "    const long long v = sk[i];\n"
+             "    if (v < 0 || (i > 0 && sk[i - 1] == v)) continue;\n"
+             "    C a = tp_ld(dst[v]);\n"
+             "    for (long long m = i; m < p.total && sk[m] == v; ++m) a = tp_add(a, tp_ld(src[tp_soff(perm[m], p)]));\n"
+             "    dst[v] = tp_st(a);\n  }\n}\n");
+}
+std::string dim_det_put_name(size_t bytes) { return str("tp_det_scatter_b", bytes); }
+std::string dim_det_put_source(const std::string& name, size_t bytes) {
+  return str("typedef ", bits_ctype(bytes), " E;\n", kDimStruct, kDimSoff, "extern \"C\" __global__ void ", name,
+             "(E* dst, const long long* __restrict__ sk, const long long* __restrict__ perm, const E* src, G p) {\n",
+             seg_loop("p.total"),
+             "    const long long v = sk[i];\n"
+             "    if (v < 0 || (i + 1 < p.total && sk[i + 1] == v)) continue;\n"
+             "    dst[v] = src[tp_soff(perm[i], p)];\n  }\n}\n");
 }
 
 // ---- host side ----
@@ -311,9 +436,27 @@ void put_rows(const Tensor& target, int64_t dim, const Tensor& idx, const Tensor
   if (total == 0) return;
   p.tag = status_site(op, dim, p.size);
   Tensor flag = launch_status(dev);
+  const DType dt = target.dtype();
+  // Deterministic mode: float sums and puts that may repeat a position.
+  if (deterministic_algorithms() && (accumulate ? det_float(dt) : p.n > 1)) {
+    Tensor keys = empty({p.n}, DType::Int64, dev);
+    {
+      void *pi = idx.data(), *pk = keys.data(), *pf = flag.data();
+      void* args[] = {&pi, &pk, &pf, &p};
+      const std::string k = row_keys_name(idx.dtype());
+      launch_checked(dev, k, row_keys_source(k, idx.dtype()), p.n, args, flag);
+    }
+    Tensor sk, perm;
+    sort_keys(keys, sk, perm);
+    void *pt = target.data(), *ps = sk.data(), *pp = perm.data(), *pv = val.data();
+    void* args[] = {&pt, &ps, &pp, &pv, &p};
+    const std::string k = accumulate ? row_det_add_name(dt) : row_det_put_name(itemsize(dt));
+    launch_generated(dev, k, accumulate ? row_det_add_source(k, dt) : row_det_put_source(k, itemsize(dt)),
+                     grid_1d(total, kThreads), kThreads, args);
+    return;
+  }
   void *pt = target.data(), *pi = idx.data(), *pv = val.data(), *pf = flag.data();
   void* args[] = {&pt, &pi, &pv, &pf, &p};
-  const DType dt = target.dtype();
   if (accumulate) {
     const std::string k = add_name(dt, idx.dtype());
     launch_checked(dev, k, add_source(k, dt, idx.dtype()), total, args, flag);
@@ -373,6 +516,26 @@ bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs&
     const size_t dot = name.find('.');
     p.tag = status_site(dot == std::string::npos ? name : name.substr(0, dot), dim, p.size);
     Tensor flag = launch_status(dev);
+    // Deterministic mode: float scatter sums, and scatters of a src that may repeat a position.
+    if (deterministic_algorithms() && !gather && (add ? det_float(dt) : src.dim() > 0) && p.total > 1) {
+      Tensor keys = empty({p.total}, DType::Int64, dev);
+      {
+        void *pi = idx.data(), *pk = keys.data(), *pf = flag.data();
+        void* args[] = {&pi, &pk, &pf, &p};
+        const std::string k = dim_keys_name(idx.dtype());
+        launch_checked(dev, k, dim_keys_source(k, idx.dtype()), p.total, args, flag);
+      }
+      Tensor sk, perm;
+      sort_keys(keys, sk, perm);
+      void *pd = dst.data(), *ps = sk.data(), *pp = perm.data(), *pv = src.data();
+      void* args[] = {&pd, &ps, &pp, &pv, &p};
+      const size_t bytes = itemsize(dt);
+      const std::string k = add ? dim_det_add_name(dt) : dim_det_put_name(bytes);
+      launch_generated(dev, k, add ? dim_det_add_source(k, dt) : dim_det_put_source(k, bytes),
+                       grid_1d(p.total, kThreads), kThreads, args);
+      out = {dst};
+      return true;
+    }
     void *pa = gather ? x.data() : dst.data(), *pi = idx.data(), *pb = gather ? dst.data() : src.data(),
          *pf = flag.data();
     void* args[] = {&pa, &pi, &pb, &pf, &p};
@@ -487,11 +650,23 @@ std::vector<std::pair<std::string, std::string>> index_kernel_sources() {
       v.emplace_back(a, add_source(a, dt, idx));
       v.emplace_back(b, scatter_add_source(b, dt, idx));
     }
+    v.emplace_back(row_keys_name(idx), row_keys_source(row_keys_name(idx), idx));
+    v.emplace_back(dim_keys_name(idx), dim_keys_source(dim_keys_name(idx), idx));
+  }
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    v.emplace_back(row_det_add_name(dt), row_det_add_source(row_det_add_name(dt), dt));
+    v.emplace_back(dim_det_add_name(dt), dim_det_add_source(dim_det_add_name(dt), dt));
+  }
+  for (size_t bytes : {1, 2, 4, 8}) {
+    v.emplace_back(row_det_put_name(bytes), row_det_put_source(row_det_put_name(bytes), bytes));
+    v.emplace_back(dim_det_put_name(bytes), dim_det_put_source(dim_det_put_name(bytes), bytes));
   }
   return v;
 }
 
 std::string accumulate_prelude(DType dt) { return acc_prelude(dt); }
+std::string deterministic_prelude(DType dt) { return det_prelude(dt); }
+void sort_keys_stable(const Tensor& keys, Tensor& sorted, Tensor& order) { sort_keys(keys, sorted, order); }
 Tensor device_value(const Tensor& v, DType dt, int dev) { return value_on(v, dt, dev); }
 
 // Rows move as bits: the element type only fixes the width.

@@ -7,7 +7,10 @@
 // bytes); accumulation is atomic (repeated indices add up, in no fixed order)
 // for float32/64, float16/bfloat16 (a compare-and-swap on the 32-bit word)
 // and int32/64. A plain scatter with repeated positions keeps one of the
-// values, as on PyTorch's CUDA. An index out of range is caught on the
+// values, as on PyTorch's CUDA. With tp.use_deterministic_algorithms(True)
+// float accumulations sort the destinations and fold each run in index order
+// (the same bits every run, and the CPU's), and plain puts / scatters of a
+// src write each position's last occurrence. An index out of range is caught on the
 // device (the position clamped, never read or written outside a buffer) and
 // raised as IndexError naming the operator, the index and the size, as on the
 // CPU (cuda/device_status.h: after the kernel eagerly, after the replay in a
@@ -38,6 +41,14 @@ std::vector<std::pair<std::string, std::string>> index_kernel_sources();
 // - typedefs E (stored) and C (computed), tp_ld and an atomic tp_acc for `dt`
 //   ("" when `dt` has no atomic accumulation);
 std::string accumulate_prelude(DType dt);
+// - the deterministic form of a float accumulation (tp.use_deterministic_algorithms):
+//   accumulate_prelude plus tp_st (C back to E) and tp_add / tp_mul, which
+//   round every step and are never fused into an FMA ("" unless `dt` is a
+//   float dtype), and a stable ascending sort of int64 keys on the device
+//   (the CUDA sort): equal keys keep their order, so a run of equal
+//   destinations is folded in index order, as the CPU does;
+std::string deterministic_prelude(DType dt);
+void sort_keys_stable(const Tensor& keys, Tensor& sorted, Tensor& order);
 // - a 0-d value (a Python number, a fill value) as a 0-d tensor of `dt` on
 //   the device; a larger value must already have `dt` there (else undefined).
 Tensor device_value(const Tensor& v, DType dt, int dev);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "cuda/copy.h"
 #include "cuda/device_status.h"
@@ -214,6 +215,42 @@ std::string adv_acc_source(const std::string& name, DType dt) {
 }
 bool can_accumulate(DType dt) { return dt == DType::Bool || !accumulate_prelude(dt).empty(); }
 
+// The deterministic form (tp.use_deterministic_algorithms) of a float
+// accumulation and of a put: keys[i] = self's offset of result element i,
+// sorted stably (cuda/index_kernels.h); one thread per run of equal offsets
+// folds the run in index order (the CPU's order and rounding) or, for a put,
+// writes the run's last element (the last occurrence, as the CPU leaves it).
+const char* kVoff =
+    "__device__ __forceinline__ long long tp_voff(long long e, const M& p) {\n"
+    "  long long v = 0;\n"
+    "  for (int d = (int)p.rank - 1; d >= 0; --d) { v += (e % p.sizes[d]) * p.vstrides[d]; e /= p.sizes[d]; }\n"
+    "  return v;\n}\n";
+const char* kRunLoop =
+    "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
+    "    const long long at = sk[i];\n";
+std::string adv_keys_name() { return "tp_det_advidx_keys"; }
+std::string adv_keys_source(const std::string& name) {
+  return str(kMoveStruct, "extern \"C\" __global__ void ", name,
+             "(const long long* __restrict__ off, long long* __restrict__ keys, M p) {\n", kMoveLoop,
+             "    (void)vo;\n    keys[i] = so;\n  }\n}\n");
+}
+std::string adv_det_acc_name(DType dt) { return str("tp_det_advidx_acc_", dtype_name(dt)); }
+std::string adv_det_acc_source(const std::string& name, DType dt) {
+  return str(deterministic_prelude(dt), kMoveStruct, kVoff, "extern \"C\" __global__ void ", name,
+             "(E* x, const long long* __restrict__ sk, const long long* __restrict__ perm, const E* val, M p) {\n",
+             kRunLoop, "    if (i > 0 && sk[i - 1] == at) continue;\n", "    C a = tp_ld(x[at]);\n",
+             "    for (long long m = i; m < p.total && sk[m] == at; ++m) a = tp_add(a, tp_ld(val[tp_voff(perm[m], p)]));\n",
+             "    x[at] = tp_st(a);\n  }\n}\n");
+}
+std::string adv_det_put_name(size_t bytes) { return str("tp_det_advidx_put_b", bytes); }
+std::string adv_det_put_source(const std::string& name, size_t bytes) {
+  return str("typedef ", bits_ctype(bytes), " E;\n", kMoveStruct, kVoff, "extern \"C\" __global__ void ", name,
+             "(E* x, const long long* __restrict__ sk, const long long* __restrict__ perm, const E* val, M p) {\n",
+             kRunLoop, "    if (i + 1 < p.total && sk[i + 1] == at) continue;\n",
+             "    x[at] = val[tp_voff(perm[i], p)];\n  }\n}\n");
+}
+
 struct Adv {
   std::vector<int64_t> dims;  // the indexed dims of self
   std::vector<Tensor> idx;    // their index tensors, on the device
@@ -373,6 +410,27 @@ bool index_put_cuda(const OpDef& op, const std::vector<Tensor>& in, const Attrs&
   if (total > 0) {
     MoveParams p = move_params(target, a, broadcast_strides(v.sizes(), v.strides(), a.result));
     void *pt = target.data(), *po = off.data(), *pv = v.data();
+    // A put of one value (every vstride 0) stores the same bits whichever writer wins.
+    bool one_value = true;
+    for (long long d = 0; d < p.rank; ++d) one_value = one_value && p.vstrides[d] == 0;
+    if (deterministic_algorithms() && total > 1 && (acc ? !deterministic_prelude(dt).empty() : !one_value)) {
+      Tensor keys = empty({total}, DType::Int64, dev);
+      void* pk = keys.data();
+      {
+        void* kargs[] = {&po, &pk, &p};
+        const std::string k = adv_keys_name();
+        launch_generated(dev, k, adv_keys_source(k), grid_1d(total, kThreads), kThreads, kargs);
+      }
+      Tensor sk, perm;
+      sort_keys_stable(keys, sk, perm);
+      void *ps = sk.data(), *pp = perm.data();
+      void* args[] = {&pt, &ps, &pp, &pv, &p};
+      const std::string k = acc ? adv_det_acc_name(dt) : adv_det_put_name(bytes);
+      launch_generated(dev, k, acc ? adv_det_acc_source(k, dt) : adv_det_put_source(k, bytes),
+                       grid_1d(total, kThreads), kThreads, args);
+      out = {target};
+      return true;
+    }
     void* args[] = {&pt, &po, &pv, &p};
     std::string k, source;
     if (acc) {
@@ -420,6 +478,10 @@ std::vector<std::pair<std::string, std::string>> mask_kernel_sources() {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
                    DType::Bool})
     v.emplace_back(adv_acc_name(dt), adv_acc_source(adv_acc_name(dt), dt));
+  v.emplace_back(adv_keys_name(), adv_keys_source(adv_keys_name()));
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    v.emplace_back(adv_det_acc_name(dt), adv_det_acc_source(adv_det_acc_name(dt), dt));
+  for (size_t bytes : {1, 2, 4, 8}) v.emplace_back(adv_det_put_name(bytes), adv_det_put_source(adv_det_put_name(bytes), bytes));
   return v;
 }
 

@@ -20,7 +20,9 @@
 // strides, broadcast). index_put with accumulate adds atomically (as
 // cuda/index_kernels.h does: repeated positions add up in no fixed order);
 // without it, a position named twice keeps one of its values (the CPU keeps
-// the last). A call it does not cover returns false (NotImplementedError
+// the last). With tp.use_deterministic_algorithms(True) both take the sorted
+// form of cuda/index_kernels.h: float sums fold each position's run in index
+// order (the CPU's bits), puts write the last occurrence. A call it does not cover returns false (NotImplementedError
 // naming the operator and device, unless Stax generates it).
 #pragma once
 #include <string>

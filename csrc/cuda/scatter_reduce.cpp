@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "cuda/copy.h"
 #include "cuda/device_status.h"
@@ -100,7 +101,7 @@ struct Params {
 };
 const char* kStruct =
     "struct G { long long rank, dim, size, total, tag; long long sizes[8], ostrides[8], istrides[8], sstrides[8]; };\n";
-const char* kLoop =
+const std::string kLoopIdx =
     "  const long long step = (long long)gridDim.x * blockDim.x;\n"
     "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
     "    long long rest = i, io = 0, so = 0, oo = 0;\n"
@@ -112,7 +113,8 @@ const char* kLoop =
     "      if (d != p.dim) oo += c * p.ostrides[d];\n"
     "    }\n"
     "    bool ok;\n"
-    "    const long long v = tp_pos((long long)idx[io], p.size, 0, bad, p.tag, ok);\n"
+    "    const long long v = tp_pos((long long)idx[io], p.size, 0, bad, p.tag, ok);\n";
+const std::string kLoop = kLoopIdx +
     "    if (!ok) continue;\n"
     "    const long long pos = oo + v * p.ostrides[p.dim];\n";
 
@@ -130,6 +132,44 @@ std::string fold_source(const std::string& name, DType c, Kind k, DType idx) {
              "counts, G p) {\n",
              kLoop, "    tp_fold(out + pos, src[so]);\n", count ? "    atomicAdd(counts + pos, 1ull);\n" : "",
              count ? "" : "    (void)counts;\n", "  }\n}\n");
+}
+
+// The deterministic form of float sum, mean and prod (tp.use_deterministic_algorithms):
+// keys[i] = the result position of index element i (-1 when bad), sorted
+// stably (cuda/index_kernels.h); one thread per run of equal positions folds
+// the run in index order with steps rounded as the CPU's (no FMA) and, for
+// mean, stores the run's length as the count: the same bits on every run,
+// and the CPU's.
+bool det_kind(DType c, Kind k) {
+  return (c == DType::Float32 || c == DType::Float64) && (k == Kind::Sum || k == Kind::Mean || k == Kind::Prod);
+}
+std::string keys_name(DType idx) { return "tp_sreduce_keys_" + std::string(dtype_name(idx)); }
+std::string keys_source(const std::string& name, DType idx) {
+  return str("typedef ", index_ctype(idx), " I;\n", kStruct, status_device_code(), "extern \"C\" __global__ void ",
+             name, "(const I* __restrict__ idx, long long* __restrict__ keys, long long* bad, G p) {\n", kLoopIdx,
+             "    (void)so;\n    keys[i] = ok ? oo + v * p.ostrides[p.dim] : -1;\n  }\n}\n");
+}
+std::string det_name(DType c, Kind k) { return str("tp_sreduce_det_", kind_name(k), "_", dtype_name(c)); }
+std::string det_source(const std::string& name, DType c, Kind k) {
+  const bool f = c == DType::Float32;
+  const std::string op = k == Kind::Prod ? (f ? "__fmul_rn" : "__dmul_rn") : (f ? "__fadd_rn" : "__dadd_rn");
+  return str(value_prelude(c), kStruct, "extern \"C\" __global__ void ", name,
+             "(T* out, const long long* __restrict__ sk, const long long* __restrict__ perm, const T* __restrict__ "
+             "src, unsigned long long* counts, G p) {\n"
+             "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+             "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total; i += step) {\n"
+             "    const long long pos = sk[i];\n"
+             "    if (pos < 0 || (i > 0 && sk[i - 1] == pos)) continue;\n"
+             "    T a = out[pos];\n"
+             "    long long m = i;\n"
+             "    for (; m < p.total && sk[m] == pos; ++m) {\n"
+             "      long long e = perm[m], so = 0;\n"
+             "      for (int d = (int)p.rank - 1; d >= 0; --d) { so += (e % p.sizes[d]) * p.sstrides[d]; e /= p.sizes[d]; }\n"
+             "      a = ", op, "(a, src[so]);\n"
+             "    }\n"
+             "    out[pos] = a;\n"
+             "    if (counts) counts[pos] = (unsigned long long)(m - i);\n"
+             "  }\n}\n");
 }
 
 // Without self's own value, a position that receives one starts from the
@@ -310,10 +350,25 @@ bool scatter_reduce_kernel(const OpDef& op, const std::vector<Tensor>& in, const
     }
     Tensor flag = launch_status(dev);
     void *pf = flag.data(), *pc = mean ? counts.data() : nullptr;
-    void* args[] = {&po, &pi, &ps, &pf, &pc, &p};
-    const std::string n = fold_name(c, k, it);
-    launch_generated(dev, n, fold_source(n, c, k, it), grid, kThreads, args);
-    check_launch_status(flag);
+    if (deterministic_algorithms() && det_kind(c, k)) {
+      Tensor keys = empty({p.total}, DType::Int64, dev);
+      void* pk = keys.data();
+      void* kargs[] = {&pi, &pk, &pf, &p};
+      const std::string kn = keys_name(it);
+      launch_generated(dev, kn, keys_source(kn, it), grid, kThreads, kargs);
+      check_launch_status(flag);
+      Tensor sk, perm;
+      sort_keys_stable(keys, sk, perm);
+      void *psk = sk.data(), *pp = perm.data();
+      void* args[] = {&po, &psk, &pp, &ps, &pc, &p};
+      const std::string n = det_name(c, k);
+      launch_generated(dev, n, det_source(n, c, k), grid, kThreads, args);
+    } else {
+      void* args[] = {&po, &pi, &ps, &pf, &pc, &p};
+      const std::string n = fold_name(c, k, it);
+      launch_generated(dev, n, fold_source(n, c, k, it), grid, kThreads, args);
+      check_launch_status(flag);
+    }
     if (mean) {
       long long total = acc.numel(), self_count = include_self ? 1 : 0;
       void* margs[] = {&po, &pc, &total, &self_count};
@@ -335,12 +390,15 @@ std::vector<std::pair<std::string, std::string>> scatter_reduce_kernel_sources()
         v.emplace_back(fold_name(c, k, idx), fold_source(fold_name(c, k, idx), c, k, idx));
       v.emplace_back(init_name(c, idx), init_source(init_name(c, idx), c, idx));
     }
+    for (Kind k : {Kind::Sum, Kind::Mean, Kind::Prod})
+      if (det_kind(c, k)) v.emplace_back(det_name(c, k), det_source(det_name(c, k), c, k));
     if (c != DType::Bool) v.emplace_back(mean_name(c), mean_source(mean_name(c), c));
   }
   for (DType d : {DType::UInt8, DType::Int8, DType::Int16, DType::Int32}) {
     v.emplace_back(cast_name(d, DType::Int64), cast_source(cast_name(d, DType::Int64), d, DType::Int64));
     v.emplace_back(cast_name(DType::Int64, d), cast_source(cast_name(DType::Int64, d), DType::Int64, d));
   }
+  for (DType idx : {DType::Int64, DType::Int32}) v.emplace_back(keys_name(idx), keys_source(keys_name(idx), idx));
   return v;
 }
 

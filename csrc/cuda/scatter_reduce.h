@@ -10,7 +10,10 @@
 // and (prod, amin), which are plain stores. mean is the sum divided by the
 // count (self's own value counted when included; integers floor-divide).
 // The order of the updates is not fixed: float sums and products may differ
-// from the CPU's in the last bits; amax, amin and integers are exact. An index
+// from the CPU's in the last bits; amax, amin and integers are exact. With
+// tp.use_deterministic_algorithms(True) float sum, mean and prod sort the
+// positions and fold each position's run in index order instead: the CPU's
+// bits, on every run. An index
 // out of range is recorded in the device status and raised as IndexError
 // (cuda/device_status.h). A call it does not cover returns false.
 #pragma once

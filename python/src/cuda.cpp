@@ -231,6 +231,7 @@ void bind_cuda(nb::module_& root) {
   m.def("set_sync_checks", &cuda::set_sync_checks);
   m.def("sync_checks", &cuda::sync_checks);
   m.def("host_sync_count", &cuda::host_sync_count);
+  m.def("status_site_count", &cuda::status_site_count);  // test hook: the site table's bound
   m.def("take_device_status", &cuda::take_device_status);  // touches no driver unless a status exists
 }
 

@@ -3,6 +3,7 @@
 
 #include "autograd/engine.h"
 #include "common.h"
+#include "core/deterministic.h"
 #include "core/parallel.h"
 #include "ops/blas.h"
 #include "ops/ops.h"
@@ -85,6 +86,11 @@ void bind_functions(nb::module_& m) {
   m.def("_set_blas_library", &set_blas_library);
   m.def("_prefer_blas_library", &prefer_blas_library);
   m.def("_blas_library", &blas_library);
+  // tp.use_deterministic_algorithms (tensorplay/_deterministic.py)
+  m.def("_set_deterministic_algorithms", &set_deterministic_algorithms, nb::arg("mode"), nb::arg("warn_only"));
+  m.def("_deterministic_algorithms", &deterministic_algorithms);
+  m.def("_deterministic_algorithms_warn_only", &deterministic_algorithms_warn_only);
+  m.def("_alert_not_deterministic", &alert_not_deterministic, nb::arg("what"));  // for Python-side operators
 }
 
 }  // namespace tp::py

@@ -30,6 +30,10 @@ from . import _ops_dunders  # noqa: E402
 _ops_dunders.install()  # &, |, ^, ~, <<, >>, **, //, % and their reflected / in-place forms
 from ._tensor import tensor, _install_tensor_extras
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode, is_inference_mode_enabled
+from ._deterministic import (  # noqa: F401,E402
+    use_deterministic_algorithms, are_deterministic_algorithms_enabled,
+    is_deterministic_algorithms_warn_only_enabled,
+)
 from ._C import from_dlpack  # noqa: F401  (dlpack.cpp)
 from ._tensor_str import set_printoptions  # noqa: F401
 from . import autograd  # noqa: F401

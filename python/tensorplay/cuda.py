@@ -98,6 +98,11 @@ def _host_sync_count():
     return _rt.host_sync_count()
 
 
+def _status_site_count():
+    """Entries in the table of checked index sites (tests: bounded by (operator, dim), not sizes)."""
+    return _rt.status_site_count()
+
+
 def _report_pending_index_error():
     # At exit: a bad index recorded after the last synchronization would go unseen.
     try:
