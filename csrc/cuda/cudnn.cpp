@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "cuda/allocator.h"
 #include "cuda/cublas.h"
@@ -197,6 +198,7 @@ struct Plan {
   size_t workspace = 0;
   bool timed = false;  // chosen by timing (false: by the heuristic, during a capture)
   bool compute_double = false;  // float64 (alpha/beta are doubles)
+  bool deterministic = true;  // the algorithm chosen is (tp.use_deterministic_algorithms re-chooses one that is not)
 };
 
 TensorDesc tensor_desc(int type, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
@@ -336,8 +338,16 @@ void choose(Plan& p, ConvPass pass, Handle h, int device, const void* first, con
   // deterministic ones when there are any.
   std::vector<const AlgoPerf*> ok_list;
   for (bool det : {true, false}) {
+    // Deterministic mode: a nondeterministic algorithm only after the alert (it raises unless warn_only).
+    if (!det && n > 0)
+      alert_not_deterministic(str(what, " through cuDNN (no deterministic ",
+                                  pass == ConvPass::Forward ? "forward" : pass == ConvPass::BackwardData
+                                                                              ? "backward-data"
+                                                                              : "backward-filter",
+                                  " algorithm for this problem)"));
     for (int i = 0; i < n; ++i)
       if (acceptable(perf[static_cast<size_t>(i)], p, det)) ok_list.push_back(&perf[static_cast<size_t>(i)]);
+    p.deterministic = det;
     if (!ok_list.empty()) break;
   }
   TP_CHECK(!ok_list.empty(), Error, what, ": cuDNN found no algorithm (", n, " candidates)");
@@ -400,7 +410,9 @@ void cudnn_convolution(int device, DType dtype, ConvPass pass, const ConvShape& 
     std::lock_guard<std::mutex> lock(g_mutex);
     if (auto it = plans->find(key); it != plans->end()) p = it->second;
   }
-  if (!p || (!p->timed && !capturing())) {
+  // A nondeterministic plan chosen before the mode was set is chosen again (and alerts).
+  const bool stale = p && !p->deterministic && deterministic_algorithms() && !deterministic_algorithms_warn_only();
+  if (!p || (!p->timed && !capturing()) || stale) {
     Plan* fresh = p ? p : make_plan(dtype, s, what);
     choose(*fresh, pass, h, device, first, second, out, what);
     std::lock_guard<std::mutex> lock(g_mutex);

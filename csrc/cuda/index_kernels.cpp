@@ -117,8 +117,7 @@ bool det_float(DType dt) { return !det_prelude(dt).empty(); }
 // the permutation.
 void sort_keys(const Tensor& keys, Tensor& sorted, Tensor& order) {
   static const OpDef& sort = get_op("sort");
-  std::vector<Tensor> r =
-      run_kernel(sort, {keys}, {{"dim", int64_t{0}}, {"descending", false}, {"stable", true}});
+  std::vector<Tensor> r = run_kernel(sort, {keys}, {{"dim", int64_t{0}}, {"descending", false}});
   sorted = r[0];
   order = r[1];
 }

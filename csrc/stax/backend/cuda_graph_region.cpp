@@ -1,5 +1,6 @@
 #include "stax/backend/cuda_graph_region.h"
 
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "core/warning.h"
 #include "cuda/copy.h"
@@ -105,6 +106,7 @@ bool CudaGraphRegion::capture(const std::vector<Tensor>& inputs) {
     }
   }
   graph_ = std::move(g);
+  deterministic_ = deterministic_algorithms();
   shapes_.clear();
   for (const Tensor& t : inputs) shapes_.push_back(t.defined() ? t.sizes() : Shape{});
   live_.clear();
@@ -132,6 +134,9 @@ std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
       inputs_.assign(inputs.size(), InputState{});
     }
   }
+  // The deterministic mode changed since the capture: the recorded index
+  // kernels (atomic or sorted) are the other mode's, so capture again.
+  if (graph_ && deterministic_ != deterministic_algorithms()) graph_.reset();
   // An in-place input in another storage than captured: read it through a static buffer from now on.
   if (graph_) {
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -74,6 +74,7 @@ class CudaGraphRegion {
   std::vector<InputState> inputs_;
   std::vector<OutputSpec> outputs_;
   std::vector<Shape> shapes_;  // the inputs' sizes the graph was captured at
+  bool deterministic_ = false;  // tp.use_deterministic_algorithms at capture (it picks extern kernels)
   std::vector<std::weak_ptr<StorageImpl>> live_;  // storages handed out by the last replay
   Stats stats_;
 };
