@@ -265,7 +265,7 @@ def test_gradients_of_embedding_index_select_gather_and_indexing_are_the_cpus_bi
                       (lambda w_: tp.gather(w_, 0, gi.to(dev)), gg),
                       (lambda w_: w_[tok.reshape(-1).to(dev)], g.reshape(5000, 16)),
                       (lambda w_: w_[i2.to(dev), j2.to(dev)], g2)):
-            p = w.to(dev).requires_grad_()
+            p = w.to(dev).detach().clone().requires_grad_()  # a fresh leaf (w.to("cpu") is w itself)
             f(p).backward(up.to(dev))
             out.append(p.grad)
         return out
