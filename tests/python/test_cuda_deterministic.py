@@ -362,3 +362,21 @@ def test_many_sizes_do_not_grow_the_site_table_and_messages_name_the_calls_size(
     with pytest.raises(RuntimeError, match="index_select: index 60 is out of bounds for dimension 0 with size 55"):
         tp.cuda.synchronize()
     assert tp.cuda._status_site_count() <= before + 1
+
+
+@gpu
+def test_a_graph_region_captured_in_the_other_mode_is_captured_again():
+    # reduce-overhead records index_add's launches (an extern call): atomic ones
+    # before the switch, so the graph must be recorded again with the sorted ones.
+    i, v, x = _dups(4096, 7).cuda(), _values(4096, 33).cuda(), _values(7, 33, seed=2).cuda()
+    f = tp.compile(lambda x, i, v: tp.index_add(x, 0, i, v) * 2.0, mode="reduce-overhead")
+    want = tp.index_add(x.cpu(), 0, i.cpu(), v.cpu()) * 2.0
+    with _deterministic(False):
+        for _ in range(3):
+            f(x, i, v)  # warm-up, capture, replay
+    before = tp.cuda._graph_region_stats()
+    with _deterministic(True):
+        for _ in range(3):
+            _same_bits(f(x, i, v), want)
+    after = tp.cuda._graph_region_stats()
+    assert after["captures"] - before["captures"] == 1 and after["replays"] - before["replays"] >= 2
