@@ -198,6 +198,42 @@ def test_small_int_source_compiles_with_nvrtc(name, arch):
         assert len(tp.cuda._nvrtc_compile(src, k, arch)) > 0
 
 
+SYMBOLIC = {
+    "add_mul": lambda x, y: (x + y) * 3,
+    "sums_and_max": lambda x, y: x.sum(-1) + y.amax(-1),
+    "image_scale_and_count": lambda x, y: ((x.float() / 255) * y, ((x > 128) & (y < 0)).sum(0)),
+    "shift_xor": lambda x, y: (x << (y.abs() % 9)) ^ y,
+}
+_A, _B = 37, 53  # distinctive hints
+
+
+def _symbolic_args(a=_A, b=_B, seed=0):
+    return [tp.from_numpy(_ints((a, b), "uint8", seed)), tp.from_numpy(_ints((a, b), "int8", seed + 1))]
+
+
+@nvrtc
+@pytest.mark.parametrize("name", sorted(SYMBOLIC))
+def test_symbolic_small_int_source_compiles_with_nvrtc(name):
+    # dynamic shapes: every size an argument of the kernel
+    src, _, _, _ = _C._testing_stax_cuda_symbolic(SYMBOLIC[name], _symbolic_args(), [_A, _B])
+    assert "tp_size0" in src
+    for k in _kernel_names(src):
+        assert len(tp.cuda._nvrtc_compile(src, k, 90)) > 0
+
+
+@gpu
+@pytest.mark.parametrize("name", sorted(SYMBOLIC))
+def test_dynamic_small_int_region_on_cuda_equals_torch(name):
+    fn = SYMBOLIC[name]
+    f = tp.compile(fn, dynamic=True, strict_native=True)
+    for (a, b) in [(_A, _B), (3, 1023), (1, 17)]:
+        args = _symbolic_args(a, b, a)
+        want = fn(*[torch.from_numpy(t.numpy()) for t in args])
+        got = f(*[t.cuda() for t in args])
+        for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+            _same(g, w, str((a, b)))
+
+
 # ---- float division rounded to an integer: specials ----
 
 _SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 3.0, -3.0, 7.0, 0.1, -0.1, 1e-30, -1e-30, 1e30, -1e30,
