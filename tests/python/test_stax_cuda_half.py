@@ -62,12 +62,6 @@ def test_explicit_casts_round():
     assert "tp_round_half" in src and "const float* __restrict__ in0" in src
 
 
-def test_narrow_integers_are_still_refused_naming_the_dtype():
-    # int32 is generated now (test_stax_cuda_int.py); int16 is not
-    with pytest.raises(Exception, match="int16"):
-        _C._stax_cuda_source(_graph(lambda x: x + 1, tp.ones(4, 4, dtype=tp.int16)))
-
-
 @nvrtc
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("name", NAMES)

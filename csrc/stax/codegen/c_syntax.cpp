@@ -15,6 +15,10 @@ std::string c_literal(const Scalar& v, DType t, const FloatSpellings& spell) {
       if (i == INT64_MIN) return "(-9223372036854775807LL - 1)";
       return std::to_string(i) + "LL";
     }
+    case DType::UInt8:  // the CUDA printer's narrow registers: the value wrapped to the width
+      return std::to_string(static_cast<uint8_t>(v.to_int()));
+    case DType::Int8: return std::to_string(static_cast<int8_t>(v.to_int()));
+    case DType::Int16: return std::to_string(static_cast<int16_t>(v.to_int()));
     case DType::Int32: {  // the CUDA printer's int registers
       const int64_t i = v.to_int();
       if (i == INT32_MIN) return "(-2147483647 - 1)";
@@ -55,10 +59,16 @@ std::string c_reduce_identity(ir::ReduceOp r, DType t, const FloatSpellings& spe
     case ir::ReduceOp::Max:
       if (t == DType::Bool) return "false";
       if (t == DType::Int32) return "(-2147483647 - 1)";
+      if (t == DType::Int16) return "(-32767 - 1)";
+      if (t == DType::Int8) return "(-127 - 1)";
+      if (t == DType::UInt8) return "0";
       return is_floating(t) ? c_literal(Scalar(-INFINITY), t, spell) : std::string("(-9223372036854775807LL - 1)");
     case ir::ReduceOp::Min:
       if (t == DType::Bool) return "true";
       if (t == DType::Int32) return "2147483647";
+      if (t == DType::Int16) return "32767";
+      if (t == DType::Int8) return "127";
+      if (t == DType::UInt8) return "255";
       return is_floating(t) ? c_literal(Scalar(INFINITY), t, spell) : std::string("9223372036854775807LL");
     default: break;
   }

@@ -39,6 +39,8 @@ constexpr CallInfo kCalls[] = {
     {CallOp::BitOr, "bitor", 2, F::Bitwise, false, "|"},
     {CallOp::BitXor, "bitxor", 2, F::Bitwise, false, "^"},
     {CallOp::BitNot, "bitnot", 1, F::Bitwise, false, nullptr},
+    {CallOp::Shl, "shl", 2, F::Bitwise, false, nullptr},
+    {CallOp::Shr, "shr", 2, F::Bitwise, false, nullptr},
     {CallOp::Sin, "sin", 1, F::Libm, true, nullptr},
     {CallOp::Cos, "cos", 1, F::Libm, true, nullptr},
     {CallOp::Tan, "tan", 1, F::Libm, true, nullptr},

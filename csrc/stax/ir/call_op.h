@@ -20,8 +20,9 @@ enum class CallOp : unsigned char {
   Eq, Ne, Lt, Le, Gt, Ge,
   // logical: bool operands and result
   And, Or, Xor, Not,
-  // bitwise: int64 operands and result
-  BitAnd, BitOr, BitXor, BitNot,
+  // bitwise: integer operands and result (shifts: CUDA printer only, eager's
+  // rules for amounts outside 0..63, see pointwise.cpp)
+  BitAnd, BitOr, BitXor, BitNot, Shl, Shr,
   // float math backed by libm (lane by lane in vector code)
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
   Exp2, Log2, Log10, Erfc, Floor, Ceil, Trunc, Round, Frac,

@@ -100,9 +100,7 @@ std::vector<Value> add_results(LoweringContext& c, ExternCall& call) {
   std::vector<Value> out;
   for (size_t r = 0; r < metas.size(); ++r) {
     const TensorMeta& m = metas[r];
-    // CUDA regions also take 16-bit floats and int32.
-    const bool half = m.dtype == DType::Float16 || m.dtype == DType::BFloat16 || m.dtype == DType::Int32;
-    if (!is_compute_dtype(m.dtype) && !(half && c.region().half_floats))  // generated kernels would read this buffer
+    if (!region_dtype(m.dtype, c.region().half_floats))  // generated kernels would read this buffer
       c.fail(str("a result of dtype ", dtype_name(m.dtype), ", which generated kernels do not support yet"));
     if (c.symbolic()) {  // planned contiguous at the call's sizes
       const graph::Node& n = c.node();

@@ -23,13 +23,10 @@ class Lowerer {
   explicit Lowerer(LoweredRegion& r) : r_(r), prog_(r.program) {}
 
   void run(const graph::Graph& g) {
-    // Generated kernels use the four compute dtypes; graphs touching a narrow
-    // dtype (int8..int32, uint8, float16, bfloat16) fall back to eager. The
-    // CUDA printer (half_floats) also takes float16/bfloat16 and int32.
+    // Generated kernels use the dtypes region_dtype allows (lower.h); a graph
+    // touching another one falls back to eager.
     auto check_dtype = [this](const Node* n) {
-      const DType t = n->meta.dtype;
-      if (r_.half_floats && (t == DType::Float16 || t == DType::BFloat16 || t == DType::Int32)) return;
-      if (!is_compute_dtype(t))
+      if (!region_dtype(n->meta.dtype, r_.half_floats))
         cannot_lower(n, str("dtype ", dtype_name(n->meta.dtype), " is not supported by generated kernels yet"));
     };
     // Dynamic shapes: symbol k is size_var(k), sizes[k] of the entry point.

@@ -20,7 +20,9 @@ std::vector<Expr> operands_at(const std::vector<Value>& ins, const Index& idx, D
 }
 
 // Integer division with PyTorch's rounding (CUDA regions only: a zero divisor
-// traps on the CPU, where eager raises instead). C's `/` truncates and `%`
+// traps on the CPU, where eager raises instead). In a narrow type the C
+// operators compute in int and the result wraps at its register's width
+// (int8 -128 / -1 is -128, as in PyTorch). C's `/` truncates and `%`
 // keeps the dividend's sign (fmod); floor division steps the quotient down and
 // remainder moves the rest to the divisor's sign when the signs differ.
 enum class IntDiv { Trunc, Floor, Fmod, Remainder };
@@ -39,12 +41,57 @@ Expr int_division(IntDiv kind, const Expr& a, const Expr& b, DType dt) {
   return where(differ, call(CallOp::Add, {r, b}, dt), r);
 }
 
+// Floating division rounded to an integer (div's "trunc" and "floor" modes,
+// floor_divide, //), eager's algorithm (ops/vec/vec_impl.h floor_family) in
+// IR operations: trunc(x / y); floor from the exact fmod: q = (x - r) / y,
+// stepped down where r and y have different signs, then floored and moved up
+// when the quotient lies more than 0.5 above its floor (so that a quotient one
+// ulp below an integer does not lose 1). A zero quotient takes the sign of
+// x / y (-0.0 for 0 / -1 or -1e-30 / 1e30), a zero divisor gives x / y itself
+// (+-inf or NaN), NaN and inf operands give NaN.
+// 16-bit floats (`dt`) compute in float32 (`ct`) with every intermediate
+// rounded to dt, as PyTorch's 16-bit arithmetic rounds each operation (its
+// trunc of 825.95 in float16 is 826: the quotient rounds first); the CUDA
+// printer's fast 16-bit division is never used here.
+Expr float_division(bool floor, const Expr& x, const Expr& y, DType dt, DType ct) {
+  auto k = [ct](double v) { return constant(Scalar(v), ct); };
+  auto rnd = [dt, ct](const Expr& e) { return dt == ct ? e : cast(cast(e, dt), ct); };
+  auto c2 = [](CallOp op, const Expr& a, const Expr& b, DType t) { return call(op, {a, b}, t); };
+  const Expr q_ieee = rnd(c2(CallOp::Div, x, y, ct));
+  if (!floor) return call(CallOp::Trunc, {q_ieee}, ct);
+  const Expr zero = k(0.0);
+  const Expr r = c2(CallOp::Fmod, x, y, ct);  // exact, so representable in dt
+  const Expr adjust = c2(CallOp::And, c2(CallOp::Ne, r, zero, DType::Bool),
+                         c2(CallOp::Ne, c2(CallOp::Lt, y, zero, DType::Bool), c2(CallOp::Lt, r, zero, DType::Bool),
+                            DType::Bool),
+                         DType::Bool);
+  const Expr q0 = rnd(c2(CallOp::Div, rnd(c2(CallOp::Sub, x, r, ct)), y, ct));
+  const Expr q = where(adjust, rnd(c2(CallOp::Sub, q0, k(1.0), ct)), q0);
+  const Expr fq = call(CallOp::Floor, {q}, ct);
+  const Expr rounded = where(c2(CallOp::Gt, rnd(c2(CallOp::Sub, q, fq, ct)), k(0.5), DType::Bool),
+                             rnd(c2(CallOp::Add, fq, k(1.0), ct)), fq);
+  // copysign(0, x / y): negative for a negative quotient and for -0.0 (whose
+  // reciprocal is -inf).
+  const Expr negative = c2(CallOp::Or, c2(CallOp::Lt, q_ieee, zero, DType::Bool),
+                           c2(CallOp::Lt, c2(CallOp::Div, k(1.0), q_ieee, ct), zero, DType::Bool), DType::Bool);
+  const Expr signed_zero = where(negative, k(-0.0), zero);
+  return where(c2(CallOp::Eq, y, zero, DType::Bool), q_ieee,
+               where(c2(CallOp::Ne, q, zero, DType::Bool), rounded, signed_zero));
+}
+
 LoweringFn integer_division(IntDiv kind) {
   return [kind](LoweringContext& c) {
     const DType dt = c.out_dtype();
+    if (c.inputs().size() != 2) c.fail("unexpected operand count");
+    if (is_floating(dt) && (kind == IntDiv::Floor || kind == IntDiv::Trunc)) {
+      const DType ct = dt == DType::Float64 ? dt : DType::Float32;
+      return c.pointwise([ins = c.inputs(), kind, dt, ct](const Index& idx) {
+        std::vector<Expr> a = operands_at(ins, idx, ct);
+        return cast(float_division(kind == IntDiv::Floor, a[0], a[1], dt, ct), dt);
+      });
+    }
     if (is_floating(dt) || dt == DType::Bool) c.fail("only integer division has a rule");
     if (!c.region().half_floats) c.fail("integer division is generated for CUDA regions only");
-    if (c.inputs().size() != 2) c.fail("unexpected operand count");
     return c.pointwise([ins = c.inputs(), kind, dt](const Index& idx) {
       std::vector<Expr> a = operands_at(ins, idx, dt);
       return int_division(kind, a[0], a[1], dt);
@@ -68,7 +115,8 @@ LoweringFn arithmetic(CallOp fn) {
                                          : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
       compute = result_type(operands);
     }
-    // add/sub(x, y, alpha=a) is x +- a*y; div's rounding modes: integers in CUDA regions.
+    // add/sub(x, y, alpha=a) is x +- a*y; div's rounding modes: floats
+    // everywhere, integers in CUDA regions.
     if (!c.attrs().is_none("rounding_mode")) {
       const std::string& mode = c.attrs().get_str("rounding_mode");
       if (fn != CallOp::Div || (mode != "floor" && mode != "trunc")) c.fail("div with rounding_mode");
@@ -112,11 +160,14 @@ LoweringFn logical(CallOp fn) {
   };
 }
 
-// bitwise_and/or/xor/not on bool (the logical operators) or int64 tensors.
+// bitwise_and/or/xor/not on bool (the logical operators) or integer tensors;
+// shifts (no bool form: on_bool is the shift too) on integers in CUDA regions.
 LoweringFn bitwise(CallOp on_bool, CallOp on_int) {
   return [on_bool, on_int](LoweringContext& c) {
     DType dt = c.out_dtype();
-    if (dt != DType::Bool && dt != DType::Int64) c.fail("bitwise operators need bool or integer tensors");
+    if (dt != DType::Bool && !is_integral(dt, false)) c.fail("bitwise operators need bool or integer tensors");
+    const bool shift = on_int == CallOp::Shl || on_int == CallOp::Shr;
+    if (shift && (dt == DType::Bool || !c.region().half_floats)) c.fail("shifts are generated for CUDA regions only");
     CallOp fn = dt == DType::Bool ? on_bool : on_int;
     return c.pointwise([ins = c.inputs(), fn, dt](const Index& idx) { return call(fn, operands_at(ins, idx, dt), dt); });
   };
@@ -208,6 +259,8 @@ void register_pointwise_lowerings(LoweringTable& t) {
   t["bitwise_or"] = bitwise(CallOp::Or, CallOp::BitOr);
   t["bitwise_xor"] = bitwise(CallOp::Xor, CallOp::BitXor);
   t["bitwise_not"] = bitwise(CallOp::Not, CallOp::BitNot);
+  t["bitwise_left_shift"] = bitwise(CallOp::Shl, CallOp::Shl);
+  t["bitwise_right_shift"] = bitwise(CallOp::Shr, CallOp::Shr);
   t["floor_divide"] = integer_division(IntDiv::Floor);
   t["where"] = lower_where;
   t["masked_fill.Tensor"] = lower_masked_fill;

@@ -42,10 +42,15 @@ bool half_contract() {
   return on;
 }
 
-// The type a value has in registers: 16-bit floats compute in float.
+// The type a value has in registers: 16-bit floats compute in float; every
+// integer has a register of its own width (the prelude's u8/i8/i16), so a
+// narrow result wraps at its assignment as PyTorch's does.
 const char* ctype(DType t) {
   if (is_half(t)) return "float";
   if (t == DType::Int32) return "int";
+  if (t == DType::Int16) return "i16";
+  if (t == DType::Int8) return "i8";
+  if (t == DType::UInt8) return "u8";
   if (const char* c = c_type(t)) return c;
   throw NotImplementedError(str("stax cuda printer: dtype ", dtype_name(t), " is not supported yet"));
 }
@@ -68,6 +73,9 @@ std::string literal(const Scalar& v, DType t) {
 // Device helpers: the names the IR's Call nodes print as (tp_<name>), the
 // reduction functors and the block-wide combine.
 const char* kPrelude = R"(typedef long long i64;
+typedef short i16;
+typedef signed char i8;
+typedef unsigned char u8;
 #define TP_D static __device__ __forceinline__
 // 16-bit floats without cuda_bf16.h / cuda_fp16.h (NVRTC wheels may lack them):
 // memory holds the bit pattern, registers hold float; a store rounds to
@@ -131,6 +139,11 @@ TP_D long long tp_floordiv(long long a, long long b) { long long q = a / b; retu
 TP_D long long tp_mod(long long a, long long b) { if (b == -1) return 0; long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 TP_D int tp_floordiv(int a, int b) { int q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 TP_D int tp_mod(int a, int b) { if (b == -1) return 0; int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+// Shifts as eager computes them (in 64 bits, then wrapped to the width, which
+// is PyTorch's result too): an amount outside 0..63 gives 0 (left) or the
+// sign fill (right).
+template <class T> TP_D T tp_shl(T a, T b) { return (T)((i64)b < 0 || (i64)b >= 64 ? 0LL : (i64)((unsigned long long)(i64)a << (int)b)); }
+template <class T> TP_D T tp_shr(T a, T b) { return (T)((i64)b < 0 || (i64)b >= 64 ? ((i64)a < 0 ? -1LL : 0LL) : (i64)a >> (int)b); }
 // Products are rounded on their own (no contraction into an FMA), as eager rounds them.
 TP_D float tp_mul(float a, float b) { return __fmul_rn(a, b); }
 TP_D double tp_mul(double a, double b) { return __dmul_rn(a, b); }
@@ -184,6 +197,9 @@ TP_D float tp_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); 
 TP_D double tp_shfl(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 TP_D i64 tp_shfl(i64 v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 TP_D int tp_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TP_D i16 tp_shfl(i16 v, int o) { return (i16)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+TP_D i8 tp_shfl(i8 v, int o) { return (i8)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+TP_D u8 tp_shfl(u8 v, int o) { return (u8)__shfl_xor_sync(0xffffffffu, (int)v, o); }
 TP_D bool tp_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
 struct tp_op_sum { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct tp_op_prod { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
@@ -301,6 +317,11 @@ class Writer {
         if (e->dtype == DType::Bool) rhs = "(" + a + " != 0)";
         else if (e->dtype == DType::BFloat16) rhs = "tp_round_bf16((float)(" + a + "))";
         else if (e->dtype == DType::Float16) rhs = "tp_round_half((float)(" + a + "))";
+        // float -> narrow integer: truncated to int64 first, then wrapped to
+        // the width (eager's conversion, and PyTorch's for uint8; C's direct
+        // conversion is undefined out of range).
+        else if (is_floating(e->args[0]->dtype) && is_integral(e->dtype, false) && itemsize(e->dtype) < 8)
+          rhs = std::string("(") + ctype(e->dtype) + ")(i64)(" + a + ")";
         else rhs = std::string("(") + ctype(e->dtype) + ")(" + a + ")";
         break;
       }
