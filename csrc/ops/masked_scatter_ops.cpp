@@ -81,7 +81,11 @@ std::vector<Tensor> masked_scatter_backward(const BackwardArgs& a) {
     Tensor taken = ops::masked_select(g, mask);  // one entry per true position, row-major
     const int64_t n = source.numel(), k = taken.numel();
     if (k < n) {
-      Tensor rest = ops::narrow(ops::reshape(ops::zeros_like(source, g.dtype()), {-1}), 0, k, n - k);
+      // Zeros on source's device (zeros_like builds on the host): source's
+      // unused elements times 0, with the NaN of inf * 0 and NaN * 0 cleared.
+      Tensor rest = ops::narrow(ops::reshape(ops::to_dtype(source, g.dtype()), {-1}), 0, k, n - k);
+      rest = ops::mul(rest, ops::scalar(Scalar(0.0)));
+      rest = ops::masked_fill(rest, ops::isnan(rest), Scalar(0.0));
       taken = ops::cat({taken, rest}, 0);
     }
     grads[2] = ops::reduce_grad(ops::reshape(taken, source.sizes()), source);
