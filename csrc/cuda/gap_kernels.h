@@ -7,7 +7,9 @@
 //   lookup_kernels.cpp  one_hot (min/max read back once, for the class count
 //                       and the range check) and searchsorted / bucketize
 //                       (binary search per value, NaN above every number,
-//                       sorter taken through gather);
+//                       sorter taken through gather), repeat_interleave's
+//                       index (the CUDA cumsum of the counts, its total read
+//                       back once; thread i writes i over its run);
 //   select_kernels.cpp  kthvalue and median.dim (and median through it): the
 //                       stable CUDA sort along dim, then the k-th entry of
 //                       each slice — the CPU's pick, since it ranks by

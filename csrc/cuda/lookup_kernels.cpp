@@ -1,4 +1,5 @@
-// one_hot and searchsorted (bucketize decomposes to it) on CUDA (see gap_kernels.h).
+// one_hot, searchsorted (bucketize decomposes to it) and repeat_interleave's
+// index (repeat_interleave.Tensor) on CUDA (see gap_kernels.h).
 #include "core/error.h"
 #include "cuda/copy.h"
 #include "cuda/gap_kernels.h"
@@ -155,12 +156,73 @@ bool searchsorted(const OpDef& op, const std::vector<Tensor>& in, const Attrs& a
   return true;
 }
 
+// ---- repeat_interleave.Tensor: entry i written repeats[i] times ----
+// ends = the inclusive cumsum of repeats (the CUDA cumsum kernel); thread i
+// writes i at [ends[i] - repeats[i], ends[i]).
+std::string repeat_name() { return "tp_repeat_index"; }
+std::string repeat_source(const std::string& name) {
+  return "extern \"C\" __global__ void " + name +
+         "(const long long* __restrict__ reps, const long long* __restrict__ ends, long long* __restrict__ out,\n"
+         "    long long n) {\n"
+         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+         "       i += (long long)gridDim.x * blockDim.x)\n"
+         "    for (long long k = ends[i] - reps[i]; k < ends[i]; ++k) out[k] = i;\n}\n";
+}
+
+bool repeat_index(const OpDef& op, const Tensor& r0, const Attrs& attrs, std::vector<Tensor>& out) {
+  if (!int_ctype(r0.dtype()) || r0.dtype() == DType::Bool || r0.dim() > 1) return false;
+  const int dev = r0.device().index;
+  const Tensor r = ops::contiguous(ops::to_dtype(ops::reshape(r0, {-1}), DType::Int64));
+  long long n = r.numel();
+  int64_t total = 0;
+  Tensor ends;
+  if (n > 0) {
+    check_not_capturing("repeat_interleave (its result's size is read back from the device)");
+    static const OpDef& cumsum = get_op("cumsum");
+    ends = run_kernel(cumsum, {r}, {{"dim", int64_t{0}}})[0];
+    AtParams p = at_params(r);
+    Tensor init = Tensor::empty({2}, DType::Int64);
+    init.data_as<int64_t>()[0] = 0;
+    init.data_as<int64_t>()[1] = -1;
+    Tensor range = to_device(init, dev);
+    void* pr = r.data();
+    void* pg = range.data();
+    void* args[] = {&pr, &pg, &p};
+    launch_generated(dev, range_name(DType::Int64), range_source(range_name(DType::Int64), DType::Int64),
+                     std::min<unsigned>(grid_1d(n, kThreads), 1024u), kThreads, args);
+    if (to_cpu(range).data_as<int64_t>()[0] < 0) {  // the error path names the first negative entry
+      const Tensor host = to_cpu(r);
+      for (int64_t i = 0; i < n; ++i)
+        TP_CHECK(host.data_as<int64_t>()[i] >= 0, ValueError, op.name, ": repeats must be non-negative, got ",
+                 host.data_as<int64_t>()[i], " at position ", i);
+    }
+    total = to_cpu(ops::narrow(ends, 0, n - 1, 1)).data_as<int64_t>()[0];
+  }
+  if (attrs.has("output_size") && !attrs.is_none("output_size")) {
+    const int64_t hint = attrs.get_int("output_size");
+    TP_CHECK(hint == total, ValueError, "repeat_interleave: output_size=", hint,
+             " does not match the size of the result along the repeated dimension (", total, ")");
+  }
+  Tensor o = empty({total}, DType::Int64, dev);
+  if (total > 0) {
+    void* pr = r.data();
+    void* pe = ends.data();
+    void* po = o.data();
+    void* args[] = {&pr, &pe, &po, &n};
+    launch_generated(dev, repeat_name(), repeat_source(repeat_name()), grid_1d(n, kThreads), kThreads, args);
+  }
+  out = {o};
+  return true;
+}
+
 }  // namespace
 
 bool lookup_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
   if (name == "one_hot" && in[0].device().kind == Device::Kind::CUDA) return one_hot(op, in[0], attrs, out);
+  if (name == "repeat_interleave.Tensor" && in[0].device().kind == Device::Kind::CUDA)
+    return repeat_index(op, in[0], attrs, out);
   if (name == "searchsorted" && in[0].device().kind == Device::Kind::CUDA)
     return searchsorted(op, in, attrs, out_meta[0], out);
   return false;
@@ -173,6 +235,7 @@ std::vector<std::pair<std::string, std::string>> lookup_kernel_sources() {
     v.emplace_back(one_hot_name(d), one_hot_source(one_hot_name(d), d));
   }
   for (DType c : {DType::Int64, DType::Float64}) v.emplace_back(search_name(c), search_source(search_name(c), c));
+  v.emplace_back(repeat_name(), repeat_source(repeat_name()));
   return v;
 }
 

@@ -56,7 +56,7 @@ def test_values_every_dtype(device, dtype):
     mask, tmask = tp.tensor(m).to(device), torch.tensor(m)
     _check(tp.masked_scatter(x, mask, s), torch.masked_scatter(tx, tmask, ts), device)
     _check(x.masked_scatter(mask, s), tx.masked_scatter(tmask, ts), device)
-    y, ty = x.clone(), tx.clone()
+    y, ty = _pair(_values((5, 7), 2), dtype, device)
     assert y.masked_scatter_(mask, s) is y
     ty.masked_scatter_(tmask, ts)
     _check(y, ty, device)
@@ -147,6 +147,16 @@ def test_gradients_match_torch(device, xshape, mshape, sshape):
     np.testing.assert_allclose(_np(x.grad), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(_np(s.grad), ts.grad.numpy(), rtol=1e-12, atol=1e-12)
     assert tuple(s.grad.shape) == sshape and x.grad.device.type == device
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unused_source_gradient_is_zero_even_for_inf_and_nan(device):
+    mask = tp.tensor([True, False, True]).to(device)
+    s = tp.tensor([1.0, 2.0, float("inf"), float("nan"), -0.5], device=device, requires_grad=True)
+    y = tp.masked_scatter(tp.zeros(3, device=device), mask, s)
+    (y * tp.tensor([3.0, 4.0, 5.0], device=device)).sum().backward()
+    assert s.grad.device.type == device
+    np.testing.assert_array_equal(_np(s.grad), [3.0, 5.0, 0.0, 0.0, 0.0])
 
 
 def test_gradients_finite_differences():
