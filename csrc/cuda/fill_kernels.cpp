@@ -39,6 +39,43 @@ std::string fill_source(const std::string& name, size_t bytes) {
              "  }\n}\n");
 }
 
+// x (any strides) <- src (contiguous, same dtype): element i of src goes to
+// row-major position i of x (the dispatcher's copy_ has no kernel for a
+// strided destination).
+std::string put_name(size_t bytes) { return str("tp_put_strided_b", bytes); }
+std::string put_source(const std::string& name, size_t bytes) {
+  return str("typedef ", bits_ctype(bytes), " E;\n",
+             "struct P { long long n, nd; long long sizes[8], strides[8]; unsigned long long bits; };\n"
+             "extern \"C\" __global__ void ",
+             name,
+             "(E* x, const E* __restrict__ src, P p) {\n"
+             "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+             "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += step) {\n"
+             "    long long rest = i, off = 0;\n"
+             "    for (int d = (int)p.nd - 1; d >= 0; --d) { off += (rest % p.sizes[d]) * p.strides[d]; rest /= p.sizes[d]; }\n"
+             "    x[off] = src[i];\n"
+             "  }\n}\n");
+}
+
+bool put_strided(const Tensor& self, const Tensor& src) {
+  const size_t bytes = static_cast<size_t>(itemsize(self.dtype()));
+  if (!bits_ctype(bytes) || self.dim() > kMaxRank) return false;
+  FillParams p{};
+  p.n = self.numel();
+  if (p.n == 0) return true;
+  p.nd = self.dim();
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    p.sizes[d] = self.sizes()[static_cast<size_t>(d)];
+    p.strides[d] = self.strides()[static_cast<size_t>(d)];
+  }
+  void* px = self.data();
+  void* ps = src.data();
+  void* args[] = {&px, &ps, &p};
+  launch_generated(self.device().index, put_name(bytes), put_source(put_name(bytes), bytes), grid_1d(p.n, kThreads),
+                   kThreads, args);
+  return true;
+}
+
 bool fill(const Tensor& self, const Scalar& value) {
   const size_t bytes = static_cast<size_t>(itemsize(self.dtype()));
   if (!bits_ctype(bytes)) return false;
@@ -89,9 +126,8 @@ bool fill_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& at
   Tensor up = to_device(host, self.device().index);
   if (self.is_contiguous()) {
     if (up.numel() > 0) copy_device_to_device(self, up);
-  } else {
-    static const OpDef& copy = get_op("copy_");
-    run_kernel(copy, {self, up}, {});
+  } else if (!put_strided(self, up)) {
+    return false;
   }
   out = {self};
   return true;
@@ -99,7 +135,10 @@ bool fill_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& at
 
 std::vector<std::pair<std::string, std::string>> fill_kernel_sources() {
   std::vector<std::pair<std::string, std::string>> v;
-  for (size_t bytes : {1, 2, 4, 8}) v.emplace_back(fill_name(bytes), fill_source(fill_name(bytes), bytes));
+  for (size_t bytes : {1, 2, 4, 8}) {
+    v.emplace_back(fill_name(bytes), fill_source(fill_name(bytes), bytes));
+    v.emplace_back(put_name(bytes), put_source(put_name(bytes), bytes));
+  }
   return v;
 }
 

@@ -192,3 +192,14 @@ def test_cuda_large_matches_cpu_across_blocks():
     want = tp.masked_scatter(x, mask, src)
     got = tp.masked_scatter(x.cuda(), mask.cuda(), src.cuda())
     np.testing.assert_array_equal(_np(got), _np(want))
+
+
+def test_forward_mode_tangent_matches_torch():
+    rng = np.random.default_rng(13)
+    m = rng.random((3, 4)) < 0.5
+    xa, sa, txa, tsa = (rng.standard_normal(s) for s in [(3, 4), (14,), (3, 4), (14,)])
+    f = lambda x, s: tp.masked_scatter(x, tp.tensor(m), s)  # noqa: E731
+    _, tout = tp.func.jvp(f, (tp.tensor(xa), tp.tensor(sa)), (tp.tensor(txa), tp.tensor(tsa)))
+    tf = lambda x, s: torch.masked_scatter(x, torch.tensor(m), s)  # noqa: E731
+    _, want = torch.func.jvp(tf, (torch.tensor(xa), torch.tensor(sa)), (torch.tensor(txa), torch.tensor(tsa)))
+    np.testing.assert_allclose(_np(tout), want.numpy(), rtol=1e-12, atol=1e-12)
