@@ -54,7 +54,8 @@ std::vector<Tensor> scatter_rule(const JvpArgs& a) {
 void register_view_jvp_rules() {
   for (const char* n : {"permute", "expand", "slice", "select", "diagonal", "to", "clone", "cat", "flip", "roll",
                         "repeat", "tril", "triu", "index", "index_put", "index_select", "index_add", "gather",
-                        "scatter_add", "select_scatter", "slice_scatter", "as_strided_scatter", "masked_fill.Tensor"})
+                        "scatter_add", "select_scatter", "slice_scatter", "as_strided_scatter", "masked_fill.Tensor",
+                        "masked_scatter"})
     register_jvp(n, &linear_rule);
   register_jvp("view", &view_rule);
   register_jvp("as_strided", &as_strided_rule);

@@ -15,7 +15,10 @@
 #include "cuda/nn_kernels.h"
 #include "cuda/nvrtc.h"
 #include "cuda/scan_sort.h"
+#include "cuda/gap_kernels.h"
+#include "cuda/masked_scatter.h"
 #include "cuda/scatter_reduce.h"
+#include "cuda/unique_kernels.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -287,7 +290,9 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
       batch_norm_kernel(op, inputs, attrs, out_meta, out) || loss_kernel(op, inputs, attrs, out_meta, out) ||
       dropout_kernel(op, inputs, attrs, out_meta, out) || index_kernel(op, inputs, attrs, out_meta, out) ||
       attention_kernel(op, inputs, attrs, out_meta, out) || scan_sort_kernel(op, inputs, attrs, out_meta, out) ||
-      mask_kernel(op, inputs, attrs, out_meta, out) || scatter_reduce_kernel(op, inputs, attrs, out_meta, out))
+      mask_kernel(op, inputs, attrs, out_meta, out) || scatter_reduce_kernel(op, inputs, attrs, out_meta, out) ||
+      unique_kernel(op, inputs, attrs, out_meta, out) || masked_scatter_kernel(op, inputs, attrs, out_meta, out) ||
+      gap_kernel(op, inputs, attrs, out_meta, out))
     return true;
   if (out_meta.size() != 1) return false;
   const TensorMeta& om = out_meta[0];
@@ -427,6 +432,10 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
   for (auto& s : scan_sort_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : mask_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : scatter_reduce_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : unique_kernel_sources()) v.push_back(std::move(s));
+  for (auto& s : masked_scatter_kernel_sources()) v.push_back(std::move(s));
+  for (auto* f : {&fill_kernel_sources, &lookup_kernel_sources, &select_kernel_sources, &erfinv_kernel_sources})
+    for (auto& s : (*f)()) v.push_back(std::move(s));
   return v;
 }
 

@@ -403,10 +403,21 @@ std::vector<Tensor> ri_apply(const Tensor& self, Tensor repeats, const Attrs& at
   check_output_size(attrs, idx.numel());
   return {ops::index_select(x, dim, idx)};
 }
+// An int count needs no index tensor: each entry along dim, broadcast over a
+// new dim of r after it, merged with it. A view and one copy, on any device
+// (the index tensor of ri_apply is built on the host).
 std::vector<Tensor> ri_int_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   const int64_t r = attrs.get_int("repeats");
   TP_CHECK(r >= 0, ValueError, "repeat_interleave: repeats must be non-negative, got ", r);
-  return ri_apply(in[0], ops::full({1}, Scalar(r), DType::Int64), attrs);
+  const auto d = attrs.get_optional_int("dim");
+  Tensor x = d ? in[0] : ops::reshape(in[0], {-1});
+  const int64_t dim = d ? wrap_dim(*d, std::max<int64_t>(1, x.dim()), "repeat_interleave") : 0;
+  if (x.dim() == 0) x = ops::reshape(x, {1});
+  Shape wide = x.sizes(), merged = x.sizes();
+  wide.insert(wide.begin() + dim + 1, r);
+  merged[static_cast<size_t>(dim)] *= r;
+  check_output_size(attrs, merged[static_cast<size_t>(dim)]);
+  return {ops::reshape(ops::expand(ops::unsqueeze(x, dim + 1), wide), merged)};
 }
 std::vector<Tensor> ri_tensor_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   return ri_apply(in[0], in[1], attrs);
