@@ -130,9 +130,16 @@ void Node::run_pre_hooks(std::vector<Tensor>& g) {
   }
 }
 
-SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, bool hold) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
+  if (!hold) {
+    placeholder_ = true;
+    meta_ = t.meta();
+    offset_ = t.offset();
+    output_nr_ = is_output ? t.impl()->output_nr : 0;
+    return;
+  }
   if (is_output) {
     // The output's grad_fn is the node saving it: keep no history (no cycle).
     data_ = detached(t);
@@ -143,7 +150,33 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   }
 }
 
-Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+namespace {
+// Zero bytes on `device`: a placeholder has the device of its value but no data.
+std::shared_ptr<StorageImpl> no_storage(Device device) {
+  return StorageImpl::wrap(nullptr, 0, [] {}, device);
+}
+}  // namespace
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, size_t index) const {
+  if (placeholder_) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = no_storage(meta_.device);
+    impl->sizes = meta_.sizes;
+    impl->strides = meta_.strides;
+    impl->offset = offset_;  // as_strided's formula reads it
+    impl->dtype = meta_.dtype;
+    impl->wrapped_number = meta_.wrapped_number;
+    Tensor t(std::move(impl));
+    const auto* op = dynamic_cast<const OpNode*>(owner.get());
+    // Raised by the dispatcher only if the formula hands this value to an operator.
+    meta(t).stale_error =
+        str("internal error: the derivative formula of ", owner->name(), " used its ",
+            is_output_ ? "output " : "input ", index, " [", dtype_name(meta_.dtype), " ",
+            shape_str(meta_.sizes), "] as an operator argument, but the saved-values declaration of '",
+            op ? op->op().name : owner->name().c_str(),
+            "' (OpDef::saved) says the formula does not read it, so autograd did not keep it; fix the declaration");
+    return t;
+  }
   if (!data_.defined()) return data_;
   if (data_.version() != version_) {
     // Raised by the dispatcher only if the formula really uses this tensor.
@@ -189,8 +222,8 @@ std::vector<Tensor> OpNode::apply(const std::vector<Tensor>& grad_outputs) {
   auto self = shared_from_this();
   std::vector<Tensor> ins, outs;
   ins.reserve(saved_inputs.size());
-  for (auto& s : saved_inputs) ins.push_back(s.unpack(self));
-  for (auto& s : saved_outputs) outs.push_back(s.unpack(self));
+  for (size_t i = 0; i < saved_inputs.size(); ++i) ins.push_back(saved_inputs[i].unpack(self, i));
+  for (size_t i = 0; i < saved_outputs.size(); ++i) outs.push_back(saved_outputs[i].unpack(self, i));
   std::vector<bool> needs(next_edges.size());
   for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].fn != nullptr;
   BackwardArgs args{ins, outs, grad_outputs, attrs_, needs};

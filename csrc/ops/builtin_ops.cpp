@@ -21,5 +21,6 @@ void register_builtin_ops() {
   register_misc_ops();
   register_view_scatter_ops();
   register_random_functional_ops();
+  register_saved_values();
 }
 }  // namespace tp

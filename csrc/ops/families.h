@@ -21,6 +21,7 @@ void register_factory_extra_ops(); // ops/factory_extra_ops.cpp
 void register_sort_ops();          // ops/sort_ops.cpp (sort, topk, median, unique, randperm, ...)
 void register_misc_ops();          // ops/misc_ops.cpp (isclose, nan_to_num, diag, trace, meshgrid, ...)
 void register_view_scatter_ops(); // ops/view_scatter_ops.cpp (select/slice/as_strided_scatter: functionalization)
-void register_random_functional_ops();  // ops/random_functional_ops.cpp (philox_random: random draws of compiled regions)
+void register_random_functional_ops();
+void register_saved_values();  // ops/saved_values.cpp (OpDef::saved of the operators above; runs last)  // ops/random_functional_ops.cpp (philox_random: random draws of compiled regions)
 void register_builtin_ops();     // ops/builtin_ops.cpp: calls all of the above
 }  // namespace tp
