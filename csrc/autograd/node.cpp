@@ -151,31 +151,49 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, bool hold) : is_output
 }
 
 namespace {
-// Zero bytes on `device`: a placeholder has the device of its value but no data.
-std::shared_ptr<StorageImpl> no_storage(Device device) {
-  return StorageImpl::wrap(nullptr, 0, [] {}, device);
+// Shared by all placeholders of a device (no data; the tag marks them).
+std::shared_ptr<StorageImpl> unkept_storage(Device device) {
+  if (device.kind == Device::Kind::CPU) {
+    static const std::shared_ptr<StorageImpl> cpu = StorageImpl::wrap(&unkept_tag, 0, [] {}, Device::cpu());
+    return cpu;
+  }
+  return StorageImpl::wrap(&unkept_tag, 0, [] {}, device);
 }
+
+// The formula OpNode::apply is running on this thread, for unkept_error.
+struct ApplyContext {
+  const OpNode* node;
+  const std::vector<Tensor>* ins;
+  const std::vector<Tensor>* outs;
+};
+thread_local const ApplyContext* t_apply = nullptr;
 }  // namespace
 
-Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, size_t index) const {
+std::string unkept_error(const OpDef& op, const Tensor& t) {
+  std::string what = "a saved value";
+  std::string node = "a backward node", decl = "its operator";
+  if (const ApplyContext* c = t_apply) {
+    node = c->node->name();
+    decl = c->node->op().name;
+    for (auto [v, kind] : {std::pair{c->ins, "input "}, std::pair{c->outs, "output "}})
+      for (size_t i = 0; i < v->size(); ++i)
+        if ((*v)[i].defined() && (*v)[i].impl() == t.impl()) what = str(kind, i);
+  }
+  return str("internal error: the derivative formula of ", node, " passed its ", what, " [", dtype_name(t.dtype()),
+             " ", shape_str(t.sizes()), "] to ", op.name, ", but the saved-values declaration of '", decl,
+             "' (OpDef::saved) says the formula does not read it, so autograd did not keep it; fix the declaration");
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
   if (placeholder_) {
     auto impl = std::make_shared<TensorImpl>();
-    impl->storage = no_storage(meta_.device);
+    impl->storage = unkept_storage(meta_.device);
     impl->sizes = meta_.sizes;
     impl->strides = meta_.strides;
     impl->offset = offset_;  // as_strided's formula reads it
     impl->dtype = meta_.dtype;
     impl->wrapped_number = meta_.wrapped_number;
-    Tensor t(std::move(impl));
-    const auto* op = dynamic_cast<const OpNode*>(owner.get());
-    // Raised by the dispatcher only if the formula hands this value to an operator.
-    meta(t).stale_error =
-        str("internal error: the derivative formula of ", owner->name(), " used its ",
-            is_output_ ? "output " : "input ", index, " [", dtype_name(meta_.dtype), " ",
-            shape_str(meta_.sizes), "] as an operator argument, but the saved-values declaration of '",
-            op ? op->op().name : owner->name().c_str(),
-            "' (OpDef::saved) says the formula does not read it, so autograd did not keep it; fix the declaration");
-    return t;
+    return Tensor(std::move(impl));
   }
   if (!data_.defined()) return data_;
   if (data_.version() != version_) {
@@ -222,11 +240,17 @@ std::vector<Tensor> OpNode::apply(const std::vector<Tensor>& grad_outputs) {
   auto self = shared_from_this();
   std::vector<Tensor> ins, outs;
   ins.reserve(saved_inputs.size());
-  for (size_t i = 0; i < saved_inputs.size(); ++i) ins.push_back(saved_inputs[i].unpack(self, i));
-  for (size_t i = 0; i < saved_outputs.size(); ++i) outs.push_back(saved_outputs[i].unpack(self, i));
+  for (auto& s : saved_inputs) ins.push_back(s.unpack(self));
+  for (auto& s : saved_outputs) outs.push_back(s.unpack(self));
   std::vector<bool> needs(next_edges.size());
   for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].fn != nullptr;
   BackwardArgs args{ins, outs, grad_outputs, attrs_, needs};
+  const ApplyContext ctx{this, &ins, &outs};
+  struct Restore {
+    const ApplyContext* prev;
+    ~Restore() { t_apply = prev; }
+  } restore{t_apply};
+  t_apply = &ctx;
   std::vector<Tensor> grads = fn_(args);
   grads.resize(next_edges.size());
   for (size_t i = 0; i < grads.size(); ++i) {

@@ -72,6 +72,13 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void run_pre_hooks(std::vector<Tensor>& grad_outputs);
 };
 
+// The storage of every placeholder for a value autograd did not keep
+// (OpDef::saved): zero bytes at this tag's address. The dispatcher hook refuses
+// such a tensor as an operator argument (unkept_error names the node and value).
+inline char unkept_tag = 0;
+inline bool is_unkept(const Tensor& t) { return t.impl()->storage->data() == &unkept_tag; }
+std::string unkept_error(const OpDef& op, const Tensor& t);
+
 // A tensor saved for backward. Inputs are held as themselves (so a formula run
 // with create_graph=True connects to their history); outputs of the node that
 // saves them are held without history (to avoid a cycle) and get it back on
@@ -79,13 +86,12 @@ class Node : public std::enable_shared_from_this<Node> {
 // A value the formula does not read (OpDef::saved) is not held: only its
 // metadata is kept, and unpack gives a storage-less placeholder whose sizes,
 // strides, dtype and device are right and which the dispatcher refuses as an
-// operator argument (AutogradMeta::stale_error), naming the declaration.
+// operator argument (is_unkept), naming the declaration.
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output, bool hold = true);
-  // `owner` and `index` name the value in the error a placeholder carries.
-  Tensor unpack(const std::shared_ptr<Node>& owner, size_t index = 0) const;
+  Tensor unpack(const std::shared_ptr<Node>& owner) const;
   void reset() { data_ = Tensor(); }
   bool defined() const { return data_.defined(); }
   bool held() const { return data_.defined(); }

@@ -198,6 +198,7 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
     if (!t.defined()) continue;
     wants_grad |= t.impl()->requires_grad;
     has_meta |= t.impl()->autograd_meta != nullptr;
+    if (is_unkept(t)) throw Error(unkept_error(op, t));  // a wrong OpDef::saved declaration
   }
   const bool grad_mode = GradMode::is_enabled();
   if (has_meta) {
