@@ -76,7 +76,10 @@ class Node : public std::enable_shared_from_this<Node> {
 // (OpDef::saved): zero bytes at this tag's address. The dispatcher hook refuses
 // such a tensor as an operator argument (unkept_error names the node and value).
 inline char unkept_tag = 0;
-inline bool is_unkept(const Tensor& t) { return t.impl()->storage->data() == &unkept_tag; }
+inline bool is_unkept(const Tensor& t) {
+  const StorageImpl* s = t.impl()->storage.get();
+  return s && s->data() == &unkept_tag;
+}
 std::string unkept_error(const OpDef& op, const Tensor& t);
 
 // A tensor saved for backward. Inputs are held as themselves (so a formula run
