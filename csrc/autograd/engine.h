@@ -8,6 +8,9 @@ namespace tp::autograd {
 
 // Installs the recording hook into the dispatcher (idempotent).
 void install();
+// Tests only: nodes of `op` recorded from now on keep `*forced` instead of what
+// OpDef::saved declares (null: back to the declaration).
+void set_saved_override(const OpDef& op, const SavedSet* forced);
 
 // Backpropagates from `roots` (with `grad_roots`; undefined = ones for one-element
 // roots) into the .grad of the leaves. create_graph records the backward pass

@@ -91,7 +91,7 @@ void store_result(const Tensor& out, const Tensor& tangent) {
   if (!node) return;
   const uint32_t nr = out.impl()->output_nr;
   if (nr >= node->saved_outputs.size()) return;
-  const Tensor& raw = node->saved_outputs[nr].raw();
+  const Tensor& raw = node->saved_outputs[nr].raw();  // undefined when the formula does not read it
   if (raw.defined() && raw.impl() != out.impl()) store(raw, tangent);
 }
 

@@ -130,9 +130,16 @@ void Node::run_pre_hooks(std::vector<Tensor>& g) {
   }
 }
 
-SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, bool hold) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
+  if (!hold) {
+    placeholder_ = true;
+    meta_ = t.meta();
+    offset_ = t.offset();
+    output_nr_ = is_output ? t.impl()->output_nr : 0;
+    return;
+  }
   if (is_output) {
     // The output's grad_fn is the node saving it: keep no history (no cycle).
     data_ = detached(t);
@@ -143,7 +150,51 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   }
 }
 
+namespace {
+// Shared by all placeholders of a device (no data; the tag marks them).
+std::shared_ptr<StorageImpl> unkept_storage(Device device) {
+  if (device.kind == Device::Kind::CPU) {
+    static const std::shared_ptr<StorageImpl> cpu = StorageImpl::wrap(&unkept_tag, 0, [] {}, Device::cpu());
+    return cpu;
+  }
+  return StorageImpl::wrap(&unkept_tag, 0, [] {}, device);
+}
+
+// The formula OpNode::apply is running on this thread, for unkept_error.
+struct ApplyContext {
+  const OpNode* node;
+  const std::vector<Tensor>* ins;
+  const std::vector<Tensor>* outs;
+};
+thread_local const ApplyContext* t_apply = nullptr;
+}  // namespace
+
+std::string unkept_error(const OpDef& op, const Tensor& t) {
+  std::string what = "a saved value";
+  std::string node = "a backward node", decl = "its operator";
+  if (const ApplyContext* c = t_apply) {
+    node = c->node->name();
+    decl = c->node->op().name;
+    for (auto [v, kind] : {std::pair{c->ins, "input "}, std::pair{c->outs, "output "}})
+      for (size_t i = 0; i < v->size(); ++i)
+        if ((*v)[i].defined() && (*v)[i].impl() == t.impl()) what = str(kind, i);
+  }
+  return str("internal error: the derivative formula of ", node, " passed its ", what, " [", dtype_name(t.dtype()),
+             " ", shape_str(t.sizes()), "] to ", op.name, ", but the saved-values declaration of '", decl,
+             "' (OpDef::saved) says the formula does not read it, so autograd did not keep it; fix the declaration");
+}
+
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+  if (placeholder_) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = unkept_storage(meta_.device);
+    impl->sizes = meta_.sizes;
+    impl->strides = meta_.strides;
+    impl->offset = offset_;  // as_strided's formula reads it
+    impl->dtype = meta_.dtype;
+    impl->wrapped_number = meta_.wrapped_number;
+    return Tensor(std::move(impl));
+  }
   if (!data_.defined()) return data_;
   if (data_.version() != version_) {
     // Raised by the dispatcher only if the formula really uses this tensor.
@@ -194,6 +245,12 @@ std::vector<Tensor> OpNode::apply(const std::vector<Tensor>& grad_outputs) {
   std::vector<bool> needs(next_edges.size());
   for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].fn != nullptr;
   BackwardArgs args{ins, outs, grad_outputs, attrs_, needs};
+  const ApplyContext ctx{this, &ins, &outs};
+  struct Restore {
+    const ApplyContext* prev;
+    ~Restore() { t_apply = prev; }
+  } restore{t_apply};
+  t_apply = &ctx;
   std::vector<Tensor> grads = fn_(args);
   grads.resize(next_edges.size());
   for (size_t i = 0; i < grads.size(); ++i) {

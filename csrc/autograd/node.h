@@ -72,27 +72,47 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void run_pre_hooks(std::vector<Tensor>& grad_outputs);
 };
 
+// The storage of every placeholder for a value autograd did not keep
+// (OpDef::saved): zero bytes at this tag's address. The dispatcher hook refuses
+// such a tensor as an operator argument (unkept_error names the node and value).
+inline char unkept_tag = 0;
+inline bool is_unkept(const Tensor& t) {
+  const StorageImpl* s = t.impl()->storage.get();
+  return s && s->data() == &unkept_tag;
+}
+std::string unkept_error(const OpDef& op, const Tensor& t);
+
 // A tensor saved for backward. Inputs are held as themselves (so a formula run
 // with create_graph=True connects to their history); outputs of the node that
 // saves them are held without history (to avoid a cycle) and get it back on
 // unpack. The version at save time detects later in-place writes.
+// A value the formula does not read (OpDef::saved) is not held: only its
+// metadata is kept, and unpack gives a storage-less placeholder whose sizes,
+// strides, dtype and device are right and which the dispatcher refuses as an
+// operator argument (is_unkept), naming the declaration.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  SavedTensor(const Tensor& t, bool is_output);
+  SavedTensor(const Tensor& t, bool is_output, bool hold = true);
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
   void reset() { data_ = Tensor(); }
   bool defined() const { return data_.defined(); }
-  const Tensor& raw() const { return data_; }  // no version check, no history restored
+  bool held() const { return data_.defined(); }
+  bool is_placeholder() const { return placeholder_; }  // a defined value kept as metadata only
+  const Tensor& raw() const { return data_; }  // no version check, no history restored; undefined if not held
   void release_history(std::vector<std::shared_ptr<Node>>& out);  // see Node::release_children
   uint64_t version() const { return version_; }  // when saved
 
  private:
   Tensor data_;
   bool is_output_ = false;
+  bool placeholder_ = false;
   uint32_t output_nr_ = 0;
   bool requires_grad_ = false;
   uint64_t version_ = 0;
+  // Placeholders only: the value's metadata.
+  TensorMeta meta_;
+  int64_t offset_ = 0;
 };
 
 // Backward of a registry operator: calls its OpDef::backward. For an in-place

@@ -36,6 +36,27 @@ void mark_inference(const OpDef& op, const std::vector<Tensor>& outputs) {
     if (o.defined()) meta(o).inference = true;
 }
 
+// Test hook (tp._C._set_saved_override): a forced SavedSet per operator, to
+// check that a wrong declaration raises instead of giving a wrong gradient.
+std::unordered_map<const OpDef*, SavedSet>& saved_overrides() {
+  static std::unordered_map<const OpDef*, SavedSet> m;
+  return m;
+}
+
+constexpr SavedSet kKeepAll{~uint64_t{0}, ~uint64_t{0}};
+
+// What the node keeps alive for `fn_op`'s formula (OpDef::saved; everything when undeclared).
+// `needs[i]`: input i gets a gradient (its edge has a node, as OpNode::apply tells the formula).
+SavedSet saved_set(const OpDef& op, const OpDef* fn_op, const std::vector<bool>& needs) {
+  auto& ov = saved_overrides();
+  if (!ov.empty()) {
+    auto it = ov.find(&op);
+    if (it != ov.end()) return it->second;
+  }
+  if (!fn_op || !fn_op->saved) return kKeepAll;
+  return fn_op->saved(needs);
+}
+
 // ---- out-of-place ops ----
 std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   std::vector<Tensor> out = run_kernel(op, inputs, attrs);
@@ -43,9 +64,15 @@ std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, c
   if (!op.backward) return out;  // non-differentiable (comparisons, argmax, ...)
   auto node = std::make_shared<OpNode>(op, op.backward, attrs);
   node->num_outputs = static_cast<uint32_t>(out.size());
-  for (auto& t : inputs) {
-    node->next_edges.push_back(gradient_edge(t));
-    node->saved_inputs.emplace_back(t, false);
+  std::vector<bool> needs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    node->next_edges.push_back(gradient_edge(inputs[i]));
+    needs[i] = node->next_edges[i].fn != nullptr;
+  }
+  const SavedSet keep = saved_set(op, &op, needs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    node->saved_inputs.emplace_back(t, false, keep.input(i));
     node->input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
   }
@@ -57,7 +84,7 @@ std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, c
         if (t.defined() && t.impl() == o.impl()) o = detached(o);
       set_history(o, node, i);
     }
-    node->saved_outputs.emplace_back(o, true);
+    node->saved_outputs.emplace_back(o, true, keep.output(i));
   }
   return out;
 }
@@ -73,18 +100,24 @@ std::vector<Tensor> overwrite_backward(const BackwardArgs& a) {  // fill_, rando
   return std::vector<Tensor>(a.inputs.size());
 }
 
-// The derivative of an in-place op, written for the value of self before the write.
-BackwardFn inplace_formula(const OpDef& op, bool& needs_old_self) {
+// The derivative of an in-place op, written for the value of self before the
+// write; `decl` is the operator whose saved-values declaration describes it
+// (the op itself, else its out-of-place twin; null: the formula reads nothing).
+BackwardFn inplace_formula(const OpDef& op, const OpDef*& decl) {
   std::string name = op.name;
-  needs_old_self = false;
+  decl = nullptr;
   if (name == "copy_") return &copy_backward;
   if (name == "fill_" || name == "zero_" || op.has(kRandom)) return &overwrite_backward;
-  needs_old_self = true;
-  if (op.backward) return op.backward;
   std::string twin = name.substr(0, name.find('.'));
   if (!twin.empty() && twin.back() == '_') twin.pop_back();
   const OpDef* t = find_op(twin + name.substr(std::min(name.size(), name.find('.'))));
   if (!t) t = find_op(twin);
+  if (op.backward) {
+    // The twin's declaration holds only if the in-place op runs the twin's formula.
+    decl = op.saved || !t || t->backward != op.backward ? &op : t;
+    return op.backward;
+  }
+  decl = t;
   return t ? t->backward : nullptr;
 }
 
@@ -97,18 +130,33 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
   TP_CHECK(!base.defined() || base.impl()->grad_fn || !base.requires_grad(), Error, op.name,
            ": a view of a leaf Variable that requires grad is being used in an in-place operation (view shape ",
            shape_str(self.sizes()), ", leaf shape ", shape_str(base.sizes()), ")");
+  const OpDef* decl = nullptr;
+  BackwardFn fn = inplace_formula(op, decl);
+  const bool differentiable = fn && is_floating(self.dtype());
+  // Through a view the base takes the history (CopySlices), whether or not it required grad.
+  const bool through_view = base.defined();
+  // What the formula will read decides, before the write, whether the old self is copied.
+  SavedSet keep;
+  if (differentiable && fn != &copy_backward && fn != &overwrite_backward) {
+    std::vector<bool> needs(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& src = i == 0 && through_view ? base : inputs[i];
+      needs[i] = src.defined() && src.requires_grad();  // gradient_edge(src) will have a node
+    }
+    keep = saved_set(op, decl, needs);
+  }
+  // The value before the write, recorded as a clone so that create_graph can differentiate
+  // through it; only if the formula reads self (or an input aliasing it) by value.
   bool needs_old = false;
-  BackwardFn fn = inplace_formula(op, needs_old);
-  // The value before the write, recorded as a clone so that create_graph can differentiate through it.
-  Tensor old_self = needs_old && fn ? ops::clone(self) : Tensor();
+  for (size_t i = 0; differentiable && i < inputs.size(); ++i)
+    needs_old |= keep.input(i) && inputs[i].defined() && inputs[i].impl() == self.impl();
+  Tensor old_self = needs_old ? ops::clone(self) : Tensor();
   std::vector<Tensor> out = run_kernel(op, inputs, attrs);
   if (!is_floating(self.dtype())) return out;
   if (!fn) {  // not differentiable: the written tensor loses its history
     if (self.impl()->grad_fn) detach_(self);
     return out;
   }
-  // Through a view the base takes the history (CopySlices), whether or not it required grad.
-  const bool through_view = base.defined();
   std::shared_ptr<OpNode> node = through_view ? std::make_shared<CopySlices>(op, fn, attrs, base, self)
                                               : std::make_shared<OpNode>(op, fn, attrs);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -116,7 +164,12 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
     const Tensor& src = i == 0 && through_view ? base : t;
     node->next_edges.push_back(gradient_edge(src));
     bool aliases_self = t.defined() && t.impl() == self.impl();
-    node->saved_inputs.emplace_back(aliases_self ? old_self : t, false);
+    if (aliases_self && !keep.input(i)) {
+      // Not read: only the metadata of the value before the write (self's, unchanged by the write).
+      node->saved_inputs.emplace_back(t, false, false);
+    } else {
+      node->saved_inputs.emplace_back(aliases_self ? old_self : t, false, keep.input(i));
+    }
     node->input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
   }
@@ -134,7 +187,7 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
       node->retained.push_back({0, self.impl_ptr()});
     }
   }
-  node->saved_outputs.emplace_back(self, true);
+  node->saved_outputs.emplace_back(self, true, keep.output(0));
   return out;
 }
 
@@ -145,6 +198,7 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
     if (!t.defined()) continue;
     wants_grad |= t.impl()->requires_grad;
     has_meta |= t.impl()->autograd_meta != nullptr;
+    if (is_unkept(t)) throw Error(unkept_error(op, t));  // a wrong OpDef::saved declaration
   }
   const bool grad_mode = GradMode::is_enabled();
   if (has_meta) {
@@ -174,6 +228,11 @@ std::vector<Tensor> hook(const OpDef& op, const std::vector<Tensor>& inputs, con
 }  // namespace
 
 void install() { set_autograd_hook(&hook); }
+
+void set_saved_override(const OpDef& op, const SavedSet* forced) {
+  if (forced) saved_overrides()[&op] = *forced;
+  else saved_overrides().erase(&op);
+}
 
 bool inference_mode_enabled() { return t_inference; }
 void set_inference_mode(bool enabled) { t_inference = enabled; }

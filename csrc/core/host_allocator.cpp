@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -26,6 +27,15 @@ Cache& cache() {
   return *c;
 }
 
+std::atomic<size_t> g_live{0}, g_peak{0};
+
+void note_allocated(size_t size) {
+  const size_t now = g_live.fetch_add(size, std::memory_order_relaxed) + size;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 size_t rounded_size(size_t nbytes) {
   size_t align = nbytes >= kHuge ? kHuge : 64;
   size_t r = (nbytes + align - 1) / align * align;
@@ -44,6 +54,7 @@ void* host_allocate(size_t nbytes) {
       void* p = it->second.back();
       it->second.pop_back();
       c.bytes -= size;
+      note_allocated(size);
       return p;
     }
   }
@@ -52,12 +63,14 @@ void* host_allocate(size_t nbytes) {
 #ifdef MADV_HUGEPAGE
   if (size >= kHuge) madvise(p, size, MADV_HUGEPAGE);
 #endif
+  note_allocated(size);
   return p;
 }
 
 void host_free(void* p, size_t nbytes) {
   if (!p) return;
   size_t size = rounded_size(nbytes);
+  g_live.fetch_sub(size, std::memory_order_relaxed);
   if (size >= kHuge) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -84,5 +97,9 @@ size_t host_cached_bytes() {
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.bytes;
 }
+
+size_t host_live_bytes() { return g_live.load(std::memory_order_relaxed); }
+size_t host_peak_bytes() { return g_peak.load(std::memory_order_relaxed); }
+void reset_host_peak() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 }  // namespace tp

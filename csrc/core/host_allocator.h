@@ -13,5 +13,10 @@ void host_free(void* p, size_t nbytes);
 // Returns every cached block to the system (tests, memory pressure).
 void host_empty_cache();
 size_t host_cached_bytes();
+// Bytes of live tensor memory (rounded block sizes) and their peak since the
+// last reset_host_peak(): how much memory a step really holds at once.
+size_t host_live_bytes();
+size_t host_peak_bytes();
+void reset_host_peak();
 
 }  // namespace tp

@@ -17,6 +17,13 @@ inline Tensor reduce_grad(const Tensor& grad, const Tensor& input) {
 // The gradient of the single output, or undefined when none flowed.
 inline const Tensor& grad_out(const BackwardArgs& a) { return a.grad_outputs[0]; }
 
+// False for a saved value that autograd did not keep because the formula does
+// not read it (OpDef::saved): a placeholder with the value's sizes, strides,
+// dtype and device but no memory, refused as an operator argument. A formula
+// that converts all its saved values up front (16-bit widening) skips those
+// (and empty tensors, which have nothing to convert either).
+inline bool holds_data(const Tensor& t) { return t.impl()->storage->nbytes() > 0; }
+
 inline bool any_needed(const BackwardArgs& a) {
   for (bool b : a.needs_grad)
     if (b) return true;

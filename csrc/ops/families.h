@@ -23,5 +23,6 @@ void register_misc_ops();          // ops/misc_ops.cpp (isclose, nan_to_num, dia
 void register_view_scatter_ops(); // ops/view_scatter_ops.cpp (select/slice/as_strided_scatter: functionalization)
 void register_masked_scatter_ops();  // ops/masked_scatter_ops.cpp
 void register_random_functional_ops();  // ops/random_functional_ops.cpp (philox_random: random draws of compiled regions)
+void register_saved_values();  // ops/saved_values.cpp (OpDef::saved of the operators above; runs last)
 void register_builtin_ops();     // ops/builtin_ops.cpp: calls all of the above
 }  // namespace tp

@@ -224,14 +224,22 @@ bool is_one(const Scalar& s) { return s.to_double() == 1.0; }
 
 // d(a @ b): grad_a = grad @ b^T, grad_b = a^T @ grad, computed on the 2-D
 // promoted operands, summed over broadcast batch dims, then shaped back.
+// Each operand is read only for the other's gradient (autograd keeps no other: OpDef::saved).
 std::vector<Tensor> matmul_grads(const Tensor& g, const Tensor& a, const Tensor& b, bool need_a, bool need_b) {
-  Tensor a2 = a.dim() == 1 ? ops::unsqueeze(a, 0) : a;
-  Tensor b2 = b.dim() == 1 ? ops::unsqueeze(b, -1) : b;
+  Shape a2s = a.sizes(), b2s = b.sizes();
+  if (a.dim() == 1) a2s.insert(a2s.begin(), 1);
+  if (b.dim() == 1) b2s.push_back(1);
   Tensor g2 = b.dim() == 1 ? ops::unsqueeze(g, -1) : g;
   if (a.dim() == 1) g2 = ops::unsqueeze(g2, -2);
   Tensor ga, gb;
-  if (need_a) ga = ops::reshape(ops::sum_to(ops::matmul(g2, ops::transpose(b2, -1, -2)), a2.sizes()), a.sizes());
-  if (need_b) gb = ops::reshape(ops::sum_to(ops::matmul(ops::transpose(a2, -1, -2), g2), b2.sizes()), b.sizes());
+  if (need_a) {
+    Tensor b2 = b.dim() == 1 ? ops::unsqueeze(b, -1) : b;
+    ga = ops::reshape(ops::sum_to(ops::matmul(g2, ops::transpose(b2, -1, -2)), a2s), a.sizes());
+  }
+  if (need_b) {
+    Tensor a2 = a.dim() == 1 ? ops::unsqueeze(a, 0) : a;
+    gb = ops::reshape(ops::sum_to(ops::matmul(ops::transpose(a2, -1, -2), g2), b2s), b.sizes());
+  }
   return {ga, gb};
 }
 

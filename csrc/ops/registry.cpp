@@ -44,6 +44,13 @@ const OpDef& register_op(OpDef def) {
   return *op;
 }
 
+void declare_saved(const char* name, SavedFn fn) {
+  auto& r = registry();  // no ensure_registered: this runs inside it
+  auto it = r.by_name.find(name);
+  TP_CHECK(it != r.by_name.end(), Error, "internal: saved-values declaration for unknown operator '", name, "'");
+  const_cast<OpDef*>(it->second)->saved = fn;  // the deque owns the OpDef; by_name only points to it
+}
+
 const OpDef* find_op(const std::string& name) {
   ensure_registered();
   auto& r = registry();

@@ -48,6 +48,21 @@ struct BackwardArgs {
 using BackwardFn = std::vector<Tensor> (*)(const BackwardArgs& a);  // one (possibly undefined) grad per input
 using DecomposeFn = std::vector<Tensor> (*)(const std::vector<Tensor>& in, const Attrs& attrs);
 
+// Which of its inputs and outputs a derivative formula reads by value (hands to
+// an operator), given which inputs need a gradient: bit i of `inputs` stands
+// for BackwardArgs::inputs[i], bit i of `outputs` for outputs[i]. Autograd keeps
+// only those alive; of every other value the node keeps sizes, strides, dtype
+// and device (enough for reduce_grad, zeros of the input's shape, ...), and a
+// formula that passes one to an operator anyway raises (a wrong declaration
+// fails loudly). Inputs past the 64th are always kept.
+struct SavedSet {
+  uint64_t inputs = 0;
+  uint64_t outputs = 0;
+  bool input(size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
+  bool output(size_t i) const { return i >= 64 || ((outputs >> i) & 1u) != 0; }
+};
+using SavedFn = SavedSet (*)(const std::vector<bool>& needs_grad);
+
 struct OpDef {
   const char* name = "";
   // PyTorch-style signature, e.g. "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
@@ -70,6 +85,10 @@ struct OpDef {
   // kernel is an implicit composite: the dispatcher runs the decomposition
   // itself, so autograd and tracing only ever see its parts.
   DecomposeFn decompose = nullptr;
+  // What `backward` reads by value (SavedSet). Null: everything is kept, the
+  // safe default for an operator whose formula nobody has audited. An in-place
+  // operator without its own declaration uses its out-of-place twin's.
+  SavedFn saved = nullptr;
   // For pointwise ops: the lowering looks operators up by name; this names the
   // scalar math the code generator emits (e.g. "exp"); empty if none.
   const char* pointwise_fn = "";
@@ -92,6 +111,9 @@ const OpDef& get_op(const char* name);
     return op_;                                   \
   }())
 std::vector<const OpDef*> all_ops();
+// Sets the SavedSet declaration of an operator registered before (called while
+// the builtin operators register: ops/saved_values.cpp).
+void declare_saved(const char* name, SavedFn fn);
 struct Schema;
 // The parsed schema of an op (null when it has none). Parsed and checked
 // against the OpDef (name, number of tensor inputs) at registration.

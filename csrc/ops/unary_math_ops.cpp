@@ -191,9 +191,11 @@ using IntoFnAlias = pw::IntoFn;
 
 // 16-bit tensors: the formula runs in float32 and reduce_grad rounds once, as PyTorch's backward
 // kernels do (each tensor op of silu's formula rounding in float16 gave 4x PyTorch's error).
+// A saved value autograd did not keep (OpDef::saved: the formula does not read it) stays as it is.
 Tensor wide(const Tensor& t) {
-  return t.defined() && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16) ? ops::to_dtype(t, DType::Float32)
-                                                                                       : t;
+  return t.defined() && ops::holds_data(t) && (t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16)
+             ? ops::to_dtype(t, DType::Float32)
+             : t;
 }
 
 template <DFn D>

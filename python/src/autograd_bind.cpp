@@ -2,7 +2,10 @@
 // nodes as Python objects (grad_fn), hooks, custom Functions, and the
 // autograd-related Tensor members.
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 #include <nanobind/stl/shared_ptr.h>
 
 #include "aot/region_node.h"
@@ -92,6 +95,20 @@ void bind_engine(nb::module_& m) {
     autograd::backward(roots, defined_or_empty(grads), retain, create_graph, inputs);
   }, nb::arg("roots"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("create_graph") = false,
         nb::arg("inputs") = std::vector<Tensor>{});
+  // Tests: force what nodes of an operator keep (bit masks over inputs/outputs;
+  // None: the operator's own declaration), and read that declaration.
+  m.def("_set_saved_override", [](const std::string& name, std::optional<std::pair<uint64_t, uint64_t>> masks) {
+    if (!masks) return autograd::set_saved_override(get_op(name), nullptr);
+    SavedSet s{masks->first, masks->second};
+    autograd::set_saved_override(get_op(name), &s);
+  }, nb::arg("name"), nb::arg("masks").none());
+  m.def("_saved_declaration", [](const std::string& name, std::vector<bool> needs_grad)
+            -> std::optional<std::pair<uint64_t, uint64_t>> {
+    const OpDef& op = get_op(name);
+    if (!op.saved) return std::nullopt;
+    SavedSet s = op.saved(needs_grad);
+    return std::make_pair(s.inputs, s.outputs);
+  }, nb::arg("name"), nb::arg("needs_grad"));
   m.def("_grad", [](std::vector<Tensor> roots, std::vector<Tensor> inputs, std::vector<std::optional<Tensor>> grads,
                     bool retain, bool allow_unused, bool create_graph) {
     return to_optional(autograd::grad(roots, inputs, defined_or_empty(grads), retain, allow_unused, create_graph));

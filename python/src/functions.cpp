@@ -1,9 +1,11 @@
 // Module-level functions: factories, NumPy import, operators, runtime settings (autograd: autograd_bind.cpp).
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 
 #include "autograd/engine.h"
 #include "common.h"
 #include "core/deterministic.h"
+#include "core/host_allocator.h"
 #include "core/parallel.h"
 #include "ops/blas.h"
 #include "ops/ops.h"
@@ -83,6 +85,9 @@ void bind_functions(nb::module_& m) {
   // ---- runtime ----
   m.def("set_num_threads", &set_num_threads);
   m.def("get_num_threads", &num_threads);
+  // (live, peak) bytes of CPU tensor memory; the peak restarts from the live bytes.
+  m.def("_host_memory_stats", [] { return std::make_pair(host_live_bytes(), host_peak_bytes()); });
+  m.def("_reset_host_peak", &reset_host_peak);
   m.def("_set_blas_library", &set_blas_library);
   m.def("_prefer_blas_library", &prefer_blas_library);
   m.def("_blas_library", &blas_library);
