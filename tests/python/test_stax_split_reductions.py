@@ -163,3 +163,43 @@ def test_nan_and_inf_propagate_through_the_split(name, fn, want):
             assert np.isnan(got) and np.isnan(e), (name, nt, got, e)
         else:
             assert got == np.inf and e == np.inf, (name, nt, got, e)
+
+
+ROW_CASES = {
+    "sum": (lambda x: (x * x).sum(-1), lambda a: (a * a).sum(-1), lambda a: (a * a).sum(-1)),
+    "mean_gelu": (lambda x: F.gelu(x).mean(-1), lambda a: _gelu64(a).mean(-1), lambda a: np.abs(_gelu64(a)).mean(-1)),
+    "amax": (lambda x: x.exp().amax(1), lambda a: np.exp(a).max(1), lambda a: np.exp(a).max(1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_CASES))
+@pytest.mark.parametrize("rows", [2, 3])
+def test_few_long_rows_are_split_per_row(name, rows):
+    # 2 or 3 outputs of 196685 elements: the outer loop alone would give one
+    # row to one thread; each row is split into fixed chunks too (one parallel
+    # loop over every row's chunks), the same bits at every thread count.
+    fn, ref, mag = ROW_CASES[name]
+    x = tp.randn(rows, N_BIG)
+    a = _f64(x)
+    want, scale = ref(a), mag(a)
+    cf = _compiled(fn)
+    got = {}
+    for nt in (1, 2, 3):
+        tp.set_num_threads(nt)
+        r1, r2 = cf(x), cf(x)
+        assert r1.numpy().tobytes() == r2.numpy().tobytes(), (name, nt)
+        got[nt] = r1.numpy()
+        assert np.all(np.abs(got[nt] - want) <= 4e-6 * scale), (name, nt, got[nt], want)
+        assert np.all(np.abs(got[nt] - fn(x).numpy()) <= 8e-6 * scale), (name, nt)
+    assert got[1].tobytes() == got[2].tobytes() == got[3].tobytes(), (name, got)
+    kernel = cf.last_source[cf.last_source.index("static void "):]
+    assert f"_t < {rows * ((N_BIG + 32767) // 32768)}; " in kernel, kernel  # rows x chunks in one parallel loop
+
+
+def test_many_rows_keep_the_parallel_outer_loop():
+    # 64 rows: enough outputs for the threads; rows are not split.
+    x = tp.randn(64, 70000)
+    cf = _compiled(lambda x: (x * x).sum(-1))
+    np.testing.assert_allclose(_f64(cf(x)), (_f64(x) ** 2).sum(-1), rtol=2e-6)
+    kernel = cf.last_source[cf.last_source.index("static void "):]
+    assert "_part[" not in kernel and "#pragma omp parallel for" in kernel, kernel

@@ -550,6 +550,19 @@ bool splittable(const LoopNest& nest, const LoopProgram&, const ScheduleOptions&
   return nest.inner_vars.size() == 1 && nest.inner_ranges[0] >= 2 * o.parallel_grain;
 }
 
+// A static kernel of a few outer iterations (at most split_rows_max) whose
+// first nest reduces a row of at least two grains and whose other nests have
+// no inner loop (mean's division): its rows are split into chunks
+// (KernelPlan::phased with outer_extent > 1).
+bool split_rows(const KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
+  if (k.symbolic || k.vectorize_outer || k.outer_extent < 2 || k.outer_extent > o.split_rows_max) return false;
+  const ComputeNode& n = p.nodes[k.nests[0].node];
+  if (!n.is_reduction() || n.scan || n.has_pair_result() || !splittable(k.nests[0], p, o)) return false;
+  for (size_t i = 1; i < k.nests.size(); ++i)
+    if (!k.nests[i].inner_vars.empty() || p.nodes[k.nests[i].node].is_reduction()) return false;
+  return true;
+}
+
 // The chunk of a split loop: a reduction's is a function of its extent alone
 // (at most 64 partials, none below the grain), a pointwise loop's is fixed;
 // whole vectors either way. A symbolic reduction: the least chunk (the
@@ -796,6 +809,11 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
         nest.chunk = chunk_of(nest, program, options, !nest.inner_extents[0].is_const());
         k.phased = k.parallel = true;
       }
+    } else if (options.phased_chunks && split_rows(k, program, options)) {
+      // A few long rows (sum(-1) of 3 x 1M): the outer loop alone would leave
+      // threads idle (or one row to one thread), so every row is split too.
+      k.nests[0].chunk = chunk_of(k.nests[0], program, options, false);
+      k.phased = k.parallel = true;
     }
     plan_kernel_policy(k, program, options);
     k.name = kernel_name(k.origin, g, options.max_kernel_name);

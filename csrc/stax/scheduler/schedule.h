@@ -143,7 +143,10 @@ struct KernelPlan {
   // reduction: fixed chunks, partial results combined in a fixed tree, so the
   // result does not depend on the thread count), the others run on the
   // calling thread. Reduction results are locals of the kernel, read by the
-  // later phases.
+  // later phases. A static kernel of a few long rows (ScheduleOptions::
+  // split_rows_max) may be phased too: its first nest, a reduction, is split
+  // per row (all rows' chunks in one parallel loop), the other nests (no
+  // inner loop) then run per row on the calling thread.
   bool phased = false;
   bool vectorize_outer = false;         // see OuterVectorPlan
   // Width of the loop variables and index arithmetic: 32 when range analysis
@@ -193,6 +196,10 @@ struct ScheduleOptions {
   // across threads (KernelPlan::phased). The C++ printer can; the CUDA
   // printer has its own whole-tensor split and ignores per-nest chunks.
   bool phased_chunks = false;  // the CPU backend turns it on
+  // With phased_chunks: a reduction kernel of at most this many long rows
+  // splits each row across threads as well (its outer loop alone would leave
+  // threads idle). A constant, so the chunks never depend on the thread count.
+  int64_t split_rows_max = 16;
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)

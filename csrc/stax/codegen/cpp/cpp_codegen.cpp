@@ -1118,6 +1118,48 @@ std::string emit_chunked(std::ostringstream& os, const LoopProgram& p, const Ker
   return total;
 }
 
+// A phased kernel over a few outer iterations (rows): the first nest, a
+// reduction, split into `nest.chunks` chunks per row, all rows' chunks in one
+// parallel loop; then, on this thread, per row: the partials combined in the
+// same fixed tree as a one-row split, and the other nests (no inner loop:
+// mean's division) reading the row's result.
+void emit_split_rows(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
+                     std::unordered_map<int, std::string>& locals) {
+  const LoopNest& nest = k.nests[0];
+  const ComputeNode& node = p.nodes[nest.node];
+  const std::string o = k.outer_var.var_name();
+  const char* ix = index_type(k);
+  const std::string tag = "red" + std::to_string(nest.node) + "_";
+  const std::string partial = tag + "part", total = tag + "all";
+  const int64_t rows = k.outer_extent, chunks = nest.chunks;
+  const std::string extent = std::to_string(nest.inner_ranges[0]), chunk = std::to_string(nest.chunk);
+  DType dt = node.body->dtype;
+  os << "  " << (nest.partials_in_double ? "double" : ctype(dt)) << " " << partial << "[" << rows * chunks << "];\n";
+  os << "  #pragma omp parallel for schedule(dynamic, 1)\n";
+  os << "  for (" << ix << " " << o << "_t = 0; " << o << "_t < " << rows * chunks << "; ++" << o << "_t) {\n";
+  os << "    const " << ix << " " << o << " = " << o << "_t / " << chunks << ";\n";
+  os << "    const " << ix << " lo = (" << o << "_t % " << chunks << ") * " << chunk << ";\n";
+  os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
+  LoopNest part = nest;
+  part.store_to_memory = false;
+  std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
+  os << "    " << partial << "[" << o << "_t] = " << precise << ";\n  }\n";
+  os << "  for (" << ix << " " << o << " = 0; " << o << " < " << rows << "; ++" << o << ") {\n";
+  os << "    " << (nest.partials_in_double ? "double" : ctype(dt)) << "* tp_p = " << partial << " + " << o << " * "
+     << chunks << ";\n";
+  os << "    for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
+  os << "      for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) tp_p[c] = "
+     << c_combine(node.reduce, "tp_p[c]", "tp_p[c + w]") << ";\n";
+  os << "    const " << ctype(dt) << " " << total << " = (" << ctype(dt) << ")tp_p[0];\n";
+  locals[node.out_buffer] = total;
+  if (nest.store_to_memory) {
+    RangeMap r = nest_ranges(k, nest);
+    os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = " << total << ";\n";
+  }
+  for (size_t i = 1; i < k.nests.size(); ++i) emit_nest(os, p, k, k.nests[i], locals, "", "");
+  os << "  }\n";
+}
+
 }  // namespace
 
 GeneratedSource generate_cpp(const LoopProgram& program, const Schedule& schedule, int vector_bytes) {
@@ -1221,6 +1263,8 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
         os << "  " << p.buffers[p.nodes[nest.node].out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
            << "] = total;\n";
       }
+    } else if (k.phased && k.outer_extent > 1) {
+      emit_split_rows(os, p, k, locals);
     } else if (k.phased) {
       // One outer iteration, one phase per nest: the split ones across threads
       // (each with its own parallel loop: the next phase reads its result), the
