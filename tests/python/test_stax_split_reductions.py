@@ -233,3 +233,27 @@ def test_split_phases_of_integer_bool_and_double_reductions(name):
     assert got[0] == got[1] == got[2], name
     kernel = cf.last_source[cf.last_source.index("static void "):]
     assert kernel.count("#pragma omp parallel for") == 1, kernel
+
+
+def test_nests_with_several_loops_split_their_first_loop():
+    # A whole-tensor sum whose loads keep two loops (a transposed read does not
+    # merge into one) is split over chunks of its first loop; a pointwise output
+    # with two loops in the same kernel (x.t() - mean) runs its first loop in
+    # parallel. Same bits at every thread count; values against float64.
+    def f(x):
+        s = (x.t() * x.t()).sum()
+        return s, x.t() - x.mean()
+
+    x = tp.randn(300, 1000)
+    a = _f64(x)
+    cf = _compiled(f)
+    got = []
+    for nt in (1, 2, 3):
+        tp.set_num_threads(nt)
+        s, y = cf(x)
+        got.append((s.numpy().tobytes(), y.numpy().tobytes()))
+        assert abs(float(s) - (a * a).sum()) <= 4e-6 * (a * a).sum(), (nt, float(s))
+        np.testing.assert_allclose(_f64(y), a.T - a.mean(), rtol=1e-6, atol=1e-6)
+    assert got[0] == got[1] == got[2]
+    kernels = cf.last_source[cf.last_source.index("static void "):]
+    assert "_part[" in kernels and kernels.count("#pragma omp parallel for") >= 2, kernels

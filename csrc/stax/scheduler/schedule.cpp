@@ -589,7 +589,7 @@ void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptio
       const bool sym = !nest.inner_extents[0].is_const();
       nest.chunks = sym ? (node.is_reduction() ? 64 : 0) : (nest.inner_ranges[0] + nest.chunk - 1) / nest.chunk;
       nest.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
-      plan_nest_policy(nest, p, nest.chunk, o);
+      plan_nest_policy(nest, p, nest.chunk_first ? nest.inner_ranges.back() : nest.chunk, o);
     }
     return;
   }
@@ -800,11 +800,28 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
       // result does not depend on the thread count.
       k.chunk = chunk_of(k.nests[0], program, options, k.symbolic);
       k.parallel = true;
-    } else if (options.phased_chunks && one_outer && k.nests.size() > 1) {
+    } else if (options.phased_chunks && one_outer && !k.vectorize_outer) {
       // Several nests over one outer iteration (mean = sum + division): each
       // long nest is split on its own (see KernelPlan::phased).
       for (LoopNest& nest : k.nests) {
         const ComputeNode& n = program.nodes[nest.node];
+        bool static_loops = true;
+        for (const IndexExpr& e : nest.inner_extents) static_loops = static_loops && e.is_const();
+        if (!n.is_reduction() && static_loops && nest.inner_vars.size() >= 2 && nest.inner_ranges[0] >= 2 &&
+            numel(nest.inner_ranges) >= 2 * options.parallel_grain) {
+          nest.parallel_first = true;
+          k.phased = k.parallel = true;
+          continue;
+        }
+        if (n.is_reduction() && !n.scan && !n.has_pair_result() && static_loops && nest.inner_vars.size() >= 2 &&
+            nest.inner_ranges[0] >= 2 && numel(nest.inner_ranges) >= 2 * options.parallel_grain) {
+          // Chunks of whole first-loop iterations: at most 64, each at least a grain of elements.
+          const int64_t per = numel(nest.inner_ranges) / nest.inner_ranges[0];
+          nest.chunk = std::max((nest.inner_ranges[0] + 63) / 64, (options.parallel_grain + per - 1) / per);
+          nest.chunk_first = true;
+          k.phased = k.parallel = true;
+          continue;
+        }
         if (n.scan || n.has_pair_result() || !splittable(nest, program, options)) continue;
         nest.chunk = chunk_of(nest, program, options, !nest.inner_extents[0].is_const());
         k.phased = k.parallel = true;

@@ -91,6 +91,15 @@ struct LoopNest {
   int64_t chunk = 0;
   int64_t chunks = 0;
   bool partials_in_double = false;
+  // A pointwise nest of a phased kernel with several inner loops (a layer_norm
+  // output written in a whole-tensor kernel): its first inner loop is split
+  // across threads instead (each iteration writes its own elements).
+  bool parallel_first = false;
+  // A split reduction nest with several inner loops (a whole-tensor sum whose
+  // loads keep [16, 128, 256] apart): `chunk` counts iterations of its first
+  // inner loop, which the chunks divide (at most 64 partials, none below the
+  // grain in elements); the inner loops run whole.
+  bool chunk_first = false;
 };
 
 // A single reduction vectorized across consecutive outer iterations (its inner

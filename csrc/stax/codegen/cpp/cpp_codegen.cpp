@@ -697,8 +697,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   auto open_outer_inner = [&]() {
     for (size_t d = 0; d + 1 < nd; ++d) {
       std::string v = var_name(nest.inner_vars[d]);
-      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
-         << ") {\n";
+      if (d == 0 && nest.parallel_first) os << indent << "#pragma omp parallel for schedule(static)\n";
+      const bool bounded = d == 0 && nest.chunk_first && !lo_hi_lo.empty();  // a chunk of the first loop
+      os << indent << "for (" << ix << " " << v << " = " << (bounded ? lo_hi_lo : "0") << "; " << v << " < "
+         << (bounded ? lo_hi_hi : ext(nest.inner_extents[d])) << "; ++" << v << ") {\n";
       indent += "  ";
     }
   };
@@ -709,7 +711,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     }
   };
   std::string lo = "0", hi = nd ? ext(nest.inner_extents.back()) : "1";
-  if (!lo_hi_lo.empty()) { lo = lo_hi_lo; hi = lo_hi_hi; }
+  if (!lo_hi_lo.empty() && !nest.chunk_first) { lo = lo_hi_lo; hi = lo_hi_hi; }
   std::string j = nd ? var_name(nest.inner_vars.back()) : "";
   std::string jb = j + "_";
   std::string store_idx = to_c(nest.store_index, ranges);
