@@ -236,6 +236,7 @@ RegionOptions region_options(const std::map<std::string, std::string>& options) 
   if (auto it = options.find("stax_masked_tails"); it != options.end()) r.masked_tails = option_true(it->second);
   if (auto it = options.find("stax_inplace"); it != options.end()) r.inplace = option_true(it->second);
   if (auto it = options.find("stax_gelu_grad"); it != options.end()) r.gelu_grad = option_true(it->second);
+  if (auto it = options.find("stax_split_phases"); it != options.end()) r.split_phases = option_true(it->second);
   if (auto it = options.find("stax_welford"); it != options.end()) {
     if (it->second == "auto") r.welford_two_pass_max = -1;
     else if (it->second == "one_pass") r.welford_two_pass_max = 0;
@@ -287,6 +288,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   opts.welford_two_pass_max = options.welford_two_pass_max;
   opts.masked_tails = options.masked_tails && isa.vector_bytes == 64;  // AVX-512 masked moves
   opts.cpp_vector_code = true;
+  opts.phased_chunks = options.split_phases;
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);

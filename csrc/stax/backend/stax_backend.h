@@ -62,6 +62,10 @@ struct RegionOptions {
   // (unit_split.h). "auto" (-1): units of about kAutoUnitBytes of kernel text,
   // at most kAutoMaxUnits; N >= 1: up to N units whatever the size (1: one unit).
   int tu_split = -1;
+  // "stax_split_phases": False keeps a several-nest kernel over one outer
+  // iteration (a whole-tensor mean: sum, then the division) on one thread
+  // (ScheduleOptions::phased_chunks, for A/B).
+  bool split_phases = true;
 };
 RegionOptions region_options(const std::map<std::string, std::string>& options);
 

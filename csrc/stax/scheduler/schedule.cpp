@@ -545,10 +545,54 @@ bool fits_index32(const KernelPlan& k, const ScheduleOptions& o) {
   return true;
 }
 
+// One loop long enough to split across threads (at least two grains).
+bool splittable(const LoopNest& nest, const LoopProgram&, const ScheduleOptions& o) {
+  return nest.inner_vars.size() == 1 && nest.inner_ranges[0] >= 2 * o.parallel_grain;
+}
+
+// A static kernel of a few outer iterations (at most split_rows_max) whose
+// first nest reduces a row of at least two grains and whose other nests have
+// no inner loop (mean's division): its rows are split into chunks
+// (KernelPlan::phased with outer_extent > 1).
+bool split_rows(const KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
+  if (k.symbolic || k.vectorize_outer || k.outer_extent < 2 || k.outer_extent > o.split_rows_max) return false;
+  const ComputeNode& n = p.nodes[k.nests[0].node];
+  if (!n.is_reduction() || n.scan || n.has_pair_result() || !splittable(k.nests[0], p, o)) return false;
+  for (size_t i = 1; i < k.nests.size(); ++i)
+    if (!k.nests[i].inner_vars.empty() || p.nodes[k.nests[i].node].is_reduction()) return false;
+  return true;
+}
+
+// The chunk of a split loop: a reduction's is a function of its extent alone
+// (at most 64 partials, none below the grain), a pointwise loop's is fixed;
+// whole vectors either way. A symbolic reduction: the least chunk (the
+// printer sizes it from the extent at run time).
+int64_t chunk_of(const LoopNest& nest, const LoopProgram& p, const ScheduleOptions& o, bool symbolic) {
+  const bool reduction = p.nodes[nest.node].is_reduction();
+  const int64_t extent = nest.inner_ranges[0];
+  int64_t chunk = reduction ? std::max<int64_t>(o.parallel_grain, (extent + 63) / 64) : o.pointwise_chunk;
+  if (symbolic && reduction) chunk = o.parallel_grain;
+  return (chunk + 63) / 64 * 64;
+}
+
 // Loop policy of a kernel, after fusion, vectorization and parallelization.
 void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptions& o) {
   k.index_bits = o.index32 && fits_index32(k, o) ? 32 : 64;
   k.size_ranges = o.size_ranges;
+  if (k.phased) {
+    for (LoopNest& nest : k.nests) {
+      const ComputeNode& node = p.nodes[nest.node];
+      if (nest.chunk == 0) {
+        plan_nest_policy(nest, p, nest.inner_vars.empty() ? 1 : nest.inner_ranges.back(), o);
+        continue;
+      }
+      const bool sym = !nest.inner_extents[0].is_const();
+      nest.chunks = sym ? (node.is_reduction() ? 64 : 0) : (nest.inner_ranges[0] + nest.chunk - 1) / nest.chunk;
+      nest.partials_in_double = node.reduce == ReduceOp::Sum && is_floating(node.body->dtype);
+      plan_nest_policy(nest, p, nest.chunk_first ? nest.inner_ranges.back() : nest.chunk, o);
+    }
+    return;
+  }
   if (k.chunk > 0) {
     LoopNest& nest = k.nests[0];
     const ComputeNode& node = p.nodes[nest.node];
@@ -750,17 +794,43 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
                                              options.cpp_vector_code);
     k.parallel = k.outer_extent >= 2 && k.outer_extent * work >= options.parallel_grain;
     const bool one_outer = k.outer_count.is_const() && k.outer_count.const_value() == 1;
-    if (!scan && one_outer && k.nests.size() == 1 && k.nests[0].inner_vars.size() == 1 &&
-        k.nests[0].inner_ranges[0] >= 2 * options.parallel_grain) {
+    if (!scan && one_outer && k.nests.size() == 1 && splittable(k.nests[0], program, options)) {
       // One long loop: split it across threads. A reduction is split into a
       // fixed number of partial results combined in order afterwards, so the
       // result does not depend on the thread count.
-      bool reduction = program.nodes[k.nodes[0]].is_reduction();
-      int64_t extent = k.nests[0].inner_ranges[0];
-      k.chunk = reduction ? std::max<int64_t>(options.parallel_grain, (extent + 63) / 64) : options.pointwise_chunk;
-      if (k.symbolic && reduction) k.chunk = options.parallel_grain;  // the least chunk; the printer sizes it at run time
-      k.chunk = (k.chunk + 63) / 64 * 64;  // whole vectors per chunk
+      k.chunk = chunk_of(k.nests[0], program, options, k.symbolic);
       k.parallel = true;
+    } else if (options.phased_chunks && one_outer && !k.vectorize_outer) {
+      // Several nests over one outer iteration (mean = sum + division): each
+      // long nest is split on its own (see KernelPlan::phased).
+      for (LoopNest& nest : k.nests) {
+        const ComputeNode& n = program.nodes[nest.node];
+        bool static_loops = true;
+        for (const IndexExpr& e : nest.inner_extents) static_loops = static_loops && e.is_const();
+        if (!n.is_reduction() && static_loops && nest.inner_vars.size() >= 2 && nest.inner_ranges[0] >= 2 &&
+            numel(nest.inner_ranges) >= 2 * options.parallel_grain) {
+          nest.parallel_first = true;
+          k.phased = k.parallel = true;
+          continue;
+        }
+        if (n.is_reduction() && !n.scan && !n.has_pair_result() && static_loops && nest.inner_vars.size() >= 2 &&
+            nest.inner_ranges[0] >= 2 && numel(nest.inner_ranges) >= 2 * options.parallel_grain) {
+          // Chunks of whole first-loop iterations: at most 64, each at least a grain of elements.
+          const int64_t per = numel(nest.inner_ranges) / nest.inner_ranges[0];
+          nest.chunk = std::max((nest.inner_ranges[0] + 63) / 64, (options.parallel_grain + per - 1) / per);
+          nest.chunk_first = true;
+          k.phased = k.parallel = true;
+          continue;
+        }
+        if (n.scan || n.has_pair_result() || !splittable(nest, program, options)) continue;
+        nest.chunk = chunk_of(nest, program, options, !nest.inner_extents[0].is_const());
+        k.phased = k.parallel = true;
+      }
+    } else if (options.phased_chunks && split_rows(k, program, options)) {
+      // A few long rows (sum(-1) of 3 x 1M): the outer loop alone would leave
+      // threads idle (or one row to one thread), so every row is split too.
+      k.nests[0].chunk = chunk_of(k.nests[0], program, options, false);
+      k.phased = k.parallel = true;
     }
     plan_kernel_policy(k, program, options);
     k.name = kernel_name(k.origin, g, options.max_kernel_name);

@@ -83,6 +83,23 @@ struct LoopNest {
   WelfordMode welford = WelfordMode::OnePass;
   // ArgMax / ArgMin only: the node's position expression over the kernel's loop variables.
   ir::Expr position;
+  // A nest of a phased kernel (KernelPlan::phased) split across threads, as
+  // KernelPlan::chunk / chunks / partials_in_double say for a one-nest kernel:
+  // chunk > 0 splits its one inner loop into chunks of that many elements (a
+  // symbolic extent: the least chunk of a reduction, 64 partials at most, or
+  // the chunk of a pointwise loop; the printer sizes them at run time).
+  int64_t chunk = 0;
+  int64_t chunks = 0;
+  bool partials_in_double = false;
+  // A pointwise nest of a phased kernel with several inner loops (a layer_norm
+  // output written in a whole-tensor kernel): its first inner loop is split
+  // across threads instead (each iteration writes its own elements).
+  bool parallel_first = false;
+  // A split reduction nest with several inner loops (a whole-tensor sum whose
+  // loads keep [16, 128, 256] apart): `chunk` counts iterations of its first
+  // inner loop, which the chunks divide (at most 64 partials, none below the
+  // grain in elements); the inner loops run whole.
+  bool chunk_first = false;
 };
 
 // A single reduction vectorized across consecutive outer iterations (its inner
@@ -128,6 +145,18 @@ struct KernelPlan {
   int64_t chunks = 0;
   ChunkCombine combine = ChunkCombine::PairwiseTree;
   bool partials_in_double = false;
+  // A kernel over one outer iteration (a whole-tensor reduction and what
+  // reads it: mean = sum, then the division; or amax, then exp(x - m) summed)
+  // with several nests: each nest runs as its own phase, one after the other;
+  // a nest with LoopNest::chunk > 0 splits its loop across threads (a
+  // reduction: fixed chunks, partial results combined in a fixed tree, so the
+  // result does not depend on the thread count), the others run on the
+  // calling thread. Reduction results are locals of the kernel, read by the
+  // later phases. A static kernel of a few long rows (ScheduleOptions::
+  // split_rows_max) may be phased too: its first nest, a reduction, is split
+  // per row (all rows' chunks in one parallel loop), the other nests (no
+  // inner loop) then run per row on the calling thread.
+  bool phased = false;
   bool vectorize_outer = false;         // see OuterVectorPlan
   // Width of the loop variables and index arithmetic: 32 when range analysis
   // proves every loop bound and every subexpression of every index fits in
@@ -172,6 +201,14 @@ struct ScheduleOptions {
   // masks) and use a position that does not move with the lanes (a symbolic
   // size, splatted). The C++ printer can; the CUDA printer's vector accesses cannot.
   bool cpp_vector_code = false;  // the CPU backend turns it on
+  // Split every long nest of a several-nest kernel over one outer iteration
+  // across threads (KernelPlan::phased). The C++ printer can; the CUDA
+  // printer has its own whole-tensor split and ignores per-nest chunks.
+  bool phased_chunks = false;  // the CPU backend turns it on
+  // With phased_chunks: a reduction kernel of at most this many long rows
+  // splits each row across threads as well (its outer loop alone would leave
+  // threads idle). A constant, so the chunks never depend on the thread count.
+  int64_t split_rows_max = 16;
 };
 
 // One step of the entry: a kernel, or an extern call (LoopProgram::externs)

@@ -697,8 +697,10 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   auto open_outer_inner = [&]() {
     for (size_t d = 0; d + 1 < nd; ++d) {
       std::string v = var_name(nest.inner_vars[d]);
-      os << indent << "for (" << ix << " " << v << " = 0; " << v << " < " << ext(nest.inner_extents[d]) << "; ++" << v
-         << ") {\n";
+      if (d == 0 && nest.parallel_first) os << indent << "#pragma omp parallel for schedule(static)\n";
+      const bool bounded = d == 0 && nest.chunk_first && !lo_hi_lo.empty();  // a chunk of the first loop
+      os << indent << "for (" << ix << " " << v << " = " << (bounded ? lo_hi_lo : "0") << "; " << v << " < "
+         << (bounded ? lo_hi_hi : ext(nest.inner_extents[d])) << "; ++" << v << ") {\n";
       indent += "  ";
     }
   };
@@ -709,7 +711,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
     }
   };
   std::string lo = "0", hi = nd ? ext(nest.inner_extents.back()) : "1";
-  if (!lo_hi_lo.empty()) { lo = lo_hi_lo; hi = lo_hi_hi; }
+  if (!lo_hi_lo.empty() && !nest.chunk_first) { lo = lo_hi_lo; hi = lo_hi_hi; }
   std::string j = nd ? var_name(nest.inner_vars.back()) : "";
   std::string jb = j + "_";
   std::string store_idx = to_c(nest.store_index, ranges);
@@ -1056,6 +1058,110 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   os << "    }\n";
 }
 
+// Prints one nest whose one inner loop is split into chunks across threads
+// (KernelPlan::chunk, or LoopNest::chunk in a phased kernel). A reduction
+// keeps one partial result per chunk and combines them in a fixed pairwise
+// tree in chunk order (not in thread order): deterministic, the chunks a
+// function of the extent alone (so the result does not depend on the thread
+// count), and a sum's error grows with log2(chunks). Returns the combined
+// result's name (a local declared here), "" for a pointwise nest. `tag`
+// prefixes the names (several split nests in one kernel); `declare_o`: the
+// chunk loop defines the (single) outer iteration itself.
+std::string emit_chunked(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
+                         int64_t chunk_n, int64_t chunks_n, bool in_double, bool symbolic,
+                         std::unordered_map<int, std::string>& locals, const std::string& tag, bool declare_o) {
+  const ComputeNode& node = p.nodes[nest.node];
+  const std::string o = k.outer_var.var_name();
+  const char* ix = index_type(k);
+  const std::string partial = tag.empty() ? "partial" : tag + "part", total = tag.empty() ? "total" : tag + "all";
+  const std::string tchunk = "tp_chunk" + tag, tchunks = "tp_chunks" + tag;
+  std::string extent = std::to_string(nest.inner_ranges[0]), chunks = std::to_string(chunks_n),
+              chunk = std::to_string(chunk_n);
+  if (symbolic) extent = ext(nest.inner_extents[0]);
+  const bool reduction = node.is_reduction();
+  DType dt = node.body->dtype;
+  if (reduction) {
+    os << "  " << (in_double ? "double" : ctype(dt)) << " " << partial << "[" << chunks_n << "];\n";
+    if (symbolic) {
+      // At most chunks_n chunks of whole vectors, none shorter than chunk_n:
+      // a function of the size alone (not of the thread count).
+      os << "  " << ix << " " << tchunk << " = (" << extent << " + " << chunks_n - 1 << ") / " << chunks_n << ";\n";
+      os << "  " << tchunk << " = " << tchunk << " < " << chunk_n << " ? " << chunk_n << " : (" << tchunk
+         << " + 63) / 64 * 64;\n";
+      // One chunk at least (an empty one gives the identity to partial[0]).
+      os << "  const " << ix << " " << tchunks << " = " << extent << " > 0 ? (" << extent << " + " << tchunk
+         << " - 1) / " << tchunk << " : 1;\n";
+      chunks = tchunks;
+      chunk = tchunk;
+    }
+  } else if (symbolic) {  // the chunk count from the size at run time
+    chunks = "(" + extent + " + " + std::to_string(chunk_n - 1) + ") / " + std::to_string(chunk_n);
+  }
+  // A symbolic extent may be short at run time: one chunk then runs here,
+  // without starting the thread team.
+  os << "  #pragma omp parallel for schedule(dynamic, 1)" << (symbolic ? " if (" + chunks + " > 1)" : std::string()) << "\n";
+  os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
+  if (declare_o) os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+  os << "    const " << ix << " lo = " << o << "_c * " << chunk << ";\n";
+  os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
+  if (!reduction) {
+    emit_nest(os, p, k, nest, locals, "lo", "hi");
+    os << "  }\n";
+    return "";
+  }
+  LoopNest part = nest;
+  part.store_to_memory = false;
+  std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
+  os << "    " << partial << "[" << o << "_c] = " << precise << ";\n  }\n";
+  os << "  for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
+  os << "    for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) " << partial << "[c] = "
+     << c_combine(node.reduce, partial + "[c]", partial + "[c + w]") << ";\n";
+  os << "  " << ctype(dt) << " " << total << " = (" << ctype(dt) << ")" << partial << "[0];\n";
+  return total;
+}
+
+// A phased kernel over a few outer iterations (rows): the first nest, a
+// reduction, split into `nest.chunks` chunks per row, all rows' chunks in one
+// parallel loop; then, on this thread, per row: the partials combined in the
+// same fixed tree as a one-row split, and the other nests (no inner loop:
+// mean's division) reading the row's result.
+void emit_split_rows(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
+                     std::unordered_map<int, std::string>& locals) {
+  const LoopNest& nest = k.nests[0];
+  const ComputeNode& node = p.nodes[nest.node];
+  const std::string o = k.outer_var.var_name();
+  const char* ix = index_type(k);
+  const std::string tag = "red" + std::to_string(nest.node) + "_";
+  const std::string partial = tag + "part", total = tag + "all";
+  const int64_t rows = k.outer_extent, chunks = nest.chunks;
+  const std::string extent = std::to_string(nest.inner_ranges[0]), chunk = std::to_string(nest.chunk);
+  DType dt = node.body->dtype;
+  os << "  " << (nest.partials_in_double ? "double" : ctype(dt)) << " " << partial << "[" << rows * chunks << "];\n";
+  os << "  #pragma omp parallel for schedule(dynamic, 1)\n";
+  os << "  for (" << ix << " " << o << "_t = 0; " << o << "_t < " << rows * chunks << "; ++" << o << "_t) {\n";
+  os << "    const " << ix << " " << o << " = " << o << "_t / " << chunks << ";\n";
+  os << "    const " << ix << " lo = (" << o << "_t % " << chunks << ") * " << chunk << ";\n";
+  os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
+  LoopNest part = nest;
+  part.store_to_memory = false;
+  std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
+  os << "    " << partial << "[" << o << "_t] = " << precise << ";\n  }\n";
+  os << "  for (" << ix << " " << o << " = 0; " << o << " < " << rows << "; ++" << o << ") {\n";
+  os << "    " << (nest.partials_in_double ? "double" : ctype(dt)) << "* tp_p = " << partial << " + " << o << " * "
+     << chunks << ";\n";
+  os << "    for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
+  os << "      for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) tp_p[c] = "
+     << c_combine(node.reduce, "tp_p[c]", "tp_p[c + w]") << ";\n";
+  os << "    const " << ctype(dt) << " " << total << " = (" << ctype(dt) << ")tp_p[0];\n";
+  locals[node.out_buffer] = total;
+  if (nest.store_to_memory) {
+    RangeMap r = nest_ranges(k, nest);
+    os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = " << total << ";\n";
+  }
+  for (size_t i = 1; i < k.nests.size(); ++i) emit_nest(os, p, k, k.nests[i], locals, "", "");
+  os << "  }\n";
+}
+
 }  // namespace
 
 GeneratedSource generate_cpp(const LoopProgram& program, const Schedule& schedule, int vector_bytes) {
@@ -1149,57 +1255,39 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     std::string o = k.outer_var.var_name();
     const char* ix = index_type(k);
     std::unordered_map<int, std::string> locals;
-    if (k.chunk > 0 && p.nodes[k.nodes[0]].is_reduction()) {
-      // Partial results per chunk, combined in chunk order.
+    if (k.chunk > 0) {
       const LoopNest& nest = k.nests[0];
-      const ComputeNode& node = p.nodes[nest.node];
-      DType dt = node.body->dtype;
-      std::string extent = std::to_string(nest.inner_ranges[0]), chunks = std::to_string(k.chunks),
-                  chunk = std::to_string(k.chunk);
-      const char* pt = k.partials_in_double ? "double" : ctype(dt);
-      os << "  " << pt << " partial[" << k.chunks << "];\n";
-      if (k.symbolic) {
-        // At most k.chunks chunks of whole vectors, none shorter than k.chunk:
-        // a function of the size alone (not of the thread count).
-        extent = ext(nest.inner_extents[0]);
-        os << "  " << ix << " tp_chunk = (" << extent << " + " << k.chunks - 1 << ") / " << k.chunks << ";\n";
-        os << "  tp_chunk = tp_chunk < " << k.chunk << " ? " << k.chunk << " : (tp_chunk + 63) / 64 * 64;\n";
-        // One chunk at least (an empty one gives the identity to partial[0]).
-        os << "  const " << ix << " tp_chunks = " << extent << " > 0 ? (" << extent << " + tp_chunk - 1) / tp_chunk : 1;\n";
-        chunks = "tp_chunks";
-        chunk = "tp_chunk";
+      std::string total = emit_chunked(os, p, k, nest, k.chunk, k.chunks, k.partials_in_double, k.symbolic, locals, "",
+                                       /*declare_o=*/true);
+      if (!total.empty()) {
+        RangeMap r;
+        r[k.outer_var.var_id()] = {0, 0};
+        os << "  " << p.buffers[p.nodes[nest.node].out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
+           << "] = total;\n";
       }
-      os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const " << ix << " lo = " << o << "_c * " << chunk << ";\n";
-      os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
-      LoopNest part = nest;
-      part.store_to_memory = false;
-      std::string precise = emit_nest(os, p, k, part, locals, "lo", "hi");
-      os << "    partial[" << o << "_c] = " << precise << ";\n  }\n";
-      // Combined pairwise in a fixed tree (not in thread order): deterministic,
-      // and a sum's error grows with log2(chunks), not with chunks.
-      os << "  for (i64 w = 1; w < " << chunks << "; w *= 2)\n";
-      os << "    for (i64 c = 0; c + w < " << chunks << "; c += 2 * w) partial[c] = "
-         << c_combine(node.reduce, "partial[c]", "partial[c + w]") << ";\n";
-      os << "  " << ctype(dt) << " total = (" << ctype(dt) << ")partial[0];\n";
-      RangeMap r;
-      r[k.outer_var.var_id()] = {0, 0};
-      os << "  " << p.buffers[node.out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
-         << "] = total;\n";
-    } else if (k.chunk > 0) {
-      std::string extent = std::to_string(k.nests[0].inner_ranges[0]), chunks = std::to_string(k.chunks);
-      if (k.symbolic) {  // the chunk count from the size at run time
-        extent = ext(k.nests[0].inner_extents[0]);
-        chunks = "(" + extent + " + " + std::to_string(k.chunk - 1) + ") / " + std::to_string(k.chunk);
+    } else if (k.phased && k.outer_extent > 1) {
+      emit_split_rows(os, p, k, locals);
+    } else if (k.phased) {
+      // One outer iteration, one phase per nest: the split ones across threads
+      // (each with its own parallel loop: the next phase reads its result), the
+      // others on this thread.
+      os << "  {\n    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
+      for (const LoopNest& nest : k.nests) {
+        if (nest.chunk == 0) {
+          emit_nest(os, p, k, nest, locals, "", "");
+          continue;
+        }
+        const ComputeNode& node = p.nodes[nest.node];
+        const std::string tag = "red" + std::to_string(nest.node) + "_";
+        std::string total = emit_chunked(os, p, k, nest, nest.chunk, nest.chunks, nest.partials_in_double,
+                                         !nest.inner_extents[0].is_const(), locals, tag, /*declare_o=*/false);
+        if (total.empty()) continue;
+        locals[node.out_buffer] = total;  // later phases read the combined result
+        if (nest.store_to_memory) {
+          RangeMap r = nest_ranges(k, nest);
+          os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = " << total << ";\n";
+        }
       }
-      os << "  #pragma omp parallel for schedule(static)\n";
-      os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << chunks << "; ++" << o << "_c) {\n";
-      os << "    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
-      os << "    const " << ix << " lo = " << o << "_c * " << k.chunk << ";\n";
-      os << "    const " << ix << " hi = lo + " << k.chunk << " < " << extent << " ? lo + " << k.chunk << " : " << extent << ";\n";
-      emit_nest(os, p, k, k.nests[0], locals, "lo", "hi");
       os << "  }\n";
     } else if (k.vectorize_outer) {
       const OuterVectorPlan& v = k.outer_vector;
