@@ -57,6 +57,8 @@ std::string put_source(const std::string& name, size_t bytes) {
              "  }\n}\n");
 }
 
+}  // namespace
+
 bool put_strided(const Tensor& self, const Tensor& src) {
   const size_t bytes = static_cast<size_t>(itemsize(self.dtype()));
   if (!bits_ctype(bytes) || self.dim() > kMaxRank) return false;
@@ -75,6 +77,8 @@ bool put_strided(const Tensor& self, const Tensor& src) {
                    kThreads, args);
   return true;
 }
+
+namespace {
 
 bool fill(const Tensor& self, const Scalar& value) {
   const size_t bytes = static_cast<size_t>(itemsize(self.dtype()));

@@ -42,6 +42,9 @@ inline bool gap_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const
          select_kernel(op, inputs, attrs, out_meta, out) || erfinv_kernel(op, inputs, attrs, out_meta, out);
 }
 
+// self (any strides) <- src (contiguous, self's dtype and element count): element i of
+// src goes to row-major position i of self. False for a rank over the kernel's limit.
+bool put_strided(const Tensor& self, const Tensor& src);
 std::vector<std::pair<std::string, std::string>> fill_kernel_sources();
 std::vector<std::pair<std::string, std::string>> lookup_kernel_sources();
 std::vector<std::pair<std::string, std::string>> select_kernel_sources();

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/grad_mode.h"
 #include "cuda/copy.h"
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
@@ -273,6 +274,41 @@ bool row_sum(const Tensor& x, const Attrs& attrs, const TensorMeta& om, std::vec
 
 GeneratedOpFn g_generated_op = nullptr;
 
+
+// copy_ into a CUDA tensor from any device, dtype, layout and broadcastable
+// shape (PyTorch's copy_ semantics): the source is brought to dst's device,
+// dtype and shape as a contiguous tensor that shares no memory with dst, then
+// written in one device copy (contiguous dst) or through dst's strides. Each
+// step is an operator with its own CUDA kernel; grad mode is off (a kernel
+// records no history).
+bool copy_into_device(const std::vector<Tensor>& inputs, std::vector<Tensor>& out) {
+  const Tensor& dst = inputs[0];
+  Tensor src = inputs[1];
+  const int dev = dst.device().index;
+  AutoGradMode no_grad(false);
+  if (src.device().kind == Device::Kind::CPU) {
+    src = to_device(src.is_contiguous() ? src : ops::contiguous(src), dev);
+  } else if (src.device().index != dev) {
+    src = copy_to_device(src, dev);
+  }
+  if (src.dtype() != dst.dtype()) src = ops::to_dtype(src, dst.dtype());
+  if (src.sizes() != dst.sizes()) src = ops::expand(src, dst.sizes());
+  // A source reading dst's memory (x.t().copy_(x), overlapping slices) is
+  // materialized first, so no element is overwritten before it is read.
+  if (!src.is_contiguous() || src.impl()->storage == dst.impl()->storage) src = ops::clone(src);
+  if (dst.numel() == 0) {
+    out = {dst};
+    return true;
+  }
+  if (dst.is_contiguous()) {
+    copy_device_to_device(dst, src);
+  } else if (!put_strided(dst, src)) {
+    return false;
+  }
+  out = {dst};
+  return true;
+}
+
 bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                         const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   const std::string name = op.name;
@@ -305,6 +341,7 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
     out = {inputs[0]};
     return true;
   }
+  if (name == "copy_" && inputs[0].device().kind == Device::Kind::CUDA) return copy_into_device(inputs, out);
   const bool bit_copy = (name == "clone" || name == "copy_") &&
                         (om.dtype == DType::Float16 || om.dtype == DType::BFloat16);
   if (!is_float(om.dtype) && !bit_copy) return false;
@@ -318,22 +355,6 @@ bool handwritten_kernel(const OpDef& op, const std::vector<Tensor>& inputs, cons
       launch_pointwise(u->op, om.dtype == DType::Float32 ? u->f32 : u->f64, r, {x}, 1.0);
     }
     out = {r};
-    return true;
-  }
-  if (name == "copy_") {
-    const Tensor& dst = inputs[0];
-    Tensor src = inputs[1];
-    if (dst.device().kind != Device::Kind::CUDA || !dst.is_contiguous() || src.dtype() != dst.dtype()) return false;
-    if (src.device().kind == Device::Kind::CPU) {  // host to device: stage a contiguous device copy
-      if (src.dim() == 0 && dst.dim() != 0) return false;
-      src = to_device(src, dst.device().index);
-    }
-    if (src.is_contiguous() && src.sizes() == dst.sizes()) {
-      copy_device_to_device(dst, src);
-    } else {
-      launch_pointwise("copy", "x", dst, {src}, 1.0);
-    }
-    out = {dst};
     return true;
   }
   if (const UnaryDef* b = find_def(kBinary, std::size(kBinary), name)) {

@@ -115,9 +115,9 @@ def test_index_out_of_range_raises_index_error_on_cuda(bad):
 
 @gpu
 def test_operator_without_a_cuda_kernel_is_named_with_the_device():
-    x = tp.randn(5, 3).cuda()  # index_add and nonzero have kernels now; unique has none
-    with pytest.raises(NotImplementedError, match=r"unique.*cuda:0"):
-        tp.unique(x)
+    x = tp.rand(5, 3).cuda()  # index_add, nonzero and unique have kernels now; bernoulli(p) has none
+    with pytest.raises(NotImplementedError, match=r"bernoulli.*cuda:0"):
+        tp.bernoulli(x)
 
 
 class _Bag(nn.Module):
