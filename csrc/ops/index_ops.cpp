@@ -1079,9 +1079,16 @@ std::vector<Tensor> at_dim(const Tensor& x, int64_t dim, const Tensor& index, co
   return idx;
 }
 
+// A 0-d tensor of `value` on x's device (a host scalar next to a CUDA x would
+// be refused by index_put's same-device check).
+Tensor scalar_beside(const Tensor& x, const Scalar& value, DType dtype) {
+  if (x.device().kind == Device::Kind::CPU || x.numel() == 0) return Tensor::scalar_tensor(value, dtype);
+  return ops::full_like(ops::reshape(ops::slice(ops::reshape(x, {-1}), 0, 0, 1, 1), {}), value, dtype);
+}
+
 std::vector<Tensor> index_fill_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   const Tensor& x = in[0];
-  Tensor value = Tensor::scalar_tensor(attrs.get_scalar("value"), x.dtype());
+  Tensor value = scalar_beside(x, attrs.get_scalar("value"), x.dtype());
   return {ops::index_put(x, at_dim(x, attrs.get_int("dim"), in[1], "index_fill"), value)};
 }
 
@@ -1092,8 +1099,8 @@ std::vector<Tensor> index_fill_tensor_decompose(const std::vector<Tensor>& in, c
   const Tensor& x = in[0];
   TP_CHECK(in[2].dim() == 0, ValueError, "index_fill: only supports a 0-dimensional value tensor, but got a value of shape ",
            shape_str(in[2].sizes()));
-  const Tensor filled = ops::index_put(ops::zeros(x.sizes(), DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
-                                       Tensor::scalar_tensor(Scalar(true), DType::Bool));
+  const Tensor filled = ops::index_put(ops::zeros_like(x, DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
+                                       scalar_beside(x, Scalar(true), DType::Bool));
   return {ops::where(filled, ops::to_dtype(in[2], x.dtype()), x)};
 }
 

@@ -218,3 +218,19 @@ def test_repeat_interleave_int_and_tensor():
     w = tp.arange(6.0).reshape(2, 3).cuda().requires_grad_()
     w.repeat_interleave(2, dim=1).sum().backward()
     _same(w.grad, tp.full((2, 3), 2.0))
+
+
+@gpu
+def test_index_fill_and_logcumsumexp_stay_on_the_device():
+    # Their decompositions built host tensors (the fill value, logcumsumexp's -inf pad),
+    # which the same-device check refused for a CUDA input.
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal((3, 5)).astype(np.float32)
+    idx = tp.tensor([0, 2, 2])
+    for dev_idx in (idx, idx.cuda()):
+        got = tp.tensor(v).cuda().index_fill(1, dev_idx, -1.5)
+        np.testing.assert_array_equal(got.cpu().numpy(), tp.tensor(v).index_fill(1, idx, -1.5).numpy())
+        got_t = tp.tensor(v).cuda().index_fill(0, dev_idx, tp.tensor(4.0))
+        np.testing.assert_array_equal(got_t.cpu().numpy(), tp.tensor(v).index_fill(0, idx, tp.tensor(4.0)).numpy())
+    got = tp.logcumsumexp(tp.tensor(v).cuda(), 1).cpu().numpy()
+    np.testing.assert_allclose(got, tp.logcumsumexp(tp.tensor(v), 1).numpy(), rtol=1e-6, atol=1e-6)
