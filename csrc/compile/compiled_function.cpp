@@ -47,6 +47,25 @@ void append_tensor_key(std::string& k, const Tensor& t) {
   }
 }
 
+// Which tensor arguments share memory (a storage): a version captured with
+// distinct tensors computes a write into one without its effect on the other, so
+// `f(x, x)` must not reuse the version of `f(x, y)` (nor the reverse). Appends
+// nothing when no two share, so the usual key is unchanged.
+void append_alias_key(std::string& k, const std::vector<ArgValue>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined()) continue;
+    for (size_t j = 0; j < i; ++j) {
+      const Tensor* u = std::get_if<Tensor>(&args[j]);
+      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
+      uint32_t pair[2] = {static_cast<uint32_t>(i), static_cast<uint32_t>(j)};
+      k += 'A';
+      k.append(reinterpret_cast<const char*>(pair), sizeof(pair));
+      break;
+    }
+  }
+}
+
 std::string tensor_line(const std::string& name, const Tensor& t) {
   return str(name, ": ", dtype_name(t.dtype()), shape_str(t.sizes()), " strides ", shape_str(t.strides()),
              t.requires_grad() ? " requires_grad" : "", "\n");
@@ -159,6 +178,7 @@ std::string CompiledFunction::nonshape_key(const std::vector<ArgValue>& args) co
       k += '\0';
     }
   }
+  append_alias_key(k, args);
   return k;
 }
 
@@ -304,6 +324,7 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
       k += '\0';
     }
   }
+  append_alias_key(k, args);
   return k;
 }
 
@@ -327,6 +348,16 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
   // Python state the capture baked in: module training flags (modules() order) or an optimizer's layout.
+  for (size_t i = 1; i < args.size(); ++i) {  // the aliasing part of the key (append_alias_key)
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    for (size_t j = 0; t && t->defined() && j < i; ++j) {
+      const Tensor* u = std::get_if<Tensor>(&args[j]);
+      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
+      auto nm = [&](size_t a) { return a < arg_names_.size() ? arg_names_[a] : "arg" + std::to_string(a); };
+      d += str(nm(i), " shares memory with ", nm(j), "\n");
+      break;
+    }
+  }
   if (!state_.empty()) d += "captured Python state (module training flags in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
@@ -342,6 +373,9 @@ static std::string first_difference(const std::string& a, const std::string& b) 
     pa = ea + 1;
     pb = eb + 1;
   }
+  // One description has an extra line (e.g. "b shares memory with a"): that is the difference.
+  if (pa < a.size()) return a.substr(pa, a.find('\n', pa) - pa) + "  (cached version: no such line)";
+  if (pb < b.size()) return "(not so now)  cached version: " + b.substr(pb, b.find('\n', pb) - pb);
   return "argument count or grad mode changed";
 }
 
