@@ -562,6 +562,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
   al.view_of_input.assign(nout, -1);
+  al.view_of_output.assign(nout, -1);
   al.view_steps.resize(nout);
   for (size_t i = 0; i < nout; ++i) {
     const Tensor& o = tr.outputs[i];
@@ -575,7 +576,17 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
     bool view = false;
     for (auto& in : all) view |= shares_memory(in, o);
-    if (!view) continue;
+    if (!view) {
+      const graph::TraceResult::OutputView& ov = tr.output_views.at(i);
+      if (ov.output_index < 0) continue;
+      al.trivial = false;
+      al.view_of_output[i] = ov.output_index;
+      for (size_t k = 0; k < ov.steps.size(); ++k)
+        al.view_steps[i].push_back({ov.steps[k].first, ov.steps[k].second,
+                                    k < tr.output_view_sym_attrs.at(i).size() ? tr.output_view_sym_attrs[i][k]
+                                                                              : std::map<std::string, std::vector<graph::SymDim>>{}});
+      continue;
+    }
     al.trivial = false;
     // The chain of view operators back to the input it reads (the tracer's record:
     // after functionalization the graph holds values, not views).
@@ -794,6 +805,16 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
            " results, the captured graph has ", al.same_as_input.size());
   // A result must alias an input exactly where eager's did: a backend may hand
   // back an input (`x + 0` simplified to `x`) or a fresh copy of a view.
+  std::unordered_map<int, int64_t> sym_values;
+  bool have_sym_values = false;
+  auto replay_views = [&](Tensor v, const std::vector<OutputAliasing::ViewStep>& steps) {
+    if (!have_sym_values && a.graph && a.graph->is_symbolic()) sym_values = graph::symbol_values(*a.graph, all);
+    have_sym_values = true;
+    for (auto& s : steps)
+      v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, sym_values))
+              .at(0);
+    return v;
+  };
   for (size_t i = 0; i < out.size(); ++i) {
     if (al.same_as_input[i] >= 0) {
       out[i] = all[al.same_as_input[i]];
@@ -801,15 +822,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       out[i] = out[al.same_as_output[i]];
     } else if (al.view_of_input[i] >= 0) {
       const Tensor& base = all[al.view_of_input[i]];
-      if (!shares_memory(out[i], base)) {
-        Tensor v = base;
-        std::unordered_map<int, int64_t> values;
-        if (a.graph && a.graph->is_symbolic()) values = graph::symbol_values(*a.graph, all);
-        for (auto& s : al.view_steps[i])
-          v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, values))
-                  .at(0);
-        out[i] = v;
-      }
+      if (!shares_memory(out[i], base)) out[i] = replay_views(base, al.view_steps[i]);
     } else if (al.view_of_input[i] == -1) {
       for (auto& in : all)
         if (out[i].defined() && shares_memory(out[i], in)) {
@@ -817,6 +830,20 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
           break;
         }
     }
+  }
+  // Results that are views of other results in eager, their bases first (a view
+  // of a view of a result: the chain ends at a result, and there are no cycles).
+  if (!al.trivial && !al.view_of_output.empty()) {
+    std::vector<char> done(out.size(), 0);
+    std::function<void(size_t)> resolve = [&](size_t i) {
+      if (done[i]) return;
+      done[i] = 1;
+      int j = al.view_of_output[i];
+      if (j < 0) return;
+      resolve(static_cast<size_t>(j));
+      if (!shares_memory(out[i], out[j])) out[i] = replay_views(out[j], al.view_steps[i]);
+    };
+    for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
   return out;
 }

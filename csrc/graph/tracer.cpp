@@ -384,6 +384,30 @@ class Tracer : public DispatchInterceptor {
       }
     return false;
   }
+  // The chain of view operators from another result to outputs[i], when
+  // outputs[i] is a view of it (eager's `return y, y[0]`; the nearest such result).
+  bool view_of_output(const std::vector<Tensor>& outputs, size_t i, int* output_index,
+                      std::vector<std::pair<const OpDef*, Attrs>>* steps, std::vector<SymAttrs>* sym_steps) {
+    std::vector<std::pair<const OpDef*, Attrs>> rev;
+    std::vector<SymAttrs> rev_sym;
+    const TensorImpl* cur = outputs[i].impl();
+    while (true) {
+      auto it = views_.find(cur);
+      if (it == views_.end()) return false;
+      const ViewInfo& v = it->second;
+      if (v.inputs.size() != 1 || v.out_index >= 0) return false;
+      rev.push_back({v.op, v.attrs});
+      rev_sym.push_back(v.sym_attrs);
+      cur = v.inputs[0].impl();
+      for (size_t j = 0; j < outputs.size(); ++j)
+        if (j != i && outputs[j].impl() == cur) {
+          *output_index = static_cast<int>(j);
+          steps->assign(rev.rbegin(), rev.rend());
+          sym_steps->assign(rev_sym.rbegin(), rev_sym.rend());
+          return true;
+        }
+    }
+  }
 
  private:
   struct ViewInfo {
@@ -947,7 +971,9 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   r.output_view_sym_attrs.resize(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i)
     if (!tracer.view_chain(r.outputs[i], &r.output_views[i].input_index, &r.output_views[i].steps,
-                           &r.output_view_sym_attrs[i])) {
+                           &r.output_view_sym_attrs[i]) &&
+        !tracer.view_of_output(r.outputs, i, &r.output_views[i].output_index, &r.output_views[i].steps,
+                               &r.output_view_sym_attrs[i])) {
       r.output_views[i] = {};
       r.output_view_sym_attrs[i].clear();
     }

@@ -58,3 +58,43 @@ def test_recompile_log_names_the_shared_memory(capfd, monkeypatch):
     x = tp.ones(2)
     g(x, x)
     assert "b shares memory with a" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["stax", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_results_that_are_views_of_another_result_share_its_memory(backend, dynamic):
+    # Eager: `y.view(-1)` is y's memory, so a write into one result shows in the
+    # other. Compiled results used to be independent copies.
+    def f(x):
+        y = x.exp()
+        return y, y.view(-1), y.view(-1)[2:], y.t()
+
+    g = tp.compile(f, backend=backend, dynamic=dynamic)
+    for n in (3, 5):
+        x = tp.randn(n, 4)
+        got, want = g(x), f(x.clone())
+        got[0].add_(100)
+        want[0].add_(100)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+        got[2].mul_(0)  # a view of a view of the first result
+        want[2].mul_(0)
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+
+
+def test_view_of_a_result_in_training_keeps_its_gradient():
+    w = tp.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        y = x @ w
+        return y[0], y
+
+    g = tp.compile(f, strict_native=True)
+    x = tp.randn(3, 4)
+    a, b = g(x)
+    (a.sum() * 2 + b.sum()).backward()
+    got = w.grad.numpy().copy()
+    w.grad = None
+    a, b = f(x)
+    (a.sum() * 2 + b.sum()).backward()
+    np.testing.assert_allclose(got, w.grad.numpy(), rtol=1e-5)
