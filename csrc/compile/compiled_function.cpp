@@ -358,7 +358,7 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
       break;
     }
   }
-  if (!state_.empty()) d += "captured Python state (module training flags in modules() order, or optimizer state): " + state_ + "\n";
+  if (!state_.empty()) d += "captured Python state (module training flags and forward hook ids in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }

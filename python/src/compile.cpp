@@ -236,6 +236,65 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
   };
 }
 
+// The Python state of nn.Modules that a capture bakes in: each module's `training`
+// flag (a dropout or batch norm traces one branch) and its forward (pre-)hooks
+// (traced into the capture: a hook added or removed afterwards must select another
+// version, not be skipped or kept silently). The hook dicts are made once, in
+// Module.__init__, so they are held, not looked up per call.
+struct ModuleState {
+  bool resolved = false;
+  std::shared_ptr<nb::object> finder;  // lists the modules at the first call
+  std::vector<std::shared_ptr<nb::object>> mods, hook_dicts;  // two dicts per module
+  void add(nb::handle modules) {
+    for (nb::handle mod : modules) {
+      mods.push_back(keep_py(nb::borrow(mod)));
+      for (const char* name : {"_forward_pre_hooks", "_forward_hooks"}) {
+        nb::object d = nb::getattr(mod, name, nb::none());
+        hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
+      }
+    }
+  }
+};
+
+// One '1'/'0' per module in the listed order (short: no allocation for small
+// trees), followed by its hook ids when it has hooks.
+std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st) {
+  return [st] {
+    if (!st->resolved) {
+      st->resolved = true;
+      st->add((*st->finder)());
+    }
+    std::string s;
+    static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
+    for (size_t m = 0; m < st->mods.size(); ++m) {
+      PyObject* t = PyObject_GetAttr(st->mods[m]->ptr(), training);
+      if (!t) {
+        PyErr_Clear();
+        s += '?';
+      } else {
+        s += PyObject_IsTrue(t) == 1 ? '1' : '0';
+        Py_DECREF(t);
+      }
+      for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+        PyObject* d = st->hook_dicts[k] ? st->hook_dicts[k]->ptr() : nullptr;
+        if (!d || PyDict_Size(d) == 0) continue;
+        s += k == 2 * m ? " pre hooks" : " hooks";
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(d, &pos, &key, &value)) {
+          PyObject* r = PyObject_Repr(key);
+          const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
+          if (u) (s += ' ') += u;
+          else PyErr_Clear();
+          Py_XDECREF(r);
+        }
+        s += ';';
+      }
+    }
+    return s;
+  };
+}
+
 struct PyCompiled {
   std::unique_ptr<compile::CompiledFunction> fn;
   nb::object wrapped;  // the user's function (kept for __wrapped__)
@@ -406,6 +465,14 @@ void bind_compile(nb::module_& m) {
         auto r = keep_py(std::move(reader));
         c.fn->set_state_reader([r] { return nb::cast<std::string>((*r)()); });
       })
+      // A function that calls modules (a training step naming a global `model`):
+      // `finder()` lists them, at the first call; their training flags and forward
+      // hooks then select the version as for a compiled module.
+      .def("_set_module_finder", [](PyCompiled& c, nb::object finder) {
+        auto st = std::make_shared<ModuleState>();
+        st->finder = keep_py(std::move(finder));
+        c.fn->set_state_reader(module_state_reader(st));
+      })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
@@ -502,26 +569,13 @@ void bind_compile(nb::module_& m) {
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
-    // An nn.Module compiled whole: the training flag of every module in its tree is
-    // baked in by the capture, so it selects the version (one flag per module, in modules() order).
+    // An nn.Module compiled whole: the training flags and forward hooks of its tree
+    // select the version (module_state_reader), the tree listed now.
     if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
-      std::vector<std::shared_ptr<nb::object>> mods;
-      for (nb::handle mod : fn.attr("modules")()) mods.push_back(keep_py(nb::borrow(mod)));
-      pc->fn->set_state_reader([mods] {
-        std::string s;  // one '1'/'0' per module (short: no allocation for small trees)
-        static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
-        for (auto& mod : mods) {
-          PyObject* t = PyObject_GetAttr(mod->ptr(), training);
-          if (!t) {
-            PyErr_Clear();
-            s += '?';
-            continue;
-          }
-          s += PyObject_IsTrue(t) == 1 ? '1' : '0';
-          Py_DECREF(t);
-        }
-        return s;
-      });
+      auto st = std::make_shared<ModuleState>();
+      st->add(fn.attr("modules")());
+      st->resolved = true;
+      pc->fn->set_state_reader(module_state_reader(st));
     }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
