@@ -1,5 +1,7 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
+#include <charconv>
+
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -236,15 +238,25 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
   };
 }
 
-// The Python state of nn.Modules that a capture bakes in: each module's `training`
-// flag (a dropout or batch norm traces one branch) and its forward (pre-)hooks
-// (traced into the capture: a hook added or removed afterwards must select another
-// version, not be skipped or kept silently). The hook dicts are made once, in
-// Module.__init__, so they are held, not looked up per call.
+// The Python state a capture bakes in and that must select the version (read at
+// every call, part of the first-level entry and the key):
+// - per nn.Module, its `training` flag (dropout, batch norm trace one branch), its
+//   forward (pre-)hooks (traced into the capture: a hook added or removed later
+//   must not be skipped or kept silently) and its number attributes (`self.scale`,
+//   a dropout's `p`, an `eps`);
+// - numbers (and short lists/tuples of numbers) in the globals and closure cells
+//   the compiled function's code names (`lr * g`, `x * k[0]`).
+// The hook dicts and `__dict__`s are made once, in Module.__init__, so they are
+// held, not looked up per call.
 struct ModuleState {
   bool resolved = false;
-  std::shared_ptr<nb::object> finder;  // lists the modules at the first call
-  std::vector<std::shared_ptr<nb::object>> mods, hook_dicts;  // two dicts per module
+  std::shared_ptr<nb::object> finder;  // (modules, [(name, dict or cell, key or None)]), at the first call
+  std::vector<std::shared_ptr<nb::object>> mods, hook_dicts, attr_dicts;  // two hook dicts per module
+  struct Source {
+    std::string name;
+    std::shared_ptr<nb::object> owner, key;  // a dict and its key, or a cell and None
+  };
+  std::vector<Source> sources;
   void add(nb::handle modules) {
     for (nb::handle mod : modules) {
       mods.push_back(keep_py(nb::borrow(mod)));
@@ -252,46 +264,165 @@ struct ModuleState {
         nb::object d = nb::getattr(mod, name, nb::none());
         hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
       }
+      nb::object d = nb::getattr(mod, "__dict__", nb::none());
+      attr_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
     }
   }
 };
 
-// One '1'/'0' per module in the listed order (short: no allocation for small
-// trees), followed by its hook ids when it has hooks.
+// Appends a number's value (a bool, an int or a float; exactly, floats by their
+// shortest round-trip text) and returns true; false for anything else.
+bool append_number(std::string& s, PyObject* v, int depth = 0) {
+  char buf[32];
+  if (PyBool_Check(v)) {
+    s += v == Py_True ? "True" : "False";
+  } else if (PyLong_CheckExact(v)) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+      s += "<big int>";  // not compared: such a value is not a size or a scale
+      return true;
+    }
+    auto r = std::to_chars(buf, buf + sizeof(buf), x);
+    s.append(buf, r.ptr);
+  } else if (PyFloat_CheckExact(v)) {
+    auto r = std::to_chars(buf, buf + sizeof(buf), PyFloat_AS_DOUBLE(v));
+    s.append(buf, r.ptr);
+  } else if (depth == 0 && (PyList_CheckExact(v) || PyTuple_CheckExact(v))) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (n > 16) return false;
+    size_t mark = s.size();
+    s += '[';
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (i) s += ',';
+      if (!append_number(s, PySequence_Fast_GET_ITEM(v, i), 1)) {
+        s.resize(mark);
+        return false;
+      }
+    }
+    s += ']';
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The objects the state is made of, in a fixed order (nullptr separates groups):
+// Python numbers are immutable, so while every one is the same object as at the
+// last call the state is the same, and a call costs one pointer comparison per
+// entry; any difference rebuilds the text (which may well be equal again).
+template <class Visit>
+void visit_state(const ModuleState& st, Visit&& visit) {
+  for (size_t m = 0; m < st.mods.size(); ++m) {
+    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value)) visit(key);
+      visit(nullptr);
+    }
+    PyObject* d = st.attr_dicts[m] ? st.attr_dicts[m]->ptr() : nullptr;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (d && PyDict_Next(d, &pos, &key, &value)) {
+      visit(key);
+      visit(value);
+    }
+    visit(nullptr);
+  }
+  for (auto& src : st.sources) {
+    PyObject* owner = src.owner->ptr();
+    PyObject* v = PyCell_Check(owner) ? PyCell_GET(owner) : PyDict_Check(owner) ? PyDict_GetItem(owner, src.key->ptr())
+                                                                               : nullptr;
+    visit(v);
+    if (v && (PyList_CheckExact(v) || PyTuple_CheckExact(v)) && PySequence_Fast_GET_SIZE(v) <= 16)
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) visit(PySequence_Fast_GET_ITEM(v, i));
+    visit(nullptr);
+  }
+}
+
+std::string state_text(const ModuleState& st) {
+  std::string s;
+  static PyObject* const training = PyUnicode_InternFromString("training");
+  for (size_t m = 0; m < st.mods.size(); ++m) {
+    PyObject* t = PyObject_GetAttr(st.mods[m]->ptr(), training);
+    if (!t) {
+      PyErr_Clear();
+      s += '?';
+    } else {
+      s += PyObject_IsTrue(t) == 1 ? '1' : '0';
+      Py_DECREF(t);
+    }
+    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
+      if (!d || PyDict_Size(d) == 0) continue;
+      s += k == 2 * m ? " pre hooks" : " hooks";
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (PyDict_Next(d, &pos, &key, &value)) {
+        PyObject* r = PyObject_Repr(key);
+        const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
+        if (u) (s += ' ') += u;
+        else PyErr_Clear();
+        Py_XDECREF(r);
+      }
+      s += ';';
+    }
+    if (PyObject* d = st.attr_dicts[m] ? st.attr_dicts[m]->ptr() : nullptr) {
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (PyDict_Next(d, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, "training") == 0) continue;
+        size_t mark = s.size();
+        const char* u = PyUnicode_AsUTF8(key);
+        if (!u) {
+          PyErr_Clear();
+          continue;
+        }
+        ((s += ' ') += u) += '=';
+        if (!append_number(s, value, 1)) s.resize(mark);  // module attributes: numbers only
+      }
+    }
+    s += " |";
+  }
+  for (auto& src : st.sources) {
+    PyObject* owner = src.owner->ptr();
+    PyObject* v = PyCell_Check(owner) ? PyCell_GET(owner) : PyDict_Check(owner) ? PyDict_GetItem(owner, src.key->ptr())
+                                                                               : nullptr;
+    size_t mark = s.size();
+    ((s += ' ') += src.name) += '=';
+    if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change
+  }
+  return s;
+}
+
 std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st) {
-  return [st] {
+  // The last call's objects (held, so an address cannot be reused) and text.
+  auto last = std::make_shared<std::pair<std::vector<nb::object>, std::string>>();
+  auto valid = std::make_shared<bool>(false);
+  return [st, last, valid] {
     if (!st->resolved) {
       st->resolved = true;
-      st->add((*st->finder)());
+      nb::object found = (*st->finder)();
+      st->add(found[0]);
+      for (nb::handle src : found[1])
+        st->sources.push_back({nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])),
+                               keep_py(nb::borrow(src[2]))});
     }
-    std::string s;
-    static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
-    for (size_t m = 0; m < st->mods.size(); ++m) {
-      PyObject* t = PyObject_GetAttr(st->mods[m]->ptr(), training);
-      if (!t) {
-        PyErr_Clear();
-        s += '?';
-      } else {
-        s += PyObject_IsTrue(t) == 1 ? '1' : '0';
-        Py_DECREF(t);
-      }
-      for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
-        PyObject* d = st->hook_dicts[k] ? st->hook_dicts[k]->ptr() : nullptr;
-        if (!d || PyDict_Size(d) == 0) continue;
-        s += k == 2 * m ? " pre hooks" : " hooks";
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(d, &pos, &key, &value)) {
-          PyObject* r = PyObject_Repr(key);
-          const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
-          if (u) (s += ' ') += u;
-          else PyErr_Clear();
-          Py_XDECREF(r);
-        }
-        s += ';';
-      }
+    if (*valid) {
+      size_t i = 0;
+      bool same = true;
+      visit_state(*st, [&](PyObject* o) {
+        same = same && i < last->first.size() && last->first[i].ptr() == o;
+        ++i;
+      });
+      if (same && i == last->first.size()) return last->second;
     }
-    return s;
+    last->first.clear();
+    visit_state(*st, [&](PyObject* o) { last->first.push_back(o ? nb::borrow(o) : nb::object()); });
+    last->second = state_text(*st);
+    *valid = true;
+    return last->second;
   };
 }
 

@@ -201,6 +201,25 @@ def _locate_free_tensors(fn, ids):
     return found
 
 
+def _python_state_sources(fn):
+    """The Python state a capture of `fn` bakes in and that selects its version
+    (read at every call by the binding, python/src/compile.cpp):
+    (modules, [(name, dict or cell, key or None)]): the nn.Modules it can reach
+    (training flags, forward hooks, number attributes) and the globals / closure
+    cells its code names (numbers and short lists of numbers in them)."""
+    sources = []
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    code = getattr(target, "__code__", None)
+    if isinstance(target, types.FunctionType) and code is not None:
+        g = target.__globals__
+        for name in sorted(_code_names(code, set())):
+            if name in g and not isinstance(g[name], (types.ModuleType, type, types.FunctionType)):
+                sources.append((name, g, name))
+        for name, cell in zip(code.co_freevars, target.__closure__ or ()):
+            sources.append((name, cell, None))
+    return _modules_reached(fn), sources
+
+
 def _modules_reached(fn):
     """The nn.Modules a function can reach the way _locate_free_tensors searches
     (its owner, the globals its code names, closure cells, helpers it calls,
@@ -341,7 +360,7 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         return _CompiledOptimizerStep(cf)
     from .nn import Module  # late: nn imports tensorplay
     if not isinstance(fn, Module):  # a module's own tree is read by _C._compile
-        cf._set_module_finder(lambda: _modules_reached(fn))
+        cf._set_module_finder(lambda: _python_state_sources(fn))
     return cf
 
 

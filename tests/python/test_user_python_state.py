@@ -1,0 +1,93 @@
+"""Python numbers a compiled function reads besides its arguments: globals,
+closure variables (and short lists of numbers in them) and number attributes of
+the modules it calls. The capture bakes them into the graph, so they must select
+the version; a changed value used to keep running the old one silently."""
+
+import numpy as np
+
+import tensorplay as tp
+import tensorplay.nn as nn
+
+LR = 0.1
+SCHEDULE = [1.0, 0.5]
+
+
+def _sgd_step(w, g):
+    w.sub_(g * LR * SCHEDULE[0])
+    return w.sum()
+
+
+def test_a_global_learning_rate_changed_between_calls():
+    global LR
+    f = tp.compile(_sgd_step, strict_native=True)
+    w, g = tp.ones(4), tp.full((4,), 2.0)
+    np.testing.assert_allclose(f(w, g).item(), 4 * (1 - 0.2), rtol=1e-6)
+    try:
+        LR = 0.01
+        np.testing.assert_allclose(f(w, g).item(), 4 * (0.8 - 0.02), rtol=1e-6)
+        SCHEDULE[0] = 0.5  # an element of a global list
+        np.testing.assert_allclose(f(w, g).item(), 4 * (0.78 - 0.01), rtol=1e-6)
+    finally:
+        LR = 0.1
+        SCHEDULE[0] = 1.0
+    np.testing.assert_allclose(w.numpy(), np.full(4, 0.77), rtol=1e-6)
+
+
+def test_closure_numbers_rebound_or_mutated():
+    scale, shift = 2.0, [1.0]
+
+    def f(x):
+        return x * scale + shift[0]
+
+    g = tp.compile(f, strict_native=True)
+    x = tp.arange(3.0)
+    np.testing.assert_allclose(g(x).numpy(), f(x).numpy())
+    scale = 3.0  # noqa: F841 -- read by f through its closure cell
+    np.testing.assert_allclose(g(x).numpy(), f(x).numpy())
+    shift[0] = -1.0
+    np.testing.assert_allclose(g(x).numpy(), f(x).numpy())
+    np.testing.assert_allclose(g(x).numpy(), x.numpy() * 3 - 1)
+
+
+class _Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.temperature = 1.0
+
+    def forward(self, x):
+        return self.lin(x) / self.temperature
+
+
+def test_module_number_attributes_changed_between_calls():
+    tp.manual_seed(0)
+    m = _Scaled()
+    x = tp.randn(2, 3)
+    for f in (tp.compile(m, strict_native=True), tp.compile(lambda x: m(x), strict_native=True)):
+        m.temperature = 1.0
+        with tp.no_grad():
+            f(x)
+            m.temperature = 4.0
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+
+
+def test_dropout_probability_changed_between_calls():
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    f = tp.compile(m, strict_native=True)
+    x = tp.randn(3, 4)
+    with tp.no_grad():
+        f(x)
+        m[1].p = 0.0  # the capture baked p = 0.5 in
+        np.testing.assert_allclose(f(x).numpy(), m[0](x).numpy(), rtol=1e-6)
+
+
+def test_unchanged_state_reuses_the_version():
+    tp.manual_seed(0)
+    m = _Scaled()
+    f = tp.compile(lambda x: m(x) * LR)
+    x = tp.randn(2, 3)
+    with tp.no_grad():
+        for _ in range(3):
+            f(x)
+    assert tp.compiler.metrics.compile_count == 1
+    assert tp.compiler.metrics.recompiles == 0
