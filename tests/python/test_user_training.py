@@ -1,0 +1,104 @@
+"""Training loops as a user writes them, compiled piece by piece (the model,
+optimizer.step, gradient clipping), against eager TensorPlay and PyTorch."""
+
+import numpy as np
+import pytest
+import torch
+
+import tensorplay as tp
+import tensorplay.nn as nn
+import tensorplay.nn.functional as F
+
+
+def _data():
+    tp.manual_seed(0)
+    return tp.randn(16, 8), tp.randn(16, 4)
+
+
+def _model():
+    tp.manual_seed(1)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _torch_model():
+    tm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    with torch.no_grad():
+        for p, q in zip(tm.parameters(), _model().parameters()):
+            p.copy_(torch.from_numpy(q.detach().numpy()))
+    return tm
+
+
+def _tp_losses(kw, compiled, clip):
+    x, y = _data()
+    model = _model()
+    opt = tp.optim.SGD(model.parameters(), **kw)
+    fwd, step = model, opt.step
+    clip_fn = lambda: nn.utils.clip_grad_norm_(model.parameters(), clip)  # noqa: E731
+    if compiled:
+        fwd, step = tp.compile(model, strict_native=True), tp.compile(opt.step, strict_native=True)
+        clip_fn = tp.compile(clip_fn, strict_native=True)
+    losses, norms = [], []
+    for _ in range(6):
+        opt.zero_grad()
+        loss = F.mse_loss(fwd(x), y)
+        loss.backward()
+        if clip is not None:
+            norms.append(float(clip_fn()))
+        step()
+        losses.append(loss.item())
+    return np.array(losses), norms, [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def _torch_losses(kw, clip):
+    x, y = (torch.from_numpy(t.numpy()) for t in _data())
+    tm = _torch_model()
+    opt = torch.optim.SGD(tm.parameters(), **kw)
+    losses, norms = [], []
+    for _ in range(6):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(tm(x), y)
+        loss.backward()
+        if clip is not None:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(tm.parameters(), clip)))
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses), norms, [p.detach().numpy() for p in tm.parameters()]
+
+
+@pytest.mark.parametrize("kw", [
+    dict(lr=0.1, momentum=0.9, weight_decay=0.01),  # the first step's buffer was a detach of an intermediate
+    dict(lr=0.1, momentum=0.9, dampening=0.5, weight_decay=0.01, maximize=True),
+])
+def test_compiled_sgd_step_with_momentum_and_weight_decay(kw):
+    want = _torch_losses(kw, None)
+    got = _tp_losses(kw, True, None)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
+    for p, q in zip(got[2], want[2]):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("clip", [0.5, 50.0])  # clipping every step / never (the other branch)
+def test_compiled_gradient_clipping_in_a_training_loop(clip):
+    kw = dict(lr=0.05, momentum=0.5)
+    want = _torch_losses(kw, clip)
+    eager = _tp_losses(kw, False, clip)
+    got = _tp_losses(kw, True, clip)
+    np.testing.assert_allclose(eager[0], want[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[0], eager[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4)
+    for p, q in zip(got[2], want[2]):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_inf_norm_clipping():
+    tp.manual_seed(1)
+    model = nn.Linear(4, 3)
+    clip = tp.compile(lambda: nn.utils.clip_grad_norm_(model.parameters(), 0.5, norm_type=float("inf")),
+                      strict_native=True)
+    x = tp.randn(5, 4)
+    model(x).pow(2).sum().backward()
+    want = [p.grad.numpy().copy() for p in model.parameters()]
+    scale = 0.5 / (max(np.abs(g).max() for g in want) + 1e-6)
+    clip()
+    for p, g in zip(model.parameters(), want):
+        np.testing.assert_allclose(p.grad.numpy(), g * scale, rtol=1e-5)
