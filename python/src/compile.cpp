@@ -1,5 +1,6 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
+#include <algorithm>
 #include <charconv>
 
 #include <nanobind/stl/function.h>
@@ -90,11 +91,36 @@ nb::object outputs_to_python(std::vector<Tensor>&& out, bool is_tuple) {
   return nb::tuple(l);
 }
 
+// The 0-d tensors floating item() returned during captures (weak: a capture's
+// values die with it; expired entries are dropped as the list grows).
+std::vector<std::weak_ptr<TensorImpl>>& capture_items() {
+  static std::vector<std::weak_ptr<TensorImpl>> items;  // the GIL serializes captures' Python code
+  return items;
+}
+
+}  // namespace
+
+void note_capture_item(const Tensor& t) {
+  auto& v = capture_items();
+  if (v.size() >= 64)
+    v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
+  v.push_back(t.impl_ptr());
+}
+
+bool is_capture_item(const Tensor& t) {
+  for (const auto& w : capture_items())
+    if (!w.expired() && w.lock().get() == t.impl()) return true;
+  return false;
+}
+
+namespace {
+
 // What a compiled function returned, with its tensors taken out: containers
 // (tuple, list, dict, namedtuple), None and Python numbers/strings are kept, so
 // every call gives back eager's structure (a 1-tuple stays a 1-tuple).
 struct PyOutputStructure : compile::OutputStructure {
-  enum Kind { kTensor, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
+  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float.
+  enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
   size_t index = 0;                                        // kTensor: position among the tensors
   std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
   std::shared_ptr<nb::object> object;                      // kConstant value, kDict keys, kNamedTuple type
@@ -104,6 +130,7 @@ struct PyOutputStructure : compile::OutputStructure {
     if (nb::isinstance<Tensor>(r)) {
       s->index = tensors->size();
       tensors->push_back(nb::cast<Tensor>(r));
+      if (is_capture_item(tensors->back())) s->kind = kItem;
       return s;
     }
     PyObject* p = r.ptr();
@@ -147,6 +174,7 @@ struct PyOutputStructure : compile::OutputStructure {
   nb::object build(const std::vector<nb::object>& tensors) const {
     switch (kind) {
       case kTensor: return tensors.at(index);
+      case kItem: return tensors.at(index).attr("item")();
       case kConstant: return *object;
       case kTuple:
       case kNamedTuple: {

@@ -91,3 +91,24 @@ def test_unchanged_state_reuses_the_version():
             f(x)
     assert tp.compiler.metrics.compile_count == 1
     assert tp.compiler.metrics.recompiles == 0
+
+
+def test_item_returned_by_a_compiled_step_is_a_python_float():
+    # Eager returns floats; the capture's item() is a 0-d tensor of the graph,
+    # which used to reach the caller (f"{acc:.3f}" raised TypeError).
+    w = tp.randn(3, requires_grad=True)
+
+    def step(x):
+        loss = (x * w).sum()
+        return loss, {"acc": (x > 0).float().mean().item(), "mean": x.mean().item()}
+
+    g = tp.compile(step, strict_native=True)
+    for _ in range(2):
+        x = tp.randn(3)
+        loss, stats = g(x)
+        want = step(x)[1]
+        assert type(stats["acc"]) is float and type(stats["mean"]) is float
+        assert f"{stats['acc']:.3f}" == f"{want['acc']:.3f}"
+        np.testing.assert_allclose(stats["mean"], want["mean"], rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy(), rtol=1e-6)
