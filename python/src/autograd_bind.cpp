@@ -97,6 +97,16 @@ void refuse_in_capture(const char* what, const char* instead) {
     throw CaptureError(str(what, " inside a compiled function (tp.compile) is not supported: the capture runs the "
                            "function once, without autograd; ", instead, ", or run the function without tp.compile"));
 }
+// `x.detach()` during a capture: a view of x recorded with grad mode off, so the
+// graph has it (eager's detach makes a tensor outside the operators, which the
+// capture could only refuse), it shares x's memory as eager's does (a write
+// through it reaches x), and the AOT layer sends no gradient through it.
+Tensor detach_or_trace(const Tensor& t) {
+  if (!graph::is_tracing()) return autograd::detach(t);
+  AutoGradMode no_grad(false);
+  return ops::view(t, t.sizes());
+}
+
 constexpr const char* kHookInstead =
     "call it on a tensor outside the compiled function (an argument before the call, or a result after it)";
 constexpr const char* kBackwardInstead = "return the loss and call backward() on it after the compiled call";
@@ -190,7 +200,7 @@ void bind_tensor_autograd() {
                        ins);
   }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false,
      nb::arg("inputs") = nb::none());
-  method("detach", [](const Tensor& t) { return autograd::detach(t); });
+  method("detach", [](const Tensor& t) { return detach_or_trace(t); });
   method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
   method("retain_grad", [](const Tensor& t) {
     refuse_in_capture("Tensor.retain_grad", kHookInstead);

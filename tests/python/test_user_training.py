@@ -102,3 +102,24 @@ def test_compiled_inf_norm_clipping():
     clip()
     for p, g in zip(model.parameters(), want):
         np.testing.assert_allclose(p.grad.numpy(), g * scale, rtol=1e-5)
+
+
+def test_detach_inside_a_compiled_loss_stops_the_gradient_as_in_eager():
+    # A target network / stop-gradient term; x.detach() inside a compiled
+    # function used to raise CaptureError.
+    tp.manual_seed(0)
+    net, target = nn.Linear(3, 3), nn.Linear(3, 3)
+    x = tp.randn(4, 3)
+
+    def loss_fn(x):
+        y = net(x)
+        return ((y - target(x).detach()) ** 2).mean() + (y * y.detach()).mean()
+
+    compiled = tp.compile(loss_fn, strict_native=True)
+    compiled(x).backward()
+    got = [p.grad.numpy().copy() for p in net.parameters()]
+    assert all(p.grad is None for p in target.parameters())
+    net.zero_grad()
+    loss_fn(x).backward()
+    for g, p in zip(got, net.parameters()):
+        np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
