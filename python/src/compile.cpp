@@ -276,13 +276,31 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
 //   the compiled function's code names (`lr * g`, `x * k[0]`).
 // The hook dicts and `__dict__`s are made once, in Module.__init__, so they are
 // held, not looked up per call.
+bool append_number(std::string& s, PyObject* v, int depth = 0);
+
 struct ModuleState {
   bool resolved = false;
-  std::shared_ptr<nb::object> finder;  // (modules, [(name, dict or cell, key or None)]), at the first call
+  // At the first call and after the module tree changed: (modules, [(name, dict or
+  // cell, key or None)]), or only the modules when `modules_only`.
+  std::shared_ptr<nb::object> finder;
+  bool modules_only = false;
+  int generation = 0;  // bumped when the tree changed: no version of an older tree is reused
   std::vector<std::shared_ptr<nb::object>> mods, hook_dicts, attr_dicts;  // two hook dicts per module
+  // Per module, its `_modules` dict and the children it held when listed: a
+  // submodule replaced, added or removed (`model[1] = nn.ReLU()`) changes the
+  // program the capture traced, and modules not listed have unread state.
+  std::vector<std::shared_ptr<nb::object>> child_dicts;
+  std::vector<std::vector<nb::object>> children;
   struct Source {
     std::string name;
     std::shared_ptr<nb::object> owner, key;  // a dict and its key, or a cell and None
+    // An nn.Module when listed (a global `model`): rebound to another, the
+    // program may differ, as for a changed tree.
+    nb::object object;
+    PyObject* value() const {
+      PyObject* o = owner->ptr();
+      return PyCell_Check(o) ? PyCell_GET(o) : PyDict_Check(o) ? PyDict_GetItem(o, key->ptr()) : nullptr;
+    }
   };
   std::vector<Source> sources;
   void add(nb::handle modules) {
@@ -294,13 +312,57 @@ struct ModuleState {
       }
       nb::object d = nb::getattr(mod, "__dict__", nb::none());
       attr_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
+      nb::object c = nb::getattr(mod, "_modules", nb::none());
+      child_dicts.push_back(PyDict_Check(c.ptr()) ? keep_py(c) : nullptr);
+      children.push_back(child_list(child_dicts.back()));
+    }
+  }
+  static std::vector<nb::object> child_list(const std::shared_ptr<nb::object>& d) {
+    std::vector<nb::object> v;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (d && PyDict_Next(d->ptr(), &pos, &key, &value)) {
+      v.push_back(nb::borrow(key));
+      v.push_back(value ? nb::borrow(value) : nb::none());
+    }
+    return v;
+  }
+  bool tree_changed() const {
+    for (auto& src : sources)
+      if (src.object.is_valid() && src.value() != src.object.ptr()) return true;
+    for (size_t m = 0; m < mods.size(); ++m) {
+      std::vector<nb::object> now = child_list(child_dicts[m]);
+      if (now.size() != children[m].size()) return true;
+      for (size_t i = 0; i < now.size(); ++i)
+        if (now[i].ptr() != children[m][i].ptr()) return true;
+    }
+    return false;
+  }
+  void resolve() {
+    mods.clear();
+    hook_dicts.clear();
+    attr_dicts.clear();
+    child_dicts.clear();
+    children.clear();
+    sources.clear();
+    nb::object found = (*finder)();
+    if (modules_only) {
+      add(found);
+      return;
+    }
+    add(found[0]);
+    for (nb::handle src : found[1]) {
+      sources.push_back({nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])), keep_py(nb::borrow(src[2])), {}});
+      PyObject* v = sources.back().value();
+      if (v && PyObject_HasAttrString(v, "_modules") && PyObject_HasAttrString(v, "training"))
+        sources.back().object = nb::borrow(v);
     }
   }
 };
 
 // Appends a number's value (a bool, an int or a float; exactly, floats by their
 // shortest round-trip text) and returns true; false for anything else.
-bool append_number(std::string& s, PyObject* v, int depth = 0) {
+bool append_number(std::string& s, PyObject* v, int depth) {
   char buf[32];
   if (PyBool_Check(v)) {
     s += v == Py_True ? "True" : "False";
@@ -349,19 +411,19 @@ void visit_state(const ModuleState& st, Visit&& visit) {
       while (d && PyDict_Next(d, &pos, &key, &value)) visit(key);
       visit(nullptr);
     }
-    PyObject* d = st.attr_dicts[m] ? st.attr_dicts[m]->ptr() : nullptr;
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (d && PyDict_Next(d, &pos, &key, &value)) {
-      visit(key);
-      visit(value);
+    for (auto& dict : {st.attr_dicts[m], st.child_dicts[m]}) {
+      PyObject* d = dict ? dict->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value)) {
+        visit(key);
+        visit(value);
+      }
+      visit(nullptr);
     }
-    visit(nullptr);
   }
   for (auto& src : st.sources) {
-    PyObject* owner = src.owner->ptr();
-    PyObject* v = PyCell_Check(owner) ? PyCell_GET(owner) : PyDict_Check(owner) ? PyDict_GetItem(owner, src.key->ptr())
-                                                                               : nullptr;
+    PyObject* v = src.value();
     visit(v);
     if (v && (PyList_CheckExact(v) || PyTuple_CheckExact(v)) && PySequence_Fast_GET_SIZE(v) <= 16)
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) visit(PySequence_Fast_GET_ITEM(v, i));
@@ -371,6 +433,7 @@ void visit_state(const ModuleState& st, Visit&& visit) {
 
 std::string state_text(const ModuleState& st) {
   std::string s;
+  if (st.generation) s += "tree " + std::to_string(st.generation) + ": ";
   static PyObject* const training = PyUnicode_InternFromString("training");
   for (size_t m = 0; m < st.mods.size(); ++m) {
     PyObject* t = PyObject_GetAttr(st.mods[m]->ptr(), training);
@@ -414,9 +477,7 @@ std::string state_text(const ModuleState& st) {
     s += " |";
   }
   for (auto& src : st.sources) {
-    PyObject* owner = src.owner->ptr();
-    PyObject* v = PyCell_Check(owner) ? PyCell_GET(owner) : PyDict_Check(owner) ? PyDict_GetItem(owner, src.key->ptr())
-                                                                               : nullptr;
+    PyObject* v = src.value();
     size_t mark = s.size();
     ((s += ' ') += src.name) += '=';
     if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change
@@ -431,11 +492,7 @@ std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st
   return [st, last, valid] {
     if (!st->resolved) {
       st->resolved = true;
-      nb::object found = (*st->finder)();
-      st->add(found[0]);
-      for (nb::handle src : found[1])
-        st->sources.push_back({nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])),
-                               keep_py(nb::borrow(src[2]))});
+      st->resolve();
     }
     if (*valid) {
       size_t i = 0;
@@ -445,6 +502,10 @@ std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st
         ++i;
       });
       if (same && i == last->first.size()) return last->second;
+    }
+    if (st->tree_changed()) {  // list the modules again; versions of the old tree are not reused
+      st->resolve();
+      ++st->generation;
     }
     last->first.clear();
     visit_state(*st, [&](PyObject* o) { last->first.push_back(o ? nb::borrow(o) : nb::object()); });
@@ -732,7 +793,9 @@ void bind_compile(nb::module_& m) {
     // select the version (module_state_reader), the tree listed now.
     if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
       auto st = std::make_shared<ModuleState>();
-      st->add(fn.attr("modules")());
+      st->finder = keep_py(fn.attr("modules"));
+      st->modules_only = true;
+      st->resolve();
       st->resolved = true;
       pc->fn->set_state_reader(module_state_reader(st));
     }

@@ -159,3 +159,49 @@ def test_autograd_calls_inside_a_compiled_function_raise_clearly(body):
 
     with pytest.raises(tp.compiler.CaptureError, match="inside a compiled function"):
         tp.compile(step)(tp.ones(2, 3))
+
+
+@pytest.mark.parametrize("how", ["module", "function"])
+def test_submodules_replaced_or_appended_after_the_first_call(how):
+    # Activations have no parameters, so no re-read tensor changed: the first
+    # version (tanh) used to keep running.
+    tp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    f = tp.compile(model, strict_native=True) if how == "module" else tp.compile(lambda x: model(x), strict_native=True)
+    x = tp.randn(5, 3)
+    with tp.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model[1] = nn.ReLU()
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model.append(nn.Sigmoid())
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model[3].register_forward_hook(lambda m, args, out: out * 0 + 1)  # a module added later: its hooks count
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.testing.assert_allclose(f(x).numpy(), np.ones((5, 2)), rtol=1e-6)
+
+
+_GLOBAL_MODEL = None
+
+
+def test_a_global_model_rebound_to_another_architecture():
+    global _GLOBAL_MODEL
+    tp.manual_seed(0)
+    _GLOBAL_MODEL = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    f = tp.compile(lambda x: _GLOBAL_MODEL(x), strict_native=True)
+    x = tp.randn(2, 3)
+    with tp.no_grad():
+        f(x)
+        _GLOBAL_MODEL = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+        np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    _GLOBAL_MODEL = None
+
+
+def test_a_rebound_global_tensor_does_not_recapture():
+    w = [tp.randn(3, 3)]
+    f = tp.compile(lambda x: x @ w[0], strict_native=True)
+    x = tp.randn(2, 3)
+    for _ in range(4):
+        w[0] = w[0] * 0.5
+        np.testing.assert_allclose(f(x).numpy(), (x @ w[0]).numpy(), rtol=1e-5)
+    assert tp.compiler.metrics.compile_count == 1
