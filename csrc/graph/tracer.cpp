@@ -276,6 +276,8 @@ class Tracer : public DispatchInterceptor {
           for (size_t i = first; i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
       }
     } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
+    user_grad_ = mark.enabled;
+    call_first_node_ = mark.first;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -526,6 +528,16 @@ class Tracer : public DispatchInterceptor {
     auto it = views_.find(t.impl());
     if (it == views_.end()) {
       check_unaliased_input(t, opname);
+      if (!user_grad_) {
+        // Written under no_grad: the tensor keeps its autograd identity (Node::grad_identity_of),
+        // marked on a node this call made (a copy_ may hand back its source's node).
+        Node* old = node_for(t);
+        if (old->grad_identity_of) old = old->grad_identity_of;
+        bool fresh = false;
+        for (size_t i = call_first_node_; i < g_.nodes().size() && !fresh; ++i) fresh = g_.nodes()[i].get() == value;
+        if (old->opcode == Opcode::Placeholder && fresh && value->opcode == Opcode::CallFunction)
+          value->grad_identity_of = old;
+      }
       values_[t.impl()] = value;
       ++gen_[t.impl()];
       return;
@@ -565,6 +577,9 @@ class Tracer : public DispatchInterceptor {
     Node* value = nullptr;
     if (name == "copy_") {
       value = convert(node_for(inputs.at(1)), self);
+      // Under no_grad the written tensor keeps its autograd identity, marked on the
+      // value node (write): a node of its own, not the source's.
+      if (!user_grad_ && value == node_for(inputs.at(1))) value = replay(get_op("clone"), {value}, {});
     } else if (name == "fill_") {
       SymAttrs sa = size_attr(self);
       value = replay(get_op("full"), {},
@@ -821,6 +836,8 @@ class Tracer : public DispatchInterceptor {
   }
   Graph& g_;
   bool execute_;
+  bool user_grad_ = true;       // the grad mode the function called the current operator under
+  size_t call_first_node_ = 0;  // the first node the current operator's call recorded
   bool lift_;
   int num_inputs_;
   std::vector<Tensor> free_;

@@ -123,3 +123,50 @@ def test_detach_inside_a_compiled_loss_stops_the_gradient_as_in_eager():
     loss_fn(x).backward()
     for g, p in zip(got, net.parameters()):
         np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _ClampedLinear(nn.Module):
+    """Weight constraints applied in forward under no_grad (max-norm style):
+    the parameter is written in place and stays the leaf that gets the gradient."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.how = how
+
+    def forward(self, x):
+        with tp.no_grad():
+            w = self.lin.weight
+            if self.how == "clamp_":
+                w.clamp_(-0.1, 0.1)
+            elif self.how == "two writes":
+                w.mul_(0.5)
+                w.add_(0.01)
+            elif self.how == "row fill_":
+                w[0].fill_(0.2)
+            else:
+                w.copy_(w / w.norm())
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("backend", ["stax", "aot_eager", "eager"])
+@pytest.mark.parametrize("how", ["clamp_", "two writes", "row fill_", "copy_"])
+def test_parameter_written_under_no_grad_in_forward_keeps_its_gradient(backend, how):
+    # The compiled weight gradient used to be None (the written value was a
+    # no_grad node of the graph, so no gradient reached the parameter).
+    tp.manual_seed(0)
+    model, ref = _ClampedLinear(how), _ClampedLinear(how)
+    ref.load_state_dict(model.state_dict())
+    compiled = tp.compile(model, backend=backend, strict_native=backend == "stax")
+    x = tp.randn(2, 3)
+    for _ in range(2):
+        got, want = compiled(x), ref(x)
+        got.sum().backward()
+        want.sum().backward()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        assert model.lin.weight.grad is not None
+        np.testing.assert_allclose(model.lin.weight.grad.numpy(), ref.lin.weight.grad.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(model.lin.weight.detach().numpy(), ref.lin.weight.detach().numpy(), rtol=1e-6)
+        with tp.no_grad():
+            model.lin.weight.add_(0.3)
+            ref.lin.weight.add_(0.3)
