@@ -207,16 +207,41 @@ def _python_state_sources(fn):
     (modules, [(name, dict or cell, key or None)]): the nn.Modules it can reach
     (training flags, forward hooks, number attributes) and the globals / closure
     cells its code names (numbers and short lists of numbers in them)."""
-    sources = []
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    code = getattr(target, "__code__", None)
-    if isinstance(target, types.FunctionType) and code is not None:
-        g = target.__globals__
+    sources, seen = [], set()
+
+    def add(f, prefix, depth):
+        code = getattr(f, "__code__", None)
+        if not isinstance(f, types.FunctionType) or code is None or id(f) in seen:
+            return
+        seen.add(id(f))
+        g = f.__globals__
+        cells = dict(zip(code.co_freevars, f.__closure__ or ()))
         for name in sorted(_code_names(code, set())):
-            if name in g and not isinstance(g[name], (types.ModuleType, type, types.FunctionType)):
-                sources.append((name, g, name))
-        for name, cell in zip(code.co_freevars, target.__closure__ or ()):
-            sources.append((name, cell, None))
+            if name not in g or name in cells:
+                continue
+            v = g[name]
+            if isinstance(v, types.FunctionType):
+                if depth < 3:  # a helper it calls reads its own globals (a config number)
+                    add(v, f"{prefix}{name}.", depth + 1)
+            elif not isinstance(v, (types.ModuleType, type)) and (id(g), name) not in sources_keys:
+                sources_keys.add((id(g), name))
+                sources.append((prefix + name, g, name))
+        for name, cell in cells.items():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # not assigned yet
+                v = None
+            if isinstance(v, types.FunctionType):
+                if depth < 3:
+                    add(v, f"{prefix}{name}.", depth + 1)
+            else:
+                sources.append((prefix + name, cell, None))
+
+    sources_keys = set()
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):  # a module or callable object: its forward / __call__
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    add(target, "", 0)
     return _modules_reached(fn), sources
 
 

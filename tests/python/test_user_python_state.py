@@ -112,3 +112,22 @@ def test_item_returned_by_a_compiled_step_is_a_python_float():
         np.testing.assert_allclose(stats["mean"], want["mean"], rtol=1e-6)
     loss.backward()
     np.testing.assert_allclose(w.grad.numpy(), x.numpy(), rtol=1e-6)
+
+
+CONFIG_SCALE = 2.0
+
+
+def _helper(x):
+    return x * CONFIG_SCALE
+
+
+def test_a_number_read_by_a_helper_the_function_calls():
+    global CONFIG_SCALE
+    f = tp.compile(lambda x: _helper(x) + 1, strict_native=True)
+    x = tp.ones(3)
+    np.testing.assert_allclose(f(x).numpy(), [3, 3, 3])
+    try:
+        CONFIG_SCALE = 5.0
+        np.testing.assert_allclose(f(x).numpy(), [6, 6, 6])
+    finally:
+        CONFIG_SCALE = 2.0
