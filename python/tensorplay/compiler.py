@@ -220,10 +220,10 @@ def _python_state_sources(fn):
             if name not in g or name in cells:
                 continue
             v = g[name]
-            if isinstance(v, types.FunctionType):
+            if type(v) is types.FunctionType:
                 if depth < 3:  # a helper it calls reads its own globals (a config number)
                     add(v, f"{prefix}{name}.", depth + 1)
-            elif not isinstance(v, (types.ModuleType, type)) and (id(g), name) not in sources_keys:
+            elif not issubclass(type(v), (types.ModuleType, type)) and (id(g), name) not in sources_keys:
                 sources_keys.add((id(g), name))
                 sources.append((prefix + name, g, name))
         for name, cell in cells.items():
@@ -231,7 +231,7 @@ def _python_state_sources(fn):
                 v = cell.cell_contents
             except ValueError:  # not assigned yet
                 v = None
-            if isinstance(v, types.FunctionType):
+            if type(v) is types.FunctionType:
                 if depth < 3:
                     add(v, f"{prefix}{name}.", depth + 1)
             else:
@@ -241,7 +241,10 @@ def _python_state_sources(fn):
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):  # a module or callable object: its forward / __call__
         target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
-    add(target, "", 0)
+    try:
+        add(target, "", 0)
+    except Exception:  # an object that refuses inspection: the sources found so far
+        pass
     return _modules_reached(fn), sources
 
 
