@@ -170,3 +170,15 @@ def test_parameter_written_under_no_grad_in_forward_keeps_its_gradient(backend, 
         with tp.no_grad():
             model.lin.weight.add_(0.3)
             ref.lin.weight.add_(0.3)
+
+
+def test_dynamic_batch_of_one_sliced_sequence_compiles():
+    # A language model's `idx[:, :-1]` at batch size 1 is contiguous with a
+    # stride on its size-1 dim that differs from the canonical one; Stax refused
+    # it as "not contiguous" (an eager fallback, a BackendError under strict_native).
+    f = tp.compile(lambda x: (x * 2).sum(-1) + x[:, :1], dynamic=True, strict_native=True)
+    for n in (10, 7, 12):
+        base = tp.randn(1, n)
+        x = base[:, :-1]
+        assert x.is_contiguous() and x.stride(0) == n
+        np.testing.assert_allclose(f(x).numpy(), ((x * 2).sum(-1) + x[:, :1]).numpy(), rtol=1e-5)
