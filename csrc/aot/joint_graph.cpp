@@ -30,6 +30,8 @@ std::unordered_map<const Node*, bool> requires_grad(const graph::Graph& g, const
     bool r = false;
     if (n->opcode == Opcode::Placeholder) {
       r = n->input_index < static_cast<int>(needs_grad.size()) && needs_grad[static_cast<size_t>(n->input_index)];
+    } else if (n->grad_identity_of) {
+      r = req[n->grad_identity_of];  // a placeholder written under no_grad is still that tensor
     } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
       for (Node* in : n->input_nodes()) r |= req[in];
     }
@@ -172,6 +174,11 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
         for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
           const Node* n = it->get();
           if (n->opcode != Opcode::CallFunction || !req[n]) continue;
+          if (n->grad_identity_of) {  // written under no_grad: its gradient is the placeholder's
+            auto gi = grads.find(n);
+            if (gi != grads.end()) accumulate(grads[n->grad_identity_of], gi->second);
+            continue;
+          }
           if (n->is_getitem()) {
             auto gi = grads.find(n);
             if (gi == grads.end()) continue;

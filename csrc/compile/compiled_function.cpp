@@ -47,6 +47,25 @@ void append_tensor_key(std::string& k, const Tensor& t) {
   }
 }
 
+// Which tensor arguments share memory (a storage): a version captured with
+// distinct tensors computes a write into one without its effect on the other, so
+// `f(x, x)` must not reuse the version of `f(x, y)` (nor the reverse). Appends
+// nothing when no two share, so the usual key is unchanged.
+void append_alias_key(std::string& k, const std::vector<ArgValue>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined()) continue;
+    for (size_t j = 0; j < i; ++j) {
+      const Tensor* u = std::get_if<Tensor>(&args[j]);
+      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
+      uint32_t pair[2] = {static_cast<uint32_t>(i), static_cast<uint32_t>(j)};
+      k += 'A';
+      k.append(reinterpret_cast<const char*>(pair), sizeof(pair));
+      break;
+    }
+  }
+}
+
 std::string tensor_line(const std::string& name, const Tensor& t) {
   return str(name, ": ", dtype_name(t.dtype()), shape_str(t.sizes()), " strides ", shape_str(t.strides()),
              t.requires_grad() ? " requires_grad" : "", "\n");
@@ -159,6 +178,7 @@ std::string CompiledFunction::nonshape_key(const std::vector<ArgValue>& args) co
       k += '\0';
     }
   }
+  append_alias_key(k, args);
   return k;
 }
 
@@ -304,6 +324,7 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
       k += '\0';
     }
   }
+  append_alias_key(k, args);
   return k;
 }
 
@@ -327,7 +348,17 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
   // Python state the capture baked in: module training flags (modules() order) or an optimizer's layout.
-  if (!state_.empty()) d += "captured Python state (module training flags in modules() order, or optimizer state): " + state_ + "\n";
+  for (size_t i = 1; i < args.size(); ++i) {  // the aliasing part of the key (append_alias_key)
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    for (size_t j = 0; t && t->defined() && j < i; ++j) {
+      const Tensor* u = std::get_if<Tensor>(&args[j]);
+      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
+      auto nm = [&](size_t a) { return a < arg_names_.size() ? arg_names_[a] : "arg" + std::to_string(a); };
+      d += str(nm(i), " shares memory with ", nm(j), "\n");
+      break;
+    }
+  }
+  if (!state_.empty()) d += "captured Python state (module training flags and forward hook ids in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   return d;
 }
@@ -342,6 +373,9 @@ static std::string first_difference(const std::string& a, const std::string& b) 
     pa = ea + 1;
     pb = eb + 1;
   }
+  // One description has an extra line (e.g. "b shares memory with a"): that is the difference.
+  if (pa < a.size()) return a.substr(pa, a.find('\n', pa) - pa) + "  (cached version: no such line)";
+  if (pb < b.size()) return "(not so now)  cached version: " + b.substr(pb, b.find('\n', pb) - pb);
   return "argument count or grad mode changed";
 }
 
@@ -528,6 +562,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
   al.view_of_input.assign(nout, -1);
+  al.view_of_output.assign(nout, -1);
   al.view_steps.resize(nout);
   for (size_t i = 0; i < nout; ++i) {
     const Tensor& o = tr.outputs[i];
@@ -541,7 +576,17 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
     }
     bool view = false;
     for (auto& in : all) view |= shares_memory(in, o);
-    if (!view) continue;
+    if (!view) {
+      const graph::TraceResult::OutputView& ov = tr.output_views.at(i);
+      if (ov.output_index < 0) continue;
+      al.trivial = false;
+      al.view_of_output[i] = ov.output_index;
+      for (size_t k = 0; k < ov.steps.size(); ++k)
+        al.view_steps[i].push_back({ov.steps[k].first, ov.steps[k].second,
+                                    k < tr.output_view_sym_attrs.at(i).size() ? tr.output_view_sym_attrs[i][k]
+                                                                              : std::map<std::string, std::vector<graph::SymDim>>{}});
+      continue;
+    }
     al.trivial = false;
     // The chain of view operators back to the input it reads (the tracer's record:
     // after functionalization the graph holds values, not views).
@@ -760,6 +805,16 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
            " results, the captured graph has ", al.same_as_input.size());
   // A result must alias an input exactly where eager's did: a backend may hand
   // back an input (`x + 0` simplified to `x`) or a fresh copy of a view.
+  std::unordered_map<int, int64_t> sym_values;
+  bool have_sym_values = false;
+  auto replay_views = [&](Tensor v, const std::vector<OutputAliasing::ViewStep>& steps) {
+    if (!have_sym_values && a.graph && a.graph->is_symbolic()) sym_values = graph::symbol_values(*a.graph, all);
+    have_sym_values = true;
+    for (auto& s : steps)
+      v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, sym_values))
+              .at(0);
+    return v;
+  };
   for (size_t i = 0; i < out.size(); ++i) {
     if (al.same_as_input[i] >= 0) {
       out[i] = all[al.same_as_input[i]];
@@ -767,15 +822,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       out[i] = out[al.same_as_output[i]];
     } else if (al.view_of_input[i] >= 0) {
       const Tensor& base = all[al.view_of_input[i]];
-      if (!shares_memory(out[i], base)) {
-        Tensor v = base;
-        std::unordered_map<int, int64_t> values;
-        if (a.graph && a.graph->is_symbolic()) values = graph::symbol_values(*a.graph, all);
-        for (auto& s : al.view_steps[i])
-          v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, values))
-                  .at(0);
-        out[i] = v;
-      }
+      if (!shares_memory(out[i], base)) out[i] = replay_views(base, al.view_steps[i]);
     } else if (al.view_of_input[i] == -1) {
       for (auto& in : all)
         if (out[i].defined() && shares_memory(out[i], in)) {
@@ -783,6 +830,20 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
           break;
         }
     }
+  }
+  // Results that are views of other results in eager, their bases first (a view
+  // of a view of a result: the chain ends at a result, and there are no cycles).
+  if (!al.trivial && !al.view_of_output.empty()) {
+    std::vector<char> done(out.size(), 0);
+    std::function<void(size_t)> resolve = [&](size_t i) {
+      if (done[i]) return;
+      done[i] = 1;
+      int j = al.view_of_output[i];
+      if (j < 0) return;
+      resolve(static_cast<size_t>(j));
+      if (!shares_memory(out[i], out[j])) out[i] = replay_views(out[j], al.view_steps[i]);
+    };
+    for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
   return out;
 }

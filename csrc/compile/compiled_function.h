@@ -128,6 +128,9 @@ class CompiledFunction {
       std::map<std::string, std::vector<graph::SymDim>> sym_attrs;  // evaluated per call (dynamic shapes)
     };
     std::vector<int> view_of_input;
+    // >= 0: a view of that (fresh) result in eager, `view_steps` from it: the
+    // results share memory as eager's do (a write into one shows in the other).
+    std::vector<int> view_of_output;
     std::vector<std::vector<ViewStep>> view_steps;
     bool trivial = true;  // every result fresh in eager (the common case: one storage check each)
   };

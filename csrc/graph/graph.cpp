@@ -269,6 +269,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     c->users.clear();
     for (auto& a : c->args)
       if (auto* p = std::get_if<Node*>(&a); p && *p) *p = map.at(*p);
+    if (c->grad_identity_of) c->grad_identity_of = map.at(c->grad_identity_of);  // a placeholder: cloned before
     map[n.get()] = c.get();
     g->nodes_.push_back(std::move(c));
   }

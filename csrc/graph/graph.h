@@ -50,6 +50,11 @@ class Node {
   // call_function: grad mode was on when the function called it. Off (a `with
   // no_grad():` inside the function): its result is a constant for autograd.
   bool grad_enabled = true;
+  // The new value of a placeholder (a parameter, a buffer, an input) written in
+  // place under no_grad (`with no_grad(): w.clamp_(-1, 1)`): for autograd it is
+  // still that tensor, as in eager (a leaf stays a leaf), so a gradient reaching
+  // this value goes to the placeholder unchanged (aot/joint_graph.cpp).
+  Node* grad_identity_of = nullptr;
   std::vector<Node*> users;
 
   std::vector<Node*> input_nodes() const;  // the Node* args, in order

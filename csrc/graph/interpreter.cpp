@@ -3,6 +3,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "autograd/engine.h"
 #include "core/grad_mode.h"
 
 #include "ops/dispatch.h"
@@ -85,11 +86,21 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
         std::vector<Tensor> args;
         args.reserve(n->args.size());
         for (auto& a : n->args) args.push_back(value(a));
+        const bool recording = GradMode::is_enabled();
         std::optional<AutoGradMode> no_grad;  // the function ran it under no_grad
         if (!n->grad_enabled) no_grad.emplace(false);
         std::vector<Tensor> outs = n->sym_attrs.empty()
                                        ? call_op(*n->target, args, n->attrs)
                                        : call_op(*n->target, args, evaluate_sym_attrs(*n, sym_values));
+        no_grad.reset();
+        if (n->grad_identity_of && recording && env.at(n->grad_identity_of).requires_grad()) {
+          // A placeholder written under no_grad is still that tensor for autograd
+          // (Node::grad_identity_of): the new value, with the gradient passed to it.
+          std::vector<Tensor> v{outs.at(0)};
+          autograd::record_function("no_grad_write", {env.at(n->grad_identity_of)}, v,
+                                    [](const std::vector<Tensor>& g) { return g; }, {false});
+          outs[0] = v[0];
+        }
         env[n] = outs.at(0);
         if (!n->output_metas.empty()) results[n] = std::move(outs);
         // Free intermediates as soon as their last user ran.

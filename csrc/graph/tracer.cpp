@@ -276,6 +276,8 @@ class Tracer : public DispatchInterceptor {
           for (size_t i = first; i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
       }
     } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
+    user_grad_ = mark.enabled;
+    call_first_node_ = mark.first;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -383,6 +385,30 @@ class Tracer : public DispatchInterceptor {
         return true;
       }
     return false;
+  }
+  // The chain of view operators from another result to outputs[i], when
+  // outputs[i] is a view of it (eager's `return y, y[0]`; the nearest such result).
+  bool view_of_output(const std::vector<Tensor>& outputs, size_t i, int* output_index,
+                      std::vector<std::pair<const OpDef*, Attrs>>* steps, std::vector<SymAttrs>* sym_steps) {
+    std::vector<std::pair<const OpDef*, Attrs>> rev;
+    std::vector<SymAttrs> rev_sym;
+    const TensorImpl* cur = outputs[i].impl();
+    while (true) {
+      auto it = views_.find(cur);
+      if (it == views_.end()) return false;
+      const ViewInfo& v = it->second;
+      if (v.inputs.size() != 1 || v.out_index >= 0) return false;
+      rev.push_back({v.op, v.attrs});
+      rev_sym.push_back(v.sym_attrs);
+      cur = v.inputs[0].impl();
+      for (size_t j = 0; j < outputs.size(); ++j)
+        if (j != i && outputs[j].impl() == cur) {
+          *output_index = static_cast<int>(j);
+          steps->assign(rev.rbegin(), rev.rend());
+          sym_steps->assign(rev_sym.rbegin(), rev_sym.rend());
+          return true;
+        }
+    }
   }
 
  private:
@@ -502,6 +528,16 @@ class Tracer : public DispatchInterceptor {
     auto it = views_.find(t.impl());
     if (it == views_.end()) {
       check_unaliased_input(t, opname);
+      if (!user_grad_) {
+        // Written under no_grad: the tensor keeps its autograd identity (Node::grad_identity_of),
+        // marked on a node this call made (a copy_ may hand back its source's node).
+        Node* old = node_for(t);
+        if (old->grad_identity_of) old = old->grad_identity_of;
+        bool fresh = false;
+        for (size_t i = call_first_node_; i < g_.nodes().size() && !fresh; ++i) fresh = g_.nodes()[i].get() == value;
+        if (old->opcode == Opcode::Placeholder && fresh && value->opcode == Opcode::CallFunction)
+          value->grad_identity_of = old;
+      }
       values_[t.impl()] = value;
       ++gen_[t.impl()];
       return;
@@ -541,6 +577,9 @@ class Tracer : public DispatchInterceptor {
     Node* value = nullptr;
     if (name == "copy_") {
       value = convert(node_for(inputs.at(1)), self);
+      // Under no_grad the written tensor keeps its autograd identity, marked on the
+      // value node (write): a node of its own, not the source's.
+      if (!user_grad_ && value == node_for(inputs.at(1))) value = replay(get_op("clone"), {value}, {});
     } else if (name == "fill_") {
       SymAttrs sa = size_attr(self);
       value = replay(get_op("full"), {},
@@ -797,6 +836,8 @@ class Tracer : public DispatchInterceptor {
   }
   Graph& g_;
   bool execute_;
+  bool user_grad_ = true;       // the grad mode the function called the current operator under
+  size_t call_first_node_ = 0;  // the first node the current operator's call recorded
   bool lift_;
   int num_inputs_;
   std::vector<Tensor> free_;
@@ -947,7 +988,9 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   r.output_view_sym_attrs.resize(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i)
     if (!tracer.view_chain(r.outputs[i], &r.output_views[i].input_index, &r.output_views[i].steps,
-                           &r.output_view_sym_attrs[i])) {
+                           &r.output_view_sym_attrs[i]) &&
+        !tracer.view_of_output(r.outputs, i, &r.output_views[i].output_index, &r.output_views[i].steps,
+                               &r.output_view_sym_attrs[i])) {
       r.output_views[i] = {};
       r.output_view_sym_attrs[i].clear();
     }

@@ -57,8 +57,11 @@ struct TraceResult {
   std::vector<int> mutated_inputs;
   // Per result: a view of the placeholder input_index in eager (-1: not), and
   // the view operators from it, so a caller can return a view as eager does.
+  // Not a view of an input but of another result (eager's `y, y[0]`): output_index
+  // is that result and `steps` lead from it, so both results share memory as in eager.
   struct OutputView {
     int input_index = -1;
+    int output_index = -1;
     std::vector<std::pair<const OpDef*, Attrs>> steps;
   };
   std::vector<OutputView> output_views;

@@ -46,6 +46,7 @@ bool eliminate_common_subexpressions(Graph& g) {
   for (auto& up : g.nodes()) {
     Node* n = up.get();
     if (n->opcode != Opcode::CallFunction || n->target->has(kRandom) || n->target->has(kInplace)) continue;
+    if (n->grad_identity_of) continue;  // the same value, not the same tensor for autograd
     Key k{n->target, n->args, &n->attrs, n->grad_enabled};
     auto [it, inserted] = seen.emplace(k, n);
     if (!inserted) {

@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "common.h"
 #include "core/grad_mode.h"
+#include "graph/tracer.h"
 #include "ops/ops.h"
 
 namespace tp::py {
@@ -89,9 +90,34 @@ void bind_node(nb::module_& m) {
       .def("__exit__", [](HookHandle& h, nb::args) { h.remove(); });
 }
 
+// Autograd calls a capture cannot turn into graph operators: the capture runs the
+// function once without recording autograd (the compiled backward is built from
+// the forward graph), so they would fail with a misleading message (the tensor
+// "does not require grad") or take effect only at capture (a hook registered on
+// an input, `p.grad = None` of optimizer.zero_grad()). Refused with the way out.
+void refuse_in_capture(const char* what, const char* instead) {
+  if (graph::is_tracing())
+    throw CaptureError(str(what, " inside a compiled function (tp.compile) is not supported: the capture runs the "
+                           "function once, without autograd; ", instead, ", or run the function without tp.compile"));
+}
+// `x.detach()` during a capture: a view of x recorded with grad mode off, so the
+// graph has it (eager's detach makes a tensor outside the operators, which the
+// capture could only refuse), it shares x's memory as eager's does (a write
+// through it reaches x), and the AOT layer sends no gradient through it.
+Tensor detach_or_trace(const Tensor& t) {
+  if (!graph::is_tracing()) return autograd::detach(t);
+  AutoGradMode no_grad(false);
+  return ops::view(t, t.sizes());
+}
+
+constexpr const char* kHookInstead =
+    "call it on a tensor outside the compiled function (an argument before the call, or a result after it)";
+constexpr const char* kBackwardInstead = "return the loss and call backward() on it after the compiled call";
+
 void bind_engine(nb::module_& m) {
   m.def("_backward", [](std::vector<Tensor> roots, std::vector<std::optional<Tensor>> grads, bool retain,
                         bool create_graph, std::vector<Tensor> inputs) {
+    refuse_in_capture("backward()", kBackwardInstead);
     autograd::backward(roots, defined_or_empty(grads), retain, create_graph, inputs);
   }, nb::arg("roots"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("create_graph") = false,
         nb::arg("inputs") = std::vector<Tensor>{});
@@ -111,6 +137,7 @@ void bind_engine(nb::module_& m) {
   }, nb::arg("name"), nb::arg("needs_grad"));
   m.def("_grad", [](std::vector<Tensor> roots, std::vector<Tensor> inputs, std::vector<std::optional<Tensor>> grads,
                     bool retain, bool allow_unused, bool create_graph) {
+    refuse_in_capture("tp.autograd.grad", kBackwardInstead);
     return to_optional(autograd::grad(roots, inputs, defined_or_empty(grads), retain, allow_unused, create_graph));
   }, nb::arg("roots"), nb::arg("inputs"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("allow_unused"),
         nb::arg("create_graph") = false);
@@ -165,6 +192,8 @@ void bind_tensor_autograd() {
         return Tensor(t.impl()->grad);
       }),
       nb::cpp_function([](const Tensor& t, std::optional<Tensor> g) {
+        refuse_in_capture("setting Tensor.grad (optimizer.zero_grad())",
+                          "call it outside the compiled function (or zero_grad(set_to_none=False))");
         if (g) {
           TP_CHECK(g->sizes() == t.sizes(), ValueError, "assigned grad has shape ", shape_str(g->sizes()),
                    " but the tensor has shape ", shape_str(t.sizes()));
@@ -180,6 +209,7 @@ void bind_tensor_autograd() {
   method("is_inference", [](const Tensor& t) { return autograd::is_inference(t); });
   method("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
                         bool create_graph, nb::handle inputs) {
+    refuse_in_capture("backward()", kBackwardInstead);
     std::vector<Tensor> ins;
     if (nb::isinstance<Tensor>(inputs)) ins.push_back(nb::cast<Tensor>(inputs));
     else if (!inputs.is_none()) ins = nb::cast<std::vector<Tensor>>(inputs);
@@ -187,14 +217,19 @@ void bind_tensor_autograd() {
                        ins);
   }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false,
      nb::arg("inputs") = nb::none());
-  method("detach", [](const Tensor& t) { return autograd::detach(t); });
+  method("detach", [](const Tensor& t) { return detach_or_trace(t); });
   method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
-  method("retain_grad", [](const Tensor& t) { autograd::retain_grad(t); });
+  method("retain_grad", [](const Tensor& t) {
+    refuse_in_capture("Tensor.retain_grad", kHookInstead);
+    autograd::retain_grad(t);
+  });
   method("register_hook", [](const Tensor& t, nb::handle fn) {
+    refuse_in_capture("Tensor.register_hook", kHookInstead);
     int64_t id = autograd::register_hook(t, python_hook(fn));
     return HookHandle{autograd::hook_owner(t), id};
   }, nb::arg("hook"));
   method("register_post_accumulate_grad_hook", [](const Tensor& t, nb::handle fn) {
+    refuse_in_capture("Tensor.register_post_accumulate_grad_hook", kHookInstead);
     auto f = hold(fn);
     int64_t id = autograd::register_hook(t, [f](const Tensor& leaf) {
       nb::gil_scoped_acquire gil;

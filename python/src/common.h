@@ -46,6 +46,12 @@ std::vector<int64_t> dims_from(nb::handle h);  // None -> {}, int -> {d}, sequen
 std::shared_ptr<nb::object> keep_py(nb::object o);
 bool interpreter_finalizing();
 
+// A floating `t.item()` during a capture returns a 0-d tensor of the graph
+// (tensor.cpp); a compiled function that returns that tensor as it is gives the
+// caller a Python float, as eager does (compile.cpp, PyOutputStructure).
+void note_capture_item(const Tensor& t);
+bool is_capture_item(const Tensor& t);
+
 // DType <-> DLPack dtype codes (NumPy interop and DLPack share them).
 nb::dlpack::dtype to_dlpack_dtype(DType t);
 std::optional<DType> from_dlpack_dtype(nb::dlpack::dtype d);  // nullopt: no TensorPlay dtype

@@ -1,5 +1,7 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
+#include <algorithm>
+
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -7,6 +9,7 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include "common.h"
+#include "python_state.h"
 #include "compile/dynamic_marks.h"
 #include "autograd/forward_ad.h"
 #include "compile/compiled_function.h"
@@ -88,11 +91,36 @@ nb::object outputs_to_python(std::vector<Tensor>&& out, bool is_tuple) {
   return nb::tuple(l);
 }
 
+// The 0-d tensors floating item() returned during captures (weak: a capture's
+// values die with it; expired entries are dropped as the list grows).
+std::vector<std::weak_ptr<TensorImpl>>& capture_items() {
+  static std::vector<std::weak_ptr<TensorImpl>> items;  // the GIL serializes captures' Python code
+  return items;
+}
+
+}  // namespace
+
+void note_capture_item(const Tensor& t) {
+  auto& v = capture_items();
+  if (v.size() >= 64)
+    v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
+  v.push_back(t.impl_ptr());
+}
+
+bool is_capture_item(const Tensor& t) {
+  for (const auto& w : capture_items())
+    if (!w.expired() && w.lock().get() == t.impl()) return true;
+  return false;
+}
+
+namespace {
+
 // What a compiled function returned, with its tensors taken out: containers
 // (tuple, list, dict, namedtuple), None and Python numbers/strings are kept, so
 // every call gives back eager's structure (a 1-tuple stays a 1-tuple).
 struct PyOutputStructure : compile::OutputStructure {
-  enum Kind { kTensor, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
+  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float.
+  enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
   size_t index = 0;                                        // kTensor: position among the tensors
   std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
   std::shared_ptr<nb::object> object;                      // kConstant value, kDict keys, kNamedTuple type
@@ -102,6 +130,7 @@ struct PyOutputStructure : compile::OutputStructure {
     if (nb::isinstance<Tensor>(r)) {
       s->index = tensors->size();
       tensors->push_back(nb::cast<Tensor>(r));
+      if (is_capture_item(tensors->back())) s->kind = kItem;
       return s;
     }
     PyObject* p = r.ptr();
@@ -145,6 +174,7 @@ struct PyOutputStructure : compile::OutputStructure {
   nb::object build(const std::vector<nb::object>& tensors) const {
     switch (kind) {
       case kTensor: return tensors.at(index);
+      case kItem: return tensors.at(index).attr("item")();
       case kConstant: return *object;
       case kTuple:
       case kNamedTuple: {
@@ -406,6 +436,14 @@ void bind_compile(nb::module_& m) {
         auto r = keep_py(std::move(reader));
         c.fn->set_state_reader([r] { return nb::cast<std::string>((*r)()); });
       })
+      // A function that calls modules (a training step naming a global `model`):
+      // `finder()` lists them, at the first call; their training flags and forward
+      // hooks then select the version as for a compiled module.
+      .def("_set_module_finder", [](PyCompiled& c, nb::object finder) {
+        auto st = std::make_shared<ModuleState>();
+        st->finder = keep_py(std::move(finder));
+        c.fn->set_state_reader(module_state_reader(st));
+      })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
@@ -502,26 +540,15 @@ void bind_compile(nb::module_& m) {
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
-    // An nn.Module compiled whole: the training flag of every module in its tree is
-    // baked in by the capture, so it selects the version (one flag per module, in modules() order).
+    // An nn.Module compiled whole: the training flags and forward hooks of its tree
+    // select the version (module_state_reader), the tree listed now.
     if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
-      std::vector<std::shared_ptr<nb::object>> mods;
-      for (nb::handle mod : fn.attr("modules")()) mods.push_back(keep_py(nb::borrow(mod)));
-      pc->fn->set_state_reader([mods] {
-        std::string s;  // one '1'/'0' per module (short: no allocation for small trees)
-        static PyObject* const training = PyUnicode_InternFromString("training");  // no string per call
-        for (auto& mod : mods) {
-          PyObject* t = PyObject_GetAttr(mod->ptr(), training);
-          if (!t) {
-            PyErr_Clear();
-            s += '?';
-            continue;
-          }
-          s += PyObject_IsTrue(t) == 1 ? '1' : '0';
-          Py_DECREF(t);
-        }
-        return s;
-      });
+      auto st = std::make_shared<ModuleState>();
+      st->finder = keep_py(fn.attr("modules"));
+      st->modules_only = true;
+      st->resolve();
+      st->resolved = true;
+      pc->fn->set_state_reader(module_state_reader(st));
     }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),

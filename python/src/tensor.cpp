@@ -260,7 +260,9 @@ void bind_tensor(nb::module_& m) {
         // program per value); an integer or bool one is a data gate.
         if (graph::is_tracing() && is_floating(t.dtype())) {
           graph::read_gate_value("item", t);  // the same error as eager for several elements
-          return nb::cast(ops::clone(ops::view(t, {})));
+          Tensor r = ops::clone(ops::view(t, {}));
+          note_capture_item(r);
+          return nb::cast(std::move(r));
         }
         return scalar_to_py(gate(host_copy(t), "item"));  // a CUDA tensor is read on the host
       })

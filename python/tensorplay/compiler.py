@@ -201,6 +201,104 @@ def _locate_free_tensors(fn, ids):
     return found
 
 
+def _python_state_sources(fn):
+    """The Python state a capture of `fn` bakes in and that selects its version
+    (read at every call by the binding, python/src/compile.cpp):
+    (modules, [(name, dict or cell, key or None)]): the nn.Modules it can reach
+    (training flags, forward hooks, number attributes) and the globals / closure
+    cells its code names (numbers and short lists of numbers in them)."""
+    sources, seen = [], set()
+
+    def add(f, prefix, depth):
+        code = getattr(f, "__code__", None)
+        if not isinstance(f, types.FunctionType) or code is None or id(f) in seen:
+            return
+        seen.add(id(f))
+        g = f.__globals__
+        cells = dict(zip(code.co_freevars, f.__closure__ or ()))
+        for name in sorted(_code_names(code, set())):
+            if name not in g or name in cells:
+                continue
+            v = g[name]
+            if type(v) is types.FunctionType:
+                if depth < 3:  # a helper it calls reads its own globals (a config number)
+                    add(v, f"{prefix}{name}.", depth + 1)
+            elif not issubclass(type(v), (types.ModuleType, type)) and (id(g), name) not in sources_keys:
+                sources_keys.add((id(g), name))
+                sources.append((prefix + name, g, name))
+        for name, cell in cells.items():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # not assigned yet
+                v = None
+            if type(v) is types.FunctionType:
+                if depth < 3:
+                    add(v, f"{prefix}{name}.", depth + 1)
+            else:
+                sources.append((prefix + name, cell, None))
+
+    sources_keys = set()
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):  # a module or callable object: its forward / __call__
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    try:
+        add(target, "", 0)
+    except Exception:  # an object that refuses inspection: the sources found so far
+        pass
+    return _modules_reached(fn), sources
+
+
+def _modules_reached(fn):
+    """The nn.Modules a function can reach the way _locate_free_tensors searches
+    (its owner, the globals its code names, closure cells, helpers it calls,
+    object attributes and containers), in search order. Their training flags and
+    forward hooks are Python state a capture bakes in, so they select the version
+    of a compiled function that calls them (a training step naming `model`)."""
+    from .nn import Module  # late: nn imports tensorplay
+
+    out, seen = [], set()
+    queue = collections.deque()
+    target = fn
+    if isinstance(fn, types.MethodType):
+        queue.append((fn.__self__, 0))
+        target = fn.__func__
+    elif not isinstance(fn, types.FunctionType):
+        queue.append((fn, 0))
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    if isinstance(target, types.FunctionType):
+        queue.extend((r[0], 1) for r in _function_roots(target))
+    visited = 0
+    while queue and visited < _SEARCH_LIMIT:
+        value, depth = queue.popleft()
+        if id(value) in seen or depth > _SEARCH_DEPTH or value is None:
+            continue
+        seen.add(id(value))
+        visited += 1
+        try:
+            if isinstance(value, (_C.Tensor, type, types.ModuleType, str, bytes, int, float, complex, bool)):
+                continue
+            if isinstance(value, Module):
+                out.append(value)
+            if isinstance(value, dict):
+                queue.extend((v, depth + 1) for v in list(value.values()))
+            elif isinstance(value, (list, tuple)):
+                queue.extend((v, depth + 1) for v in value)
+            elif isinstance(value, types.FunctionType):
+                queue.extend((r[0], depth + 1) for r in _function_roots(value))
+            elif isinstance(value, _C.CompiledFunction):
+                queue.append((value.__wrapped__, depth + 1))
+            elif isinstance(value, types.MethodType):
+                queue.append((value.__self__, depth + 1))
+                queue.extend((r[0], depth + 1) for r in _function_roots(value.__func__))
+            else:
+                d = getattr(value, "__dict__", None)
+                if isinstance(d, dict):
+                    queue.extend((v, depth + 1) for v in list(d.values()))
+        except Exception:  # an object that refuses inspection
+            continue
+    return out
+
+
 def _make_binder(fn):
     """Resolves keyword arguments and defaults into the positional tuple the
     compiled function takes (the slow path; positional calls never come here)."""
@@ -288,6 +386,9 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         cf._set_state_reader(reader)
         nested.state_reader = reader
         return _CompiledOptimizerStep(cf)
+    from .nn import Module  # late: nn imports tensorplay
+    if not isinstance(fn, Module):  # a module's own tree is read by _C._compile
+        cf._set_module_finder(lambda: _python_state_sources(fn))
     return cf
 
 

@@ -310,10 +310,18 @@ def test_tensor_made_inside_the_function_stays_correct():
     assert_compiled_matches_eager(f, tp.randn(3))
 
 
-def test_detach_of_an_argument_inside_a_compiled_function_is_refused():
-    cf = tp.compile(lambda x: x.detach() * 2)
-    with pytest.raises(tp.compiler.CaptureError, match="detach"):
-        cf(tp.ones(3))
+def test_detach_of_an_argument_inside_a_compiled_function_is_a_view_without_gradient():
+    # It used to be refused (a tensor made outside the operators); now it is a
+    # view recorded with grad mode off: eager's values, memory and gradients.
+    def f(x):
+        x.detach().mul_(2)
+        return x.detach() * 2 + x
+
+    assert_compiled_matches_eager(f, tp.ones(3))
+    w = tp.randn(3, requires_grad=True)
+    cf = tp.compile(lambda: (w * w.detach()).sum())
+    cf().backward()
+    np.testing.assert_allclose(vals(w.grad), vals(w), rtol=1e-6)
 
 
 # ------------------------------------------------------ 2. .data swaps

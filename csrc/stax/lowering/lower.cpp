@@ -43,8 +43,12 @@ class Lowerer {
       check_dtype(p);
       LoweringContext c(r_, p, {}, {}, "");
       if (g.is_symbolic() && !all_const(p->sym_sizes)) {  // a contiguous input of symbolic shape
-        if (p->meta.strides != contiguous_strides(p->meta.sizes))
-          cannot_lower(p, "an input with symbolic shapes must be contiguous");
+        // A dim of size 1 is only ever indexed at 0, so its stride is irrelevant
+        // (`idx[:, :-1]` of a [1, n + 1] tensor is contiguous with strides [n + 1, 1]).
+        const Shape want = contiguous_strides(p->meta.sizes);
+        for (size_t d = 0; d < want.size(); ++d)
+          if (p->meta.sizes[d] != 1 && p->meta.strides[d] != want[d])
+            cannot_lower(p, "an input with symbolic shapes must be contiguous");
         int buf = c.add_buffer(BufferKind::Input, "in", p->meta.dtype, p->sym_sizes, p->input_index);
         env_[p] = c.from_contiguous_buffer(buf, p->sym_sizes, p->meta.dtype);
         prog_.num_inputs++;

@@ -75,6 +75,11 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
+        if _C._is_tracing():
+            # Which gradients exist is Python state: a capture would clear them
+            # once, and later calls of the compiled function would accumulate.
+            raise _C.CaptureError("optimizer.zero_grad() inside a compiled function (tp.compile) is not supported: "
+                                  "it would run only once, at capture; call it outside the compiled function")
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad

@@ -43,7 +43,7 @@ class SGD(Optimizer):
             state = self.state[p]
             buf = state.get("momentum_buffer")
             if buf is None:
-                buf = d_p.detach().clone()  # the first step takes the gradient as is (no dampening)
+                buf = d_p.clone()  # the first step takes the gradient as is (no dampening); no_grad: no history
                 state["momentum_buffer"] = buf
             else:
                 buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])

@@ -303,6 +303,10 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        if _C._is_tracing():
+            # As Optimizer.zero_grad: it would run only once, at capture.
+            raise _C.CaptureError("module.zero_grad() inside a compiled function (tp.compile) is not supported: "
+                                  "it would run only once, at capture; call it outside the compiled function")
         for p in self.parameters():
             g = p.grad
             if g is None:

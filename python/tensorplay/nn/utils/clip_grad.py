@@ -20,12 +20,15 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return _tp.zeros([])
+    # no_grad, not .detach(): the same values without history, and a compiled
+    # function can capture it (a detached gradient is a second tensor over the
+    # gradient's memory, which the capture cannot tell apart from an unrelated one).
     with no_grad():
         if math.isinf(norm_type):
-            per = [t.detach().abs().amax().to(_tp.float64) for t in tensors]
+            per = [t.abs().amax().to(_tp.float64) for t in tensors]
             total = _tp.stack(per).amax()
         else:
-            per = [_tp.pow(t.detach().abs().to(_tp.float64), norm_type).sum() for t in tensors]
+            per = [_tp.pow(t.abs().to(_tp.float64), norm_type).sum() for t in tensors]
             total = _tp.pow(_tp.stack(per).sum(), 1.0 / norm_type)
         total = total.to(tensors[0].dtype)
     if error_if_nonfinite and not math.isfinite(total.item()):

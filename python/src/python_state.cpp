@@ -1,0 +1,166 @@
+// The Python state a compiled function's version depends on (python_state.h).
+#include "python_state.h"
+
+#include <charconv>
+
+namespace tp::py {
+namespace {
+
+// Appends a number's value (a bool, an int or a float; exactly, floats by their
+// shortest round-trip text) and returns true; false for anything else.
+bool append_number(std::string& s, PyObject* v, int depth = 0) {
+  char buf[32];
+  if (PyBool_Check(v)) {
+    s += v == Py_True ? "True" : "False";
+  } else if (PyLong_CheckExact(v)) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+      s += "<big int>";  // not compared: such a value is not a size or a scale
+      return true;
+    }
+    auto r = std::to_chars(buf, buf + sizeof(buf), x);
+    s.append(buf, r.ptr);
+  } else if (PyFloat_CheckExact(v)) {
+    auto r = std::to_chars(buf, buf + sizeof(buf), PyFloat_AS_DOUBLE(v));
+    s.append(buf, r.ptr);
+  } else if (depth == 0 && (PyList_CheckExact(v) || PyTuple_CheckExact(v))) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (n > 16) return false;
+    size_t mark = s.size();
+    s += '[';
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (i) s += ',';
+      if (!append_number(s, PySequence_Fast_GET_ITEM(v, i), 1)) {
+        s.resize(mark);
+        return false;
+      }
+    }
+    s += ']';
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The objects the state is made of, in a fixed order (nullptr separates groups):
+// Python numbers are immutable, so while every one is the same object as at the
+// last call the state is the same, and a call costs one pointer comparison per
+// entry; any difference rebuilds the text (which may well be equal again).
+template <class Visit>
+void visit_state(const ModuleState& st, Visit&& visit) {
+  for (size_t m = 0; m < st.mods.size(); ++m) {
+    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value)) visit(key);
+      visit(nullptr);
+    }
+    for (auto& dict : {st.attr_dicts[m], st.child_dicts[m]}) {
+      PyObject* d = dict ? dict->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value)) {
+        visit(key);
+        visit(value);
+      }
+      visit(nullptr);
+    }
+  }
+  for (auto& src : st.sources) {
+    PyObject* v = src.value();
+    visit(v);
+    if (v && (PyList_CheckExact(v) || PyTuple_CheckExact(v)) && PySequence_Fast_GET_SIZE(v) <= 16)
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) visit(PySequence_Fast_GET_ITEM(v, i));
+    visit(nullptr);
+  }
+}
+
+std::string state_text(const ModuleState& st) {
+  std::string s;
+  if (st.generation) s += "tree " + std::to_string(st.generation) + ": ";
+  static PyObject* const training = PyUnicode_InternFromString("training");
+  for (size_t m = 0; m < st.mods.size(); ++m) {
+    PyObject* t = PyObject_GetAttr(st.mods[m]->ptr(), training);
+    if (!t) {
+      PyErr_Clear();
+      s += '?';
+    } else {
+      s += PyObject_IsTrue(t) == 1 ? '1' : '0';
+      Py_DECREF(t);
+    }
+    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
+      if (!d || PyDict_Size(d) == 0) continue;
+      s += k == 2 * m ? " pre hooks" : " hooks";
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (PyDict_Next(d, &pos, &key, &value)) {
+        PyObject* r = PyObject_Repr(key);
+        const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
+        if (u) (s += ' ') += u;
+        else PyErr_Clear();
+        Py_XDECREF(r);
+      }
+      s += ';';
+    }
+    if (PyObject* d = st.attr_dicts[m] ? st.attr_dicts[m]->ptr() : nullptr) {
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (PyDict_Next(d, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, "training") == 0) continue;
+        size_t mark = s.size();
+        const char* u = PyUnicode_AsUTF8(key);
+        if (!u) {
+          PyErr_Clear();
+          continue;
+        }
+        ((s += ' ') += u) += '=';
+        if (!append_number(s, value, 1)) s.resize(mark);  // module attributes: numbers only
+      }
+    }
+    s += " |";
+  }
+  for (auto& src : st.sources) {
+    PyObject* v = src.value();
+    size_t mark = s.size();
+    ((s += ' ') += src.name) += '=';
+    if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change
+  }
+  return s;
+}
+
+}  // namespace
+
+std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st) {
+  // The last call's objects (held, so an address cannot be reused) and text.
+  auto last = std::make_shared<std::pair<std::vector<nb::object>, std::string>>();
+  auto valid = std::make_shared<bool>(false);
+  return [st, last, valid] {
+    if (!st->resolved) {
+      st->resolved = true;
+      st->resolve();
+    }
+    if (*valid) {
+      size_t i = 0;
+      bool same = true;
+      visit_state(*st, [&](PyObject* o) {
+        same = same && i < last->first.size() && last->first[i].ptr() == o;
+        ++i;
+      });
+      if (same && i == last->first.size()) return last->second;
+    }
+    if (st->tree_changed()) {  // list the modules again; versions of the old tree are not reused
+      st->resolve();
+      ++st->generation;
+    }
+    last->first.clear();
+    visit_state(*st, [&](PyObject* o) { last->first.push_back(o ? nb::borrow(o) : nb::object()); });
+    last->second = state_text(*st);
+    *valid = true;
+    return last->second;
+  };
+}
+
+}  // namespace tp::py

@@ -1,0 +1,207 @@
+"""Module state a capture bakes in, as a user's training script meets it: a
+compiled training/eval step that calls a global model (train()/eval() between
+calls), forward hooks added or removed after the first compiled call, and
+gradient hooks registered inside a compiled function. Each used to give a
+silently different result from eager (the first version kept running)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn as nn
+import tensorplay.nn.functional as F
+
+
+def _model():
+    tp.manual_seed(1)
+    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+
+
+def _losses(compiled):
+    model = _model()
+    opt = tp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def train_step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    def eval_step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    if compiled:
+        train_step = tp.compile(train_step, strict_native=True)
+        eval_step = tp.compile(eval_step, strict_native=True)
+    tp.manual_seed(0)
+    x, y = tp.randn(16, 4), tp.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0])
+    out = []
+    for i in range(6):
+        model.train(i % 3 != 2)
+        if model.training:
+            tp.manual_seed(100 + i)
+            loss = train_step(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        else:
+            with tp.no_grad():
+                loss = eval_step(x, y)
+        out.append(loss.item())
+    with tp.no_grad():
+        model.eval()
+        out.append(eval_step(x, y).item())
+        model.train()
+        tp.manual_seed(7)
+        out.append(eval_step(x, y).item())
+    return np.array(out), model[1].running_mean.numpy().copy()
+
+
+def test_train_eval_toggles_of_a_global_model_select_the_compiled_version():
+    eager, rm_eager = _losses(False)
+    compiled, rm_compiled = _losses(True)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rm_compiled, rm_eager, rtol=1e-5, atol=1e-6)
+
+
+def test_eval_of_a_model_reached_through_an_object_attribute():
+    class Trainer:
+        def __init__(self):
+            self.net = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.9))
+
+        def predict(self, x):
+            return self.net(x)
+
+    t = Trainer()
+    f = tp.compile(t.predict, strict_native=True)
+    x = tp.randn(4, 3)
+    with tp.no_grad():
+        f(x)
+        t.net.eval()
+        np.testing.assert_allclose(f(x).numpy(), t.net(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["module", "function"])
+def test_forward_hooks_added_or_removed_after_the_first_call(how):
+    tp.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+    f = tp.compile(model) if how == "module" else tp.compile(lambda x: model(x))
+    x = tp.randn(3, 4)
+    with tp.no_grad():
+        f(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "hooks ran during capture"
+            h = model[0].register_forward_hook(lambda m, args, out: out * 0)
+            np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+            h.remove()
+            np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+            h = model.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+            np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+            h.remove()
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["register_hook", "retain_grad"])
+def test_gradient_hooks_inside_a_compiled_function_raise_clearly(method):
+    # They used to fail with "doesn't require gradient" (the capture runs the
+    # forward without autograd) or, on a leaf, to register once at capture.
+    w = tp.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        h = x @ w
+        if method == "register_hook":
+            h.register_hook(lambda g: g * 2)
+        else:
+            h.retain_grad()
+        return h.sin().sum()
+
+    with pytest.raises(tp.compiler.CaptureError, match=f"Tensor.{method} inside a compiled function"):
+        tp.compile(f)(tp.randn(3, 4))
+
+
+def test_hooks_outside_the_compiled_function_still_run():
+    w = tp.randn(4, 4, requires_grad=True)
+    calls = []
+    w.register_hook(lambda g: (calls.append(1), g * 3)[1])
+    f = tp.compile(lambda x: (x @ w).tanh().sum(), strict_native=True)
+    x = tp.randn(3, 4)
+    out = f(x)
+    out.register_hook(lambda g: (calls.append(2), g * 2)[1])
+    out.backward()
+    got = w.grad.numpy().copy()
+    w.grad = None
+    (x @ w).tanh().sum().backward()
+    assert calls == [2, 1, 1]
+    np.testing.assert_allclose(got, 2 * w.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("body", ["backward", "autograd.grad", "opt.zero_grad", "model.zero_grad", "grad = None"])
+def test_autograd_calls_inside_a_compiled_function_raise_clearly(body):
+    # backward() used to fail with "does not require grad" (the capture runs the
+    # forward without autograd); zero_grad() ran once, at capture, so the
+    # gradients of later calls accumulated silently.
+    model = nn.Linear(3, 1)
+    opt = tp.optim.SGD(model.parameters(), lr=0.1)
+    model(tp.ones(2, 3)).sum().backward()
+
+    def step(x):
+        if body == "opt.zero_grad":
+            opt.zero_grad()
+        elif body == "model.zero_grad":
+            model.zero_grad()
+        elif body == "grad = None":
+            model.weight.grad = None
+        loss = model(x).sum()
+        if body == "backward":
+            loss.backward()
+        elif body == "autograd.grad":
+            tp.autograd.grad(loss, [model.weight])
+        return loss
+
+    with pytest.raises(tp.compiler.CaptureError, match="inside a compiled function"):
+        tp.compile(step)(tp.ones(2, 3))
+
+
+@pytest.mark.parametrize("how", ["module", "function"])
+def test_submodules_replaced_or_appended_after_the_first_call(how):
+    # Activations have no parameters, so no re-read tensor changed: the first
+    # version (tanh) used to keep running.
+    tp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    f = tp.compile(model, strict_native=True) if how == "module" else tp.compile(lambda x: model(x), strict_native=True)
+    x = tp.randn(5, 3)
+    with tp.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model[1] = nn.ReLU()
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model.append(nn.Sigmoid())
+        np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+        model[3].register_forward_hook(lambda m, args, out: out * 0 + 1)  # a module added later: its hooks count
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.testing.assert_allclose(f(x).numpy(), np.ones((5, 2)), rtol=1e-6)
+
+
+_GLOBAL_MODEL = None
+
+
+def test_a_global_model_rebound_to_another_architecture():
+    global _GLOBAL_MODEL
+    tp.manual_seed(0)
+    _GLOBAL_MODEL = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    f = tp.compile(lambda x: _GLOBAL_MODEL(x), strict_native=True)
+    x = tp.randn(2, 3)
+    with tp.no_grad():
+        f(x)
+        _GLOBAL_MODEL = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+        np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    _GLOBAL_MODEL = None
+
+
+def test_a_rebound_global_tensor_does_not_recapture():
+    w = [tp.randn(3, 3)]
+    f = tp.compile(lambda x: x @ w[0], strict_native=True)
+    x = tp.randn(2, 3)
+    for _ in range(4):
+        w[0] = w[0] * 0.5
+        np.testing.assert_allclose(f(x).numpy(), (x @ w[0]).numpy(), rtol=1e-5)
+    assert tp.compiler.metrics.compile_count == 1
