@@ -1,6 +1,7 @@
 // The C++ API of api_nn_linalg.h: each function calls its operator through
 // the dispatcher with attributes named as in the operator's schema.
 #include "ops/api_nn_linalg.h"
+#include "ops/ops.h"
 
 #include "ops/dispatch.h"
 #include "ops/registry.h"
@@ -57,6 +58,11 @@ Tensor ones_like(const Tensor& x, std::optional<DType> dtype) {
 }
 Tensor full_like(const Tensor& x, const Scalar& value, std::optional<DType> dtype) {
   return call_op1(TP_NN_OP("full_like"), {x}, {{"fill_value", value}, {"dtype", opt(dtype)}});
+}
+
+Tensor full_beside(const Tensor& x, const Scalar& value, DType dtype) {
+  if (x.device().kind == Device::Kind::CPU) return full(x.sizes(), value, dtype);
+  return to_dtype(where(Tensor::scalar_tensor(Scalar(true), DType::Bool), scalar(value), x), dtype);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const Dims& padding,

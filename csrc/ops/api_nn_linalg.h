@@ -33,6 +33,11 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DTyp
 Tensor zeros_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor ones_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor full_like(const Tensor& x, const Scalar& value, std::optional<DType> dtype = std::nullopt);
+// A tensor of x's shape and device filled with `value`, for composites: the
+// C++ factories (full_like included) make host tensors, which the Python
+// binding moves for a user's call, but a decomposition over a CUDA x must not
+// mix them in (the same-device check refuses that).
+Tensor full_beside(const Tensor& x, const Scalar& value, DType dtype);
 
 // ---- convolution and pooling (ops/conv_ops.cpp, ops/pool_ops.cpp, ops/nn_ops.cpp) ----
 // Lists of one element broadcast; an empty pooling stride means kernel_size.

@@ -1083,7 +1083,7 @@ std::vector<Tensor> at_dim(const Tensor& x, int64_t dim, const Tensor& index, co
 // be refused by index_put's same-device check).
 Tensor scalar_beside(const Tensor& x, const Scalar& value, DType dtype) {
   if (x.device().kind == Device::Kind::CPU || x.numel() == 0) return Tensor::scalar_tensor(value, dtype);
-  return ops::full_like(ops::reshape(ops::slice(ops::reshape(x, {-1}), 0, 0, 1, 1), {}), value, dtype);
+  return ops::full_beside(ops::reshape(ops::slice(ops::reshape(x, {-1}), 0, 0, 1, 1), {}), value, dtype);
 }
 
 std::vector<Tensor> index_fill_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -1099,9 +1099,14 @@ std::vector<Tensor> index_fill_tensor_decompose(const std::vector<Tensor>& in, c
   const Tensor& x = in[0];
   TP_CHECK(in[2].dim() == 0, ValueError, "index_fill: only supports a 0-dimensional value tensor, but got a value of shape ",
            shape_str(in[2].sizes()));
-  const Tensor filled = ops::index_put(ops::zeros_like(x, DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
+  const Tensor filled = ops::index_put(ops::full_beside(x, Scalar(false), DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
                                        scalar_beside(x, Scalar(true), DType::Bool));
-  return {ops::where(filled, ops::to_dtype(in[2], x.dtype()), x)};
+  // A Python number arrives as a host 0-d tensor: for a CUDA x it is made beside x
+  // (a value that requires grad stays as given, so its gradient still flows).
+  Tensor value = in[2];
+  if (!(value.device() == x.device()) && value.device().kind == Device::Kind::CPU && !value.requires_grad())
+    value = scalar_beside(x, value.item(), x.dtype());
+  return {ops::where(filled, ops::to_dtype(value, x.dtype()), x)};
 }
 
 std::vector<Tensor> index_copy_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {

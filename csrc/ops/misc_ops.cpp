@@ -286,7 +286,8 @@ TVec logcumsumexp_dec(const TVec& in, const Attrs& at) {
   if (n <= 1 || y.numel() == 0) return {ops::clone(y)};
   for (int64_t s = 1; s < n; s *= 2) {
     // -inf of y's first s positions along d: the shape and device of y's (a CUDA y gets a CUDA pad).
-    const Tensor pad = ops::full_like(ops::slice(y, d, 0, s, 1), Scalar(-std::numeric_limits<double>::infinity()));
+    const Tensor pad = ops::full_beside(ops::slice(y, d, 0, s, 1), Scalar(-std::numeric_limits<double>::infinity()),
+                                        y.dtype());
     const Tensor shifted = ops::cat({pad, ops::slice(y, d, 0, n - s, 1)}, d);
     y = logaddexp_impl(y, shifted);
   }
