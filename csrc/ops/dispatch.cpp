@@ -4,6 +4,7 @@
 
 #include "core/grad_mode.h"
 #include "ops/kernel_util.h"
+#include "ops/type_promotion.h"
 
 namespace tp {
 namespace {
@@ -58,9 +59,33 @@ bool all_compute_dtypes(const std::vector<TensorMeta>& metas) {
 // kernel and the results are narrowed to the dtypes inference gave: integer
 // arithmetic then wraps exactly as in the narrow type, and 16-bit floats are
 // computed in float32 and rounded once, as PyTorch does on CPU.
-std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Tensor>& inputs,
+// Comparisons and maximum/minimum compute in their operands' promoted dtype,
+// as PyTorch does: where that is a narrow type, an operand of another dtype (a
+// Python number, a 0-d tensor) is first converted into it, so `uint8 == -1`
+// compares with 255 and `maximum(uint8, -1)` is 255. Widening each operand on
+// its own would compare the mathematical values instead (and disagree with the
+// generated CUDA kernels). Arithmetic needs no such step: its result wraps
+// when it is narrowed.
+bool promotes_before_widening(const OpDef& op) {
+  static const char* const names[] = {"eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum",
+                                      "eq_", "ne_", "lt_", "le_", "gt_", "ge_"};
+  for (const char* n : names)
+    if (std::string_view(op.name) == n) return true;
+  return false;
+}
+
+std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Tensor>& inputs_in,
                                           std::vector<TensorMeta> in_meta, const Attrs& attrs,
                                           const std::vector<TensorMeta>& out_meta) {
+  std::vector<Tensor> promoted;
+  if (inputs_in.size() == 2 && inputs_in[0].defined() && inputs_in[1].defined() && promotes_before_widening(op)) {
+    const DType ct = result_type(inputs_in);
+    if (!is_compute_dtype(ct) && inputs_in[0].dtype() != inputs_in[1].dtype()) {
+      for (const Tensor& t : inputs_in) promoted.push_back(t.dtype() == ct ? t : convert(t, ct));
+      for (size_t i = 0; i < promoted.size(); ++i) in_meta[i] = promoted[i].meta();
+    }
+  }
+  const std::vector<Tensor>& inputs = promoted.empty() ? inputs_in : promoted;
   std::vector<Tensor> wide;
   wide.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -81,9 +106,9 @@ std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Ten
   }
   std::vector<Tensor> out = op.cpu(op, wide, attrs, wide_meta);
   if (op.has(kInplace)) {
-    if (wide[0].impl() != inputs[0].impl()) copy_into(inputs[0], wide[0]);
-    out[0] = inputs[0];
-    inputs[0].bump_version();
+    if (wide[0].impl() != inputs_in[0].impl()) copy_into(inputs_in[0], wide[0]);
+    out[0] = inputs_in[0];
+    inputs_in[0].bump_version();
     return out;
   }
   for (size_t i = 0; i < out.size() && i < out_meta.size(); ++i)

@@ -239,3 +239,30 @@ def test_to_accepts_pytorchs_argument_forms():
             x.to(3)  # an ordinal is an accelerator index, as in PyTorch
     with pytest.raises(TypeError, match="to\\(\\)"):
         x.to(3.5)
+
+
+def test_narrow_integer_comparisons_and_extrema_compute_in_the_promoted_dtype():
+    # PyTorch converts the other operand into the promoted narrow type first: -1 becomes
+    # 255 for uint8 (the generated CUDA kernels do the same). Widening each operand to
+    # int64 on its own compared the mathematical values on the CPU.
+    import torch
+
+    a_np = np.array([255, 0, 7], dtype=np.uint8)
+    a, ta = tp.tensor(a_np), torch.tensor(a_np)
+    for other in (-1, 255, 300):
+        for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            got = getattr(tp, name)(a, other).numpy()
+            want = getattr(torch, name)(ta, other).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}(uint8, {other})")
+    for name in ("maximum", "minimum"):
+        got = getattr(tp, name)(a, tp.tensor(-1)).numpy()
+        want = getattr(torch, name)(ta, torch.tensor(-1)).numpy()
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == np.uint8
+    i8 = tp.tensor(np.array([-128, 5], dtype=np.int8))
+    np.testing.assert_array_equal((i8 == 128).numpy(), torch.tensor([-128, 5], dtype=torch.int8).eq(128).numpy())
+    b = tp.tensor(a_np.copy())
+    b.eq_(tp.tensor(-1))  # in place: the result is written back into the uint8 tensor itself
+    np.testing.assert_array_equal(b.numpy(), torch.tensor(a_np).eq_(torch.tensor(-1)).numpy())
+    # Same-dtype and int64-promoted comparisons are unchanged.
+    np.testing.assert_array_equal((a > tp.tensor([1, 1, 1])).numpy(), [True, False, True])
