@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/block_rank.h"
 #include "cuda/copy.h"
 #include "cuda/index_kernels.h"
 #include "cuda/kernels.h"
@@ -62,17 +63,7 @@ std::string write_source(const std::string& name, size_t bytes) {
   return str("typedef ", bits_ctype(bytes), " E;\n", kPrelude, "extern \"C\" __global__ void ", name,
              "(const E* x, const unsigned char* __restrict__ m, const E* src, E* out,\n"
              "    const long long* __restrict__ counts, P p) {\n"
-             "  __shared__ unsigned long long before_block;\n"
-             "  __shared__ int per_warp[32];\n"
-             "  if (threadIdx.x == 0) before_block = 0ull;\n"
-             "  __syncthreads();\n"
-             "  unsigned long long mine = 0ull;\n"
-             "  for (long long b = threadIdx.x; b < blockIdx.x; b += blockDim.x) mine += (unsigned long long)counts[b];\n"
-             "  for (int s = 16; s > 0; s >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, s);\n"
-             "  if ((threadIdx.x & 31) == 0 && mine) atomicAdd(&before_block, mine);\n"
-             "  __syncthreads();\n"
-             "  long long k0 = (long long)before_block;\n"
-             "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;\n"
+             + blocks_before_source("k0") +
              "  TP_BLOCK_TILES\n"
              "  for (long long t = t0; t < t1; ++t) {\n"
              "    const long long i = t * blockDim.x + threadIdx.x;\n"

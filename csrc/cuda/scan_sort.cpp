@@ -9,6 +9,18 @@
 #include "ops/ops.h"
 
 namespace tp::cuda {
+DType scan_compute_type(DType d) {
+  switch (d) {
+    case DType::Float32:
+    case DType::Float64: return d;
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    default: return DType::Int64;
+  }
+}
+const char* scan_ctype(DType c) { return c == DType::Int64 ? "long long" : float_ctype(c); }
+std::string scan_type_tag(DType c) { return c == DType::Int64 ? "i64" : c == DType::Float64 ? "f64" : "f32"; }
+
 namespace {
 
 // The input is first converted on the device to a compute type C that holds
@@ -19,26 +31,14 @@ namespace {
 // [outer, D, inner] tensor is at (o * D + d) * inner + i.
 constexpr int kThreads = 256;
 
-DType compute_type(DType d) {
-  switch (d) {
-    case DType::Float32:
-    case DType::Float64: return d;
-    case DType::Float16:
-    case DType::BFloat16: return DType::Float32;
-    default: return DType::Int64;
-  }
-}
 
-const char* ctype(DType c) { return c == DType::Int64 ? "long long" : float_ctype(c); }
-
-std::string type_tag(DType c) { return c == DType::Int64 ? "i64" : c == DType::Float64 ? "f64" : "f32"; }
 
 // One thread per slice, in order along the dim: the accumulation order and
 // type of eager's cum_cpu (double for floats, wrapping 64-bit integers), so
 // the results are eager's bit for bit.
-std::string scan_name(DType c, bool prod) { return std::string(prod ? "tp_cumprod_" : "tp_cumsum_") + type_tag(c); }
+std::string scan_name(DType c, bool prod) { return std::string(prod ? "tp_cumprod_" : "tp_cumsum_") + scan_type_tag(c); }
 std::string scan_source(const std::string& name, DType c, bool prod) {
-  const std::string t = ctype(c), a = c == DType::Int64 ? "unsigned long long" : "double";
+  const std::string t = scan_ctype(c), a = c == DType::Int64 ? "unsigned long long" : "double";
   return "extern \"C\" __global__ void " + name + "(const " + t + "* __restrict__ x, " + t +
          "* __restrict__ y, long long outer, long long D, long long inner) {\n"
          "  for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < outer * inner;\n"
@@ -57,9 +57,9 @@ std::string scan_source(const std::string& name, DType c, bool prod) {
 // position) — NaN above every number, padding after everything — and the
 // first `take` are written. Ordering ties by position makes the sort stable,
 // as eager's is, so values and indices equal the CPU's.
-std::string sort_name(DType c) { return "tp_sort_" + type_tag(c); }
+std::string sort_name(DType c) { return "tp_sort_" + scan_type_tag(c); }
 std::string sort_source(const std::string& name, DType c) {
-  const std::string t = ctype(c);
+  const std::string t = scan_ctype(c);
   return "__device__ __forceinline__ bool tp_before(" + t + " a, long long ia, " + t +
          " b, long long ib, int desc, long long n) {\n"
          "  if (ia >= n) return false;\n"
@@ -124,7 +124,7 @@ int64_t wrapped_dim(const Tensor& x, int64_t dim, const char* op) {
 bool scan(const OpDef& op, const Tensor& in, const Attrs& attrs, const TensorMeta& om, bool prod,
           std::vector<Tensor>& out) {
   const int dev = in.device().index;
-  const DType c = compute_type(om.dtype);
+  const DType c = scan_compute_type(om.dtype);
   Tensor y = empty(om.sizes, c, dev);
   if (y.numel() > 0) {
     // eager's order: the input converted to the result type, then accumulated
@@ -144,7 +144,7 @@ bool scan(const OpDef& op, const Tensor& in, const Attrs& attrs, const TensorMet
 bool order(const OpDef& op, const Tensor& in, int64_t dim, int64_t take, bool desc,
            const std::vector<TensorMeta>& om, std::vector<Tensor>& out) {
   const int dev = in.device().index;
-  const DType c = compute_type(in.dtype());
+  const DType c = scan_compute_type(in.dtype());
   Tensor vals = empty(om[0].sizes, c, dev), inds = empty(om[1].sizes, DType::Int64, dev);
   if (vals.numel() > 0) {
     Tensor x = ops::contiguous(ops::to_dtype(in, c));

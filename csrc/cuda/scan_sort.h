@@ -12,6 +12,13 @@
 
 namespace tp::cuda {
 
+// The exact type the scans, sorts and unique compute in for a stored dtype
+// (16-bit floats in float32, integers and bool in int64), its C spelling in
+// kernel source, and its tag in kernel names.
+DType scan_compute_type(DType d);
+const char* scan_ctype(DType c);
+std::string scan_type_tag(DType c);
+
 bool scan_sort_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                       const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 // Every source above, as (kernel name, source): compiled by the NVRTC tests without a GPU.

@@ -3,10 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/block_rank.h"
 #include "cuda/copy.h"
 #include "cuda/index_kernels.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_kernels.h"
+#include "cuda/scan_sort.h"
 #include "cuda/stream.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -40,22 +42,10 @@ const char* kStruct =
     "__device__ __forceinline__ long long tp_row(long long j, const long long* perm, const P& p) {\n"
     "  return p.ident ? j : perm[j];\n}\n";
 
-// The exact compute type of the keys.
-DType key_type(DType d) {
-  switch (d) {
-    case DType::Float32:
-    case DType::Float64: return d;
-    case DType::Float16:
-    case DType::BFloat16: return DType::Float32;
-    default: return DType::Int64;
-  }
-}
-const char* key_ctype(DType c) { return c == DType::Int64 ? "long long" : float_ctype(c); }
-std::string key_tag(DType c) { return c == DType::Int64 ? "i64" : c == DType::Float64 ? "f64" : "f32"; }
 
 // The stored type S of an input dtype and its conversion to the key type K.
 std::string load_prelude(DType dt) {
-  const std::string k = std::string("typedef ") + key_ctype(key_type(dt)) + " K;\n";
+  const std::string k = std::string("typedef ") + scan_ctype(scan_compute_type(dt)) + " K;\n";
   switch (dt) {
     case DType::Float16:
       return k + "typedef unsigned short S;\n"
@@ -83,10 +73,10 @@ std::string load_prelude(DType dt) {
 }
 
 std::string key_name(DType dt) { return str("tp_unique_key_", dtype_name(dt)); }
-std::string column_name(DType c) { return "tp_unique_column_" + key_tag(c); }
+std::string column_name(DType c) { return "tp_unique_column_" + scan_type_tag(c); }
 std::string compose_name() { return "tp_unique_compose"; }
-std::string count_name(DType c) { return "tp_unique_count_" + key_tag(c); }
-std::string group_name(DType c) { return "tp_unique_group_" + key_tag(c); }
+std::string count_name(DType c) { return "tp_unique_count_" + scan_type_tag(c); }
+std::string group_name(DType c) { return "tp_unique_group_" + scan_type_tag(c); }
 std::string values_name(size_t bytes) { return str("tp_unique_values_b", bytes); }
 
 const char* kGridLoop =
@@ -103,7 +93,7 @@ std::string key_source(const std::string& name, DType dt) {
 
 // col[j] = column p.column of the entry at sorted position j.
 std::string column_source(const std::string& name, DType c) {
-  return str("typedef ", key_ctype(c), " K;\n", kStruct, "extern \"C\" __global__ void ", name,
+  return str("typedef ", scan_ctype(c), " K;\n", kStruct, "extern \"C\" __global__ void ", name,
              "(const K* __restrict__ key, const long long* __restrict__ perm, K* __restrict__ col, P p) {\n"
              "  const long long total = p.D;\n",
              kGridLoop, "    col[e] = key[tp_row(e, perm, p) * p.L + p.column];\n  }\n}\n");
@@ -120,7 +110,7 @@ std::string compose_source(const std::string& name) {
 // The group starts: sorted position j starts a group when j == 0 or its entry
 // differs from the one before it in any element (NaN differs from itself).
 std::string starts_prelude(DType c) {
-  return str("typedef ", key_ctype(c), " K;\n", kStruct,
+  return str("typedef ", scan_ctype(c), " K;\n", kStruct,
              "__device__ __forceinline__ bool tp_starts(long long j, const K* key, const long long* perm, const P& p) {\n"
              "  if (j == 0) return true;\n"
              "  const K* a = key + tp_row(j, perm, p) * p.L;\n"
@@ -151,17 +141,7 @@ std::string group_source(const std::string& name, DType c) {
   return starts_prelude(c) + "extern \"C\" __global__ void " + name +
          "(const K* __restrict__ key, const long long* __restrict__ perm, const long long* __restrict__ counts,\n"
          "    long long* __restrict__ inverse, long long* __restrict__ first, P p) {\n"
-         "  __shared__ unsigned long long before_block;\n"
-         "  __shared__ int per_warp[32];\n"
-         "  if (threadIdx.x == 0) before_block = 0ull;\n"
-         "  __syncthreads();\n"
-         "  unsigned long long mine = 0ull;\n"
-         "  for (long long b = threadIdx.x; b < blockIdx.x; b += blockDim.x) mine += (unsigned long long)counts[b];\n"
-         "  for (int s = 16; s > 0; s >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, s);\n"
-         "  if ((threadIdx.x & 31) == 0 && mine) atomicAdd(&before_block, mine);\n"
-         "  __syncthreads();\n"
-         "  long long g0 = (long long)before_block;\n"
-         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;\n"
+         + blocks_before_source("g0") +
          "  TP_BLOCK_TILES\n"
          "  for (long long t = t0; t < t1; ++t) {\n"
          "    const long long j = t * blockDim.x + threadIdx.x;\n"
@@ -229,7 +209,7 @@ bool unique_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& 
   }
   // The group count is read back from the device: a CUDA graph cannot record that.
   check_not_capturing(str(op.name, " (its result's size is read back from the device)").c_str());
-  const DType c = key_type(x.dtype());
+  const DType c = scan_compute_type(x.dtype());
   Params p{};
   p.D = D;
   p.L = L;
