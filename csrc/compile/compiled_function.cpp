@@ -51,18 +51,24 @@ void append_tensor_key(std::string& k, const Tensor& t) {
 // distinct tensors computes a write into one without its effect on the other, so
 // `f(x, x)` must not reuse the version of `f(x, y)` (nor the reverse). Appends
 // nothing when no two share, so the usual key is unchanged.
+// The first tensor argument before i that shares argument i's storage, or -1.
+int earlier_sharing_storage(const std::vector<ArgValue>& args, size_t i) {
+  const Tensor* t = std::get_if<Tensor>(&args[i]);
+  if (!t || !t->defined()) return -1;
+  for (size_t j = 0; j < i; ++j) {
+    const Tensor* u = std::get_if<Tensor>(&args[j]);
+    if (u && u->defined() && u->impl()->storage.get() == t->impl()->storage.get()) return static_cast<int>(j);
+  }
+  return -1;
+}
+
 void append_alias_key(std::string& k, const std::vector<ArgValue>& args) {
   for (size_t i = 1; i < args.size(); ++i) {
-    const Tensor* t = std::get_if<Tensor>(&args[i]);
-    if (!t || !t->defined()) continue;
-    for (size_t j = 0; j < i; ++j) {
-      const Tensor* u = std::get_if<Tensor>(&args[j]);
-      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
-      uint32_t pair[2] = {static_cast<uint32_t>(i), static_cast<uint32_t>(j)};
-      k += 'A';
-      k.append(reinterpret_cast<const char*>(pair), sizeof(pair));
-      break;
-    }
+    const int j = earlier_sharing_storage(args, i);
+    if (j < 0) continue;
+    uint32_t pair[2] = {static_cast<uint32_t>(i), static_cast<uint32_t>(j)};
+    k += 'A';
+    k.append(reinterpret_cast<const char*>(pair), sizeof(pair));
   }
 }
 
@@ -348,15 +354,10 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   size_t n = all.size() - std::min(all.size(), free.size());
   for (size_t k = 0; k < free.size() && n + k < all.size(); ++k) d += tensor_line(free[k].name, all[n + k]);
   // Python state the capture baked in: module training flags (modules() order) or an optimizer's layout.
+  auto arg_name = [&](size_t a) { return a < arg_names_.size() ? arg_names_[a] : "arg" + std::to_string(a); };
   for (size_t i = 1; i < args.size(); ++i) {  // the aliasing part of the key (append_alias_key)
-    const Tensor* t = std::get_if<Tensor>(&args[i]);
-    for (size_t j = 0; t && t->defined() && j < i; ++j) {
-      const Tensor* u = std::get_if<Tensor>(&args[j]);
-      if (!u || !u->defined() || u->impl()->storage.get() != t->impl()->storage.get()) continue;
-      auto nm = [&](size_t a) { return a < arg_names_.size() ? arg_names_[a] : "arg" + std::to_string(a); };
-      d += str(nm(i), " shares memory with ", nm(j), "\n");
-      break;
-    }
+    const int j = earlier_sharing_storage(args, i);
+    if (j >= 0) d += str(arg_name(i), " shares memory with ", arg_name(static_cast<size_t>(j)), "\n");
   }
   if (!state_.empty()) d += "captured Python state (module training flags and forward hook ids in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
