@@ -216,6 +216,13 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
       TP_CHECK(!is_inference(t), Error, op.name,
                ": an inference tensor (created under tp.inference_mode) cannot be used in an operation "
                "recorded for autograd; clone() it outside inference_mode to get a normal tensor");
+  // Under forward AD the saved outputs would carry no tangents into a backward
+  // that is differentiated forward (jacfwd of grad): record the op itself.
+  if (op.recorded_as && !forward_ad::active()) {
+    std::vector<Tensor> out = record(get_op(op.recorded_as), inputs, attrs);
+    out.resize(1);
+    return out;
+  }
   return op.has(kInplace) ? record_inplace(op, inputs, attrs) : record(op, inputs, attrs);
 }
 

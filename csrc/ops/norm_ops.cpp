@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "ops/families.h"
 #include "ops/generator.h"
@@ -328,11 +329,6 @@ std::vector<Tensor> layer_norm_grads(const BackwardArgs& a, const Tensor& xhat, 
   return grads;
 }
 
-std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
-  const Tensor rstd = wide(a.outputs[2]);
-  return layer_norm_grads(a, ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd), rstd);
-}
-
 // The row statistics again, from tensor operators: (xhat, rstd).
 std::pair<Tensor, Tensor> normalized(const Tensor& x, const Dims& dims, double eps) {
   Tensor centered = ops::sub(x, ops::mean(x, dims, true));
@@ -345,6 +341,15 @@ std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
   if (!a.grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
   auto [xhat, rstd] = normalized(wide(a.inputs[0]), normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
   return layer_norm_grads(a, xhat, rstd);
+}
+
+// The saved mean and rstd carry no history, so a backward that is itself
+// differentiated (create_graph: grad mode is on while it runs) recomputes them
+// from the input, where their own dependence on it is recorded.
+std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
+  if (GradMode::is_enabled()) return layer_norm_backward(a);
+  const Tensor rstd = wide(a.outputs[2]);
+  return layer_norm_grads(a, ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd), rstd);
 }
 
 // For graph passes (Stax fuses the parts); eager runs the kernel above.
@@ -611,7 +616,8 @@ void register_norm_ops() {
   reg({.name = "layer_norm",
        .schema = "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
        .tags = kComposite, .num_inputs = 3, .infer = &layer_norm_infer, .cpu = &layer_norm_cpu,
-       .backward = &layer_norm_backward, .decompose = &layer_norm_decompose});
+       .backward = &layer_norm_backward, .decompose = &layer_norm_decompose,
+       .recorded_as = "native_layer_norm"});
   reg({.name = "rms_norm",
        .schema = "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
        .num_inputs = 2, .decompose = &rms_norm_decompose});

@@ -89,6 +89,13 @@ struct OpDef {
   // safe default for an operator whose formula nobody has audited. An in-place
   // operator without its own declaration uses its out-of-place twin's.
   SavedFn saved = nullptr;
+  // An operator whose recorded form is another one with more outputs: when
+  // eager autograd records a call, it runs that operator (same inputs and
+  // attributes) and hands back its output 0, so the node keeps what the other
+  // operator's formula reads (layer_norm -> native_layer_norm keeps the row
+  // statistics instead of recomputing them in the backward, as PyTorch does).
+  // Tracing and unrecorded calls still see this operator.
+  const char* recorded_as = nullptr;
   // For pointwise ops: the lowering looks operators up by name; this names the
   // scalar math the code generator emits (e.g. "exp"); empty if none.
   const char* pointwise_fn = "";

@@ -328,3 +328,36 @@ def test_mlp_step_peak_memory_drops():
     # Every intermediate alive until the backward against only what is read:
     # the hidden layers' pre-activations (256x256 floats each) are freed early.
     assert lean < full - 256 * 256 * 4, (lean, full)
+
+
+# ---- compiled training holds no more than eager (issue 10's saved-bytes goal) ----
+
+@pytest.mark.parametrize("case", ["example_5_1", "mlp", "transformer_block"])
+def test_compiled_step_holds_no_more_than_eager(case):
+    _, _, factory = next(c for c in training.CASES if c[0] == case)
+    _, make = factory(True)
+    loss_tp, args_tp, params_tp = make(tp)
+    keep = [a for a in args_tp if hasattr(a, "data_ptr")] + list(params_tp)
+    eager = _tp_saved(loss_tp(*args_tp), keep)
+    compiled = _tp_saved(tp.compile(loss_tp, options={"warn_fallback": False})(*args_tp), keep)
+    assert 0 < compiled <= eager
+
+
+def test_eager_layer_norm_keeps_its_row_statistics_as_pytorch_does():
+    # Recorded as native_layer_norm: the backward reads the saved mean and rstd
+    # (one value per row) instead of recomputing them from the input.
+    x = tp.tensor(_rand(6, 5), requires_grad=True)
+    w = tp.tensor(_rand(5, seed=1), requires_grad=True)
+    b = tp.tensor(_rand(5, seed=2), requires_grad=True)
+    y = F.layer_norm(x, (5,), w, b)
+    shapes = sorted(tuple(t.shape) for t in y.grad_fn._saved_tensors)
+    assert shapes == [(5,), (6, 1), (6, 1), (6, 5)]
+    xt, wt, bt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, w, b))
+    g = _rand(6, 5, seed=3)
+    y.backward(tp.tensor(g))
+    torch.nn.functional.layer_norm(xt, (5,), wt, bt).backward(torch.tensor(g))
+    for ours, theirs in [(x, xt), (w, wt), (b, bt)]:
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # Not recorded (no grad needed): the plain operator, nothing kept.
+    with tp.no_grad():
+        assert F.layer_norm(x, (5,), w, b).grad_fn is None
