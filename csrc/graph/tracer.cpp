@@ -213,6 +213,30 @@ class Tracer : public DispatchInterceptor {
     return false;
   }
 
+  bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return false;
+    std::unordered_set<const Node*> root_nodes;
+    for (const Tensor& r : roots)
+      if (auto f = values_.find(r.impl()); f != values_.end()) root_nodes.insert(f->second);
+    std::vector<const Node*> stack{it->second};
+    std::unordered_set<const Node*> seen;
+    bool reached = false;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (root_nodes.count(n)) {
+        reached = true;
+        continue;
+      }
+      if (n->opcode == Opcode::Placeholder || n->opcode == Opcode::GetAttr) return false;
+      for (const Arg& a : n->args)
+        if (auto* p = std::get_if<Node*>(&a); p && *p) stack.push_back(*p);
+    }
+    return reached;
+  }
+
   void bind_input(const Tensor& t, Node* n) {
     values_[t.impl()] = n;
     keep_.push_back(t);
@@ -862,6 +886,10 @@ thread_local int t_trace_depth = 0;
 bool is_tracing() { return t_trace_depth > 0; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
+
+bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
+  return t_trace_depth > 0 && t_tracer && t_tracer->computed_only_from(t, roots);
+}
 
 bool symbolic_tracing() { return t_trace_depth > 0 && t_tracer && t_tracer->env_; }
 

@@ -146,4 +146,9 @@ bool is_tracing();
 // operators (a device move), which the graph would otherwise keep as a stale copy.
 bool depends_on_call(const Tensor& t);
 
+// During a trace: whether `t` is computed by operators from `roots` (at least one
+// of them) and constants only. The binding returns a 0-d result computed from
+// item() values as a Python number, as eager's arithmetic on floats gives one.
+bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots);
+
 }  // namespace tp::graph

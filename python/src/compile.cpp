@@ -108,9 +108,14 @@ void note_capture_item(const Tensor& t) {
 }
 
 bool is_capture_item(const Tensor& t) {
-  for (const auto& w : capture_items())
-    if (!w.expired() && w.lock().get() == t.impl()) return true;
-  return false;
+  std::vector<Tensor> roots;
+  for (const auto& w : capture_items()) {
+    if (w.expired()) continue;
+    if (w.lock().get() == t.impl()) return true;
+    roots.push_back(Tensor(w.lock()));
+  }
+  // Arithmetic on item() values (`x.sum().item() * 2`): a Python float in eager.
+  return !roots.empty() && t.dim() == 0 && is_floating(t.dtype()) && graph::computed_only_from(t, roots);
 }
 
 namespace {

@@ -201,48 +201,211 @@ def _locate_free_tensors(fn, ids):
     return found
 
 
+# Python state a capture reads: how far the search for numbers goes (steps that
+# are not a submodule, and paths in all; each path costs a few attribute reads per call).
+_STATE_DEPTH = 6
+_STATE_PATHS = 256
+# Packages whose objects and modules hold no user configuration (never walked).
+_NOT_CONFIG = frozenset({"tensorplay", "numpy", "torch", "builtins"})
+
+
+def _code_consts(code, out):
+    """The str/int constants a code object (and its nested code) names: dict keys
+    and indices it may read (`cfg["lr"]`, `sizes[0]`)."""
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_consts(c, out)
+        elif type(c) in (str, int):
+            out.add(c)
+    return out
+
+
+def _foreign_module_name(name):
+    import sys
+    top = (name or "").split(".")[0]
+    return top in _NOT_CONFIG or top in sys.stdlib_module_names
+
+
+def _is_state_leaf(v, in_sequence=False):
+    t = type(v)
+    if t in (int, float, bool) or v is None:
+        return True
+    if t is str:  # a mode string (`cfg.act == "relu"`) selects a branch as a number does
+        return not in_sequence and len(v) <= 64
+    return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)
+
+
 def _python_state_sources(fn):
     """The Python state a capture of `fn` bakes in and that selects its version
-    (read at every call by the binding, python/src/compile.cpp):
-    (modules, [(name, dict or cell, key or None)]): the nn.Modules it can reach
-    (training flags, forward hooks, number attributes) and the globals / closure
-    cells its code names (numbers and short lists of numbers in them)."""
-    sources, seen = [], set()
+    (read at every call by the binding, python/src/python_state.cpp):
+    (modules, [(name, owner, key, steps)]): the nn.Modules it can reach (training
+    flags, forward hooks, number attributes) and paths to the Python numbers,
+    strings and short number lists its code can read: from a globals dict (key: the
+    name), a closure cell (key None) or an object (key None: the owner itself, a
+    compiled module or a method's self), then ("attr", name) / ("item", key) steps
+    (`cfg.optim.lr`, `CFG["lr"]`, `config_module.SCALE`, a helper's or a method's
+    reads, a default argument's attributes). Attribute names are those the code
+    reached names, dict keys its constants: a static over-approximation of the reads."""
+    from .nn import Module  # late: nn imports tensorplay
 
-    def add(f, prefix, depth):
-        code = getattr(f, "__code__", None)
-        if not isinstance(f, types.FunctionType) or code is None or id(f) in seen:
+    names, consts, funcs, seen_funcs = set(), set(), [], set()
+
+    def add_func(f):
+        if isinstance(f, types.MethodType):
+            f = f.__func__
+        if not isinstance(f, types.FunctionType) or id(f) in seen_funcs:
             return
-        seen.add(id(f))
+        if _foreign_module_name(getattr(f, "__module__", None)):
+            return
+        seen_funcs.add(id(f))
+        funcs.append(f)
+        _code_names(f.__code__, names)
+        _code_consts(f.__code__, consts)
+
+    def add_class_functions(cls):
+        for klass in cls.__mro__:
+            if _foreign_module_name(klass.__module__):
+                continue
+            for v in vars(klass).values():
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                elif isinstance(v, property):
+                    v = v.fget
+                add_func(v)
+
+    roots = []  # (value, owner, key, steps, name)
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType):
+        roots.append((fn.__self__, fn.__self__, None, (), "self"))
+        add_class_functions(type(fn.__self__))
+    elif not isinstance(fn, types.FunctionType):  # a module or callable object: its forward / __call__
+        roots.append((fn, fn, None, (), "self"))
+        add_class_functions(type(fn))
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    add_func(target)
+
+    sources, keys = [], set()
+    expanded = set()
+
+    def record(owner, key, steps, name):
+        k = (id(owner), key, steps)
+        if k not in keys and len(sources) < _STATE_PATHS:
+            keys.add(k)
+            sources.append((name, owner, key, steps))
+
+    def walk(value, owner, key, steps, name, depth, in_sequence=False):
+        if _is_state_leaf(value, in_sequence):
+            if not (in_sequence and type(value) is str):
+                record(owner, key, steps, name)
+            return
+        if depth > _STATE_DEPTH or isinstance(value, (_C.Tensor, str, bytes, complex)):
+            return
+        # An object is expanded once per name set (a later pass sees names found since).
+        mark = (id(value), len(names), len(consts))
+        if mark in expanded:
+            return
+        expanded.add(mark)
+        if isinstance(value, (types.FunctionType, types.MethodType)):
+            add_func(value)
+            if isinstance(value, types.MethodType):
+                walk(value.__self__, owner, key, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
+            return
+        if isinstance(value, _C.CompiledFunction):
+            add_func(value.__wrapped__)
+            return
+        if isinstance(value, types.ModuleType):
+            if _foreign_module_name(value.__name__):
+                return
+            d = vars(value)
+            for k in sorted(names & d.keys()):
+                walk(d[k], owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            return
+        if isinstance(value, dict):
+            for k in list(value.keys()):
+                if type(k) in (str, int) and k in consts:
+                    walk(value[k], owner, key, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
+            return
+        if isinstance(value, (list, tuple)):
+            for i, v in enumerate(value[:32]):
+                walk(v, owner, key, steps + (("item", i),), f"{name}[{i}]", depth + 1, in_sequence=True)
+            return
+        if isinstance(value, type):
+            if _foreign_module_name(value.__module__):
+                return
+            for klass in value.__mro__:
+                if _foreign_module_name(klass.__module__):
+                    continue
+                d = vars(klass)
+                for k in sorted(names & d.keys()):
+                    v = d[k]
+                    if isinstance(v, (staticmethod, classmethod, property)) or callable(v):
+                        add_class_functions(value)
+                    elif not hasattr(v, "__get__"):
+                        walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            return
+        if isinstance(value, Module):
+            record(owner, key, steps, name)  # rebound to another module: a changed program
+            add_class_functions(type(value))
+            d = value.__dict__
+            for k, sub in d.get("_modules", {}).items():
+                if sub is not None:  # a submodule's own attributes (its forward's reads); no depth cost
+                    walk(sub, owner, key, steps + (("attr", "_modules"), ("item", k)), f"{name}.{k}", depth)
+            for k in sorted(names & d.keys()):
+                v = d[k]
+                if k not in ("_parameters", "_buffers", "_modules") and not _is_state_leaf(v):
+                    walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)  # numbers: ModuleState
+            return
+        cls = type(value)
+        if _foreign_module_name(cls.__module__):
+            return
+        add_class_functions(cls)
+        d = getattr(value, "__dict__", None)
+        d = d if isinstance(d, dict) else {}
+        for k in sorted(names):
+            if k in d:
+                walk(d[k], owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                continue
+            for klass in cls.__mro__:
+                if k in vars(klass):
+                    v = vars(klass)[k]
+                    if type(v).__name__ == "member_descriptor":  # __slots__
+                        try:
+                            walk(getattr(value, k), owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                        except AttributeError:
+                            pass
+                    elif not hasattr(v, "__get__") or isinstance(v, (int, float, bool, str)):
+                        walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)  # a class default
+                    break
+
+    def function_roots(f, prefix):
+        code = f.__code__
         g = f.__globals__
         cells = dict(zip(code.co_freevars, f.__closure__ or ()))
+        out = []
         for name in sorted(_code_names(code, set())):
-            if name not in g or name in cells:
-                continue
-            v = g[name]
-            if type(v) is types.FunctionType:
-                if depth < 3:  # a helper it calls reads its own globals (a config number)
-                    add(v, f"{prefix}{name}.", depth + 1)
-            elif not issubclass(type(v), (types.ModuleType, type)) and (id(g), name) not in sources_keys:
-                sources_keys.add((id(g), name))
-                sources.append((prefix + name, g, name))
+            if name in g and name not in cells:
+                out.append((g[name], g, name, (), prefix + name))
         for name, cell in cells.items():
             try:
-                v = cell.cell_contents
+                out.append((cell.cell_contents, cell, None, (), prefix + name))
             except ValueError:  # not assigned yet
-                v = None
-            if type(v) is types.FunctionType:
-                if depth < 3:
-                    add(v, f"{prefix}{name}.", depth + 1)
-            else:
-                sources.append((prefix + name, cell, None))
+                out.append((None, cell, None, (), prefix + name))
+        for i, v in enumerate(f.__defaults__ or ()):
+            out.append((v, f, None, (("attr", "__defaults__"), ("item", i)), f"{prefix}<default {i}>"))
+        return out
 
-    sources_keys = set()
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType):  # a module or callable object: its forward / __call__
-        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
     try:
-        add(target, "", 0)
+        # Names grow as helpers and methods are found: walk again until they stop.
+        for _ in range(4):
+            before = (len(names), len(consts), len(funcs))
+            for r in roots:
+                walk(*r, 0)
+            for f in list(funcs):
+                prefix = "" if f is target else f.__name__ + "."
+                for r in function_roots(f, prefix):
+                    walk(*r, 0)
+            if (len(names), len(consts), len(funcs)) == before:
+                break
     except Exception:  # an object that refuses inspection: the sources found so far
         pass
     return _modules_reached(fn), sources
@@ -373,50 +536,131 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         custom, backend = backend, getattr(backend, "__name__", "custom")
     elif not isinstance(backend, str):
         raise TypeError("backend must be a string or a callable")
-    names, nparams = _signature(fn)
-    opts = {str(k): str(v) for k, v in (options or {}).items()}
-    cf = _C._compile(fn, backend, custom, mode or "", opts, None if dynamic is None else bool(dynamic),
-                     bool(fullgraph),
-                     bool(strict_native), names, nparams, _make_binder(fn))
-    nested = _NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic,
-                                    fullgraph=fullgraph, strict_native=strict_native))
-    reader = _state_reader(fn)
-    cf._set_nested(nested)
-    if reader is not None:
-        cf._set_state_reader(reader)
-        nested.state_reader = reader
-        return _CompiledOptimizerStep(cf)
-    from .nn import Module  # late: nn imports tensorplay
-    if not isinstance(fn, Module):  # a module's own tree is read by _C._compile
-        cf._set_module_finder(lambda: _python_state_sources(fn))
+    kwargs = dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic, fullgraph=fullgraph,
+                  strict_native=strict_native)
+    if _state_reader(fn) is not None:  # optimizer.step: its float hyperparameters are inputs
+        return _CompiledOptimizerStep(fn, kwargs)
+    cf, _ = _build(fn, custom, backend, kwargs)
+    # Its modules' flags and hooks and the Python numbers it reads select the version.
+    cf._set_module_finder(lambda: _python_state_sources(fn))
     return cf
 
 
+def _build(fn, custom, backend, kwargs, state_reader=None):
+    """The C++ CompiledFunction of fn and its nested-inputs companion."""
+    names, nparams = _signature(fn)
+    opts = {str(k): str(v) for k, v in (kwargs["options"] or {}).items()}
+    dynamic = kwargs["dynamic"]
+    cf = _C._compile(fn, backend, custom, kwargs["mode"] or "", opts, None if dynamic is None else bool(dynamic),
+                     bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, _make_binder(fn))
+    nested = _NestedInputs(fn, kwargs)
+    cf._set_nested(nested)
+    if state_reader is not None:
+        cf._set_state_reader(state_reader)
+        nested.state_reader = state_reader
+    return cf, nested
+
+
+# Optimizer hyperparameters a compiled step takes as 0-d float64 inputs when they
+# are Python floats (a learning-rate schedule changes them at every step); zero
+# ones (no weight decay, no momentum) stay constants that select the version, as
+# the update's Python branches on them.
+_LIFTED_HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "eps", "betas")
+
+
+def _hyper_slots(opt):
+    """[(group index, key, tuple position or None)] of the lifted hyperparameters, and their values."""
+    slots, values = [], []
+    for gi, group in enumerate(opt.param_groups):
+        for k in _LIFTED_HYPERPARAMETERS:
+            v = group.get(k)
+            if type(v) is float and (v != 0.0 or k == "lr"):
+                slots.append((gi, k, None))
+                values.append(v)
+            elif type(v) is tuple:
+                for j, e in enumerate(v):
+                    if type(e) is float and e != 0.0:
+                        slots.append((gi, k, j))
+                        values.append(e)
+    return slots, values
+
+
+def _install_hyper(opt, slots, tensors):
+    """Puts the lifted values (graph inputs while capturing) into the param groups; returns what to restore."""
+    saved = []
+    for (gi, k, j), t in zip(slots, tensors):
+        group = opt.param_groups[gi]
+        saved.append((group, k, group[k]))
+        if j is None:
+            group[k] = t
+        else:
+            v = list(group[k])
+            v[j] = t
+            group[k] = tuple(v)
+    return saved
+
+
 class _CompiledOptimizerStep:
-    """tp.compile(optimizer.step): the step's body runs under no_grad in eager, and
+    """tp.compile(optimizer.step). The step's body runs under no_grad in eager, and
     a capture does not see grad-mode switches inside the function, so the whole
     compiled call runs under no_grad (its parameter writes are not recorded, and
-    no AOT region is built for parameters that require grad)."""
+    no AOT region is built for parameters that require grad).
 
-    def __init__(self, cf):
-        self._cf = cf
-        self.__wrapped__ = cf.__wrapped__
+    Float hyperparameters (lr, momentum, betas, weight_decay, eps: see
+    _LIFTED_HYPERPARAMETERS) are 0-d float64 inputs of the compiled step, installed
+    into the param groups while the capture runs: a learning-rate schedule reuses
+    one version (as PyTorch 2 users expect) and the update computes with the same
+    double values as eager (optim/optimizer.py's _add_scaled keeps eager's rounding)."""
+
+    def __init__(self, step, kwargs):
+        from . import float64, tensor
+
+        opt = step.__self__
+        self._opt, self._step = opt, step
+        self._slots = []
+        self._tensor = lambda v: tensor(v, dtype=float64)
+        self.__wrapped__ = step
+        me = self
+
+        def lifted_step(*args):
+            n = len(me._slots)
+            saved = _install_hyper(opt, me._slots, args[:n])
+            try:
+                return step(*args[n:])
+            finally:
+                for group, k, v in reversed(saved):
+                    group[k] = v
+
+        lifted_step.__name__ = getattr(step, "__name__", "step")
+        custom, backend = (kwargs["backend"], getattr(kwargs["backend"], "__name__", "custom")) \
+            if callable(kwargs["backend"]) else (None, kwargs["backend"])
+        self._cf, _ = _build(lifted_step, custom, backend, kwargs, _state_reader(step, lifted=True))
+        try:
+            self._sig = inspect.signature(step)
+        except (TypeError, ValueError):
+            self._sig = None
 
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
+        if kwargs and self._sig is not None:
+            b = self._sig.bind(*args, **kwargs)
+            args, kwargs = b.args, b.kwargs
+        slots, values = _hyper_slots(self._opt)
+        self._slots = slots
         with no_grad():
-            return self._cf(*args, **kwargs)
+            return self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._cf, name)
 
 
-def _state_reader(fn):
+def _state_reader(fn, lifted=False):
     """For `tp.compile(optimizer.step)`: the capture bakes in the optimizer's Python
     state (hyperparameters, which state entries exist, which parameters have a
     grad), so that state selects the version, read at every call. The first step
     (creating momentum buffers) and the later ones are two versions; the tensors
-    themselves are free tensors, updated in place through functionalization."""
+    themselves are free tensors, updated in place through functionalization.
+    With `lifted`, the lifted hyperparameters (_hyper_slots) count by their place only."""
     opt = getattr(fn, "__self__", None)
     if opt is None or getattr(fn, "__name__", "") != "step":
         return None
@@ -426,8 +670,18 @@ def _state_reader(fn):
 
     def key():
         parts = []
-        for group in opt.param_groups:
-            parts.append(repr([(k, v) for k, v in sorted(group.items()) if k != "params"]))
+        slots = set(_hyper_slots(opt)[0]) if lifted else ()
+        for gi, group in enumerate(opt.param_groups):
+            items = []
+            for k, v in sorted(group.items()):
+                if k == "params":
+                    continue
+                if (gi, k, None) in slots:
+                    v = "<input>"
+                elif type(v) is tuple and any((gi, k, j) in slots for j in range(len(v))):
+                    v = tuple("<input>" if (gi, k, j) in slots else e for j, e in enumerate(v))
+                items.append((k, v))
+            parts.append(repr(items))
             for p in group["params"]:
                 st = opt.state.get(p) if hasattr(opt.state, "get") else None
                 parts.append(("g" if p.grad is not None else "-") + ",".join(sorted(st)) if st else
