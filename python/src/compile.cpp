@@ -279,8 +279,14 @@ struct PyCompiled {
   // compiler._NestedInputs: calls with tuple/list/dict arguments go there (flattened
   // into a compiled function of the leaves, one per argument structure).
   nb::object nested;
+  // tp.compile(module): while a module of its tree has forward hooks, calls go to
+  // `hooked` (compiler._CompiledModule: the hooks run eagerly at every call, as
+  // module.compile() does) rather than into a capture that would run them once.
+  nb::object hooked;
+  std::shared_ptr<ModuleState> state;
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
+    if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return hooked(*args, **kwargs);
     // Forward-mode AD propagates tangents in the dispatcher hook, which the
     // generated code and the first-level entry never reach: while a dual level
     // is open the function runs eagerly, so its results carry tangents as
@@ -447,8 +453,10 @@ void bind_compile(nb::module_& m) {
       .def("_set_module_finder", [](PyCompiled& c, nb::object finder) {
         auto st = std::make_shared<ModuleState>();
         st->finder = keep_py(std::move(finder));
+        c.state = st;
         c.fn->set_state_reader(module_state_reader(st));
       })
+      .def("_set_hooked_call", [](PyCompiled& c, nb::object hooked) { c.hooked = std::move(hooked); })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
@@ -545,16 +553,6 @@ void bind_compile(nb::module_& m) {
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
-    // An nn.Module compiled whole: the training flags and forward hooks of its tree
-    // select the version (module_state_reader), the tree listed now.
-    if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
-      auto st = std::make_shared<ModuleState>();
-      st->finder = keep_py(fn.attr("modules"));
-      st->modules_only = true;
-      st->resolve();
-      st->resolved = true;
-      pc->fn->set_state_reader(module_state_reader(st));
-    }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic").none(), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),

@@ -120,6 +120,17 @@ struct ModuleState {
     }
     return false;
   }
+  // Whether a module of the tree has forward (pre-)hooks now (listed at the first
+  // call): tp.compile(module) then runs them eagerly around its compiled forward.
+  bool has_hooks() {
+    if (!resolved) {
+      resolved = true;
+      resolve();
+    }
+    for (auto& d : hook_dicts)
+      if (d && PyDict_Check(d->ptr()) && PyDict_Size(d->ptr()) > 0) return true;
+    return false;
+  }
   void resolve() {
     mods.clear();
     hook_dicts.clear();

@@ -543,6 +543,11 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
     cf._set_module_finder(lambda: _python_state_sources(fn))
+    from .nn import Module  # late: nn imports tensorplay
+    if isinstance(fn, Module):
+        # Forward hooks are Python code whose side effects a capture would run once:
+        # while the tree has any, calls run them eagerly as module.compile() does.
+        cf._set_hooked_call(_CompiledModule(fn, (), kwargs))
     return cf
 
 

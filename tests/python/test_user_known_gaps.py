@@ -24,34 +24,6 @@ def test_two_returned_views_of_an_unreturned_intermediate_share_memory():
     assert b[0].item() == 3.0  # eager: b is y's memory, a write through a shows
 
 
-@pytest.mark.xfail(strict=True, reason="grad mode at the call selects the version; a capture under no_grad does "
-                   "not build the AOT region that an enable_grad block inside the function needs")
-def test_enable_grad_inside_a_compiled_function_called_under_no_grad():
-    w = tp.randn(3, requires_grad=True)
-
-    def f(x):
-        with tp.enable_grad():
-            return (x * w).sum()
-
-    with tp.no_grad():
-        r = tp.compile(f, backend="aot_eager")(tp.ones(3))
-    assert r.requires_grad
-
-
-@pytest.mark.xfail(strict=True, reason="tp.compile(module) traces forward hooks into the capture: their Python "
-                   "side effects happen once (a UserWarning says so; module.compile() runs them every call)")
-def test_forward_hook_side_effects_run_at_every_call_of_a_compiled_module():
-    calls = []
-    m = nn.Linear(2, 2)
-    m.register_forward_hook(lambda mod, args, out: calls.append(1))
-    f = tp.compile(m, backend="aot_eager")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for _ in range(3):
-            f(tp.ones(1, 2))
-    assert len(calls) == 3
-
-
 @pytest.mark.xfail(strict=True, raises=AttributeError,
                    reason="Module.register_full_backward_hook is not implemented (eager or compiled)")
 def test_module_full_backward_hook():

@@ -176,6 +176,10 @@ def test_submodules_replaced_or_appended_after_the_first_call(how):
         model.append(nn.Sigmoid())
         np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
         model[3].register_forward_hook(lambda m, args, out: out * 0 + 1)  # a module added later: its hooks count
+        if how == "module":  # run eagerly, as module.compile() does: refused under strict_native
+            with pytest.raises(tp.compiler.BackendError, match="forward hooks"):
+                f(x)
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             np.testing.assert_allclose(f(x).numpy(), np.ones((5, 2)), rtol=1e-6)
@@ -205,3 +209,24 @@ def test_a_rebound_global_tensor_does_not_recapture():
         w[0] = w[0] * 0.5
         np.testing.assert_allclose(f(x).numpy(), (x @ w[0]).numpy(), rtol=1e-5)
     assert tp.compiler.metrics.compile_count == 1
+
+
+def test_forward_hook_side_effects_run_at_every_call_of_a_compiled_module():
+    calls = []
+    m = nn.Linear(2, 2)
+    f = tp.compile(m, backend="aot_eager")
+    x = tp.ones(1, 2)
+    f(x)
+    h1 = m.register_forward_hook(lambda mod, args, out: calls.append("post") or out * 2)
+    h2 = m.register_forward_pre_hook(lambda mod, args: calls.append("pre") or (args[0] + 1,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the module's own hooks need no fallback
+        for _ in range(3):
+            with tp.no_grad():
+                np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+    assert calls == ["pre", "post"] * 6
+    h1.remove()
+    h2.remove()
+    with tp.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), m.forward(x).numpy(), rtol=1e-6)
+    assert len(calls) == 12

@@ -271,3 +271,26 @@ def test_hyperparameters_set_by_hand_and_a_zero_weight_decay_turned_on():
             m(tp.ones(1, 2)).sum().backward()
             s()
         np.testing.assert_array_equal(ms[1].weight.detach().numpy(), ms[0].weight.detach().numpy())
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "stax"])
+def test_enable_grad_inside_a_compiled_function_called_under_no_grad(backend):
+    w = tp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    v = tp.tensor([0.5, 1.0, -1.0], requires_grad=True)
+
+    def f(x):
+        a = (x * v).sum()  # under the caller's no_grad: no history
+        with tp.enable_grad():
+            r = (x * w).sum() * a
+        return r, a
+
+    g = tp.compile(f, backend=backend)
+    x = tp.tensor([1.0, -2.0, 0.5])
+    with tp.no_grad():
+        r, a = g(x)
+    assert r.requires_grad and not a.requires_grad
+    r.backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy() * a.item(), rtol=1e-6)
+    assert v.grad is None
+    with tp.no_grad():  # the function with no switch inside: nothing requires grad
+        assert not tp.compile(lambda x: (x * w).sum(), backend=backend)(x).requires_grad
