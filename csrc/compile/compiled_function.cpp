@@ -568,6 +568,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // rewrite it: the backend's results are made to alias the same way.
   OutputAliasing& al = a->aliasing;
   size_t nout = tr.outputs.size();
+  a->hidden_outputs = tr.hidden_outputs;
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
   al.view_of_input.assign(nout, -1);
@@ -859,6 +860,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     };
     for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
+  if (a.hidden_outputs) out.resize(out.size() - a.hidden_outputs);  // bases of results' views, not results
   return out;
 }
 
