@@ -31,6 +31,9 @@ struct ModuleState {
   bool modules_only = false;
   int generation = 0;  // bumped when the tree changed: no version of an older tree is reused
   std::vector<std::shared_ptr<nb::object>> mods, hook_dicts, attr_dicts;  // two hook dicts per module
+  // Two per module: full backward (pre-)hooks (Python autograd Functions around a
+  // module call, which a capture cannot hold): only has_hooks() reads them.
+  std::vector<std::shared_ptr<nb::object>> backward_hook_dicts;
   // Per module, its `_modules` dict and the children it held when listed: a
   // submodule replaced, added or removed (`model[1] = nn.ReLU()`) changes the
   // program the capture traced, and modules not listed have unread state.
@@ -92,6 +95,10 @@ struct ModuleState {
         nb::object d = nb::getattr(mod, name, nb::none());
         hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
       }
+      for (const char* name : {"_backward_pre_hooks", "_backward_hooks"}) {
+        nb::object d = nb::getattr(mod, name, nb::none());
+        backward_hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
+      }
       nb::object d = nb::getattr(mod, "__dict__", nb::none());
       attr_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
       nb::object c = nb::getattr(mod, "_modules", nb::none());
@@ -120,20 +127,22 @@ struct ModuleState {
     }
     return false;
   }
-  // Whether a module of the tree has forward (pre-)hooks now (listed at the first
+  // Whether a module of the tree has forward or full backward (pre-)hooks now (listed at the first
   // call): tp.compile(module) then runs them eagerly around its compiled forward.
   bool has_hooks() {
     if (!resolved) {
       resolved = true;
       resolve();
     }
-    for (auto& d : hook_dicts)
-      if (d && PyDict_Check(d->ptr()) && PyDict_Size(d->ptr()) > 0) return true;
+    for (auto* dicts : {&hook_dicts, &backward_hook_dicts})
+      for (auto& d : *dicts)
+        if (d && PyDict_Check(d->ptr()) && PyDict_Size(d->ptr()) > 0) return true;
     return false;
   }
   void resolve() {
     mods.clear();
     hook_dicts.clear();
+    backward_hook_dicts.clear();
     attr_dicts.clear();
     child_dicts.clear();
     children.clear();

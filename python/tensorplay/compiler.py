@@ -782,23 +782,25 @@ class _CompiledModule:
         self.versions = {}
 
     def _state(self):
-        return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
+        return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks),
+                      tuple(m.__dict__.get("_backward_pre_hooks", ())), tuple(m.__dict__.get("_backward_hooks", ())))
                      for m in self.module.modules() if m is not self.module) + (self.module.training,)
 
     def _hooked_submodules(self):
         return [name for name, m in self.module.named_modules()
-                if m is not self.module and (m._forward_pre_hooks or m._forward_hooks)]
+                if m is not self.module and (m._forward_pre_hooks or m._forward_hooks or
+                                             m.__dict__.get("_backward_pre_hooks") or m.__dict__.get("_backward_hooks"))]
 
     def _compiled(self):
         key = self._state()
         cf = self.versions.get(key)
         if cf is None and self._hooked_submodules():
             # A submodule's hooks are Python code with possible side effects that a
-            # compiled forward would run once, at capture: this state runs eagerly
-            # (every hook at every call), as without compile.
+            # compiled forward would run once, at capture (or, full backward hooks,
+            # not at all): this state runs eagerly (every hook at every call).
             hooked = ", ".join(repr(n) for n in self._hooked_submodules())
-            why = (f"submodule(s) {hooked} of {type(self.module).__name__} have forward hooks, whose Python side "
-                   "effects a compiled forward would run only at capture")
+            why = (f"submodule(s) {hooked} of {type(self.module).__name__} have hooks (forward hooks or full "
+                   "backward hooks), whose Python side effects a compiled forward would run only at capture")
             if self.kwargs.get("strict_native"):
                 raise BackendError(f"tp.compile(strict_native=True): {why}")
             opts = self.kwargs.get("options") or {}
@@ -823,11 +825,18 @@ class _CompiledModule:
             new = hook(m, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
+        bw = None
+        if (m.__dict__.get("_backward_hooks") or m.__dict__.get("_backward_pre_hooks")) and _C.is_grad_enabled():
+            from .nn.modules._backward_hooks import BackwardHook
+            bw = BackwardHook(m)
+            args = bw.setup_inputs(args)
         out = self._compiled()(*args, **kwargs)
         for hook in list(m._forward_hooks.values()):
             new = hook(m, args, out)
             if new is not None:
                 out = new
+        if bw is not None:
+            out = bw.setup_outputs(out)
         return out
 
 
