@@ -318,10 +318,10 @@ struct PyCompiled {
         values.emplace_back(nb::cast<Tensor>(h));
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
-      } else if (nested.is_valid() && !nested.is_none() &&
-                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()) || h.is_none())) {
-        // Containers, and None (an omitted optional such as optimizer.step's
-        // closure): the nested path passes constants through as part of the key.
+      } else if (nested.is_valid() && !nested.is_none()) {
+        // Containers, None (an omitted optional such as optimizer.step's closure),
+        // strings and other objects (a module, a generator, a config): the nested
+        // path passes them through as part of the key (objects by identity).
         return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),

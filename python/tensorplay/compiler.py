@@ -250,13 +250,13 @@ def _python_state_sources(fn):
 
     names, consts, funcs, seen_funcs = set(), set(), [], set()
 
-    def add_func(f):
+    def add_func(f, own=False):
         if isinstance(f, types.MethodType):
             f = f.__func__
         if not isinstance(f, types.FunctionType) or id(f) in seen_funcs:
             return
-        if _foreign_module_name(getattr(f, "__module__", None)):
-            return
+        if not own and _foreign_module_name(getattr(f, "__module__", None)):
+            return  # (the compiled function itself may be tensorplay's: the nested-inputs `flat`)
         seen_funcs.add(id(f))
         funcs.append(f)
         _code_names(f.__code__, names)
@@ -282,7 +282,7 @@ def _python_state_sources(fn):
         roots.append((fn, fn, None, (), "self"))
         add_class_functions(type(fn))
         target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
-    add_func(target)
+    add_func(target, own=True)
 
     sources, keys = [], set()
     expanded = set()
@@ -540,7 +540,12 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
                   strict_native=strict_native)
     if _state_reader(fn) is not None:  # optimizer.step: its float hyperparameters are inputs
         return _CompiledOptimizerStep(fn, kwargs)
-    cf, _ = _build(fn, custom, backend, kwargs)
+    adapter = _keyword_only_adapter(fn)
+    if adapter is not None:
+        cf, _ = _build(adapter[0], custom, backend, kwargs, signature=adapter[1:])
+        fn = adapter[0]
+    else:
+        cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
     cf._set_module_finder(lambda: _python_state_sources(fn))
     from .nn import Module  # late: nn imports tensorplay
@@ -551,13 +556,53 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     return cf
 
 
-def _build(fn, custom, backend, kwargs, state_reader=None):
+def _keyword_only_adapter(fn):
+    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
+    *args / **kwargs): (adapter, names, count, binder), the adapter taking them
+    after the positional ones, so they are arguments like the others (tensors
+    re-read, numbers in the key); None for other callables."""
+    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        return None
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    if not kwonly or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    npos = len(positional)
+
+    def adapter(*args, **kw):
+        if kw:  # called as the user's function (forward-mode AD runs it eagerly)
+            return fn(*args, **kw)
+        return fn(*args[:npos], **dict(zip(kwonly, args[npos:])))
+
+    def bind(args, kwargs):
+        try:
+            b = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"compiled function: {e}") from None
+        b.apply_defaults()
+        return tuple(b.args) + tuple(b.kwargs[k] for k in kwonly)
+
+    adapter.__name__ = getattr(fn, "__name__", "adapter")
+    adapter.__wrapped__ = fn
+    return adapter, positional + kwonly, npos + len(kwonly), bind
+
+
+def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
     """The C++ CompiledFunction of fn and its nested-inputs companion."""
-    names, nparams = _signature(fn)
+    if signature is None:
+        names, nparams = _signature(fn)
+        binder = _make_binder(fn)
+    else:
+        names, nparams, binder = signature
     opts = {str(k): str(v) for k, v in (kwargs["options"] or {}).items()}
     dynamic = kwargs["dynamic"]
     cf = _C._compile(fn, backend, custom, kwargs["mode"] or "", opts, None if dynamic is None else bool(dynamic),
-                     bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, _make_binder(fn))
+                     bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, binder)
     nested = _NestedInputs(fn, kwargs)
     cf._set_nested(nested)
     if state_reader is not None:
@@ -712,12 +757,29 @@ def _flatten_arg(a, leaves):
         return ("list", tuple(_flatten_arg(v, leaves) for v in a))
     if isinstance(a, dict):
         return ("dict", tuple(a.keys()), tuple(_flatten_arg(v, leaves) for v in a.values()))
-    try:
-        hash(a)
-    except TypeError:
-        raise TypeError(f"compiled function: an argument contains an unsupported {type(a).__name__} "
-                        "(expected tensors, numbers, None, strings, or tuples/lists/dicts of them)") from None
-    return ("const", a)  # None, a string: part of the key, passed as it is
+    if a is None or type(a) in (str, bytes, complex):
+        return ("const", a)  # part of the key by value, passed as it is
+    # Any other object (an nn.Module, a Generator, a config object): passed as it is,
+    # part of the key by identity (_spec_key). The compiled function of this
+    # structure holds it, so its tensors (a module's parameters) are found by the
+    # free-tensor search and re-read at every call, and its numbers select the version.
+    return ("obj", a)
+
+
+def _spec_key(spec):
+    """The hashable key of an argument structure: objects by identity (the spec holds them alive)."""
+    if spec == "leaf":
+        return spec
+    kind = spec[0]
+    if kind == "obj":
+        return ("obj", id(spec[1]))
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_spec_key(s) for s in spec[1]))
+    if kind == "namedtuple":
+        return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
+    if kind == "dict":
+        return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
+    return spec
 
 
 def _unflatten_arg(spec, it):
@@ -749,7 +811,7 @@ class _NestedInputs:
     def __call__(self, args):
         leaves = []
         spec = tuple(_flatten_arg(a, leaves) for a in args)
-        key = spec
+        key = tuple(_spec_key(s) for s in spec)
         if hasattr(self.fn, "modules") and hasattr(self.fn, "training"):
             key = (spec, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
         cf = self.by_structure.get(key)

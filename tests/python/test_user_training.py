@@ -294,3 +294,22 @@ def test_enable_grad_inside_a_compiled_function_called_under_no_grad(backend):
     assert v.grad is None
     with tp.no_grad():  # the function with no switch inside: nothing requires grad
         assert not tp.compile(lambda x: (x * w).sum(), backend=backend)(x).requires_grad
+
+
+@pytest.mark.parametrize("optim", ["adam", "adamw", "sgd_momentum_wd"])
+def test_compiled_optimizer_step_with_generated_code_on_same_shaped_parameters(optim):
+    # Stax used a parameter's memory (its in-place result) as the scratch of a
+    # value shared between the parameters' loop nests before reading the
+    # parameter: every parameter after the first came out as garbage.
+    tp.manual_seed(0)
+    ps = [[tp.randn(8).requires_grad_(True) for _ in range(4)]]
+    ps.append([p.detach().clone().requires_grad_(True) for p in ps[0]])
+    opts = [_OPTIMIZERS[optim](p) for p in ps]
+    step = tp.compile(opts[1].step, backend="stax")
+    for _ in range(3):
+        for i in range(2):
+            opts[i].zero_grad()
+            sum((p * (j + 1.0)).sum() ** 2 for j, p in enumerate(ps[i])).backward()
+            (opts[i].step if i == 0 else step)()
+        for a, b in zip(*ps):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6, atol=1e-7)
