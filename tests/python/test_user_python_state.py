@@ -317,3 +317,64 @@ def test_a_number_computed_from_item_is_returned_as_a_float():
     # computed from item() and a tensor argument: a tensor, as in eager
     h = tp.compile(lambda x: x.sum().item() * x.sum(), backend="aot_eager")
     assert isinstance(h(tp.ones(3)), tp.Tensor)
+
+
+# ---- arguments that are not tensors or numbers ----
+
+def test_a_module_passed_as_an_argument():
+    # `loss_fn(model, x, y)` compiled: used to raise TypeError for the module.
+    tp.manual_seed(0)
+    cfg = _TrainConfig()
+    nets = [nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+
+    def loss_fn(net, x, y):
+        return ((net(x) - y) ** 2).mean() * cfg.optim.lr
+
+    g = tp.compile(loss_fn, strict_native=True)
+    opts = [tp.optim.SGD(n.parameters(), lr=0.5) for n in nets]
+    x, y = tp.randn(5, 3), tp.randn(5, 2)
+    for k in range(4):
+        if k == 2:
+            cfg.optim.lr = 2.0  # a closure's config: selects the version
+        losses = []
+        for i, (n, o) in enumerate(zip(nets, opts)):
+            o.zero_grad()
+            loss = (loss_fn if i == 0 else g)(n, x, y)
+            loss.backward()
+            o.step()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    other = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))  # another object: its own version
+    np.testing.assert_allclose(g(other, x, y).item(), loss_fn(other, x, y).item(), rtol=1e-5)
+    nets[1].eval()
+    with tp.no_grad():
+        np.testing.assert_allclose(g(nets[1], x, y).item(), loss_fn(nets[1], x, y).item(), rtol=1e-5)
+
+
+def test_a_generator_and_a_string_passed_as_arguments():
+    def f(x, gen, act):
+        y = x + tp.randn(x.shape, generator=gen)
+        return tp.relu(y) if act == "relu" else tp.tanh(y)
+
+    g = tp.compile(f, backend="aot_eager")
+    g1, g2 = tp.Generator().manual_seed(3), tp.Generator().manual_seed(3)
+    x = tp.zeros(5)
+    for act in ("relu", "relu", "tanh"):
+        np.testing.assert_array_equal(g(x, g2, act).numpy(), f(x, g1, act).numpy())
+
+
+def test_keyword_only_parameters_with_defaults():
+    def f(x, mask, dim=-1, *, eps=1e-5, scale):
+        y = x.masked_fill(~mask, float("-inf")).softmax(dim)
+        return y / (y.sum(-1, keepdim=True) + eps) * scale
+
+    g = tp.compile(f, strict_native=True)
+    x = tp.randn(3, 4)
+    m = x > 0
+    m[:, 0] = True
+    for kw in ({"scale": 2.0}, {"scale": 2.0, "eps": 0.5}, {"eps": 0.5, "scale": tp.tensor(3.0)}):
+        np.testing.assert_allclose(g(x, m, **kw).numpy(), f(x, m, **kw).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(g(x, m, 0, scale=1.0).numpy(), f(x, m, 0, scale=1.0).numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="scale"):
+        g(x, m)
