@@ -1,6 +1,9 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
@@ -179,7 +182,10 @@ struct PyOutputStructure : compile::OutputStructure {
   nb::object build(const std::vector<nb::object>& tensors) const {
     switch (kind) {
       case kTensor: return tensors.at(index);
-      case kItem: return tensors.at(index).attr("item")();
+      case kItem: {  // (a float argument returned as it is: the caller's float object already)
+        const nb::object& o = tensors.at(index);
+        return PyFloat_Check(o.ptr()) ? o : o.attr("item")();
+      }
       case kConstant: return *object;
       case kTuple:
       case kNamedTuple: {
@@ -284,6 +290,22 @@ struct PyCompiled {
   // module.compile() does) rather than into a capture that would run them once.
   nb::object hooked;
   std::shared_ptr<ModuleState> state;
+  // Automatic dynamic floats: a Python float argument whose value changed between
+  // calls is passed from then on as a 0-d float64 wrapped-number tensor (promoted
+  // as a Python number, a graph input): one version serves every value, as
+  // PyTorch 2's automatic dynamic does. A capture that fails with it (the value
+  // used where an operator needs a number, `alpha=t`) retries with the number,
+  // and that argument stays specialized by value.
+  struct FloatArg {
+    double first = 0;
+    bool seen = false, dynamic = false, refused = false;
+  };
+  std::vector<FloatArg> float_args;
+  // Shared with the function the capture calls: the positions passed as such
+  // tensors in this call (noted as item()-like values: returned, they are floats
+  // again) and whether a capture ran.
+  std::shared_ptr<std::vector<char>> lifted = std::make_shared<std::vector<char>>();
+  std::shared_ptr<bool> captured = std::make_shared<bool>(false);
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return hooked(*args, **kwargs);
@@ -329,7 +351,52 @@ struct PyCompiled {
       }
     }
     const compile::OutputStructure* structure = nullptr;
-    std::vector<Tensor> out = fn->call(values, &structure);
+    std::vector<Tensor> out;
+    bool any_lifted = false;
+    if (!graph::is_tracing()) {
+      if (float_args.size() < values.size()) float_args.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        PyObject* h = args[i].ptr();
+        if (!PyFloat_CheckExact(h)) continue;
+        FloatArg& fa = float_args[i];
+        double v = PyFloat_AS_DOUBLE(h);
+        if (!fa.seen) {
+          fa.seen = true;
+          fa.first = v;
+        } else if (!fa.dynamic && !fa.refused && std::memcmp(&v, &fa.first, sizeof v) != 0) {
+          fa.dynamic = true;
+          if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+            std::fprintf(stderr, "[tp.compile] argument %zu: a float that changed between calls is an input from now on\n", i);
+        }
+        if (fa.dynamic && !fa.refused) {
+          if (!any_lifted) lifted->assign(values.size(), 0);
+          values[i] = Tensor::wrapped_scalar(Scalar(v));
+          (*lifted)[i] = 1;
+          any_lifted = true;
+        }
+      }
+    }
+    if (any_lifted) {
+      *captured = false;
+      try {
+        out = fn->call(values, &structure);
+      } catch (...) {
+        if (!*captured) {
+          lifted->clear();
+          throw;
+        }
+        for (size_t i = 0; i < values.size(); ++i)
+          if (i < lifted->size() && (*lifted)[i]) {
+            float_args[i].refused = true;
+            values[i] = *to_scalar(args[i]);
+          }
+        lifted->clear();
+        out = fn->call(values, &structure);
+      }
+      lifted->clear();
+    } else {
+      out = fn->call(values, &structure);
+    }
     auto* s = static_cast<const PyOutputStructure*>(structure);
     if (!s) return outputs_to_python(std::move(out), out.size() != 1);
     if (s->kind == PyOutputStructure::kTensor) {
@@ -527,13 +594,24 @@ void bind_compile(nb::module_& m) {
     pc->wrapped = fn;
     pc->binder = binder;
     auto fn_ref = keep_py(fn);
-    compile::StructuredUserFn user = [fn_ref](const std::vector<ArgValue>& args,
-                                              std::shared_ptr<const compile::OutputStructure>* structure) {
+    auto lifted = pc->lifted;
+    auto captured = pc->captured;
+    compile::StructuredUserFn user = [fn_ref, lifted, captured](const std::vector<ArgValue>& args,
+                                                                std::shared_ptr<const compile::OutputStructure>* structure) {
       nb::object& fn = *fn_ref;
       nb::list l;
-      for (auto& a : args) {
-        if (const Tensor* t = std::get_if<Tensor>(&a)) l.append(nb::cast(*t));
-        else l.append(scalar_to_py(std::get<Scalar>(a)));
+      const bool tracing = graph::is_tracing();
+      if (tracing) *captured = true;
+      for (size_t i = 0; i < args.size(); ++i) {
+        const ArgValue& a = args[i];
+        if (const Tensor* t = std::get_if<Tensor>(&a)) {
+          // A float argument passed as a tensor (PyCompiled::float_args): a result
+          // computed from it alone is a float, as eager's arithmetic gives.
+          if (tracing && i < lifted->size() && (*lifted)[i]) note_capture_item(*t);
+          l.append(nb::cast(*t));
+        } else {
+          l.append(scalar_to_py(std::get<Scalar>(a)));
+        }
       }
       nb::object r;
       try {

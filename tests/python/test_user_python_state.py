@@ -378,3 +378,45 @@ def test_keyword_only_parameters_with_defaults():
     np.testing.assert_allclose(g(x, m, 0, scale=1.0).numpy(), f(x, m, 0, scale=1.0).numpy(), rtol=1e-6)
     with pytest.raises(TypeError, match="scale"):
         g(x, m)
+
+
+# ---- float arguments that change between calls (automatic dynamic) ----
+
+@pytest.mark.parametrize("backend", ["aot_eager", "stax"])
+def test_a_float_argument_that_changes_is_an_input_after_one_recompile(backend):
+    def same(a, b):
+        if backend == "aot_eager":
+            np.testing.assert_array_equal(a, b)  # the same bits as eager
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+    f = lambda x, t: (x / t).softmax(-1)
+    g = tp.compile(f, backend=backend, strict_native=backend == "stax")
+    x = tp.randn(2, 5)
+    before = tp.compiler.metrics.captures
+    for t in np.linspace(0.5, 2.0, 6):
+        same(g(x, float(t)).numpy(), f(x, float(t)).numpy())
+    assert tp.compiler.metrics.captures - before == 2  # the first value, then one for all
+    h = lambda i, s: i * s  # promoted as a Python number: float32, not float64
+    gh = tp.compile(h, backend=backend)
+    for s in (0.5, 0.25, 1.5):
+        r, e = gh(tp.arange(3), s), h(tp.arange(3), s)
+        assert r.dtype == e.dtype
+        same(r.numpy(), e.numpy())
+
+
+def test_a_changing_float_used_where_a_number_is_needed_or_returned():
+    x = tp.randn(2, 5)
+    k = lambda x, y, a: x.add(y, alpha=a)  # alpha must be a number: specialized by value again
+    gk = tp.compile(k, backend="aot_eager")
+    for a in (0.5, 0.25, 2.0):
+        np.testing.assert_array_equal(gk(x, x, a).numpy(), k(x, x, a).numpy())
+    m = lambda x, t: (x * t, t, t * 2)  # returned: floats, as in eager
+    gm = tp.compile(m, backend="aot_eager")
+    for t in (1.0, 3.0, 4.0):
+        r = gm(x, t)
+        assert type(r[1]) is float and r[1] == t and type(r[2]) is float and r[2] == 2 * t
+    c = lambda x, t: x * 2 if t > 1.0 else x - 1  # a branch on it: a data gate
+    gc = tp.compile(c, backend="aot_eager")
+    for t in (0.5, 2.0, 0.7, 3.0):
+        np.testing.assert_array_equal(gc(x, t).numpy(), c(x, t).numpy())
