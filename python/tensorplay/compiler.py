@@ -266,7 +266,9 @@ def _python_state_sources(fn):
         for klass in cls.__mro__:
             if _foreign_module_name(klass.__module__):
                 continue
-            for v in vars(klass).values():
+            for k, v in vars(klass).items():
+                if k.startswith("__") and k.endswith("__") and k != "__call__":
+                    continue  # (constructors, printing, comparison: not what a forward calls)
                 if isinstance(v, (staticmethod, classmethod)):
                     v = v.__func__
                 elif isinstance(v, property):
@@ -344,7 +346,8 @@ def _python_state_sources(fn):
                         walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
             return
         if isinstance(value, Module):
-            record(owner, key, steps, name)  # rebound to another module: a changed program
+            if steps[-2:-1] != (("attr", "_modules"),):  # (a submodule: ModuleState::tree_changed sees it)
+                record(owner, key, steps, name)  # rebound to another module: a changed program
             add_class_functions(type(value))
             d = value.__dict__
             for k, sub in d.get("_modules", {}).items():
