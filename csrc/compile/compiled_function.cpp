@@ -532,6 +532,14 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
   metrics().captures++;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
+  // Called under no_grad, the function may turn recording on inside (`with
+  // enable_grad():`): the nodes recorded then are differentiable, so the version
+  // is a training region like one called with grad mode on, run with recording on.
+  // (Read before any pass adds nodes, which are marked enabled by default.)
+  bool grad_inside = false;
+  if (!GradMode::is_enabled())
+    for (auto& n : g->nodes())
+      if (n->opcode == graph::Opcode::CallFunction && n->grad_enabled) grad_inside = true;
 
   // How to re-read each free tensor at the next calls.
   if (locator_) {
@@ -560,6 +568,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // rewrite it: the backend's results are made to alias the same way.
   OutputAliasing& al = a->aliasing;
   size_t nout = tr.outputs.size();
+  a->hidden_outputs = tr.hidden_outputs;
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
   al.view_of_input.assign(nout, -1);
@@ -642,7 +651,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   std::shared_ptr<aot::JointGraph> joint;  // dynamic shapes in training: the symbolic joint graph
   std::vector<graph::ShapeGuard> joint_guards;
   std::string grad_reason;
-  if (GradMode::is_enabled())
+  if (GradMode::is_enabled() || grad_inside)
     for (size_t i = 0; i < all.size() && grad_reason.empty(); ++i)
       if (all[i].requires_grad())
         grad_reason = i < tensors.size() ? "input '" + tensor_names[i] + "'" : "'" + a->free[i - tensors.size()].name + "'";
@@ -749,6 +758,11 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
     if (a->write_back[k]) write_into.push_back({static_cast<int>(nout + k), a->mutated_inputs[k]});
   a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint));
+  if (grad_inside && !grad_reason.empty())
+    a->run = [inner = std::move(a->run)](const std::vector<Tensor>& in) {
+      AutoGradMode on(true);  // the region's nodes outside the enable_grad block stay undifferentiated
+      return inner(in);
+    };
   last_graph_ = g;
   last_source_ = source;
   last_gates_ = a->gates;
@@ -846,6 +860,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     };
     for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
+  if (a.hidden_outputs) out.resize(out.size() - a.hidden_outputs);  // bases of results' views, not results
   return out;
 }
 

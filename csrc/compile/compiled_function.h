@@ -161,6 +161,9 @@ class CompiledFunction {
     std::string free_key;     // the free tensors' metadata when built
     std::shared_ptr<const OutputStructure> structure;
     OutputAliasing aliasing;
+    // The graph's last results before the mutated inputs' values that are not the
+    // function's (TraceResult::hidden_outputs): dropped after the aliasing is made.
+    size_t hidden_outputs = 0;
     // Functionalization: inputs (indices into the call's tensors, free tensors
     // after the arguments) the function writes; the graph returns their final
     // values after the function's results, and the call copies them in.

@@ -213,6 +213,30 @@ class Tracer : public DispatchInterceptor {
     return false;
   }
 
+  bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return false;
+    std::unordered_set<const Node*> root_nodes;
+    for (const Tensor& r : roots)
+      if (auto f = values_.find(r.impl()); f != values_.end()) root_nodes.insert(f->second);
+    std::vector<const Node*> stack{it->second};
+    std::unordered_set<const Node*> seen;
+    bool reached = false;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (root_nodes.count(n)) {
+        reached = true;
+        continue;
+      }
+      if (n->opcode == Opcode::Placeholder || n->opcode == Opcode::GetAttr) return false;
+      for (const Arg& a : n->args)
+        if (auto* p = std::get_if<Node*>(&a); p && *p) stack.push_back(*p);
+    }
+    return reached;
+  }
+
   void bind_input(const Tensor& t, Node* n) {
     values_[t.impl()] = n;
     keep_.push_back(t);
@@ -384,6 +408,23 @@ class Tracer : public DispatchInterceptor {
         sym_steps->assign(rev_sym.rbegin(), rev_sym.rend());
         return true;
       }
+    return false;
+  }
+  // The tensor at the end of t's chain of (single-input) view operators; t itself
+  // when it is not a view, an undefined tensor when the chain has another kind of link.
+  Tensor view_root(const Tensor& t) const {
+    Tensor cur = t;
+    while (true) {
+      auto it = views_.find(cur.impl());
+      if (it == views_.end()) return cur;
+      const ViewInfo& v = it->second;
+      if (v.inputs.size() != 1 || v.out_index >= 0) return Tensor();
+      cur = v.inputs[0];
+    }
+  }
+  bool is_placeholder(const Tensor& t) const {
+    for (auto& [pt, pn] : placeholders_)
+      if (pt.impl() == t.impl()) return true;
     return false;
   }
   // The chain of view operators from another result to outputs[i], when
@@ -863,6 +904,10 @@ bool is_tracing() { return t_trace_depth > 0; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
 
+bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
+  return t_trace_depth > 0 && t_tracer && t_tracer->computed_only_from(t, roots);
+}
+
 bool symbolic_tracing() { return t_trace_depth > 0 && t_tracer && t_tracer->env_; }
 
 SymShape sym_sizes_of(const Tensor& t) { return symbolic_tracing() ? t_tracer->sym_of(t) : SymShape{}; }
@@ -994,6 +1039,36 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
       r.output_views[i] = {};
       r.output_view_sym_attrs[i].clear();
     }
+  // Results that are views of one intermediate the function does not return:
+  // that intermediate becomes a hidden result, and they views of it (tp.compile's
+  // captures only: a decomposition or a joint graph returns what it computes).
+  if (lift_free_tensors) {
+    const size_t nres = r.outputs.size();
+    std::vector<Tensor> roots(nres);
+    for (size_t i = 0; i < nres; ++i)
+      if (r.output_views[i].input_index < 0 && r.output_views[i].output_index < 0) roots[i] = tracer.view_root(r.outputs[i]);
+    for (size_t i = 0; i < nres; ++i) {
+      const Tensor& base = roots[i];
+      if (!base.defined() || base.impl() == r.outputs[i].impl() || tracer.is_placeholder(base)) continue;
+      bool shared = false, hidden = false;
+      for (size_t j = 0; j < nres; ++j) shared |= j != i && roots[j].defined() && roots[j].impl() == base.impl();
+      for (size_t j = nres; j < r.outputs.size(); ++j) hidden |= r.outputs[j].impl() == base.impl();
+      if (!shared) continue;
+      if (!hidden) {
+        r.outputs.push_back(base);
+        outs.push_back(tracer.node_for(base));
+        ++r.hidden_outputs;
+      }
+      r.output_view_sym_attrs[i].clear();
+      if (!tracer.view_of_output(r.outputs, i, &r.output_views[i].output_index, &r.output_views[i].steps,
+                                 &r.output_view_sym_attrs[i])) {
+        r.output_views[i] = {};
+        r.output_view_sym_attrs[i].clear();
+      }
+    }
+    r.output_views.resize(r.outputs.size());
+    r.output_view_sym_attrs.resize(r.outputs.size());
+  }
   // Mutated inputs: their final values are extra outputs after the function's results.
   for (auto& [index, node] : tracer.mutations()) {
     r.mutated_inputs.push_back(index);

@@ -65,6 +65,12 @@ struct TraceResult {
     std::vector<std::pair<const OpDef*, Attrs>> steps;
   };
   std::vector<OutputView> output_views;
+  // The last `hidden_outputs` of `outputs` are not the function's: each is an
+  // intermediate that several results are views of (eager's `y = x * 2; return
+  // y[0], y.view(-1)`), returned so those results are made views of it and share
+  // memory as in eager (their output_views name it). Callers drop them. Only
+  // with lift_free_tensors (tp.compile's captures).
+  size_t hidden_outputs = 0;
   // The data gates the function passed, in order.
   std::vector<DataGate> gates;
   // Random operators (ops/random_functional.h): each generator the function drew
@@ -145,5 +151,10 @@ bool is_tracing();
 // and when no trace runs. The binding refuses to copy such a value outside the
 // operators (a device move), which the graph would otherwise keep as a stale copy.
 bool depends_on_call(const Tensor& t);
+
+// During a trace: whether `t` is computed by operators from `roots` (at least one
+// of them) and constants only. The binding returns a 0-d result computed from
+// item() values as a Python number, as eager's arithmetic on floats gives one.
+bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots);
 
 }  // namespace tp::graph

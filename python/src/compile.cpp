@@ -1,6 +1,9 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
@@ -108,9 +111,14 @@ void note_capture_item(const Tensor& t) {
 }
 
 bool is_capture_item(const Tensor& t) {
-  for (const auto& w : capture_items())
-    if (!w.expired() && w.lock().get() == t.impl()) return true;
-  return false;
+  std::vector<Tensor> roots;
+  for (const auto& w : capture_items()) {
+    if (w.expired()) continue;
+    if (w.lock().get() == t.impl()) return true;
+    roots.push_back(Tensor(w.lock()));
+  }
+  // Arithmetic on item() values (`x.sum().item() * 2`): a Python float in eager.
+  return !roots.empty() && t.dim() == 0 && is_floating(t.dtype()) && graph::computed_only_from(t, roots);
 }
 
 namespace {
@@ -174,7 +182,10 @@ struct PyOutputStructure : compile::OutputStructure {
   nb::object build(const std::vector<nb::object>& tensors) const {
     switch (kind) {
       case kTensor: return tensors.at(index);
-      case kItem: return tensors.at(index).attr("item")();
+      case kItem: {  // (a float argument returned as it is: the caller's float object already)
+        const nb::object& o = tensors.at(index);
+        return PyFloat_Check(o.ptr()) ? o : o.attr("item")();
+      }
       case kConstant: return *object;
       case kTuple:
       case kNamedTuple: {
@@ -274,8 +285,30 @@ struct PyCompiled {
   // compiler._NestedInputs: calls with tuple/list/dict arguments go there (flattened
   // into a compiled function of the leaves, one per argument structure).
   nb::object nested;
+  // tp.compile(module): while a module of its tree has forward hooks, calls go to
+  // `hooked` (compiler._CompiledModule: the hooks run eagerly at every call, as
+  // module.compile() does) rather than into a capture that would run them once.
+  nb::object hooked;
+  std::shared_ptr<ModuleState> state;
+  // Automatic dynamic floats: a Python float argument whose value changed between
+  // calls is passed from then on as a 0-d float64 wrapped-number tensor (promoted
+  // as a Python number, a graph input): one version serves every value, as
+  // PyTorch 2's automatic dynamic does. A capture that fails with it (the value
+  // used where an operator needs a number, `alpha=t`) retries with the number,
+  // and that argument stays specialized by value.
+  struct FloatArg {
+    double first = 0;
+    bool seen = false, dynamic = false, refused = false;
+  };
+  std::vector<FloatArg> float_args;
+  // Shared with the function the capture calls: the positions passed as such
+  // tensors in this call (noted as item()-like values: returned, they are floats
+  // again) and whether a capture ran.
+  std::shared_ptr<std::vector<char>> lifted = std::make_shared<std::vector<char>>();
+  std::shared_ptr<bool> captured = std::make_shared<bool>(false);
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
+    if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return hooked(*args, **kwargs);
     // Forward-mode AD propagates tangents in the dispatcher hook, which the
     // generated code and the first-level entry never reach: while a dual level
     // is open the function runs eagerly, so its results carry tangents as
@@ -307,10 +340,10 @@ struct PyCompiled {
         values.emplace_back(nb::cast<Tensor>(h));
       } else if (auto s = to_scalar(h)) {
         values.emplace_back(*s);
-      } else if (nested.is_valid() && !nested.is_none() &&
-                 (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || PyDict_Check(h.ptr()) || h.is_none())) {
-        // Containers, and None (an omitted optional such as optimizer.step's
-        // closure): the nested path passes constants through as part of the key.
+      } else if (nested.is_valid() && !nested.is_none()) {
+        // Containers, None (an omitted optional such as optimizer.step's closure),
+        // strings and other objects (a module, a generator, a config): the nested
+        // path passes them through as part of the key (objects by identity).
         return nested(args);
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
@@ -318,7 +351,52 @@ struct PyCompiled {
       }
     }
     const compile::OutputStructure* structure = nullptr;
-    std::vector<Tensor> out = fn->call(values, &structure);
+    std::vector<Tensor> out;
+    bool any_lifted = false;
+    if (!graph::is_tracing()) {
+      if (float_args.size() < values.size()) float_args.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        PyObject* h = args[i].ptr();
+        if (!PyFloat_CheckExact(h)) continue;
+        FloatArg& fa = float_args[i];
+        double v = PyFloat_AS_DOUBLE(h);
+        if (!fa.seen) {
+          fa.seen = true;
+          fa.first = v;
+        } else if (!fa.dynamic && !fa.refused && std::memcmp(&v, &fa.first, sizeof v) != 0) {
+          fa.dynamic = true;
+          if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+            std::fprintf(stderr, "[tp.compile] argument %zu: a float that changed between calls is an input from now on\n", i);
+        }
+        if (fa.dynamic && !fa.refused) {
+          if (!any_lifted) lifted->assign(values.size(), 0);
+          values[i] = Tensor::wrapped_scalar(Scalar(v));
+          (*lifted)[i] = 1;
+          any_lifted = true;
+        }
+      }
+    }
+    if (any_lifted) {
+      *captured = false;
+      try {
+        out = fn->call(values, &structure);
+      } catch (...) {
+        if (!*captured) {
+          lifted->clear();
+          throw;
+        }
+        for (size_t i = 0; i < values.size(); ++i)
+          if (i < lifted->size() && (*lifted)[i]) {
+            float_args[i].refused = true;
+            values[i] = *to_scalar(args[i]);
+          }
+        lifted->clear();
+        out = fn->call(values, &structure);
+      }
+      lifted->clear();
+    } else {
+      out = fn->call(values, &structure);
+    }
     auto* s = static_cast<const PyOutputStructure*>(structure);
     if (!s) return outputs_to_python(std::move(out), out.size() != 1);
     if (s->kind == PyOutputStructure::kTensor) {
@@ -442,8 +520,10 @@ void bind_compile(nb::module_& m) {
       .def("_set_module_finder", [](PyCompiled& c, nb::object finder) {
         auto st = std::make_shared<ModuleState>();
         st->finder = keep_py(std::move(finder));
+        c.state = st;
         c.fn->set_state_reader(module_state_reader(st));
       })
+      .def("_set_hooked_call", [](PyCompiled& c, nb::object hooked) { c.hooked = std::move(hooked); })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
@@ -514,13 +594,24 @@ void bind_compile(nb::module_& m) {
     pc->wrapped = fn;
     pc->binder = binder;
     auto fn_ref = keep_py(fn);
-    compile::StructuredUserFn user = [fn_ref](const std::vector<ArgValue>& args,
-                                              std::shared_ptr<const compile::OutputStructure>* structure) {
+    auto lifted = pc->lifted;
+    auto captured = pc->captured;
+    compile::StructuredUserFn user = [fn_ref, lifted, captured](const std::vector<ArgValue>& args,
+                                                                std::shared_ptr<const compile::OutputStructure>* structure) {
       nb::object& fn = *fn_ref;
       nb::list l;
-      for (auto& a : args) {
-        if (const Tensor* t = std::get_if<Tensor>(&a)) l.append(nb::cast(*t));
-        else l.append(scalar_to_py(std::get<Scalar>(a)));
+      const bool tracing = graph::is_tracing();
+      if (tracing) *captured = true;
+      for (size_t i = 0; i < args.size(); ++i) {
+        const ArgValue& a = args[i];
+        if (const Tensor* t = std::get_if<Tensor>(&a)) {
+          // A float argument passed as a tensor (PyCompiled::float_args): a result
+          // computed from it alone is a float, as eager's arithmetic gives.
+          if (tracing && i < lifted->size() && (*lifted)[i]) note_capture_item(*t);
+          l.append(nb::cast(*t));
+        } else {
+          l.append(scalar_to_py(std::get<Scalar>(a)));
+        }
       }
       nb::object r;
       try {
@@ -540,16 +631,6 @@ void bind_compile(nb::module_& m) {
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
-    // An nn.Module compiled whole: the training flags and forward hooks of its tree
-    // select the version (module_state_reader), the tree listed now.
-    if (nb::hasattr(fn, "modules") && nb::hasattr(fn, "training")) {
-      auto st = std::make_shared<ModuleState>();
-      st->finder = keep_py(fn.attr("modules"));
-      st->modules_only = true;
-      st->resolve();
-      st->resolved = true;
-      pc->fn->set_state_reader(module_state_reader(st));
-    }
     return pc;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic").none(), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),

@@ -24,6 +24,16 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
   } else if (PyFloat_CheckExact(v)) {
     auto r = std::to_chars(buf, buf + sizeof(buf), PyFloat_AS_DOUBLE(v));
     s.append(buf, r.ptr);
+  } else if (depth == 0 && v == Py_None) {
+    s += "None";
+  } else if (depth == 0 && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 64) {
+    // A mode string (`cfg.act == "relu"`) selects a branch as a number does.
+    const char* u = PyUnicode_AsUTF8(v);
+    if (!u) {
+      PyErr_Clear();
+      return false;
+    }
+    ((s += '"') += u) += '"';
   } else if (depth == 0 && (PyList_CheckExact(v) || PyTuple_CheckExact(v))) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
     if (n > 16) return false;
@@ -69,7 +79,8 @@ void visit_state(const ModuleState& st, Visit&& visit) {
     }
   }
   for (auto& src : st.sources) {
-    PyObject* v = src.value();
+    nb::object held = src.value();
+    PyObject* v = held.ptr();
     visit(v);
     if (v && (PyList_CheckExact(v) || PyTuple_CheckExact(v)) && PySequence_Fast_GET_SIZE(v) <= 16)
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) visit(PySequence_Fast_GET_ITEM(v, i));
@@ -123,7 +134,8 @@ std::string state_text(const ModuleState& st) {
     s += " |";
   }
   for (auto& src : st.sources) {
-    PyObject* v = src.value();
+    nb::object held = src.value();
+    PyObject* v = held.ptr();
     size_t mark = s.size();
     ((s += ' ') += src.name) += '=';
     if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change

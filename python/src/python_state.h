@@ -16,8 +16,11 @@ namespace tp::py {
 //   forward (pre-)hooks (traced into the capture: a hook added or removed later
 //   must not be skipped or kept silently) and its number attributes (`self.scale`,
 //   a dropout's `p`, an `eps`);
-// - numbers (and short lists/tuples of numbers) in the globals and closure cells
-//   the compiled function's code names (`lr * g`, `x * k[0]`).
+// - numbers, short strings, None (and short lists/tuples of numbers) the code can
+//   read: in the globals and closure cells the compiled function's code names
+//   (`lr * g`, `x * k[0]`) and along attribute / item paths from them or from the
+//   compiled object (`CFG.scale`, `self.cfg.dropout`, `cfg["lr"]`, `config.LR`,
+//   a helper's or a method's reads), found by compiler._python_state_sources.
 // The hook dicts and `__dict__`s are made once, in Module.__init__, so they are
 // held, not looked up per call.
 struct ModuleState {
@@ -28,6 +31,9 @@ struct ModuleState {
   bool modules_only = false;
   int generation = 0;  // bumped when the tree changed: no version of an older tree is reused
   std::vector<std::shared_ptr<nb::object>> mods, hook_dicts, attr_dicts;  // two hook dicts per module
+  // Two per module: full backward (pre-)hooks (Python autograd Functions around a
+  // module call, which a capture cannot hold): only has_hooks() reads them.
+  std::vector<std::shared_ptr<nb::object>> backward_hook_dicts;
   // Per module, its `_modules` dict and the children it held when listed: a
   // submodule replaced, added or removed (`model[1] = nn.ReLU()`) changes the
   // program the capture traced, and modules not listed have unread state.
@@ -35,13 +41,50 @@ struct ModuleState {
   std::vector<std::vector<nb::object>> children;
   struct Source {
     std::string name;
-    std::shared_ptr<nb::object> owner, key;  // a dict and its key, or a cell and None
+    // Where the walk starts: a dict and its key, a cell (key None), or an object
+    // itself (key None: a compiled module, a method's self, a function's defaults).
+    std::shared_ptr<nb::object> owner, key;
+    // Then attribute / item steps (`cfg.optim.lr`, `CFG["lr"]`), re-walked per call.
+    struct Step {
+      bool attr;
+      nb::object key;
+    };
+    std::vector<Step> steps;
     // An nn.Module when listed (a global `model`): rebound to another, the
     // program may differ, as for a changed tree.
     nb::object object;
-    PyObject* value() const {
+    // The value now (null when a step fails: the attribute is gone).
+    nb::object value() const {
       PyObject* o = owner->ptr();
-      return PyCell_Check(o) ? PyCell_GET(o) : PyDict_Check(o) ? PyDict_GetItem(o, key->ptr()) : nullptr;
+      nb::object cur;
+      if (PyCell_Check(o)) {
+        PyObject* v = PyCell_GET(o);
+        if (!v) return {};
+        cur = nb::borrow(v);
+      } else if (PyDict_Check(o) && !key->is_none()) {
+        PyObject* v = PyDict_GetItem(o, key->ptr());
+        if (!v) return {};
+        cur = nb::borrow(v);
+      } else {
+        cur = nb::borrow(o);
+      }
+      for (const Step& st : steps) {
+        PyObject* r = nullptr;
+        if (st.attr) {
+          r = PyObject_GetAttr(cur.ptr(), st.key.ptr());
+        } else if (PyDict_CheckExact(cur.ptr())) {
+          r = PyDict_GetItemWithError(cur.ptr(), st.key.ptr());
+          Py_XINCREF(r);
+        } else {
+          r = PyObject_GetItem(cur.ptr(), st.key.ptr());
+        }
+        if (!r) {
+          PyErr_Clear();
+          return {};
+        }
+        cur = nb::steal(r);
+      }
+      return cur;
     }
   };
   std::vector<Source> sources;
@@ -51,6 +94,10 @@ struct ModuleState {
       for (const char* name : {"_forward_pre_hooks", "_forward_hooks"}) {
         nb::object d = nb::getattr(mod, name, nb::none());
         hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
+      }
+      for (const char* name : {"_backward_pre_hooks", "_backward_hooks"}) {
+        nb::object d = nb::getattr(mod, name, nb::none());
+        backward_hook_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
       }
       nb::object d = nb::getattr(mod, "__dict__", nb::none());
       attr_dicts.push_back(PyDict_Check(d.ptr()) ? keep_py(d) : nullptr);
@@ -71,7 +118,7 @@ struct ModuleState {
   }
   bool tree_changed() const {
     for (auto& src : sources)
-      if (src.object.is_valid() && src.value() != src.object.ptr()) return true;
+      if (src.object.is_valid() && src.value().ptr() != src.object.ptr()) return true;
     for (size_t m = 0; m < mods.size(); ++m) {
       std::vector<nb::object> now = child_list(child_dicts[m]);
       if (now.size() != children[m].size()) return true;
@@ -80,9 +127,22 @@ struct ModuleState {
     }
     return false;
   }
+  // Whether a module of the tree has forward or full backward (pre-)hooks now (listed at the first
+  // call): tp.compile(module) then runs them eagerly around its compiled forward.
+  bool has_hooks() {
+    if (!resolved) {
+      resolved = true;
+      resolve();
+    }
+    for (auto* dicts : {&hook_dicts, &backward_hook_dicts})
+      for (auto& d : *dicts)
+        if (d && PyDict_Check(d->ptr()) && PyDict_Size(d->ptr()) > 0) return true;
+    return false;
+  }
   void resolve() {
     mods.clear();
     hook_dicts.clear();
+    backward_hook_dicts.clear();
     attr_dicts.clear();
     child_dicts.clear();
     children.clear();
@@ -94,10 +154,14 @@ struct ModuleState {
     }
     add(found[0]);
     for (nb::handle src : found[1]) {
-      sources.push_back({nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])), keep_py(nb::borrow(src[2])), {}});
-      PyObject* v = sources.back().value();
-      if (v && PyObject_HasAttrString(v, "_modules") && PyObject_HasAttrString(v, "training"))
-        sources.back().object = nb::borrow(v);
+      // (name, owner, key, ((kind, key), ...)), kind "attr" or "item"
+      Source s{nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])), keep_py(nb::borrow(src[2])), {}, {}};
+      for (nb::handle st : src[3]) s.steps.push_back({nb::cast<std::string>(st[0]) == "attr", nb::borrow(st[1])});
+      sources.push_back(std::move(s));
+      nb::object v = sources.back().value();
+      if (v.is_valid() && PyObject_HasAttrString(v.ptr(), "_modules") &&
+          PyObject_HasAttrString(v.ptr(), "training"))
+        sources.back().object = v;
     }
   }
 };

@@ -201,48 +201,214 @@ def _locate_free_tensors(fn, ids):
     return found
 
 
+# Python state a capture reads: how far the search for numbers goes (steps that
+# are not a submodule, and paths in all; each path costs a few attribute reads per call).
+_STATE_DEPTH = 6
+_STATE_PATHS = 256
+# Packages whose objects and modules hold no user configuration (never walked).
+_NOT_CONFIG = frozenset({"tensorplay", "numpy", "torch", "builtins"})
+
+
+def _code_consts(code, out):
+    """The str/int constants a code object (and its nested code) names: dict keys
+    and indices it may read (`cfg["lr"]`, `sizes[0]`)."""
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_consts(c, out)
+        elif type(c) in (str, int):
+            out.add(c)
+    return out
+
+
+def _foreign_module_name(name):
+    import sys
+    top = (name or "").split(".")[0]
+    return top in _NOT_CONFIG or top in sys.stdlib_module_names
+
+
+def _is_state_leaf(v, in_sequence=False):
+    t = type(v)
+    if t in (int, float, bool) or v is None:
+        return True
+    if t is str:  # a mode string (`cfg.act == "relu"`) selects a branch as a number does
+        return not in_sequence and len(v) <= 64
+    return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)
+
+
 def _python_state_sources(fn):
     """The Python state a capture of `fn` bakes in and that selects its version
-    (read at every call by the binding, python/src/compile.cpp):
-    (modules, [(name, dict or cell, key or None)]): the nn.Modules it can reach
-    (training flags, forward hooks, number attributes) and the globals / closure
-    cells its code names (numbers and short lists of numbers in them)."""
-    sources, seen = [], set()
+    (read at every call by the binding, python/src/python_state.cpp):
+    (modules, [(name, owner, key, steps)]): the nn.Modules it can reach (training
+    flags, forward hooks, number attributes) and paths to the Python numbers,
+    strings and short number lists its code can read: from a globals dict (key: the
+    name), a closure cell (key None) or an object (key None: the owner itself, a
+    compiled module or a method's self), then ("attr", name) / ("item", key) steps
+    (`cfg.optim.lr`, `CFG["lr"]`, `config_module.SCALE`, a helper's or a method's
+    reads, a default argument's attributes). Attribute names are those the code
+    reached names, dict keys its constants: a static over-approximation of the reads."""
+    from .nn import Module  # late: nn imports tensorplay
 
-    def add(f, prefix, depth):
-        code = getattr(f, "__code__", None)
-        if not isinstance(f, types.FunctionType) or code is None or id(f) in seen:
+    names, consts, funcs, seen_funcs = set(), set(), [], set()
+
+    def add_func(f, own=False):
+        if isinstance(f, types.MethodType):
+            f = f.__func__
+        if not isinstance(f, types.FunctionType) or id(f) in seen_funcs:
             return
-        seen.add(id(f))
+        if not own and _foreign_module_name(getattr(f, "__module__", None)):
+            return  # (the compiled function itself may be tensorplay's: the nested-inputs `flat`)
+        seen_funcs.add(id(f))
+        funcs.append(f)
+        _code_names(f.__code__, names)
+        _code_consts(f.__code__, consts)
+
+    def add_class_functions(cls):
+        for klass in cls.__mro__:
+            if _foreign_module_name(klass.__module__):
+                continue
+            for k, v in vars(klass).items():
+                if k.startswith("__") and k.endswith("__") and k != "__call__":
+                    continue  # (constructors, printing, comparison: not what a forward calls)
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                elif isinstance(v, property):
+                    v = v.fget
+                add_func(v)
+
+    roots = []  # (value, owner, key, steps, name)
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType):
+        roots.append((fn.__self__, fn.__self__, None, (), "self"))
+        add_class_functions(type(fn.__self__))
+    elif not isinstance(fn, types.FunctionType):  # a module or callable object: its forward / __call__
+        roots.append((fn, fn, None, (), "self"))
+        add_class_functions(type(fn))
+        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
+    add_func(target, own=True)
+
+    sources, keys = [], set()
+    expanded = set()
+
+    def record(owner, key, steps, name):
+        k = (id(owner), key, steps)
+        if k not in keys and len(sources) < _STATE_PATHS:
+            keys.add(k)
+            sources.append((name, owner, key, steps))
+
+    def walk(value, owner, key, steps, name, depth, in_sequence=False):
+        if _is_state_leaf(value, in_sequence):
+            if not (in_sequence and type(value) is str):
+                record(owner, key, steps, name)
+            return
+        if depth > _STATE_DEPTH or isinstance(value, (_C.Tensor, str, bytes, complex)):
+            return
+        # An object is expanded once per name set (a later pass sees names found since).
+        mark = (id(value), len(names), len(consts))
+        if mark in expanded:
+            return
+        expanded.add(mark)
+        if isinstance(value, (types.FunctionType, types.MethodType)):
+            add_func(value)
+            if isinstance(value, types.MethodType):
+                walk(value.__self__, owner, key, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
+            return
+        if isinstance(value, _C.CompiledFunction):
+            add_func(value.__wrapped__)
+            return
+        if isinstance(value, types.ModuleType):
+            if _foreign_module_name(value.__name__):
+                return
+            d = vars(value)
+            for k in sorted(names & d.keys()):
+                walk(d[k], owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            return
+        if isinstance(value, dict):
+            for k in list(value.keys()):
+                if type(k) in (str, int) and k in consts:
+                    walk(value[k], owner, key, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
+            return
+        if isinstance(value, (list, tuple)):
+            for i, v in enumerate(value[:32]):
+                walk(v, owner, key, steps + (("item", i),), f"{name}[{i}]", depth + 1, in_sequence=True)
+            return
+        if isinstance(value, type):
+            if _foreign_module_name(value.__module__):
+                return
+            for klass in value.__mro__:
+                if _foreign_module_name(klass.__module__):
+                    continue
+                d = vars(klass)
+                for k in sorted(names & d.keys()):
+                    v = d[k]
+                    if isinstance(v, (staticmethod, classmethod, property)) or callable(v):
+                        add_class_functions(value)
+                    elif not hasattr(v, "__get__"):
+                        walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            return
+        if isinstance(value, Module):
+            if steps[-2:-1] != (("attr", "_modules"),):  # (a submodule: ModuleState::tree_changed sees it)
+                record(owner, key, steps, name)  # rebound to another module: a changed program
+            add_class_functions(type(value))
+            d = value.__dict__
+            for k, sub in d.get("_modules", {}).items():
+                if sub is not None:  # a submodule's own attributes (its forward's reads); no depth cost
+                    walk(sub, owner, key, steps + (("attr", "_modules"), ("item", k)), f"{name}.{k}", depth)
+            for k in sorted(names & d.keys()):
+                v = d[k]
+                if k not in ("_parameters", "_buffers", "_modules") and not _is_state_leaf(v):
+                    walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)  # numbers: ModuleState
+            return
+        cls = type(value)
+        if _foreign_module_name(cls.__module__):
+            return
+        add_class_functions(cls)
+        d = getattr(value, "__dict__", None)
+        d = d if isinstance(d, dict) else {}
+        for k in sorted(names):
+            if k in d:
+                walk(d[k], owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                continue
+            for klass in cls.__mro__:
+                if k in vars(klass):
+                    v = vars(klass)[k]
+                    if type(v).__name__ == "member_descriptor":  # __slots__
+                        try:
+                            walk(getattr(value, k), owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                        except AttributeError:
+                            pass
+                    elif not hasattr(v, "__get__") or isinstance(v, (int, float, bool, str)):
+                        walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)  # a class default
+                    break
+
+    def function_roots(f, prefix):
+        code = f.__code__
         g = f.__globals__
         cells = dict(zip(code.co_freevars, f.__closure__ or ()))
+        out = []
         for name in sorted(_code_names(code, set())):
-            if name not in g or name in cells:
-                continue
-            v = g[name]
-            if type(v) is types.FunctionType:
-                if depth < 3:  # a helper it calls reads its own globals (a config number)
-                    add(v, f"{prefix}{name}.", depth + 1)
-            elif not issubclass(type(v), (types.ModuleType, type)) and (id(g), name) not in sources_keys:
-                sources_keys.add((id(g), name))
-                sources.append((prefix + name, g, name))
+            if name in g and name not in cells:
+                out.append((g[name], g, name, (), prefix + name))
         for name, cell in cells.items():
             try:
-                v = cell.cell_contents
+                out.append((cell.cell_contents, cell, None, (), prefix + name))
             except ValueError:  # not assigned yet
-                v = None
-            if type(v) is types.FunctionType:
-                if depth < 3:
-                    add(v, f"{prefix}{name}.", depth + 1)
-            else:
-                sources.append((prefix + name, cell, None))
+                out.append((None, cell, None, (), prefix + name))
+        for i, v in enumerate(f.__defaults__ or ()):
+            out.append((v, f, None, (("attr", "__defaults__"), ("item", i)), f"{prefix}<default {i}>"))
+        return out
 
-    sources_keys = set()
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType):  # a module or callable object: its forward / __call__
-        target = getattr(type(fn), "forward", None) or getattr(type(fn), "__call__", None)
     try:
-        add(target, "", 0)
+        # Names grow as helpers and methods are found: walk again until they stop.
+        for _ in range(4):
+            before = (len(names), len(consts), len(funcs))
+            for r in roots:
+                walk(*r, 0)
+            for f in list(funcs):
+                prefix = "" if f is target else f.__name__ + "."
+                for r in function_roots(f, prefix):
+                    walk(*r, 0)
+            if (len(names), len(consts), len(funcs)) == before:
+                break
     except Exception:  # an object that refuses inspection: the sources found so far
         pass
     return _modules_reached(fn), sources
@@ -373,50 +539,181 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         custom, backend = backend, getattr(backend, "__name__", "custom")
     elif not isinstance(backend, str):
         raise TypeError("backend must be a string or a callable")
-    names, nparams = _signature(fn)
-    opts = {str(k): str(v) for k, v in (options or {}).items()}
-    cf = _C._compile(fn, backend, custom, mode or "", opts, None if dynamic is None else bool(dynamic),
-                     bool(fullgraph),
-                     bool(strict_native), names, nparams, _make_binder(fn))
-    nested = _NestedInputs(fn, dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic,
-                                    fullgraph=fullgraph, strict_native=strict_native))
-    reader = _state_reader(fn)
-    cf._set_nested(nested)
-    if reader is not None:
-        cf._set_state_reader(reader)
-        nested.state_reader = reader
-        return _CompiledOptimizerStep(cf)
+    kwargs = dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic, fullgraph=fullgraph,
+                  strict_native=strict_native)
+    if _state_reader(fn) is not None:  # optimizer.step: its float hyperparameters are inputs
+        return _CompiledOptimizerStep(fn, kwargs)
+    adapter = _keyword_only_adapter(fn)
+    if adapter is not None:
+        cf, _ = _build(adapter[0], custom, backend, kwargs, signature=adapter[1:])
+        fn = adapter[0]
+    else:
+        cf, _ = _build(fn, custom, backend, kwargs)
+    # Its modules' flags and hooks and the Python numbers it reads select the version.
+    cf._set_module_finder(lambda: _python_state_sources(fn))
     from .nn import Module  # late: nn imports tensorplay
-    if not isinstance(fn, Module):  # a module's own tree is read by _C._compile
-        cf._set_module_finder(lambda: _python_state_sources(fn))
+    if isinstance(fn, Module):
+        # Forward hooks are Python code whose side effects a capture would run once:
+        # while the tree has any, calls run them eagerly as module.compile() does.
+        cf._set_hooked_call(_CompiledModule(fn, (), kwargs))
     return cf
 
 
+def _keyword_only_adapter(fn):
+    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
+    *args / **kwargs): (adapter, names, count, binder), the adapter taking them
+    after the positional ones, so they are arguments like the others (tensors
+    re-read, numbers in the key); None for other callables."""
+    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        return None
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    if not kwonly or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    npos = len(positional)
+
+    def adapter(*args, **kw):
+        if kw:  # called as the user's function (forward-mode AD runs it eagerly)
+            return fn(*args, **kw)
+        return fn(*args[:npos], **dict(zip(kwonly, args[npos:])))
+
+    def bind(args, kwargs):
+        try:
+            b = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"compiled function: {e}") from None
+        b.apply_defaults()
+        return tuple(b.args) + tuple(b.kwargs[k] for k in kwonly)
+
+    adapter.__name__ = getattr(fn, "__name__", "adapter")
+    adapter.__wrapped__ = fn
+    return adapter, positional + kwonly, npos + len(kwonly), bind
+
+
+def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
+    """The C++ CompiledFunction of fn and its nested-inputs companion."""
+    if signature is None:
+        names, nparams = _signature(fn)
+        binder = _make_binder(fn)
+    else:
+        names, nparams, binder = signature
+    opts = {str(k): str(v) for k, v in (kwargs["options"] or {}).items()}
+    dynamic = kwargs["dynamic"]
+    cf = _C._compile(fn, backend, custom, kwargs["mode"] or "", opts, None if dynamic is None else bool(dynamic),
+                     bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, binder)
+    nested = _NestedInputs(fn, kwargs)
+    cf._set_nested(nested)
+    if state_reader is not None:
+        cf._set_state_reader(state_reader)
+        nested.state_reader = state_reader
+    return cf, nested
+
+
+# Optimizer hyperparameters a compiled step takes as 0-d float64 inputs when they
+# are Python floats (a learning-rate schedule changes them at every step); zero
+# ones (no weight decay, no momentum) stay constants that select the version, as
+# the update's Python branches on them.
+_LIFTED_HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "eps", "betas")
+
+
+def _hyper_slots(opt):
+    """[(group index, key, tuple position or None)] of the lifted hyperparameters, and their values."""
+    slots, values = [], []
+    for gi, group in enumerate(opt.param_groups):
+        for k in _LIFTED_HYPERPARAMETERS:
+            v = group.get(k)
+            if type(v) is float and (v != 0.0 or k == "lr"):
+                slots.append((gi, k, None))
+                values.append(v)
+            elif type(v) is tuple:
+                for j, e in enumerate(v):
+                    if type(e) is float and e != 0.0:
+                        slots.append((gi, k, j))
+                        values.append(e)
+    return slots, values
+
+
+def _install_hyper(opt, slots, tensors):
+    """Puts the lifted values (graph inputs while capturing) into the param groups; returns what to restore."""
+    saved = []
+    for (gi, k, j), t in zip(slots, tensors):
+        group = opt.param_groups[gi]
+        saved.append((group, k, group[k]))
+        if j is None:
+            group[k] = t
+        else:
+            v = list(group[k])
+            v[j] = t
+            group[k] = tuple(v)
+    return saved
+
+
 class _CompiledOptimizerStep:
-    """tp.compile(optimizer.step): the step's body runs under no_grad in eager, and
+    """tp.compile(optimizer.step). The step's body runs under no_grad in eager, and
     a capture does not see grad-mode switches inside the function, so the whole
     compiled call runs under no_grad (its parameter writes are not recorded, and
-    no AOT region is built for parameters that require grad)."""
+    no AOT region is built for parameters that require grad).
 
-    def __init__(self, cf):
-        self._cf = cf
-        self.__wrapped__ = cf.__wrapped__
+    Float hyperparameters (lr, momentum, betas, weight_decay, eps: see
+    _LIFTED_HYPERPARAMETERS) are 0-d float64 inputs of the compiled step, installed
+    into the param groups while the capture runs: a learning-rate schedule reuses
+    one version (as PyTorch 2 users expect) and the update computes with the same
+    double values as eager (optim/optimizer.py's _add_scaled keeps eager's rounding)."""
+
+    def __init__(self, step, kwargs):
+        from . import float64, tensor
+
+        opt = step.__self__
+        self._opt, self._step = opt, step
+        self._slots = []
+        self._tensor = lambda v: tensor(v, dtype=float64)
+        self.__wrapped__ = step
+        me = self
+
+        def lifted_step(*args):
+            n = len(me._slots)
+            saved = _install_hyper(opt, me._slots, args[:n])
+            try:
+                return step(*args[n:])
+            finally:
+                for group, k, v in reversed(saved):
+                    group[k] = v
+
+        lifted_step.__name__ = getattr(step, "__name__", "step")
+        custom, backend = (kwargs["backend"], getattr(kwargs["backend"], "__name__", "custom")) \
+            if callable(kwargs["backend"]) else (None, kwargs["backend"])
+        self._cf, _ = _build(lifted_step, custom, backend, kwargs, _state_reader(step, lifted=True))
+        try:
+            self._sig = inspect.signature(step)
+        except (TypeError, ValueError):
+            self._sig = None
 
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
+        if kwargs and self._sig is not None:
+            b = self._sig.bind(*args, **kwargs)
+            args, kwargs = b.args, b.kwargs
+        slots, values = _hyper_slots(self._opt)
+        self._slots = slots
         with no_grad():
-            return self._cf(*args, **kwargs)
+            return self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._cf, name)
 
 
-def _state_reader(fn):
+def _state_reader(fn, lifted=False):
     """For `tp.compile(optimizer.step)`: the capture bakes in the optimizer's Python
     state (hyperparameters, which state entries exist, which parameters have a
     grad), so that state selects the version, read at every call. The first step
     (creating momentum buffers) and the later ones are two versions; the tensors
-    themselves are free tensors, updated in place through functionalization."""
+    themselves are free tensors, updated in place through functionalization.
+    With `lifted`, the lifted hyperparameters (_hyper_slots) count by their place only."""
     opt = getattr(fn, "__self__", None)
     if opt is None or getattr(fn, "__name__", "") != "step":
         return None
@@ -426,8 +723,18 @@ def _state_reader(fn):
 
     def key():
         parts = []
-        for group in opt.param_groups:
-            parts.append(repr([(k, v) for k, v in sorted(group.items()) if k != "params"]))
+        slots = set(_hyper_slots(opt)[0]) if lifted else ()
+        for gi, group in enumerate(opt.param_groups):
+            items = []
+            for k, v in sorted(group.items()):
+                if k == "params":
+                    continue
+                if (gi, k, None) in slots:
+                    v = "<input>"
+                elif type(v) is tuple and any((gi, k, j) in slots for j in range(len(v))):
+                    v = tuple("<input>" if (gi, k, j) in slots else e for j, e in enumerate(v))
+                items.append((k, v))
+            parts.append(repr(items))
             for p in group["params"]:
                 st = opt.state.get(p) if hasattr(opt.state, "get") else None
                 parts.append(("g" if p.grad is not None else "-") + ",".join(sorted(st)) if st else
@@ -453,12 +760,29 @@ def _flatten_arg(a, leaves):
         return ("list", tuple(_flatten_arg(v, leaves) for v in a))
     if isinstance(a, dict):
         return ("dict", tuple(a.keys()), tuple(_flatten_arg(v, leaves) for v in a.values()))
-    try:
-        hash(a)
-    except TypeError:
-        raise TypeError(f"compiled function: an argument contains an unsupported {type(a).__name__} "
-                        "(expected tensors, numbers, None, strings, or tuples/lists/dicts of them)") from None
-    return ("const", a)  # None, a string: part of the key, passed as it is
+    if a is None or type(a) in (str, bytes, complex):
+        return ("const", a)  # part of the key by value, passed as it is
+    # Any other object (an nn.Module, a Generator, a config object): passed as it is,
+    # part of the key by identity (_spec_key). The compiled function of this
+    # structure holds it, so its tensors (a module's parameters) are found by the
+    # free-tensor search and re-read at every call, and its numbers select the version.
+    return ("obj", a)
+
+
+def _spec_key(spec):
+    """The hashable key of an argument structure: objects by identity (the spec holds them alive)."""
+    if spec == "leaf":
+        return spec
+    kind = spec[0]
+    if kind == "obj":
+        return ("obj", id(spec[1]))
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_spec_key(s) for s in spec[1]))
+    if kind == "namedtuple":
+        return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
+    if kind == "dict":
+        return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
+    return spec
 
 
 def _unflatten_arg(spec, it):
@@ -490,7 +814,7 @@ class _NestedInputs:
     def __call__(self, args):
         leaves = []
         spec = tuple(_flatten_arg(a, leaves) for a in args)
-        key = spec
+        key = tuple(_spec_key(s) for s in spec)
         if hasattr(self.fn, "modules") and hasattr(self.fn, "training"):
             key = (spec, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
         cf = self.by_structure.get(key)
@@ -523,23 +847,25 @@ class _CompiledModule:
         self.versions = {}
 
     def _state(self):
-        return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
+        return tuple((m.training, tuple(m._forward_pre_hooks), tuple(m._forward_hooks),
+                      tuple(m.__dict__.get("_backward_pre_hooks", ())), tuple(m.__dict__.get("_backward_hooks", ())))
                      for m in self.module.modules() if m is not self.module) + (self.module.training,)
 
     def _hooked_submodules(self):
         return [name for name, m in self.module.named_modules()
-                if m is not self.module and (m._forward_pre_hooks or m._forward_hooks)]
+                if m is not self.module and (m._forward_pre_hooks or m._forward_hooks or
+                                             m.__dict__.get("_backward_pre_hooks") or m.__dict__.get("_backward_hooks"))]
 
     def _compiled(self):
         key = self._state()
         cf = self.versions.get(key)
         if cf is None and self._hooked_submodules():
             # A submodule's hooks are Python code with possible side effects that a
-            # compiled forward would run once, at capture: this state runs eagerly
-            # (every hook at every call), as without compile.
+            # compiled forward would run once, at capture (or, full backward hooks,
+            # not at all): this state runs eagerly (every hook at every call).
             hooked = ", ".join(repr(n) for n in self._hooked_submodules())
-            why = (f"submodule(s) {hooked} of {type(self.module).__name__} have forward hooks, whose Python side "
-                   "effects a compiled forward would run only at capture")
+            why = (f"submodule(s) {hooked} of {type(self.module).__name__} have hooks (forward hooks or full "
+                   "backward hooks), whose Python side effects a compiled forward would run only at capture")
             if self.kwargs.get("strict_native"):
                 raise BackendError(f"tp.compile(strict_native=True): {why}")
             opts = self.kwargs.get("options") or {}
@@ -564,11 +890,18 @@ class _CompiledModule:
             new = hook(m, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
+        bw = None
+        if (m.__dict__.get("_backward_hooks") or m.__dict__.get("_backward_pre_hooks")) and _C.is_grad_enabled():
+            from .nn.modules._backward_hooks import BackwardHook
+            bw = BackwardHook(m)
+            args = bw.setup_inputs(args)
         out = self._compiled()(*args, **kwargs)
         for hook in list(m._forward_hooks.values()):
             new = hook(m, args, out)
             if new is not None:
                 out = new
+        if bw is not None:
+            out = bw.setup_outputs(out)
         return out
 
 

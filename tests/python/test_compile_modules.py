@@ -203,10 +203,29 @@ def test_submodule_hook_side_effects_happen_at_every_call():
 
 
 def test_hooks_traced_by_tp_compile_warn_that_side_effects_happen_at_capture():
+    # A function calling a hooked module traces the hook (its tensor effect is
+    # compiled in) and says its Python side effects happen once.
     net = nn.Sequential(nn.Linear(4, 3))
     net[0].register_forward_hook(lambda m, args, out: out * 2)
-    cf = tp.compile(net)
+    cf = tp.compile(lambda x: net(x))
     x = tp.randn(2, 4)
     with pytest.warns(UserWarning, match="side effects happen only once, at capture"):
         y = cf(x)
+    np.testing.assert_allclose(y.detach().numpy(), net(x).detach().numpy(), rtol=1e-6)  # tensor effect compiled in
+
+
+def test_hooks_of_submodules_of_a_module_given_to_tp_compile_run_at_every_call():
+    # tp.compile(module) runs as module.compile() does: a hooked submodule's state
+    # runs eagerly (said once), so the hook's side effects happen at every call.
+    calls = []
+    net = nn.Sequential(nn.Linear(4, 3))
+    net[0].register_forward_hook(lambda m, args, out: calls.append(1) or out * 2)
+    cf = tp.compile(net)
+    x = tp.randn(2, 4)
+    with pytest.warns(UserWarning, match="running eagerly"):
+        y = cf(x)
+    cf(x)
+    assert len(calls) == 3 - 1
+    with pytest.raises(tp.compiler.BackendError, match="forward hooks"):
+        tp.compile(net, strict_native=True)(x)
     np.testing.assert_allclose(y.detach().numpy(), net(x).detach().numpy(), rtol=1e-6)  # tensor effect compiled in

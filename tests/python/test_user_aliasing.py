@@ -98,3 +98,39 @@ def test_view_of_a_result_in_training_keeps_its_gradient():
     a, b = f(x)
     (a.sum() * 2 + b.sum()).backward()
     np.testing.assert_allclose(got, w.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "stax"])
+def test_returned_views_of_an_unreturned_intermediate_share_memory(backend):
+    def f(x):
+        y = x * 2
+        return y[0], y.view(-1), y.t()[1:]
+
+    g = tp.compile(f, backend=backend, strict_native=backend == "stax")
+    for x in (tp.ones(2, 3), tp.arange(6.0).reshape(2, 3)):
+        a, b, c = g(x)
+        ea, eb, ec = f(x)
+        for got, want in ((a, ea), (b, eb), (c, ec)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        a.add_(1)
+        ea.add_(1)
+        np.testing.assert_array_equal(b.numpy(), eb.numpy())  # a write through one shows in the others
+        np.testing.assert_array_equal(c.numpy(), ec.numpy())
+
+
+def test_returned_views_of_an_unreturned_intermediate_in_training():
+    w = tp.tensor([[1.0, -2.0, 3.0], [0.5, 0.25, -1.0]], requires_grad=True)
+
+    def f(x):
+        y = x * w
+        return y[0], y[:, 1]
+
+    g = tp.compile(f, backend="aot_eager")
+    x = tp.arange(6.0).reshape(2, 3)
+    a, b = g(x)
+    (a.sum() + 2 * b.sum()).backward()
+    got = w.grad.numpy().copy()
+    w.grad = None
+    ea, eb = f(x)
+    (ea.sum() + 2 * eb.sum()).backward()
+    np.testing.assert_allclose(got, w.grad.numpy(), rtol=1e-6)

@@ -176,6 +176,10 @@ def test_submodules_replaced_or_appended_after_the_first_call(how):
         model.append(nn.Sigmoid())
         np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
         model[3].register_forward_hook(lambda m, args, out: out * 0 + 1)  # a module added later: its hooks count
+        if how == "module":  # run eagerly, as module.compile() does: refused under strict_native
+            with pytest.raises(tp.compiler.BackendError, match="forward hooks"):
+                f(x)
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             np.testing.assert_allclose(f(x).numpy(), np.ones((5, 2)), rtol=1e-6)
@@ -205,3 +209,112 @@ def test_a_rebound_global_tensor_does_not_recapture():
         w[0] = w[0] * 0.5
         np.testing.assert_allclose(f(x).numpy(), (x @ w[0]).numpy(), rtol=1e-5)
     assert tp.compiler.metrics.compile_count == 1
+
+
+def test_forward_hook_side_effects_run_at_every_call_of_a_compiled_module():
+    calls = []
+    m = nn.Linear(2, 2)
+    f = tp.compile(m, backend="aot_eager")
+    x = tp.ones(1, 2)
+    f(x)
+    h1 = m.register_forward_hook(lambda mod, args, out: calls.append("post") or out * 2)
+    h2 = m.register_forward_pre_hook(lambda mod, args: calls.append("pre") or (args[0] + 1,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the module's own hooks need no fallback
+        for _ in range(3):
+            with tp.no_grad():
+                np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+    assert calls == ["pre", "post"] * 6
+    h1.remove()
+    h2.remove()
+    with tp.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), m.forward(x).numpy(), rtol=1e-6)
+    assert len(calls) == 12
+
+
+# ---- full backward hooks (PyTorch is the oracle) ----
+
+import torch  # noqa: E402
+
+
+
+
+def _backward_hook_run(lib, how):
+    nnl = torch.nn if lib is torch else nn
+    log = []
+
+    class Net(nnl.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nnl.Linear(3, 2)
+
+        def forward(self, x, scale, y):
+            return self.lin(x) * scale + y, (x * y.sum()).sum()
+
+    lib.manual_seed(0)
+    m = Net()
+    with (torch.no_grad() if lib is torch else tp.no_grad()):
+        m.lin.weight.copy_(lib.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]]))
+        m.lin.bias.copy_(lib.tensor([0.1, -0.2]))
+
+    def lst(gs):
+        return [None if g is None else np.asarray(g.tolist()) for g in gs]
+
+    m.register_full_backward_pre_hook(lambda mod, go: log.append(("pre", lst(go))) or (go[0] * 2, go[1]))
+    m.register_full_backward_hook(lambda mod, gi, go: log.append(("full", lst(gi), lst(go))) or (gi[0] + 1, None, gi[2]))
+    if how == "compiled" and lib is tp:
+        m = tp.compile(m, backend="aot_eager")
+    x = lib.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    y = lib.tensor([0.5, -1.0], requires_grad=True)
+    for _ in range(2):
+        a, b = m(x, 3.0, y)
+        ((a ** 2).sum() + b).backward()
+    return log, x.grad.tolist(), y.grad.tolist()
+
+
+@pytest.mark.parametrize("how", ["eager", "compiled"])
+def test_module_full_backward_hooks_match_pytorch(how):
+    want = _backward_hook_run(torch, how)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _backward_hook_run(tp, how)
+    assert [e[0] for e in got[0]] == [e[0] for e in want[0]] == ["pre", "full"] * 2
+    for ge, we in zip(got[0], want[0]):
+        for gs, ws in zip(ge[1:], we[1:]):
+            assert len(gs) == len(ws)
+            for g, w in zip(gs, ws):
+                assert (g is None) == (w is None)
+                if g is not None:
+                    np.testing.assert_allclose(g, w, rtol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+
+
+def test_full_backward_hook_of_a_submodule_of_a_compiled_module_runs_every_backward():
+    calls = []
+    net = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+    net[0].register_full_backward_hook(lambda mod, gi, go: calls.append(len(gi)))
+    f = tp.compile(net, backend="aot_eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            f(tp.ones(1, 2, requires_grad=True)).sum().backward()
+    assert calls == [1, 1, 1]
+    h = net[1].register_full_backward_pre_hook(lambda mod, go: calls.append("pre"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(tp.ones(1, 2)).sum().backward()  # no input requires grad: the hook sees grad_input (None,)
+    assert calls[3:] == ["pre", 1]
+    h.remove()
+
+
+def test_full_backward_hook_not_called_without_gradients():
+    calls = []
+    m = nn.Linear(2, 2)
+    m.register_full_backward_hook(lambda *a: calls.append(1))
+    with tp.no_grad():
+        m(tp.ones(1, 2))
+    m.weight.requires_grad_(False)
+    m.bias.requires_grad_(False)
+    m(tp.ones(1, 2))
+    assert calls == []

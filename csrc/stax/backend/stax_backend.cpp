@@ -213,6 +213,20 @@ bool inplace_reuse_legal(const ir::LoopProgram& prog, const Schedule& sched, int
     }
   }
   if (reader) {
+    // No other nest may store into the output buffer: the scheduler can place a
+    // value a later nest reads back (a side store, "reused below") in it, and such
+    // a store before the reader would overwrite input elements not yet read.
+    for (const KernelPlan& k : sched.kernels) {
+      std::vector<const LoopNest*> nests;
+      for (const LoopNest& nest : k.nests) nests.push_back(&nest);
+      if (k.outer_vector.lanes > 0) nests.push_back(&k.outer_vector.tail);
+      for (const LoopNest* nest : nests) {
+        if (nest == reader) continue;
+        bool stores = nest->node == writer && nest->store_to_memory;
+        for (const SideStore& ss : nest->side_stores) stores |= ss.buffer == ob;
+        if (stores) return no("another loop nest stores into the output buffer");
+      }
+    }
     const ir::ComputeNode& rn = prog.nodes[static_cast<size_t>(reader->node)];
     if (rn.is_reduction() || rn.scan || rn.has_pair_result()) return no("a reduction reads the input");
     std::vector<ir::IndexExpr> at;  // where R stores the output

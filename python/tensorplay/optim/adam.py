@@ -4,7 +4,7 @@ import math
 
 import tensorplay as _tp
 from .._grad_mode import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled, _nonzero
 
 __all__ = ["Adam"]
 
@@ -60,14 +60,17 @@ class Adam(Optimizer):
         state = self._init_state(p, group["amsgrad"])
         state["step"].add_(1)
         step = state["step"].item()
-        if wd != 0:
+        if _nonzero(wd):
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * wd)
             else:
-                grad = grad.add(p, alpha=wd)
+                grad = _add_scaled(grad, p, wd)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        if isinstance(beta2, float):
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        else:  # lifted (compiled step): the kernel's float rounding of value * grad first, as eager's
+            exp_avg_sq.mul_(beta2).addcmul_(grad * (1 - beta2), grad)
         step_size = lr / (1 - beta1 ** step)
         bias_correction2 = 1 - beta2 ** step
         # Under tp.compile(optimizer.step) `step` is a 0-d tensor: a tensor sqrt keeps

@@ -151,3 +151,23 @@ class Optimizer:
             if key != "step" and "float" in str(v.dtype) and v.dtype != param.dtype:
                 v = v.to(param.dtype)
         return v
+
+
+# A compiled optimizer step (tp.compile(optimizer.step)) puts its float
+# hyperparameters into the param groups as 0-d float64 tensors (graph inputs: a
+# learning-rate schedule does not recompile). The updates use these helpers
+# where an operator takes a hyperparameter as a Python number.
+
+def _nonzero(v):
+    """`v != 0` for a hyperparameter; a lifted one is never zero (zeros stay numbers)."""
+    return True if isinstance(v, _C.Tensor) else v != 0
+
+
+def _add_scaled(t, other, alpha, inplace=False):
+    """t.add(other, alpha=alpha) (or add_) with the same bits for a lifted alpha:
+    the eager kernel rounds alpha to t's dtype and forms t + alpha * other in double."""
+    if not isinstance(alpha, _C.Tensor):
+        return t.add_(other, alpha=alpha) if inplace else t.add(other, alpha=alpha)
+    a = alpha.to(t.dtype).double()
+    r = (t.double() + other.double() * a).to(t.dtype)
+    return t.copy_(r) if inplace else r

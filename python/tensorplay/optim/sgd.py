@@ -1,6 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum, L2 weight decay and maximize (PyTorch's update rule)."""
 from .._grad_mode import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled, _nonzero
 
 __all__ = ["SGD"]
 
@@ -37,15 +37,15 @@ class SGD(Optimizer):
         d_p = p.grad
         if group["maximize"]:
             d_p = -d_p
-        if wd != 0:
-            d_p = d_p.add(p, alpha=wd)
-        if momentum != 0:
+        if _nonzero(wd):
+            d_p = _add_scaled(d_p, p, wd)
+        if _nonzero(momentum):
             state = self.state[p]
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = d_p.clone()  # the first step takes the gradient as is (no dampening); no_grad: no history
                 state["momentum_buffer"] = buf
             else:
-                buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
-            d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(d_p, alpha=-lr)
+                _add_scaled(buf.mul_(momentum), d_p, 1 - group["dampening"], inplace=True)
+            d_p = _add_scaled(d_p, buf, momentum) if group["nesterov"] else buf
+        _add_scaled(p, d_p, -lr, inplace=True)

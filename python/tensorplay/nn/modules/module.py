@@ -48,13 +48,26 @@ class RemovableHandle:
 _WARNED_HOOKS = set()
 
 
-def _warn_hooks_in_capture(module):
+def _warn_hooks_in_capture(module, backward=False):
     """A forward hook that runs inside tp.compile's capture is traced: its tensor
     operations become part of the compiled program, but its Python side effects
     (appending to a list, counting calls) happen once, at capture, not at every
-    call. Say so once per hook rather than drop them silently."""
+    call. Say so once per hook rather than drop them silently. Full backward hooks
+    are not called for a module run inside a capture (tp.compile(module) and
+    module.compile() run such a module eagerly)."""
     import warnings
 
+    if backward:
+        ids = ("backward",) + tuple(module._backward_pre_hooks) + tuple(module._backward_hooks)
+        key = (id(module), ids)
+        if key not in _WARNED_HOOKS:
+            _WARNED_HOOKS.add(key)
+            warnings.warn(
+                f"tp.compile: a {type(module).__name__} with full backward hooks ran inside a compiled function: the "
+                "hooks are not called for it. Compile the module itself (tp.compile(module) or module.compile(), "
+                "which run hooked modules eagerly) or call it outside the compiled function.", UserWarning,
+                stacklevel=3)
+        return
     ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
     key = (id(module), ids)
     if key in _WARNED_HOOKS:
@@ -101,6 +114,8 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
         object.__setattr__(self, "_compiled_call", None)
 
     def forward(self, *args, **kwargs):
@@ -494,6 +509,20 @@ class Module:
         self._forward_hooks[handle.id] = hook
         return handle
 
+    def register_full_backward_hook(self, hook):
+        """hook(module, grad_input, grad_output) -> None or a new grad_input tuple, called when
+        the gradients with respect to the module's positional inputs are computed."""
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def register_full_backward_pre_hook(self, hook):
+        """hook(module, grad_output) -> None or a new grad_output tuple, called when the
+        gradients with respect to the module's outputs are computed."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        return handle
+
     def _call_impl(self, *args, **kwargs):
         if (self._forward_pre_hooks or self._forward_hooks) and _C._is_tracing():
             _warn_hooks_in_capture(self)
@@ -501,11 +530,22 @@ class Module:
             new = hook(self, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
+        d = self.__dict__
+        bw = None
+        if (d.get("_backward_hooks") or d.get("_backward_pre_hooks")) and _C.is_grad_enabled():
+            if _C._is_tracing():
+                _warn_hooks_in_capture(self, backward=True)
+            else:
+                from ._backward_hooks import BackwardHook
+                bw = BackwardHook(self)
+                args = bw.setup_inputs(args)
         out = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             new = hook(self, args, out)
             if new is not None:
                 out = new
+        if bw is not None:
+            out = bw.setup_outputs(out)
         return out
 
     def __call__(self, *args, **kwargs):
