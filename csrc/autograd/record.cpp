@@ -191,6 +191,12 @@ std::vector<Tensor> record_inplace(const OpDef& op, const std::vector<Tensor>& i
   return out;
 }
 
+bool on_cpu(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.device().kind != Device::Kind::CPU) return false;
+  return true;
+}
+
 std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   bool wants_grad = false;
   bool has_meta = false;
@@ -217,8 +223,10 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
                ": an inference tensor (created under tp.inference_mode) cannot be used in an operation "
                "recorded for autograd; clone() it outside inference_mode to get a normal tensor");
   // Under forward AD the saved outputs would carry no tangents into a backward
-  // that is differentiated forward (jacfwd of grad): record the op itself.
-  if (op.recorded_as && !forward_ad::active()) {
+  // that is differentiated forward (jacfwd of grad): record the op itself. On
+  // the CPU only: the recorded forms' extra outputs are Welford statistics,
+  // which the generated CUDA eager kernels do not print.
+  if (op.recorded_as && !forward_ad::active() && on_cpu(inputs)) {
     std::vector<Tensor> out = record(get_op(op.recorded_as), inputs, attrs);
     out.resize(1);
     return out;

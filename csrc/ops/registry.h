@@ -94,7 +94,7 @@ struct OpDef {
   // attributes) and hands back its output 0, so the node keeps what the other
   // operator's formula reads (layer_norm -> native_layer_norm keeps the row
   // statistics instead of recomputing them in the backward, as PyTorch does).
-  // Tracing and unrecorded calls still see this operator.
+  // Tracing, unrecorded calls and CUDA calls still see this operator.
   const char* recorded_as = nullptr;
   // For pointwise ops: the lowering looks operators up by name; this names the
   // scalar math the code generator emits (e.g. "exp"); empty if none.
