@@ -334,8 +334,17 @@ std::vector<Tensor> bce_decompose(const std::vector<Tensor>& in, const Attrs& at
   const Reduction r = reduction_of("binary_cross_entropy", attrs);
   check_same_shape("binary_cross_entropy", x, t);
   // log is clamped at -100 so that x = 0 or 1 gives a finite loss (PyTorch's convention).
-  Tensor lo = ops::maximum(ops::log(x), ops::scalar(-100.0));
-  Tensor l1 = ops::maximum(ops::log(ops::sub(ops::scalar(1.0), x)), ops::scalar(-100.0));
+  // The log's argument is replaced by 1 where it is exactly 0: log(0) = -inf would make
+  // its derivative 0 / 0 = NaN there even though the clamp passes it no gradient (a
+  // sigmoid that saturates to exactly 1.0 would then poison every gradient). `!= 0`
+  // keeps a NaN input NaN.
+  auto clamped_log = [](const Tensor& v) {
+    Tensor nonzero = ops::ne(v, ops::scalar(0.0));
+    Tensor safe = ops::where(nonzero, v, ops::scalar(1.0));
+    return ops::where(nonzero, ops::maximum(ops::log(safe), ops::scalar(-100.0)), ops::scalar(-100.0));
+  };
+  Tensor lo = clamped_log(x);
+  Tensor l1 = clamped_log(ops::sub(ops::scalar(1.0), x));
   Tensor loss = ops::neg(ops::add(ops::mul(t, lo), ops::mul(ops::sub(ops::scalar(1.0), t), l1)));
   if (w.defined()) loss = ops::mul(loss, w);
   return {reduce(loss, r)};

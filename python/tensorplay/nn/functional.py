@@ -484,9 +484,20 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 # ---------------------------------------------------------------- losses
+def _warn_if_broadcast(input, target):
+    """Regression losses broadcast target against input. A (N, 1) prediction against a
+    (N,) target then averages an N x N table of differences: a plausible, wrong loss that
+    trains to the wrong answer without an error. Warn, as PyTorch does."""
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", UserWarning, stacklevel=_user_stacklevel())
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
+    _warn_if_broadcast(input, target)
     return _op("mse_loss")(input, target, reduction=reduction)
 
 
@@ -502,6 +513,7 @@ def _reduce(loss, reduction):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
+    _warn_if_broadcast(input, target)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -509,6 +521,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
+    _warn_if_broadcast(input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = (input - target).abs()
@@ -520,6 +533,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 @_names_errors
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
+    _warn_if_broadcast(input, target)
     if weight is not None:
         raise NotImplementedError("huber_loss: weight is not supported")
     d = (input - target).abs()
