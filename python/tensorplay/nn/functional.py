@@ -98,14 +98,21 @@ def _check_reduction(fn, reduction):
 
 
 # ---------------------------------------------------------------- activations
-def _maybe_inplace(input, out, inplace):
-    if inplace:
-        return input.copy_(out)
-    return out
+def _maybe_inplace(input, fn, inplace):
+    """fn(input), written into input when inplace=True (the module's `inplace=True`).
+
+    When autograd records the call, fn runs on a copy: most activations save their
+    input for backward (leaky_relu, elu, silu, hardtanh, ...), and the write into input
+    would invalidate what they saved, so backward raised a version-counter error
+    where PyTorch's in-place kernels (which save the result) train normally."""
+    if not inplace:
+        return fn(input)
+    src = input.clone() if input.requires_grad and _tp.is_grad_enabled() else input
+    return input.copy_(fn(src))
 
 
 def relu(input, inplace=False):
-    return _maybe_inplace(input, _op("relu")(input), inplace)
+    return _maybe_inplace(input, _op("relu"), inplace)
 
 
 def relu6(input, inplace=False):
@@ -119,11 +126,11 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, _op("silu")(input), inplace)
+    return _maybe_inplace(input, _op("silu"), inplace)
 
 
 def mish(input, inplace=False):
-    return _maybe_inplace(input, _op("mish")(input), inplace)
+    return _maybe_inplace(input, _op("mish"), inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -131,17 +138,17 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _maybe_inplace(input, _op("elu")(input, alpha=alpha), inplace)
+    return _maybe_inplace(input, lambda x: _op("elu")(x, alpha=alpha), inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _maybe_inplace(input, _op("leaky_relu")(input, negative_slope=negative_slope), inplace)
+    return _maybe_inplace(input, lambda x: _op("leaky_relu")(x, negative_slope=negative_slope), inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _maybe_inplace(input, _op("hardtanh")(input, min_val=min_val, max_val=max_val), inplace)
+    return _maybe_inplace(input, lambda x: _op("hardtanh")(x, min_val=min_val, max_val=max_val), inplace)
 
 
 def sigmoid(input):
@@ -173,14 +180,14 @@ def _rounded_once(fn, input):
 
 @_names_errors
 def selu(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, t), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     # max(0,x) + min(0, alpha*(exp(x/alpha)-1)) is alpha * elu(x/alpha).
     if alpha == 0:
         raise ValueError("celu: alpha cannot be 0")
-    return _maybe_inplace(input, _rounded_once(lambda x: elu(x / alpha) * alpha, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: elu(x / alpha) * alpha, t), inplace)
 
 
 def softsign(input):
@@ -188,11 +195,11 @@ def softsign(input):
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, t), inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), t), inplace)
 
 
 @_names_errors
@@ -323,7 +330,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    return _maybe_inplace(input, _op("dropout")(input, p, True), inplace)
+    return _maybe_inplace(input, lambda x: _op("dropout")(x, p, True), inplace)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
