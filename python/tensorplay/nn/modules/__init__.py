@@ -1,6 +1,6 @@
 """The layer classes of tensorplay.nn, one family per file."""
 from .module import Module  # noqa: F401
-from .container import Sequential, ModuleList, ModuleDict  # noqa: F401
+from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
 from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
@@ -18,3 +18,4 @@ from .loss import (  # noqa: F401
 from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F401
