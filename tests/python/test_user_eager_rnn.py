@@ -135,7 +135,7 @@ def test_compiled_lstm_matches_eager():
 
 
 def test_recurrent_bad_input_names_the_layer_and_shapes():
-    with pytest.raises(ValueError, match=r"LSTM: input.size\(-1\) must be equal to input_size. Expected 3, got 2"):
+    with pytest.raises(ValueError, match=r"LSTM: input.size\(-1\) is 2 but input_size is 3"):
         tp.nn.LSTM(3, 4)(tp.ones(5, 2, 2))
     with pytest.raises(ValueError, match="LSTM: Expected input to be 2D or 3D, got 4D"):
         tp.nn.LSTM(3, 4)(tp.ones(2, 5, 2, 3))

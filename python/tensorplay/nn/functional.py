@@ -69,12 +69,15 @@ def _pair(x, n=2):
     return (x,) * n
 
 
+_MORE = __name__.rpartition(".")[0] + "._functional_more"
+
+
 def _user_stacklevel():
     """The stacklevel of the first caller outside this module, for warnings.warn called by
     the function that calls this one (composed functions and their error-naming wrapper
     add frames, so a fixed number would point inside tensorplay)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__") == __name__:
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -496,9 +499,9 @@ def _warn_if_broadcast(input, target):
     (N,) target then averages an N x N table of differences: a plausible, wrong loss that
     trains to the wrong answer without an error. Warn, as PyTorch does."""
     if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
-                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", UserWarning, stacklevel=_user_stacklevel())
+        warnings.warn(f"the target size {tuple(target.shape)} differs from the input size {tuple(input.shape)}: "
+                      "the two are broadcast against each other, which usually gives a wrong loss. Give them "
+                      "the same shape.", UserWarning, stacklevel=_user_stacklevel())
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -645,3 +648,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return _tp.matmul(weights, value)
+
+
+# The rest of the functional API lives in a second file (it imports the helpers above).
+from ._functional_more import *  # noqa: E402,F401,F403
+from ._functional_more import __all__ as _more_all  # noqa: E402
+
+__all__ += _more_all

@@ -232,7 +232,7 @@ class ConstantLR(LRScheduler):
 
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
         if factor > 1.0 or factor < 0:
-            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
         self.factor = factor
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
@@ -279,11 +279,11 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
         if not isinstance(T_0, int) or T_0 <= 0:
-            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive integer, got {T_0}")
         if not isinstance(T_mult, int) or T_mult < 1:
-            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_mult must be an integer >= 1, got {T_mult}")
         if not isinstance(eta_min, (float, int)):
-            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
+            raise ValueError(f"CosineAnnealingWarmRestarts: eta_min must be a number, got {type(eta_min).__name__}")
         self.T_0 = T_0
         self.T_i = T_0
         self.T_mult = T_mult
@@ -306,7 +306,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_cur %= self.T_i
                 self.T_i *= self.T_mult
         elif epoch < 0:
-            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            raise ValueError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
         elif epoch < self.T_0:
             self.T_i, self.T_cur = self.T_0, epoch
         elif self.T_mult == 1:
@@ -345,20 +345,20 @@ class OneCycleLR(LRScheduler):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         if total_steps is not None:
             if not isinstance(total_steps, int) or total_steps <= 0:
-                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+                raise ValueError(f"OneCycleLR: total_steps must be a positive integer, got {total_steps}")
             self.total_steps = total_steps
         elif epochs is not None and steps_per_epoch is not None:
             if not isinstance(epochs, int) or epochs <= 0:
-                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+                raise ValueError(f"OneCycleLR: epochs must be a positive integer, got {epochs}")
             if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
-                raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+                raise ValueError(f"OneCycleLR: steps_per_epoch must be a positive integer, got {steps_per_epoch}")
             self.total_steps = epochs * steps_per_epoch
         else:
-            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+            raise ValueError(f"OneCycleLR: pct_start must be a float in [0, 1], got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.anneal_strategy = anneal_strategy
         up = float(pct_start * self.total_steps) - 1
         # (last step of the phase, lr key at its start, at its end, momentum keys likewise)
@@ -378,7 +378,8 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+                raise ValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with momentum or betas; "
+                                 f"{type(optimizer).__name__} has neither")
             self.use_beta1 = "betas" in optimizer.defaults
             if last_epoch == -1:
                 for group, hi, lo in zip(optimizer.param_groups, _per_group("max_momentum", optimizer, max_momentum),
@@ -402,7 +403,7 @@ class OneCycleLR(LRScheduler):
     def get_lr(self):
         step = self.last_epoch
         if step > self.total_steps:
-            raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
+            raise ValueError(f"OneCycleLR: step {step} is past the schedule's {self.total_steps} total steps")
         lrs = []
         for group in self.optimizer.param_groups:
             start = 0.0
@@ -439,12 +440,11 @@ class SequentialLR(_MemberState, LRScheduler):
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(schedulers) < 1:
-            raise ValueError("SequentialLR expects at least one scheduler, but got no scheduler.")
+            raise ValueError("SequentialLR: needs at least one scheduler")
         _check_members("SequentialLR", optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
-            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
-                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
-                             f"number of milestones to be equal to {len(milestones)}")
+            raise ValueError(f"SequentialLR: {len(schedulers)} schedulers need {len(schedulers) - 1} milestones "
+                             f"(one where each scheduler after the first takes over), got {len(milestones)}")
         self._schedulers = schedulers
         self._milestones = milestones
         self.last_epoch = last_epoch + 1
@@ -481,7 +481,7 @@ class ChainedScheduler(_MemberState, LRScheduler):
 
     def __init__(self, schedulers, optimizer=None):
         if len(schedulers) < 1:
-            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+            raise ValueError("ChainedScheduler: needs at least one scheduler")
         optimizer = optimizer or schedulers[0].optimizer
         _check_members("ChainedScheduler", optimizer, schedulers)
         self._schedulers = list(schedulers)
@@ -499,12 +499,11 @@ def _check_members(kind, optimizer, schedulers):
         if not hasattr(s, "optimizer"):
             raise TypeError(f"{kind} at index {i} should have `optimizer` as its attribute.")
         if isinstance(s, ReduceLROnPlateau):
-            raise ValueError(f"{kind} does not support `ReduceLROnPlateau` scheduler as it requires additional "
-                             f"kwargs to be specified when calling `step`, but got one at index {i} in the given "
-                             "schedulers sequence.")
+            raise ValueError(f"{kind}: scheduler {i} is a ReduceLROnPlateau, whose step() needs the metric; it "
+                             "cannot be driven from here")
         if s.optimizer is not optimizer:
-            raise ValueError(f"{kind} expects all schedulers to belong to the same optimizer, but got scheduler "
-                             f"{type(s).__name__} at index {i} with another optimizer.")
+            raise ValueError(f"{kind}: scheduler {i} ({type(s).__name__}) drives another optimizer; all must "
+                             "share one")
 
 
 class ReduceLROnPlateau(LRScheduler):

@@ -6,14 +6,18 @@ from .conv import Conv1d, Conv2d  # noqa: F401
 from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
-from .dropout import Dropout  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .activation import (  # noqa: F401
     ReLU, ReLU6, GELU, SiLU, Mish, Softplus, ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax,
-    LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish, Softsign, GLU, Softmin,
+    LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish, Softsign, GLU, Softmin, Threshold, Hardshrink, Softshrink,
+    Tanhshrink, PReLU,
 )
+from .distance import CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle  # noqa: F401
 from .loss import (  # noqa: F401
     L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
+    MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
+    GaussianNLLLoss, MultiLabelSoftMarginLoss,
 )
 from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401

@@ -81,17 +81,17 @@ class Sequential(Module):
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
-            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+            raise ValueError(f"Sequential + {type(other).__name__}: only another Sequential can be added")
         return Sequential(*self, *other)  # the same module objects, renumbered
 
     def __iadd__(self, other):
         if not isinstance(other, Sequential):
-            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+            raise ValueError(f"Sequential + {type(other).__name__}: only another Sequential can be added")
         return self.extend(list(other))
 
     def __mul__(self, other):
         if not isinstance(other, int) or other <= 0:
-            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+            raise ValueError(f"Sequential * {other!r}: the factor must be a positive integer")
         return Sequential(*(list(self) * other))  # repeats share their modules, as in PyTorch
 
     __rmul__ = __mul__

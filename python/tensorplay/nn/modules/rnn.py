@@ -52,8 +52,7 @@ class RNNBase(Module):
         if not isinstance(num_layers, int) or num_layers <= 0:
             raise ValueError(f"num_layers must be a positive integer, got {num_layers}")
         if isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
-                             "element being zeroed")
+            raise ValueError(f"{mode}: dropout is a probability in [0, 1], got {dropout}")
         if proj_size:
             raise NotImplementedError(f"{mode}: proj_size is not supported")
         self.mode = mode
@@ -105,8 +104,8 @@ class RNNBase(Module):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D input of shape "
                              f"{tuple(input.shape)}")
         if input.shape[-1] != self.input_size:
-            raise ValueError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
-                             f"got {input.shape[-1]} (input of shape {tuple(input.shape)})")
+            raise ValueError(f"{name}: input.size(-1) is {input.shape[-1]} but input_size is {self.input_size} "
+                             f"(input of shape {tuple(input.shape)})")
 
     def _initial_state(self, input, hx, batched, batch):
         dirs = 2 if self.bidirectional else 1
