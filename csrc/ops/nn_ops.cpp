@@ -279,6 +279,18 @@ Tensor nll(const Tensor& logp, const Tensor& target, const Tensor& weight, const
   return call_op1(nll_op(), {logp, target, weight}, {{"reduction", reduction}, {"ignore_index", ignore}});
 }
 
+// nll_loss_grad is linear in its incoming gradient g (its only differentiable input:
+// it reads log-probabilities for their shape alone), and nll_loss is its adjoint, so
+// the gradient w.r.t. g is nll_loss of the incoming gradient with the same target,
+// weight, reduction and ignore_index. Without it, a second derivative through a loss
+// whose incoming gradient depends on the parameters (a focal or per-sample-weighted
+// cross entropy under create_graph) silently lost that path.
+std::vector<Tensor> nll_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined() || !a.needs_grad[0]) return {Tensor(), Tensor(), Tensor(), Tensor()};
+  return {call_op1(nll_op(), {gg, a.inputs[2], a.inputs[3]}, a.attrs), Tensor(), Tensor(), Tensor()};
+}
+
 // The weight vector shaped to broadcast along the class dim of an input of rank nd.
 Tensor class_weight(const Tensor& w, int64_t nd) {
   if (nd < 2) return w;
@@ -390,7 +402,8 @@ void register_nn_ops() {
                .schema = "nll_loss(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', "
                          "int ignore_index=-100) -> Tensor",
                .num_inputs = 3, .infer = &nll_infer, .cpu = &nll_cpu, .backward = &nll_backward});
-  register_op({.name = "nll_loss_grad", .num_inputs = 4, .infer = &nll_grad_infer, .cpu = &nll_grad_cpu});
+  register_op({.name = "nll_loss_grad", .num_inputs = 4, .infer = &nll_grad_infer, .cpu = &nll_grad_cpu,
+               .backward = &nll_grad_backward});
   composite("cross_entropy",
             "cross_entropy(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', "
             "int ignore_index=-100, float label_smoothing=0.0) -> Tensor",
