@@ -192,3 +192,9 @@ def test_conv_padding_modes_match_torch(make, shape, mode):
         outs.append([y.detach().numpy(), t.grad.numpy(), m.weight.grad.numpy(), m.bias.grad.numpy()])
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_prelu_single_slope_keeps_a_0d_input_0d():
+    x = tp.tensor(np.float32(-2.0))
+    y = tp.nn.functional.prelu(x, tp.tensor(np.array([0.25], np.float32)))
+    assert tuple(y.shape) == () and y.item() == -0.5

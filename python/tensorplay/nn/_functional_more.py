@@ -44,7 +44,9 @@ def tanhshrink(input):
 def prelu(input, weight):
     """x for x >= 0, weight * x otherwise; weight has one value or one per channel (dim 1)."""
     n = weight.numel()
-    if n != 1:
+    if n == 1:
+        weight = weight.reshape([])  # a single slope broadcasts as a number (a 0-d input stays 0-d)
+    else:
         channels = input.shape[1] if input.dim() >= 2 else 1
         if n != channels:
             raise ValueError(f"prelu: mismatch of parameter numbers and input channel size: the weight has {n} "
