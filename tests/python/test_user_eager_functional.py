@@ -1,7 +1,8 @@
 """nn.functional pieces and layers users port from PyTorch, against torch 2.13 in values
 and gradients: the ranking / embedding / likelihood losses in every reduction, the shrink
 and threshold activations, PReLU, channel dropout, pixel (un)shuffle, pairwise distance,
-and Conv1d/Conv2d with padding_mode reflect / replicate / circular."""
+Conv1d/Conv2d with padding_mode reflect / replicate / circular, and interpolate / Upsample
+in every mode and coordinate convention."""
 
 import warnings
 
@@ -198,3 +199,83 @@ def test_prelu_single_slope_keeps_a_0d_input_0d():
     x = tp.tensor(np.float32(-2.0))
     y = tp.nn.functional.prelu(x, tp.tensor(np.array([0.25], np.float32)))
     assert tuple(y.shape) == () and y.item() == -0.5
+
+
+# ---------------------------------------------------------------- interpolate / Upsample
+_INTERP = []
+for _nd, _modes in ((1, ["nearest", "nearest-exact", "linear", "area"]),
+                    (2, ["nearest", "nearest-exact", "bilinear", "bicubic", "area"]), (3, ["trilinear"])):
+    for _mode in _modes:
+        for _ac in ([False, True] if "linear" in _mode or _mode == "bicubic" else [None]):
+            for _spec in [dict(size=7), dict(size=3), dict(scale_factor=2), dict(scale_factor=0.5),
+                          dict(scale_factor=1.7), dict(size=1), dict(scale_factor=2.5, recompute_scale_factor=True)]:
+                _INTERP.append((_nd, _mode, _ac, _spec))
+
+
+@pytest.mark.parametrize("nd,mode,align_corners,spec", _INTERP,
+                         ids=[f"{n}d-{m}-{a}-{'-'.join(f'{k}{v}' for k, v in s.items())}" for n, m, a, s in _INTERP])
+def test_interpolate_matches_torch(nd, mode, align_corners, spec):
+    rng = np.random.default_rng(0)
+    for n_in in (1, 4, 5):
+        shape = (2, 3) + (n_in, n_in + 2, n_in + 1)[:nd]
+        x = rng.standard_normal(shape).astype(np.float32)
+        kw = dict(spec)
+        if "size" in kw and nd > 1:
+            kw["size"] = tuple(kw["size"] + i for i in range(nd))
+        outs = []
+        for mod in (tp, torch):
+            t = mod.tensor(x)
+            t.requires_grad_(True)
+            try:
+                y = mod.nn.functional.interpolate(t, mode=mode, align_corners=align_corners, **kw)
+                w = mod.tensor((np.arange(y.numel(), dtype=np.float32) % 7).reshape(tuple(y.shape)))
+                (y * w).sum().backward()
+            except (ValueError, RuntimeError):  # an empty output: both refuse (torch in its backward)
+                outs.append(None)
+                continue
+            outs.append((y.detach().numpy(), t.grad.numpy()))
+        assert (outs[0] is None) == (outs[1] is None), (shape, kw)
+        if outs[0] is not None:
+            assert outs[0][0].shape == outs[1][0].shape
+            np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-5, atol=1e-4)
+
+
+def test_upsample_modules_match_torch():
+    x = np.random.default_rng(5).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    outs = []
+    for mod in (tp, torch):
+        nn = mod.nn
+        m = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+                          nn.UpsamplingNearest2d(size=(9, 11)), nn.UpsamplingBilinear2d(scale_factor=0.5))
+        t = mod.tensor(x)
+        t.requires_grad_(True)
+        y = m(t)
+        y.sum().backward()
+        outs.append((y.detach().numpy(), t.grad.numpy(), repr(m[0])))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-5, atol=1e-5)
+    assert outs[0][2] == outs[1][2]
+
+
+def test_interpolate_second_derivative_and_compile():
+    x = tp.tensor(np.random.default_rng(1).standard_normal((1, 2, 3, 4)))
+    x.requires_grad_(True)
+    f = lambda t: tp.nn.functional.interpolate(t, size=(5, 7), mode="bilinear")  # noqa: E731
+    assert tp.autograd.gradcheck(f, (x,)) and tp.autograd.gradgradcheck(f, (x,))
+    x32 = tp.randn(1, 2, 3, 4)
+    np.testing.assert_allclose(tp.compile(f)(x32).numpy(), f(x32).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_interpolate_bad_arguments():
+    F = tp.nn.functional
+    with pytest.raises(ValueError, match="exactly one of size or scale_factor"):
+        F.interpolate(tp.ones(1, 1, 4), size=2, scale_factor=2.0)
+    with pytest.raises(ValueError, match="bilinear' expects a 4-D input"):
+        F.interpolate(tp.ones(1, 1, 4), size=2, mode="bilinear")
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(tp.ones(1, 1, 4), size=2, mode="nearest", align_corners=True)
+    with pytest.raises(NotImplementedError, match="lanczos"):
+        F.interpolate(tp.ones(1, 1, 4, 4), size=2, mode="lanczos")
+    with pytest.raises(ValueError, match="positive"):
+        F.interpolate(tp.ones(1, 1, 1), scale_factor=0.5)

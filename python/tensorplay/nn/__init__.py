@@ -9,6 +9,6 @@ from .modules import (  # noqa: F401
     TransformerEncoder, RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell, Dropout1d, Dropout2d, Threshold,
     Hardshrink, Softshrink, Tanhshrink, PReLU, CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
-    GaussianNLLLoss, MultiLabelSoftMarginLoss,
+    GaussianNLLLoss, MultiLabelSoftMarginLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
 )
 from . import functional, init, utils  # noqa: F401

@@ -10,6 +10,8 @@ Re-exported by functional.py.
 import math
 import warnings
 
+import numpy as _np
+
 import tensorplay as _tp
 from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _reduce, _reduction,
                          _user_stacklevel, logsigmoid, softplus)
@@ -17,7 +19,7 @@ from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _
 __all__ = ["threshold", "hardshrink", "softshrink", "tanhshrink", "prelu", "dropout1d", "dropout2d", "pixel_shuffle",
            "pixel_unshuffle", "pairwise_distance", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
-           "multilabel_soft_margin_loss"]
+           "multilabel_soft_margin_loss", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
 
 
 # ---------------------------------------------------------------- activations
@@ -252,3 +254,127 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
         loss = loss * weight
     loss = loss.sum(input.dim() - 1) / input.shape[-1]
     return _reduce(loss, reduction)
+
+
+# ---------------------------------------------------------------- resampling
+def _out_sizes(name, input, size, scale_factor, nd):
+    spatial = list(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{name}: exactly one of size or scale_factor must be given")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+        if len(sizes) != nd:
+            raise ValueError(f"{name}: size {tuple(sizes)} has {len(sizes)} values but the input of shape "
+                             f"{tuple(input.shape)} has {nd} spatial dims")
+        return [int(v) for v in sizes], [None] * nd
+    scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * nd
+    if len(scales) != nd:
+        raise ValueError(f"{name}: scale_factor {tuple(scales)} has {len(scales)} values but the input of shape "
+                         f"{tuple(input.shape)} has {nd} spatial dims")
+    return [int(math.floor(n * float(f))) for n, f in zip(spatial, scales)], [float(f) for f in scales]
+
+
+def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
+    """Resamples one spatial dim with index_select (the gradient flows through it)."""
+    dst = _np.arange(n_out, dtype=_np.float64)
+    # Source step: PyTorch uses 1/scale_factor when one was given, else in/out (or the
+    # corner-to-corner ratio with align_corners).
+    if mode in ("linear", "bilinear", "trilinear", "bicubic") and align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        step = 1.0 / scale if scale is not None else n_in / n_out
+    if mode == "nearest":
+        idx = _np.minimum(_np.floor(dst * step), n_in - 1).astype(_np.int64)
+        return x.index_select(dim, _tp.tensor(idx))
+    if mode == "nearest-exact":
+        idx = _np.minimum(_np.floor((dst + 0.5) * step), n_in - 1).astype(_np.int64)
+        return x.index_select(dim, _tp.tensor(idx))
+    shape = [1] * x.dim()
+    shape[dim] = n_out
+    if mode == "bicubic":
+        # Cubic convolution (Keys, a = -0.75) over 4 taps, edge indices clamped; the source
+        # coordinate is not clamped at 0 (PyTorch's cubic convention).
+        src = dst * step if align_corners else (dst + 0.5) * step - 0.5
+        base = _np.floor(src)
+        t = src - base
+        a = -0.75
+
+        def near(v):  # |v| <= 1
+            return ((a + 2) * v - (a + 3)) * v * v + 1
+
+        def far(v):  # 1 < |v| < 2
+            return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a
+        out = None
+        for k, wk in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+            idx = _np.clip(base.astype(_np.int64) - 1 + k, 0, n_in - 1)
+            term = x.index_select(dim, _tp.tensor(idx)) * _tp.tensor(wk.reshape(shape)).to(x.dtype)
+            out = term if out is None else out + term
+        return out
+    src = dst * step if align_corners else _np.maximum((dst + 0.5) * step - 0.5, 0.0)
+    i0 = _np.minimum(_np.floor(src), n_in - 1).astype(_np.int64)
+    i1 = _np.minimum(i0 + 1, n_in - 1)
+    w1 = _tp.tensor((src - i0).reshape(shape)).to(x.dtype)
+    a, b = x.index_select(dim, _tp.tensor(i0)), x.index_select(dim, _tp.tensor(i1))
+    return a + (b - a) * w1
+
+
+@_names_errors
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False):
+    """Resizes the spatial dims of (N, C, *spatial): nearest, nearest-exact, linear (3-D input),
+    bilinear (4-D) and area (adaptive average pooling), with PyTorch's coordinate conventions."""
+    nd = input.dim() - 2
+    if nd < 1:
+        raise ValueError(f"interpolate: expected a 3-D or 4-D (batched) input, got shape {tuple(input.shape)}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode in linear_modes:
+        if nd != linear_modes[mode]:
+            raise ValueError(f"interpolate: mode '{mode}' expects a {linear_modes[mode] + 2}-D input, got shape "
+                             f"{tuple(input.shape)}")
+    elif mode not in ("nearest", "nearest-exact", "area"):
+        raise NotImplementedError(f"interpolate: mode '{mode}' is not supported (nearest, nearest-exact, linear, "
+                                  "bilinear, bicubic, trilinear, area)")
+    elif align_corners is not None:
+        raise ValueError("interpolate: align_corners only has an effect with the linear modes")
+    sizes, scales = _out_sizes("interpolate", input, size, scale_factor, nd)
+    if min(sizes) <= 0 or min(input.shape[2:]) <= 0:
+        raise ValueError(f"interpolate: input and output sizes must be positive, got input of shape "
+                         f"{tuple(input.shape)} and output size {tuple(sizes)}")
+    if recompute_scale_factor:
+        scales = [None] * nd
+    if mode == "area":  # adaptive average pooling; a 1-D input as a 2-D one of height 1
+        if nd == 1:
+            return _op("adaptive_avg_pool2d")(input.unsqueeze(2), [1, sizes[0]]).squeeze(2)
+        if nd != 2:
+            raise NotImplementedError("interpolate: mode 'area' is supported for 3-D and 4-D inputs")
+        return _op("adaptive_avg_pool2d")(input, sizes)
+    dtype = input.dtype
+    weighted = mode not in ("nearest", "nearest-exact")
+    # The weighted modes run in float32 for 16-bit and integer inputs and round once at the end
+    # (integers to the nearest value), as PyTorch's kernels do.
+    out = input.float() if weighted and (dtype in (_tp.float16, _tp.bfloat16) or not dtype.is_floating_point) \
+        else input
+    for i in range(nd):
+        dim = 2 + i
+        out = _resample_dim(out, dim, input.shape[dim], sizes[i], scales[i], mode, bool(align_corners))
+    if out.dtype != dtype:
+        if not dtype.is_floating_point:
+            out = out.round()
+            if dtype == _tp.uint8:  # bicubic overshoots: saturate, as PyTorch's uint8 kernels do
+                out = out.clamp(0, 255)
+        out = out.to(dtype)
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -13,7 +13,9 @@ from .activation import (  # noqa: F401
     LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish, Softsign, GLU, Softmin, Threshold, Hardshrink, Softshrink,
     Tanhshrink, PReLU,
 )
-from .distance import CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle  # noqa: F401
+from .distance import (  # noqa: F401
+    CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
+)
 from .loss import (  # noqa: F401
     L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,

@@ -1,8 +1,9 @@
-"""Distance modules and PixelShuffle / PixelUnshuffle: wrappers of the nn.functional calls."""
+"""Distance modules, PixelShuffle / PixelUnshuffle and Upsample: wrappers of the nn.functional calls."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["CosineSimilarity", "PairwiseDistance", "PixelShuffle", "PixelUnshuffle"]
+__all__ = ["CosineSimilarity", "PairwiseDistance", "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d"]
 
 
 class CosineSimilarity(Module):
@@ -45,3 +46,32 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) else scale_factor
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
+        return f"{what}, mode='{self.mode}'"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
