@@ -101,21 +101,23 @@ def _check_reduction(fn, reduction):
 
 
 # ---------------------------------------------------------------- activations
-def _maybe_inplace(input, fn, inplace):
+def _maybe_inplace(input, fn, inplace, saves_input=True):
     """fn(input), written into input when inplace=True (the module's `inplace=True`).
 
     When autograd records the call, fn runs on a copy: most activations save their
     input for backward (leaky_relu, elu, silu, hardtanh, ...), and the write into input
     would invalidate what they saved, so backward raised a version-counter error
-    where PyTorch's in-place kernels (which save the result) train normally."""
+    where PyTorch's in-place kernels (which save the result) train normally.
+    saves_input=False (relu: its derivative reads the result; dropout: its mask)
+    skips the copy."""
     if not inplace:
         return fn(input)
-    src = input.clone() if input.requires_grad and _tp.is_grad_enabled() else input
-    return input.copy_(fn(src))
+    copy = saves_input and input.requires_grad and _tp.is_grad_enabled()
+    return input.copy_(fn(input.clone() if copy else input))
 
 
 def relu(input, inplace=False):
-    return _maybe_inplace(input, _op("relu"), inplace)
+    return _maybe_inplace(input, _op("relu"), inplace, saves_input=False)
 
 
 def relu6(input, inplace=False):
@@ -333,7 +335,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    return _maybe_inplace(input, lambda x: _op("dropout")(x, p, True), inplace)
+    return _maybe_inplace(input, lambda x: _op("dropout")(x, p, True), inplace, saves_input=False)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
