@@ -7,6 +7,7 @@
 // (zero outside the image), so out = W[Og, Cg*kh*kw] @ col, grad_col = W^T @ grad
 // (folded back with col2im), grad_W += grad @ col^T.
 #include <algorithm>
+#include <string_view>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -319,6 +320,51 @@ std::vector<Tensor> conv2d_backward(const BackwardArgs& a) {
   return {gx, gw, gb};
 }
 
+// The two gradient operators are bilinear: input_grad(g, w) is the adjoint of conv2d(., w)
+// and weight_grad(g, x) the adjoint of conv2d(x, .), so their own derivatives are
+// convolutions and each other (double backward: gradient penalties of a convolutional
+// critic, MAML through a CNN). The attrs without "size" are conv2d's.
+Attrs conv_attrs(const Attrs& a) {
+  Attrs r;
+  for (const auto& [name, value] : a.items())
+    if (std::string_view(name) != "size") r.set(name, value);
+  return r;
+}
+
+// conv2d_input_grad(g, w) -> x-shaped; incoming gradient gg is x-shaped.
+std::vector<Tensor> input_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined()) return {Tensor(), Tensor()};
+  const Tensor &g = a.inputs[0], &w = a.inputs[1];
+  Tensor dg, dw;
+  if (a.needs_grad[0]) {
+    static const OpDef& op = get_op("conv2d");
+    dg = call_op1(op, {gg, w, Tensor()}, conv_attrs(a.attrs));
+  }
+  if (a.needs_grad[1]) {
+    static const OpDef& op = get_op("conv2d_weight_grad");
+    dw = call_op1(op, {g, gg}, geometry_attrs(a.attrs, w.sizes()));
+  }
+  return {dg, dw};
+}
+
+// conv2d_weight_grad(g, x) -> w-shaped; incoming gradient gg is w-shaped.
+std::vector<Tensor> weight_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined()) return {Tensor(), Tensor()};
+  const Tensor &g = a.inputs[0], &x = a.inputs[1];
+  Tensor dg, dx;
+  if (a.needs_grad[0]) {
+    static const OpDef& op = get_op("conv2d");
+    dg = call_op1(op, {x, gg, Tensor()}, conv_attrs(a.attrs));
+  }
+  if (a.needs_grad[1]) {
+    static const OpDef& op = get_op("conv2d_input_grad");
+    dx = call_op1(op, {g, gg}, geometry_attrs(a.attrs, x.sizes()));
+  }
+  return {dg, dx};
+}
+
 }  // namespace
 
 void register_conv_ops() {
@@ -326,8 +372,10 @@ void register_conv_ops() {
                .schema = "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
                          "int[2] dilation=1, int groups=1) -> Tensor",
                .num_inputs = 3, .infer = &conv2d_infer, .cpu = &conv2d_cpu, .backward = &conv2d_backward});
-  register_op({.name = "conv2d_input_grad", .num_inputs = 2, .infer = &input_grad_infer, .cpu = &input_grad_cpu});
-  register_op({.name = "conv2d_weight_grad", .num_inputs = 2, .infer = &weight_grad_infer, .cpu = &weight_grad_cpu});
+  register_op({.name = "conv2d_input_grad", .num_inputs = 2, .infer = &input_grad_infer, .cpu = &input_grad_cpu,
+               .backward = &input_grad_backward});
+  register_op({.name = "conv2d_weight_grad", .num_inputs = 2, .infer = &weight_grad_infer, .cpu = &weight_grad_cpu,
+               .backward = &weight_grad_backward});
 }
 
 }  // namespace tp

@@ -279,6 +279,18 @@ Tensor nll(const Tensor& logp, const Tensor& target, const Tensor& weight, const
   return call_op1(nll_op(), {logp, target, weight}, {{"reduction", reduction}, {"ignore_index", ignore}});
 }
 
+// nll_loss_grad is linear in its incoming gradient g (its only differentiable input:
+// it reads log-probabilities for their shape alone), and nll_loss is its adjoint, so
+// the gradient w.r.t. g is nll_loss of the incoming gradient with the same target,
+// weight, reduction and ignore_index. Without it, a second derivative through a loss
+// whose incoming gradient depends on the parameters (a focal or per-sample-weighted
+// cross entropy under create_graph) silently lost that path.
+std::vector<Tensor> nll_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined() || !a.needs_grad[0]) return {Tensor(), Tensor(), Tensor(), Tensor()};
+  return {call_op1(nll_op(), {gg, a.inputs[2], a.inputs[3]}, a.attrs), Tensor(), Tensor(), Tensor()};
+}
+
 // The weight vector shaped to broadcast along the class dim of an input of rank nd.
 Tensor class_weight(const Tensor& w, int64_t nd) {
   if (nd < 2) return w;
@@ -334,8 +346,17 @@ std::vector<Tensor> bce_decompose(const std::vector<Tensor>& in, const Attrs& at
   const Reduction r = reduction_of("binary_cross_entropy", attrs);
   check_same_shape("binary_cross_entropy", x, t);
   // log is clamped at -100 so that x = 0 or 1 gives a finite loss (PyTorch's convention).
-  Tensor lo = ops::maximum(ops::log(x), ops::scalar(-100.0));
-  Tensor l1 = ops::maximum(ops::log(ops::sub(ops::scalar(1.0), x)), ops::scalar(-100.0));
+  // The log's argument is replaced by 1 where it is exactly 0: log(0) = -inf would make
+  // its derivative 0 / 0 = NaN there even though the clamp passes it no gradient (a
+  // sigmoid that saturates to exactly 1.0 would then poison every gradient). `!= 0`
+  // keeps a NaN input NaN.
+  auto clamped_log = [](const Tensor& v) {
+    Tensor nonzero = ops::ne(v, ops::scalar(0.0));
+    Tensor safe = ops::where(nonzero, v, ops::scalar(1.0));
+    return ops::where(nonzero, ops::maximum(ops::log(safe), ops::scalar(-100.0)), ops::scalar(-100.0));
+  };
+  Tensor lo = clamped_log(x);
+  Tensor l1 = clamped_log(ops::sub(ops::scalar(1.0), x));
   Tensor loss = ops::neg(ops::add(ops::mul(t, lo), ops::mul(ops::sub(ops::scalar(1.0), t), l1)));
   if (w.defined()) loss = ops::mul(loss, w);
   return {reduce(loss, r)};
@@ -381,7 +402,8 @@ void register_nn_ops() {
                .schema = "nll_loss(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', "
                          "int ignore_index=-100) -> Tensor",
                .num_inputs = 3, .infer = &nll_infer, .cpu = &nll_cpu, .backward = &nll_backward});
-  register_op({.name = "nll_loss_grad", .num_inputs = 4, .infer = &nll_grad_infer, .cpu = &nll_grad_cpu});
+  register_op({.name = "nll_loss_grad", .num_inputs = 4, .infer = &nll_grad_infer, .cpu = &nll_grad_cpu,
+               .backward = &nll_grad_backward});
   composite("cross_entropy",
             "cross_entropy(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', "
             "int ignore_index=-100, float label_smoothing=0.0) -> Tensor",

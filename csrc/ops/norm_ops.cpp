@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 
-#include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "ops/families.h"
 #include "ops/generator.h"
@@ -329,6 +328,28 @@ std::vector<Tensor> layer_norm_grads(const BackwardArgs& a, const Tensor& xhat, 
   return grads;
 }
 
+std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
+  const Tensor rstd = wide(a.outputs[2]);
+  const Tensor xhat = ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd);
+  std::vector<Tensor> grads = layer_norm_grads(a, xhat, rstd);
+  // The saved mean and rstd (outputs 1, 2) are functions of x too; a double backward sends
+  // gradients to them (as in batch_norm_backward): d mean/dx = 1/M, d rstd/dx = -rstd^2 xhat/M.
+  const Tensor &gm = a.grad_outputs[1], &gr = a.grad_outputs[2];
+  if (!a.needs_grad[0] || (!gm.defined() && !gr.defined())) return grads;
+  const Tensor& x = a.inputs[0];
+  double m = 1;
+  for (int64_t d : normalized_dims(x, a.attrs)) m *= static_cast<double>(x.sizes()[d]);
+  Tensor extra;
+  if (gm.defined()) extra = ops::div(wide(gm), ops::scalar(m));
+  if (gr.defined()) {
+    Tensor t = ops::div(ops::mul(ops::mul(wide(gr), ops::mul(rstd, rstd)), xhat), ops::scalar(m));
+    extra = extra.defined() ? ops::sub(extra, t) : ops::neg(t);
+  }
+  extra = ops::reduce_grad(ops::add(extra, ops::zeros_like(xhat)), x);  // to x's full shape
+  grads[0] = grads[0].defined() ? ops::add(grads[0], extra) : extra;
+  return grads;
+}
+
 // The row statistics again, from tensor operators: (xhat, rstd).
 std::pair<Tensor, Tensor> normalized(const Tensor& x, const Dims& dims, double eps) {
   Tensor centered = ops::sub(x, ops::mean(x, dims, true));
@@ -341,15 +362,6 @@ std::vector<Tensor> layer_norm_backward(const BackwardArgs& a) {
   if (!a.grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
   auto [xhat, rstd] = normalized(wide(a.inputs[0]), normalized_dims(a.inputs[0], a.attrs), a.attrs.get_double("eps"));
   return layer_norm_grads(a, xhat, rstd);
-}
-
-// The saved mean and rstd carry no history, so a backward that is itself
-// differentiated (create_graph: grad mode is on while it runs) recomputes them
-// from the input, where their own dependence on it is recorded.
-std::vector<Tensor> native_layer_norm_backward(const BackwardArgs& a) {
-  if (GradMode::is_enabled()) return layer_norm_backward(a);
-  const Tensor rstd = wide(a.outputs[2]);
-  return layer_norm_grads(a, ops::mul(ops::sub(wide(a.inputs[0]), wide(a.outputs[1])), rstd), rstd);
 }
 
 // For graph passes (Stax fuses the parts); eager runs the kernel above.
@@ -509,10 +521,12 @@ std::vector<Tensor> batch_norm_cpu(const OpDef& op, const std::vector<Tensor>& i
 // Training: dx = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) over (N, *);
 // evaluation: the statistics are constants, dx = g * w * rstd.
 std::vector<Tensor> batch_norm_backward(const BackwardArgs& a) {
-  const Tensor g = wide(a.grad_outputs[0]);
   std::vector<Tensor> grads(5);
-  if (!g.defined()) return grads;
+  const bool stats_grads = a.grad_outputs[1].defined() || a.grad_outputs[2].defined();
+  if (!a.grad_outputs[0].defined() && !stats_grads) return grads;
   const Tensor x = wide(a.inputs[0]);
+  // Only the statistics can have gradients in a double backward (the formula reads them, not y).
+  const Tensor g = a.grad_outputs[0].defined() ? wide(a.grad_outputs[0]) : ops::zeros_like(x);
   Shape cshape(static_cast<size_t>(x.dim()), 1);
   cshape[1] = x.sizes()[1];
   Dims dims;
@@ -524,9 +538,23 @@ std::vector<Tensor> batch_norm_backward(const BackwardArgs& a) {
   if (a.needs_grad[0]) {
     Tensor scale = w.defined() ? ops::mul(rstd, ops::reshape(w, cshape)) : rstd;
     Tensor inner = g;
-    if (a.attrs.get_or("training", false))
+    const bool training = a.attrs.get_or("training", false);
+    if (training)
       inner = ops::sub(ops::sub(g, ops::mean(g, dims, true)), ops::mul(xhat, ops::mean(ops::mul(g, xhat), dims, true)));
-    grads[0] = ops::reduce_grad(ops::mul(scale, inner), a.inputs[0]);
+    Tensor gx = ops::mul(scale, inner);
+    // In training the saved mean and rstd (outputs 1 and 2) are functions of x; a double
+    // backward reads them in this very formula and sends gradients back to them:
+    // d mean / dx = 1 / M and d rstd / dx = -rstd^2 * xhat / M per channel (M elements).
+    if (training) {
+      const double m = static_cast<double>(x.numel()) / static_cast<double>(x.sizes()[1]);
+      if (a.grad_outputs[1].defined())
+        gx = ops::add(gx, ops::div(ops::reshape(wide(a.grad_outputs[1]), cshape), ops::scalar(m)));
+      if (a.grad_outputs[2].defined()) {
+        Tensor gr = ops::mul(ops::reshape(wide(a.grad_outputs[2]), cshape), ops::mul(rstd, rstd));
+        gx = ops::sub(gx, ops::div(ops::mul(gr, xhat), ops::scalar(m)));
+      }
+    }
+    grads[0] = ops::reduce_grad(gx, a.inputs[0]);
   }
   if (a.needs_grad[1] && w.defined())
     grads[1] = ops::to_dtype(ops::sum(ops::mul(g, xhat), dims, false), a.inputs[1].dtype());

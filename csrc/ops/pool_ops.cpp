@@ -3,6 +3,7 @@
 // operator. Inputs are (N, C, H, W) or unbatched (C, H, W); kernels work on
 // the N*C planes of a contiguous copy, in parallel over planes.
 #include <algorithm>
+#include <string_view>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -172,6 +173,18 @@ std::vector<Tensor> maxpool_backward(const BackwardArgs& a) {
   return {call_op1(op, {g, a.outputs[1]}, {{"size", std::vector<int64_t>(s.begin(), s.end())}})};
 }
 
+// max_pool2d_grad is linear in the incoming gradient: its derivative picks, for every
+// output position, the gradient at the input position that won (double backward).
+std::vector<Tensor> maxpool_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined() || !a.needs_grad[0]) return {Tensor(), Tensor()};
+  const Tensor &g = a.inputs[0], &idx = a.inputs[1];
+  Tensor flat_idx = ops::flatten(idx, idx.dim() - 2);
+  Tensor picked = ops::gather(ops::flatten(gg, gg.dim() - 2), -1, ops::clamp_min(flat_idx, ops::scalar(Scalar(int64_t{0}))));
+  picked = ops::where(ops::ge(flat_idx, ops::scalar(Scalar(int64_t{0}))), picked, ops::scalar(0.0));
+  return {ops::reshape(picked, g.sizes()), Tensor()};
+}
+
 // ---- average pooling ----
 std::vector<TensorMeta> avgpool_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   check_input(op.name, in[0], true);
@@ -255,6 +268,17 @@ std::vector<Tensor> avgpool_backward(const BackwardArgs& a) {
   return {call_op1(op, {g}, attrs)};
 }
 
+// avg_pool2d_grad is the adjoint of avg_pool2d: its derivative is avg_pool2d itself.
+std::vector<Tensor> avgpool_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined() || !a.needs_grad[0]) return {Tensor()};
+  static const OpDef& op = get_op("avg_pool2d");
+  Attrs attrs;
+  for (const auto& [name, value] : a.attrs.items())
+    if (std::string_view(name) != "size") attrs.set(name, value);
+  return {call_op1(op, {gg}, attrs)};
+}
+
 // ---- adaptive average pooling ----
 Pair adaptive_out(const OpDef& op, const Attrs& attrs) {
   Pair o = pair_attr(attrs, "output_size", op.name);
@@ -332,6 +356,15 @@ std::vector<Tensor> adaptive_backward(const BackwardArgs& a) {
   return {call_op1(op, {g}, {{"size", std::vector<int64_t>(s.begin(), s.end())}})};
 }
 
+// adaptive_avg_pool2d_grad is the adjoint of adaptive_avg_pool2d (same output size).
+std::vector<Tensor> adaptive_grad_backward(const BackwardArgs& a) {
+  const Tensor& gg = ops::grad_out(a);
+  if (!gg.defined() || !a.needs_grad[0]) return {Tensor()};
+  static const OpDef& op = get_op("adaptive_avg_pool2d");
+  const Shape& s = a.inputs[0].sizes();
+  return {call_op1(op, {gg}, {{"output_size", std::vector<int64_t>(s.end() - 2, s.end())}})};
+}
+
 std::vector<Tensor> maxpool_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   static const OpDef& op = get_op("max_pool2d_with_indices");
   return {call_op(op, in, attrs)[0]};
@@ -352,17 +385,19 @@ void register_pool_ops() {
                .schema = "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
                          "int[2] dilation=1, bool ceil_mode=False) -> Tensor",
                .tags = kComposite, .num_inputs = 1, .infer = &composite_infer, .decompose = &maxpool_decompose});
-  register_op({.name = "max_pool2d_grad", .num_inputs = 2, .infer = &maxpool_grad_infer, .cpu = &maxpool_grad_cpu});
+  register_op({.name = "max_pool2d_grad", .num_inputs = 2, .infer = &maxpool_grad_infer, .cpu = &maxpool_grad_cpu,
+               .backward = &maxpool_grad_backward});
   register_op({.name = "avg_pool2d",
                .schema = "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
                          "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
                .num_inputs = 1, .infer = &avgpool_infer, .cpu = &avgpool_cpu, .backward = &avgpool_backward});
-  register_op({.name = "avg_pool2d_grad", .num_inputs = 1, .infer = &avgpool_grad_infer, .cpu = &avgpool_grad_cpu});
+  register_op({.name = "avg_pool2d_grad", .num_inputs = 1, .infer = &avgpool_grad_infer, .cpu = &avgpool_grad_cpu,
+               .backward = &avgpool_grad_backward});
   register_op({.name = "adaptive_avg_pool2d",
                .schema = "adaptive_avg_pool2d(Tensor self, int[2] output_size) -> Tensor", .num_inputs = 1,
                .infer = &adaptive_infer, .cpu = &adaptive_cpu, .backward = &adaptive_backward});
   register_op({.name = "adaptive_avg_pool2d_grad", .num_inputs = 1, .infer = &avgpool_grad_infer,
-               .cpu = &adaptive_grad_cpu});
+               .cpu = &adaptive_grad_cpu, .backward = &adaptive_grad_backward});
 }
 
 }  // namespace tp

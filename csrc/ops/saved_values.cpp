@@ -27,6 +27,8 @@ SavedSet input0(const Needs&) { return {bit(0), 0}; }
 SavedSet input0_output0(const Needs&) { return {bit(0), bit(0)}; }
 SavedSet inputs01(const Needs&) { return {bit(0) | bit(1), 0}; }
 SavedSet inputs012(const Needs&) { return {bit(0) | bit(1) | bit(2), 0}; }
+// nll_loss_grad(grad, logp, target, weight): the target and weight (logp for its shape only).
+SavedSet inputs23(const Needs&) { return {bit(2) | bit(3), 0}; }
 // masked_fill(self, mask, value): the mask only.
 SavedSet input1(const Needs&) { return {bit(1), 0}; }
 // Products of two operands (mul, mm, matmul, bmm): each is read only for the other's gradient.
@@ -103,7 +105,7 @@ void register_saved_values() {
       // normalization, softmax, dropout, losses (ops/norm_ops.cpp, ops/nn_ops.cpp)
       {"softmax", &output0}, {"log_softmax", &output0}, {"layer_norm", &inputs01},
       {"native_layer_norm", &native_norm_saved}, {"native_batch_norm", &native_norm_saved},
-      {"native_dropout", &output1}, {"nll_loss", &inputs012},
+      {"native_dropout", &output1}, {"nll_loss", &inputs012}, {"nll_loss_grad", &inputs23},
       // indexing (ops/index_ops.cpp)
       {"embedding", &inputs01}, {"index", &all_inputs}, {"index_select", &inputs01}, {"gather", &inputs01},
       {"masked_fill.Tensor", &input1}, {"masked_fill.Scalar", &input1},

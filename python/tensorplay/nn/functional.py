@@ -69,12 +69,15 @@ def _pair(x, n=2):
     return (x,) * n
 
 
+_MORE = __name__.rpartition(".")[0] + "._functional_more"
+
+
 def _user_stacklevel():
     """The stacklevel of the first caller outside this module, for warnings.warn called by
     the function that calls this one (composed functions and their error-naming wrapper
     add frames, so a fixed number would point inside tensorplay)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__") == __name__:
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -98,14 +101,23 @@ def _check_reduction(fn, reduction):
 
 
 # ---------------------------------------------------------------- activations
-def _maybe_inplace(input, out, inplace):
-    if inplace:
-        return input.copy_(out)
-    return out
+def _maybe_inplace(input, fn, inplace, saves_input=True):
+    """fn(input), written into input when inplace=True (the module's `inplace=True`).
+
+    When autograd records the call, fn runs on a copy: most activations save their
+    input for backward (leaky_relu, elu, silu, hardtanh, ...), and the write into input
+    would invalidate what they saved, so backward raised a version-counter error
+    where PyTorch's in-place kernels (which save the result) train normally.
+    saves_input=False (relu: its derivative reads the result; dropout: its mask)
+    skips the copy."""
+    if not inplace:
+        return fn(input)
+    copy = saves_input and input.requires_grad and _tp.is_grad_enabled()
+    return input.copy_(fn(input.clone() if copy else input))
 
 
 def relu(input, inplace=False):
-    return _maybe_inplace(input, _op("relu")(input), inplace)
+    return _maybe_inplace(input, _op("relu"), inplace, saves_input=False)
 
 
 def relu6(input, inplace=False):
@@ -119,11 +131,11 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, _op("silu")(input), inplace)
+    return _maybe_inplace(input, _op("silu"), inplace)
 
 
 def mish(input, inplace=False):
-    return _maybe_inplace(input, _op("mish")(input), inplace)
+    return _maybe_inplace(input, _op("mish"), inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -131,17 +143,17 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _maybe_inplace(input, _op("elu")(input, alpha=alpha), inplace)
+    return _maybe_inplace(input, lambda x: _op("elu")(x, alpha=alpha), inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _maybe_inplace(input, _op("leaky_relu")(input, negative_slope=negative_slope), inplace)
+    return _maybe_inplace(input, lambda x: _op("leaky_relu")(x, negative_slope=negative_slope), inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _maybe_inplace(input, _op("hardtanh")(input, min_val=min_val, max_val=max_val), inplace)
+    return _maybe_inplace(input, lambda x: _op("hardtanh")(x, min_val=min_val, max_val=max_val), inplace)
 
 
 def sigmoid(input):
@@ -173,14 +185,14 @@ def _rounded_once(fn, input):
 
 @_names_errors
 def selu(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, t), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     # max(0,x) + min(0, alpha*(exp(x/alpha)-1)) is alpha * elu(x/alpha).
     if alpha == 0:
         raise ValueError("celu: alpha cannot be 0")
-    return _maybe_inplace(input, _rounded_once(lambda x: elu(x / alpha) * alpha, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: elu(x / alpha) * alpha, t), inplace)
 
 
 def softsign(input):
@@ -188,11 +200,11 @@ def softsign(input):
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, t), inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), input), inplace)
+    return _maybe_inplace(input, lambda t: _rounded_once(lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0), t), inplace)
 
 
 @_names_errors
@@ -323,7 +335,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    return _maybe_inplace(input, _op("dropout")(input, p, True), inplace)
+    return _maybe_inplace(input, lambda x: _op("dropout")(x, p, True), inplace, saves_input=False)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
@@ -484,9 +496,20 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 # ---------------------------------------------------------------- losses
+def _warn_if_broadcast(input, target):
+    """Regression losses broadcast target against input. A (N, 1) prediction against a
+    (N,) target then averages an N x N table of differences: a plausible, wrong loss that
+    trains to the wrong answer without an error. Warn, as PyTorch does."""
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"the target size {tuple(target.shape)} differs from the input size {tuple(input.shape)}: "
+                      "the two are broadcast against each other, which usually gives a wrong loss. Give them "
+                      "the same shape.", UserWarning, stacklevel=_user_stacklevel())
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
+    _warn_if_broadcast(input, target)
     return _op("mse_loss")(input, target, reduction=reduction)
 
 
@@ -502,6 +525,7 @@ def _reduce(loss, reduction):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
+    _warn_if_broadcast(input, target)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -509,6 +533,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
+    _warn_if_broadcast(input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = (input - target).abs()
@@ -520,6 +545,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 @_names_errors
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
+    _warn_if_broadcast(input, target)
     if weight is not None:
         raise NotImplementedError("huber_loss: weight is not supported")
     d = (input - target).abs()
@@ -624,3 +650,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return _tp.matmul(weights, value)
+
+
+# The rest of the functional API lives in a second file (it imports the helpers above).
+from ._functional_more import *  # noqa: E402,F401,F403
+from ._functional_more import __all__ as _more_all  # noqa: E402
+
+__all__ += _more_all

@@ -1,10 +1,13 @@
 """Activation modules: thin wrappers that hold the hyper-parameters of nn.functional calls."""
+import tensorplay as _tp
 from .. import functional as F
+from ..parameter import Parameter
+from .linear import _check_device
 from .module import Module
 
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Softplus", "ELU", "LeakyReLU", "Hardtanh", "Tanh", "Sigmoid",
            "LogSigmoid", "Softmax", "LogSoftmax", "SELU", "CELU", "Hardsigmoid", "Hardswish", "Softsign", "GLU",
-           "Softmin"]
+           "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "PReLU"]
 
 
 def _inplace_suffix(inplace, lead=", "):
@@ -188,3 +191,58 @@ class GLU(Module):
 class Softmin(Softmax):
     def forward(self, input):
         return F.softmin(input, self.dim)
+
+
+class Threshold(Module):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}" + _inplace_suffix(self.inplace)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class PReLU(Module):
+    """max(0, x) + a * min(0, x) with a learned slope a (one, or one per channel)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(_tp.full((num_parameters,), float(init), dtype=dtype or _tp.float32))
+
+    def reset_parameters(self):
+        from .. import init as _init
+        _init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"

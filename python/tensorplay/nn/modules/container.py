@@ -1,10 +1,13 @@
-"""Containers: Sequential, ModuleList, ModuleDict (children named "0", "1", ... or by key)."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (members named
+"0", "1", ... or by key, as in PyTorch, so state_dict keys match)."""
 from collections import OrderedDict
 import operator
 
+from ... import _C
+from ..parameter import Parameter
 from .module import Module, _addindent
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _norm_index(idx, n, kind):
@@ -75,6 +78,23 @@ class Sequential(Module):
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
         return self
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"Sequential + {type(other).__name__}: only another Sequential can be added")
+        return Sequential(*self, *other)  # the same module objects, renumbered
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"Sequential + {type(other).__name__}: only another Sequential can be added")
+        return self.extend(list(other))
+
+    def __mul__(self, other):
+        if not isinstance(other, int) or other <= 0:
+            raise ValueError(f"Sequential * {other!r}: the factor must be a positive integer")
+        return Sequential(*(list(self) * other))  # repeats share their modules, as in PyTorch
+
+    __rmul__ = __mul__
 
     def forward(self, input):
         for module in self:
@@ -200,3 +220,159 @@ class ModuleDict(Module):
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
             self[k] = m
+
+
+def _as_parameter(value):
+    # A plain tensor stored in a parameter container becomes a Parameter (as in PyTorch).
+    if isinstance(value, _C.Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class ParameterList(Module):
+    """A list of parameters registered on the module (names "0", "1", ...)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        object.__setattr__(self, "_size", 0)
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)([self[i] for i in range(len(self))[idx]])
+        return getattr(self, str(_norm_index(idx, len(self), "ParameterList")))
+
+    def __setitem__(self, idx, value):
+        setattr(self, str(_norm_index(idx, len(self), "ParameterList")), _as_parameter(value))
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def append(self, value):
+        n = len(self)
+        object.__setattr__(self, "_size", n + 1)
+        setattr(self, str(n), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in list(values):
+            self.append(v)
+        return self
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def extra_repr(self):
+        lines = []
+        for i, p in enumerate(self):
+            if isinstance(p, _C.Tensor):
+                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+                lines.append(f"({i}): {kind} containing: [{p.dtype} of size {'x'.join(str(d) for d in p.shape)}]")
+            else:
+                lines.append(f"({i}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters registered on the module under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        object.__setattr__(self, "_keys", {})
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict keys must be strings, got {type(key).__name__}")
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __or__(self, other):
+        out = ParameterDict(self.items())
+        out.update(other)
+        return out
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k = next(reversed(self._keys))
+        return k, self.pop(k)
+
+    def clear(self):
+        for k in list(self._keys):
+            del self[k]
+
+    def copy(self):
+        return ParameterDict(self.items())
+
+    def update(self, parameters):
+        if isinstance(parameters, (dict, ParameterDict)) or hasattr(parameters, "keys"):
+            items = [(k, parameters[k]) for k in parameters.keys()]
+        else:
+            items = list(parameters)
+        for i, item in enumerate(items):
+            if len(item) != 2:
+                raise ValueError(f"ParameterDict update sequence element #{i} has length {len(item)}; 2 is required")
+            self[item[0]] = item[1]
+
+    def extra_repr(self):
+        lines = []
+        for k, p in self.items():
+            if isinstance(p, _C.Tensor):
+                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+                lines.append(f"({k}): {kind} containing: [{p.dtype} of size {'x'.join(str(d) for d in p.shape)}]")
+            else:
+                lines.append(f"({k}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterDict should not be called.")

@@ -30,8 +30,9 @@ class _ConvNd(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) "
                              f"must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"{name}: padding_mode must be one of 'zeros', 'reflect', 'replicate' or 'circular', "
+                             f"but got padding_mode={padding_mode!r}")
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of ['valid', 'same']")
@@ -60,6 +61,22 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def _pad_input(self, input):
+        """(input, padding for the convolution): the non-zero padding modes pad explicitly
+        (F.pad, last dimension first) and convolve without padding."""
+        if self.padding_mode == "zeros":
+            return input, self.padding
+        if self.padding == "valid":
+            return input, 0
+        amounts = []
+        for d in reversed(range(self._nd)):
+            if self.padding == "same":
+                total = self.dilation[d] * (self.kernel_size[d] - 1)
+                amounts += [total // 2, total - total // 2]
+            else:
+                amounts += [self.padding[d], self.padding[d]]
+        return F.pad(input, amounts, mode=self.padding_mode), 0
+
     def extra_repr(self):
         n = self._nd
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -71,6 +88,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -78,11 +97,13 @@ class Conv1d(_ConvNd):
     _nd = 1
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = self._pad_input(input)
+        return F.conv1d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
     _nd = 2
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = self._pad_input(input)
+        return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)

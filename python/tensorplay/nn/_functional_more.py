@@ -1,0 +1,380 @@
+"""More of tensorplay.nn.functional: shrink/threshold activations, PReLU, channel dropout,
+pixel (un)shuffle, pairwise distance and the embedding / ranking / likelihood losses.
+
+All are compositions of registered operators (autograd and tp.compile see ordinary ops);
+each follows PyTorch's definition, including its edge conventions (the epsilons inside
+pairwise_distance and cosine_embedding_loss, the variance clamp of gaussian_nll_loss that
+passes the gradient through, hinge_embedding_loss's treatment of labels other than +-1).
+Re-exported by functional.py.
+"""
+import math
+import warnings
+
+import numpy as _np
+
+import tensorplay as _tp
+from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _reduce, _reduction,
+                         _user_stacklevel, logsigmoid, softplus)
+
+__all__ = ["threshold", "hardshrink", "softshrink", "tanhshrink", "prelu", "dropout1d", "dropout2d", "pixel_shuffle",
+           "pixel_unshuffle", "pairwise_distance", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
+           "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
+           "multilabel_soft_margin_loss", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+
+
+# ---------------------------------------------------------------- activations
+def threshold(input, threshold, value, inplace=False):
+    """input where input > threshold, else value."""
+    return _maybe_inplace(input, lambda x: _tp.where(x > threshold, x, value), inplace)
+
+
+def hardshrink(input, lambd=0.5):
+    return _tp.where(input.abs() > lambd, input, 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    return _tp.where(input > lambd, input - lambd, _tp.where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input):
+    return input - _tp.tanh(input)
+
+
+@_names_errors
+def prelu(input, weight):
+    """x for x >= 0, weight * x otherwise; weight has one value or one per channel (dim 1)."""
+    n = weight.numel()
+    if n == 1:
+        weight = weight.reshape([])  # a single slope broadcasts as a number (a 0-d input stays 0-d)
+    else:
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if n != channels:
+            raise ValueError(f"prelu: mismatch of parameter numbers and input channel size: the weight has {n} "
+                             f"values but the input of shape {tuple(input.shape)} has {channels} channels")
+        weight = weight.reshape([n] + [1] * (input.dim() - 2))
+    return _tp.where(input >= 0, input, weight * input)
+
+
+# ---------------------------------------------------------------- channel dropout
+def _channel_dropout(name, input, p, training, inplace, batched_dim):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() not in (batched_dim - 1, batched_dim):
+        raise ValueError(f"{name}: Expected {batched_dim - 1}D or {batched_dim}D input, but received a "
+                         f"{input.dim()}D input of shape {tuple(input.shape)}")
+    if not training or p == 0.0:
+        return input
+    # One draw per (sample, channel): the leading dims of the input, ones elsewhere.
+    lead = 2 if input.dim() == batched_dim else 1
+    shape = list(input.shape[:lead]) + [1] * (input.dim() - lead)
+    if p == 1.0:
+        mask = _tp.zeros(*shape, dtype=input.dtype)
+    else:
+        mask = _tp.empty(*shape, dtype=input.dtype).bernoulli_(1 - p) / (1 - p)
+    return _maybe_inplace(input, lambda x: x * mask, inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, L) or (C, L) input with probability p."""
+    return _channel_dropout("dropout1d", input, p, training, inplace, 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, H, W) input with probability p. A 3-D input is taken as
+    (N, C, L) and warned about, as PyTorch does (its meaning is ambiguous)."""
+    if input.dim() not in (3, 4):
+        warnings.warn(f"dropout2d: expects a 3-D or 4-D input (channels, two spatial dims, optional batch); a "
+                      f"{input.dim()}-D input gets whole-channel dropout over dim 1, a use PyTorch deprecates "
+                      "(F.dropout drops single elements).", stacklevel=_user_stacklevel())
+        return _channel_dropout("dropout2d", input, p, training, inplace, max(input.dim(), 2))
+    if input.dim() == 3:
+        warnings.warn("dropout2d: a 3-D input is read as (N, C, L) and whole channels of dim 1 are dropped; "
+                      "PyTorch plans to read it as an unbatched (C, H, W) instead. Call dropout1d to keep this "
+                      "behaviour without the warning.", stacklevel=_user_stacklevel())
+        return _channel_dropout("dropout2d", input, p, training, inplace, 3)
+    return _channel_dropout("dropout2d", input, p, training, inplace, 4)
+
+
+# ---------------------------------------------------------------- pixel shuffle
+@_names_errors
+def pixel_shuffle(input, upscale_factor):
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise ValueError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                         f"{input.dim()} dimension(s)")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise ValueError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                         f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    n = len(lead)
+    x = input.reshape(lead + [c // (r * r), r, r, h, w])
+    x = x.permute(list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2])
+    return x.reshape(lead + [c // (r * r), h * r, w * r])
+
+
+@_names_errors
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise ValueError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                         f"{input.dim()} dimension(s)")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise ValueError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                         f"input of shape {tuple(input.shape)} and downscale_factor={r}")
+    n = len(lead)
+    x = input.reshape(lead + [c, h // r, r, w // r, r])
+    x = x.permute(list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3])
+    return x.reshape(lead + [c * r * r, h // r, w // r])
+
+
+# ---------------------------------------------------------------- distances and losses
+def _clamp0(x):
+    # clamp_min, not relu: at exactly 0 PyTorch's losses pass the gradient (clamp's x >= min).
+    return _op("clamp_min")(x, 0.0)
+
+
+@_names_errors
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """||x1 - x2 + eps||_p over the last dimension (eps keeps the norm differentiable at 0)."""
+    return _op("norm")(x1 - x2 + eps, p, -1, keepdim)
+
+
+@_names_errors
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("margin_ranking_loss", reduction)
+    if not (input1.dim() == input2.dim() == target.dim()):
+        raise ValueError(f"margin_ranking_loss: All input tensors should have same dimension but got sizes: "
+                         f"input1: {tuple(input1.shape)}, input2: {tuple(input2.shape)}, "
+                         f"target: {tuple(target.shape)}")
+    return _reduce(_clamp0(-target * (input1 - input2) + margin), reduction)
+
+
+@_names_errors
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """input where target is 1, max(0, margin - input) where it is -1 (other labels get both terms)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("hinge_embedding_loss", reduction)
+    below = _tp.where(target != 1, _clamp0(margin - input), 0.0)
+    above = _tp.where(target != -1, input, 0.0)
+    return _reduce(below + above, reduction)
+
+
+@_names_errors
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)), as a softplus (no overflow for large margins)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("soft_margin_loss", reduction)
+    return _reduce(softplus(-target * input), reduction)
+
+
+@_names_errors
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    """1 - cos(x1, x2) for target 1, max(0, cos - margin) for target -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("cosine_embedding_loss", reduction)
+    if input1.dim() not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
+        raise ValueError(f"cosine_embedding_loss: expected 1D or 2D inputs of the same shape, got "
+                         f"{tuple(input1.shape)} and {tuple(input2.shape)}")
+    dim = input1.dim() - 1
+    eps = 1e-12  # added to each squared magnitude
+    dot = (input1 * input2).sum(dim)
+    mag = ((input1 * input1).sum(dim) + eps) * ((input2 * input2).sum(dim) + eps)
+    cos = dot / mag.sqrt()
+    loss = _tp.where(target == 1, 1 - cos, 0.0) + _tp.where(target == -1, _clamp0(cos - margin), 0.0)
+    return _reduce(loss, reduction)
+
+
+@_names_errors
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("triplet_margin_loss", reduction)
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_loss: expected margin to be greater than 0, got {margin} instead")
+    if not (anchor.dim() == positive.dim() == negative.dim()) or anchor.dim() not in (1, 2):
+        raise ValueError(f"triplet_margin_loss: expected 1D or 2D anchor, positive and negative of one dimension, got "
+                         f"{tuple(anchor.shape)}, {tuple(positive.shape)} and {tuple(negative.shape)}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = _tp.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(_clamp0(margin + d_pos - d_neg), reduction)
+
+
+@_names_errors
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("poisson_nll_loss", reduction)
+    loss = _tp.exp(input) - target * input if log_input else input - target * _tp.log(input + eps)
+    if full:
+        # Stirling's approximation of log(target!), counted where target > 1.
+        safe = _tp.where(target > 1, target, 1.0)
+        stirling = safe * _tp.log(safe) - safe + 0.5 * _tp.log(2 * math.pi * safe)
+        loss = loss + _tp.where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+@_names_errors
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log(2 pi) if full).
+    The clamp changes the value only: the gradient reaches var as if unclamped (PyTorch's rule)."""
+    _check_reduction("gaussian_nll_loss", reduction)
+    if isinstance(var, (int, float)):
+        var = _tp.full(tuple(input.shape), float(var), dtype=input.dtype)
+    shape_in, shape_var = tuple(input.shape), tuple(var.shape)
+    if shape_var != shape_in:
+        if shape_in[:-1] == shape_var:  # one variance per sample: broadcast over the last dim
+            var = var.unsqueeze(-1)
+        elif not (shape_in[:-1] == shape_var[:-1] and shape_var[-1:] == (1,)):
+            raise ValueError(f"gaussian_nll_loss: var of shape {shape_var} is incorrect for input of shape "
+                             f"{shape_in}")
+    if bool((var < 0).any()):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    var = var + (_op("clamp_min")(var, eps) - var).detach()
+    loss = 0.5 * (_tp.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+@_names_errors
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Per sample, the mean over classes of the binary logistic loss of each label."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction("multilabel_soft_margin_loss", reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.dim() - 1) / input.shape[-1]
+    return _reduce(loss, reduction)
+
+
+# ---------------------------------------------------------------- resampling
+def _out_sizes(name, input, size, scale_factor, nd):
+    spatial = list(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{name}: exactly one of size or scale_factor must be given")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+        if len(sizes) != nd:
+            raise ValueError(f"{name}: size {tuple(sizes)} has {len(sizes)} values but the input of shape "
+                             f"{tuple(input.shape)} has {nd} spatial dims")
+        return [int(v) for v in sizes], [None] * nd
+    scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * nd
+    if len(scales) != nd:
+        raise ValueError(f"{name}: scale_factor {tuple(scales)} has {len(scales)} values but the input of shape "
+                         f"{tuple(input.shape)} has {nd} spatial dims")
+    return [int(math.floor(n * float(f))) for n, f in zip(spatial, scales)], [float(f) for f in scales]
+
+
+def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
+    """Resamples one spatial dim with index_select (the gradient flows through it)."""
+    dst = _np.arange(n_out, dtype=_np.float64)
+    # Source step: PyTorch uses 1/scale_factor when one was given, else in/out (or the
+    # corner-to-corner ratio with align_corners).
+    if mode in ("linear", "bilinear", "trilinear", "bicubic") and align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        step = 1.0 / scale if scale is not None else n_in / n_out
+    if mode == "nearest":
+        idx = _np.minimum(_np.floor(dst * step), n_in - 1).astype(_np.int64)
+        return x.index_select(dim, _tp.tensor(idx))
+    if mode == "nearest-exact":
+        idx = _np.minimum(_np.floor((dst + 0.5) * step), n_in - 1).astype(_np.int64)
+        return x.index_select(dim, _tp.tensor(idx))
+    shape = [1] * x.dim()
+    shape[dim] = n_out
+    if mode == "bicubic":
+        # Cubic convolution (Keys, a = -0.75) over 4 taps, edge indices clamped; the source
+        # coordinate is not clamped at 0 (PyTorch's cubic convention).
+        src = dst * step if align_corners else (dst + 0.5) * step - 0.5
+        base = _np.floor(src)
+        t = src - base
+        a = -0.75
+
+        def near(v):  # |v| <= 1
+            return ((a + 2) * v - (a + 3)) * v * v + 1
+
+        def far(v):  # 1 < |v| < 2
+            return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a
+        out = None
+        for k, wk in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+            idx = _np.clip(base.astype(_np.int64) - 1 + k, 0, n_in - 1)
+            term = x.index_select(dim, _tp.tensor(idx)) * _tp.tensor(wk.reshape(shape)).to(x.dtype)
+            out = term if out is None else out + term
+        return out
+    src = dst * step if align_corners else _np.maximum((dst + 0.5) * step - 0.5, 0.0)
+    i0 = _np.minimum(_np.floor(src), n_in - 1).astype(_np.int64)
+    i1 = _np.minimum(i0 + 1, n_in - 1)
+    w1 = _tp.tensor((src - i0).reshape(shape)).to(x.dtype)
+    a, b = x.index_select(dim, _tp.tensor(i0)), x.index_select(dim, _tp.tensor(i1))
+    return a + (b - a) * w1
+
+
+@_names_errors
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False):
+    """Resizes the spatial dims of (N, C, *spatial): nearest, nearest-exact, linear (3-D input),
+    bilinear (4-D) and area (adaptive average pooling), with PyTorch's coordinate conventions."""
+    nd = input.dim() - 2
+    if nd < 1:
+        raise ValueError(f"interpolate: expected a 3-D or 4-D (batched) input, got shape {tuple(input.shape)}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode in linear_modes:
+        if nd != linear_modes[mode]:
+            raise ValueError(f"interpolate: mode '{mode}' expects a {linear_modes[mode] + 2}-D input, got shape "
+                             f"{tuple(input.shape)}")
+    elif mode not in ("nearest", "nearest-exact", "area"):
+        raise NotImplementedError(f"interpolate: mode '{mode}' is not supported (nearest, nearest-exact, linear, "
+                                  "bilinear, bicubic, trilinear, area)")
+    elif align_corners is not None:
+        raise ValueError("interpolate: align_corners only has an effect with the linear modes")
+    sizes, scales = _out_sizes("interpolate", input, size, scale_factor, nd)
+    if min(sizes) <= 0 or min(input.shape[2:]) <= 0:
+        raise ValueError(f"interpolate: input and output sizes must be positive, got input of shape "
+                         f"{tuple(input.shape)} and output size {tuple(sizes)}")
+    if recompute_scale_factor:
+        scales = [None] * nd
+    if mode == "area":  # adaptive average pooling; a 1-D input as a 2-D one of height 1
+        if nd == 1:
+            return _op("adaptive_avg_pool2d")(input.unsqueeze(2), [1, sizes[0]]).squeeze(2)
+        if nd != 2:
+            raise NotImplementedError("interpolate: mode 'area' is supported for 3-D and 4-D inputs")
+        return _op("adaptive_avg_pool2d")(input, sizes)
+    dtype = input.dtype
+    weighted = mode not in ("nearest", "nearest-exact")
+    # The weighted modes run in float32 for 16-bit and integer inputs and round once at the end
+    # (integers to the nearest value), as PyTorch's kernels do.
+    out = input.float() if weighted and (dtype in (_tp.float16, _tp.bfloat16) or not dtype.is_floating_point) \
+        else input
+    for i in range(nd):
+        dim = 2 + i
+        out = _resample_dim(out, dim, input.shape[dim], sizes[i], scales[i], mode, bool(align_corners))
+    if out.dtype != dtype:
+        if not dtype.is_floating_point:
+            out = out.round()
+            if dtype == _tp.uint8:  # bicubic overshoots: saturate, as PyTorch's uint8 kernels do
+                out = out.clamp(0, 255)
+        out = out.to(dtype)
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
