@@ -79,15 +79,17 @@ TVec bincount_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec&)
 }
 
 // ---- histc / histogram ----
-// Bin edges as PyTorch's linspace computes them (from both ends toward the
-// middle), in the input's floating type T.
+// Bin edges as PyTorch's CPU linspace computes them, in the input's floating
+// type T: the first (bins + 1) / 2 count up from lo, the rest back from hi, each
+// one fused multiply-add (so both ends are exact and the edges match its).
 template <class T>
 std::vector<T> linspace_edges(T lo, T hi, int64_t bins) {
-  std::vector<T> e(static_cast<size_t>(bins + 1));
+  const int64_t n = bins + 1;
+  std::vector<T> e(static_cast<size_t>(n));
   const T step = (hi - lo) / static_cast<T>(bins);
-  const int64_t half = (bins + 1) / 2;
-  for (int64_t i = 0; i <= bins; ++i)
-    e[static_cast<size_t>(i)] = i < half ? lo + step * static_cast<T>(i) : hi - step * static_cast<T>(bins - i);
+  for (int64_t i = 0; i < n; ++i)
+    e[static_cast<size_t>(i)] =
+        i < n / 2 ? std::fma(step, static_cast<T>(i), lo) : std::fma(-step, static_cast<T>(n - 1 - i), hi);
   return e;
 }
 
