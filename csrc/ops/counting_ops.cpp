@@ -207,6 +207,8 @@ TVec histogram_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec&
                  ": range must be a pair (min, max)");
         lo = static_cast<T>(at.get_double("range_min"));
         hi = static_cast<T>(at.get_double("range_max"));
+      } else if (x.numel() == 0) {
+        hi = 1;  // PyTorch's range for no data: [0, 1]
       } else {
         data_range(p, x.numel(), lo, hi);
       }

@@ -331,8 +331,10 @@ TVec combinations_dec(const TVec& in, const Attrs& at) {
   TP_CHECK(r >= 0, ValueError, "combinations: r must be non-negative, got ", r);
   const bool with_rep = at.get_or("with_replacement", false);
   const int64_t n = x.sizes()[0];
-  if (r == 0) return {filled_beside(x, {0}, Scalar(int64_t{0}), x.dtype())};
-  if (n == 0 || (!with_rep && r > n)) return {filled_beside(x, {0, r}, Scalar(int64_t{0}), x.dtype())};
+  // Empty results are slices of x, so they stay connected to x's graph as in PyTorch.
+  const Tensor none = ops::slice(x, 0, 0, 0, 1);
+  if (r == 0) return {ops::clone(none)};
+  if (n == 0 || (!with_rep && r > n)) return {ops::contiguous(ops::expand(ops::reshape(none, {0, 1}), {0, r}))};
   const Tensor pos = positions_beside(x);
   const TVec pgrid = call_op(TP_OP("meshgrid"), TVec(static_cast<size_t>(r), pos), {{"indexing", std::string("ij")}});
   const TVec vgrid = call_op(TP_OP("meshgrid"), TVec(static_cast<size_t>(r), x), {{"indexing", std::string("ij")}});
