@@ -437,3 +437,39 @@ def test_combinations_grad_and_errors():
     check_gradients(lambda t: tp.combinations(t, 2), rng.standard_normal(4))
     with pytest.raises(ValueError, match="combinations.*1D"):
         tp.combinations(tp.ones(2, 2))
+
+
+# ---- 16-bit floor / trunc division (eager CPU) ----
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_floor_trunc_division_rounds_like_pytorch(dtype):
+    """PyTorch rounds to the 16-bit type after every step of a tensor-by-tensor floor/trunc
+    division, and once when dividing by a 0-d tensor or a Python number; both must match bit
+    for bit (a single rounding of the float32 quotient differed in ~1% of elements)."""
+    r = np.random.default_rng(1)
+    a = np.concatenate([r.standard_normal(20000) * 100, [0, -0.0, 1, -1, 5, INF, -INF, NAN, 3, 7]])
+    b = np.concatenate([r.standard_normal(20000) * 3, [0, 0, 0, -0.0, INF, 2, 0, 1, -INF, -0.0]])
+    (x, tx), (y, ty) = t_of(a.astype(np.float32), dtype), t_of(b.astype(np.float32), dtype)
+
+    def check(got, want):
+        g, w = got.float().numpy(), want.float().numpy()
+        ok = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+        assert ok.all(), (int((~ok).sum()), g[~ok][:3], w[~ok][:3])
+
+    for mode in ("floor", "trunc"):
+        check(tp.div(x, y, rounding_mode=mode), torch.div(tx, ty, rounding_mode=mode))
+        c, d = x.clone(), tx.clone()
+        c.div_(y, rounding_mode=mode)
+        d.div_(ty, rounding_mode=mode)
+        check(c, d)
+        for s in (3, 0.3, -2.5):
+            check(tp.div(x, s, rounding_mode=mode), torch.div(tx, s, rounding_mode=mode))
+    check(x // y, tx // ty)
+    check(tp.floor_divide(x[:20000].reshape(100, -1)[:, :10], y[:10]),
+          torch.floor_divide(tx[:20000].reshape(100, -1)[:, :10], ty[:10]))
+    check(7.3 // y, 7.3 // ty)
+    check(x // tp.tensor(0.3), tx // torch.tensor(0.3))
+    check(x // tp.tensor(0.3).to(TP_DT[dtype]), tx // torch.tensor(0.3).to(getattr(torch, dtype)))
+    c, d = x.clone(), tx.clone()
+    c.floor_divide_(y)
+    d.floor_divide_(ty)
+    check(c, d)
