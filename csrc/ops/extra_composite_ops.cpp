@@ -194,6 +194,51 @@ TVec trapezoid_dx_dec(const TVec& in, const Attrs& at) {
   return {ops::mul(inner, scalar(at.get_scalar("dx")))};
 }
 
+// cumulative_trapezoid: the running sums of the same trapezoids (n - 1 of them along dim).
+Tensor trapezoid_areas(const Tensor& y, const Tensor& x, const Scalar& dx, int64_t d) {
+  const int64_t n = y.sizes()[static_cast<size_t>(d)];
+  const Tensor mid = ops::add(ops::slice(as_float(y), d, 1, n, 1), ops::slice(as_float(y), d, 0, n - 1, 1));
+  if (!x.defined()) return ops::mul(mid, scalar(dx.to<double>() / 2.0));
+  Tensor step;
+  if (x.dim() == 1) {
+    TP_CHECK(x.sizes()[0] == n, ValueError, "cumulative_trapezoid: there must be one `x` value for each sample "
+             "point; x has shape ", shape_str(x.sizes()), ", y has shape ", shape_str(y.sizes()), " along dim ", d);
+    Shape view(static_cast<size_t>(y.dim()), 1);
+    view[static_cast<size_t>(d)] = n - 1;
+    step = ops::reshape(ops::sub(ops::slice(x, 0, 1, n, 1), ops::slice(x, 0, 0, n - 1, 1)), view);
+  } else {
+    const int64_t xd = wrap_dim(d - y.dim(), x.dim(), "cumulative_trapezoid");
+    TP_CHECK(x.sizes()[static_cast<size_t>(xd)] == n, ValueError, "cumulative_trapezoid: x has shape ",
+             shape_str(x.sizes()), " and y has shape ", shape_str(y.sizes()), "; they need the same size along dim ", d);
+    step = ops::sub(ops::slice(x, xd, 1, n, 1), ops::slice(x, xd, 0, n - 1, 1));
+  }
+  return ops::div(ops::mul(as_float(step), mid), scalar(2.0));
+}
+
+template <bool WithX>
+TVec cumulative_trapezoid_dec(const TVec& in, const Attrs& at) {
+  const Tensor& y = in[0];
+  TP_CHECK(y.dim() >= 1, ValueError, "cumulative_trapezoid: expected y to have at least one dimension, got shape ",
+           shape_str(y.sizes()));
+  const int64_t d = wrap_dim(at.get_int("dim"), y.dim(), "cumulative_trapezoid");
+  if (y.sizes()[static_cast<size_t>(d)] == 0) return {ops::clone(as_float(y))};
+  const Tensor areas = trapezoid_areas(y, WithX ? in[1] : Tensor(), WithX ? Scalar(1.0) : at.get_scalar("dx"), d);
+  return {ops::cumsum(areas, d)};
+}
+
+// ---- bernoulli(self, p) ----
+// A tensor of self's shape, dtype and device, each element 1 with probability p.
+TVec bernoulli_p_dec(const TVec& in, const Attrs& at) {
+  const Tensor& x = in[0];
+  TP_CHECK(is_floating(x.dtype()), TypeError, "bernoulli: expected a floating-point tensor but got dtype ",
+           dtype_name(x.dtype()));
+  Tensor out = filled_beside(x, x.sizes(), Scalar(0.0), x.dtype());
+  Attrs draw{{"p", at.get_double("p")}};
+  if (!at.is_none("generator")) draw.set("generator", AttrValue{at.get_int("generator")});
+  call_op(TP_OP("bernoulli_.float"), {out}, draw);
+  return {out};
+}
+
 // ---- cummax / cummin ----
 // An inclusive scan by doubling over (value, position) pairs: a later pair wins
 // when it is NaN, or when neither is NaN and it is >= (cummax) / <= (cummin)
@@ -373,6 +418,15 @@ void register_extra_composite_ops() {
             kInplace);
   composite("trapezoid.x", "trapezoid.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", 2, &trapezoid_x_dec);
   composite("trapezoid.dx", "trapezoid.dx(Tensor y, *, Scalar dx=1, int dim=-1) -> Tensor", 1, &trapezoid_dx_dec);
+  composite("cumulative_trapezoid.x", "cumulative_trapezoid.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", 2,
+            &cumulative_trapezoid_dec<true>);
+  composite("cumulative_trapezoid.dx", "cumulative_trapezoid.dx(Tensor y, *, Scalar dx=1, int dim=-1) -> Tensor", 1,
+            &cumulative_trapezoid_dec<false>);
+  // trapz: PyTorch's older name of trapezoid.
+  composite("trapz.x", "trapz.x(Tensor y, Tensor x, *, int dim=-1) -> Tensor", 2, &trapezoid_x_dec);
+  composite("trapz.dx", "trapz.dx(Tensor y, *, float dx=1, int dim=-1) -> Tensor", 1, &trapezoid_dx_dec);
+  composite("bernoulli.p", "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor", 1,
+            &bernoulli_p_dec, kRandom);
   composite("cummax", "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)", 1, &cumext_dec<true>);
   composite("cummin", "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)", 1, &cumext_dec<false>);
   composite("isin.Tensor_Tensor",

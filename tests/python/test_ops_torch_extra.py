@@ -530,3 +530,35 @@ def test_compiled_counting_ops_match_eager():
         want = f(i)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_cumulative_trapezoid_and_trapz():
+    a = rng.standard_normal((3, 5))
+    xs = np.sort(rng.standard_normal(5))
+    x2 = rng.standard_normal((3, 5))
+    y, ty = t_of(a)
+    same(tp.cumulative_trapezoid(y), torch.cumulative_trapezoid(ty), exact=False, rtol=1e-12)
+    same(tp.cumulative_trapezoid(y, dx=0.3, dim=0), torch.cumulative_trapezoid(ty, dx=0.3, dim=0), exact=False,
+         rtol=1e-12)
+    same(tp.cumulative_trapezoid(y, tp.tensor(xs)), torch.cumulative_trapezoid(ty, torch.tensor(xs)), exact=False,
+         rtol=1e-12)
+    same(tp.cumulative_trapezoid(y, tp.tensor(x2)), torch.cumulative_trapezoid(ty, torch.tensor(x2)), exact=False,
+         rtol=1e-12)
+    same(tp.cumulative_trapezoid(tp.tensor([1, 2, 3])), torch.cumulative_trapezoid(torch.tensor([1, 2, 3])))
+    same(tp.cumulative_trapezoid(tp.ones(2, 0)), torch.cumulative_trapezoid(torch.ones(2, 0)))
+    same(tp.trapz(y, tp.tensor(xs)), torch.trapz(ty, torch.tensor(xs)), exact=False, rtol=1e-12)
+    same(tp.trapz(y, dx=2.0), torch.trapz(ty, dx=2.0), exact=False, rtol=1e-12)
+    check_gradients(lambda t, u: tp.cumulative_trapezoid(t, u), a, xs)
+
+
+def test_bernoulli_with_p():
+    tp.manual_seed(0)
+    s = tp.bernoulli(tp.zeros(100000), 0.3)
+    assert s.dtype == tp.float32 and set(np.unique(s.numpy())) <= {0.0, 1.0}
+    assert abs(float(s.mean()) - 0.3) < 5 * np.sqrt(0.3 * 0.7 / 1e5)
+    g1, g2 = tp.Generator().manual_seed(3), tp.Generator().manual_seed(3)
+    np.testing.assert_array_equal(tp.bernoulli(tp.zeros(50), 0.5, generator=g1).numpy(),
+                                  tp.bernoulli(tp.zeros(50), 0.5, generator=g2).numpy())
+    assert tp.zeros(3, dtype=tp.float16).bernoulli(0.5).dtype == tp.float16
+    with pytest.raises(ValueError, match="bernoulli.*p=1.5"):
+        tp.bernoulli(tp.zeros(3), 1.5)
