@@ -110,6 +110,24 @@ int64_t bin_of(T v, const std::vector<T>& e, bool uniform) {
   return std::min(pos, bins - 1);
 }
 
+// float16 / bfloat16 (histc): PyTorch rounds the range ends to the 16-bit type
+// and computes each value's bin in it, rounding after every operation, with no
+// settling against edges: bin = (v - lo) * bins / (hi - lo), truncated (values
+// are held in float and rounded through H).
+template <class H>
+float round16(float v) {
+  return static_cast<float>(H(v));
+}
+
+template <class H>
+int64_t bin_of16(float v, float lo, float hi, int64_t bins) {
+  auto r = round16<H>;
+  lo = r(lo), hi = r(hi);
+  if (!(v >= lo && v <= hi)) return -1;
+  const float q = r(r(r(v - lo) * r(static_cast<float>(bins))) / r(hi - lo));
+  return std::min(static_cast<int64_t>(q), bins - 1);
+}
+
 // The data range when none is given: the smallest and largest value (NaNs
 // skipped; an infinite value makes the range an error, as in PyTorch).
 template <class T>
@@ -148,11 +166,23 @@ TVec histc_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec& om)
     if (lo == hi) data_range(p, x.numel(), lo, hi);
     if (lo == hi) lo -= 1, hi += 1;
     check_range(op.name, lo, hi);
-    const std::vector<T> e = linspace_edges(lo, hi, bins);
     std::vector<double> h(static_cast<size_t>(bins), 0.0);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const int64_t b = bin_of(p[i], e, true);
-      if (b >= 0) h[static_cast<size_t>(b)] += 1;
+    auto count = [&](auto bin) {
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t b = bin(p[i]);
+        if (b >= 0) h[static_cast<size_t>(b)] += 1;
+      }
+    };
+    const DType narrow = in[0].dtype();
+    if (narrow == DType::Float16) {
+      count([&](T v) { return bin_of16<Half>(static_cast<float>(v), static_cast<float>(lo), static_cast<float>(hi), bins); });
+    } else if (narrow == DType::BFloat16) {
+      count([&](T v) {
+        return bin_of16<BFloat16>(static_cast<float>(v), static_cast<float>(lo), static_cast<float>(hi), bins);
+      });
+    } else {
+      const std::vector<T> e = linspace_edges(lo, hi, bins);
+      count([&](T v) { return bin_of(v, e, true); });
     }
     Tensor acc = alloc_out(TensorMeta::contiguous({bins}, DType::Float64));
     std::copy(h.begin(), h.end(), acc.data_as<double>());
@@ -217,20 +247,22 @@ TVec histogram_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec&
       e = linspace_edges(lo, hi, om[0].sizes[0]);
     }
     const int64_t bins = static_cast<int64_t>(e.size()) - 1;
-    std::vector<double> h(static_cast<size_t>(bins), 0.0);
+    // Sums in the input's type, in element order, as PyTorch accumulates (float32 weights
+    // summed in double would differ from it in the last digits).
+    std::vector<T> h(static_cast<size_t>(bins), T(0));
     const double* wp = w.defined() ? w.data_as<double>() : nullptr;
     for (int64_t i = 0; i < x.numel() && bins > 0; ++i) {
       const int64_t b = bin_of(p[i], e, !edges_given);
-      if (b >= 0) h[static_cast<size_t>(b)] += wp ? wp[i] : 1.0;
+      if (b >= 0) h[static_cast<size_t>(b)] += wp ? static_cast<T>(wp[i]) : T(1);
     }
-    if (density) {
-      double total = 0;
-      for (double v : h) total += v;
+    if (density) {  // in the input's type, as PyTorch: count / (total * bin width)
+      T total = 0;
+      for (T v : h) total += v;
       for (int64_t b = 0; b < bins; ++b)
-        h[static_cast<size_t>(b)] /= total * static_cast<double>(e[static_cast<size_t>(b + 1)] - e[static_cast<size_t>(b)]);
+        h[static_cast<size_t>(b)] /= total * (e[static_cast<size_t>(b + 1)] - e[static_cast<size_t>(b)]);
     }
-    Tensor hacc = alloc_out(TensorMeta::contiguous({bins}, DType::Float64));
-    std::copy(h.begin(), h.end(), hacc.data_as<double>());
+    Tensor hacc = alloc_out(TensorMeta::contiguous({bins}, ct));
+    std::copy(h.begin(), h.end(), hacc.data_as<T>());
     Tensor eacc = alloc_out(TensorMeta::contiguous({bins + 1}, ct));
     std::copy(e.begin(), e.end(), eacc.data_as<T>());
     hist = convert(hacc, om[0].dtype);
