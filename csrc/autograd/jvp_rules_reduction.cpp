@@ -93,7 +93,7 @@ void register_reduction_jvp_rules() {
   for (const char* n : {"prod", "amax", "amin", "max", "min", "var", "var.dim", "var.unbiased", "std", "std.dim",
                         "std.unbiased", "norm", "norm.str", "logsumexp"})
     register_jvp(n, &per_element_reduction_rule);
-  for (const char* n : {"max.dim", "min.dim", "kthvalue", "median.dim", "mode", "sort", "topk"})
+  for (const char* n : {"max.dim", "min.dim", "kthvalue", "median.dim", "mode", "cummax", "cummin", "sort", "topk"})
     register_jvp(n, &indexed_values_rule);
   register_jvp("softmax", &softmax_rule);
   register_jvp("log_softmax", &log_softmax_rule);

@@ -1,11 +1,12 @@
 // CUDA paths that run the CPU kernel on host copies (see gap_kernels.h):
-// bincount, histc, histogram, mode, multinomial and bernoulli(p).
+// bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p).
 //
 // Why on the host: the counting operators read their data to size the result
 // (bincount) or need a data-dependent range first (histc, histogram), so PyTorch
 // synchronizes for them as well; mode sorts every slice; and the random ones
 // draw from TensorPlay's counter-based generator exactly as the CPU does, so one
-// seed gives the same samples on both devices (as normal_/uniform_ on CUDA do).
+// seed gives the same samples on both devices (as normal_/uniform_ on CUDA do);
+// cummax / cummin are one sequential pass per slice.
 // The cost is one device-to-host copy of the inputs and one upload of the
 // results; a CUDA graph capture refuses them (check_not_capturing).
 #include <string_view>
@@ -20,7 +21,7 @@ namespace tp::cuda {
 bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>&, std::vector<Tensor>& out) {
   static constexpr std::string_view kOps[] = {"bincount", "histc", "histogram.bins_tensor", "histogram.bin_ct",
-                                              "mode", "multinomial", "bernoulli"};
+                                              "mode", "cummax", "cummin", "multinomial", "bernoulli"};
   bool listed = false;
   for (std::string_view n : kOps) listed = listed || n == op.name;
   if (!listed) return false;

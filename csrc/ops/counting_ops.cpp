@@ -1,9 +1,11 @@
-// Counting and sampling operators with their own CPU kernels: bincount, histc,
-// histogram, mode, multinomial, tril_indices / triu_indices.
+// Counting, scanning and sampling operators with their own CPU kernels:
+// bincount, histc, histogram, mode, cummax / cummin, multinomial,
+// tril_indices / triu_indices.
 //
 // They read their data to decide result sizes (bincount, histc's data range)
-// or walk sorted slices (mode), which no composite of existing operators does
-// in one pass. Every kernel handles all dtypes itself (kAllDTypes): inputs are
+// or walk slices in order (mode, cummax), which no composite of existing
+// operators does in one pass (a doubling scan of cummax built from where/cat
+// was hundreds of times slower than PyTorch). Every kernel handles all dtypes itself (kAllDTypes): inputs are
 // converted once to int64 / float64 / the compute type, results converted to
 // the dtype PyTorch gives. On CUDA they run on the host (cuda/host_kernels.cpp).
 #include <algorithm>
@@ -366,6 +368,91 @@ TVec mode_backward(const BackwardArgs& a) {
   return {ops::scatter(ops::zeros_like(x, g.dtype()), d, i, g)};
 }
 
+// ---- cummax / cummin ----
+// One pass along dim per slice: a later element takes over when it is NaN, or
+// when the running value is not NaN and the element is >= (cummax) / <= (cummin)
+// it, so ties and NaN go to the latest position, as in PyTorch.
+MVec cumext_infer(const OpDef& op, const MVec& in, const Attrs& at) {
+  mode_dim(in[0], at, op.name);
+  return {TensorMeta::contiguous(in[0].sizes, in[0].dtype), TensorMeta::contiguous(in[0].sizes, DType::Int64)};
+}
+
+template <bool IsMax>
+TVec cumext_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec& om) {
+  const DType ct = compute_of(in[0].dtype());
+  const Tensor x = convert(as_contiguous(in[0]), ct);
+  Tensor val = alloc_out(TensorMeta::contiguous(om[0].sizes, ct)), ind = alloc_out(om[1]);
+  if (x.numel() == 0) return {convert(val, om[0].dtype), ind};
+  const int64_t d = mode_dim(TensorMeta::contiguous(x.sizes(), x.dtype()), at, op.name);
+  const Shape& s = x.sizes();
+  int64_t D = 1, inner = 1, outer = 1;
+  if (!s.empty()) {
+    D = s[static_cast<size_t>(d)];
+    for (size_t i = static_cast<size_t>(d) + 1; i < s.size(); ++i) inner *= s[i];
+    for (size_t i = 0; i < static_cast<size_t>(d); ++i) outer *= s[i];
+  }
+  TP_DISPATCH_ALL(ct, op.name, ([&]<class T>() {
+    const T* p = x.data_as<T>();
+    T* v = val.data_as<T>();
+    int64_t* o = ind.data_as<int64_t>();
+    // Slices of one outer index run side by side over `inner` (contiguous rows).
+    parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, D * inner)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t ou = b; ou < e; ++ou) {
+                     const int64_t base = ou * D * inner;
+                     if (inner == 1) {  // the common last-dim scan: one running value in registers
+                       T best = p[base];
+                       int64_t at = 0;
+                       v[base] = best;
+                       o[base] = 0;
+                       for (int64_t k = 1; k < D; ++k) {
+                         const T cur = p[base + k];
+                         bool take;
+                         if constexpr (std::is_floating_point_v<T>) {
+                           take = cur != cur || (best == best && (IsMax ? cur >= best : cur <= best));
+                         } else {
+                           take = IsMax ? cur >= best : cur <= best;
+                         }
+                         if (take) best = cur, at = k;
+                         v[base + k] = best;
+                         o[base + k] = at;
+                       }
+                       continue;
+                     }
+                     for (int64_t in_ = 0; in_ < inner; ++in_) {
+                       v[base + in_] = p[base + in_];
+                       o[base + in_] = 0;
+                     }
+                     for (int64_t k = 1; k < D; ++k) {
+                       const int64_t row = base + k * inner, prev = row - inner;
+                       for (int64_t in_ = 0; in_ < inner; ++in_) {
+                         const T cur = p[row + in_], best = v[prev + in_];
+                         bool take;
+                         if constexpr (std::is_floating_point_v<T>) {
+                           take = cur != cur || (best == best && (IsMax ? cur >= best : cur <= best));
+                         } else {
+                           take = IsMax ? cur >= best : cur <= best;
+                         }
+                         v[row + in_] = take ? cur : best;
+                         o[row + in_] = take ? k : o[prev + in_];
+                       }
+                     }
+                   }
+                 });
+  }));
+  return {convert(val, om[0].dtype), ind};
+}
+
+// The gradient of each prefix's value goes to the position it came from.
+TVec cumext_backward(const BackwardArgs& a) {
+  if (!a.needs_grad[0] || !a.grad_outputs[0].defined()) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  if (x.dim() == 0) return {a.grad_outputs[0]};
+  const int64_t d = mode_dim(TensorMeta::contiguous(x.sizes(), x.dtype()), a.attrs, "cummax");
+  const Tensor& g = a.grad_outputs[0];
+  return {ops::scatter_add(ops::zeros_like(x, g.dtype()), d, a.outputs[1], g)};
+}
+
 // ---- multinomial ----
 // With replacement: inverse CDF of a uniform draw (binary search in the running
 // sums). Without: the exponential race, key_i = E_i / w_i with E_i standard
@@ -511,6 +598,12 @@ void register_counting_ops() {
   reg({.name = "mode", .schema = "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
        .tags = kAllDTypes | kReduction, .num_inputs = 1, .infer = &mode_infer, .cpu = &mode_cpu,
        .backward = &mode_backward});
+  reg({.name = "cummax", .schema = "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)",
+       .tags = kAllDTypes, .num_inputs = 1, .infer = &cumext_infer, .cpu = &cumext_cpu<true>,
+       .backward = &cumext_backward});
+  reg({.name = "cummin", .schema = "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)",
+       .tags = kAllDTypes, .num_inputs = 1, .infer = &cumext_infer, .cpu = &cumext_cpu<false>,
+       .backward = &cumext_backward});
   reg({.name = "multinomial",
        .schema = "multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",
        .tags = kAllDTypes | kRandom, .num_inputs = 1, .infer = &multinomial_infer, .cpu = &multinomial_cpu});

@@ -1,6 +1,7 @@
 // PyTorch operators that are compositions of existing ones: the NaN-ignoring
 // reductions (nansum, nanmean, nanmedian), aminmax, logaddexp2, renorm,
-// trapezoid, cummax/cummin, isin, unravel_index, block_diag, combinations.
+// trapezoid, cumulative_trapezoid, isin, unravel_index, block_diag, combinations,
+// bernoulli(self, p).
 //
 // All are implicit composites (the dispatcher runs them as their parts), so
 // autograd, tracing and every device come from the parts. Helper tensors
@@ -239,44 +240,6 @@ TVec bernoulli_p_dec(const TVec& in, const Attrs& at) {
   return {out};
 }
 
-// ---- cummax / cummin ----
-// An inclusive scan by doubling over (value, position) pairs: a later pair wins
-// when it is NaN, or when neither is NaN and it is >= (cummax) / <= (cummin)
-// the earlier one, so ties and NaN go to the latest position, as in PyTorch.
-// Picking the winner of a total order is associative, so log2(n) rounds of
-// "combine with the pair s places earlier" give every prefix. The values come
-// out of a gather of the input, which carries the gradient.
-template <bool IsMax>
-TVec cumext_dec(const TVec& in, const Attrs& at) {
-  const char* name = IsMax ? "cummax" : "cummin";
-  const Tensor& x = in[0];
-  const int64_t d = wrap_dim(at.get_int("dim"), x.dim(), name);
-  if (x.dim() == 0 || x.numel() == 0)
-    return {ops::clone(x), ops::full_beside(x, Scalar(int64_t{0}), DType::Int64)};
-  const int64_t n = x.sizes()[static_cast<size_t>(d)];
-  Tensor idx;
-  {
-  AutoGradMode no_grad(false);  // only the final gather carries the gradient
-  // Positions along d: one line of x (on its device) numbered, then broadcast.
-  const Tensor line = ops::slice(ops::reshape(ops::movedim(x, {d}, {-1}), {-1}), 0, 0, n, 1);
-  Shape view(static_cast<size_t>(x.dim()), 1);
-  view[static_cast<size_t>(d)] = n;
-  idx = ops::contiguous(ops::expand(ops::reshape(positions_beside(line), view), x.sizes()));
-  Tensor val = x;
-  const bool fp = is_floating(x.dtype());
-  for (int64_t s = 1; s < n; s *= 2) {
-    const Tensor ve = ops::slice(val, d, 0, n - s, 1), vl = ops::slice(val, d, s, n, 1);
-    const Tensor ie = ops::slice(idx, d, 0, n - s, 1), il = ops::slice(idx, d, s, n, 1);
-    Tensor later = IsMax ? ops::ge(vl, ve) : ops::le(vl, ve);
-    if (x.dtype() == DType::Bool) later = IsMax ? ops::logical_or(vl, ops::logical_not(ve)) : ops::logical_or(ops::logical_not(vl), ve);
-    if (fp) later = ops::logical_or(ops::isnan(vl), ops::logical_and(later, ops::logical_not(ops::isnan(ve))));
-    val = ops::cat({ops::slice(val, d, 0, s, 1), ops::where(later, vl, ve)}, d);
-    idx = ops::cat({ops::slice(idx, d, 0, s, 1), ops::where(later, il, ie)}, d);
-  }
-  }
-  return {ops::gather(x, d, idx), idx};
-}
-
 // ---- isin ----
 // Sorted test elements and a binary search per element: O((n + m) log m).
 Tensor isin_impl(const Tensor& elements, const Tensor& test, bool invert) {
@@ -427,8 +390,6 @@ void register_extra_composite_ops() {
   composite("trapz.dx", "trapz.dx(Tensor y, *, float dx=1, int dim=-1) -> Tensor", 1, &trapezoid_dx_dec);
   composite("bernoulli.p", "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor", 1,
             &bernoulli_p_dec, kRandom);
-  composite("cummax", "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)", 1, &cumext_dec<true>);
-  composite("cummin", "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)", 1, &cumext_dec<false>);
   composite("isin.Tensor_Tensor",
             "isin.Tensor_Tensor(Tensor elements, Tensor test_elements, *, bool assume_unique=False, bool invert=False) -> Tensor",
             2, &isin_dec);
