@@ -80,6 +80,14 @@ TVec bincount_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec&)
   return {convert(acc, out_t)};
 }
 
+// The weights' gradient: each weight adds to the bin of its value, so it gets
+// that bin's gradient (PyTorch defines none; a gather is the exact derivative).
+TVec bincount_backward(const BackwardArgs& a) {
+  if (a.needs_grad.size() < 2 || !a.needs_grad[1] || !a.grad_outputs[0].defined()) return {Tensor(), Tensor()};
+  const Tensor idx = ops::to_dtype(a.inputs[0], DType::Int64);
+  return {Tensor(), ops::to_dtype(ops::index_select(a.grad_outputs[0], 0, idx), a.inputs[1].dtype())};
+}
+
 // ---- histc / histogram ----
 // Bin edges as PyTorch's CPU linspace computes them, in the input's floating
 // type T: the first (bins + 1) / 2 count up from lo, the rest back from hi, each
@@ -584,7 +592,8 @@ void reg(OpDef d) { register_op(d); }
 
 void register_counting_ops() {
   reg({.name = "bincount", .schema = "bincount(Tensor self, Tensor? weights=None, int minlength=0) -> Tensor",
-       .tags = kAllDTypes | kNondeterministicShape, .num_inputs = 2, .infer = &bincount_infer, .cpu = &bincount_cpu});
+       .tags = kAllDTypes | kNondeterministicShape, .num_inputs = 2, .infer = &bincount_infer, .cpu = &bincount_cpu,
+       .backward = &bincount_backward});
   reg({.name = "histc", .schema = "histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor",
        .tags = kAllDTypes, .num_inputs = 1, .infer = &histc_infer, .cpu = &histc_cpu});
   reg({.name = "histogram.bins_tensor",

@@ -65,6 +65,12 @@ def test_bincount_weights_dtype(wdtype):
          rtol=1e-6, atol=1e-6)
 
 
+def test_bincount_weights_gradient():
+    # PyTorch has no derivative here; each weight's is the gradient of its value's bin.
+    idx = tp.tensor([0, 3, 3, 1, 5])
+    check_gradients(lambda w: tp.bincount(idx, weights=w, minlength=7), rng.standard_normal(5))
+
+
 def test_bincount_empty_and_errors():
     same(tp.bincount(tp.tensor([], dtype=tp.int64), minlength=3), torch.bincount(torch.tensor([], dtype=torch.int64),
                                                                                   minlength=3))
