@@ -222,8 +222,8 @@ def install():
         if current not in (meshgrid, cartesian_prod, block_diag, histogram, isin):
             _generated.setdefault(name, current)
     Tensor.histogram = _histogram_method
-    for fn in (allclose, equal, meshgrid, cartesian_prod, block_diag, histogram, isin, is_tensor, is_floating_point, numel, is_nonzero,
-               as_tensor, detach, get_device):
+    for fn in (allclose, equal, meshgrid, cartesian_prod, block_diag, histogram, isin, is_tensor, is_floating_point,
+               numel, is_nonzero, as_tensor, detach, get_device):
         setattr(tp, fn.__name__, fn)
     for name in _INPLACE_FUNCTIONS:
         method = getattr(Tensor, name, None)
