@@ -10,6 +10,7 @@
 // the dtype PyTorch gives. On CUDA they run on the host (cuda/host_kernels.cpp).
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "core/parallel.h"
@@ -177,11 +178,18 @@ TVec histc_cpu(const OpDef& op, const TVec& in, const Attrs& at, const MVec& om)
     if (lo == hi) lo -= 1, hi += 1;
     check_range(op.name, lo, hi);
     std::vector<double> h(static_cast<size_t>(bins), 0.0);
+    // Counts are integers, so per-chunk histograms merged in any order are exact.
+    std::mutex merge;
     auto count = [&](auto bin) {
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        const int64_t b = bin(p[i]);
-        if (b >= 0) h[static_cast<size_t>(b)] += 1;
-      }
+      parallel_for(0, x.numel(), kGrainSize, [&](int64_t b0, int64_t e0) {
+        std::vector<double> local(static_cast<size_t>(bins), 0.0);
+        for (int64_t i = b0; i < e0; ++i) {
+          const int64_t b = bin(p[i]);
+          if (b >= 0) local[static_cast<size_t>(b)] += 1;
+        }
+        std::lock_guard<std::mutex> lock(merge);
+        for (int64_t b = 0; b < bins; ++b) h[static_cast<size_t>(b)] += local[static_cast<size_t>(b)];
+      });
     };
     const DType narrow = in[0].dtype();
     if (narrow == DType::Float16) {
