@@ -89,11 +89,11 @@ std::vector<Tensor> cumprod_rule(const JvpArgs& a) {
 }  // namespace
 
 void register_reduction_jvp_rules() {
-  for (const char* n : {"sum", "mean", "cumsum"}) register_jvp(n, &linear_rule);
+  for (const char* n : {"sum", "mean", "cumsum", "bincount"}) register_jvp(n, &linear_rule);  // bincount: linear in its weights
   for (const char* n : {"prod", "amax", "amin", "max", "min", "var", "var.dim", "var.unbiased", "std", "std.dim",
                         "std.unbiased", "norm", "norm.str", "logsumexp"})
     register_jvp(n, &per_element_reduction_rule);
-  for (const char* n : {"max.dim", "min.dim", "kthvalue", "median.dim", "sort", "topk"})
+  for (const char* n : {"max.dim", "min.dim", "kthvalue", "median.dim", "mode", "cummax", "cummin", "sort", "topk"})
     register_jvp(n, &indexed_values_rule);
   register_jvp("softmax", &softmax_rule);
   register_jvp("log_softmax", &log_softmax_rule);

@@ -15,7 +15,11 @@
 //                       each slice — the CPU's pick, since it ranks by
 //                       (value, position) too; median takes the first NaN of a
 //                       slice holding one;
-//   erfinv.cpp          erfinv (CUDA's erfinvf / erfinv; 16-bit through float32).
+//   erfinv.cpp          erfinv (CUDA's erfinvf / erfinv; 16-bit through float32);
+//   host_kernels.cpp    bincount, histc, histogram, mode, multinomial and
+//                       bernoulli(p): the CPU kernel on host copies of the
+//                       inputs, results uploaded (data-dependent sizes; the
+//                       random ones draw the CPU's numbers for one seed).
 // Each returns false for a call it does not cover (NotImplementedError naming
 // the operator and the device, unless Stax generates it).
 #pragma once
@@ -35,11 +39,14 @@ bool select_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Att
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool erfinv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 
 inline bool gap_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   return fill_kernel(op, inputs, attrs, out_meta, out) || lookup_kernel(op, inputs, attrs, out_meta, out) ||
-         select_kernel(op, inputs, attrs, out_meta, out) || erfinv_kernel(op, inputs, attrs, out_meta, out);
+         select_kernel(op, inputs, attrs, out_meta, out) || erfinv_kernel(op, inputs, attrs, out_meta, out) ||
+         host_kernel(op, inputs, attrs, out_meta, out);
 }
 
 // self (any strides) <- src (contiguous, self's dtype and element count): element i of

@@ -11,6 +11,7 @@
 
 #include "ops/api_math.h"
 #include "ops/derivative_util.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/vec/pointwise_common.h"
 
@@ -135,9 +136,15 @@ bool pow_shortcut(const Tensor& out, const Tensor& x, double e) {
 }
 
 template <Op K>
-void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
+void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs& attrs) {
   const DType ct = is_logical(K) ? result_type(in) : out.dtype();
   const Tensor a = convert(in[0], ct), b = convert(in[1], ct);
+  if constexpr (K == Op::FloorDivide) {
+    if (ct == DType::Float32 && attrs.has(kNarrowDTypeAttr) && pw::rounds_narrow(in)) {
+      pw::div_round_narrow(out, a, b, true, attrs.get<DType>(kNarrowDTypeAttr));
+      return;
+    }
+  }
   if constexpr (is_logical(K)) {
     TP_DISPATCH_ALL(ct, op.name, ([&]<class T>() {
       pw::binary_loop<bool, T>(out, a, b, [](T x, T y) -> bool {

@@ -19,6 +19,8 @@ void register_builtin_ops() {
   register_factory_extra_ops();
   register_sort_ops();
   register_misc_ops();
+  register_extra_composite_ops();
+  register_counting_ops();
   register_view_scatter_ops();
   register_random_functional_ops();
   register_masked_scatter_ops();

@@ -104,7 +104,14 @@ std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Ten
       m.strides = contiguous_strides(m.sizes);
     }
   }
-  std::vector<Tensor> out = op.cpu(op, wide, attrs, wide_meta);
+  const bool narrow_float = (op.has(kPointwise) || op.has(kInplace)) && !out_meta.empty() &&
+                            (out_meta[0].dtype == DType::Float16 || out_meta[0].dtype == DType::BFloat16);
+  Attrs narrowed;
+  if (narrow_float) {
+    narrowed = attrs;
+    narrowed.set(kNarrowDTypeAttr, AttrValue{out_meta[0].dtype});
+  }
+  std::vector<Tensor> out = op.cpu(op, wide, narrow_float ? narrowed : attrs, wide_meta);
   if (op.has(kInplace)) {
     if (wide[0].impl() != inputs_in[0].impl()) copy_into(inputs_in[0], wide[0]);
     out[0] = inputs_in[0];

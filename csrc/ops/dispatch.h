@@ -40,6 +40,13 @@ class ScopedInterceptor {  // installs (or, with nullptr, suspends) the intercep
 using AutogradHook = std::vector<Tensor> (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
 void set_autograd_hook(AutogradHook h);
 
+// When the dispatcher runs a pointwise or in-place kernel in float32 for a
+// float16/bfloat16 result, it adds this attribute (the result's DType) to the
+// kernel's attrs: a kernel whose PyTorch counterpart rounds to the 16-bit type
+// after every step (floor / trunc division of two tensors) reads it; the
+// others ignore it.
+inline constexpr char kNarrowDTypeAttr[] = "_narrow_dtype";
+
 // The CUDA layer (csrc/cuda, above ops) runs operators whose inputs live on a
 // CUDA device. It returns false when it has no kernel for the op / dtypes; the
 // dispatcher then raises NotImplementedError naming the op and device. A CPU

@@ -20,6 +20,8 @@ void register_nn_ops();            // ops/nn_ops.cpp (conv, pool, losses, embedd
 void register_factory_extra_ops(); // ops/factory_extra_ops.cpp
 void register_sort_ops();          // ops/sort_ops.cpp (sort, topk, median, unique, randperm, ...)
 void register_misc_ops();          // ops/misc_ops.cpp (isclose, nan_to_num, diag, trace, meshgrid, ...)
+void register_extra_composite_ops();  // ops/extra_composite_ops.cpp (nansum, aminmax, cummax, isin, block_diag, ...)
+void register_counting_ops();     // ops/counting_ops.cpp (bincount, histc, histogram, mode, multinomial, tril_indices)
 void register_view_scatter_ops(); // ops/view_scatter_ops.cpp (select/slice/as_strided_scatter: functionalization)
 void register_masked_scatter_ops();  // ops/masked_scatter_ops.cpp
 void register_random_functional_ops();  // ops/random_functional_ops.cpp (philox_random: random draws of compiled regions)

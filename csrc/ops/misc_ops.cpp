@@ -157,7 +157,9 @@ TVec fill_diagonal__dec(const TVec& in, const Attrs& at) {
   if (x.numel() == 0) return {x};
   const bool wrap_rows = x.dim() == 2 && at.get_or<bool>("wrap", false);
   const int64_t limit = wrap_rows ? x.numel() : side * step;
-  const Tensor p = ops::arange(Scalar(int64_t{0}), Scalar(x.numel()), Scalar(int64_t{1}), DType::Int64);
+  // Flat positions 0..numel-1 on x's device (a host arange would not combine with a CUDA x).
+  const Tensor p = ops::sub(ops::cumsum(ops::full_beside(ops::reshape(x, {-1}), Scalar(int64_t{1}), DType::Int64), 0),
+                            scalar(int64_t{1}));
   Tensor mask = ops::logical_and(ops::eq(ops::remainder(p, scalar(step)), scalar(int64_t{0})),
                                  ops::lt(p, scalar(limit)));
   mask = ops::reshape(mask, s);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "ops/derivative_util.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/kernel_util.h"
 #include "ops/pointwise_kernels.h"
@@ -148,6 +149,11 @@ void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& 
   } else {
     const Rounding r = K == BinaryOp::Div ? rounding_of(attrs, op.name) : Rounding::None;
     const DType ct = out.dtype();
+    if (r != Rounding::None && ct == DType::Float32 && attrs.has(kNarrowDTypeAttr) && pw::rounds_narrow(in)) {
+      pw::div_round_narrow(out, convert(in[0], ct), convert(in[1], ct), r == Rounding::Floor,
+                           attrs.get<DType>(kNarrowDTypeAttr));
+      return;
+    }
     arith_into<K>(op.name, out, convert(in[0], ct), convert(in[1], ct), alpha_of(attrs), r);
   }
 }

@@ -51,6 +51,47 @@ def cartesian_prod(*tensors):
     return _generated["cartesian_prod"](_tensor_list(tensors))
 
 
+def block_diag(*tensors):
+    """block_diag(a, b, ...): the tensors (0-d, 1-D or 2-D) as blocks along the diagonal."""
+    return _generated["block_diag"](list(tensors))
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):
+    """(hist, bin_edges): `bins` an edge count or a 1-D tensor of increasing edges; `range` a pair (min, max)."""
+    gen = _generated["histogram"]
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram: range cannot be given together with a tensor of bin edges")
+        return gen(input, bins, weight=weight, density=density)
+    lo = hi = None
+    if range is not None:
+        if len(range) != 2:
+            raise ValueError(f"histogram: range must be a pair (min, max), got {range!r}")
+        lo, hi = float(range[0]), float(range[1])
+    return gen(input, bins, range_min=lo, range_max=hi, weight=weight, density=density)
+
+
+def _histogram_method(self, bins=100, *, range=None, weight=None, density=False):
+    return histogram(self, bins, range=range, weight=weight, density=density)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element of `elements` is in `test_elements` (either may be a Python number)."""
+    gen = _generated["isin"]
+    if not isinstance(elements, Tensor):
+        if not isinstance(test_elements, Tensor):
+            raise TypeError("isin: expected at least one of elements and test_elements to be a tensor")
+        return gen(_scalar_like(elements, test_elements), test_elements, assume_unique=assume_unique, invert=invert)
+    return gen(elements, test_elements, assume_unique=assume_unique, invert=invert)
+
+
+def _scalar_like(value, like):
+    """A 0-d tensor of a Python number on `like`'s device (isin promotes the pair as PyTorch does)."""
+    tp = _tp()
+    t = tp.tensor(value)
+    return t.to(like.device) if like.device.type != "cpu" else t
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
@@ -176,12 +217,13 @@ def install():
         if getattr(getattr(tp, name), "__name__", "") == name and getattr(tp, name).__module__ == __name__:
             continue  # already installed
         setattr(tp, name, _atleast(name))
-    for name in ("meshgrid", "cartesian_prod"):
+    for name in ("meshgrid", "cartesian_prod", "block_diag", "histogram", "isin"):
         current = getattr(tp, name)
-        if current not in (meshgrid, cartesian_prod):
+        if current not in (meshgrid, cartesian_prod, block_diag, histogram, isin):
             _generated.setdefault(name, current)
-    for fn in (allclose, equal, meshgrid, cartesian_prod, is_tensor, is_floating_point, numel, is_nonzero,
-               as_tensor, detach, get_device):
+    Tensor.histogram = _histogram_method
+    for fn in (allclose, equal, meshgrid, cartesian_prod, block_diag, histogram, isin, is_tensor, is_floating_point,
+               numel, is_nonzero, as_tensor, detach, get_device):
         setattr(tp, fn.__name__, fn)
     for name in _INPLACE_FUNCTIONS:
         method = getattr(Tensor, name, None)

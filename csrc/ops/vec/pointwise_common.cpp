@@ -1,5 +1,9 @@
 #include "ops/vec/pointwise_common.h"
 
+#include <cmath>
+
+#include "core/half.h"
+
 namespace tp::pw {
 
 Shape broadcast_all(const std::vector<TensorMeta>& in, const char* op) {
@@ -79,6 +83,39 @@ std::vector<Tensor> inplace_run(const OpDef& op, const std::vector<Tensor>& in, 
   }
   (void)om;
   return {self};
+}
+
+namespace {
+template <class H>
+float narrow_round(float v) {
+  return static_cast<float>(H(v));
+}
+
+// Python's floor division step by step: the quotient of (a - fmod(a, b)) / b,
+// one less when the remainder's sign differs from b's, then the nearest
+// integer below it (up when the fraction left exceeds one half).
+template <class H>
+float floor_div_narrow(float a, float b) {
+  auto r = narrow_round<H>;
+  if (b == 0) return r(a / b);
+  const float mod = r(std::fmod(a, b));
+  float div = r(r(a - mod) / b);
+  if (mod != 0 && ((b < 0) != (mod < 0))) div = r(div - 1);
+  if (div == 0) return std::copysign(0.0f, r(a / b));
+  float fl = std::floor(div);
+  if (r(div - fl) > 0.5f) fl = r(fl + 1);
+  return fl;
+}
+}  // namespace
+
+void div_round_narrow(const Tensor& out, const Tensor& a, const Tensor& b, bool floor, DType narrow) {
+  const bool half = narrow == DType::Float16;
+  binary_loop<float, float>(out, a, b, [floor, half](float x, float y) -> float {
+    x = half ? narrow_round<Half>(x) : narrow_round<BFloat16>(x);
+    y = half ? narrow_round<Half>(y) : narrow_round<BFloat16>(y);
+    if (floor) return half ? floor_div_narrow<Half>(x, y) : floor_div_narrow<BFloat16>(x, y);
+    return std::trunc(half ? narrow_round<Half>(x / y) : narrow_round<BFloat16>(x / y));
+  });
 }
 
 }  // namespace tp::pw

@@ -178,4 +178,14 @@ void register_pointwise(const char* name, const char* schema, int num_inputs, Ba
                  .infer = &inplace_infer<Infer>, .cpu = &inplace_cpu<Into, Infer>});
 }
 
+// Floor (floor = true) or trunc division rounded to `narrow` (float16 /
+// bfloat16) after every step, as PyTorch's CPU kernels for those dtypes do (one
+// rounding of the float32 quotient differs from it in about 1% of cases). The
+// operands are float32 tensors holding the values; a Python-number dividend is
+// rounded to `narrow` first, as PyTorch casts it. Used when attrs carry
+// kNarrowDTypeAttr and the divisor is not 0-d: PyTorch divides by a 0-d tensor
+// or a Python number in float32 and rounds once, as the plain path does.
+void div_round_narrow(const Tensor& out, const Tensor& a, const Tensor& b, bool floor, DType narrow);
+inline bool rounds_narrow(const std::vector<Tensor>& in) { return in[1].dim() > 0; }
+
 }  // namespace tp::pw

@@ -1,0 +1,45 @@
+// CUDA paths that run the CPU kernel on host copies (see gap_kernels.h):
+// bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p).
+//
+// Why on the host: the counting operators read their data to size the result
+// (bincount) or need a data-dependent range first (histc, histogram), so PyTorch
+// synchronizes for them as well; mode sorts every slice; and the random ones
+// draw from TensorPlay's counter-based generator exactly as the CPU does, so one
+// seed gives the same samples on both devices (as normal_/uniform_ on CUDA do);
+// cummax / cummin are one sequential pass per slice.
+// The cost is one device-to-host copy of the inputs and one upload of the
+// results; a CUDA graph capture refuses them (check_not_capturing).
+#include <string_view>
+
+#include "cuda/copy.h"
+#include "cuda/gap_kernels.h"
+#include "cuda/stream.h"
+#include "ops/dispatch.h"
+
+namespace tp::cuda {
+
+bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                 const std::vector<TensorMeta>&, std::vector<Tensor>& out) {
+  static constexpr std::string_view kOps[] = {"bincount", "histc", "histogram.bins_tensor", "histogram.bin_ct",
+                                              "mode", "cummax", "cummin", "multinomial", "bernoulli"};
+  bool listed = false;
+  for (std::string_view n : kOps) listed = listed || n == op.name;
+  if (!listed) return false;
+  int dev = -1;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.device().kind == Device::Kind::CUDA) {
+      TP_CHECK(dev < 0 || dev == t.device().index, ValueError, op.name,
+               ": expected all tensors on one device, got cuda:", dev, " and cuda:", t.device().index);
+      dev = t.device().index;
+    }
+  if (dev < 0) return false;
+  check_not_capturing(str(op.name, " on CUDA (it runs on the host)").c_str());
+  std::vector<Tensor> host;
+  for (const Tensor& t : inputs)
+    host.push_back(t.defined() && t.device().kind == Device::Kind::CUDA ? to_cpu(t) : t);
+  out.clear();
+  for (const Tensor& r : run_kernel(op, host, attrs)) out.push_back(to_device(r, dev));
+  return true;
+}
+
+}  // namespace tp::cuda
