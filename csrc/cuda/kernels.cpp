@@ -424,7 +424,10 @@ bool cuda_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
 
 void set_generated_op_fallback(GeneratedOpFn fn) { g_generated_op = fn; }
 
-void install_dispatch_hook() { set_cuda_kernel_hook(&cuda_kernel); }
+void install_dispatch_hook() {
+  set_cuda_kernel_hook(&cuda_kernel);
+  set_host_copy_hook(&to_cpu);
+}
 
 std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
   std::vector<std::pair<std::string, std::string>> v;

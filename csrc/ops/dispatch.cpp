@@ -11,6 +11,7 @@ namespace {
 thread_local DispatchInterceptor* t_interceptor = nullptr;
 AutogradHook g_autograd_hook = nullptr;
 CudaKernelHook g_cuda_hook = nullptr;
+HostCopyHook g_host_copy_hook = nullptr;
 
 const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
   for (auto& t : in)
@@ -129,6 +130,12 @@ ScopedInterceptor::ScopedInterceptor(DispatchInterceptor* i) : prev_(t_intercept
 ScopedInterceptor::~ScopedInterceptor() { t_interceptor = prev_; }
 void set_autograd_hook(AutogradHook h) { g_autograd_hook = h; }
 void set_cuda_kernel_hook(CudaKernelHook h) { g_cuda_hook = h; }
+void set_host_copy_hook(HostCopyHook h) { g_host_copy_hook = h; }
+Tensor host_copy_of(const Tensor& t) {
+  if (!t.defined() || t.device().kind == Device::Kind::CPU) return t;
+  TP_CHECK(g_host_copy_hook, Error, "no host copy for a tensor on ", t.device().str());
+  return g_host_copy_hook(t);
+}
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)

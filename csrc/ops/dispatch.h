@@ -54,5 +54,11 @@ inline constexpr char kNarrowDTypeAttr[] = "_narrow_dtype";
 using CudaKernelHook = bool (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 void set_cuda_kernel_hook(CudaKernelHook h);
+// A host copy of a device tensor (the CUDA layer installs it), for the few
+// composites that must read a value to decide, as PyTorch's do with a sync
+// (unravel_index's range check). A CPU tensor comes back as it is.
+using HostCopyHook = Tensor (*)(const Tensor& t);
+void set_host_copy_hook(HostCopyHook h);
+Tensor host_copy_of(const Tensor& t);
 
 }  // namespace tp

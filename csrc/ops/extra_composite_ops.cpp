@@ -281,9 +281,10 @@ TVec unravel_index_dec(const TVec& in, const Attrs& at) {
   }
   const Tensor i64 = ops::to_dtype(idx, DType::Int64);
   if (i64.numel() > 0) {
-    const bool bad = ops::any(ops::logical_or(ops::lt(i64, scalar(-total)), ops::ge(i64, scalar(total))))
-                         .item()
-                         .to<bool>();
+    const bool bad =
+        host_copy_of(ops::any(ops::logical_or(ops::lt(i64, scalar(-total)), ops::ge(i64, scalar(total)))))
+            .item()
+            .to<bool>();
     TP_CHECK(!bad, IndexError, "unravel_index: 'indices' must be in range [", -total, ", ", total - 1,
              "] for shape ", shape_str(shape));
   }

@@ -10,7 +10,7 @@ Re-exported by functional.py.
 import math
 import warnings
 
-import numpy as _np
+from .._lazy_numpy import np as _np
 
 import tensorplay as _tp
 from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _reduce, _reduction,
