@@ -193,3 +193,26 @@ def test_lbfgs_strong_wolfe_converges_on_a_model_and_errors():
     opt2 = tp.optim.LBFGS([w], line_search_fn="strong_wolfe")
     opt2.load_state_dict(opt.state_dict())
     assert opt2.state[w]["n_iter"] == opt.state[w]["n_iter"]
+
+
+# NAdam: the compiled step evaluates 0.96 ** (step * momentum_decay) with the generated code's pow,
+# whose last bit can differ from libm's; rounded into the float32 mu_product it moves results ~3e-10 (~3e-9 when mu was not rounded to float32 first).
+# The others: a few ulps (fused multiplications and divisions round differently).
+@pytest.mark.parametrize("name,tol", [("Adamax", 1e-13), ("NAdam", 1e-9), ("RAdam", 1e-13), ("Adadelta", 1e-13)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_step_matches_eager(name, tol, dtype):
+    dt = getattr(tp, dtype)
+    tol = max(tol, 1e-6) if dtype == "float32" else tol
+    x0 = rng.standard_normal(6)
+    w, w2 = tp.tensor(x0).to(dt), tp.tensor(x0).to(dt)
+    w.requires_grad_(True)
+    w2.requires_grad_(True)
+    kw = dict(lr=0.1, weight_decay=0.05)
+    opt, opt2 = getattr(tp.optim, name)([w], **kw), getattr(tp.optim, name)([w2], **kw)
+    step = tp.compile(opt.step)
+    for i in range(8):  # RAdam changes branch at step 6
+        for x, o, f in ((w, opt, step), (w2, opt2, opt2.step)):
+            o.zero_grad()
+            ((x ** 3).sum() + (x * x).sum()).backward()
+            f()
+        np.testing.assert_allclose(w.detach().numpy(), w2.detach().numpy(), rtol=tol, atol=tol, err_msg=f"step {i}")

@@ -124,8 +124,15 @@ class NAdam(_Simple):
         decay = group["momentum_decay"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
-        state["mu_product"].mul_(mu)
+        if isinstance(mu, _tp.Tensor):
+            # Under tp.compile(optimizer.step) the step is a 0-d float64 tensor: round mu to
+            # float32 first, as the eager product with a Python float does.
+            state["mu_product"].mul_(mu.to(_tp.float32))
+        else:
+            state["mu_product"].mul_(mu)
         mu_product = state["mu_product"].item()
+        if isinstance(mu_product, _tp.Tensor):  # under capture: the float32 value, then float64 arithmetic as eager
+            mu_product = mu_product.double()
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
