@@ -56,7 +56,13 @@ class _Simple(Optimizer):
                     if not state:
                         self._init_state(p, state)
                     state["step"].add_(1)
-                    self._update(p, grad, state, group, state["step"].item())
+                    step = state["step"].item()
+                    if isinstance(step, _tp.Tensor):
+                        # tp.compile(optimizer.step): the count is a 0-d float32 tensor; factors
+                        # computed from it (beta ** step, 0.96 ** (step * decay)) need double
+                        # precision, as eager's Python float gives them.
+                        step = step.double()
+                    self._update(p, grad, state, group, step)
         return loss
 
     @staticmethod
