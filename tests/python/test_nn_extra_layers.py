@@ -281,3 +281,53 @@ def test_local_response_norm_matches_torch(size):
     # 1e-7: the derivative of Tensor.pow with a Python float exponent loses float64 precision
     # (~1e-8 relative; a 0-d float64 tensor exponent is exact), outside this module.
     close(tx.grad, px.grad, 1e-7)
+
+
+# ---------------------------------------------------------------- BatchNorm3d, orthogonal_
+def test_batch_norm3d_matches_torch():
+    tm = torch.nn.BatchNorm3d(3).double()
+    m = nn.BatchNorm3d(3, dtype=tp.float64)
+    for _ in range(2):
+        x = rng.standard_normal((2, 3, 3, 2, 4)) * 2 + 1
+        tx, px = T(x, True), P(x, True)
+        y, ref = m(tx), tm(px)
+        close(y, ref)
+        y.pow(2).sum().backward()
+        ref.pow(2).sum().backward()
+        close(tx.grad, px.grad)
+        close(m.weight.grad, tm.weight.grad)
+    for k, v in tm.state_dict().items():
+        close(m.state_dict()[k], v)
+    m.eval()
+    tm.eval()
+    x = rng.standard_normal((1, 3, 2, 2, 2))
+    close(m(T(x)), tm(P(x)))
+    with pytest.raises(ValueError, match="BatchNorm3d.*5D"):
+        m(T(rng.standard_normal((2, 3, 4))))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (6, 2, 2), (4, 4)])
+def test_orthogonal_init(shape):
+    w = tp.empty(*shape, dtype=tp.float64)
+    out = nn.init.orthogonal_(w, gain=1.5)
+    assert out is w
+    f = w.reshape(shape[0], -1).numpy()
+    small = min(f.shape)
+    gram = f @ f.T if f.shape[0] == small else f.T @ f
+    np.testing.assert_allclose(gram, 2.25 * np.eye(small), atol=1e-12)
+    # Reproducible from a generator, different across draws.
+    g1, g2 = tp.Generator().manual_seed(3), tp.Generator().manual_seed(3)
+    a, b = tp.empty(*shape), tp.empty(*shape)
+    nn.init.orthogonal_(a, generator=g1)
+    nn.init.orthogonal_(b, generator=g2)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    nn.init.orthogonal_(b, generator=g2)
+    assert not np.array_equal(a.numpy(), b.numpy())
+
+
+def test_orthogonal_init_on_a_parameter_and_errors():
+    lin = nn.Linear(4, 4)
+    nn.init.orthogonal_(lin.weight)
+    assert lin.weight.requires_grad and lin.weight.is_leaf
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        nn.init.orthogonal_(tp.empty(3))

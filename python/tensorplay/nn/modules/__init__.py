@@ -4,7 +4,7 @@ from .container import Sequential, ModuleList, ModuleDict, ParameterList, Parame
 from .linear import Identity, Linear  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
 from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
-from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
