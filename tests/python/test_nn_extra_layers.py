@@ -331,3 +331,52 @@ def test_orthogonal_init_on_a_parameter_and_errors():
     assert lin.weight.requires_grad and lin.weight.is_leaf
     with pytest.raises(ValueError, match="2 or more dimensions"):
         nn.init.orthogonal_(tp.empty(3))
+
+
+# ---------------------------------------------------------------- Conv3d
+CONV3D_CASES = [
+    # (N, C, D, H, W), out, k, stride, padding, dilation, groups, bias
+    ((2, 3, 5, 6, 4), 4, (3, 3, 2), 1, 0, 1, 1, True),
+    ((1, 4, 7, 5, 5), 6, (3, 2, 3), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False),
+    ((2, 2, 4, 4, 4), 2, 3, 1, "same", (2, 1, 1), 1, True),
+    ((3, 4, 4, 3), 2, (2, 1, 1), 1, "valid", 1, 1, True),  # unbatched
+]
+
+
+@pytest.mark.parametrize("case", CONV3D_CASES)
+def test_conv3d_values_and_grads_match_torch(case):
+    xs, out_c, k, s, p, d, g, has_bias = case
+    k = k if isinstance(k, tuple) else (k,) * 3
+    cin = xs[-4]
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal((out_c, cin // g) + k)
+    b = rng.standard_normal(out_c) if has_bias else None
+    tx, tw, px, pw = T(x, True), T(w, True), P(x, True), P(w, True)
+    tb, pb = (T(b, True), P(b, True)) if has_bias else (None, None)
+    y = F.conv3d(tx, tw, tb, s, p, d, g)
+    ref = torch.nn.functional.conv3d(px, pw, pb, s, p, d, g)
+    close(y, ref)
+    gy = rng.standard_normal(tuple(ref.shape))
+    y.backward(T(gy))
+    ref.backward(P(gy))
+    close(tx.grad, px.grad)
+    close(tw.grad, pw.grad)
+    if has_bias:
+        close(tb.grad, pb.grad)
+
+
+def test_conv3d_module_padding_modes_and_compile():
+    for mode in ("zeros", "reflect", "circular"):
+        tm = torch.nn.Conv3d(2, 3, 3, padding=1, padding_mode=mode).double()
+        m = nn.Conv3d(2, 3, 3, padding=1, padding_mode=mode, dtype=tp.float64)
+        m.load_state_dict({k: T(v.detach().numpy()) for k, v in tm.state_dict().items()})
+        x = rng.standard_normal((1, 2, 4, 5, 3))
+        close(m(T(x)), tm(P(x)))
+    m = nn.Conv3d(2, 3, 2, stride=2)
+    x = tp.tensor(rng.standard_normal((2, 2, 4, 4, 4)).astype(np.float32))
+    cf = tp.compile(lambda a: m(a).relu())
+    close(cf(x), m(x).relu(), 1e-5)
+    with pytest.raises(ValueError, match="conv3d.*channels"):
+        m(tp.ones(1, 3, 4, 4, 4))
+    with pytest.raises(ValueError, match="conv3d.*5D weight"):
+        F.conv3d(x, tp.ones(3, 2, 2, 2))

@@ -1,7 +1,7 @@
 """tensorplay.nn: modules, parameters, initializers and functional ops with PyTorch's API."""
 from .parameter import Parameter  # noqa: F401
 from .modules import (  # noqa: F401
-    Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d,
+    Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d, Conv3d,
     LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, SELU, CELU, Hardsigmoid,
     Hardswish, Softsign, GLU, Softmin, L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,

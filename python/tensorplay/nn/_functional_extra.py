@@ -11,7 +11,7 @@ import tensorplay as _tp
 from .. import _C
 from .functional import _names_errors, _op, _pair, layer_norm
 
-__all__ = ["conv_transpose1d", "conv_transpose2d", "embedding_bag", "instance_norm", "local_response_norm"]
+__all__ = ["conv_transpose1d", "conv_transpose2d", "conv3d", "embedding_bag", "instance_norm", "local_response_norm"]
 
 
 # ---------------------------------------------------------------- transposed convolution
@@ -30,6 +30,66 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
                            dilation)
+
+
+# ---------------------------------------------------------------- conv3d
+@_names_errors
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution as kD 2-D convolutions: for each kernel depth index k, the input depth
+    planes it meets (a strided slice) are folded into the batch and convolved with weight[:, :, k];
+    the kD results are summed. Autograd, CUDA and tp.compile see conv2d, slices and adds."""
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise ValueError(f"conv3d: invalid padding string {padding!r}, should be one of 'valid', 'same'")
+        if padding == "same" and any(s != 1 for s in _pair(stride, 3)):
+            raise ValueError("conv3d: padding='same' is not supported for strided convolutions")
+    if weight.dim() != 5:
+        raise ValueError(f"conv3d: expected a 5D weight [out_channels, in_channels/groups, kD, kH, kW], but got "
+                         f"shape {tuple(weight.shape)}")
+    if input.dim() not in (4, 5):
+        raise ValueError(f"conv3d: expected 4D (unbatched) or 5D (batched) input, but got input of shape "
+                         f"{tuple(input.shape)}")
+    unbatched = input.dim() == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride, dilation = _pair(stride, 3), _pair(dilation, 3)
+    k = tuple(weight.shape[2:])
+    if padding == "valid":
+        padding = (0, 0, 0)
+    elif padding == "same":
+        totals = [dilation[i] * (k[i] - 1) for i in range(3)]
+        # An odd total puts the extra zero at the end, as PyTorch does.
+        pads = []
+        for t in reversed(totals):
+            pads += [t // 2, t - t // 2]
+        input = _tp.nn.functional.pad(input, pads)
+        padding = (0, 0, 0)
+    padding = _pair(padding, 3)
+    n, c, d = input.shape[0], input.shape[1], input.shape[2]
+    if c != weight.shape[1] * groups:
+        raise ValueError(f"conv3d: input of shape {tuple(input.shape)} has {c} channels, but weight of shape "
+                         f"{tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups}")
+    if padding[0]:
+        input = _tp.nn.functional.pad(input, [0, 0, 0, 0, padding[0], padding[0]])
+        d = input.shape[2]
+    span = dilation[0] * (k[0] - 1) + 1
+    if d < span:
+        raise ValueError(f"conv3d: kernel depth ({span}, dilated) is larger than the padded input depth ({d})")
+    d_out = (d - span) // stride[0] + 1
+    out = None
+    for i in range(k[0]):
+        start = i * dilation[0]
+        planes = input[:, :, start:start + (d_out - 1) * stride[0] + 1:stride[0]]     # [N, C, Do, H, W]
+        folded = planes.permute(0, 2, 1, 3, 4).reshape([n * d_out, c] + list(input.shape[3:]))
+        part = _op("conv2d")(folded, weight[:, :, i], None, list(stride[1:]), list(padding[1:]),
+                             list(dilation[1:]), groups)
+        out = part if out is None else out + part
+    o, ho, wo = out.shape[1], out.shape[2], out.shape[3]
+    out = out.reshape([n, d_out, o, ho, wo]).permute(0, 2, 1, 3, 4)
+    if bias is not None:
+        out = out + bias.reshape([1, -1, 1, 1, 1])
+    out = out.contiguous()
+    return out.squeeze(0) if unbatched else out
 
 
 # ---------------------------------------------------------------- embedding_bag

@@ -2,7 +2,7 @@
 from .module import Module  # noqa: F401
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, Conv3d  # noqa: F401
 from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
