@@ -32,6 +32,7 @@ CONFIGS = [
     ("RAdam", {}), ("RAdam", dict(lr=0.05, betas=(0.8, 0.7), weight_decay=0.1)),
     ("RAdam", dict(lr=0.05, betas=(0.8, 0.7), weight_decay=0.1, decoupled_weight_decay=True)),
     ("Adadelta", {}), ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
+    ("ASGD", dict(lr=0.05)), ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=4, weight_decay=0.1)),
 ]
 
 
@@ -65,7 +66,7 @@ def _from_torch_state(sd):
             "param_groups": [dict(g) for g in sd["param_groups"]]}
 
 
-@pytest.mark.parametrize("name", ["Adamax", "NAdam", "RAdam", "Adadelta"])
+@pytest.mark.parametrize("name", ["Adamax", "NAdam", "RAdam", "Adadelta", "ASGD"])
 def test_state_dict_round_trip_and_torch_interchange(name):
     w0, b0 = rng.standard_normal((4, 3)), rng.standard_normal(3)
     tw, tb = _params(tp, w0, b0)

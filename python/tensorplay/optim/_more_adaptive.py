@@ -1,12 +1,13 @@
-"""Adamax, NAdam, RAdam and Adadelta with PyTorch's constructor arguments, update rules and
+"""Adamax, NAdam, RAdam, Adadelta and ASGD with PyTorch's constructor arguments, update rules and
 state names (so state dicts move between the two), in the single-tensor formulation."""
 import math
+import struct
 
 import tensorplay as _tp
 from .._grad_mode import no_grad
 from .optimizer import Optimizer
 
-__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta"]
+__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "ASGD"]
 
 
 def _check(name, lr, eps, weight_decay, betas=None):
@@ -26,6 +27,11 @@ def _check(name, lr, eps, weight_decay, betas=None):
 def _no_extras(name, capturable=False, differentiable=False, fused=None):
     if capturable or differentiable or fused:
         raise NotImplementedError(f"{name}: capturable, differentiable and fused are not supported")
+
+
+def _f32(x):
+    """x rounded to float32 (as a Python float)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def _step_tensor():
@@ -214,3 +220,50 @@ class Adadelta(_Simple):
         delta = acc_delta.add(eps).sqrt_().div_(std).mul_(grad)
         acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
         p.add_(delta, alpha=-lr)
+
+
+class ASGD(_Simple):
+    """Averaged SGD (Polyak & Juditsky): SGD with a decaying step eta_t = lr / (1 + lambd lr t)^alpha
+    and, from step t0 on, a running average of the iterates in state['ax']."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
+                 maximize=False, differentiable=False, capturable=False):
+        _check("ASGD", lr, 0.0, weight_decay)
+        _no_extras("ASGD", capturable, differentiable)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def _init_state(self, p, state):
+        state["step"] = _step_tensor()
+        # eta and mu are float32 0-d tensors as in PyTorch: eta's float32 rounding of lr is part
+        # of the update PyTorch makes.
+        lr = self._group_of(p)["lr"]
+        state["eta"] = _tp.full([], float(lr), dtype=_tp.float32)
+        state["mu"] = _tp.ones(1, dtype=_tp.float32).reshape([])
+        state["ax"] = self._zeros(p)
+
+    def _group_of(self, p):
+        for group in self.param_groups:
+            if any(q is p for q in group["params"]):
+                return group
+        raise KeyError("ASGD: parameter not in any group")
+
+    def _update(self, p, grad, state, group, step):
+        if isinstance(step, _tp.Tensor) or isinstance(group["lr"], _tp.Tensor):
+            raise NotImplementedError("ASGD under tp.compile(optimizer.step) is not supported")
+        lr, lambd, alpha, t0, wd = group["lr"], group["lambd"], group["alpha"], group["t0"], group["weight_decay"]
+        if wd != 0:
+            grad = grad.add(p, alpha=wd)
+        eta = state["eta"].item()
+        p.mul_(1 - lambd * eta)
+        p.add_(grad, alpha=-eta)
+        mu = state["mu"].item()
+        if mu != 1:
+            state["ax"].add_(p.sub(state["ax"]).mul_(mu))
+        else:
+            state["ax"].copy_(p)
+        # PyTorch forms the new values as float32 tensors (its default dtype) before copying them
+        # into the state, which may be float64 after a load_state_dict: round the same way.
+        state["eta"].fill_(_f32(lr / ((1 + lambd * lr * step) ** alpha)))
+        state["mu"].fill_(_f32(1 / max(1, step - t0)))
