@@ -217,3 +217,31 @@ def test_compiled_step_matches_eager(name, tol, dtype):
             ((x ** 3).sum() + (x * x).sum()).backward()
             f()
         np.testing.assert_allclose(w.detach().numpy(), w2.detach().numpy(), rtol=tol, atol=tol, err_msg=f"step {i}")
+
+
+def test_lbfgs_loaded_state_does_not_share_history_with_the_source():
+    # load_state_dict used to keep the checkpoint's lists (old_dirs, old_stps, ro): stepping the
+    # loaded optimizer appended to the source optimizer's curvature history.
+    def make():
+        w = tp.tensor(np.array([1.5, -0.5, 2.0]))
+        w.requires_grad_(True)
+        return w, tp.optim.LBFGS([w], max_iter=3, history_size=10)
+
+    def closure_for(w, opt):
+        def closure():
+            opt.zero_grad()
+            loss = ((w - 1) ** 4).sum() + (w ** 2).sum()
+            loss.backward()
+            return loss
+        return closure
+
+    w1, o1 = make()
+    o1.step(closure_for(w1, o1))
+    sd = o1.state_dict()
+    w2, o2 = make()
+    o2.load_state_dict(sd)
+    before = len(o1.state[w1]["old_dirs"])
+    o2.step(closure_for(w2, o2))
+    assert len(o2.state[w2]["old_dirs"]) > before
+    assert len(o1.state[w1]["old_dirs"]) == before
+    assert o2.state[w2]["old_dirs"] is not o1.state[w1]["old_dirs"]
