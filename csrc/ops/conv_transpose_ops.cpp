@@ -81,6 +81,8 @@ Tensor transpose_2d(const char* op, const Tensor& x, const Tensor& w, const Tens
   if (bias.defined()) {
     TP_CHECK(bias.dim() == 1 && bias.sizes()[0] == Cout, ValueError, op, ": expected a bias of shape [", Cout,
              "], but got shape ", shape_str(bias.sizes()));
+    TP_CHECK(bias.dtype() == x.dtype(), TypeError, op, ": expected a bias of dtype ", dtype_name(x.dtype()),
+             ", but got ", dtype_name(bias.dtype()));
     y = ops::add(y, ops::reshape(bias, Shape{Cout, 1, 1}));
   }
   return y;
@@ -92,6 +94,9 @@ void check_dims(const char* op, const Tensor& x, const Tensor& w, int nd) {
   TP_CHECK(w.dim() == nd + 2, ValueError, op, ": expected a ", nd + 2,
            "D weight [in_channels, out_channels/groups, kernel...], but got shape ", shape_str(w.sizes()));
   TP_CHECK(is_floating(x.dtype()), TypeError, op, ": expected a floating-point input, but got ", dtype_name(x.dtype()));
+  // conv2d_input_grad reads the weight with the input's element type: a mismatch must stop here.
+  TP_CHECK(x.dtype() == w.dtype(), TypeError, op, ": expected input and weight of the same dtype, but got ",
+           dtype_name(x.dtype()), " and ", dtype_name(w.dtype()));
 }
 
 std::vector<Tensor> conv_transpose2d_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {

@@ -130,6 +130,11 @@ def test_conv_transpose2d_bad_input_errors():
         F.conv_transpose2d(x, T(rng.standard_normal((4, 2, 3, 3))), T(rng.standard_normal(3)))
     with pytest.raises(ValueError, match="conv_transpose1d"):
         F.conv_transpose1d(x, T(rng.standard_normal((4, 2, 3))))
+    # A weight of another dtype used to be read with the input's element type (garbage values).
+    with pytest.raises(TypeError, match="conv_transpose2d.*same dtype"):
+        F.conv_transpose2d(x.float(), T(rng.standard_normal((4, 2, 3, 3))))
+    with pytest.raises(TypeError, match="conv_transpose2d.*bias of dtype"):
+        F.conv_transpose2d(x, T(rng.standard_normal((4, 2, 3, 3))), T(rng.standard_normal(2)).float())
 
 
 def test_conv_transpose2d_compiled_matches_eager():
