@@ -7,6 +7,7 @@
 // composite reuses its CPU (im2col/GEMM) and CUDA (cuDNN backward-data)
 // kernels, and its derivatives (conv2d_input_grad is differentiable in both
 // arguments) give first and second order gradients without new code.
+#include <algorithm>
 #include <string>
 
 #include "ops/dispatch.h"
@@ -50,10 +51,8 @@ Tensor transpose_2d(const char* op, const Tensor& x, const Tensor& w, const Tens
     TP_CHECK(g.dil[d] > 0, ValueError, op, ": dilation must be positive");
     TP_CHECK(g.pad[d] >= 0, ValueError, op, ": negative padding is not supported");
     TP_CHECK(g.out_pad[d] >= 0, ValueError, op, ": output_padding must be non-negative");
-    // The output rows past the last full stride are reachable only while
-    // output_padding < stride (PyTorch also allows < dilation; not supported here).
-    TP_CHECK(g.out_pad[d] < g.stride[d], ValueError, op, ": output_padding (", g.out_pad[d],
-             ") must be smaller than stride (", g.stride[d], ")");
+    TP_CHECK(g.out_pad[d] < std::max(g.stride[d], g.dil[d]), ValueError, op, ": output_padding (", g.out_pad[d],
+             ") must be smaller than either stride (", g.stride[d], ") or dilation (", g.dil[d], ")");
   }
   const bool batched = x.dim() == 4;
   const int64_t Cin = x.sizes()[batched ? 1 : 0];
@@ -76,8 +75,20 @@ Tensor transpose_2d(const char* op, const Tensor& x, const Tensor& w, const Tens
              {"dilation", std::vector<int64_t>{g.dil[0], g.dil[1]}},
              {"groups", g.groups}};
   a.set("size", std::vector<int64_t>(size.begin(), size.end()));
+  // With output_padding >= stride (allowed while < dilation) the convolution over the output
+  // size has output_padding / stride more rows than x: x gets that many zero rows at the end
+  // (they contribute nothing), so the adjoint's geometry matches.
+  Tensor xp = x;
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extra = g.out_pad[d] / g.stride[d], dim = x.dim() - 2 + d;
+    if (extra == 0 || xp.sizes()[dim] == 0) continue;
+    Tensor zero_row = ops::full_beside(ops::slice(xp, dim, 0, 1, 1), Scalar(0.0), xp.dtype());
+    std::vector<Tensor> parts{xp};
+    for (int64_t i = 0; i < extra; ++i) parts.push_back(zero_row);
+    xp = ops::cat(parts, dim);
+  }
   static const OpDef& input_grad = get_op("conv2d_input_grad");
-  Tensor y = call_op1(input_grad, {x, w}, a);
+  Tensor y = call_op1(input_grad, {xp, w}, a);
   if (bias.defined()) {
     TP_CHECK(bias.dim() == 1 && bias.sizes()[0] == Cout, ValueError, op, ": expected a bias of shape [", Cout,
              "], but got shape ", shape_str(bias.sizes()));

@@ -40,6 +40,8 @@ CT2D_CASES = [
     ((1, 4, 4, 3), 4, (2, 3), (2, 3), (0, 1), (1, 2), 2, 1, False),
     ((2, 6, 3, 4), 3, (3, 3), 2, 2, 0, 3, (2, 1), True),
     ((4, 5, 5), 2, (1, 1), 1, 0, 0, 1, 1, True),  # unbatched, 1x1
+    # output_padding >= stride (allowed below dilation): x gets zero rows so the adjoint's geometry fits
+    ((2, 2, 3, 4), 2, (3, 2), (1, 2), (1, 0), (2, 2), 1, (3, 3), True),
 ]
 
 
@@ -385,3 +387,8 @@ def test_conv3d_module_padding_modes_and_compile():
         m(tp.ones(1, 3, 4, 4, 4))
     with pytest.raises(ValueError, match="conv3d.*5D weight"):
         F.conv3d(x, tp.ones(3, 2, 2, 2))
+
+
+def test_lrn_refuses_integers():
+    with pytest.raises(TypeError, match="local_response_norm.*floating"):
+        F.local_response_norm(tp.ones(1, 2, 3, dtype=tp.int64), 2)

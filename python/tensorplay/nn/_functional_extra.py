@@ -239,6 +239,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
                          f"{tuple(input.shape)}")
     if size <= 0:
         raise ValueError(f"local_response_norm: size must be positive, got {size}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"local_response_norm: expected a floating-point input, but got {input.dtype}")
     c = input.shape[1]
     sq = input * input
     before, after = size // 2, (size - 1) // 2
