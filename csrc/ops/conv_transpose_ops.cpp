@@ -88,15 +88,21 @@ Tensor transpose_2d(const char* op, const Tensor& x, const Tensor& w, const Tens
     xp = ops::cat(parts, dim);
   }
   static const OpDef& input_grad = get_op("conv2d_input_grad");
-  Tensor y = call_op1(input_grad, {xp, w}, a);
+  // float16/bfloat16 on the CPU: the im2col/GEMM kernel would accumulate in the half type
+  // (4% off for a 16-term sum); compute in float32 and round once, as PyTorch does.
+  // cuDNN accumulates in float32 itself.
+  const DType dt = xp.dtype();
+  const bool upcast = !is_compute_dtype(dt) && xp.device().kind == Device::Kind::CPU;
+  const DType work = upcast ? DType::Float32 : dt;
+  Tensor y = call_op1(input_grad, {ops::to_dtype(xp, work), ops::to_dtype(w, work)}, a);
   if (bias.defined()) {
     TP_CHECK(bias.dim() == 1 && bias.sizes()[0] == Cout, ValueError, op, ": expected a bias of shape [", Cout,
              "], but got shape ", shape_str(bias.sizes()));
     TP_CHECK(bias.dtype() == x.dtype(), TypeError, op, ": expected a bias of dtype ", dtype_name(x.dtype()),
              ", but got ", dtype_name(bias.dtype()));
-    y = ops::add(y, ops::reshape(bias, Shape{Cout, 1, 1}));
+    y = ops::add(y, ops::reshape(ops::to_dtype(bias, work), Shape{Cout, 1, 1}));
   }
-  return y;
+  return ops::to_dtype(y, dt);
 }
 
 void check_dims(const char* op, const Tensor& x, const Tensor& w, int nd) {
