@@ -4,6 +4,7 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -44,6 +45,20 @@ void accumulate(std::vector<Tensor>& slots, uint32_t nr, const Tensor& g) {
   if (slots.size() <= nr) slots.resize(nr + 1);
   Tensor& slot = slots[nr];
   slot = slot.defined() ? ops::add(slot, g) : g;
+}
+
+// Process-wide, as in PyTorch (set_detect_anomaly affects every thread).
+std::atomic<bool> g_anomaly{false};
+
+// Anomaly mode: a NaN in a node's result is reported at the node that produced it
+// (its name is the forward operator's: "DivBackward0"), not where it surfaces later.
+void check_anomaly(const Node& n, const std::vector<Tensor>& out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& g = out[i];
+    if (!g.defined() || !is_floating(g.dtype()) || g.numel() == 0) continue;
+    TP_CHECK(!ops::any(ops::isnan(g)).item().to_bool(), Error, "Function '", n.name(), "' returned nan values in its ",
+             i, "th output (the gradient for input ", i, " of the forward operation; detect_anomaly)");
+  }
 }
 
 bool all_undefined(const std::vector<Tensor>& v) {
@@ -104,6 +119,7 @@ void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool 
     }
     if (runs && !all_undefined(in)) {
       out = n->apply(in);
+      if (g_anomaly.load(std::memory_order_relaxed)) check_anomaly(*n, out);
       if (!keep_graph) n->release_saved();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
@@ -249,6 +265,9 @@ void remove_hook(const HookOwner& owner, int64_t id) {
       v->erase(std::remove_if(v->begin(), v->end(), [id](auto& h) { return h.id == id; }), v->end());
   }
 }
+
+void set_anomaly_enabled(bool enabled) { g_anomaly.store(enabled); }
+bool anomaly_enabled() { return g_anomaly.load(); }
 
 std::shared_ptr<Node> record_function(const std::string& name, const std::vector<Tensor>& inputs,
                                       std::vector<Tensor>& outputs, FunctionNode::Fn fn,

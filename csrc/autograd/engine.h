@@ -23,6 +23,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Ten
                          const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused,
                          bool create_graph = false);
 
+// Anomaly detection (tp.autograd.detect_anomaly): while on, every backward node's
+// gradients are checked and a NaN raises an error naming the node (its forward op).
+void set_anomaly_enabled(bool enabled);
+bool anomaly_enabled();
+
 void set_requires_grad(const Tensor& t, bool requires_grad);  // leaves only
 // t's history (a view's is regenerated first if its memory was written since).
 std::shared_ptr<Node> grad_fn(const Tensor& t);

@@ -385,6 +385,7 @@ void composite(const char* name, const char* schema, int n, DecomposeFn f) {
 void register_nn_ops() {
   register_conv_ops();
   register_pool_ops();
+  register_conv_transpose_ops();
   composite("conv2d.padding",
             "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, str padding=\"valid\", "
             "int[2] dilation=1, int groups=1) -> Tensor",

@@ -10,6 +10,7 @@ namespace tp {
 
 void register_conv_ops();  // ops/conv_ops.cpp
 void register_pool_ops();  // ops/pool_ops.cpp
+void register_conv_transpose_ops();  // ops/conv_transpose_ops.cpp
 
 using Pair = std::array<int64_t, 2>;
 

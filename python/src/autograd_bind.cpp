@@ -153,6 +153,8 @@ void bind_engine(nb::module_& m) {
   });
   m.def("is_grad_enabled", &GradMode::is_enabled);
   m.def("_set_grad_enabled", &GradMode::set_enabled);
+  m.def("_set_anomaly_enabled", &autograd::set_anomaly_enabled);
+  m.def("_is_anomaly_enabled", &autograd::anomaly_enabled);
   m.def("is_inference_mode_enabled", &autograd::inference_mode_enabled);
   m.def("_set_inference_mode", &autograd::set_inference_mode);
   // tp.autograd.Function.apply: `backward` maps grads of the outputs (None where

@@ -886,20 +886,17 @@ class _CompiledModule:
     def __call__(self, *args, **kwargs):
         m = self.module
         # The module's own hooks run eagerly around the compiled forward, every call.
-        for hook in list(m._forward_pre_hooks.values()):
-            new = hook(m, args)
-            if new is not None:
-                args = new if isinstance(new, tuple) else (new,)
+        from .nn.modules.module import _run_forward_hooks, _run_forward_pre_hooks
+        if m._forward_pre_hooks:
+            args, kwargs = _run_forward_pre_hooks(m, args, kwargs)
         bw = None
         if (m.__dict__.get("_backward_hooks") or m.__dict__.get("_backward_pre_hooks")) and _C.is_grad_enabled():
             from .nn.modules._backward_hooks import BackwardHook
             bw = BackwardHook(m)
             args = bw.setup_inputs(args)
         out = self._compiled()(*args, **kwargs)
-        for hook in list(m._forward_hooks.values()):
-            new = hook(m, args, out)
-            if new is not None:
-                out = new
+        if m._forward_hooks:
+            out = _run_forward_hooks(m, args, kwargs, out)
         if bw is not None:
             out = bw.setup_outputs(out)
         return out

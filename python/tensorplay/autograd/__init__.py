@@ -6,6 +6,9 @@ gradcheck / gradgradcheck verify derivative formulas numerically.
 from .. import _C
 from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from . import graph  # noqa: F401
+from .anomaly_mode import (  # noqa: F401
+    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly,
+)
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 

@@ -1,8 +1,8 @@
 """tensorplay.nn: modules, parameters, initializers and functional ops with PyTorch's API."""
 from .parameter import Parameter  # noqa: F401
 from .modules import (  # noqa: F401
-    Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d,
-    LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, Embedding, Dropout, Flatten, Unflatten, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
+    Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d, Conv3d,
+    LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, SELU, CELU, Hardsigmoid,
     Hardswish, Softsign, GLU, Softmin, L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
     HuberLoss, KLDivLoss, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention, TransformerEncoderLayer,
@@ -10,5 +10,6 @@ from .modules import (  # noqa: F401
     Hardshrink, Softshrink, Tanhshrink, PReLU, CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
     GaussianNLLLoss, MultiLabelSoftMarginLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
+    ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
 from . import functional, init, utils  # noqa: F401

@@ -13,7 +13,7 @@ from .._grad_mode import no_grad
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
 ]
 
 _LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -154,3 +154,35 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     if std is None:
         return tensor
     return normal_(tensor, 0.0, std, generator)
+
+
+def _qr(a):
+    """Reduced QR of a float64 matrix: tp.linalg.qr when this build has it, else LAPACK's
+    Householder QR through NumPy (initialization runs once, on the host)."""
+    linalg = getattr(_tp, "linalg", None)
+    if linalg is not None and hasattr(linalg, "qr"):
+        return linalg.qr(a)
+    import numpy as np
+    q, r = np.linalg.qr(a.numpy())
+    return _tp.tensor(np.ascontiguousarray(q)), _tp.tensor(np.ascontiguousarray(r))
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fills tensor (viewed as rows x the rest) with a (semi-)orthogonal matrix: Q of the QR
+    factorization of a standard normal sample, its columns' signs fixed by R's diagonal so that
+    the result is uniformly (Haar) distributed; times gain."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    sample = _randn((rows, cols), generator)
+    if rows < cols:
+        sample = sample.t().contiguous()
+    q, r = _qr(sample)
+    diag = _tp.diagonal(r, 0, 0, 1) if hasattr(_tp, "diagonal") else r.diagonal()
+    q = q * _tp.where(diag < 0, -1.0, 1.0).unsqueeze(0)
+    if rows < cols:
+        q = q.t()
+    return _fill_from(tensor, q.contiguous().reshape(list(tensor.shape)) * gain)

@@ -14,7 +14,7 @@ from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR", "LambdaLR",
            "ReduceLROnPlateau", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
-           "OneCycleLR", "SequentialLR", "ChainedScheduler"]
+           "OneCycleLR", "SequentialLR", "ChainedScheduler", "CyclicLR"]
 
 
 class LRScheduler:
@@ -569,3 +569,85 @@ class ReduceLROnPlateau(LRScheduler):
             new = max(old * self.factor, min_lr)
             if old - new > self.eps:  # changes smaller than eps are not worth making
                 group["lr"] = new
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith): the lr goes from base_lr up to max_lr over step_size_up
+    steps and back over step_size_down, the amplitude scaled per cycle ('triangular': constant,
+    'triangular2': halved each cycle) or per step ('exp_range': gamma ** step), or by a custom
+    scale_fn; momentum (or Adam's beta1) moves the opposite way. Call step() after every batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        if up <= 0 or down < 0:
+            raise ValueError(f"CyclicLR: step_size_up must be positive and step_size_down non-negative, got "
+                             f"{step_size_up} and {step_size_down}")
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode is invalid ({mode!r}) and scale_fn is None")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
+        self.mode, self.gamma = mode, gamma
+        # A custom scale_fn is not part of the state dict (functions need not pickle).
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(f"CyclicLR: cycle_momentum=True needs an optimizer with momentum or betas; "
+                                 f"{type(optimizer).__name__} has neither (pass cycle_momentum=False)")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for hi, lo, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    self._set_momentum(group, hi)
+                    group["max_momentum"] = hi
+                    group["base_momentum"] = lo
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [lo + (hi - lo) * factor * scale for lo, hi in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_momentum(group, hi - (hi - lo) * factor * scale)
+        return lrs
+
+    def state_dict(self):
+        return {k: v for k, v in super().state_dict().items() if k != "_scale_fn_custom"}
+
+    def load_state_dict(self, state_dict):
+        custom = self._scale_fn_custom
+        super().load_state_dict(state_dict)
+        self._scale_fn_custom = custom

@@ -144,6 +144,12 @@ class Optimizer:
     def _cast_state(param, key, value):
         # Copies, so the loaded optimizer never aliases the checkpoint; floating state
         # follows the parameter's dtype, except the step counter (kept as saved).
+        # Containers (LBFGS's history lists) are copied element by element: a shared list
+        # would let one optimizer's steps rewrite the other's history.
+        if isinstance(value, (list, tuple)):
+            return type(value)(Optimizer._cast_state(param, key, v) for v in value)
+        if isinstance(value, dict):
+            return {k: Optimizer._cast_state(param, key, v) for k, v in value.items()}
         if not isinstance(value, _C.Tensor):
             return value
         with no_grad():

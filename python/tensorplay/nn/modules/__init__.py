@@ -2,9 +2,9 @@
 from .module import Module  # noqa: F401
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, Conv3d  # noqa: F401
 from .normalization import LayerNorm, RMSNorm, GroupNorm  # noqa: F401
-from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
@@ -25,3 +25,6 @@ from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool
 from .attention import MultiheadAttention  # noqa: F401
 from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F401
+from .extra_layers import (  # noqa: F401
+    ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
+)

@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d: batch statistics in training (updating running averages), running statistics in eval."""
+"""BatchNorm1d/2d/3d: batch statistics in training (updating running averages), running statistics in eval."""
 import tensorplay as _tp
 from .. import functional as F
 from .. import init
@@ -6,7 +6,7 @@ from ..parameter import Parameter
 from .linear import _check_device
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class _BatchNorm(Module):
@@ -81,3 +81,7 @@ class BatchNorm1d(_BatchNorm):
 
 class BatchNorm2d(_BatchNorm):
     _allowed_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    _allowed_dims = (5,)

@@ -1,4 +1,4 @@
-"""Conv1d and Conv2d (weight layout: out_channels x in_channels/groups x kernel)."""
+"""Conv1d, Conv2d and Conv3d (weight layout: out_channels x in_channels/groups x kernel)."""
 import math
 
 import tensorplay as _tp
@@ -8,7 +8,7 @@ from ..parameter import Parameter
 from .linear import _check_device
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d"]
 
 
 def _ntuple(x, n):
@@ -107,3 +107,11 @@ class Conv2d(_ConvNd):
     def forward(self, input):
         input, padding = self._pad_input(input)
         return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class Conv3d(_ConvNd):
+    _nd = 3
+
+    def forward(self, input):
+        input, padding = self._pad_input(input)
+        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)

@@ -45,6 +45,49 @@ class RemovableHandle:
         self.remove()
 
 
+class _KwargsHook:
+    """A forward (pre-)hook registered with with_kwargs=True: it also receives the keyword arguments."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def _add_hook(hooks, hook, prepend, with_kwargs):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = _KwargsHook(hook) if with_kwargs else hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
+def _run_forward_pre_hooks(module, args, kwargs):
+    """(args, kwargs) after the module's forward pre-hooks (also used by compiled modules)."""
+    for hook in list(module._forward_pre_hooks.values()):
+        if isinstance(hook, _KwargsHook):
+            new = hook.fn(module, args, kwargs)
+            if new is not None:
+                if not (isinstance(new, tuple) and len(new) == 2 and isinstance(new[1], dict)):
+                    raise RuntimeError("forward pre-hook registered with with_kwargs=True must return None or a "
+                                       f"tuple of (new_args, new_kwargs), but got {type(new).__name__}")
+                args, kwargs = new
+                args = args if isinstance(args, tuple) else (args,)
+        else:
+            new = hook(module, args)
+            if new is not None:
+                args = new if isinstance(new, tuple) else (new,)
+    return args, kwargs
+
+
+def _run_forward_hooks(module, args, kwargs, out):
+    """The output after the module's forward hooks (also used by compiled modules)."""
+    for hook in list(module._forward_hooks.values()):
+        new = hook.fn(module, args, kwargs, out) if isinstance(hook, _KwargsHook) else hook(module, args, out)
+        if new is not None:
+            out = new
+    return out
+
+
 _WARNED_HOOKS = set()
 
 
@@ -497,17 +540,18 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # ---------------------------------------------------------------- calling
-    def register_forward_pre_hook(self, hook):
-        """hook(module, args) -> None or new args (a tuple, or one value)."""
-        handle = RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[handle.id] = hook
-        return handle
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) -> None or new args (a tuple, or one value); with_kwargs=True:
+        hook(module, args, kwargs) -> None or a (new_args, new_kwargs) pair. prepend=True runs
+        it before the hooks already registered."""
+        return _add_hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
 
-    def register_forward_hook(self, hook):
-        """hook(module, args, output) -> None or a replacement output."""
-        handle = RemovableHandle(self._forward_hooks)
-        self._forward_hooks[handle.id] = hook
-        return handle
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """hook(module, args, output) -> None or a replacement output; with_kwargs=True:
+        hook(module, args, kwargs, output). prepend=True runs it before the hooks already registered."""
+        if always_call:
+            raise NotImplementedError("register_forward_hook: always_call=True is not supported")
+        return _add_hook(self._forward_hooks, hook, prepend, with_kwargs)
 
     def register_full_backward_hook(self, hook):
         """hook(module, grad_input, grad_output) -> None or a new grad_input tuple, called when
@@ -526,10 +570,8 @@ class Module:
     def _call_impl(self, *args, **kwargs):
         if (self._forward_pre_hooks or self._forward_hooks) and _C._is_tracing():
             _warn_hooks_in_capture(self)
-        for hook in list(self._forward_pre_hooks.values()):
-            new = hook(self, args)
-            if new is not None:
-                args = new if isinstance(new, tuple) else (new,)
+        if self._forward_pre_hooks:
+            args, kwargs = _run_forward_pre_hooks(self, args, kwargs)
         d = self.__dict__
         bw = None
         if (d.get("_backward_hooks") or d.get("_backward_pre_hooks")) and _C.is_grad_enabled():
@@ -540,10 +582,8 @@ class Module:
                 bw = BackwardHook(self)
                 args = bw.setup_inputs(args)
         out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            new = hook(self, args, out)
-            if new is not None:
-                out = new
+        if self._forward_hooks:
+            out = _run_forward_hooks(self, args, kwargs, out)
         if bw is not None:
             out = bw.setup_outputs(out)
         return out
