@@ -129,6 +129,7 @@ ScopedInterceptor::ScopedInterceptor(DispatchInterceptor* i) : prev_(t_intercept
 ScopedInterceptor::~ScopedInterceptor() { t_interceptor = prev_; }
 void set_autograd_hook(AutogradHook h) { g_autograd_hook = h; }
 void set_cuda_kernel_hook(CudaKernelHook h) { g_cuda_hook = h; }
+CudaKernelHook cuda_kernel_hook() { return g_cuda_hook; }
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)

@@ -54,5 +54,6 @@ inline constexpr char kNarrowDTypeAttr[] = "_narrow_dtype";
 using CudaKernelHook = bool (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                                 const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 void set_cuda_kernel_hook(CudaKernelHook h);
+CudaKernelHook cuda_kernel_hook();  // the installed one (tests swap it and put it back)
 
 }  // namespace tp
