@@ -139,9 +139,8 @@ std::vector<Tensor> dim_onehot_backward(const BackwardArgs& a) {
   const bool on_host = x.device().kind == Device::Kind::CPU;
   if (SizeFree || !on_host) {
     // Position + 1 along `dim` as a running count of ones. On a device the ones
-    // are made there, as where(true, 1, x) (the C++ factories make host
-    // tensors, which would meet the device index in eq), counted in float64
-    // (exact to 2^53), against the index as float64.
+    // are made there (ones_like follows x; a host tensor would meet the device
+    // index in eq), counted in float64 (exact to 2^53), against the index as float64.
     if (on_host) {
       Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
       hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
