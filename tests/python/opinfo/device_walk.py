@@ -117,7 +117,8 @@ def _close(a, b, dtype_name):
     ta, tb = H.tp_to_torch(a), H.tp_to_torch(b)
     if ta.shape != tb.shape or ta.dtype != tb.dtype:
         return f"cpu {tuple(ta.shape)} {ta.dtype} vs device {tuple(tb.shape)} {tb.dtype}"
-    rtol, atol = (1e-4, 1e-5) if dtype_name == "float32" else (1e-9, 1e-9)
+    # float32 on a GPU sums in another order than the CPU.
+    rtol, atol = (1e-3, 1e-4) if dtype_name == "float32" else (1e-9, 1e-9)
     if ta.dtype.is_floating_point:
         ok = torch.allclose(ta, tb, rtol=rtol, atol=atol, equal_nan=True)
     else:
