@@ -147,16 +147,10 @@ std::vector<Tensor> root_grads(const std::vector<Tensor>& roots, const std::vect
     } else {
       TP_CHECK(r.numel() == 1, Error, "grad can be implicitly created only for scalar outputs, but output ", i,
                " has shape ", shape_str(r.sizes()), "; pass gradient= (a tensor of that shape) to backward()");
-      Tensor one = ops::ones(r.sizes(), r.dtype());
-      if (r.device().kind != Device::Kind::CPU) {
-        // The seed lives on the root's device: a CPU seed would be expanded
-        // by the first backward step (sum's) into a CPU tensor beside CUDA ones.
-        AutoGradMode no_grad(false);
-        Tensor seed = ops::clone(r);
-        ops::copy_(seed, one);
-        one = seed;
-      }
-      grads.push_back(one);
+      // The seed lives on the root's device (ones_like follows it): a CPU seed
+      // would be expanded by the first backward step into a CPU tensor beside CUDA ones.
+      AutoGradMode no_grad(false);
+      grads.push_back(ops::ones_like(r));
     }
   }
   return grads;

@@ -20,7 +20,11 @@ std::vector<Tensor> elementwise_rule(const JvpArgs& a) {
   std::vector<Tensor> ins(a.inputs.size());
   for (size_t i = 0; i < ins.size(); ++i) {
     const Tensor& x = a.inputs[i];
-    ins[i] = x.defined() && !x.is_wrapped_number() && x.sizes() != shape ? ops::expand(x, shape) : x;
+    // A host 0-d input without a tangent (a number's sign, a mask) stays 0-d beside
+    // a device result: expanded, it would be a host tensor with dims there.
+    const bool host_number = x.defined() && x.dim() == 0 && x.device().kind == Device::Kind::CPU &&
+                             a.outputs[0].device().kind != Device::Kind::CPU && !a.has(i);
+    ins[i] = x.defined() && !x.is_wrapped_number() && !host_number && x.sizes() != shape ? ops::expand(x, shape) : x;
   }
   std::vector<Tensor> grads(a.outputs.size());
   Tensor acc;

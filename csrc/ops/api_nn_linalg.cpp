@@ -1,6 +1,9 @@
 // The C++ API of api_nn_linalg.h: each function calls its operator through
 // the dispatcher with attributes named as in the operator's schema.
 #include "ops/api_nn_linalg.h"
+#include "core/grad_mode.h"
+#include "ops/api_math.h"
+#include "ops/api_reduction.h"
 #include "ops/ops.h"
 
 #include "ops/dispatch.h"
@@ -60,9 +63,32 @@ Tensor full_like(const Tensor& x, const Scalar& value, std::optional<DType> dtyp
   return call_op1(TP_NN_OP("full_like"), {x}, {{"fill_value", value}, {"dtype", opt(dtype)}});
 }
 
-Tensor full_beside(const Tensor& x, const Scalar& value, DType dtype) {
-  if (x.device().kind == Device::Kind::CPU) return full(x.sizes(), value, dtype);
-  return to_dtype(where(Tensor::scalar_tensor(Scalar(true), DType::Bool), scalar(value), x), dtype);
+Tensor full_on(const Tensor& like, const Shape& shape, const Scalar& value, DType dtype) {
+  if (like.device().kind == Device::Kind::CPU) return full(shape, value, dtype);
+  // Ops cannot allocate on a device by themselves: the value comes out of
+  // where(cond, v, v) with cond a bool tensor on like's device and v a host 0-d
+  // tensor of dtype (no type promotion: both branches are dtype). Of like's
+  // shape, cond is like itself converted, so a trace with symbolic sizes
+  // records no concrete size; another shape starts from a 0-d element of like
+  // (a view, nothing read) and is broadcast and copied.
+  AutoGradMode no_grad(false);
+  const Tensor v = Tensor::scalar_tensor(value, dtype);
+  if (shape == like.sizes()) return where(to_dtype(like, DType::Bool), v, v);
+  Tensor x0 = like;
+  if (like.numel() > 0) {
+    while (x0.dim() > 0) x0 = select(x0, 0, 0);
+  } else {
+    x0 = sum(like);  // 0-d, on like's device
+  }
+  const Tensor v0 = where(to_dtype(x0, DType::Bool), v, v);
+  if (shape.empty()) return v0;
+  return contiguous(expand(v0, shape));
+}
+Tensor arange_on(const Tensor& like, int64_t n) {
+  if (like.device().kind == Device::Kind::CPU)
+    return arange(Scalar(int64_t{0}), Scalar(n), Scalar(int64_t{1}), DType::Int64);
+  AutoGradMode no_grad(false);
+  return sub(cumsum(full_on(like, {n}, Scalar(int64_t{1}), DType::Int64), 0), Tensor::scalar_tensor(Scalar(int64_t{1}), DType::Int64));
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const Dims& padding,

@@ -30,14 +30,16 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<DType> dtype = std::nullopt);
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, std::optional<DType> dtype = std::nullopt);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::Int64, int64_t generator = 0);
+// *_like follow x's device, as PyTorch's do (dtype: x's unless given).
 Tensor zeros_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor ones_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor full_like(const Tensor& x, const Scalar& value, std::optional<DType> dtype = std::nullopt);
-// A tensor of x's shape and device filled with `value`, for composites: the
-// C++ factories (full_like included) make host tensors, which the Python
-// binding moves for a user's call, but a decomposition over a CUDA x must not
-// mix them in (the same-device check refuses that).
-Tensor full_beside(const Tensor& x, const Scalar& value, DType dtype);
+// For composites and derivative formulas, whose constants must live where their
+// operands do (the dispatcher refuses a host tensor with dims beside a CUDA one):
+// a tensor of `shape` filled with `value` on `like`'s device, and 0..n-1 (int64)
+// on `like`'s device. Plain host factories on the CPU; never recorded for autograd.
+Tensor full_on(const Tensor& like, const Shape& shape, const Scalar& value, DType dtype);
+Tensor arange_on(const Tensor& like, int64_t n);
 
 // ---- convolution and pooling (ops/conv_ops.cpp, ops/pool_ops.cpp, ops/nn_ops.cpp) ----
 // Lists of one element broadcast; an empty pooling stride means kernel_size.

@@ -307,10 +307,13 @@ void clamp_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& i
 
 // ---------------------------------------------------------------------------
 // Derivative formulas.
-Tensor zeros_for(const Tensor& t) { return ops::zeros(t.sizes(), t.dtype()); }
+// Zeros of t's shape on g's device (t may be a metadata placeholder).
+Tensor zeros_for(const Tensor& g, const Tensor& t) { return ops::full_on(g, t.sizes(), Scalar(int64_t{0}), t.dtype()); }
 
 std::vector<Tensor> zero_backward2(const BackwardArgs& a) {  // floor_divide: piecewise constant
-  return {a.needs_grad[0] ? zeros_for(a.inputs[0]) : Tensor(), a.needs_grad[1] ? zeros_for(a.inputs[1]) : Tensor()};
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined()) return {Tensor(), Tensor()};
+  return {a.needs_grad[0] ? zeros_for(g, a.inputs[0]) : Tensor(), a.needs_grad[1] ? zeros_for(g, a.inputs[1]) : Tensor()};
 }
 
 // remainder / fmod: d/dx = 1, d/dy = -(quotient rounded the op's way).

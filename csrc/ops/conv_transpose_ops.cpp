@@ -82,7 +82,7 @@ Tensor transpose_2d(const char* op, const Tensor& x, const Tensor& w, const Tens
   for (int d = 0; d < 2; ++d) {
     const int64_t extra = g.out_pad[d] / g.stride[d], dim = x.dim() - 2 + d;
     if (extra == 0 || xp.sizes()[dim] == 0) continue;
-    Tensor zero_row = ops::full_beside(ops::slice(xp, dim, 0, 1, 1), Scalar(0.0), xp.dtype());
+    Tensor zero_row = ops::zeros_like(ops::slice(xp, dim, 0, 1, 1));
     std::vector<Tensor> parts{xp};
     for (int64_t i = 0; i < extra; ++i) parts.push_back(zero_row);
     xp = ops::cat(parts, dim);

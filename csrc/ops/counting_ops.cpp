@@ -382,7 +382,7 @@ TVec mode_backward(const BackwardArgs& a) {
   const int64_t d = mode_dim(TensorMeta::contiguous(x.sizes(), x.dtype()), a.attrs, "mode");
   Tensor g = a.grad_outputs[0], i = a.outputs[1];
   if (!a.attrs.get_or("keepdim", false)) g = ops::unsqueeze(g, d), i = ops::unsqueeze(i, d);
-  return {ops::scatter(ops::full_beside(x, Scalar(0.0), g.dtype()), d, i, g)};
+  return {ops::scatter(ops::zeros_like(x, g.dtype()), d, i, g)};
 }
 
 // ---- cummax / cummin ----
@@ -467,7 +467,7 @@ TVec cumext_backward(const BackwardArgs& a) {
   if (x.dim() == 0) return {a.grad_outputs[0]};
   const int64_t d = mode_dim(TensorMeta::contiguous(x.sizes(), x.dtype()), a.attrs, "cummax");
   const Tensor& g = a.grad_outputs[0];
-  return {ops::scatter_add(ops::full_beside(x, Scalar(0.0), g.dtype()), d, a.outputs[1], g)};
+  return {ops::scatter_add(ops::zeros_like(x, g.dtype()), d, a.outputs[1], g)};
 }
 
 // ---- multinomial ----

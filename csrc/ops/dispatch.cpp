@@ -136,6 +136,7 @@ Tensor host_copy_of(const Tensor& t) {
   TP_CHECK(g_host_copy_hook, Error, "no host copy for a tensor on ", t.device().str());
   return g_host_copy_hook(t);
 }
+CudaKernelHook cuda_kernel_hook() { return g_cuda_hook; }
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)

@@ -60,5 +60,6 @@ void set_cuda_kernel_hook(CudaKernelHook h);
 using HostCopyHook = Tensor (*)(const Tensor& t);
 void set_host_copy_hook(HostCopyHook h);
 Tensor host_copy_of(const Tensor& t);
+CudaKernelHook cuda_kernel_hook();  // the installed one (tests swap it and put it back)
 
 }  // namespace tp

@@ -34,19 +34,6 @@ int64_t wrap_dim(int64_t d, int64_t n, const char* op) {
 
 Tensor const0(const Scalar& v, DType dtype) { return ops::full({}, v, dtype); }
 
-// 0, 1, ..., n-1 (int64) on the device of x, where n = x.numel() for a 1-D x.
-Tensor positions_beside(const Tensor& x1d) {
-  AutoGradMode no_grad(false);
-  return ops::sub(ops::cumsum(ops::full_beside(x1d, Scalar(int64_t{1}), DType::Int64), 0), scalar(int64_t{1}));
-}
-
-// A tensor of `shape` filled with v, on x's device (x may be empty: its sum is 0-d).
-Tensor filled_beside(const Tensor& x, const Shape& shape, const Scalar& v, DType dtype) {
-  if (x.device().kind == Device::Kind::CPU) return ops::full(shape, v, dtype);
-  AutoGradMode no_grad(false);
-  const Tensor one = ops::full_beside(ops::sum(x), v, dtype);
-  return ops::contiguous(ops::expand(one, shape));
-}
 
 // ---- NaN-ignoring reductions ----
 Tensor zero_nans(const Tensor& x) {
@@ -75,7 +62,7 @@ TVec nanmedian_dim_dec(const TVec& in, const Attrs& at) {
   const bool keepdim = at.get_or("keepdim", false);
   if (x.dim() == 0) {
     wrap_dim(at.get_int("dim"), 0, "nanmedian");
-    return {ops::clone(x), ops::full_beside(x, Scalar(int64_t{0}), DType::Int64)};
+    return {ops::clone(x), ops::zeros_like(x, DType::Int64)};
   }
   const int64_t d = wrap_dim(at.get_int("dim"), x.dim(), "nanmedian");
   TP_CHECK(x.sizes()[d] > 0, IndexError, "nanmedian: cannot compute the median of dimension ", d,
@@ -233,7 +220,7 @@ TVec bernoulli_p_dec(const TVec& in, const Attrs& at) {
   const Tensor& x = in[0];
   TP_CHECK(is_floating(x.dtype()), TypeError, "bernoulli: expected a floating-point tensor but got dtype ",
            dtype_name(x.dtype()));
-  Tensor out = filled_beside(x, x.sizes(), Scalar(0.0), x.dtype());
+  Tensor out = ops::zeros_like(x);
   Attrs draw{{"p", at.get_double("p")}};
   if (!at.is_none("generator")) draw.set("generator", AttrValue{at.get_int("generator")});
   call_op(TP_OP("bernoulli_.float"), {out}, draw);
@@ -248,7 +235,7 @@ Tensor isin_impl(const Tensor& elements, const Tensor& test, bool invert) {
   const Tensor flat = ops::reshape(ops::to_dtype(test, t), {-1});
   Tensor found;
   if (flat.numel() == 0) {
-    found = ops::full_beside(e, Scalar(false), DType::Bool);
+    found = ops::zeros_like(e, DType::Bool);
   } else {
     const Tensor sorted = call_op(TP_OP("sort"), {flat}, {{"dim", int64_t{0}}, {"descending", false}, {"stable", false}})[0];
     const Tensor pos = call_op1(TP_OP("searchsorted"), {sorted, ops::contiguous(e), Tensor()},
@@ -264,7 +251,7 @@ TVec isin_dec(const TVec& in, const Attrs& at) {
 TVec isin_ts_dec(const TVec& in, const Attrs& at) {
   const Scalar v = at.get_scalar("test_element");
   const DType t = result_type(TVec{in[0], ops::scalar(v)});
-  const Tensor test = filled_beside(in[0], {}, v, t);
+  const Tensor test = ops::full_on(in[0], {}, v, t);
   return {isin_impl(in[0], test, at.get_or("invert", false))};
 }
 
@@ -320,9 +307,9 @@ TVec block_diag_dec(const TVec& in, const Attrs&) {
     const Tensor m = ops::to_dtype(m0, t);
     const int64_t r = m.sizes()[0], c = m.sizes()[1];
     TVec parts;
-    if (left > 0) parts.push_back(filled_beside(m, {r, left}, Scalar(int64_t{0}), t));
+    if (left > 0) parts.push_back(ops::full_on(m, {r, left}, Scalar(int64_t{0}), t));
     parts.push_back(m);
-    if (cols - left - c > 0) parts.push_back(filled_beside(m, {r, cols - left - c}, Scalar(int64_t{0}), t));
+    if (cols - left - c > 0) parts.push_back(ops::full_on(m, {r, cols - left - c}, Scalar(int64_t{0}), t));
     rows.push_back(parts.size() == 1 ? m : ops::cat(parts, 1));
     left += c;
   }
@@ -344,7 +331,7 @@ TVec combinations_dec(const TVec& in, const Attrs& at) {
   const Tensor none = ops::slice(x, 0, 0, 0, 1);
   if (r == 0) return {ops::clone(none)};
   if (n == 0 || (!with_rep && r > n)) return {ops::contiguous(ops::expand(ops::reshape(none, {0, 1}), {0, r}))};
-  const Tensor pos = positions_beside(x);
+  const Tensor pos = ops::arange_on(x, x.numel());
   const TVec pgrid = call_op(TP_OP("meshgrid"), TVec(static_cast<size_t>(r), pos), {{"indexing", std::string("ij")}});
   const TVec vgrid = call_op(TP_OP("meshgrid"), TVec(static_cast<size_t>(r), x), {{"indexing", std::string("ij")}});
   Tensor mask;

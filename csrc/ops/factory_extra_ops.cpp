@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/parallel.h"
+#include "ops/api_nn_linalg.h"
 #include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/generator.h"
@@ -175,17 +176,31 @@ Attrs like_attrs(const Tensor& self, const Attrs& attrs) {
   if (attrs.is_none("dtype")) a.set("dtype", self.dtype());
   return a;
 }
+constexpr char kEmpty[] = "empty", kZeros[] = "zeros", kOnes[] = "ones", kFull[] = "full", kRand[] = "rand",
+               kRandn[] = "randn", kRandint[] = "randint";
+// The filled ones follow self's device (PyTorch's rule; C++ composites rely on
+// it). The random ones draw on the host (the generator's counters are the
+// host's) and the Python binding moves their result.
 template <const char* Factory>
 std::vector<Tensor> like_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
   static const OpDef& f = get_op(Factory);
-  return call_op(f, {}, like_attrs(in[0], attrs));
+  const Tensor& self = in[0];
+  constexpr bool filled = Factory == kEmpty || Factory == kZeros || Factory == kOnes || Factory == kFull;
+  if constexpr (filled) {
+    if (self.device().kind != Device::Kind::CPU) {
+      const DType dtype = attrs.is_none("dtype") ? self.dtype() : attrs.get<DType>("dtype");
+      const Scalar value = Factory == kFull    ? attrs.get<Scalar>("fill_value")
+                           : Factory == kOnes ? Scalar(int64_t{1})
+                                              : Scalar(int64_t{0});  // empty_like: zeros are as good
+      return {ops::full_on(self, self.sizes(), value, dtype)};
+    }
+  }
+  return call_op(f, {}, like_attrs(self, attrs));
 }
 std::vector<TensorMeta> like_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
   TP_CHECK(in[0].defined, TypeError, op.name, ": expected a tensor");
   return {in[0]};  // never used: composites run as their parts
 }
-constexpr char kEmpty[] = "empty", kZeros[] = "zeros", kOnes[] = "ones", kFull[] = "full", kRand[] = "rand",
-               kRandn[] = "randn", kRandint[] = "randint";
 
 // ---- in-place random fills ----
 std::vector<TensorMeta> inplace_float_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {

@@ -291,22 +291,12 @@ Tensor dense_values(const Tensor& self, const Tensor& values, const AdvGeom& g, 
 }
 
 // ---- index ----
-// Zeros (ones) of `sizes` and `dtype` for a gradient that starts from them. A
-// device gradient cannot take the C++ factories' (they build on the host): its
-// are where(true, value, like) on like's device, an operator of `like` (so a
-// joint-graph trace records it, as in embedding_backward), of like's numel.
-Tensor device_fill(const Tensor& like, const Shape& sizes, DType dtype, double value) {
-  Tensor z = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(value)), like);
-  if (z.sizes() != sizes) z = ops::reshape(z, sizes);
-  return ops::to_dtype(z, dtype);
-}
+// Zeros (ones) of `sizes` and `dtype` on like's device, for a gradient that starts from them.
 Tensor grad_zeros(const Tensor& like, const Shape& sizes, DType dtype) {
-  if (like.device().kind == Device::Kind::CPU) return ops::zeros(sizes, dtype);
-  return device_fill(like, sizes, dtype, 0.0);
+  return ops::full_on(like, sizes, Scalar(int64_t{0}), dtype);
 }
 Tensor grad_ones(const Tensor& like, const Shape& sizes, DType dtype) {
-  if (like.device().kind == Device::Kind::CPU) return ops::ones(sizes, dtype);
-  return device_fill(like, sizes, dtype, 1.0);
+  return ops::full_on(like, sizes, Scalar(int64_t{1}), dtype);
 }
 
 std::vector<TensorMeta> index_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
@@ -1003,8 +993,7 @@ std::vector<Tensor> embedding_backward(const BackwardArgs& a) {
       Tensor keep = ops::unsqueeze(ops::ne(a.inputs[0], ops::scalar(Scalar(row))), -1);
       gg = ops::where(keep, g, ops::scalar(Scalar(0.0)));
     }
-    Tensor zeros = ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(0.0)), weight);
-    if (zeros.dtype() != g.dtype()) zeros = ops::to_dtype(zeros, g.dtype());
+    Tensor zeros = ops::zeros_like(weight, g.dtype());
     return {Tensor(), ops::index_put(zeros, {a.inputs[0]}, gg, /*accumulate=*/true)};
   }
   Tensor gw = ops::index_put(ops::zeros(weight.sizes(), g.dtype()), {a.inputs[0]}, g, /*accumulate=*/true);
@@ -1083,7 +1072,7 @@ std::vector<Tensor> at_dim(const Tensor& x, int64_t dim, const Tensor& index, co
 // be refused by index_put's same-device check).
 Tensor scalar_beside(const Tensor& x, const Scalar& value, DType dtype) {
   if (x.device().kind == Device::Kind::CPU || x.numel() == 0) return Tensor::scalar_tensor(value, dtype);
-  return ops::full_beside(ops::reshape(ops::slice(ops::reshape(x, {-1}), 0, 0, 1, 1), {}), value, dtype);
+  return ops::full_on(x, {}, value, dtype);
 }
 
 std::vector<Tensor> index_fill_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -1099,7 +1088,7 @@ std::vector<Tensor> index_fill_tensor_decompose(const std::vector<Tensor>& in, c
   const Tensor& x = in[0];
   TP_CHECK(in[2].dim() == 0, ValueError, "index_fill: only supports a 0-dimensional value tensor, but got a value of shape ",
            shape_str(in[2].sizes()));
-  const Tensor filled = ops::index_put(ops::full_beside(x, Scalar(false), DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
+  const Tensor filled = ops::index_put(ops::zeros_like(x, DType::Bool), at_dim(x, attrs.get_int("dim"), in[1], "index_fill"),
                                        scalar_beside(x, Scalar(true), DType::Bool));
   // A Python number arrives as a host 0-d tensor: for a CUDA x it is made beside x
   // (a value that requires grad stays as given, so its gradient still flows).

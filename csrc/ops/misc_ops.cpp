@@ -123,9 +123,9 @@ TVec diag_dec(const TVec& in, const Attrs& at) {
   const int64_t len = x.sizes()[0], ak = k < 0 ? -k : k, n = len + ak;
   // Entry (i, j) lies on diagonal k when j - i == k; it holds x[i] (k >= 0)
   // or x[j] (k < 0), so x padded to n broadcasts along rows or columns.
-  const Tensor idx = ops::arange(Scalar(int64_t{0}), Scalar(n), Scalar(int64_t{1}), DType::Int64);
+  const Tensor idx = ops::arange_on(x, n);  // on x's device, as the padding below
   const Tensor mask = ops::eq(ops::add(ops::unsqueeze(idx, 1), scalar(k)), ops::unsqueeze(idx, 0));
-  const Tensor padded = ak == 0 ? x : ops::cat({x, ops::zeros({ak}, x.dtype())}, 0);
+  const Tensor padded = ak == 0 ? x : ops::cat({x, ops::full_on(x, {ak}, Scalar(int64_t{0}), x.dtype())}, 0);
   const Tensor src = k >= 0 ? ops::unsqueeze(padded, 1) : ops::unsqueeze(padded, 0);
   return {ops::where(mask, src, const0(Scalar(int64_t{0}), x.dtype()))};
 }
@@ -158,8 +158,7 @@ TVec fill_diagonal__dec(const TVec& in, const Attrs& at) {
   const bool wrap_rows = x.dim() == 2 && at.get_or<bool>("wrap", false);
   const int64_t limit = wrap_rows ? x.numel() : side * step;
   // Flat positions 0..numel-1 on x's device (a host arange would not combine with a CUDA x).
-  const Tensor p = ops::sub(ops::cumsum(ops::full_beside(ops::reshape(x, {-1}), Scalar(int64_t{1}), DType::Int64), 0),
-                            scalar(int64_t{1}));
+  const Tensor p = ops::arange_on(x, x.numel());
   Tensor mask = ops::logical_and(ops::eq(ops::remainder(p, scalar(step)), scalar(int64_t{0})),
                                  ops::lt(p, scalar(limit)));
   mask = ops::reshape(mask, s);
@@ -288,8 +287,7 @@ TVec logcumsumexp_dec(const TVec& in, const Attrs& at) {
   if (n <= 1 || y.numel() == 0) return {ops::clone(y)};
   for (int64_t s = 1; s < n; s *= 2) {
     // -inf of y's first s positions along d: the shape and device of y's (a CUDA y gets a CUDA pad).
-    const Tensor pad = ops::full_beside(ops::slice(y, d, 0, s, 1), Scalar(-std::numeric_limits<double>::infinity()),
-                                        y.dtype());
+    const Tensor pad = ops::full_like(ops::slice(y, d, 0, s, 1), Scalar(-std::numeric_limits<double>::infinity()));
     const Tensor shifted = ops::cat({pad, ops::slice(y, d, 0, n - s, 1)}, d);
     y = logaddexp_impl(y, shifted);
   }
@@ -322,7 +320,7 @@ TVec diff_dec(const TVec& in, const Attrs& at) {
 // ---- sign manipulation ----
 // True for negative numbers and -0.0 (1 / -0.0 is -inf).
 Tensor signbit_impl(const Tensor& x) {
-  if (x.dtype() == DType::Bool) return ops::zeros(x.sizes(), DType::Bool);
+  if (x.dtype() == DType::Bool) return ops::zeros_like(x, DType::Bool);
   const Tensor neg = ops::lt(x, scalar(int64_t{0}));
   if (!is_floating(x.dtype())) return neg;
   const Tensor neg_zero = ops::logical_and(ops::eq(x, scalar(0.0)), ops::lt(ops::reciprocal(x), scalar(0.0)));

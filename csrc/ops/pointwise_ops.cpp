@@ -227,8 +227,8 @@ std::vector<Tensor> div_backward(const BackwardArgs& a) {
   if (!g.defined()) return {Tensor(), Tensor()};
   const Tensor &x = a.inputs[0], &y = a.inputs[1];
   if (!a.attrs.is_none("rounding_mode")) {  // piecewise constant: zero almost everywhere
-    return {a.needs_grad[0] ? ops::zeros(x.sizes(), x.dtype()) : Tensor(),
-            a.needs_grad[1] ? ops::zeros(y.sizes(), y.dtype()) : Tensor()};
+    return {a.needs_grad[0] ? ops::full_on(g, x.sizes(), Scalar(int64_t{0}), x.dtype()) : Tensor(),
+            a.needs_grad[1] ? ops::full_on(g, y.sizes(), Scalar(int64_t{0}), y.dtype()) : Tensor()};
   }
   // 16-bit operands: the formula runs in float32 and reduce_grad rounds once (three float16
   // roundings in g * x / (y * y) gave 1.5x PyTorch's error).

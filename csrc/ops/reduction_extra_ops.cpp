@@ -139,15 +139,13 @@ std::vector<Tensor> dim_onehot_backward(const BackwardArgs& a) {
   const bool on_host = x.device().kind == Device::Kind::CPU;
   if (SizeFree || !on_host) {
     // Position + 1 along `dim` as a running count of ones. On a device the ones
-    // are made there, as where(true, 1, x) (the C++ factories make host
-    // tensors, which would meet the device index in eq), counted in float64
-    // (exact to 2^53), against the index as float64.
+    // are made there (ones_like follows x; a host tensor would meet the device
+    // index in eq), counted in float64 (exact to 2^53), against the index as float64.
     if (on_host) {
       Tensor one = ops::expand(ops::ones(Shape(static_cast<size_t>(x.dim()), 1), DType::Int64), x.sizes());
       hit = ops::eq(ops::cumsum(one, dim), ops::add(idx, ops::scalar(Scalar(int64_t{1}))));
     } else {
-      Tensor one = ops::to_dtype(
-          ops::where(Tensor::scalar_tensor(Scalar(true), DType::Bool), ops::scalar(Scalar(1.0)), x), DType::Float64);
+      Tensor one = ops::ones_like(x, DType::Float64);
       hit = ops::eq(ops::cumsum(one, dim),
                     ops::add(ops::to_dtype(idx, DType::Float64), ops::scalar(Scalar(1.0))));
     }
@@ -352,7 +350,7 @@ std::vector<Tensor> norm_backward(const BackwardArgs& a) {
   const double p = p_of(get_op("norm"), a.attrs);
   auto mask = mask_of("norm", x.dim(), a.attrs);
   const bool keep = keepdim_of(a.attrs);
-  if (p == 0) return {ops::zeros(x.sizes(), x.dtype())};
+  if (p == 0) return {ops::zeros_like(x)};
   Tensor sgn = sign_of(x);
   if (std::isinf(p)) return {ops::mul(sgn, ops::extremum_grad(g, ops::abs(x), a.outputs[0], mask, keep))};
   Tensor gk = ops::as_keepdim(g, x, mask, keep);

@@ -101,7 +101,7 @@ std::vector<Tensor> cat_backward(const BackwardArgs& a) {
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     const Tensor& x = a.inputs[i];
     if (skipped_in_cat(x.sizes())) {
-      if (a.needs_grad[i]) grads[i] = ops::zeros(x.sizes(), x.dtype());
+      if (a.needs_grad[i]) grads[i] = ops::full_on(g, x.sizes(), Scalar(int64_t{0}), x.dtype());  // x: metadata only
       continue;
     }
     const ops::SizeExpr end = offset + ops::SizeExpr::size_of(x, geom.dim);

@@ -59,6 +59,7 @@ Tensor slice_sized(const Tensor& x, int64_t dim, const std::optional<SizeExpr>& 
 namespace tp::ops {
 
 Tensor full_like_sized(const Tensor& x, const Scalar& value, DType dtype) {
+  if (x.device().kind != Device::Kind::CPU) return full_on(x, x.sizes(), value, dtype);
   std::vector<SizeExpr> sizes;
   for (int64_t d = 0; d < x.dim(); ++d) sizes.push_back(SizeExpr::size_of(x, d));
   SizedAttrsScope scope({{"size", std::move(sizes)}});

@@ -78,7 +78,7 @@ std::vector<Tensor> select_backward(const BackwardArgs& a, bool keepdim) {
     gi = ops::unsqueeze(gi, dim);
     idx = ops::unsqueeze(idx, dim);
   }
-  return {ops::scatter(ops::zeros(x.sizes(), g.dtype()), dim, idx, gi)};
+  return {ops::scatter(ops::full_on(g, x.sizes(), Scalar(int64_t{0}), g.dtype()), dim, idx, gi)};
 }
 std::vector<Tensor> sort_backward(const BackwardArgs& a) { return select_backward(a, true); }
 std::vector<Tensor> reduce_select_backward(const BackwardArgs& a) {

@@ -208,7 +208,10 @@ std::vector<Tensor> unary_backward(const BackwardArgs& a) {
 Tensor c(double v) { return scalar(v); }
 Tensor mul3(const Tensor& a, const Tensor& b, const Tensor& d) { return ops::mul(ops::mul(a, b), d); }
 Tensor one_minus_sq(const Tensor& x) { return ops::sub(c(1.0), ops::mul(x, x)); }
-Tensor zero_grad(const Tensor&, const Tensor& x, const Tensor&, const Attrs&) { return ops::zeros(x.sizes(), x.dtype()); }
+// Zeros of x's shape on g's device (x is a metadata placeholder: not saved).
+Tensor zero_grad(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+  return ops::full_on(g, x.sizes(), Scalar(int64_t{0}), x.dtype());
+}
 
 constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
 constexpr double k2OverSqrtPi = 1.12837916709551257390, kSqrtPiOver2 = 0.88622692545275801365;

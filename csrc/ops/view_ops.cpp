@@ -203,6 +203,8 @@ std::vector<Tensor> expand_backward(const BackwardArgs& a) {
 // direct Tensor view: a joint-graph trace must record it as a function of g,
 // or it becomes a non-contiguous constant holding the trace's gradient.
 bool on_device(const Tensor& g) { return g.device().kind != Device::Kind::CPU && g.numel() > 0; }
+// An empty device gradient has no element to start from: its zeros come from full_on.
+bool empty_on_device(const Tensor& g) { return g.device().kind != Device::Kind::CPU && g.numel() == 0; }
 
 Tensor device_zeros(const Tensor& g, const Shape& sizes) {
   Tensor one = g;
@@ -229,6 +231,7 @@ std::vector<Tensor> slice_backward(const BackwardArgs& a) {
   std::optional<int64_t> start, end;
   if (s && std::holds_alternative<int64_t>(*s)) start = std::get<int64_t>(*s);
   if (e && std::holds_alternative<int64_t>(*e)) end = std::get<int64_t>(*e);
+  if (empty_on_device(g)) return {ops::full_on(g, a.inputs[0].sizes(), Scalar(int64_t{0}), g.dtype())};
   if (on_device(g))
     return {device_slice_grad(g, a.inputs[0].sizes(), a.attrs.get<int64_t>("dim"), start, end,
                               a.attrs.get_or<int64_t>("step", 1))};
@@ -241,6 +244,7 @@ std::vector<Tensor> slice_backward(const BackwardArgs& a) {
 std::vector<Tensor> select_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  if (empty_on_device(g)) return {ops::full_on(g, a.inputs[0].sizes(), Scalar(int64_t{0}), g.dtype())};
   if (on_device(g)) {
     const Shape& sizes = a.inputs[0].sizes();
     int64_t dim = a.attrs.get<int64_t>("dim"), index = a.attrs.get<int64_t>("index");
@@ -310,11 +314,12 @@ std::vector<Tensor> as_strided_backward(const BackwardArgs& a) {
   StridedGeom og = as_strided_geom(x.offset(), a.attrs, "as_strided");
   const int64_t x_last = last_element(x.sizes(), x.strides(), x.offset());
   const int64_t o_last = last_element(og.sizes, og.strides, og.offset);
-  if (x_last < 0 || o_last < 0) return {ops::zeros(x.sizes(), g.dtype())};
+  if (x_last < 0 || o_last < 0) return {ops::full_on(g, x.sizes(), Scalar(int64_t{0}), g.dtype())};
   const int64_t lo = std::min(x.offset(), og.offset), len = std::max(x_last, o_last) + 1 - lo;
-  Tensor positions = ops::as_strided(ops::arange(Scalar(int64_t{0}), Scalar(len), Scalar(int64_t{1}), DType::Int64),
-                                     og.sizes, og.strides, og.offset - lo);
-  Tensor buf = ops::index_add(ops::zeros({len}, g.dtype()), 0, ops::reshape(positions, {-1}), ops::reshape(g, {-1}));
+  // Both made on g's device (a CUDA g meets no host tensor in index_add).
+  Tensor positions = ops::as_strided(ops::arange_on(g, len), og.sizes, og.strides, og.offset - lo);
+  Tensor buf = ops::index_add(ops::full_on(g, {len}, Scalar(int64_t{0}), g.dtype()), 0, ops::reshape(positions, {-1}),
+                              ops::reshape(g, {-1}));
   return {ops::as_strided(buf, x.sizes(), x.strides(), x.offset() - lo)};
 }
 
@@ -363,8 +368,21 @@ std::vector<Tensor> diagonal_cpu(const OpDef& op, const std::vector<Tensor>& in,
 std::vector<Tensor> diagonal_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const int64_t off = a.attrs.get_int("offset"), d1 = a.attrs.get_int("dim1"), d2 = a.attrs.get_int("dim2");
+  if (empty_on_device(g)) return {ops::full_on(g, a.inputs[0].sizes(), Scalar(int64_t{0}), g.dtype())};
+  if (on_device(g)) {
+    // No strided copy_ into a device view: g goes to the flat positions of the
+    // diagonal (of 0..numel-1 laid out as x) with index_add, all on g's device.
+    const Shape& sizes = a.inputs[0].sizes();
+    int64_t numel = 1;
+    for (int64_t s : sizes) numel *= s;
+    const Tensor pos = ops::diagonal(ops::reshape(ops::arange_on(g, numel), sizes), off, d1, d2);
+    const Tensor flat = ops::index_add(ops::full_on(g, {numel}, Scalar(int64_t{0}), g.dtype()), 0,
+                                       ops::reshape(pos, {-1}), ops::reshape(g, {-1}));
+    return {ops::reshape(flat, sizes)};
+  }
   Tensor z = ops::zeros(a.inputs[0].sizes(), g.dtype());
-  Tensor part = ops::diagonal(z, a.attrs.get_int("offset"), a.attrs.get_int("dim1"), a.attrs.get_int("dim2"));
+  Tensor part = ops::diagonal(z, off, d1, d2);
   ops::copy_(part, g);
   return {z};
 }

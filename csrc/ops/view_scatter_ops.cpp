@@ -102,7 +102,7 @@ std::vector<Tensor> scatter_backward(const BackwardArgs& a) {
   if (!g.defined()) return grads;
   const OpDef& op = get_op(kNames[K]);
   Tensor gc = ops::contiguous(g);
-  if (a.needs_grad[0]) grads[0] = call_op1(op, {gc, ops::zeros(a.inputs[1].sizes(), g.dtype())}, a.attrs);
+  if (a.needs_grad[0]) grads[0] = call_op1(op, {gc, ops::full_on(g, a.inputs[1].sizes(), Scalar(int64_t{0}), g.dtype())}, a.attrs);
   if (a.needs_grad[1]) grads[1] = ops::clone(call_op1(view_of(op), {gc}, a.attrs));
   return grads;
 }

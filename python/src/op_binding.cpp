@@ -369,11 +369,15 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                  "(): functions with out=... arguments don't support automatic differentiation, but one of the "
                  "arguments requires grad");
     }
-    // zeros_like & co. (composites of a host factory): the result lives where
-    // self does unless device= says otherwise, as in PyTorch.
-    if (!p.device_named && !p.cuda_device && f.name.size() > 5 && f.name.compare(f.name.size() - 5, 5, "_like") == 0 &&
-        !p.inputs.empty() && p.inputs[0].defined() && p.inputs[0].device().kind == Device::Kind::CUDA)
-      p.cuda_device = p.inputs[0].device().index;
+    // zeros_like & co.: the result lives where self does unless device= says
+    // otherwise, as in PyTorch. The filled ones already follow self's device in
+    // C++ (then the move is none, or a download for device="cpu"); the random
+    // ones draw on the host and are moved here.
+    const bool like_of_cuda = f.name.size() > 5 && f.name.compare(f.name.size() - 5, 5, "_like") == 0 &&
+                              !p.inputs.empty() && p.inputs[0].defined() &&
+                              p.inputs[0].device().kind == Device::Kind::CUDA;
+    if (like_of_cuda && !p.device_named && !p.cuda_device) p.cuda_device = p.inputs[0].device().index;
+    const bool like_to_host = like_of_cuda && p.device_named && !p.cuda_device;
     std::vector<Tensor> results;
     if (graph::symbolic_tracing()) {
       // Dynamic shapes: the call's SymInt attributes reach the node(s) it records.
@@ -389,7 +393,7 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
       results = with_op_name(f.name, [&] { return call_op(*o.op, p.inputs, p.attrs); });
     }
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
-    if (p.cuda_device)
+    if (p.cuda_device || like_to_host)
       for (auto& r : results) r = move_to(r, p.cuda_device);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) autograd::set_requires_grad(r, true);

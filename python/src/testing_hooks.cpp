@@ -7,6 +7,9 @@
 
 #include "common.h"
 #include "graph/tracer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
 #include "ops/size_expr.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
@@ -44,9 +47,66 @@ auto trace_python(nb::object& fn, const std::vector<Tensor>& inputs) {
   }, inputs);
 }
 
+// A fake device for CPU-only tests of device placement: host memory labelled
+// cuda:0, whose operators the fake hook runs with the CPU kernels (on the same
+// memory relabelled CPU) and whose results it labels cuda:0 again. A composite
+// or derivative formula that mixes in a host tensor with dims then meets the
+// dispatcher's same-device check exactly as on a GPU. Only operators may touch
+// such tensors (no repr, item or .cpu(): those would call the CUDA driver);
+// tests unlabel them with _testing_fake_device_unlabel.
+Tensor relabel(const Tensor& t, Device d) {
+  if (!t.defined() || t.device() == d) return t;
+  const std::shared_ptr<StorageImpl> src = t.impl()->storage;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = StorageImpl::wrap(src->data(), src->nbytes(), [src] {}, d);
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.impl()->offset;
+  impl->dtype = t.dtype();
+  impl->wrapped_number = t.impl()->wrapped_number;
+  return Tensor(std::move(impl));
+}
+constexpr Device kFakeDevice{Device::Kind::CUDA, 0};
+bool fake_device_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+  if (op.has(kView) && op.cpu) {  // re-describes the labelled storage itself
+    out = op.cpu(op, in, attrs, out_meta);
+    return true;
+  }
+  std::vector<Tensor> host;
+  for (auto& t : in) host.push_back(relabel(t, Device::cpu()));
+  std::vector<Tensor> r = run_kernel(op, host, attrs);
+  for (size_t i = 0; i < r.size(); ++i) {
+    const bool self = op.has(kInplace) && i == 0;
+    out.push_back(self ? in[0] : relabel(r[i], kFakeDevice));
+  }
+  return true;
+}
+CudaKernelHook g_saved_hook = nullptr;
+bool g_fake_on = false;
+
 }  // namespace
 
 void bind_testing_hooks(nb::module_& m) {
+  m.def("_testing_fake_device", [](bool on) {
+    if (on == g_fake_on) return;
+    if (on) {
+      g_saved_hook = cuda_kernel_hook();
+      set_cuda_kernel_hook(&fake_device_kernel);
+    } else {
+      set_cuda_kernel_hook(g_saved_hook);
+    }
+    g_fake_on = on;
+  }, nb::arg("on"));
+  // A contiguous host copy of t labelled cuda:0 / a CPU view of a labelled tensor.
+  m.def("_testing_fake_device_label", [](const Tensor& t) {
+    TP_CHECK(t.device().kind == Device::Kind::CPU, ValueError, "_testing_fake_device_label: expected a CPU tensor");
+    return relabel(ops::clone(ops::contiguous(t)), kFakeDevice);
+  });
+  m.def("_testing_fake_device_unlabel", [](const Tensor& t) {
+    TP_CHECK(g_fake_on, Error, "_testing_fake_device_unlabel: the fake device is off");
+    return relabel(t, Device::cpu());
+  });
   m.def("_testing_plant_pass", [](std::string name, std::string kind, bool stax_only) {
     TP_CHECK(kind == "mul_to_add", ValueError, "_testing_plant_pass: unknown fault '", kind, "' (expected 'mul_to_add')");
     passes::register_testing_pass(name, mul_to_add, stax_only);

@@ -70,9 +70,9 @@ def _channel_dropout(name, input, p, training, inplace, batched_dim):
     lead = 2 if input.dim() == batched_dim else 1
     shape = list(input.shape[:lead]) + [1] * (input.dim() - lead)
     if p == 1.0:
-        mask = _tp.zeros(*shape, dtype=input.dtype)
+        mask = input.new_zeros(shape)  # on input's device
     else:
-        mask = _tp.empty(*shape, dtype=input.dtype).bernoulli_(1 - p) / (1 - p)
+        mask = input.new_empty(shape).bernoulli_(1 - p) / (1 - p)
     return _maybe_inplace(input, lambda x: x * mask, inplace)
 
 
@@ -227,7 +227,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     The clamp changes the value only: the gradient reaches var as if unclamped (PyTorch's rule)."""
     _check_reduction("gaussian_nll_loss", reduction)
     if isinstance(var, (int, float)):
-        var = _tp.full(tuple(input.shape), float(var), dtype=input.dtype)
+        var = input.new_full(tuple(input.shape), float(var))  # on input's device
     shape_in, shape_var = tuple(input.shape), tuple(var.shape)
     if shape_var != shape_in:
         if shape_in[:-1] == shape_var:  # one variance per sample: broadcast over the last dim
@@ -275,7 +275,8 @@ def _out_sizes(name, input, size, scale_factor, nd):
 
 
 def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
-    """Resamples one spatial dim with index_select (the gradient flows through it)."""
+    """Resamples one spatial dim with index_select (the gradient flows through it); the
+    indices and weights are made on x's device."""
     dst = _np.arange(n_out, dtype=_np.float64)
     # Source step: PyTorch uses 1/scale_factor when one was given, else in/out (or the
     # corner-to-corner ratio with align_corners).
@@ -285,10 +286,10 @@ def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
         step = 1.0 / scale if scale is not None else n_in / n_out
     if mode == "nearest":
         idx = _np.minimum(_np.floor(dst * step), n_in - 1).astype(_np.int64)
-        return x.index_select(dim, _tp.tensor(idx))
+        return x.index_select(dim, _tp.tensor(idx, device=x.device))
     if mode == "nearest-exact":
         idx = _np.minimum(_np.floor((dst + 0.5) * step), n_in - 1).astype(_np.int64)
-        return x.index_select(dim, _tp.tensor(idx))
+        return x.index_select(dim, _tp.tensor(idx, device=x.device))
     shape = [1] * x.dim()
     shape[dim] = n_out
     if mode == "bicubic":
@@ -307,14 +308,14 @@ def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
         out = None
         for k, wk in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
             idx = _np.clip(base.astype(_np.int64) - 1 + k, 0, n_in - 1)
-            term = x.index_select(dim, _tp.tensor(idx)) * _tp.tensor(wk.reshape(shape)).to(x.dtype)
+            term = x.index_select(dim, _tp.tensor(idx, device=x.device)) * _tp.tensor(wk.reshape(shape), dtype=x.dtype, device=x.device)
             out = term if out is None else out + term
         return out
     src = dst * step if align_corners else _np.maximum((dst + 0.5) * step - 0.5, 0.0)
     i0 = _np.minimum(_np.floor(src), n_in - 1).astype(_np.int64)
     i1 = _np.minimum(i0 + 1, n_in - 1)
-    w1 = _tp.tensor((src - i0).reshape(shape)).to(x.dtype)
-    a, b = x.index_select(dim, _tp.tensor(i0)), x.index_select(dim, _tp.tensor(i1))
+    w1 = _tp.tensor((src - i0).reshape(shape), dtype=x.dtype, device=x.device)
+    a, b = x.index_select(dim, _tp.tensor(i0, device=x.device)), x.index_select(dim, _tp.tensor(i1, device=x.device))
     return a + (b - a) * w1
 
 

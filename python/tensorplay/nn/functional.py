@@ -396,7 +396,7 @@ def _pad_dim(x, dim, left, right, mode, value):
     def edge(amount, side):
         if mode == "constant":
             shape = [amount if d == dim else s for d, s in enumerate(x.shape)]
-            return _tp.full(shape, value, dtype=x.dtype)
+            return x.new_full(shape, value)  # on x's device
         if mode == "replicate":
             one = x.narrow(dim, 0 if side == "left" else n - 1, 1)
             return one.expand(*[amount if d == dim else s for d, s in enumerate(x.shape)])
@@ -610,9 +610,9 @@ def one_hot(tensor, num_classes=-1):
 
 
 # ---------------------------------------------------------------- attention
-def _causal_mask(L, S):
-    # Query i may attend to keys j <= i (top-left aligned, like PyTorch's is_causal).
-    return _tp.arange(L).unsqueeze(1) >= _tp.arange(S).unsqueeze(0)
+def _causal_mask(L, S, device):
+    # Query i may attend to keys j <= i (top-left aligned, like PyTorch's is_causal), on the query's device.
+    return _tp.arange(L, device=device).unsqueeze(1) >= _tp.arange(S, device=device).unsqueeze(0)
 
 
 @_names_errors
@@ -635,7 +635,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         scale = 1.0 / math.sqrt(query.shape[-1])
     scores = _tp.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
-        attn_mask = _causal_mask(L, S)
+        attn_mask = _causal_mask(L, S, query.device)
     if attn_mask is not None:
         if attn_mask.dtype == _tp.bool:
             scores = _tp.where(attn_mask, scores, float("-inf"))
