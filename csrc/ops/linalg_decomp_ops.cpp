@@ -8,7 +8,9 @@
 // LAPACK is column-major: each kernel copies one matrix of the batch into a
 // column-major buffer, runs the routine and copies the factors back.
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
 
 #include "core/parallel.h"
 #include "ops/derivative_util.h"
@@ -71,12 +73,29 @@ void from_colmajor(const T* src, int64_t ld, T* dst, int64_t rows, int64_t cols)
 
 // Runs fn(b) for each matrix of the batch: in parallel across matrices only
 // when they are small (a large one keeps LAPACK's own threads).
+// An error (a singular matrix) must not leave a worker thread (that aborts the
+// process): the one of the first failing matrix is rethrown after the loop.
 template <class F>
 void for_batch(int64_t batch, int64_t matrix_elems, F fn) {
   if (batch > 1 && matrix_elems <= 64 * 64) {
+    std::mutex mu;
+    int64_t failed = batch;
+    std::exception_ptr error;
     parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) fn(b);
+      for (int64_t b = b0; b < b1; ++b) {
+        try {
+          fn(b);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (b < failed) {
+            failed = b;
+            error = std::current_exception();
+          }
+          return;
+        }
+      }
     });
+    if (error) std::rethrow_exception(error);
   } else {
     for (int64_t b = 0; b < batch; ++b) fn(b);
   }

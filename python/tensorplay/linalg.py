@@ -7,6 +7,7 @@ autograd and tp.compile see only those primitives. Factorization failures (a sin
 or non-positive-definite matrix) raise LinAlgError, a RuntimeError.
 """
 import math
+import re
 import sys
 from collections import namedtuple
 
@@ -27,6 +28,20 @@ _cholesky_ex_result = namedtuple("cholesky_ex", ["L", "info"])
 
 def _tp():
     return sys.modules[__package__]
+
+
+def _prim(prim, user, *args, **kwargs):
+    """Runs the primitive `prim` (tp.linalg_qr, ...) for the user-facing function `user`
+    ("linalg.inv"): its errors then name the function the user called, not the primitive."""
+    try:
+        return getattr(_tp(), prim)(*args, **kwargs)
+    except (LinAlgError, RuntimeError, ValueError, TypeError, NotImplementedError) as e:
+        msg = str(e)
+        for inner in (prim, prim.replace("linalg_", "linalg.", 1)):
+            if msg.startswith(inner + ": "):
+                msg = user + ": " + msg[len(inner) + 2:]
+        msg = re.sub(r" \(in linalg[._]\w+\)$", "", msg)
+        raise type(e)(msg) from None
 
 
 def _check_float(name, *tensors):
@@ -70,7 +85,7 @@ def solve(A, B, *, left=True, out=None):
         raise TypeError(f"linalg.solve: expected A and B to have the same dtype, but got {A.dtype} and {B.dtype}")
     Ab = A.expand(batch + tuple(A.shape[-2:]))
     Bb = Bm.expand(batch + tuple(Bm.shape[-2:]))
-    X = tp.linalg_solve(Ab, Bb)
+    X = _prim("linalg_solve", "linalg.solve", Ab, Bb)
     return _finish(X.squeeze(-1) if vector else X, out)
 
 
@@ -98,10 +113,7 @@ def inv(A, *, out=None):
     """The inverse of each square matrix of A (LinAlgError when one is singular)."""
     _check_float("inv", A)
     _check_square("inv", A)
-    try:
-        return _finish(_tp().linalg_solve(A, _eye_like(A)), out)
-    except LinAlgError as e:
-        raise LinAlgError(str(e).replace("linalg.solve", "linalg.inv", 1)) from None
+    return _finish(_prim("linalg_solve", "linalg.inv", A, _eye_like(A)), out)
 
 
 def inv_ex(A, *, check_errors=False):
@@ -121,14 +133,14 @@ def slogdet(A, *, out=None):
     """(sign, logabsdet) of each square matrix: det = sign * exp(logabsdet); (0, -inf) if singular."""
     _check_float("slogdet", A)
     _check_square("slogdet", A)
-    return _tp().linalg_slogdet(A)
+    return _prim("linalg_slogdet", "linalg.slogdet", A)
 
 
 def det(A, *, out=None):
     """The determinant of each square matrix of A (0 for a singular one)."""
     _check_float("det", A)
     _check_square("det", A)
-    sign, logabs = _tp().linalg_slogdet(A)
+    sign, logabs = _prim("linalg_slogdet", "linalg.det", A)
     return _finish(sign * logabs.exp(), out)
 
 
@@ -146,7 +158,7 @@ def cholesky(A, *, upper=False, out=None):
     """L with A = L L^T (upper=True: U with A = U^T U); LinAlgError if A is not positive-definite.
     Only the lower triangle of A is read."""
     _check_float("cholesky", A)
-    return _finish(_tp().linalg_cholesky(A, upper=upper), out)
+    return _finish(_prim("linalg_cholesky", "linalg.cholesky", A, upper=upper), out)
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
@@ -175,13 +187,13 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 def qr(A, mode="reduced", *, out=None):
     """(Q, R) with A = Q R: mode 'reduced' (Q m x k), 'complete' (Q m x m) or 'r' (R only, Q empty)."""
     _check_float("qr", A)
-    return _tp().linalg_qr(A, mode)
+    return _prim("linalg_qr", "linalg.qr", A, mode)
 
 
 def eigh(A, UPLO="L", *, out=None):
     """(eigenvalues ascending, eigenvectors as columns) of each symmetric matrix (reads one triangle)."""
     _check_float("eigh", A)
-    return _tp().linalg_eigh(A, UPLO)
+    return _prim("linalg_eigh", "linalg.eigh", A, UPLO)
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
@@ -191,7 +203,7 @@ def eigvalsh(A, UPLO="L", *, out=None):
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """(U, S, Vh) with A = U diag(S) Vh, S descending."""
     _check_float("svd", A)
-    return _tp().linalg_svd(A, full_matrices)
+    return _prim("linalg_svd", "linalg.svd", A, full_matrices)
 
 
 def svdvals(A, *, driver=None, out=None):
