@@ -242,7 +242,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
         Q, R = tp.linalg_qr(_mT(A), "reduced")
         X = Q @ solve(_mT(R), Bm)
     residuals = tp.empty((0,), dtype=A.dtype)
-    if m > n and driver not in (None, "gelsy"):
+    if m > n and driver not in (None, "gelsy"):  # PyTorch's CPU default 'gelsy' leaves it empty
         residuals = ((A @ X - Bm) ** 2).sum(-2)
     rank = tp.empty((0,), dtype=tp.int64)
     sv = tp.empty((0,), dtype=A.dtype)
