@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/parallel.h"
+#include "ops/blas.h"
 #include "ops/derivative_util.h"
 #include "ops/dispatch.h"
 #include "ops/families.h"
@@ -81,6 +82,7 @@ void for_batch(int64_t batch, int64_t matrix_elems, F fn) {
     std::mutex mu;
     int64_t failed = batch;
     std::exception_ptr error;
+    blas::use_one_thread();  // LAPACK's thread count is global: one per call inside the region
     parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         try {
@@ -233,20 +235,19 @@ std::vector<Tensor> cholesky_cpu(const OpDef& op, const std::vector<Tensor>& in,
     const T* px = x.data_as<T>();
     T* po = out.data_as<T>();
     for_batch(count(bs), n * n, [&](int64_t b) {
-      std::vector<T> a(static_cast<size_t>(n * n));
-      to_colmajor(px + b * n * n, a.data(), n, n);
-      const int info = lapack::potrf<T>('L', as_int(op, n), a.data(), as_int(op, n));
+      // Row-major A read as column-major is A^T, so LAPACK's 'U' reads A's lower
+      // triangle (the one PyTorch reads; upper=True reads the upper one, 'L').
+      // The factor of A^T, stored column-major, is A's factor stored row-major.
+      std::vector<T> a(px + b * n * n, px + (b + 1) * n * n);
+      const int info = lapack::potrf<T>(upper ? 'L' : 'U', as_int(op, n), a.data(), as_int(op, n));
       TP_CHECK(info >= 0, Error, "linalg.cholesky: LAPACK potrf failed (info ", info, ")");
       TP_CHECK(info == 0, LinAlgError, "linalg.cholesky: the factorization could not be completed because the input "
                "is not positive-definite (the leading minor of order ", info, " is not positive-definite)",
                batch_index(bs, b), "; input shape ", shape_str(x.sizes()));
       T* o = po + b * n * n;
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          const T l = i >= j ? a[static_cast<size_t>(j * n + i)] : T(0);  // L[i][j]
-          if (upper) o[j * n + i] = l;
-          else o[i * n + j] = l;
-        }
+        for (int64_t j = 0; j < n; ++j)
+          o[i * n + j] = (upper ? j >= i : i >= j) ? a[static_cast<size_t>(i * n + j)] : T(0);
     });
   }));
   return {out};

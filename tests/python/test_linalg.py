@@ -163,6 +163,17 @@ def test_cholesky():
     assert tp.autograd.gradcheck(lambda x: tp.linalg.cholesky(x + x.mT), (A,))
 
 
+def test_cholesky_reads_only_the_named_triangle():
+    # Regression: the kernel factored A's upper triangle (a silently wrong L for a
+    # non-symmetric input, where PyTorch reads the lower one; upper=True reads the upper one).
+    s = _spd(4)
+    for upper in (False, True):
+        junk = RNG.standard_normal((4, 4))
+        a = np.triu(s) + np.tril(junk, -1) if upper else np.tril(s) + np.triu(junk, 1)
+        np.testing.assert_allclose(tp.linalg.cholesky(tp.tensor(a), upper=upper).numpy(),
+                                   torch.linalg.cholesky(torch.tensor(a), upper=upper).numpy(), atol=1e-12)
+
+
 def test_cholesky_not_pd_raises():
     a = tp.tensor(np.stack([_spd(3), -np.eye(3)]))
     with pytest.raises(tp.linalg.LinAlgError, match=r"linalg.cholesky.*not positive-definite.*order 1.*\[1\]"):
