@@ -31,6 +31,13 @@ class NotImplementedError : public Error {  // -> NotImplementedError
  public:
   using Error::Error;
 };
+// A linear-algebra routine met a matrix it cannot factor (singular, not
+// positive-definite, no convergence): PyTorch's torch.linalg.LinAlgError, a
+// RuntimeError subclass, so `except RuntimeError` keeps working.
+class LinAlgError : public Error {  // -> tensorplay.linalg.LinAlgError
+ public:
+  using Error::Error;
+};
 // A function could not be captured into a graph (Section 11.3: raised, never hidden).
 class CaptureError : public Error {
  public:

@@ -126,6 +126,13 @@ void prefer_blas_library(const std::string& path) {
 
 std::string blas_library() { return loaded().path; }
 
+void* blas_symbol(const char* name) {
+  loaded();  // loads the library (or throws naming the fix) and sets the thread count
+  Blas& b = lib();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return dlsym(b.handle, name);
+}
+
 namespace blas {
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {

@@ -19,6 +19,10 @@ void prefer_blas_library(const std::string& path);
 // The path (or soname) of the library in use, loading the default one if none
 // was set; throws tp::Error naming matmul and the fix when none loads.
 std::string blas_library();
+// The address of `name` in the BLAS library in use (loading the default one
+// first), or null when it lacks it. The LAPACK routines of linalg live in the
+// same library (ops/linalg_lapack.cpp): one library, one thread setting.
+void* blas_symbol(const char* name);
 
 namespace blas {
 // Row-major C[M,N] = alpha * A[M,K] * B[K,N] + beta * C (C is not read when

@@ -24,6 +24,8 @@ void register_builtin_ops() {
   register_view_scatter_ops();
   register_random_functional_ops();
   register_masked_scatter_ops();
+  register_linalg_decomp_ops();
+  register_special_ops();
   register_saved_values();
 }
 }  // namespace tp

@@ -10,6 +10,7 @@ namespace tp::py {
 namespace {
 
 PyObject* g_capture_error = nullptr;
+PyObject* g_linalg_error = nullptr;
 PyObject* g_backend_error = nullptr;
 
 void python_warning(const std::string& msg) {
@@ -139,6 +140,10 @@ NB_MODULE(_C, m) {
   g_backend_error = PyErr_NewExceptionWithDoc("tensorplay.compiler.BackendError",
                                               "Stax could not generate code for a region (raised under strict_native).",
                                               PyExc_RuntimeError, nullptr);
+  g_linalg_error = PyErr_NewExceptionWithDoc("tensorplay.linalg.LinAlgError",
+                                             "A matrix could not be factored (singular, not positive-definite, ...).",
+                                             PyExc_RuntimeError, nullptr);
+  m.attr("LinAlgError") = nb::handle(g_linalg_error);
   m.attr("CaptureError") = nb::handle(g_capture_error);
   m.attr("BackendError") = nb::handle(g_backend_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -148,6 +153,8 @@ NB_MODULE(_C, m) {
       PyErr_SetString(g_capture_error, e.what());
     } catch (const BackendError& e) {
       PyErr_SetString(g_backend_error, e.what());
+    } catch (const tp::LinAlgError& e) {
+      PyErr_SetString(g_linalg_error, e.what());
     } catch (const tp::TypeError& e) {
       PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const tp::ValueError& e) {

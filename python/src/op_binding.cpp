@@ -547,6 +547,8 @@ void rethrow_named(const std::string& called) {
     throw;
   } catch (const cuda::DeviceIndexError&) {  // names the operator that passed the bad index, not this one
     throw;
+  } catch (const tp::LinAlgError& e) {
+    throw tp::LinAlgError(named_message(e.what(), called));
   } catch (const tp::TypeError& e) {
     throw tp::TypeError(named_message(e.what(), called));
   } catch (const tp::ValueError& e) {

@@ -43,6 +43,9 @@ from . import compiler  # noqa: F401
 from .compiler import compile  # noqa: F401  (tp.compile shadows the builtin on purpose, like torch.compile)
 from .compiler import mark_dynamic, mark_static  # noqa: F401  (dynamic shapes)
 from ._C import SymInt  # noqa: F401
+from . import linalg  # noqa: F401,E402  (tp.linalg over LAPACK; also tp.det, Tensor.inverse, ...)
+linalg._install()
+from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd; also loads tp.autograd.forward_ad)
 from .serialization import save, load  # noqa: F401,E402

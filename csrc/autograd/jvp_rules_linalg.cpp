@@ -1,0 +1,130 @@
+// Tangent formulas of the tp.linalg factorizations and the special functions
+// (ops/linalg_decomp_ops.cpp, ops/special_ops.cpp). The matrix ones follow from
+// differentiating the defining identity (A X = B, A = L L^T, A = QR, A V = V diag(w),
+// A = U diag(S) Vh) and assume what the reverse formulas assume (a symmetric dA
+// for cholesky/eigh, distinct eigen/singular values, QR with rows >= columns).
+#include "autograd/jvp_rules.h"
+#include "core/error.h"
+
+namespace tp::autograd::forward_ad {
+namespace {
+
+Tensor mT(const Tensor& x) { return ops::transpose(x, -2, -1); }
+Tensor mm(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
+Tensor solve(const Tensor& a, const Tensor& b) { return call_op1(TP_OP("linalg_solve"), {a, b}); }
+Tensor eye_of(const Tensor& x) {
+  const int64_t n = x.sizes().back();
+  return ops::eye(n, n, x.dtype());
+}
+Tensor diag_part(const Tensor& x) { return ops::sum(ops::mul(x, eye_of(x)), {-1}); }  // (*, n)
+Tensor off_diag_inverse(const Tensor& E) {  // 1/E off the diagonal, 0 on it
+  Tensor I = eye_of(E);
+  return ops::mul(ops::div(ops::ones_like(E), ops::add(E, I)), ops::sub(ops::ones_like(I), I));
+}
+// x R^{-1} for a square invertible R.
+Tensor right_solve(const Tensor& x, const Tensor& R) { return mT(solve(mT(R), mT(x))); }
+
+std::vector<Tensor> solve_jvp(const JvpArgs& a) {
+  const Tensor& X = a.outputs[0];
+  Tensor rhs = tan_or_zero(a, 1);
+  if (a.has(0)) rhs = ops::sub(rhs, mm(a.tangents[0], X));
+  return {solve(a.inputs[0], rhs)};
+}
+
+std::vector<Tensor> slogdet_jvp(const JvpArgs& a) {
+  const Tensor& A = a.inputs[0];
+  Tensor inv_t = solve(mT(A), ops::expand(eye_of(A), A.sizes()));
+  return {Tensor(), ops::sum(ops::mul(inv_t, a.tangents[0]), {-2, -1})};
+}
+
+std::vector<Tensor> cholesky_jvp(const JvpArgs& a) {
+  const bool upper = a.attrs.get_or("upper", false);
+  Tensor L = upper ? mT(a.outputs[0]) : a.outputs[0];
+  Tensor Linv = solve(L, ops::expand(eye_of(L), L.sizes()));
+  Tensor P = mm(mm(Linv, a.tangents[0]), mT(Linv));
+  Tensor phi = ops::add(ops::tril(P, -1), ops::mul(ops::mul(P, eye_of(P)), ops::scalar(Scalar(0.5))));
+  Tensor dL = mm(L, phi);
+  return {upper ? mT(dL) : dL};
+}
+
+std::vector<Tensor> eigh_jvp(const JvpArgs& a) {
+  const Tensor &w = a.outputs[0], &V = a.outputs[1];
+  Tensor X = mm(mm(mT(V), a.tangents[0]), V);
+  Tensor F = off_diag_inverse(ops::sub(ops::unsqueeze(w, -2), ops::unsqueeze(w, -1)));
+  return {diag_part(X), mm(V, ops::mul(F, X))};
+}
+
+std::vector<Tensor> qr_jvp(const JvpArgs& a) {
+  const Tensor& A = a.inputs[0];
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  const std::string& mode = a.attrs.get_str("mode");
+  TP_CHECK(m >= n && (mode == "reduced" || m == n), NotImplementedError,
+           "linalg.qr: forward-mode derivative needs mode='reduced' (or a square input) and rows >= columns, but "
+           "got mode='", mode, "' and shape ", shape_str(A.sizes()));
+  const Tensor &Q = a.outputs[0], &R = a.outputs[1];
+  const Tensor& dA = a.tangents[0];
+  Tensor dAR = right_solve(dA, R);  // dA R^{-1}
+  Tensor C = mm(mT(Q), dAR);
+  Tensor low = ops::tril(C, -1);
+  Tensor omega = ops::sub(low, mT(low));
+  Tensor dR = mm(ops::sub(C, omega), R);
+  Tensor dQ = ops::add(mm(Q, ops::sub(omega, C)), dAR);
+  return {dQ, dR};
+}
+
+std::vector<Tensor> svd_jvp(const JvpArgs& a) {
+  const Tensor& A = a.inputs[0];
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  TP_CHECK(!a.attrs.get_or("full_matrices", true) || m == n, NotImplementedError,
+           "linalg.svd: forward-mode derivative needs full_matrices=False for a non-square input (shape ",
+           shape_str(A.sizes()), ")");
+  const Tensor &U = a.outputs[0], &S = a.outputs[1], &Vh = a.outputs[2];
+  Tensor V = mT(Vh);
+  const Tensor& dA = a.tangents[0];
+  Tensor dP = mm(mm(mT(U), dA), V);
+  Tensor Srow = ops::unsqueeze(S, -2), Scol = ops::unsqueeze(S, -1);
+  Tensor S2 = ops::mul(S, S);
+  Tensor F = off_diag_inverse(ops::sub(ops::unsqueeze(S2, -2), ops::unsqueeze(S2, -1)));
+  Tensor dS = diag_part(dP);
+  Tensor dU = mm(U, ops::mul(F, ops::add(ops::mul(dP, Srow), ops::mul(Scol, mT(dP)))));
+  Tensor dV = mm(V, ops::mul(F, ops::add(ops::mul(Scol, dP), ops::mul(mT(dP), Srow))));
+  if (m > n) dU = ops::add(dU, ops::div(ops::sub(mm(dA, V), mm(U, dP)), Srow));
+  if (n > m) dV = ops::add(dV, ops::div(ops::sub(mm(mT(dA), U), mm(V, mT(dP))), Srow));
+  return {dU, dS, mT(dV)};
+}
+
+Tensor polygamma_of(int64_t n, const Tensor& x) {
+  Attrs at;
+  at.set("n", n);
+  return call_op1(TP_OP("polygamma"), {x}, at);
+}
+std::vector<Tensor> lgamma_jvp(const JvpArgs& a) { return scale(a, call_op1(TP_OP("digamma"), {a.inputs[0]})); }
+std::vector<Tensor> digamma_jvp(const JvpArgs& a) { return scale(a, polygamma_of(1, a.inputs[0])); }
+std::vector<Tensor> polygamma_jvp(const JvpArgs& a) {
+  return scale(a, polygamma_of(a.attrs.get_int("n") + 1, a.inputs[0]));
+}
+std::vector<Tensor> i0_jvp(const JvpArgs& a) { return scale(a, call_op1(TP_OP("special_i1"), {a.inputs[0]})); }
+std::vector<Tensor> i1_jvp(const JvpArgs& a) {
+  const Tensor& x = a.inputs[0];
+  Tensor zero = ops::eq(x, ops::zeros_like(x));
+  Tensor d = ops::sub(call_op1(TP_OP("i0"), {x}), ops::div(a.outputs[0], ops::where(zero, ops::ones_like(x), x)));
+  return scale(a, ops::where(zero, ops::full_like(x, Scalar(0.5)), d));
+}
+
+}  // namespace
+
+void register_linalg_jvp_rules() {
+  register_jvp("linalg_solve", &solve_jvp);
+  register_jvp("linalg_slogdet", &slogdet_jvp);
+  register_jvp("linalg_cholesky", &cholesky_jvp);
+  register_jvp("linalg_eigh", &eigh_jvp);
+  register_jvp("linalg_qr", &qr_jvp);
+  register_jvp("linalg_svd", &svd_jvp);
+  register_jvp("lgamma", &lgamma_jvp);
+  register_jvp("digamma", &digamma_jvp);
+  register_jvp("polygamma", &polygamma_jvp);
+  register_jvp("i0", &i0_jvp);
+  register_jvp("special_i1", &i1_jvp);
+}
+
+}  // namespace tp::autograd::forward_ad

@@ -1,0 +1,468 @@
+"""tp.linalg: PyTorch's torch.linalg over float32/float64 tensors with leading batch dims.
+
+The factorizations are C++ operators over LAPACK (csrc/ops/linalg_decomp_ops.cpp:
+linalg_qr, linalg_cholesky, linalg_eigh, linalg_svd, _linalg_solve, linalg_slogdet),
+each with its derivative; everything here composes them with ordinary operators, so
+autograd and tp.compile see only those primitives. Factorization failures (a singular
+or non-positive-definite matrix) raise LinAlgError, a RuntimeError.
+"""
+import math
+import re
+import sys
+from collections import namedtuple
+
+from . import _C
+
+LinAlgError = _C.LinAlgError
+
+__all__ = [
+    "LinAlgError", "solve", "inv", "inv_ex", "det", "slogdet", "logdet", "cholesky", "cholesky_ex", "qr", "eigh",
+    "eigvalsh", "svd", "svdvals", "lstsq", "matrix_norm", "vector_norm", "norm", "pinv", "matrix_rank", "cross",
+    "matmul", "multi_dot", "matrix_power", "vecdot", "diagonal", "solve_triangular",
+]
+
+_lstsq_result = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+_inv_ex_result = namedtuple("inv_ex", ["inverse", "info"])
+_cholesky_ex_result = namedtuple("cholesky_ex", ["L", "info"])
+
+
+def _tp():
+    return sys.modules[__package__]
+
+
+def _prim(prim, user, *args, **kwargs):
+    """Runs the primitive `prim` (tp.linalg_qr, ...) for the user-facing function `user`
+    ("linalg.inv"): its errors then name the function the user called, not the primitive."""
+    try:
+        return getattr(_tp(), prim)(*args, **kwargs)
+    except (LinAlgError, RuntimeError, ValueError, TypeError, NotImplementedError) as e:
+        msg = str(e)
+        for inner in (prim, prim.replace("linalg_", "linalg.", 1)):
+            if msg.startswith(inner + ": "):
+                msg = user + ": " + msg[len(inner) + 2:]
+        msg = re.sub(r" \(in linalg[._]\w+\)$", "", msg)
+        raise type(e)(msg) from None
+
+
+def _check_float(name, *tensors):
+    for t in tensors:
+        if t.dtype not in (_tp().float32, _tp().float64):
+            raise TypeError(f"linalg.{name}: expected a float32 or float64 tensor, but got {t.dtype}")
+
+
+def _check_square(name, A, what="A"):
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"linalg.{name}: {what} must be batches of square matrices, but got shape {list(A.shape)}")
+
+
+def _eye_like(A):
+    n = A.shape[-1]
+    return _tp().eye(n, dtype=A.dtype).expand(tuple(A.shape))
+
+
+def _mT(x):
+    return x.transpose(-2, -1)
+
+
+# ---------------------------------------------------------------------------
+# Linear systems, inverse, determinants
+
+def solve(A, B, *, left=True, out=None):
+    """The solution X of A X = B (left=True) or X A = B; B is a vector when it has one dim
+    fewer than A and matches A's leading shape (PyTorch's rule). Batch dims broadcast."""
+    tp = _tp()
+    _check_float("solve", A, B)
+    _check_square("solve", A)
+    if not left:
+        return _finish(_mT(solve(_mT(A), _mT(B))), out)
+    vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-1]:
+        raise ValueError(f"linalg.solve: incompatible shapes of A {list(A.shape)} and B {list(B.shape)} "
+                         f"(B must have {A.shape[-1]} rows)")
+    batch = _broadcast("solve", A, B, tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))
+    if A.dtype != B.dtype:
+        raise TypeError(f"linalg.solve: expected A and B to have the same dtype, but got {A.dtype} and {B.dtype}")
+    Ab = A.expand(batch + tuple(A.shape[-2:]))
+    Bb = Bm.expand(batch + tuple(Bm.shape[-2:]))
+    X = _prim("linalg_solve", "linalg.solve", Ab, Bb)
+    return _finish(X.squeeze(-1) if vector else X, out)
+
+
+def _broadcast(name, A, B, a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"linalg.{name}: the batch dims of A {list(A.shape)} and B {list(B.shape)} "
+                             f"do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _finish(result, out):
+    if out is None:
+        return result
+    out.resize_(result.shape)
+    out.copy_(result)
+    return out
+
+
+def inv(A, *, out=None):
+    """The inverse of each square matrix of A (LinAlgError when one is singular)."""
+    _check_float("inv", A)
+    _check_square("inv", A)
+    return _finish(_prim("linalg_solve", "linalg.inv", A, _eye_like(A)), out)
+
+
+def inv_ex(A, *, check_errors=False):
+    """(inverse, info): info 0 for an invertible matrix, else > 0 (the inverse is then NaN)."""
+    tp = _tp()
+    try:
+        return _inv_ex_result(inv(A), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32))
+    except LinAlgError:
+        if check_errors:
+            raise
+    sign, _ = tp.linalg_slogdet(A)
+    info = (sign == 0).to(tp.int32)
+    return _inv_ex_result(tp.full(tuple(A.shape), float("nan"), dtype=A.dtype), info)
+
+
+def slogdet(A, *, out=None):
+    """(sign, logabsdet) of each square matrix: det = sign * exp(logabsdet); (0, -inf) if singular."""
+    _check_float("slogdet", A)
+    _check_square("slogdet", A)
+    return _prim("linalg_slogdet", "linalg.slogdet", A)
+
+
+def det(A, *, out=None):
+    """The determinant of each square matrix of A (0 for a singular one)."""
+    _check_float("det", A)
+    _check_square("det", A)
+    sign, logabs = _prim("linalg_slogdet", "linalg.det", A)
+    return _finish(sign * logabs.exp(), out)
+
+
+def logdet(A):
+    """log(det A): NaN for a negative determinant, -inf for a singular matrix (torch.logdet)."""
+    tp = _tp()
+    sign, logabs = slogdet(A)
+    return tp.where(sign < 0, tp.full((), float("nan"), dtype=A.dtype), logabs)
+
+
+# ---------------------------------------------------------------------------
+# Factorizations
+
+def cholesky(A, *, upper=False, out=None):
+    """L with A = L L^T (upper=True: U with A = U^T U); LinAlgError if A is not positive-definite.
+    Only the lower triangle of A is read."""
+    _check_float("cholesky", A)
+    return _finish(_prim("linalg_cholesky", "linalg.cholesky", A, upper=upper), out)
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    tp = _tp()
+    try:
+        return _cholesky_ex_result(cholesky(A, upper=upper), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32))
+    except LinAlgError:
+        if check_errors:
+            raise
+    # Report per matrix which one failed, like PyTorch's info (order of the failing minor).
+    flat = A.reshape(-1, A.shape[-2], A.shape[-1])
+    Ls, infos = [], []
+    for i in range(flat.shape[0]):
+        try:
+            Ls.append(tp.linalg_cholesky(flat[i], upper=upper))
+            infos.append(0)
+        except LinAlgError as e:
+            msg = str(e)
+            k = int(msg.split("order ")[1].split(" ")[0]) if "order " in msg else 1
+            Ls.append(tp.zeros(tuple(A.shape[-2:]), dtype=A.dtype))
+            infos.append(k)
+    L = tp.stack(Ls).reshape(tuple(A.shape))
+    return _cholesky_ex_result(L, tp.tensor(infos, dtype=tp.int32).reshape(tuple(A.shape[:-2])))
+
+
+def qr(A, mode="reduced", *, out=None):
+    """(Q, R) with A = Q R: mode 'reduced' (Q m x k), 'complete' (Q m x m) or 'r' (R only, Q empty)."""
+    _check_float("qr", A)
+    return _prim("linalg_qr", "linalg.qr", A, mode)
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """(eigenvalues ascending, eigenvectors as columns) of each symmetric matrix (reads one triangle)."""
+    _check_float("eigh", A)
+    return _prim("linalg_eigh", "linalg.eigh", A, UPLO)
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    return _finish(eigh(A, UPLO).eigenvalues, out)
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """(U, S, Vh) with A = U diag(S) Vh, S descending."""
+    _check_float("svd", A)
+    return _prim("linalg_svd", "linalg.svd", A, full_matrices)
+
+
+def svdvals(A, *, driver=None, out=None):
+    return _finish(svd(A, full_matrices=False).S, out)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """X with A X = B for a triangular A (only the named triangle is read)."""
+    tp = _tp()
+    T = tp.triu(A) if upper else tp.tril(A)
+    if unitriangular:
+        n = A.shape[-1]
+        eye = tp.eye(n, dtype=A.dtype)
+        T = T * (1 - eye) + eye
+    return _finish(solve(T, B, left=left), out)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution of A X = B (min-norm for wide A), through QR (full rank assumed, as
+    PyTorch's default CPU driver 'gelsy' for well-posed problems). residuals: squared residual norms
+    when A is tall (m > n), else empty; rank and singular_values are filled for the 'gelsd'/'gelss' drivers."""
+    tp = _tp()
+    _check_float("lstsq", A, B)
+    if A.dim() < 2:
+        raise ValueError(f"linalg.lstsq: A must have at least 2 dimensions, but got shape {list(A.shape)}")
+    vector = B.dim() == A.dim() - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.shape[-2] != A.shape[-2]:
+        raise ValueError(f"linalg.lstsq: incompatible shapes of A {list(A.shape)} and B {list(B.shape)} "
+                         f"(B must have {A.shape[-2]} rows)")
+    m, n = A.shape[-2], A.shape[-1]
+    if m >= n:
+        Q, R = tp.linalg_qr(A, "reduced")
+        X = solve(R, _mT(Q) @ Bm)
+    else:
+        Q, R = tp.linalg_qr(_mT(A), "reduced")
+        X = Q @ solve(_mT(R), Bm)
+    residuals = tp.empty((0,), dtype=A.dtype)
+    if m > n and driver not in (None, "gelsy"):  # PyTorch's CPU default 'gelsy' leaves it empty
+        residuals = ((A @ X - Bm) ** 2).sum(-2)
+    rank = tp.empty((0,), dtype=tp.int64)
+    sv = tp.empty((0,), dtype=A.dtype)
+    if driver in ("gelsd", "gelss"):
+        sv = svdvals(A)
+        rank = matrix_rank(A)
+    elif driver in (None, "gelsy"):
+        rank = matrix_rank(A)
+    return _lstsq_result(X.squeeze(-1) if vector else X, residuals, rank, sv)
+
+
+# ---------------------------------------------------------------------------
+# Norms, pseudo-inverse, rank
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The ord-norm over `dim` (all elements when None) of x: sum(|x|^ord)^(1/ord), max/min |x| for
+    +-inf, the count of nonzeros for 0."""
+    tp = _tp()
+    if dtype is not None:
+        x = x.to(dtype)
+    if not (x.dtype.is_floating_point if hasattr(x.dtype, "is_floating_point") else True) or x.dtype in (
+            tp.int64, tp.int32, tp.int16, tp.int8, tp.uint8, tp.bool):
+        raise TypeError(f"linalg.vector_norm: expected a floating point input, but got {x.dtype}")
+    if isinstance(dim, int):
+        dim = [dim]
+    elif dim is not None:
+        dim = list(dim)
+    if dim is None:
+        flat = x.reshape(-1)
+        r = vector_norm(flat, ord, 0, False)
+        return _finish(r.reshape((1,) * x.dim()) if keepdim else r, out)
+    ord = float(ord)
+    if ord == math.inf:
+        r = x.abs().amax(dim, keepdim)
+    elif ord == -math.inf:
+        r = x.abs().amin(dim, keepdim)
+    elif ord == 0:
+        r = (x != 0).to(x.dtype).sum(dim, keepdim)
+    else:
+        r = tp.norm(x, ord, dim, keepdim)
+    return _finish(r, out)
+
+
+def _matrix_dims(name, A, dim):
+    if A.dim() < 2:
+        raise ValueError(f"linalg.{name}: the input must have at least 2 dimensions, but got shape {list(A.shape)}")
+    d0, d1 = (d % A.dim() for d in dim)
+    if d0 == d1:
+        raise ValueError(f"linalg.{name}: dims must be different, but got {tuple(dim)}")
+    return d0, d1
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """Frobenius ('fro'), nuclear ('nuc'), spectral (2, -2: largest/smallest singular value), or
+    the max/min absolute column (1, -1) / row (inf, -inf) sum of the matrices over `dim`."""
+    tp = _tp()
+    if dtype is not None:
+        A = A.to(dtype)
+    _check_float("matrix_norm", A)
+    d0, d1 = _matrix_dims("matrix_norm", A, dim)
+    if ord == "fro":
+        r = tp.norm(A, 2, [d0, d1], keepdim)
+    elif ord in ("nuc", 2, -2):
+        perm = [d for d in range(A.dim()) if d not in (d0, d1)] + [d0, d1]
+        s = svdvals(A.permute(perm))
+        r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
+        if keepdim:
+            r = r.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1))
+    elif ord in (1, -1, math.inf, -math.inf):
+        sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
+        s = A.abs().sum(sum_dim, True)
+        r = s.amax(red_dim, True) if ord > 0 else s.amin(red_dim, True)
+        if not keepdim:
+            r = r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
+    else:
+        raise ValueError(f"linalg.matrix_norm: order {ord!r} is not supported (use 'fro', 'nuc', "
+                         f"inf, -inf, 1, -1, 2 or -2)")
+    return _finish(r, out)
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """vector_norm or matrix_norm as torch.linalg.norm chooses: a matrix norm when `dim` has two
+    entries or (dim None) A is 2-D with an ord given; the 2-norm of the flattened A when both are None."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype, out=out)
+    if dim is None and ord is not None:
+        if A.dim() == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype, out=out)
+        if A.dim() != 1:
+            raise ValueError(f"linalg.norm: input must be 1-D or 2-D when ord is given and dim is None, "
+                             f"but got shape {list(A.shape)}")
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype, out=out)
+
+
+def _tolerances(name, S, m, n, atol, rtol, rcond=None):
+    """The cut-off below which a singular value counts as zero: max(atol, rtol * largest)."""
+    tp = _tp()
+    if rcond is not None:
+        rtol = rcond
+    smax = S.amax(-1, True) if S.shape[-1] > 0 else tp.zeros(tuple(S.shape[:-1]) + (1,), dtype=S.dtype)
+    if rtol is None:
+        eps = 1.1920928955078125e-07 if S.dtype == tp.float32 else 2.220446049250313e-16
+        rtol = 0.0 if (atol is not None and (not isinstance(atol, (int, float)) or atol > 0)) else max(m, n) * eps
+    rt = rtol * smax if isinstance(rtol, (int, float)) else rtol.unsqueeze(-1) * smax
+    if atol is None:
+        return rt
+    at = atol if not isinstance(atol, (int, float)) else tp.full((), float(atol), dtype=S.dtype)
+    if hasattr(at, "dim") and at.dim() > 0:
+        at = at.unsqueeze(-1)
+    return tp.maximum(rt, at)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None, out=None):
+    """The Moore-Penrose pseudo-inverse through the SVD: singular values at or below
+    max(atol, rtol * largest) count as zero."""
+    tp = _tp()
+    _check_float("pinv", A)
+    m, n = A.shape[-2], A.shape[-1]
+    if hermitian:
+        w, V = eigh(A)
+        cut = _tolerances("pinv", w.abs(), m, n, atol, rtol, rcond)
+        winv = tp.where(w.abs() > cut, 1.0 / tp.where(w == 0, tp.ones_like(w), w), tp.zeros_like(w))
+        return _finish((V * winv.unsqueeze(-2)) @ _mT(V), out)
+    U, S, Vh = tp.linalg_svd(A, False)
+    cut = _tolerances("pinv", S, m, n, atol, rtol, rcond)
+    sinv = tp.where(S > cut, 1.0 / tp.where(S == 0, tp.ones_like(S), S), tp.zeros_like(S))
+    return _finish((_mT(Vh) * sinv.unsqueeze(-2)) @ _mT(U), out)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None, out=None):
+    """The number of singular values above max(atol, rtol * largest) (default rtol: eps * max(m, n))."""
+    tp = _tp()
+    _check_float("matrix_rank", A)
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    m, n = A.shape[-2], A.shape[-1]
+    with tp.no_grad():
+        S = eigvalsh(A).abs() if hermitian else svdvals(A)
+        cut = _tolerances("matrix_rank", S, m, n, atol, rtol)
+        return _finish((S > cut).sum(-1), out)
+
+
+# ---------------------------------------------------------------------------
+# Products and views PyTorch also lists under linalg
+
+def cross(a, b, *, dim=-1, out=None):
+    return _finish(_tp().cross(a, b, dim=dim), out)
+
+
+def matmul(a, b, *, out=None):
+    return _finish(_tp().matmul(a, b), out)
+
+
+def vecdot(x, y, *, dim=-1, out=None):
+    return _finish((x * y).sum(dim), out)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    return _tp().diagonal(A, offset, dim1, dim2)
+
+
+def multi_dot(tensors, *, out=None):
+    """The product of a list of matrices (the first / last may be vectors), left to right."""
+    if len(tensors) < 2:
+        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors but got {len(tensors)}")
+    r = tensors[0]
+    for t in tensors[1:]:
+        r = r @ t
+    return _finish(r, out)
+
+
+def matrix_power(A, n, *, out=None):
+    """A^n by repeated squaring (n < 0: the inverse's power)."""
+    tp = _tp()
+    _check_square("matrix_power", A)
+    if n == 0:
+        return _finish(_eye_like(A).clone(), out)
+    base = inv(A) if n < 0 else A
+    n = abs(n)
+    result = None
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return _finish(result if result is not A else tp.clone(result), out)
+
+
+# ---------------------------------------------------------------------------
+# PyTorch's older top-level names and Tensor methods (torch.det, Tensor.inverse, ...)
+
+_svd_result = namedtuple("svd", ["U", "S", "V"])
+
+
+def _legacy_svd(A, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with V (not Vh); some=False gives the complete U and V."""
+    tp = _tp()
+    U, S, Vh = tp.linalg_svd(A, not some)
+    if not compute_uv:
+        return _svd_result(tp.zeros_like(U), S, tp.zeros_like(_mT(Vh)))
+    return _svd_result(U, S, _mT(Vh))
+
+
+def _legacy_qr(A, some=True):
+    return qr(A, "reduced" if some else "complete")
+
+
+def _install():
+    tp = _tp()
+    top = {
+        "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "pinverse": pinv,
+        "matrix_power": matrix_power, "svd": _legacy_svd, "qr": _legacy_qr,
+        "cholesky": lambda A, upper=False: cholesky(A, upper=upper),
+    }
+    for name, fn in top.items():
+        setattr(tp, name, fn)
+    methods = dict(top)
+    methods["pinverse"] = lambda A, rcond=1e-15: pinv(A, rcond=rcond)
+    for name, fn in methods.items():
+        setattr(tp.Tensor, name, fn)
