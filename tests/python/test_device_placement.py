@@ -146,6 +146,10 @@ def _needs_opinfo():
 def test_fake_device_walk_over_every_opinfo_gradient():
     """Every OpInfo with gradients, one sample each, reverse and forward mode."""
     _needs_opinfo()
+    if tp.cuda.is_available():
+        # Host memory labelled cuda:0 reaches real device code paths there (a
+        # segfault on the H200, in local_response_norm); the real walk below runs instead.
+        pytest.skip("a real GPU is present: the CUDA walk covers this")
     failures, checked, _ = W.walk_all("fake", ("float64",), limit=1)
     assert checked > 200
     unexpected = [f for f in failures if not _expected(f)]
