@@ -3,7 +3,6 @@ gradients), with learning-rate decay, L2 weight decay and maximize; PyTorch's up
 and state (step, sum), created at construction as PyTorch does, so a state_dict taken
 before the first step already lists every parameter."""
 import tensorplay as _tp
-from .._grad_mode import no_grad
 from .optimizer import Optimizer
 
 __all__ = ["Adagrad"]
@@ -40,15 +39,6 @@ class Adagrad(Optimizer):
         if not state:
             state["step"] = _tp.zeros(1, dtype=_tp.float32).reshape([])
             state["sum"] = _tp.full(tuple(p.shape), float(group["initial_accumulator_value"]), dtype=p.dtype)
-
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group):
         grad = p.grad

@@ -3,7 +3,6 @@ the update follows PyTorch's single-tensor formulation step for step."""
 import math
 
 import tensorplay as _tp
-from .._grad_mode import no_grad
 from .optimizer import Optimizer, _add_scaled, _nonzero
 
 __all__ = ["Adam"]
@@ -40,15 +39,6 @@ class Adam(Optimizer):
             if amsgrad:
                 state["max_exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype)
         return state
-
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]

@@ -92,7 +92,18 @@ class Optimizer:
                     p.grad.zero_()
 
     def step(self, closure=None):
-        raise NotImplementedError
+        """One update of every parameter that has a gradient, through the subclass's
+        `_update(p, group)`; the closure (if any) is evaluated first, with grad on."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group):
+        raise NotImplementedError(f"{type(self).__name__} does not define an update")
 
     def _closure_loss(self, closure):
         if closure is None:

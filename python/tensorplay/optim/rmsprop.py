@@ -3,7 +3,6 @@ its recent magnitudes; optional momentum, centering (subtracting the running mea
 gradient from the second moment), L2 weight decay and maximize, with PyTorch's update rule
 and state names (step, square_avg, momentum_buffer, grad_avg)."""
 import tensorplay as _tp
-from .._grad_mode import no_grad
 from .optimizer import Optimizer
 
 __all__ = ["RMSprop"]
@@ -27,15 +26,6 @@ class RMSprop(Optimizer):
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _state(self, p, group):
         state = self.state[p]

@@ -1,5 +1,4 @@
 """SGD with momentum, dampening, Nesterov momentum, L2 weight decay and maximize (PyTorch's update rule)."""
-from .._grad_mode import no_grad
 from .optimizer import Optimizer, _add_scaled, _nonzero
 
 __all__ = ["SGD"]
@@ -22,15 +21,6 @@ class SGD(Optimizer):
                         nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
                         fused=fused)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group):
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
