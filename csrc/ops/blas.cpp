@@ -69,8 +69,10 @@ struct Fns {
   std::string path;
 };
 
-// Inside one of our parallel regions BLAS must not start threads of its own.
-int wanted_threads() { return in_parallel_region() ? 1 : std::max(1, num_threads()); }
+// LAPACK's thread count: TensorPlay's outside our parallel regions, one inside
+// (BLAS must not start threads of its own there). GEMMs always run BLAS on one
+// thread (see gemm below).
+int lapack_threads() { return in_parallel_region() ? 1 : std::max(1, num_threads()); }
 
 // Loads the preferred library, else the usual names, at first use (caller
 // holds the lock); false: none loads.
@@ -82,13 +84,13 @@ bool ensure_loaded(Blas& b) {
   return b.handle != nullptr;
 }
 
-// The functions in use (copied under the lock: set_blas_library may swap them).
-Fns loaded() {
+// The functions in use (copied under the lock: set_blas_library may swap them),
+// with BLAS's global thread count set to `want`.
+Fns loaded(int want) {
   Blas& b = lib();
   std::lock_guard<std::mutex> lock(b.mu);
   if (ensure_loaded(b)) {
     // Changing the count is costly in OpenBLAS (it may start or park threads): only on change.
-    const int want = wanted_threads();
     if (b.set_threads && want != b.threads && !in_parallel_region()) {
       b.set_threads(want);
       b.threads = want;
@@ -124,25 +126,66 @@ void prefer_blas_library(const std::string& path) {
   b.preferred = path;
 }
 
-std::string blas_library() { return loaded().path; }
+std::string blas_library() { return loaded(1).path; }
 
 void* blas_symbol(const char* name) {
-  loaded();  // loads the library (or throws naming the fix) and sets the thread count
+  loaded(lapack_threads());  // loads the library (or throws naming the fix) and sets LAPACK's thread count
   Blas& b = lib();
   std::lock_guard<std::mutex> lock(b.mu);
   return dlsym(b.handle, name);
 }
 
 namespace blas {
+namespace {
+// One product, split across TensorPlay's OpenMP threads; each part is one
+// single-threaded BLAS call. OpenBLAS's own threads are a second pool beside
+// ours: after a GEMM its workers spin-wait, as ours do after a parallel
+// region, and on a machine with as many cores as threads each pool's spinners
+// take the cores the other's work needs (a transformer step at 2 threads ran
+// 1.6x slower than at 1). With one pool, waiting threads are only ever ours.
+// The larger of M and N is cut into row (or column) blocks of C, a multiple of
+// 16 wide (the kernels' register tile), one per thread; each part packs the
+// other operand again, which costs O(K * N) against the part's O(M * N * K / t).
+template <class T, class Call>
+void split_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+                T* C, int64_t ldc, Call call) {
+  constexpr int64_t kMinMacs = int64_t{1} << 20, kTile = 16;
+  const bool by_rows = M >= N;
+  const int64_t D = by_rows ? M : N;
+  const int64_t parts = std::min<int64_t>(num_threads(), D / kTile);
+  if (parts < 2 || in_parallel_region() || M * N * K < kMinMacs) return call(M, N, A, B, C);
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t lo = D * p / parts / kTile * kTile, hi = p + 1 == parts ? D : D * (p + 1) / parts / kTile * kTile;
+      if (by_rows)
+        call(hi - lo, N, A + (ta ? lo : lo * lda), B, C + lo * ldc);
+      else
+        call(M, hi - lo, A, B + (tb ? lo * ldb : lo), C + lo);
+    }
+  });
+}
+
+// The BLAS call (sgemm or dgemm), range-checked once, run by split_gemm.
+template <class T, class Fn>
+void blas_gemm(Fn f, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T beta, T* C, int64_t ldc) {
+  (void)to_int(M);
+  (void)to_int(N);
+  const int k = to_int(K), ia = to_int(lda), ib = to_int(ldb), ic = to_int(ldc);
+  split_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, [&](int64_t m, int64_t n, const T* a, const T* b, T* c) {
+    f(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(m), static_cast<int>(n), k, alpha,
+      a, ia, b, ib, beta, c, ic);
+  });
+}
+}  // namespace
+
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  loaded().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), alpha,
-                 A, to_int(lda), B, to_int(ldb), beta, C, to_int(ldc));
+  blas_gemm(loaded(1).sgemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  loaded().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, to_int(M), to_int(N), to_int(K), alpha,
-                 A, to_int(lda), B, to_int(ldb), beta, C, to_int(ldc));
+  blas_gemm(loaded(1).dgemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void use_one_thread() {
   Blas& b = lib();

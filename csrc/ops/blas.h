@@ -27,15 +27,17 @@ void* blas_symbol(const char* name);
 namespace blas {
 // Row-major C[M,N] = alpha * A[M,K] * B[K,N] + beta * C (C is not read when
 // beta == 0). trans_a: A is stored as its transpose (K x M, leading dimension
-// lda), likewise trans_b. Before each call the BLAS thread count is set to
-// tp::num_threads() (only when it changed), so tp.set_num_threads governs it.
+// lda), likewise trans_b. BLAS itself runs on one thread; a large product is
+// split into blocks of C across tp::num_threads() OpenMP threads (one thread
+// pool in the process, so tp.set_num_threads governs it).
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
-// Call before a parallel region whose threads each run GEMMs: BLAS then runs
-// one thread per call (its thread count is global, so it cannot be set from
-// inside the region). The next GEMM outside a region restores tp::num_threads().
+// Call before a parallel region whose threads each run GEMMs or LAPACK
+// routines: BLAS then runs one thread per call (its thread count is global, so
+// it cannot be set from inside the region). LAPACK's count returns to
+// tp::num_threads() at its next call outside a region.
 void use_one_thread();
 // A GEMM this small runs on one BLAS thread anyway (OpenBLAS switches to one
 // thread below about 2^18 multiply-adds), so callers may run several at once.

@@ -110,19 +110,28 @@ void gemm_typed(const std::string& op, const Attrs& attrs, const std::vector<Ten
       return;
     }
   }
+  // A batch of products (attention's per-head GEMMs) runs one product per
+  // thread when they share out evenly among the threads; otherwise one after
+  // another, each split across the threads by blas::gemm.
   const int64_t count = numel(batch);
-  std::vector<int64_t> idx(batch.size(), 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t b = 0; b < count; ++b) {
-    blas::gemm(la.trans, lb.trans, M, N, K, alpha, pa + oa, la.ld, pb + ob, lb.ld, beta, C + b * M * N, N);
-    for (size_t d = batch.size(); d-- > 0;) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++idx[d] < batch[d]) break;
-      oa -= sa[d] * batch[d];
-      ob -= sb[d] * batch[d];
-      idx[d] = 0;
+  auto run = [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) {
+      int64_t oa = 0, ob = 0, rest = b;
+      for (size_t d = batch.size(); d-- > 0;) {
+        const int64_t i = rest % batch[d];
+        rest /= batch[d];
+        oa += i * sa[d];
+        ob += i * sb[d];
+      }
+      blas::gemm(la.trans, lb.trans, M, N, K, alpha, pa + oa, la.ld, pb + ob, lb.ld, beta, C + b * M * N, N);
     }
+  };
+  const int64_t nt = num_threads();
+  if (count > 1 && nt > 1 && (count % nt == 0 || count >= 4 * nt) && !in_parallel_region()) {
+    blas::use_one_thread();
+    parallel_for(0, count, 1, run);
+  } else {
+    run(0, count);
   }
 }
 
