@@ -23,6 +23,7 @@
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
+#include "stax/backend/region_times.h"
 #include "stax/lowering/lower.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"
@@ -691,6 +692,7 @@ void bind_compile(nb::module_& m) {
     return d;
   });
   m.def("_saved_bytes_per_region", []() { return compile::saved_bytes_per_region(); });
+  m.def("_region_times", &stax::region_times::report);
   m.def("_reset", &compile::reset);
   m.def("_pass_names", &passes::pass_names);
   // The identity the compiler sees (the C++ tensor object), for matching free tensors.

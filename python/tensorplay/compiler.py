@@ -41,6 +41,13 @@ def reset():
     _C._reset()
 
 
+def region_times():
+    """With TP_LOGS=region_times: each compiled CPU region's mean time per call,
+    split into generated code and its extern calls (GEMMs, ...) by operator, as
+    text (also printed at exit). Empty when the variable is unset."""
+    return _C._region_times()
+
+
 def register_backend(name, fn):
     """Register `fn(graph_module, example_inputs) -> callable` as backend `name`."""
     if not callable(fn):

@@ -12,6 +12,7 @@
 #include "stax/backend/extern_gemm.h"
 #include "stax/backend/gelu_grad_fusion.h"
 #include "stax/backend/progress.h"
+#include "stax/backend/region_times.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/backend/unit_split.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
@@ -418,6 +419,7 @@ struct CompiledRegion::RunState {
   std::vector<Tensor> slots;  // the tensor behind every slot (extern results once they ran)
   std::vector<Tensor>* outputs = nullptr;
   std::exception_ptr error;
+  double mark = 0;  // TP_LOGS=region_times: when the current segment of generated code began
 };
 
 int CompiledRegion::run_extern_trampoline(void* ctx, int k) {
@@ -425,6 +427,15 @@ int CompiledRegion::run_extern_trampoline(void* ctx, int k) {
   // No exception may unwind through the generated code: it is kept and raised
   // once the entry has returned.
   try {
+    if (region_times::enabled()) {
+      const double start = region_times::now();
+      st->region->run_extern(*st, k);
+      const double end = region_times::now();
+      region_times::record(st->region, k, st->region->externs_[static_cast<size_t>(k)].op->name, start - st->mark,
+                           end - start);
+      st->mark = end;
+      return 0;
+    }
     st->region->run_extern(*st, k);
     return 0;
   } catch (...) {
@@ -583,7 +594,10 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
       st.slots[i] = std::move(t);
     }
     const runtime::CachedKernel::Pinned pinned = kernel_->pin();
+    const bool timed = region_times::enabled();
+    if (timed) st.mark = region_times::now();
     reinterpret_cast<EntryFn>(pinned.symbol)(bufs.data(), sizes, &run_extern_trampoline, &st);
+    if (timed) region_times::record(this, -1, "", region_times::now() - st.mark, 0);
     if (st.error) std::rethrow_exception(st.error);
     raise_failed_check(status);
     return outputs;
@@ -615,7 +629,9 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
     }
   }
   const runtime::CachedKernel::Pinned pinned = kernel_->pin();  // mapped until the call returns
+  const double start = region_times::enabled() ? region_times::now() : 0;
   reinterpret_cast<EntryFn>(pinned.symbol)(bufs, sizes, nullptr, nullptr);
+  if (start > 0) region_times::record(this, -1, "", region_times::now() - start, 0);
   raise_failed_check(status);
   return outputs;
 }
