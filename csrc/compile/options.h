@@ -34,7 +34,7 @@ void register_backend(const std::string& name, CustomBackend backend);
 // Parses TP_LOGS (comma separated: recompiles, graph, code, aot, guards — the symbols and shape
 // guards of each symbolic capture; cuda_eager — why an eager CUDA operator got no generated
 // kernel; region_times — at exit, each CPU region's time split into generated code and extern
-// calls, stax/backend/region_times.h). The switch itself is core/logs.h.
+// calls, stax/runtime/region_times.h). The switch itself is core/logs.h.
 bool log_enabled(const char* topic);
 
 }  // namespace tp::compile

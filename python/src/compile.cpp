@@ -23,7 +23,7 @@
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
 #include "stax/backend/gemm_epilogue.h"
-#include "stax/backend/region_times.h"
+#include "stax/runtime/region_times.h"
 #include "stax/lowering/lower.h"
 #include "stax/runtime/code_cache.h"
 #include "stax/runtime/isa.h"

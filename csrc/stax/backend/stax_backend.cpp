@@ -12,7 +12,7 @@
 #include "stax/backend/extern_gemm.h"
 #include "stax/backend/gelu_grad_fusion.h"
 #include "stax/backend/progress.h"
-#include "stax/backend/region_times.h"
+#include "stax/runtime/region_times.h"
 #include "stax/backend/testing_faults.h"
 #include "stax/backend/unit_split.h"
 #include "stax/codegen/cpp/cpp_codegen.h"
@@ -428,12 +428,7 @@ int CompiledRegion::run_extern_trampoline(void* ctx, int k) {
   // once the entry has returned.
   try {
     if (region_times::enabled()) {
-      const double start = region_times::now();
-      st->region->run_extern(*st, k);
-      const double end = region_times::now();
-      region_times::record(st->region, k, st->region->externs_[static_cast<size_t>(k)].op->name, start - st->mark,
-                           end - start);
-      st->mark = end;
+      st->region->timed_step(*st, k);
       return 0;
     }
     st->region->run_extern(*st, k);
@@ -442,6 +437,34 @@ int CompiledRegion::run_extern_trampoline(void* ctx, int k) {
     st->error = std::current_exception();
     return 1;
   }
+}
+
+// Strings built by appending: GCC 12 warns falsely (-Wrestrict) on operator+ here.
+static std::string labelled(const char* prefix, int n, const std::string& suffix = "") {
+  std::string s = prefix;
+  s += std::to_string(n);
+  s += suffix;
+  return s;
+}
+
+void CompiledRegion::timed_step(RunState& st, int k) const {
+  const double start = region_times::now();
+  if (k < 0) {  // the printer's mark: generated kernel -1 - k just ended
+    const int i = -1 - k;
+    std::string label = "kernel ";
+    label += static_cast<size_t>(i) < kernels_.size() ? kernels_[static_cast<size_t>(i)].name : std::to_string(i);
+    region_times::record(this, labelled("k", i), label, start - st.mark, false);
+    st.mark = start;
+    return;
+  }
+  region_times::record(this, labelled("g", k), labelled("other generated code before extern ", k), start - st.mark,
+                       false);
+  run_extern(st, k);
+  const double end = region_times::now();
+  std::string op = ": ";
+  op += externs_[static_cast<size_t>(k)].op->name;
+  region_times::record(this, labelled("e", k), labelled("extern ", k, op), end - start, true);
+  st.mark = end;
 }
 
 void CompiledRegion::run_extern(RunState& st, int k) const {
@@ -563,9 +586,10 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
     slot_layout(s, sizes, sym_sizes, sym_strides);
     return Tensor::empty_strided(sym_sizes, sym_strides, s.dtype);
   };
-  if (!externs_.empty()) {
+  if (!externs_.empty() || region_times::enabled()) {
     // Every slot's tensor is kept, so an extern call can wrap its operands as
-    // views and install its results.
+    // views and install its results. (TP_LOGS=region_times: every region
+    // comes here, its kernels' marks reach the trampoline.)
     RunState st;
     st.region = this;
     st.arena = arena;
@@ -597,7 +621,11 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
     const bool timed = region_times::enabled();
     if (timed) st.mark = region_times::now();
     reinterpret_cast<EntryFn>(pinned.symbol)(bufs.data(), sizes, &run_extern_trampoline, &st);
-    if (timed) region_times::record(this, -1, "", region_times::now() - st.mark, 0);
+    if (timed) {
+      region_times::record(this, "tail", "other generated code after the last step", region_times::now() - st.mark,
+                           false);
+      region_times::end_call(this);
+    }
     if (st.error) std::rethrow_exception(st.error);
     raise_failed_check(status);
     return outputs;
@@ -629,9 +657,7 @@ std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const
     }
   }
   const runtime::CachedKernel::Pinned pinned = kernel_->pin();  // mapped until the call returns
-  const double start = region_times::enabled() ? region_times::now() : 0;
   reinterpret_cast<EntryFn>(pinned.symbol)(bufs, sizes, nullptr, nullptr);
-  if (start > 0) region_times::record(this, -1, "", region_times::now() - start, 0);
   raise_failed_check(status);
   return outputs;
 }

@@ -118,6 +118,9 @@ class CompiledRegion {
   void raise_failed_check(long long status) const;
   static int run_extern_trampoline(void* ctx, int k);
   void run_extern(RunState& st, int k) const;
+  // TP_LOGS=region_times: a callback timed (k >= 0: extern k; k < 0: the
+  // printer's mark after kernel -1 - k).
+  void timed_step(RunState& st, int k) const;
   std::vector<ExternStep> externs_;
   // Not the library itself: run() pins it per call, so the code cache can
   // unload idle kernels (bounded number of mapped libraries).

@@ -1,4 +1,5 @@
 #include "stax/codegen/cpp/cpp_codegen.h"
+#include "stax/runtime/region_times.h"
 
 #include <cmath>
 #include <algorithm>
@@ -1323,12 +1324,17 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
   // Extern calls run in the backend: ext(ctx, k) runs LoopProgram::externs[k]
   // and may replace its result's pointer in bufs (kernels read bufs on entry);
   // nonzero means it failed, and the backend raises the error.
+  // TP_LOGS=region_times: after kernel i, ext(ctx, -1 - i) marks its end
+  // (runtime/region_times.h); a different source, so these never mix with the
+  // entries of normal runs in the cache.
+  const bool marks = region_times::enabled();
   os << "extern \"C\" void tp_entry(void* const* bufs, const long long* sizes, int (*ext)(void*, int), void* ctx) {\n"
      << "  (void)sizes; (void)ext; (void)ctx;\n";
   for (auto& step : s.steps) {
     if (!step.is_extern) {
       const KernelPlan& k = s.kernels[step.index];
       os << "  " << k.name << (sizes_used(k).empty() ? "(bufs);\n" : "(bufs, sizes);\n");
+      if (marks) os << "  if (ext) ext(ctx, " << -1 - static_cast<int>(step.index) << ");\n";
       continue;
     }
     const ExternCall& e = p.externs[step.index];
