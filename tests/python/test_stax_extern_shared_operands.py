@@ -63,3 +63,21 @@ def test_training_step_gradients_match_eager():
     loss(x, w1, w2).backward()
     np.testing.assert_allclose(g[0], w1.grad.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g[1], w2.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _relu_backward_grads(h, go, x):
+    g = tp.where(h > 0, go, tp.zeros_like(go))   # relu's backward
+    return g.t() @ x, g.sum(0)                    # weight gradient (GEMM) and bias gradient (column sum)
+
+
+def test_gemm_operand_read_by_another_kernel_is_computed_once():
+    r = np.random.default_rng(1)
+    h, go = (tp.from_numpy(r.standard_normal((64, 32)).astype(np.float32)) for _ in range(2))
+    x = tp.from_numpy(r.standard_normal((64, 16)).astype(np.float32))
+    cf = tp.compile(_relu_backward_grads, backend="stax", options={"warn_fallback": False})
+    with tp.no_grad():
+        dw, db = cf(h, go, x)
+        dwe, dbe = _relu_backward_grads(h, go, x)
+    np.testing.assert_allclose(dw.numpy(), dwe.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(db.numpy(), dbe.numpy(), rtol=1e-5, atol=1e-5)
+    assert len(_kernels_reading(cf, "where")) == 1, cf.last_kernels

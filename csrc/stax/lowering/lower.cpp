@@ -5,6 +5,8 @@
 // eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
+#include <unordered_set>
+
 #include <unordered_map>
 
 #include "stax/lowering/extern.h"
@@ -58,6 +60,7 @@ class Lowerer {
       env_[p] = LoweringContext::from_buffer(buf, p->meta.sizes, p->meta.strides, p->meta.dtype);
       prog_.num_inputs++;
     }
+    mark_shared_gemm_operands(g);
     for (auto& up : g.nodes()) {
       const Node* n = up.get();
       if (n->opcode == Opcode::GetAttr || n->opcode == Opcode::CallFunction) check_dtype(n);
@@ -179,7 +182,43 @@ class Lowerer {
           cannot_lower(n, str("internal symbolic shape mismatch in dim ", d, ": ", v.size(d).to_string(), " vs ",
                               n->sym_sizes[d].to_string(), " (symbolic shapes)"));
     }
+    if (realize_early_.count(n) && v.buffer < 0 && !v.symbolic() && n->output_metas.empty() && numel(v.sizes) > 0) {
+      // A GEMM operand with other readers (below): written once, here.
+      LoweringContext c(r_, n, {}, {}, origin);
+      int buf = c.realize(v, BufferKind::Temp, -1, origin);
+      v = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
+      origin_.erase(n);
+    }
     env_[n] = std::move(v);
+  }
+
+  // A computed value that a GEMM reads (through views: the linear layer's
+  // reshape, a transpose) and that other operators read as well: the GEMM
+  // needs it in memory anyway, so it is written once when it is lowered and
+  // every reader loads it. Otherwise each reader fused its own copy of the
+  // computation: relu's backward `where(relu > 0, g, 0)` was computed by the
+  // bias gradient's column sum and again for the weight-gradient GEMM, each
+  // reading both 8 MB operands (the transformer block's backward).
+  void mark_shared_gemm_operands(const graph::Graph& g) {
+    static const std::unordered_set<std::string> gemms = {"mm", "bmm", "matmul", "addmm", "baddbmm"};
+    static const std::unordered_set<std::string> views = {"view", "reshape", "_unsafe_view", "t", "transpose",
+                                                          "permute", "unsqueeze", "squeeze"};
+    if (g.is_symbolic()) return;
+    for (auto& up : g.nodes()) {
+      const Node* n = up.get();
+      if (n->opcode != Opcode::CallFunction || !n->target || !gemms.count(n->target->name)) continue;
+      for (auto& a : n->args) {
+        auto* p = std::get_if<Node*>(&a);
+        const Node* v = p ? *p : nullptr;
+        while (v && v->opcode == Opcode::CallFunction && v->target && views.count(v->target->name) &&
+               v->users.size() == 1 && !v->args.empty()) {
+          auto* q = std::get_if<Node*>(&v->args[0]);
+          v = q ? *q : nullptr;
+        }
+        if (!v || v->opcode != Opcode::CallFunction || !v->target || gemms.count(v->target->name)) continue;
+        if (v->users.size() > 1) realize_early_.insert(v);
+      }
+    }
   }
 
   // An extern operand that is a reshape (view/reshape/_unsafe_view, the
@@ -260,6 +299,7 @@ class Lowerer {
   std::unordered_map<const Node*, Value> env_;
   std::unordered_map<const Node*, std::string> origin_;
   std::unordered_map<const Node*, std::vector<Value>> results_;  // of multi-result nodes
+  std::unordered_set<const Node*> realize_early_;  // GEMM operands with other readers
 };
 
 }  // namespace
