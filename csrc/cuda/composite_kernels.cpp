@@ -11,7 +11,10 @@
 //     recipe (ops/view_scatter_ops.cpp) with device copies: self copied into a
 //     fresh contiguous tensor, the view operator's own kernel (device-neutral:
 //     it re-describes the storage) names the region, src is copied into it.
+#include <limits>
+
 #include "core/grad_mode.h"
+#include "cuda/copy.h"
 #include "cuda/gap_kernels.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -41,6 +44,17 @@ bool native_layer_norm(const std::vector<Tensor>& in, const Attrs& attrs, const 
   std::vector<int64_t> dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
   AutoGradMode no_grad(false);
+  if (x.numel() == 0) {
+    // No reduction to generate: empty outputs, and statistics of empty rows
+    // (normalized_shape with a 0) are NaN, the CPU's 0/0.
+    out = {empty(om[0].sizes, om[0].dtype, dev), empty(om[1].sizes, om[1].dtype, dev),
+           empty(om[2].sizes, om[2].dtype, dev)};
+    Attrs nan;
+    nan.set("value", Scalar(std::numeric_limits<double>::quiet_NaN()));
+    for (size_t i = 1; i < 3; ++i)
+      if (out[i].numel() > 0) run_kernel(get_op("fill_"), {out[i]}, nan);
+    return true;
+  }
   const Tensor xc = ops::to_dtype(x, c);
   // var_mean is an implicit composite (var, then mean): its two parts here.
   // mean accumulates in double (dtype=float64), as the CPU's does.
