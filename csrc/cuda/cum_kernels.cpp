@@ -119,6 +119,10 @@ bool cumprod_backward(const std::vector<Tensor>& in, const Attrs& attrs, const T
   if (in.size() != 2 || !in[0].defined() || !in[1].defined() || !is_floating(om.dtype)) return false;
   const int dev = in[1].device().index;
   if (in[0].device().kind != Device::Kind::CUDA || in[0].device().index != dev) return false;
+  if (in[1].numel() == 0) {  // nothing to convert or launch
+    out = {empty(om.sizes, om.dtype, dev)};
+    return true;
+  }
   const DType c = compute_type(om.dtype);
   const Tensor g = ops::contiguous(ops::to_dtype(ops::to_dtype(in[0], om.dtype), c));
   const Tensor x = ops::contiguous(ops::to_dtype(in[1], c));
@@ -149,6 +153,10 @@ bool cum_extreme(const Tensor& in, const Attrs& attrs, const std::vector<TensorM
       dt != DType::Int8 && dt != DType::UInt8)
     return false;
   const int dev = in.device().index;
+  if (in.numel() == 0) {  // nothing to convert or launch
+    out = {empty(om[0].sizes, om[0].dtype, dev), empty(om[1].sizes, DType::Int64, dev)};
+    return true;
+  }
   const Tensor x = ops::contiguous(ops::to_dtype(in, c));
   Tensor v = empty(om[0].sizes, c, dev), ind = empty(om[1].sizes, DType::Int64, dev);
   if (x.numel() > 0) {

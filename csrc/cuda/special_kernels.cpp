@@ -174,6 +174,10 @@ bool special_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs&
     return false;
   const DType c = rt == DType::Float64 ? DType::Float64 : DType::Float32;
   const int dev = in[0].device().index;
+  if (in[0].numel() == 0) {  // nothing to convert or launch
+    out = {empty(om[0].sizes, rt, dev)};
+    return true;
+  }
   Tensor x = ops::contiguous(ops::to_dtype(in[0], c));
   Tensor y = empty(om[0].sizes, c, dev);
   long long n = y.numel();

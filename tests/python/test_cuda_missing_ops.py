@@ -275,6 +275,9 @@ def test_special_functions_on_cuda_match_the_cpu(name, dtype):
     # CPU's double evaluation; the result rounds once to its dtype.
     f64 = want.dtype == tp.float64
     np.testing.assert_allclose(_np(got), _np(want), rtol=1e-10 if f64 else 2e-6, atol=1e-9 if f64 else 1e-6)
+    # An empty input.
+    e, we = fn(x[:0].cuda()), fn(x[:0])
+    assert e.device.type == "cuda" and e.dtype == we.dtype and tuple(e.shape) == (0,)
     # A strided input (a transposed view on the device).
     xs = x.cuda().reshape(2, -1).t()
     assert not xs.is_contiguous()
@@ -414,6 +417,13 @@ def test_cumprod_backward_on_cuda(dtype, shape, dim):
     assert got.device.type == "cuda"
     # Products and sums unfused (__dmul_rn / __dadd_rn): the CPU's bits.
     np.testing.assert_array_equal(_np(got), _np(want))
+
+
+@gpu
+def test_cumprod_backward_of_an_empty_tensor_on_cuda():
+    x = tp.empty(0, 4, device="cuda").requires_grad_()
+    tp.cumprod(x, 1).sum().backward()
+    assert x.grad.device.type == "cuda" and tuple(x.grad.shape) == (0, 4)
 
 
 @gpu
