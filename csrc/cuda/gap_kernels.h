@@ -16,6 +16,14 @@
 //                       (value, position) too; median takes the first NaN of a
 //                       slice holding one;
 //   erfinv.cpp          erfinv (CUDA's erfinvf / erfinv; 16-bit through float32);
+//   special_kernels.cpp lgamma, digamma, polygamma, i0, special_i1 (the CPU's
+//                       algorithms in double), float64 erf and erf-GELU, round
+//                       with decimals;
+//   composite_kernels.cpp native_layer_norm (var_mean, rsqrt, ...: generated
+//                       eager operators) and select/slice/as_strided_scatter
+//                       (device copies through the view operator's kernel);
+//   cum_kernels.cpp     _cumprod_backward and cummax / cummin (one thread per
+//                       slice, the CPU's order and rules);
 //   host_kernels.cpp    bincount, histc, histogram, mode, multinomial and
 //                       bernoulli(p): the CPU kernel on host copies of the
 //                       inputs, results uploaded (data-dependent sizes; the
@@ -41,12 +49,21 @@ bool erfinv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Att
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+bool special_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+// Made only of run_kernel calls (no allocation or launch of its own), so the
+// fake-device tests run it on the CPU (_testing_fake_device(True, composites=True)).
+bool composite_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                      const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
+bool cum_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 
 inline bool gap_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   return fill_kernel(op, inputs, attrs, out_meta, out) || lookup_kernel(op, inputs, attrs, out_meta, out) ||
          select_kernel(op, inputs, attrs, out_meta, out) || erfinv_kernel(op, inputs, attrs, out_meta, out) ||
-         host_kernel(op, inputs, attrs, out_meta, out);
+         special_kernel(op, inputs, attrs, out_meta, out) || composite_kernel(op, inputs, attrs, out_meta, out) ||
+         cum_kernel(op, inputs, attrs, out_meta, out) || host_kernel(op, inputs, attrs, out_meta, out);
 }
 
 // self (any strides) <- src (contiguous, self's dtype and element count): element i of
@@ -56,6 +73,8 @@ std::vector<std::pair<std::string, std::string>> fill_kernel_sources();
 std::vector<std::pair<std::string, std::string>> lookup_kernel_sources();
 std::vector<std::pair<std::string, std::string>> select_kernel_sources();
 std::vector<std::pair<std::string, std::string>> erfinv_kernel_sources();
+std::vector<std::pair<std::string, std::string>> special_kernel_sources();
+std::vector<std::pair<std::string, std::string>> cum_kernel_sources();
 
 // A C type of each integer dtype (bool and uint8: unsigned char), or nullptr.
 const char* int_ctype(DType d);

@@ -6,6 +6,7 @@
 #include <nanobind/stl/tuple.h>
 
 #include "common.h"
+#include "cuda/gap_kernels.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -67,8 +68,17 @@ Tensor relabel(const Tensor& t, Device d) {
   return Tensor(std::move(impl));
 }
 constexpr Device kFakeDevice{Device::Kind::CUDA, 0};
+// With composites on, the CUDA kernels made only of other operators
+// (cuda::composite_kernel) run first, their pieces coming back here: their
+// logic (attributes, shapes, dtypes) is tested without a GPU.
+bool g_fake_composites = false;
+int64_t g_fake_composite_calls = 0;  // calls a composite kernel took (the tests check it ran)
 bool fake_device_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
                         const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
+  if (g_fake_composites && cuda::composite_kernel(op, in, attrs, out_meta, out)) {
+    ++g_fake_composite_calls;
+    return true;
+  }
   if (op.has(kView) && op.cpu) {  // re-describes the labelled storage itself
     out = op.cpu(op, in, attrs, out_meta);
     return true;
@@ -88,7 +98,8 @@ bool g_fake_on = false;
 }  // namespace
 
 void bind_testing_hooks(nb::module_& m) {
-  m.def("_testing_fake_device", [](bool on) {
+  m.def("_testing_fake_device", [](bool on, bool composites) {
+    g_fake_composites = on && composites;
     if (on == g_fake_on) return;
     if (on) {
       g_saved_hook = cuda_kernel_hook();
@@ -97,7 +108,8 @@ void bind_testing_hooks(nb::module_& m) {
       set_cuda_kernel_hook(g_saved_hook);
     }
     g_fake_on = on;
-  }, nb::arg("on"));
+  }, nb::arg("on"), nb::arg("composites") = false);
+  m.def("_testing_fake_device_composite_calls", [] { return g_fake_composite_calls; });
   // A contiguous host copy of t labelled cuda:0 / a CPU view of a labelled tensor.
   m.def("_testing_fake_device_label", [](const Tensor& t) {
     TP_CHECK(t.device().kind == Device::Kind::CPU, ValueError, "_testing_fake_device_label: expected a CPU tensor");
