@@ -89,7 +89,8 @@ bool view_scatter(const OpDef& op, const std::vector<Tensor>& in, const Attrs& a
   const int dev = in[0].device().index;
   if (!on_device(in[0], dev) || !on_device(in[1], dev)) return false;
   const std::string name = op.name;
-  const OpDef& view_op = get_op(name.substr(0, name.size() - std::string("_scatter").size()));
+  const std::string view_name = name.substr(0, name.size() - std::string("_scatter").size());
+  const OpDef& view_op = get_op(view_name);  // (a named string: GCC 13 warns of a reference into a temporary)
   AutoGradMode no_grad(false);
   // clone: a fresh contiguous copy (clone's result is always contiguous).
   Tensor r = call1("clone", {in[0]});
