@@ -81,3 +81,23 @@ def test_gemm_operand_read_by_another_kernel_is_computed_once():
     np.testing.assert_allclose(dw.numpy(), dwe.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(db.numpy(), dbe.numpy(), rtol=1e-5, atol=1e-5)
     assert len(_kernels_reading(cf, "where")) == 1, cf.last_kernels
+
+
+def test_returned_reshape_of_a_gemm_result_keeps_the_gemms_planned_shape():
+    # Regression: the returned reshape of an extern call's result made that
+    # result's buffer the output in the output's shape, which the call then
+    # rejected (CPU: a ValueError; CUDA: "_gemm_bgrad result 1 has shape [1, 10], planned [10]").
+    r = np.random.default_rng(2)
+    a = tp.from_numpy(r.standard_normal((4, 3)).astype(np.float32))
+    b = tp.from_numpy(r.standard_normal((3, 5)).astype(np.float32))
+    fns = [lambda a, b: (a @ b).reshape(-1),
+           lambda a, b: (a @ b).view(2, 10),
+           lambda a, b: ((a @ b).relu().sum(0, keepdim=True).reshape(-1), (a @ b).reshape(5, 4))]
+    for fn in fns:
+        cf = tp.compile(fn, backend="stax", options={"warn_fallback": False})
+        with tp.no_grad():
+            got, want = cf(a, b), fn(a, b)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert tuple(g.shape) == tuple(w.shape)
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)

@@ -5,6 +5,7 @@
 // eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include <unordered_map>
@@ -245,6 +246,12 @@ class Lowerer {
     }
   }
 
+  bool written_by_extern(int buf) const {
+    for (const auto& e : prog_.externs)
+      if (std::find(e.outputs.begin(), e.outputs.end(), buf) != e.outputs.end()) return true;
+    return false;
+  }
+
   static void check_results(const Node* n, const LoweringContext& c) {
     if (!n->output_metas.empty() && c.results().size() != n->output_metas.size())
       cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ", n->output_metas.size()));
@@ -262,7 +269,9 @@ class Lowerer {
                    v.sizes == prog_.buffers[buf].sizes && v.strides == prog_.buffers[buf].strides;
       // A contiguous reshape of a whole contiguous temp (an extern operand
       // shared with its source, above) becomes the output in the output's shape.
+      // (Not an extern call's result: the call checks its result against the planned shape.)
       const bool reshaped = buf >= 0 && !reuse && !v.symbolic() && prog_.buffers[buf].kind == BufferKind::Temp &&
+                            !written_by_extern(buf) &&
                             prog_.buffers[buf].size_exprs.empty() && v.offset == 0 &&
                             v.strides == contiguous_strides(v.sizes) &&
                             prog_.buffers[buf].strides == contiguous_strides(prog_.buffers[buf].sizes) &&
