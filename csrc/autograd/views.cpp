@@ -11,9 +11,9 @@ Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) 
 
 bool is_stale(const Tensor& t) {
   Node* n = t.impl()->grad_fn.get();
-  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.version();
+  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.autograd_version();
   auto* o = dynamic_cast<OpNode*>(n);
-  return o && !o->released() && !o->saved_inputs.empty() && o->saved_inputs[0].version() != t.version();
+  return o && !o->released() && !o->saved_inputs.empty() && o->saved_inputs[0].version() != t.autograd_version();
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ bool adopt_base_history(const std::vector<Tensor>& inputs) {
 }
 
 void set_view_history(const Tensor& t, const Tensor& base) {
-  auto node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(t), t.version());
+  auto node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(t), t.autograd_version());
   node->next_edges.push_back(gradient_edge(base));
   set_history(t, node, 0);
 }

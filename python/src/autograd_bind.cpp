@@ -184,16 +184,35 @@ void bind_tensor_autograd() {
       nb::cpp_function([](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); }));
   method("requires_grad_", [](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); return t; },
          nb::arg("requires_grad") = true);
+  // .grad gives the same Python object while it is the same tensor (PyTorch's
+  // identity: `g = p.grad; ...; p.grad is g` after an in-place accumulation,
+  // id(p.grad) as a key, `p.grad = g; p.grad is g`).
   cls.attr("grad") = property(
-      nb::cpp_function([](const Tensor& t) -> std::optional<Tensor> {
-        if (t.impl()->grad_fn && !t.impl()->retains_grad && !t.impl()->grad)
+      nb::cpp_function([](const Tensor& t) -> nb::object {
+        TensorImpl* impl = t.impl();
+        if (impl->grad_fn && !impl->retains_grad && !impl->grad)
           PyErr_WarnEx(PyExc_UserWarning,
                        "The .grad attribute of a non-leaf Tensor is being accessed; it is not populated during "
                        "backward() unless you call .retain_grad() on it first.", 1);
-        if (!t.impl()->grad) return std::nullopt;
-        return Tensor(t.impl()->grad);
+        if (!impl->grad) {
+          autograd::drop_grad_wrapper(*impl);
+          return nb::none();
+        }
+        autograd::AutogradMeta& m = autograd::meta(t);
+        if (auto* o = static_cast<nb::object*>(m.grad_wrapper.get()); o && nb::inst_check(*o) &&
+                                                                     nb::cast<const Tensor&>(*o).impl() == impl->grad.get())
+          return *o;
+        nb::object o = nb::cast(Tensor(impl->grad));
+        m.grad_wrapper = keep_py(o);
+        return o;
       }),
-      nb::cpp_function([](const Tensor& t, std::optional<Tensor> g) {
+      nb::cpp_function([](const Tensor& t, nb::handle gh) {
+        std::optional<Tensor> g;
+        if (!gh.is_none()) {
+          TP_CHECK(nb::isinstance<Tensor>(gh), TypeError, "assigned grad expected to be a Tensor or None but got "
+                   "grad of type ", nb::type_name(gh.type()).c_str());
+          g = nb::cast<Tensor>(gh);
+        }
         refuse_in_capture("setting Tensor.grad (optimizer.zero_grad())",
                           "call it outside the compiled function (or zero_grad(set_to_none=False))");
         if (g) {
@@ -203,7 +222,9 @@ void bind_tensor_autograd() {
                    " but the tensor has dtype ", dtype_name(t.dtype()));
         }
         t.impl()->grad = g ? g->impl_ptr() : nullptr;
-      }));
+        autograd::drop_grad_wrapper(*t.impl());
+        if (g) autograd::meta(t).grad_wrapper = keep_py(nb::borrow(gh));
+      }, nb::arg("self"), nb::arg("grad").none()));
   prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
   prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
