@@ -1,5 +1,7 @@
 #include "autograd/views.h"
 
+#include <algorithm>
+
 #include "ops/ops.h"
 
 namespace tp::autograd {
@@ -58,7 +60,17 @@ void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>&
   Tensor base = view_base(input);
   if (!base.defined()) base = input;
   for (auto& o : outputs)
-    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) meta(o).view_base = base;
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) {
+      meta(o).view_base = base;
+      o.impl()->no_grad_view = input.impl()->no_grad_view;  // a view of such a view is one too
+    }
+}
+
+void mark_no_grad_views(const Tensor& input, const std::vector<Tensor>& outputs) {
+  if (!input.defined()) return;
+  const uint8_t kind = std::max<uint8_t>(input.impl()->no_grad_view, input.requires_grad() ? 2 : 1);
+  for (auto& o : outputs)
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) o.impl()->no_grad_view = kind;
 }
 
 bool adopt_base_history(const std::vector<Tensor>& inputs) {

@@ -52,6 +52,9 @@ class TensorImpl {
   uint32_t output_nr = 0;
   std::shared_ptr<TensorImpl> grad;
   bool retains_grad = false;
+  // A view made with grad mode off (1), of a tensor that required grad (2): an
+  // in-place write through it with grad mode on is refused (autograd/record.cpp).
+  uint8_t no_grad_view = 0;
   std::shared_ptr<autograd::AutogradMeta> autograd_meta;  // null for most tensors
   // Null: the storage's shared counter. `.data` aliases own one, which their
   // views and detach()es share (as_strided and detach copy this pointer).

@@ -379,3 +379,46 @@ def test_view_of_leaf_written_under_no_grad_after_forward_raises_at_backward():
         return [_np(p.grad)]
     ours, theirs = _both(run)
     assert ours[0] == theirs[0] == "raise"
+
+
+@pytest.mark.parametrize("case", ["leaf_view", "view_of_view", "copy_", "other_requires_grad"])
+def test_view_made_under_no_grad_written_in_grad_mode_raises(case):
+    def run(lib):
+        p = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=case != "other_requires_grad")
+        with lib.no_grad():
+            v = p[:2] if case != "copy_" else p.view(4)
+        if case == "view_of_view":
+            v = v[1:]
+        if case == "copy_":
+            v.copy_(lib.zeros(4))
+        elif case == "other_requires_grad":
+            v.mul_(lib.ones(2, requires_grad=True))
+        else:
+            v.mul_(2)
+        return [_np(p)]
+    ours, theirs = _both(run)
+    assert theirs[0] == "raise"
+    assert ours[0] == "raise" and "view made under no_grad" in ours[1], ours
+
+
+@pytest.mark.parametrize("case", ["no_grad_inputs", "write_under_no_grad", "detached", "grad_mode_view"])
+def test_views_and_writes_that_are_not_ambiguous_do_not_raise(case):
+    def run(lib):
+        p = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=case != "no_grad_inputs")
+        if case == "grad_mode_view":
+            q = p * 1
+            v = q[:2]
+            v.mul_(2)
+            q.sum().backward()
+            return [_np(q), _np(p.grad)]
+        with lib.no_grad():
+            v = p[:2]
+            if case == "write_under_no_grad":
+                v.mul_(2)
+        if case == "detached":
+            v.detach().add_(1)
+        elif case == "no_grad_inputs":
+            v.add_(1)
+        return [_np(p)]
+    ours, theirs = _both(run)
+    _same_values(ours, theirs)
