@@ -251,12 +251,27 @@ void bind_tensor_autograd() {
     int64_t id = autograd::register_hook(t, python_hook(fn));
     return HookHandle{autograd::hook_owner(t), id};
   }, nb::arg("hook"));
-  method("register_post_accumulate_grad_hook", [](const Tensor& t, nb::handle fn) {
+  // The hook gets the very object it was registered on (an nn.Parameter, a key of
+  // the user's dict of per-parameter optimizers), held weakly: the hook lives on
+  // the tensor, and a strong reference would keep the object alive forever.
+  method("register_post_accumulate_grad_hook", [](nb::handle self, nb::handle fn) {
+    const Tensor& t = nb::cast<const Tensor&>(self);
     refuse_in_capture("Tensor.register_post_accumulate_grad_hook", kHookInstead);
     auto f = hold(fn);
-    int64_t id = autograd::register_hook(t, [f](const Tensor& leaf) {
+    auto owner = keep_py(nb::steal(PyWeakref_NewRef(self.ptr(), nullptr)));
+    int64_t id = autograd::register_hook(t, [f, owner](const Tensor& leaf) {
       nb::gil_scoped_acquire gil;
-      (*f)(leaf);
+#if PY_VERSION_HEX >= 0x030D0000
+      PyObject* ref = nullptr;
+      PyWeakref_GetRef(owner->ptr(), &ref);
+      nb::object obj = ref ? nb::steal(ref) : nb::none();
+#else
+      nb::object obj = nb::borrow(PyWeakref_GetObject(owner->ptr()));  // None once dead
+#endif
+      if (!obj.is_none() && nb::cast<const Tensor&>(obj).impl() == leaf.impl())
+        (*f)(obj);
+      else
+        (*f)(leaf);
       return Tensor();
     }, true);
     return HookHandle{autograd::hook_owner(t), id};

@@ -197,7 +197,9 @@ nb::object to_numpy(const Tensor& t) {
 }  // namespace
 
 void bind_tensor(nb::module_& m) {
-  nb::class_<Tensor> cls(m, "Tensor");
+  // Weakly referenceable as PyTorch's tensors are (weakref.ref, WeakKeyDictionary,
+  // and the post-accumulate-grad hook, which hands the hooked object back).
+  nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
   // t.float(), t.double(), ...: the conversion methods differ only in the dtype.
   static constexpr std::pair<const char*, DType> kConversionMethods[] = {
       {"float", DType::Float32}, {"double", DType::Float64}, {"long", DType::Int64},  {"bool", DType::Bool},

@@ -447,3 +447,52 @@ def test_compiled_region_follows_the_same_version_rules(backend):
     q.detach().mul_(0.5)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+# ---------------------------------------------------------------- objects handed back
+
+def test_post_accumulate_hook_gets_the_parameter_itself():
+    """Optimizer-in-backward: a dict of per-parameter optimizers keyed by the parameter."""
+    def run(lib):
+        lin = lib.nn.Linear(2, 2)
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor([[1.0, 2.0], [3.0, 4.0]]))
+            lin.bias.zero_()
+        opts = {p: lib.optim.SGD([p], lr=0.1) for p in lin.parameters()}
+        seen = []
+
+        def step(p):
+            seen.append(type(p).__name__)
+            opts[p].step()
+            opts[p].zero_grad()
+        for p in lin.parameters():
+            p.register_post_accumulate_grad_hook(step)
+        lin(lib.tensor([[1.0, -1.0]])).pow(2).sum().backward()
+        return [seen, _np(lin.weight).tolist(), lin.weight.grad is None]
+    ours, theirs = _both(run)
+    assert ours == theirs
+    assert ours[1][0] == ["Parameter", "Parameter"]
+
+
+def test_tensors_are_weakly_referenceable():
+    import gc
+    import weakref
+    t = tp.ones(3)
+    r = weakref.ref(t)
+    assert r() is t
+    cache = weakref.WeakValueDictionary({"a": t})
+    del t
+    gc.collect()
+    assert r() is None and "a" not in cache
+
+
+def test_module_dtype_move_keeps_parameter_and_grad_objects():
+    def run(lib):
+        m = lib.nn.Linear(2, 2)
+        m(lib.ones(1, 2)).sum().backward()
+        w, g = m.weight, m.weight.grad
+        m.double()
+        return [m.weight is w, m.weight.grad is g, str(g.dtype).split(".")[-1], _np(g).tolist()]
+    ours, theirs = _both(run)
+    assert ours == theirs
+    assert ours[1][:2] == [True, True]

@@ -400,10 +400,11 @@ class Module:
             new = fn(p.detach())
             if new is not p and not _same_memory(new, p):
                 p.data = new
-            if p.grad is not None:
-                g = fn(p.grad)
-                if g is not p.grad:
-                    p.grad = g
+            g = p.grad
+            if g is not None:  # the same .grad object too, its memory swapped
+                new_g = fn(g.detach())
+                if not _same_memory(new_g, g):
+                    g.data = new_g
         for k, b in self._buffers.items():
             if b is not None:
                 self._buffers[k] = fn(b)
