@@ -182,8 +182,11 @@ void bind_tensor_autograd() {
   cls.attr("requires_grad") = property(
       nb::cpp_function([](const Tensor& t) { return t.requires_grad(); }),
       nb::cpp_function([](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); }));
-  method("requires_grad_", [](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); return t; },
-         nb::arg("requires_grad") = true);
+  // requires_grad_ and detach_ return the very object (an nn.Parameter stays one).
+  method("requires_grad_", [](nb::handle self, bool v) {
+    autograd::set_requires_grad(nb::cast<const Tensor&>(self), v);
+    return nb::borrow(self);
+  }, nb::arg("requires_grad") = true);
   // .grad gives the same Python object while it is the same tensor (PyTorch's
   // identity: `g = p.grad; ...; p.grad is g` after an in-place accumulation,
   // id(p.grad) as a key, `p.grad = g; p.grad is g`).
@@ -241,7 +244,10 @@ void bind_tensor_autograd() {
   }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false,
      nb::arg("inputs") = nb::none());
   method("detach", [](const Tensor& t) { return detach_or_trace(t); });
-  method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
+  method("detach_", [](nb::handle self) {
+    autograd::detach_(nb::cast<const Tensor&>(self));
+    return nb::borrow(self);
+  });
   method("retain_grad", [](const Tensor& t) {
     refuse_in_capture("Tensor.retain_grad", kHookInstead);
     autograd::retain_grad(t);

@@ -496,3 +496,16 @@ def test_module_dtype_move_keeps_parameter_and_grad_objects():
     ours, theirs = _both(run)
     assert ours == theirs
     assert ours[1][:2] == [True, True]
+
+
+def test_methods_that_give_back_self_return_the_same_object():
+    def run(lib):
+        p = lib.nn.Parameter(lib.ones(3))
+        q = lib.nn.Parameter(lib.ones(3)).requires_grad_(False)  # stays a Parameter
+        x = lib.ones(3)
+        return [p.requires_grad_() is p, type(q).__name__, q.requires_grad, p.detach_() is p,
+                x.contiguous() is x, x.float() is x, x.to(lib.float32) is x, x.view(3) is x,
+                x.add_(1) is x, x.double() is x]
+    ours, theirs = _both(run)
+    assert ours == theirs
+    assert ours[1][:2] == [True, "Parameter"]
