@@ -17,9 +17,10 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
            " has already freed the values it saved for backward. Pass retain_graph=True to the first backward()/"
            "autograd.grad() call to go through the same graph again.");
   for (size_t i = 0; i < saved.size(); ++i)
-    TP_CHECK(saved[i].version() == saved_versions[i], Error,
+    TP_CHECK(saved[i].autograd_version() == saved_versions[i], Error,
              "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-             dtype_name(saved[i].dtype()), " ", shape_str(saved[i].sizes()), "] is at version ", saved[i].version(),
+             dtype_name(saved[i].dtype()), " ", shape_str(saved[i].sizes()), "] is at version ",
+             saved[i].autograd_version(),
              "; expected version ", saved_versions[i], " instead (the compiled region ", region_, " saved it)");
   // The backward graph's inputs are contiguous (partition.cpp): expanded
   // gradients (`y.sum().backward()`) and strided saved values are copied once.

@@ -141,7 +141,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
       }
       node->saved.push_back(t);
     }
-    for (auto& s : node->saved) node->saved_versions.push_back(s.version());
+    for (auto& s : node->saved) node->saved_versions.push_back(s.autograd_version());
     node->tangent_metas = plan->tangent_metas;
     if (plan->symbolic)  // a result's gradient absent: zeros of this call's size
       for (size_t o = 0; o < plan->num_results; ++o)

@@ -213,6 +213,23 @@ std::shared_ptr<Node> grad_fn(const Tensor& t) {
 
 Tensor detach(const Tensor& t) { return detached(t); }
 
+Tensor data_alias(const Tensor& t) {
+  Tensor d = detached(t);
+  if (d.defined()) d.impl()->own_counter = std::make_shared<VersionCounter>();
+  return d;
+}
+
+void set_data(const Tensor& x, const Tensor& src) {
+  TensorImpl* impl = x.impl();
+  const uint64_t v = impl->autograd_version();
+  impl->storage = src.impl()->storage;
+  impl->sizes = src.sizes();
+  impl->strides = src.strides();
+  impl->offset = src.offset();
+  impl->dtype = src.dtype();
+  impl->own_counter = std::make_shared<VersionCounter>(v);
+}
+
 void detach_(const Tensor& t) {
   TensorImpl* impl = t.impl();
   impl->grad_fn = nullptr;

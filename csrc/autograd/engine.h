@@ -32,6 +32,13 @@ void set_requires_grad(const Tensor& t, bool requires_grad);  // leaves only
 // t's history (a view's is regenerated first if its memory was written since).
 std::shared_ptr<Node> grad_fn(const Tensor& t);
 Tensor detach(const Tensor& t);
+// `x.data`: detach() with a version counter of its own, so that writes through
+// it (p.data.mul_(0.9)) do not invalidate what autograd saved of x.
+Tensor data_alias(const Tensor& t);
+// `x.data = src`: x takes src's memory, sizes, strides and dtype; its object,
+// requires_grad, history and version count stay (later writes to src are not
+// counted for x).
+void set_data(const Tensor& x, const Tensor& src);
 void detach_(const Tensor& t);
 void retain_grad(const Tensor& t);
 // Tensor.register_hook: returns the id for remove_hook. `post_accumulate` hooks

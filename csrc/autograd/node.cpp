@@ -31,6 +31,7 @@ Tensor detached(const Tensor& t) {
   impl->offset = src.offset;
   impl->dtype = src.dtype;
   impl->wrapped_number = src.wrapped_number;
+  impl->own_counter = src.own_counter;  // detach() shares the version counter
   // An alias of an inference tensor is one too (PyTorch: detach keeps the kind).
   if (is_inference(t)) meta(Tensor(impl)).inference = true;
   return Tensor(std::move(impl));
@@ -127,12 +128,13 @@ void Node::run_pre_hooks(std::vector<Tensor>& g) {
     if (!impl || nr >= g.size() || !g[nr].defined()) continue;
     Tensor gi = GradMode::is_enabled() ? g[nr] : detached(g[nr]);
     impl->grad = impl->grad ? ops::add(Tensor(impl->grad), gi).impl_ptr() : ops::clone(gi).impl_ptr();
+    drop_grad_wrapper(*impl);
   }
 }
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, bool hold) : is_output_(is_output) {
   if (!t.defined()) return;
-  version_ = t.version();
+  version_ = t.autograd_version();
   if (!hold) {
     placeholder_ = true;
     meta_ = t.meta();
@@ -196,12 +198,12 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
     return Tensor(std::move(impl));
   }
   if (!data_.defined()) return data_;
-  if (data_.version() != version_) {
+  if (data_.autograd_version() != version_) {
     // Raised by the dispatcher only if the formula really uses this tensor.
     Tensor t = detached(data_);
     meta(t).stale_error =
         str("one of the variables needed for gradient computation has been modified by an inplace operation: [",
-            dtype_name(t.dtype()), " ", shape_str(t.sizes()), "] is at version ", data_.version(),
+            dtype_name(t.dtype()), " ", shape_str(t.sizes()), "] is at version ", data_.autograd_version(),
             "; expected version ", version_, " instead (", owner->name(),
             " saved it; clone() it before the in-place write, or write out of place)");
     return t;
@@ -310,6 +312,7 @@ void accumulate_grad(const std::shared_ptr<TensorImpl>& leaf, const Tensor& grad
     leaf->grad = ops::clone(g).impl_ptr();
   } else if (keep_graph || leaf->grad->requires_grad) {
     leaf->grad = ops::add(Tensor(leaf->grad), g).impl_ptr();
+    drop_grad_wrapper(*leaf);
   } else {
     Tensor acc(leaf->grad);
     ops::add_(acc, g);

@@ -39,9 +39,17 @@ struct AutogradMeta {
   // A saved tensor that was modified in place after it was saved carries the
   // error to raise when a derivative formula actually uses it.
   std::string stale_error;
+  // The binding's Python object for this tensor's .grad (opaque here), so that
+  // reading .grad twice gives the same object while .grad is the same tensor.
+  // Dropped whenever .grad is replaced (drop_grad_wrapper), not to keep the old
+  // gradient's memory alive.
+  std::shared_ptr<void> grad_wrapper;
 };
 AutogradMeta& meta(const Tensor& t);  // creates it if missing
 inline const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd_meta.get() : nullptr; }
+inline void drop_grad_wrapper(TensorImpl& impl) {
+  if (impl.autograd_meta) impl.autograd_meta->grad_wrapper.reset();
+}
 inline bool is_inference(const Tensor& t) {
   auto* m = meta_if(t);
   return m && m->inference;

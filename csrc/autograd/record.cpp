@@ -211,10 +211,19 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
     check_input_meta(op, inputs);
     if (grad_mode && !wants_grad) wants_grad = adopt_base_history(inputs);
   }
+  if (grad_mode && op.has(kInplace) && inputs[0].defined() && inputs[0].impl()->no_grad_view &&
+      (wants_grad || inputs[0].impl()->no_grad_view == 2))
+    throw Error(str(op.name, ": the tensor written [", dtype_name(inputs[0].dtype()), " ", shape_str(inputs[0].sizes()),
+                    "] is a view made under no_grad, and the in-place write runs with grad mode on: whether it "
+                    "should be recorded is ambiguous; make the view and the write both inside no_grad (not "
+                    "recorded) or both outside it (recorded)"));
   if (!wants_grad || !grad_mode) {
     std::vector<Tensor> out = run_kernel(op, inputs, attrs);
     if (t_inference) mark_inference(op, out);
-    if (grad_mode && op.has(kView)) link_views(op, inputs[0], out);
+    if (op.has(kView)) {
+      if (grad_mode) link_views(op, inputs[0], out);
+      else if (!t_inference) mark_no_grad_views(inputs[0], out);
+    }
     return out;
   }
   if (has_meta)

@@ -1,5 +1,7 @@
 #include "autograd/views.h"
 
+#include <algorithm>
+
 #include "ops/ops.h"
 
 namespace tp::autograd {
@@ -11,9 +13,9 @@ Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) 
 
 bool is_stale(const Tensor& t) {
   Node* n = t.impl()->grad_fn.get();
-  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.version();
+  if (auto* v = dynamic_cast<ViewOfBaseNode*>(n)) return v->version_ != t.autograd_version();
   auto* o = dynamic_cast<OpNode*>(n);
-  return o && !o->released() && !o->saved_inputs.empty() && o->saved_inputs[0].version() != t.version();
+  return o && !o->released() && !o->saved_inputs.empty() && o->saved_inputs[0].version() != t.autograd_version();
 }
 
 }  // namespace
@@ -58,7 +60,17 @@ void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>&
   Tensor base = view_base(input);
   if (!base.defined()) base = input;
   for (auto& o : outputs)
-    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) meta(o).view_base = base;
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) {
+      meta(o).view_base = base;
+      o.impl()->no_grad_view = input.impl()->no_grad_view;  // a view of such a view is one too
+    }
+}
+
+void mark_no_grad_views(const Tensor& input, const std::vector<Tensor>& outputs) {
+  if (!input.defined()) return;
+  const uint8_t kind = std::max<uint8_t>(input.impl()->no_grad_view, input.requires_grad() ? 2 : 1);
+  for (auto& o : outputs)
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) o.impl()->no_grad_view = kind;
 }
 
 bool adopt_base_history(const std::vector<Tensor>& inputs) {
@@ -73,7 +85,7 @@ bool adopt_base_history(const std::vector<Tensor>& inputs) {
 }
 
 void set_view_history(const Tensor& t, const Tensor& base) {
-  auto node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(t), t.version());
+  auto node = std::make_shared<ViewOfBaseNode>(base, Geometry::of(t), t.autograd_version());
   node->next_edges.push_back(gradient_edge(base));
   set_history(t, node, 0);
 }

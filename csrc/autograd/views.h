@@ -51,6 +51,10 @@ inline Tensor view_base(const Tensor& t) {
 }
 // Remembers the base of each output of view op `op` (called in grad mode).
 void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>& outputs);
+// Views made with grad mode off: marked (TensorImpl::no_grad_view) so that an
+// in-place write through them with grad mode on raises, as in PyTorch (whether
+// the write should be recorded, and for which base, is ambiguous).
+void mark_no_grad_views(const Tensor& input, const std::vector<Tensor>& outputs);
 // A view of a base that gained history after the view was made takes it up;
 // returns whether any input now requires grad.
 bool adopt_base_history(const std::vector<Tensor>& inputs);

@@ -28,6 +28,7 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
   impl->strides = strides;
   impl->offset = offset;
   impl->dtype = impl_->dtype;
+  impl->own_counter = impl_->own_counter;  // a view shares its base's autograd counter
   return Tensor(std::move(impl));
 }
 

@@ -52,10 +52,20 @@ class TensorImpl {
   uint32_t output_nr = 0;
   std::shared_ptr<TensorImpl> grad;
   bool retains_grad = false;
+  // A view made with grad mode off (1), of a tensor that required grad (2): an
+  // in-place write through it with grad mode on is refused (autograd/record.cpp).
+  uint8_t no_grad_view = 0;
   std::shared_ptr<autograd::AutogradMeta> autograd_meta;  // null for most tensors
+  // Null: the storage's shared counter. `.data` aliases own one, which their
+  // views and detach()es share (as_strided and detach copy this pointer).
+  std::shared_ptr<VersionCounter> own_counter;
 
   void* data() const { return static_cast<char*>(storage->data()) + offset * itemsize(dtype); }
+  // Every write to the memory, through any tensor (the compiled front end's stamp).
   uint64_t version() const { return storage->version(); }
+  VersionCounter& counter() const { return own_counter ? *own_counter : storage->shared_counter(); }
+  // Writes through this tensor's family (Tensor._version; saved-tensor checks).
+  uint64_t autograd_version() const { return counter().value.load(std::memory_order_relaxed); }
   Device device() const { return storage->device(); }
 };
 
@@ -91,7 +101,12 @@ class Tensor {
     return TensorMeta{impl_->sizes, impl_->strides, impl_->dtype, device(), impl_->wrapped_number};
   }
   uint64_t version() const { return impl_->version(); }
-  void bump_version() const { impl_->storage->bump_version(); }
+  uint64_t autograd_version() const { return impl_->autograd_version(); }
+  // An in-place write: counted for the memory and for this tensor's autograd counter.
+  void bump_version() const {
+    impl_->storage->bump_version();
+    impl_->counter().value.fetch_add(1, std::memory_order_relaxed);
+  }
   bool requires_grad() const { return impl_->requires_grad; }
   bool is_wrapped_number() const { return impl_->wrapped_number; }
 

@@ -406,6 +406,7 @@ std::vector<Tensor> view_dtype_cpu(const OpDef&, const std::vector<Tensor>& in, 
   impl->strides = om[0].strides;
   impl->offset = in[0].offset();
   impl->dtype = om[0].dtype;
+  impl->own_counter = in[0].impl()->own_counter;
   return {Tensor(std::move(impl))};
 }
 

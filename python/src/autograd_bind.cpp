@@ -182,18 +182,40 @@ void bind_tensor_autograd() {
   cls.attr("requires_grad") = property(
       nb::cpp_function([](const Tensor& t) { return t.requires_grad(); }),
       nb::cpp_function([](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); }));
-  method("requires_grad_", [](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); return t; },
-         nb::arg("requires_grad") = true);
+  // requires_grad_ and detach_ return the very object (an nn.Parameter stays one).
+  method("requires_grad_", [](nb::handle self, bool v) {
+    autograd::set_requires_grad(nb::cast<const Tensor&>(self), v);
+    return nb::borrow(self);
+  }, nb::arg("requires_grad") = true);
+  // .grad gives the same Python object while it is the same tensor (PyTorch's
+  // identity: `g = p.grad; ...; p.grad is g` after an in-place accumulation,
+  // id(p.grad) as a key, `p.grad = g; p.grad is g`).
   cls.attr("grad") = property(
-      nb::cpp_function([](const Tensor& t) -> std::optional<Tensor> {
-        if (t.impl()->grad_fn && !t.impl()->retains_grad && !t.impl()->grad)
+      nb::cpp_function([](const Tensor& t) -> nb::object {
+        TensorImpl* impl = t.impl();
+        if (impl->grad_fn && !impl->retains_grad && !impl->grad)
           PyErr_WarnEx(PyExc_UserWarning,
                        "The .grad attribute of a non-leaf Tensor is being accessed; it is not populated during "
                        "backward() unless you call .retain_grad() on it first.", 1);
-        if (!t.impl()->grad) return std::nullopt;
-        return Tensor(t.impl()->grad);
+        if (!impl->grad) {
+          autograd::drop_grad_wrapper(*impl);
+          return nb::none();
+        }
+        autograd::AutogradMeta& m = autograd::meta(t);
+        if (auto* o = static_cast<nb::object*>(m.grad_wrapper.get()); o && nb::inst_check(*o) &&
+                                                                     nb::cast<const Tensor&>(*o).impl() == impl->grad.get())
+          return *o;
+        nb::object o = nb::cast(Tensor(impl->grad));
+        m.grad_wrapper = keep_py(o);
+        return o;
       }),
-      nb::cpp_function([](const Tensor& t, std::optional<Tensor> g) {
+      nb::cpp_function([](const Tensor& t, nb::handle gh) {
+        std::optional<Tensor> g;
+        if (!gh.is_none()) {
+          TP_CHECK(nb::isinstance<Tensor>(gh), TypeError, "assigned grad expected to be a Tensor or None but got "
+                   "grad of type ", nb::type_name(gh.type()).c_str());
+          g = nb::cast<Tensor>(gh);
+        }
         refuse_in_capture("setting Tensor.grad (optimizer.zero_grad())",
                           "call it outside the compiled function (or zero_grad(set_to_none=False))");
         if (g) {
@@ -203,7 +225,9 @@ void bind_tensor_autograd() {
                    " but the tensor has dtype ", dtype_name(t.dtype()));
         }
         t.impl()->grad = g ? g->impl_ptr() : nullptr;
-      }));
+        autograd::drop_grad_wrapper(*t.impl());
+        if (g) autograd::meta(t).grad_wrapper = keep_py(nb::borrow(gh));
+      }, nb::arg("self"), nb::arg("grad").none()));
   prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
   prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
@@ -220,7 +244,10 @@ void bind_tensor_autograd() {
   }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = nb::none(), nb::arg("create_graph") = false,
      nb::arg("inputs") = nb::none());
   method("detach", [](const Tensor& t) { return detach_or_trace(t); });
-  method("detach_", [](const Tensor& t) { autograd::detach_(t); return t; });
+  method("detach_", [](nb::handle self) {
+    autograd::detach_(nb::cast<const Tensor&>(self));
+    return nb::borrow(self);
+  });
   method("retain_grad", [](const Tensor& t) {
     refuse_in_capture("Tensor.retain_grad", kHookInstead);
     autograd::retain_grad(t);
@@ -230,12 +257,27 @@ void bind_tensor_autograd() {
     int64_t id = autograd::register_hook(t, python_hook(fn));
     return HookHandle{autograd::hook_owner(t), id};
   }, nb::arg("hook"));
-  method("register_post_accumulate_grad_hook", [](const Tensor& t, nb::handle fn) {
+  // The hook gets the very object it was registered on (an nn.Parameter, a key of
+  // the user's dict of per-parameter optimizers), held weakly: the hook lives on
+  // the tensor, and a strong reference would keep the object alive forever.
+  method("register_post_accumulate_grad_hook", [](nb::handle self, nb::handle fn) {
+    const Tensor& t = nb::cast<const Tensor&>(self);
     refuse_in_capture("Tensor.register_post_accumulate_grad_hook", kHookInstead);
     auto f = hold(fn);
-    int64_t id = autograd::register_hook(t, [f](const Tensor& leaf) {
+    auto owner = keep_py(nb::steal(PyWeakref_NewRef(self.ptr(), nullptr)));
+    int64_t id = autograd::register_hook(t, [f, owner](const Tensor& leaf) {
       nb::gil_scoped_acquire gil;
-      (*f)(leaf);
+#if PY_VERSION_HEX >= 0x030D0000
+      PyObject* ref = nullptr;
+      PyWeakref_GetRef(owner->ptr(), &ref);
+      nb::object obj = ref ? nb::steal(ref) : nb::none();
+#else
+      nb::object obj = nb::borrow(PyWeakref_GetObject(owner->ptr()));  // None once dead
+#endif
+      if (!obj.is_none() && nb::cast<const Tensor&>(obj).impl() == leaf.impl())
+        (*f)(obj);
+      else
+        (*f)(leaf);
       return Tensor();
     }, true);
     return HookHandle{autograd::hook_owner(t), id};

@@ -411,7 +411,17 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
       }
       return nb::borrow(out_obj);
     }
-    if (results.size() == 1 && !o.schema->returns_list) return nb::cast(std::move(results[0]));
+    if (results.size() == 1 && !o.schema->returns_list) {
+      // An operator that hands back an argument unchanged (contiguous() of a
+      // contiguous tensor, to() of its own dtype) gives that very object, as
+      // PyTorch does: an nn.Parameter stays one, `is` and id() hold.
+      if (results[0].defined())
+        for (size_t i = 0; i < npos; ++i)
+          if (nb::isinstance<Tensor>(nb::handle(pos[i])) &&
+              nb::cast<const Tensor&>(nb::handle(pos[i])).impl() == results[0].impl())
+            return nb::borrow(pos[i]);
+      return nb::cast(std::move(results[0]));
+    }
     nb::list items;
     for (auto& r : results) items.append(nb::cast(std::move(r)));
     if (!o.result_type.is_none()) return o.result_type(*nb::tuple(items));

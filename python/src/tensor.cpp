@@ -197,7 +197,9 @@ nb::object to_numpy(const Tensor& t) {
 }  // namespace
 
 void bind_tensor(nb::module_& m) {
-  nb::class_<Tensor> cls(m, "Tensor");
+  // Weakly referenceable as PyTorch's tensors are (weakref.ref, WeakKeyDictionary,
+  // and the post-accumulate-grad hook, which hands the hooked object back).
+  nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
   // t.float(), t.double(), ...: the conversion methods differ only in the dtype.
   static constexpr std::pair<const char*, DType> kConversionMethods[] = {
       {"float", DType::Float32}, {"double", DType::Float64}, {"long", DType::Int64},  {"bool", DType::Bool},
@@ -251,7 +253,7 @@ void bind_tensor(nb::module_& m) {
           }, nb::arg("memory_format") = nb::none())
       .def("storage_offset", &Tensor::offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
-      .def_prop_ro("_version", &Tensor::version)
+      .def_prop_ro("_version", &Tensor::autograd_version)
       .def_prop_ro("device", &device_of)
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp
       .def("item", [](const Tensor& t) -> nb::object {
@@ -307,17 +309,11 @@ void bind_tensor(nb::module_& m) {
       .def("__imul__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::mul_, "mul_"); })
       .def("__itruediv__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::div_, "div_"); })
       // ---- methods that are not operators (operators are generated: op_binding.cpp) ----
-      // .data: the same memory without autograd history; assigning it swaps the
-      // tensor's memory and shape while the object (and its requires_grad) stays.
-      .def_prop_rw("data", [](const Tensor& t) { return autograd::detach(t); },
-                   [](Tensor& t, const Tensor& src) {
-                     TensorImpl* impl = t.impl();
-                     impl->storage = src.impl()->storage;
-                     impl->sizes = src.sizes();
-                     impl->strides = src.strides();
-                     impl->offset = src.offset();
-                     impl->dtype = src.dtype();
-                   })
+      // .data: the same memory without autograd history and with a version counter
+      // of its own; assigning it swaps the tensor's memory and shape while the
+      // object (its requires_grad and version count) stays.
+      .def_prop_rw("data", [](const Tensor& t) { return autograd::data_alias(t); },
+                   [](Tensor& t, const Tensor& src) { autograd::set_data(t, src); })
       .def_prop_ro("T", [](const Tensor& t) {
         Dims d;
         for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);

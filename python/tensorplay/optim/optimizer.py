@@ -88,8 +88,12 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad = g.detach()
-                    p.grad.zero_()
+                    # In place, as PyTorch: the same .grad object, history cut (create_graph).
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient, through the subclass's

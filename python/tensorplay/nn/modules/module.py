@@ -372,8 +372,12 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad = g.detach()
-                p.grad.zero_()
+                # In place, as PyTorch: the same .grad object, history cut (create_graph).
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad_(False)
+                g.zero_()
 
     def apply(self, fn):
         for m in self.children():
@@ -396,10 +400,11 @@ class Module:
             new = fn(p.detach())
             if new is not p and not _same_memory(new, p):
                 p.data = new
-            if p.grad is not None:
-                g = fn(p.grad)
-                if g is not p.grad:
-                    p.grad = g
+            g = p.grad
+            if g is not None:  # the same .grad object too, its memory swapped
+                new_g = fn(g.detach())
+                if not _same_memory(new_g, g):
+                    g.data = new_g
         for k, b in self._buffers.items():
             if b is not None:
                 self._buffers[k] = fn(b)
