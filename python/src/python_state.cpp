@@ -145,11 +145,11 @@ std::string state_text(const ModuleState& st) {
 
 }  // namespace
 
-std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st) {
+std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleState> st) {
   // The last call's objects (held, so an address cannot be reused) and text.
   auto last = std::make_shared<std::pair<std::vector<nb::object>, std::string>>();
   auto valid = std::make_shared<bool>(false);
-  return [st, last, valid] {
+  return [st, last, valid]() -> const std::string& {
     if (!st->resolved) {
       st->resolved = true;
       st->resolve();

@@ -168,6 +168,6 @@ struct ModuleState {
 
 // The reader given to CompiledFunction::set_state_reader: the state's text,
 // rebuilt only when one of its objects changed.
-std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st);
+std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleState> st);
 
 }  // namespace tp::py
