@@ -10,6 +10,16 @@
 
 namespace tp::py {
 
+// CPython 3.11 stamps every dict with a version that changes whenever the dict
+// does (PEP 509; deprecated from 3.12): an unchanged version proves unchanged
+// contents, so per-call checks of module state and of the paths to free
+// tensors compare one number per dict instead of walking entries or repeating
+// attribute lookups. Without it (3.12+) they take the walk every call.
+#if PY_VERSION_HEX < 0x030C0000
+#define TP_DICT_VERSIONS 1
+inline uint64_t dict_version(PyObject* d) { return reinterpret_cast<PyDictObject*>(d)->ma_version_tag; }
+#endif
+
 // The Python state a capture bakes in and that must select the version (read at
 // every call, part of the first-level entry and the key):
 // - per nn.Module, its `training` flag (dropout, batch norm trace one branch), its
