@@ -217,23 +217,28 @@ struct FreeTensorPath {
   enum Kind { kAttr, kItem, kCell };
   std::shared_ptr<nb::object> root;
   std::vector<std::pair<Kind, std::shared_ptr<nb::object>>> steps;
+#ifdef TP_DICT_VERSIONS
+  PathCache cache;  // walked again only when something along the path changed
+#endif
 
-  // The object at the end of the path: walked step by step, unless every step is
-  // known unchanged since the last walk (`cache`).
+  // The object at the end of the path (null when a step fails).
   nb::object value() {
 #ifdef TP_DICT_VERSIONS
-    if (cache_valid()) return cache_value;
+    if (const nb::object* v = cache.hit()) return *v;
+    cache.start();
+    nb::object cur = walk();
+    cache.finish(cur);
+    return cur;
+  }
+  nb::object walk() {
 #endif
     nb::object cur = *root;
-#ifdef TP_DICT_VERSIONS
-    cache.clear();
-    cache_value = nb::object();
-    bool cacheable = true;
-#endif
     for (auto& [kind, key] : steps) {
       PyObject* r = nullptr;
 #ifdef TP_DICT_VERSIONS
-      if (cacheable) cacheable = remember(cur, kind, key->ptr());
+      if (kind == kAttr) cache.note_attr(cur, key->ptr());
+      else if (kind == kItem) cache.note_item(cur, key->ptr());
+      else cache.note_cell(cur);
 #endif
       switch (kind) {
         case kAttr: r = PyObject_GetAttr(cur.ptr(), key->ptr()); break;
@@ -253,10 +258,6 @@ struct FreeTensorPath {
       }
       cur = nb::steal(r);
     }
-#ifdef TP_DICT_VERSIONS
-    if (cacheable) cache_value = cur;
-    else cache.clear();
-#endif
     return cur;
   }
 
@@ -265,81 +266,6 @@ struct FreeTensorPath {
     if (!cur.is_valid() || !nb::isinstance<Tensor>(cur)) return Tensor();
     return nb::cast<Tensor>(cur);
   }
-
-#ifdef TP_DICT_VERSIONS
-  // Per step, what its result depends on: an item of an exact dict on the dict's
-  // version; an attribute found in an object's own __dict__ on the object's type
-  // (its version tag: any change to the class or a base resets it), the dict
-  // the object holds and that dict's version. Other steps (cells, properties,
-  // class attributes, __getattr__ results, custom containers) are walked every call.
-  // The objects along the path are held while cached (until a walk replaces them).
-  struct Step {
-    nb::object object, dict;
-    uint64_t dict_version = 0;
-    PyTypeObject* type = nullptr;  // attribute steps
-    unsigned type_version = 0;
-  };
-  std::vector<Step> cache;
-  nb::object cache_value;
-
-  // A dict, or a subclass that keeps dict's item lookup (no __getitem__ of its own).
-  static bool plain_dict_lookup(PyObject* o) {
-    if (PyDict_CheckExact(o)) return true;
-    PyMappingMethods* m = Py_TYPE(o)->tp_as_mapping;
-    return PyDict_Check(o) && m && m->mp_subscript == PyDict_Type.tp_as_mapping->mp_subscript;
-  }
-
-  bool cache_valid() const {
-    if (!cache_value.is_valid()) return false;
-    for (const Step& st : cache) {
-      if (!st.type && !plain_dict_lookup(st.object.ptr())) return false;
-      if (st.type) {
-        PyObject* o = st.object.ptr();
-        if (Py_TYPE(o) != st.type || !(st.type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
-            st.type->tp_version_tag != st.type_version)
-          return false;
-        PyObject** dp = _PyObject_GetDictPtr(o);
-        if (!dp || *dp != st.dict.ptr()) return false;
-      }
-      if (dict_version(st.dict.ptr()) != st.dict_version) return false;
-    }
-    return true;
-  }
-
-  // Notes what the step from `cur` depends on; false when it cannot be cached.
-  bool remember(const nb::object& cur, Kind kind, PyObject* key) {
-    PyObject* o = cur.ptr();
-    if (kind == kItem && plain_dict_lookup(o)) {
-      // (a subclass such as OrderedDict: found means its __missing__ is not called)
-      PyObject* v = PyDict_GetItemWithError(o, key);
-      if (!v) {
-        PyErr_Clear();
-        return false;
-      }
-      cache.push_back({cur, cur, dict_version(o), nullptr, 0});
-      return true;
-    }
-    if (kind != kAttr || !PyUnicode_CheckExact(key)) return false;
-    PyTypeObject* type = Py_TYPE(o);
-    // The generic attribute lookup (a class's __getattr__ runs only when it fails),
-    // no class attribute of that name (so no descriptor comes before the instance
-    // dict), and the name in the instance dict.
-    static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
-    static PyObject* const generic = _PyType_Lookup(&PyBaseObject_Type, getattribute);
-    if (type->tp_getattro != PyObject_GenericGetAttr && _PyType_Lookup(type, getattribute) != generic) return false;
-    if (_PyType_Lookup(type, key) != nullptr) return false;
-    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;  // (_PyType_Lookup assigns one when it can)
-    PyObject** dp = _PyObject_GetDictPtr(o);
-    if (!dp || !*dp || !PyDict_CheckExact(*dp)) return false;
-    PyObject* v = PyDict_GetItemWithError(*dp, key);
-    if (!v) {
-      PyErr_Clear();
-      return false;
-    }
-    cache.push_back({cur, nb::borrow(*dp), dict_version(*dp), type, type->tp_version_tag});
-    return true;
-  }
-#endif
 };
 
 compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {

@@ -205,3 +205,70 @@ def test_reentrant_call_of_the_same_compiled_function():
     assert len(inner_results) == 3
     for arg, y, got in inner_results:
         _same(got, arg * y + 1)
+
+
+def test_config_numbers_changed_in_a_hot_loop_through_every_owner():
+    # Python numbers the function reads through an object attribute, a dict item,
+    # a closure cell and a nested object: each change (in a loop, where CPython
+    # specializes the stores) selects the version eager's value needs.
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.scale = 1.0
+    cfg.inner = Cfg()
+    cfg.inner.shift = 0.0
+    table = {"bias": 0.0}
+    power = 1
+
+    def make():
+        def f(x):
+            return (x * cfg.scale + cfg.inner.shift + table["bias"]) ** power
+        return f
+
+    f = make()
+    cf = tp.compile(f)
+    x = tp.rand(4) + 0.5
+    for i in range(30):
+        cfg.scale = float(i % 3)
+        if i % 4 == 0:
+            cfg.inner.shift = float(i)
+        if i % 5 == 0:
+            table["bias"] = float(i) / 2
+        if i % 7 == 0:
+            cfg.inner = Cfg()
+            cfg.inner.shift = -1.0
+        _same(cf(x), f(x))
+
+
+def test_closure_cell_rebound_in_a_hot_loop():
+    scale = 1.0
+
+    def f(x):
+        return x * scale
+
+    cf = tp.compile(f)
+    x = tp.randn(4)
+    for i in range(25):
+        scale = float(i)  # noqa: F841  (rebinds the cell f reads)
+        _same(cf(x), x * float(i))
+
+
+def test_config_attribute_shadowed_by_a_class_property():
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.scale = 2.0
+
+    def f(x):
+        return x * cfg.scale
+
+    cf = tp.compile(f)
+    x = tp.randn(4)
+    for _ in range(3):
+        _same(cf(x), x * 2.0)
+    Cfg.scale = property(lambda self: 5.0)
+    _same(cf(x), x * 5.0)
+    del Cfg.scale
+    _same(cf(x), x * 2.0)
