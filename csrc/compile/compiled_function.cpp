@@ -886,12 +886,26 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     first_ = FirstLevel{};
     epoch_ = cache_epoch();
   }
-  std::vector<Tensor> all;
+  std::vector<Tensor> own;
+  const bool reuse = !all_busy_;
+  std::vector<Tensor>& all = reuse ? all_scratch_ : own;
+  struct Release {
+    std::vector<Tensor>& v;
+    bool* busy;
+    ~Release() {
+      v.clear();
+      if (busy) *busy = false;
+    }
+  } release{all, reuse ? &all_busy_ : nullptr};
+  all_busy_ = true;
   all.reserve(args.size());
   for (auto& a : args)
     if (const Tensor* t = std::get_if<Tensor>(&a)) all.push_back(*t);
   const size_t n = all.size();
-  if (state_reader_) state_ = state_reader_();
+  if (state_reader_) {
+    const std::string& now = state_reader_();
+    if (now != state_) state_ = now;
+  }
   if (bucket_policy_.enabled() && !in_bucket_call_) {
     // Shape buckets: a padding-safe call runs padded through the path below.
     std::vector<Tensor> r;

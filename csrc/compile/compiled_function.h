@@ -73,7 +73,9 @@ class CompiledFunction {
   void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
   // Non-tensor state the capture bakes in that must select the version (a module's
   // training flags): read at every call, part of the first-level entry and the key.
-  void set_state_reader(std::function<std::string()> reader) { state_reader_ = std::move(reader); }
+  // The text it returns must stay valid until its next call (the reader keeps it,
+  // so a call copies nothing while the state is unchanged).
+  void set_state_reader(std::function<const std::string&()> reader) { state_reader_ = std::move(reader); }
   // The function's name, for region names in errors, logs and metrics.
   void set_name(std::string name) { name_ = std::move(name); }
   const CompileOptions& options() const { return options_; }
@@ -222,7 +224,7 @@ class CompiledFunction {
   std::string name_;
   int num_params_;  // -1: unknown / variadic
   FreeTensorLocator locator_;
-  std::function<std::string()> state_reader_;
+  std::function<const std::string&()> state_reader_;
   std::string state_;  // what state_reader_ gave for the current call
   // Specialization key -> the versions built under it (several when free tensors' metadata differ).
   std::unordered_map<std::string, std::vector<std::unique_ptr<Artifact>>> cache_;
@@ -233,6 +235,10 @@ class CompiledFunction {
   std::vector<std::vector<Shape>> seen_sizes_;
   std::vector<std::vector<bool>> changed_dims_;
   FirstLevel first_;
+  // call()'s tensor vector, kept between calls (emptied before each returns);
+  // a call made while one runs uses its own.
+  std::vector<Tensor> all_scratch_;
+  bool all_busy_ = false;
   uint64_t epoch_;
   bool warned_fallback_ = false;
   int gated_versions_ = 0;  // versions built with data gates (capped by max_gate_artifacts)

@@ -218,11 +218,29 @@ struct FreeTensorPath {
   enum Kind { kAttr, kItem, kCell };
   std::shared_ptr<nb::object> root;
   std::vector<std::pair<Kind, std::shared_ptr<nb::object>>> steps;
+#ifdef TP_DICT_VERSIONS
+  PathCache cache;  // walked again only when something along the path changed
+#endif
 
-  Tensor read() const {
+  // The object at the end of the path (null when a step fails).
+  nb::object value() {
+#ifdef TP_DICT_VERSIONS
+    if (const nb::object* v = cache.hit()) return *v;
+    cache.start();
+    nb::object cur = walk();
+    cache.finish(cur);
+    return cur;
+  }
+  nb::object walk() {
+#endif
     nb::object cur = *root;
     for (auto& [kind, key] : steps) {
       PyObject* r = nullptr;
+#ifdef TP_DICT_VERSIONS
+      if (kind == kAttr) cache.note_attr(cur, key->ptr());
+      else if (kind == kItem) cache.note_item(cur, key->ptr());
+      else cache.note_cell(cur);
+#endif
       switch (kind) {
         case kAttr: r = PyObject_GetAttr(cur.ptr(), key->ptr()); break;
         case kItem:
@@ -237,11 +255,16 @@ struct FreeTensorPath {
       }
       if (!r) {
         PyErr_Clear();  // gone: the guard fails and the next capture sees what eager sees
-        return Tensor();
+        return nb::object();
       }
       cur = nb::steal(r);
     }
-    if (!nb::isinstance<Tensor>(cur)) return Tensor();
+    return cur;
+  }
+
+  Tensor read() {
+    nb::object cur = value();
+    if (!cur.is_valid() || !nb::isinstance<Tensor>(cur)) return Tensor();
     return nb::cast<Tensor>(cur);
   }
 };
@@ -278,7 +301,28 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
   };
 }
 
+// The Python-level entry of a compiled call (CPython's vectorcall protocol: the
+// arguments arrive as an array, no tuple or dict is built for a positional call).
+PyObject* compiled_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) noexcept;
+
+// Borrowed view of a call's positional arguments.
+struct ArgArray {
+  PyObject* const* items;
+  size_t n;
+  size_t size() const { return n; }
+  nb::handle operator[](size_t i) const { return items[i]; }
+  nb::tuple tuple() const {
+    nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
+    if (!t.is_valid()) throw nb::python_error();
+    for (size_t i = 0; i < n; ++i) PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), Py_NewRef(items[i]));
+    return nb::borrow<nb::tuple>(t);
+  }
+};
+
 struct PyCompiled {
+  // First member, at the offset the type's tp_vectorcall_offset names (every
+  // instance is made inline by _compile, so that offset is the same for all).
+  vectorcallfunc vectorcall = compiled_vectorcall;
   std::unique_ptr<compile::CompiledFunction> fn;
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
@@ -307,9 +351,21 @@ struct PyCompiled {
   // again) and whether a capture ran.
   std::shared_ptr<std::vector<char>> lifted = std::make_shared<std::vector<char>>();
   std::shared_ptr<bool> captured = std::make_shared<bool>(false);
+  std::vector<ArgValue> values_scratch;  // call_positional's argument vector, reused
+  bool values_busy = false;
+  // The state reader is module_state_reader(state), not yet found to read nothing.
+  bool state_reader_droppable = false;
 
-  nb::object call(nb::args args, nb::kwargs kwargs) {
-    if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return hooked(*args, **kwargs);
+  // args[0..n) positional, then one value per name of `kwnames` (a tuple, or null).
+  nb::object call(PyObject* const* args, size_t n, PyObject* kwnames) {
+    const size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
+    // The slow paths below take the arguments as Python calls do.
+    auto forward = [&](nb::handle callee) {
+      PyObject* r = PyObject_Vectorcall(callee.ptr(), args, n, kwnames);
+      if (!r) throw nb::python_error();
+      return nb::steal(r);
+    };
+    if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return forward(hooked);
     // Forward-mode AD propagates tangents in the dispatcher hook, which the
     // generated code and the first-level entry never reach: while a dual level
     // is open the function runs eagerly, so its results carry tangents as
@@ -318,22 +374,38 @@ struct PyCompiled {
       TP_CHECK(!fn->options().strict_native, BackendError,
                "tp.compile(strict_native=True): forward-mode AD (a tp.autograd.forward_ad.dual_level is open) is not "
                "compiled; call the function outside the dual level or without strict_native");
-      return wrapped(*args, **kwargs);
+      return forward(wrapped);
     }
     // Keyword arguments and defaults are resolved against the signature on a
     // slow path; the common positional call goes straight to C++.
     int num_params = fn->num_params();
-    if ((kwargs.size() > 0 || (num_params >= 0 && static_cast<int>(args.size()) != num_params)) &&
-        !binder.is_none()) {
-      nb::object bound = binder(args, kwargs);
-      return call_positional(nb::borrow<nb::tuple>(bound));
+    if ((nkw > 0 || (num_params >= 0 && static_cast<int>(n) != num_params)) && !binder.is_none()) {
+      nb::dict kwargs;
+      for (size_t k = 0; k < nkw; ++k) kwargs[nb::handle(PyTuple_GET_ITEM(kwnames, static_cast<Py_ssize_t>(k)))] = nb::handle(args[n + k]);
+      nb::object bound = binder(ArgArray{args, n}.tuple(), kwargs);
+      nb::tuple t = nb::borrow<nb::tuple>(bound);
+      return call_positional(ArgArray{&PyTuple_GET_ITEM(t.ptr(), 0), static_cast<size_t>(PyTuple_GET_SIZE(t.ptr()))});
     }
-    TP_CHECK(kwargs.size() == 0, TypeError, "compiled function: keyword arguments are not supported for this callable");
-    return call_positional(args);
+    TP_CHECK(nkw == 0, TypeError, "compiled function: keyword arguments are not supported for this callable");
+    return call_positional(ArgArray{args, n});
   }
 
-  nb::object call_positional(nb::tuple args) {
-    std::vector<ArgValue> values;
+  nb::object call_positional(ArgArray args) {
+    // The argument vector is kept between calls (no allocation per call), and
+    // emptied before returning: a call holds no reference to its arguments after.
+    // A call made while one runs (a capture calling this very function) uses its own.
+    std::vector<ArgValue> own;
+    const bool reuse = !values_busy;
+    std::vector<ArgValue>& values = reuse ? values_scratch : own;
+    struct Release {
+      std::vector<ArgValue>& v;
+      bool* busy;
+      ~Release() {
+        v.clear();
+        if (busy) *busy = false;
+      }
+    } release{values, reuse ? &values_busy : nullptr};
+    values_busy = true;
     values.reserve(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
       nb::handle h = args[i];
@@ -345,7 +417,7 @@ struct PyCompiled {
         // Containers, None (an omitted optional such as optimizer.step's closure),
         // strings and other objects (a module, a generator, a config): the nested
         // path passes them through as part of the key (objects by identity).
-        return nested(args);
+        return nested(args.tuple());
       } else {
         throw TypeError(str("compiled function: argument ", i, " has unsupported type ", nb::inst_name(h).c_str(),
                             " (expected a Tensor, a number, or a tuple/list/dict of them)"));
@@ -398,6 +470,12 @@ struct PyCompiled {
     } else {
       out = fn->call(values, &structure);
     }
+    if (state_reader_droppable && state->resolved && state->mods.empty() && state->sources.empty()) {
+      // The capture can read no module and no Python number: the state is empty
+      // for good (nothing to re-list), so later calls skip the reader.
+      fn->set_state_reader(nullptr);
+      state_reader_droppable = false;
+    }
     auto* s = static_cast<const PyOutputStructure*>(structure);
     if (!s) return outputs_to_python(std::move(out), out.size() != 1);
     if (s->kind == PyOutputStructure::kTensor) {
@@ -421,6 +499,75 @@ struct PyCompiled {
     return s->build(objs);
   }
 };
+
+// A C++ exception thrown on a compiled call, raised as Python sees it: rethrown
+// inside a nanobind function (_C._raise_pending), so the module's exception
+// translators (CaptureError, TypeError, ...) apply exactly as for any binding.
+std::exception_ptr& pending_exception() {
+  static std::exception_ptr p;  // set and taken under the GIL
+  return p;
+}
+PyObject*& pending_raiser() {
+  static PyObject* f = nullptr;  // _C._raise_pending (module-lifetime reference)
+  return f;
+}
+PyObject* raise_pending(std::exception_ptr e) noexcept {
+  pending_exception() = std::move(e);
+  PyObject* r = PyObject_CallNoArgs(pending_raiser());
+  Py_XDECREF(r);  // (never a value: the call raises)
+  pending_exception() = nullptr;
+  return nullptr;
+}
+
+PyObject* compiled_call(PyCompiled* c, PyObject* const* args, size_t n, PyObject* kwnames) noexcept {
+  try {
+    return c->call(args, n, kwnames).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    return raise_pending(std::current_exception());
+  }
+}
+
+PyObject* compiled_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) noexcept {
+  // (the slot is PyCompiled::vectorcall, the object's first member)
+  auto* c = reinterpret_cast<PyCompiled*>(reinterpret_cast<char*>(self) + Py_TYPE(self)->tp_vectorcall_offset);
+  return compiled_call(c, args, static_cast<size_t>(PyVectorcall_NARGS(nargsf)), kwnames);
+}
+
+// tp_call: a call from C with a tuple and a dict (PyObject_Call, functools.partial).
+PyObject* compiled_tp_call(PyObject* self, PyObject* args, PyObject* kwargs) noexcept {
+  auto* c = nb::inst_ptr<PyCompiled>(self);
+  const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
+  if (!kwargs || PyDict_GET_SIZE(kwargs) == 0) return compiled_call(c, &PyTuple_GET_ITEM(args, 0), n, nullptr);
+  std::vector<PyObject*> flat(&PyTuple_GET_ITEM(args, 0), &PyTuple_GET_ITEM(args, 0) + n);
+  PyObject* names = PyTuple_New(PyDict_GET_SIZE(kwargs));
+  if (!names) return nullptr;
+  Py_ssize_t pos = 0, k = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    PyTuple_SET_ITEM(names, k++, Py_NewRef(key));
+    flat.push_back(value);
+  }
+  PyObject* r = compiled_call(c, flat.data(), n, names);
+  Py_DECREF(names);
+  return r;
+}
+
+PyType_Slot compiled_function_slots[] = {{Py_tp_call, reinterpret_cast<void*>(compiled_tp_call)}, {0, nullptr}};
+
+// Makes calls of CompiledFunction objects vectorcalls (the type's
+// tp_vectorcall_offset names PyCompiled::vectorcall inside the inline instance):
+// where the offset cannot be established, calls go through tp_call.
+void enable_vectorcall(nb::handle type) {
+  nb::object probe = nb::inst_alloc(type);  // not ready: dropped without running a destructor
+  const Py_ssize_t offset = reinterpret_cast<char*>(nb::inst_ptr<PyCompiled>(probe)) - reinterpret_cast<char*>(probe.ptr());
+  if (offset <= 0 || offset >= Py_TYPE(probe.ptr())->tp_basicsize) return;
+  auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
+  t->tp_vectorcall_offset = offset;
+  t->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+}
 
 compile::RegionFn python_region(nb::object callable) {
   auto holder = keep_py(std::move(callable));
@@ -505,15 +652,21 @@ void bind_compile(nb::module_& m) {
         return l;
       });
 
-  nb::class_<PyCompiled>(m, "CompiledFunction")
-      .def("__call__", &PyCompiled::call)
+  m.def("_raise_pending", [] {
+    std::exception_ptr e = pending_exception();
+    if (e) std::rethrow_exception(e);
+  });
+  pending_raiser() = m.attr("_raise_pending").inc_ref().ptr();
+  nb::class_<PyCompiled>(m, "CompiledFunction", nb::type_slots(compiled_function_slots))
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
       .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
       // Python state the capture bakes in (an optimizer's state layout and
       // hyperparameters): `reader()` returns a str read at every call, part of the key.
       .def("_set_state_reader", [](PyCompiled& c, nb::object reader) {
         auto r = keep_py(std::move(reader));
-        c.fn->set_state_reader([r] { return nb::cast<std::string>((*r)()); });
+        c.state_reader_droppable = false;
+        auto text = std::make_shared<std::string>();
+        c.fn->set_state_reader([r, text]() -> const std::string& { return *text = nb::cast<std::string>((*r)()); });
       })
       // A function that calls modules (a training step naming a global `model`):
       // `finder()` lists them, at the first call; their training flags and forward
@@ -522,6 +675,7 @@ void bind_compile(nb::module_& m) {
         auto st = std::make_shared<ModuleState>();
         st->finder = keep_py(std::move(finder));
         c.state = st;
+        c.state_reader_droppable = true;
         c.fn->set_state_reader(module_state_reader(st));
       })
       .def("_set_hooked_call", [](PyCompiled& c, nb::object hooked) { c.hooked = std::move(hooked); })
@@ -577,6 +731,7 @@ void bind_compile(nb::module_& m) {
       .def_prop_ro("last_call_bucketed", [](const PyCompiled& c) { return c.fn->last_call_bucketed(); })
       .def_prop_ro("bucketed_calls", [](const PyCompiled& c) { return c.fn->bucketed_calls(); })
       .def_prop_ro("last_bucket_refusal", [](const PyCompiled& c) { return c.fn->last_bucket_refusal(); });
+  enable_vectorcall(nb::type<PyCompiled>());
 
   m.def("_compile", [](nb::object fn, std::string backend, nb::object custom, std::string mode,
                        std::map<std::string, std::string> options, nb::object dynamic, bool fullgraph, bool strict_native,
@@ -591,7 +746,10 @@ void bind_compile(nb::module_& m) {
     o.dynamic = dynamic.is_none() ? D::Auto : (PyObject_IsTrue(dynamic.ptr()) == 1 ? D::On : D::Off);
     o.fullgraph = fullgraph;
     o.strict_native = strict_native;
-    auto pc = std::make_unique<PyCompiled>();
+    // Made inline in its Python object, as enable_vectorcall requires.
+    nb::object self = nb::inst_alloc(nb::type<PyCompiled>());
+    PyCompiled* pc = new (nb::inst_ptr<PyCompiled>(self)) PyCompiled();
+    nb::inst_mark_ready(self);
     pc->wrapped = fn;
     pc->binder = binder;
     auto fn_ref = keep_py(fn);
@@ -632,7 +790,7 @@ void bind_compile(nb::module_& m) {
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));
-    return pc;
+    return self;
   }, nb::arg("fn"), nb::arg("backend"), nb::arg("custom").none(), nb::arg("mode"), nb::arg("options"),
      nb::arg("dynamic").none(), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
      nb::arg("binder").none());

@@ -58,7 +58,7 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
 // last call the state is the same, and a call costs one pointer comparison per
 // entry; any difference rebuilds the text (which may well be equal again).
 template <class Visit>
-void visit_state(const ModuleState& st, Visit&& visit) {
+void visit_modules(const ModuleState& st, Visit&& visit) {
   for (size_t m = 0; m < st.mods.size(); ++m) {
     for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
       PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
@@ -78,6 +78,10 @@ void visit_state(const ModuleState& st, Visit&& visit) {
       visit(nullptr);
     }
   }
+}
+
+template <class Visit>
+void visit_sources(const ModuleState& st, Visit&& visit) {
   for (auto& src : st.sources) {
     nb::object held = src.value();
     PyObject* v = held.ptr();
@@ -87,6 +91,20 @@ void visit_state(const ModuleState& st, Visit&& visit) {
     visit(nullptr);
   }
 }
+
+#ifdef TP_DICT_VERSIONS
+// The version of every dict visit_modules walks, in its order (0 for none).
+template <class Visit>
+void visit_module_dict_versions(const ModuleState& st, Visit&& visit) {
+  auto version = [](const std::shared_ptr<nb::object>& d) { return d ? dict_version(d->ptr()) : 0; };
+  for (size_t m = 0; m < st.mods.size(); ++m) {
+    visit(version(st.hook_dicts[2 * m]));
+    visit(version(st.hook_dicts[2 * m + 1]));
+    visit(version(st.attr_dicts[m]));
+    visit(version(st.child_dicts[m]));
+  }
+}
+#endif
 
 std::string state_text(const ModuleState& st) {
   std::string s;
@@ -145,11 +163,18 @@ std::string state_text(const ModuleState& st) {
 
 }  // namespace
 
-std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st) {
-  // The last call's objects (held, so an address cannot be reused) and text.
-  auto last = std::make_shared<std::pair<std::vector<nb::object>, std::string>>();
+std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleState> st) {
+  // The last call's objects (held, so an address cannot be reused) and text;
+  // the modules' part of the objects ends at `module_objects`.
+  struct Last {
+    std::vector<nb::object> objects;
+    size_t module_objects = 0;
+    std::vector<uint64_t> dict_versions;
+    std::string text;
+  };
+  auto last = std::make_shared<Last>();
   auto valid = std::make_shared<bool>(false);
-  return [st, last, valid] {
+  return [st, last, valid]() -> const std::string& {
     if (!st->resolved) {
       st->resolved = true;
       st->resolve();
@@ -157,21 +182,41 @@ std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st
     if (*valid) {
       size_t i = 0;
       bool same = true;
-      visit_state(*st, [&](PyObject* o) {
-        same = same && i < last->first.size() && last->first[i].ptr() == o;
+      auto compare = [&](PyObject* o) {
+        same = same && i < last->objects.size() && last->objects[i].ptr() == o;
         ++i;
+      };
+#ifdef TP_DICT_VERSIONS
+      // The modules' dicts unchanged: their entries are the same objects.
+      size_t k = 0;
+      visit_module_dict_versions(*st, [&](uint64_t v) {
+        same = same && k < last->dict_versions.size() && last->dict_versions[k] == v;
+        ++k;
       });
-      if (same && i == last->first.size()) return last->second;
+      same = same && k == last->dict_versions.size();
+      i = last->module_objects;
+#else
+      visit_modules(*st, compare);
+#endif
+      if (same) visit_sources(*st, compare);
+      if (same && i == last->objects.size()) return last->text;
     }
     if (st->tree_changed()) {  // list the modules again; versions of the old tree are not reused
       st->resolve();
       ++st->generation;
     }
-    last->first.clear();
-    visit_state(*st, [&](PyObject* o) { last->first.push_back(o ? nb::borrow(o) : nb::object()); });
-    last->second = state_text(*st);
+    last->objects.clear();
+    auto keep = [&](PyObject* o) { last->objects.push_back(o ? nb::borrow(o) : nb::object()); };
+    visit_modules(*st, keep);
+    last->module_objects = last->objects.size();
+    visit_sources(*st, keep);
+#ifdef TP_DICT_VERSIONS
+    last->dict_versions.clear();
+    visit_module_dict_versions(*st, [&](uint64_t v) { last->dict_versions.push_back(v); });
+#endif
+    last->text = state_text(*st);
     *valid = true;
-    return last->second;
+    return last->text;
   };
 }
 

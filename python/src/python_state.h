@@ -10,6 +10,121 @@
 
 namespace tp::py {
 
+// CPython 3.11 stamps every dict with a version that changes whenever the dict
+// does (PEP 509; deprecated from 3.12): an unchanged version proves unchanged
+// contents, so per-call checks of module state and of the paths to free
+// tensors compare one number per dict instead of walking entries or repeating
+// attribute lookups. Without it (3.12+) they take the walk every call.
+#if PY_VERSION_HEX < 0x030C0000
+#define TP_DICT_VERSIONS 1
+inline uint64_t dict_version(PyObject* d) { return reinterpret_cast<PyDictObject*>(d)->ma_version_tag; }
+
+// The result of walking a path of item / attribute / cell steps from a fixed
+// root, valid while nothing a step depends on changed: an item of a dict (or of
+// a subclass keeping dict's lookup) on the dict's version; an attribute found in
+// an object's own __dict__ (generic lookup, no class attribute of that name) on
+// the object's class and its version tag (any change to the class or a base
+// resets it), the dict the object holds and that dict's version; a cell on its
+// content. Any other step (properties, __getattr__ results, lists, custom
+// containers, modules) leaves the path uncached: it is walked every call. The
+// objects along the path are held while cached (until the next walk).
+class PathCache {
+ public:
+  // A walk starts: forget the last one.
+  void start() {
+    steps_.clear();
+    value_ = nb::object();
+    ok_ = true;
+  }
+  // Before each step of the walk, from `cur`.
+  void note_item(const nb::object& cur, PyObject* key) {
+    if (!ok_) return;
+    PyObject* o = cur.ptr();
+    if (!plain_dict(o) || !found(o, key)) {
+      ok_ = false;
+      return;
+    }
+    steps_.push_back({cur, cur, dict_version(o), nullptr, 0});
+  }
+  void note_attr(const nb::object& cur, PyObject* key) {
+    if (!ok_) return;
+    ok_ = false;
+    PyObject* o = cur.ptr();
+    if (!PyUnicode_CheckExact(key)) return;
+    PyTypeObject* type = Py_TYPE(o);
+    static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
+    static PyObject* const generic = _PyType_Lookup(&PyBaseObject_Type, getattribute);
+    if (type->tp_getattro != PyObject_GenericGetAttr && _PyType_Lookup(type, getattribute) != generic) return;
+    if (_PyType_Lookup(type, key) != nullptr) return;  // (assigns the class a version tag when it can)
+    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;
+    PyObject** dp = _PyObject_GetDictPtr(o);
+    if (!dp || !*dp || !PyDict_CheckExact(*dp) || !found(*dp, key)) return;
+    steps_.push_back({cur, nb::borrow(*dp), dict_version(*dp), type, type->tp_version_tag});
+    ok_ = true;
+  }
+  void note_cell(const nb::object& cell) {
+    if (!ok_) return;
+    PyObject* v = PyCell_Check(cell.ptr()) ? PyCell_GET(cell.ptr()) : nullptr;
+    if (!v) {
+      ok_ = false;
+      return;
+    }
+    steps_.push_back({cell, nb::borrow(v), 0, nullptr, 0, true});
+  }
+  // The walk ended at `value` (null: a step failed; not cached).
+  void finish(const nb::object& value) {
+    if (ok_ && value.is_valid()) value_ = value;
+    else steps_.clear();
+  }
+  // The last walk's value when nothing it depends on changed; null otherwise.
+  const nb::object* hit() const {
+    if (!value_.is_valid()) return nullptr;
+    for (const Step& st : steps_) {
+      PyObject* o = st.object.ptr();
+      if (st.cell) {
+        if (PyCell_GET(o) != st.dict.ptr()) return nullptr;
+        continue;
+      }
+      if (st.type) {
+        if (Py_TYPE(o) != st.type || !(st.type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+            st.type->tp_version_tag != st.type_version)
+          return nullptr;
+        PyObject** dp = _PyObject_GetDictPtr(o);
+        if (!dp || *dp != st.dict.ptr()) return nullptr;
+      } else if (!plain_dict(o)) {  // (its class may have changed)
+        return nullptr;
+      }
+      if (dict_version(st.dict.ptr()) != st.dict_version) return nullptr;
+    }
+    return &value_;
+  }
+
+ private:
+  struct Step {
+    nb::object object, dict;  // cell steps: the cell and its content
+    uint64_t dict_version = 0;
+    PyTypeObject* type = nullptr;  // attribute steps
+    unsigned type_version = 0;
+    bool cell = false;
+  };
+  // A dict, or a subclass that keeps dict's item lookup (no __getitem__ of its own).
+  static bool plain_dict(PyObject* o) {
+    if (PyDict_CheckExact(o)) return true;
+    PyMappingMethods* m = Py_TYPE(o)->tp_as_mapping;
+    return PyDict_Check(o) && m && m->mp_subscript == PyDict_Type.tp_as_mapping->mp_subscript;
+  }
+  // (present: a subclass's __missing__ is not involved)
+  static bool found(PyObject* d, PyObject* key) {
+    PyObject* v = PyDict_GetItemWithError(d, key);
+    if (!v) PyErr_Clear();
+    return v != nullptr;
+  }
+  std::vector<Step> steps_;
+  nb::object value_;
+  bool ok_ = true;
+};
+#endif
+
 // The Python state a capture bakes in and that must select the version (read at
 // every call, part of the first-level entry and the key):
 // - per nn.Module, its `training` flag (dropout, batch norm trace one branch), its
@@ -53,15 +168,33 @@ struct ModuleState {
     // An nn.Module when listed (a global `model`): rebound to another, the
     // program may differ, as for a changed tree.
     nb::object object;
+#ifdef TP_DICT_VERSIONS
+    mutable PathCache cache;
+#endif
     // The value now (null when a step fails: the attribute is gone).
     nb::object value() const {
+#ifdef TP_DICT_VERSIONS
+      if (const nb::object* v = cache.hit()) return *v;
+      cache.start();
+      nb::object cur = walk();
+      cache.finish(cur);
+      return cur;
+    }
+    nb::object walk() const {
+#endif
       PyObject* o = owner->ptr();
       nb::object cur;
       if (PyCell_Check(o)) {
+#ifdef TP_DICT_VERSIONS
+        cache.note_cell(*owner);
+#endif
         PyObject* v = PyCell_GET(o);
         if (!v) return {};
         cur = nb::borrow(v);
       } else if (PyDict_Check(o) && !key->is_none()) {
+#ifdef TP_DICT_VERSIONS
+        cache.note_item(*owner, key->ptr());
+#endif
         PyObject* v = PyDict_GetItem(o, key->ptr());
         if (!v) return {};
         cur = nb::borrow(v);
@@ -70,6 +203,10 @@ struct ModuleState {
       }
       for (const Step& st : steps) {
         PyObject* r = nullptr;
+#ifdef TP_DICT_VERSIONS
+        if (st.attr) cache.note_attr(cur, st.key.ptr());
+        else cache.note_item(cur, st.key.ptr());
+#endif
         if (st.attr) {
           r = PyObject_GetAttr(cur.ptr(), st.key.ptr());
         } else if (PyDict_CheckExact(cur.ptr())) {
@@ -168,6 +305,6 @@ struct ModuleState {
 
 // The reader given to CompiledFunction::set_state_reader: the state's text,
 // rebuilt only when one of its objects changed.
-std::function<std::string()> module_state_reader(std::shared_ptr<ModuleState> st);
+std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleState> st);
 
 }  // namespace tp::py
