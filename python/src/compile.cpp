@@ -225,39 +225,27 @@ struct FreeTensorPath {
   // The object at the end of the path (null when a step fails).
   nb::object value() {
 #ifdef TP_DICT_VERSIONS
-    if (const nb::object* v = cache.hit()) return *v;
-    cache.start();
-    nb::object cur = walk();
-    cache.finish(cur);
-    return cur;
+    return cache.through([this] { return walk(); });
+#else
+    return walk();
+#endif
   }
   nb::object walk() {
-#endif
     nb::object cur = *root;
     for (auto& [kind, key] : steps) {
-      PyObject* r = nullptr;
 #ifdef TP_DICT_VERSIONS
       if (kind == kAttr) cache.note_attr(cur, key->ptr());
       else if (kind == kItem) cache.note_item(cur, key->ptr());
       else cache.note_cell(cur);
 #endif
-      switch (kind) {
-        case kAttr: r = PyObject_GetAttr(cur.ptr(), key->ptr()); break;
-        case kItem:
-          if (PyDict_CheckExact(cur.ptr())) {
-            r = PyDict_GetItemWithError(cur.ptr(), key->ptr());
-            Py_XINCREF(r);
-          } else {
-            r = PyObject_GetItem(cur.ptr(), key->ptr());
-          }
-          break;
-        case kCell: r = PyCell_Check(cur.ptr()) ? PyCell_Get(cur.ptr()) : nullptr; break;
+      if (kind == kCell) {
+        PyObject* r = PyCell_Check(cur.ptr()) ? PyCell_Get(cur.ptr()) : nullptr;
+        if (!r) PyErr_Clear();
+        cur = r ? nb::steal(r) : nb::object();
+      } else {
+        cur = path_step(cur, key->ptr(), kind == kAttr);
       }
-      if (!r) {
-        PyErr_Clear();  // gone: the guard fails and the next capture sees what eager sees
-        return nb::object();
-      }
-      cur = nb::steal(r);
+      if (!cur.is_valid()) return cur;  // gone: the guard fails and the next capture sees what eager sees
     }
     return cur;
   }

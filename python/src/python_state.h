@@ -76,6 +76,16 @@ class PathCache {
     if (ok_ && value.is_valid()) value_ = value;
     else steps_.clear();
   }
+  // The path's value: the cached one when nothing changed, else walk() again
+  // (noting its steps).
+  template <class Walk>
+  nb::object through(Walk&& walk) {
+    if (const nb::object* v = hit()) return *v;
+    start();
+    nb::object cur = walk();
+    finish(cur);
+    return cur;
+  }
   // The last walk's value when nothing it depends on changed; null otherwise.
   const nb::object* hit() const {
     if (!value_.is_valid()) return nullptr;
@@ -124,6 +134,25 @@ class PathCache {
   bool ok_ = true;
 };
 #endif
+
+// One attribute or item step of a path (an exact dict read without a
+// KeyError); null, with the error cleared, when it fails.
+inline nb::object path_step(const nb::object& cur, PyObject* key, bool attr) {
+  PyObject* r;
+  if (attr) {
+    r = PyObject_GetAttr(cur.ptr(), key);
+  } else if (PyDict_CheckExact(cur.ptr())) {
+    r = PyDict_GetItemWithError(cur.ptr(), key);
+    Py_XINCREF(r);
+  } else {
+    r = PyObject_GetItem(cur.ptr(), key);
+  }
+  if (!r) {
+    PyErr_Clear();
+    return nb::object();
+  }
+  return nb::steal(r);
+}
 
 // The Python state a capture bakes in and that must select the version (read at
 // every call, part of the first-level entry and the key):
@@ -174,14 +203,12 @@ struct ModuleState {
     // The value now (null when a step fails: the attribute is gone).
     nb::object value() const {
 #ifdef TP_DICT_VERSIONS
-      if (const nb::object* v = cache.hit()) return *v;
-      cache.start();
-      nb::object cur = walk();
-      cache.finish(cur);
-      return cur;
+      return cache.through([this] { return walk(); });
+#else
+      return walk();
+#endif
     }
     nb::object walk() const {
-#endif
       PyObject* o = owner->ptr();
       nb::object cur;
       if (PyCell_Check(o)) {
@@ -202,24 +229,12 @@ struct ModuleState {
         cur = nb::borrow(o);
       }
       for (const Step& st : steps) {
-        PyObject* r = nullptr;
 #ifdef TP_DICT_VERSIONS
         if (st.attr) cache.note_attr(cur, st.key.ptr());
         else cache.note_item(cur, st.key.ptr());
 #endif
-        if (st.attr) {
-          r = PyObject_GetAttr(cur.ptr(), st.key.ptr());
-        } else if (PyDict_CheckExact(cur.ptr())) {
-          r = PyDict_GetItemWithError(cur.ptr(), st.key.ptr());
-          Py_XINCREF(r);
-        } else {
-          r = PyObject_GetItem(cur.ptr(), st.key.ptr());
-        }
-        if (!r) {
-          PyErr_Clear();
-          return {};
-        }
-        cur = nb::steal(r);
+        cur = path_step(cur, st.key.ptr(), st.attr);
+        if (!cur.is_valid()) return {};
       }
       return cur;
     }
