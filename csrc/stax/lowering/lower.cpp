@@ -5,7 +5,6 @@
 // eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
-#include <algorithm>
 #include <unordered_set>
 
 #include <unordered_map>
@@ -168,10 +167,7 @@ class Lowerer {
       // An operand realized for an extern call is a buffer from now on: its
       // other readers load it instead of recomputing it.
       for (auto& [i, b] : c.realized())
-        if (auto* p = std::get_if<Node*>(&n->args.at(i)); p && *p) {
-          env_[*p] = b;
-          share_with_reshape_sources(*p, b);
-        }
+        if (auto* p = std::get_if<Node*>(&n->args.at(i)); p && *p) env_[*p] = b;
     }
     memoize(v);
     if (v.buffer < 0) origin_[n] = origin;
@@ -222,36 +218,6 @@ class Lowerer {
     }
   }
 
-  // An extern operand that is a reshape (view/reshape/_unsafe_view, the
-  // linear layer's flattening of [batch, seq, features]) of a computed value:
-  // the buffer holds that value's elements in row-major order too, so the
-  // values up the reshape chain read it as well. Without this, a value both
-  // fed to a GEMM and returned (a saved activation: relu, layer_norm, the
-  // attention heads' copy) was computed twice, the second time in a kernel of
-  // its own at the region's end, and written twice.
-  void share_with_reshape_sources(const Node* p, const Value& b) {
-    if (b.buffer < 0 || b.symbolic() || b.offset != 0 || b.strides != contiguous_strides(b.sizes)) return;
-    const Buffer& buf = prog_.buffers[static_cast<size_t>(b.buffer)];
-    if (!buf.size_exprs.empty() || numel(buf.sizes) != numel(b.sizes)) return;
-    while (p && p->target && p->meta.dtype == b.dtype) {
-      const std::string& op = p->target->name;
-      if ((op != "view" && op != "reshape" && op != "_unsafe_view") || p->args.empty()) return;
-      auto* src = std::get_if<Node*>(&p->args[0]);
-      if (!src || !*src || (*src)->meta.dtype != b.dtype || numel((*src)->meta.sizes) != numel(b.sizes)) return;
-      auto it = env_.find(*src);
-      if (it == env_.end() || it->second.buffer >= 0 || it->second.symbolic()) return;
-      it->second = LoweringContext::from_buffer(b.buffer, (*src)->meta.sizes, contiguous_strides((*src)->meta.sizes),
-                                                b.dtype);
-      p = *src;
-    }
-  }
-
-  bool written_by_extern(int buf) const {
-    for (const auto& e : prog_.externs)
-      if (std::find(e.outputs.begin(), e.outputs.end(), buf) != e.outputs.end()) return true;
-    return false;
-  }
-
   static void check_results(const Node* n, const LoweringContext& c) {
     if (!n->output_metas.empty() && c.results().size() != n->output_metas.size())
       cannot_lower(n, str("its rule gave ", c.results().size(), " results, the operator has ", n->output_metas.size()));
@@ -267,20 +233,6 @@ class Lowerer {
       // the output directly; inputs, constants and views of buffers are copied.
       bool reuse = buf >= 0 && prog_.buffers[buf].kind == BufferKind::Temp && v.offset == 0 &&
                    v.sizes == prog_.buffers[buf].sizes && v.strides == prog_.buffers[buf].strides;
-      // A contiguous reshape of a whole contiguous temp (an extern operand
-      // shared with its source, above) becomes the output in the output's shape.
-      // (Not an extern call's result: the call checks its result against the planned shape.)
-      const bool reshaped = buf >= 0 && !reuse && !v.symbolic() && prog_.buffers[buf].kind == BufferKind::Temp &&
-                            !written_by_extern(buf) &&
-                            prog_.buffers[buf].size_exprs.empty() && v.offset == 0 &&
-                            v.strides == contiguous_strides(v.sizes) &&
-                            prog_.buffers[buf].strides == contiguous_strides(prog_.buffers[buf].sizes) &&
-                            numel(v.sizes) == numel(prog_.buffers[buf].sizes);
-      if (reshaped) {
-        prog_.buffers[buf].sizes = v.sizes;
-        prog_.buffers[buf].strides = v.strides;
-        reuse = true;
-      }
       if (reuse && (v.symbolic() || !prog_.buffers[buf].size_exprs.empty())) {
         const Buffer& b = prog_.buffers[buf];
         reuse = v.symbolic() && b.size_exprs == v.sym_sizes && v.sym_offset.is_const() &&
