@@ -72,6 +72,18 @@ class _Simple(Optimizer):
         return loss
 
     @staticmethod
+    def _with_weight_decay(p, grad, group):
+        """The gradient with L2 weight decay added, or (decoupled_weight_decay, AdamW's form) the
+        parameter shrunk in place and the gradient unchanged."""
+        wd = group["weight_decay"]
+        if wd == 0:
+            return grad
+        if group.get("decoupled_weight_decay"):
+            p.mul_(1 - group["lr"] * wd)
+            return grad
+        return grad.add(p, alpha=wd)
+
+    @staticmethod
     def _zeros(p):
         return _tp.zeros_like(p)  # on the parameter's device
 
@@ -92,9 +104,8 @@ class Adamax(_Simple):
         state["exp_inf"] = self._zeros(p)
 
     def _update(self, p, grad, state, group, step):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd != 0:
-            grad = grad.add(p, alpha=wd)
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        grad = self._with_weight_decay(p, grad, group)
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_inf.mul_(beta2)
@@ -127,12 +138,8 @@ class NAdam(_Simple):
         state["exp_avg_sq"] = self._zeros(p)
 
     def _update(self, p, grad, state, group, step):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1 - lr * wd)
-            else:
-                grad = grad.add(p, alpha=wd)
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        grad = self._with_weight_decay(p, grad, group)
         decay = group["momentum_decay"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
@@ -171,12 +178,8 @@ class RAdam(_Simple):
         state["exp_avg_sq"] = self._zeros(p)
 
     def _update(self, p, grad, state, group, step):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1 - lr * wd)
-            else:
-                grad = grad.add(p, alpha=wd)
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        grad = self._with_weight_decay(p, grad, group)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
@@ -211,9 +214,8 @@ class Adadelta(_Simple):
         state["acc_delta"] = self._zeros(p)
 
     def _update(self, p, grad, state, group, step):
-        lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
-        if wd != 0:
-            grad = grad.add(p, alpha=wd)
+        lr, rho, eps = group["lr"], group["rho"], group["eps"]
+        grad = self._with_weight_decay(p, grad, group)
         square_avg, acc_delta = state["square_avg"], state["acc_delta"]
         square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
         std = square_avg.add(eps).sqrt_()
@@ -252,9 +254,8 @@ class ASGD(_Simple):
     def _update(self, p, grad, state, group, step):
         if isinstance(step, _tp.Tensor) or isinstance(group["lr"], _tp.Tensor):
             raise NotImplementedError("ASGD under tp.compile(optimizer.step) is not supported")
-        lr, lambd, alpha, t0, wd = group["lr"], group["lambd"], group["alpha"], group["t0"], group["weight_decay"]
-        if wd != 0:
-            grad = grad.add(p, alpha=wd)
+        lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
+        grad = self._with_weight_decay(p, grad, group)
         eta = state["eta"].item()
         p.mul_(1 - lambd * eta)
         p.add_(grad, alpha=-eta)
