@@ -7,6 +7,8 @@ training step's batch_norm-relu backward ran as scalar loops (slower than
 eager). The mask's bytes are now widened to lane masks (`tp_load_mask`); these
 check the values against eager / NumPy in every vector plan (inner, outer,
 masked tail, broadcast mask, float64) and that the vector plan is taken."""
+import re
+
 import numpy as np
 import pytest
 
@@ -117,15 +119,18 @@ def test_relu_backward_of_a_compiled_conv_bn_step_is_vectorized(monkeypatch, cap
 
 def test_a_symbolic_element_count_stays_in_vector_code():
     # A mean over a symbolic batch divides by a position (256 * s0 in the CNN's
-    # batch_norm backward); cast to float once and splatted, it no longer makes
-    # the dynamic version's pointwise kernel scalar (one version for all sizes).
+    # batch_norm backward); a value that does not move with the lanes (here the
+    # whole mean: the row's sum over the count) is scalar code splatted into
+    # the vector, so it no longer makes the dynamic version's pointwise kernel
+    # scalar (one version for all sizes).
     f = lambda x, g: g * x - (g * x).mean((0, 2), keepdim=True)
     cf = tp.compile(f, dynamic=True, strict_native=True)
     for n in (3, 5, 8):
         x, g = tp.randn(n, 4, 100), tp.randn(n, 4, 100)
         np.testing.assert_allclose(cf(x, g).numpy(), f(x, g).numpy(), rtol=1e-5, atol=1e-5)
     assert cf.num_specializations == 1
-    assert "= tp_splat_vf((float)(" in cf.last_source
+    assert "mul, mean, sub -> out0, vectorized" in cf.last_source
+    assert re.search(r"float (t\d+) = \(float\)\(t\d+\);\n.*\n *vf t\d+ = tp_splat_vf\(t\d+\);", cf.last_source)
 
 
 def test_a_position_moving_with_the_lanes_keeps_scalar_code_correct():

@@ -304,6 +304,7 @@ std::shared_ptr<CompiledRegion> compile_region(const graph::Graph& g, const Regi
   opts.masked_tails = options.masked_tails && isa.vector_bytes == 64;  // AVX-512 masked moves
   opts.cpp_vector_code = true;
   opts.phased_chunks = options.split_phases;
+  opts.stored_handover = true;
   Schedule sched = schedule(prog, opts);
   testing::apply_schedule_faults(prog, sched);
   codegen::PrintedUnit gen = codegen::CppPrinter().print(prog, sched);

@@ -61,6 +61,7 @@ class Lowerer {
       prog_.num_inputs++;
     }
     mark_shared_gemm_operands(g);
+    mark_shared_outputs(g);
     for (auto& up : g.nodes()) {
       const Node* n = up.get();
       if (n->opcode == Opcode::GetAttr || n->opcode == Opcode::CallFunction) check_dtype(n);
@@ -180,7 +181,7 @@ class Lowerer {
                               n->sym_sizes[d].to_string(), " (symbolic shapes)"));
     }
     if (realize_early_.count(n) && v.buffer < 0 && !v.symbolic() && n->output_metas.empty() && numel(v.sizes) > 0) {
-      // A GEMM operand with other readers (below): written once, here.
+      // A GEMM operand or a graph output with other readers (below): written once, here.
       LoweringContext c(r_, n, {}, {}, origin);
       int buf = c.realize(v, BufferKind::Temp, -1, origin);
       v = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
@@ -214,6 +215,26 @@ class Lowerer {
         }
         if (!v || v->opcode != Opcode::CallFunction || !v->target || gemms.count(v->target->name)) continue;
         if (v->users.size() > 1) realize_early_.insert(v);
+      }
+    }
+  }
+
+  // A computed graph output that other operators read too: it is written to
+  // memory anyway, so it is written when it is lowered and the other readers
+  // load it (one stream) instead of computing it again from its operands
+  // (theirs). SGD's new momentum buffer was recomputed by the parameter's
+  // update from the old buffer and the gradient; besides the extra reads, the
+  // old buffer then had two readers, so the new one could not be written in
+  // place and was copied back after each step.
+  void mark_shared_outputs(const graph::Graph& g) {
+    if (g.is_symbolic()) return;
+    for (auto& up : g.nodes()) {
+      if (up->opcode != Opcode::Output) continue;
+      for (auto& a : up->args) {
+        auto* p = std::get_if<Node*>(&a);
+        if (!p || !*p || (*p)->opcode != Opcode::CallFunction) continue;
+        for (const Node* u : (*p)->users)
+          if (u != up.get()) realize_early_.insert(*p);
       }
     }
   }
@@ -260,7 +281,7 @@ class Lowerer {
   std::unordered_map<const Node*, Value> env_;
   std::unordered_map<const Node*, std::string> origin_;
   std::unordered_map<const Node*, std::vector<Value>> results_;  // of multi-result nodes
-  std::unordered_set<const Node*> realize_early_;  // GEMM operands with other readers
+  std::unordered_set<const Node*> realize_early_;  // GEMM operands and outputs with other readers
 };
 
 }  // namespace

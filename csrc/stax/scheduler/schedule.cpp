@@ -85,7 +85,22 @@ static bool hands_over_per_outer(const ComputeNode& n, size_t outer_dims) {
   return n.ranges.size() == outer_dims;
 }
 
-bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node) {
+// A pointwise node's output buffer of the same element that a pointwise
+// reader of the same iteration space loads: handed over through memory inside
+// one outer iteration (the producer's nest stores the row before the reader's
+// nest runs). Only for an output buffer, which every plan stores.
+static bool hands_over_stored(const LoopProgram& p, const ComputeNode& prod, const ComputeNode& n,
+                              const ExprNode& load) {
+  if (prod.is_reduction() || n.is_reduction() || prod.scan || prod.out_buffer != load.buffer ||
+      p.buffers[load.buffer].kind != BufferKind::Output || !(range_exprs(n, n.ranges.size()) == range_exprs(prod, prod.ranges.size())))
+    return false;
+  RangeMap ranges = canonical_ranges(range_exprs(n, n.ranges.size()));
+  IndexExpr read = simplify(substitute(load.index, canonical_outer(n, n.vars.size())), ranges);
+  return read == simplify(substitute(prod.store_index, canonical_outer(prod, prod.vars.size())), ranges);
+}
+
+bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape& outer, int node,
+              bool stored_handover) {
   const ComputeNode& n = p.nodes[node];
   if (n.is_reduction() ? n.ranges != outer : !starts_with(n.ranges, outer)) return false;
   // Symbolic extents must be the same expressions, not only equal example sizes.
@@ -100,7 +115,11 @@ bool can_fuse(const LoopProgram& p, const std::vector<int>& members, const Shape
     // Only a per-outer-iteration result can be handed over inside a kernel: a
     // reduction's, or a pointwise node's without inner loop (layer_norm's rstd
     // per row); a pointwise producer with an inner loop would need it all first.
-    if (!hands_over_per_outer(*prod, outer.size()) || !l->args.empty()) return false;
+    if (!l->args.empty()) return false;
+    if (!hands_over_per_outer(*prod, outer.size())) {
+      if (stored_handover && hands_over_stored(p, *prod, n, *l)) continue;
+      return false;
+    }
     IndexExpr read = simplify(substitute(l->index, n_map), ranges);
     IndexExpr wrote = simplify(substitute(prod->store_index, canonical_outer(*prod, outer.size())), ranges);
     if (!(read == wrote)) return false;  // dependence distance != 0
@@ -142,10 +161,16 @@ bool column_reductions(const LoopProgram& p, const std::vector<int>& members, co
 // Can `nest` run with vector lanes along loop variable j (extent `extent`)?
 // Every load must be contiguous or invariant in j, every value of one float
 // type; `store_in_lanes`: the store index must be contiguous in j too.
-// `cpp_vectors` (the C++ printer's vector code) allows two more: a bool buffer
+// `cpp_vectors` (the C++ printer's vector code) allows more: a bool buffer
 // read as a where's condition (widened to lane masks: a backward's saved relu
-// mask would otherwise make every kernel that reads it scalar), and a position
-// that does not move with the lanes (a symbolic size) cast to the lane type.
+// mask would otherwise make every kernel that reads it scalar), values that do
+// not move with the lanes, of any type (scalar code, splatted), and in float
+// lanes double arithmetic (+ - * / neg) on float values widened by a cast,
+// rounded back to float by a cast: eager's `add(alpha=)` forms
+// t + alpha * other in double, and an optimizer step lifted to tensors (SGD,
+// Adam) repeats it per element, so without them a compiled optimizer step ran
+// scalar code at a third of eager's speed. The printer gives those values
+// double vectors of as many lanes (two registers).
 bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::set<int>& locals, int vector_bytes,
                         int j, int64_t extent, bool store_in_lanes, bool cpp_vectors) {
   const ComputeNode& n = p.nodes[nest.node];
@@ -165,38 +190,65 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     bool cpp_vectors;
     bool ok = true;
     LaneCheck(DType l, int var, const std::set<int>& loc, bool cpp) : lane(l), j(var), locals(loc), cpp_vectors(cpp) {}
+    // A double value inside float lanes (see above).
+    bool wide(DType t) const { return cpp_vectors && lane == DType::Float32 && t == DType::Float64; }
     // A bool load is a mask only as a where's condition: every other use of a
     // bool value (a cast, a logical op, a stored bool) fails its own check.
     bool mask_load(const ExprNode& e) const {
       return cpp_vectors && e.op == ExprOp::Load && e.dtype == DType::Bool && is_floating(lane) && e.args.empty() &&
              !locals.count(e.buffer);
     }
-    void visit_const(const ExprNode& e) override { ok = ok && e.dtype == lane; }
+    // C++ vectors: a value that does not move with the lanes (a constant, a
+    // load at a position independent of j, a local, a position, and any
+    // operation on such values, of any type) is scalar code, splatted where a
+    // lane value reads it. Adam's bias corrections 1 - beta^step, in double,
+    // made the parameter's nest scalar (and were computed per element).
+    std::unordered_set<const ExprNode*> uniform;
+    bool lift(const ExprNode& e) {
+      if (!cpp_vectors) return false;
+      for (auto& a : e.args)
+        if (!uniform.count(a.get())) return false;
+      uniform.insert(&e);
+      return true;
+    }
+    void visit_const(const ExprNode& e) override {
+      if (!lift(e)) ok = ok && e.dtype == lane;
+    }
     void visit_load(const ExprNode& e) override {
-      if ((e.dtype != lane && !mask_load(e)) || !e.args.empty()) { ok = false; return; }  // no gathers in vector code
-      if (locals.count(e.buffer)) return;
+      if (!e.args.empty()) { ok = false; return; }  // no gathers in vector code
       auto c = coefficient_of(e.index, j);
+      if ((locals.count(e.buffer) || (c && *c == 0)) && lift(e)) return;
+      if (e.dtype != lane && !mask_load(e)) { ok = false; return; }
+      if (locals.count(e.buffer)) return;
       ok = ok && c && (*c == 0 || *c == 1);
     }
     void visit_call(const ExprNode& e) override {
-      if (is_random(e.fn)) ok = false;  // the prelude's Philox draws are scalar functions
+      if (is_random(e.fn)) { ok = false; return; }  // the prelude's Philox draws are scalar functions
+      if (lift(e)) return;
       if (is_comparison(e.fn)) {
         for (auto& a : e.args) ok = ok && a->dtype == lane;
-      } else {
-        ok = ok && e.dtype == lane;
+        return;
       }
+      for (auto& a : e.args) ok = ok && a->dtype == e.dtype;  // (a uniform argument of another type cannot be splatted)
+      if (wide(e.dtype))
+        ok = ok && (e.fn == CallOp::Add || e.fn == CallOp::Sub || e.fn == CallOp::Mul || e.fn == CallOp::Div ||
+                    e.fn == CallOp::Neg);
+      else
+        ok = ok && e.dtype == lane;
     }
     void visit_where(const ExprNode& e) override {
+      if (lift(e)) return;
       const ExprNode& c = *e.args[0];
-      ok = ok && ((c.op == ExprOp::Call && is_comparison(c.fn)) || mask_load(c)) && e.dtype == lane;
+      ok = ok && ((c.op == ExprOp::Call && is_comparison(c.fn)) || mask_load(c) || uniform.count(&c)) &&
+           e.dtype == lane && e.args[1]->dtype == lane && e.args[2]->dtype == lane;
+    }
+    void visit_cast(const ExprNode& e) override {
+      if (lift(e)) return;
+      const DType from = e.args[0]->dtype;
+      ok = ok && ((wide(e.dtype) && from == lane) || (e.dtype == lane && wide(from)));
     }
     // A position that does not move with the lanes (a symbolic size such as
-    // 256 * s0, batch_norm's element count) is a scalar, and a lane-typed cast
-    // of it is splatted (no vector iota yet, nor other casts).
-    std::unordered_set<const ExprNode*> uniform;
-    void visit_cast(const ExprNode& e) override {
-      ok = ok && cpp_vectors && e.dtype == lane && uniform.count(e.args[0].get());
-    }
+    // 256 * s0, batch_norm's element count); no vector iota yet.
     void visit_index(const ExprNode& e) override {
       if (!cpp_vectors || depends_on(e.index, j)) ok = false;
       else uniform.insert(&e);
@@ -650,6 +702,33 @@ void plan_kernel_policy(KernelPlan& k, const LoopProgram& p, const ScheduleOptio
 
 }  // namespace
 
+// Should `node` stay out of the kernel of `members` although it could join?
+// When it is large and shares no large buffer with them (reads none they read
+// or write) while one of them is large too: one kernel would interleave their
+// rows, each row a few more memory streams, and no value is reused. An SGD
+// step over an MLP's parameters (4.7M floats, every weight's rows in one
+// kernel with its momentum buffer's) ran 5.2 ms that way, a kernel per weight
+// ~3 ms. Small ones (biases) still join: one parallel loop fewer.
+bool apart(const LoopProgram& p, const std::vector<int>& members, int node) {
+  constexpr int64_t kLarge = int64_t{1} << 16;  // elements
+  auto work = [&](const ComputeNode& n) { return numel(n.ranges) * std::max<int64_t>(numel(n.reduce_ranges), 1); };
+  const ComputeNode& n = p.nodes[node];
+  if (work(n) < kLarge) return false;
+  std::set<int> touched;
+  bool large = false;
+  for (int m : members) {
+    const ComputeNode& o = p.nodes[m];
+    large = large || work(o) >= kLarge;
+    touched.insert(o.out_buffer);
+    if (o.aux_buffer >= 0) touched.insert(o.aux_buffer);
+    for (const ExprNode* l : loads_of(o.body)) touched.insert(l->buffer);
+  }
+  if (!large) return false;
+  for (const ExprNode* l : loads_of(n.body))  // (a shared scalar such as the learning rate does not count)
+    if (touched.count(l->buffer) && numel(p.buffers[l->buffer].sizes) >= kLarge) return false;
+  return true;
+}
+
 Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   // 1. Fusion: greedy grouping in dependence order.
   std::vector<std::vector<int>> groups;
@@ -657,9 +736,28 @@ Schedule schedule(const LoopProgram& program, const ScheduleOptions& options) {
   // Extern calls split the node list: no kernel spans one.
   std::set<int> extern_boundary;
   for (auto& e : program.externs) extern_boundary.insert(e.before_node);
+  // A node joins the latest kernel it can fuse with, looking back past kernels
+  // it does not read from (it moves ahead of them: they come first in node
+  // order, so none reads it either) but never across an extern call. The
+  // outputs are lowered last, so SGD's parameter updates came after all the
+  // momentum buffers they read (of several shapes), and only the last kernel
+  // was tried: two passes over memory instead of one.
+  size_t segment = 0;  // first group after the last extern call
   for (int i = 0; i < static_cast<int>(program.nodes.size()); ++i) {
-    if (options.fuse && !groups.empty() && !extern_boundary.count(i) && can_fuse(program, groups.back(), outers.back(), i)) {
-      groups.back().push_back(i);
+    if (extern_boundary.count(i)) segment = groups.size();
+    int joined = -1;
+    for (size_t g = groups.size(); options.fuse && g-- > segment;) {
+      if (apart(program, groups[g], i)) continue;
+      if (can_fuse(program, groups[g], outers[g], i, options.stored_handover)) {
+        joined = static_cast<int>(g);
+        break;
+      }
+      bool reads_g = false;
+      for (const ExprNode* l : loads_of(program.nodes[i].body)) reads_g = reads_g || producer_of(program, groups[g], l->buffer);
+      if (reads_g) break;
+    }
+    if (joined >= 0) {
+      groups[joined].push_back(i);
       continue;
     }
     const ComputeNode& n = program.nodes[i];

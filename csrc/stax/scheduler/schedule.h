@@ -205,6 +205,12 @@ struct ScheduleOptions {
   // across threads (KernelPlan::phased). The C++ printer can; the CUDA
   // printer has its own whole-tensor split and ignores per-nest chunks.
   bool phased_chunks = false;  // the CPU backend turns it on
+  // A pointwise reader of a pointwise node's output buffer, at the element
+  // the node stores, may join the node's kernel (the row goes through memory
+  // within one outer iteration). The C++ printer runs a kernel's nests one
+  // after the other per outer iteration (a phased kernel: one phase after the
+  // other); the CUDA backend keeps its kernels as they were.
+  bool stored_handover = false;  // the CPU backend turns it on
   // With phased_chunks: a reduction kernel of at most this many long rows
   // splits each row across threads as well (its outer loop alone would leave
   // threads idle). A constant, so the chunks never depend on the thread count.
@@ -235,6 +241,8 @@ ir::Interval outer_interval(const KernelPlan& k);
 
 // Exposed for tests: may `node` join a kernel that already holds `members`
 // with outer space `outer`? (shape compatibility + dependence distance 0)
-bool can_fuse(const ir::LoopProgram& program, const std::vector<int>& members, const Shape& outer, int node);
+// `stored_handover`: see ScheduleOptions::stored_handover.
+bool can_fuse(const ir::LoopProgram& program, const std::vector<int>& members, const Shape& outer, int node,
+              bool stored_handover = false);
 
 }  // namespace tp::stax

@@ -27,8 +27,15 @@ const char* ctype(DType t) {
   const char* c = c_type(t);
   return c ? c : "?";
 }
-const char* vtype(DType t) { return t == DType::Float64 ? "vd" : "vf"; }
-const char* splat(DType t) { return t == DType::Float64 ? "tp_splat_vd" : "tp_splat_vf"; }
+// Vector types by value type and the nest's lane type: a double inside float
+// lanes (the scheduler allows arithmetic and casts there) is a vector of as
+// many doubles, twice the register width (vdw).
+const char* vtype(DType t, DType lane = DType::Float64) {
+  return t != DType::Float64 ? "vf" : lane == DType::Float32 ? "vdw" : "vd";
+}
+const char* splat(DType t, DType lane = DType::Float64) {
+  return t != DType::Float64 ? "tp_splat_vf" : lane == DType::Float32 ? "tp_splat_vdw" : "tp_splat_vd";
+}
 
 const FloatSpellings kGcc{"__builtin_nanf(\"\")", "__builtin_nan(\"\")", "__builtin_inff()", "__builtin_inf()"};
 
@@ -49,36 +56,96 @@ const char* horizontal(ReduceOp r) {
 
 class Writer {
  public:
-  Writer(const LoopProgram& p, const std::unordered_map<int, std::string>& locals, RangeMap ranges)
-      : p_(p), locals_(locals), ranges_(std::move(ranges)) {}
+  // `lane`: the value type of the nest's vector lanes (its node's type).
+  Writer(const LoopProgram& p, const std::unordered_map<int, std::string>& locals, RangeMap ranges, DType lane)
+      : p_(p), locals_(locals), ranges_(std::move(ranges)), lane_(lane) {}
 
-  // Emits statements computing e into `os`; returns the name of the value.
+  // Emits statements computing e into `os`; returns the name of the value (a
+  // vector in vector code).
   std::string emit(const Expr& e, bool vec, int inner_var, std::ostringstream& os, const std::string& indent) {
+    std::string v = value(e, vec, inner_var, os, indent);
+    return vec && scalars_.count(e.get()) ? splatted(e.get(), v, os, indent) : v;
+  }
+  void reset_names() {
+    names_.clear();
+    scalars_.clear();
+    splats_.clear();
+    uniform_.clear();
+  }
+  // Vector loads that depend on the loop variable read only the lanes of this
+  // bit mask (a masked tail); "" for whole vectors.
+  void set_mask(std::string mask) { mask_ = std::move(mask); }
+  // The body of a Sum reduction: its value is only added into the accumulator.
+  void set_sum_root(const ExprNode* e) { sum_root_ = e; }
+
+ private:
+  // Does e keep one value across the vector lanes (along inner_var)? Then it
+  // is scalar code in vector code too (the scheduler's rule, vectorizable_along).
+  bool uniform(const Expr& e, int inner_var) {
+    auto it = uniform_.find(e.get());
+    if (it != uniform_.end()) return it->second;
+    bool u = false;
+    switch (e->op) {
+      case ExprOp::Const: u = true; break;
+      case ExprOp::Load:
+        u = e->args.empty() && (locals_.count(e->buffer) || inner_var < 0 || !depends_on(e->index, inner_var));
+        break;
+      case ExprOp::Index: u = inner_var < 0 || !depends_on(e->index, inner_var); break;
+      case ExprOp::Guard: u = false; break;
+      default:
+        u = !(e->op == ExprOp::Call && is_random(e->fn));
+        for (auto& a : e->args) u = u && uniform(a, inner_var);
+    }
+    uniform_[e.get()] = u;
+    return u;
+  }
+  // A scalar value where vector code needs it as a vector (once per value).
+  std::string splatted(const ExprNode* e, const std::string& v, std::ostringstream& os, const std::string& indent) {
+    auto it = splats_.find(e);
+    if (it != splats_.end()) return it->second;
+    std::string name = "t";
+    name += std::to_string(counter_++);
+    os << indent << vtype(e->dtype, lane_) << " " << name << " = " << splat(e->dtype, lane_) << "(" << v << ");\n";
+    return splats_[e] = name;
+  }
+  // An operand of a vector operation.
+  std::string operand(const Expr& e, bool vec, int inner_var, std::ostringstream& os, const std::string& indent) {
+    return emit(e, vec, inner_var, os, indent);
+  }
+  std::string value(const Expr& e, bool vec, int inner_var, std::ostringstream& os, const std::string& indent) {
     auto it = names_.find(e.get());
     if (it != names_.end()) return it->second;
+    if (vec && uniform(e, inner_var)) {
+      // Scalar code (GCC hoists it out of the loop), splatted by its readers;
+      // a constant, a local or a load is its own text (`tp_splat_vf(2.0f)`).
+      std::string leaf;
+      if (e->op == ExprOp::Const) leaf = literal(e->value, e->dtype);
+      else if (e->op == ExprOp::Load && locals_.count(e->buffer)) leaf = locals_.at(e->buffer);
+      else if (e->op == ExprOp::Load) leaf = p_.buffers[e->buffer].name + "[" + to_c(e->index, ranges_) + "]";
+      else return value(e, false, inner_var, os, indent);
+      scalars_.insert(e.get());
+      return names_[e.get()] = leaf;
+    }
     std::string rhs;
     switch (e->op) {
-      case ExprOp::Const: rhs = vec ? std::string(splat(e->dtype)) + "(" + literal(e->value, e->dtype) + ")"
-                                    : literal(e->value, e->dtype); break;
+      case ExprOp::Const: rhs = literal(e->value, e->dtype); break;  // (a vector's constants are uniform)
       case ExprOp::Load: {
         auto loc = locals_.find(e->buffer);
         const Buffer& b = p_.buffers[e->buffer];
         if (loc != locals_.end()) {
-          rhs = vec ? std::string(splat(e->dtype)) + "(" + loc->second + ")" : loc->second;
+          rhs = loc->second;
         } else if (!e->args.empty()) {  // indirect: never in vector code (the scheduler refuses it)
-          std::string off = emit(e->args[0], false, inner_var, os, indent);
+          std::string off = value(e->args[0], false, inner_var, os, indent);
           rhs = b.name + "[" + to_c(e->index, ranges_) + " + " + off + "]";
         } else {
           std::string idx = to_c(e->index, ranges_);
-          bool invariant = inner_var < 0 || !depends_on(e->index, inner_var);
           // A bool mask (a where's condition, the scheduler allows it nowhere
-          // else): invariant, it stays a scalar that selects whole vectors;
-          // contiguous, its bytes become lane masks of the selected values' type.
-          if (!vec || (invariant && e->dtype == DType::Bool)) rhs = b.name + "[" + idx + "]";
+          // else): contiguous, its bytes become lane masks of the selected
+          // values' type (an invariant one is a uniform scalar selecting whole vectors).
+          if (!vec) rhs = b.name + "[" + idx + "]";
           else if (e->dtype == DType::Bool)
             rhs = (mask_.empty() ? "tp_load_mask(" : "tp_load_mask_m(") + b.name + " + (" + idx + "), " +
                   (mask_.empty() ? "" : mask_ + ", ") + vtype(mask_lane_) + "{})";
-          else if (invariant) rhs = std::string(splat(e->dtype)) + "(" + b.name + "[" + idx + "])";
           else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
         }
@@ -86,43 +153,40 @@ class Writer {
       }
       case ExprOp::Call: {
         std::vector<std::string> a;
-        for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));
+        for (auto& x : e->args) a.push_back(operand(x, vec, inner_var, os, indent));
         rhs = c_call(e->fn, a);  // logical/bitwise ops: bool or int operands, scalar code only
         break;
       }
       case ExprOp::Where: {
         mask_lane_ = e->dtype;  // the lanes a loaded bool condition selects between
-        std::string c = emit(e->args[0], vec, inner_var, os, indent);
-        std::string a = emit(e->args[1], vec, inner_var, os, indent);
-        std::string b = emit(e->args[2], vec, inner_var, os, indent);
+        std::string c = value(e->args[0], vec, inner_var, os, indent);  // a uniform condition stays scalar
+        std::string a = operand(e->args[1], vec, inner_var, os, indent);
+        std::string b = operand(e->args[2], vec, inner_var, os, indent);
         rhs = "tp_where(" + c + ", " + a + ", " + b + ")";
         break;
       }
-      case ExprOp::Index:  // a scalar, also in vector code (where it does not move with the lanes)
+      case ExprOp::Index:  // a scalar (uniform in vector code)
         rhs = "(i64)(" + to_c(e->index, ranges_) + ")";
-        if (vec) scalars_.insert(e.get());
         break;
       case ExprOp::Guard: {  // scalar code only
-        std::string ok = emit(e->args[0], false, inner_var, os, indent);
+        std::string ok = value(e->args[0], false, inner_var, os, indent);
         os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << e->value.to_int()
            << "LL, __ATOMIC_RELAXED);\n";
-        rhs = emit(e->args[1], false, inner_var, os, indent);
+        rhs = value(e->args[1], false, inner_var, os, indent);
         break;
       }
       case ExprOp::Cast: {
-        std::string a = emit(e->args[0], vec, inner_var, os, indent);
-        rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
-        // In vector code only a lane-typed cast of a scalar position (the scheduler
-        // allows no other): converted once, then splatted.
-        if (vec && scalars_.count(e->args[0].get())) rhs = std::string(splat(e->dtype)) + "(" + rhs + ")";
+        std::string a = value(e->args[0], vec, inner_var, os, indent);
+        // In vector code only a float <-> double conversion of every lane (the
+        // scheduler allows no other; the cast of a uniform value is scalar code).
+        if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
+        else rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
         break;
       }
     }
     std::string name = "t";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
     name += std::to_string(counter_++);
-    const char* type = !vec || scalars_.count(e.get()) ? ctype(e->dtype)
-                       : e->dtype == DType::Bool       ? "auto"
-                                                       : vtype(e->dtype);
+    const char* type = !vec ? ctype(e->dtype) : e->dtype == DType::Bool ? "auto" : vtype(e->dtype, lane_);
     os << indent << type << " " << name << " = " << rhs << ";\n";
     // A floating product is rounded before anything adds to it, as eager
     // rounds every operator's result: GCC would otherwise contract
@@ -136,7 +200,8 @@ class Writer {
     // tolerance), and `acc + x * 2` as one FMA keeps Example 1.1 at its speed.
     if (e->op == ExprOp::Call && (e->fn == CallOp::Mul || e->fn == CallOp::Exp || e->fn == CallOp::Log) && is_floating(e->dtype) &&
         e.get() != sum_root_)
-      os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
+      // (A double vector of float lanes is two registers: tp_keep holds both.)
+      os << indent << (std::string(type) == "vdw" ? "tp_keep(&" + name + ");\n" : "__asm__(\"\" : \"+v\"(" + name + "));\n");
     // Likewise a float truncated to an integer: GCC would turn (float)(i64)x
     // into trunc(x), which keeps the sign of a zero (-0.3 -> -0.0, where the
     // integer round trip gives +0.0 as eager does).
@@ -148,27 +213,20 @@ class Writer {
     if (e->op == ExprOp::Cast && e->dtype == DType::Float32 && e->args[0]->dtype == DType::Float64 && !vec)
       os << indent << "__asm__(\"\" : \"+v\"(" << name << "));\n";
     names_[e.get()] = name;
+    if (!vec) scalars_.insert(e.get());  // (in vector code: a uniform value, or part of one)
     return name;
   }
-  void reset_names() {
-    names_.clear();
-    scalars_.clear();
-  }
-  // Vector loads that depend on the loop variable read only the lanes of this
-  // bit mask (a masked tail); "" for whole vectors.
-  void set_mask(std::string mask) { mask_ = std::move(mask); }
-  // The body of a Sum reduction: its value is only added into the accumulator.
-  void set_sum_root(const ExprNode* e) { sum_root_ = e; }
-
- private:
   const LoopProgram& p_;
   const std::unordered_map<int, std::string>& locals_;
   RangeMap ranges_;
   std::unordered_map<const ExprNode*, std::string> names_;
   const ExprNode* sum_root_ = nullptr;
   std::string mask_;
+  DType lane_;
   DType mask_lane_ = DType::Float32;  // value type of the where whose condition is being emitted
-  std::unordered_set<const ExprNode*> scalars_;  // scalar values emitted in vector code (positions)
+  std::unordered_set<const ExprNode*> scalars_;  // scalar values emitted in vector code (uniform ones)
+  std::unordered_map<const ExprNode*, std::string> splats_;  // their vectors
+  std::unordered_map<const ExprNode*, bool> uniform_;
   int counter_ = 0;
 };
 
@@ -242,7 +300,7 @@ void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   const ComputeNode& node = p.nodes[nest.node];
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
-  Writer w(p, locals, ranges);
+  Writer w(p, locals, ranges, node.body->dtype);
   DType dt = node.body->dtype;
   const char* acc_t = is_floating(dt) ? "double" : "unsigned long long";
   std::string acc = "scan" + std::to_string(nest.node);
@@ -288,7 +346,7 @@ void emit_welford(std::ostringstream& os, const LoopProgram& p, const KernelPlan
                   std::unordered_map<int, std::string>& locals) {
   const ComputeNode& node = p.nodes[nest.node];
   RangeMap ranges = nest_ranges(k, nest);
-  Writer w(p, locals, ranges);
+  Writer w(p, locals, ranges, node.body->dtype);
   const DType dt = node.body->dtype;
   const char* T = ctype(dt);
   const char* ix = index_type(k);
@@ -531,7 +589,7 @@ void emit_arg(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k,
               std::unordered_map<int, std::string>& locals) {
   const ComputeNode& node = p.nodes[nest.node];
   RangeMap ranges = nest_ranges(k, nest);
-  Writer w(p, locals, ranges);
+  Writer w(p, locals, ranges, node.body->dtype);
   const DType dt = node.body->dtype;
   const bool is_max = node.reduce == ReduceOp::ArgMax;
   const char* ix = index_type(k);
@@ -636,7 +694,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   }
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
-  Writer w(p, locals, ranges);
+  Writer w(p, locals, ranges, node.body->dtype);
   if (node.reduce == ReduceOp::Sum) w.set_sum_root(nest.body.get());
   DType dt = node.body->dtype;
   const std::string in = "    ";
@@ -942,7 +1000,7 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
   const Buffer& out = p.buffers[node.out_buffer];
   RangeMap ranges = nest_ranges(k, nest);
   std::unordered_map<int, std::string> no_locals;
-  Writer w(p, no_locals, ranges);
+  Writer w(p, no_locals, ranges, node.body->dtype);
   if (node.reduce == ReduceOp::Sum) w.set_sum_root(nest.body.get());
   DType dt = node.body->dtype;
   std::string o = k.outer_var.var_name();
@@ -1121,6 +1179,37 @@ std::string emit_chunked(std::ostringstream& os, const LoopProgram& p, const Ker
   return total;
 }
 
+// Can `nest` share the chunk loop of the phased kernel's nests `run` (which
+// can)? Pointwise, split into the same chunks of the same static extent, and
+// reading what one of them writes only at the element that one writes there
+// (the scheduler's stored hand-over): then a chunk of all of them reads and
+// writes its own elements only. Adam's step over a flat parameter ran its
+// moments and the parameter as three passes over memory (a 0-d step count
+// made the kernel one outer iteration, so phased); now one.
+bool joins_chunk_loop(const LoopProgram& p, const KernelPlan& k, const std::vector<const LoopNest*>& run,
+                      const LoopNest& nest) {
+  auto chunked = [&](const LoopNest& n) {
+    return n.chunk > 0 && !p.nodes[n.node].is_reduction() && n.inner_vars.size() == 1 && n.inner_extents[0].is_const();
+  };
+  if (!chunked(nest)) return false;
+  if (run.empty()) return true;
+  const LoopNest& first = *run.front();
+  if (nest.chunk != first.chunk || nest.inner_ranges != first.inner_ranges) return false;
+  const int j = nest.inner_vars[0].var_id();
+  for (const ExprNode* l : loads_of(nest.body)) {
+    for (const LoopNest* w : run) {
+      const ComputeNode& wn = p.nodes[w->node];
+      const std::unordered_map<int, IndexExpr> to_w{{j, w->inner_vars[0]}};
+      IndexExpr read = simplify(substitute(l->index, to_w), nest_ranges(k, *w));
+      if (wn.aux_buffer == l->buffer) return false;
+      if (wn.out_buffer == l->buffer && (!w->store_to_memory || !(read == w->store_index))) return false;
+      for (const SideStore& ss : w->side_stores)
+        if (ss.buffer == l->buffer && !(read == ss.index)) return false;
+    }
+  }
+  return true;
+}
+
 // A phased kernel over a few outer iterations (rows): the first nest, a
 // reduction, split into `nest.chunks` chunks per row, all rows' chunks in one
 // parallel loop; then, on this thread, per row: the partials combined in the
@@ -1256,6 +1345,23 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
     std::string o = k.outer_var.var_name();
     const char* ix = index_type(k);
     std::unordered_map<int, std::string> locals;
+    // A one-element input or earlier result (a learning rate, an optimizer's
+    // step count) is read once, here: inside an OpenMP region GCC no longer knows that the loops'
+    // stores cannot alias it (the pointers' __restrict__ stays outside the
+    // outlined function), so a value computed from it (Adam's pow(beta, step))
+    // was computed again at every vector step.
+    std::set<int> written;  // by this kernel (an earlier kernel's result is final here)
+    for (auto& n : k.nests) {
+      written.insert(p.nodes[n.node].out_buffer);
+      written.insert(p.nodes[n.node].aux_buffer);
+      for (const SideStore& ss : n.side_stores) written.insert(ss.buffer);
+    }
+    for (int b : used) {
+      const Buffer& buf = p.buffers[b];
+      if (!slot_of.count(b) || written.count(b) || !buf.size_exprs.empty() || numel(buf.sizes) != 1) continue;
+      locals[b] = buf.name + "_v";
+      os << "  const " << ctype(buf.dtype) << " " << locals[b] << " = " << buf.name << "[0];\n";
+    }
     if (k.chunk > 0) {
       const LoopNest& nest = k.nests[0];
       std::string total = emit_chunked(os, p, k, nest, k.chunk, k.chunks, k.partials_in_double, k.symbolic, locals, "",
@@ -1273,7 +1379,44 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       // (each with its own parallel loop: the next phase reads its result), the
       // others on this thread.
       os << "  {\n    const " << ix << " " << o << " = 0;\n    (void)" << o << ";\n";
-      for (const LoopNest& nest : k.nests) {
+      std::vector<bool> done(k.nests.size(), false);
+      for (size_t i = 0; i < k.nests.size(); ++i) {
+        if (done[i]) continue;
+        const LoopNest& nest = k.nests[i];
+        // The nests that share nest i's chunk loop, moved ahead of the nests
+        // between that they do not read (those read none of them: node order).
+        std::vector<const LoopNest*> run;
+        std::vector<size_t> members;
+        std::set<int> skipped_writes;
+        const bool chunked = joins_chunk_loop(p, k, run, nest);
+        for (size_t j = i; chunked && j < k.nests.size(); ++j) {
+          if (done[j]) continue;
+          const LoopNest& n = k.nests[j];
+          bool reads_skipped = false;
+          for (const ExprNode* l : loads_of(n.body)) reads_skipped = reads_skipped || skipped_writes.count(l->buffer);
+          if (!reads_skipped && joins_chunk_loop(p, k, run, n)) {
+            run.push_back(&n);
+            members.push_back(j);
+            continue;
+          }
+          const ComputeNode& sn = p.nodes[n.node];
+          skipped_writes.insert(sn.out_buffer);
+          if (sn.aux_buffer >= 0) skipped_writes.insert(sn.aux_buffer);
+          for (const SideStore& ss : n.side_stores) skipped_writes.insert(ss.buffer);
+        }
+        if (run.size() >= 2) {  // one chunk loop, the nests one after the other in each chunk
+          for (size_t m : members) done[m] = true;
+          const std::string extent = std::to_string(nest.inner_ranges[0]), chunk = std::to_string(nest.chunk);
+          os << "  #pragma omp parallel for schedule(dynamic, 1)\n";
+          os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << (nest.inner_ranges[0] + nest.chunk - 1) / nest.chunk
+             << "; ++" << o << "_c) {\n";
+          os << "    const " << ix << " lo = " << o << "_c * " << chunk << ";\n";
+          os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent
+             << ";\n";
+          for (const LoopNest* n : run) emit_nest(os, p, k, *n, locals, "lo", "hi");
+          os << "  }\n";
+          continue;
+        }
         if (nest.chunk == 0) {
           emit_nest(os, p, k, nest, locals, "", "");
           continue;

@@ -430,6 +430,41 @@ void emit_mask_load(std::string& s, int vb) {
   }
 }
 
+// vdw: the double values of float lanes (arithmetic on floats widened to
+// double, as eager's add(alpha=) does), as many doubles as a vf has floats:
+// two vd registers. A struct of the two, not one twice-wide GCC vector (vd2):
+// GCC kept those on the stack, and no asm operand takes two registers. tp_keep
+// makes a product opaque, as the empty asm does for one register. The
+// conversions go through vd2 all the same: GCC 12 converts one whole vf to vd2
+// in two instructions, a half vf to a vd in four.
+void emit_wide_double(std::string& s, int vb) {
+  const int ld = lanes_f64(vb);
+  auto indices = [](int from, int count) {  // appended, not operator+: GCC 12 warns falsely (-Wrestrict)
+    std::string out;
+    for (int i = 0; i < count; ++i) {
+      if (i) out += ", ";
+      out += std::to_string(from + i);
+    }
+    return out;
+  };
+  const std::string lo = indices(0, ld), hi = indices(ld, ld), all = indices(0, 2 * ld);
+  s += "typedef double vd2 __attribute__((vector_size(" + std::to_string(2 * vb) + ")));\n"
+       "struct vdw { vd lo, hi; };\n"
+       "static inline vdw operator+(vdw a, vdw b) { return {a.lo + b.lo, a.hi + b.hi}; }\n"
+       "static inline vdw operator-(vdw a, vdw b) { return {a.lo - b.lo, a.hi - b.hi}; }\n"
+       "static inline vdw operator*(vdw a, vdw b) { return {a.lo * b.lo, a.hi * b.hi}; }\n"
+       "static inline vdw operator/(vdw a, vdw b) { return {a.lo / b.lo, a.hi / b.hi}; }\n"
+       "static inline vdw operator-(vdw a) { return {-a.lo, -a.hi}; }\n"
+       "static inline vdw tp_splat_vdw(double x) { return {x - vd{}, x - vd{}}; }\n"
+       "static inline void tp_keep(vdw* x) { __asm__(\"\" : \"+v\"(x->lo), \"+v\"(x->hi)); }\n"
+       "static inline vdw tp_widen(vf x) {\n"
+       "  vd2 w = __builtin_convertvector(x, vd2);\n"
+       "  return {__builtin_shufflevector(w, w, " + lo + "), __builtin_shufflevector(w, w, " + hi + ")};\n"
+       "}\n"
+       "static inline vf tp_narrow(vdw x) { return __builtin_convertvector(__builtin_shufflevector(x.lo, x.hi, " + all +
+           "), vf); }\n";
+}
+
 }  // namespace
 
 std::string cpp_prelude(const PreludeRequest& req) {
@@ -445,9 +480,11 @@ std::string cpp_prelude(const PreludeRequest& req) {
   s += "typedef double vd __attribute__((vector_size(" + n + ")));\n";
   s += "typedef int vi __attribute__((vector_size(" + n + ")));\n";
   s += "typedef long long vl __attribute__((vector_size(" + n + ")));\n";
+
   s += "enum { TP_LF = " + std::to_string(lanes_f32(vb)) +
        ", TP_LD = " + std::to_string(lanes_f64(vb)) + " };";
   s += kCore;
+  emit_wide_double(s, vb);
   emit_mask_load(s, vb);
   const int lf = lanes_f32(vb), ld = lanes_f64(vb);
   horizontal(s, "float", "tp_hsum", "vf", "vi", lf, "+");
