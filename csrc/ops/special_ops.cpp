@@ -23,6 +23,7 @@ using std::fabs;
 using std::floor;
 using std::log;
 using std::pow;
+using std::round;
 using std::sqrt;
 using std::tan;
 using std::tgamma;
