@@ -69,8 +69,15 @@ void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>&
 void mark_no_grad_views(const Tensor& input, const std::vector<Tensor>& outputs) {
   if (!input.defined()) return;
   const uint8_t kind = std::max<uint8_t>(input.impl()->no_grad_view, input.requires_grad() ? 2 : 1);
+  const bool from_base = input.requires_grad();
   for (auto& o : outputs)
-    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) o.impl()->no_grad_view = kind;
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) {
+      o.impl()->no_grad_view = kind;
+      if (from_base && !o.impl()->requires_grad) {
+        o.impl()->requires_grad = true;
+        o.impl()->requires_grad_from_base = true;
+      }
+    }
 }
 
 bool adopt_base_history(const std::vector<Tensor>& inputs) {

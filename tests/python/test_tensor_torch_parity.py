@@ -1,0 +1,103 @@
+"""Tensor behaviours a PyTorch user relies on, checked against torch (CPU) as the
+oracle: bool() of several elements, views made under no_grad, Tensor._base, and
+Adam after a parameter's dtype changed under it."""
+import pytest
+
+import tensorplay as tp
+
+torch = pytest.importorskip("torch")
+
+
+def _exc(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return type(e)
+    return None
+
+
+# ---- bool() of a tensor that is not one element ----
+
+@pytest.mark.parametrize("shape", [(3,), (0,), (2, 2)])
+def test_bool_of_several_elements_raises_runtime_error(shape):
+    assert _exc(lambda: bool(torch.ones(shape))) is RuntimeError
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(tp.ones(shape))
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        if tp.ones(shape):
+            pass
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        tp.ones(shape) and 1  # noqa: B015
+
+
+def test_bool_of_one_element_and_int_float_unchanged():
+    assert bool(tp.ones(1)) and not bool(tp.zeros(1, 1)) and bool(tp.tensor(2.0))
+    # int()/float() of several elements stay ValueError, as torch
+    for conv in (int, float):
+        assert _exc(lambda: conv(torch.ones(3))) is ValueError
+        with pytest.raises(ValueError):
+            conv(tp.ones(3))
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_bool_of_several_elements_in_compiled_function(fullgraph):
+    def f(x):
+        if x > 0:
+            return x + 1
+        return x - 1
+
+    cf = tp.compile(f, fullgraph=fullgraph)
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        cf(tp.ones(3))
+    # one element: a data gate, both branches as eager
+    assert cf(tp.ones(1)).item() == 2.0 and cf(-tp.ones(1)).item() == -2.0
+
+
+# ---- views made under no_grad of a tensor that requires grad ----
+
+def _no_grad_view(lib, make):
+    p = lib.ones(4, requires_grad=True)
+    with lib.no_grad():
+        v = make(p)
+    return p, v
+
+
+VIEWS = [lambda p: p[1:], lambda p: p.view(2, 2), lambda p: p.unsqueeze(0), lambda p: p.t() if p.dim() == 2 else p[::2]]
+
+
+@pytest.mark.parametrize("k", range(len(VIEWS)))
+def test_no_grad_view_flags_match_torch(k):
+    for lib in (torch, tp):
+        p, v = _no_grad_view(lib, VIEWS[k])
+        assert v.requires_grad is True and v.is_leaf is True and v.grad_fn is None, lib
+        with lib.no_grad():
+            w = v[0:]  # a no_grad view of it: the same
+        assert w.requires_grad and w.is_leaf
+        u = v[0:]  # a grad-mode view of it: a non-leaf with a view node
+        assert u.requires_grad and not u.is_leaf and u.grad_fn is not None
+        assert not p.detach().requires_grad
+    with tp.no_grad():
+        d = tp.ones(3, requires_grad=True).detach()[1:]
+    assert not d.requires_grad
+    with tp.no_grad():  # a base that does not require grad: nothing changes
+        assert not tp.ones(3)[1:].requires_grad
+
+
+def test_no_grad_view_gradient_flow_matches_torch():
+    res = {}
+    for lib in (torch, tp):
+        p, v = _no_grad_view(lib, lambda p: p[1:])
+        y = (v * 3).sum()
+        assert y.requires_grad and y.grad_fn is not None
+        y.backward()  # runs (torch: no error) and the gradient goes to neither
+        res[lib] = (p.grad, v.grad)
+    assert res[torch] == (None, None) and res[tp] == (None, None)
+
+
+def test_no_grad_view_inplace_matches_torch():
+    for lib in (torch, tp):
+        p, v = _no_grad_view(lib, lambda p: p[1:])
+        assert _exc(lambda: v.mul_(2)) is RuntimeError  # ambiguous write in grad mode
+        with lib.no_grad():
+            v.mul_(2)
+        assert p.detach().tolist() == [1.0, 2.0, 2.0, 2.0]
