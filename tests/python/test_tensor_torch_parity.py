@@ -101,3 +101,61 @@ def test_no_grad_view_inplace_matches_torch():
         with lib.no_grad():
             v.mul_(2)
         assert p.detach().tolist() == [1.0, 2.0, 2.0, 2.0]
+
+
+# ---- Adam after the parameter's dtype changed under it ----
+
+def _adam_after_swap(lib, opt_cls, swap_before_first_step=False, **kw):
+    p = lib.nn.Parameter(lib.ones(3))
+    opt = getattr(lib.optim, opt_cls)([p], lr=0.1, **kw)
+    if not swap_before_first_step:
+        p.grad = lib.ones(3)
+        opt.step()
+    p.data = p.data.double()
+    p.grad = lib.ones(3, dtype=lib.float64)
+    opt.step()
+    return p
+
+
+@pytest.mark.parametrize("opt_cls,kw", [("Adam", {}), ("AdamW", {}), ("Adam", {"amsgrad": True}),
+                                        ("NAdam", {}), ("RAdam", {}), ("Adamax", {})])
+def test_adam_state_dtype_mismatch_raises_like_torch(opt_cls, kw):
+    assert _exc(lambda: _adam_after_swap(torch, opt_cls, **kw)) is RuntimeError
+    with pytest.raises(RuntimeError, match="float32|float"):
+        _adam_after_swap(tp, opt_cls, **kw)
+
+
+@pytest.mark.parametrize("opt_cls", ["Adam", "AdamW", "SGD"])
+def test_dtype_change_before_first_step_is_fine(opt_cls):
+    got = _adam_after_swap(tp, opt_cls, swap_before_first_step=True)
+    want = _adam_after_swap(torch, opt_cls, swap_before_first_step=True)
+    assert got.dtype == tp.float64
+    assert got.detach().tolist() == pytest.approx(want.detach().tolist(), rel=1e-12)
+
+
+def test_module_double_before_optimizer():
+    for lib in (torch, tp):
+        lib.manual_seed(0)
+    m = tp.nn.Linear(3, 2).double()
+    opt = tp.optim.Adam(m.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        m(tp.ones(4, 3, dtype=tp.float64)).sum().backward()
+        opt.step()
+    assert all(s["exp_avg"].dtype == tp.float64 for s in opt.state.values())
+
+
+def test_sgd_momentum_after_swap_runs_like_torch():
+    # torch's SGD keeps its float32 momentum buffer (in-place add of a float64 grad) and runs
+    want = _adam_after_swap(torch, "SGD", momentum=0.9)
+    got = _adam_after_swap(tp, "SGD", momentum=0.9)
+    assert got.dtype == tp.float64
+    assert got.detach().tolist() == pytest.approx(want.detach().tolist(), rel=1e-6)
+
+
+def test_lerp_does_not_promote_end_like_torch():
+    for lib in (torch, tp):
+        a, b = lib.ones(3), lib.ones(3, dtype=lib.float64)
+        assert _exc(lambda: lib.lerp(a, b, 0.5)) is RuntimeError
+        assert _exc(lambda: a.lerp_(b, 0.5)) is RuntimeError
+        assert lib.lerp(a, a, lib.tensor(0.5, dtype=lib.float64)).dtype == lib.float32
