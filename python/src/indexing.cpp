@@ -407,9 +407,37 @@ void bind_shape_conveniences(nb::module_& m) {
 void bind_indexing(nb::module_& m) {
   nb::handle cls = nb::type<Tensor>();
   // .none(): x[None] passes None itself as the index.
-  redefine(cls, "__getitem__", &getitem, nb::arg("index").none());
+  redefine(cls, "__getitem__", [](nb::handle self, nb::handle idx) {
+    Tensor r = getitem(nb::cast<const Tensor&>(self), idx);
+    if (r.defined() && r.impl()->view_base) note_base_object(self, r);
+    return r;
+  }, nb::arg("index").none());
   redefine(cls, "__setitem__", &setitem, nb::arg("index").none(), nb::arg("value"));
   bind_shape_conveniences(m);
+  // View methods and properties bound as C++ functions of a Tensor (not through
+  // the operator binding, which notes it itself): their results name the very
+  // Python object they were made from as `_base`.
+  nb::object property = nb::module_::import_("builtins").attr("property");
+  auto noting = [](nb::object f) {
+    return nb::cpp_function([f](nb::args a, nb::kwargs k) {
+      nb::object r = f(*a, **k);
+      if (a.size() > 0 && nb::isinstance<Tensor>(r)) {
+        const Tensor& t = nb::cast<const Tensor&>(r);
+        if (t.impl()->view_base) note_base_object(a[0], t);
+      }
+      return r;
+    });
+  };
+  for (const char* name : {"view", "flatten", "squeeze"}) {
+    nb::object f = nb::getattr(cls, name);
+    nb::delattr(cls, name);  // else the new function joins the old one as an overload
+    nb::setattr(cls, name, nb::cpp_function([g = noting(f)](nb::args a, nb::kwargs k) { return g(*a, **k); },
+                                            nb::scope(cls), nb::name(name), nb::is_method()));
+  }
+  for (const char* name : {"T", "mT", "mH"}) {
+    nb::object fget = nb::getattr(cls, name).attr("fget");
+    nb::setattr(cls, name, property(noting(fget)));
+  }
 }
 
 }  // namespace tp::py

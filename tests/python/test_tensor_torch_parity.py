@@ -159,3 +159,58 @@ def test_lerp_does_not_promote_end_like_torch():
         assert _exc(lambda: lib.lerp(a, b, 0.5)) is RuntimeError
         assert _exc(lambda: a.lerp_(b, 0.5)) is RuntimeError
         assert lib.lerp(a, a, lib.tensor(0.5, dtype=lib.float64)).dtype == lib.float32
+
+
+# ---- Tensor._base ----
+
+_BASE_CASES = {
+    "view": lambda x: x.view(24), "view_tuple": lambda x: x.view((4, 6)), "reshape": lambda x: x.reshape(4, 6),
+    "T": lambda x: x.T, "mT": lambda x: x.mT, "flatten": lambda x: x.flatten(), "squeeze": lambda x: x.squeeze(),
+    "unsqueeze": lambda x: x.unsqueeze(0), "expand": lambda x: x.expand(2, 2, 3, 4), "permute": lambda x: x.permute(2, 0, 1),
+    "transpose": lambda x: x.transpose(0, 1), "narrow": lambda x: x.narrow(0, 0, 1), "select": lambda x: x.select(0, 1),
+    "split": lambda x: x.split(1)[0], "chunk": lambda x: x.chunk(2)[1], "unbind": lambda x: x.unbind()[0],
+    "diagonal": lambda x: x.diagonal(), "unfold": lambda x: x.unfold(2, 2, 1), "fn_reshape": lambda x: x.__class__.reshape(x, (24,)),
+    "getitem": lambda x: x[0, :, 1], "getitem_none": lambda x: x[None], "view_of_view": lambda x: x[1].t()[0],
+    "view_dtype": lambda x: x.view(_int32(x)),
+    "detach": lambda x: x.detach(), "data": lambda x: x.data, "clone": lambda x: x.clone(),
+    "contiguous": lambda x: x.contiguous(), "add": lambda x: x + 1, "reshape_copy": lambda x: x.transpose(0, 1).reshape(-1),
+}
+
+
+def _int32(x):
+    return torch.int32 if isinstance(x, torch.Tensor) else tp.int32
+
+
+def _base_kind(r, x):
+    return "x" if r._base is x else ("none" if r._base is None else "other")
+
+
+@pytest.mark.parametrize("name", sorted(_BASE_CASES))
+def test_base_matches_torch(name):
+    f = _BASE_CASES[name]
+    xt, x = torch.ones(2, 3, 4), tp.ones(2, 3, 4)
+    assert _base_kind(f(x), x) == _base_kind(f(xt), xt)
+    assert x._base is None
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_base_identity_and_grad_mode(requires_grad):
+    x = tp.ones(4, 3, requires_grad=requires_grad)
+    v = x[1:]
+    assert v._base is x and v._base is v._base
+    with tp.no_grad():
+        assert x.t()._base is x
+    i = tp.arange(6)
+    assert i.view(2, 3)._base is i  # integer tensors too
+    # the base outlives the Python name it was made from: one object, the same memory
+    y = tp.arange(6.0).view(2, 3)
+    b = y._base
+    assert b is y._base and b.shape == (6,)
+    b[0] = 42.0
+    assert y[0, 0].item() == 42.0
+
+
+def test_base_of_parameter_view_is_the_parameter():
+    lin = tp.nn.Linear(3, 2)
+    wt = lin.weight.t()
+    assert wt._base is lin.weight and isinstance(wt._base, tp.nn.Parameter)
