@@ -203,6 +203,7 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
            "requires_grad_: an inference tensor (created under tp.inference_mode) cannot require grad; clone() it "
            "outside inference_mode first");
   t.impl()->requires_grad = requires_grad;
+  t.impl()->requires_grad_from_base = false;
 }
 
 std::shared_ptr<Node> grad_fn(const Tensor& t) {

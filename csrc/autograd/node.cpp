@@ -43,6 +43,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!impl->requires_grad) return {};
   if (impl->grad_fn && impl->grad_fn->is_view()) refresh_view_history(t);
   if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
+  if (impl->requires_grad_from_base) return {};  // a no_grad view: the gradient stops here
   // One AccumulateGrad per leaf while a graph uses it, so that hooks and
   // autograd.grad see a single node for every use of the leaf.
   AutogradMeta& m = meta(t);

@@ -61,6 +61,7 @@ SavedSet saved_set(const OpDef& op, const OpDef* fn_op, const std::vector<bool>&
 std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   std::vector<Tensor> out = run_kernel(op, inputs, attrs);
   link_views(op, inputs[0], out);
+  if (op.has(kView)) note_view_base(inputs[0], out);
   if (!op.backward) return out;  // non-differentiable (comparisons, argmax, ...)
   auto node = std::make_shared<OpNode>(op, op.backward, attrs);
   node->num_outputs = static_cast<uint32_t>(out.size());
@@ -221,6 +222,7 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
     std::vector<Tensor> out = run_kernel(op, inputs, attrs);
     if (t_inference) mark_inference(op, out);
     if (op.has(kView)) {
+      note_view_base(inputs[0], out);
       if (grad_mode) link_views(op, inputs[0], out);
       else if (!t_inference) mark_no_grad_views(inputs[0], out);
     }

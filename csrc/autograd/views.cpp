@@ -66,11 +66,31 @@ void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>&
     }
 }
 
+void note_view_base(const Tensor& input, const std::vector<Tensor>& outputs) {
+  if (!input.defined()) return;
+  TensorImpl* in = input.impl();
+  const std::shared_ptr<TensorImpl>& base = in->view_base ? in->view_base : input.impl_ptr();
+  for (auto& o : outputs)
+    // view(dtype) to another dtype is no view for PyTorch's _base (None there)
+    if (o.defined() && o.impl() != in && o.impl() != base.get() && o.impl()->storage == in->storage &&
+        !o.impl()->view_base && o.dtype() == input.dtype()) {
+      o.impl()->view_base = base;
+      if (in->view_base) o.impl()->base_py = in->base_py;  // the root's Python object, when known
+    }
+}
+
 void mark_no_grad_views(const Tensor& input, const std::vector<Tensor>& outputs) {
   if (!input.defined()) return;
   const uint8_t kind = std::max<uint8_t>(input.impl()->no_grad_view, input.requires_grad() ? 2 : 1);
+  const bool from_base = input.requires_grad();
   for (auto& o : outputs)
-    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) o.impl()->no_grad_view = kind;
+    if (o.defined() && is_floating(o.dtype()) && o.impl() != input.impl()) {
+      o.impl()->no_grad_view = kind;
+      if (from_base && !o.impl()->requires_grad) {
+        o.impl()->requires_grad = true;
+        o.impl()->requires_grad_from_base = true;
+      }
+    }
 }
 
 bool adopt_base_history(const std::vector<Tensor>& inputs) {

@@ -51,6 +51,9 @@ inline Tensor view_base(const Tensor& t) {
 }
 // Remembers the base of each output of view op `op` (called in grad mode).
 void link_views(const OpDef& op, const Tensor& input, const std::vector<Tensor>& outputs);
+// Tensor._base of each output of view op `op` that shares the input's memory
+// (every dtype and grad mode): the input's own base, or the input.
+void note_view_base(const Tensor& input, const std::vector<Tensor>& outputs);
 // Views made with grad mode off: marked (TensorImpl::no_grad_view) so that an
 // in-place write through them with grad mode on raises, as in PyTorch (whether
 // the write should be recorded, and for which base, is ambiguous).

@@ -55,6 +55,16 @@ class TensorImpl {
   // A view made with grad mode off (1), of a tensor that required grad (2): an
   // in-place write through it with grad mode on is refused (autograd/record.cpp).
   uint8_t no_grad_view = 0;
+  // Such a view of a tensor that required grad reports requires_grad (PyTorch's
+  // view rule) but is a leaf with no accumulator: a gradient reaching it is
+  // dropped, as PyTorch does. requires_grad_() on it makes it an ordinary leaf.
+  bool requires_grad_from_base = false;
+  // Tensor._base: the tensor whose memory this view reads (the root of a chain of
+  // views), set by the dispatcher for every view operator's result; null for a
+  // tensor that is no view. base_py: the binding's Python object for it, so that
+  // `v._base is x` holds as in PyTorch (opaque here).
+  std::shared_ptr<TensorImpl> view_base;
+  std::shared_ptr<void> base_py;
   std::shared_ptr<autograd::AutogradMeta> autograd_meta;  // null for most tensors
   // Null: the storage's shared counter. `.data` aliases own one, which their
   // views and detach()es share (as_strided and detach copy this pointer).

@@ -10,6 +10,7 @@
 #include "cuda/nn_kernels.h"
 #include "cuda/stream.h"
 #include "ops/dispatch.h"
+#include "ops/ops.h"
 
 namespace tp::cuda {
 namespace {
@@ -473,7 +474,14 @@ void fill_dims(long long* dst, const Shape& v, long long zero_d) {
 
 bool dim_op(const std::string& name, const std::vector<Tensor>& in, const Attrs& attrs,
             const std::vector<TensorMeta>& out_meta, bool inplace, std::vector<Tensor>& out) {
-  const Tensor &x = in[0], &index = in[1];
+  const Tensor& x = in[0];
+  // The CPU operators take any integer index (PyTorch: int32/int64, and any
+  // dtype when the index is empty, e.g. gather's gradient scatter_add with an
+  // empty uint8 index); the kernels are written for int32/int64, so a narrower
+  // index is widened on the device first (exact).
+  const DType in_it = in[1].dtype();
+  const bool narrow = in_it == DType::UInt8 || in_it == DType::Int8 || in_it == DType::Int16;
+  const Tensor index = narrow && in[1].device().kind == Device::Kind::CUDA ? ops::to_dtype(in[1], DType::Int64) : in[1];
   const DType dt = x.dtype();
   if (!index_ctype(index.dtype()) || !bits_ctype(itemsize(dt)) || x.dim() > kMaxRank) return false;
   const int dev = x.device().index;

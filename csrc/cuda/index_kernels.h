@@ -16,7 +16,8 @@
 // CPU (cuda/device_status.h: after the kernel eagerly, after the replay in a
 // CUDA graph); the good positions of an in-place writer may have been written
 // by then. A call it does not cover (reduce='multiply', several index
-// tensors, bool masks, other index dtypes) returns false, and the dispatcher
+// tensors, bool masks, other index dtypes; gather / scatter / scatter_add widen
+// a uint8 / int8 / int16 index to int64 first) returns false, and the dispatcher
 // then tries Stax's generated operators or raises NotImplementedError naming
 // the operator and the device.
 #pragma once

@@ -1,7 +1,7 @@
 // Elementwise functions Stax has no scalar code for (see gap_kernels.h), one
 // NVRTC kernel per (function, float32/float64):
 //   lgamma, digamma, polygamma(n), i0, special_i1 — the CPU kernels'
-//     algorithms (ops/special_ops.cpp) transcribed, evaluated in double and
+//     algorithms (ops/special_math.inc, one text for both), evaluated in double and
 //     rounded once, so both devices agree to a few double ulp before that
 //     rounding (lgamma is CUDA's lgamma, the CPU's std::lgamma: both a few ulp);
 //   erf and gelu (approximate='none') in float64: the CPU's float64 formulas
@@ -27,81 +27,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The CPU's scalar algorithms in double (special_ops.cpp; comments there).
-// The reflection term of digamma is added last, as the CPU's recursion does.
+// The CPU's scalar algorithms in double: ops/special_math.inc, the text the
+// CPU kernels compile (comments there), pasted after its device definitions.
+#define TP_SPECIAL_SOURCE(...) #__VA_ARGS__
+constexpr const char* kSpecialMath =
+#include "ops/special_math.inc"
+    ;
+#undef TP_SPECIAL_SOURCE
+
 constexpr const char* kDevicePrelude = R"TP(
-#define TP_PI 3.14159265358979323846
-__device__ __forceinline__ double tp_inf() { return __longlong_as_double(0x7ff0000000000000LL); }
-__device__ __forceinline__ double tp_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
+#define TP_SF __device__
+__device__ __forceinline__ double tp_sf_inf() { return __longlong_as_double(0x7ff0000000000000LL); }
+__device__ __forceinline__ double tp_sf_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
 /* rint in the tensor's own type: float arithmetic stays float (no double rounding). */
 __device__ __forceinline__ float tp_rint(float v) { return rintf(v); }
 __device__ __forceinline__ double tp_rint(double v) { return rint(v); }
-__device__ double tp_digamma(double x) {
-  if (x == 0) return -1.0 / x;  /* -0: +inf, +0: -inf */
-  double refl = 0;
-  bool reflect = false;
-  if (x < 0) {
-    if (x == floor(x)) return tp_nan();
-    refl = TP_PI / tan(TP_PI * x);
-    reflect = true;
-    x = 1 - x;
-  }
-  double r = 0;
-  while (x < 10) {
-    r -= 1 / x;
-    x += 1;
-  }
-  const double z = 1 / (x * x);
-  const double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132)))));
-  const double d = r + log(x) - 0.5 / x - series;
-  return reflect ? d - refl : d;
-}
-__device__ double tp_polygamma(long long n, double x) {
-  if (n == 0) return tp_digamma(x);
-  if (x <= 0 && x == floor(x)) return tp_inf();
-  const double s = (double)(n + 1);
-  double zeta = 0;
-  while (x < 20) {
-    zeta += pow(x, -s);
-    x += 1;
-  }
-  const double b2k[7] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
-  double tail = pow(x, 1 - s) / (s - 1) + 0.5 * pow(x, -s);
-  double rising = s, fact = 2;
-  double xp = pow(x, -s - 1);
-  for (int k = 1; k <= 7; ++k) {
-    tail += b2k[k - 1] / fact * rising * xp;
-    rising *= (s + 2 * k - 1) * (s + 2 * k);
-    fact *= (2 * k + 1) * (2 * k + 2);
-    xp /= x * x;
-  }
-  zeta += tail;
-  const double nfact = tgamma(s);
-  return (n % 2 == 1 ? 1.0 : -1.0) * nfact * zeta;
-}
-__device__ double tp_bessel_i(int order, double x) {
-  const double ax = fabs(x);
-  if (ax <= 30) {
-    const double q = 0.25 * x * x;
-    double term = order == 0 ? 1.0 : 0.5 * x, sum = term;
-    for (int k = 1; k < 500; ++k) {
-      term *= q / ((double)k * (k + order));
-      sum += term;
-      if (fabs(term) < fabs(sum) * 1e-17) break;
-    }
-    return sum;
-  }
-  const double mu = 4.0 * order * order;
-  double term = 1, sum = 1;
-  for (int k = 1; k < 30; ++k) {
-    const double t = term * -(mu - (2.0 * k - 1) * (2.0 * k - 1)) / (k * 8.0 * ax);
-    if (fabs(t) >= fabs(term)) break;
-    term = t;
-    sum += term;
-  }
-  const double r = exp(ax) / sqrt(2 * TP_PI * ax) * sum;
-  return order == 1 && x < 0 ? -r : r;
-}
 )TP";
 
 struct SpecialDef {
@@ -125,8 +65,8 @@ std::string special_name(const SpecialDef& s, DType c) {
   return str("tp_special_", s.tag, c == DType::Float64 ? "_f64" : "_f32");
 }
 std::string special_source(const SpecialDef& s, DType c) {
-  return str("typedef ", c == DType::Float64 ? "double" : "float", " T;\n", kDevicePrelude,
-             "extern \"C\" __global__ void ", special_name(s, c),
+  return str("typedef ", c == DType::Float64 ? "double" : "float", " T;\n", kDevicePrelude, kSpecialMath,
+             "\nextern \"C\" __global__ void ", special_name(s, c),
              "(const T* __restrict__ x, T* __restrict__ y, long long n, long long order, double a) {\n"
              "  (void)order; (void)a;\n"
              "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"

@@ -207,6 +207,12 @@ enum class Tern { Addcmul, Addcdiv, Lerp };
 template <Tern K>
 std::vector<TensorMeta> tern_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& at) {
   Shape shape = pw::broadcast_all(in, op.name);
+  // lerp does not promote between its two ends (PyTorch's rule): an EMA buffer
+  // lerp_'d towards a tensor of another dtype is a bug in the caller (Adam's
+  // state after `p.data = p.data.double()`), not a conversion to make silently.
+  if (K == Tern::Lerp && !in[1].wrapped_number && in[1].dtype != in[0].dtype)
+    throw Error(str(op.name, ": expected dtype ", dtype_name(in[0].dtype), " for `end` but got dtype ",
+                    dtype_name(in[1].dtype), " (lerp does not promote between self and end)"));
   const DType ct = result_type(in);
   if (K != Tern::Addcmul && !is_floating(ct))
     pw::throw_dtype(op.name, in, K == Tern::Addcdiv ? "integer division is not supported, use floating-point tensors"

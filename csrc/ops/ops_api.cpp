@@ -82,7 +82,11 @@ Tensor view(const Tensor& x, const Shape& shape) { return call_op1(TP_OP("view")
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Shape size = infer_view_size(shape, x.numel(), "reshape");
   if (view_strides(x.sizes(), x.strides(), size)) return view(x, size);
-  return view(contiguous(x), size);
+  // A copy: no view of anything the caller has (Tensor._base None, as PyTorch).
+  Tensor r = view(contiguous(x), size);
+  r.impl()->view_base.reset();
+  r.impl()->base_py.reset();
+  return r;
 }
 
 Tensor permute(const Tensor& x, const Dims& dims) { return call_op1(TP_OP("permute"), {x}, {{"dims", dims}}); }

@@ -17,79 +17,23 @@
 namespace tp {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
-
-// psi(x) by the recurrence psi(x) = psi(x+1) - 1/x up to x >= 10, then the
-// asymptotic series in 1/x^2 (Bernoulli numbers); reflection for x < 0.
-double digamma(double x) {
-  if (x == 0) return std::signbit(x) ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  if (x < 0) {
-    if (x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
-    return digamma(1 - x) - kPi / std::tan(kPi * x);
-  }
-  double r = 0;
-  while (x < 10) {
-    r -= 1 / x;
-    x += 1;
-  }
-  const double z = 1 / (x * x);
-  const double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132)))));
-  return r + std::log(x) - 0.5 / x - series;
-}
-
-// psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x): the Hurwitz zeta by direct terms
-// until x + N >= 20, then its Euler-Maclaurin tail.
-double polygamma(int64_t n, double x) {
-  if (n == 0) return digamma(x);
-  if (x <= 0 && x == std::floor(x)) return std::numeric_limits<double>::infinity();
-  const double s = static_cast<double>(n + 1);
-  double zeta = 0;
-  while (x < 20) {
-    zeta += std::pow(x, -s);
-    x += 1;
-  }
-  // tail: x^(1-s)/(s-1) + x^-s/2 + sum_k B_2k/(2k)! * s(s+1)...(s+2k-2) x^(-s-2k+1)
-  static const double b2k[] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
-  double tail = std::pow(x, 1 - s) / (s - 1) + 0.5 * std::pow(x, -s);
-  double rising = s, fact = 2;  // s(s+1)...(s+2k-2), (2k)!
-  double xp = std::pow(x, -s - 1);
-  for (int k = 1; k <= 7; ++k) {
-    tail += b2k[k - 1] / fact * rising * xp;
-    rising *= (s + 2 * k - 1) * (s + 2 * k);
-    fact *= (2 * k + 1) * (2 * k + 2);
-    xp /= x * x;
-  }
-  zeta += tail;
-  const double nfact = std::tgamma(s);
-  return (n % 2 == 1 ? 1.0 : -1.0) * nfact * zeta;
-}
-
-// Modified Bessel functions of the first kind, orders 0 and 1: the power
-// series for |x| <= 30 (all terms positive: no cancellation), else the
-// asymptotic expansion e^|x| / sqrt(2 pi |x|) * (1 - (4v^2-1)/(8x) + ...).
-double bessel_i(int order, double x) {
-  const double ax = std::abs(x);
-  if (ax <= 30) {
-    const double q = 0.25 * x * x;
-    double term = order == 0 ? 1.0 : 0.5 * x, sum = term;
-    for (int k = 1; k < 500; ++k) {
-      term *= q / (static_cast<double>(k) * (k + order));
-      sum += term;
-      if (std::abs(term) < std::abs(sum) * 1e-17) break;
-    }
-    return sum;
-  }
-  const double mu = 4.0 * order * order;
-  double term = 1, sum = 1;
-  for (int k = 1; k < 30; ++k) {
-    const double t = term * -(mu - (2.0 * k - 1) * (2.0 * k - 1)) / (k * 8.0 * ax);
-    if (std::abs(t) >= std::abs(term)) break;
-    term = t;
-    sum += term;
-  }
-  const double r = std::exp(ax) / std::sqrt(2 * kPi * ax) * sum;
-  return order == 1 && x < 0 ? -r : r;
-}
+// The scalar algorithms, shared with the CUDA kernels (cuda/special_kernels.cpp).
+using std::exp;
+using std::fabs;
+using std::floor;
+using std::log;
+using std::pow;
+using std::round;
+using std::sqrt;
+using std::tan;
+using std::tgamma;
+inline double tp_sf_inf() { return std::numeric_limits<double>::infinity(); }
+inline double tp_sf_nan() { return std::numeric_limits<double>::quiet_NaN(); }
+#define TP_SF inline
+#define TP_SPECIAL_SOURCE(...) __VA_ARGS__
+#include "ops/special_math.inc"
+#undef TP_SPECIAL_SOURCE
+#undef TP_SF
 
 DType float_of(DType d) { return d == DType::Float64 || d == DType::Float32 ? d : DType::Float32; }
 
@@ -117,10 +61,10 @@ std::vector<Tensor> special_cpu(const OpDef& op, const std::vector<Tensor>& in, 
 }
 
 double f_lgamma(int64_t, double x) { return std::lgamma(x); }
-double f_digamma(int64_t, double x) { return digamma(x); }
-double f_polygamma(int64_t n, double x) { return polygamma(n, x); }
-double f_i0(int64_t, double x) { return bessel_i(0, x); }
-double f_i1(int64_t, double x) { return bessel_i(1, x); }
+double f_digamma(int64_t, double x) { return tp_digamma(x); }
+double f_polygamma(int64_t n, double x) { return tp_polygamma(n, x); }
+double f_i0(int64_t, double x) { return tp_bessel_i(0, x); }
+double f_i1(int64_t, double x) { return tp_bessel_i(1, x); }
 
 Tensor poly(int64_t n, const Tensor& x) {
   Attrs at;

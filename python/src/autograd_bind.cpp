@@ -231,6 +231,19 @@ void bind_tensor_autograd() {
   prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
   prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
+  // The tensor a view reads (the root of a chain of views); None for a non-view.
+  // The very Python object the view was made from when known (note_base_object),
+  // else one wrapper, kept so that repeated reads give the same object.
+  prop("_base", [](const Tensor& t) -> nb::object {
+    TensorImpl* impl = t.impl();
+    if (!impl->view_base) return nb::none();
+    if (auto* o = static_cast<nb::object*>(impl->base_py.get());
+        o && nb::inst_check(*o) && nb::cast<const Tensor&>(*o).impl() == impl->view_base.get())
+      return *o;
+    nb::object o = nb::cast(Tensor(impl->view_base));
+    impl->base_py = keep_py(o);
+    return o;
+  });
   prop("output_nr", [](const Tensor& t) { return t.impl()->output_nr; });
   method("is_inference", [](const Tensor& t) { return autograd::is_inference(t); });
   method("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,

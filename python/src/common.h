@@ -46,6 +46,11 @@ std::vector<int64_t> dims_from(nb::handle h);  // None -> {}, int -> {d}, sequen
 std::shared_ptr<nb::object> keep_py(nb::object o);
 bool interpreter_finalizing();
 
+// `result` was made from the Python tensor `src` by a view operator: remember
+// src as the Python object of result._base when src is that base (so that
+// `x.view(...)._base is x`, as in PyTorch). No-op for anything else.
+void note_base_object(nb::handle src, const Tensor& result);
+
 // A floating `t.item()` during a capture returns a 0-d tensor of the graph
 // (tensor.cpp); a compiled function that returns that tensor as it is gives the
 // caller a Python float, as eager does (compile.cpp, PyOutputStructure).

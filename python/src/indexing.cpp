@@ -321,28 +321,42 @@ Tensor matrix_transpose(const Tensor& t) {
   return ops::transpose(t, -2, -1);
 }
 
+// view(*shape) or view(dtype): the same bits read as another dtype of equal size.
+Tensor view_of(const Tensor& t, nb::args a) {
+  if (a.size() == 1 && nb::isinstance<DType>(a[0])) return ops::view_dtype(t, nb::cast<DType>(a[0]));
+  if (!graph::symbolic_tracing()) return ops::view(t, ints_from_args(a, "view"));
+  std::vector<graph::SymDim> syms;
+  std::vector<int64_t> size = ints_from_args(a, "view", &syms);
+  graph::UserCall call;
+  call.op = &get_op("view");
+  call.where_fn = &python_source_line;
+  for (size_t j = 0; j < size.size(); ++j)
+    if (syms.empty() || syms[j].is_const()) call.literals.push_back(size[j]);
+  if (!syms.empty()) call.sym_attrs["size"] = std::move(syms);
+  graph::UserCallScope scope(std::move(call));
+  return ops::view(t, size);
+}
+
+Tensor squeeze_of(const Tensor& t, nb::handle dim) {
+  if (dim.is_none()) return ops::squeeze(t);
+  if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
+  return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
+}
+
+// A view method's result names the Python object it was made from as `_base`.
+Tensor noted(nb::handle self, Tensor r) {
+  if (r.defined() && r.impl()->view_base) note_base_object(self, r);
+  return r;
+}
+
 void bind_shape_conveniences(nb::module_& m) {
   nb::handle cls = nb::type<Tensor>();
-  // view(*shape) or view(dtype): the same bits read as another dtype of equal size.
-  redefine(cls, "view", [](const Tensor& t, nb::args a) {
-    if (a.size() == 1 && nb::isinstance<DType>(a[0])) return ops::view_dtype(t, nb::cast<DType>(a[0]));
-    if (!graph::symbolic_tracing()) return ops::view(t, ints_from_args(a, "view"));
-    std::vector<graph::SymDim> syms;
-    std::vector<int64_t> size = ints_from_args(a, "view", &syms);
-    graph::UserCall call;
-    call.op = &get_op("view");
-    call.where_fn = &python_source_line;
-    for (size_t j = 0; j < size.size(); ++j)
-      if (syms.empty() || syms[j].is_const()) call.literals.push_back(size[j]);
-    if (!syms.empty()) call.sym_attrs["size"] = std::move(syms);
-    graph::UserCallScope scope(std::move(call));
-    return ops::view(t, size);
-  });
-  redefine(cls, "flatten", &ops::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1);
-  redefine(cls, "squeeze", [](const Tensor& t, nb::handle dim) {
-    if (dim.is_none()) return ops::squeeze(t);
-    if (is_int_like(dim)) return ops::squeeze_dims(t, {nb::cast<int64_t>(nb::int_(dim))});
-    return ops::squeeze_dims(t, nb::cast<std::vector<int64_t>>(dim));
+  redefine(cls, "view", [](nb::handle self, nb::args a) { return noted(self, view_of(nb::cast<const Tensor&>(self), a)); });
+  redefine(cls, "flatten", [](nb::handle self, int64_t start_dim, int64_t end_dim) {
+    return noted(self, ops::flatten(nb::cast<const Tensor&>(self), start_dim, end_dim));
+  }, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1);
+  redefine(cls, "squeeze", [](nb::handle self, nb::handle dim) {
+    return noted(self, squeeze_of(nb::cast<const Tensor&>(self), dim));
   }, nb::arg("dim").none() = nb::none());
   // The counts are the user's ints (a SymInt among them is specialized), so
   // a symbolic capture records them as literals: repeat's rule keeps the
@@ -384,7 +398,8 @@ void bind_shape_conveniences(nb::module_& m) {
   }, nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
   for (const char* name : {"mT", "mH"}) {
     if (nb::hasattr(cls, name)) nb::delattr(cls, name);
-    nb::setattr(cls, name, nb::module_::import_("builtins").attr("property")(nb::cpp_function(&matrix_transpose)));
+    nb::setattr(cls, name, nb::module_::import_("builtins").attr("property")(nb::cpp_function(
+                               [](nb::handle self) { return noted(self, matrix_transpose(nb::cast<const Tensor&>(self))); })));
   }
   // Module functions: replaced both as attributes of _C and in the table of
   // generated functions that the package exports.
@@ -407,9 +422,20 @@ void bind_shape_conveniences(nb::module_& m) {
 void bind_indexing(nb::module_& m) {
   nb::handle cls = nb::type<Tensor>();
   // .none(): x[None] passes None itself as the index.
-  redefine(cls, "__getitem__", &getitem, nb::arg("index").none());
+  redefine(cls, "__getitem__", [](nb::handle self, nb::handle idx) {
+    Tensor r = getitem(nb::cast<const Tensor&>(self), idx);
+    if (r.defined() && r.impl()->view_base) note_base_object(self, r);
+    return r;
+  }, nb::arg("index").none());
   redefine(cls, "__setitem__", &setitem, nb::arg("index").none(), nb::arg("value"));
   bind_shape_conveniences(m);
+  // .T (bound with the Tensor class): its result names the Python object it was made from as `_base`.
+  nb::setattr(cls, "T", nb::module_::import_("builtins").attr("property")(nb::cpp_function([](nb::handle self) {
+    ops::Dims d;
+    const Tensor& t = nb::cast<const Tensor&>(self);
+    for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);
+    return noted(self, ops::permute(t, d));
+  })));
 }
 
 }  // namespace tp::py

@@ -420,10 +420,14 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
           if (nb::isinstance<Tensor>(nb::handle(pos[i])) &&
               nb::cast<const Tensor&>(nb::handle(pos[i])).impl() == results[0].impl())
             return nb::borrow(pos[i]);
+      if (npos > 0 && results[0].defined() && results[0].impl()->view_base) note_base_object(pos[0], results[0]);
       return nb::cast(std::move(results[0]));
     }
     nb::list items;
-    for (auto& r : results) items.append(nb::cast(std::move(r)));
+    for (auto& r : results) {
+      if (npos > 0 && r.defined() && r.impl()->view_base) note_base_object(pos[0], r);
+      items.append(nb::cast(std::move(r)));
+    }
     if (!o.result_type.is_none()) return o.result_type(*nb::tuple(items));
     return nb::tuple(items);
   }

@@ -134,6 +134,14 @@ std::string python_source_line() {
 // bool(t), int(t), float(t), t.item() inside a capture are data gates (Section 3):
 // the value joins the key of the captured program, and the computation that
 // produced `t` is replayed on later calls to choose the program.
+void note_base_object(nb::handle src, const Tensor& result) {
+  TensorImpl* r = result.impl();
+  if (!r->view_base || r->base_py || !nb::isinstance<Tensor>(src)) return;
+  const TensorImpl* s = nb::cast<const Tensor&>(src).impl();
+  if (s == r->view_base.get()) r->base_py = keep_py(nb::borrow(src));
+  else if (s->view_base == r->view_base) r->base_py = s->base_py;  // a view of a view: the root's object
+}
+
 Scalar gate(const Tensor& t, const char* kind) {
   if (!graph::is_tracing()) return graph::read_gate_value(kind, t);
   return graph::record_data_gate(t, kind, python_source_line());

@@ -237,6 +237,35 @@ def test_empty_indices():
     _close(tp.index_put(z, (e,), tp.randn(0, 3).cuda(), True), z.cpu())
 
 
+@gpu
+@pytest.mark.parametrize("it", [tp.uint8, tp.int8, tp.int16])
+def test_narrow_index_dtypes_gather_scatter_add(it):
+    # gather's gradient is scatter_add with the same index: an empty uint8 index (which
+    # PyTorch accepts) had no CUDA kernel; non-empty narrow indices (accepted by the CPU
+    # operators) are widened to int64 on the device, results as on the CPU.
+    x = tp.randn(4, 7).cuda().requires_grad_()
+    e = tp.zeros(4, 0, dtype=it)
+    g = tp.gather(x, 1, e.cuda())
+    assert tuple(g.shape) == (4, 0)
+    g.sum().backward()
+    assert _np(x.grad).tolist() == [[0.0] * 7] * 4
+    i = tp.tensor([[0, 0, 6, 5], [1, 2, 1, 1], [3, 3, 3, 3]], dtype=it)
+    src = tp.randn(3, 4)
+    xc = x.detach().cpu()
+    _close(tp.scatter_add(x.detach(), 1, i.cuda(), src.cuda()), tp.scatter_add(xc, 1, i, src))
+    _close(tp.scatter(x.detach(), 1, i[:, :1].cuda(), src[:, :1].cuda()), tp.scatter(xc, 1, i[:, :1], src[:, :1]))
+    y = x.detach().clone()
+    y.scatter_add_(1, i.cuda(), src.cuda())
+    _close(y, tp.scatter_add(xc, 1, i, src))
+    xg = x.detach().clone().requires_grad_()
+    out = tp.gather(xg, 1, i.cuda())
+    _close(out, tp.gather(xc, 1, i), 0)
+    out.sum().backward()
+    xg_cpu = xc.clone().requires_grad_()
+    tp.gather(xg_cpu, 1, i).sum().backward()
+    _close(xg.grad, xg_cpu.grad)
+
+
 # ---- bad indices ----
 
 @gpu

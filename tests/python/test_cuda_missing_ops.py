@@ -91,7 +91,9 @@ def _special_inputs():
     rng = np.random.default_rng(0)
     return np.concatenate([rng.standard_normal(300) * 5, rng.uniform(-40, 40, 300),
                            [0.0, -0.0, 1, 2, -1, -2, -2.5, 0.5, 1e-8, -1e-8, 1.4616321449683623, 30, 30.5, -30.5,
-                            50, 300, 700, math.inf, -math.inf, math.nan, 1e10, -1e5 - 0.25]])
+                            50, 300, 700, math.inf, -math.inf, math.nan, 1e10, -1e5 - 0.25,
+                            # reflection for x < 0 (the recurrence took |x| steps: these hung)
+                            -1e12 + 0.5, -4503599627370495.5, -1e15 - 0.25, -3.0000001, -1e-300]])
 
 
 HOST_SPECIAL = {
@@ -109,6 +111,16 @@ def test_special_sources_compute_the_cpu_values(host_kernels, name, t):
     y = np.empty_like(x)
     getattr(host_kernels, f"tp_special_{name}_{t}")(_ptr(x), _ptr(y), L(x.size), L(order), ctypes.c_double(1.0))
     np.testing.assert_array_equal(y, fn(tp.from_numpy(x)).numpy())
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("order", [1, 3, 4, 7, 161])
+def test_polygamma_source_orders_compute_the_cpu_values(host_kernels, order, t):
+    dt = np.float64 if t == "f64" else np.float32
+    x = _special_inputs().astype(dt)
+    y = np.empty_like(x)
+    host_kernels[f"tp_special_polygamma_{t}"](_ptr(x), _ptr(y), L(x.size), L(order), ctypes.c_double(1.0))
+    np.testing.assert_array_equal(y, tp.polygamma(order, tp.from_numpy(x)).numpy())
 
 
 @pytest.mark.parametrize("t", ["f32", "f64"])

@@ -48,6 +48,13 @@ class Adam(Optimizer):
         if group["maximize"]:
             grad = -grad
         state = self._init_state(p, group["amsgrad"])
+        if state["exp_avg"].dtype != p.dtype:
+            # PyTorch raises here too (from lerp_); converting the moments silently would
+            # hide that the parameter was swapped under the optimizer.
+            raise RuntimeError(
+                f"{type(self).__name__}.step: the state of a parameter is {state['exp_avg'].dtype} but the parameter "
+                f"is now {p.dtype} (its .data was replaced after an earlier step, e.g. p.data = p.data.double()); "
+                "convert the parameter before the first step, or rebuild the optimizer (or its state) after")
         state["step"].add_(1)
         step = state["step"].item()
         if _nonzero(wd):
