@@ -108,10 +108,6 @@ class Writer {
     os << indent << vtype(e->dtype, lane_) << " " << name << " = " << splat(e->dtype, lane_) << "(" << v << ");\n";
     return splats_[e] = name;
   }
-  // An operand of a vector operation.
-  std::string operand(const Expr& e, bool vec, int inner_var, std::ostringstream& os, const std::string& indent) {
-    return emit(e, vec, inner_var, os, indent);
-  }
   std::string value(const Expr& e, bool vec, int inner_var, std::ostringstream& os, const std::string& indent) {
     auto it = names_.find(e.get());
     if (it != names_.end()) return it->second;
@@ -153,15 +149,15 @@ class Writer {
       }
       case ExprOp::Call: {
         std::vector<std::string> a;
-        for (auto& x : e->args) a.push_back(operand(x, vec, inner_var, os, indent));
+        for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));  // (a uniform one splatted)
         rhs = c_call(e->fn, a);  // logical/bitwise ops: bool or int operands, scalar code only
         break;
       }
       case ExprOp::Where: {
         mask_lane_ = e->dtype;  // the lanes a loaded bool condition selects between
         std::string c = value(e->args[0], vec, inner_var, os, indent);  // a uniform condition stays scalar
-        std::string a = operand(e->args[1], vec, inner_var, os, indent);
-        std::string b = operand(e->args[2], vec, inner_var, os, indent);
+        std::string a = emit(e->args[1], vec, inner_var, os, indent);
+        std::string b = emit(e->args[2], vec, inner_var, os, indent);
         rhs = "tp_where(" + c + ", " + a + ", " + b + ")";
         break;
       }
@@ -1125,10 +1121,12 @@ void emit_outer_vector_reduction(std::ostringstream& os, const LoopProgram& p, c
 // count), and a sum's error grows with log2(chunks). Returns the combined
 // result's name (a local declared here), "" for a pointwise nest. `tag`
 // prefixes the names (several split nests in one kernel); `declare_o`: the
-// chunk loop defines the (single) outer iteration itself.
+// chunk loop defines the (single) outer iteration itself; `with`: pointwise
+// nests run after `nest` in each chunk (joins_chunk_loop).
 std::string emit_chunked(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k, const LoopNest& nest,
                          int64_t chunk_n, int64_t chunks_n, bool in_double, bool symbolic,
-                         std::unordered_map<int, std::string>& locals, const std::string& tag, bool declare_o) {
+                         std::unordered_map<int, std::string>& locals, const std::string& tag, bool declare_o,
+                         const std::vector<const LoopNest*>& with = {}) {
   const ComputeNode& node = p.nodes[nest.node];
   const std::string o = k.outer_var.var_name();
   const char* ix = index_type(k);
@@ -1165,6 +1163,7 @@ std::string emit_chunked(std::ostringstream& os, const LoopProgram& p, const Ker
   os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent << ";\n";
   if (!reduction) {
     emit_nest(os, p, k, nest, locals, "lo", "hi");
+    for (const LoopNest* w : with) emit_nest(os, p, k, *w, locals, "lo", "hi");  // same chunk (joins_chunk_loop)
     os << "  }\n";
     return "";
   }
@@ -1406,15 +1405,8 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
         }
         if (run.size() >= 2) {  // one chunk loop, the nests one after the other in each chunk
           for (size_t m : members) done[m] = true;
-          const std::string extent = std::to_string(nest.inner_ranges[0]), chunk = std::to_string(nest.chunk);
-          os << "  #pragma omp parallel for schedule(dynamic, 1)\n";
-          os << "  for (" << ix << " " << o << "_c = 0; " << o << "_c < " << (nest.inner_ranges[0] + nest.chunk - 1) / nest.chunk
-             << "; ++" << o << "_c) {\n";
-          os << "    const " << ix << " lo = " << o << "_c * " << chunk << ";\n";
-          os << "    const " << ix << " hi = lo + " << chunk << " < " << extent << " ? lo + " << chunk << " : " << extent
-             << ";\n";
-          for (const LoopNest* n : run) emit_nest(os, p, k, *n, locals, "lo", "hi");
-          os << "  }\n";
+          emit_chunked(os, p, k, nest, nest.chunk, nest.chunks, false, false, locals, "", /*declare_o=*/false,
+                       std::vector<const LoopNest*>(run.begin() + 1, run.end()));
           continue;
         }
         if (nest.chunk == 0) {
