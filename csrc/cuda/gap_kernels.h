@@ -15,10 +15,10 @@
 //                       each slice — the CPU's pick, since it ranks by
 //                       (value, position) too; median takes the first NaN of a
 //                       slice holding one;
-//   erfinv.cpp          erfinv (CUDA's erfinvf / erfinv; 16-bit through float32);
 //   special_kernels.cpp lgamma, digamma, polygamma, i0, special_i1 (the CPU's
-//                       algorithms in double), float64 erf and erf-GELU, round
-//                       with decimals;
+//                       algorithms in double), erfinv (CUDA's erfinvf /
+//                       erfinv; 16-bit through float32), float64 erf and
+//                       erf-GELU, round with decimals;
 //   composite_kernels.cpp native_layer_norm (var_mean, rsqrt, ...: generated
 //                       eager operators) and select/slice/as_strided_scatter
 //                       (device copies through the view operator's kernel);
@@ -45,8 +45,6 @@ bool lookup_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Att
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool select_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                    const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
-bool erfinv_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                   const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out);
 bool special_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
@@ -61,7 +59,7 @@ bool cum_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs&
 inline bool gap_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                        const std::vector<TensorMeta>& out_meta, std::vector<Tensor>& out) {
   return fill_kernel(op, inputs, attrs, out_meta, out) || lookup_kernel(op, inputs, attrs, out_meta, out) ||
-         select_kernel(op, inputs, attrs, out_meta, out) || erfinv_kernel(op, inputs, attrs, out_meta, out) ||
+         select_kernel(op, inputs, attrs, out_meta, out) ||
          special_kernel(op, inputs, attrs, out_meta, out) || composite_kernel(op, inputs, attrs, out_meta, out) ||
          cum_kernel(op, inputs, attrs, out_meta, out) || host_kernel(op, inputs, attrs, out_meta, out);
 }
@@ -72,7 +70,6 @@ bool put_strided(const Tensor& self, const Tensor& src);
 std::vector<std::pair<std::string, std::string>> fill_kernel_sources();
 std::vector<std::pair<std::string, std::string>> lookup_kernel_sources();
 std::vector<std::pair<std::string, std::string>> select_kernel_sources();
-std::vector<std::pair<std::string, std::string>> erfinv_kernel_sources();
 std::vector<std::pair<std::string, std::string>> special_kernel_sources();
 std::vector<std::pair<std::string, std::string>> cum_kernel_sources();
 

@@ -458,7 +458,7 @@ std::vector<std::pair<std::string, std::string>> all_kernel_sources() {
   for (auto& s : scatter_reduce_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : unique_kernel_sources()) v.push_back(std::move(s));
   for (auto& s : masked_scatter_kernel_sources()) v.push_back(std::move(s));
-  for (auto* f : {&fill_kernel_sources, &lookup_kernel_sources, &select_kernel_sources, &erfinv_kernel_sources,
+  for (auto* f : {&fill_kernel_sources, &lookup_kernel_sources, &select_kernel_sources,
                  &special_kernel_sources, &cum_kernel_sources})
     for (auto& s : (*f)()) v.push_back(std::move(s));
   return v;

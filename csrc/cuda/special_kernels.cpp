@@ -4,6 +4,7 @@
 //     algorithms (ops/special_math.inc, one text for both), evaluated in double and
 //     rounded once, so both devices agree to a few double ulp before that
 //     rounding (lgamma is CUDA's lgamma, the CPU's std::lgamma: both a few ulp);
+//   erfinv: CUDA's erfinvf (float32, from the element in float) / erfinv;
 //   erf and gelu (approximate='none') in float64: the CPU's float64 formulas
 //     (erf; x/2 * erfc(-x/sqrt 2)) with CUDA's double erf / erfc (float32 and
 //     16-bit stay generated: their decompositions are polynomials Stax prints);
@@ -56,6 +57,7 @@ constexpr SpecialDef kSpecial[] = {
     {"polygamma", "polygamma", "(T)tp_polygamma(order, d)"},
     {"i0", "i0", "(T)tp_bessel_i(0, d)"},
     {"special_i1", "i1", "(T)tp_bessel_i(1, d)"},
+    {"erfinv", "erfinv", "(sizeof(T) == 4 ? (T)erfinvf((float)v) : (T)erfinv(d))"},
     {"erf", "erf", "(T)erf(d)"},
     {"gelu", "gelu", "(T)(0.5 * d * erfc(d * -0.70710678118654752440))"},
     {"round", "round_dec", "(order > 0 ? (T)(tp_rint((T)(v * (T)a)) / (T)a) : (T)(tp_rint((T)(v / (T)a)) * (T)a))"},

@@ -13,7 +13,7 @@ import tensorplay as tp
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
-PREFIXES = ("tp_fill_", "tp_one_hot", "tp_searchsorted_", "tp_kth_pick_", "tp_erfinv_")
+PREFIXES = ("tp_fill_", "tp_one_hot", "tp_searchsorted_", "tp_kth_pick_", "tp_special_erfinv_")
 
 
 def _np(t):
@@ -32,7 +32,7 @@ def _same(got, want):
 def test_kernel_sources_compile(arch):
     names = [n for n, _ in tp.cuda._kernel_sources() if n.startswith(PREFIXES)]
     assert {"tp_fill_b1", "tp_fill_b8", "tp_one_hot_int64", "tp_one_hot_range_uint8", "tp_searchsorted_f64",
-            "tp_kth_pick_f32", "tp_kth_pick_i64", "tp_erfinv_f64"} <= set(names)
+            "tp_kth_pick_f32", "tp_kth_pick_i64", "tp_special_erfinv_f64"} <= set(names)
     for name, src in tp.cuda._kernel_sources():
         if name in names:
             assert tp.cuda._nvrtc_compile(src, name, arch)[:4] == b"\x7fELF", name
@@ -196,6 +196,8 @@ def test_erfinv(dtype):
     tol = {tp.float32: 2e-6, tp.float64: 1e-13, tp.float16: 1e-3, tp.bfloat16: 8e-3}[dtype]
     np.testing.assert_allclose(_np(got), _np(want), rtol=tol, atol=tol)  # inf / nan in the same places
     _same(tp.erfinv(tp.tensor([0, 1], device="cuda")), tp.erfinv(tp.tensor([0, 1])))  # int64 -> float32
+    for it in (tp.uint8, tp.int8, tp.int16, tp.bool):  # every integer dtype converts first, as on the CPU
+        _same(tp.erfinv(tp.tensor([0, 1], dtype=it, device="cuda")), tp.erfinv(tp.tensor([0, 1], dtype=it)))
 
 
 # ---- repeat_interleave ----
