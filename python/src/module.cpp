@@ -12,6 +12,20 @@ namespace {
 PyObject* g_capture_error = nullptr;
 PyObject* g_linalg_error = nullptr;
 PyObject* g_backend_error = nullptr;
+PyObject* g_value_error = nullptr;
+PyObject* g_type_error = nullptr;
+
+// PyTorch reports a bad shape or a bad dtype inside an operator as a
+// RuntimeError, where Python's conventions (and our C++ classes) say
+// ValueError / TypeError. The Python classes derive from both, so user code
+// written for either (`except RuntimeError:` ported from PyTorch, or
+// `except ValueError:`) catches them.
+PyObject* dual_exception(const char* name, PyObject* base, const char* doc) {
+  PyObject* bases = PyTuple_Pack(2, base, PyExc_RuntimeError);
+  PyObject* cls = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
+  Py_DECREF(bases);
+  return cls;
+}
 
 void python_warning(const std::string& msg) {
   // Called from C++ code that holds the GIL (compilation runs on the caller's thread).
@@ -143,6 +157,12 @@ NB_MODULE(_C, m) {
   g_linalg_error = PyErr_NewExceptionWithDoc("tensorplay.linalg.LinAlgError",
                                              "A matrix could not be factored (singular, not positive-definite, ...).",
                                              PyExc_RuntimeError, nullptr);
+  g_value_error = dual_exception("tensorplay._C.TensorValueError", PyExc_ValueError,
+                                 "A bad shape or argument value (a ValueError and, as in PyTorch, a RuntimeError).");
+  g_type_error = dual_exception("tensorplay._C.TensorTypeError", PyExc_TypeError,
+                                "A bad dtype or argument kind (a TypeError and, as in PyTorch, a RuntimeError).");
+  m.attr("TensorValueError") = nb::handle(g_value_error);
+  m.attr("TensorTypeError") = nb::handle(g_type_error);
   m.attr("LinAlgError") = nb::handle(g_linalg_error);
   m.attr("CaptureError") = nb::handle(g_capture_error);
   m.attr("BackendError") = nb::handle(g_backend_error);
@@ -156,9 +176,9 @@ NB_MODULE(_C, m) {
     } catch (const tp::LinAlgError& e) {
       PyErr_SetString(g_linalg_error, e.what());
     } catch (const tp::TypeError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());
+      PyErr_SetString(g_type_error, e.what());
     } catch (const tp::ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(g_value_error, e.what());
     } catch (const tp::NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const tp::IndexError& e) {

@@ -214,3 +214,50 @@ def test_base_of_parameter_view_is_the_parameter():
     lin = tp.nn.Linear(3, 2)
     wt = lin.weight.t()
     assert wt._base is lin.weight and isinstance(wt._base, tp.nn.Parameter)
+
+
+# ---- exception types of bad input ----
+
+# Bad shapes and dtypes inside operators: PyTorch raises RuntimeError, where our
+# classes say ValueError / TypeError. Ours are both, so user code written for
+# either catches them (a port from PyTorch writes `except RuntimeError:`).
+_BAD_INPUT = {
+    "reshape": lambda m: m.ones(6).reshape(-1, 4),
+    "view": lambda m: m.ones(6).view(4, 2),
+    "matmul": lambda m: m.ones(2, 3) @ m.ones(2, 3),
+    "broadcast add": lambda m: m.ones(3) + m.ones(4),
+    "cat": lambda m: m.cat([m.ones(2, 3), m.ones(3, 2)]),
+    "expand": lambda m: m.ones(3).expand(2, 4),
+    "mean of int64": lambda m: m.zeros(2, dtype=m.int64).mean(),
+    "dim out of range": lambda m: m.ones(3).sum(5),
+    "index out of range": lambda m: m.ones(3)[5],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_INPUT))
+def test_bad_input_raises_what_torch_raises(case):
+    fn = _BAD_INPUT[case]
+    want = _exc(lambda: fn(torch))
+    assert want is not None
+    with pytest.raises(want):
+        fn(tp)
+
+
+@pytest.mark.parametrize("case", ["reshape", "matmul", "mean of int64"])
+def test_bad_input_is_still_a_value_or_type_error(case):
+    # Code written for the Python convention keeps working too.
+    with pytest.raises((ValueError, TypeError)) as info:
+        _BAD_INPUT[case](tp)
+    assert isinstance(info.value, RuntimeError)
+    compiled = tp.compile(lambda: _BAD_INPUT[case](tp))
+    with pytest.raises(type(info.value)):
+        compiled()
+
+
+def test_bad_input_exception_pickles():
+    import pickle
+    try:
+        tp.ones(3) + tp.ones(4)
+    except RuntimeError as e:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
