@@ -190,6 +190,21 @@ std::vector<Tensor> qr_cpu(const OpDef& op, const std::vector<Tensor>& in, const
 
 // A = QR with m >= n (reduced): gA = [gQ + Q copyltu(M)] R^{-T}, where
 // M = R gR^T - gQ^T Q; written as in the usual derivation with skew parts.
+Tensor qr_backward_tall(const Tensor& Q, const Tensor& R, const Tensor& gQ, const Tensor& gR) {
+  Tensor qdq = f::mm(f::mT(Q), gQ);
+  Tensor rdr = f::mm(R, f::mT(gR));
+  Tensor low = f::tril(ops::add(ops::sub(qdq, f::mT(qdq)), ops::sub(rdr, f::mT(rdr))), -1);
+  // x R^{-T} = (R^{-1} x^T)^T
+  auto right_solve = [&](const Tensor& x) { return f::mT(f::solve(R, f::mT(x))); };
+  Tensor grad_a = f::mm(Q, ops::add(gR, right_solve(low)));
+  Tensor grad_b = right_solve(ops::sub(gQ, f::mm(Q, qdq)));
+  return ops::add(grad_a, grad_b);
+}
+
+// Wide A (m < n; 'reduced' and 'complete' agree): split A = [X | Y] with X
+// m x m. Then X = Q U is a square QR (U = R's first m columns) and R's other
+// columns are V = Q^T Y. Y's gradient is Q gV; V's dependence on Q adds
+// Y gV^T to Q's gradient before the square formula gives X's.
 std::vector<Tensor> qr_backward(const BackwardArgs& a) {
   if (!a.needs_grad[0]) return {Tensor()};
   const std::string& mode = a.attrs.get_str("mode");
@@ -198,22 +213,17 @@ std::vector<Tensor> qr_backward(const BackwardArgs& a) {
   TP_CHECK(mode != "r", Error,
            "linalg.qr: the derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
            "Use mode='reduced' to differentiate");
-  TP_CHECK(m >= n, NotImplementedError, "linalg.qr: the derivative is implemented for inputs with rows >= columns "
-           "only, but got shape ", shape_str(A.sizes()));
-  TP_CHECK(mode == "reduced" || m == n, NotImplementedError,
+  TP_CHECK(mode == "reduced" || m <= n, NotImplementedError,
            "linalg.qr: the QR decomposition is not differentiable when mode='complete' and rows > columns (shape ",
            shape_str(A.sizes()), ")");
   const Tensor &Q = a.outputs[0], &R = a.outputs[1];
   Tensor gQ = a.grad_outputs[0].defined() ? a.grad_outputs[0] : ops::zeros_like(Q);
   Tensor gR = a.grad_outputs[1].defined() ? a.grad_outputs[1] : ops::zeros_like(R);
-  Tensor qdq = f::mm(f::mT(Q), gQ);
-  Tensor rdr = f::mm(R, f::mT(gR));
-  Tensor low = f::tril(ops::add(ops::sub(qdq, f::mT(qdq)), ops::sub(rdr, f::mT(rdr))), -1);
-  // x R^{-T} = (R^{-1} x^T)^T
-  auto right_solve = [&](const Tensor& x) { return f::mT(f::solve(R, f::mT(x))); };
-  Tensor grad_a = f::mm(Q, ops::add(gR, right_solve(low)));
-  Tensor grad_b = right_solve(ops::sub(gQ, f::mm(Q, qdq)));
-  return {ops::add(grad_a, grad_b)};
+  if (m >= n) return {qr_backward_tall(Q, R, gQ, gR)};
+  Tensor Y = ops::slice(A, -1, m, n, 1);
+  Tensor gV = ops::slice(gR, -1, m, n, 1);
+  Tensor gX = qr_backward_tall(Q, f::narrow(R, -1, m), ops::add(gQ, f::mm(Y, f::mT(gV))), f::narrow(gR, -1, m));
+  return {ops::cat({gX, f::mm(Q, gV)}, -1)};
 }
 
 // ---------------------------------------------------------------------------
