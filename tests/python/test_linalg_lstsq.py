@@ -181,3 +181,17 @@ def test_bad_driver_and_singular_gels():
     A = tp.tensor(np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]))
     with pytest.raises(tp.linalg.LinAlgError, match="linalg.lstsq: driver 'gels' needs A of full rank"):
         tp.linalg.lstsq(A, tp.ones(3, 1, dtype=tp.float64), driver="gels")
+
+
+@pytest.mark.parametrize("driver", [None, "gelsd"])
+@pytest.mark.parametrize("shape, rank_deficient", [((5, 3), False), ((3, 3), False), ((2, 4), False), ((5, 3), True)])
+def test_forward_mode_matches_torch(driver, shape, rank_deficient):
+    A = deficient(shape, seed=28) if rank_deficient else rng(28).standard_normal(shape)
+    B, dA, dB = rng(29).standard_normal((shape[0], 2)), rng(30).standard_normal(shape), rng(31).standard_normal((shape[0], 2))
+    _, want = torch.func.jvp(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver=driver)[:2]),
+                             (torch.tensor(A), torch.tensor(B)), (torch.tensor(dA), torch.tensor(dB)))
+    _, got = tp.func.jvp(lambda a, b: tuple(tp.linalg.lstsq(a, b, driver=driver)[:2]),
+                         (tp.tensor(A), tp.tensor(B)), (tp.tensor(dA), tp.tensor(dB)))
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-7, atol=1e-10)
