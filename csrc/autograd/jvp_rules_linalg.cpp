@@ -2,7 +2,7 @@
 // (ops/linalg_decomp_ops.cpp, ops/special_ops.cpp). The matrix ones follow from
 // differentiating the defining identity (A X = B, A = L L^T, A = QR, A V = V diag(w),
 // A = U diag(S) Vh) and assume what the reverse formulas assume (a symmetric dA
-// for cholesky/eigh, distinct eigen/singular values, QR with rows >= columns).
+// for cholesky/eigh, distinct eigen/singular values, QR: X of a wide A = [X | Y] invertible).
 #include "autograd/jvp_rules.h"
 #include "core/error.h"
 
@@ -54,15 +54,8 @@ std::vector<Tensor> eigh_jvp(const JvpArgs& a) {
   return {diag_part(X), mm(V, ops::mul(F, X))};
 }
 
-std::vector<Tensor> qr_jvp(const JvpArgs& a) {
-  const Tensor& A = a.inputs[0];
-  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
-  const std::string& mode = a.attrs.get_str("mode");
-  TP_CHECK(m >= n && (mode == "reduced" || m == n), NotImplementedError,
-           "linalg.qr: forward-mode derivative needs mode='reduced' (or a square input) and rows >= columns, but "
-           "got mode='", mode, "' and shape ", shape_str(A.sizes()));
-  const Tensor &Q = a.outputs[0], &R = a.outputs[1];
-  const Tensor& dA = a.tangents[0];
+// Rows >= columns (reduced): from dA = dQ R + Q dR with Q^T dQ skew.
+std::pair<Tensor, Tensor> qr_jvp_tall(const Tensor& Q, const Tensor& R, const Tensor& dA) {
   Tensor dAR = right_solve(dA, R);  // dA R^{-1}
   Tensor C = mm(mT(Q), dAR);
   Tensor low = ops::tril(C, -1);
@@ -70,6 +63,26 @@ std::vector<Tensor> qr_jvp(const JvpArgs& a) {
   Tensor dR = mm(ops::sub(C, omega), R);
   Tensor dQ = ops::add(mm(Q, ops::sub(omega, C)), dAR);
   return {dQ, dR};
+}
+
+// Wide A = [X | Y] (X m x m): X = Q U is the square case, R's other columns
+// V = Q^T Y give dV = dQ^T Y + Q^T dY (the reverse formula's split).
+std::vector<Tensor> qr_jvp(const JvpArgs& a) {
+  const Tensor& A = a.inputs[0];
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  const std::string& mode = a.attrs.get_str("mode");
+  TP_CHECK(mode != "r" && (mode == "reduced" || m <= n), NotImplementedError,
+           "linalg.qr: forward-mode derivative needs Q (not mode='r') and, for mode='complete', rows <= columns, but "
+           "got mode='", mode, "' and shape ", shape_str(A.sizes()));
+  const Tensor &Q = a.outputs[0], &R = a.outputs[1];
+  const Tensor& dA = a.tangents[0];
+  if (m >= n) {
+    auto [dQ, dR] = qr_jvp_tall(Q, R, dA);
+    return {dQ, dR};
+  }
+  auto [dQ, dU] = qr_jvp_tall(Q, ops::slice(R, -1, 0, m, 1), ops::slice(dA, -1, 0, m, 1));
+  Tensor dV = ops::add(mm(mT(dQ), ops::slice(A, -1, m, n, 1)), mm(mT(Q), ops::slice(dA, -1, m, n, 1)));
+  return {dQ, ops::cat({dU, dV}, -1)};
 }
 
 // lstsq: the solution's tangent is that of pinv(A) B (reverse: lstsq_backward in
