@@ -182,3 +182,34 @@ def test_recorded_mutation_of_non_leaf_keeps_gradients():
         (oe, ge), (oc, gc) = run(f), run(cf)
         np.testing.assert_allclose(oc, oe, rtol=1e-6)
         np.testing.assert_allclose(gc, ge, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["stax", "eager", "aot_eager", "callable"])
+def test_every_backend_returns_the_input_and_its_views(backend):
+    be = (lambda gm, example_inputs: gm) if backend == "callable" else backend
+
+    def f(a, b):
+        a.add_(b)
+        return a, a[1:], (a * 2).sum()
+
+    (ae, be_), (ac, bc) = pair(rand(4, 3), rand(4, 3, seed=7))
+    cf = tp.compile(f, backend=be)
+    for _ in range(2):
+        e, c = f(ae, be_), cf(ac, bc)
+        assert c[0] is ac and c[1].data_ptr() == ac[1:].data_ptr()
+        for x, y in zip(c, e):
+            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6)
+    assert len(graph_outputs(cf)) == 2  # the sum and a's final value
+
+
+def test_view_of_an_input_in_training_keeps_its_gradient():
+    def f(x):
+        return x.t(), (x * 2).sum()
+
+    cf = tp.compile(f)
+    x = tp.tensor(rand(3, 4), requires_grad=True)
+    for _ in range(2):
+        v, s = cf(x)
+        assert v.data_ptr() == x.data_ptr() and v.requires_grad
+        (v.sum() * 3 + s).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 10.0))
