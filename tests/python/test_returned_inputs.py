@@ -213,3 +213,48 @@ def test_view_of_an_input_in_training_keeps_its_gradient():
         assert v.data_ptr() == x.data_ptr() and v.requires_grad
         (v.sum() * 3 + s).backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 10.0))
+
+
+class _Stats(tp.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", tp.zeros(4))
+        self.scale = tp.nn.Parameter(tp.ones(4))
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        return self.total, self.scale, x * self.scale
+
+
+def test_returned_buffer_and_parameter_are_the_owners_objects():
+    # eager returns the module's own objects (the Parameter stays one); the
+    # compiled call returned new wrappers of the same tensors
+    m = _Stats()
+    cm = tp.compile(m)
+    x = tp.ones(2, 4)
+    for call in range(3):
+        total, scale, y = cm(x)
+        assert total is m.total and scale is m.scale and isinstance(scale, tp.nn.Parameter)
+        np.testing.assert_allclose(m.total.numpy(), np.full(4, 2.0 * (call + 1)))
+    m.total = tp.zeros(4)  # a new buffer object: the next calls return (and write) it
+    for call in range(2):
+        total, _, _ = cm(x)
+        assert total is m.total
+        np.testing.assert_allclose(m.total.numpy(), np.full(4, 2.0 * (call + 1)))
+    assert len(graph_outputs(cm)) == 2  # x * scale and total's final value
+
+
+def test_returned_closure_tensor_is_that_object():
+    w = tp.tensor(rand(3))
+
+    def f(x):
+        w.mul_(2)
+        return w, x + w
+
+    cf = tp.compile(f)
+    x = tp.tensor(rand(3, seed=8))
+    ref = w.numpy().copy()
+    for call in range(2):
+        r, _ = cf(x)
+        assert r is w
+    np.testing.assert_allclose(w.numpy(), ref * 4, rtol=1e-6)
