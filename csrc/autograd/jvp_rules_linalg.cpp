@@ -2,7 +2,7 @@
 // (ops/linalg_decomp_ops.cpp, ops/special_ops.cpp). The matrix ones follow from
 // differentiating the defining identity (A X = B, A = L L^T, A = QR, A V = V diag(w),
 // A = U diag(S) Vh) and assume what the reverse formulas assume (a symmetric dA
-// for cholesky/eigh, distinct eigen/singular values, QR with rows >= columns).
+// for cholesky/eigh, distinct eigen/singular values, QR: X of a wide A = [X | Y] invertible).
 #include "autograd/jvp_rules.h"
 #include "core/error.h"
 
@@ -54,15 +54,8 @@ std::vector<Tensor> eigh_jvp(const JvpArgs& a) {
   return {diag_part(X), mm(V, ops::mul(F, X))};
 }
 
-std::vector<Tensor> qr_jvp(const JvpArgs& a) {
-  const Tensor& A = a.inputs[0];
-  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
-  const std::string& mode = a.attrs.get_str("mode");
-  TP_CHECK(m >= n && (mode == "reduced" || m == n), NotImplementedError,
-           "linalg.qr: forward-mode derivative needs mode='reduced' (or a square input) and rows >= columns, but "
-           "got mode='", mode, "' and shape ", shape_str(A.sizes()));
-  const Tensor &Q = a.outputs[0], &R = a.outputs[1];
-  const Tensor& dA = a.tangents[0];
+// Rows >= columns (reduced): from dA = dQ R + Q dR with Q^T dQ skew.
+std::pair<Tensor, Tensor> qr_jvp_tall(const Tensor& Q, const Tensor& R, const Tensor& dA) {
   Tensor dAR = right_solve(dA, R);  // dA R^{-1}
   Tensor C = mm(mT(Q), dAR);
   Tensor low = ops::tril(C, -1);
@@ -70,6 +63,63 @@ std::vector<Tensor> qr_jvp(const JvpArgs& a) {
   Tensor dR = mm(ops::sub(C, omega), R);
   Tensor dQ = ops::add(mm(Q, ops::sub(omega, C)), dAR);
   return {dQ, dR};
+}
+
+// Wide A = [X | Y] (X m x m): X = Q U is the square case, R's other columns
+// V = Q^T Y give dV = dQ^T Y + Q^T dY (the reverse formula's split).
+std::vector<Tensor> qr_jvp(const JvpArgs& a) {
+  const Tensor& A = a.inputs[0];
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  const std::string& mode = a.attrs.get_str("mode");
+  TP_CHECK(mode != "r" && (mode == "reduced" || m <= n), NotImplementedError,
+           "linalg.qr: forward-mode derivative needs Q (not mode='r') and, for mode='complete', rows <= columns, but "
+           "got mode='", mode, "' and shape ", shape_str(A.sizes()));
+  const Tensor &Q = a.outputs[0], &R = a.outputs[1];
+  const Tensor& dA = a.tangents[0];
+  if (m >= n) {
+    auto [dQ, dR] = qr_jvp_tall(Q, R, dA);
+    return {dQ, dR};
+  }
+  auto [dQ, dU] = qr_jvp_tall(Q, ops::slice(R, -1, 0, m, 1), ops::slice(dA, -1, 0, m, 1));
+  Tensor dV = ops::add(mm(mT(dQ), ops::slice(A, -1, m, n, 1)), mm(mT(Q), ops::slice(dA, -1, m, n, 1)));
+  return {dQ, ops::cat({dU, dV}, -1)};
+}
+
+// lstsq: the solution's tangent is that of pinv(A) B (reverse: lstsq_backward in
+// ops/linalg_decomp_ops.cpp), with P = pinv(A) and E = A X - B:
+//   dX = -P dA X - P P^T dA^T E + (I - P A) dA^T P^T X + P dB;
+// the residuals' (filled for a full-rank tall A, where A^T E = 0) is
+// 2 sum_rows(E * (dA X - dB)). Rank and singular values get none.
+std::vector<Tensor> lstsq_jvp(const JvpArgs& a) {
+  const Tensor &A = a.inputs[0], &X = a.outputs[0], &res = a.outputs[1];
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  Attrs svd_attrs;
+  svd_attrs.set("full_matrices", false);
+  std::vector<Tensor> usv = call_op(TP_OP("linalg_svd"), {A}, svd_attrs);
+  const Tensor &U = usv[0], &S = usv[1], &Vh = usv[2];
+  Tensor P = ops::zeros_like(mT(A));
+  if (S.sizes().back() > 0) {  // pinv's default cutoff: max(m, n) eps s_max
+    const double eps = A.dtype() == DType::Float32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
+    Tensor tol = ops::mul(ops::amax(S, {-1}, true), ops::scalar(Scalar(eps * static_cast<double>(std::max(m, n)))));
+    Tensor keep = ops::gt(S, tol);
+    Tensor sinv = ops::where(keep, ops::reciprocal(ops::where(keep, S, ops::ones_like(S))), ops::zeros_like(S));
+    P = mm(ops::mul(mT(Vh), ops::unsqueeze(sinv, -2)), mT(U));
+  }
+  Tensor E = ops::sub(mm(A, X), a.inputs[1]);
+  Tensor dX = a.has(1) ? mm(P, a.tangents[1]) : ops::zeros_like(X);
+  Tensor dAX_dB = a.has(1) ? ops::neg(a.tangents[1]) : ops::zeros_like(E);  // dA X - dB
+  if (a.has(0)) {
+    const Tensor& dA = a.tangents[0];
+    dX = ops::sub(dX, mm(mm(P, dA), X));
+    dX = ops::sub(dX, mm(mm(P, mT(P)), mm(mT(dA), E)));
+    Tensor I_PA = ops::sub(ops::expand(eye_of(A), mm(P, A).sizes()), mm(P, A));
+    dX = ops::add(dX, mm(mm(I_PA, mT(dA)), mm(mT(P), X)));
+    dAX_dB = ops::add(dAX_dB, mm(dA, X));
+  }
+  Tensor dres;
+  if (res.numel() > 0)
+    dres = ops::mul(ops::sum(ops::mul(E, dAX_dB), {-2}), ops::scalar(Scalar(2.0)));
+  return {dX, dres, Tensor(), Tensor()};
 }
 
 std::vector<Tensor> svd_jvp(const JvpArgs& a) {
@@ -120,6 +170,7 @@ void register_linalg_jvp_rules() {
   register_jvp("linalg_eigh", &eigh_jvp);
   register_jvp("linalg_qr", &qr_jvp);
   register_jvp("linalg_svd", &svd_jvp);
+  register_jvp("linalg_lstsq", &lstsq_jvp);
   register_jvp("lgamma", &lgamma_jvp);
   register_jvp("digamma", &digamma_jvp);
   register_jvp("polygamma", &polygamma_jvp);

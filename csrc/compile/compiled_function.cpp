@@ -1,5 +1,6 @@
 #include "compile/compiled_function.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -629,6 +630,28 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       if (al.view_of_input[i] == idx) al.view_of_input[i] = -2;
     }
   }
+  {
+    // Results the call takes from the inputs themselves leave the graph: their
+    // values are the inputs' (the mutated ones' final values are still graph
+    // outputs, written back once) and the dead view chains go with DCE below.
+    graph::Node* out = g->output_node();
+    std::vector<graph::Arg> kept;
+    a->not_computed.assign(nout, 0);
+    bool any = false;
+    for (size_t i = 0; i < nout; ++i) {
+      a->not_computed[i] = al.same_as_input[i] >= 0 || al.view_of_input[i] >= 0;
+      any |= a->not_computed[i] != 0;
+      if (!a->not_computed[i]) kept.push_back(out->args.at(i));
+    }
+    if (any) {
+      kept.insert(kept.end(), out->args.begin() + static_cast<std::ptrdiff_t>(nout), out->args.end());
+      out->args = std::move(kept);
+      g->recompute_users();
+    } else {
+      a->not_computed.clear();
+    }
+  }
+  const size_t graph_nout = nout - static_cast<size_t>(std::count(a->not_computed.begin(), a->not_computed.end(), 1));
   a->gates = tr.gates;
   a->rng = tr.rng_inputs;
 
@@ -756,7 +779,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   // where that is legal; run() sees it as a result that is the input itself.
   std::vector<std::pair<int, int>> write_into;
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
-    if (a->write_back[k]) write_into.push_back({static_cast<int>(nout + k), a->mutated_inputs[k]});
+    if (a->write_back[k]) write_into.push_back({static_cast<int>(graph_nout + k), a->mutated_inputs[k]});
   a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint));
   if (grad_inside && !grad_reason.empty())
     a->run = [inner = std::move(a->run)](const std::vector<Tensor>& in) {
@@ -815,6 +838,18 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     }
     out.resize(n);
   }
+  if (!a.not_computed.empty()) {
+    // Back to one slot per result; the ones the graph does not compute are filled below.
+    std::vector<Tensor> full(a.not_computed.size());
+    size_t j = 0;
+    for (size_t i = 0; i < full.size(); ++i)
+      if (!a.not_computed[i]) {
+        TP_CHECK(j < out.size(), Error, "compiled function: the backend returned ", out.size(), " results, too few");
+        full[i] = std::move(out[j++]);
+      }
+    TP_CHECK(j == out.size(), Error, "compiled function: the backend returned ", out.size(), " results, expected ", j);
+    out = std::move(full);
+  }
   const OutputAliasing& al = a.aliasing;
   TP_CHECK(al.same_as_input.size() == out.size(), Error, "compiled function: the backend returned ", out.size(),
            " results, the captured graph has ", al.same_as_input.size());
@@ -837,7 +872,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       out[i] = out[al.same_as_output[i]];
     } else if (al.view_of_input[i] >= 0) {
       const Tensor& base = all[al.view_of_input[i]];
-      if (!shares_memory(out[i], base)) out[i] = replay_views(base, al.view_steps[i]);
+      if (!out[i].defined() || !shares_memory(out[i], base)) out[i] = replay_views(base, al.view_steps[i]);
     } else if (al.view_of_input[i] == -1) {
       for (auto& in : all)
         if (out[i].defined() && shares_memory(out[i], in)) {

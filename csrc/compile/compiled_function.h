@@ -166,6 +166,11 @@ class CompiledFunction {
     // The graph's last results before the mutated inputs' values that are not the
     // function's (TraceResult::hidden_outputs): dropped after the aliasing is made.
     size_t hidden_outputs = 0;
+    // Per result: not a graph output. A result that is an input (or a view of one)
+    // in eager is that input (or the view replayed on it) after the call, so the
+    // backend computing its value would be wasted work: `a.mul_(s).add_(b)` wrote
+    // the whole of `a` a second time. Empty: every result is a graph output.
+    std::vector<char> not_computed;
     // Functionalization: inputs (indices into the call's tensors, free tensors
     // after the arguments) the function writes; the graph returns their final
     // values after the function's results, and the call copies them in.

@@ -53,8 +53,10 @@ Scalar Tensor::item() const {
   // Device memory is not host-addressable: the binding copies a CUDA tensor to the CPU first.
   TP_CHECK(device().kind == Device::Kind::CPU, Error, "item: the tensor is on ", device().str(),
            "; copy it to the CPU first (.cpu())");
-  TP_CHECK(numel() == 1, ValueError, "item: a Tensor with ", numel(),
-           " elements cannot be converted to a Python number");
+  // A RuntimeError, as PyTorch's item() (int() and float() raise ValueError:
+  // graph::read_gate_value checks them before calling this).
+  TP_CHECK(numel() == 1, Error, "item: a Tensor with ", numel(), " elements cannot be converted to Scalar (shape ",
+           shape_str(sizes()), ")");
   return TP_DISPATCH_EVERY(dtype(), "item", [&]<class T>() -> Scalar {
     T v = *data_as<T>();
     if constexpr (std::is_same_v<T, bool>) return Scalar(v);

@@ -945,11 +945,14 @@ UserCallScope::~UserCallScope() noexcept(false) {
 
 Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   // PyTorch's exception types: bool() of 0 or several elements is a RuntimeError
-  // (`if t:` on a mask is a logic error, not a bad value); int()/float() keep
-  // item()'s ValueError.
+  // (`if t:` on a mask is a logic error, not a bad value), and so is item();
+  // int()/float() of several elements are a ValueError.
   TP_CHECK(kind != "bool" || t.numel() == 1, Error, "Boolean value of Tensor with ",
            t.numel() == 0 ? "no values" : "more than one value", " is ambiguous (shape ", shape_str(t.sizes()),
            "); use .any() or .all()");
+  TP_CHECK((kind != "int" && kind != "float") || t.numel() == 1, ValueError, kind,
+           "(Tensor): only one element tensors can be converted to Python scalars (got ", t.numel(),
+           " elements, shape ", shape_str(t.sizes()), ")");
   Scalar s = t.item();  // several elements: item()'s own error, as in eager
   if (kind == "bool") return Scalar(s.to_bool());
   if (kind == "int") return Scalar(s.to_int());

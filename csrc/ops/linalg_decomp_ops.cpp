@@ -1,6 +1,6 @@
 // Matrix factorizations of tp.linalg (LAPACK, ops/linalg_lapack.h): the
 // primitives linalg_qr, linalg_cholesky, linalg_eigh, linalg_svd,
-// linalg_solve and linalg_slogdet, each over leading batch dims, float32 and
+// linalg_solve, linalg_slogdet and linalg_lstsq, each over leading batch dims, float32 and
 // float64, with its derivative written in tensor operators. The rest of
 // tp.linalg (inv, det, norms, pinv, lstsq, ...) composes these in Python
 // (python/tensorplay/linalg.py), so autograd sees only these primitives.
@@ -190,6 +190,21 @@ std::vector<Tensor> qr_cpu(const OpDef& op, const std::vector<Tensor>& in, const
 
 // A = QR with m >= n (reduced): gA = [gQ + Q copyltu(M)] R^{-T}, where
 // M = R gR^T - gQ^T Q; written as in the usual derivation with skew parts.
+Tensor qr_backward_tall(const Tensor& Q, const Tensor& R, const Tensor& gQ, const Tensor& gR) {
+  Tensor qdq = f::mm(f::mT(Q), gQ);
+  Tensor rdr = f::mm(R, f::mT(gR));
+  Tensor low = f::tril(ops::add(ops::sub(qdq, f::mT(qdq)), ops::sub(rdr, f::mT(rdr))), -1);
+  // x R^{-T} = (R^{-1} x^T)^T
+  auto right_solve = [&](const Tensor& x) { return f::mT(f::solve(R, f::mT(x))); };
+  Tensor grad_a = f::mm(Q, ops::add(gR, right_solve(low)));
+  Tensor grad_b = right_solve(ops::sub(gQ, f::mm(Q, qdq)));
+  return ops::add(grad_a, grad_b);
+}
+
+// Wide A (m < n; 'reduced' and 'complete' agree): split A = [X | Y] with X
+// m x m. Then X = Q U is a square QR (U = R's first m columns) and R's other
+// columns are V = Q^T Y. Y's gradient is Q gV; V's dependence on Q adds
+// Y gV^T to Q's gradient before the square formula gives X's.
 std::vector<Tensor> qr_backward(const BackwardArgs& a) {
   if (!a.needs_grad[0]) return {Tensor()};
   const std::string& mode = a.attrs.get_str("mode");
@@ -198,22 +213,17 @@ std::vector<Tensor> qr_backward(const BackwardArgs& a) {
   TP_CHECK(mode != "r", Error,
            "linalg.qr: the derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
            "Use mode='reduced' to differentiate");
-  TP_CHECK(m >= n, NotImplementedError, "linalg.qr: the derivative is implemented for inputs with rows >= columns "
-           "only, but got shape ", shape_str(A.sizes()));
-  TP_CHECK(mode == "reduced" || m == n, NotImplementedError,
+  TP_CHECK(mode == "reduced" || m <= n, NotImplementedError,
            "linalg.qr: the QR decomposition is not differentiable when mode='complete' and rows > columns (shape ",
            shape_str(A.sizes()), ")");
   const Tensor &Q = a.outputs[0], &R = a.outputs[1];
   Tensor gQ = a.grad_outputs[0].defined() ? a.grad_outputs[0] : ops::zeros_like(Q);
   Tensor gR = a.grad_outputs[1].defined() ? a.grad_outputs[1] : ops::zeros_like(R);
-  Tensor qdq = f::mm(f::mT(Q), gQ);
-  Tensor rdr = f::mm(R, f::mT(gR));
-  Tensor low = f::tril(ops::add(ops::sub(qdq, f::mT(qdq)), ops::sub(rdr, f::mT(rdr))), -1);
-  // x R^{-T} = (R^{-1} x^T)^T
-  auto right_solve = [&](const Tensor& x) { return f::mT(f::solve(R, f::mT(x))); };
-  Tensor grad_a = f::mm(Q, ops::add(gR, right_solve(low)));
-  Tensor grad_b = right_solve(ops::sub(gQ, f::mm(Q, qdq)));
-  return {ops::add(grad_a, grad_b)};
+  if (m >= n) return {qr_backward_tall(Q, R, gQ, gR)};
+  Tensor Y = ops::slice(A, -1, m, n, 1);
+  Tensor gV = ops::slice(gR, -1, m, n, 1);
+  Tensor gX = qr_backward_tall(Q, f::narrow(R, -1, m), ops::add(gQ, f::mm(Y, f::mT(gV))), f::narrow(gR, -1, m));
+  return {ops::cat({gX, f::mm(Q, gV)}, -1)};
 }
 
 // ---------------------------------------------------------------------------
@@ -529,6 +539,165 @@ std::vector<Tensor> slogdet_backward(const BackwardArgs& a) {
   return {ops::mul(ops::unsqueeze(ops::unsqueeze(g, -1), -1), inv_t)};
 }
 
+// ---------------------------------------------------------------------------
+// linalg_lstsq(A, B, rcond, driver) -> (solution, residuals, rank, singular_values):
+// min ||A X - B|| per matrix by LAPACK's gels / gelsy / gelsd / gelss; A
+// (*, m, n), B (*, m, k) with the same batch (the Python linalg.lstsq broadcasts
+// the batch dims and handles a vector B). Which fields are filled depends on the
+// driver, as in PyTorch: residuals (*, k), the squared norms of A X - B, when
+// m > n and the driver is not gelsy (linalg.lstsq empties them when some matrix
+// is rank-deficient for gelsd/gelss, which only the data tell); rank (*) int64
+// except for gels; singular values (*, min(m, n)) for gelsd and gelss.
+bool lstsq_has_rank(const std::string& d) { return d != "gels"; }
+bool lstsq_has_sv(const std::string& d) { return d == "gelsd" || d == "gelss"; }
+
+std::vector<TensorMeta> lstsq_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  check_matrix(op, in[0], "A", false);
+  check_matrix(op, in[1], "B", false);
+  TP_CHECK(in[0].dtype == in[1].dtype, TypeError, "linalg.lstsq: expected A and B to have the same dtype, but got ",
+           dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype));
+  const std::string& d = attrs.get_str("driver");
+  TP_CHECK(d == "gels" || d == "gelsy" || d == "gelsd" || d == "gelss", ValueError,
+           "linalg.lstsq: driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss', but got '", d, "'");
+  const Shape b = batch_of(in[0].sizes);
+  const int64_t m = in[0].sizes[b.size()], n = in[0].sizes[b.size() + 1], k = in[1].sizes.back();
+  TP_CHECK(batch_of(in[1].sizes) == b && in[1].sizes[in[1].sizes.size() - 2] == m, ValueError,
+           "linalg.lstsq: incompatible shapes of A ", shape_str(in[0].sizes), " and B ", shape_str(in[1].sizes),
+           " (A is (*, m, n) and B (*, m, k) with the same batch dims)");
+  const DType dt = in[0].dtype;
+  const bool residuals = m > n && d != "gelsy";
+  return {TensorMeta::contiguous(with_tail(b, {n, k}), dt),
+          TensorMeta::contiguous(residuals ? with_tail(b, {k}) : Shape{0}, dt),
+          TensorMeta::contiguous(lstsq_has_rank(d) ? b : Shape{0}, DType::Int64),
+          TensorMeta::contiguous(lstsq_has_sv(d) ? with_tail(b, {std::min(m, n)}) : Shape{0}, dt)};
+}
+
+std::vector<Tensor> lstsq_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                              const std::vector<TensorMeta>& om) {
+  Tensor X = alloc_out(om[0]), res = alloc_out(om[1]), rank = alloc_out(om[2]), sv = alloc_out(om[3]);
+  const std::string& d = attrs.get_str("driver");
+  const double rcond = attrs.get_double("rcond");
+  const Tensor A = as_contiguous(in[0]), B = as_contiguous(in[1]);
+  const Shape bs = batch_of(A.sizes());
+  const int64_t m = A.sizes()[bs.size()], n = A.sizes()[bs.size() + 1], k = B.sizes().back();
+  const int64_t ldb = std::max<int64_t>({1, m, n});
+  const bool want_res = res.numel() > 0, want_rank = lstsq_has_rank(d) && rank.numel() > 0;
+  const bool want_sv = lstsq_has_sv(d) && sv.numel() > 0;
+  if (count(bs) == 0) return {X, res, rank, sv};
+  TP_DISPATCH_FLOATING(A.dtype(), op.name, ([&]<class T>() {
+    const T* pa = A.data_as<T>();
+    const T* pb = B.data_as<T>();
+    T* px = X.data_as<T>();
+    T* pres = want_res ? res.data_as<T>() : nullptr;
+    int64_t* prank = want_rank ? rank.data_as<int64_t>() : nullptr;
+    T* psv = want_sv ? sv.data_as<T>() : nullptr;
+    const int64_t mn = std::min(m, n);
+    for_batch(count(bs), m * n, [&](int64_t b) {
+      std::vector<T> a(static_cast<size_t>(std::max<int64_t>(1, m * n)));
+      std::vector<T> rhs(static_cast<size_t>(std::max<int64_t>(1, ldb * k)), T(0));
+      std::vector<T> s(static_cast<size_t>(std::max<int64_t>(1, mn)));
+      to_colmajor(pa + b * m * n, a.data(), m, n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < k; ++j) rhs[static_cast<size_t>(j * ldb + i)] = pb[b * m * k + i * k + j];
+      int r = 0;
+      if (m > 0 && n > 0) {  // otherwise: X = 0, rank 0 (LAPACK's quick return leaves B as it is)
+        const int M = as_int(op, m), N = as_int(op, n), K = as_int(op, k), LDA = as_int(op, m),
+                  LDB = as_int(op, ldb);
+        int info = 0;
+        if (d == "gels") {
+          info = lapack::gels<T>(M, N, K, a.data(), LDA, rhs.data(), LDB);
+          TP_CHECK(info >= 0, Error, "linalg.lstsq: LAPACK gels failed (info ", info, ")");
+          TP_CHECK(info == 0, LinAlgError, "linalg.lstsq: driver 'gels' needs A of full rank, but the ", info,
+                   "-th diagonal element of its triangular factor is zero", batch_index(bs, b), "; A has shape ",
+                   shape_str(A.sizes()), " (the drivers 'gelsy', 'gelsd' and 'gelss' handle rank-deficient A)");
+        } else if (d == "gelsy") {
+          info = lapack::gelsy<T>(M, N, K, a.data(), LDA, rhs.data(), LDB, static_cast<T>(rcond), &r);
+        } else if (d == "gelsd") {
+          info = lapack::gelsd<T>(M, N, K, a.data(), LDA, rhs.data(), LDB, s.data(), static_cast<T>(rcond), &r);
+        } else {
+          info = lapack::gelss<T>(M, N, K, a.data(), LDA, rhs.data(), LDB, s.data(), static_cast<T>(rcond), &r);
+        }
+        TP_CHECK(info >= 0, Error, "linalg.lstsq: LAPACK ", d, " failed (info ", info, ")");
+        TP_CHECK(info == 0, LinAlgError, "linalg.lstsq: the SVD of driver '", d, "' did not converge",
+                 batch_index(bs, b), "; A has shape ", shape_str(A.sizes()));
+      }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          px[b * n * k + i * k + j] = rhs[static_cast<size_t>(j * ldb + i)];  // LAPACK's first n rows
+      if (pres)
+        for (int64_t j = 0; j < k; ++j) {
+          double acc = 0;  // the rows past n hold the residual's components (full rank)
+          for (int64_t i = n; i < m; ++i) {
+            const double v = rhs[static_cast<size_t>(j * ldb + i)];
+            acc += v * v;
+          }
+          pres[b * k + j] = static_cast<T>(acc);
+        }
+      if (prank) prank[b] = r;
+      if (psv)
+        for (int64_t i = 0; i < mn; ++i) psv[b * mn + i] = s[static_cast<size_t>(i)];
+    });
+  }));
+  return {X, res, rank, sv};
+}
+
+// The solution's derivative, as PyTorch defines it: that of X = pinv(A) B (for
+// a full-rank A every driver's solution; for a rank-deficient one the minimum-
+// norm solution, where the rank stays constant). With P = pinv(A), X = P B and
+// R = B - A X:
+//   gB = P^T gX
+//   gA = -P^T gX X^T + R gX^T P P^T + P^T X gX^T (I - P A)
+// (the last two terms vanish for a square invertible A). P comes from the SVD,
+// singular values at or below max(m, n) eps s_max dropped (pinv's default).
+//
+// The residuals r_j = ||A x_j - b_j||^2 (filled for a full-rank tall A): X
+// minimizes them, so only their explicit dependence on A and B remains,
+// with E = A X - B: gA = 2 (E diag(g)) X^T, gB = -2 E diag(g). The rank and
+// singular values have none (linalg.lstsq hands them out detached).
+std::vector<Tensor> lstsq_backward(const BackwardArgs& a) {
+  const Tensor& gX = a.grad_outputs[0];
+  const Tensor& gres = a.grad_outputs[1];
+  const Tensor &A = a.inputs[0], &B = a.inputs[1];
+  Tensor gA_res, gB_res;
+  if (gres.defined() && gres.numel() > 0) {
+    const Tensor& X = a.outputs[0];
+    Tensor Eg = ops::mul(ops::sub(f::mm(A, X), B), ops::unsqueeze(gres, -2));
+    if (a.needs_grad[0]) gA_res = f::scale(f::mm(Eg, f::mT(X)), 2.0);
+    if (a.needs_grad[1]) gB_res = f::scale(Eg, -2.0);
+  }
+  if (!gX.defined()) return {gA_res, gB_res};
+  const int64_t m = A.sizes()[A.dim() - 2], n = A.sizes()[A.dim() - 1];
+  Attrs svd_attrs;
+  svd_attrs.set("full_matrices", false);
+  std::vector<Tensor> usv = call_op(TP_OP("linalg_svd"), {A}, svd_attrs);
+  const Tensor &U = usv[0], &S = usv[1], &Vh = usv[2];
+  Tensor P;
+  if (S.sizes().back() == 0) {
+    P = ops::zeros_like(f::mT(A));
+  } else {
+    const double eps = A.dtype() == DType::Float32 ? std::numeric_limits<float>::epsilon()
+                                                   : std::numeric_limits<double>::epsilon();
+    Tensor tol = f::scale(ops::amax(S, {-1}, true), eps * static_cast<double>(std::max(m, n)));
+    Tensor keep = ops::gt(S, tol);
+    Tensor sinv = ops::where(keep, ops::reciprocal(ops::where(keep, S, ops::ones_like(S))), ops::zeros_like(S));
+    P = f::mm(ops::mul(f::mT(Vh), ops::unsqueeze(sinv, -2)), f::mT(U));
+  }
+  Tensor gB = a.needs_grad[1] ? f::mm(f::mT(P), gX) : Tensor();
+  Tensor gA;
+  if (a.needs_grad[0]) {
+    Tensor X = f::mm(P, B);
+    Tensor PtgX = f::mm(f::mT(P), gX);
+    gA = ops::neg(f::mm(PtgX, f::mT(X)));
+    Tensor R = ops::sub(B, f::mm(A, X));
+    gA = ops::add(gA, f::mm(f::mm(R, f::mT(gX)), f::mm(P, f::mT(P))));
+    Tensor I_PA = ops::sub(ops::expand(f::eye_like(A), with_tail(batch_of(A.sizes()), {n, n})), f::mm(P, A));
+    gA = ops::add(gA, f::mm(f::mm(f::mT(P), X), f::mm(f::mT(gX), I_PA)));
+  }
+  if (gA_res.defined()) gA = gA.defined() ? ops::add(gA, gA_res) : gA_res;
+  if (gB_res.defined()) gB = gB.defined() ? ops::add(gB, gB_res) : gB_res;
+  return {gA, gB};
+}
+
 }  // namespace
 
 void register_linalg_decomp_ops() {
@@ -552,6 +721,11 @@ void register_linalg_decomp_ops() {
   reg({.name = "linalg_slogdet",
        .schema = "linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)",
        .infer = &slogdet_infer, .cpu = &slogdet_cpu, .backward = &slogdet_backward});
+  // The Python linalg.lstsq broadcasts the batch dims, handles vector B and rcond=None.
+  reg({.name = "linalg_lstsq",
+       .schema = "linalg_lstsq(Tensor A, Tensor B, float rcond, str driver='gelsy') -> (Tensor solution, Tensor "
+                 "residuals, Tensor rank, Tensor singular_values)",
+       .num_inputs = 2, .infer = &lstsq_infer, .cpu = &lstsq_cpu, .backward = &lstsq_backward});
 }
 
 }  // namespace tp

@@ -123,6 +123,65 @@ int gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, in
   return info;
 }
 
+template <class T>
+int gels(int m, int n, int nrhs, T* a, int lda, T* b, int ldb) {
+  using F = void (*)(const char*, const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const int*,
+                     int*, size_t);
+  static F f = fn<F>(pick<T>("sgels", "dgels"));
+  int info = 0, lwork = -1;
+  const char trans = 'N';
+  T q{};
+  f(&trans, &m, &n, &nrhs, a, &lda, b, &ldb, &q, &lwork, &info, 1);
+  lwork = work_size(q);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  f(&trans, &m, &n, &nrhs, a, &lda, b, &ldb, work.data(), &lwork, &info, 1);
+  return info;
+}
+
+template <class T>
+int gelsy(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T rcond, int* rank) {
+  using F = void (*)(const int*, const int*, const int*, T*, const int*, T*, const int*, int*, const T*, int*, T*,
+                     const int*, int*);
+  static F f = fn<F>(pick<T>("sgelsy", "dgelsy"));
+  int info = 0, lwork = -1;
+  std::vector<int> jpvt(static_cast<size_t>(std::max(1, n)), 0);  // 0: every column free to move
+  T q{};
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rcond, rank, &q, &lwork, &info);
+  lwork = work_size(q);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rcond, rank, work.data(), &lwork, &info);
+  return info;
+}
+
+template <class T>
+int gelsd(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank) {
+  using F = void (*)(const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const T*, int*, T*,
+                     const int*, int*, int*);
+  static F f = fn<F>(pick<T>("sgelsd", "dgelsd"));
+  int info = 0, lwork = -1, iq = 0;
+  T q{};
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, &q, &lwork, &iq, &info);
+  lwork = work_size(q);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<int> iwork(static_cast<size_t>(std::max(1, iq)));
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work.data(), &lwork, iwork.data(), &info);
+  return info;
+}
+
+template <class T>
+int gelss(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank) {
+  using F = void (*)(const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const T*, int*, T*,
+                     const int*, int*);
+  static F f = fn<F>(pick<T>("sgelss", "dgelss"));
+  int info = 0, lwork = -1;
+  T q{};
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, &q, &lwork, &info);
+  lwork = work_size(q);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  f(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work.data(), &lwork, &info);
+  return info;
+}
+
 #define TP_LAPACK_INSTANTIATE(T)                                                                   \
   template int getrf<T>(int, int, T*, int, int*);                                                  \
   template int getrs<T>(int, int, const T*, int, const int*, T*, int);                             \
@@ -130,7 +189,11 @@ int gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, in
   template int geqrf<T>(int, int, T*, int, T*);                                                    \
   template int orgqr<T>(int, int, int, T*, int, const T*);                                         \
   template int syevd<T>(char, char, int, T*, int, T*);                                             \
-  template int gesdd<T>(char, int, int, T*, int, T*, T*, int, T*, int);
+  template int gesdd<T>(char, int, int, T*, int, T*, T*, int, T*, int);                           \
+  template int gels<T>(int, int, int, T*, int, T*, int);                                           \
+  template int gelsy<T>(int, int, int, T*, int, T*, int, T, int*);                                 \
+  template int gelsd<T>(int, int, int, T*, int, T*, int, T*, T, int*);                             \
+  template int gelss<T>(int, int, int, T*, int, T*, int, T*, T, int*);
 TP_LAPACK_INSTANTIATE(float)
 TP_LAPACK_INSTANTIATE(double)
 #undef TP_LAPACK_INSTANTIATE

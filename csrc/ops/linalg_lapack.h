@@ -22,4 +22,14 @@ template <class T> int syevd(char jobz, char uplo, int n, T* a, int lda, T* w);
 // SVD by divide and conquer; jobz 'S' (reduced), 'A' (complete) or 'N' (values).
 template <class T> int gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, int ldvt);
 
+// Least squares min ||A X - B|| over the columns of B (m x nrhs in an ldb >= max(m, n)
+// buffer; the solution is left in its first n rows). gels: QR/LQ, A of full rank
+// ('N'). gelsy: complete orthogonal factorization with column pivoting, rank by
+// rcond (minimum-norm solution). gelsd / gelss: SVD (divide and conquer / plain),
+// singular values to `s` (min(m, n)), those <= rcond * s[0] treated as zero.
+template <class T> int gels(int m, int n, int nrhs, T* a, int lda, T* b, int ldb);
+template <class T> int gelsy(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T rcond, int* rank);
+template <class T> int gelsd(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank);
+template <class T> int gelss(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank);
+
 }  // namespace tp::lapack

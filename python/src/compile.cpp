@@ -1,6 +1,7 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
 #include <algorithm>
+#include <unordered_map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -257,8 +258,30 @@ struct FreeTensorPath {
   }
 };
 
-compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
-  return [fn](const std::vector<Tensor>& found) {
+// The free tensors a compiled function's captures found through an owner, by
+// their tensor at capture: a result that is one of them (eager returned
+// `self.buf` or `self.weight`) is handed back as the Python object the path
+// reads now, as eager does (the same object, an nn.Parameter still one), not a
+// new wrapper of the same tensor.
+struct FreeObjects {
+  std::unordered_map<const TensorImpl*, std::shared_ptr<FreeTensorPath>> by_impl;
+  void note(const TensorImpl* t, const std::shared_ptr<FreeTensorPath>& path) {
+    if (by_impl.size() >= 4096) by_impl.clear();  // stale entries (find() checks each hit anyway)
+    by_impl[t] = path;
+  }
+  // The object the owner holds now when it is the tensor `t`, else an invalid handle.
+  nb::object find(const Tensor& t) const {
+    if (by_impl.empty() || !t.defined()) return nb::object();
+    auto it = by_impl.find(t.impl());
+    if (it == by_impl.end()) return nb::object();
+    nb::object v = it->second->value();
+    if (v.is_valid() && nb::isinstance<Tensor>(v) && nb::cast<const Tensor&>(v).impl() == t.impl()) return v;
+    return nb::object();
+  }
+};
+
+compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn, std::shared_ptr<FreeObjects> objects) {
+  return [fn, objects](const std::vector<Tensor>& found) {
     std::vector<compile::FreeTensorSource> out;
     if (found.empty()) return out;
     nb::list ids;
@@ -279,7 +302,18 @@ compile::FreeTensorLocator python_locator(std::shared_ptr<nb::object> fn) {
         // Only a path that leads to this very tensor now is trusted.
         Tensor now = path->read();
         if (now.defined() && now.impl() == t.impl()) {
-          out.push_back({[path] { return path->read(); }, nb::cast<std::string>(p[2]), true});
+          objects->note(t.impl(), path);
+          // The owner may be given another tensor later (`self.buf = ...`): noted when read.
+          auto last = std::make_shared<const TensorImpl*>(t.impl());
+          out.push_back({[path, objects, last] {
+                           Tensor r = path->read();
+                           if (r.defined() && r.impl() != *last) {
+                             *last = r.impl();
+                             objects->note(r.impl(), path);
+                           }
+                           return r;
+                         },
+                         nb::cast<std::string>(p[2]), true});
           continue;
         }
       }
@@ -323,6 +357,7 @@ struct PyCompiled {
   // module.compile() does) rather than into a capture that would run them once.
   nb::object hooked;
   std::shared_ptr<ModuleState> state;
+  std::shared_ptr<FreeObjects> free_objects = std::make_shared<FreeObjects>();
   // Automatic dynamic floats: a Python float argument whose value changed between
   // calls is passed from then on as a 0-d float64 wrapped-number tensor (promoted
   // as a Python number, a graph input): one version serves every value, as
@@ -470,6 +505,7 @@ struct PyCompiled {
       for (size_t i = 0; i < values.size(); ++i)
         if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && t->impl() == out.at(0).impl())
           return nb::borrow(args[i]);
+      if (nb::object v = free_objects->find(out[0]); v.is_valid()) return v;
       return nb::cast(std::move(out[0]));
     }
     // A result that is an argument (eager returned its input) is the very Python
@@ -482,6 +518,7 @@ struct PyCompiled {
           objs[o] = nb::borrow(args[i]);
       for (size_t p = 0; p < o && !objs[o].is_valid(); ++p)
         if (out[p].defined() && out[p].impl() == out[o].impl()) objs[o] = objs[p];
+      if (!objs[o].is_valid()) objs[o] = free_objects->find(out[o]);
       if (!objs[o].is_valid()) objs[o] = nb::cast(out[o]);
     }
     return s->build(objs);
@@ -774,7 +811,7 @@ void bind_compile(nb::module_& m) {
     };
     pc->fn = std::make_unique<compile::CompiledFunction>(std::move(user), std::move(o), std::move(arg_names),
                                                          num_params);
-    pc->fn->set_free_tensor_locator(python_locator(fn_ref));
+    pc->fn->set_free_tensor_locator(python_locator(fn_ref, pc->free_objects));
     // Regions are named after the function (errors, TP_LOGS=aot, saved-bytes metric).
     nb::object qn = nb::getattr(fn, "__name__", nb::none());
     pc->fn->set_name(qn.is_none() ? std::string(nb::inst_name(fn).c_str()) : nb::cast<std::string>(nb::str(qn)));

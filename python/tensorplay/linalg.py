@@ -1,7 +1,7 @@
 """tp.linalg: PyTorch's torch.linalg over float32/float64 tensors with leading batch dims.
 
 The factorizations are C++ operators over LAPACK (csrc/ops/linalg_decomp_ops.cpp:
-linalg_qr, linalg_cholesky, linalg_eigh, linalg_svd, _linalg_solve, linalg_slogdet),
+linalg_qr, linalg_cholesky, linalg_eigh, linalg_svd, _linalg_solve, linalg_slogdet, linalg_lstsq),
 each with its derivative; everything here composes them with ordinary operators, so
 autograd and tp.compile see only those primitives. Factorization failures (a singular
 or non-positive-definite matrix) raise LinAlgError, a RuntimeError.
@@ -222,36 +222,61 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """The least-squares solution of A X = B (min-norm for wide A), through QR (full rank assumed, as
-    PyTorch's default CPU driver 'gelsy' for well-posed problems). residuals: squared residual norms
-    when A is tall (m > n), else empty; rank and singular_values are filled for the 'gelsd'/'gelss' drivers."""
+    """The least-squares solution of A X = B per matrix (LAPACK, the C++ operator linalg_lstsq),
+    as torch.linalg.lstsq on the CPU. A (*, m, n), B (*, m, k) or (*, m) (a vector), the batch
+    dims broadcast. driver: 'gelsy' (default; complete orthogonal factorization: the minimum-norm
+    solution of a rank-deficient A), 'gelsd' / 'gelss' (SVD), 'gels' (QR: A must have full rank).
+    rcond (default: the dtype's eps * max(m, n)): singular values (gelsy: the estimated condition)
+    below rcond times the largest count as zero. Fields, as PyTorch fills them: residuals, the
+    squared norms of A X - B per column, when m > n, the driver is not 'gelsy' and every A has
+    full rank (else empty); rank (int64, A's batch) except for 'gels'; singular_values
+    (A's batch, min(m, n)) for 'gelsd' / 'gelss'. The solution (as pinv(A) B) and the residuals
+    are differentiable, the singular values are not (as in PyTorch)."""
     tp = _tp()
-    _check_float("lstsq", A, B)
+    for name, t in (("A", A), ("B", B)):
+        if t.dtype not in (tp.float32, tp.float64):
+            raise TypeError(f"linalg.lstsq: expected {name} to be a float32 or float64 tensor, but got {t.dtype}")
     if A.dim() < 2:
         raise ValueError(f"linalg.lstsq: A must have at least 2 dimensions, but got shape {list(A.shape)}")
-    vector = B.dim() == A.dim() - 1
-    Bm = B.unsqueeze(-1) if vector else B
-    if Bm.shape[-2] != A.shape[-2]:
-        raise ValueError(f"linalg.lstsq: incompatible shapes of A {list(A.shape)} and B {list(B.shape)} "
-                         f"(B must have {A.shape[-2]} rows)")
+    if A.dtype != B.dtype:
+        raise TypeError(f"linalg.lstsq: expected A and B to have the same dtype, but got {A.dtype} and {B.dtype}")
+    if driver is None:
+        driver = "gelsy"
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise ValueError(f"linalg.lstsq: driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss', but got {driver!r}")
     m, n = A.shape[-2], A.shape[-1]
-    if m >= n:
-        Q, R = tp.linalg_qr(A, "reduced")
-        X = solve(R, _mT(Q) @ Bm)
-    else:
-        Q, R = tp.linalg_qr(_mT(A), "reduced")
-        X = Q @ solve(_mT(R), Bm)
-    residuals = tp.empty((0,), dtype=A.dtype)
-    if m > n and driver not in (None, "gelsy"):  # PyTorch's CPU default 'gelsy' leaves it empty
-        residuals = ((A @ X - Bm) ** 2).sum(-2)
-    rank = tp.empty((0,), dtype=tp.int64)
-    sv = tp.empty((0,), dtype=A.dtype)
-    if driver in ("gelsd", "gelss"):
-        sv = svdvals(A)
-        rank = matrix_rank(A)
-    elif driver in (None, "gelsy"):
-        rank = matrix_rank(A)
-    return _lstsq_result(X.squeeze(-1) if vector else X, residuals, rank, sv)
+    vector = B.dim() == A.dim() - 1 and B.dim() >= 1 and B.shape[-1] == m
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.dim() < 2 or Bm.shape[-2] != m:
+        raise ValueError(f"linalg.lstsq: incompatible shapes of A {list(A.shape)} and B {list(B.shape)} "
+                         f"(B must be (*, {m}, k) or (*, {m}))")
+    a_batch, b_batch = tuple(A.shape[:-2]), tuple(Bm.shape[:-2])
+    batch = []
+    for i in range(1, max(len(a_batch), len(b_batch)) + 1):
+        x = a_batch[-i] if i <= len(a_batch) else 1
+        y = b_batch[-i] if i <= len(b_batch) else 1
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"linalg.lstsq: the batch dims of A {list(A.shape)} and B {list(B.shape)} "
+                             f"do not broadcast")
+        batch.insert(0, y if x == 1 else x)
+    batch = tuple(batch)
+    if rcond is None:
+        rcond = (1.1920928955078125e-07 if A.dtype == tp.float32 else 2.220446049250313e-16) * max(m, n)
+    X, residuals, rank, sv = _prim("linalg_lstsq", "linalg.lstsq", A.expand(batch + (m, n)),
+                                   Bm.expand(batch + (m, Bm.shape[-1])), float(rcond), driver)
+    if driver in ("gelsd", "gelss") and residuals.numel() and bool((rank < n).any()):
+        residuals = tp.empty((0,), dtype=A.dtype)  # LAPACK's rows past n are not the residual then
+    if batch != a_batch:
+        # rank and singular values are A's: one per matrix of A, not of the broadcast batch
+        pad = len(batch) - len(a_batch)
+        for d, s in enumerate(a_batch):
+            if s == 1 and batch[pad + d] != 1:
+                rank = rank.narrow(pad + d, 0, 1) if rank.numel() else rank
+                sv = sv.narrow(pad + d, 0, 1) if sv.numel() else sv
+        for _ in range(pad):
+            rank = rank[0] if rank.numel() else rank
+            sv = sv[0] if sv.numel() else sv
+    return _lstsq_result(X.squeeze(-1) if vector else X, residuals, rank, sv.detach())
 
 
 # ---------------------------------------------------------------------------

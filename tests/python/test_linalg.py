@@ -56,21 +56,29 @@ def test_qr_matches_torch(shape, mode):
         np.testing.assert_allclose((Q @ R).numpy(), a, atol=1e-12)
 
 
-@pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 6, 2)])
-def test_qr_grad_matches_torch_and_fd(shape):
+@pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 6, 2), (3, 5), (2, 3, 7), (1, 4)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_grad_matches_torch_and_fd(shape, mode):
+    # wide inputs (rows < columns): both modes differentiable, as in torch (they were refused)
+    if mode == "complete" and shape[-2] > shape[-1]:
+        pytest.skip("not differentiable (torch refuses too): test_qr_grad_refused_where_torch_refuses")
     a = RNG.standard_normal(shape)
-    _check(lambda x: tuple(tp.linalg.qr(x)), lambda x: tuple(torch.linalg.qr(x)), a)
-    assert tp.autograd.gradcheck(lambda x: tp.linalg.qr(x)[0].sum() + tp.linalg.qr(x)[1].square().sum(),
+    _check(lambda x: tuple(tp.linalg.qr(x, mode)), lambda x: tuple(torch.linalg.qr(x, mode)), a)
+    assert tp.autograd.gradcheck(lambda x: tp.linalg.qr(x, mode)[0].sum() + tp.linalg.qr(x, mode)[1].square().sum(),
                                  (tp.tensor(a, requires_grad=True),))
+    # only R's gradient flowing (Q unused), and only Q's
+    for pick in (0, 1):
+        _check(lambda x: tp.linalg.qr(x, mode)[pick], lambda x: torch.linalg.qr(x, mode)[pick], a)
 
 
 def test_qr_grad_refused_where_torch_refuses():
-    x = tp.tensor(RNG.standard_normal((3, 5)), requires_grad=True)
-    with pytest.raises(NotImplementedError, match="linalg.qr"):
-        tp.linalg.qr(x)[0].sum().backward()
     x = tp.tensor(RNG.standard_normal((5, 3)), requires_grad=True)
-    with pytest.raises(RuntimeError, match="mode='r'"):
-        tp.linalg.qr(x, "r")[1].sum().backward()
+    with pytest.raises(NotImplementedError, match="linalg.qr.*complete"):
+        tp.linalg.qr(x, "complete")[0].sum().backward()
+    for shape in ((5, 3), (3, 5)):
+        x = tp.tensor(RNG.standard_normal(shape), requires_grad=True)
+        with pytest.raises(RuntimeError, match="mode='r'"):
+            tp.linalg.qr(x, "r")[1].sum().backward()
 
 
 def test_qr_float32_and_bad_mode():

@@ -35,6 +35,10 @@ CASES = [
     ("cholesky", lambda lib: (lambda a: lib.linalg.cholesky(a + a.mT)), [_spd(3)]),
     ("eigh", lambda lib: (lambda a: (lambda w, V: (w, V * V))(*lib.linalg.eigh(a + a.mT))), [_sym(4)]),
     ("qr", lambda lib: (lambda a: tuple(lib.linalg.qr(a))), [RNG.standard_normal((5, 3))]),
+    # wide: both modes (the same factorization), batched (were refused)
+    ("qr wide", lambda lib: (lambda a: tuple(lib.linalg.qr(a))), [RNG.standard_normal((2, 3, 5))]),
+    ("qr wide complete", lambda lib: (lambda a: tuple(lib.linalg.qr(a, "complete"))), [RNG.standard_normal((2, 6))]),
+    ("qr square complete", lambda lib: (lambda a: tuple(lib.linalg.qr(a, "complete"))), [RNG.standard_normal((4, 4))]),
     ("svd tall", _gauge_free_svd, [RNG.standard_normal((5, 3))]),
     ("svd wide", _gauge_free_svd, [RNG.standard_normal((3, 5))]),
     ("lgamma", lambda lib: lib.lgamma, [RNG.uniform(0.2, 5, 6)]),

@@ -192,3 +192,28 @@ def test_polygamma_huge_negative_returns():
         x = mpmath.mpf(xi)
         want = float(mpmath.digamma(1 - x) - mpmath.pi * mpmath.cot(mpmath.pi * x))
         assert abs(gi - want) <= 1e-14 * abs(want), (xi, gi, want)
+
+
+# ---- polygamma at +-inf and NaN: torch's values for every order ----
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_at_infinities_and_nan_matches_torch(n, dtype):
+    # torch: psi(inf) = inf, psi'(inf) = 0, psi^(n)(inf) = NaN for n >= 2 (we gave 0),
+    # -inf: NaN for n <= 1, (-1)^(n+1) inf after; NaN stays NaN.
+    x = [math.inf, -math.inf, math.nan]
+    want = torch.polygamma(n, torch.tensor(x, dtype=getattr(torch, dtype))).numpy()
+    got = tp.polygamma(n, tp.tensor(x, dtype=getattr(tp, dtype))).numpy()
+    np.testing.assert_array_equal(got, want)
+    # Generated code (Stax) uses the same algorithm source.
+    cf = tp.compile(lambda t: tp.special.polygamma(n, t) * 1.0, fullgraph=False)
+    np.testing.assert_array_equal(cf(tp.tensor(x, dtype=getattr(tp, dtype))).numpy(), want)
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_at_infinities_and_nan_matches_torch_cuda(n):
+    x = [math.inf, -math.inf, math.nan]
+    want = torch.polygamma(n, torch.tensor(x, dtype=torch.float32)).numpy()
+    got = tp.polygamma(n, tp.tensor(x, device="cuda")).cpu().numpy()
+    np.testing.assert_array_equal(got, want)

@@ -1,6 +1,7 @@
 """Tensor behaviours a PyTorch user relies on, checked against torch (CPU) as the
 oracle: bool() of several elements, views made under no_grad, Tensor._base, and
 Adam after a parameter's dtype changed under it."""
+import numpy as np
 import pytest
 
 import tensorplay as tp
@@ -51,6 +52,38 @@ def test_bool_of_several_elements_in_compiled_function(fullgraph):
         cf(tp.ones(3))
     # one element: a data gate, both branches as eager
     assert cf(tp.ones(1)).item() == 2.0 and cf(-tp.ones(1)).item() == -2.0
+
+
+# ---- item() of a tensor without exactly one element ----
+
+@pytest.mark.parametrize("shape", [(3,), (0,), (2, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_item_of_several_elements_raises_runtime_error(shape, dtype):
+    # torch: RuntimeError (int()/float() of the same tensor: ValueError)
+    assert _exc(lambda: torch.ones(shape, dtype=getattr(torch, dtype)).item()) is RuntimeError
+    n = int(np.prod(shape))
+    with pytest.raises(RuntimeError, match=f"a Tensor with {n} elements cannot be converted to Scalar") as ei:
+        tp.ones(shape, dtype=getattr(tp, dtype)).item()
+    assert not isinstance(ei.value, ValueError)
+    for conv in (int, float):
+        with pytest.raises(ValueError, match="only one element tensors"):
+            conv(tp.ones(shape, dtype=getattr(tp, dtype)))
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_item_of_several_elements_in_compiled_function(fullgraph, dtype):
+    # float: item() stays a 0-d tensor of the graph; int: a data gate. Both
+    # raise eager's error type at capture.
+    def f(x):
+        return x * x.item()
+
+    cf = tp.compile(f, fullgraph=fullgraph)
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar") as ei:
+        cf(tp.ones(3, dtype=getattr(tp, dtype)))
+    assert not isinstance(ei.value, ValueError)
+    x = tp.full((1,), 3, dtype=getattr(tp, dtype))
+    assert cf(x).item() == 9
 
 
 # ---- views made under no_grad of a tensor that requires grad ----
