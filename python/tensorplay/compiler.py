@@ -148,7 +148,10 @@ def _locate_free_tensors(fn, ids):
                 if k is not None and found[k] is None:
                     found[k] = (root, steps, name)
                     remaining -= 1
-                g = value.grad if value.requires_grad and depth <= _SEARCH_DEPTH else None
+                # Only a leaf (or a tensor that retains its gradient) has one: reading
+                # .grad of any other tensor warns, as in eager, and the user never read it.
+                holds_grad = value.requires_grad and (value.is_leaf or value.retains_grad)
+                g = value.grad if holds_grad and depth <= _SEARCH_DEPTH else None
                 if g is not None:
                     # A parameter's gradient (an optimizer step reads p.grad): re-read
                     # through the parameter, since backward() replaces the object.
