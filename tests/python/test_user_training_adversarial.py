@@ -30,3 +30,21 @@ def test_a_non_leaf_free_tensor_does_not_make_compile_warn():
     assert [str(r.message) for r in rec] == []
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     assert got.requires_grad
+
+
+@pytest.mark.xfail(strict=True, reason="compiled_function.cpp: a training capture made static keeps its "
+                   "output-view replay's symbolic attributes (see the u25 report)")
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_a_result_that_is_a_view_of_the_input_in_dynamic_training(dynamic):
+    # `a.view(-1)` of an input that requires grad: the joint graph's tangent has
+    # the composite size s0*s1, so the symbolic training capture is refused and
+    # the version made static; the result's view replay (aliasing the input as
+    # eager's does) still carried the view's symbolic size and raised
+    # "evaluate: no value for size variable s1" at the first call.
+    cf = tp.compile(lambda a: a.view(-1), dynamic=dynamic)
+    for n in (4, 6):
+        a = tp.randn(n, 8, requires_grad=True)
+        v = cf(a)
+        assert v.shape == (n * 8,) and v.grad_fn is not None
+        (v * tp.arange(n * 8.0)).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), np.arange(n * 8.0, dtype=np.float32).reshape(n, 8))
