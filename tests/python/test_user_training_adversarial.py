@@ -78,3 +78,117 @@ def test_activation_memory_budget_bytes_and_fractions(budget, saved):
     cf(x).backward()
     assert cf.last_aot["saved_bytes"] == saved
     np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------ custom Functions under forward-mode AD
+
+def _straight_through(with_jvp, via_numpy=False):
+    class Round(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            if via_numpy:  # the implementation leaves the operators: no tangent to trace
+                return tp.tensor(np.round(x.detach().numpy()))
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    if with_jvp:
+        Round.jvp = staticmethod(lambda ctx, t: t * 3)
+    return Round
+
+
+@pytest.mark.parametrize("via_numpy", [False, True])
+def test_a_custom_function_without_jvp_refuses_forward_mode_ad(via_numpy):
+    # Before: forward ran on the dual input and its operators' tangents came out
+    # (round's: 0, where the Function's own derivative is 1), or none at all
+    # (numpy); PyTorch raises NotImplementedError.
+    import tensorplay.autograd.forward_ad as fwAD
+    R = _straight_through(False, via_numpy)
+    x = tp.tensor([0.2, 1.7, -0.6], dtype=tp.float64)
+    with fwAD.dual_level():
+        with pytest.raises(NotImplementedError, match="Round.*jvp"):
+            R.apply(fwAD.make_dual(x, tp.ones(3, dtype=tp.float64)))
+    with pytest.raises(NotImplementedError, match="Round.*jvp"):
+        tp.func.jvp(R.apply, (x,), (tp.ones(3, dtype=tp.float64),))
+    np.testing.assert_array_equal(R.apply(x).numpy(), [0.0, 2.0, -1.0])  # no tangent: as before
+
+
+@pytest.mark.parametrize("via_numpy", [False, True])
+def test_a_custom_functions_jvp_gives_the_tangent(via_numpy):
+    import torch
+    R = _straight_through(True, via_numpy)
+
+    class TR(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 3
+
+    x, t = np.array([0.2, 1.7, -0.6]), np.array([1.0, -2.0, 0.5])
+    y, jy = tp.func.jvp(R.apply, (tp.tensor(x),), (tp.tensor(t),))
+    import torch.autograd.forward_ad as tfw
+    with tfw.dual_level():
+        want = tfw.unpack_dual(TR.apply(tfw.make_dual(torch.tensor(x), torch.tensor(t))))
+    np.testing.assert_array_equal(y.numpy(), want.primal.numpy())
+    np.testing.assert_array_equal(jy.numpy(), want.tangent.numpy())
+
+
+def test_a_custom_functions_jvp_with_several_inputs_and_outputs_and_reverse_mode():
+    import tensorplay.autograd.forward_ad as fwAD
+
+    class MulAdd(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, k):
+            ctx.save_for_backward(x, y)
+            ctx.k = k
+            return x * y * k, x + y
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            x, y = ctx.saved_tensors
+            return g1 * y * ctx.k + g2, g1 * x * ctx.k + g2, None
+
+        @staticmethod
+        def jvp(ctx, tx, ty, tk):
+            assert tk is None  # a number's tangent
+            x, y = ctx.saved_tensors
+            return (tx * y + x * ty) * ctx.k, tx + ty
+
+    tp.manual_seed(0)
+    a, b, ta = (tp.randn(3, dtype=tp.float64) for _ in range(3))
+    # b has no tangent: jvp sees zeros for it (materialized, as for gradients)
+    a_req = a.clone().requires_grad_()
+    with fwAD.dual_level():
+        p, s = MulAdd.apply(fwAD.make_dual(a_req, ta), b, 2.0)
+        tp_, ts = fwAD.unpack_dual(p).tangent, fwAD.unpack_dual(s).tangent
+        (p.sum() + s.sum()).backward()  # reverse mode through the same call
+    np.testing.assert_allclose(tp_.detach().numpy(), (ta * b * 2).numpy(), rtol=1e-15)
+    np.testing.assert_allclose(ts.detach().numpy(), ta.numpy(), rtol=1e-15)
+    np.testing.assert_allclose(a_req.grad.numpy(), (b * 2 + 1).numpy(), rtol=1e-15)
+
+
+def test_full_backward_hooks_pass_forward_mode_tangents_through():
+    # The hooks wrap a module call in identity Functions: they need a jvp too.
+    import tensorplay.autograd.forward_ad as fwAD
+    tp.manual_seed(0)
+    m = tp.nn.Linear(3, 2).double()
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(go[0].shape))
+    x = tp.randn(4, 3, dtype=tp.float64, requires_grad=True)
+    t = tp.randn(4, 3, dtype=tp.float64)
+    with fwAD.dual_level():
+        y = m(fwAD.make_dual(x, t))
+        tangent = fwAD.unpack_dual(y).tangent
+    np.testing.assert_allclose(tangent.detach().numpy(), (t @ m.weight.t()).detach().numpy(), rtol=1e-14)
+    y.sum().backward()
+    assert seen == [(4, 2)]
+    np.testing.assert_allclose(x.grad.numpy(), m.weight.sum(0).expand(4, 3).detach().numpy(), rtol=1e-14)

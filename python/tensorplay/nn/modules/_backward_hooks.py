@@ -24,6 +24,10 @@ class _Identity(Function):
     def backward(ctx, *grads):
         return (None,) + tuple(ctx.on_grads(grads))
 
+    @staticmethod
+    def jvp(ctx, on_grads_tangent, *tangents):
+        return tangents  # an identity: forward-mode tangents pass through unchanged
+
 
 def _check_replacement(module, what, new, old):
     if not isinstance(new, (tuple, list)) or len(new) != len(old):
