@@ -192,3 +192,37 @@ def test_full_backward_hooks_pass_forward_mode_tangents_through():
     y.sum().backward()
     assert seen == [(4, 2)]
     np.testing.assert_allclose(x.grad.numpy(), m.weight.sum(0).expand(4, 3).detach().numpy(), rtol=1e-14)
+
+
+# ------------------------------------------------ custom Functions inside tp.compile
+
+class _STE(tp.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "stax"])
+def test_a_custom_function_in_a_compiled_training_function_is_refused_clearly(backend):
+    # The capture ran forward under no_grad and derived the backward from the
+    # graph: _STE.backward never ran and no gradient went through the call, so
+    # with another path to w the compiled gradient was silently wrong (and with
+    # none, backward() failed with "does not require grad").
+    w = tp.randn(3, 3, requires_grad=True)
+
+    def f(x):
+        h = x @ w
+        return (_STE.apply(h) * 2).sum() + h.sum()
+
+    with pytest.raises(tp.compiler.CaptureError, match=r"_STE\.apply inside a compiled function.*_STE\.backward"):
+        tp.compile(f, backend=backend)(tp.randn(2, 3))
+
+
+def test_a_custom_function_in_compiled_inference_is_captured():
+    f = tp.compile(lambda x: _STE.apply(x * 2) + 1)
+    with tp.no_grad():
+        np.testing.assert_array_equal(f(tp.tensor([0.3, 0.8])).numpy(), [2.0, 3.0])

@@ -91,8 +91,22 @@ class Function:
         raise NotImplementedError("a Function subclass used with forward-mode AD must define a static "
                                   "jvp(ctx, *input_tangents)")
 
+    # True for a Function whose backward is what the capture derives anyway
+    # (an identity), so tp.compile may capture its forward in training.
+    _capture_derives_backward = False
+
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _C._is_tracing() and _C.is_grad_enabled() and not cls._capture_derives_backward:
+            # The capture records forward's operators under no_grad and the compiled
+            # backward is derived from the captured graph: cls.backward would never
+            # run, and no gradient would flow through this call (a silently wrong
+            # gradient where another path reaches the same parameters).
+            raise _C.CaptureError(
+                f"tp.autograd.Function {cls.__name__}.apply inside a compiled function (tp.compile) with gradients "
+                f"enabled is not supported: the compiled backward is derived from the captured operators and would "
+                f"not call {cls.__name__}.backward; call it outside the compiled function, or under tp.no_grad() "
+                "for inference")
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         recording = _C.is_grad_enabled() and any(ctx.needs_input_grad)

@@ -14,6 +14,8 @@ Tensor = _C.Tensor
 
 
 class _Identity(Function):
+    _capture_derives_backward = True  # an identity; the hooks themselves are the capture's concern
+
     @staticmethod
     def forward(ctx, on_grads, *tensors):
         ctx.on_grads = on_grads
