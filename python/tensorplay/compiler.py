@@ -570,6 +570,22 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     return cf
 
 
+def _module_attribute(self, name):
+    """Attribute lookups a CompiledFunction does not answer itself go to the module
+    it compiles, so `model = tp.compile(model)` keeps model.parameters(), .eval(),
+    .state_dict(), submodules and attributes working (as PyTorch's compiled module
+    does; `_orig_mod` names the module too). Only reached when the normal lookup
+    fails: calls never pass here."""
+    from .nn import Module  # late: nn imports tensorplay
+    module = self.__wrapped__
+    if isinstance(module, Module) and not (name.startswith("__") and name.endswith("__")):
+        return module if name == "_orig_mod" else getattr(module, name)
+    raise AttributeError(f"'CompiledFunction' object has no attribute '{name}'")
+
+
+_C.CompiledFunction.__getattr__ = _module_attribute
+
+
 def _keyword_only_adapter(fn):
     """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
     *args / **kwargs): (adapter, names, count, binder), the adapter taking them

@@ -226,3 +226,53 @@ def test_a_custom_function_in_compiled_inference_is_captured():
     f = tp.compile(lambda x: _STE.apply(x * 2) + 1)
     with tp.no_grad():
         np.testing.assert_array_equal(f(tp.tensor([0.3, 0.8])).numpy(), [2.0, 3.0])
+
+
+# ------------------------------------------------ model = tp.compile(model), the PyTorch idiom
+
+def test_a_compiled_module_answers_for_its_module_in_a_training_loop():
+    # `model = tp.compile(model)` then model.parameters() / .train() / .eval() /
+    # .state_dict() raised AttributeError ('CompiledFunction' has no attribute).
+    import torch
+
+    def build(L):
+        return L.nn.Sequential(L.nn.Linear(8, 16), L.nn.BatchNorm1d(16), L.nn.ReLU(), L.nn.Linear(16, 4))
+
+    tp.manual_seed(0)
+    model = build(tp)
+    tmodel = build(torch)
+    with torch.no_grad():
+        for p, q in zip(tmodel.state_dict().values(), model.state_dict().values()):
+            p.copy_(torch.from_numpy(q.numpy().copy()))
+    orig = model
+    model = tp.compile(model)
+    # (SGD: Adam would amplify the rounding noise of the first bias's gradient,
+    # zero in exact arithmetic before batch norm, into lr-sized steps.)
+    opt = tp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.1, momentum=0.9)
+    x, y = tp.randn(16, 8), tp.randn(16, 4)
+    tx, ty = torch.from_numpy(x.numpy().copy()), torch.from_numpy(y.numpy().copy())
+    for step in range(4):
+        model.train()
+        tmodel.train()
+        opt.zero_grad()
+        topt.zero_grad()
+        loss = tp.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        tloss = torch.nn.functional.mse_loss(tmodel(tx), ty)
+        tloss.backward()
+        opt.step()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-4)
+        model.eval()
+        tmodel.eval()
+        assert not orig.training and model.training is False
+        with tp.no_grad():
+            np.testing.assert_allclose(model(x).numpy(), tmodel(tx).detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert model._orig_mod is orig
+    assert list(model.state_dict()) == list(orig.state_dict())
+    assert len(list(model.parameters())) == 6
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        model.no_such_attribute
+    with pytest.raises(AttributeError, match="'CompiledFunction' object has no attribute 'parameters'"):
+        tp.compile(lambda t: t * 2).parameters
