@@ -586,6 +586,17 @@ def _module_attribute(self, name):
 _C.CompiledFunction.__getattr__ = _module_attribute
 
 
+def _bind_to_instance(self, obj, objtype=None):
+    """`@tp.compile` on a method (`def forward(self, x)` in a class body): read
+    through an instance, the compiled function binds it as a Python function
+    does, so `model(x)` passes `self` (the call raised "missing a required
+    argument: 'x'")."""
+    return self if obj is None else types.MethodType(self, obj)
+
+
+_C.CompiledFunction.__get__ = _bind_to_instance
+
+
 def _keyword_only_adapter(fn):
     """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
     *args / **kwargs): (adapter, names, count, binder), the adapter taking them

@@ -276,3 +276,33 @@ def test_a_compiled_module_answers_for_its_module_in_a_training_loop():
         model.no_such_attribute
     with pytest.raises(AttributeError, match="'CompiledFunction' object has no attribute 'parameters'"):
         tp.compile(lambda t: t * 2).parameters
+
+
+def test_tp_compile_as_a_decorator_of_a_modules_forward():
+    # `@tp.compile def forward(self, x)` in the class body: the CompiledFunction
+    # was no descriptor, so model(x) called it without self ("missing a
+    # required argument: 'x'").
+    class Net(tp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = tp.nn.Linear(8, 16), tp.nn.Linear(16, 4)
+
+        @tp.compile
+        def forward(self, x):
+            return self.l2(self.l1(x).relu())
+
+        def eager(self, x):
+            return self.l2(self.l1(x).relu())
+
+    tp.manual_seed(0)
+    a, b = Net(), Net()
+    x = tp.randn(4, 8)
+    for net in (a, b, a):  # each instance its own parameters
+        np.testing.assert_allclose(net(x).detach().numpy(), net.eager(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    (a(x) ** 2).sum().backward()
+    got = [p.grad.numpy().copy() for p in a.parameters()]
+    a.zero_grad()
+    (a.eager(x) ** 2).sum().backward()
+    for g, p in zip(got, a.parameters()):
+        np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert isinstance(Net.__dict__["forward"], tp._C.CompiledFunction) and Net.forward is Net.__dict__["forward"]
