@@ -306,3 +306,40 @@ def test_tp_compile_as_a_decorator_of_a_modules_forward():
     for g, p in zip(got, a.parameters()):
         np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert isinstance(Net.__dict__["forward"], tp._C.CompiledFunction) and Net.forward is Net.__dict__["forward"]
+
+
+# ------------------------------------------------ dynamic training of the usual flatten
+
+@pytest.mark.parametrize("flatten", [
+    lambda h: h.view(h.size(0), -1),
+    lambda h: h.view(h.shape[0] * 2, -1),
+    lambda h: h.view(h.shape[0], h.shape[1], -1).flatten(1),
+])
+def test_view_with_an_inferred_dim_trains_in_one_dynamic_version(flatten):
+    # `x.view(x.size(0), -1)` (a CNN's flatten): the joint trace replayed the view
+    # with its -1, which did not match the capture's resolved symbolic sizes, so
+    # the batch symbol was fixed and every batch size compiled its own version
+    # ("the joint trace numbers the sizes differently from the forward").
+    tp.manual_seed(0)
+    conv = tp.nn.Conv2d(3, 4, 3, padding=1)
+    lin = tp.nn.Linear(4 * 5 * 5, 2)
+
+    def loss_fn(x):
+        return (lin(flatten(conv(x).relu()).reshape(x.shape[0], -1)) ** 2).mean()
+
+    tp.compiler.reset()
+    cf = tp.compile(loss_fn, dynamic=True)
+    for n in (4, 6, 7, 12):  # (a first batch of 3 or 5 is duck-sized with the channels / the height)
+        x = tp.randn(n, 3, 5, 5)
+        got = cf(x)
+        got.backward()
+        grads = [p.grad.numpy().copy() for p in (*conv.parameters(), *lin.parameters())]
+        for p in (*conv.parameters(), *lin.parameters()):
+            p.grad = None
+        want = loss_fn(x)
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        for g, p in zip(grads, (*conv.parameters(), *lin.parameters())):
+            np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-4, atol=1e-6)
+            p.grad = None
+    assert tp.compiler.metrics.as_dict()["captures"] == 1
