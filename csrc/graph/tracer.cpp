@@ -61,26 +61,29 @@ class Tracer : public DispatchInterceptor {
   // itself, or the part of a composite with the same list of values).
   void consume(Node* n, UserCall& call) {
     for (auto& [name, vec] : call.sym_attrs) {
-      auto matches = [&](const AttrValue& v) {
+      // inferred: the node is the call's own operator, whose -1 (a view's inferred
+      // dim) the call's attributes hold resolved (`x.view(x.size(0), -1)` replayed
+      // by the joint trace: [s0, -1] against [s0, s1*s2]); unmatched, s0 was fixed.
+      auto matches = [&](const AttrValue& v, bool inferred) {
         if (auto* i = std::get_if<int64_t>(&v)) return vec.size() == 1 && env_->hint(vec[0]) == *i;
         auto* l = std::get_if<std::vector<int64_t>>(&v);
         if (!l || l->size() != vec.size()) return false;
         for (size_t j = 0; j < vec.size(); ++j) {
-          bool minus1 = vec[j].is_const() && vec[j].const_value() == -1;
+          bool minus1 = (vec[j].is_const() && vec[j].const_value() == -1) || (inferred && (*l)[j] == -1);
           if (!minus1 && env_->hint(vec[j]) != (*l)[j]) return false;
         }
         return true;
       };
       const char* hit = nullptr;
       for (auto& [an, av] : n->attrs.items())
-        if (name == an && matches(av)) hit = an;
+        if (name == an && matches(av, n->target == call.op)) hit = an;
       // A composite's part under another attribute name: a list of several values, or
       // a view's one-element size (reshape(n * m), x[:, :1].reshape(n)); a lone value
       // in any other list could match by chance.
       if (!hit && n->target != call.op)
         for (auto& [an, av] : n->attrs.items())
           if (std::holds_alternative<std::vector<int64_t>>(av) &&
-              (vec.size() > 1 || std::strcmp(an, "size") == 0) && matches(av))
+              (vec.size() > 1 || std::strcmp(an, "size") == 0) && matches(av, false))
             hit = an;
       if (!hit) continue;
       n->sym_attrs[hit] = vec;

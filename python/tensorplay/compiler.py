@@ -5,6 +5,7 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
 import inspect
+import numbers
 import os
 import types
 import warnings
@@ -148,7 +149,10 @@ def _locate_free_tensors(fn, ids):
                 if k is not None and found[k] is None:
                     found[k] = (root, steps, name)
                     remaining -= 1
-                g = value.grad if value.requires_grad and depth <= _SEARCH_DEPTH else None
+                # Only a leaf (or a tensor that retains its gradient) has one: reading
+                # .grad of any other tensor warns, as in eager, and the user never read it.
+                holds_grad = value.requires_grad and (value.is_leaf or value.retains_grad)
+                g = value.grad if holds_grad and depth <= _SEARCH_DEPTH else None
                 if g is not None:
                     # A parameter's gradient (an optimizer step reads p.grad): re-read
                     # through the parameter, since backward() replaces the object.
@@ -566,6 +570,33 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     return cf
 
 
+def _module_attribute(self, name):
+    """Attribute lookups a CompiledFunction does not answer itself go to the module
+    it compiles, so `model = tp.compile(model)` keeps model.parameters(), .eval(),
+    .state_dict(), submodules and attributes working (as PyTorch's compiled module
+    does; `_orig_mod` names the module too). Only reached when the normal lookup
+    fails: calls never pass here."""
+    from .nn import Module  # late: nn imports tensorplay
+    module = self.__wrapped__
+    if isinstance(module, Module) and not (name.startswith("__") and name.endswith("__")):
+        return module if name == "_orig_mod" else getattr(module, name)
+    raise AttributeError(f"'CompiledFunction' object has no attribute '{name}'")
+
+
+_C.CompiledFunction.__getattr__ = _module_attribute
+
+
+def _bind_to_instance(self, obj, objtype=None):
+    """`@tp.compile` on a method (`def forward(self, x)` in a class body): read
+    through an instance, the compiled function binds it as a Python function
+    does, so `model(x)` passes `self` (the call raised "missing a required
+    argument: 'x'")."""
+    return self if obj is None else types.MethodType(self, obj)
+
+
+_C.CompiledFunction.__get__ = _bind_to_instance
+
+
 def _keyword_only_adapter(fn):
     """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
     *args / **kwargs): (adapter, names, count, binder), the adapter taking them
@@ -602,6 +633,27 @@ def _keyword_only_adapter(fn):
     return adapter, positional + kwonly, npos + len(kwonly), bind
 
 
+def _option_text(name, value):
+    """An option's value as the C++ side reads it (text). The activation memory
+    budget's text says its kind (an int is bytes, a float a fraction), so a
+    Python number is checked here: a float outside [0, 1] (1.5 read as 1 byte,
+    inf as an out-of-range byte count) or a bool is refused, and an int beyond
+    any memory is clamped to a count the C++ side can hold."""
+    if name == "activation_memory_budget" and not isinstance(value, str):
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+        if ok and isinstance(value, numbers.Integral):
+            ok = value >= 0
+            value = min(int(value), 2 ** 62)
+        elif ok:
+            value = float(value)
+            ok = 0.0 <= value <= 1.0  # False for NaN
+        if not ok:
+            raise ValueError("tp.compile: options['activation_memory_budget'] must be a byte count or a fraction "
+                             f"in [0, 1], got {value!r}")
+        return repr(value)
+    return str(value)
+
+
 def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
     """The C++ CompiledFunction of fn and its nested-inputs companion."""
     if signature is None:
@@ -609,7 +661,7 @@ def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
         binder = _make_binder(fn)
     else:
         names, nparams, binder = signature
-    opts = {str(k): str(v) for k, v in (kwargs["options"] or {}).items()}
+    opts = {str(k): _option_text(str(k), v) for k, v in (kwargs["options"] or {}).items()}
     dynamic = kwargs["dynamic"]
     cf = _C._compile(fn, backend, custom, kwargs["mode"] or "", opts, None if dynamic is None else bool(dynamic),
                      bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, binder)

@@ -11,6 +11,10 @@ backward methods and call `.apply(...)`.
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
             return 2 * x * g
+
+For forward-mode AD (tp.autograd.forward_ad, tp.func.jvp) define a static
+jvp(ctx, *input_tangents) too, returning one tangent per output: forward then
+runs on the primals only, as in PyTorch.
 """
 import functools
 
@@ -82,24 +86,93 @@ class Function:
         raise RuntimeError(f"{type(self).__name__}: call {type(self).__name__}.apply(...) instead of instantiating "
                            "the Function")
 
+    @staticmethod
+    def jvp(ctx, *input_tangents):
+        raise NotImplementedError("a Function subclass used with forward-mode AD must define a static "
+                                  "jvp(ctx, *input_tangents)")
+
+    # True for a Function whose backward is what the capture derives anyway
+    # (an identity), so tp.compile may capture its forward in training.
+    _capture_derives_backward = False
+
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _C._is_tracing() and _C.is_grad_enabled() and not cls._capture_derives_backward:
+            # The capture records forward's operators under no_grad and the compiled
+            # backward is derived from the captured graph: cls.backward would never
+            # run, and no gradient would flow through this call (a silently wrong
+            # gradient where another path reaches the same parameters).
+            raise _C.CaptureError(
+                f"tp.autograd.Function {cls.__name__}.apply inside a compiled function (tp.compile) with gradients "
+                f"enabled is not supported: the compiled backward is derived from the captured operators and would "
+                f"not call {cls.__name__}.backward; call it outside the compiled function, or under tp.no_grad() "
+                "for inference")
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         recording = _C.is_grad_enabled() and any(ctx.needs_input_grad)
+        # Forward mode: forward sees the primals only (its operators' own tangents
+        # would differentiate the implementation, not the Function: a
+        # straight-through round has tangent 0 there); jvp gives the outputs'.
+        tangents = _input_tangents(args)
+        fw_args = args if tangents is None else tuple(_primal(a, t) for a, t in zip(args, tangents))
         with no_grad():
-            result = cls.forward(ctx, *args, **kwargs)
-        if not recording:
+            result = cls.forward(ctx, *fw_args, **kwargs)
+        if not recording and tangents is None:
             return result
         outs = list(_as_tuple(result))
-        _check_dirty(cls, ctx, args)
-        input_ids = {id(a) for a in args if isinstance(a, Tensor)}
-        for k, o in enumerate(outs):
-            # An input returned unchanged gets a new identity to carry this node's history.
-            if isinstance(o, Tensor) and id(o) in input_ids and id(o) not in ctx._dirty:
-                outs[k] = o.detach()
-        _attach(cls, ctx, args, outs)
+        if recording:
+            _check_dirty(cls, ctx, args)
+            input_ids = {id(a) for a in args + fw_args if isinstance(a, Tensor)}
+            for k, o in enumerate(outs):
+                # An input returned unchanged gets a new identity to carry this node's history.
+                if isinstance(o, Tensor) and id(o) in input_ids and id(o) not in ctx._dirty:
+                    outs[k] = o.detach()
+            _attach(cls, ctx, args, outs)
+        if tangents is not None:
+            _attach_tangents(cls, ctx, fw_args, tangents, outs)
         return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+
+def _input_tangents(args):
+    """Each argument's tangent at the open dual level (None where it has none),
+    or None when no argument carries one."""
+    if _C._fwd_current_level() < 0:
+        return None
+    from .forward_ad import unpack_dual
+    tangents = [unpack_dual(a).tangent if isinstance(a, Tensor) else None for a in args]
+    return tangents if any(t is not None for t in tangents) else None
+
+
+def _primal(a, tangent):
+    if tangent is None:
+        return a
+    from .forward_ad import unpack_dual
+    return unpack_dual(a).primal
+
+
+def _attach_tangents(cls, ctx, fw_args, tangents, outs):
+    from .forward_ad import make_dual
+    if cls.jvp is Function.jvp:
+        raise NotImplementedError(f"{cls.__name__}: an input carries a forward-mode tangent, and the Function "
+                                  "defines no jvp(ctx, *input_tangents); define it (the tangents of the outputs "
+                                  "from those of the inputs) to use it with forward-mode AD")
+    from .. import zeros_like
+    tin = [t if t is not None or not isinstance(a, Tensor) or not a.dtype.is_floating_point
+           or not ctx.materialize_grads else zeros_like(a) for a, t in zip(fw_args, tangents)]
+    res = _as_tuple(cls.jvp(ctx, *tin))
+    n_tensors = sum(isinstance(o, Tensor) for o in outs)
+    if len(res) != len(outs):
+        raise RuntimeError(f"{cls.__name__}.jvp returned {len(res)} tangents, expected {len(outs)} (one per output "
+                           f"of forward, None for those without one; {n_tensors} of them Tensors)")
+    for k, (o, t) in enumerate(zip(outs, res)):
+        if t is None or not isinstance(o, Tensor) or id(o) in ctx._non_differentiable:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{cls.__name__}.jvp returned a {type(t).__name__} as tangent {k}; expected a Tensor "
+                            "or None")
+        if not o.dtype.is_floating_point:
+            continue
+        outs[k] = make_dual(o, t)
 
 
 def _check_dirty(cls, ctx, args):

@@ -14,6 +14,8 @@ Tensor = _C.Tensor
 
 
 class _Identity(Function):
+    _capture_derives_backward = True  # an identity; the hooks themselves are the capture's concern
+
     @staticmethod
     def forward(ctx, on_grads, *tensors):
         ctx.on_grads = on_grads
@@ -23,6 +25,10 @@ class _Identity(Function):
     @staticmethod
     def backward(ctx, *grads):
         return (None,) + tuple(ctx.on_grads(grads))
+
+    @staticmethod
+    def jvp(ctx, on_grads_tangent, *tangents):
+        return tangents  # an identity: forward-mode tangents pass through unchanged
 
 
 def _check_replacement(module, what, new, old):
