@@ -1,9 +1,11 @@
 #include "compile/compiled_function.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "compile/backend.h"
 #include "compile/dynamic_marks.h"
@@ -471,12 +473,14 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
     const std::string& v = budget->second;
     char* end = nullptr;
     double d = std::strtod(v.c_str(), &end);
-    TP_CHECK(end && *end == '\0' && !v.empty() && d >= 0, ValueError,
+    // A float text is a fraction (1.5 is no byte count: rounding it down
+    // would recompute everything); a byte count past int64 means "no limit".
+    const bool is_float = v.find_first_of(".eEnN") != std::string::npos;
+    TP_CHECK(end && *end == '\0' && !v.empty() && d >= 0 && std::isfinite(d) && (!is_float || d <= 1.0), ValueError,
              "tp.compile: options['activation_memory_budget'] must be a byte count or a fraction in [0, 1], got '", v,
              "'");
-    bool is_float = v.find_first_of(".eE") != std::string::npos;
-    if (is_float && d <= 1.0) ao.partition.budget_fraction = d;
-    else ao.partition.budget_bytes = static_cast<int64_t>(d);
+    if (is_float) ao.partition.budget_fraction = d;
+    else ao.partition.budget_bytes = d >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(d);
   }
   aot::AotResult r;
   try {
@@ -857,11 +861,16 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
   // back an input (`x + 0` simplified to `x`) or a fresh copy of a view.
   std::unordered_map<int, int64_t> sym_values;
   bool have_sym_values = false;
+  // A capture made static (graph::make_static) keeps its views' symbolic
+  // attributes, but its graph has no symbols left to evaluate them with: the
+  // recorded values are this version's own.
+  const bool symbolic = a.graph && a.graph->is_symbolic();
   auto replay_views = [&](Tensor v, const std::vector<OutputAliasing::ViewStep>& steps) {
-    if (!have_sym_values && a.graph && a.graph->is_symbolic()) sym_values = graph::symbol_values(*a.graph, all);
+    if (!have_sym_values && symbolic) sym_values = graph::symbol_values(*a.graph, all);
     have_sym_values = true;
     for (auto& s : steps)
-      v = call_op(*s.op, {v}, s.sym_attrs.empty() ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, sym_values))
+      v = call_op(*s.op, {v},
+                  s.sym_attrs.empty() || !symbolic ? s.attrs : graph::evaluate_attrs(s.attrs, s.sym_attrs, sym_values))
               .at(0);
     return v;
   };
