@@ -5,6 +5,7 @@
 // eager; the work around it is still fused.
 #include "stax/lowering/lower.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include <unordered_map>
@@ -180,14 +181,41 @@ class Lowerer {
           cannot_lower(n, str("internal symbolic shape mismatch in dim ", d, ": ", v.size(d).to_string(), " vs ",
                               n->sym_sizes[d].to_string(), " (symbolic shapes)"));
     }
-    if (realize_early_.count(n) && v.buffer < 0 && !v.symbolic() && n->output_metas.empty() && numel(v.sizes) > 0) {
-      // A GEMM operand or a graph output with other readers (below): written once, here.
+    const bool large_shared = v.buffer < 0 && inlines_many_and_is_shared(n);
+    if ((realize_early_.count(n) || large_shared) && v.buffer < 0 && !v.symbolic() && n->output_metas.empty() &&
+        numel(v.sizes) > 0) {
+      // A GEMM operand, a graph output with other readers (below), or a large
+      // shared expression: written once, here.
       LoweringContext c(r_, n, {}, {}, origin);
       int buf = c.realize(v, BufferKind::Temp, -1, origin);
       v = LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
       origin_.erase(n);
     }
     env_[n] = std::move(v);
+  }
+
+  // Records the operators node n's value recomputes wherever it is read (its
+  // own and its unrealized operands', Property 6.1), counted up to
+  // kMaxInlined; true when there are more and several operators read it. Each
+  // reader's kernel would recompute all of them: a residual stack's running
+  // gradient (dx + g(dx) + GEMM output, layer after layer) reaches back through
+  // every layer, so the backward's code and work grew with the square of the
+  // depth (64 layers: 2.7 MB of source, 19 s to compile). Written once, the
+  // chain restarts from a buffer.
+  bool inlines_many_and_is_shared(const Node* n) {
+    std::vector<const Node*> cone{n};
+    for (auto& a : n->args) {
+      auto* p = std::get_if<Node*>(&a);
+      if (!p || !*p || env_.at(*p).buffer >= 0) continue;
+      auto it = inlined_.find(*p);
+      if (it == inlined_.end()) continue;
+      for (const Node* q : it->second)
+        if (cone.size() <= kMaxInlined && std::find(cone.begin(), cone.end(), q) == cone.end()) cone.push_back(q);
+    }
+    const bool large = cone.size() > kMaxInlined;
+    if (large && n->users.size() > 1) return true;
+    inlined_[n] = std::move(cone);
+    return false;
   }
 
   // A computed value that a GEMM reads (through views: the linear layer's
@@ -282,6 +310,8 @@ class Lowerer {
   std::unordered_map<const Node*, std::string> origin_;
   std::unordered_map<const Node*, std::vector<Value>> results_;  // of multi-result nodes
   std::unordered_set<const Node*> realize_early_;  // GEMM operands and outputs with other readers
+  static constexpr size_t kMaxInlined = 64;
+  std::unordered_map<const Node*, std::vector<const Node*>> inlined_;  // see inlines_many_and_is_shared
 };
 
 }  // namespace
