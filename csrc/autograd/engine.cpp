@@ -69,8 +69,17 @@ bool all_undefined(const std::vector<Tensor>& v) {
 // runs and leaves accumulate into .grad. With it, only nodes leading to a
 // captured edge run, AccumulateGrad never does, and (*captured)[i] receives the
 // gradient flowing into (*capture)[i].
+// Per thread, whether each engine call running (innermost last) accumulates
+// into .grad (backward) or captures gradients (grad / backward(inputs=)).
+thread_local std::vector<bool> t_running_accumulates;
+struct RunningCall {
+  explicit RunningCall(bool accumulates) { t_running_accumulates.push_back(accumulates); }
+  ~RunningCall() { t_running_accumulates.pop_back(); }
+};
+
 void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool keep_graph, bool create_graph,
          const std::vector<Edge>* capture, std::vector<Tensor>* captured) {
+  RunningCall running(capture == nullptr);
   AutoGradMode mode(create_graph);
   std::vector<Node*> order = topological(roots);
   std::unordered_set<Node*> active(order.begin(), order.end());
@@ -163,6 +172,8 @@ std::vector<Edge> edges_of(const std::vector<Tensor>& ts) {
 }
 
 }  // namespace
+
+bool engine_accumulates() { return t_running_accumulates.empty() || t_running_accumulates.back(); }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
               bool create_graph, const std::vector<Tensor>& inputs) {

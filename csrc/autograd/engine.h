@@ -18,6 +18,11 @@ void set_saved_override(const OpDef& op, const SavedSet* forced);
 // With `inputs`, only their .grad is written (leaves or not).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
               bool create_graph = false, const std::vector<Tensor>& inputs = {});
+// False while the innermost engine call on this thread is grad() (or
+// backward(inputs=)): gradients then flow only to the requested inputs, so a
+// node that runs a backward of its own (tp.utils.checkpoint) cannot deliver
+// what it computes for other leaves.
+bool engine_accumulates();
 // Returns d(roots)/d(inputs) without touching .grad (tp.autograd.grad).
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_roots, bool retain_graph, bool allow_unused,

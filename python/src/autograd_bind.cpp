@@ -152,6 +152,7 @@ void bind_engine(nb::module_& m) {
     return autograd::detach(t).as_strided({}, {}, off);
   });
   m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("_engine_accumulates", &autograd::engine_accumulates);
   m.def("_set_grad_enabled", &GradMode::set_enabled);
   m.def("_set_anomaly_enabled", &autograd::set_anomaly_enabled);
   m.def("_is_anomaly_enabled", &autograd::anomaly_enabled);

@@ -48,6 +48,7 @@ linalg._install()
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd; also loads tp.autograd.forward_ad)
+from . import utils  # noqa: F401,E402  (tp.utils.checkpoint: eager activation checkpointing)
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

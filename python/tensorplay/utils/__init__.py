@@ -1,0 +1,2 @@
+"""tp.utils: PyTorch's torch.utils names that apply here (checkpoint)."""
+from . import checkpoint  # noqa: F401
