@@ -1,10 +1,10 @@
 // tp.compile's binding: the CompiledFunction object (its __call__ is the hot
 // path of every compiled call), GraphModule, metrics, backend registration.
 #include <algorithm>
-#include <unordered_map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>

@@ -5,7 +5,6 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
 import inspect
-import numbers
 import os
 import types
 import warnings
@@ -633,27 +632,6 @@ def _keyword_only_adapter(fn):
     return adapter, positional + kwonly, npos + len(kwonly), bind
 
 
-def _option_text(name, value):
-    """An option's value as the C++ side reads it (text). The activation memory
-    budget's text says its kind (an int is bytes, a float a fraction), so a
-    Python number is checked here: a float outside [0, 1] (1.5 read as 1 byte,
-    inf as an out-of-range byte count) or a bool is refused, and an int beyond
-    any memory is clamped to a count the C++ side can hold."""
-    if name == "activation_memory_budget" and not isinstance(value, str):
-        ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
-        if ok and isinstance(value, numbers.Integral):
-            ok = value >= 0
-            value = min(int(value), 2 ** 62)
-        elif ok:
-            value = float(value)
-            ok = 0.0 <= value <= 1.0  # False for NaN
-        if not ok:
-            raise ValueError("tp.compile: options['activation_memory_budget'] must be a byte count or a fraction "
-                             f"in [0, 1], got {value!r}")
-        return repr(value)
-    return str(value)
-
-
 def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
     """The C++ CompiledFunction of fn and its nested-inputs companion."""
     if signature is None:
@@ -661,7 +639,7 @@ def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
         binder = _make_binder(fn)
     else:
         names, nparams, binder = signature
-    opts = {str(k): _option_text(str(k), v) for k, v in (kwargs["options"] or {}).items()}
+    opts = {str(k): str(v) for k, v in (kwargs["options"] or {}).items()}
     dynamic = kwargs["dynamic"]
     cf = _C._compile(fn, backend, custom, kwargs["mode"] or "", opts, None if dynamic is None else bool(dynamic),
                      bool(kwargs["fullgraph"]), bool(kwargs["strict_native"]), names, nparams, binder)

@@ -24,17 +24,13 @@ from ..autograd.function import Function
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
-
-def _tensor_type():
-    from .. import Tensor
-    return Tensor
+Tensor = _C.Tensor
 
 
 class _CheckpointFunction(Function):
     @staticmethod
     def forward(ctx, run, preserve_rng_state, anchor, *args):
         from .. import get_rng_state
-        Tensor = _tensor_type()
         ctx.run = run
         ctx.rng_state = get_rng_state() if preserve_rng_state else None
         ctx.tensor_at = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -46,7 +42,6 @@ class _CheckpointFunction(Function):
     @staticmethod
     def backward(ctx, *grads):
         from .. import autograd, get_rng_state, set_rng_state
-        Tensor = _tensor_type()
         args = list(ctx.others)
         inputs = []
         for i, t, rg in zip(ctx.tensor_at, ctx.saved_tensors, ctx.input_requires_grad):
@@ -96,7 +91,6 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     """Runs function(*args, **kwargs) keeping only its inputs for the backward
     pass, which recomputes it (module docstring). Returns what function returns
     (a tensor or a tuple)."""
-    Tensor = _tensor_type()
     if use_reentrant is None:
         warnings.warn("tp.utils.checkpoint: pass use_reentrant explicitly (False is recommended), as PyTorch asks; "
                       "both variants behave the same here", stacklevel=2)
