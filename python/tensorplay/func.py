@@ -5,20 +5,27 @@ mode, through tp.autograd.grad), jacrev / jacfwd (one vjp / jvp per basis
 vector). They compose: jacfwd(grad(f)) is forward-over-reverse (the
 derivative formulas of the backward pass get tangents), vjp of a jvp is
 reverse-over-forward (the tangent formulas are recorded by reverse mode).
-Inputs and outputs are Tensors or (nested) tuples/lists of Tensors.
+Inputs and outputs are Tensors or (nested) tuples/lists/dicts of Tensors;
+functional_call (from tp.nn.utils.stateless) runs a module on a dict of
+parameters, so grad / vjp / jvp can differentiate with respect to them.
 """
 from . import _C
 from .autograd import forward_ad as fwAD
 
-__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd"]
+from .nn.utils.stateless import functional_call  # noqa: F401
+
+__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd", "functional_call"]
 
 Tensor = _C.Tensor
 
 
-# ---- small pytree over tuples/lists of Tensors ----
+# ---- small pytree over tuples/lists/dicts of Tensors ----
 def _flatten(tree, who, what):
     if isinstance(tree, Tensor):
         return [tree], None
+    if isinstance(tree, dict):
+        leaves, spec = _flatten(tuple(tree.values()), who, what)
+        return leaves, (dict, (tuple(tree.keys()), spec))
     if isinstance(tree, (tuple, list)):
         leaves, specs = [], []
         for x in tree:
@@ -26,13 +33,17 @@ def _flatten(tree, who, what):
             leaves += l
             specs.append((len(l), s))
         return leaves, (type(tree), specs)
-    raise TypeError(f"{who}: expected {what} to be Tensors or tuples/lists of Tensors, got {type(tree).__name__}")
+    raise TypeError(f"{who}: expected {what} to be Tensors or tuples/lists/dicts of Tensors, got "
+                    f"{type(tree).__name__}")
 
 
 def _unflatten(leaves, spec):
     if spec is None:
         return leaves[0]
     kind, specs = spec
+    if kind is dict:
+        keys, values_spec = specs
+        return dict(zip(keys, _unflatten(leaves, values_spec)))
     out, i = [], 0
     for n, s in specs:
         out.append(_unflatten(leaves[i:i + n], s))
