@@ -52,8 +52,8 @@ std::vector<Tensor> scatter_rule(const JvpArgs& a) {
 }  // namespace
 
 void register_view_jvp_rules() {
-  for (const char* n : {"permute", "expand", "slice", "select", "diagonal", "to", "clone", "cat", "flip", "roll",
-                        "repeat", "tril", "triu", "index", "index_put", "index_select", "index_add", "gather",
+  for (const char* n : {"permute", "expand", "slice", "select", "diagonal", "unfold", "to", "clone", "cat", "flip",
+                        "roll", "repeat", "tril", "triu", "index", "index_put", "index_select", "index_add", "gather",
                         "scatter_add", "select_scatter", "slice_scatter", "as_strided_scatter", "masked_fill.Tensor",
                         "masked_scatter"})
     register_jvp(n, &linear_rule);

@@ -429,6 +429,23 @@ bool rule_slice(Ctx& c) {
   return true;
 }
 
+// unfold(self, dimension, size, step): the dim becomes (L - size) // step + 1
+// windows (guarded L >= size, which eager checked), the window a new last dim.
+bool rule_unfold(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (in.empty()) return false;
+  const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dimension"), in.size()));
+  const int64_t size = c.n.attrs.get_int("size"), step = c.n.attrs.get_int("step");
+  if (step < 1 || size < 0) return false;
+  const SymDim rest = in[dim] - SymDim(size);
+  if (!c.env.decide(rest, GuardRel::Ge, c.where())) return false;
+  for (auto& d : in) d = c.env.resolve(d);
+  in[dim] = c.env.resolve(floordiv(rest, SymDim(step)) + SymDim(1));
+  in.push_back(SymDim(size));
+  c.n.sym_sizes = in;
+  return true;
+}
+
 // slice_scatter(self, src, dim, start, end, step): self's shape, src filling
 // the slice (its sizes equal the slice's, recorded). slice's gradient makes
 // one with the forward slice's bounds, as symbolic attributes where the
@@ -855,6 +872,7 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"expand"})) return rule_expand(c);
   if (name_is(n, {"permute"})) return rule_permute(c);
   if (name_is(n, {"slice"})) return rule_slice(c);
+  if (name_is(n, {"unfold"})) return rule_unfold(c);
   if (name_is(n, {"select"})) return rule_select(c);
   if (name_is(n, {"matmul", "mm", "bmm"})) return rule_matmul(c, false);
   if (name_is(n, {"addmm", "baddbmm"})) return rule_matmul(c, true);

@@ -96,7 +96,7 @@ void register_saved_values() {
       {"norm.str", &input0_output0}, {"logsumexp", &input0_output0}, {"cumsum", &nothing},
       // views and reshapes (ops/view_ops.cpp), data movement (ops/shape_ops.cpp, ops/copy_ops.cpp)
       {"view", &nothing}, {"permute", &nothing}, {"expand", &nothing}, {"slice", &nothing},
-      {"select", &nothing}, {"as_strided", &nothing}, {"diagonal", &nothing}, {"cat", &nothing},
+      {"select", &nothing}, {"as_strided", &nothing}, {"diagonal", &nothing}, {"unfold", &nothing}, {"cat", &nothing},
       {"flip", &nothing}, {"roll", &nothing}, {"repeat", &nothing}, {"tril", &nothing}, {"triu", &nothing},
       {"to", &nothing}, {"clone", &nothing},
       // matmul family (ops/matmul_ops.cpp)

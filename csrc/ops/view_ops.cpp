@@ -303,10 +303,32 @@ std::vector<Tensor> as_strided_cpu(const OpDef& op, const std::vector<Tensor>& i
   return {x.as_strided(om[0].sizes, om[0].strides, g.offset)};
 }
 
+// Whether two elements of a view of these sizes and strides may share memory:
+// visiting the dims by increasing stride, each stride must step past all that
+// the smaller dims reach. Conservative (a false "may" only costs a division by 1).
+bool may_self_overlap(const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims with more than one element
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return false;
+    if (sizes[d] > 1) dims.emplace_back(strides[d], sizes[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (auto [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += (size - 1) * stride;
+  }
+  return false;
+}
+
 // The gradient is accumulated into a zero buffer that stands for the storage
 // both views read (every output element adds to the memory it came from) and
-// read back through the input's geometry. Exact when the input's own elements
-// do not overlap (true for every tensor that is not an expanded view).
+// read back through the input's geometry. When several of the input's elements
+// share one memory location (the input is itself an expanded or unfolded view),
+// each gets an equal share of that location's gradient: the chain of views
+// back to their base sums those elements again, so the base gets exactly the
+// sum once (without the division, x.unfold(1, 2, 1).unfold(0, 2, 1) counted
+// every window overlap twice).
 std::vector<Tensor> as_strided_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
@@ -320,6 +342,12 @@ std::vector<Tensor> as_strided_backward(const BackwardArgs& a) {
   Tensor positions = ops::as_strided(ops::arange_on(g, len), og.sizes, og.strides, og.offset - lo);
   Tensor buf = ops::index_add(ops::full_on(g, {len}, Scalar(int64_t{0}), g.dtype()), 0, ops::reshape(positions, {-1}),
                               ops::reshape(g, {-1}));
+  if (may_self_overlap(x.sizes(), x.strides())) {
+    Tensor own = ops::as_strided(ops::arange_on(g, len), x.sizes(), x.strides(), x.offset() - lo);
+    Tensor count = ops::index_add(ops::full_on(g, {len}, Scalar(int64_t{0}), g.dtype()), 0, ops::reshape(own, {-1}),
+                                  ops::full_on(g, {x.numel()}, Scalar(int64_t{1}), g.dtype()));
+    buf = ops::div(buf, ops::clamp(count, Scalar(int64_t{1}), std::nullopt), std::nullopt);
+  }
   return {ops::as_strided(buf, x.sizes(), x.strides(), x.offset() - lo)};
 }
 
@@ -602,23 +630,59 @@ std::vector<Tensor> chunk_decompose(const std::vector<Tensor>& in, const Attrs& 
   return split_decompose(in, a);
 }
 
-// unfold: windows of `size` every `step` along dim, as a new last dim (an
-// as_strided view; its derivative accumulates overlapping windows).
-std::vector<Tensor> unfold_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const Tensor& x = in[0];
-  const int64_t nd = std::max<int64_t>(x.dim(), 1);
+// ---- unfold ----
+// Windows of `size` every `step` along a dim, as a new last dim. Its own view
+// operator (not as_strided with absolute strides): the geometry follows the
+// input's, so a capture replays it on whatever layout and storage offset the
+// input has then (an as_strided recorded at capture kept the first input's
+// offset, and read a materialized view of a view through the strides of the
+// memory under it).
+struct UnfoldGeom {
+  int64_t dim, size, step;
+};
+
+UnfoldGeom unfold_geom(const Shape& sizes, const Attrs& attrs) {
+  const int64_t nd = std::max<int64_t>(static_cast<int64_t>(sizes.size()), 1);
   const int64_t d = wrap_dim(attrs.get_int("dimension"), nd, "unfold");
   const int64_t size = attrs.get_int("size"), step = attrs.get_int("step");
-  const int64_t n = x.dim() == 0 ? 1 : x.sizes()[d], st = x.dim() == 0 ? 1 : x.strides()[d];
+  const int64_t n = sizes.empty() ? 1 : sizes[static_cast<size_t>(d)];
   TP_CHECK(size >= 0 && size <= n, ValueError, "unfold: maximum size for tensor at dimension ", d, " is ", n,
            " but size is ", size);
   TP_CHECK(step > 0, ValueError, "unfold: step is ", step, " but must be > 0");
-  Shape sizes = x.sizes(), strides = x.strides();
-  if (x.dim() == 0) sizes = {}, strides = {};
-  else sizes[d] = (n - size) / step + 1, strides[d] = st * step;
-  sizes.push_back(size);
+  return {d, size, step};
+}
+
+std::vector<TensorMeta> unfold_infer(const OpDef&, const std::vector<TensorMeta>& in, const Attrs& attrs) {
+  const TensorMeta& x = in[0];
+  const UnfoldGeom g = unfold_geom(x.sizes, attrs);
+  Shape sizes = x.sizes, strides = x.strides;
+  const int64_t st = x.sizes.empty() ? 1 : x.strides[static_cast<size_t>(g.dim)];
+  if (!x.sizes.empty()) {
+    const auto d = static_cast<size_t>(g.dim);
+    sizes[d] = (x.sizes[d] - g.size) / g.step + 1;
+    strides[d] = st * g.step;
+  }
+  sizes.push_back(g.size);
   strides.push_back(st);
-  return {ops::as_strided(x, sizes, strides, x.offset())};
+  return {view_meta(x, std::move(sizes), std::move(strides))};
+}
+
+// Each window element adds its gradient to the input element it reads
+// (position k * step + j along the dim): exact whatever the input's memory,
+// also when the input is itself an overlapping view.
+std::vector<Tensor> unfold_backward(const BackwardArgs& a) {
+  const Tensor& g = ops::grad_out(a);
+  if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
+  const Tensor& x = a.inputs[0];
+  const UnfoldGeom u = unfold_geom(x.sizes(), a.attrs);
+  if (x.dim() == 0) return {u.size == 1 ? ops::reshape(g, {}) : ops::full_on(g, {}, Scalar(int64_t{0}), g.dtype())};
+  const int64_t n = x.sizes()[static_cast<size_t>(u.dim)], windows = g.sizes()[static_cast<size_t>(u.dim)];
+  if (g.numel() == 0) return {ops::full_on(g, x.sizes(), Scalar(int64_t{0}), g.dtype())};
+  const Tensor pos = ops::reshape(ops::as_strided(ops::arange_on(g, n), {windows, u.size}, {u.step, 1}, 0), {-1});
+  Shape merged = x.sizes();
+  merged[static_cast<size_t>(u.dim)] = windows * u.size;
+  const Tensor rows = ops::reshape(ops::movedim(g, {g.dim() - 1}, {u.dim + 1}), merged);
+  return {ops::index_add(ops::full_on(g, x.sizes(), Scalar(int64_t{0}), g.dtype()), u.dim, pos, rows)};
 }
 
 void register_view(const char* name, const char* schema, InferFn infer, KernelFn cpu, BackwardFn backward) {
@@ -647,6 +711,8 @@ void register_view_ops() {
                 &as_strided_infer, &as_strided_cpu, &as_strided_backward);
   register_view("diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)",
                 &diagonal_infer, &diagonal_cpu, &diagonal_backward);
+  register_view("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", &unfold_infer,
+                &alias_cpu, &unfold_backward);
   // Reinterpreting bits has no derivative (PyTorch refuses it across dtypes too).
   register_view("view.dtype", "view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)", &view_dtype_infer,
                 &view_dtype_cpu, nullptr);
@@ -680,8 +746,6 @@ void register_view_ops() {
                           &movedim_decompose);
   register_composite_view("swapdims", "swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", 1,
                           &transpose_decompose);
-  register_composite_view("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", 1,
-                          &unfold_decompose);
   register_composite_view("unbind", "unbind(Tensor(a) self, int dim=0) -> Tensor(a)[]", 1, &unbind_decompose);
   register_composite_view("split", "split(Tensor(a) self, int split_size, int dim=0) -> Tensor(a)[]", 1,
                           &split_decompose);

@@ -149,6 +149,37 @@ Value lower_slice(LoweringContext& c) {
   }, strides, offset);
 }
 
+// unfold: output (..., k at dim, ..., j last) reads x at k * step + j along dim.
+Value lower_unfold(LoweringContext& c) {
+  const Value& x = c.input(0);
+  const int64_t nd = static_cast<int64_t>(x.sizes.size());
+  if (nd == 0) c.fail("unfold of a 0-d value");
+  const int64_t dim = wrap_dim(c, c.attrs().get<int64_t>("dimension"), nd);
+  const int64_t step = c.attrs().get<int64_t>("step");
+  auto at = [x, dim, step](const Index& idx) {
+    Index src(idx.begin(), idx.end() - 1);
+    src[static_cast<size_t>(dim)] = idx[static_cast<size_t>(dim)] * step + idx.back();
+    return x.at(src);
+  };
+  const auto d = static_cast<size_t>(dim);
+  if (c.symbolic()) {
+    SymShape strides;
+    if (x.buffer >= 0) {
+      strides = x.stride_exprs();
+      strides.push_back(strides[d]);
+      strides[d] = simplify(strides[d] * step);
+    }
+    return view_of(c, x, at, {}, 0, strides, x.offset_expr());
+  }
+  Shape strides;
+  if (x.buffer >= 0) {
+    strides = x.strides;
+    strides.push_back(strides[d]);
+    strides[d] *= step;
+  }
+  return view_of(c, x, at, strides, x.offset);
+}
+
 // A reshape: the flat (row-major) position is kept. A contiguous buffer stays
 // a buffer view; anything else is read through the flat index.
 Value lower_view(LoweringContext& c) {
@@ -198,6 +229,7 @@ void register_view_lowerings(LoweringTable& t) {
   t["expand"] = lower_expand;
   t["select"] = lower_select;
   t["slice"] = lower_slice;
+  t["unfold"] = lower_unfold;
   t["view"] = lower_view;
 }
 

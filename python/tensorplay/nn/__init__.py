@@ -2,7 +2,7 @@
 from .parameter import Parameter  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d, Conv3d,
-    LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
+    LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, Fold, Unfold, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, SELU, CELU, Hardsigmoid,
     Hardswish, Softsign, GLU, Softmin, L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
     HuberLoss, KLDivLoss, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention, TransformerEncoderLayer,

@@ -661,3 +661,7 @@ from ._functional_extra import *  # noqa: E402,F401,F403
 from ._functional_extra import __all__ as _extra_all  # noqa: E402
 
 __all__ += _extra_all
+from ._functional_blocks import *  # noqa: E402,F401,F403
+from ._functional_blocks import __all__ as _blocks_all  # noqa: E402
+
+__all__ += _blocks_all

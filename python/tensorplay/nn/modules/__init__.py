@@ -8,6 +8,7 @@ from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
+from .fold import Fold, Unfold  # noqa: F401
 from .activation import (  # noqa: F401
     ReLU, ReLU6, GELU, SiLU, Mish, Softplus, ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax,
     LogSoftmax, SELU, CELU, Hardsigmoid, Hardswish, Softsign, GLU, Softmin, Threshold, Hardshrink, Softshrink,
