@@ -29,9 +29,22 @@ constexpr size_t kDefaultMaxLoaded = 64;
 // and hoist loads; -ffast-math is deliberately absent, since kernels must keep
 // IEEE NaN/inf semantics (torch parity). -fno-plt: direct GOT calls into
 // libgomp/libm, the library is bound eagerly (RTLD_NOW) anyway.
+// -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 or AVX-512 vectorizes
+// the if-converted scalar loop `t = x < 0 ? 0 : x; out = t > 0 ? g : 0` over
+// a small 2-D nest (relu's backward, inner extent 5 or 10) into wrong code:
+// compiled training of a width-10 ReLU layer got garbage gradients. The
+// printer vectorizes its main loops itself, so this only keeps GCC from
+// vectorizing conditional scalar loops (narrow inner dims, tails).
 const std::vector<std::string>& base_flags() {
-  static const std::vector<std::string> flags = {
-      "-O3", "-shared", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fno-plt", "-std=c++17"};
+  static const std::vector<std::string> flags = {"-O3",
+                                                 "-shared",
+                                                 "-fPIC",
+                                                 "-fopenmp",
+                                                 "-fno-math-errno",
+                                                 "-fno-trapping-math",
+                                                 "-fno-tree-loop-if-convert",
+                                                 "-fno-plt",
+                                                 "-std=c++17"};
   return flags;
 }
 
