@@ -26,13 +26,35 @@ from . import harness as H
 TOLERANCES = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
 
 
-def _copies(s):
-    """Two independent TensorPlay copies of a sample: (input, args, kwargs, grad inputs)."""
+def _on(obj, device, grad_inputs):
+    """obj with its tensors moved to `device` (a tensor that requires grad
+    becomes a leaf there, appended to grad_inputs in to_tp's order)."""
+    if isinstance(obj, tp.Tensor):
+        if device == "cpu":
+            if obj.requires_grad:
+                grad_inputs.append(obj)
+            return obj
+        t = obj.detach().to(device)
+        if obj.requires_grad:
+            t.requires_grad_(True)
+            grad_inputs.append(t)
+        return t
+    if isinstance(obj, list):
+        return [_on(o, device, grad_inputs) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(_on(o, device, grad_inputs) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _on(v, device, grad_inputs) for k, v in obj.items()}
+    return obj
+
+
+def _copies(s, device):
+    """Two independent TensorPlay copies of a sample on `device`: (input, args, kwargs, grad inputs)."""
     out = []
     for _ in range(2):
-        gi = []
-        out.append((H.to_tp(s.input, gi), H.to_tp(tuple(s.args), gi), H.to_tp(dict(s.kwargs), gi),
-                    [x for _, x in gi]))
+        gi, moved = [], []
+        x, args, kwargs = H.to_tp(s.input, gi), H.to_tp(tuple(s.args), gi), H.to_tp(dict(s.kwargs), gi)
+        out.append((_on(x, device, moved), _on(args, device, moved), _on(kwargs, device, moved), moved))
     return out
 
 
@@ -43,11 +65,11 @@ def _grad_of_sum(results, inputs):
     return outs, tp.autograd.grad([o.sum() for o in outs], inputs, allow_unused=True)
 
 
-def check_sample(key, fn, s, dtype_name: str, grads: bool):
+def check_sample(key, fn, s, dtype_name: str, grads: bool, device: str = "cpu"):
     """None when compiled equals eager on sample `s` (or the sample does not
     apply), else (reason, detail)."""
     try:
-        (x, args, kwargs, gin), (x2, args2, kwargs2, gin2) = _copies(s)
+        (x, args, kwargs, gin), (x2, args2, kwargs2, gin2) = _copies(s, device)
     except H.Unconvertible:
         return None
     with warnings.catch_warnings():
@@ -95,9 +117,10 @@ def check_sample(key, fn, s, dtype_name: str, grads: bool):
     return None
 
 
-def run_compiled_case(key: str, dtype_name: str, limit: int, grads: bool):
+def run_compiled_case(key: str, dtype_name: str, limit: int, grads: bool, device: str = "cpu"):
     """[(sample index, reason, detail)] for the samples of OpInfo `key` whose
-    compiled results (and with `grads` gradients) differ from eager's."""
+    compiled results (and with `grads` gradients) differ from eager's on
+    `device` (eager on the same device is the reference)."""
     op = H.get_op(key)
     fn = H.make_tp_function(op)
     if fn is None or H._is_random(op.name) or dtype_name not in H.supported_dtypes(op):
@@ -110,7 +133,7 @@ def run_compiled_case(key: str, dtype_name: str, limit: int, grads: bool):
         return []
     failures = []
     for idx in H.select_indices(len(samples), limit):
-        r = check_sample(key, fn, samples[idx], dtype_name, grads)
+        r = check_sample(key, fn, samples[idx], dtype_name, grads, device)
         if r is not None:
             failures.append((idx, r[0], r[1]))
     return failures

@@ -4,6 +4,8 @@ in float32, and forward + gradients in float64 (compile_walk.py says how).
 A few samples of every operator TensorPlay covers; the known differences are
 listed below with their reason, and a listed case that starts to pass fails
 the test too (so the list shrinks with the fixes)."""
+import os
+
 import pytest
 
 from . import harness as H
@@ -20,6 +22,8 @@ KNOWN = {
 }
 
 KEYS = sorted({k for k, _ in H.covered_cases()})
+# TP_OPINFO_COMPILED_DEVICE=cuda runs the same walk with CUDA tensors (eager CUDA as reference).
+DEVICE = os.environ.get("TP_OPINFO_COMPILED_DEVICE", "cpu")
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -27,10 +31,10 @@ def test_compiled_matches_eager(key):
     got = {}
     for kind, dtype, limit, grads in (("fwd", "float32", FWD_SAMPLES, False),
                                       ("grad", "float64", GRAD_SAMPLES, True)):
-        failures = run_compiled_case(key, dtype, limit, grads)
+        failures = run_compiled_case(key, dtype, limit, grads, DEVICE)
         if failures:
             got[kind] = failures
     unexpected = {k: v for k, v in got.items() if (key, k) not in KNOWN}
     assert not unexpected, f"{key}: compiled differs from eager: {unexpected}"
-    fixed = [k for (kk, k) in KNOWN if kk == key and k not in got]
+    fixed = [k for (kk, k) in KNOWN if kk == key and k not in got and DEVICE == "cpu"]
     assert not fixed, f"{key}: {fixed} now match eager; remove them from KNOWN"
