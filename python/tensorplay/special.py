@@ -129,6 +129,8 @@ def sinc(input):
 def entr(input):
     """-x log x for x > 0, 0 at 0, -inf for x < 0."""
     tp = _tp()
+    if not input.dtype.is_floating_point:  # integers and bool compute in float (-inf has no int form)
+        input = input.to(tp.get_default_dtype())
     pos = input > 0
     safe = tp.where(pos, input, tp.ones_like(input))
     r = tp.where(pos, -safe * tp.log(safe), tp.zeros_like(input))
