@@ -14,6 +14,7 @@
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
 #include "ops/size_expr.h"
+#include "graph/custom_function.h"
 #include "graph/guard_replay.h"
 #include "graph/sym_shape_rules.h"
 
@@ -21,6 +22,8 @@ namespace tp::graph {
 namespace {
 
 thread_local UserCall* t_user_call = nullptr;
+// Set while a custom Function's backward is traced (CustomBackwardScope): its name.
+thread_local const std::string* t_custom_backward = nullptr;
 
 using SymAttrs = std::map<std::string, std::vector<SymDim>>;
 
@@ -251,6 +254,16 @@ class Tracer : public DispatchInterceptor {
     auto it = values_.find(t.impl());
     if (it != values_.end()) return it->second;
     if (t.is_wrapped_number()) return t.item();  // a Python number: a constant of the graph
+    // A custom Function's backward traced into a joint graph: a tensor it reads
+    // that is none of the trace's values would be a constant of the compiled
+    // backward, stale at the next call when it is a parameter, a global that
+    // changes, or a value of the forward's capture kept out of ctx's sight. A
+    // 0-d one is a constant made on the way (a composite's bound, tp.tensor(2.0)).
+    if (t_custom_backward && (t.requires_grad() || t.dim() > 0))
+      throw CaptureError(str(*t_custom_backward, " reads a ", dtype_name(t.dtype()), shape_str(t.sizes()),
+                             " tensor that is none of its gradients, saved tensors or ctx attributes (a parameter, "
+                             "a global, a tensor kept elsewhere); pass it to the Function and save it with "
+                             "ctx.save_for_backward"));
     if (!lift_) {
       // A free tensor (e.g. a global): lifted into the graph as a named constant.
       Node* n = g_.get_attr("const", t);
@@ -313,16 +326,21 @@ class Tracer : public DispatchInterceptor {
     args.reserve(inputs.size());
     for (auto& t : inputs) args.push_back(arg_for(t));
     std::vector<Tensor> out;
+    // A custom Function's node: its results are aliases of its first arguments
+    // (no kernel runs, on any device) and are no views for functionalization: a
+    // new value, as eager's Function output is a new tensor.
+    const bool custom = is_custom_function(op);
     {
       ScopedInterceptor suspend(nullptr);  // run the real kernel, unrecorded
-      out = execute_ || op.has(kView) ? run_kernel(op, inputs, attrs) : allocate_outputs(op, inputs, attrs);
+      out = custom ? custom_function_results(inputs, attrs)
+            : execute_ || op.has(kView) ? run_kernel(op, inputs, attrs) : allocate_outputs(op, inputs, attrs);
     }
     TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
     if (out.size() == 1) {
       sym(n);
       bind_input(out[0], n);
-      note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
+      if (!custom) note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
@@ -332,7 +350,7 @@ class Tracer : public DispatchInterceptor {
       Node* gi = g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta());
       sym(gi);
       bind_input(out[i], gi);
-      note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
+      if (!custom) note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
     }
     return out;
   }
@@ -357,6 +375,38 @@ class Tracer : public DispatchInterceptor {
     return v;
   }
   const std::vector<PendingGate>& gates() const { return gates_; }
+
+  // Whether eager autograd would give `t` a history: it is computed, through
+  // operators that have a derivative and were called with grad mode on, from
+  // an input or free tensor that requires grad (the capture's own tensors
+  // never do: the operators run without autograd).
+  bool requires_grad(const Tensor& t) {
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return t.requires_grad();  // not read yet: a free tensor as it is
+    std::unordered_map<const Node*, bool> memo;
+    std::unordered_map<const Node*, const Tensor*> bound;
+    for (auto& [pt, pn] : placeholders_) bound[pn] = &pt;
+    std::function<bool(const Node*)> req = [&](const Node* n) -> bool {
+      auto m = memo.find(n);
+      if (m != memo.end()) return m->second;
+      memo[n] = false;
+      bool r = false;
+      if (n->opcode == Opcode::Placeholder) {
+        auto b = bound.find(n);
+        r = b != bound.end() && b->second->requires_grad();
+      } else if (n->opcode == Opcode::GetAttr) {
+        r = n->constant.defined() && n->constant.requires_grad();
+      } else if (n->grad_identity_of) {
+        r = req(n->grad_identity_of);
+      } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
+        for (const Node* in : n->input_nodes()) r = r || req(in);
+      }
+      if (n->output_metas.empty()) r = r && is_floating(n->meta.dtype);
+      memo[n] = r;
+      return r;
+    };
+    return req(it->second);
+  }
 
   // ---- functionalization (Section 4, Proposition 4.4) ----
   // The graph is a pure function: an in-place operator becomes its out-of-place
@@ -904,6 +954,18 @@ thread_local int t_trace_depth = 0;
 }  // namespace
 
 bool is_tracing() { return t_trace_depth > 0; }
+
+bool traced_requires_grad(const Tensor& t) {
+  if (t_trace_depth > 0 && t_tracer) return t_tracer->requires_grad(t);
+  return t.requires_grad();
+}
+
+size_t trace_gate_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->gates().size() : 0; }
+
+CustomBackwardScope::CustomBackwardScope(const std::string& who) : who_(who), prev_(t_custom_backward) {
+  t_custom_backward = &who_;
+}
+CustomBackwardScope::~CustomBackwardScope() { t_custom_backward = prev_; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
 
