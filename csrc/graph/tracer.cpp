@@ -383,13 +383,26 @@ class Tracer : public DispatchInterceptor {
   bool requires_grad(const Tensor& t) {
     auto it = values_.find(t.impl());
     if (it == values_.end()) return t.requires_grad();  // not read yet: a free tensor as it is
-    std::unordered_map<const Node*, bool> memo;
     std::unordered_map<const Node*, const Tensor*> bound;
     for (auto& [pt, pn] : placeholders_) bound[pn] = &pt;
-    std::function<bool(const Node*)> req = [&](const Node* n) -> bool {
-      auto m = memo.find(n);
-      if (m != memo.end()) return m->second;
-      memo[n] = false;
+    auto differentiable = [](const Node* n) {
+      return n->opcode == Opcode::CallFunction && !n->grad_identity_of && n->grad_enabled &&
+             (n->is_getitem() || n->target->backward);
+    };
+    // Post-order over the nodes `t` depends on (iterative: chains may be long).
+    std::unordered_map<const Node*, bool> memo;
+    std::vector<std::pair<const Node*, bool>> stack{{it->second, false}};
+    while (!stack.empty()) {
+      auto [n, expanded] = stack.back();
+      stack.pop_back();
+      if (memo.count(n)) continue;
+      if (!expanded) {
+        stack.push_back({n, true});
+        if (n->grad_identity_of) stack.push_back({n->grad_identity_of, false});
+        else if (differentiable(n))
+          for (const Node* in : n->input_nodes()) stack.push_back({in, false});
+        continue;
+      }
       bool r = false;
       if (n->opcode == Opcode::Placeholder) {
         auto b = bound.find(n);
@@ -397,15 +410,14 @@ class Tracer : public DispatchInterceptor {
       } else if (n->opcode == Opcode::GetAttr) {
         r = n->constant.defined() && n->constant.requires_grad();
       } else if (n->grad_identity_of) {
-        r = req(n->grad_identity_of);
-      } else if (n->opcode == Opcode::CallFunction && n->grad_enabled && (n->is_getitem() || n->target->backward)) {
-        for (const Node* in : n->input_nodes()) r = r || req(in);
+        r = memo.at(n->grad_identity_of);  // a placeholder written under no_grad is still that tensor
+      } else if (differentiable(n)) {
+        for (const Node* in : n->input_nodes()) r = r || memo.at(in);
       }
       if (n->output_metas.empty()) r = r && is_floating(n->meta.dtype);
       memo[n] = r;
-      return r;
-    };
-    return req(it->second);
+    }
+    return memo.at(it->second);
   }
 
   // ---- functionalization (Section 4, Proposition 4.4) ----
@@ -1047,7 +1059,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     // The same tensor passed twice must become two placeholders: give the
     // second one its own identity (same storage).
     for (size_t j = 0; j < i; ++j)
-      if (inputs[j].impl() == t.impl()) t = t.as_strided(t.sizes(), t.strides(), t.offset());
+      if (inputs[j].impl() == t.impl()) {
+        t = t.as_strided(t.sizes(), t.strides(), t.offset());
+        t.impl()->requires_grad = inputs[i].requires_grad();  // as the argument (traced_requires_grad)
+      }
     std::string hint = i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
     Node* ph = r.graph->placeholder(hint, t.meta(), static_cast<int>(i));
     if (dynamic) {

@@ -319,6 +319,31 @@ def test_an_output_that_is_its_input(backend):
     _check(lambda x: ScaleGrad.apply(x @ w, 2.0), (x,), (w,), backend=backend, rtol=1e-5)
 
 
+def test_a_function_returning_the_compiled_functions_input():
+    tp.manual_seed(9)
+    x = tp.randn(2, 3, requires_grad=True)
+    _check(lambda x: ScaleGrad.apply(x, 3.0), (x,))
+    _check(lambda x: ScaleGrad.apply(x, 3.0) * x, (x,))
+
+
+class Pair(tp.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        from collections import namedtuple
+        ctx.info = namedtuple("Info", "ta shape")(a * 1, a.shape)  # a namedtuple holding a tensor and a size
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.info.ta.reshape(ctx.info.shape) + 1, g * 2
+
+
+def test_the_same_tensor_twice_and_a_namedtuple_on_ctx():
+    tp.manual_seed(19)
+    x = tp.randn(3, requires_grad=True)
+    _check(lambda a, b: Pair.apply(a, b).sum(), (x, x))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_function_applied_twice_keeps_two_saved_values(backend):
     tp.manual_seed(10)

@@ -151,27 +151,29 @@ def _strip(v, keep):
     if isinstance(v, _C.SymInt):
         return int(v)  # specializes the size (a guard), as any int the forward reads
     if isinstance(v, (tuple, list)):
-        items = [_strip(x, keep) for x in v]
-        if type(v) in (tuple, list):
-            return type(v)(items)
-        try:
-            return type(v)(items)
-        except TypeError:
-            return type(v)(*items)  # a namedtuple
+        return _rebuild(v, [_strip(x, keep) for x in v])
     if isinstance(v, dict) and type(v) is dict:
         return {k: _strip(x, keep) for k, x in v.items()}
     return v
+
+
+def _rebuild(v, items):
+    """A tuple/list like v (its type: a tp.Size, a namedtuple) holding items."""
+    if type(v) in (tuple, list):
+        return type(v)(items)
+    if hasattr(v, "_fields"):
+        return type(v)(*items)
+    try:
+        return type(v)(items)
+    except TypeError:
+        return tuple(items) if isinstance(v, tuple) else list(items)
 
 
 def _restore(v, kept):
     if isinstance(v, _Saved):
         return kept[v.k]
     if isinstance(v, (tuple, list)) and any(isinstance(x, (_Saved, tuple, list, dict)) for x in v):
-        items = [_restore(x, kept) for x in v]
-        try:
-            return type(v)(items)
-        except TypeError:
-            return type(v)(*items)
+        return _rebuild(v, [_restore(x, kept) for x in v])
     if isinstance(v, dict) and type(v) is dict:
         return {k: _restore(x, kept) for k, x in v.items()}
     return v
