@@ -106,12 +106,22 @@ std::vector<Tensor> run_custom_function(const std::vector<Tensor>& args, const A
   if (!GradMode::is_enabled() || !any) return outs;
   // The node keeps history-free aliases (a result holding its own node would be a cycle).
   std::vector<Tensor> kept;
+  std::vector<uint64_t> versions;
   std::vector<bool> needs(args.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     kept.push_back(autograd::detached(args[i]));
+    versions.push_back(args[i].defined() ? args[i].autograd_version() : 0);
     needs[i] = i >= l.outputs && i < l.outputs + l.inputs && args[i].defined() && args[i].requires_grad();
   }
-  auto backward = [kept, attrs, needs, l](const std::vector<Tensor>& grads) {
+  auto backward = [kept, versions, attrs, needs, l](const std::vector<Tensor>& grads) {
+    // As ctx.saved_tensors in eager: a saved value written in place since the call.
+    for (size_t i = l.outputs + l.inputs; i < kept.size(); ++i)
+      if (kept[i].defined() && kept[i].autograd_version() != versions[i])
+        throw Error(str("one of the variables needed for gradient computation has been modified by an inplace "
+                        "operation: [", dtype_name(kept[i].dtype()), " ", shape_str(kept[i].sizes()),
+                        "] is at version ", kept[i].autograd_version(), "; expected version ", versions[i],
+                        " instead (saved by ", attrs.get_str("name"), " with ctx.save_for_backward; clone() it "
+                        "before the in-place write)"));
     std::vector<Tensor> all = call_backward(kept, grads, attrs, needs);
     return std::vector<Tensor>(all.begin() + static_cast<std::ptrdiff_t>(l.outputs),
                                all.begin() + static_cast<std::ptrdiff_t>(l.outputs + l.inputs));

@@ -454,6 +454,11 @@ def test_gradients_match_pytorch():
     tw = torch.tensor(wv, requires_grad=True)
     TSq.apply(torch.tensor(xv) @ tw).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+    # torch.compile runs the custom backward in training too (its aot_eager
+    # backend: no C++ build needed here)
+    cw = torch.tensor(wv, requires_grad=True)
+    torch.compile(lambda x: TSq.apply(x @ cw).sum(), backend="aot_eager")(torch.tensor(xv)).backward()
+    np.testing.assert_allclose(w.grad.numpy(), cw.grad.numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("dynamic", [None, True])
@@ -714,3 +719,18 @@ def test_a_wrong_number_of_gradients_raises_as_in_eager():
         f(tp.ones(2)).backward()
     with pytest.raises(RuntimeError, match="returned an incorrect number of gradients"):
         tp.compile(f, strict_native=True)(tp.ones(2)).backward()
+
+
+def test_the_eager_backend_refuses_a_saved_value_written_in_place_as_eager_does():
+    # (the interpreter's autograd Function: ctx.saved_tensors' version check)
+    def f(x):
+        h = x * 2
+        return Sq.apply(h), h
+
+    for fn in (f, tp.compile(f, backend="eager")):
+        x = tp.randn(3, requires_grad=True)
+        y, h = fn(x)
+        with tp.no_grad():
+            h.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
