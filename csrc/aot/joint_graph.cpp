@@ -301,6 +301,8 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
   // A forward output's final value may have been functionalized into extra
   // outputs (never for graphs that are already functional: nothing is mutated).
   TP_CHECK(tr.mutated_inputs.empty(), Error, "AOT: the joint graph wrote into its inputs");
+  TP_CHECK(tr.rng_inputs.empty() && tr.gates.empty(), Error,
+           "AOT: a derivative drew random numbers or read a tensor's value, which the joint graph cannot replay");
   j.graph = std::move(tr.graph);
   j.grad_output = grad_slot;
   if (guards) *guards = std::move(tr.shape_guards);

@@ -375,6 +375,7 @@ class Tracer : public DispatchInterceptor {
     return v;
   }
   const std::vector<PendingGate>& gates() const { return gates_; }
+  size_t random_calls() const { return random_calls_; }
 
   // Whether eager autograd would give `t` a history: it is computed, through
   // operators that have a derivative and were called with grad mode on, from
@@ -754,6 +755,7 @@ class Tracer : public DispatchInterceptor {
   }
 
   std::vector<Tensor> functionalize_random(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    ++random_calls_;
     const std::string name = op.name;
     static const char* const kKnown[] = {"rand", "randn", "randint", "randint.low", "randperm", "normal_",
                                          "uniform_", "bernoulli_.float", "bernoulli", "native_dropout"};
@@ -872,6 +874,11 @@ class Tracer : public DispatchInterceptor {
     return r;
   }
   int first_rng_input() const { return num_inputs_ + static_cast<int>(free_.size()); }
+  // A failed trace: the generators it drew from go back to where they were (a
+  // joint trace whose custom backward drew, then failed, before the fallback).
+  void restore_generators() {
+    for (const RngUse& u : rng_) generator_set_state(u.gen, {u.key, u.start});
+  }
 
  private:
   // native_batch_norm in training with running statistics updates them in place
@@ -955,6 +962,7 @@ class Tracer : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
+  size_t random_calls_ = 0;  // random operators recorded so far
   std::vector<RngUse> rng_;  // generators random operators drew from, in first-use order
   uint64_t rng_epoch_;       // generator_epoch() when the trace started
 };
@@ -973,6 +981,8 @@ bool traced_requires_grad(const Tensor& t) {
 }
 
 size_t trace_gate_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->gates().size() : 0; }
+
+size_t trace_random_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->random_calls() : 0; }
 
 CustomBackwardScope::CustomBackwardScope(const std::string& who) : who_(who), prev_(t_custom_backward) {
   t_custom_backward = &who_;
@@ -1106,6 +1116,7 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
       t_tracer = outer;
       AutoGradMode no_grad(false);
       tracer.restore_inputs();
+      tracer.restore_generators();
       throw;
     }
     --t_trace_depth;

@@ -152,6 +152,8 @@ bool traced_requires_grad(const Tensor& t);
 
 // The number of data gates the running trace has recorded (0 when none runs).
 size_t trace_gate_count();
+// The number of random operators the running trace has recorded (0 when none runs).
+size_t trace_random_count();
 
 // While a custom Function's backward is traced into a joint graph (the
 // binding's callback, graph/custom_function.h): a tensor it reads that is not a

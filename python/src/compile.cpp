@@ -846,6 +846,7 @@ void bind_compile(nb::module_& m) {
           // running the region with eager autograd (or strict_native raises).
           const bool tracing = graph::is_tracing();
           const size_t gates = graph::trace_gate_count();
+          const size_t draws = graph::trace_random_count();
           std::optional<graph::CustomBackwardScope> scope;
           if (tracing) scope.emplace(who);
           nb::object r;
@@ -858,6 +859,8 @@ void bind_compile(nb::module_& m) {
           TP_CHECK(!tracing || graph::trace_gate_count() == gates, CaptureError, who,
                    " reads a tensor's value in Python (bool(), int(), item() of an integer, an `if` on a "
                    "comparison): a compiled backward would repeat the branch taken at its first call");
+          TP_CHECK(!tracing || graph::trace_random_count() == draws, CaptureError, who,
+                   " draws random numbers: a compiled backward has no generator state of its own to draw from");
           std::vector<Tensor> out;
           for (auto& g : nb::cast<std::vector<std::optional<Tensor>>>(r)) out.push_back(g ? *g : Tensor());
           return out;
