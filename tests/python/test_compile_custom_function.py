@@ -505,6 +505,26 @@ def test_dynamic_shapes_keep_one_version_for_a_size_free_function():
     assert cf.num_specializations == 1
 
 
+def test_dynamic_shapes_with_materialized_zero_gradients_keep_one_version():
+    # The zeros backward gets for outputs without a gradient (an argmax marked
+    # non-differentiable) are made from the outputs' symbolic sizes: zeros_like
+    # fixed them, and every batch size compiled its own training version.
+    tp.manual_seed(18)
+    w = tp.randn(4, 5, requires_grad=True)
+
+    def f(x):
+        v, i, m = ArgmaxAndValue.apply(x @ w)
+        return v.sum() * 2 + (m * (x @ w)).sum()
+
+    cf = tp.compile(f, dynamic=True, backend="aot_eager")
+    for n in (3, 6, 9):
+        x = tp.randn(n, 4)
+        (gw,) = _grads(cf, (x,), (w,))[1]
+        (want,) = _grads(f, (x,), (w,))[1]
+        np.testing.assert_allclose(gw.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.num_specializations == 1
+
+
 def test_strict_native_generates_forward_and_backward_code():
     tp.manual_seed(15)
     w = tp.randn(8, 8, requires_grad=True)
@@ -766,3 +786,17 @@ def test_a_backward_drawing_random_numbers_falls_back_with_eagers_draws():
         f(tp.ones(3)).backward()
         np.testing.assert_array_equal(got.numpy(), w.grad.numpy())
     assert tp.compiler.metrics.fallback_count == 1
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_on_cuda(backend):
+    # The node's results are aliases made outside the kernels (no CUDA kernel
+    # exists for it): capture, joint graph and interpreter never dispatch it.
+    tp.manual_seed(20)
+    w = tp.randn(8, 8, device="cuda", requires_grad=True)
+    x = tp.randn(4, 8, device="cuda")
+    f = lambda x: (STE.apply(x @ w) + Sq.apply(x @ w)).sum()
+    want_out, (want,) = _grads(f, (x,), (w,))
+    got_out, (got,) = _grads(tp.compile(f, backend=backend), (x,), (w,))
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=1e-5, atol=1e-5)

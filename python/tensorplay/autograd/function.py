@@ -223,12 +223,13 @@ def _apply_in_capture(cls, args, kwargs):
 
     saved_slots = tuple(None if t is None else keep(t) for t, _ in ctx._saved)
     attrs = {k: _strip(v, keep) for k, v in vars(ctx).items() if k not in _CTX_STATE}
-    # Outputs without a gradient that backward gets as zeros (materialize_grads).
-    zeros_meta = {k: (tuple(int(d) for d in o.shape), o.dtype) for k, o in enumerate(outs)
-                  if isinstance(o, Tensor) and k not in diff}
+    # Tensor outputs without a gradient, which backward gets as zeros
+    # (materialize_grads): zeros of the kept output's sizes, so a symbolic size stays one.
+    zeros_of = {k: keep(o) for k, o in enumerate(outs)
+                if ctx.materialize_grads and isinstance(o, Tensor) and k not in diff}
     tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     record = (cls, attrs, saved_slots, ctx.needs_input_grad, ctx.materialize_grads, len(args), len(outs), diff,
-              tensor_pos, zeros_meta)
+              tensor_pos, zeros_of)
     new = _C._custom_function_attach(functools.partial(_traced_backward, record), name, [outs[k] for k in diff],
                                      [args[i] for i in tensor_pos], kept)
     for k, o in zip(diff, new):
@@ -239,8 +240,11 @@ def _apply_in_capture(cls, args, kwargs):
 def _traced_backward(record, grads, outputs, kept, tracing):
     """cls.backward on a fresh ctx holding this call's saved values: traced into
     the joint graph (tracing), or run by eager autograd over the captured graph."""
-    from .. import zeros, zeros_like
-    cls, attrs, saved_slots, needs, materialize, n_args, n_outs, diff, tensor_pos, zeros_meta = record
+    from .. import zeros
+
+    def zeros_like(t):  # by its sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)
+        return zeros(t.shape, dtype=t.dtype, device=t.device)
+    cls, attrs, saved_slots, needs, materialize, n_args, n_outs, diff, tensor_pos, zeros_of = record
     ctx = FunctionCtx()
     for k, v in attrs.items():
         setattr(ctx, k, _restore(v, kept))
@@ -253,9 +257,8 @@ def _traced_backward(record, grads, outputs, kept, tracing):
         all_grads[k] = grads[j]
         if grads[j] is None and materialize:
             all_grads[k] = zeros_like(outputs[j])
-    if materialize:
-        for k, (shape, dtype) in zeros_meta.items():
-            all_grads[k] = zeros(shape, dtype=dtype)
+    for k, slot in zeros_of.items():
+        all_grads[k] = zeros_like(kept[slot])
     res = _as_tuple(cls.backward(ctx, *all_grads))
     bname = cls.__name__ + "Backward"
     if len(res) < n_args or any(r is not None for r in res[n_args:]):
@@ -298,7 +301,10 @@ def _attach_tangents(cls, ctx, fw_args, tangents, outs):
         raise NotImplementedError(f"{cls.__name__}: an input carries a forward-mode tangent, and the Function "
                                   "defines no jvp(ctx, *input_tangents); define it (the tangents of the outputs "
                                   "from those of the inputs) to use it with forward-mode AD")
-    from .. import zeros_like
+    from .. import zeros
+
+    def zeros_like(t):  # by its sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)
+        return zeros(t.shape, dtype=t.dtype, device=t.device)
     tin = [t if t is not None or not isinstance(a, Tensor) or not a.dtype.is_floating_point
            or not ctx.materialize_grads else zeros_like(a) for a, t in zip(fw_args, tangents)]
     res = _as_tuple(cls.jvp(ctx, *tin))
