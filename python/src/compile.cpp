@@ -854,7 +854,10 @@ void bind_compile(nb::module_& m) {
             r = (*fn)(opt(grads), outs, kept, tracing);
           } catch (nb::python_error& e) {
             if (!tracing) throw;
-            throw CaptureError(str(who, " cannot be traced into the compiled backward: ", e.what()));
+            // The exception's type and text (what() would add the whole traceback).
+            const std::string type = nb::cast<std::string>(nb::str(e.type().attr("__name__")));
+            const std::string text = nb::cast<std::string>(nb::str(e.value()));
+            throw CaptureError(str(who, " cannot be traced into the compiled backward: ", type, ": ", text));
           }
           TP_CHECK(!tracing || graph::trace_gate_count() == gates, CaptureError, who,
                    " reads a tensor's value in Python (bool(), int(), item() of an integer, an `if` on a "

@@ -602,6 +602,7 @@ def _fallback(f, args, params, match, rounds=2):
             assert tp.compiler.metrics.fallback_count == before + 1
             msgs = [str(w.message) for w in ws]
             assert any("running eagerly" in m and match in m for m in msgs), msgs
+            assert not any("Traceback" in m for m in msgs), msgs  # the reason, not a Python traceback
         np.testing.assert_allclose(got_out.numpy(), want_out.numpy(), rtol=1e-6)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
@@ -646,6 +647,28 @@ def test_a_backward_calling_item_and_numpy_falls_back():
     w = tp.tensor([1.0, 2.0, 3.0], requires_grad=True)
     xs = lambda r: tp.tensor([1.0, 5.0, 2.0]) if r == 0 else tp.tensor([1.0, 1.0, 9.0])
     _fallback(lambda x: ItemAndNumpy.apply(x * w).sum(), [xs], [w], "ItemAndNumpy.backward")
+
+
+class Recompute(tp.autograd.Function):
+    """Saves the input only and recomputes in backward with autograd (the reentrant-checkpoint idiom)."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return tp.tanh(x) * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with tp.enable_grad():
+            xx = x.detach().requires_grad_()
+            (gx,) = tp.autograd.grad(tp.tanh(xx) * xx, xx, g)
+        return gx
+
+
+def test_a_backward_running_autograd_falls_back_naming_the_exception():
+    w = tp.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    _fallback(lambda x: Recompute.apply(x * w).sum(), [tp.tensor([1.0, 2.0, 3.0])], [w],
+              "Recompute.backward cannot be traced into the compiled backward: CaptureError: tp.autograd.grad")
 
 
 class CountsOnCtx(tp.autograd.Function):

@@ -237,13 +237,15 @@ def _apply_in_capture(cls, args, kwargs):
     return tuple(outs) if isinstance(result, tuple) else outs[0]
 
 
+def _zeros_of(t):
+    """Zeros by t's sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)."""
+    from .. import zeros
+    return zeros(t.shape, dtype=t.dtype, device=t.device)
+
+
 def _traced_backward(record, grads, outputs, kept, tracing):
     """cls.backward on a fresh ctx holding this call's saved values: traced into
     the joint graph (tracing), or run by eager autograd over the captured graph."""
-    from .. import zeros
-
-    def zeros_like(t):  # by its sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)
-        return zeros(t.shape, dtype=t.dtype, device=t.device)
     cls, attrs, saved_slots, needs, materialize, n_args, n_outs, diff, tensor_pos, zeros_of = record
     ctx = FunctionCtx()
     for k, v in attrs.items():
@@ -256,16 +258,17 @@ def _traced_backward(record, grads, outputs, kept, tracing):
     for j, k in enumerate(diff):
         all_grads[k] = grads[j]
         if grads[j] is None and materialize:
-            all_grads[k] = zeros_like(outputs[j])
+            all_grads[k] = _zeros_of(outputs[j])
     for k, slot in zeros_of.items():
-        all_grads[k] = zeros_like(kept[slot])
+        all_grads[k] = _zeros_of(kept[slot])
     res = _as_tuple(cls.backward(ctx, *all_grads))
     bname = cls.__name__ + "Backward"
     if len(res) < n_args or any(r is not None for r in res[n_args:]):
         raise RuntimeError(f"function {bname} returned an incorrect number of gradients (expected {n_args}, "
                            f"got {len(res)})")
-    if tracing and _snapshot(ctx) != before:
-        changed = sorted(k for k in set(before) | set(_snapshot(ctx)) if before.get(k) != _snapshot(ctx).get(k))
+    after = _snapshot(ctx) if tracing else None
+    if after != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         raise RuntimeError(f"it changes ctx ({', '.join(changed)}), and a compiled backward would not repeat that "
                            "at later calls")
     out = []
@@ -301,10 +304,7 @@ def _attach_tangents(cls, ctx, fw_args, tangents, outs):
         raise NotImplementedError(f"{cls.__name__}: an input carries a forward-mode tangent, and the Function "
                                   "defines no jvp(ctx, *input_tangents); define it (the tangents of the outputs "
                                   "from those of the inputs) to use it with forward-mode AD")
-    from .. import zeros
-
-    def zeros_like(t):  # by its sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)
-        return zeros(t.shape, dtype=t.dtype, device=t.device)
+    from .. import zeros_like
     tin = [t if t is not None or not isinstance(a, Tensor) or not a.dtype.is_floating_point
            or not ctx.materialize_grads else zeros_like(a) for a, t in zip(fw_args, tangents)]
     res = _as_tuple(cls.jvp(ctx, *tin))
