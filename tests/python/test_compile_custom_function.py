@@ -130,6 +130,35 @@ def test_a_smooth_custom_op_matches_finite_differences(backend):
     np.testing.assert_allclose(gx, num, rtol=1e-6, atol=1e-8)
 
 
+class Swish(tp.autograd.Function):
+    """A memory-saving activation: keeps x only, recomputes sigmoid(x) in backward."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * tp.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = tp.sigmoid(x)
+        return g * (s * (1 + x * (1 - s)))
+
+
+def test_the_partition_cuts_across_the_users_backward():
+    # The user's backward is ordinary operators of the joint graph: the min cut
+    # keeps the GEMM's output (32x64 float32) and recomputes the sigmoid chain.
+    tp.manual_seed(21)
+    w = tp.randn(64, 64, requires_grad=True)
+    x = tp.randn(32, 64)
+    f = lambda x: Swish.apply(x @ w).sum()
+    _check(f, (x,), (w,), rtol=1e-5, atol=1e-5)
+    cf = tp.compile(f, backend="aot_eager")
+    cf(x).backward()
+    saved = {name: nbytes for name, nbytes, by_reference in cf.last_aot["saved"] if not by_reference}
+    assert saved == {"matmul": 32 * 64 * 4}
+    assert "sigmoid" in cf.last_aot["recomputed"]
+
+
 class SavesEverything(tp.autograd.Function):
     """Saves an input, an intermediate and an output."""
     @staticmethod
