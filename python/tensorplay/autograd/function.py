@@ -15,6 +15,10 @@ backward methods and call `.apply(...)`.
 For forward-mode AD (tp.autograd.forward_ad, tp.func.jvp) define a static
 jvp(ctx, *input_tangents) too, returning one tangent per output: forward then
 runs on the primals only, as in PyTorch.
+
+Inside tp.compile with gradients, forward is captured and backward is traced
+into the compiled backward (see _apply_in_capture below); a backward that
+cannot be traced makes that region run with eager autograd.
 """
 import functools
 
