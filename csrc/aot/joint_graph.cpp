@@ -7,6 +7,7 @@
 #include "aot/device_constants.h"
 #include "autograd/node.h"
 #include "core/grad_mode.h"
+#include "graph/custom_function.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -131,6 +132,18 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
             default: {
               if (n->is_getitem()) {
                 env[n] = multi.at(std::get<Node*>(n->args.at(0))).at(static_cast<size_t>(n->getitem_index()));
+                break;
+              }
+              if (graph::is_custom_function(*n->target)) {
+                // A custom Function's autograd identity has no node of its own: its
+                // results are its first arguments, and its derivative (below, the
+                // user's backward traced on this trace's values) records ordinary
+                // operators (graph/custom_function.h).
+                std::vector<Tensor> outs;
+                const size_t k = static_cast<size_t>(n->attrs.get_int("num_outputs"));
+                for (size_t i = 0; i < k; ++i) outs.push_back(value(n->args.at(i)));
+                env[n] = outs.at(0);
+                if (!n->output_metas.empty()) multi[n] = std::move(outs);
                 break;
               }
               std::vector<Tensor> args;
@@ -288,6 +301,8 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
   // A forward output's final value may have been functionalized into extra
   // outputs (never for graphs that are already functional: nothing is mutated).
   TP_CHECK(tr.mutated_inputs.empty(), Error, "AOT: the joint graph wrote into its inputs");
+  TP_CHECK(tr.rng_inputs.empty() && tr.gates.empty(), Error,
+           "AOT: a derivative drew random numbers or read a tensor's value, which the joint graph cannot replay");
   j.graph = std::move(tr.graph);
   j.grad_output = grad_slot;
   if (guards) *guards = std::move(tr.shape_guards);

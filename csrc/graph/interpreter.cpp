@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "core/grad_mode.h"
+#include "graph/custom_function.h"
 
 #include "ops/dispatch.h"
 
@@ -89,7 +90,8 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
         const bool recording = GradMode::is_enabled();
         std::optional<AutoGradMode> no_grad;  // the function ran it under no_grad
         if (!n->grad_enabled) no_grad.emplace(false);
-        std::vector<Tensor> outs = n->sym_attrs.empty()
+        std::vector<Tensor> outs = is_custom_function(*n->target) ? run_custom_function(args, n->attrs)
+                                   : n->sym_attrs.empty()
                                        ? call_op(*n->target, args, n->attrs)
                                        : call_op(*n->target, args, evaluate_sym_attrs(*n, sym_values));
         no_grad.reset();

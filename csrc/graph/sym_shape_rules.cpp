@@ -6,6 +6,8 @@
 #include <optional>
 #include <tuple>
 
+#include "graph/custom_function.h"
+
 namespace tp::graph {
 namespace {
 
@@ -868,6 +870,18 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
     return true;
   }
   const OpDef& op = *n.target;
+  if (is_custom_function(op)) {
+    // Its results are its first arguments (graph/custom_function.h).
+    const size_t k = static_cast<size_t>(n.attrs.get_int("num_outputs"));
+    if (n.output_metas.empty()) {
+      n.sym_sizes = arg_shape(n, 0);
+      return true;
+    }
+    n.output_sym_sizes.clear();
+    for (size_t i = 0; i < k; ++i) n.output_sym_sizes.push_back(arg_shape(n, i));
+    n.sym_sizes = n.output_sym_sizes.at(0);
+    return true;
+  }
   if (name_is(n, {"view", "_unsafe_view"})) return rule_view(c);
   if (name_is(n, {"expand"})) return rule_expand(c);
   if (name_is(n, {"permute"})) return rule_permute(c);

@@ -14,6 +14,7 @@
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
 #include "ops/size_expr.h"
+#include "graph/custom_function.h"
 #include "graph/guard_replay.h"
 #include "graph/sym_shape_rules.h"
 
@@ -21,6 +22,8 @@ namespace tp::graph {
 namespace {
 
 thread_local UserCall* t_user_call = nullptr;
+// Set while a custom Function's backward is traced (CustomBackwardScope): its name.
+thread_local const std::string* t_custom_backward = nullptr;
 
 using SymAttrs = std::map<std::string, std::vector<SymDim>>;
 
@@ -251,6 +254,16 @@ class Tracer : public DispatchInterceptor {
     auto it = values_.find(t.impl());
     if (it != values_.end()) return it->second;
     if (t.is_wrapped_number()) return t.item();  // a Python number: a constant of the graph
+    // A custom Function's backward traced into a joint graph: a tensor it reads
+    // that is none of the trace's values would be a constant of the compiled
+    // backward, stale at the next call when it is a parameter, a global that
+    // changes, or a value of the forward's capture kept out of ctx's sight. A
+    // 0-d one is a constant made on the way (a composite's bound, tp.tensor(2.0)).
+    if (t_custom_backward && (t.requires_grad() || t.dim() > 0))
+      throw CaptureError(str(*t_custom_backward, " reads a ", dtype_name(t.dtype()), shape_str(t.sizes()),
+                             " tensor that is none of its gradients, saved tensors or ctx attributes (a parameter, "
+                             "a global, a tensor kept elsewhere); pass it to the Function and save it with "
+                             "ctx.save_for_backward"));
     if (!lift_) {
       // A free tensor (e.g. a global): lifted into the graph as a named constant.
       Node* n = g_.get_attr("const", t);
@@ -313,16 +326,21 @@ class Tracer : public DispatchInterceptor {
     args.reserve(inputs.size());
     for (auto& t : inputs) args.push_back(arg_for(t));
     std::vector<Tensor> out;
+    // A custom Function's node: its results are aliases of its first arguments
+    // (no kernel runs, on any device) and are no views for functionalization: a
+    // new value, as eager's Function output is a new tensor.
+    const bool custom = is_custom_function(op);
     {
       ScopedInterceptor suspend(nullptr);  // run the real kernel, unrecorded
-      out = execute_ || op.has(kView) ? run_kernel(op, inputs, attrs) : allocate_outputs(op, inputs, attrs);
+      out = custom ? custom_function_results(inputs, attrs)
+            : execute_ || op.has(kView) ? run_kernel(op, inputs, attrs) : allocate_outputs(op, inputs, attrs);
     }
     TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
     if (out.size() == 1) {
       sym(n);
       bind_input(out[0], n);
-      note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
+      if (!custom) note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
@@ -332,7 +350,7 @@ class Tracer : public DispatchInterceptor {
       Node* gi = g_.call(getitem_op(), {n}, {{"index", static_cast<int64_t>(i)}}, out[i].meta());
       sym(gi);
       bind_input(out[i], gi);
-      note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
+      if (!custom) note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
     }
     return out;
   }
@@ -357,6 +375,51 @@ class Tracer : public DispatchInterceptor {
     return v;
   }
   const std::vector<PendingGate>& gates() const { return gates_; }
+  size_t random_calls() const { return random_calls_; }
+
+  // Whether eager autograd would give `t` a history: it is computed, through
+  // operators that have a derivative and were called with grad mode on, from
+  // an input or free tensor that requires grad (the capture's own tensors
+  // never do: the operators run without autograd).
+  bool requires_grad(const Tensor& t) {
+    auto it = values_.find(t.impl());
+    if (it == values_.end()) return t.requires_grad();  // not read yet: a free tensor as it is
+    std::unordered_map<const Node*, const Tensor*> bound;
+    for (auto& [pt, pn] : placeholders_) bound[pn] = &pt;
+    auto differentiable = [](const Node* n) {
+      return n->opcode == Opcode::CallFunction && !n->grad_identity_of && n->grad_enabled &&
+             (n->is_getitem() || n->target->backward);
+    };
+    // Post-order over the nodes `t` depends on (iterative: chains may be long).
+    std::unordered_map<const Node*, bool> memo;
+    std::vector<std::pair<const Node*, bool>> stack{{it->second, false}};
+    while (!stack.empty()) {
+      auto [n, expanded] = stack.back();
+      stack.pop_back();
+      if (memo.count(n)) continue;
+      if (!expanded) {
+        stack.push_back({n, true});
+        if (n->grad_identity_of) stack.push_back({n->grad_identity_of, false});
+        else if (differentiable(n))
+          for (const Node* in : n->input_nodes()) stack.push_back({in, false});
+        continue;
+      }
+      bool r = false;
+      if (n->opcode == Opcode::Placeholder) {
+        auto b = bound.find(n);
+        r = b != bound.end() && b->second->requires_grad();
+      } else if (n->opcode == Opcode::GetAttr) {
+        r = n->constant.defined() && n->constant.requires_grad();
+      } else if (n->grad_identity_of) {
+        r = memo.at(n->grad_identity_of);  // a placeholder written under no_grad is still that tensor
+      } else if (differentiable(n)) {
+        for (const Node* in : n->input_nodes()) r = r || memo.at(in);
+      }
+      if (n->output_metas.empty()) r = r && is_floating(n->meta.dtype);
+      memo[n] = r;
+    }
+    return memo.at(it->second);
+  }
 
   // ---- functionalization (Section 4, Proposition 4.4) ----
   // The graph is a pure function: an in-place operator becomes its out-of-place
@@ -692,6 +755,7 @@ class Tracer : public DispatchInterceptor {
   }
 
   std::vector<Tensor> functionalize_random(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+    ++random_calls_;
     const std::string name = op.name;
     static const char* const kKnown[] = {"rand", "randn", "randint", "randint.low", "randperm", "normal_",
                                          "uniform_", "bernoulli_.float", "bernoulli", "native_dropout"};
@@ -810,6 +874,11 @@ class Tracer : public DispatchInterceptor {
     return r;
   }
   int first_rng_input() const { return num_inputs_ + static_cast<int>(free_.size()); }
+  // A failed trace: the generators it drew from go back to where they were (a
+  // joint trace whose custom backward drew, then failed, before the fallback).
+  void restore_generators() {
+    for (const RngUse& u : rng_) generator_set_state(u.gen, {u.key, u.start});
+  }
 
  private:
   // native_batch_norm in training with running statistics updates them in place
@@ -893,6 +962,7 @@ class Tracer : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
+  size_t random_calls_ = 0;  // random operators recorded so far
   std::vector<RngUse> rng_;  // generators random operators drew from, in first-use order
   uint64_t rng_epoch_;       // generator_epoch() when the trace started
 };
@@ -904,6 +974,20 @@ thread_local int t_trace_depth = 0;
 }  // namespace
 
 bool is_tracing() { return t_trace_depth > 0; }
+
+bool traced_requires_grad(const Tensor& t) {
+  if (t_trace_depth > 0 && t_tracer) return t_tracer->requires_grad(t);
+  return t.requires_grad();
+}
+
+size_t trace_gate_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->gates().size() : 0; }
+
+size_t trace_random_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->random_calls() : 0; }
+
+CustomBackwardScope::CustomBackwardScope(const std::string& who) : who_(who), prev_(t_custom_backward) {
+  t_custom_backward = &who_;
+}
+CustomBackwardScope::~CustomBackwardScope() { t_custom_backward = prev_; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
 
@@ -985,7 +1069,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     // The same tensor passed twice must become two placeholders: give the
     // second one its own identity (same storage).
     for (size_t j = 0; j < i; ++j)
-      if (inputs[j].impl() == t.impl()) t = t.as_strided(t.sizes(), t.strides(), t.offset());
+      if (inputs[j].impl() == t.impl()) {
+        t = t.as_strided(t.sizes(), t.strides(), t.offset());
+        t.impl()->requires_grad = inputs[i].requires_grad();  // as the argument (traced_requires_grad)
+      }
     std::string hint = i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
     Node* ph = r.graph->placeholder(hint, t.meta(), static_cast<int>(i));
     if (dynamic) {
@@ -1029,6 +1116,7 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
       t_tracer = outer;
       AutoGradMode no_grad(false);
       tracer.restore_inputs();
+      tracer.restore_generators();
       throw;
     }
     --t_trace_depth;

@@ -144,6 +144,33 @@ class UserCallScope {
 // data-dependent reads such as item() then: a capture failure, Section 11.3).
 bool is_tracing();
 
+// During a trace: whether eager autograd would record `t` (computed through
+// differentiable operators called with grad mode on from a tensor that requires
+// grad). The capture's tensors carry no history themselves. Outside a trace:
+// t.requires_grad().
+bool traced_requires_grad(const Tensor& t);
+
+// The number of data gates the running trace has recorded (0 when none runs).
+size_t trace_gate_count();
+// The number of random operators the running trace has recorded (0 when none runs).
+size_t trace_random_count();
+
+// While a custom Function's backward is traced into a joint graph (the
+// binding's callback, graph/custom_function.h): a tensor it reads that is not a
+// value of the trace raises CaptureError naming `who` (0-d constants excepted),
+// instead of becoming a constant of the compiled backward.
+class CustomBackwardScope {
+ public:
+  explicit CustomBackwardScope(const std::string& who);
+  ~CustomBackwardScope();
+  CustomBackwardScope(const CustomBackwardScope&) = delete;
+  CustomBackwardScope& operator=(const CustomBackwardScope&) = delete;
+
+ private:
+  std::string who_;
+  const std::string* prev_;
+};
+
 // During a trace: whether `t`'s value may differ at a later call of the captured
 // function: it is an input or free tensor, is computed from one (or from a random
 // draw, whose generator state is an input), or is unknown to the trace. False

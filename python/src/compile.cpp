@@ -18,8 +18,10 @@
 #include "autograd/forward_ad.h"
 #include "compile/compiled_function.h"
 #include "compile/metrics.h"
+#include "graph/custom_function.h"
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
+#include "ops/dispatch.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
@@ -821,6 +823,60 @@ void bind_compile(nb::module_& m) {
      nb::arg("binder").none());
 
   m.def("_is_tracing", [] { return graph::is_tracing(); });  // a capture is running on this thread
+  // tp.autograd.Function.apply in a capture that needs gradients (graph/custom_function.h).
+  m.def("_traced_requires_grad", [](const Tensor& t) { return graph::traced_requires_grad(t); });
+  // `backward(grads, outputs, saved, tracing)` gives one gradient (or None) per
+  // tensor in `inputs`; `outputs` are the forward's differentiable results.
+  m.def("_custom_function_attach", [](nb::handle backward, const std::string& name, std::vector<Tensor> outputs,
+                                      std::vector<Tensor> inputs, std::vector<Tensor> saved) {
+    auto fn = keep_py(nb::borrow(backward));
+    const std::string who = "tp.autograd.Function " + name + ".backward";
+    auto opt = [](const std::vector<Tensor>& v) {
+      std::vector<std::optional<Tensor>> r;
+      for (const Tensor& t : v) r.push_back(t.defined() ? std::optional<Tensor>(t) : std::nullopt);
+      return r;
+    };
+    const int64_t id = graph::register_custom_backward(
+        [fn, who, opt](const std::vector<Tensor>& grads, const std::vector<Tensor>& outs,
+                       const std::vector<Tensor>& kept) -> std::vector<Tensor> {
+          nb::gil_scoped_acquire gil;
+          // Traced into a joint graph, the backward runs once for every later call:
+          // what it cannot record (a Python branch on a value, a tensor that is not
+          // one of its values, numpy()) is an error the AOT layer answers by
+          // running the region with eager autograd (or strict_native raises).
+          const bool tracing = graph::is_tracing();
+          const size_t gates = graph::trace_gate_count();
+          const size_t draws = graph::trace_random_count();
+          std::optional<graph::CustomBackwardScope> scope;
+          if (tracing) scope.emplace(who);
+          nb::object r;
+          try {
+            r = (*fn)(opt(grads), outs, kept, tracing);
+          } catch (nb::python_error& e) {
+            if (!tracing) throw;
+            // The exception's type and text (what() would add the whole traceback).
+            const std::string type = nb::cast<std::string>(nb::str(e.type().attr("__name__")));
+            const std::string text = nb::cast<std::string>(nb::str(e.value()));
+            throw CaptureError(str(who, " cannot be traced into the compiled backward: ", type, ": ", text));
+          }
+          TP_CHECK(!tracing || graph::trace_gate_count() == gates, CaptureError, who,
+                   " reads a tensor's value in Python (bool(), int(), item() of an integer, an `if` on a "
+                   "comparison): a compiled backward would repeat the branch taken at its first call");
+          TP_CHECK(!tracing || graph::trace_random_count() == draws, CaptureError, who,
+                   " draws random numbers: a compiled backward has no generator state of its own to draw from");
+          std::vector<Tensor> out;
+          for (auto& g : nb::cast<std::vector<std::optional<Tensor>>>(r)) out.push_back(g ? *g : Tensor());
+          return out;
+        });
+    std::vector<Tensor> args = outputs;
+    args.insert(args.end(), inputs.begin(), inputs.end());
+    args.insert(args.end(), saved.begin(), saved.end());
+    Attrs attrs{{"fn", id},
+                {"num_outputs", static_cast<int64_t>(outputs.size())},
+                {"num_inputs", static_cast<int64_t>(inputs.size())},
+                {"name", name}};
+    return call_op(graph::custom_function_op(), args, attrs);
+  }, nb::arg("backward"), nb::arg("name"), nb::arg("outputs"), nb::arg("inputs"), nb::arg("saved"));
 
   // tp.mark_dynamic / tp.mark_static (compile/dynamic_marks.h).
   m.def("_mark_dim", [](const Tensor& t, int64_t dim, bool dynamic, std::optional<int64_t> min,

@@ -221,19 +221,24 @@ class _STE(tp.autograd.Function):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "stax"])
-def test_a_custom_function_in_a_compiled_training_function_is_refused_clearly(backend):
+def test_a_custom_function_in_a_compiled_training_function_runs_its_backward(backend):
     # The capture ran forward under no_grad and derived the backward from the
     # graph: _STE.backward never ran and no gradient went through the call, so
-    # with another path to w the compiled gradient was silently wrong (and with
-    # none, backward() failed with "does not require grad").
+    # with another path to w the compiled gradient was silently wrong (it was
+    # then refused with a CaptureError). Its backward is now the call's
+    # derivative in the joint graph (tests/python/test_compile_custom_function.py).
     w = tp.randn(3, 3, requires_grad=True)
+    x = tp.randn(2, 3)
 
     def f(x):
         h = x @ w
         return (_STE.apply(h) * 2).sum() + h.sum()
 
-    with pytest.raises(tp.compiler.CaptureError, match=r"_STE\.apply inside a compiled function.*_STE\.backward"):
-        tp.compile(f, backend=backend)(tp.randn(2, 3))
+    tp.compile(f, backend=backend)(x).backward()
+    got, w.grad = w.grad, None
+    f(x).backward()
+    np.testing.assert_allclose(got.numpy(), w.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.numpy(), np.repeat(x.numpy().sum(0)[:, None] * 3, 3, 1), rtol=1e-5)
 
 
 def test_a_custom_function_in_compiled_inference_is_captured():

@@ -15,6 +15,10 @@ backward methods and call `.apply(...)`.
 For forward-mode AD (tp.autograd.forward_ad, tp.func.jvp) define a static
 jvp(ctx, *input_tangents) too, returning one tangent per output: forward then
 runs on the primals only, as in PyTorch.
+
+Inside tp.compile with gradients, forward is captured and backward is traced
+into the compiled backward (see _apply_in_capture below); a backward that
+cannot be traced makes that region run with eager autograd.
 """
 import functools
 
@@ -98,15 +102,7 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         if _C._is_tracing() and _C.is_grad_enabled() and not cls._capture_derives_backward:
-            # The capture records forward's operators under no_grad and the compiled
-            # backward is derived from the captured graph: cls.backward would never
-            # run, and no gradient would flow through this call (a silently wrong
-            # gradient where another path reaches the same parameters).
-            raise _C.CaptureError(
-                f"tp.autograd.Function {cls.__name__}.apply inside a compiled function (tp.compile) with gradients "
-                f"enabled is not supported: the compiled backward is derived from the captured operators and would "
-                f"not call {cls.__name__}.backward; call it outside the compiled function, or under tp.no_grad() "
-                "for inference")
+            return _apply_in_capture(cls, args, kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         recording = _C.is_grad_enabled() and any(ctx.needs_input_grad)
@@ -131,6 +127,162 @@ class Function:
         if tangents is not None:
             _attach_tangents(cls, ctx, fw_args, tangents, outs)
         return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+
+# ---- inside tp.compile, with gradients (graph/custom_function.h) ----
+# forward runs as in eager (under no_grad: its operators are recorded without
+# gradient), then one custom_function node takes the differentiable outputs,
+# the tensor inputs and what backward reads; its derivative is cls.backward,
+# traced on the joint graph's values (gradients, saved tensors), so the
+# compiled backward computes exactly what the user's backward does.
+
+_CTX_STATE = frozenset(("_saved", "_non_differentiable", "_dirty", "materialize_grads", "needs_input_grad"))
+
+
+class _Saved:
+    """A tensor kept on ctx (not through save_for_backward): slot k of the saved values."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+
+def _strip(v, keep):
+    """ctx attribute value with its tensors replaced by _Saved slots and sizes
+    made plain ints (a symbolic size belongs to the forward's capture)."""
+    if isinstance(v, Tensor):
+        return _Saved(keep(v))
+    if isinstance(v, _C.SymInt):
+        return int(v)  # specializes the size (a guard), as any int the forward reads
+    if isinstance(v, (tuple, list)):
+        return _rebuild(v, [_strip(x, keep) for x in v])
+    if isinstance(v, dict) and type(v) is dict:
+        return {k: _strip(x, keep) for k, x in v.items()}
+    return v
+
+
+def _rebuild(v, items):
+    """A tuple/list like v (its type: a tp.Size, a namedtuple) holding items."""
+    if type(v) in (tuple, list):
+        return type(v)(items)
+    if hasattr(v, "_fields"):
+        return type(v)(*items)
+    try:
+        return type(v)(items)
+    except TypeError:
+        return tuple(items) if isinstance(v, tuple) else list(items)
+
+
+def _restore(v, kept):
+    if isinstance(v, _Saved):
+        return kept[v.k]
+    if isinstance(v, (tuple, list)) and any(isinstance(x, (_Saved, tuple, list, dict)) for x in v):
+        return _rebuild(v, [_restore(x, kept) for x in v])
+    if isinstance(v, dict) and type(v) is dict:
+        return {k: _restore(x, kept) for k, x in v.items()}
+    return v
+
+
+def _snapshot(ctx):
+    """What a backward could change on ctx: attribute names and the identity of
+    their values (and of a container's items)."""
+    def shallow(v):
+        if isinstance(v, (list, tuple)):
+            return (type(v), tuple(id(x) for x in v))
+        if isinstance(v, dict):
+            return (dict, tuple((k, id(x)) for k, x in v.items()))
+        if isinstance(v, set):
+            return (set, frozenset(id(x) for x in v))
+        return id(v)
+    return {k: shallow(v) for k, v in vars(ctx).items() if k != "_saved"}
+
+
+def _apply_in_capture(cls, args, kwargs):
+    ctx = FunctionCtx()
+    # The capture's tensors carry no autograd history: whether eager would
+    # record this call is read from the graph.
+    ctx.needs_input_grad = tuple(isinstance(a, Tensor) and _C._traced_requires_grad(a) for a in args)
+    with no_grad():
+        result = cls.forward(ctx, *args, **kwargs)
+    if not any(ctx.needs_input_grad):
+        return result  # eager records nothing either
+    name = cls.__name__
+    if ctx._dirty:
+        raise _C.CaptureError(
+            f"tp.autograd.Function {name}.apply inside a compiled function (tp.compile) with gradients enabled: "
+            "its forward marks an input dirty (an in-place write), which the capture cannot give this Function's "
+            "backward; return a new tensor instead, or call it outside the compiled function")
+    outs = list(_as_tuple(result))
+    diff = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.dtype.is_floating_point
+            and id(o) not in ctx._non_differentiable]
+    if not diff:
+        return result
+    kept, slot = [], {}
+
+    def keep(t):
+        if id(t) not in slot:
+            slot[id(t)] = len(kept)
+            kept.append(t)
+        return slot[id(t)]
+
+    saved_slots = tuple(None if t is None else keep(t) for t, _ in ctx._saved)
+    attrs = {k: _strip(v, keep) for k, v in vars(ctx).items() if k not in _CTX_STATE}
+    # Tensor outputs without a gradient, which backward gets as zeros
+    # (materialize_grads): zeros of the kept output's sizes, so a symbolic size stays one.
+    zeros_of = {k: keep(o) for k, o in enumerate(outs)
+                if ctx.materialize_grads and isinstance(o, Tensor) and k not in diff}
+    tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    record = (cls, attrs, saved_slots, ctx.needs_input_grad, ctx.materialize_grads, len(args), len(outs), diff,
+              tensor_pos, zeros_of)
+    new = _C._custom_function_attach(functools.partial(_traced_backward, record), name, [outs[k] for k in diff],
+                                     [args[i] for i in tensor_pos], kept)
+    for k, o in zip(diff, new):
+        outs[k] = o
+    return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+
+def _zeros_of(t):
+    """Zeros by t's sizes: symbolic ones in a symbolic joint trace (zeros_like fixes them)."""
+    from .. import zeros
+    return zeros(t.shape, dtype=t.dtype, device=t.device)
+
+
+def _traced_backward(record, grads, outputs, kept, tracing):
+    """cls.backward on a fresh ctx holding this call's saved values: traced into
+    the joint graph (tracing), or run by eager autograd over the captured graph."""
+    cls, attrs, saved_slots, needs, materialize, n_args, n_outs, diff, tensor_pos, zeros_of = record
+    ctx = FunctionCtx()
+    for k, v in attrs.items():
+        setattr(ctx, k, _restore(v, kept))
+    ctx._saved = tuple((None, 0) if s is None else (kept[s], kept[s]._version) for s in saved_slots)
+    ctx.needs_input_grad = needs
+    ctx.materialize_grads = materialize
+    before = _snapshot(ctx) if tracing else None
+    all_grads = [None] * n_outs
+    for j, k in enumerate(diff):
+        all_grads[k] = grads[j]
+        if grads[j] is None and materialize:
+            all_grads[k] = _zeros_of(outputs[j])
+    for k, slot in zeros_of.items():
+        all_grads[k] = _zeros_of(kept[slot])
+    res = _as_tuple(cls.backward(ctx, *all_grads))
+    bname = cls.__name__ + "Backward"
+    if len(res) < n_args or any(r is not None for r in res[n_args:]):
+        raise RuntimeError(f"function {bname} returned an incorrect number of gradients (expected {n_args}, "
+                           f"got {len(res)})")
+    after = _snapshot(ctx) if tracing else None
+    if after != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        raise RuntimeError(f"it changes ctx ({', '.join(changed)}), and a compiled backward would not repeat that "
+                           "at later calls")
+    out = []
+    for i in tensor_pos:
+        g = res[i]
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"function {bname} returned a {type(g).__name__} as gradient {i}; expected a Tensor "
+                            "or None")
+        out.append(g if needs[i] else None)
+    return out
 
 
 def _input_tangents(args):
