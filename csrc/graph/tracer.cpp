@@ -21,6 +21,7 @@ namespace tp::graph {
 namespace {
 
 thread_local UserCall* t_user_call = nullptr;
+std::string (*t_source_line)() = nullptr;  // set_source_line_provider
 
 using SymAttrs = std::map<std::string, std::vector<SymDim>>;
 
@@ -323,6 +324,7 @@ class Tracer : public DispatchInterceptor {
       sym(n);
       bind_input(out[0], n);
       note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
+      size_gate(op, attrs, out[0]);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
@@ -334,7 +336,31 @@ class Tracer : public DispatchInterceptor {
       bind_input(out[i], gi);
       note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
     }
+    size_gate(op, attrs, out[0]);
     return out;
+  }
+
+  // An operator whose result size depends on the data (nonzero, so `x[mask]`;
+  // unique, bincount): every later node of the graph, and the joint graph's
+  // backward, has the size this call gave baked in (a mean's divisor, a
+  // reshape, the gradient's scatter), so the capture is valid only for calls
+  // where the operator gives that size again: a data gate on it. (Without it a
+  // call with another mask ran the first call's backward: a wrong gradient, or
+  // an index read from uninitialized memory.) The first result's element count
+  // fixes the data-dependent dim: the other dims follow from the inputs' sizes.
+  void size_gate(const OpDef& op, const Attrs& attrs, const Tensor& t) {
+    // (tp.compile's captures only: the AOT joint trace replays an already gated graph.)
+    if (!op.has(kNondeterministicShape) || !execute_ || !lift_) return;
+    // The caller gave the size (F.one_hot(y, 10), repeat_interleave's output_size).
+    const std::string name = op.name;
+    if (name == "one_hot" && attrs.has("num_classes") && attrs.get_int("num_classes") >= 0) return;
+    if (name == "repeat_interleave.Tensor" && attrs.has("output_size") && !attrs.is_none("output_size")) return;
+    std::string where = str(op.name, "'s result");
+    if (t_source_line) {
+      std::string line = t_source_line();
+      if (!line.empty()) where += " at " + line;
+    }
+    gates_.push_back({node_for(t), "numel", std::move(where), Scalar(static_cast<int64_t>(t.numel()))});
   }
 
   // ---- data gates (Section 3) ----
@@ -956,12 +982,15 @@ Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   TP_CHECK((kind != "int" && kind != "float") || t.numel() == 1, ValueError, kind,
            "(Tensor): only one element tensors can be converted to Python scalars (got ", t.numel(),
            " elements, shape ", shape_str(t.sizes()), ")");
+  if (kind == "numel") return Scalar(static_cast<int64_t>(t.numel()));  // a data-dependent result size
   Scalar s = t.item();  // several elements: item()'s own error, as in eager
   if (kind == "bool") return Scalar(s.to_bool());
   if (kind == "int") return Scalar(s.to_int());
   if (kind == "float") return Scalar(s.to_double());
   return s;
 }
+
+void set_source_line_provider(std::string (*fn)()) { t_source_line = fn; }
 
 Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::string& where) {
   if (t_trace_depth > 0 && t_tracer) return t_tracer->gate(t, kind, where);
@@ -1106,8 +1135,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     for (auto& n : guard->nodes())
       if (n->opcode == Opcode::Placeholder && n->input_index >= tracer.first_rng_input())
         throw CaptureError(str("cannot capture ", DataGate{pg.kind, pg.where, pg.value, nullptr}.describe(),
-                               ": it reads a value computed from a random operator, which differs at every call; "
-                               "branch on it outside the compiled function"));
+                               ": it reads a value computed from a random operator, which differs at every call; ",
+                               pg.kind == "numel" ? "select with the random mask outside the compiled function, or keep "
+                                                    "the shape (tp.where(mask, x, 0))"
+                                                  : "branch on it outside the compiled function"));
     r.gates.push_back({pg.kind, pg.where, pg.value, std::move(guard)});
   }
   r.free_tensors = tracer.free_tensors();
