@@ -640,9 +640,27 @@ class Tracer : public DispatchInterceptor {
     views_[t.impl()].gen = gen_[v.root];
   }
 
+  // Eager autograd's refusal of a write, with grad mode on, into a leaf that
+  // requires grad or a view of one (autograd/record.cpp), with its message: the
+  // capture runs kernels without autograd, so the write went through and only
+  // the write-back into the caller's tensor failed, naming copy_.
+  void refuse_write_into_leaf(const OpDef& op, const Tensor& self) {
+    auto is_grad_leaf = [](const Tensor& t) { return t.requires_grad() && !t.impl()->grad_fn; };
+    TP_CHECK(!is_grad_leaf(self), Error, op.name,
+             ": a leaf Variable that requires grad is being used in an in-place operation (shape ",
+             shape_str(self.sizes()), "); do it under tp.no_grad() or on a clone()");
+    const TensorImpl* root = root_of(self);
+    if (root == self.impl()) return;
+    for (auto& [t, n] : placeholders_)
+      TP_CHECK(t.impl() != root || !is_grad_leaf(t), Error, op.name,
+               ": a view of a leaf Variable that requires grad is being used in an in-place operation (view shape ",
+               shape_str(self.sizes()), ", leaf shape ", shape_str(t.sizes()), ")");
+  }
+
   std::vector<Tensor> functionalize_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     const Tensor& self = inputs.at(0);
     std::string name = op.name;
+    if (user_grad_) refuse_write_into_leaf(op, self);
     node_for(self);  // a free tensor written before it is read is lifted (and saved) now
     Node* value = nullptr;
     if (name == "copy_") {
