@@ -291,21 +291,33 @@ class Tracer : public DispatchInterceptor {
     placeholders_.push_back({t, n});
   }
 
+  // The position of the first node recorded after `last` (null: the graph was
+  // empty). Not the old node count: a free tensor first read by the call gets
+  // its placeholder in front of every other node, which shifts the earlier
+  // nodes by one (`stats.mul_(0.9)` under no_grad then marked the preceding
+  // `x @ w` as recorded without grad: the compiled result needed no gradient).
+  static size_t first_after(const Graph& g, const Node* last) {
+    if (!last) return 0;
+    for (size_t i = g.nodes().size(); i-- > 0;)
+      if (g.nodes()[i].get() == last) return i + 1;
+    return g.nodes().size();
+  }
+
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
     // The grad mode the function called the operator under (a `with no_grad():`
     // inside it) is kept on the nodes this call records, so that compiled
     // training differentiates what eager does; the recording runs without autograd.
     struct MarkGradMode {
       Graph& g;
-      size_t first;
+      const Node* last;  // the graph's last node before the call
       bool enabled;
       ~MarkGradMode() {
         if (!enabled)
-          for (size_t i = first; i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
+          for (size_t i = first_after(g, last); i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
       }
-    } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
+    } mark{g_, g_.nodes().empty() ? nullptr : g_.nodes().back().get(), GradMode::is_enabled()};
     user_grad_ = mark.enabled;
-    call_first_node_ = mark.first;
+    call_last_node_ = mark.last;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -604,7 +616,8 @@ class Tracer : public DispatchInterceptor {
         Node* old = node_for(t);
         if (old->grad_identity_of) old = old->grad_identity_of;
         bool fresh = false;
-        for (size_t i = call_first_node_; i < g_.nodes().size() && !fresh; ++i) fresh = g_.nodes()[i].get() == value;
+        for (size_t i = first_after(g_, call_last_node_); i < g_.nodes().size() && !fresh; ++i)
+          fresh = g_.nodes()[i].get() == value;
         if (old->opcode == Opcode::Placeholder && fresh && value->opcode == Opcode::CallFunction)
           value->grad_identity_of = old;
       }
@@ -925,7 +938,7 @@ class Tracer : public DispatchInterceptor {
   Graph& g_;
   bool execute_;
   bool user_grad_ = true;       // the grad mode the function called the current operator under
-  size_t call_first_node_ = 0;  // the first node the current operator's call recorded
+  const Node* call_last_node_ = nullptr;  // the graph's last node before the current operator's call
   bool lift_;
   int num_inputs_;
   std::vector<Tensor> free_;
