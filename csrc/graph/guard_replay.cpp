@@ -55,6 +55,7 @@ std::unique_ptr<Graph> slice_to(const Graph& g, const Node* target) {
 }
 
 std::string DataGate::describe() const {
+  if (kind == "numel") return "the data-dependent element count of " + where;  // where: "nonzero's result at f.py:3"
   std::string what = kind == "item" ? "Tensor.item()" : kind + "(Tensor)";
   return where.empty() ? what : what + " at " + where;
 }

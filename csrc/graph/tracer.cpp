@@ -24,6 +24,7 @@ namespace {
 thread_local UserCall* t_user_call = nullptr;
 // Set while a custom Function's backward is traced (CustomBackwardScope): its name.
 thread_local const std::string* t_custom_backward = nullptr;
+std::string (*t_source_line)() = nullptr;  // set_source_line_provider
 
 using SymAttrs = std::map<std::string, std::vector<SymDim>>;
 
@@ -303,21 +304,33 @@ class Tracer : public DispatchInterceptor {
     placeholders_.push_back({t, n});
   }
 
+  // The position of the first node recorded after `last` (null: the graph was
+  // empty). Not the old node count: a free tensor first read by the call gets
+  // its placeholder in front of every other node, which shifts the earlier
+  // nodes by one (`stats.mul_(0.9)` under no_grad then marked the preceding
+  // `x @ w` as recorded without grad: the compiled result needed no gradient).
+  static size_t first_after(const Graph& g, const Node* last) {
+    if (!last) return 0;
+    for (size_t i = g.nodes().size(); i-- > 0;)
+      if (g.nodes()[i].get() == last) return i + 1;
+    return g.nodes().size();
+  }
+
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
     // The grad mode the function called the operator under (a `with no_grad():`
     // inside it) is kept on the nodes this call records, so that compiled
     // training differentiates what eager does; the recording runs without autograd.
     struct MarkGradMode {
       Graph& g;
-      size_t first;
+      const Node* last;  // the graph's last node before the call
       bool enabled;
       ~MarkGradMode() {
         if (!enabled)
-          for (size_t i = first; i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
+          for (size_t i = first_after(g, last); i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
       }
-    } mark{g_, g_.nodes().size(), GradMode::is_enabled()};
+    } mark{g_, g_.nodes().empty() ? nullptr : g_.nodes().back().get(), GradMode::is_enabled()};
     user_grad_ = mark.enabled;
-    call_first_node_ = mark.first;
+    call_last_node_ = mark.last;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -341,6 +354,7 @@ class Tracer : public DispatchInterceptor {
       sym(n);
       bind_input(out[0], n);
       if (!custom) note_view(op, inputs, attrs, out[0], -1, n->sym_attrs);
+      size_gate(op, attrs, out[0]);
       return out;
     }
     // Several results: the node stands for all of them, one getitem node each.
@@ -352,7 +366,31 @@ class Tracer : public DispatchInterceptor {
       bind_input(out[i], gi);
       if (!custom) note_view(op, inputs, attrs, out[i], static_cast<int>(i), n->sym_attrs);
     }
+    size_gate(op, attrs, out[0]);
     return out;
+  }
+
+  // An operator whose result size depends on the data (nonzero, so `x[mask]`;
+  // unique, bincount): every later node of the graph, and the joint graph's
+  // backward, has the size this call gave baked in (a mean's divisor, a
+  // reshape, the gradient's scatter), so the capture is valid only for calls
+  // where the operator gives that size again: a data gate on it. (Without it a
+  // call with another mask ran the first call's backward: a wrong gradient, or
+  // an index read from uninitialized memory.) The first result's element count
+  // fixes the data-dependent dim: the other dims follow from the inputs' sizes.
+  void size_gate(const OpDef& op, const Attrs& attrs, const Tensor& t) {
+    // (tp.compile's captures only: the AOT joint trace replays an already gated graph.)
+    if (!op.has(kNondeterministicShape) || !execute_ || !lift_) return;
+    // The caller gave the size (F.one_hot(y, 10), repeat_interleave's output_size).
+    const std::string name = op.name;
+    if (name == "one_hot" && attrs.has("num_classes") && attrs.get_int("num_classes") >= 0) return;
+    if (name == "repeat_interleave.Tensor" && attrs.has("output_size") && !attrs.is_none("output_size")) return;
+    std::string where = str(op.name, "'s result");
+    if (t_source_line) {
+      std::string line = t_source_line();
+      if (!line.empty()) where += " at " + line;
+    }
+    gates_.push_back({node_for(t), "numel", std::move(where), Scalar(static_cast<int64_t>(t.numel()))});
   }
 
   // ---- data gates (Section 3) ----
@@ -641,7 +679,8 @@ class Tracer : public DispatchInterceptor {
         Node* old = node_for(t);
         if (old->grad_identity_of) old = old->grad_identity_of;
         bool fresh = false;
-        for (size_t i = call_first_node_; i < g_.nodes().size() && !fresh; ++i) fresh = g_.nodes()[i].get() == value;
+        for (size_t i = first_after(g_, call_last_node_); i < g_.nodes().size() && !fresh; ++i)
+          fresh = g_.nodes()[i].get() == value;
         if (old->opcode == Opcode::Placeholder && fresh && value->opcode == Opcode::CallFunction)
           value->grad_identity_of = old;
       }
@@ -677,9 +716,27 @@ class Tracer : public DispatchInterceptor {
     views_[t.impl()].gen = gen_[v.root];
   }
 
+  // Eager autograd's refusal of a write, with grad mode on, into a leaf that
+  // requires grad or a view of one (autograd/record.cpp), with its message: the
+  // capture runs kernels without autograd, so the write went through and only
+  // the write-back into the caller's tensor failed, naming copy_.
+  void refuse_write_into_leaf(const OpDef& op, const Tensor& self) {
+    auto is_grad_leaf = [](const Tensor& t) { return t.requires_grad() && !t.impl()->grad_fn; };
+    TP_CHECK(!is_grad_leaf(self), Error, op.name,
+             ": a leaf Variable that requires grad is being used in an in-place operation (shape ",
+             shape_str(self.sizes()), "); do it under tp.no_grad() or on a clone()");
+    const TensorImpl* root = root_of(self);
+    if (root == self.impl()) return;
+    for (auto& [t, n] : placeholders_)
+      TP_CHECK(t.impl() != root || !is_grad_leaf(t), Error, op.name,
+               ": a view of a leaf Variable that requires grad is being used in an in-place operation (view shape ",
+               shape_str(self.sizes()), ", leaf shape ", shape_str(t.sizes()), ")");
+  }
+
   std::vector<Tensor> functionalize_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     const Tensor& self = inputs.at(0);
     std::string name = op.name;
+    if (user_grad_) refuse_write_into_leaf(op, self);
     node_for(self);  // a free tensor written before it is read is lifted (and saved) now
     Node* value = nullptr;
     if (name == "copy_") {
@@ -950,7 +1007,7 @@ class Tracer : public DispatchInterceptor {
   Graph& g_;
   bool execute_;
   bool user_grad_ = true;       // the grad mode the function called the current operator under
-  size_t call_first_node_ = 0;  // the first node the current operator's call recorded
+  const Node* call_last_node_ = nullptr;  // the graph's last node before the current operator's call
   bool lift_;
   int num_inputs_;
   std::vector<Tensor> free_;
@@ -1040,12 +1097,15 @@ Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   TP_CHECK((kind != "int" && kind != "float") || t.numel() == 1, ValueError, kind,
            "(Tensor): only one element tensors can be converted to Python scalars (got ", t.numel(),
            " elements, shape ", shape_str(t.sizes()), ")");
+  if (kind == "numel") return Scalar(static_cast<int64_t>(t.numel()));  // a data-dependent result size
   Scalar s = t.item();  // several elements: item()'s own error, as in eager
   if (kind == "bool") return Scalar(s.to_bool());
   if (kind == "int") return Scalar(s.to_int());
   if (kind == "float") return Scalar(s.to_double());
   return s;
 }
+
+void set_source_line_provider(std::string (*fn)()) { t_source_line = fn; }
 
 Scalar record_data_gate(const Tensor& t, const std::string& kind, const std::string& where) {
   if (t_trace_depth > 0 && t_tracer) return t_tracer->gate(t, kind, where);
@@ -1194,8 +1254,10 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     for (auto& n : guard->nodes())
       if (n->opcode == Opcode::Placeholder && n->input_index >= tracer.first_rng_input())
         throw CaptureError(str("cannot capture ", DataGate{pg.kind, pg.where, pg.value, nullptr}.describe(),
-                               ": it reads a value computed from a random operator, which differs at every call; "
-                               "branch on it outside the compiled function"));
+                               ": it reads a value computed from a random operator, which differs at every call; ",
+                               pg.kind == "numel" ? "select with the random mask outside the compiled function, or keep "
+                                                    "the shape (tp.where(mask, x, 0))"
+                                                  : "branch on it outside the compiled function"));
     r.gates.push_back({pg.kind, pg.where, pg.value, std::move(guard)});
   }
   r.free_tensors = tracer.free_tensors();

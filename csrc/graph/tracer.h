@@ -24,7 +24,8 @@ using TraceableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&
 // tensor from the inputs (arguments, then free tensors): replaying it on a new
 // call tells which captured program applies.
 struct DataGate {
-  std::string kind;   // how Python read it: "bool", "int", "float", "item"
+  std::string kind;   // how Python read it: "bool", "int", "float", "item"; "numel": the
+                      // element count of an operator's data-dependent result (nonzero)
   std::string where;  // the user's source line ("file.py:12"), when the binding knows it
   Scalar value;       // what the read gave at capture
   std::shared_ptr<const Graph> guard;
@@ -35,6 +36,10 @@ struct DataGate {
 Scalar read_gate_value(const std::string& kind, const Tensor& t);
 // Replays the gate's guard graph on a call's inputs and reads its value.
 Scalar replay_gate(const DataGate& gate, const std::vector<Tensor>& inputs);
+
+// The binding's way to name the user's source line ("f.py:12") for a gate the
+// tracer records itself (a data-dependent result size); called only then.
+void set_source_line_provider(std::string (*fn)());
 
 // During a trace: records a data gate on `t` (its value is computed and returned).
 // Not tracing: returns the value without recording. In meta mode (no data) it is

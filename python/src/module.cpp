@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "common.h"
 #include "core/warning.h"
+#include "graph/tracer.h"
 
 namespace tp::py {
 namespace {
@@ -146,6 +147,8 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
   autograd::install();
   set_warning_handler(&python_warning);
+  // Names the user's line in a gate the tracer records itself (a data-dependent size).
+  graph::set_source_line_provider(+[]() { return PyGILState_Check() ? python_source_line() : std::string(); });
 
   nb::object runtime_error = nb::borrow(PyExc_RuntimeError);
   g_capture_error = PyErr_NewExceptionWithDoc("tensorplay.compiler.CaptureError",

@@ -10,11 +10,22 @@ import math
 import types
 import warnings
 
+from .. import _C
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR", "LambdaLR",
            "ReduceLROnPlateau", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
            "OneCycleLR", "SequentialLR", "ChainedScheduler", "CyclicLR"]
+
+
+def _refuse_in_capture(sched):
+    # A schedule's epoch counter and the lr it writes into the param groups are
+    # Python state: inside tp.compile the step would run once, at capture, and
+    # every later call would keep that lr (as optimizer.zero_grad()).
+    if _C._is_tracing():
+        raise _C.CaptureError(f"{type(sched).__name__}.step() inside a compiled function (tp.compile) is not "
+                              "supported: it would run only once, at capture; call it outside the compiled function "
+                              "(the compiled optimizer step reads the new lr at every call)")
 
 
 class LRScheduler:
@@ -45,6 +56,7 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None):
+        _refuse_in_capture(self)
         self._step_count += 1
         if epoch is not None:
             warnings.warn("The epoch parameter in `scheduler.step()` is deprecated; call step() once per epoch.",
@@ -296,6 +308,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         return [self.eta_min + (base - self.eta_min) * (1 + cos) / 2 for base in self.base_lrs]
 
     def step(self, epoch=None):
+        _refuse_in_capture(self)
         self._step_count += 1
         if epoch is None and self.last_epoch < 0:
             epoch = 0
@@ -466,6 +479,7 @@ class SequentialLR(_MemberState, LRScheduler):
             sched.last_epoch -= 1
 
     def step(self):
+        _refuse_in_capture(self)
         self.last_epoch += 1
         idx = bisect.bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[idx]
@@ -489,6 +503,7 @@ class ChainedScheduler(_MemberState, LRScheduler):
         self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
 
     def step(self):
+        _refuse_in_capture(self)
         for s in self._schedulers:
             s.step()
         self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
@@ -547,6 +562,7 @@ class ReduceLROnPlateau(LRScheduler):
         return a > (best * (1.0 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
 
     def step(self, metrics, epoch=None):
+        _refuse_in_capture(self)
         current = float(metrics)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self.is_better(current, self.best):

@@ -215,6 +215,8 @@ class Module:
         self._non_persistent_buffers_set.discard(name)
 
     def __setattr__(self, name, value):
+        if isinstance(value, _C.Tensor) and _C._is_tracing():
+            self._refuse_rebinding_in_capture(name, value)
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
             if params is None:
@@ -243,6 +245,29 @@ class Module:
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def _refuse_rebinding_in_capture(self, name, value):
+        # `self.ema = 0.9 * self.ema + ...` or `self.hidden = h.detach()` in a
+        # compiled forward: the assignment is Python state, done once at capture,
+        # so every later call read the tensor bound then (in-place updates are
+        # captured: the same object, `self.count += 1`, passes). A name bound for
+        # the first time passes: a module built inside the function registers
+        # its parameters so.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers"):
+            if name in d.get(registry, {}):
+                old = d[registry][name]
+                break
+        else:
+            if name not in d:
+                return
+            old = d[name]
+        if old is value:
+            return
+        raise _C.CaptureError(f"assigning a tensor to {type(self).__name__}.{name} inside a compiled function "
+                              "(tp.compile) is not supported: it would happen only once, at capture; update it in "
+                              f"place (self.{name}.copy_(...) under tp.no_grad()) or assign it outside the compiled "
+                              "function")
 
     def __getattr__(self, name):
         # Only called when normal lookup fails: look in the three registries.
