@@ -383,15 +383,22 @@ static std::string first_difference(const std::string& a, const std::string& b) 
   return "argument count or grad mode changed";
 }
 
-int CompiledFunction::max_gate_artifacts() const {
-  auto it = options_.options.find("max_gate_artifacts");
-  if (it == options_.options.end()) return 8;
+int CompiledFunction::int_option(const char* name, int fallback) const {
+  auto it = options_.options.find(name);
+  if (it == options_.options.end()) return fallback;
   try {
     return std::stoi(it->second);
   } catch (const std::exception&) {
-    throw ValueError(str("tp.compile: options['max_gate_artifacts'] must be an int, got '", it->second, "'"));
+    throw ValueError(str("tp.compile: options['", name, "'] must be an int, got '", it->second, "'"));
   }
 }
+
+int CompiledFunction::max_gate_artifacts() const { return int_option("max_gate_artifacts", 8); }
+
+// Versions of one function before further misses run eagerly: a value that
+// changes every call (a module's call counter, an int step argument used as a
+// size) would otherwise capture and compile on every call.
+int CompiledFunction::max_versions() const { return int_option("max_versions", 16); }
 
 void CompiledFunction::warn_fallback(const std::string& reason) {
   // Once per compiled function, like a graph-break report: the user learns that
@@ -1045,6 +1052,19 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
                      gate_miss.c_str(), cap);
       warn_fallback(str("data gate ", gate_miss, " and this function already has ", cap,
                         " versions for other gate values (options={'max_gate_artifacts': N}); running it eagerly"));
+      std::shared_ptr<const OutputStructure> s;
+      auto r = fn_(args, &s);
+      eager_structure_ = std::move(s);
+      if (structure) *structure = eager_structure_.get();
+      return r;
+    }
+    if (const int most = max_versions(); most > 0 && num_specializations() >= static_cast<size_t>(most)) {
+      metrics().fallback_count++;
+      if (log_enabled("recompiles"))
+        std::fprintf(stderr, "[tp.compile] not recompiling: %d versions (max_versions)\n", most);
+      warn_fallback(str("this function already has ", most, " compiled versions and the call matches none of them "
+                        "(options={'max_versions': N} raises the limit; TP_LOGS=recompiles says what changes "
+                        "between calls); running it eagerly"));
       std::shared_ptr<const OutputStructure> s;
       auto r = fn_(args, &s);
       eager_structure_ = std::move(s);

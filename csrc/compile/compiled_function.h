@@ -218,7 +218,9 @@ class CompiledFunction {
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]
+  int int_option(const char* name, int fallback) const;
   int max_gate_artifacts() const;
+  int max_versions() const;
   void check_arity(const std::vector<ArgValue>& args) const;
   // Shape buckets: true when the call ran padded (`result` holds its results).
   bool bucketed_call(const std::vector<ArgValue>& args, const OutputStructure** structure, std::vector<Tensor>* result);
