@@ -474,16 +474,29 @@ def test_a_data_gate_on_a_random_value_is_a_capture_error():
 
 
 def test_stax_falls_back_for_draws_it_does_not_generate_and_strict_native_refuses():
+    # (16-bit draws: CPU generated kernels have no float16 buffers)
     x = tp.randn(3, 5)
-    cf = tp.compile(f_randint, options={"warn_fallback": False})
+    cf = tp.compile(f_rand_float16, options={"warn_fallback": False})
     before = _metric("fallback_count")
     tp.manual_seed(5)
     got = cf(x)
     assert _metric("fallback_count") == before + 1
     tp.manual_seed(5)
+    _same(got, f_rand_float16(x))
+    with pytest.raises(tp.compiler.BackendError, match="philox_random.*float16"):
+        tp.compile(f_rand_float16, strict_native=True)(x)
+
+
+def test_integer_draws_run_as_eager_kernels_inside_a_native_region():
+    # int32 randint used to send the region to eager (no int32 buffers on the
+    # CPU); the draws are extern calls of the eager kernel, at eager's offsets.
+    x = tp.randn(3, 5)
+    cf = tp.compile(f_randint, strict_native=True)
+    tp.manual_seed(5)
+    got = cf(x)
+    tp.manual_seed(5)
     _same(got, f_randint(x))
-    with pytest.raises(tp.compiler.BackendError, match="philox_random"):
-        tp.compile(f_randint, strict_native=True)(x)
+    assert got[1].dtype == tp.int32
 
 
 def test_stax_generates_the_draws():

@@ -40,12 +40,12 @@ struct LoweredRegion {
 
 LoweredRegion lower(const graph::Graph& g, bool half_floats = false);
 
-// Whether a region's buffers and registers may have dtype t. The CPU printers
-// take the four compute dtypes; the CUDA printer (half_floats) also the
-// 16-bit floats and every narrow integer (uint8, int8, int16, int32), each in
-// registers of its own width, so arithmetic wraps as PyTorch's does.
+// Whether a region's buffers and registers may have dtype t. Both printers
+// take the four compute dtypes and every narrow integer (uint8, int8, int16,
+// int32), each in registers of its own width, so arithmetic wraps as
+// PyTorch's does; the CUDA printer (half_floats) also the 16-bit floats.
 inline bool region_dtype(DType t, bool half_floats) {
-  return is_compute_dtype(t) || (half_floats && (t == DType::Float16 || t == DType::BFloat16 || is_integral(t, false)));
+  return is_compute_dtype(t) || is_integral(t, false) || (half_floats && (t == DType::Float16 || t == DType::BFloat16));
 }
 
 }  // namespace tp::stax

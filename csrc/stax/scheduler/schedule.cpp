@@ -175,7 +175,8 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
                         int j, int64_t extent, bool store_in_lanes, bool cpp_vectors) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
-  if (!is_floating(lane) && lane != DType::Int32) return false;  // int32: CUDA regions only (int4 accesses)
+  // int32: CUDA regions only (int4 accesses); the C++ printer keeps integers scalar.
+  if (!is_floating(lane) && (lane != DType::Int32 || cpp_vectors)) return false;
   int lanes = vector_bytes / static_cast<int>(itemsize(lane));
   if (extent < lanes) return false;
   if (store_in_lanes) {

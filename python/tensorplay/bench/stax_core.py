@@ -7,7 +7,10 @@
   call and the pointwise work fused around it; time against eager TensorPlay
   and eager PyTorch;
 * generated source size and cold compile time where values are used more
-  than once (the codegen suite's programs).
+  than once (the codegen suite's programs);
+* int32 data (indices and quantized values from NumPy): a pointwise chain
+  and a row sum of int32, compiled natively (CPU regions used to fall back to
+  eager for any narrow integer), bit-equal to eager, time against eager.
 
 The default suite covers the rest (Example 1.1 and softmax S, cold compile,
 warm cache, call overhead)."""
@@ -57,6 +60,31 @@ def column_sum(report: Report, quick: bool) -> dict:
     report.figure("time", f"compiled {tc.fmt()}  eager {te.fmt()}", f"compiled/eager {r:.2f} [{lo:.2f}, {hi:.2f}]")
     return {"rows": rows, "cols": cols, "error_compiled": err_c, "error_eager": err_e, "error_within_eager": ok,
             "compiled": tc.to_dict(), "eager": te.to_dict(), "ratio": r, "ratio_interval": [lo, hi]}
+
+
+def _int32_chain(a, b):
+    return (a * 3 + b) & 1023, ((a - b) * 7).sum(-1)
+
+
+def int32_regions(report: Report, quick: bool) -> dict:
+    rows, cols = (512, 1024) if quick else (4096, 4096)
+    report.section(f"int32 pointwise + row sum, a, b {rows}x{cols} int32")
+    report.code("cf = tp.compile(lambda a, b: ((a * 3 + b) & 1023, ((a - b) * 7).sum(-1)), strict_native=True)\n"
+                "# equal to eager bit for bit; time: rotated readings, paired ratio")
+    rng = np.random.default_rng(2)
+    a = tp.from_numpy(rng.integers(-2**31, 2**31, (rows, cols), dtype=np.int32))
+    b = tp.from_numpy(rng.integers(-2**31, 2**31, (rows, cols), dtype=np.int32))
+    cf = tp.compile(_int32_chain, strict_native=True)
+    got, want = cf(a, b), _int32_chain(a, b)
+    same = all(np.array_equal(g.numpy(), w.numpy()) for g, w in zip(got, want))
+    runs, warmup = _runs(quick)
+    tc, te = rotate([lambda: cf(a, b), lambda: _int32_chain(a, b)], runs=runs, warmup=warmup,
+                    labels=["compiled", "eager"])
+    r, lo, hi = ratio_interval(tc, te)
+    report.figure("result", "compiled equals eager bit for bit", verdict(same))
+    report.figure("time", f"compiled {tc.fmt()}  eager {te.fmt()}", f"compiled/eager {r:.2f} [{lo:.2f}, {hi:.2f}]")
+    return {"rows": rows, "cols": cols, "equal": same, "compiled": tc.to_dict(), "eager": te.to_dict(), "ratio": r,
+            "ratio_interval": [lo, hi]}
 
 
 def _gelu_linear(x, w, b):

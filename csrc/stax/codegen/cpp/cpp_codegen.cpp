@@ -22,8 +22,20 @@ using namespace tp::stax::ir;
 
 namespace {
 
+// A narrow integer (int32, int16, int8, uint8) has a register of its own
+// width: arithmetic on it is done in i64 (its operands widened, see
+// Writer::value) and the assignment to the narrow register wraps, as
+// PyTorch's integer arithmetic does. 16-bit floats never reach this printer
+// (region_dtype refuses them for CPU regions).
+bool narrow_int(DType t) { return t == DType::Int32 || t == DType::Int16 || t == DType::Int8 || t == DType::UInt8; }
 const char* ctype(DType t) {
-  // Narrow dtypes never reach generated code (the lowering refuses them).
+  switch (t) {
+    case DType::Int32: return "int";
+    case DType::Int16: return "short";
+    case DType::Int8: return "signed char";
+    case DType::UInt8: return "unsigned char";
+    default: break;
+  }
   const char* c = c_type(t);
   return c ? c : "?";
 }
@@ -150,6 +162,13 @@ class Writer {
       case ExprOp::Call: {
         std::vector<std::string> a;
         for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));  // (a uniform one splatted)
+        // Narrow integers are scalar code: their operands are widened to i64, so
+        // an int32 sum or product that overflows wraps at the narrow assignment
+        // (in int it would be undefined behaviour that GCC may exploit), and the
+        // prelude's i64 functions (tp_abs, tp_max, ...) take them unambiguously.
+        if (!vec)
+          for (size_t i = 0; i < a.size(); ++i)
+            if (narrow_int(e->args[i]->dtype)) a[i] = "(i64)" + a[i];
         rhs = c_call(e->fn, a);  // logical/bitwise ops: bool or int operands, scalar code only
         break;
       }
@@ -176,7 +195,13 @@ class Writer {
         // In vector code only a float <-> double conversion of every lane (the
         // scheduler allows no other; the cast of a uniform value is scalar code).
         if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
-        else rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
+        else if (e->dtype == DType::Bool) rhs = "(" + a + " != 0)";
+        // A float becomes a narrow integer through int64, as eager converts it
+        // (3e9 to int32 wraps to -1294967296; NaN and out-of-range values give
+        // int64's INT64_MIN, whose low bits are 0).
+        else if (narrow_int(e->dtype) && is_floating(e->args[0]->dtype))
+          rhs = std::string("(") + ctype(e->dtype) + ")(i64)(" + a + ")";
+        else rhs = std::string("(") + ctype(e->dtype) + ")(" + a + ")";
         break;
       }
     }
