@@ -221,3 +221,214 @@ def test_narrow_integers_stay_scalar_code_and_do_not_warn():
     src = cf.last_source
     kernel = src[src.index("static void fused"):]  # (the prelude defines the vector loads)
     assert "const int* __restrict__" in kernel and "tp_load(" not in kernel and "vf " not in kernel
+
+
+# --- 16-bit floats -----------------------------------------------------------
+# bfloat16 / float16 in CPU regions, with the CUDA path's semantics: memory
+# holds the 16-bit pattern, loads widen to float, arithmetic and reductions run
+# in float, a store rounds to nearest even once (so a fused region rounds only
+# what it writes: compared to a float64 reference it is no worse than eager,
+# which rounds after every operator), an explicit cast inside an expression
+# rounds. The conversions are integer code in the prelude (no _Float16/__bf16).
+
+HALF = [tp.bfloat16, tp.float16]
+_EPS = {tp.bfloat16: 2.0**-8, tp.float16: 2.0**-11}  # unit roundoff
+_TINY = {tp.bfloat16: 2.0**-133, tp.float16: 2.0**-24}  # smallest subnormal
+
+
+def _f64(t):
+    return t.double().numpy()
+
+
+def _within_one_rounding(got, ref, dtype, ulps=1.0):
+    # |got - ref| <= ulps * (2 u |ref| + smallest subnormal), elementwise; same NaNs / infinities.
+    g = _f64(got) if isinstance(got, tp.Tensor) else got
+    bad = ~(np.isnan(g) == np.isnan(ref))
+    fin = np.isfinite(ref) & ~np.isnan(g)
+    err = np.abs(g[fin] - ref[fin])
+    tol = ulps * (2 * _EPS[dtype] * np.abs(ref[fin]) + _TINY[dtype])
+    assert not bad.any() and (err <= tol).all(), (err.max(initial=0), g[fin][err > tol][:5], ref[fin][err > tol][:5])
+
+
+HALF_POINTWISE = {
+    # name: (function, float64 reference of the same inputs)
+    "affine": (lambda x, y: x * 3 + y, lambda x, y: x * 3 + y),
+    "exp_chain": (lambda x, y: (x * 0.5 - y).exp(), lambda x, y: np.exp(x * 0.5 - y)),
+    "tanh_mul": (lambda x, y: x.tanh() * y, lambda x, y: np.tanh(x) * y),
+    "div_sqrt": (lambda x, y: x / (y.abs() + 1).sqrt(), lambda x, y: x / np.sqrt(np.abs(y) + 1)),
+    "where_max": (lambda x, y: tp.where(x > y, x, y * 2).clamp(-1.5, 1.5),
+                  lambda x, y: np.clip(np.where(x > y, x, y * 2), -1.5, 1.5)),
+    "sigmoid": (lambda x, y: tp.sigmoid(x) - y, lambda x, y: 1 / (1 + np.exp(-x)) - y),
+}
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("name", sorted(HALF_POINTWISE))
+def test_half_pointwise_rounds_once_and_is_within_one_rounding_of_float64(name, dtype):
+    fn, ref = HALF_POINTWISE[name]
+    tp.manual_seed(0)
+    x, y = tp.randn(16, 77).to(dtype), tp.randn(16, 77).to(dtype)
+    cf = tp.compile(fn, strict_native=True)
+    got, want = cf(x, y), fn(x, y)
+    assert got.dtype == want.dtype == dtype and tuple(got.shape) == tuple(want.shape)
+    r = ref(_f64(x), _f64(y))
+    # Rounded once from float arithmetic: within one rounding (plus float's
+    # own error, far below it); eager rounds after every operator.
+    _within_one_rounding(got, r, dtype, ulps=1.01)
+    e_c = np.abs(_f64(got) - r).max()
+    e_e = np.abs(_f64(want) - r).max()
+    assert e_c <= e_e * 1.0000001 + _TINY[dtype], (e_c, e_e)
+    src = cf.last_source
+    kernel = src[src.index("static void fused"):]
+    assert ("tp_to_bf16(" if dtype == tp.bfloat16 else "tp_to_half(") in kernel
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_conversions_equal_eager_bit_for_bit_on_specials_ties_and_subnormals(dtype):
+    vals = [0.0, -0.0, 1.0, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 1 + 2.0**-11, 1 + 3 * 2.0**-11, -(1 + 2.0**-8),
+            65504.0, 65519.0, 65520.0, 1e6, -1e6, 2.0**-14, 2.0**-15, 2.0**-24, 2.0**-25, 3 * 2.0**-25,
+            2.0**-26, 1e-8, 1e-40, 2.0**-133, 2.0**-134, 3.0e38, 3.4e38, -3.4e38, float("inf"), float("-inf"),
+            float("nan"), 0.1, -0.3, 1 / 3, 2.0**127 * (2 - 2.0**-8)]
+    x = tp.tensor(vals)  # float32
+    cf = tp.compile(lambda x: (x.to(dtype), x.double().to(dtype), (x * 1).to(dtype).float() * 2), strict_native=True)
+    got, want = cf(x), (x.to(dtype), x.double().to(dtype), x.to(dtype).float() * 2)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        if g.dtype == dtype:
+            gb, wb = g.view(tp.int16).numpy(), w.view(tp.int16).numpy()
+            nan = np.isnan(_f64(w))
+            np.testing.assert_array_equal(gb[~nan], wb[~nan])  # bit patterns: signs of zeros, ties to even
+            assert np.isnan(_f64(g)[nan]).all()
+        else:
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    # and PyTorch's conversion agrees
+    torch = pytest.importorskip("torch")
+    tdt = torch.bfloat16 if dtype == tp.bfloat16 else torch.float16
+    t = torch.tensor(np.array(vals, dtype=np.float32)).to(tdt).float().numpy()
+    np.testing.assert_array_equal(got[0].float().numpy(), t)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_loads_widen_exactly_every_bit_pattern(dtype):
+    # All 65536 patterns: load, widen, store back unchanged (NaNs stay NaN).
+    bits = tp.tensor(np.arange(-32768, 32768, dtype=np.int16))
+    x = bits.view(dtype)
+    cf = tp.compile(lambda x: (x * 1, x.float()), strict_native=True)
+    same, wide = cf(x)
+    want = x.float()
+    nan = np.isnan(_f64(want))
+    np.testing.assert_array_equal(wide.numpy()[~nan], want.numpy()[~nan])
+    np.testing.assert_array_equal(same.view(tp.int16).numpy()[~nan], bits.numpy()[~nan])
+    assert np.isnan(wide.numpy()[nan]).all()
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_explicit_cast_inside_an_expression_rounds(dtype):
+    tp.manual_seed(1)
+    x = tp.randn(8, 40)
+    fn = lambda x: (x * 1.001).to(dtype).float() * 3 + (x.to(dtype) * 2).float()
+    got, want = tp.compile(fn, strict_native=True)(x), fn(x)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())  # every step as eager's, bit for bit
+
+
+def test_bf16_sum_of_100k_elements_is_no_worse_than_eager():
+    tp.manual_seed(2)
+    x = (tp.rand(100_000) + 0.5).to(tp.bfloat16)
+    ref = _f64(x).sum()
+    for fn in (lambda x: x.sum(), lambda x: (x * 2).sum() / 2, lambda x: x.mean() * 100_000):
+        got, want = tp.compile(fn, strict_native=True)(x), fn(x)
+        e_c, e_e = abs(got.double().item() - ref), abs(want.double().item() - ref)
+        assert e_c <= e_e + 1e-9 * abs(ref), (e_c, e_e)
+        _within_one_rounding(got, np.array(ref), tp.bfloat16, ulps=2)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_reductions_within_one_rounding_of_float64(dtype):
+    tp.manual_seed(3)
+    x = tp.randn(24, 301).to(dtype)
+    X = _f64(x)
+    fn = lambda x: (x.sum(-1), x.sum(0), x.mean(-1), x.amax(-1), x.amin(0), tp.softmax(x, -1), x.var(-1), x.std(0))
+    refs = (X.sum(-1), X.sum(0), X.mean(-1), X.max(-1), X.min(0),
+            np.exp(X - X.max(-1, keepdims=True)) / np.exp(X - X.max(-1, keepdims=True)).sum(-1, keepdims=True),
+            X.var(-1, ddof=1), X.std(0, ddof=1))
+    got = tp.compile(fn, strict_native=True)(x)
+    want = fn(x)
+    for g, w, r in zip(got, want, refs):
+        assert g.dtype == w.dtype == dtype
+        _within_one_rounding(g, r, dtype, ulps=1.5)
+    am, aw = tp.compile(lambda x: (x.argmax(-1), x.max(0)), strict_native=True)(x), (x.argmax(-1), x.max(0))
+    np.testing.assert_array_equal(am[0].numpy(), aw[0].numpy())
+    np.testing.assert_array_equal(am[1][0].float().numpy(), aw[1][0].float().numpy())
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_mixed_dtypes_promote_as_eager(dtype):
+    tp.manual_seed(4)
+    x, f, i = tp.randn(6, 33).to(dtype), tp.randn(6, 33), _ints((6, 33), tp.int32, -9, 9)
+    fn = lambda x, f, i: (x + f, x * i, x * 2.5, x + 1, (x > f).sum(-1), x.double() + f, i.to(dtype) / 3)
+    got, want = tp.compile(fn, strict_native=True)(x, f, i), fn(x, f, i)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())  # float32 arithmetic on exact widenings
+    np.testing.assert_array_equal(got[4].numpy(), want[4].numpy())
+    np.testing.assert_array_equal(got[5].numpy(), want[5].numpy())
+    for k in (1, 2, 3, 6):  # one rounding of an exact (or float) value: equal to eager's single rounding
+        np.testing.assert_array_equal(got[k].float().numpy(), want[k].float().numpy())
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_specials_propagate(dtype):
+    x = tp.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-7, -1e-7, 60000.0]).to(dtype)
+    fn = lambda x: (x * 2, x.abs(), -x, x.exp(), tp.maximum(x, x * 0), x + 60000)
+    got, want = tp.compile(fn, strict_native=True)(x), fn(x)
+    for g, w in zip(got, want):
+        gb, wb = _f64(g), _f64(w)
+        np.testing.assert_array_equal(np.isnan(gb), np.isnan(wb))
+        np.testing.assert_array_equal(gb[~np.isnan(gb)], wb[~np.isnan(wb)])
+        np.testing.assert_array_equal(np.signbit(gb[~np.isnan(gb)]), np.signbit(wb[~np.isnan(wb)]))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_views_non_contiguous_and_dynamic_shapes(dtype):
+    tp.manual_seed(5)
+    x = tp.randn(12, 20).to(dtype)
+    fn = lambda x: (x.t() * 2, x[:, ::3] + 1, x[2:7].reshape(-1) * 3, x.unsqueeze(0).expand(3, 12, 20).sum(0))
+    got, want = tp.compile(fn, strict_native=True)(x), fn(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.float().numpy(), w.float().numpy())  # one operator each: eager's rounding
+    got = tp.compile(lambda a: a * 2 + 1, strict_native=True)(x.t())  # a transposed input
+    _within_one_rounding(got, _f64(x.t()) * 2 + 1, dtype)
+    cf = tp.compile(lambda a: (a * 3, a.sum(-1)), strict_native=True, dynamic=True)
+    for n in (5, 9, 33, 64):
+        a = tp.randn(3, n).to(dtype)
+        g = cf(a)
+        np.testing.assert_array_equal(g[0].float().numpy(), (a * 3).float().numpy())
+        _within_one_rounding(g[1], _f64(a).sum(-1), dtype, ulps=1.5)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_training_gradients_match_eager(dtype):
+    tp.manual_seed(6)
+    w0 = tp.randn(33).to(dtype)
+    x = tp.randn(8, 33).to(dtype)
+
+    def loss(w, x):
+        return ((x * w).tanh() * 3 + w).square().mean()
+
+    grads = []
+    for f in (loss, tp.compile(loss, strict_native=True)):
+        w = w0.clone().requires_grad_()
+        v = f(w, x)
+        v.backward()
+        assert v.dtype == dtype and w.grad.dtype == dtype
+        grads.append((v.double().item(), _f64(w.grad)))
+    W, X = _f64(w0), _f64(x)
+    t = np.tanh(X * W)
+    r = t * 3 + W
+    ref_v = (r ** 2).mean()
+    ref_g = (2 * r * (3 * (1 - t ** 2) * X + 1)).sum(0) / r.size
+    (ve, ge), (vc, gc) = grads
+    assert abs(vc - ref_v) <= abs(ve - ref_v) + 2 * _EPS[dtype] * abs(ref_v)
+    scale = np.abs(ref_g).max()
+    e_e, e_c = np.abs(ge - ref_g).max(), np.abs(gc - ref_g).max()
+    assert e_c <= max(e_e * 1.5, 4 * _EPS[dtype] * scale), (e_c, e_e)

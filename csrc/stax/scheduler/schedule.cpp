@@ -177,6 +177,8 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
   DType lane = n.body->dtype;
   // int32: CUDA regions only (int4 accesses); the C++ printer keeps integers scalar.
   if (!is_floating(lane) && (lane != DType::Int32 || cpp_vectors)) return false;
+  // 16-bit floats: the C++ printer converts them with scalar code (no vector form yet).
+  if (cpp_vectors && (lane == DType::Float16 || lane == DType::BFloat16)) return false;
   int lanes = vector_bytes / static_cast<int>(itemsize(lane));
   if (extent < lanes) return false;
   if (store_in_lanes) {
