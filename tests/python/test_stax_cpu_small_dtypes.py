@@ -432,3 +432,22 @@ def test_half_training_gradients_match_eager(dtype):
     scale = np.abs(ref_g).max()
     e_e, e_c = np.abs(ge - ref_g).max(), np.abs(gc - ref_g).max()
     assert e_c <= max(e_e * 1.5, 4 * _EPS[dtype] * scale), (e_c, e_e)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("n", [16, 1000, 1037])  # whole vectors, and scalar tails
+def test_half_pointwise_nests_are_vectorized_with_widening_loads_and_rounding_stores(dtype, n):
+    tp.manual_seed(7)
+    x, y = tp.randn(3, n).to(dtype), tp.randn(3, n).to(dtype)
+    m = tp.rand(3, n) > 0.5
+    fn = lambda x, y, m: ((x * 2 + y).tanh(), (x.float() * 3).to(dtype) + y, tp.where(m, x, y - 1), x.float() * y)
+    cf = tp.compile(fn, strict_native=True)
+    got, want = cf(x, y, m), fn(x, y, m)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+    _within_one_rounding(got[0], np.tanh(_f64(x) * 2 + _f64(y)), dtype, ulps=1.01)
+    for k in (1, 2, 3):  # the same roundings as eager's: bit for bit
+        np.testing.assert_array_equal(got[k].float().numpy(), want[k].float().numpy())
+    kernel = cf.last_source[cf.last_source.index("static void fused"):]
+    tag = "bf16" if dtype == tp.bfloat16 else "half"
+    assert f"tp_load_{tag}(" in kernel and f"tp_store_{tag}(" in kernel and f"tp_round_{tag}(" in kernel

@@ -56,6 +56,11 @@ std::string widened(DType t, const std::string& v) {
 std::string stored(DType t, const std::string& v) {
   return t == DType::BFloat16 ? "tp_to_bf16(" + v + ")" : t == DType::Float16 ? "tp_to_half(" + v + ")" : v;
 }
+// A whole vector of float lanes stored to a buffer of dtype t (16-bit: rounded lane by lane).
+std::string vstore(DType t, const std::string& ptr, const std::string& v) {
+  const char* f = t == DType::BFloat16 ? "tp_store_bf16(" : t == DType::Float16 ? "tp_store_half(" : "tp_store(";
+  return f + ptr + ", " + v + ")";
+}
 // Vector types by value type and the nest's lane type: a double inside float
 // lanes (the scheduler allows arithmetic and casts there) is a vector of as
 // many doubles, twice the register width (vdw).
@@ -173,6 +178,8 @@ class Writer {
             rhs = (mask_.empty() ? "tp_load_mask(" : "tp_load_mask_m(") + b.name + " + (" + idx + "), " +
                   (mask_.empty() ? "" : mask_ + ", ") + vtype(mask_lane_) + "{})";
           else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
+          else if (half16(b.dtype))  // float lanes widened from the 16-bit patterns
+            rhs = std::string(b.dtype == DType::BFloat16 ? "tp_load_bf16(" : "tp_load_half(") + b.name + " + (" + idx + "))";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
         }
         break;
@@ -212,7 +219,11 @@ class Writer {
         std::string a = value(e->args[0], vec, inner_var, os, indent);
         // In vector code only a float <-> double conversion of every lane (the
         // scheduler allows no other; the cast of a uniform value is scalar code).
-        if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
+        // 16-bit floats are float lanes: a cast to one rounds every lane, one from it is the register.
+        if (vec && half16(e->dtype))
+          rhs = std::string(e->dtype == DType::BFloat16 ? "tp_round_bf16(" : "tp_round_half(") + a + ")";
+        else if (vec && half16(e->args[0]->dtype)) rhs = a;
+        else if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
         else if (e->dtype == DType::Bool) rhs = "(" + a + " != 0)";
         else if (half16(e->dtype))  // rounds the float value to the 16-bit type
           rhs = std::string(e->dtype == DType::BFloat16 ? "tp_round_bf16" : "tp_round_half") + "((float)(" + a + "))";
@@ -827,7 +838,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       std::string idx = to_c(ss.index, ranges);
       if (vec && !mask.empty())
         os << ind << "tp_store_m(" << b.name << " + (" << idx << "), " << v << ", " << mask << ");  // reused below\n";
-      else if (vec) os << ind << "tp_store(" << b.name << " + (" << idx << "), " << v << ");  // reused below\n";
+      else if (vec) os << ind << vstore(b.dtype, b.name + " + (" + idx + ")", v) << ";  // reused below\n";
       else os << ind << b.name << "[" << idx << "] = " << stored(b.dtype, v) << ";  // reused below\n";
     }
   };
@@ -851,7 +862,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
         std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
         side_stores(true, indent + "  ");
-        os << indent << "  tp_store(" << out.name << " + (" << store_idx << "), " << v << ");\n";
+        os << indent << "  " << vstore(out.dtype, out.name + " + (" + store_idx + ")", v) << ";\n";
         os << indent << "}\n";
         w.reset_names();
       }

@@ -321,6 +321,27 @@ static inline tp_half tp_to_half(float f) {
   return (tp_half)(sign | ((m + 0xfffu + ((m >> 13) & 1u)) >> 13));
 }
 static inline float tp_round_half(float f) { return tp_from_half(tp_to_half(f)); }
+// Vector forms (float lanes, vf): bfloat16 as whole-vector integer operations,
+// float16 lane by lane through the scalar conversions.
+typedef unsigned tp_vu __attribute__((vector_size(sizeof(vf))));
+typedef unsigned short tp_vh __attribute__((vector_size(sizeof(vf) / 2)));
+static inline vf tp_load_bf16(const tp_bf16* p) {
+  tp_vh h;
+  __builtin_memcpy(&h, p, sizeof h);
+  return (vf)(__builtin_convertvector(h, tp_vu) << 16);
+}
+static inline vf tp_round_bf16(vf x) {
+  const tp_vu u = (tp_vu)x, r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const tp_vu nan = (tp_vu)((u & 0x7fffffffu) > 0x7f800000u);
+  return (vf)((r & ~nan) | (((u & 0xffff0000u) | 0x400000u) & nan));
+}
+static inline void tp_store_bf16(tp_bf16* p, vf x) {
+  const tp_vh h = __builtin_convertvector((tp_vu)tp_round_bf16(x) >> 16, tp_vh);
+  __builtin_memcpy(p, &h, sizeof h);
+}
+static inline vf tp_load_half(const tp_half* p) { vf v; for (int i = 0; i < TP_LF; ++i) v[i] = tp_from_half(p[i]); return v; }
+static inline vf tp_round_half(vf x) { for (int i = 0; i < TP_LF; ++i) x[i] = tp_round_half(x[i]); return x; }
+static inline void tp_store_half(tp_half* p, vf x) { for (int i = 0; i < TP_LF; ++i) p[i] = tp_to_half(x[i]); }
 )TP";
 
 // Python // and % (floor division; the remainder takes the divisor's sign).
