@@ -451,3 +451,28 @@ def test_half_pointwise_nests_are_vectorized_with_widening_loads_and_rounding_st
     kernel = cf.last_source[cf.last_source.index("static void fused"):]
     tag = "bf16" if dtype == tp.bfloat16 else "half"
     assert f"tp_load_{tag}(" in kernel and f"tp_store_{tag}(" in kernel and f"tp_round_{tag}(" in kernel
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("n", [37, 1000, 5003])  # tails; a long row's blocked (cascaded) sum
+def test_half_row_reductions_in_vector_lanes(dtype, n):
+    tp.manual_seed(8)
+    x = tp.randn(6, n).to(dtype)
+    x[2, n // 2] = float("nan")
+    X = _f64(x)
+    fn = lambda x: (x.sum(-1), x.float().sum(-1), x.amax(-1), (x * 0.5).amin(-1), (x[:, :9] * 0.9).prod(-1),
+                    ((x * 2 + 1).tanh() * x).sum(-1))
+    cf = tp.compile(fn, strict_native=True)
+    got = cf(x)
+    refs = (X.sum(-1), X.sum(-1), X.max(-1), (X * 0.5).min(-1), (X[:, :9] * 0.9).prod(-1),
+            (np.tanh(X * 2 + 1) * X).sum(-1))
+    for k, (g, r) in enumerate(zip(got, refs)):
+        if k == 1:  # a float32 sum of widened loads
+            g = g.double().numpy()
+            np.testing.assert_allclose(g[np.isfinite(r)], r[np.isfinite(r)], rtol=1e-5, atol=1e-4)
+            assert np.isnan(g[2])
+        else:
+            _within_one_rounding(g, r, dtype, ulps=1.5 if k != 5 else 3)
+    assert np.isnan(_f64(got[2])[2]) and np.isnan(_f64(got[3])[2])  # NaN propagates through vector max/min
+    kernel = cf.last_source[cf.last_source.index("static void fused"):]
+    assert ("tp_load_bf16(" if dtype == tp.bfloat16 else "tp_load_half(") in kernel and "tp_hsum(" in kernel

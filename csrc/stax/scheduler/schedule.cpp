@@ -195,10 +195,14 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
   // int32: CUDA regions only (int4 accesses); the C++ printer keeps integers scalar.
   if (!is_floating(lane) && (lane != DType::Int32 || cpp_vectors)) return false;
   // 16-bit floats in C++ vectors: float lanes (vf), loads widen and stores
-  // round lane by lane (tp_load_bf16, tp_store_bf16); pointwise nests only
-  // (the reduction printers' accumulators are float32/float64 code), where a
-  // 16-bit value and a float32 one are the same register type.
-  const bool f32_lanes = cpp_vectors && !n.is_reduction() && half_lanes(lane);
+  // round lane by lane (tp_load_bf16, tp_store_bf16), where a 16-bit value and
+  // a float32 one are the same register type. Pointwise nests and plain
+  // sum/prod/max/min along the inner loop (float accumulators, the result
+  // rounded at its store); not column reductions (their printer's lanes are
+  // float32 or float64 code) nor Welford / pair reductions.
+  const bool plain = !n.is_reduction() || (!store_in_lanes && (n.reduce == ReduceOp::Sum || n.reduce == ReduceOp::Prod ||
+                                                               n.reduce == ReduceOp::Max || n.reduce == ReduceOp::Min));
+  const bool f32_lanes = cpp_vectors && plain && half_lanes(lane);
   if (cpp_vectors && is_half(lane) && !f32_lanes) return false;
   int lanes = vector_bytes / (f32_lanes ? 4 : static_cast<int>(itemsize(lane)));
   if (extent < lanes) return false;
@@ -589,7 +593,7 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
     nest.cascade_levels = symbolic ? 0 : cascade_levels_for(blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
-  plan_tail(nest, node, span, o);
+  if (!(o.cpp_vector_code && touches_half(nest, p))) plan_tail(nest, node, span, o);
 }
 
 // Do every loop bound and every subexpression of every index of the kernel
