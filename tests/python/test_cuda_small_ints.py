@@ -183,10 +183,11 @@ def test_registers_of_the_narrow_widths_and_their_reduction_limits():
     assert "(u8)(i64)(" in src
 
 
-def test_cpu_regions_still_refuse_narrow_integers_naming_the_dtype():
+def test_cpu_regions_take_narrow_integers_too():
+    # (before: refused, naming the dtype; test_stax_cpu_small_dtypes.py covers the forms)
     f = tp.compile(lambda x: x + 1, strict_native=True)
-    with pytest.raises(Exception, match="uint8"):
-        f(tp.ones(4, 4, dtype=tp.uint8))
+    x = tp.full((4, 4), 255, dtype=tp.uint8)
+    assert f(x).dtype == tp.uint8 and f(x).tolist() == [[0] * 4] * 4
 
 
 @nvrtc

@@ -1,5 +1,5 @@
 """Integers in generated CUDA kernels (issue 12): CUDA regions lower int32
-tensors (the CPU printer still refuses them) — `int` registers, int4 vector
+tensors (as CPU regions now do) — `int` registers, int4 vector
 accesses, a sum or prod of int32 accumulates in int64 (PyTorch's result
 dtype), max/min start from int32's limits — and integer division in PyTorch's
 rounding modes (trunc: C's `/`; floor / floor_divide and remainder: the
@@ -7,7 +7,8 @@ quotient stepped down / the rest moved to the divisor's sign when the signs
 differ; fmod: the dividend's sign), for int32 and int64. Without a GPU the
 printed sources are checked and compiled with NVRTC for sm_80 and sm_90; on a
 GPU tp.compile (strict_native) equals eager CPU bit for bit. uint8, int8 and
-int16 are covered by test_cuda_small_ints.py; CPU regions refuse them all."""
+int16 are covered by test_cuda_small_ints.py; CPU regions take them all
+(test_stax_cpu_small_dtypes.py), keeping integer division an eager extern call."""
 import re
 
 import numpy as np
@@ -109,12 +110,11 @@ def test_integer_division_is_generated_on_cuda_only():
     np.testing.assert_array_equal(f(a, b).numpy(), fn(a, b).numpy())
 
 
-def test_cpu_regions_refuse_narrow_integers_naming_the_dtype():
-    # CUDA regions take uint8/int8/int16 too (test_cuda_small_ints.py); the CPU printers do not.
+def test_cpu_regions_take_narrow_integers_too():
+    # (before: refused, naming the dtype; test_stax_cpu_small_dtypes.py covers the forms)
     for dt in (tp.uint8, tp.int16, tp.int8, tp.int32):
         f = tp.compile(lambda x: x + 1, strict_native=True)
-        with pytest.raises(Exception, match=str(dt).split(".")[-1]):
-            f(tp.ones(4, 4, dtype=dt))
+        assert f(tp.ones(4, 4, dtype=dt)).tolist() == [[2] * 4] * 4
 
 
 @nvrtc

@@ -78,7 +78,7 @@ bool all_index32(const Schedule& s) {
 }
 
 Printed print_region(const graph::Graph& g, const RegionOptions& options, int row_block = 0) {
-  LoweredRegion lowered = lower(g, /*half_floats=*/true);  // the CUDA printer loads 16-bit floats into float registers
+  LoweredRegion lowered = lower(g, /*cuda=*/true);  // the CUDA printer loads 16-bit floats into float registers
   codegen::CudaKnobs knobs;
   knobs.row_block = row_block;
   for (const graph::SymbolInfo& sym : lowered.symbols)  // sizes[k] is read from an input dim at every call

@@ -25,7 +25,7 @@ int LoweringContext::check_code(const std::string& message) {
   // yet: a rule with a checked index declines there, and the operator runs as
   // an extern call of its eager CUDA kernel, which checks on the device
   // (embedding, index_select: cuda/index_kernels.cpp).
-  if (region_.half_floats) fail("checked indexing in a CUDA region (an extern call of the eager kernel instead)");
+  if (region_.cuda) fail("checked indexing in a CUDA region (an extern call of the eager kernel instead)");
   LoopProgram& prog = region_.program;
   if (prog.status_buffer < 0) prog.status_buffer = add_buffer(BufferKind::Status, "status", DType::Int64, {1}, {1}, -1);
   int code = 0;

@@ -157,9 +157,9 @@ Value kernel_extern(LoweringContext& c) {
 // kernels add the bias after the convolution in the output type, so this is
 // the same arithmetic; on the CPU the bias seeds the GEMM's accumulator, so
 // CPU regions keep it inside the call (compiled equals eager bit for bit).
-// `half_floats` is what marks a region lowered for the CUDA printer.
+// `LoweredRegion::cuda` marks a region lowered for the CUDA printer.
 Value conv_extern(LoweringContext& c) {
-  if (!c.region().half_floats || c.inputs().size() != 3 || c.absent(2) || c.constant(2)) return kernel_extern(c);
+  if (!c.region().cuda || c.inputs().size() != 3 || c.absent(2) || c.constant(2)) return kernel_extern(c);
   ExternCall ext;
   ext.kind = ExternKind::Kernel;
   for (size_t i = 0; i < 2; ++i) ext.inputs.push_back(buffer_operand(as_buffer_view(c, i)));

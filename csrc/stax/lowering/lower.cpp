@@ -316,9 +316,10 @@ class Lowerer {
 
 }  // namespace
 
-LoweredRegion lower(const graph::Graph& g, bool half_floats) {
+LoweredRegion lower(const graph::Graph& g, bool cuda) {
   LoweredRegion r;
-  r.half_floats = half_floats;
+  r.cuda = cuda;
+  r.half_floats = true;  // both printers have the 16-bit form
   Lowerer(r).run(g);
   return r;
 }

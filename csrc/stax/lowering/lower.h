@@ -25,9 +25,12 @@ struct LoweredRegion {
   std::vector<Attrs> extern_attrs;  // per ExternCall (by id): the operator's attributes
   // Dynamic shapes: the graph's symbols (size_var(k) = symbols[k]); empty when static.
   std::vector<graph::SymbolInfo> symbols;
-  // float16/bfloat16 buffers allowed (the CUDA printer loads them into float
-  // registers and rounds at stores); the CPU printers have no 16-bit form.
+  // float16/bfloat16 buffers allowed: both printers load them into float
+  // registers and round at stores (region_dtype).
   bool half_floats = false;
+  // Lowered for the CUDA printer: its own choices (no Welford or pair nodes,
+  // no status word, integer division and shifts generated, conv bias fused).
+  bool cuda = false;
   // Value of a size expression at the symbols' hints (the example call).
   int64_t hint(const ir::IndexExpr& e) const;
   // Lowering state: the mean a var/std rule computed (a Welford node's mean
@@ -38,14 +41,15 @@ struct LoweredRegion {
   std::map<std::tuple<const graph::Node*, std::vector<bool>, bool>, std::shared_ptr<const Value>> known_means;
 };
 
-LoweredRegion lower(const graph::Graph& g, bool half_floats = false);
+// `cuda`: for the CUDA printer (LoweredRegion::cuda); otherwise the C++ one.
+LoweredRegion lower(const graph::Graph& g, bool cuda = false);
 
-// Whether a region's buffers and registers may have dtype t. The CPU printers
-// take the four compute dtypes; the CUDA printer (half_floats) also the
-// 16-bit floats and every narrow integer (uint8, int8, int16, int32), each in
-// registers of its own width, so arithmetic wraps as PyTorch's does.
+// Whether a region's buffers and registers may have dtype t. Both printers
+// take the four compute dtypes and every narrow integer (uint8, int8, int16,
+// int32), each in registers of its own width, so arithmetic wraps as
+// PyTorch's does, and (half_floats) the 16-bit floats in float registers.
 inline bool region_dtype(DType t, bool half_floats) {
-  return is_compute_dtype(t) || (half_floats && (t == DType::Float16 || t == DType::BFloat16 || is_integral(t, false)));
+  return is_compute_dtype(t) || is_integral(t, false) || (half_floats && (t == DType::Float16 || t == DType::BFloat16));
 }
 
 }  // namespace tp::stax

@@ -93,12 +93,15 @@ LoweringFn variance(bool is_std) {
     if (x.sizes.empty()) reduced.clear();
     const IndexExpr count = count_of(x, reduced);
     // mean = sum / N in the float type; then the squared deviations from it.
-    // A CUDA region (half_floats) computes both passes in double and rounds
+    // A CUDA region computes both passes in double and rounds
     // the result once: the float mean's rounding (|mean| x 2^-24) would
     // otherwise bias every deviation, a relative error near 1e-5 of the
     // variance of data with a large mean (eager's Welford runs in double);
-    // the kernels stay memory-bound. The CPU keeps the decomposition's arithmetic.
-    const DType at = c.region().half_floats ? DType::Float64 : dt;
+    // the kernels stay memory-bound. The CPU keeps the decomposition's arithmetic,
+    // except for 16-bit floats, whose float registers would round the mean to
+    // float (not the 16-bit type): double as on CUDA, rounded once.
+    const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+    const DType at = c.region().cuda || half ? DType::Float64 : dt;
     Value sum = reduce_keepdim(c, x, reduced, ReduceOp::Sum, at, [&](const Index& i) { return cast(x.at(i), at); });
     memoize(sum);
     Expr n = cast(index_value(count), at);
@@ -155,6 +158,17 @@ Value lower_mean(LoweringContext& c) {
   if (x.dtype == dt && c.attrs().is_none("dtype"))
     if (const Value* m = c.known_mean(reduced, keepdim)) return *m;
   const IndexExpr count = count_of(x, reduced);
+  if (!c.region().cuda && (dt == DType::Float16 || dt == DType::BFloat16)) {
+    // A 16-bit mean in a CPU region: the sum stays a float (its buffer a
+    // float32 temp; the sum rule's 16-bit result would be rounded when a later
+    // kernel reads it), divided and rounded once, as eager's float opmath.
+    const DType f = DType::Float32;
+    Value s = reduce_keepdim(c, x, reduced, ReduceOp::Sum, f, [&](const Index& i) { return cast(x.at(i), f); });
+    memoize(s);
+    return c.pointwise([s, count, dt, f, reduced, keepdim](const Index& idx) {
+      return cast(call(CallOp::Div, {s.at(keepdim_index(idx, reduced, keepdim)), cast(index_value(count), f)}, f), dt);
+    });
+  }
   LoweringFn sum = find_lowering("sum");
   if (!sum) c.fail("no rule for sum");
   Value s = sum(c);  // the same dims, keepdim and result dtype

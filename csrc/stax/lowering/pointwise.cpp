@@ -91,7 +91,7 @@ LoweringFn integer_division(IntDiv kind) {
       });
     }
     if (is_floating(dt) || dt == DType::Bool) c.fail("only integer division has a rule");
-    if (!c.region().half_floats) c.fail("integer division is generated for CUDA regions only");
+    if (!c.region().cuda) c.fail("integer division is generated for CUDA regions only");
     return c.pointwise([ins = c.inputs(), kind, dt](const Index& idx) {
       std::vector<Expr> a = operands_at(ins, idx, dt);
       return int_division(kind, a[0], a[1], dt);
@@ -167,7 +167,7 @@ LoweringFn bitwise(CallOp on_bool, CallOp on_int) {
     DType dt = c.out_dtype();
     if (dt != DType::Bool && !is_integral(dt, false)) c.fail("bitwise operators need bool or integer tensors");
     const bool shift = on_int == CallOp::Shl || on_int == CallOp::Shr;
-    if (shift && (dt == DType::Bool || !c.region().half_floats)) c.fail("shifts are generated for CUDA regions only");
+    if (shift && (dt == DType::Bool || !c.region().cuda)) c.fail("shifts are generated for CUDA regions only");
     CallOp fn = dt == DType::Bool ? on_bool : on_int;
     return c.pointwise([ins = c.inputs(), fn, dt](const Index& idx) { return call(fn, operands_at(ins, idx, dt), dt); });
   };

@@ -81,7 +81,7 @@ LoweringFn scan(ReduceOp op) {
   return [op](LoweringContext& c) {
     // The CUDA printer has no scan: in a CUDA region the operator is an extern
     // call of its eager kernel (cuda/scan_sort.cpp), the rest stays generated.
-    if (c.region().half_floats) c.fail("scans run as the eager CUDA kernel in a CUDA region");
+    if (c.region().cuda) c.fail("scans run as the eager CUDA kernel in a CUDA region");
     const Value& x = c.input(0);
     const DType dt = c.out_dtype();
     const Shape& out_sizes = c.out_sizes();
@@ -293,12 +293,12 @@ LoweringFn arg_reduction_symbolic(bool is_max, bool with_values) {
 }
 
 // The two-reduction form also serves the CUDA printer (a region lowered with
-// half_floats), which has no pair (value, position) accumulator: argmax,
+// LoweredRegion::cuda), which has no pair (value, position) accumulator: argmax,
 // max.dim and friends then print as two plain reductions (eager CUDA
 // operators and compiled regions alike).
 LoweringFn arg_reduction(bool is_max, bool with_values) {
   LoweringFn one = arg_reduction_one_pass(is_max, with_values), sym = arg_reduction_symbolic(is_max, with_values);
-  return [one, sym](LoweringContext& c) { return c.symbolic() || c.region().half_floats ? sym(c) : one(c); };
+  return [one, sym](LoweringContext& c) { return c.symbolic() || c.region().cuda ? sym(c) : one(c); };
 }
 
 // norm (the vector p-norm over the reduced dims; 'fro' is p = 2) for the CUDA
@@ -310,7 +310,7 @@ LoweringFn arg_reduction(bool is_max, bool with_values) {
 // value for every p).
 LoweringFn vector_norm() {
   return [](LoweringContext& c) {
-    if (!c.region().half_floats) c.fail("norm is generated for CUDA regions only (the CPU calls the eager kernel)");
+    if (!c.region().cuda) c.fail("norm is generated for CUDA regions only (the CPU calls the eager kernel)");
     const Value& x = c.input(0);
     const DType dt = c.out_dtype();
     double p = 2.0;

@@ -39,14 +39,18 @@ Registry& registry() {
     register_mean_lowerings(sym);
     // var/std: Welford's rules (reductions.cpp) for static sizes, the two-pass
     // rules of means.cpp (element count read at run time) for symbolic ones
-    // and for CUDA regions (half_floats: the CUDA printer has no Welford node).
+    // and for CUDA regions (the CUDA printer has no Welford node) and 16-bit
+    // floats (the C++ printer's Welford nests are float32/float64 only).
     LoweringTable welford_var;
     for (const char* op : {"var", "var.dim", "var.unbiased", "std", "std.dim", "std.unbiased"})
       welford_var[op] = reg->builtin.at(op);
     register_mean_lowerings(reg->builtin);
     for (auto& [op, w] : welford_var) {
       LoweringFn m = reg->builtin.at(op);
-      reg->builtin[op] = [w, m](LoweringContext& c) { return c.symbolic() || c.region().half_floats ? m(c) : w(c); };
+      reg->builtin[op] = [w, m](LoweringContext& c) {
+        const DType t = c.node().meta.dtype;
+        return c.symbolic() || c.region().cuda || t == DType::Float16 || t == DType::BFloat16 ? m(c) : w(c);
+      };
     }
     for (auto& [name, fn] : sym) reg->symbolic.insert(name);
     for (const char* op : {"sum", "amax", "amin", "max", "min", "any", "all", "prod", "argmax", "argmin", "max.dim", "min.dim",

@@ -13,6 +13,23 @@ using namespace tp::stax::ir;
 
 namespace {
 
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+// The dtypes C++ vectors hold in float lanes.
+bool half_lanes(DType t) { return t == DType::Float32 || is_half(t); }
+// The bytes of one vector lane: a 16-bit float is widened to a float lane in C++ vectors.
+int lane_bytes(DType t, bool cpp_vectors) { return cpp_vectors && is_half(t) ? 4 : static_cast<int>(itemsize(t)); }
+// Whether a nest reads or writes a 16-bit buffer (no masked accesses for those).
+bool touches_half(const LoopNest& nest, const LoopProgram& p) {
+  struct Find : ExprVisitor {
+    bool found = false;
+    void visit_load(const ExprNode& e) override { found = found || is_half(e.dtype); }
+  } f;
+  f.visit(nest.body);
+  bool side = false;
+  for (const SideStore& ss : nest.side_stores) side = side || is_half(p.buffers[ss.buffer].dtype);
+  return f.found || side || is_half(p.buffers[p.nodes[nest.node].out_buffer].dtype);
+}
+
 using VarMap = std::unordered_map<int, IndexExpr>;
 
 // Rebuilds an expression with every load index substituted and simplified.
@@ -175,8 +192,19 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
                         int j, int64_t extent, bool store_in_lanes, bool cpp_vectors) {
   const ComputeNode& n = p.nodes[nest.node];
   DType lane = n.body->dtype;
-  if (!is_floating(lane) && lane != DType::Int32) return false;  // int32: CUDA regions only (int4 accesses)
-  int lanes = vector_bytes / static_cast<int>(itemsize(lane));
+  // int32: CUDA regions only (int4 accesses); the C++ printer keeps integers scalar.
+  if (!is_floating(lane) && (lane != DType::Int32 || cpp_vectors)) return false;
+  // 16-bit floats in C++ vectors: float lanes (vf), loads widen and stores
+  // round lane by lane (tp_load_bf16, tp_store_bf16), where a 16-bit value and
+  // a float32 one are the same register type. Pointwise nests and plain
+  // sum/prod/max/min along the inner loop (float accumulators, the result
+  // rounded at its store); not column reductions (their printer's lanes are
+  // float32 or float64 code) nor Welford / pair reductions.
+  const bool plain = !n.is_reduction() || (!store_in_lanes && (n.reduce == ReduceOp::Sum || n.reduce == ReduceOp::Prod ||
+                                                               n.reduce == ReduceOp::Max || n.reduce == ReduceOp::Min));
+  const bool f32_lanes = cpp_vectors && plain && half_lanes(lane);
+  if (cpp_vectors && is_half(lane) && !f32_lanes) return false;
+  int lanes = vector_bytes / (f32_lanes ? 4 : static_cast<int>(itemsize(lane)));
   if (extent < lanes) return false;
   if (store_in_lanes) {
     auto c = coefficient_of(nest.store_index, j);
@@ -188,8 +216,12 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     int j;
     const std::set<int>& locals;
     bool cpp_vectors;
+    bool f32_lanes;
     bool ok = true;
-    LaneCheck(DType l, int var, const std::set<int>& loc, bool cpp) : lane(l), j(var), locals(loc), cpp_vectors(cpp) {}
+    LaneCheck(DType l, int var, const std::set<int>& loc, bool cpp, bool f32)
+        : lane(l), j(var), locals(loc), cpp_vectors(cpp), f32_lanes(f32) {}
+    // A value of the lanes' register type (16-bit floats are float registers).
+    bool of_lane(DType t) const { return t == lane || (f32_lanes && half_lanes(t)); }
     // A double value inside float lanes (see above).
     bool wide(DType t) const { return cpp_vectors && lane == DType::Float32 && t == DType::Float64; }
     // A bool load is a mask only as a where's condition: every other use of a
@@ -212,13 +244,13 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       return true;
     }
     void visit_const(const ExprNode& e) override {
-      if (!lift(e)) ok = ok && e.dtype == lane;
+      if (!lift(e)) ok = ok && of_lane(e.dtype);
     }
     void visit_load(const ExprNode& e) override {
       if (!e.args.empty()) { ok = false; return; }  // no gathers in vector code
       auto c = coefficient_of(e.index, j);
       if ((locals.count(e.buffer) || (c && *c == 0)) && lift(e)) return;
-      if (e.dtype != lane && !mask_load(e)) { ok = false; return; }
+      if (!of_lane(e.dtype) && !mask_load(e)) { ok = false; return; }
       if (locals.count(e.buffer)) return;
       ok = ok && c && (*c == 0 || *c == 1);
     }
@@ -226,26 +258,28 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       if (is_random(e.fn)) { ok = false; return; }  // the prelude's Philox draws are scalar functions
       if (lift(e)) return;
       if (is_comparison(e.fn)) {
-        for (auto& a : e.args) ok = ok && a->dtype == lane;
+        for (auto& a : e.args) ok = ok && of_lane(a->dtype);
         return;
       }
-      for (auto& a : e.args) ok = ok && a->dtype == e.dtype;  // (a uniform argument of another type cannot be splatted)
+      // (a uniform argument of another type cannot be splatted)
+      for (auto& a : e.args) ok = ok && (a->dtype == e.dtype || (of_lane(a->dtype) && of_lane(e.dtype)));
       if (wide(e.dtype))
         ok = ok && (e.fn == CallOp::Add || e.fn == CallOp::Sub || e.fn == CallOp::Mul || e.fn == CallOp::Div ||
                     e.fn == CallOp::Neg);
       else
-        ok = ok && e.dtype == lane;
+        ok = ok && of_lane(e.dtype);
     }
     void visit_where(const ExprNode& e) override {
       if (lift(e)) return;
       const ExprNode& c = *e.args[0];
       ok = ok && ((c.op == ExprOp::Call && is_comparison(c.fn)) || mask_load(c) || uniform.count(&c)) &&
-           e.dtype == lane && e.args[1]->dtype == lane && e.args[2]->dtype == lane;
+           of_lane(e.dtype) && of_lane(e.args[1]->dtype) && of_lane(e.args[2]->dtype);
     }
     void visit_cast(const ExprNode& e) override {
       if (lift(e)) return;
       const DType from = e.args[0]->dtype;
-      ok = ok && ((wide(e.dtype) && from == lane) || (e.dtype == lane && wide(from)));
+      ok = ok && ((wide(e.dtype) && from == lane) || (e.dtype == lane && wide(from)) ||
+                  (f32_lanes && of_lane(e.dtype) && of_lane(from)));
     }
     // A position that does not move with the lanes (a symbolic size such as
     // 256 * s0, batch_norm's element count); no vector iota yet.
@@ -254,7 +288,7 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       else uniform.insert(&e);
     }
     void visit_guard(const ExprNode&) override { ok = false; }  // checks are scalar code
-  } check(lane, j, locals, cpp_vectors);
+  } check(lane, j, locals, cpp_vectors, f32_lanes);
   check.visit(nest.body);
   return check.ok;
 }
@@ -505,7 +539,7 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   const size_t nd = nest.inner_vars.size();
   bool symbolic = false;
   for (const IndexExpr& e : nest.inner_extents) symbolic = symbolic || !e.is_const();
-  nest.lanes = nest.vectorize ? o.vector_bytes / static_cast<int>(itemsize(dt)) : 1;
+  nest.lanes = nest.vectorize ? o.vector_bytes / lane_bytes(dt, o.cpp_vector_code) : 1;
   nest.tail = TailMode::Scalar;
   nest.accumulators = node.is_reduction() && nest.vectorize ? o.accumulators : 1;
   nest.block = 0;
@@ -513,7 +547,8 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
   nest.wide_scalar_acc = false;
   nest.welford = WelfordMode::OnePass;
   if (!node.is_reduction()) {
-    plan_tail(nest, node, span, o);
+    // (16-bit buffers have no masked vector loads/stores in the C++ prelude)
+    if (!(o.cpp_vector_code && touches_half(nest, p))) plan_tail(nest, node, span, o);
     return;
   }
   if (node.reduce == ReduceOp::Welford) {
@@ -558,7 +593,7 @@ void plan_nest_policy(LoopNest& nest, const LoopProgram& p, int64_t span, const 
     nest.cascade_levels = symbolic ? 0 : cascade_levels_for(blocks);
   }
   nest.wide_scalar_acc = node.reduce == ReduceOp::Sum && dt == DType::Float32 && !nest.vectorize;
-  plan_tail(nest, node, span, o);
+  if (!(o.cpp_vector_code && touches_half(nest, p))) plan_tail(nest, node, span, o);
 }
 
 // Do every loop bound and every subexpression of every index of the kernel

@@ -7,7 +7,13 @@
   call and the pointwise work fused around it; time against eager TensorPlay
   and eager PyTorch;
 * generated source size and cold compile time where values are used more
-  than once (the codegen suite's programs).
+  than once (the codegen suite's programs);
+* int32 data (indices and quantized values from NumPy): a pointwise chain
+  and a row sum of int32, compiled natively (CPU regions used to fall back to
+  eager for any narrow integer), bit-equal to eager, time against eager;
+* bfloat16 data: a pointwise chain with a row sum, compiled natively (one
+  rounding per stored value) against eager (one per operator): error of both
+  against float64, time against eager.
 
 The default suite covers the rest (Example 1.1 and softmax S, cold compile,
 warm cache, call overhead)."""
@@ -57,6 +63,68 @@ def column_sum(report: Report, quick: bool) -> dict:
     report.figure("time", f"compiled {tc.fmt()}  eager {te.fmt()}", f"compiled/eager {r:.2f} [{lo:.2f}, {hi:.2f}]")
     return {"rows": rows, "cols": cols, "error_compiled": err_c, "error_eager": err_e, "error_within_eager": ok,
             "compiled": tc.to_dict(), "eager": te.to_dict(), "ratio": r, "ratio_interval": [lo, hi]}
+
+
+def _int32_chain(a, b):
+    return (a * 3 + b) & 1023, ((a - b) * 7).sum(-1)
+
+
+def int32_regions(report: Report, quick: bool) -> dict:
+    rows, cols = (512, 1024) if quick else (4096, 4096)
+    report.section(f"int32 pointwise + row sum, a, b {rows}x{cols} int32")
+    report.code("cf = tp.compile(lambda a, b: ((a * 3 + b) & 1023, ((a - b) * 7).sum(-1)), strict_native=True)\n"
+                "# equal to eager bit for bit; time: rotated readings, paired ratio")
+    rng = np.random.default_rng(2)
+    a = tp.from_numpy(rng.integers(-2**31, 2**31, (rows, cols), dtype=np.int32))
+    b = tp.from_numpy(rng.integers(-2**31, 2**31, (rows, cols), dtype=np.int32))
+    cf = tp.compile(_int32_chain, strict_native=True)
+    got, want = cf(a, b), _int32_chain(a, b)
+    same = all(np.array_equal(g.numpy(), w.numpy()) for g, w in zip(got, want))
+    runs, warmup = _runs(quick)
+    tc, te = rotate([lambda: cf(a, b), lambda: _int32_chain(a, b)], runs=runs, warmup=warmup,
+                    labels=["compiled", "eager"])
+    r, lo, hi = ratio_interval(tc, te)
+    report.figure("result", "compiled equals eager bit for bit", verdict(same))
+    report.figure("time", f"compiled {tc.fmt()}  eager {te.fmt()}", f"compiled/eager {r:.2f} [{lo:.2f}, {hi:.2f}]")
+    return {"rows": rows, "cols": cols, "equal": same, "compiled": tc.to_dict(), "eager": te.to_dict(), "ratio": r,
+            "ratio_interval": [lo, hi]}
+
+
+def _bf16_chain(x):
+    y = (x * 2 + 1).tanh() * x
+    return y, y.sum(-1)
+
+
+def bf16_regions(report: Report, quick: bool) -> dict:
+    rows, cols = (512, 1024) if quick else (4096, 4096)
+    report.section(f"bfloat16 pointwise + row sum, x {rows}x{cols} bfloat16")
+    report.code("f = lambda x: (y := (x * 2 + 1).tanh() * x, y.sum(-1))\n"
+                "cf = tp.compile(f, strict_native=True)\n"
+                "# error = max |result - float64 of the same bf16 inputs|; time: rotated readings, paired ratio")
+    rng = np.random.default_rng(3)
+    x = tp.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32)).to(tp.bfloat16)
+    cf = tp.compile(_bf16_chain, strict_native=True)
+    x64 = x.double().numpy()
+    y64 = np.tanh(x64 * 2 + 1) * x64
+    refs = (y64, y64.sum(-1))
+    got, want = cf(x), _bf16_chain(x)
+    err_c = [float(np.abs(g.double().numpy() - r).max()) for g, r in zip(got, refs)]
+    err_e = [float(np.abs(w.double().numpy() - r).max()) for w, r in zip(want, refs)]
+    # Either no worse than eager, or every element within one bf16 rounding of
+    # float64 (the row sums' error is their final rounding, which may go
+    # either way: |sum| ~ 300 has an ulp of 2).
+    one = [bool((np.abs(g.double().numpy() - r) <= 2.0**-8 * np.abs(r) + 1e-30).all()) for g, r in zip(got, refs)]
+    ok = all(c <= e * 1.0000001 or o for c, e, o in zip(err_c, err_e, one))
+    runs, warmup = _runs(quick)
+    tc, te = rotate([lambda: cf(x), lambda: _bf16_chain(x)], runs=runs, warmup=warmup, labels=["compiled", "eager"])
+    r, lo, hi = ratio_interval(tc, te)
+    report.figure("error vs float64", f"y: compiled {err_c[0]:.3g}, eager {err_e[0]:.3g}; "
+                  f"sum: compiled {err_c[1]:.3g}, eager {err_e[1]:.3g}",
+                  f"compiled not above eager or within one rounding: {verdict(ok)}")
+    report.figure("time", f"compiled {tc.fmt()}  eager {te.fmt()}", f"compiled/eager {r:.2f} [{lo:.2f}, {hi:.2f}]")
+    return {"rows": rows, "cols": cols, "error_compiled": err_c, "error_eager": err_e, "error_ok": ok,
+            "within_one_rounding": one, "compiled": tc.to_dict(), "eager": te.to_dict(), "ratio": r,
+            "ratio_interval": [lo, hi]}
 
 
 def _gelu_linear(x, w, b):

@@ -110,11 +110,13 @@ def codegen_suite(report: Report, opts: Options) -> dict:
 
 @suite("stax")
 def stax_suite(report: Report, opts: Options) -> dict:
-    """The Stax core's figures: column-sum accuracy, GEMM regions, source growth."""
+    """The Stax core's figures: column-sum accuracy, GEMM regions, int32 and bfloat16 regions, source growth."""
     results: dict = {}
     step = _Step(report, results)
     step("column_sum", lambda: stax_core.column_sum(report, opts.quick))
     step("gemm_regions", lambda: stax_core.gemm_regions(report, opts.quick))
+    step("int32_regions", lambda: stax_core.int32_regions(report, opts.quick))
+    step("bf16_regions", lambda: stax_core.bf16_regions(report, opts.quick))
     step("growth", lambda: codegen.measure(report, opts.quick))
     return results
 

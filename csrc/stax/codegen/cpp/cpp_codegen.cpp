@@ -22,10 +22,44 @@ using namespace tp::stax::ir;
 
 namespace {
 
+// A narrow integer (int32, int16, int8, uint8) has a register of its own
+// width: arithmetic on it is done in i64 (its operands widened, see
+// Writer::value) and the assignment to the narrow register wraps, as
+// PyTorch's integer arithmetic does. 16-bit floats never reach this printer
+// (region_dtype refuses them for CPU regions).
+bool narrow_int(DType t) { return t == DType::Int32 || t == DType::Int16 || t == DType::Int8 || t == DType::UInt8; }
+// A 16-bit float (bfloat16, float16) is a float register; memory holds its
+// 16-bit pattern (tp_bf16 / tp_half): a load widens exactly, a store rounds to
+// nearest even once (a fused region rounds only what it writes), an explicit
+// cast to the type inside an expression rounds (tp_round_*). No dependence on
+// the compiler's _Float16 / __bf16: the prelude converts with integer code.
+bool half16(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
 const char* ctype(DType t) {
-  // Narrow dtypes never reach generated code (the lowering refuses them).
+  switch (t) {
+    case DType::BFloat16:
+    case DType::Float16: return "float";
+    case DType::Int32: return "int";
+    case DType::Int16: return "short";
+    case DType::Int8: return "signed char";
+    case DType::UInt8: return "unsigned char";
+    default: break;
+  }
   const char* c = c_type(t);
   return c ? c : "?";
+}
+// The element type of a buffer of dtype t.
+const char* mtype(DType t) { return t == DType::BFloat16 ? "tp_bf16" : t == DType::Float16 ? "tp_half" : ctype(t); }
+// A loaded element as a register value, and a register value as an element.
+std::string widened(DType t, const std::string& v) {
+  return t == DType::BFloat16 ? "tp_from_bf16(" + v + ")" : t == DType::Float16 ? "tp_from_half(" + v + ")" : v;
+}
+std::string stored(DType t, const std::string& v) {
+  return t == DType::BFloat16 ? "tp_to_bf16(" + v + ")" : t == DType::Float16 ? "tp_to_half(" + v + ")" : v;
+}
+// A whole vector of float lanes stored to a buffer of dtype t (16-bit: rounded lane by lane).
+std::string vstore(DType t, const std::string& ptr, const std::string& v) {
+  const char* f = t == DType::BFloat16 ? "tp_store_bf16(" : t == DType::Float16 ? "tp_store_half(" : "tp_store(";
+  return f + ptr + ", " + v + ")";
 }
 // Vector types by value type and the nest's lane type: a double inside float
 // lanes (the scheduler allows arithmetic and casts there) is a vector of as
@@ -40,10 +74,10 @@ const char* splat(DType t, DType lane = DType::Float64) {
 const FloatSpellings kGcc{"__builtin_nanf(\"\")", "__builtin_nan(\"\")", "__builtin_inff()", "__builtin_inf()"};
 
 std::string literal(const Scalar& v, DType t) {
-  return c_literal(v, t, kGcc);
+  return c_literal(v, half16(t) ? DType::Float32 : t, kGcc);
 }
 
-std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, t, kGcc); }
+std::string reduce_init(ReduceOp r, DType t) { return c_reduce_identity(r, half16(t) ? DType::Float32 : t, kGcc); }
 
 const char* horizontal(ReduceOp r) {
   switch (r) {
@@ -117,7 +151,8 @@ class Writer {
       std::string leaf;
       if (e->op == ExprOp::Const) leaf = literal(e->value, e->dtype);
       else if (e->op == ExprOp::Load && locals_.count(e->buffer)) leaf = locals_.at(e->buffer);
-      else if (e->op == ExprOp::Load) leaf = p_.buffers[e->buffer].name + "[" + to_c(e->index, ranges_) + "]";
+      else if (e->op == ExprOp::Load)
+        leaf = widened(e->dtype, p_.buffers[e->buffer].name + "[" + to_c(e->index, ranges_) + "]");
       else return value(e, false, inner_var, os, indent);
       scalars_.insert(e.get());
       return names_[e.get()] = leaf;
@@ -132,17 +167,19 @@ class Writer {
           rhs = loc->second;
         } else if (!e->args.empty()) {  // indirect: never in vector code (the scheduler refuses it)
           std::string off = value(e->args[0], false, inner_var, os, indent);
-          rhs = b.name + "[" + to_c(e->index, ranges_) + " + " + off + "]";
+          rhs = widened(b.dtype, b.name + "[" + to_c(e->index, ranges_) + " + " + off + "]");
         } else {
           std::string idx = to_c(e->index, ranges_);
           // A bool mask (a where's condition, the scheduler allows it nowhere
           // else): contiguous, its bytes become lane masks of the selected
           // values' type (an invariant one is a uniform scalar selecting whole vectors).
-          if (!vec) rhs = b.name + "[" + idx + "]";
+          if (!vec) rhs = widened(b.dtype, b.name + "[" + idx + "]");
           else if (e->dtype == DType::Bool)
             rhs = (mask_.empty() ? "tp_load_mask(" : "tp_load_mask_m(") + b.name + " + (" + idx + "), " +
                   (mask_.empty() ? "" : mask_ + ", ") + vtype(mask_lane_) + "{})";
           else if (!mask_.empty()) rhs = "tp_load_m(" + b.name + " + (" + idx + "), " + mask_ + ")";
+          else if (half16(b.dtype))  // float lanes widened from the 16-bit patterns
+            rhs = std::string(b.dtype == DType::BFloat16 ? "tp_load_bf16(" : "tp_load_half(") + b.name + " + (" + idx + "))";
           else rhs = "tp_load(" + b.name + " + (" + idx + "))";
         }
         break;
@@ -150,6 +187,13 @@ class Writer {
       case ExprOp::Call: {
         std::vector<std::string> a;
         for (auto& x : e->args) a.push_back(emit(x, vec, inner_var, os, indent));  // (a uniform one splatted)
+        // Narrow integers are scalar code: their operands are widened to i64, so
+        // an int32 sum or product that overflows wraps at the narrow assignment
+        // (in int it would be undefined behaviour that GCC may exploit), and the
+        // prelude's i64 functions (tp_abs, tp_max, ...) take them unambiguously.
+        if (!vec)
+          for (size_t i = 0; i < a.size(); ++i)
+            if (narrow_int(e->args[i]->dtype)) a[i] = "(i64)" + a[i];
         rhs = c_call(e->fn, a);  // logical/bitwise ops: bool or int operands, scalar code only
         break;
       }
@@ -175,8 +219,20 @@ class Writer {
         std::string a = value(e->args[0], vec, inner_var, os, indent);
         // In vector code only a float <-> double conversion of every lane (the
         // scheduler allows no other; the cast of a uniform value is scalar code).
-        if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
-        else rhs = e->dtype == DType::Bool ? "(" + a + " != 0)" : std::string("(") + ctype(e->dtype) + ")(" + a + ")";
+        // 16-bit floats are float lanes: a cast to one rounds every lane, one from it is the register.
+        if (vec && half16(e->dtype))
+          rhs = std::string(e->dtype == DType::BFloat16 ? "tp_round_bf16(" : "tp_round_half(") + a + ")";
+        else if (vec && half16(e->args[0]->dtype)) rhs = a;
+        else if (vec) rhs = std::string(e->dtype == DType::Float64 ? "tp_widen(" : "tp_narrow(") + a + ")";
+        else if (e->dtype == DType::Bool) rhs = "(" + a + " != 0)";
+        else if (half16(e->dtype))  // rounds the float value to the 16-bit type
+          rhs = std::string(e->dtype == DType::BFloat16 ? "tp_round_bf16" : "tp_round_half") + "((float)(" + a + "))";
+        // A float becomes a narrow integer through int64, as eager converts it
+        // (3e9 to int32 wraps to -1294967296; NaN and out-of-range values give
+        // int64's INT64_MIN, whose low bits are 0).
+        else if (narrow_int(e->dtype) && is_floating(e->args[0]->dtype))
+          rhs = std::string("(") + ctype(e->dtype) + ")(i64)(" + a + ")";
+        else rhs = std::string("(") + ctype(e->dtype) + ")(" + a + ")";
         break;
       }
     }
@@ -310,7 +366,8 @@ void emit_scan(std::ostringstream& os, const LoopProgram& p, const KernelPlan& k
   std::string v = w.emit(nest.body, false, -1, os, in + "    ");
   os << in << "    " << acc << " = " << acc << (node.reduce == ReduceOp::Prod ? " * " : " + ") << "(" << acc_t << ")" << v
      << ";\n";
-  os << in << "    " << out.name << "[" << to_c(nest.store_index, ranges) << "] = (" << ctype(dt) << ")" << acc << ";\n";
+  os << in << "    " << out.name << "[" << to_c(nest.store_index, ranges) << "] = "
+     << stored(out.dtype, std::string("(") + ctype(dt) + ")" + acc) << ";\n";
   os << in << "  }\n" << in << "}\n";
 }
 
@@ -322,9 +379,12 @@ void finish_pair(std::ostringstream& os, const LoopProgram& p, const LoopNest& n
   locals[node.out_buffer] = first;
   locals[node.aux_buffer] = second;
   const std::string sidx = to_c(nest.store_index, ranges);
-  if (nest.store_to_memory) os << "    " << p.buffers[node.out_buffer].name << "[" << sidx << "] = " << first << ";\n";
+  if (nest.store_to_memory)
+    os << "    " << p.buffers[node.out_buffer].name << "[" << sidx << "] = " << stored(p.buffers[node.out_buffer].dtype, first)
+       << ";\n";
   if (nest.store_aux_to_memory)
-    os << "    " << p.buffers[node.aux_buffer].name << "[" << sidx << "] = " << second << ";\n";
+    os << "    " << p.buffers[node.aux_buffer].name << "[" << sidx << "] = " << stored(p.buffers[node.aux_buffer].dtype, second)
+       << ";\n";
 }
 
 // A Welford reduction: results mean (out_buffer) and M2 (aux_buffer), as the
@@ -778,8 +838,8 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       std::string idx = to_c(ss.index, ranges);
       if (vec && !mask.empty())
         os << ind << "tp_store_m(" << b.name << " + (" << idx << "), " << v << ", " << mask << ");  // reused below\n";
-      else if (vec) os << ind << "tp_store(" << b.name << " + (" << idx << "), " << v << ");  // reused below\n";
-      else os << ind << b.name << "[" << idx << "] = " << v << ";  // reused below\n";
+      else if (vec) os << ind << vstore(b.dtype, b.name + " + (" + idx + ")", v) << ";  // reused below\n";
+      else os << ind << b.name << "[" << idx << "] = " << stored(b.dtype, v) << ";  // reused below\n";
     }
   };
 
@@ -789,11 +849,11 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
       // a local, declared before the block like a reduction's result.
       std::string v = w.emit(nest.body, false, -1, os, indent);
       os << indent << acc << " = " << v << ";\n";
-      if (nest.store_to_memory) os << indent << out.name << "[" << store_idx << "] = " << acc << ";\n";
+      if (nest.store_to_memory) os << indent << out.name << "[" << store_idx << "] = " << stored(out.dtype, acc) << ";\n";
       locals[node.out_buffer] = acc;
     } else if (nd == 0) {
       std::string v = w.emit(nest.body, false, -1, os, indent);
-      os << indent << out.name << "[" << store_idx << "] = " << v << ";\n";
+      os << indent << out.name << "[" << store_idx << "] = " << stored(out.dtype, v) << ";\n";
     } else {
       open_outer_inner();
       os << indent << ix << " " << jb << " = " << lo << ";\n";
@@ -802,7 +862,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         os << indent << "  const " << ix << " " << j << " = " << jb << ";\n";
         std::string v = w.emit(nest.body, true, jv, os, indent + "  ");
         side_stores(true, indent + "  ");
-        os << indent << "  tp_store(" << out.name << " + (" << store_idx << "), " << v << ");\n";
+        os << indent << "  " << vstore(out.dtype, out.name + " + (" + store_idx + ")", v) << ";\n";
         os << indent << "}\n";
         w.reset_names();
       }
@@ -823,7 +883,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
         os << tail_barrier(nest, indent + "  ");
         std::string v = w.emit(nest.body, false, jv, os, indent + "  ");
         side_stores(false, indent + "  ");
-        os << indent << "  " << out.name << "[" << store_idx << "] = " << v << ";\n";
+        os << indent << "  " << out.name << "[" << store_idx << "] = " << stored(out.dtype, v) << ";\n";
         os << indent << "}\n";
       }
       close_outer_inner();
@@ -978,7 +1038,7 @@ std::string emit_nest(std::ostringstream& os, const LoopProgram& p, const Kernel
   std::string precise = cascade ? acc + "_tot" : acc;
   if (nest.store_to_memory) {
     std::string sidx = to_c(nest.store_index, ranges);
-    os << in << out.name << "[" << sidx << "] = " << acc << ";\n";
+    os << in << out.name << "[" << sidx << "] = " << stored(out.dtype, acc) << ";\n";
   }
   return precise;
 }
@@ -1245,7 +1305,8 @@ void emit_split_rows(std::ostringstream& os, const LoopProgram& p, const KernelP
   locals[node.out_buffer] = total;
   if (nest.store_to_memory) {
     RangeMap r = nest_ranges(k, nest);
-    os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = " << total << ";\n";
+    os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = "
+       << stored(p.buffers[node.out_buffer].dtype, total) << ";\n";
   }
   for (size_t i = 1; i < k.nests.size(); ++i) emit_nest(os, p, k, k.nests[i], locals, "", "");
   os << "  }\n";
@@ -1336,8 +1397,8 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       if (!slot_of.count(b)) continue;
       const Buffer& buf = p.buffers[b];
       bool writes = buf.kind == BufferKind::Output || buf.kind == BufferKind::Temp;
-      os << "  " << (writes ? "" : "const ") << ctype(buf.dtype) << "* __restrict__ " << buf.name << " = ("
-         << (writes ? "" : "const ") << ctype(buf.dtype) << "*)bufs[" << slot_of[b] << "];\n";
+      os << "  " << (writes ? "" : "const ") << mtype(buf.dtype) << "* __restrict__ " << buf.name << " = ("
+         << (writes ? "" : "const ") << mtype(buf.dtype) << "*)bufs[" << slot_of[b] << "];\n";
     }
     if (p.status_buffer >= 0)
       os << "  i64* tp_status = (i64*)bufs[" << slot_of[p.status_buffer] << "];\n  (void)tp_status;\n";
@@ -1359,7 +1420,7 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       const Buffer& buf = p.buffers[b];
       if (!slot_of.count(b) || written.count(b) || !buf.size_exprs.empty() || numel(buf.sizes) != 1) continue;
       locals[b] = buf.name + "_v";
-      os << "  const " << ctype(buf.dtype) << " " << locals[b] << " = " << buf.name << "[0];\n";
+      os << "  const " << ctype(buf.dtype) << " " << locals[b] << " = " << widened(buf.dtype, buf.name + "[0]") << ";\n";
     }
     if (k.chunk > 0) {
       const LoopNest& nest = k.nests[0];
@@ -1368,8 +1429,9 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
       if (!total.empty()) {
         RangeMap r;
         r[k.outer_var.var_id()] = {0, 0};
-        os << "  " << p.buffers[p.nodes[nest.node].out_buffer].name << "[" << to_c(simplify(nest.store_index, r), r)
-           << "] = total;\n";
+        const Buffer& ob = p.buffers[p.nodes[nest.node].out_buffer];
+        os << "  " << ob.name << "[" << to_c(simplify(nest.store_index, r), r) << "] = " << stored(ob.dtype, "total")
+           << ";\n";
       }
     } else if (k.phased && k.outer_extent > 1) {
       emit_split_rows(os, p, k, locals);
@@ -1421,7 +1483,8 @@ PrintedUnit CppPrinter::print(const LoopProgram& p, const Schedule& s) const {
         locals[node.out_buffer] = total;  // later phases read the combined result
         if (nest.store_to_memory) {
           RangeMap r = nest_ranges(k, nest);
-          os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = " << total << ";\n";
+          os << "    " << p.buffers[node.out_buffer].name << "[" << to_c(nest.store_index, r) << "] = "
+             << stored(p.buffers[node.out_buffer].dtype, total) << ";\n";
         }
       }
       os << "  }\n";

@@ -282,6 +282,68 @@ static inline vd tp_gelu_grad(vd v) { for (int i = 0; i < TP_LD; ++i) v[i] = tp_
 )TP";
 }
 
+// 16-bit floats in memory (the printer keeps them in float registers): exact
+// widening, and rounding to nearest even in integer arithmetic, so neither
+// the compiler's _Float16/__bf16 nor F16C is needed. bfloat16 is the top half
+// of a float (a NaN stays a quiet NaN of its sign). float16: normal results
+// rebias the exponent and round the 13 dropped bits; |x| < 2^-14 (subnormal
+// or zero) rounds by one float addition of 0.5, whose ulp 2^-24 is the half's
+// subnormal step (round-to-nearest-even by the FPU); >= 65520 overflows to inf.
+constexpr const char* kHalf16 = R"TP(
+typedef unsigned short tp_bf16;
+typedef unsigned short tp_half;
+static inline unsigned tp_f2u(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float tp_u2f(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline float tp_from_bf16(tp_bf16 h) { return tp_u2f((unsigned)h << 16); }
+static inline tp_bf16 tp_to_bf16(float f) {
+  unsigned u = tp_f2u(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (tp_bf16)((u >> 16) | 0x40u);
+  return (tp_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float tp_round_bf16(float f) { return tp_from_bf16(tp_to_bf16(f)); }
+static inline float tp_from_half(tp_half h) {
+  const unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return tp_u2f(sign | 0x7f800000u | (m << 13));
+  if (e) return tp_u2f(sign | ((e + 112u) << 23) | (m << 13));
+  const float f = (float)m * 5.9604644775390625e-8f;  // m * 2^-24, exact
+  return sign ? -f : f;
+}
+static inline tp_half tp_to_half(float f) {
+  const unsigned u = tp_f2u(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (tp_half)(sign | 0x7e00u | ((a >> 13) & 0x1ffu));
+  if (a >= 0x477ff000u) return (tp_half)(sign | 0x7c00u);
+  if (a < 0x38800000u) {
+    float r = tp_u2f(a) + 0.5f;
+    __asm__("" : "+v"(r));  // the addition must round here, not be folded away
+    return (tp_half)(sign | (tp_f2u(r) - 0x3f000000u));
+  }
+  const unsigned m = a - 0x38000000u;
+  return (tp_half)(sign | ((m + 0xfffu + ((m >> 13) & 1u)) >> 13));
+}
+static inline float tp_round_half(float f) { return tp_from_half(tp_to_half(f)); }
+// Vector forms (float lanes, vf): bfloat16 as whole-vector integer operations,
+// float16 lane by lane through the scalar conversions.
+typedef unsigned tp_vu __attribute__((vector_size(sizeof(vf))));
+typedef unsigned short tp_vh __attribute__((vector_size(sizeof(vf) / 2)));
+static inline vf tp_load_bf16(const tp_bf16* p) {
+  tp_vh h;
+  __builtin_memcpy(&h, p, sizeof h);
+  return (vf)(__builtin_convertvector(h, tp_vu) << 16);
+}
+static inline vf tp_round_bf16(vf x) {
+  const tp_vu u = (tp_vu)x, r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const tp_vu nan = (tp_vu)((u & 0x7fffffffu) > 0x7f800000u);
+  return (vf)((r & ~nan) | (((u & 0xffff0000u) | 0x400000u) & nan));
+}
+static inline void tp_store_bf16(tp_bf16* p, vf x) {
+  const tp_vh h = __builtin_convertvector((tp_vu)tp_round_bf16(x) >> 16, tp_vh);
+  __builtin_memcpy(p, &h, sizeof h);
+}
+static inline vf tp_load_half(const tp_half* p) { vf v; for (int i = 0; i < TP_LF; ++i) v[i] = tp_from_half(p[i]); return v; }
+static inline vf tp_round_half(vf x) { for (int i = 0; i < TP_LF; ++i) x[i] = tp_round_half(x[i]); return x; }
+static inline void tp_store_half(tp_half* p, vf x) { for (int i = 0; i < TP_LF; ++i) p[i] = tp_to_half(x[i]); }
+)TP";
+
 // Python // and % (floor division; the remainder takes the divisor's sign).
 // b == -1 is special-cased so INT64_MIN // -1 wraps instead of trapping.
 constexpr const char* kFloorDiv = R"TP(
@@ -484,6 +546,7 @@ std::string cpp_prelude(const PreludeRequest& req) {
   s += "enum { TP_LF = " + std::to_string(lanes_f32(vb)) +
        ", TP_LD = " + std::to_string(lanes_f64(vb)) + " };";
   s += kCore;
+  s += kHalf16;
   emit_wide_double(s, vb);
   emit_mask_load(s, vb);
   const int lf = lanes_f32(vb), ld = lanes_f64(vb);
