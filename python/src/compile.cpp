@@ -943,7 +943,7 @@ void bind_compile(nb::module_& m) {
   // when an eager CUDA operator is generated while a compiled region holds its
   // lowered program (issue 12/11: loop-IR nodes are interned process-wide).
   m.def("_stax_cuda_source_beside", [](const GraphModule& held, const GraphModule& g) {
-    stax::LoweredRegion alive = stax::lower(*held.graph, /*half_floats=*/true);
+    stax::LoweredRegion alive = stax::lower(*held.graph, /*cuda=*/true);
     return stax::cuda_unit(*g.graph, 0).unit.source;
   }, nb::arg("held"), nb::arg("gm"));
   m.def("_stax_cuda_run", [](const GraphModule& g, std::vector<Tensor> inputs) { return stax::run_cuda(*g.graph, inputs); });
