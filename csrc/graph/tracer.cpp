@@ -1098,7 +1098,7 @@ Scalar read_gate_value(const std::string& kind, const Tensor& t) {
            "(Tensor): only one element tensors can be converted to Python scalars (got ", t.numel(),
            " elements, shape ", shape_str(t.sizes()), ")");
   if (kind == "numel") return Scalar(static_cast<int64_t>(t.numel()));  // a data-dependent result size
-  Scalar s = t.item();  // several elements: item()'s own error, as in eager
+  Scalar s = host_copy_of(t).item();  // several elements: item()'s own error, as in eager; CUDA read on the host
   if (kind == "bool") return Scalar(s.to_bool());
   if (kind == "int") return Scalar(s.to_int());
   if (kind == "float") return Scalar(s.to_double());

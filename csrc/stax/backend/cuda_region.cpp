@@ -667,6 +667,10 @@ std::vector<Tensor> CudaRegion::run(const std::vector<Tensor>& inputs) const {
     switch (s.kind) {
       case SlotKind::Input:
         t = inputs.at(static_cast<size_t>(s.index));
+        // A host input is one eager accepted beside device tensors (an index
+        // built from a Python list, saved for indexing's backward; a 0-d CPU
+        // tensor): the capture ran eager's device checks, so it is copied over.
+        if (t.device().kind == Device::Kind::CPU) t = cuda::to_device(t, device_);
         if (t.device().kind != Device::Kind::CUDA || t.device().index != device_)
           throw ValueError(str("stax cuda: input ", s.index, " is on ", t.device().str(), ", the region runs on cuda:",
                                device_));
