@@ -267,22 +267,13 @@ def _traced_backward(record, grads, outputs, kept, tracing):
         all_grads[k] = _zeros_of(kept[slot])
     res = _as_tuple(cls.backward(ctx, *all_grads))
     bname = cls.__name__ + "Backward"
-    if len(res) < n_args or any(r is not None for r in res[n_args:]):
-        raise RuntimeError(f"function {bname} returned an incorrect number of gradients (expected {n_args}, "
-                           f"got {len(res)})")
+    _check_gradient_count(res, bname, n_args)
     after = _snapshot(ctx) if tracing else None
     if after != before:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         raise RuntimeError(f"it changes ctx ({', '.join(changed)}), and a compiled backward would not repeat that "
                            "at later calls")
-    out = []
-    for i in tensor_pos:
-        g = res[i]
-        if g is not None and not isinstance(g, Tensor):
-            raise TypeError(f"function {bname} returned a {type(g).__name__} as gradient {i}; expected a Tensor "
-                            "or None")
-        out.append(g if needs[i] else None)
-    return out
+    return _input_gradients(res, bname, tensor_pos, needs)
 
 
 def _input_tangents(args):
@@ -353,16 +344,26 @@ def _run_backward(cls, ctx, n_args, n_outs, tensor_pos, out_pos, out_meta, grads
         all_grads[k] = g
     res = _as_tuple(cls.backward(ctx, *all_grads))
     name = cls.__name__ + "Backward"
+    _check_gradient_count(res, name, n_args)
+    return _input_gradients(res, name, tensor_pos, ctx.needs_input_grad)
+
+
+def _check_gradient_count(res, name, n_args):
+    """backward returns one gradient per forward argument (extra ones must be None)."""
     if len(res) < n_args or any(r is not None for r in res[n_args:]):
         raise RuntimeError(f"function {name} returned an incorrect number of gradients (expected {n_args}, "
                            f"got {len(res)})")
+
+
+def _input_gradients(res, name, tensor_pos, needs):
+    """The gradients of the tensor arguments, None where no gradient is needed."""
     out = []
     for i in tensor_pos:
         g = res[i]
         if g is not None and not isinstance(g, Tensor):
             raise TypeError(f"function {name} returned a {type(g).__name__} as gradient {i}; expected a Tensor "
                             "or None")
-        out.append(g if ctx.needs_input_grad[i] else None)
+        out.append(g if needs[i] else None)
     return out
 
 
