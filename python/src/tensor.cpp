@@ -269,7 +269,7 @@ void bind_tensor(nb::module_& m) {
         // ARCHITECTURE.md: a value used in arithmetic must not specialize the
         // program per value); an integer or bool one is a data gate.
         if (graph::is_tracing() && is_floating(t.dtype())) {
-          graph::read_gate_value("item", host_copy(t));  // eager's error for several elements; CUDA read on the host
+          graph::read_gate_value("item", t);  // the same error as eager for several elements
           Tensor r = ops::clone(ops::view(t, {}));
           note_capture_item(r);
           return nb::cast(std::move(r));
