@@ -12,10 +12,7 @@ namespace {
 Tensor mT(const Tensor& x) { return ops::transpose(x, -2, -1); }
 Tensor mm(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
 Tensor solve(const Tensor& a, const Tensor& b) { return call_op1(TP_OP("linalg_solve"), {a, b}); }
-Tensor eye_of(const Tensor& x) {
-  const int64_t n = x.sizes().back();
-  return ops::eye(n, n, x.dtype());
-}
+Tensor eye_of(const Tensor& x) { return ops::eye_on(x, x.sizes().back(), x.dtype()); }
 Tensor diag_part(const Tensor& x) { return ops::sum(ops::mul(x, eye_of(x)), {-1}); }  // (*, n)
 Tensor off_diag_inverse(const Tensor& E) {  // 1/E off the diagonal, 0 on it
   Tensor I = eye_of(E);

@@ -73,6 +73,7 @@ RegionFn stax_compile(const BackendRequest& r) {
   try {
     // CUDA inputs: the same graph printed for the GPU (stax/backend/cuda_region.h).
     if (const int dev = stax::cuda_region_device(r.examples); dev >= 0) {
+      stax::check_cuda_region_results(*r.graph, dev);  // the captured metas, before the passes
       const stax::RegionOptions cro = stax::cuda_region_options(r.options.options, r.options.mode);
       // CUDA Graphs (Section 9.9): reduce-overhead, and max-autotune as in
       // PyTorch (max-autotune-no-cudagraphs is the tuning alone).

@@ -1,12 +1,16 @@
 // CUDA paths that run the CPU kernel on host copies (see gap_kernels.h):
-// bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p).
+// bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p),
+// and the seven tp.linalg primitives (qr, cholesky, eigh, svd, solve, slogdet, lstsq).
 //
 // Why on the host: the counting operators read their data to size the result
 // (bincount) or need a data-dependent range first (histc, histogram), so PyTorch
 // synchronizes for them as well; mode sorts every slice; and the random ones
 // draw from TensorPlay's counter-based generator exactly as the CPU does, so one
 // seed gives the same samples on both devices (as normal_/uniform_ on CUDA do);
-// cummax / cummin are one sequential pass per slice.
+// cummax / cummin are one sequential pass per slice; the factorizations run
+// through the LAPACK the CPU kernels use (the composites above them, their
+// derivative formulas and compiled regions stay on the device), so CUDA
+// results equal the CPU's and singular matrices raise the same LinAlgError.
 // The cost is one device-to-host copy of the inputs and one upload of the
 // results; a CUDA graph capture refuses them (check_not_capturing).
 #include <string_view>
@@ -21,7 +25,9 @@ namespace tp::cuda {
 bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                  const std::vector<TensorMeta>&, std::vector<Tensor>& out) {
   static constexpr std::string_view kOps[] = {"bincount", "histc", "histogram.bins_tensor", "histogram.bin_ct",
-                                              "mode", "cummax", "cummin", "multinomial", "bernoulli"};
+                                              "mode", "cummax", "cummin", "multinomial", "bernoulli",
+                                              "linalg_qr", "linalg_cholesky", "linalg_eigh", "linalg_svd",
+                                              "linalg_solve", "linalg_slogdet", "linalg_lstsq"};
   bool listed = false;
   for (std::string_view n : kOps) listed = listed || n == op.name;
   if (!listed) return false;

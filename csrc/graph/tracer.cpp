@@ -749,6 +749,7 @@ class Tracer : public DispatchInterceptor {
       value = replay(get_op("full"), {},
                      {{"size", self.sizes()}, {"fill_value", attrs.get_scalar("value")}, {"dtype", self.dtype()}}, -1,
                      &sa);
+      value->meta.device = self.device();  // a factory's inferred meta is the host's; the value is self's
     } else {
       // The out-of-place twin: add_ -> add, scatter_.src -> scatter.src.
       size_t dot = name.find('.');

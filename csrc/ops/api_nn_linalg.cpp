@@ -90,6 +90,12 @@ Tensor arange_on(const Tensor& like, int64_t n) {
   AutoGradMode no_grad(false);
   return sub(cumsum(full_on(like, {n}, Scalar(int64_t{1}), DType::Int64), 0), Tensor::scalar_tensor(Scalar(int64_t{1}), DType::Int64));
 }
+Tensor eye_on(const Tensor& like, int64_t n, DType dtype) {
+  if (like.device().kind == Device::Kind::CPU) return eye(n, n, dtype);
+  AutoGradMode no_grad(false);
+  const Tensor r = arange_on(like, n);
+  return to_dtype(eq(unsqueeze(r, 1), unsqueeze(r, 0)), dtype);
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const Dims& padding,
               const Dims& dilation, int64_t groups) {

@@ -40,6 +40,8 @@ Tensor full_like(const Tensor& x, const Scalar& value, std::optional<DType> dtyp
 // on `like`'s device. Plain host factories on the CPU; never recorded for autograd.
 Tensor full_on(const Tensor& like, const Shape& shape, const Scalar& value, DType dtype);
 Tensor arange_on(const Tensor& like, int64_t n);
+// The n x n identity in `dtype` on `like`'s device.
+Tensor eye_on(const Tensor& like, int64_t n, DType dtype);
 
 // ---- convolution and pooling (ops/conv_ops.cpp, ops/pool_ops.cpp, ops/nn_ops.cpp) ----
 // Lists of one element broadcast; an empty pooling stride means kernel_size.

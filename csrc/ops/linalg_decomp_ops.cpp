@@ -119,9 +119,8 @@ std::string batch_index(const Shape& batch, int64_t b) {
 namespace f {
 Tensor mT(const Tensor& x) { return ops::transpose(x, -2, -1); }
 Tensor mm(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
-Tensor eye_like(const Tensor& x) {  // the identity of x's last dim, in x's dtype
-  const int64_t n = x.sizes().back();
-  return ops::eye(n, n, x.dtype());
+Tensor eye_like(const Tensor& x) {  // the identity of x's last dim, in x's dtype, on x's device
+  return ops::eye_on(x, x.sizes().back(), x.dtype());
 }
 Tensor tril(const Tensor& x, int64_t diagonal = 0) { return ops::tril(x, diagonal); }
 Tensor solve(const Tensor& a, const Tensor& b) { return call_op1(TP_OP("linalg_solve"), {a, b}); }
@@ -404,7 +403,7 @@ std::vector<Tensor> svd_backward(const BackwardArgs& a) {
   if (k == 0) return {ops::zeros_like(A)};
   Tensor V = f::mT(Vh);
   Tensor gV = gVh.defined() ? f::mT(gVh) : Tensor();
-  Tensor I = ops::eye(k, k, A.dtype());
+  Tensor I = ops::eye_on(A, k, A.dtype());
   Tensor Srow = ops::unsqueeze(S, -2), Scol = ops::unsqueeze(S, -1);
   Tensor S2 = ops::mul(S, S);
   Tensor E = ops::add(ops::sub(ops::unsqueeze(S2, -2), ops::unsqueeze(S2, -1)), I);

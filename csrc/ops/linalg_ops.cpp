@@ -118,13 +118,7 @@ void take_diagonals(Tensor& x, Labels& l) {
       Shape mshape(x.dim(), 1);
       mshape[i] = n;
       mshape[j] = n;
-      Tensor mask;
-      if (x.device().kind == Device::Kind::CPU) {
-        mask = ops::reshape(ops::eye(n, std::nullopt, x.dtype()), mshape);
-      } else {  // the identity made on x's device
-        const Tensor r = ops::arange_on(x, n);
-        mask = ops::reshape(ops::to_dtype(ops::eq(ops::unsqueeze(r, 1), ops::unsqueeze(r, 0)), x.dtype()), mshape);
-      }
+      const Tensor mask = ops::reshape(ops::eye_on(x, n, x.dtype()), mshape);
       x = ops::sum(ops::mul(x, mask), {static_cast<int64_t>(j)});
       l.erase(l.begin() + static_cast<int64_t>(j));
     }

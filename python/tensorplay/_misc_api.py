@@ -136,8 +136,10 @@ def _new(factory):
     def method(self, *size, dtype=None, device=None, requires_grad=False, pin_memory=False):
         _C._check_target_device(device, "new_" + factory.__name__)
         _C._check_pin_memory(pin_memory, "new_" + factory.__name__)
-        out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype)
-        out = out.to(device if device is not None else self.device)  # PyTorch: self's device by default
+        # PyTorch: self's device by default. Built there by the factory (not moved
+        # afterwards), so a capture records a constant of that device.
+        out = factory(_size_args(size), dtype=dtype if dtype is not None else self.dtype,
+                      device=device if device is not None else self.device)
         return out.requires_grad_(True) if requires_grad else out
     return method
 
@@ -146,8 +148,8 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
               pin_memory=False):
     _C._check_target_device(device, "new_full")
     _C._check_pin_memory(pin_memory, "new_full")
-    out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype)
-    out = out.to(device if device is not None else self.device)
+    out = _tp().full(tuple(size), fill_value, dtype=dtype if dtype is not None else self.dtype,
+                     device=device if device is not None else self.device)
     return out.requires_grad_(True) if requires_grad else out
 
 
@@ -157,9 +159,10 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, pin_me
     _C._check_pin_memory(pin_memory, "new_tensor")
     if isinstance(data, Tensor):
         out = data.detach().clone().to(dtype if dtype is not None else data.dtype)
+        out = out.to(device if device is not None else self.device)  # recorded: data may be computed
     else:
-        out = tp.tensor(data, dtype=dtype if dtype is not None else self.dtype)
-    out = out.to(device if device is not None else self.device)
+        out = tp.tensor(data, dtype=dtype if dtype is not None else self.dtype,
+                        device=device if device is not None else self.device)
     return out.requires_grad_(True) if requires_grad else out
 
 

@@ -57,7 +57,7 @@ def _check_square(name, A, what="A"):
 
 def _eye_like(A):
     n = A.shape[-1]
-    return _tp().eye(n, dtype=A.dtype).expand(tuple(A.shape))
+    return _tp().eye(n, dtype=A.dtype, device=A.device).expand(tuple(A.shape))
 
 
 def _mT(x):
@@ -120,13 +120,13 @@ def inv_ex(A, *, check_errors=False):
     """(inverse, info): info 0 for an invertible matrix, else > 0 (the inverse is then NaN)."""
     tp = _tp()
     try:
-        return _inv_ex_result(inv(A), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32))
+        return _inv_ex_result(inv(A), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32, device=A.device))
     except LinAlgError:
         if check_errors:
             raise
     sign, _ = tp.linalg_slogdet(A)
     info = (sign == 0).to(tp.int32)
-    return _inv_ex_result(tp.full(tuple(A.shape), float("nan"), dtype=A.dtype), info)
+    return _inv_ex_result(tp.full(tuple(A.shape), float("nan"), dtype=A.dtype, device=A.device), info)
 
 
 def slogdet(A, *, out=None):
@@ -148,7 +148,7 @@ def logdet(A):
     """log(det A): NaN for a negative determinant, -inf for a singular matrix (torch.logdet)."""
     tp = _tp()
     sign, logabs = slogdet(A)
-    return tp.where(sign < 0, tp.full((), float("nan"), dtype=A.dtype), logabs)
+    return tp.where(sign < 0, tp.full((), float("nan"), dtype=A.dtype, device=A.device), logabs)
 
 
 # ---------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def cholesky(A, *, upper=False, out=None):
 def cholesky_ex(A, *, upper=False, check_errors=False):
     tp = _tp()
     try:
-        return _cholesky_ex_result(cholesky(A, upper=upper), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32))
+        return _cholesky_ex_result(cholesky(A, upper=upper), tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32, device=A.device))
     except LinAlgError:
         if check_errors:
             raise
@@ -178,10 +178,10 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
         except LinAlgError as e:
             msg = str(e)
             k = int(msg.split("order ")[1].split(" ")[0]) if "order " in msg else 1
-            Ls.append(tp.zeros(tuple(A.shape[-2:]), dtype=A.dtype))
+            Ls.append(tp.zeros(tuple(A.shape[-2:]), dtype=A.dtype, device=A.device))
             infos.append(k)
     L = tp.stack(Ls).reshape(tuple(A.shape))
-    return _cholesky_ex_result(L, tp.tensor(infos, dtype=tp.int32).reshape(tuple(A.shape[:-2])))
+    return _cholesky_ex_result(L, tp.tensor(infos, dtype=tp.int32, device=A.device).reshape(tuple(A.shape[:-2])))
 
 
 def qr(A, mode="reduced", *, out=None):
@@ -216,7 +216,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     T = tp.triu(A) if upper else tp.tril(A)
     if unitriangular:
         n = A.shape[-1]
-        eye = tp.eye(n, dtype=A.dtype)
+        eye = tp.eye(n, dtype=A.dtype, device=A.device)
         T = T * (1 - eye) + eye
     return _finish(solve(T, B, left=left), out)
 
@@ -265,7 +265,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     X, residuals, rank, sv = _prim("linalg_lstsq", "linalg.lstsq", A.expand(batch + (m, n)),
                                    Bm.expand(batch + (m, Bm.shape[-1])), float(rcond), driver)
     if driver in ("gelsd", "gelss") and residuals.numel() and bool((rank < n).any()):
-        residuals = tp.empty((0,), dtype=A.dtype)  # LAPACK's rows past n are not the residual then
+        residuals = tp.empty((0,), dtype=A.dtype, device=A.device)  # LAPACK's rows past n are not the residual then
     if batch != a_batch:
         # rank and singular values are A's: one per matrix of A, not of the broadcast batch
         pad = len(batch) - len(a_batch)
@@ -369,14 +369,14 @@ def _tolerances(name, S, m, n, atol, rtol, rcond=None):
     tp = _tp()
     if rcond is not None:
         rtol = rcond
-    smax = S.amax(-1, True) if S.shape[-1] > 0 else tp.zeros(tuple(S.shape[:-1]) + (1,), dtype=S.dtype)
+    smax = S.amax(-1, True) if S.shape[-1] > 0 else tp.zeros(tuple(S.shape[:-1]) + (1,), dtype=S.dtype, device=S.device)
     if rtol is None:
         eps = 1.1920928955078125e-07 if S.dtype == tp.float32 else 2.220446049250313e-16
         rtol = 0.0 if (atol is not None and (not isinstance(atol, (int, float)) or atol > 0)) else max(m, n) * eps
     rt = rtol * smax if isinstance(rtol, (int, float)) else rtol.unsqueeze(-1) * smax
     if atol is None:
         return rt
-    at = atol if not isinstance(atol, (int, float)) else tp.full((), float(atol), dtype=S.dtype)
+    at = atol if not isinstance(atol, (int, float)) else tp.full((), float(atol), dtype=S.dtype, device=S.device)
     if hasattr(at, "dim") and at.dim() > 0:
         at = at.unsqueeze(-1)
     return tp.maximum(rt, at)

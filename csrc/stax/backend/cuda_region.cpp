@@ -191,6 +191,24 @@ int cuda_region_device(const std::vector<Tensor>& examples) {
   return dev;
 }
 
+void check_cuda_region_results(const graph::Graph& g, int device) {
+  const graph::Node* out = g.output_node();
+  if (out == nullptr) return;
+  for (const graph::Arg& a : out->args) {
+    const graph::Node* const* n = std::get_if<graph::Node*>(&a);
+    if (n == nullptr || *n == nullptr) continue;
+    // Only values made without tensor inputs can be on the host here: every
+    // other operator's result is where its (CUDA) inputs are.
+    const bool host = (*n)->opcode == graph::Opcode::GetAttr
+                          ? (*n)->constant.device().kind == Device::Kind::CPU
+                          : (*n)->opcode == graph::Opcode::CallFunction && (*n)->input_nodes().empty() &&
+                                (*n)->meta.device.kind == Device::Kind::CPU;
+    if (host)
+      throw BackendError(str("the region (cuda:", device, ") returns a CPU tensor (", (*n)->name,
+                             "); a CUDA region computes its results on the GPU"));
+  }
+}
+
 std::shared_ptr<CudaRegion> build_region(const PrintedCudaRegion& pr, int device, const CudaGridKnobs& grid) {
   const ir::LoopProgram& p = pr.lowered.program;
   auto region = std::make_shared<CudaRegion>();

@@ -65,6 +65,10 @@ std::string launch_results_differ(const std::vector<Tensor>& want, const std::ve
 // Throws BackendError when CUDA tensors meet CPU tensors (even 0-d ones:
 // the region runs eagerly then, where a 0-d CPU tensor is a number).
 int cuda_region_device(const std::vector<Tensor>& examples);
+// Throws BackendError when a result of `g` is a host tensor (a factory called
+// with device="cpu" or without a device, a host constant): eager returns it on
+// the CPU, a CUDA region would compute it on the GPU.
+void check_cuda_region_results(const graph::Graph& g, int device);
 
 // The composites that stay whole for a CUDA region (the decomposition pass
 // splits the rest): var/std (and their overloads), which lower to two plain
