@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/grad_mode.h"
+#include "ops/api_nn_linalg.h"
 #include "ops/dispatch.h"
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
@@ -744,12 +745,16 @@ class Tracer : public DispatchInterceptor {
       // Under no_grad the written tensor keeps its autograd identity, marked on the
       // value node (write): a node of its own, not the source's.
       if (!user_grad_ && value == node_for(inputs.at(1))) value = replay(get_op("clone"), {value}, {});
+    } else if (name == "fill_" && self.device().kind != Device::Kind::CPU) {
+      // A factory node has no device (interpreted, or traced again by the AOT
+      // layer, it makes a host tensor): on a GPU the value is built from self
+      // (full_on records where(self != 0, v, v)), so it stays on self's device.
+      value = node_for(ops::full_on(self, self.sizes(), attrs.get_scalar("value"), self.dtype()));
     } else if (name == "fill_") {
       SymAttrs sa = size_attr(self);
       value = replay(get_op("full"), {},
                      {{"size", self.sizes()}, {"fill_value", attrs.get_scalar("value")}, {"dtype", self.dtype()}}, -1,
                      &sa);
-      value->meta.device = self.device();  // a factory's inferred meta is the host's; the value is self's
     } else {
       // The out-of-place twin: add_ -> add, scatter_.src -> scatter.src.
       size_t dot = name.find('.');
