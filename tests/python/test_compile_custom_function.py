@@ -561,7 +561,7 @@ def test_strict_native_generates_forward_and_backward_code():
     tp.compiler.reset()
     before = tp.compiler.metrics.fallback_count
     _check(lambda x: (SoftplusFn.apply(x @ w) * STE.apply(x @ w)).sum(), (x,), (w,), backend="stax",
-           strict_native=True, rtol=1e-5)
+           strict_native=True, rtol=1e-5, atol=1e-6)  # gradients up to ~10: sums reassociate
     assert tp.compiler.metrics.fallback_count == before
     assert tp.compiler.metrics.aot_regions >= 1
 

@@ -37,7 +37,8 @@ def _train_once(depth, cache_dir):
         w.grad = None
     f(x).backward()
     for g, w in zip(got, ws):
-        np.testing.assert_allclose(g, w.grad.numpy(), rtol=2e-5, atol=1e-6)
+        # Gradients of order 1 through 12-24 layers: generated sums reassociate (differently per ISA).
+        np.testing.assert_allclose(g, w.grad.numpy(), rtol=2e-5, atol=1e-5)
     return _source_bytes(cache_dir) - before
 
 
