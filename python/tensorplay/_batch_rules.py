@@ -239,10 +239,24 @@ def _nll_loss(node, vals, shapes, B):
     return [loss.sum(1) / counted]
 
 
+def _index(node, vals, shapes, B):
+    """index(self, *indices) picks along self's leading dims: with the batch moved
+    right after the indexed dims, the picked (broadcast index) dims come first and
+    the batch follows them; moved back to the front."""
+    x, bx = vals[0]
+    idx = vals[1:]
+    if not bx or any(b or t is None or not hasattr(t, "dtype") or t.dtype.is_floating_point or str(t.dtype).endswith("bool") for t, b in idx):
+        raise NoRule
+    k = len(idx)
+    m = len(node["shape"]) - (len(shapes[0]) - k)
+    out = _call(node["target"], [x.movedim(0, k)] + [t for t, _ in idx], node["attrs"])[0]
+    return [out.movedim(m, 0)]
+
+
 SPECIAL = {"cat": _cat_stack, "stack": _cat_stack, "matmul": _matmul, "mm": _matmul, "bmm": _matmul,
            "dot": _matmul, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv, "layer_norm": _layer_norm,
            "nll_loss": _nll_loss, "addmm": _addmm, "select_scatter": _scatter_like,
-           "slice_scatter": _scatter_like}
+           "slice_scatter": _scatter_like, "index": _index}
 SHAPE = {"view": _view, "reshape": _view, "_unsafe_view": _view, "expand": _expand, "permute": _permute}
 
 
@@ -266,4 +280,14 @@ def per_example(node, vals, B):
     per = []
     for i in range(B):
         per.append(_call(node["target"], [t[i] if b else t for t, b in vals], node["attrs"]))
-    return [tp.stack([p[k] for p in per]) for k in range(len(per[0]))]
+    return [stack_examples([p[k] for p in per], node["target"]) for k in range(len(per[0]))]
+
+
+def stack_examples(xs, what):
+    import tensorplay as tp
+    shapes = {tuple(x.shape) for x in xs}
+    if len(shapes) > 1:
+        raise RuntimeError(f"vmap: {what} gives results of different shapes for different examples "
+                           f"({sorted(shapes)[:3]}...): a data-dependent shape (boolean mask, nonzero) cannot be "
+                           "vmapped; use tp.where with a fixed shape instead")
+    return tp.stack(xs)

@@ -349,7 +349,7 @@ def _whole_per_example(func, args, leaves, flags, B, reason):
         _check_outputs(out, "the function")
         spec = out
         results.append(_leaves(out))
-    outs = [(tp.stack([r[k] for r in results]), True) for k in range(len(results[0]))]
+    outs = [(R.stack_examples([r[k] for r in results], "the function"), True) for k in range(len(results[0]))]
     return outs, spec
 
 

@@ -127,9 +127,17 @@ def test_cat_stack_mixed_batching():
 
 
 def test_index_with_tensor():
-    a = _rand(3, 5, 2)
+    a = _rand(3, 5, 2, 4)
     idx = [0, 3, 3]
     check(lambda x: x[tp.tensor(idx)], lambda x: x[torch.tensor(idx)], a)
+    check(lambda x: x[:, tp.tensor([1, 0])], lambda x: x[:, torch.tensor([1, 0])], a)
+    check(lambda x: x[tp.tensor(idx), :, tp.tensor([1, 0, 1])], lambda x: x[torch.tensor(idx), :, torch.tensor([1, 0, 1])], a)
+    with pytest.raises(RuntimeError, match="vmap: nonzero gives results of different shapes"):
+        vmap(lambda x: x[x > 0.5])(tp.tensor(a))
+    # a batched index: per example
+    ids = np.array([[0, 1], [4, 4], [2, 0]])
+    got = vmap(lambda x, i: x[i])(tp.tensor(a), tp.tensor(ids))
+    _close(got, torch.func.vmap(lambda x, i: x[i])(torch.tensor(a), torch.tensor(ids)))
 
 
 # ---- matmul family ----
@@ -415,6 +423,32 @@ def test_error_data_dependent_control_flow():
         vmap(lambda a: a * float(a[0]))(tp.ones(3, 2))
     # the Tensor methods are restored after the refused capture
     assert tp.ones(2).sum().item() == 2.0
+
+
+def test_graph_node_binding():
+    # the binding the interpreter reads: args by name / number / None, attrs as Python values
+    gm = tp.compiler.capture(lambda x: F.layer_norm(x * 2.0, (3,)).sum(1), tp.ones(2, 3))
+    calls = [n for n in gm._node_info if n["op"] == "call_function"]
+    assert [n["target"] for n in calls] == ["mul", "layer_norm", "sum"]
+    assert calls[0]["args"] == ["arg0", 2.0] and calls[0]["shape"] == (2, 3)
+    assert calls[1]["args"] == ["mul", None, None] and calls[1]["attrs"] == {"normalized_shape": [3], "eps": 1e-05}
+    assert calls[2]["attrs"]["dim"] == [1] and calls[2]["attrs"]["keepdim"] is False
+    out = tp._C._call_op("sum", [tp.ones(2, 3)], {"dim": [1], "keepdim": True, "dtype": tp.float64})[0]
+    assert out.shape == (2, 1) and out.dtype == tp.float64
+    with pytest.raises(ValueError, match="_call_op: no operator named 'nope'"):
+        tp._C._call_op("nope", [], {})
+    with pytest.raises(TypeError, match="_call_op"):
+        tp._C._call_op("sum", [object()], {})
+
+
+def test_fallback_warns_when_asked():
+    import tensorplay._vmap as V
+    V.warn_fallbacks = True
+    try:
+        with pytest.warns(UserWarning, match="vmap: no batching rule for max"):
+            vmap(lambda x: x.max())(tp.ones(3, 2))
+    finally:
+        V.warn_fallbacks = False
 
 
 def test_fallback_is_counted():
