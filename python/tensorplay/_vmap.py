@@ -131,6 +131,8 @@ def _prepare(args, in_dims):
                              f"(argument leaf, size): {sizes}; all mapped inputs need the same batch size")
         out.append(x)
         flags.append(True)
+    if B == 0:
+        raise ValueError("vmap: the mapped dims have size 0; vmap needs at least one example to trace the function")
     if B is None:
         raise ValueError("vmap: at least one input must be a Tensor with a mapped dim (in_dims are all None)")
     return out, flags, B

@@ -217,6 +217,15 @@ def test_randomness_modes():
         vmap(lambda t: t, randomness="sometimes")
 
 
+def test_dropout_randomness():
+    x = tp.ones(6, 1000)
+    d = vmap(lambda t: F.dropout(t, 0.5, training=True), randomness="different")(x)
+    assert 0.4 < float((d == 0).float().mean()) < 0.6
+    assert not np.allclose(d[0].numpy(), d[1].numpy())
+    s = vmap(lambda t: F.dropout(t, 0.5, training=True), randomness="same")(x)
+    assert np.allclose(s.numpy(), s[0:1].numpy())
+
+
 # ---- in-place ----
 def test_inplace_on_batched_values():
     a = _rand(4, 3)
@@ -335,6 +344,16 @@ def test_grad_and_value_and_argnums():
     _close(v, tv)
 
 
+def test_grad_has_aux():
+    w, xs = _rand(3), _rand(5, 3)
+    f = lambda w, x: ((w * x).sum() ** 2, x.sum())
+    tf = lambda w, x: ((w * x).sum() ** 2, x.sum())
+    g, aux = vmap(grad(f, has_aux=True), (None, 0))(tp.tensor(w), tp.tensor(xs))
+    tg, taux = torch.func.vmap(torch.func.grad(tf, has_aux=True), (None, 0))(torch.tensor(w), torch.tensor(xs))
+    _close(g, tg)
+    _close(aux, taux)
+
+
 def test_jvp_inside_vmap():
     x, t = _rand(4, 3), _rand(4, 3, seed=9)
     got = vmap(lambda a, b: jvp(lambda z: z.sin() * z, (a,), (b,)))(tp.tensor(x), tp.tensor(t))
@@ -407,6 +426,11 @@ def test_error_dim_out_of_range():
 def test_error_non_tensor_output():
     with pytest.raises(ValueError, match="vmap: .*returned a float"):
         vmap(lambda a: 3.0)(tp.ones(3, 2))
+
+
+def test_error_empty_batch():
+    with pytest.raises(ValueError, match="vmap: the mapped dims have size 0"):
+        vmap(lambda a: a)(tp.ones(0, 3))
 
 
 def test_error_all_unmapped():
