@@ -131,18 +131,16 @@ def _view(node, vals, shapes):
     t, b = vals[0]
     if not b:
         raise NoRule
-    size = node["attrs"]["size"]
-    return [t.reshape((t.shape[0],) + tuple(size))]
+    return [t.reshape((t.shape[0],) + tuple(node["shape"]))]  # the per-example result shape, -1 resolved
 
 
 def _expand(node, vals, shapes):
     t, b = vals[0]
     if not b:
         raise NoRule
-    size = list(node["attrs"]["size"])
-    t = _pad(t, True, len(shapes[0]), len(size))
-    size = [t.shape[i + 1] if s == -1 else s for i, s in enumerate(size)]
-    return [t.expand([t.shape[0]] + size)]
+    out = tuple(node["shape"])
+    t = _pad(t, True, len(shapes[0]), len(out))
+    return [t.expand((t.shape[0],) + out)]
 
 
 def _permute(node, vals, shapes):
@@ -202,15 +200,47 @@ def _scatter_like(node, vals, shapes, B):
 
 def _conv(node, vals, shapes, B):
     (x, bx), (w, bw) = vals[0], vals[1]
-    if not bx or bw or any(b for _, b in vals[2:]):
+    bias, bb = vals[2] if len(vals) > 2 else (None, False)
+    n_spatial = len(shapes[1]) - 2
+    attrs = node["attrs"]
+    if bw:
+        return _conv_batched_kernel(node, x, bx, w, bias, bb, shapes, B, n_spatial)
+    if not bx or bb:
         raise NoRule
     rest = [v for v, _ in vals[2:]]
-    n_spatial = len(shapes[1]) - 2
     if len(shapes[0]) == n_spatial + 2:  # [B, N, C, ...]: fold B into N
         lead = x.shape[:2]
-        y = _call(node["target"], [x.reshape((-1,) + tuple(x.shape[2:])), w] + rest, node["attrs"])[0]
+        y = _call(node["target"], [x.reshape((-1,) + tuple(x.shape[2:])), w] + rest, attrs)[0]
         return [y.reshape(tuple(lead) + tuple(y.shape[1:]))]
-    return _call(node["target"], [x, w] + rest, node["attrs"])  # [B, C, ...]: B is the conv batch
+    return _call(node["target"], [x, w] + rest, attrs)  # [B, C, ...]: B is the conv batch
+
+
+def _conv_batched_kernel(node, x, bx, w, bias, bb, shapes, B, n_spatial):
+    """One kernel per example (vmap over model copies): the examples become
+    groups of one convolution, example b's channels meeting only kernel b."""
+    attrs = dict(node["attrs"])
+    if "groups" not in attrs:
+        raise NoRule
+    if len(shapes[0]) != n_spatial + 2:  # an unbatched per-example input [C, ...]: give it N = 1
+        x = x.unsqueeze(1) if bx else x.unsqueeze(0)
+    x = _materialize(x, bx, B)  # [B, N, C, ...]
+    N, C = x.shape[1], x.shape[2]
+    x = x.movedim(0, 1).reshape((N, B * C) + tuple(x.shape[3:]))
+    O = w.shape[1]
+    w = w.reshape((B * O,) + tuple(w.shape[2:]))
+    if bias is not None:
+        bias = _materialize(bias, bb, B).reshape(B * O)
+    attrs["groups"] = attrs["groups"] * B
+    y = _call(node["target"], [x, w, bias], attrs)[0]  # [N, B*O, ...]
+    y = y.reshape((N, B, O) + tuple(y.shape[2:])).movedim(1, 0)
+    return [y if len(shapes[0]) == n_spatial + 2 else y.squeeze(1)]
+
+
+def _embedding(node, vals, shapes, B):
+    (i, bi), (w, bw) = vals[0], vals[1]
+    if bw:
+        raise NoRule
+    return _call(node["target"], [i, w], node["attrs"])  # any index shape: the batch is one more index dim
 
 
 def _layer_norm(node, vals, shapes, B):
@@ -224,9 +254,11 @@ def _nll_loss(node, vals, shapes, B):
     (x, bx), (tgt, bt) = vals[0], vals[1]
     attrs = dict(node["attrs"])
     weight = vals[2][0] if len(vals) > 2 else None
-    if len(shapes[0]) != 2 or weight is not None or (len(vals) > 2 and vals[2][1]):
+    if len(shapes[0]) not in (1, 2) or weight is not None or (len(vals) > 2 and vals[2][1]):
         raise NoRule
     x, tgt = _materialize(x, bx, B), _materialize(tgt, bt, B)
+    if len(shapes[0]) == 1:  # one sample of C classes per example: N = 1
+        x, tgt = x.unsqueeze(1), tgt.unsqueeze(1)
     red = attrs["reduction"]
     attrs["reduction"] = "none"
     n, c = x.shape[1], x.shape[2]
@@ -256,8 +288,10 @@ def _index(node, vals, shapes, B):
 SPECIAL = {"cat": _cat_stack, "stack": _cat_stack, "matmul": _matmul, "mm": _matmul, "bmm": _matmul,
            "dot": _matmul, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv, "layer_norm": _layer_norm,
            "nll_loss": _nll_loss, "addmm": _addmm, "select_scatter": _scatter_like,
-           "slice_scatter": _scatter_like, "index": _index}
-SHAPE = {"view": _view, "reshape": _view, "_unsafe_view": _view, "expand": _expand, "permute": _permute}
+           "slice_scatter": _scatter_like, "index": _index,
+           "embedding": _embedding}
+SHAPE = {"view": _view, "reshape": _view, "_unsafe_view": _view, "flatten": _view, "unflatten": _view,
+         "expand": _expand, "permute": _permute}
 
 
 def apply(node, vals, shapes, B):

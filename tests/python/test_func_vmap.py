@@ -185,14 +185,35 @@ def test_cross_entropy(batched_target):
     _close(got, want)
 
 
+def test_embedding_and_single_sample_cross_entropy():
+    w = _rand(10, 4)
+    ids = np.array([[1, 2, 9], [0, 0, 3]])
+    check(lambda i, w: F.embedding(i, w), lambda i, w: TF.embedding(i, w), ids, w, in_dims=(0, None))
+    logits, tgt = _rand(6, 5), np.array([0, 4, 2, 2, 1, 3])
+    check(lambda x, y: F.cross_entropy(x, y), lambda x, y: TF.cross_entropy(x, y), logits, tgt)
+    check(lambda x, y: F.cross_entropy(x, y, reduction="sum"), lambda x, y: TF.cross_entropy(x, y, reduction="sum"),
+          logits, tgt)
+
+
+def test_squeeze_flatten_unflatten():
+    a = _rand(4, 3, 1, 2)
+    check(lambda x: x.squeeze(), lambda x: x.squeeze(), a)
+    check(lambda x: x.flatten(), lambda x: x.flatten(), a)
+    check(lambda x: x.unflatten(0, (3, 1)), lambda x: x.unflatten(0, (3, 1)), a)
+
+
 def test_conv2d():
     img, k, bias = _rand(3, 2, 7, 7), _rand(4, 2, 3, 3), _rand(4)
     check(lambda x, w, b: F.conv2d(x.unsqueeze(0), w, b, padding=1), lambda x, w, b: TF.conv2d(x.unsqueeze(0), w, b,
           padding=1), img, k, bias, in_dims=(0, None, None))
     check(lambda x, w: F.conv2d(x, w, stride=2), lambda x, w: TF.conv2d(x, w, stride=2), _rand(3, 2, 2, 7, 7), k,
           in_dims=(0, None))
-    # a batched kernel: per example
+    # one kernel per example (vmap over model copies): grouped into one convolution
     check(lambda x, w: F.conv2d(x.unsqueeze(0), w), lambda x, w: TF.conv2d(x.unsqueeze(0), w), img,
+          _rand(3, 4, 2, 3, 3), in_dims=(0, 0))
+    check(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), lambda x, w, b: TF.conv2d(x, w, b, padding=1, stride=2),
+          _rand(2, 2, 6, 6), _rand(3, 4, 2, 3, 3), _rand(3, 4), in_dims=(None, 0, 0))
+    check(lambda x, w: F.conv2d(x, w, groups=2), lambda x, w: TF.conv2d(x, w, groups=2), _rand(3, 2, 4, 6, 6),
           _rand(3, 4, 2, 3, 3), in_dims=(0, 0))
 
 
