@@ -22,6 +22,7 @@
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
+#include "ops/schema.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
@@ -696,10 +697,18 @@ std::vector<Tensor> call_op_py(const std::string& name, nb::list inputs, nb::dic
     else if (auto s = to_scalar(h)) in.push_back(Tensor::wrapped_scalar(*s));
     else throw TypeError("_call_op(" + name + "): inputs must be Tensors, numbers or None");
   }
+  // A Python int is an int attribute unless the schema says Scalar/float
+  // (full's fill_value): the kernel reads the variant the schema stores.
+  const Schema* schema = op_schema(*op);
   Attrs a;
   for (auto [k, v] : attrs) {
     const char* key = intern_attr_name(nb::cast<std::string>(k));
-    a.set(key, attr_from_py(v, key));
+    AttrValue value = attr_from_py(v, key);
+    if (schema && std::holds_alternative<int64_t>(value))
+      for (const SchemaArg& s : schema->args)
+        if (std::string_view(s.attr_name) == key && (s.type == ArgType::Scalar || s.type == ArgType::Float))
+          value = Scalar(std::get<int64_t>(value));
+    a.set(key, std::move(value));
   }
   return call_op(*op, in, a);
 }

@@ -70,7 +70,7 @@ DIM_ATTRS = {
     "kthvalue": (("dim",), "in"), "median": (("dim",), "in"), "mode": (("dim",), "in"),
     "index_select": (("dim",), "in"), "roll": (("dims",), "in"), "diff": (("dim",), "in"),
     "glu": (("dim",), "in"), "count_nonzero": (("dim",), "in"), "nansum": (("dim",), "in"),
-    "nanmean": (("dim",), "in"),
+    "nanmean": (("dim",), "in"), "diagonal": (("dim1", "dim2"), "in"),
 }
 # A reduction over all dims when `dim` is None (or [] for these).
 ALL_WHEN_EMPTY = {"sum", "mean", "logsumexp", "amax", "amin", "nansum", "nanmean", "prod", "var", "std",
@@ -285,11 +285,69 @@ def _index(node, vals, shapes, B):
     return [out.movedim(m, 0)]
 
 
+def _reduce_all(node, vals, shapes, B):
+    """max(x) / argmax(x) without a dim: over the flattened example."""
+    t, b = vals[0]
+    if not b or len(vals) > 1 or node["results"]:
+        raise NoRule
+    name = node["target"].split(".")[0]
+    if name in ("argmax", "argmin") and node["attrs"].get("dim") is not None:
+        raise NoRule
+    flat = t.reshape(B, -1)
+    return [{"max": flat.amax, "min": flat.amin, "argmax": flat.argmax, "argmin": flat.argmin}[name](1)]
+
+
+def _trailing(node, vals, shapes, B):
+    """Operators on the last dims that treat any leading dims as a batch (triu,
+    the linalg family): every input batched, the batch one more leading dim."""
+    tensors = [(t, b, s) for (t, b), s in zip(vals, shapes) if hasattr(t, "shape")]
+    if len({len(s) for _, _, s in tensors}) > 1:
+        raise NoRule  # inputs of different ranks would broadcast their leading dims differently
+    ins = [_materialize(t, b, B) if hasattr(t, "shape") else t for t, b in vals]
+    return _call(node["target"], ins, node["attrs"])
+
+
+def _gather(node, vals, shapes, B):
+    attrs = dict(node["attrs"])
+    attrs["dim"] = _norm(attrs["dim"], len(shapes[0])) + 1
+    ins = [_materialize(t, b, B) if hasattr(t, "shape") else t for t, b in vals]
+    return _call(node["target"], ins, attrs)
+
+
+def _repeat(node, vals, shapes, B):
+    t, b = vals[0]
+    reps = list(node["attrs"]["repeats"])
+    t = _pad(t, b, len(shapes[0]), len(reps))
+    return [t.repeat([1] + reps)]
+
+
+def _pool(node, vals, shapes, B):
+    x, bx = vals[0]
+    if not bx or any(b for _, b in vals[1:]):
+        raise NoRule
+    name = node["target"]
+    n_spatial = 3 if "3d" in name else 2 if "2d" in name else 1
+    rest = [v for v, _ in vals[1:]]
+    if len(shapes[0]) == n_spatial + 1:  # [C, ...] per example: the batch is the pooling's N
+        return _call(name, [x] + rest, node["attrs"])
+    lead = tuple(x.shape[:2])
+    ys = _call(name, [x.reshape((-1,) + tuple(x.shape[2:]))] + rest, node["attrs"])
+    return [y.reshape(lead + tuple(y.shape[1:])) for y in ys]
+
+
+TRAILING = {"triu", "tril", "linalg_solve", "linalg_cholesky", "linalg_slogdet", "linalg_inv", "linalg_det",
+            "linalg_qr", "linalg_eigh", "linalg_svd", "linalg_lu_factor", "matrix_exp", "linalg_inv_ex",
+            "linalg_cholesky_ex", "cholesky_solve", "triangular_solve", "linalg_solve_triangular"}
+POOL = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+        "max_pool2d_with_indices", "max_pool1d_with_indices", "max_pool3d_with_indices",
+        "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "upsample_nearest2d",
+        "upsample_bilinear2d"}
+
 SPECIAL = {"cat": _cat_stack, "stack": _cat_stack, "matmul": _matmul, "mm": _matmul, "bmm": _matmul,
            "dot": _matmul, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv, "layer_norm": _layer_norm,
            "nll_loss": _nll_loss, "addmm": _addmm, "select_scatter": _scatter_like,
            "slice_scatter": _scatter_like, "index": _index,
-           "embedding": _embedding}
+           "embedding": _embedding, "gather": _gather, "repeat": _repeat}
 SHAPE = {"view": _view, "reshape": _view, "_unsafe_view": _view, "flatten": _view, "unflatten": _view,
          "expand": _expand, "permute": _permute}
 
@@ -301,6 +359,12 @@ def apply(node, vals, shapes, B):
         return SPECIAL[name](node, vals, shapes, B)
     if name in SHAPE:
         return SHAPE[name](node, vals, shapes)
+    if name in TRAILING:
+        return _trailing(node, vals, shapes, B)
+    if name in POOL:
+        return _pool(node, vals, shapes, B)
+    if name in ("max", "min", "argmax", "argmin") and node["attrs"].get("dim") is None:
+        return _reduce_all(node, vals, shapes, B)
     if name in DIM_ATTRS:
         return _shift_dims(node, vals, shapes)
     if name in POINTWISE and node["results"] == 0:

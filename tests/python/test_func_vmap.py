@@ -105,6 +105,46 @@ def test_softmax_family(dim):
     check(lambda x: F.log_softmax(x, dim), lambda x: TF.log_softmax(x, dim), a)
 
 
+# One line per operator, run through tp and torch alike (m is the module):
+# each must match torch.func.vmap and a loop, and run through a batching rule.
+_OPS = {
+    "clamp": lambda m, x: m.clamp(x, -0.5, 0.5), "pow": lambda m, x: x.abs() ** 1.5, "var": lambda m, x: x.var(1),
+    "std_keepdim": lambda m, x: x.std(0, keepdim=True), "std_all": lambda m, x: x.std(),
+    "cumsum": lambda m, x: x.cumsum(-1), "flip": lambda m, x: x.flip(0), "roll": lambda m, x: x.roll(1, 1),
+    "sort": lambda m, x: x.sort(1)[0], "topk": lambda m, x: x.topk(2, dim=-1)[1], "argmax": lambda m, x: x.argmax(-1),
+    "argmax_all": lambda m, x: x.argmax(), "max_all": lambda m, x: x.max(), "min_dim": lambda m, x: x.min(1)[1],
+    "gather": lambda m, x: x.gather(1, m.tensor([[0, 1], [2, 2], [4, 0]])),
+    "index_select": lambda m, x: x.index_select(1, m.tensor([4, 0])), "narrow": lambda m, x: x.narrow(1, 1, 3),
+    "split": lambda m, x: x.split(2, 1)[1], "chunk": lambda m, x: x.chunk(3, 0)[2], "unbind": lambda m, x: x.unbind(1)[2],
+    "movedim": lambda m, x: x.movedim(0, -1), "tril": lambda m, x: x.tril(), "triu": lambda m, x: x.triu(1),
+    "norm": lambda m, x: x.norm(dim=1), "prod": lambda m, x: x.prod(1), "amin": lambda m, x: x.amin((0, 1)),
+    "mean_dims": lambda m, x: x.mean((0, -1)), "logical": lambda m, x: (x > 0) & (x < 1),
+    "any": lambda m, x: (x > 1).any(1), "all": lambda m, x: (x > -3).all(), "repeat": lambda m, x: x.repeat(2, 1, 1),
+    "tile": lambda m, x: x.tile((2,)), "masked_fill": lambda m, x: x.masked_fill(x > 0, 0.0),
+    "softplus": lambda m, x: m.nn.functional.softplus(x), "silu": lambda m, x: m.nn.functional.silu(x),
+    "elu": lambda m, x: m.nn.functional.elu(x), "leaky_relu": lambda m, x: m.nn.functional.leaky_relu(x, 0.1),
+    "bce_logits": lambda m, x: m.nn.functional.binary_cross_entropy_with_logits(x, (x > 0).float()),
+    "l1_loss": lambda m, x: m.nn.functional.l1_loss(x, x * 0.5),
+    "cosine": lambda m, x: m.nn.functional.cosine_similarity(x, x + 1, dim=-1),
+    "normalize": lambda m, x: m.nn.functional.normalize(x, dim=-1), "pad": lambda m, x: m.nn.functional.pad(x, (1, 2)),
+    "avg_pool": lambda m, x: m.nn.functional.avg_pool1d(x, 2), "max_pool": lambda m, x: m.nn.functional.max_pool1d(x, 2),
+    "einsum": lambda m, x: m.einsum("ij,kj->ik", x, x), "diagonal": lambda m, x: m.diagonal(x[:, :3]),
+    "trace": lambda m, x: m.trace(x[:, :3]), "to_double": lambda m, x: x.to(m.float64) * 2,
+    "full_like": lambda m, x: m.full_like(x, 3.0) + x, "linspace": lambda m, x: x * m.linspace(0, 1, 5),
+    "minimum": lambda m, x: m.minimum(x, x.flip(0)), "max_other": lambda m, x: m.max(x, x * 2),
+    "inv": lambda m, x: m.linalg.inv(x[:, :3] + 3 * m.eye(3)), "det": lambda m, x: m.linalg.det(x[:, :3] + 3 * m.eye(3)),
+    "solve": lambda m, x: m.linalg.solve(x[:, :3] + 3 * m.eye(3), x[:, 3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OPS))
+def test_op_table(name):
+    f = _OPS[name]
+    tp.func.vmap_fallback_counts.clear()
+    check(lambda x: f(tp, x), lambda x: f(torch, x), _rand(4, 3, 5))
+    assert not tp.func.vmap_fallback_counts, dict(tp.func.vmap_fallback_counts)
+
+
 # ---- views and shapes ----
 def test_views():
     a = _rand(3, 4, 6)
@@ -200,6 +240,14 @@ def test_squeeze_flatten_unflatten():
     check(lambda x: x.squeeze(), lambda x: x.squeeze(), a)
     check(lambda x: x.flatten(), lambda x: x.flatten(), a)
     check(lambda x: x.unflatten(0, (3, 1)), lambda x: x.unflatten(0, (3, 1)), a)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 6, 6), (3, 2, 2, 6, 6)])
+def test_pool2d(shape):
+    tp.func.vmap_fallback_counts.clear()
+    x = _rand(*shape)
+    check(lambda t: F.max_pool2d(t, 2) + F.avg_pool2d(t, 2), lambda t: TF.max_pool2d(t, 2) + TF.avg_pool2d(t, 2), x)
+    assert not tp.func.vmap_fallback_counts
 
 
 def test_conv2d():
@@ -490,15 +538,15 @@ def test_fallback_warns_when_asked():
     import tensorplay._vmap as V
     V.warn_fallbacks = True
     try:
-        with pytest.warns(UserWarning, match="vmap: no batching rule for max"):
-            vmap(lambda x: x.max())(tp.ones(3, 2))
+        with pytest.warns(UserWarning, match="vmap: no batching rule for index"):
+            vmap(lambda x, i: x[i])(tp.ones(3, 2), tp.tensor([[0], [1], [1]]))
     finally:
         V.warn_fallbacks = False
 
 
 def test_fallback_is_counted():
     tp.func.vmap_fallback_counts.clear()
-    a = _rand(3, 4)
-    check(lambda x: tp.cumsum(x, 0) + x.max(), lambda x: torch.cumsum(x, 0) + x.max(), a)
-    assert tp.func.vmap_fallback_counts["max"] >= 1
-    assert tp.func.vmap_fallback_counts["cumsum"] == 0
+    a, i = _rand(3, 4), np.array([[0, 1], [3, 3], [2, 0]])
+    check(lambda x, i: tp.cumsum(x, 0)[i] + x.max(), lambda x, i: torch.cumsum(x, 0)[i] + x.max(), a, i)
+    assert tp.func.vmap_fallback_counts["index"] == 1
+    assert tp.func.vmap_fallback_counts["cumsum"] == 0 and tp.func.vmap_fallback_counts["max"] == 0
