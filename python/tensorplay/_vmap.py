@@ -369,8 +369,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     def wrapped(*args, **kwargs):
         if kwargs:
             return vmap(lambda *a: func(*a, **kwargs), in_dims, out_dims, randomness, chunk_size=chunk_size)(*args)
-        if capturing():  # a vmap inside the function of an outer vmap's capture
-            raise _PerExample("nested vmap inside the function")
+        # Inside an outer vmap's capture this runs as usual: the inner capture
+        # nests, and the batched operators it runs are recorded by the outer one.
         leaves, flags, B = _prepare(args, in_dims)
         if chunk_size is not None and chunk_size < B:
             return _chunked(args, leaves, flags, B)

@@ -365,9 +365,21 @@ def test_nested_vmap():
     want = torch.func.vmap(torch.func.vmap(f_to, (1, None)), (0, 0))(torch.tensor(_rand(2, 4, 3, 4)),
                                                                     torch.tensor(_rand(2, 4)))
     _close(got, want)
-    # the inner vmap called inside a lambda: the outer maps per example
+    # the inner vmap called inside a lambda: its capture nests in the outer one, no per-example loop
+    tp.func.vmap_fallback_counts.clear()
     got = vmap(lambda x: vmap(lambda r: r.exp().sum())(x) * 2)(tp.tensor(a))
     _close(got, np.exp(a).sum(-1) * 2)
+    got = vmap(lambda x, y: vmap(lambda r, s: (r * s).softmax(-1), (0, None))(x, y).sum(0), (0, None))(
+        tp.tensor(a), tp.tensor(b[0]))
+    want = torch.func.vmap(lambda x, y: torch.func.vmap(lambda r, s: (r * s).softmax(-1), (0, None))(x, y).sum(0),
+                           (0, None))(torch.tensor(a), torch.tensor(b[0]))
+    _close(got, want)
+    assert not tp.func.vmap_fallback_counts
+    # a transform inside the inner vmap of a lambda: the outer runs per example, still correct
+    got = vmap(lambda x: vmap(grad(lambda r: (r.sin() * r).sum()))(x))(tp.tensor(a))
+    want = torch.func.vmap(lambda x: torch.func.vmap(torch.func.grad(lambda r: (r.sin() * r).sum()))(x))(
+        torch.tensor(a))
+    _close(got, want)
 
 
 def test_nested_out_dims():
