@@ -374,7 +374,6 @@ def apply(node, vals, shapes, B):
 
 def per_example(node, vals, B):
     """The fallback: run the operator once per example and stack the results."""
-    import tensorplay as tp
     per = []
     for i in range(B):
         per.append(_call(node["target"], [t[i] if b else t for t, b in vals], node["attrs"]))

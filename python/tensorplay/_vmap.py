@@ -339,7 +339,6 @@ def _per_example_node(n, vals, B):
 
 def _whole_per_example(func, args, leaves, flags, B, reason):
     """Run func once per example and stack (the transforms-inside / uncapturable fallback)."""
-    import tensorplay as tp
     fallback_counts["<function>"] += 1
     if warn_fallbacks:
         warnings.warn(f"vmap: the function runs once per example ({reason})")

@@ -484,6 +484,13 @@ def test_vmap_of_vmap_of_grad():
     _close(got, want)
 
 
+def test_vmap_under_compile():
+    f = lambda x, w: tp.tanh(x @ w).softmax(-1)
+    c = tp.compile(vmap(f, (0, None)))
+    x, w = tp.tensor(_rand(5, 3)), tp.tensor(_rand(3, 4))
+    _close(c(x, w), vmap(f, (0, None))(x, w), 1e-5)
+
+
 # ---- errors ----
 def test_error_batch_size_mismatch():
     with pytest.raises(ValueError, match="vmap: .*different sizes"):
