@@ -464,6 +464,16 @@ def test_hessian_per_example():
     want = torch.func.vmap(torch.func.jacrev(torch.func.jacrev(tf)))(torch.tensor(x))
     _close(got, want, 1e-3)
     _close(got, tp.stack([jacrev(jacrev(f))(tp.tensor(x[i])) for i in range(4)]), 1e-4)
+    _close(vmap(jacfwd(jacrev(f)))(tp.tensor(x)), want, 1e-3)
+
+
+def test_vmap_of_vjp_fn():
+    # the rows of a Jacobian from one vjp_fn over a batch of cotangents
+    x = tp.tensor(_rand(3))
+    out, fn = tp.func.vjp(lambda a: a.sin() * a.sum(), x)
+    got = vmap(fn)(tp.eye(3))[0]
+    want = torch.func.jacrev(lambda a: a.sin() * a.sum())(torch.tensor(x.numpy()))
+    _close(got, want)
 
 
 def test_grad_through_vmap():
