@@ -486,6 +486,14 @@ def test_grad_through_vmap():
     _close(tw.grad, torch.func.grad(tf)(torch.tensor(w)))
 
 
+def test_grad_of_per_sample_grads():
+    x, w = _rand(5, 3), _rand(3, seed=1)
+    f = lambda w, x: (w * x).sin().sum() ** 2
+    outer = lambda w: vmap(grad(f), (None, 0))(w, tp.tensor(x)).pow(2).sum()
+    touter = lambda w: torch.func.vmap(torch.func.grad(f), (None, 0))(w, torch.tensor(x)).pow(2).sum()
+    _close(grad(outer)(tp.tensor(w)), torch.func.grad(touter)(torch.tensor(w)))
+
+
 def test_vmap_of_vmap_of_grad():
     x = _rand(2, 3, 4)
     f = lambda a: (a.exp() * a).sum()
