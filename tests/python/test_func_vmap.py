@@ -347,6 +347,10 @@ def test_non_tensor_args_and_kwargs():
     _close(got, a * 2)
 
 
+def test_top_level_alias():
+    assert tp.vmap is tp.func.vmap
+
+
 def test_chunk_size():
     a = _rand(7, 3)
     check(lambda x: x.softmax(-1), lambda x: x.softmax(-1), a)
