@@ -82,7 +82,7 @@ FACTORIES = {"zeros", "ones", "full", "empty", "arange", "linspace", "logspace",
 
 
 def is_random(name):
-    return any(r in name for r in RANDOM)
+    return any(r in name for r in RANDOM) and not name.endswith("_loss")  # poisson_nll_loss draws nothing
 
 
 class NoRule(Exception):
@@ -166,6 +166,7 @@ def _matmul(node, vals, shapes, B):
     if node["target"] == "dot":
         ra = rb = 1
     a_vec, b_vec = ba and ra == 1, bb and rb == 1
+    rb_has_col = rb > 1  # an unbatched vector b contributes no column dim to the result
     if a_vec:  # a batched vector as a row matrix; its row dim is squeezed from the result
         a, ra = a.unsqueeze(1), 2
     if b_vec:  # a batched vector as a column matrix
@@ -175,10 +176,10 @@ def _matmul(node, vals, shapes, B):
     r = max(ra, rb)
     a, b = _pad(a, ba, ra, r), _pad(b, bb, rb, r)
     out = a.matmul(b)
-    if b_vec:
+    if b_vec:  # the promoted column
         out = out.squeeze(-1)
-    if a_vec:
-        out = out.squeeze(-1 if b_vec else -2)
+    if a_vec:  # the promoted row: before b's columns unless b left no column dim (a vector)
+        out = out.squeeze(-2 if rb_has_col else -1)
     return [out]
 
 

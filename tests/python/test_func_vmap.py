@@ -184,7 +184,8 @@ def test_index_with_tensor():
 @pytest.mark.parametrize("sa,sb,da,db", [
     ((4, 3), (3, 2), 0, None), ((4, 3), (3, 2), None, 0), ((4, 3), (3, 2), 0, 0),
     ((3,), (3,), 0, 0), ((3,), (3, 2), 0, None), ((4, 3), (3,), None, 0), ((2, 4, 3), (3, 5), 0, 0),
-    ((4, 3), (2, 3, 5), 0, 0), ((3,), (2, 3, 5), 0, None)])
+    ((4, 3), (2, 3, 5), 0, 0), ((3,), (2, 3, 5), 0, None), ((3,), (3,), 0, None), ((3,), (3,), None, 0),
+    ((3,), (3, 2), None, 0), ((4, 3), (3,), 0, None), ((2, 4, 3), (3,), 0, 0), ((3,), (2, 3, 5), None, 0)])
 def test_matmul(sa, sb, da, db):
     B = 5
     a = _rand(*((B,) + sa if da == 0 else sa))
@@ -199,6 +200,7 @@ def test_mm_bmm_linear_dot_outer():
     check(lambda x, y: F.linear(x, y), lambda x, y: TF.linear(x, y), a, w, in_dims=(0, None))
     check(lambda x, y: F.linear(x, y), lambda x, y: TF.linear(x, y), _rand(4, 3), _rand(4, 6, 3), in_dims=(None, 0))
     check(lambda x, y: tp.dot(x, y), lambda x, y: torch.dot(x, y), v, v * 2)
+    check(lambda x, y: tp.dot(x, y), lambda x, y: torch.dot(x, y), v, _rand(3), in_dims=(0, None))
     check(lambda x, y: tp.outer(x, y), lambda x, y: torch.outer(x, y), v, _rand(4), in_dims=(0, None))
 
 
