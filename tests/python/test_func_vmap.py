@@ -316,6 +316,14 @@ def test_inplace_write_to_input():
     _close(x, ref * 2)
 
 
+def test_inplace_into_unmapped_input_is_refused():
+    x, y = tp.tensor(_rand(4, 3)), tp.zeros(3)
+    with pytest.raises(RuntimeError, match="vmap: the function writes in place into an unmapped input"):
+        vmap(lambda a, b: b.add_(a), (0, None))(x, y)
+    # a fresh tensor made inside the function may take batched values (the loop's result)
+    check(lambda a: tp.zeros(3).add_(a), lambda a: torch.zeros(3) + a, _rand(4, 3))
+
+
 # ---- pytrees, in_dims/out_dims ----
 def test_pytree_inputs_outputs():
     a, b = tp.tensor(_rand(4, 3)), tp.tensor(_rand(3, 4))
