@@ -337,19 +337,28 @@ def _per_example_node(n, vals, B):
     return R.per_example(n, vals, B)
 
 
-def _whole_per_example(func, args, leaves, flags, B, reason):
+def _whole_per_example(func, args, leaves, flags, B, reason, randomness):
     """Run func once per example and stack (the transforms-inside / uncapturable fallback)."""
     fallback_counts["<function>"] += 1
     if warn_fallbacks:
         warnings.warn(f"vmap: the function runs once per example ({reason})")
+    import tensorplay as tp
     results = []
     spec = None
+    # randomness='same': every example starts from the same generator state, so
+    # its draws are the ones all examples share (the capture path draws once).
+    rng = tp.get_rng_state() if randomness in ("same", "error") else None
     for i in range(B):
+        if randomness == "same":
+            tp.set_rng_state(rng)
         full = [x[i] if f else x for x, f in zip(leaves, flags)]
         out = func(*_rebuild(args, iter(full)))
         _check_outputs(out, "the function")
         spec = out
         results.append(_leaves(out))
+        if randomness == "error" and not bool((tp.get_rng_state() == rng).all()):
+            raise RuntimeError("vmap: the function draws random numbers under randomness='error'; pass "
+                               "randomness='different' (independent per example) or 'same' (one draw shared)")
     outs = [(R.stack_examples([r[k] for r in results], "the function"), True) for k in range(len(results[0]))]
     return outs, spec
 
@@ -411,4 +420,4 @@ def _batched_call(func, args, leaves, flags, B, randomness):
     try:
         return _run_graph(func, args, leaves, flags, B, randomness)
     except _PerExample as e:
-        return _whole_per_example(func, args, leaves, flags, B, str(e))
+        return _whole_per_example(func, args, leaves, flags, B, str(e), randomness)

@@ -288,6 +288,17 @@ def test_randomness_modes():
         vmap(lambda t: t, randomness="sometimes")
 
 
+def test_randomness_same_in_the_per_example_fallback():
+    # jvp inside makes the whole function run per example: 'same' must still share the draws
+    f = lambda x: jvp(tp.sin, (x,), (tp.ones_like(x),))[1] * 0 + tp.randn(3)
+    s = vmap(f, randomness="same")(tp.zeros(4, 3))
+    assert np.allclose(s.numpy(), s[0:1].numpy())
+    d = vmap(f, randomness="different")(tp.zeros(4, 3))
+    assert not np.allclose(d[0].numpy(), d[1].numpy())
+    with pytest.raises(RuntimeError, match="vmap: .*randomness='error'"):
+        vmap(f)(tp.zeros(4, 3))
+
+
 def test_dropout_randomness():
     x = tp.ones(6, 1000)
     d = vmap(lambda t: F.dropout(t, 0.5, training=True), randomness="different")(x)
