@@ -185,11 +185,9 @@ def _value_read(name):
     return refuse
 
 
-
 def _run_graph(func, args, leaves, flags, B, randomness):
     """Capture func on one example and interpret the graph batched: (outputs as (tensor, batched), spec)."""
     import tensorplay as tp
-    from .compiler import CaptureError
     tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
     examples = [leaves[i][0] if flags[i] else leaves[i] for i in tensor_pos]
     box = {}
@@ -209,19 +207,12 @@ def _run_graph(func, args, leaves, flags, B, randomness):
         setattr(Tensor, m, _value_read(m))
     try:
         gm = tp.compiler.capture(flat_fn, *[t.detach() for t in examples])
-    except _PerExample:
-        raise
-    except (ValueError, RuntimeError) as e:
-        if str(e).startswith("vmap:"):
+    except Exception as e:  # noqa: BLE001
+        if isinstance(e, _PerExample) or str(e).startswith("vmap:"):
             raise
-        raise _PerExample(str(e)) from e
-    except CaptureError as e:
-        msg = str(e)
-        if "item()" in msg or "data-dependent" in msg or "value" in msg and "Tensor" in msg:
-            raise RuntimeError("vmap: the function reads a tensor's value as a Python number (item(), bool(), "
-                               "int()) which differs per example; data-dependent Python control flow cannot be "
-                               f"vmapped (use tp.where instead). Capture said: {msg}") from e
-        raise _PerExample(msg) from e
+        # Anything else the capture refuses (a numpy() call, an unsupported
+        # construct) runs eagerly per example, where a genuine error surfaces.
+        raise _PerExample(f"capture failed: {e}") from e
     finally:
         for m, f in saved.items():
             setattr(Tensor, m, f)
