@@ -22,6 +22,7 @@
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
+#include "ops/schema.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
 #include "stax/backend/attention_fusion.h"
@@ -619,6 +620,99 @@ compile::CustomBackend python_backend(nb::object backend) {
   };
 }
 
+// ---- node-level access for Python interpreters of a graph (tp.func.vmap) ----
+nb::object attr_to_py(const AttrValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return nb::none();
+  if (auto* i = std::get_if<int64_t>(&v)) return nb::int_(*i);
+  if (auto* b = std::get_if<bool>(&v)) return nb::bool_(*b);
+  if (auto* s = std::get_if<Scalar>(&v)) return scalar_to_py(*s);
+  if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
+    nb::list out;
+    for (int64_t x : *l) out.append(nb::int_(x));
+    return out;
+  }
+  if (auto* d = std::get_if<DType>(&v)) return nb::cast(*d);
+  return nb::str(std::get<std::string>(v).c_str());
+}
+
+// The inverse of attr_to_py. An int stays an int (an int attribute); a
+// float/complex becomes a Scalar; a sequence of ints an int list.
+AttrValue attr_from_py(nb::handle h, const char* name) {
+  if (h.is_none()) return std::monostate{};
+  if (PyBool_Check(h.ptr())) return nb::cast<bool>(h);
+  if (PyLong_Check(h.ptr())) return nb::cast<int64_t>(h);
+  if (nb::isinstance<nb::str>(h)) return nb::cast<std::string>(h);
+  if (nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h)) {
+    std::vector<int64_t> xs;
+    for (nb::handle x : h) {
+      TP_CHECK(PyLong_Check(x.ptr()) && !PyBool_Check(x.ptr()), TypeError, "_call_op: attribute '", name,
+               "' must be an int list");
+      xs.push_back(nb::cast<int64_t>(x));
+    }
+    return xs;
+  }
+  if (PyFloat_Check(h.ptr()) || PyComplex_Check(h.ptr())) return *to_scalar(h);
+  if (auto d = to_dtype(h)) return *d;
+  throw TypeError(std::string("_call_op: unsupported value for attribute '") + name + "'");
+}
+
+nb::list node_info(const GraphModule& g) {
+  // [{"op", "name", "target", "args", "attrs", "shape", "dtype", "results", ...}, ...]:
+  // args are node names (str), Python numbers (constants folded in) or None
+  // (an absent optional tensor).
+  nb::list l;
+  for (auto& n : g.graph->nodes()) {
+    nb::dict d;
+    d["op"] = graph::opcode_name(n->opcode);
+    d["name"] = n->name;
+    d["target"] = n->target ? n->target->name : "";
+    nb::list args;
+    for (auto& a : n->args) {
+      if (auto* p = std::get_if<graph::Node*>(&a)) args.append(*p ? nb::object(nb::str((*p)->name.c_str())) : nb::none());
+      else args.append(scalar_to_py(std::get<Scalar>(a)));
+    }
+    d["args"] = args;
+    nb::dict attrs;
+    for (auto& [k, v] : n->attrs.items()) attrs[k] = attr_to_py(v);
+    d["attrs"] = attrs;
+    d["shape"] = nb::tuple(nb::cast(std::vector<int64_t>(n->meta.sizes.begin(), n->meta.sizes.end())));
+    d["dtype"] = nb::cast(n->meta.dtype);
+    d["results"] = n->output_metas.size();
+    d["input_index"] = n->input_index;
+    d["grad_enabled"] = n->grad_enabled;
+    d["constant"] = n->opcode == graph::Opcode::GetAttr ? nb::cast(n->constant) : nb::none();
+    d["custom"] = n->target ? graph::is_custom_function(*n->target) : false;
+    l.append(d);
+  }
+  return l;
+}
+
+std::vector<Tensor> call_op_py(const std::string& name, nb::list inputs, nb::dict attrs) {
+  const OpDef* op = find_op(name);
+  TP_CHECK(op, ValueError, "_call_op: no operator named '", name, "'");
+  std::vector<Tensor> in;
+  for (nb::handle h : inputs) {
+    if (h.is_none()) in.push_back(Tensor());
+    else if (nb::isinstance<Tensor>(h)) in.push_back(nb::cast<Tensor>(h));
+    else if (auto s = to_scalar(h)) in.push_back(Tensor::wrapped_scalar(*s));
+    else throw TypeError("_call_op(" + name + "): inputs must be Tensors, numbers or None");
+  }
+  // A Python int is an int attribute unless the schema says Scalar/float
+  // (full's fill_value): the kernel reads the variant the schema stores.
+  const Schema* schema = op_schema(*op);
+  Attrs a;
+  for (auto [k, v] : attrs) {
+    const char* key = intern_attr_name(nb::cast<std::string>(k));
+    AttrValue value = attr_from_py(v, key);
+    if (schema && std::holds_alternative<int64_t>(value))
+      for (const SchemaArg& s : schema->args)
+        if (std::string_view(s.attr_name) == key && (s.type == ArgType::Scalar || s.type == ArgType::Float))
+          value = Scalar(std::get<int64_t>(value));
+    a.set(key, std::move(value));
+  }
+  return call_op(*op, in, a);
+}
+
 }  // namespace
 
 void bind_testing_hooks(nb::module_& m);  // testing_hooks.cpp
@@ -672,6 +766,7 @@ void bind_compile(nb::module_& m) {
         c->lint();
         return GraphModule{std::shared_ptr<const graph::Graph>(std::move(c)), {}, {}};
       })
+      .def_prop_ro("_node_info", &node_info)
       .def_prop_ro("nodes", [](const GraphModule& g) {
         nb::list l;
         for (auto& n : g.graph->nodes())
@@ -679,6 +774,9 @@ void bind_compile(nb::module_& m) {
         return l;
       });
 
+  // One operator call by registry name, through the dispatcher (autograd
+  // records it): the Python graph interpreter of tp.func.vmap runs nodes with it.
+  m.def("_call_op", &call_op_py, nb::arg("name"), nb::arg("inputs"), nb::arg("attrs"));
   m.def("_raise_pending", [] {
     std::exception_ptr e = pending_exception();
     if (e) std::rethrow_exception(e);

@@ -47,7 +47,8 @@ from . import linalg  # noqa: F401,E402  (tp.linalg over LAPACK; also tp.det, Te
 linalg._install()
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
-from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd; also loads tp.autograd.forward_ad)
+from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
+from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint: eager activation checkpointing)
 from .serialization import save, load  # noqa: F401,E402
 

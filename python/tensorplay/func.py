@@ -8,13 +8,19 @@ reverse-over-forward (the tangent formulas are recorded by reverse mode).
 Inputs and outputs are Tensors or (nested) tuples/lists/dicts of Tensors;
 functional_call (from tp.nn.utils.stateless) runs a module on a dict of
 parameters, so grad / vjp / jvp can differentiate with respect to them.
+vmap (in _vmap.py, with its batching rules in _batch_rules.py and the rules
+for transforms in _vmap_transforms.py) maps a function over a batch dim; the
+transforms here carry a `_tp_transform` tag so that vmap(grad(f)) and
+vmap(jacrev(f)) batch through their own rules.
 """
 from . import _C
 from .autograd import forward_ad as fwAD
 
 from .nn.utils.stateless import functional_call  # noqa: F401
+from ._vmap import vmap, refuse_in_capture as _refuse_in_vmap_capture
+from ._vmap import fallback_counts as vmap_fallback_counts  # noqa: F401
 
-__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd", "functional_call"]
+__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd", "functional_call", "vmap"]
 
 Tensor = _C.Tensor
 
@@ -72,6 +78,7 @@ def _check_pairs(who, primals, tangents, pname="primals", tname="tangents"):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """(func(*primals), J @ tangents): the output and its directional derivative
     along `tangents`, in one forward pass with dual tensors."""
+    _refuse_in_vmap_capture("jvp")
     if not isinstance(primals, tuple):
         raise RuntimeError(f"jvp(f, primals, tangents): expected primals to be a tuple, got {type(primals).__name__}")
     if not isinstance(tangents, tuple):
@@ -113,6 +120,7 @@ def _track(p):
 
 def _reverse(func, primals, who, has_aux):
     from . import enable_grad
+    _refuse_in_vmap_capture(who)
     flat_p, spec_p = _flatten(primals, who, "primals")
     nested = any(p.requires_grad for p in flat_p)  # an outer reverse transform: keep the graph of the gradients
     with enable_grad():
@@ -196,6 +204,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         value = out if nested else out.detach()
         return (g, (value, aux)) if has_aux else (g, value)
 
+    wrapper._tp_transform = ("grad", func, argnums, has_aux, True)
     return wrapper
 
 
@@ -208,6 +217,7 @@ def grad(func, argnums=0, has_aux=False):
         g, v = gv(*args, **kwargs)
         return (g, v[1]) if has_aux else g
 
+    wrapper._tp_transform = ("grad", func, argnums, has_aux, False)
     return wrapper
 
 
@@ -253,6 +263,7 @@ def jacrev(func, argnums=0, *, has_aux=False):
         j = jacs[0] if isinstance(argnums, int) else jacs
         return (j, res[2]) if has_aux else j
 
+    wrapper._tp_transform = ("jacrev", func, argnums, has_aux)
     return wrapper
 
 
@@ -286,4 +297,5 @@ def jacfwd(func, argnums=0, has_aux=False):
         j = jacs[0] if isinstance(argnums, int) else tuple(jacs)
         return (j, aux) if has_aux else j
 
+    wrapper._tp_transform = ("jacfwd", func, argnums, has_aux)
     return wrapper
