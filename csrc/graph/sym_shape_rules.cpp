@@ -704,10 +704,15 @@ bool rule_sort_topk(Ctx& c) {
     if (in.empty()) return false;
     const int64_t k = c.n.attrs.get_int("k");
     if (c.derived(k)) return false;
+    // A k computed from sizes (`x.topk(x.size(1) - 1)`) is the user's SymInt: the dim is that
+    // expression (reading the constant gave the hint's size at every length: "extern topk result
+    // has shape [3, 4], planned [3, 3]").
+    const std::vector<SymDim>* sk = c.sym_attr("k");
+    const SymDim kd = sk && sk->size() == 1 ? c.env.resolve((*sk)[0]) : SymDim(k);
     const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
-    c.env.decide(in[dim] - SymDim(k), GuardRel::Ge, c.where());
+    c.env.decide(in[dim] - kd, GuardRel::Ge, c.where());
     for (auto& d : in) d = c.env.resolve(d);
-    in[dim] = SymDim(k);
+    in[dim] = kd;
   }
   c.n.sym_sizes = in;
   c.n.output_sym_sizes = {in, in};
