@@ -34,7 +34,7 @@ def test_index_put_in_a_compiled_function_returns_the_argument_as_eager():
 
 
 # ---------------------------------------------------------------- binary_cross_entropy's domain
-@pytest.mark.parametrize("bad", [1.5, -0.2, float("nan")])
+@pytest.mark.parametrize("bad", [1.5, -0.2, float("inf")])
 def test_binary_cross_entropy_refuses_inputs_outside_zero_one(bad):
     # Logits passed by mistake gave a silent NaN loss; PyTorch raises.
     x = tp.tensor([bad, 0.5])
