@@ -276,3 +276,17 @@ def test_topk_with_k_from_sizes():
         x = tp.randn(3, n)
         for e, c in zip(f(x), cf(x)):
             assert tp.equal(e, c), n
+
+
+@pytest.mark.parametrize("kw", [dict(size=(4, 9), mode="bilinear", align_corners=True),
+                                dict(size=(6, 5), mode="bicubic"),
+                                dict(scale_factor=2, mode="bicubic", align_corners=True),
+                                dict(scale_factor=1.5, mode="bilinear")])
+def test_interpolate_compiled_at_several_input_sizes(kw):
+    # From the second input size on (automatic dynamic shapes) bilinear with align_corners and
+    # bicubic raised "cannot build a tensor from ndarray with NumPy dtype object".
+    f = lambda x: F.interpolate(x, **kw)  # noqa: E731
+    cf = tp.compile(f)
+    for shape in [(2, 3, 5, 7), (2, 3, 6, 8), (1, 3, 4, 4)]:
+        x = tp.randn(*shape)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)

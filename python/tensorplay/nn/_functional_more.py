@@ -277,6 +277,11 @@ def _out_sizes(name, input, size, scale_factor, nd):
 def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
     """Resamples one spatial dim with index_select (the gradient flows through it); the
     indices and weights are made on x's device."""
+    # The indices and weights are constants computed from the sizes, so a dynamic-shape capture
+    # specializes them (int() of a SymInt guards it): with SymInts the NumPy arrays below became
+    # object arrays ("cannot build a tensor from ndarray with NumPy dtype object" for
+    # align_corners=True and bicubic once a second size was seen).
+    n_in, n_out = int(n_in), int(n_out)
     dst = _np.arange(n_out, dtype=_np.float64)
     # Source step: PyTorch uses 1/scale_factor when one was given, else in/out (or the
     # corner-to-corner ratio with align_corners).
