@@ -290,3 +290,36 @@ def test_interpolate_compiled_at_several_input_sizes(kw):
     for shape in [(2, 3, 5, 7), (2, 3, 6, 8), (1, 3, 4, 4)]:
         x = tp.randn(*shape)
         np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose_under_dynamic_shapes_follows_the_input_size():
+    # conv_transpose2d is conv2d_input_grad of a size computed from the input's sizes; the
+    # symbolic version took that size as its result at every input size: (2, 3, 6, 8) gave the
+    # (2, 2, 12, 16) of the first capture's (2, 3, 5, 7) instead of (2, 2, 14, 18).
+    w = tp.randn(3, 2, 3, 3)
+
+    def f(x):
+        return F.conv_transpose2d(x, w, stride=2, output_padding=1), F.conv_transpose1d(x[:, :, 0], w[:, :, 0])
+
+    cf = tp.compile(f, dynamic=True)
+    for shape in [(2, 3, 5, 7), (2, 3, 6, 8), (3, 3, 5, 9)]:
+        x = tp.randn(*shape)
+        for e, c in zip(f(x), cf(x)):
+            assert tuple(c.shape) == tuple(e.shape), shape
+            np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_over_dims_that_change_refuses_the_wrong_size_as_eager():
+    # F.layer_norm(x, (5, 7)) compiled with dynamic=True normalized a [2, 3, 6, 8] input
+    # (eager raises: the trailing dims must equal normalized_shape).
+    f = lambda x: F.layer_norm(x, (5, 7))  # noqa: E731
+    cf = tp.compile(f, dynamic=True)
+    x = tp.randn(2, 3, 5, 7)
+    np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="layer_norm"):
+        cf(tp.randn(2, 3, 6, 8))
+    g = lambda x: F.layer_norm(x, x.shape[-2:])  # noqa: E731  (normalized_shape from sizes: symbolic)
+    cg = tp.compile(g, dynamic=True)
+    for shape in [(2, 5, 7), (2, 6, 8), (3, 4, 9)]:
+        x = tp.randn(*shape)
+        np.testing.assert_allclose(cg(x).numpy(), g(x).numpy(), rtol=1e-5, atol=1e-5)
