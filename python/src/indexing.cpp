@@ -70,6 +70,11 @@ Item classify(nb::handle h) {
                          "indices (got ",
                          nb::inst_name(h).c_str(), ")"));
   if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t};
+  // PyTorch reads a uint8 index tensor as a mask (deprecated); taking its values as positions
+  // gave other elements than PyTorch, silently. Refused, naming both meanings.
+  TP_CHECK(t.dtype() != DType::UInt8, IndexError,
+           "indexing with a uint8 tensor is ambiguous (PyTorch reads it as a mask, deprecated): use .bool() for a "
+           "mask or .long() for positions (index of shape ", shape_str(t.sizes()), ")");
   TP_CHECK(is_integral(t.dtype(), false), IndexError,
            "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
   // A 0-d integer tensor acts like the int it holds (a select), as in PyTorch.

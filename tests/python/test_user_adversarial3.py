@@ -323,3 +323,19 @@ def test_layer_norm_over_dims_that_change_refuses_the_wrong_size_as_eager():
     for shape in [(2, 5, 7), (2, 6, 8), (3, 4, 9)]:
         x = tp.randn(*shape)
         np.testing.assert_allclose(cg(x).numpy(), g(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_indexing_with_a_uint8_tensor_is_refused_naming_both_meanings():
+    # x[uint8 tensor] took the values as positions; PyTorch reads them as a mask.
+    x = tp.arange(6.0).reshape(2, 3)
+    with pytest.raises(IndexError, match="uint8"):
+        x[tp.tensor([1, 0], dtype=tp.uint8)]
+    with pytest.raises(IndexError, match="uint8"):
+        x[tp.tensor([1], dtype=tp.uint8)] = 0.0
+    assert x[tp.tensor([True, False])].tolist() == [[0.0, 1.0, 2.0]]
+    assert x[tp.tensor([1], dtype=tp.int8)].tolist() == [[3.0, 4.0, 5.0]]
+
+
+def test_interpolate_to_a_size_that_overflows_raises_instead_of_swapping():
+    with pytest.raises(RuntimeError, match="interpolate: .*too many elements"):
+        F.interpolate(tp.randn(1, 1, 2, 2), scale_factor=1e9)

@@ -348,6 +348,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if min(sizes) <= 0 or min(input.shape[2:]) <= 0:
         raise ValueError(f"interpolate: input and output sizes must be positive, got input of shape "
                          f"{tuple(input.shape)} and output size {tuple(sizes)}")
+    # A huge scale_factor (1e9) made NumPy build the 2e9-element index arrays below (16 GB each)
+    # before any allocation failed: the process swapped instead of raising as PyTorch does.
+    # (Eagerly: int() of a captured batch size would specialize it.)
+    if not _tp._C._is_tracing() and \
+            math.prod([int(input.shape[0]), int(input.shape[1])] + sizes) * input.element_size() >= 2**63:
+        raise _tp._C.TensorValueError(f"interpolate: the output of shape {tuple(input.shape[:2]) + tuple(sizes)} "
+                                      "has too many elements (its storage size overflows)")
     if recompute_scale_factor:
         scales = [None] * nd
     if mode == "area":  # adaptive average pooling; a 1-D input as a 2-D one of height 1
