@@ -173,6 +173,7 @@ bool CompiledFunction::ShapeSpec::matches(const std::vector<Tensor>& tensors, st
 std::string CompiledFunction::nonshape_key(const std::vector<ArgValue>& args) const {
   std::string k;
   k.push_back(GradMode::is_enabled() ? '1' : '0');
+  k.push_back(static_cast<char>(default_float_dtype()));  // see specialization_key
   k += state_;
   k += '\0';
   for (auto& arg : args) {
@@ -272,7 +273,7 @@ bool CompiledFunction::Stamp::matches(const Tensor& t) const {
 
 bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) const {
   if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode ||
-      state_ != first_.state)
+      default_float_dtype() != first_.default_dtype || state_ != first_.state)
     return false;
   size_t s = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -301,6 +302,7 @@ void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, c
                                             const Artifact* a) {
   first_ = FirstLevel{};
   first_.grad_mode = GradMode::is_enabled();
+  first_.default_dtype = default_float_dtype();
   first_.state = state_;
   size_t n = 0;
   for (auto& arg : args) {
@@ -322,6 +324,10 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
   k.reserve(64 * args.size());
   bool grad = GradMode::is_enabled();
   k.push_back(grad ? '1' : '0');
+  // The default float dtype decides the dtype of factories (tp.zeros(3)), of Python floats meeting
+  // integer tensors and of integer true division; the capture bakes it in, so
+  // tp.set_default_dtype(tp.float64) between calls must select another version.
+  k.push_back(static_cast<char>(default_float_dtype()));
   k += state_;
   k += '\0';
   for (auto& arg : args) {
@@ -364,6 +370,7 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   }
   if (!state_.empty()) d += "captured Python state (module training flags and forward hook ids in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
+  if (default_float_dtype() != DType::Float32) d += str("default dtype: ", dtype_name(default_float_dtype()), "\n");
   return d;
 }
 

@@ -194,6 +194,7 @@ class CompiledFunction {
     std::vector<Scalar> scalars;
     std::vector<Stamp> free;
     bool grad_mode = true;
+    DType default_dtype = DType::Float32;
     std::string state;
     const Artifact* artifact = nullptr;
   };

@@ -40,4 +40,11 @@ class Scalar {
   };
 };
 
+// Raises ValueError naming `op` when `v` cannot be stored in `t` without overflow, as PyTorch's
+// fill/full/masked_fill do: an int outside the integer dtype's range (unsigned types also take
+// -max .. -1, which wrap, as PyTorch allows), a NaN/inf or out-of-range float meeting an integer
+// dtype, a finite float beyond a float dtype's largest finite value. Without it
+// `tp.zeros(2, dtype=tp.uint8).fill_(300)` gave 44 and `tp.full((2,), nan, dtype=tp.int32)` 0.
+void check_scalar_fits(const Scalar& v, DType t, const char* op);
+
 }  // namespace tp

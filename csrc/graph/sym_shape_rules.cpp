@@ -640,6 +640,27 @@ bool rule_layer_norm(Ctx& c) {
   return true;
 }
 
+// layer_norm / rms_norm: the input's shape, its trailing dims equal to normalized_shape (a guard).
+// Without it a version captured at [*, 5, 7] normalized a [*, 6, 8] input over the wrong extent
+// without the error eager raises.
+bool rule_norm_over_trailing(Ctx& c) {
+  SymShape in = arg_shape(c.n, 0);
+  if (const AttrValue* v = c.n.attrs.find("normalized_shape")) {
+    const auto* ns = std::get_if<std::vector<int64_t>>(v);
+    if (!ns || ns->size() > in.size()) return false;
+    const std::vector<SymDim>* sa = c.sym_attr("normalized_shape");
+    if (sa && sa->size() != ns->size()) sa = nullptr;
+    for (size_t i = 0; i < ns->size(); ++i) {
+      if (!sa && c.derived((*ns)[i])) return false;
+      const SymDim want = sa ? c.env.resolve((*sa)[i]) : SymDim((*ns)[i]);
+      c.env.require_equal(in[in.size() - ns->size() + i], want, c.where());
+    }
+    for (auto& d : in) d = c.env.resolve(d);
+  }
+  c.n.sym_sizes = in;
+  return true;
+}
+
 // Indexing by a tensor of indices: the result's shape comes from the index.
 bool rule_index_select(Ctx& c) {
   SymShape in = arg_shape(c.n, 0), idx = arg_shape(c.n, 1);
@@ -704,10 +725,15 @@ bool rule_sort_topk(Ctx& c) {
     if (in.empty()) return false;
     const int64_t k = c.n.attrs.get_int("k");
     if (c.derived(k)) return false;
+    // A k computed from sizes (`x.topk(x.size(1) - 1)`) is the user's SymInt: the dim is that
+    // expression (reading the constant gave the hint's size at every length: "extern topk result
+    // has shape [3, 4], planned [3, 3]").
+    const std::vector<SymDim>* sk = c.sym_attr("k");
+    const SymDim kd = sk && sk->size() == 1 ? c.env.resolve((*sk)[0]) : SymDim(k);
     const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dim"), in.size()));
-    c.env.decide(in[dim] - SymDim(k), GuardRel::Ge, c.where());
+    c.env.decide(in[dim] - kd, GuardRel::Ge, c.where());
     for (auto& d : in) d = c.env.resolve(d);
-    in[dim] = SymDim(k);
+    in[dim] = kd;
   }
   c.n.sym_sizes = in;
   c.n.output_sym_sizes = {in, in};
@@ -769,6 +795,15 @@ bool rule_grad_of_size(Ctx& c) {
     c.n.sym_sizes = *sym;
     return true;
   }
+  // conv_transpose1d/2d, which the user called, are conv2d_input_grad of a size they computed
+  // from the input's sizes at their hints: no rule, so those symbols are specialized. The static
+  // size was taken as the result at every size: a dynamic version returned the first capture's
+  // spatial size (and batch) for other inputs, silently. (Only these composites: the derivative
+  // formulas traced for training reach here under other user calls, and the joint trace's check
+  // at other sizes handles their static sizes.)
+  if (c.call && c.call->op && c.call->op != c.n.target &&
+      std::strncmp(c.call->op->name, "conv_transpose", 14) == 0)
+    return false;
   const AttrValue* v = c.n.attrs.find("size");
   if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) return false;
   c.n.sym_sizes.clear();
@@ -893,7 +928,8 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
   if (name_is(n, {"cat"})) return rule_cat(c);
   if (name_is(n, {"repeat"})) return rule_repeat(c);
   if (name_is(n, {"native_layer_norm"})) return rule_layer_norm(c);
-  if (name_is(n, {"layer_norm", "rms_norm", "group_norm"})) return rule_same_as_input0(c);
+  if (name_is(n, {"layer_norm", "rms_norm"})) return rule_norm_over_trailing(c);
+  if (name_is(n, {"group_norm"})) return rule_same_as_input0(c);
   if (name_is(n, {"nll_loss"})) return rule_nll_loss(c);
   if (name_is(n, {"nll_loss_grad"})) {  // (grad, self, target, weight) -> self's shape
     if (n.args.size() < 2) return false;

@@ -104,7 +104,7 @@ std::vector<Tensor> inplace_cpu(const OpDef&, const std::vector<Tensor>& in, con
 }
 
 std::vector<TensorMeta> fill_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
-  attrs.get<Scalar>("value");
+  check_scalar_fits(attrs.get<Scalar>("value"), in[0].dtype, op.name);
   check_writable(in[0], op.name);
   return {in[0]};
 }

@@ -45,7 +45,9 @@ const Scalar& fill_value(const Attrs& attrs) {
 std::vector<TensorMeta> full_infer(const OpDef& op, const std::vector<TensorMeta>&, const Attrs& attrs) {
   Shape size = attr_shape(attrs, "size");
   check_sizes(size, op.name);
-  return {TensorMeta::contiguous(std::move(size), dtype_attr(attrs, fill_value(attrs).natural_dtype()))};
+  const DType dtype = dtype_attr(attrs, fill_value(attrs).natural_dtype());
+  check_scalar_fits(fill_value(attrs), dtype, op.name);
+  return {TensorMeta::contiguous(std::move(size), dtype)};
 }
 
 std::vector<Tensor> full_cpu(const OpDef&, const std::vector<Tensor>&, const Attrs& attrs,

@@ -862,9 +862,10 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
 
 // ---------------------------------------------------------------------------
 // masked_fill
-std::vector<TensorMeta> masked_fill_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {
+std::vector<TensorMeta> masked_fill_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   TP_CHECK(in[1].dtype == DType::Bool, TypeError, op.name, ": expected a bool mask, got mask of dtype ",
            dtype_name(in[1].dtype));
+  if (in.size() == 2 && attrs.has("value")) check_scalar_fits(attrs.get<Scalar>("value"), in[0].dtype, op.name);
   if (in.size() > 2)
     TP_CHECK(in[2].sizes.empty(), ValueError, op.name,
              ": only supports a 0-dimensional value tensor, but got a value of shape ", shape_str(in[2].sizes));

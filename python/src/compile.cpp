@@ -152,8 +152,10 @@ struct PyOutputStructure : compile::OutputStructure {
       s->object = keep_py(nb::int_(symint_specialize(r)));
       return s;
     }
+    // A dtype (`return y, y.dtype`) is immutable and fixed by the specialization key (input dtypes,
+    // the default dtype), so it is a constant of the version like a number; it used to be refused.
     if (p == Py_None || PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p) || PyComplex_Check(p) ||
-        PyUnicode_Check(p)) {
+        PyUnicode_Check(p) || nb::isinstance<DType>(r)) {
       s->kind = kConstant;
       s->object = keep_py(nb::borrow(r));
       return s;

@@ -70,6 +70,11 @@ Item classify(nb::handle h) {
                          "indices (got ",
                          nb::inst_name(h).c_str(), ")"));
   if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t};
+  // PyTorch reads a uint8 index tensor as a mask (deprecated); taking its values as positions
+  // gave other elements than PyTorch, silently. Refused, naming both meanings.
+  TP_CHECK(t.dtype() != DType::UInt8, IndexError,
+           "indexing with a uint8 tensor is ambiguous (PyTorch reads it as a mask, deprecated): use .bool() for a "
+           "mask or .long() for positions (index of shape ", shape_str(t.sizes()), ")");
   TP_CHECK(is_integral(t.dtype(), false), IndexError,
            "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
   // A 0-d integer tensor acts like the int it holds (a select), as in PyTorch.
@@ -390,8 +395,12 @@ void bind_shape_conveniences(nb::module_& m) {
     return ops::flip(t, ints_from_args(a, "flip"));
   });
   redefine(cls, "nonzero", &nonzero_py, nb::kw_only(), nb::arg("as_tuple") = false);
-  redefine(cls, "index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
-    return ops::index_put_(t, indices_from(indices), values, accumulate);
+  // An in-place method returns the caller's own Python object (`x.index_put_(...) is x`), as every
+  // other in-place method does; returning the C++ result made a second wrapper of the same tensor.
+  redefine(cls, "index_put_", [](nb::handle self, nb::handle indices, const Tensor& values, bool accumulate) {
+    Tensor& t = nb::cast<Tensor&>(self);
+    ops::index_put_(t, indices_from(indices), values, accumulate);
+    return nb::borrow(self);
   }, nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
   redefine(cls, "index_put", [](const Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
     return ops::index_put(t, indices_from(indices), values, accumulate);
@@ -409,8 +418,10 @@ void bind_shape_conveniences(nb::module_& m) {
     if (nb::hasattr(m, "_op_functions")) m.attr("_op_functions")[name] = m.attr(name);
   };
   def_function("nonzero", &nonzero_py, nb::arg("input"), nb::kw_only(), nb::arg("as_tuple") = false);
-  def_function("index_put_", [](Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
-    return ops::index_put_(t, indices_from(indices), values, accumulate);
+  def_function("index_put_", [](nb::handle self, nb::handle indices, const Tensor& values, bool accumulate) {
+    Tensor& t = nb::cast<Tensor&>(self);
+    ops::index_put_(t, indices_from(indices), values, accumulate);
+    return nb::borrow(self);
   }, nb::arg("input"), nb::arg("indices"), nb::arg("values"), nb::arg("accumulate") = false);
   def_function("index_put", [](const Tensor& t, nb::handle indices, const Tensor& values, bool accumulate) {
     return ops::index_put(t, indices_from(indices), values, accumulate);

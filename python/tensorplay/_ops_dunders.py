@@ -11,7 +11,10 @@ from . import _C
 
 
 def _operand(x):
-    return isinstance(x, (_C.Tensor, numbers.Number))
+    # A SymInt (a size while a dynamic-shape capture runs: `x ** (x.shape[1] - 2)`, `x % n`) is a
+    # number like the int it is in eager; refusing it raised "unsupported operand type(s)" only
+    # when compiled.
+    return isinstance(x, (_C.Tensor, numbers.Number, _C.SymInt))
 
 
 def _reflected(name):

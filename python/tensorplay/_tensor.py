@@ -77,6 +77,13 @@ def _as_array(data):
                     else (x.detach().numpy() if isinstance(x, _C.Tensor) else x) for x in data]
         data = _plain_sizes(data)
         arr = np.asarray(data)
+        huge = _has_huge_int(data) if arr.dtype in (np.uint64, object) else None
+        if huge is not None:
+            # NumPy holds ints in [2**63, 2**64) as uint64 (which the int64 cast below wrapped
+            # silently: tp.tensor(2**63) gave -2**63) and larger ones as objects ("NumPy dtype
+            # object"); no tensorplay dtype holds them, as in PyTorch.
+            raise _C.TensorValueError(f"tensor: integer value {huge} is out of range for int64 "
+                                        "(-2**63 .. 2**63 - 1); pass it as a float to get a floating tensor")
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float64)
         elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
@@ -84,6 +91,18 @@ def _as_array(data):
     if arr.dtype not in _np_to_tp():
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} with NumPy dtype {arr.dtype}")
     return arr, inferred
+
+
+def _has_huge_int(data):
+    """The first Python int leaf of `data` outside int64's range, else None."""
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        elif isinstance(x, int) and not isinstance(x, bool) and not -2**63 <= x < 2**63:
+            return x
+    return None
 
 
 def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=False):

@@ -25,7 +25,10 @@ void throw_dtype(const char* op, const std::vector<TensorMeta>& in, const char* 
 }
 
 void throw_zero_division(const char* op) {
-  throw Error(str("ZeroDivisionError: ", op, ": integer division by zero"));
+  // The operator leads (it is what the binding's renaming reads as the raiser: with
+  // "ZeroDivisionError: " first, `a // 0` said "floor_divide: floor_divide: integer division by
+  // zero (in ZeroDivisionError)"); PyTorch's word for it stays in the message.
+  throw Error(str(op, ": integer division by zero (ZeroDivisionError)"));
 }
 
 namespace {

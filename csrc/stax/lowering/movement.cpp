@@ -34,6 +34,10 @@ Value lower_roll(LoweringContext& c) {
   const Value& x = c.input(0);
   auto shifts = c.attrs().get<std::vector<int64_t>>("shifts");
   auto dims = c.attrs().get_or<std::vector<int64_t>>("dims", {});
+  // A shift computed from sizes (`x.roll(x.size(0) // 2)`) would be baked in at its hint: the
+  // eager kernel (an extern call) gets it evaluated at each call's sizes instead.
+  for (const IndexExpr& e : c.attr_exprs("shifts"))
+    if (!e.is_const()) c.fail("roll with a shift computed from symbolic sizes");
   int64_t nd = static_cast<int64_t>(x.sizes.size());
   if (dims.empty()) {
     if (shifts.size() != 1) c.fail("roll without dims takes one shift");
@@ -98,12 +102,16 @@ LoweringFn triangle(bool lower) {
   return [lower](LoweringContext& c) {
     const Value& x = c.input(0);
     if (x.sizes.size() < 2) c.fail("expects a tensor of at least 2 dimensions");
-    int64_t k = c.attrs().get_or<int64_t>("diagonal", 0);
+    // The diagonal may be computed from sizes (`tril(S - T)`, a causal mask over a KV cache):
+    // read as an index expression, so a symbolic version compares against the call's value
+    // (the constant attribute is the capture's hint: every other length got a wrong mask).
+    const std::vector<IndexExpr> ks = c.attr_exprs("diagonal");
+    const IndexExpr k = ks.empty() ? IndexExpr(0) : ks[0];
     DType dt = c.out_dtype();
     return c.pointwise([x, k, lower, dt](const Index& idx) {
       size_t n = idx.size();
-      Expr diff = index_value(idx[n - 1] - idx[n - 2]);
-      Expr keep = call(lower ? CallOp::Le : CallOp::Ge, {diff, constant(Scalar(k), DType::Int64)}, DType::Bool);
+      Expr diff = index_value(idx[n - 1] - idx[n - 2] - k);
+      Expr keep = call(lower ? CallOp::Le : CallOp::Ge, {diff, constant(Scalar(int64_t{0}), DType::Int64)}, DType::Bool);
       return where(keep, cast(x.at(idx), dt), constant(Scalar(int64_t{0}), dt));
     });
   };

@@ -277,6 +277,11 @@ def _out_sizes(name, input, size, scale_factor, nd):
 def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
     """Resamples one spatial dim with index_select (the gradient flows through it); the
     indices and weights are made on x's device."""
+    # The indices and weights are constants computed from the sizes, so a dynamic-shape capture
+    # specializes them (int() of a SymInt guards it): with SymInts the NumPy arrays below became
+    # object arrays ("cannot build a tensor from ndarray with NumPy dtype object" for
+    # align_corners=True and bicubic once a second size was seen).
+    n_in, n_out = int(n_in), int(n_out)
     dst = _np.arange(n_out, dtype=_np.float64)
     # Source step: PyTorch uses 1/scale_factor when one was given, else in/out (or the
     # corner-to-corner ratio with align_corners).
@@ -343,6 +348,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if min(sizes) <= 0 or min(input.shape[2:]) <= 0:
         raise ValueError(f"interpolate: input and output sizes must be positive, got input of shape "
                          f"{tuple(input.shape)} and output size {tuple(sizes)}")
+    # A huge scale_factor (1e9) made NumPy build the 2e9-element index arrays below (16 GB each)
+    # before any allocation failed: the process swapped instead of raising as PyTorch does.
+    # (Eagerly: int() of a captured batch size would specialize it.)
+    if not _tp._C._is_tracing() and \
+            math.prod([int(input.shape[0]), int(input.shape[1])] + sizes) * input.element_size() >= 2**63:
+        raise _tp._C.TensorValueError(f"interpolate: the output of shape {tuple(input.shape[:2]) + tuple(sizes)} "
+                                      "has too many elements (its storage size overflows)")
     if recompute_scale_factor:
         scales = [None] * nd
     if mode == "area":  # adaptive average pooling; a 1-D input as a 2-D one of height 1
