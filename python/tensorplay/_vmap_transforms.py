@@ -56,24 +56,41 @@ def _expand_tree(tree, dims, B):
     return V._rebuild(tree, iter(out)), V._rebuild(tree, iter([0] * len(out)))
 
 
+def _differentiated(f, args, leaves, flags, B, nums, randomness, tensors_only):
+    """The positional values with each differentiated one expanded to a per-example
+    copy of batch size B (so its gradient is per example), and vmap(f) over them;
+    None when an argument cannot be expanded (the caller falls back)."""
+    vals, dims = _positional(args, leaves, flags)
+    for i in nums:
+        if tensors_only and not isinstance(vals[i], Tensor):
+            return None
+        e = _expand_tree(vals[i], dims[i], B)
+        if e is None:
+            return None
+        vals[i], dims[i] = e
+    return vals, V.vmap(f, in_dims=tuple(dims), randomness=randomness)
+
+
+def _with(vals, nums, xs):
+    """vals with the differentiated positions nums replaced by xs."""
+    full = list(vals)
+    for i, x in zip(nums, xs):
+        full[i] = x
+    return full
+
+
 def _grad(tag, args, leaves, flags, B, randomness):
     from . import func as F
     _, f, argnums, has_aux, with_value = tag
     n = len(args)
     nums = F._argnums(argnums, n, "grad")
-    vals, dims = _positional(args, leaves, flags)
-    for i in nums:
-        e = _expand_tree(vals[i], dims[i], B)
-        if e is None:
-            return None
-        vals[i], dims[i] = e
-    inner = V.vmap(f, in_dims=tuple(dims), randomness=randomness)
+    prepared = _differentiated(f, args, leaves, flags, B, nums, randomness, tensors_only=False)
+    if prepared is None:
+        return None
+    vals, inner = prepared
 
     def summed(*xs):
-        full = list(vals)
-        for i, x in zip(nums, xs):
-            full[i] = x
-        out = inner(*full)
+        out = inner(*_with(vals, nums, xs))
         aux = None
         if has_aux:
             out, aux = out
@@ -100,21 +117,13 @@ def _jac(tag, args, leaves, flags, B, randomness):
     if has_aux:
         return None
     nums = F._argnums(argnums, len(args), kind)
-    vals, dims = _positional(args, leaves, flags)
-    for i in nums:
-        if not isinstance(vals[i], Tensor):
-            return None
-        e = _expand_tree(vals[i], dims[i], B)
-        if e is None:
-            return None
-        vals[i], dims[i] = e
-    inner = V.vmap(f, in_dims=tuple(dims), randomness=randomness)
+    prepared = _differentiated(f, args, leaves, flags, B, nums, randomness, tensors_only=True)
+    if prepared is None:
+        return None
+    vals, inner = prepared
 
     def summed(*xs):
-        full = list(vals)
-        for i, x in zip(nums, xs):
-            full[i] = x
-        out = inner(*full)
+        out = inner(*_with(vals, nums, xs))
         if not isinstance(out, Tensor):
             raise RuntimeError(f"{kind}: expected f to return a single Tensor")
         return out.sum(0)
