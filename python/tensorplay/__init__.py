@@ -45,6 +45,8 @@ from .compiler import mark_dynamic, mark_static  # noqa: F401  (dynamic shapes)
 from ._C import SymInt  # noqa: F401
 from . import linalg  # noqa: F401,E402  (tp.linalg over LAPACK; also tp.det, Tensor.inverse, ...)
 linalg._install()
+from . import _composite_api  # noqa: E402
+_composite_api.install()  # ravel, tensordot, kron, fmax, cov, quantile, ...: compositions of operators
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
