@@ -14,6 +14,7 @@ from .._grad_mode import no_grad
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
     "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+    "dirac_", "sparse_",
 ]
 
 _LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -186,3 +187,37 @@ def orthogonal_(tensor, gain=1, generator=None):
     if rows < cols:
         q = q.t()
     return _fill_from(tensor, q.contiguous().reshape(list(tensor.shape)) * gain)
+
+
+def dirac_(tensor, groups=1):
+    """Fills a 3-, 4- or 5-D (out, in, *kernel) tensor so that the convolution is the identity on as many
+    channels as possible (per group): a 1 at the kernel centre of [g*out_per_group + d, d], zeros elsewhere."""
+    if tensor.dim() not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {tensor.dim()}")
+    shape = list(tensor.shape)
+    if groups <= 0 or shape[0] % groups != 0:
+        raise ValueError(f"dirac_: dim 0 ({shape[0]}) must be divisible by groups ({groups})")
+    per_group = shape[0] // groups
+    n = min(per_group, shape[1])
+    out_idx = _tp.tensor([g * per_group + d for g in range(groups) for d in range(n)], dtype=_tp.int64)
+    in_idx = _tp.tensor([d for _ in range(groups) for d in range(n)], dtype=_tp.int64)
+    sample = _tp.zeros(shape, dtype=_tp.float64)
+    if out_idx.numel():
+        centre = tuple(_tp.full([out_idx.numel()], k // 2, dtype=_tp.int64) for k in shape[2:])
+        sample = sample.index_put((out_idx, in_idx) + centre, _tp.ones([out_idx.numel()], dtype=_tp.float64))
+    return _fill_from(tensor, sample)
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fills a 2-D tensor from N(0, std) and then zeroes ceil(sparsity * rows) randomly chosen rows
+    in each column."""
+    if tensor.dim() != 2:
+        raise ValueError(f"sparse_: only tensors with 2 dimensions are supported, got {tensor.dim()}")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    sample = _randn((rows, cols), generator) * std
+    if num_zeros and cols:
+        # argsort of a uniform sample is an independent random permutation per column.
+        perm = _rand((rows, cols), generator).argsort(0)
+        sample = sample.masked_fill(perm < num_zeros, 0.0)
+    return _fill_from(tensor, sample)
