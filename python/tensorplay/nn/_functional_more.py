@@ -19,7 +19,8 @@ from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _
 __all__ = ["threshold", "hardshrink", "softshrink", "tanhshrink", "prelu", "dropout1d", "dropout2d", "pixel_shuffle",
            "pixel_unshuffle", "pairwise_distance", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
-           "multilabel_soft_margin_loss", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+           "multilabel_soft_margin_loss", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
+           "dropout3d", "alpha_dropout", "rrelu", "gumbel_softmax", "adaptive_max_pool1d", "adaptive_max_pool2d"]
 
 
 # ---------------------------------------------------------------- activations
@@ -391,3 +392,111 @@ def upsample_nearest(input, size=None, scale_factor=None):
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---------------------------------------------------------------- more dropout, rrelu, gumbel, adaptive max pool
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) input with probability p."""
+    return _channel_dropout("dropout3d", input, p, training, inplace, 5)
+
+
+# SELU's saturation value -scale * alpha: alpha dropout sets dropped units to it, then an affine map
+# restores zero mean and unit variance for inputs that have them.
+_ALPHA_DROPOUT_NEG = 1.7580993408473766
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: dropped units take SELU's negative saturation value, then
+    a * x + b keeps the mean and variance."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"alpha_dropout: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if p == 1.0:
+        return _maybe_inplace(input, lambda x: x * 0.0, inplace)
+    keep = input.new_empty(list(input.shape)).bernoulli_(1 - p)
+    a = 1.0 / math.sqrt((_ALPHA_DROPOUT_NEG ** 2 * p + 1) * (1 - p))
+    shift = (keep - 1) * (_ALPHA_DROPOUT_NEG * a) + _ALPHA_DROPOUT_NEG * a * p
+    return _maybe_inplace(input, lambda x: x * (keep * a) + shift, inplace, saves_input=False)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: negative inputs times a slope drawn from U(lower, upper) per element while
+    training, times the mean slope (lower + upper) / 2 otherwise."""
+    if lower > upper:
+        raise ValueError(f"rrelu: lower bound ({lower}) must not exceed the upper bound ({upper})")
+    if not input.is_floating_point():
+        raise TypeError(f"rrelu: expected a floating-point input, got {input.dtype}")
+    if not training:
+        slope = (lower + upper) / 2
+        return _maybe_inplace(input, lambda x: _tp.where(x >= 0, x, x * slope), inplace)
+    slope = input.new_empty(list(input.shape)).uniform_(lower, upper)
+    return _maybe_inplace(input, lambda x: _tp.where(x >= 0, x, x * slope), inplace)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """softmax((logits + Gumbel noise) / tau) along dim; with hard=True the forward value is the one-hot of
+    its argmax while the gradient is the soft sample's (straight-through)."""
+    if not logits.is_floating_point():
+        raise TypeError(f"gumbel_softmax: expected floating-point logits, got {logits.dtype}")
+    # -log(E) with E ~ Exponential(1) is Gumbel(0, 1); E = -log(U), U ~ U(0, 1], drawn away from 0.
+    tiny = {_tp.float16: 6.2e-5, _tp.float64: 2.3e-308}.get(logits.dtype, 1.2e-38)  # smallest normal number
+    u = _tp.rand_like(logits.detach()).clamp(min=tiny)
+    gumbels = -(-u.log()).log()
+    y_soft = _tp.softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = _tp.zeros_like(logits).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def _adaptive_bounds(n, out):
+    return [((i * n) // out, -((-(i + 1) * n) // out)) for i in range(out)]
+
+
+@_names_errors
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max over windows [floor(i*H/oh), ceil((i+1)*H/oh)) x [same along W]; indices are flat h * W + w."""
+    if input.dim() not in (3, 4):
+        raise ValueError(f"adaptive_max_pool2d: expected 3D or 4D input, but got input of shape {tuple(input.shape)}")
+    size = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size, output_size]
+    if len(size) != 2:
+        raise ValueError(f"adaptive_max_pool2d: output_size must be an int or a pair, got {output_size!r}")
+    H, W = input.shape[-2], input.shape[-1]
+    oh, ow = [(H, W)[i] if s is None else int(s) for i, s in enumerate(size)]
+    if oh < 0 or ow < 0:
+        raise ValueError(f"adaptive_max_pool2d: output_size must be non-negative, got {output_size!r}")
+    if (H == 0 or W == 0) and oh * ow:
+        raise ValueError(f"adaptive_max_pool2d: input of shape {tuple(input.shape)} has an empty spatial dimension")
+    lead = list(input.shape[:-2])
+    vals, idxs = [], []
+    for hs, he in _adaptive_bounds(H, oh):
+        for ws, we in _adaptive_bounds(W, ow):
+            win = input[..., hs:he, ws:we].reshape(lead + [-1])
+            local = win.argmax(-1, keepdim=True)
+            vals.append(win.gather(-1, local))
+            w = we - ws
+            idxs.append((local // w + hs) * W + local % w + ws)
+    if not vals:
+        out = input.new_zeros(lead + [oh, ow])
+        ind = _tp.zeros(lead + [oh, ow], dtype=_tp.int64)
+    else:
+        out = _tp.cat(vals, -1).reshape(lead + [oh, ow])
+        ind = _tp.cat(idxs, -1).reshape(lead + [oh, ow])
+    return (out, ind) if return_indices else out
+
+
+@_names_errors
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """adaptive_max_pool2d over a height-1 image: windows [floor(i*L/o), ceil((i+1)*L/o)); indices along L."""
+    if input.dim() not in (2, 3):
+        raise ValueError(f"adaptive_max_pool1d: expected 2D or 3D input, but got input of shape {tuple(input.shape)}")
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 1:
+            raise ValueError(f"adaptive_max_pool1d: output_size must be an int or a 1-tuple, got {output_size!r}")
+        output_size = output_size[0]
+    res = adaptive_max_pool2d(input.unsqueeze(-2), (1, output_size), return_indices)
+    if return_indices:
+        return res[0].squeeze(-2), res[1].squeeze(-2)
+    return res.squeeze(-2)
