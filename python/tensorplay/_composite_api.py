@@ -87,7 +87,7 @@ def tensordot(a, b, dims=2, out=None):
         nb *= b.shape[d]
     a2 = a.permute(*(free_a + da)).reshape(ma, k)
     b2 = b.permute(*(db + free_b)).reshape(k, nb)
-    res = _tp().matmul(a2, b2).reshape(*([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b]))
+    res = _tp().matmul(a2, b2).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
     if out is not None:
         out.copy_(res)
         return out
@@ -112,9 +112,9 @@ def kron(input, other):
     nd = max(input.dim(), other.dim())
     a_shape = [1] * (nd - input.dim()) + list(input.shape)
     b_shape = [1] * (nd - other.dim()) + list(other.shape)
-    a = input.reshape(*[s for d in a_shape for s in (d, 1)]) if nd else input
-    b = other.reshape(*[s for d in b_shape for s in (1, d)]) if nd else other
-    return (a * b).reshape(*[x * y for x, y in zip(a_shape, b_shape)]) if nd else a * b
+    a = input.reshape([s for d in a_shape for s in (d, 1)]) if nd else input
+    b = other.reshape([s for d in b_shape for s in (1, d)]) if nd else other
+    return (a * b).reshape([x * y for x, y in zip(a_shape, b_shape)]) if nd else a * b
 
 
 def tensor_split(input, indices_or_sections, dim=0):
@@ -139,14 +139,13 @@ def tensor_split(input, indices_or_sections, dim=0):
             bounds.append((start, n))
             start += n
     else:
-        bounds, start = [], 0
-        for idx in list(ios) + [size]:
-            idx = int(idx)
-            if idx < 0:
-                idx = max(idx + size, 0)
-            lo, hi = min(start, size), min(max(idx, start), size)
-            bounds.append((lo, max(hi - lo, 0)))
-            start = max(idx, start)
+        # consecutive indices bound the parts like Python slices input[prev:idx] (so a part may be empty)
+        def clip(i):
+            i = int(i)
+            return min(max(i + size if i < 0 else i, 0), size)
+
+        cuts = [0] + [clip(i) for i in ios] + [size]
+        bounds = [(lo, max(hi - lo, 0)) for lo, hi in zip(cuts[:-1], cuts[1:])]
     return tuple(input.narrow(dim, s, n) for s, n in bounds)
 
 
@@ -216,6 +215,8 @@ def sgn(input):
 
 
 def _scaled_add(fn, input, prod, beta, alpha):
+    if not (input.is_floating_point() or prod.is_floating_point()):
+        beta, alpha = int(beta), int(alpha)  # integer kernels truncate the scalars (PyTorch's results)
     if beta == 0:  # PyTorch ignores input (NaN included) when beta is 0
         base = None
     else:
@@ -282,8 +283,8 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     k = abs(offset)
     if k:
         lead = tuple(d.shape[:-2])
-        zr = tp.zeros(*lead, k, n, dtype=d.dtype)
-        zc = tp.zeros(*lead, n + k, k, dtype=d.dtype)
+        zr = tp.zeros(list(lead) + [k, n], dtype=d.dtype)
+        zc = tp.zeros(list(lead) + [n + k, k], dtype=d.dtype)
         if offset > 0:  # out[i, i + k]: extra rows below, extra columns on the left
             d = tp.cat([d, zr], -2)
             d = tp.cat([zc, d], -1)
@@ -321,7 +322,7 @@ def take(input, index):
             raise IndexError(f"take: index out of range for a tensor of {n} elements")
     flat = index.reshape(-1).to(_tp().int64)
     flat = _tp().where(flat < 0, flat + n, flat)
-    return input.reshape(-1).index_select(0, flat).reshape(*index.shape)
+    return input.reshape(-1).index_select(0, flat).reshape(list(index.shape))
 
 
 def _int_pair(fn, input, other):
@@ -477,7 +478,7 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
         last = cnt - 1
     else:
         last = tp.full(lead + [1], float(n - 1), dtype=x.dtype)
-    rank = qt.reshape(*([1] * len(lead)), nq) * tp.where(last < 0, tp.zeros_like(last), last)  # (..., nq)
+    rank = qt.reshape([1] * len(lead) + [nq]) * tp.where(last < 0, tp.zeros_like(last), last)  # (..., nq)
     if interpolation == "lower":
         rank = rank.floor()
     elif interpolation == "higher":
@@ -497,7 +498,7 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
     nan_slice = isn.any(-1, keepdim=True) if not ignore_nan else (last < 0)
     res = tp.where(nan_slice, tp.full_like(res, float("nan")), res)  # (..., nq)
     res = res.movedim(-1, 0)  # (nq, ...)
-    res = res.reshape(nq, *out_shape)
+    res = res.reshape([nq] + list(out_shape))
     return res[0] if scalar_q else res
 
 
