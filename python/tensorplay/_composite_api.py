@@ -71,7 +71,12 @@ def tensordot(a, b, dims=2, out=None):
         da = [_wrap_dim("tensordot", d, a.dim()) for d in da]
         db = [_wrap_dim("tensordot", d, b.dim()) for d in db]
     for i, j in zip(da, db):
-        if a.shape[i] != b.shape[j]:
+        # a contracted dim of size 1 broadcasts against the other side's: sum that side's dim first
+        if a.shape[i] == 1 and b.shape[j] != 1:
+            b = b.sum(j, keepdim=True).to(b.dtype)
+        elif b.shape[j] == 1 and a.shape[i] != 1:
+            a = a.sum(i, keepdim=True).to(a.dtype)
+        elif a.shape[i] != b.shape[j]:
             raise RuntimeError(f"tensordot: contracted dimensions differ in size: a dim {i} has {a.shape[i]}, "
                                f"b dim {j} has {b.shape[j]}")
     free_a = [d for d in range(a.dim()) if d not in da]
@@ -128,7 +133,8 @@ def tensor_split(input, indices_or_sections, dim=0):
     if isinstance(ios, Tensor):
         if ios.dim() > 1 or ios.is_floating_point():
             raise RuntimeError("tensor_split: a tensor indices_or_sections must be a 0-D or 1-D integer tensor")
-        ios = ios.item() if ios.dim() == 0 else ios.tolist()
+        # int() of each element (not tolist()) so that tp.compile can capture it as a data gate
+        ios = int(ios) if ios.dim() == 0 else [int(ios[i]) for i in range(ios.shape[0])]
     if isinstance(ios, int):
         if ios <= 0:
             raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got {ios}")
@@ -214,7 +220,21 @@ def sgn(input):
     return tp.sign(input)
 
 
-def _scaled_add(fn, input, prod, beta, alpha):
+_LOW_PRECISION = ("float16", "bfloat16")
+
+
+def _scaled_add(fn, input, prod_fn, beta, alpha):
+    tp = _tp()
+    if input.dtype == tp.bool:  # booleans: (beta and input) or (alpha and prod)
+        prod = prod_fn(lambda t: t.to(tp.int64)) != 0
+        if not beta:
+            return prod & tp.ones_like(input) if bool(alpha) else tp.zeros_like(input) & prod
+        return (input | prod) if bool(alpha) else input & tp.ones_like(prod)
+    low = str(input.dtype).split(".")[-1] in _LOW_PRECISION
+    if low:  # 16-bit floats: one rounding at the end, as PyTorch's fused kernels do
+        res = _scaled_add(fn, input.float(), lambda cast: prod_fn(lambda t: cast(t.float())), beta, alpha)
+        return res.to(input.dtype)
+    prod = prod_fn(lambda t: t)
     if not (input.is_floating_point() or prod.is_floating_point()):
         beta, alpha = int(beta), int(alpha)  # integer kernels truncate the scalars (PyTorch's results)
     if beta == 0:  # PyTorch ignores input (NaN included) when beta is 0
@@ -229,14 +249,14 @@ def _scaled_add(fn, input, prod, beta, alpha):
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """beta * input + alpha * (mat @ vec)."""
-    return _scaled_add("addmv", input, mv(mat, vec), beta, alpha)
+    return _scaled_add("addmv", input, lambda cast: mv(cast(mat), cast(vec)), beta, alpha)
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """beta * input + alpha * outer(vec1, vec2)."""
     if vec1.dim() != 1 or vec2.dim() != 1:
         raise RuntimeError(f"addr: vec1 and vec2 must be 1-D, got {vec1.dim()}-D and {vec2.dim()}-D")
-    return _scaled_add("addr", input, _tp().outer(vec1, vec2), beta, alpha)
+    return _scaled_add("addr", input, lambda cast: _tp().outer(cast(vec1), cast(vec2)), beta, alpha)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
@@ -245,7 +265,12 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
         raise RuntimeError(f"addbmm: batch1 and batch2 must be 3-D, got {batch1.dim()}-D and {batch2.dim()}-D")
     if batch1.shape[0] != batch2.shape[0] or batch1.shape[2] != batch2.shape[1]:
         raise RuntimeError(f"addbmm: incompatible batches {tuple(batch1.shape)} and {tuple(batch2.shape)}")
-    return _scaled_add("addbmm", input, _tp().bmm(batch1, batch2).sum(0), beta, alpha)
+    b, n, m = batch1.shape
+    p = batch2.shape[2]
+
+    def prod(cast):  # the batch sum as one (n, b*m) @ (b*m, p) product: keeps integer dtypes
+        return _tp().matmul(cast(batch1).permute(1, 0, 2).reshape(n, b * m), cast(batch2).reshape(b * m, p))
+    return _scaled_add("addbmm", input, prod, beta, alpha)
 
 
 def chain_matmul(*matrices, out=None):
@@ -376,6 +401,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     x = input.reshape(1, -1) if input.dim() < 2 else input
     if not x.is_floating_point():
         x = x.to(tp.get_default_dtype())
+    if aweights is not None and aweights.is_floating_point():
+        x = x.to(tp.promote_types(x.dtype, aweights.dtype))  # the result type includes aweights'
     nobs = x.shape[1]
     w = None
     if fweights is not None:
@@ -385,7 +412,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
             raise RuntimeError("cov: fweights must be integral")
         if fweights.numel() and bool((fweights < 0).any().item()):
             raise RuntimeError("cov: fweights cannot be negative")
-        w = fweights.to(x.dtype)
+        w = fweights
     if aweights is not None:
         if aweights.dim() > 1 or aweights.numel() != nobs:
             raise RuntimeError(f"cov: aweights must be 1-D with {nobs} elements")
@@ -393,7 +420,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
             raise RuntimeError("cov: aweights must be floating point")
         if aweights.numel() and bool((aweights < 0).any().item()):
             raise RuntimeError("cov: aweights cannot be negative")
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+        # the weights keep their own dtype: their sums (and the normalizer) are computed in it, as PyTorch does
+        w = aweights if w is None else w * aweights
     if w is None:
         wsum = tp.tensor(float(nobs), dtype=x.dtype)
         avg = x.mean(1) if nobs else x.sum(1) * float("nan")
@@ -407,12 +435,12 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     elif aweights is None:
         norm = wsum - correction
     else:
-        norm = wsum - correction * (w * aweights.to(x.dtype)).sum() / wsum
-    norm = tp.where(norm < 0, tp.zeros_like(norm), norm)
+        norm = wsum - correction * (w * aweights).sum() / wsum
+    norm = norm.clamp(min=0)
     xc = x - avg.unsqueeze(1)
     xw = xc if w is None else xc * w
     c = tp.matmul(xw, xc.transpose(0, 1)) / norm
-    return c.reshape(()) if input.dim() < 2 else c
+    return c.reshape([]) if c.shape[0] == 1 else c  # a single variable: a 0-d variance
 
 
 def corrcoef(input):

@@ -123,6 +123,24 @@ def test_matches_torch(name, args, kw):
     check(name, *args, **kw)
 
 
+def test_addr_addbmm_addmv_dtypes():
+    """bool addr is logical; 16-bit floats round once at the end; integer batches keep their dtype."""
+    b = np.array([True, False, True])
+    i = np.array([[False, True], [False, False], [True, False]])
+    check("addr", i, b, np.array([True, False]))
+    check("addr", i, b, np.array([True, True]), beta=False)
+    for dt in (tp.float16, tp.bfloat16):
+        x, m, v = tp.randn(4, dtype=dt), tp.randn(4, 6, dtype=dt), tp.randn(6, dtype=dt)
+        tdt = getattr(torch, str(dt).split(".")[-1])
+        e = torch.addmv(torch.tensor(x.float().numpy()).to(tdt), torch.tensor(m.float().numpy()).to(tdt),
+                        torch.tensor(v.float().numpy()).to(tdt), beta=0.5, alpha=1.5)
+        r = tp.addmv(x, m, v, beta=0.5, alpha=1.5)
+        assert r.dtype == dt
+        np.testing.assert_allclose(r.float().numpy(), e.float().numpy(), rtol=2e-2, atol=2e-2)
+    ints = [np.arange(6, dtype=np.int8).reshape(1, 2, 3), np.ones((1, 3, 2), dtype=np.int8)]
+    check("addbmm", np.zeros((2, 2), dtype=np.int8), *ints)
+
+
 def test_chain_matmul_and_int_dtype_results():
     mats = [rand(2, 3), rand(3, 4), rand(4, 2)]
     with pytest.warns(UserWarning):
