@@ -421,3 +421,15 @@ def test_alpha_dropout_and_dropout3d():
     assert tuple(F.dropout3d(tp.ones(3, 2, 2, 2), 0.5).shape) == (3, 2, 2, 2)
     with pytest.raises(ValueError, match="dropout3d"):
         F.dropout3d(tp.ones(2, 2), 0.5)
+
+
+def test_rrelu_training_compiled_draws_the_same_slopes_as_eager():
+    # Compiling is unobservable for random operators too: one seed, the same slopes.
+    x = tp.randn(4, 5)
+    f = lambda v: tp.nn.functional.rrelu(v, training=True)  # noqa: E731
+    tp.manual_seed(3)
+    want = f(x)
+    cf = tp.compile(f)
+    for _ in range(2):  # the capture and the compiled call
+        tp.manual_seed(3)
+        assert bool((cf(x) == want).all())

@@ -62,7 +62,7 @@ CASE_TIMEOUT_S = float(os.environ.get("TP_OPINFO_CASE_TIMEOUT", "300"))
 
 # Operators whose values are random or uninitialized: only dtype/shape are compared.
 _RANDOM_WORDS = ("rand", "empty", "dropout", "bernoulli", "normal", "uniform",
-                 "multinomial", "exponential", "geometric", "cauchy", "poisson")
+                 "multinomial", "exponential", "geometric", "cauchy", "poisson", "rrelu")
 
 
 def _is_random(name: str) -> bool:

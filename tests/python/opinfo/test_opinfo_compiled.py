@@ -20,9 +20,6 @@ FWD_SAMPLES, GRAD_SAMPLES = 3, 2
 KNOWN = {
     ("narrow", "fwd"): "a tensor start is data: the capture raises CaptureError asking for an int",
     ("narrow", "grad"): "a tensor start is data: the capture raises CaptureError asking for an int",
-    ("nn.functional.rrelu", "fwd"): "training=True draws one random slope per element: eager's and the compiled "
-                                    "program's draws come from different streams, so the values differ",
-    ("nn.functional.rrelu", "grad"): "the same random slopes, in the gradient",
     ("zero_", "grad"): "x.clone().zero_() does not depend on x: the compiled result has no grad_fn "
                        "(eager's has one, with zero gradient)",
 }
