@@ -93,10 +93,7 @@ def tensordot(a, b, dims=2, out=None):
     a2 = a.permute(*(free_a + da)).reshape(ma, k)
     b2 = b.permute(*(db + free_b)).reshape(k, nb)
     res = _tp().matmul(a2, b2).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
-    if out is not None:
-        out.copy_(res)
-        return out
-    return res
+    return _with_out(res, out)
 
 
 def inner(input, other):
@@ -287,10 +284,7 @@ def chain_matmul(*matrices, out=None):
         res = _tp().matmul(res, m)
     if len(matrices) == 1:
         res = res.clone()
-    if out is not None:
-        out.copy_(res)
-        return out
-    return res
+    return _with_out(res, out)
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
@@ -532,20 +526,20 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
     """q-th quantiles of input along dim (of all elements when dim is None); NaN in a slice gives NaN."""
-    res = _quantile("quantile", input, q, dim, keepdim, interpolation, False)
-    if out is not None:
-        out.copy_(res)
-        return out
-    return res
+    return _with_out(_quantile("quantile", input, q, dim, keepdim, interpolation, False), out)
 
 
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
     """quantile that ignores NaN (a slice of only NaN gives NaN)."""
-    res = _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
-    if out is not None:
-        out.copy_(res)
-        return out
-    return res
+    return _with_out(_quantile("nanquantile", input, q, dim, keepdim, interpolation, True), out)
+
+
+def _with_out(res, out):
+    """PyTorch's out=: res written into out, which is returned."""
+    if out is None:
+        return res
+    out.copy_(res)
+    return out
 
 
 def vander(x, N=None, increasing=False):
