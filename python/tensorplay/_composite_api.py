@@ -182,7 +182,7 @@ def _as_tensor_like(fn, x, like):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (bool, int, float)):
-        return _tp().tensor(x, dtype=like.dtype if isinstance(x, int) or like.is_floating_point() else None)
+        return _tp().tensor(x, dtype=like.dtype if isinstance(x, int) or like.is_floating_point() else None, device=like.device)
     raise TypeError(f"{fn}: expected a Tensor or a number, got {type(x).__name__}")
 
 
@@ -297,13 +297,13 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
         raise RuntimeError(f"diag_embed: dim1 and dim2 cannot be the same dimension, got {dim1} and {dim2}")
     x = input if input.dim() > 0 else input.reshape(1)
     n = x.shape[-1]
-    eye = tp.eye(n, dtype=x.dtype)
+    eye = tp.eye(n, dtype=x.dtype, device=x.device)
     d = x.unsqueeze(-1) * eye  # (..., n, n), diag(x)
     k = abs(offset)
     if k:
         lead = tuple(d.shape[:-2])
-        zr = tp.zeros(list(lead) + [k, n], dtype=d.dtype)
-        zc = tp.zeros(list(lead) + [n + k, k], dtype=d.dtype)
+        zr = tp.zeros(list(lead) + [k, n], dtype=d.dtype, device=d.device)
+        zc = tp.zeros(list(lead) + [n + k, k], dtype=d.dtype, device=d.device)
         if offset > 0:  # out[i, i + k]: extra rows below, extra columns on the left
             d = tp.cat([d, zr], -2)
             d = tp.cat([zc, d], -1)
@@ -417,7 +417,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         # the weights keep their own dtype: their sums (and the normalizer) are computed in it, as PyTorch does
         w = aweights if w is None else w * aweights
     if w is None:
-        wsum = tp.tensor(float(nobs), dtype=x.dtype)
+        wsum = tp.tensor(float(nobs), dtype=x.dtype, device=x.device)
         avg = x.mean(1) if nobs else x.sum(1) * float("nan")
     else:
         wsum = w.sum()
@@ -464,7 +464,7 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
         raise RuntimeError(f"{fn}: input tensor must be either float or double dtype, got {input.dtype}")
     scalar_q = not isinstance(q, Tensor)
     if scalar_q:
-        qt = tp.tensor([float(q)], dtype=input.dtype)
+        qt = tp.tensor([float(q)], dtype=input.dtype, device=input.device)
     else:
         if q.dim() > 1:
             raise RuntimeError(f"{fn}: q must be a scalar or a 1-D tensor, got {q.dim()}-D")
@@ -499,7 +499,7 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
         cnt = (~isn).sum(-1, keepdim=True).to(x.dtype)  # (..., 1)
         last = cnt - 1
     else:
-        last = tp.full(lead + [1], float(n - 1), dtype=x.dtype)
+        last = tp.full(lead + [1], float(n - 1), dtype=x.dtype, device=x.device)
     rank = qt.reshape([1] * len(lead) + [nq]) * tp.where(last < 0, tp.zeros_like(last), last)  # (..., nq)
     if interpolation == "lower":
         rank = rank.floor()
@@ -555,8 +555,8 @@ def vander(x, N=None, increasing=False):
     dt = x.dtype if x.is_floating_point() else tp.int64
     xs = x.to(dt)
     if N == 0:
-        return tp.zeros(x.shape[0], 0, dtype=dt)
-    cols = [tp.ones(x.shape[0], 1, dtype=dt)]
+        return tp.zeros(x.shape[0], 0, dtype=dt, device=x.device)
+    cols = [tp.ones(x.shape[0], 1, dtype=dt, device=x.device)]
     if N > 1:
         # cumulative products, as powers through pow would give NaN gradients at 0
         cols.append(xs.unsqueeze(1).expand(x.shape[0], N - 1).cumprod(1))
