@@ -319,12 +319,12 @@ bool parse(const Overload& o, PyObject* const* pos, size_t npos, PyObject* kwarg
 
 // out=: PyTorch's contract: resize if the shape differs (warning when the
 // tensor was not empty), cast into out's dtype when that cast is allowed.
-void write_out(const OpFunction& f, Tensor& out, const Tensor& result) {
-  TP_CHECK(can_cast(result.dtype(), out.dtype()), TypeError, f.name, ": result type ", dtype_name(result.dtype()),
+void write_out(const std::string& name, Tensor& out, const Tensor& result) {
+  TP_CHECK(can_cast(result.dtype(), out.dtype()), TypeError, name, ": result type ", dtype_name(result.dtype()),
            " can't be cast to the desired output type ", dtype_name(out.dtype()));
   if (out.sizes() != result.sizes()) {
     if (out.numel() != 0)
-      warn(str(f.name, ": an output with shape ", shape_str(out.sizes()), " was resized to ",
+      warn(str(name, ": an output with shape ", shape_str(out.sizes()), " was resized to ",
                shape_str(result.sizes()), " (resizing non-empty out= tensors is deprecated)"));
     Tensor fresh = Tensor::empty(result.sizes(), out.dtype());
     TensorImpl* impl = out.impl();
@@ -402,12 +402,12 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
       if (results.size() == 1) {
         TP_CHECK(nb::isinstance<Tensor>(nb::handle(out_obj)), TypeError, f.name, ": out must be a Tensor");
         Tensor& out = nb::cast<Tensor&>(nb::handle(out_obj));
-        write_out(f, out, results[0]);
+        write_out(f.name, out, results[0]);
       } else {
         nb::handle outs(out_obj);
         TP_CHECK(PyTuple_Check(out_obj) && nb::len(outs) == results.size(), TypeError, f.name,
                  ": out must be a tuple of ", results.size(), " tensors");
-        for (size_t i = 0; i < results.size(); ++i) write_out(f, nb::cast<Tensor&>(outs[i]), results[i]);
+        for (size_t i = 0; i < results.size(); ++i) write_out(f.name, nb::cast<Tensor&>(outs[i]), results[i]);
       }
       return nb::borrow(out_obj);
     }
@@ -599,6 +599,9 @@ void bind_generated_ops(nb::module_& m) {
     }
   }
   m.attr("_op_functions") = table;
+  // The same contract for out= of functions written in Python (tp.linalg, composites).
+  m.def("_write_out", [](const std::string& name, Tensor& out, const Tensor& result) { write_out(name, out, result); },
+        nb::arg("name"), nb::arg("out"), nb::arg("result"));
   m.def("_op_schemas", [] {
     nb::dict d;
     for (const OpDef* op : all_ops())

@@ -101,11 +101,11 @@ def _broadcast(name, A, B, a, b):
     return tuple(out)
 
 
-def _finish(result, out):
+def _finish(result, out, name="linalg"):
+    """out=: resized when its shape differs, cast when allowed (the generated operators' rule)."""
     if out is None:
         return result
-    out.resize_(result.shape)
-    out.copy_(result)
+    _C._write_out(name, out, result)
     return out
 
 

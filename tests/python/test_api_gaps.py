@@ -433,3 +433,22 @@ def test_rrelu_training_compiled_draws_the_same_slopes_as_eager():
     for _ in range(2):  # the capture and the compiled call
         tp.manual_seed(3)
         assert bool((cf(x) == want).all())
+
+
+def test_out_of_python_functions_is_resized_and_written():
+    # linalg's out= called Tensor.resize_, which does not exist: every tp.linalg(..., out=) raised
+    # AttributeError. Python-level functions now share the generated operators' out= rule.
+    a = tp.tensor([[4.0, 1.0], [2.0, 3.0]], dtype=tp.float64)
+    out = tp.empty(0, dtype=tp.float64)
+    r = tp.linalg.inv(a, out=out)
+    assert r is out and tuple(out.shape) == (2, 2)
+    np.testing.assert_allclose(out.numpy(), np.linalg.inv(a.numpy()))
+    same = tp.empty(2, 2, dtype=tp.float64)
+    tp.linalg.solve(a, a, out=same)
+    np.testing.assert_allclose(same.numpy(), np.eye(2), atol=1e-12)
+    q = tp.empty(0)
+    x = tp.randn(7)
+    assert tp.quantile(x, 0.5, out=q) is q
+    np.testing.assert_allclose(q.numpy(), np.quantile(x.numpy(), 0.5), rtol=1e-6)
+    with pytest.raises(TypeError, match="can't be cast"):
+        tp.linalg.inv(a, out=tp.empty(2, 2, dtype=tp.int64))
