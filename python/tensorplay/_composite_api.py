@@ -6,6 +6,7 @@ import math
 import sys
 
 from ._C import Tensor
+from .linalg import _finish  # out=: resized and written as PyTorch does
 
 
 def _tp():
@@ -93,7 +94,7 @@ def tensordot(a, b, dims=2, out=None):
     a2 = a.permute(*(free_a + da)).reshape(ma, k)
     b2 = b.permute(*(db + free_b)).reshape(k, nb)
     res = _tp().matmul(a2, b2).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
-    return _with_out(res, out)
+    return _finish(res, out)
 
 
 def inner(input, other):
@@ -284,7 +285,7 @@ def chain_matmul(*matrices, out=None):
         res = _tp().matmul(res, m)
     if len(matrices) == 1:
         res = res.clone()
-    return _with_out(res, out)
+    return _finish(res, out)
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
@@ -526,20 +527,12 @@ def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
     """q-th quantiles of input along dim (of all elements when dim is None); NaN in a slice gives NaN."""
-    return _with_out(_quantile("quantile", input, q, dim, keepdim, interpolation, False), out)
+    return _finish(_quantile("quantile", input, q, dim, keepdim, interpolation, False), out)
 
 
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
     """quantile that ignores NaN (a slice of only NaN gives NaN)."""
-    return _with_out(_quantile("nanquantile", input, q, dim, keepdim, interpolation, True), out)
-
-
-def _with_out(res, out):
-    """PyTorch's out=: res written into out, which is returned."""
-    if out is None:
-        return res
-    out.copy_(res)
-    return out
+    return _finish(_quantile("nanquantile", input, q, dim, keepdim, interpolation, True), out)
 
 
 def vander(x, N=None, increasing=False):
