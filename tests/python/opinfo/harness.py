@@ -10,7 +10,8 @@ the same sample. Every sample ends as a `SampleResult` with a *reason class*
 ("wrong value", "unsupported dtype", "missing kwarg X", "no derivative", ...)
 so failures can be counted, recorded in `xfails.json` and compared later.
 
-Crash safety: `IsolatedRunner` runs cases in a forked worker process, so a
+Crash safety: `IsolatedRunner` runs cases in a forked worker process (a new
+interpreter where this one has loaded the CUDA driver), so a
 segfault or a hang in one sample is reported as a failure of that case
 ("crash" / "timeout") instead of killing the test run or the report.
 
@@ -747,6 +748,58 @@ def _read_msg(fd: int, deadline=None):
     return None if data is None else pickle.loads(data)
 
 
+def _cuda_driver_loaded() -> bool:
+    """Whether this process has mapped the CUDA driver library (after which a
+    forked child cannot initialize CUDA)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "libcuda.so" in f.read()
+    except OSError:
+        return False
+
+
+def _serve(req_r: int, res_w: int, target) -> int:
+    """The worker's loop: read a case, run it, write its result; until the
+    request pipe closes. Returns the worker's exit status."""
+    status = [1]
+
+    def serve():
+        # OpenMP thread pools do not survive fork (GNU libgomp can hang in the
+        # child); one thread keeps the worker off them, and samples are small.
+        torch.set_num_threads(1)
+        tp.set_num_threads(1)
+        while True:
+            req = _read_msg(req_r)
+            if req is None:
+                break
+            try:
+                res = target(*req).to_json()
+            except BaseException as e:
+                res = {"op": req[0], "dtype": req[1], "skipped": 0, "seconds": 0.0,
+                       "error": f"harness error {type(e).__name__}: {_first_line(e)}\n"
+                                + traceback.format_exc()[-2000:], "samples": []}
+            _write_msg(res_w, res)
+        status[0] = 0
+
+    # Serve from a new thread: its stack is short. torch's sample iterators walk
+    # the caller's stack (inspect.stack, traceback.format_stack) on every sample,
+    # and under pytest the forked stack is deep enough to make that the main cost.
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    t.join()
+    return status[0]
+
+
+def _serve_target(req_r: int, res_w: int, target: str) -> int:
+    """Entry of an exec'd worker: the target named module:qualname."""
+    import importlib
+    module, _, name = target.partition(":")
+    fn = importlib.import_module(module)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return _serve(req_r, res_w, fn)
+
+
 class IsolatedRunner:
     """Runs cases in a forked worker process that lives across cases: a
     segfault, abort or hang in one case becomes that case's failure ("crash" /
@@ -766,41 +819,35 @@ class IsolatedRunner:
     def _start(self):
         req_r, req_w = os.pipe()
         res_r, res_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # worker
-            os.close(req_w)
-            os.close(res_r)
-            status = [1]
-
-            def serve():
-                # OpenMP thread pools do not survive fork (GNU libgomp can hang in the
-                # child); one thread keeps the worker off them, and samples are small.
-                torch.set_num_threads(1)
-                tp.set_num_threads(1)
-                while True:
-                    req = _read_msg(req_r)
-                    if req is None:
-                        break
-                    try:
-                        res = self.target(*req).to_json()
-                    except BaseException as e:
-                        res = {"op": req[0], "dtype": req[1], "skipped": 0, "seconds": 0.0,
-                               "error": f"harness error {type(e).__name__}: {_first_line(e)}\n"
-                                        + traceback.format_exc()[-2000:], "samples": []}
-                    _write_msg(res_w, res)
-                status[0] = 0
-
-            # Serve from a new thread: its stack is short. torch's sample iterators walk
-            # the caller's stack (inspect.stack, traceback.format_stack) on every sample,
-            # and under pytest the forked stack is deep enough to make that the main cost.
-            t = threading.Thread(target=serve, daemon=True)
-            t.start()
-            t.join()
-            code = status[0]
-            os._exit(code)
+        if _cuda_driver_loaded():
+            pid = self._exec_worker(req_r, res_w)
+        else:
+            pid = os.fork()
+            if pid == 0:  # worker
+                os.close(req_w)
+                os.close(res_r)
+                os._exit(_serve(req_r, res_w, self.target))
         os.close(req_r)
         os.close(res_w)
         self.pid, self.req_w, self.res_r = pid, req_w, res_r
+
+    def _exec_worker(self, req_r: int, res_w: int) -> int:
+        """The worker as a new interpreter: a child forked after the CUDA driver
+        was initialized cannot use CUDA (PyTorch's lazy init in it fails with
+        "initialization error"), and on a GPU host the parent has often
+        initialized it (a CUDA test earlier in the same xdist worker). Slower
+        to start (imports torch and the OpInfo database again), once per
+        runner and per crash. The target travels as module:qualname."""
+        import subprocess
+        target = f"{self.target.__module__}:{self.target.__qualname__}"
+        code = ("import sys, importlib; import os; sys.path[:0] = sys.argv[4].split(os.pathsep); "
+                "h = importlib.import_module(sys.argv[1]); "
+                "raise SystemExit(h._serve_target(int(sys.argv[2]), int(sys.argv[3]), sys.argv[5]))")
+        proc = subprocess.Popen([sys.executable, "-c", code, __spec__.name, str(req_r), str(res_w),
+                                 os.pathsep.join(p for p in sys.path if p), target],
+                                pass_fds=(req_r, res_w), close_fds=True)
+        self._proc = proc  # _stop reaps it by pid
+        return proc.pid
 
     def _stop(self, kill: bool):
         if self.pid is None:
@@ -810,6 +857,8 @@ class IsolatedRunner:
         os.close(self.req_w)
         _, status = os.waitpid(self.pid, 0)
         os.close(self.res_r)
+        if getattr(self, "_proc", None) is not None:  # reaped above: Popen must not wait again
+            self._proc.returncode, self._proc = status, None
         self.pid = None
         return status
 

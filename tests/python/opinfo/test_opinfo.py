@@ -161,3 +161,19 @@ def test_hanging_case_times_out():
         assert [s.reason for s in res.failures()] == ["timeout"]
     finally:
         r.close()
+
+
+def test_worker_as_new_interpreter_where_cuda_driver_is_loaded(monkeypatch):
+    # On a GPU host a forked worker cannot use CUDA once this process has
+    # initialized the driver: the runner starts a new interpreter instead.
+    monkeypatch.setattr(h, "_cuda_driver_loaded", lambda: True)
+    r = h.IsolatedRunner()
+    try:
+        res = r.run("abs", "float32")
+        assert res.samples and not res.failures() and not res.error, (res.error, res.failures())
+        r.target = _segfault
+        r._stop(kill=True)  # the next case starts a worker with the new target
+        res = r.run("add", "float32")
+        assert [s.reason for s in res.failures()] == ["crash"], res.failures()
+    finally:
+        r.close()
