@@ -223,6 +223,8 @@ def tensor_to_tp(t: torch.Tensor, requires_grad: bool):
     name = str(t.dtype).replace("torch.", "")
     if name not in TP_DTYPES:
         raise Unconvertible(f"{t.dtype} tensor")
+    if t.device.type != "cpu":
+        raise Unconvertible(f"{t.device.type} tensor")
     t = t.detach()
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
@@ -513,7 +515,27 @@ def method_name(op):
     return None if "." in name or name.startswith("__") else name
 
 
+def _mentions_cuda(obj) -> bool:
+    """Whether a sample carries a CUDA tensor or names a CUDA device (PyTorch's
+    `to` samples add `cuda:0` where a GPU is present). The walk compares CPU
+    kernels; moves to the GPU are tested by the test_cuda_* files."""
+    if isinstance(obj, torch.Tensor):
+        return obj.device.type == "cuda"
+    if isinstance(obj, torch.device):
+        return obj.type == "cuda"
+    if isinstance(obj, str):
+        return obj.startswith("cuda")
+    if isinstance(obj, (list, tuple)):
+        return any(_mentions_cuda(v) for v in obj)
+    if isinstance(obj, dict):
+        return any(_mentions_cuda(v) for v in obj.values())
+    return False
+
+
 def _run_fwd_sample(op, fn, idx, s, dtype_name, result: CaseResult, method=None):
+    if _mentions_cuda((s.input, tuple(s.args), dict(s.kwargs))):
+        result.skipped += 1
+        return
     try:
         expected = _run_torch(op, s)
     except Exception:
@@ -555,6 +577,10 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
             exact = _rounded_exact_reference(op, s, dtype_name)
             if exact is not None and not compare(exact, actual, dtype_name, indices_ok=tie_checker(op_key(op), s)):
                 diff = None  # PyTorch's own 16-bit kernel is the one off (it depends on the CPU)
+        if diff and diff[0].startswith("wrong value") and dtype_name in _FLOAT64_UPCAST:
+            exact = _rounded_exact_reference(op, s, dtype_name, rounded=False)
+            if exact is not None and _no_less_accurate(expected, actual, exact, dtype_name):
+                diff = None  # both carry rounding error; TensorPlay's is no larger than PyTorch's
     except Exception as e:
         diff = ("wrong structure", f"comparison raised {type(e).__name__}: {_first_line(e)}")
     if diff:
@@ -564,17 +590,51 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
 
 
 _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+_FLOAT64_UPCAST = {**_LOW_PRECISION, "float32": torch.float32}
 
 
-def _rounded_exact_reference(op, s, dtype_name):
+def _no_less_accurate(expected, actual, exact, dtype_name) -> bool:
+    """Whether every floating output of TensorPlay is, element by element, no
+    further from the float64 result than PyTorch's is, plus the dtype's
+    tolerance measured from the float64 result. PyTorch's CPU kernels (MKL's
+    GEMM, 16-bit accumulations) round differently on different instruction
+    sets and versions, so two correct results can sit a few ulp apart on each
+    side of the exact one: the error model is the distance to the exact value,
+    not to PyTorch's."""
+    e_list, a_list, x_list = _flatten(expected), _flatten(actual), _flatten(exact)
+    if not len(e_list) == len(a_list) == len(x_list):
+        return False
+    rtol, atol = TOLERANCES[dtype_name]
+    for e, a, x in zip(e_list, a_list, x_list):
+        if not isinstance(e, torch.Tensor):
+            continue
+        if not e.is_floating_point():
+            if not (_is_tp_tensor(a) and torch.equal(tp_to_torch(a), e.detach())):
+                return False
+            continue
+        if not (_is_tp_tensor(a) and isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(e.shape)):
+            return False
+        at, et, xt = tp_to_torch(a).double(), e.detach().double(), x.detach().double()
+        finite = torch.isfinite(xt)
+        if not bool(torch.isclose(at[~finite], et[~finite], equal_nan=True).all()):
+            return False
+        err_tp = (at - xt).abs()[finite]
+        bound = (et - xt).abs()[finite] + atol + rtol * xt.abs()[finite]
+        if not bool((err_tp <= bound).all()):
+            return False
+    return True
+
+
+def _rounded_exact_reference(op, s, dtype_name, rounded: bool = True):
     """PyTorch's result for sample `s` computed in float64 (every tensor of the
     16-bit dtype upcast) and rounded once to that dtype: the correctly rounded
     value a 16-bit kernel should give. PyTorch's CPU kernels for bfloat16 and
     float16 (convolutions, some reductions) accumulate in 16 bits or not
     depending on the CPU's instruction set, so their results move between
     machines; TensorPlay's may equal this reference instead. None when the
-    sample cannot run in float64."""
-    low = _LOW_PRECISION[dtype_name]
+    sample cannot run in float64. `rounded=False` keeps the float64 result
+    (and also takes float32 samples)."""
+    low = _FLOAT64_UPCAST[dtype_name]
 
     def up(x):
         if isinstance(x, torch.Tensor):
@@ -587,7 +647,7 @@ def _rounded_exact_reference(op, s, dtype_name):
 
     def down(x):
         if isinstance(x, torch.Tensor):
-            return x.to(low) if x.dtype == torch.float64 else x
+            return x.to(low) if x.dtype == torch.float64 and rounded else x
         if isinstance(x, (list, tuple)):
             return type(x)(down(v) for v in x)
         return x
@@ -617,6 +677,9 @@ def _cotangent(t: torch.Tensor, i: int):
 
 
 def _run_grad_sample(op, fn, idx, s, result: CaseResult):
+    if _mentions_cuda((s.input, tuple(s.args), dict(s.kwargs))):
+        result.skipped += 1
+        return
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

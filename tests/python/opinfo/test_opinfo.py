@@ -177,3 +177,17 @@ def test_worker_as_new_interpreter_where_cuda_driver_is_loaded(monkeypatch):
         assert [s.reason for s in res.failures()] == ["crash"], res.failures()
     finally:
         r.close()
+
+
+def test_a_result_no_less_accurate_than_pytorchs_passes():
+    # Two rounding errors on each side of the float64 result: TensorPlay's
+    # passes when it is no further from it than PyTorch's (plus the tolerance).
+    exact = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    ulp = 2.0 ** -23
+    torch_res = (exact + torch.tensor([3, 0, 0]) * ulp * 2).float()
+    close = tp.from_numpy((exact - torch.tensor([2, 0, 0]) * ulp * 2).float().numpy())
+    far = tp.from_numpy((exact + torch.tensor([0, 40, 0]) * ulp * 4).float().numpy())
+    assert h._no_less_accurate(torch_res, close, exact, "float32")
+    assert not h._no_less_accurate(torch_res, far, exact, "float32")
+    ints = torch.tensor([1, 2]), tp.tensor([1, 3])
+    assert not h._no_less_accurate(ints[0], ints[1], ints[0].double(), "float32")
