@@ -26,6 +26,7 @@ void register_builtin_ops() {
   register_masked_scatter_ops();
   register_linalg_decomp_ops();
   register_special_ops();
+  register_device_move_ops();
   register_saved_values();
 }
 }  // namespace tp

@@ -12,6 +12,7 @@ thread_local DispatchInterceptor* t_interceptor = nullptr;
 AutogradHook g_autograd_hook = nullptr;
 CudaKernelHook g_cuda_hook = nullptr;
 HostCopyHook g_host_copy_hook = nullptr;
+DeviceMoveHook g_device_move_hook = nullptr;
 
 const Tensor* first_cuda_input(const std::vector<Tensor>& in) {
   for (auto& t : in)
@@ -131,6 +132,13 @@ ScopedInterceptor::~ScopedInterceptor() { t_interceptor = prev_; }
 void set_autograd_hook(AutogradHook h) { g_autograd_hook = h; }
 void set_cuda_kernel_hook(CudaKernelHook h) { g_cuda_hook = h; }
 void set_host_copy_hook(HostCopyHook h) { g_host_copy_hook = h; }
+void set_device_move_hook(DeviceMoveHook h) { g_device_move_hook = h; }
+Tensor move_to_device(const Tensor& t, Device target) {
+  if (t.device() == target) return t;
+  TP_CHECK(g_device_move_hook, Error, "cannot move a tensor from ", t.device().str(), " to ", target.str(),
+           ": no CUDA layer is loaded");
+  return g_device_move_hook(t, target);
+}
 Tensor host_copy_of(const Tensor& t) {
   if (!t.defined() || t.device().kind == Device::Kind::CPU) return t;
   TP_CHECK(g_host_copy_hook, Error, "no host copy for a tensor on ", t.device().str());
@@ -153,6 +161,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
     }
   }
   std::vector<TensorMeta> out_meta = op.infer(op, in_meta, attrs);
+  if (op.has(kDeviceMove)) return op.cpu(op, inputs, attrs, out_meta);  // its own routing
   // Device check (CUDA): any input on a GPU sends the op to the CUDA layer or fails.
   if (const Tensor* c = first_cuda_input(inputs)) {
     // copy_ into a host tensor from a CUDA one is a download: its output stays on the CPU.

@@ -61,5 +61,13 @@ using HostCopyHook = Tensor (*)(const Tensor& t);
 void set_host_copy_hook(HostCopyHook h);
 Tensor host_copy_of(const Tensor& t);
 CudaKernelHook cuda_kernel_hook();  // the installed one (tests swap it and put it back)
+// A copy of a tensor on another device (the CUDA layer installs it): the
+// kernel of `_to_device`, the graph's form of Tensor.to(device) / .cuda() / .cpu().
+using DeviceMoveHook = Tensor (*)(const Tensor& t, Device target);
+void set_device_move_hook(DeviceMoveHook h);
+Tensor move_to_device(const Tensor& t, Device target);
+// The recorded form (operator `_to_device`, ops/device_move_ops.cpp): traced by
+// a capture, differentiated by autograd (the gradient moves back).
+Tensor to_device(const Tensor& t, Device target);
 
 }  // namespace tp

@@ -30,6 +30,10 @@ enum OpTag : uint32_t {
   // itemsize). Without it, the dispatcher runs the kernel in the compute dtype
   // (int8..int32/uint8 -> int64, float16/bfloat16 -> float32) and converts back.
   kAllDTypes = 1u << 8,
+  // The result lives on another device than the input (`_to_device`): the
+  // dispatcher runs its kernel without the CUDA routing, and no compiled
+  // region can hold it (a region's buffers live on one device).
+  kDeviceMove = 1u << 9,
 };
 
 struct OpDef;

@@ -262,6 +262,7 @@ Value lower_as_extern(LoweringContext& c) {
   if (op.has(kNondeterministicShape))
     c.fail("its result's shape depends on the data, so no buffer can be planned for it");
   if (op.has(kInplace)) c.fail("an in-place operator inside a functional region");
+  if (op.has(kDeviceMove)) c.fail("a move between devices: a compiled region's buffers live on one device");
   if (!op.cpu) c.fail("no lowering rule and no eager kernel to call");
   return kernel_extern(c);
 }

@@ -23,13 +23,9 @@ KNOWN = {
     ("zero_", "grad"): "x.clone().zero_() does not depend on x: the compiled result has no grad_fn "
                        "(eager's has one, with zero gradient)",
 }
-# With TP_OPINFO_COMPILED_DEVICE=cuda, and on any host with a GPU: PyTorch's
-# `to` samples then move CPU inputs to cuda:0 as well.
-KNOWN_CUDA = {
-    ("to", "fwd"): "x.to('cpu') of a CUDA input: a move between devices is not an operator of the captured "
-                   "program, so the capture raises CaptureError",
-    ("to", "grad"): "the same move, with gradients",
-}
+# With TP_OPINFO_COMPILED_DEVICE=cuda (none at the moment: `to` between devices,
+# the last entry, is a graph operator now).
+KNOWN_CUDA = {}
 
 try:
     KEYS = sorted({k for k, _ in H.covered_cases()})
@@ -37,8 +33,7 @@ except Exception as e:  # pragma: no cover - torch without its testing package
     pytest.skip(f"PyTorch's OpInfo database is unavailable: {e}", allow_module_level=True)
 # TP_OPINFO_COMPILED_DEVICE=cuda runs the same walk with CUDA tensors (eager CUDA as reference).
 DEVICE = os.environ.get("TP_OPINFO_COMPILED_DEVICE", "cpu")
-CHECK_FIXED = dict(KNOWN)  # the differences that must fail where listed (CPU walk)
-if DEVICE == "cuda" or H.torch.cuda.is_available():
+if DEVICE == "cuda":
     KNOWN = {**KNOWN, **KNOWN_CUDA}
 
 
@@ -52,5 +47,5 @@ def test_compiled_matches_eager(key):
             got[kind] = failures
     unexpected = {k: v for k, v in got.items() if (key, k) not in KNOWN}
     assert not unexpected, f"{key}: compiled differs from eager: {unexpected}"
-    fixed = [k for (kk, k) in CHECK_FIXED if kk == key and k not in got and DEVICE == "cpu"]
+    fixed = [k for (kk, k) in KNOWN if kk == key and k not in got and DEVICE == "cpu"]
     assert not fixed, f"{key}: {fixed} now match eager; remove them from KNOWN"
