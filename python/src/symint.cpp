@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "graph/tracer.h"
+#include "ops/ops.h"
 
 namespace tp::py {
 namespace {
@@ -27,6 +28,45 @@ using graph::GuardRel;
 using graph::SymDim;
 
 bool live() { return graph::symbolic_tracing(); }
+
+// Automatic dynamic ints (compile.cpp, PyCompiled::IntArg): while a capture
+// runs, each int argument made symbolic is known by its expression and by a 0-d
+// int64 wrapped-number tensor input holding its value. A SymInt used where a
+// tensor operand goes (`x + pos`, `pos * x`) is that input (plus a constant),
+// so it stays a graph input promoted as a Python int, not a specialization;
+// arithmetic with a float (`0.01 * pos`, `pos / 2`) gives a 0-d tensor of the
+// graph in place of the Python float.
+struct IntValue {
+  SymDim expr;
+  Tensor value;
+};
+thread_local std::vector<IntValue> t_int_values;
+
+std::optional<Tensor> value_for(const SymDim& e) {
+  if (t_int_values.empty() || !live()) return std::nullopt;
+  for (const IntValue& iv : t_int_values) {
+    SymDim diff = stax::ir::simplify(e - iv.expr);
+    if (!diff.is_const()) continue;
+    const int64_t c = diff.const_value();
+    if (c == 0) return iv.value;
+    // `pos + 1`: computed in the graph from the input (a 0-d int64 tensor).
+    return ops::add(iv.value, Tensor::wrapped_scalar(Scalar(c)));
+  }
+  return std::nullopt;
+}
+
+// `a OP b` with a float b as the graph's 0-d tensor (nullopt: no value input).
+std::optional<nb::object> float_op(const SymDim& a, nb::handle b, bool reflected, const char* pyop) {
+  if (!PyFloat_Check(b.ptr())) return std::nullopt;
+  auto t = value_for(a);
+  if (!t) return std::nullopt;
+  nb::object self = nb::cast(*t);
+  nb::object op = nb::module_::import_("operator").attr(pyop);
+  nb::object r = reflected ? op(b, self) : op(self, b);
+  // Returned by the function as it is, it is a float again (as eager's is).
+  if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+  return r;
+}
 
 int64_t specialize(const SymInt& s) {
   if (!live()) return s.hint;
@@ -58,6 +98,7 @@ nb::object binary(const SymInt& a, nb::handle b, bool reflected, const char* pyo
                   SymDim (*sym)(SymDim, SymDim), int64_t (*val)(int64_t, int64_t)) {
   auto o = operand(b);
   if (!o) {
+    if (auto r = float_op(a.expr, b, reflected, pyop)) return *r;
     // A float (or another type): the size as a plain int (specialized), then Python's own operator.
     nb::object self = nb::int_(specialize(a));
     nb::object op = nb::module_::import_("operator").attr(pyop);
@@ -92,6 +133,14 @@ bool compare(const SymInt& a, nb::handle b, GuardRel rel, bool swap, int64_t off
 }
 
 }  // namespace
+
+void push_int_value(const graph::SymDim& e, const Tensor& value) { t_int_values.push_back({e, value}); }
+void clear_int_values() { t_int_values.clear(); }
+
+std::optional<Tensor> symint_value_tensor(nb::handle h) {
+  if (t_int_values.empty() || !nb::isinstance<SymInt>(h)) return std::nullopt;
+  return value_for(nb::cast<const SymInt&>(h).expr);
+}
 
 bool is_symint(nb::handle h) { return nb::isinstance<SymInt>(h); }
 graph::SymDim symint_expr(nb::handle h) { return nb::cast<const SymInt&>(h).expr; }
@@ -174,10 +223,22 @@ void bind_symint(nb::module_& m) {
       .def("__int__", [](const SymInt& a) { return specialize(a); })
       .def("__float__", [](const SymInt& a) { return static_cast<double>(specialize(a)); })
       .def("__hash__", [](const SymInt& a) { return nb::hash(nb::int_(specialize(a))); })
-      .def("__truediv__", [](const SymInt& a, nb::handle b) {
+      .def("__truediv__", [](const SymInt& a, nb::handle b) -> nb::object {
+        if (nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);  // Tensor's operator
+        if (auto t = value_for(a.expr); t && (PyFloat_Check(b.ptr()) || PyLong_Check(b.ptr()))) {
+          nb::object r = nb::module_::import_("operator").attr("truediv")(nb::cast(*t), b);
+          if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+          return r;
+        }
         return nb::module_::import_("operator").attr("truediv")(nb::int_(specialize(a)), b);
       })
-      .def("__rtruediv__", [](const SymInt& a, nb::handle b) {
+      .def("__rtruediv__", [](const SymInt& a, nb::handle b) -> nb::object {
+        if (nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);  // Tensor's operator
+        if (auto t = value_for(a.expr); t && (PyFloat_Check(b.ptr()) || PyLong_Check(b.ptr()))) {
+          nb::object r = nb::module_::import_("operator").attr("truediv")(b, nb::cast(*t));
+          if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+          return r;
+        }
         return nb::module_::import_("operator").attr("truediv")(b, nb::int_(specialize(a)));
       })
       .def("__pow__", [](const SymInt& a, nb::handle b) {
