@@ -133,7 +133,8 @@ namespace {
 // (tuple, list, dict, namedtuple), None and Python numbers/strings are kept, so
 // every call gives back eager's structure (a 1-tuple stays a 1-tuple).
 struct PyOutputStructure : compile::OutputStructure {
-  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float.
+  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float
+  // (or the value of an int argument made symbolic: returned as a Python int).
   enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
   size_t index = 0;                                        // kTensor: position among the tensors
   std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
@@ -148,6 +149,14 @@ struct PyOutputStructure : compile::OutputStructure {
       return s;
     }
     PyObject* p = r.ptr();
+    if (auto v = is_symint(r) ? symint_value_tensor(r) : std::nullopt) {
+      // An int argument made symbolic (plus a constant) returned: its value input,
+      // read back as a Python int at every call.
+      s->kind = kItem;
+      s->index = tensors->size();
+      tensors->push_back(ops::add(*v, Tensor::wrapped_scalar(Scalar(int64_t{0}))));
+      return s;
+    }
     if (is_symint(r)) {  // a size returned as a number: the version is for that size (specialized)
       s->kind = kConstant;
       s->object = keep_py(nb::int_(symint_specialize(r)));
@@ -1031,7 +1040,7 @@ void bind_compile(nb::module_& m) {
           nb::object v = nb::steal(PyNumber_Subtract(size.ptr(), nb::int_(2).ptr()));
           if (!v.is_valid()) throw nb::python_error();
           const Tensor& value = std::get<Tensor>(args[next_value++]);
-          if (tracing && is_symint(v)) push_int_value(symint_expr(v), value);
+          if (tracing && is_symint(size)) push_int_value(symint_expr(size), value);
           l.append(v);
           continue;
         }

@@ -37,20 +37,35 @@ bool live() { return graph::symbolic_tracing(); }
 // arithmetic with a float (`0.01 * pos`, `pos / 2`) gives a 0-d tensor of the
 // graph in place of the Python float.
 struct IntValue {
-  SymDim expr;
+  SymDim size;  // the size symbol that carries it: value + 2
   Tensor value;
 };
 thread_local std::vector<IntValue> t_int_values;
 
+// The tensor of an affine expression a * value + c of one int argument's
+// value (`pos`, `pos + 1`, `2 * pos - 1`); nullopt for anything else (a
+// floordiv, two arguments), which then specializes as any SymInt does.
 std::optional<Tensor> value_for(const SymDim& e) {
   if (t_int_values.empty() || !live()) return std::nullopt;
   for (const IntValue& iv : t_int_values) {
-    SymDim diff = stax::ir::simplify(e - iv.expr);
-    if (!diff.is_const()) continue;
-    const int64_t c = diff.const_value();
-    if (c == 0) return iv.value;
-    // `pos + 1`: computed in the graph from the input (a 0-d int64 tensor).
-    return ops::add(iv.value, Tensor::wrapped_scalar(Scalar(c)));
+    int64_t a = 1, b = 0;  // e = a * size + b
+    SymDim r = stax::ir::simplify(e - iv.size);
+    if (!r.is_const()) {
+      if (!iv.size.is_size()) continue;
+      const int id = stax::ir::size_var_id(iv.size.size_index());
+      auto at = [&](int64_t x) { return stax::ir::simplify(stax::ir::substitute(e, {{id, SymDim(x)}})); };
+      SymDim e2 = at(2), e3 = at(3);
+      if (!e2.is_const() || !e3.is_const()) continue;
+      a = e3.const_value() - e2.const_value();
+      r = stax::ir::simplify(e - SymDim(a) * iv.size);
+      if (!r.is_const()) continue;  // not affine (the simplifier's normal form decides)
+    }
+    b = r.const_value();
+    // size = value + 2: e = a * value + (2a + b), computed in the graph from the input.
+    Tensor t = iv.value;
+    if (a != 1) t = ops::mul(t, Tensor::wrapped_scalar(Scalar(a)));
+    if (const int64_t c = 2 * a + b; c != 0) t = ops::add(t, Tensor::wrapped_scalar(Scalar(c)));
+    return t;
   }
   return std::nullopt;
 }
@@ -134,7 +149,7 @@ bool compare(const SymInt& a, nb::handle b, GuardRel rel, bool swap, int64_t off
 
 }  // namespace
 
-void push_int_value(const graph::SymDim& e, const Tensor& value) { t_int_values.push_back({e, value}); }
+void push_int_value(const graph::SymDim& size, const Tensor& value) { t_int_values.push_back({size, value}); }
 void clear_int_values() { t_int_values.clear(); }
 
 std::optional<Tensor> symint_value_tensor(nb::handle h) {
@@ -153,6 +168,12 @@ nb::object make_size(const graph::SymDim& e, int64_t hint) {
 }
 
 void bind_symint(nb::module_& m) {
+  // tp.tensor(pos) / tp.tensor([pos, 0]) in a capture (_tensor.py): the int
+  // argument's value input, or None for any other SymInt.
+  m.def("_symint_value", [](nb::handle h) -> nb::object {
+    if (auto t = symint_value_tensor(h)) return nb::cast(*t);
+    return nb::none();
+  });
   using SD = SymDim;
   auto add = [](SD x, SD y) { return x + y; };
   auto sub = [](SD x, SD y) { return x - y; };
