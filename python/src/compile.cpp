@@ -597,6 +597,7 @@ struct PyCompiled {
           throw;
         }
         // Retry with the numbers; those arguments stay by value.
+        std::vector<size_t> refused_ints;
         for (size_t i = 0; i < args.size(); ++i) {
           if (i < lifted->size() && (*lifted)[i]) {
             float_args[i].refused = true;
@@ -604,6 +605,7 @@ struct PyCompiled {
           }
           if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
             refuse_int(i, "the capture failed with it symbolic");
+            refused_ints.push_back(i);
             values[i] = *to_scalar(args[i]);
           }
         }
@@ -612,7 +614,14 @@ struct PyCompiled {
         int_lift->total = 0;
         fn->set_extra_args(0);
         lifted->clear();
-        out = fn->call(values, &structure);
+        try {
+          out = fn->call(values, &structure);
+        } catch (...) {
+          // It fails by value too: the user's error at this value (an index out of
+          // range), not the symbolic int's; the ints stay automatic for other values.
+          for (size_t i : refused_ints) int_args[i].refused = false;
+          throw;
+        }
       }
       lifted->clear();
       if (ints > 0 && fn->builds() != builds) {

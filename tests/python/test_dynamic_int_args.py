@@ -110,6 +110,7 @@ def test_index_copy_at_pos(backend):
     for p in VALUES:
         close(cf(cc, k + p, p), f(ce, k + p, p))
         close(cc, ce)
+    assert cf.num_specializations <= 2  # tp.tensor([pos]) is built from pos's value input
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -185,9 +186,61 @@ def test_dynamic_false_and_opt_out_keep_ints_by_value():
 
 
 def test_returned_int_stays_an_int():
-    f = lambda x, pos: (x + 1, pos + 1)  # noqa: E731
+    f = lambda x, pos: (x + 1, pos + 1, 2 * pos - 1, pos / 2)  # noqa: E731
     x = tp.randn(3)
-    run_values(f, lambda p: (x, p), [3, 4, 5, 6])
+    cf = run_values(f, lambda p: (x, p), [3, 4, 5, 6, 9])
+    assert cf.num_specializations <= 2
+    r = cf(x, 7)
+    assert r[1:] == (8, 13, 3.5) and type(r[1]) is int and type(r[3]) is float
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_affine_and_float_uses(backend):
+    f = lambda x, n: (x * (2 * n - 1) + 0.5 * n, x / n, n / (x.abs() + 1), x * tp.tensor(n))  # noqa: E731
+    x = tp.randn(6)
+    cf = run_values(f, lambda n: (x, n), [3, 4, 5, 6, 11, 2], backend)
+    assert cf.num_specializations <= 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dim_arguments_are_never_symbolic(backend):
+    # A dim index read by shape rules as its capture value: specialized (by value), never reused wrongly.
+    x = tp.randn(3, 4, 5)
+    for f in [lambda x, d: x.sum(d) * 2, lambda x, d: x.transpose(0, d) * 2, lambda x, d: x.softmax(d),
+              lambda x, d: x.cumsum(d - 1)]:
+        run_values(f, lambda d: (x, d), [0, 1, 2, 1, 2, 0], backend, dynamic=True)
+        run_values(f, lambda d: (x, d), [1, 2, 1, 2, 0], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unfold_window_from_an_int(backend):
+    x = tp.randn(12, 10)
+    f = lambda x, n: x.unfold(0, n, 1) * 1  # noqa: E731
+    run_values(f, lambda n: (x, n), [3, 5, 4, 6, 3], backend)
+    g = lambda x, n: x.unfold(1, 2, n) * 1  # noqa: E731
+    run_values(g, lambda n: (x, n), [3, 5, 4, 6, 3], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["zeros_like", "ones_like", "empty_like", "full_like", "rand_like"])
+def test_like_factories_follow_symbolic_sizes(backend, name):
+    # Regression: a *_like of a symbolic tensor recorded the capture's sizes unguarded,
+    # so a dynamic-shape version returned the first call's shape for every input.
+    fn = getattr(tp, name)
+    if name == "full_like":
+        f = lambda x: fn(x, 3.0) * 2  # noqa: E731
+    elif name == "empty_like":
+        f = lambda x: fn(x).fill_(1.0) * 2  # noqa: E731  (its values are garbage)
+    else:
+        f = lambda x: fn(x) * 0 + 1  # noqa: E731
+    cf = tp.compile(f, dynamic=True, backend=backend)
+    for n in [3, 5, 4, 9]:
+        x = tp.randn(n, 10)
+        close(cf(x), f(x))
+    assert cf.num_specializations == 1
+    g = lambda c, n: tp.ones_like(c[:n]) * 2  # noqa: E731
+    c = tp.randn(12, 10)
+    run_values(g, lambda n: (c, n), [3, 5, 4, 6], backend)
 
 
 def test_int_out_of_range_raises_clearly():
@@ -198,7 +251,10 @@ def test_int_out_of_range_raises_clearly():
         close(cf(cache, p), f(cache, p))
     with pytest.raises(Exception, match="narrow|out of range|size|start"):
         cf(cache, 12)
-    close(cf(cache, 5), f(cache, 5))
+    n = cf.num_specializations
+    for p in [5, 6, 7, 8]:  # still the symbolic version: the error was the value's, not the int's
+        close(cf(cache, p), f(cache, p))
+    assert cf.num_specializations == n
 
 
 def test_negative_and_huge_ints_stay_correct():
@@ -226,7 +282,7 @@ def test_kv_cache_decode_loop_40_steps_at_most_two_versions(backend):
     b, steps, d = 2, 40, 16
     kc_e, vc_e = tp.zeros(b, steps, d), tp.zeros(b, steps, d)
     kc_c, vc_c = tp.zeros(b, steps, d), tp.zeros(b, steps, d)
-    cf = tp.compile(_decode_step, backend=backend)
+    cf = tp.compile(_decode_step, backend=backend, strict_native=backend == "stax")  # generated code, no fallback
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for pos in range(steps):
