@@ -324,3 +324,30 @@ def test_training_with_an_int_argument(backend):
         f(x, w, n).backward()
         close(gc, w.grad, 1e-4)
     assert cf.num_specializations <= 3
+
+
+@pytest.mark.parametrize("dynamic", [False, None, True])
+def test_cache_writes_generate_code(dynamic):
+    # select_scatter's Stax lowering (symbolic index, non-contiguous src, negative
+    # index, a number, a dtype cast): generated code (strict_native), equal to eager.
+    def f(c, k, pos):
+        c[:, pos] = k.t()
+        c[1, -1] = 7
+        return c * 1
+
+    cf = tp.compile(f, dynamic=dynamic, strict_native=True)
+    ce, cc = tp.zeros(3, 8, 4), tp.zeros(3, 8, 4)
+    for p in [0, 2, 3, 5, -1, 7, 4]:
+        k = tp.randn(4, 3)
+        close(cf(cc, k, p), f(ce, k, p))
+        close(cc, ce)
+
+    def g(c, k, pos):
+        c[:, pos] = k
+        return c + 0
+
+    cg = tp.compile(g, dynamic=dynamic, strict_native=True)
+    ge, gc = tp.zeros(3, 8, dtype=tp.int64), tp.zeros(3, 8, dtype=tp.int64)
+    for p in [1, 2, 3, 6]:
+        k = tp.arange(3) * 2
+        close(cg(gc, k, p), g(ge, k, p))
