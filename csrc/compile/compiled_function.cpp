@@ -241,7 +241,7 @@ graph::DynamicSpec CompiledFunction::dynamic_spec(const std::vector<Tensor>& ten
 }
 
 void CompiledFunction::check_arity(const std::vector<ArgValue>& args) const {
-  if (num_params_ >= 0 && static_cast<int>(args.size()) != num_params_)
+  if (num_params_ >= 0 && static_cast<int>(args.size()) != num_params_ + extra_args_)
     throw TypeError(str("compiled function takes ", num_params_, " positional argument", num_params_ == 1 ? "" : "s",
                         " but ", args.size(), " were given"));
 }
@@ -1105,6 +1105,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     }
     auto art = build(args, &all, dyn.empty() ? nullptr : &dyn);  // appends the free tensors the capture read
     found = art.get();
+    ++builds_;
+    last_build_sym_.assign(n, {});
+    if (art->shape)
+      for (size_t i = 0; i < n && i < art->shape->inputs.size(); ++i)
+        for (int64_t d : art->shape->inputs[i].dims) last_build_sym_[i].push_back(d < 0);
     if (!art->gates.empty()) ++gated_versions_;
     if (art->shape) symbolic_cache_[art->shape->nonshape_key].push_back(std::move(art));
     else cache_[key].push_back(std::move(art));

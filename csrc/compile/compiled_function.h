@@ -80,6 +80,16 @@ class CompiledFunction {
   void set_name(std::string name) { name_ = std::move(name); }
   const CompileOptions& options() const { return options_; }
   int num_params() const { return num_params_; }
+  // Arguments the binding appends after the user's for this call (the value
+  // inputs of automatic dynamic ints): the arity check allows them.
+  void set_extra_args(int n) { extra_args_ = n; }
+  // How many versions this function has built (a capture happened during a call
+  // when it grew), and whether the most recent one kept dim `d` of its tensor
+  // argument `t` (index among the call's tensors) symbolic.
+  uint64_t builds() const { return builds_; }
+  bool last_build_symbolic(size_t t, size_t d) const {
+    return t < last_build_sym_.size() && d < last_build_sym_[t].size() && last_build_sym_[t][d];
+  }
   // The graph of the most recent specialization (after passes), for inspection.
   std::shared_ptr<const graph::Graph> last_graph() const { return last_graph_; }
   std::string last_source() const { return last_source_; }
@@ -231,6 +241,9 @@ class CompiledFunction {
   std::vector<std::string> arg_names_;
   std::string name_;
   int num_params_;  // -1: unknown / variadic
+  int extra_args_ = 0;
+  uint64_t builds_ = 0;
+  std::vector<std::vector<bool>> last_build_sym_;  // per tensor argument, per dim
   FreeTensorLocator locator_;
   std::function<const std::string&()> state_reader_;
   std::string state_;  // what state_reader_ gave for the current call

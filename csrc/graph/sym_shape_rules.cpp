@@ -437,6 +437,14 @@ bool rule_unfold(Ctx& c) {
   SymShape in = arg_shape(c.n, 0);
   if (in.empty()) return false;
   const size_t dim = static_cast<size_t>(wrap(c.n.attrs.get_int("dimension"), in.size()));
+  // A SymInt window size or step (an int argument of a compiled function made
+  // symbolic) is read as its number below: fixed to it (Stax's loop rule bakes
+  // it in; kept symbolic, another value ran the first one's windows).
+  for (const char* name : {"size", "step"})
+    if (auto it = c.n.sym_attrs.find(name); it != c.n.sym_attrs.end()) {
+      for (const SymDim& d : it->second) c.env.specialize(d, c.where());
+      c.n.sym_attrs.erase(it);
+    }
   const int64_t size = c.n.attrs.get_int("size"), step = c.n.attrs.get_int("step");
   if (step < 1 || size < 0) return false;
   const SymDim rest = in[dim] - SymDim(size);

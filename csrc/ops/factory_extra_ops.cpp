@@ -11,6 +11,7 @@
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
+#include "ops/size_expr.h"
 
 namespace tp {
 namespace {
@@ -195,6 +196,13 @@ std::vector<Tensor> like_decompose(const std::vector<Tensor>& in, const Attrs& a
       return {ops::full_on(self, self.sizes(), value, dtype)};
     }
   }
+  // The factory's size is self's sizes: said so, a symbolic trace gives the
+  // recorded factory self's symbolic sizes (without it the node kept the
+  // capture's sizes unguarded: a dynamic-shape version returned the first
+  // call's shape for every input).
+  std::vector<ops::SizeExpr> size;
+  for (int64_t d = 0; d < self.dim(); ++d) size.push_back(ops::SizeExpr::size_of(self, d));
+  ops::SizedAttrsScope scope({ops::SizedAttr{"size", std::move(size)}});
   return call_op(f, {}, like_attrs(self, attrs));
 }
 std::vector<TensorMeta> like_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs&) {

@@ -27,6 +27,15 @@ int64_t symint_hint(nb::handle h);
 int64_t symint_specialize(nb::handle h);
 // A size for Python: a SymInt when e has symbols, else a plain int.
 nb::object make_size(const graph::SymDim& e, int64_t hint);
+// Automatic dynamic ints: during a capture, the int argument carried by the
+// size symbol `size` (= value + 2) has its value in the 0-d tensor input `value`
+// (registered by the compiled function's capture, cleared after it).
+// symint_value_tensor gives the tensor of a SymInt that is an affine function of
+// one such value (`pos`, `pos + 1`, `2 * pos`), computed in the graph; nullopt
+// for any other SymInt or object.
+void push_int_value(const graph::SymDim& size, const Tensor& value);
+void clear_int_values();
+std::optional<Tensor> symint_value_tensor(nb::handle h);
 
 // A Python bool/int/float (or NumPy scalar) as a Scalar; nullopt for anything else.
 std::optional<Scalar> to_scalar(nb::handle h);

@@ -22,6 +22,7 @@
 #include "graph/interpreter.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
+#include "ops/ops.h"
 #include "ops/schema.h"
 #include "passes/passes.h"
 #include "stax/backend/cuda_region.h"
@@ -132,7 +133,8 @@ namespace {
 // (tuple, list, dict, namedtuple), None and Python numbers/strings are kept, so
 // every call gives back eager's structure (a 1-tuple stays a 1-tuple).
 struct PyOutputStructure : compile::OutputStructure {
-  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float.
+  // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float
+  // (or the value of an int argument made symbolic: returned as a Python int).
   enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
   size_t index = 0;                                        // kTensor: position among the tensors
   std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
@@ -147,6 +149,14 @@ struct PyOutputStructure : compile::OutputStructure {
       return s;
     }
     PyObject* p = r.ptr();
+    if (auto v = is_symint(r) ? symint_value_tensor(r) : std::nullopt) {
+      // An int argument made symbolic (plus a constant) returned: its value input,
+      // read back as a Python int at every call.
+      s->kind = kItem;
+      s->index = tensors->size();
+      tensors->push_back(ops::add(*v, Tensor::wrapped_scalar(Scalar(int64_t{0}))));
+      return s;
+    }
     if (is_symint(r)) {  // a size returned as a number: the version is for that size (specialized)
       s->kind = kConstant;
       s->object = keep_py(nb::int_(symint_specialize(r)));
@@ -379,6 +389,30 @@ struct PyCompiled {
   // again) and whether a capture ran.
   std::shared_ptr<std::vector<char>> lifted = std::make_shared<std::vector<char>>();
   std::shared_ptr<bool> captured = std::make_shared<bool>(false);
+  // Automatic dynamic ints: a Python int argument whose value changed between
+  // calls (with dynamic=None; from the first call with dynamic=True) is passed
+  // from then on as two tensors: in its place a uint8 tensor of size value + 2,
+  // whose dim the capture makes symbolic (the int is a size symbol of the shape
+  // env like any tensor dim, offset by 2 so that 0 and 1 are in its range), and
+  // appended after the user's arguments a 0-d int64 wrapped-number tensor with
+  // its value, which the capture uses where the int meets tensors as a number
+  // (`x + pos`: promoted as a Python int, symint_value_tensor). The function sees
+  // `size - 2`: a tp.SymInt while a symbolic capture runs. A capture that fails
+  // with it, or specializes it (`range(pos)`, `int(pos)`, an operator that has no
+  // symbolic form for it), keeps that argument by value from then on.
+  struct IntArg {
+    int64_t first = 0;
+    bool seen = false, dynamic = false, refused = false;
+    int64_t last = -1;
+    Tensor size, value;  // the tensors of the last value (reused while it repeats)
+  };
+  std::vector<IntArg> int_args;
+  struct IntLift {
+    std::vector<char> pos;  // per user argument: passed as a size tensor
+    size_t extra = 0;       // value tensors appended (one per lifted int, in order)
+    size_t total = 0;       // the call's argument count with them
+  };
+  std::shared_ptr<IntLift> int_lift = std::make_shared<IntLift>();
   std::vector<ArgValue> values_scratch;  // call_positional's argument vector, reused
   bool values_busy = false;
   // The state reader is module_state_reader(state), not yet found to read nothing.
@@ -416,6 +450,69 @@ struct PyCompiled {
     }
     TP_CHECK(nkw == 0, TypeError, "compiled function: keyword arguments are not supported for this callable");
     return call_positional(ArgArray{args, n});
+  }
+
+  void refuse_int(size_t i, const char* why) {
+    IntArg& ia = int_args[i];
+    if (ia.refused) return;
+    ia.refused = true;
+    ia.size = Tensor();
+    ia.value = Tensor();
+    if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+      std::fprintf(stderr, "[tp.compile] argument %zu: an int kept by value from now on: %s\n", i, why);
+  }
+
+  // Automatic dynamic ints (see IntArg): replaces the lifted ints of `values` by
+  // their size tensors and appends their value tensors; returns how many.
+  size_t lift_ints(ArgArray args, std::vector<ArgValue>& values) {
+    using D = compile::CompileOptions::Dynamic;
+    const compile::CompileOptions& o = fn->options();
+    // Shape buckets pad dynamic dims: a padded size tensor would change the int.
+    if (graph::is_tracing() || o.dynamic == D::Off || o.options.count("shape_buckets")) return 0;
+    // options={"dynamic_ints": False}: every int argument by value (the opt-out).
+    if (auto it = o.options.find("dynamic_ints");
+        it != o.options.end() && (it->second == "0" || it->second == "False" || it->second == "false"))
+      return 0;
+    // A size tensor of (value + 2) bytes is allocated (untouched) per new value: larger ints stay by value.
+    constexpr int64_t kMaxLifted = int64_t{1} << 24;
+    if (int_args.size() < values.size()) int_args.resize(values.size());
+    size_t count = 0;
+    std::vector<Tensor> extra;
+    for (size_t i = 0; i < args.size(); ++i) {
+      PyObject* h = args[i].ptr();
+      if (!PyLong_CheckExact(h)) continue;  // (bool is not: True/False stay by value, as in PyTorch)
+      IntArg& ia = int_args[i];
+      const int64_t v = std::get<Scalar>(values[i]).to_int();
+      if (!ia.seen) {
+        ia.seen = true;
+        ia.first = v;
+        ia.dynamic = o.dynamic == D::On;
+      } else if (!ia.dynamic && !ia.refused && v != ia.first) {
+        ia.dynamic = true;
+        if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+          std::fprintf(stderr, "[tp.compile] argument %zu: an int that changed between calls is symbolic from now on\n", i);
+      }
+      if (!ia.dynamic || ia.refused || v < 0 || v > kMaxLifted) continue;
+      if (!ia.size.defined() || ia.last != v) {
+        ia.size = ops::empty({v + 2}, DType::UInt8);
+        compile::DimMark mk;
+        mk.dynamic = true;
+        compile::mark_dim(ia.size, 0, mk);
+        ia.value = Tensor::wrapped_scalar(Scalar(v));
+        ia.last = v;
+      }
+      if (count == 0) int_lift->pos.assign(args.size(), 0);
+      int_lift->pos[i] = 1;
+      values[i] = ia.size;
+      extra.push_back(ia.value);
+      ++count;
+    }
+    if (count == 0) return 0;
+    for (Tensor& t : extra) values.emplace_back(std::move(t));
+    int_lift->extra = count;
+    int_lift->total = values.size();
+    fn->set_extra_args(static_cast<int>(count));
+    return count;
   }
 
   nb::object call_positional(ArgArray args) {
@@ -477,8 +574,21 @@ struct PyCompiled {
         }
       }
     }
-    if (any_lifted) {
+    const size_t ints = lift_ints(args, values);
+    struct ClearInts {
+      PyCompiled* c;
+      bool on;
+      ~ClearInts() {
+        if (!on) return;
+        c->int_lift->pos.clear();
+        c->int_lift->extra = 0;
+        c->int_lift->total = 0;
+        c->fn->set_extra_args(0);
+      }
+    } clear_ints{this, ints > 0};
+    if (any_lifted || ints > 0) {
       *captured = false;
+      const uint64_t builds = fn->builds();
       try {
         out = fn->call(values, &structure);
       } catch (...) {
@@ -486,15 +596,47 @@ struct PyCompiled {
           lifted->clear();
           throw;
         }
-        for (size_t i = 0; i < values.size(); ++i)
+        // Retry with the numbers; those arguments stay by value.
+        std::vector<size_t> refused_ints;
+        for (size_t i = 0; i < args.size(); ++i) {
           if (i < lifted->size() && (*lifted)[i]) {
             float_args[i].refused = true;
             values[i] = *to_scalar(args[i]);
           }
+          if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
+            refuse_int(i, "the capture failed with it symbolic");
+            refused_ints.push_back(i);
+            values[i] = *to_scalar(args[i]);
+          }
+        }
+        values.resize(args.size());
+        int_lift->extra = 0;
+        int_lift->total = 0;
+        fn->set_extra_args(0);
         lifted->clear();
-        out = fn->call(values, &structure);
+        try {
+          out = fn->call(values, &structure);
+        } catch (...) {
+          // It fails by value too: the user's error at this value (an index out of
+          // range), not the symbolic int's; the ints stay automatic for other values.
+          for (size_t i : refused_ints) int_args[i].refused = false;
+          throw;
+        }
       }
       lifted->clear();
+      if (ints > 0 && fn->builds() != builds) {
+        // A version was built: an int it specialized is kept by value from now on.
+        size_t ti = 0;
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (!std::holds_alternative<Tensor>(values[i])) continue;
+          // At 0 or 1 a size computed from the int (`x[:pos]`) is 0 or 1 and is guarded
+          // to it (0/1 specialization): a later value tries again; at >= 2 it is the use.
+          if (i < int_lift->pos.size() && int_lift->pos[i] && !fn->last_build_symbolic(ti, 0) &&
+              int_args[i].last >= 2)
+            refuse_int(i, "the capture specialized it (a use with no symbolic form: range(), int(), ...)");
+          ++ti;
+        }
+      }
     } else {
       out = fn->call(values, &structure);
     }
@@ -507,7 +649,7 @@ struct PyCompiled {
     auto* s = static_cast<const PyOutputStructure*>(structure);
     if (!s) return outputs_to_python(std::move(out), out.size() != 1);
     if (s->kind == PyOutputStructure::kTensor) {
-      for (size_t i = 0; i < values.size(); ++i)
+      for (size_t i = 0; i < args.size(); ++i)
         if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && t->impl() == out.at(0).impl())
           return nb::borrow(args[i]);
       if (nb::object v = free_objects->find(out[0]); v.is_valid()) return v;
@@ -518,7 +660,7 @@ struct PyCompiled {
     // same tensor returned twice is one object.
     std::vector<nb::object> objs(out.size());
     for (size_t o = 0; o < out.size(); ++o) {
-      for (size_t i = 0; i < values.size() && !objs[o].is_valid(); ++i)
+      for (size_t i = 0; i < args.size() && !objs[o].is_valid(); ++i)
         if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && out[o].defined() && t->impl() == out[o].impl())
           objs[o] = nb::borrow(args[i]);
       for (size_t p = 0; p < o && !objs[o].is_valid(); ++p)
@@ -882,14 +1024,35 @@ void bind_compile(nb::module_& m) {
     auto fn_ref = keep_py(fn);
     auto lifted = pc->lifted;
     auto captured = pc->captured;
-    compile::StructuredUserFn user = [fn_ref, lifted, captured](const std::vector<ArgValue>& args,
+    auto int_lift = pc->int_lift;
+    compile::StructuredUserFn user = [fn_ref, lifted, captured, int_lift](const std::vector<ArgValue>& args,
                                                                 std::shared_ptr<const compile::OutputStructure>* structure) {
       nb::object& fn = *fn_ref;
       nb::list l;
       const bool tracing = graph::is_tracing();
       if (tracing) *captured = true;
-      for (size_t i = 0; i < args.size(); ++i) {
+      // Automatic dynamic ints (PyCompiled::IntArg): the function gets `size - 2`
+      // (a SymInt in a symbolic capture), not the tensors that carry it.
+      const bool ints = int_lift->extra > 0 && args.size() == int_lift->total;
+      const size_t n_user = ints ? args.size() - int_lift->extra : args.size();
+      struct ClearValues {
+        bool on;
+        ~ClearValues() {
+          if (on) clear_int_values();
+        }
+      } clear_values{ints && tracing};
+      size_t next_value = n_user;
+      for (size_t i = 0; i < n_user; ++i) {
         const ArgValue& a = args[i];
+        if (ints && i < int_lift->pos.size() && int_lift->pos[i]) {
+          nb::object size = nb::cast(std::get<Tensor>(a)).attr("size")(0);
+          nb::object v = nb::steal(PyNumber_Subtract(size.ptr(), nb::int_(2).ptr()));
+          if (!v.is_valid()) throw nb::python_error();
+          const Tensor& value = std::get<Tensor>(args[next_value++]);
+          if (tracing && is_symint(size)) push_int_value(symint_expr(size), value);
+          l.append(v);
+          continue;
+        }
         if (const Tensor* t = std::get_if<Tensor>(&a)) {
           // A float argument passed as a tensor (PyCompiled::float_args): a result
           // computed from it alone is a float, as eager's arithmetic gives.

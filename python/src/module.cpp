@@ -87,6 +87,7 @@ std::optional<Scalar> to_scalar(nb::handle h) {
 
 std::optional<Tensor> to_operand(nb::handle h) {
   if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  if (auto v = symint_value_tensor(h)) return v;  // an int argument made symbolic: its value input
   if (auto s = to_scalar(h)) return Tensor::wrapped_scalar(*s);
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 // "max.other") share one Python name and are tried in registration order, the
 // first whose parameters accept the arguments wins (PyTorch's rule). Parsing
 // is driven by the parsed Schema, so a new operator needs no binding code.
+#include <cstring>
 #include <Python.h>
 
 #include <cctype>
@@ -97,6 +98,16 @@ std::string py_type_name(PyObject* o) {
   return Py_TYPE(o)->tp_name;
 }
 
+// An int attribute that names dims (dim, dims, dim0, start_dim, source, ...):
+// shape rules read it as the number it had at capture, so a SymInt given there
+// (an int argument of a compiled function made symbolic) is specialized: kept as
+// a symbolic attribute, a version would serve another dim with the first one's
+// shapes.
+bool dim_like(const char* name) {
+  return std::strstr(name, "dim") != nullptr || std::strcmp(name, "source") == 0 ||
+         std::strcmp(name, "destination") == 0 || std::strcmp(name, "axis") == 0;
+}
+
 // Converts one Python value for parameter `a`; false (and `why`) when it does not fit.
 bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, std::string& why) {
   auto mismatch = [&](const char* expected) {
@@ -117,6 +128,10 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
         p.inputs.push_back(nb::cast<Tensor>(h));
         return true;
       }
+      if (auto t = symint_value_tensor(h)) {  // an int argument made symbolic: its value input
+        p.inputs.push_back(*t);
+        return true;
+      }
       if (auto s = to_scalar(h)) {  // Python numbers take part as wrapped scalars
         p.inputs.push_back(Tensor::wrapped_scalar(*s));
         return true;
@@ -135,6 +150,10 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       return true;
     }
     case ArgType::Int:
+      if (is_symint(h) && dim_like(a.attr_name)) {  // a dim index: no shape rule reads it symbolically
+        p.attrs.set(a.attr_name, symint_specialize(h));
+        return true;
+      }
       if (is_symint(h)) {  // a symbolic size: its hint, and its expression for the recorded node
         p.attrs.set(a.attr_name, symint_hint(h));
         p.sym_attrs[a.attr_name] = {symint_expr(h)};
@@ -154,7 +173,7 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       std::vector<int64_t> xs;
       std::vector<graph::SymDim> syms;  // with a SymInt element: one expression per element
       if (is_int_like(v)) {
-        if (is_symint(h) && a.list_len <= 1) {  // tp.zeros(n): one symbolic size
+        if (is_symint(h) && a.list_len <= 1 && !dim_like(a.attr_name)) {  // tp.zeros(n): one symbolic size
           xs.assign(1, symint_hint(h));
           syms.assign(1, symint_expr(h));
         } else {
@@ -163,6 +182,11 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
       } else if (PyList_Check(v) || PyTuple_Check(v)) {
         for (nb::handle x : h) {
           if (!is_int_like(x.ptr())) return mismatch(str("a sequence of ints (", arg_type_name(a), ")").c_str());
+          if (is_symint(x) && dim_like(a.attr_name)) {
+            xs.push_back(symint_specialize(x));
+            if (!syms.empty()) syms.push_back(graph::SymDim(xs.back()));
+            continue;
+          }
           if (is_symint(x)) {
             if (syms.empty())  // the plain ints before the first SymInt
               for (int64_t v : xs) syms.push_back(graph::SymDim(v));

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "graph/tracer.h"
+#include "ops/ops.h"
 
 namespace tp::py {
 namespace {
@@ -27,6 +28,60 @@ using graph::GuardRel;
 using graph::SymDim;
 
 bool live() { return graph::symbolic_tracing(); }
+
+// Automatic dynamic ints (compile.cpp, PyCompiled::IntArg): while a capture
+// runs, each int argument made symbolic is known by its expression and by a 0-d
+// int64 wrapped-number tensor input holding its value. A SymInt used where a
+// tensor operand goes (`x + pos`, `pos * x`) is that input (plus a constant),
+// so it stays a graph input promoted as a Python int, not a specialization;
+// arithmetic with a float (`0.01 * pos`, `pos / 2`) gives a 0-d tensor of the
+// graph in place of the Python float.
+struct IntValue {
+  SymDim size;  // the size symbol that carries it: value + 2
+  Tensor value;
+};
+thread_local std::vector<IntValue> t_int_values;
+
+// The tensor of an affine expression a * value + c of one int argument's
+// value (`pos`, `pos + 1`, `2 * pos - 1`); nullopt for anything else (a
+// floordiv, two arguments), which then specializes as any SymInt does.
+std::optional<Tensor> value_for(const SymDim& e) {
+  if (t_int_values.empty() || !live()) return std::nullopt;
+  for (const IntValue& iv : t_int_values) {
+    int64_t a = 1, b = 0;  // e = a * size + b
+    SymDim r = stax::ir::simplify(e - iv.size);
+    if (!r.is_const()) {
+      if (!iv.size.is_size()) continue;
+      const int id = stax::ir::size_var_id(iv.size.size_index());
+      auto at = [&](int64_t x) { return stax::ir::simplify(stax::ir::substitute(e, {{id, SymDim(x)}})); };
+      SymDim e2 = at(2), e3 = at(3);
+      if (!e2.is_const() || !e3.is_const()) continue;
+      a = e3.const_value() - e2.const_value();
+      r = stax::ir::simplify(e - SymDim(a) * iv.size);
+      if (!r.is_const()) continue;  // not affine (the simplifier's normal form decides)
+    }
+    b = r.const_value();
+    // size = value + 2: e = a * value + (2a + b), computed in the graph from the input.
+    Tensor t = iv.value;
+    if (a != 1) t = ops::mul(t, Tensor::wrapped_scalar(Scalar(a)));
+    if (const int64_t c = 2 * a + b; c != 0) t = ops::add(t, Tensor::wrapped_scalar(Scalar(c)));
+    return t;
+  }
+  return std::nullopt;
+}
+
+// `a OP b` with a float b as the graph's 0-d tensor (nullopt: no value input).
+std::optional<nb::object> float_op(const SymDim& a, nb::handle b, bool reflected, const char* pyop) {
+  if (!PyFloat_Check(b.ptr())) return std::nullopt;
+  auto t = value_for(a);
+  if (!t) return std::nullopt;
+  nb::object self = nb::cast(*t);
+  nb::object op = nb::module_::import_("operator").attr(pyop);
+  nb::object r = reflected ? op(b, self) : op(self, b);
+  // Returned by the function as it is, it is a float again (as eager's is).
+  if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+  return r;
+}
 
 int64_t specialize(const SymInt& s) {
   if (!live()) return s.hint;
@@ -58,6 +113,7 @@ nb::object binary(const SymInt& a, nb::handle b, bool reflected, const char* pyo
                   SymDim (*sym)(SymDim, SymDim), int64_t (*val)(int64_t, int64_t)) {
   auto o = operand(b);
   if (!o) {
+    if (auto r = float_op(a.expr, b, reflected, pyop)) return *r;
     // A float (or another type): the size as a plain int (specialized), then Python's own operator.
     nb::object self = nb::int_(specialize(a));
     nb::object op = nb::module_::import_("operator").attr(pyop);
@@ -93,6 +149,14 @@ bool compare(const SymInt& a, nb::handle b, GuardRel rel, bool swap, int64_t off
 
 }  // namespace
 
+void push_int_value(const graph::SymDim& size, const Tensor& value) { t_int_values.push_back({size, value}); }
+void clear_int_values() { t_int_values.clear(); }
+
+std::optional<Tensor> symint_value_tensor(nb::handle h) {
+  if (t_int_values.empty() || !nb::isinstance<SymInt>(h)) return std::nullopt;
+  return value_for(nb::cast<const SymInt&>(h).expr);
+}
+
 bool is_symint(nb::handle h) { return nb::isinstance<SymInt>(h); }
 graph::SymDim symint_expr(nb::handle h) { return nb::cast<const SymInt&>(h).expr; }
 int64_t symint_hint(nb::handle h) { return nb::cast<const SymInt&>(h).hint; }
@@ -104,6 +168,12 @@ nb::object make_size(const graph::SymDim& e, int64_t hint) {
 }
 
 void bind_symint(nb::module_& m) {
+  // tp.tensor(pos) / tp.tensor([pos, 0]) in a capture (_tensor.py): the int
+  // argument's value input, or None for any other SymInt.
+  m.def("_symint_value", [](nb::handle h) -> nb::object {
+    if (auto t = symint_value_tensor(h)) return nb::cast(*t);
+    return nb::none();
+  });
   using SD = SymDim;
   auto add = [](SD x, SD y) { return x + y; };
   auto sub = [](SD x, SD y) { return x - y; };
@@ -174,10 +244,22 @@ void bind_symint(nb::module_& m) {
       .def("__int__", [](const SymInt& a) { return specialize(a); })
       .def("__float__", [](const SymInt& a) { return static_cast<double>(specialize(a)); })
       .def("__hash__", [](const SymInt& a) { return nb::hash(nb::int_(specialize(a))); })
-      .def("__truediv__", [](const SymInt& a, nb::handle b) {
+      .def("__truediv__", [](const SymInt& a, nb::handle b) -> nb::object {
+        if (nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);  // Tensor's operator
+        if (auto t = value_for(a.expr); t && (PyFloat_Check(b.ptr()) || PyLong_Check(b.ptr()))) {
+          nb::object r = nb::module_::import_("operator").attr("truediv")(nb::cast(*t), b);
+          if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+          return r;
+        }
         return nb::module_::import_("operator").attr("truediv")(nb::int_(specialize(a)), b);
       })
-      .def("__rtruediv__", [](const SymInt& a, nb::handle b) {
+      .def("__rtruediv__", [](const SymInt& a, nb::handle b) -> nb::object {
+        if (nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);  // Tensor's operator
+        if (auto t = value_for(a.expr); t && (PyFloat_Check(b.ptr()) || PyLong_Check(b.ptr()))) {
+          nb::object r = nb::module_::import_("operator").attr("truediv")(b, nb::cast(*t));
+          if (nb::isinstance<Tensor>(r)) note_capture_item(nb::cast<Tensor>(r));
+          return r;
+        }
         return nb::module_::import_("operator").attr("truediv")(b, nb::int_(specialize(a)));
       })
       .def("__pow__", [](const SymInt& a, nb::handle b) {

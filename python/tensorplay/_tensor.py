@@ -105,6 +105,36 @@ def _has_huge_int(data):
     return None
 
 
+def _symbolic_anchor(data):
+    """The value input of the first SymInt in data (new_full's template)."""
+    return next(_C._symint_value(x) for x in data if isinstance(x, _C.SymInt))
+
+
+def _symbolic_ints(data):
+    """tp.tensor(pos) or tp.tensor([pos, 3]) while a compiled function is captured with
+    its int argument pos symbolic (automatic dynamic ints): built from the value input
+    of pos, so the version serves every pos (index_copy_(1, tp.tensor([pos]), k)).
+    None for anything else (then the data is read as numbers: a SymInt specializes)."""
+    if isinstance(data, _C.SymInt):
+        v = _C._symint_value(data)
+        return None if v is None else v + 0  # a tensor of its own, not the (wrapped) input
+    if not isinstance(data, (list, tuple)) or not data or not any(isinstance(x, _C.SymInt) for x in data):
+        return None
+    parts = []
+    for x in data:
+        if isinstance(x, _C.SymInt):
+            v = _C._symint_value(x)
+            if v is None:
+                return None
+            parts.append(v + 0)
+        elif isinstance(x, int) and not isinstance(x, bool):
+            parts.append(_C.Tensor.new_full(parts[0] if parts else _symbolic_anchor(data), [], x))
+        else:
+            return None
+    from . import stack  # late: the package's functions are bound after this module
+    return stack(parts)
+
+
 def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a Tensor).
 
@@ -115,6 +145,9 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
     _C._check_pin_memory(pin_memory, "tensor")
     if isinstance(data, _C.Tensor):
         t = data.detach().clone()
+    elif (t := _symbolic_ints(data)) is not None:
+        if dtype is None:
+            dtype = _C.dtype.int64
     else:
         arr, inferred = _as_array(data)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))

@@ -532,6 +532,12 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     choose per tensor. While a symbolic capture runs, sizes of traced tensors
     (x.shape, x.size(d), x.numel()) are tp.SymInt; comparing one records a shape
     guard, and using one as a plain int (range(n), indexing a list) fixes it.
+    Int arguments follow the same policy (automatic dynamic ints): None makes an
+    int that changed between calls a tp.SymInt from then on (a decode position
+    `pos` used in `cache[:, :pos + 1]`, `x + pos`: one version for every value);
+    True from the first call; False, or options={"dynamic_ints": False}, keeps
+    ints by value. An int used where no symbolic form exists (range(n), int(n),
+    a dim index) is kept by value for that argument. Bools are always by value.
 
     Parameters, buffers, globals and closure variables the function reads are
     inputs of the compiled code, re-read at every call. A fallback to eager

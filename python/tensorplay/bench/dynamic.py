@@ -510,3 +510,57 @@ def cnn_training_step(report: Report, quick: bool) -> dict:
         return _train_over_sizes(report, quick, model, step, data)
     finally:
         tp.set_num_threads(prev)
+
+
+# ---------------------------------------------------------------- int arguments
+
+
+def _decode_step(q, k, v, kc, vc, pos):
+    kc[:, pos] = k
+    vc[:, pos] = v
+    keys = kc[:, :pos + 1]
+    vals = vc[:, :pos + 1]
+    scores = (q.unsqueeze(1) * keys).sum(-1) * (q.shape[-1] ** -0.5)
+    return (scores.softmax(-1).unsqueeze(-1) * vals).sum(1)
+
+
+def decode_step(report: Report, quick: bool) -> dict:
+    """A KV-cache attention decode step f(q, k, v, kc, vc, pos) over every position
+    pos = 0..steps-1 (automatic dynamic ints: pos symbolic after it changed), per
+    call, against eager and dynamic=False (a version per position until
+    max_versions, then eager)."""
+    import warnings
+
+    b, d, steps = 4, 64, (64 if quick else 256)
+    runs, warmup = (3, 1) if quick else (7, 1)
+    report.section(f"Dynamic int arguments: KV-cache decode step (b={b}, d={d}, {steps} positions, per call)")
+    auto = tp.compile(_decode_step, options={"warn_fallback": False})
+    static = tp.compile(_decode_step, dynamic=False, options={"warn_fallback": False})
+    qs = [(tp.randn(b, d), tp.randn(b, d), tp.randn(b, d)) for _ in range(steps)]
+
+    def loop(fn):
+        def run():
+            kc, vc = tp.zeros(b, steps, d), tp.zeros(b, steps, d)
+            for pos in range(steps):
+                q, k, v = qs[pos]
+                fn(q, k, v, kc, vc, pos)
+        return run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        loop(auto)()
+        first = time.perf_counter() - t0
+        te, ta, ts = rotate([loop(_decode_step), loop(auto), loop(static)], runs=runs, warmup=warmup,
+                            labels=["eager", "automatic dynamic int", "dynamic=False"])
+    for t in (te, ta, ts):
+        t.readings_s = [r / steps for r in t.readings_s]
+        t.calls_per_reading = steps
+    report.figure("eager", te.fmt("us"))
+    report.figure("compiled, automatic dynamic int", ta.fmt("us"),
+                  f"{auto.num_specializations} version(s); first pass {first:.2f} s; target <= 2 versions: "
+                  + verdict(auto.num_specializations <= 2))
+    report.figure("compiled, dynamic=False", ts.fmt("us"), f"{static.num_specializations} version(s), then eager")
+    return {"eager_us": te.to_dict("us"), "auto_us": ta.to_dict("us"), "static_us": ts.to_dict("us"),
+            "versions_auto": auto.num_specializations, "versions_static": static.num_specializations,
+            "first_pass_s": first}

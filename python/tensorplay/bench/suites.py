@@ -145,7 +145,8 @@ def gpu_suite(report: Report, options: Options) -> dict:
 def dynamic_suite(report: Report, opts: Options) -> dict:
     """Dynamic shapes: versions per batch-size sweep, symbolic per-call overhead, cold compile (aot_eager
     and Stax), symbolic vs static kernel time, a transformer block over 16 sequence lengths, MLP and
-    CNN training steps over 16 batch sizes."""
+    CNN training steps over 16 batch sizes, a KV-cache decode step with an int position (automatic
+    dynamic ints)."""
     results: dict = {}
     step = _Step(report, results)
     step("compilations", lambda: dynamic.compilations(report, opts.quick))
@@ -156,4 +157,5 @@ def dynamic_suite(report: Report, opts: Options) -> dict:
     step("transformer_block", lambda: dynamic.transformer_block(report, opts.quick))
     step("training_step", lambda: dynamic.training_step(report, opts.quick))
     step("cnn_training_step", lambda: dynamic.cnn_training_step(report, opts.quick))
+    step("decode_step_int_pos", lambda: dynamic.decode_step(report, opts.quick))
     return results
