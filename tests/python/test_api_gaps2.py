@@ -1,0 +1,217 @@
+"""Second batch of PyTorch API gaps: index_reduce, put, diagonal_scatter, matrix_exp, norm(p='nuc'),
+affine_grid/grid_sample, ctc_loss, weight_norm/spectral_norm, and eager corner cases (masked_fill and clamp
+with out-of-range numbers, kthvalue ties). Values, dtypes and gradients against torch (float64), compiled
+against eager, and bad input raising an error that names the function."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+def close(r, e, rtol=1e-7, atol=1e-9):
+    assert tuple(r.shape) == tuple(e.shape), (tuple(r.shape), tuple(e.shape))
+    assert str(r.dtype).split(".")[-1] == str(e.dtype).split(".")[-1], (r.dtype, e.dtype)
+    np.testing.assert_allclose(np.asarray(r.detach().numpy(), dtype=np.float64), e.detach().double().numpy(),
+                               rtol=rtol, atol=atol, equal_nan=True)
+
+
+def grads_match(fn_tp, fn_torch, arrays, *, rtol=1e-7, atol=1e-9, value_rtol=1e-7):
+    """Values and gradients of sum(f(x) * W) for a fixed random W, float64, against torch."""
+    xs = [tp.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out_t = fn_torch(*ts)
+    out = fn_tp(*xs)
+    close(out, out_t, rtol=value_rtol, atol=atol)
+    w = RNG.standard_normal(tuple(out_t.shape))
+    (out_t * torch.tensor(w)).sum().backward()
+    (out * tp.tensor(w)).sum().backward()
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=atol)
+
+
+def compiled_matches(fn, *args, rtol=1e-6, atol=1e-7):
+    e = fn(*args)
+    c = tp.compile(fn)
+    for _ in range(2):  # the capture and the compiled call
+        r = c(*args)
+        es, rs = (e, r) if isinstance(e, (tuple, list)) else ((e,), (r,))
+        for a, b in zip(rs, es):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def both_raise(fn, exc=RuntimeError, match=None):
+    with pytest.raises(Exception):
+        fn(torch)
+    with pytest.raises(exc, match=match):
+        fn(tp)
+
+
+# ---------------------------------------------------------------- index_reduce
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_reduce_values_and_grads(reduce, include_self, dim):
+    x = rand(4, 5, 3)
+    n = x.shape[dim]
+    idx = np.array([0, n - 1, 0, 1, n - 1, 0])
+    src_shape = list(x.shape)
+    src_shape[dim] = len(idx)
+    src = rand(*src_shape)
+    if reduce in ("amax", "amin"):
+        src[..., 0] = 0.25  # ties between source rows and between a source and self
+        x[..., 0] = 0.25
+    grads_match(lambda a, b: tp.index_reduce(a, dim, tp.tensor(idx), b, reduce, include_self=include_self),
+                lambda a, b: torch.index_reduce(a, dim, torch.tensor(idx), b, reduce, include_self=include_self),
+                [x, src])
+
+
+def test_index_reduce_in_place_integers_and_method():
+    for reduce in ("prod", "mean", "amax", "amin"):
+        a = np.array([[4, 5], [6, 7], [1, -3]])
+        s = np.array([[1, 2], [3, -3], [7, 8]])
+        i = np.array([0, 0, 2])
+        r = tp.tensor(a).index_reduce_(0, tp.tensor(i), tp.tensor(s), reduce, include_self=False)
+        e = torch.tensor(a).index_reduce_(0, torch.tensor(i), torch.tensor(s), reduce, include_self=False)
+        close(r, e)
+        r = tp.tensor(a, dtype=tp.float32).index_reduce(0, tp.tensor(i, dtype=tp.int32), tp.tensor(s, dtype=tp.float32), reduce)
+        e = torch.tensor(a, dtype=torch.float32).index_reduce(0, torch.tensor(i, dtype=torch.int32),
+                                                              torch.tensor(s, dtype=torch.float32), reduce)
+        close(r, e)
+    # in place through a non-contiguous view writes the base
+    base = tp.zeros(3, 4)
+    base.t().index_reduce_(0, tp.tensor([1, 1]), tp.ones(2, 3) * 2, "amax")
+    tb = torch.zeros(3, 4)
+    tb.t().index_reduce_(0, torch.tensor([1, 1]), torch.ones(2, 3) * 2, "amax")
+    close(base, tb)
+
+
+def test_index_reduce_compiled():
+    x, s = tp.tensor(rand(5, 3)), tp.tensor(rand(4, 3))
+    i = tp.tensor([0, 4, 0, 2])
+    for reduce in ("prod", "mean", "amax", "amin"):
+        compiled_matches(lambda a, b: tp.index_reduce(a, 0, i, b, reduce, include_self=False), x, s)
+
+
+def test_index_reduce_errors():
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([3]), m.ones(1), "prod"), IndexError, "index_reduce")
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([-1]), m.ones(1), "prod"), IndexError, "index_reduce")
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([0]), m.ones(1), "sum"), RuntimeError, "index_reduce")
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([0.0]), m.ones(1), "prod"), RuntimeError, "index_reduce")
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([0]), m.ones(1, dtype=m.float64), "prod"),
+               RuntimeError, "index_reduce")
+    both_raise(lambda m: m.zeros(3).index_reduce(0, m.tensor([0, 1]), m.ones(1), "prod"), RuntimeError, "index_reduce")
+    both_raise(lambda m: m.zeros(3, 2).index_reduce(2, m.tensor([0]), m.ones(3, 1), "prod"), IndexError, "index_reduce")
+
+
+# ---------------------------------------------------------------- put
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_values_and_grads(accumulate):
+    x = rand(3, 4)
+    src = rand(2, 3)
+    idx = np.array([[0, -1, 5], [11, 2, -12]])  # negative indices count from the end; no repeats (undefined)
+    grads_match(lambda a, b: tp.put(a, tp.tensor(idx), b, accumulate=accumulate),
+                lambda a, b: torch.put(a, torch.tensor(idx), b, accumulate=accumulate), [x, src])
+    if accumulate:  # repeated positions add up
+        rep = np.array([1, 1, -11, 3])
+        grads_match(lambda a, b: a.put(tp.tensor(rep), b, True), lambda a, b: a.put(torch.tensor(rep), b, True),
+                    [x, rand(4)])
+
+
+def test_put_in_place_non_contiguous_and_integer():
+    t = torch.arange(12).reshape(3, 4).t()
+    u = tp.arange(12).reshape(3, 4).t()
+    t.put_(torch.tensor([1, 2, -1]), torch.tensor([50, 60, 70]), accumulate=True)
+    u.put_(tp.tensor([1, 2, -1]), tp.tensor([50, 60, 70]), accumulate=True)
+    close(u, t)
+    compiled_matches(lambda a, b: a.put(tp.tensor([0, 3, -2]), b), tp.tensor(rand(2, 3)), tp.tensor(rand(3)))
+    compiled_matches(lambda a, b: a.put(tp.tensor([0, 0, -2]), b, accumulate=True), tp.tensor(rand(2, 3)),
+                     tp.tensor(rand(3)))
+
+
+def test_put_errors():
+    both_raise(lambda m: m.zeros(3).put(m.tensor([3]), m.ones(1)), IndexError, "put")
+    both_raise(lambda m: m.zeros(3).put(m.tensor([-4]), m.ones(1)), IndexError, "put")
+    both_raise(lambda m: m.zeros(3).put_(m.tensor([0], dtype=m.int32), m.ones(1)), RuntimeError, "put")
+    both_raise(lambda m: m.zeros(3).put(m.tensor([0]), m.ones(1, dtype=m.float64)), RuntimeError, "put")
+    both_raise(lambda m: m.zeros(3).put(m.tensor([0, 1]), m.ones(1)), IndexError, "put")
+
+
+# ---------------------------------------------------------------- diagonal / select / slice scatter
+@pytest.mark.parametrize("offset,d1,d2", [(0, 0, 1), (1, 1, 2), (-2, 2, 1), (0, 0, 2), (3, 1, 2)])
+def test_diagonal_scatter(offset, d1, d2):
+    x = rand(3, 4, 5)
+    sv = rand(*torch.zeros(3, 4, 5).diagonal(offset, d1, d2).shape)
+    grads_match(lambda a, b: tp.diagonal_scatter(a, b, offset, d1, d2),
+                lambda a, b: torch.diagonal_scatter(a, b, offset, d1, d2), [x, sv])
+    compiled_matches(lambda a, b: a.diagonal_scatter(b, offset, d1, d2), tp.tensor(x), tp.tensor(sv))
+
+
+def test_select_and_slice_scatter_exist_and_match():
+    x, s = rand(4, 5), rand(4)
+    grads_match(lambda a, b: tp.select_scatter(a, b, 1, -2), lambda a, b: torch.select_scatter(a, b, 1, -2), [x, s])
+    s2 = rand(4, 2)
+    grads_match(lambda a, b: tp.slice_scatter(a, b, 1, 1, 5, 2), lambda a, b: torch.slice_scatter(a, b, 1, 1, 5, 2),
+                [x, s2])
+
+
+def test_diagonal_scatter_errors():
+    both_raise(lambda m: m.diagonal_scatter(m.zeros(3, 3), m.ones(2)), RuntimeError, "diagonal_scatter")
+    both_raise(lambda m: m.diagonal_scatter(m.zeros(3), m.ones(3)), RuntimeError, "diagonal_scatter")
+    both_raise(lambda m: m.diagonal_scatter(m.zeros(3, 3), m.ones(3), 0, 0, 0), RuntimeError, "diagonal")
+
+
+# ---------------------------------------------------------------- matrix_exp
+@pytest.mark.parametrize("scale", [1e-3, 0.5, 3.0, 40.0])
+def test_matrix_exp_values_and_grads(scale):
+    a = rand(2, 3, 4, 4) * scale
+    a[1, 2] *= 0.01  # the batch mixes matrices that need different numbers of squarings
+    grads_match(tp.linalg.matrix_exp, torch.linalg.matrix_exp, [a], rtol=1e-9 if scale < 10 else 1e-7,
+                atol=1e-9, value_rtol=1e-10 if scale < 10 else 1e-8)
+
+
+def test_matrix_exp_special_cases_and_aliases():
+    close(tp.matrix_exp(tp.zeros(3, 3)), torch.eye(3))
+    x = rand(1, 1)
+    close(tp.matrix_exp(tp.tensor(x)), torch.matrix_exp(torch.tensor(x)))
+    close(tp.matrix_exp(tp.zeros(2, 0, 0)), torch.matrix_exp(torch.zeros(2, 0, 0)))
+    nil = np.triu(rand(5, 5), 1)  # nilpotent: a finite series
+    close(tp.matrix_exp(tp.tensor(nil)), torch.matrix_exp(torch.tensor(nil)), rtol=1e-12)
+    f = rand(3, 3).astype(np.float32) * 4
+    close(tp.tensor(f).matrix_exp(), torch.tensor(f).matrix_exp(), rtol=2e-5, atol=1e-5)
+    diag = np.diag([1.0, -2.0, 30.0])
+    close(tp.linalg.matrix_exp(tp.tensor(diag)), torch.tensor(np.diag(np.exp([1.0, -2.0, 30.0]))), rtol=1e-12)
+    compiled_matches(tp.linalg.matrix_exp, tp.tensor(rand(2, 4, 4) * 5), rtol=1e-9)
+    compiled_matches(tp.linalg.matrix_exp, tp.tensor(rand(4, 4)).float(), rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_exp_errors():
+    both_raise(lambda m: m.linalg.matrix_exp(m.zeros(3, 4)), ValueError, "matrix_exp")
+    both_raise(lambda m: m.linalg.matrix_exp(m.zeros(3)), ValueError, "matrix_exp")
+    both_raise(lambda m: m.matrix_exp(m.zeros(3, 3, dtype=m.int64)), TypeError, "matrix_exp")
+
+
+# ---------------------------------------------------------------- norm(p='nuc')
+def test_norm_nuc():
+    x = rand(4, 3)
+    grads_match(lambda a: tp.norm(a, "nuc"), lambda a: torch.norm(a, "nuc"), [x])
+    y = rand(2, 4, 3)
+    grads_match(lambda a: a.norm(p="nuc", dim=(0, 2), keepdim=True), lambda a: a.norm(p="nuc", dim=(0, 2), keepdim=True),
+                [y])
+    close(tp.linalg.matrix_norm(tp.tensor(y), ord="nuc"), torch.linalg.matrix_norm(torch.tensor(y), ord="nuc"))
+    close(tp.linalg.norm(tp.tensor(x), "nuc"), torch.linalg.norm(torch.tensor(x), "nuc"))
+    # the other norms still reach the operator
+    close(tp.norm(tp.tensor(y)), torch.norm(torch.tensor(y)))
+    close(tp.tensor(y).norm(1, 2), torch.tensor(y).norm(1, 2))
+    close(tp.tensor(y).norm(dim=1, keepdim=True), torch.tensor(y).norm(dim=1, keepdim=True))
+    compiled_matches(lambda a: tp.norm(a, p="nuc"), tp.tensor(x))
+    both_raise(lambda m: m.norm(m.zeros(2, 3, 4), "nuc"), RuntimeError, "norm")
+    both_raise(lambda m: m.norm(m.zeros(2, 3, dtype=m.int64), "nuc"), TypeError, "norm")
