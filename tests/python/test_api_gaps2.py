@@ -215,3 +215,63 @@ def test_norm_nuc():
     compiled_matches(lambda a: tp.norm(a, p="nuc"), tp.tensor(x))
     both_raise(lambda m: m.norm(m.zeros(2, 3, 4), "nuc"), RuntimeError, "norm")
     both_raise(lambda m: m.norm(m.zeros(2, 3, dtype=m.int64), "nuc"), TypeError, "norm")
+
+
+# ---------------------------------------------------------------- affine_grid / grid_sample
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid(nd, align_corners):
+    theta = rand(2, nd, nd + 1)
+    size = [2, 3, 4, 5] if nd == 2 else [2, 3, 4, 1, 6]
+    grads_match(lambda t: F.affine_grid(t, size, align_corners=align_corners),
+                lambda t: TF.affine_grid(t, size, align_corners=align_corners), [theta], rtol=1e-12, atol=1e-12)
+    t32 = tp.tensor(theta).float()
+    compiled_matches(lambda t: F.affine_grid(t, size, align_corners=align_corners), t32)
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(nd, mode, padding_mode, align_corners):
+    x = rand(2, 3, *(4, 5, 6)[:nd])
+    g = rand(2, *(3, 4, 2)[:nd], nd) * 1.6  # many samples outside [-1, 1]: every padding rule is used
+    grads_match(lambda a, b: F.grid_sample(a, b, mode, padding_mode, align_corners),
+                lambda a, b: TF.grid_sample(a, b, mode, padding_mode, align_corners), [x, g], rtol=1e-10, atol=1e-12)
+    compiled_matches(lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=padding_mode,
+                                                align_corners=align_corners),
+                     tp.tensor(x).float(), tp.tensor(g).float(), rtol=1e-5, atol=1e-6)
+
+
+def test_grid_sample_identity_grid_and_float32_training():
+    x = rand(1, 2, 5, 7)
+    theta = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
+    grid = F.affine_grid(tp.tensor(theta), [1, 2, 5, 7], align_corners=False)
+    close(F.grid_sample(tp.tensor(x), grid, align_corners=False), torch.tensor(x), rtol=1e-12, atol=1e-12)
+    # a spatial transformer step: gradients reach theta through the grid
+    th = tp.tensor(theta + rand(1, 2, 3) * 0.1, requires_grad=True)
+    tht = torch.tensor(th.detach().numpy(), requires_grad=True)
+    out = F.grid_sample(tp.tensor(x), F.affine_grid(th, [1, 2, 4, 4], align_corners=True), align_corners=True)
+    ref = TF.grid_sample(torch.tensor(x), TF.affine_grid(tht, [1, 2, 4, 4], align_corners=True), align_corners=True)
+    (out ** 2).sum().backward()
+    (ref ** 2).sum().backward()
+    np.testing.assert_allclose(th.grad.numpy(), tht.grad.numpy(), rtol=1e-9)
+
+
+def test_grid_sample_and_affine_grid_errors():
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 1, 3, 3), m.zeros(1, 2, 2, 2), mode="cubic"),
+               ValueError, "grid_sample")
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 1, 3, 3), m.zeros(1, 2, 2, 2), padding_mode="wrap"),
+               ValueError, "grid_sample")
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 1, 3, 3), m.zeros(1, 2, 2, 3)), RuntimeError,
+               "grid_sample")
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 1, 3, 3), m.zeros(2, 2, 2, 2)), RuntimeError,
+               "grid_sample")
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 1, 3, 3), m.zeros(1, 2, 2, 2, dtype=m.float64)),
+               RuntimeError, "grid_sample")
+    both_raise(lambda m: m.nn.functional.grid_sample(m.zeros(1, 3, 3), m.zeros(1, 2, 2)), RuntimeError, "grid_sample")
+    both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(1, 2, 3), [1, 1, 3]), NotImplementedError, "affine_grid")
+    both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(1, 2, 3), [1, 1, 3, 3, 3]), ValueError, "affine_grid")
+    both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(1, 2, 3, dtype=m.int64), [1, 1, 3, 3]), ValueError,
+               "affine_grid")
+    both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(2, 2, 3), [1, 1, 3, 3]), ValueError, "affine_grid")
