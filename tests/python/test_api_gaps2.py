@@ -275,3 +275,82 @@ def test_grid_sample_and_affine_grid_errors():
     both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(1, 2, 3, dtype=m.int64), [1, 1, 3, 3]), ValueError,
                "affine_grid")
     both_raise(lambda m: m.nn.functional.affine_grid(m.zeros(2, 2, 3), [1, 1, 3, 3]), ValueError, "affine_grid")
+
+
+# ---------------------------------------------------------------- ctc_loss
+def _ctc_case(T=7, N=3, C=5):
+    lp = torch.tensor(rand(T, N, C)).log_softmax(2).numpy()
+    tg = np.array([[1, 2, 2, 3], [3, 1, 4, 4], [4, 4, 4, 1]])
+    return lp, tg, [7, 5, 6], [4, 2, 3]
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("blank", [0, 2])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss_values_and_grads(reduction, blank, concatenated):
+    lp, tg, il, tl = _ctc_case()
+    tg = np.where(tg == blank, (blank + 1) % 5, tg)
+    if concatenated:
+        tg = np.concatenate([tg[n, :tl[n]] for n in range(3)])
+    grads_match(lambda a: F.ctc_loss(a, tp.tensor(tg), tp.tensor(il), tp.tensor(tl), blank=blank, reduction=reduction),
+                lambda a: TF.ctc_loss(a, torch.tensor(tg), torch.tensor(il), torch.tensor(tl), blank=blank,
+                                      reduction=reduction), [lp], rtol=1e-9, atol=1e-12, value_rtol=1e-10)
+
+
+def test_ctc_loss_zero_infinity_empty_targets_unbatched_and_lists():
+    lp, tg, _, _ = _ctc_case()
+    il, tl = [2, 7, 6], [4, 0, 3]  # sample 0 has no alignment (4 labels in 2 frames): infinite loss
+    for zi in (False, True):
+        a, t = tp.tensor(lp, requires_grad=True), torch.tensor(lp, requires_grad=True)
+        r = F.ctc_loss(a, tp.tensor(tg), il, tl, reduction="none", zero_infinity=zi)
+        e = TF.ctc_loss(t, torch.tensor(tg), il, tl, reduction="none", zero_infinity=zi)
+        close(r, e, rtol=1e-10)
+        if zi:
+            r.sum().backward()
+            e.sum().backward()
+            np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12)
+    # unbatched: (T, C) log_probs, (S,) targets, lengths as tuples or 0-d tensors
+    grads_match(lambda a: F.ctc_loss(a, tp.tensor(tg[0, :3]), (6,), (3,)),
+                lambda a: TF.ctc_loss(a, torch.tensor(tg[0, :3]), (6,), (3,)),
+                [lp[:, 0]], rtol=1e-9, atol=1e-12)
+    grads_match(lambda a: F.ctc_loss(a, tp.tensor(tg[0, :3]), tp.tensor(6), tp.tensor(3), reduction="none"),
+                lambda a: TF.ctc_loss(a, torch.tensor(tg[0, :3]), torch.tensor(6), torch.tensor(3), reduction="none"),
+                [lp[:, 0]], rtol=1e-9, atol=1e-12)
+
+
+def test_ctc_loss_module_float32_through_log_softmax_and_compiled():
+    x = rand(12, 2, 6).astype(np.float32)
+    tg = np.array([[1, 2, 3], [5, 5, 0]])
+    il, tl = [12, 9], [3, 2]
+    mod, ref = tp.nn.CTCLoss(blank=0, zero_infinity=True), torch.nn.CTCLoss(blank=0, zero_infinity=True)
+    a, t = tp.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    r = mod(a.log_softmax(2), tp.tensor(tg), tp.tensor(il), tp.tensor(tl))
+    e = ref(t.log_softmax(2), torch.tensor(tg), torch.tensor(il), torch.tensor(tl))
+    close(r, e, rtol=1e-5)
+    r.backward()
+    e.backward()
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+    itg, iil, itl = tp.tensor(tg), tp.tensor(il), tp.tensor(tl)
+    compiled_matches(lambda v: F.ctc_loss(v.log_softmax(2), itg, iil, itl, reduction="sum"), tp.tensor(x),
+                     rtol=1e-5, atol=1e-5)
+    # compiled training step: same gradient as eager
+    step = tp.compile(lambda v: F.ctc_loss(v.log_softmax(2), itg, iil, itl))
+    a2 = tp.tensor(x, requires_grad=True)
+    step(a2).backward()
+    np.testing.assert_allclose(a2.grad.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_ctc_loss_errors():
+    lp = torch.zeros(5, 2, 4).log_softmax(2)
+
+    def call(m, **kw):
+        args = dict(log_probs=m.tensor(lp.numpy()), targets=m.tensor([[1, 2], [1, 1]]),
+                    input_lengths=m.tensor([5, 5]), target_lengths=m.tensor([2, 2]))
+        args.update({k: (v(m) if callable(v) else v) for k, v in kw.items()})
+        return m.nn.functional.ctc_loss(**args)
+    both_raise(lambda m: call(m, blank=4), RuntimeError, "ctc_loss")
+    both_raise(lambda m: call(m, input_lengths=lambda m: m.tensor([6, 5])), RuntimeError, "ctc_loss")
+    both_raise(lambda m: call(m, target_lengths=lambda m: m.tensor([3, 2])), RuntimeError, "ctc_loss")
+    both_raise(lambda m: call(m, input_lengths=lambda m: m.tensor([5, 5, 5])), RuntimeError, "ctc_loss")
+    both_raise(lambda m: call(m, reduction="avg"), ValueError, "ctc_loss")
+    both_raise(lambda m: call(m, log_probs=lambda m: m.zeros(5, 2, 4, 1)), RuntimeError, "ctc_loss")
