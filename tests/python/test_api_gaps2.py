@@ -354,3 +354,160 @@ def test_ctc_loss_errors():
     both_raise(lambda m: call(m, input_lengths=lambda m: m.tensor([5, 5, 5])), RuntimeError, "ctc_loss")
     both_raise(lambda m: call(m, reduction="avg"), ValueError, "ctc_loss")
     both_raise(lambda m: call(m, log_probs=lambda m: m.zeros(5, 2, 4, 1)), RuntimeError, "ctc_loss")
+
+
+# ---------------------------------------------------------------- weight_norm / spectral_norm
+def _twin(tp_mod, torch_mod):
+    """Gives torch_mod tp_mod's parameters (float32)."""
+    with torch.no_grad():
+        for (n, p), (m, q) in zip(tp_mod.named_parameters(), torch_mod.named_parameters()):
+            assert n == m
+            q.copy_(torch.tensor(p.detach().numpy()))
+
+
+def _grads_equal(tp_mod, torch_mod, rtol=1e-5, atol=1e-6):
+    a = dict(tp_mod.named_parameters())
+    b = dict(torch_mod.named_parameters())
+    assert sorted(a) == sorted(b)
+    for n in a:
+        np.testing.assert_allclose(a[n].grad.numpy(), b[n].grad.numpy(), rtol=rtol, atol=atol, err_msg=n)
+
+
+@pytest.mark.parametrize("dim", [0, 1, None, -1])
+def test_parametrizations_weight_norm(dim):
+    from tensorplay.nn.utils import parametrizations as P
+    lin, ref = tp.nn.Conv2d(2, 3, 3), torch.nn.Conv2d(2, 3, 3)
+    _twin(lin, ref)
+    P.weight_norm(lin, dim=dim)
+    torch.nn.utils.parametrizations.weight_norm(ref, dim=dim)
+    assert list(lin.state_dict()) == list(ref.state_dict())
+    for k, v in lin.state_dict().items():
+        close(v, ref.state_dict()[k], rtol=1e-6)
+    x = rand(2, 2, 5, 5).astype(np.float32)
+    out, e = lin(tp.tensor(x)), ref(torch.tensor(x))
+    close(out, e, rtol=1e-5, atol=1e-6)
+    (out ** 2).sum().backward()
+    (e ** 2).sum().backward()
+    _grads_equal(lin, ref)
+    # training moves the originals; the parametrized weight follows, and the state loads into a fresh module
+    opt = tp.optim.SGD(lin.parameters(), lr=0.1)
+    opt.step()
+    w_after = lin.weight.detach().numpy().copy()
+    fresh = tp.nn.Conv2d(2, 3, 3)
+    P.weight_norm(fresh, dim=dim)
+    fresh.load_state_dict(lin.state_dict())
+    np.testing.assert_allclose(fresh.weight.detach().numpy(), w_after, rtol=1e-6)
+    # assigning the weight writes the originals through right_inverse
+    w = rand(3, 2, 3, 3).astype(np.float32)
+    lin.weight = tp.tensor(w)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+    tp.nn.utils.parametrize.remove_parametrizations(lin, "weight")
+    assert type(lin) is tp.nn.Conv2d and sorted(lin.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_parametrizations_spectral_norm_and_compiled():
+    from tensorplay.nn.utils import parametrizations as P
+    for make, tmake in ((lambda: tp.nn.Linear(5, 4), lambda: torch.nn.Linear(5, 4)),
+                        (lambda: tp.nn.Conv2d(2, 3, 3), lambda: torch.nn.Conv2d(2, 3, 3))):
+        m, ref = make(), tmake()
+        _twin(m, ref)
+        P.spectral_norm(m)
+        torch.nn.utils.parametrizations.spectral_norm(ref)
+        assert list(m.state_dict()) == list(ref.state_dict())
+        # the power iteration starts from random vectors: take torch's, through state_dict
+        m.load_state_dict({k: tp.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+        shape = (3, 5) if isinstance(m, tp.nn.Linear) else (1, 2, 6, 6)
+        for training in (True, False):
+            m.train(training)
+            ref.train(training)
+            x = rand(*shape).astype(np.float32)
+            out, e = m(tp.tensor(x)), ref(torch.tensor(x))
+            close(out, e, rtol=1e-4, atol=1e-5)
+            out.sum().backward()
+            e.sum().backward()
+            _grads_equal(m, ref, rtol=1e-4, atol=1e-5)
+            close(m.parametrizations.weight[0]._u, ref.parametrizations.weight[0]._u, rtol=1e-4, atol=1e-5)
+    # sigma converges to the largest singular value
+    m = tp.nn.Linear(6, 4)
+    P.spectral_norm(m, n_power_iterations=50)
+    w = m.parametrizations.weight.original.detach()
+    s = tp.linalg.svdvals(w)
+    np.testing.assert_allclose(tp.linalg.svdvals(m.weight.detach()).numpy()[0], 1.0, rtol=1e-4)
+    assert s.numpy()[0] > 0
+    # compiled forward (eval: no buffer update) equals eager
+    m.eval()
+    x = tp.tensor(rand(3, 6).astype(np.float32))
+    compiled_matches(lambda v: m(v), x, rtol=1e-5, atol=1e-6)
+
+
+def test_weight_norm_compiled_training_step():
+    from tensorplay.nn.utils import parametrizations as P
+    m = tp.nn.Linear(4, 3)
+    P.weight_norm(m)
+    x = tp.tensor(rand(5, 4).astype(np.float32))
+    eager = (m(x) ** 2).sum()
+    eager.backward()
+    g_eager = {n: p.grad.numpy().copy() for n, p in m.named_parameters()}
+    m.zero_grad()
+    step = tp.compile(lambda v: (m(v) ** 2).sum())
+    for _ in range(2):
+        m.zero_grad()
+        r = step(x)
+        r.backward()
+        np.testing.assert_allclose(r.detach().numpy(), eager.detach().numpy(), rtol=1e-5)
+        for n, p in m.named_parameters():
+            np.testing.assert_allclose(p.grad.numpy(), g_eager[n], rtol=1e-5, atol=1e-6)
+
+
+def test_old_weight_norm_and_remove():
+    lin, ref = tp.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    _twin(lin, ref)
+    tp.nn.utils.weight_norm(lin)
+    torch.nn.utils.weight_norm(ref)
+    assert sorted(lin.state_dict()) == sorted(ref.state_dict()) == ["bias", "weight_g", "weight_v"]
+    x = rand(2, 4).astype(np.float32)
+    out, e = lin(tp.tensor(x)), ref(torch.tensor(x))
+    close(out, e, rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    e.sum().backward()
+    _grads_equal(lin, ref)
+    step = tp.compile(lambda v: lin(v).sum())
+    for _ in range(2):
+        np.testing.assert_allclose(step(tp.tensor(x)).detach().numpy(), out.sum().detach().numpy(), rtol=1e-5)
+    tp.nn.utils.remove_weight_norm(lin)
+    torch.nn.utils.remove_weight_norm(ref)
+    assert sorted(lin.state_dict()) == ["bias", "weight"]
+    close(lin.weight, ref.weight, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="weight_norm"):
+        tp.nn.utils.remove_weight_norm(lin)
+    with pytest.raises(ValueError, match="weight_norm"):
+        tp.nn.utils.weight_norm(lin, name="nope")
+
+
+def test_parametrize_errors_and_custom_parametrization():
+    from tensorplay.nn.utils import parametrize
+
+    class Symmetric(tp.nn.Module):
+        def forward(self, x):
+            return x.triu() + x.triu(1).transpose(0, 1)
+
+    m = tp.nn.Linear(3, 3)
+    parametrize.register_parametrization(m, "weight", Symmetric())
+    w = m.weight.detach().numpy()
+    np.testing.assert_allclose(w, w.T)
+    assert parametrize.is_parametrized(m) and parametrize.is_parametrized(m, "weight")
+    assert not parametrize.is_parametrized(m, "bias")
+    with pytest.raises(ValueError, match="nope"):
+        parametrize.register_parametrization(m, "nope", Symmetric())
+    with pytest.raises(ValueError, match="shape"):
+        class Bad(tp.nn.Module):
+            def forward(self, x):
+                return x[0]
+        parametrize.register_parametrization(tp.nn.Linear(3, 3), "weight", Bad())
+    with pytest.raises(ValueError, match="parametrization"):
+        parametrize.remove_parametrizations(m, "bias")
+    with pytest.raises(ValueError):
+        tp.nn.utils.parametrizations.spectral_norm(tp.nn.Linear(3, 3), n_power_iterations=0)
+    with parametrize.cached():
+        assert m.weight is m.weight
