@@ -6,7 +6,8 @@ tp.compile captures ordinary ops. grid_sample follows PyTorch's definition: grid
 the input's corners (align_corners=True) or its corner pixels' outer edges (False); a coordinate is
 unnormalized, then mapped by the padding mode (zeros: outside samples read 0; border: clamped to the edge;
 reflection: reflected about the edges, then clamped), then read with bilinear weights or the nearest
-pixel (round half to even). The clamp and reflection maps carry PyTorch's derivatives (0 outside the
+pixel (round half to even), or bicubic (4-D: 4 x 4 taps with the cubic convolution kernel, A = -0.75;
+the padding mode maps each tap). The clamp and reflection maps carry PyTorch's derivatives (0 outside the
 clamp, the sign of the reflection). Re-exported by functional.py."""
 import itertools
 
@@ -83,17 +84,53 @@ def _reflect(c, twice_low, twice_high):
     return _tp.where(even, extra + lo, span - extra + lo)
 
 
-def _source_index(coord, n, padding_mode, align_corners):
-    if align_corners:
-        c = (coord + 1) / 2 * (n - 1)
-    else:
-        c = ((coord + 1) * n - 1) / 2
+def _unnormalize(coord, n, align_corners):
+    return (coord + 1) / 2 * (n - 1) if align_corners else ((coord + 1) * n - 1) / 2
+
+
+def _pad(c, n, padding_mode, align_corners):
+    """A pixel coordinate mapped by the padding mode (zeros: unchanged, read as 0 when outside)."""
     if padding_mode == "border":
         c = _clip(c, n)
     elif padding_mode == "reflection":
         c = _reflect(c, 0, 2 * (n - 1)) if align_corners else _reflect(c, -1, 2 * n - 1)
         c = _clip(c, n)
     return c
+
+
+def _source_index(coord, n, padding_mode, align_corners):
+    return _pad(_unnormalize(coord, n, align_corners), n, padding_mode, align_corners)
+
+
+_CUBIC_A = -0.75  # the cubic convolution kernel's parameter (Keys), as PyTorch's bicubic modes use
+
+
+def _cubic_weights(t):
+    """The four weights of the taps at offsets -1, 0, 1, 2 for a fractional position t in [0, 1)."""
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _read_taps(flat_in, spatial, idx, weight, N, C, P):
+    """flat_in (N, C, prod(spatial)) at integer positions idx (one (N, P) tensor per spatial dim) times
+    weight (N, P); 0 outside the input."""
+    valid = None
+    lin = None
+    for d in range(len(spatial)):
+        ok = (idx[d] >= 0) & (idx[d] <= spatial[d] - 1)
+        valid = ok if valid is None else valid & ok
+    for d in range(len(spatial)):
+        i = _tp.where(valid, idx[d], _tp.zeros_like(idx[d])).to(_tp.int64)
+        lin = i if lin is None else lin * spatial[d] + i
+    vals = flat_in.gather(2, lin.unsqueeze(1).expand(N, C, P))
+    w = _tp.where(valid, weight, _tp.zeros_like(weight))
+    return vals * w.unsqueeze(1)
 
 
 @_names_errors
@@ -109,8 +146,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"grid_sample: expected padding_mode to be 'zeros', 'border', or 'reflection', "
                          f"but got: '{padding_mode}'")
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode='bicubic' is not supported yet (use 'bilinear' or 'nearest')")
+    if mode == "bicubic" and input.dim() != 4:
+        raise RuntimeError("grid_sample: bicubic interpolation only supports 4D input")
     if input.dim() not in (4, 5):
         raise RuntimeError(f"grid_sample: expected 4-D or 5-D input, but got input of shape {list(input.shape)}")
     if grid.dim() != input.dim():
@@ -128,6 +165,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                            f"and {grid.dtype}")
     if not input.is_floating_point():
         raise RuntimeError(f"grid_sample: expected a floating point input, got {input.dtype}")
+    if input.dtype in (_tp.float16, _tp.bfloat16):  # computed in float32, rounded once
+        return grid_sample(input.float(), grid.float(), mode, padding_mode, align_corners).to(input.dtype)
     for d in range(2, input.dim()):
         if input.shape[d] == 0:
             raise RuntimeError(f"grid_sample: expected input to have non-empty spatial dimensions, "
@@ -140,22 +179,25 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         P *= s
     flat_in = input.reshape(N, C, -1)
     g = grid.reshape(N, P, nd)
+    if mode == "bicubic":
+        # 4 x 4 taps around the unnormalized position; the padding mode maps each tap's integer coordinate
+        raw = [_unnormalize(g[..., nd - 1 - d], spatial[d], align_corners) for d in range(nd)]
+        base = [_tp.floor(c).detach() for c in raw]
+        wts = [_cubic_weights(c - b) for c, b in zip(raw, base)]
+        taps = [[_pad(b + (k - 1), spatial[d], padding_mode, align_corners).detach() for k in range(4)]
+                for d, b in enumerate(base)]
+        out = None
+        for ky in range(4):
+            for kx in range(4):
+                term = _read_taps(flat_in, spatial, [_tp.round(taps[0][ky]), _tp.round(taps[1][kx])],
+                                  wts[0][ky] * wts[1][kx], N, C, P)
+                out = term if out is None else out + term
+        return out.reshape([N, C] + out_spatial)
     # coords[d]: source coordinate along spatial dim d (the grid lists them last dim first)
     coords = [_source_index(g[..., nd - 1 - d], spatial[d], padding_mode, align_corners) for d in range(nd)]
 
     def read(idx, weight):
-        """flat_in at integer positions idx (one (N, P) tensor per dim) times weight; 0 outside."""
-        valid = None
-        lin = None
-        for d in range(nd):
-            ok = (idx[d] >= 0) & (idx[d] <= spatial[d] - 1)
-            valid = ok if valid is None else valid & ok
-        for d in range(nd):
-            i = _tp.where(valid, idx[d], _tp.zeros_like(idx[d])).to(_tp.int64)
-            lin = i if lin is None else lin * spatial[d] + i
-        vals = flat_in.gather(2, lin.unsqueeze(1).expand(N, C, P))
-        w = _tp.where(valid, weight, _tp.zeros_like(weight))
-        return vals * w.unsqueeze(1)
+        return _read_taps(flat_in, spatial, idx, weight, N, C, P)
 
     if mode == "nearest":
         idx = [_tp.round(c).detach() for c in coords]
