@@ -313,6 +313,12 @@ def test_ctc_loss_zero_infinity_empty_targets_unbatched_and_lists():
             r.sum().backward()
             e.sum().backward()
             np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12)
+    # padding past a target length may hold any value (here -1 and C)
+    padded = tg.copy()
+    padded[1, 2:] = [-1, 5]
+    grads_match(lambda a: F.ctc_loss(a, tp.tensor(padded), [7, 5, 6], [4, 2, 3], reduction="sum"),
+                lambda a: TF.ctc_loss(a, torch.tensor(tg), [7, 5, 6], [4, 2, 3], reduction="sum"), [lp],
+                rtol=1e-9, atol=1e-12)
     # unbatched: (T, C) log_probs, (S,) targets, lengths as tuples or 0-d tensors
     grads_match(lambda a: F.ctc_loss(a, tp.tensor(tg[0, :3]), (6,), (3,)),
                 lambda a: TF.ctc_loss(a, torch.tensor(tg[0, :3]), (6,), (3,)),

@@ -97,6 +97,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     else:
         raise RuntimeError(f"{fn}: targets must be 1-D (concatenated) or 2-D (padded), got shape {list(targets.shape)}")
     if smax and tg.numel():
+        # entries past a sample's target length are padding (any value): the blank there
+        tg = _tp.where(_tp.arange(smax, device=dev).reshape(1, smax) < _tp.tensor(tl, dtype=_tp.int64,
+                                                                               device=dev).reshape(N, 1),
+                       tg, _tp.full_like(tg, blank))
         lo, hi = int(tg.min().item()), int(tg.max().item())
         if lo < 0 or hi >= C:
             raise RuntimeError(f"{fn}: target labels must be in [0, {C}), got {lo if lo < 0 else hi}")
