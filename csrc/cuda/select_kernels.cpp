@@ -49,6 +49,52 @@ std::string pick_source(const std::string& name, DType c) {
              "  }\n}\n");
 }
 
+std::string qsel_name(DType c) { return "tp_kth_qsel_" + pick_tag(c); }
+
+// kthvalue: each slice's values and positions copied into its own rows of the work buffers, then the
+// CPU kernel's quickselect (`ops/sort_ops.cpp` quickselect_index: the same swaps, so the same index
+// among ties) run by one thread per slice.
+std::string qsel_source(const std::string& name, DType c) {
+  const bool fp = c != DType::Int64;
+  return str("typedef ", fp ? float_ctype(c) : "long long", " T;\n",
+             fp ? "__device__ __forceinline__ bool tp_gt(T a, T b) { return (a != a && b == b) || a > b; }\n"
+                : "__device__ __forceinline__ bool tp_gt(T a, T b) { return a > b; }\n",
+             "extern \"C\" __global__ void ", name,
+             "(const T* __restrict__ x, T* __restrict__ wv, long long* __restrict__ wi, T* __restrict__ val,\n"
+             "    long long* __restrict__ ind, long long outer, long long D, long long inner, long long k) {\n"
+             "  for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < outer * inner;\n"
+             "       s += (long long)gridDim.x * blockDim.x) {\n"
+             "    const long long base = (s / inner) * D * inner + s % inner;\n"
+             "    T* a = wv + s * D;\n"
+             "    long long* ix = wi + s * D;\n"
+             "    for (long long i = 0; i < D; ++i) { a[i] = x[base + i * inner]; ix[i] = i; }\n"
+             "#define TP_SWP(p, q) { T tv = a[p]; a[p] = a[q]; a[q] = tv; long long ti = ix[p]; ix[p] = ix[q]; ix[q] = ti; }\n"
+             "    long long lo = 0, hi = D - 1;\n"
+             "    while (hi > lo) {\n"
+             "      if (hi == lo + 1) { if (tp_gt(a[lo], a[hi])) TP_SWP(lo, hi); break; }\n"
+             "      const long long mid = lo + (hi - lo) / 2;\n"
+             "      TP_SWP(mid, lo + 1);\n"
+             "      if (tp_gt(a[lo + 1], a[hi])) TP_SWP(lo + 1, hi);\n"
+             "      if (tp_gt(a[lo], a[hi])) TP_SWP(lo, hi);\n"
+             "      if (tp_gt(a[lo + 1], a[lo])) TP_SWP(lo + 1, lo);\n"
+             "      const T pivot = a[lo];\n"
+             "      long long i = lo + 1, j = hi;\n"
+             "      for (;;) {\n"
+             "        do ++i; while (tp_gt(pivot, a[i]));\n"
+             "        do --j; while (tp_gt(a[j], pivot));\n"
+             "        if (j < i) break;\n"
+             "        TP_SWP(i, j);\n"
+             "      }\n"
+             "      TP_SWP(lo, j);\n"
+             "      if (j <= k) lo = i;\n"
+             "      if (j >= k) hi = j - 1;\n"
+             "    }\n"
+             "#undef TP_SWP\n"
+             "    val[s] = a[k];\n"
+             "    ind[s] = ix[k];\n"
+             "  }\n}\n");
+}
+
 }  // namespace
 
 bool select_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& attrs,
@@ -65,7 +111,21 @@ bool select_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& 
   const int64_t D = x.sizes()[static_cast<size_t>(dim)];
   const DType c = pick_type(dt);
   Tensor val = empty(om[0].sizes, c, dev), ind = empty(om[1].sizes, DType::Int64, dev);
-  if (val.numel() > 0) {
+  if (val.numel() > 0 && name == "kthvalue") {
+    Tensor xc = ops::contiguous(ops::to_dtype(x, c));
+    long long outer = 1, inner = 1, d = D, kth = attrs.get_int("k") - 1;
+    for (int64_t k = 0; k < dim; ++k) outer *= x.sizes()[static_cast<size_t>(k)];
+    for (int64_t k = dim + 1; k < x.dim(); ++k) inner *= x.sizes()[static_cast<size_t>(k)];
+    Tensor wv = empty({outer * inner * D}, c, dev), wi = empty({outer * inner * D}, DType::Int64, dev);
+    void* px = xc.data();
+    void* pwv = wv.data();
+    void* pwi = wi.data();
+    void* pv = val.data();
+    void* pi = ind.data();
+    void* args[] = {&px, &pwv, &pwi, &pv, &pi, &outer, &d, &inner, &kth};
+    launch_generated(dev, qsel_name(c), qsel_source(qsel_name(c), c), grid_1d(outer * inner, kThreads), kThreads,
+                     args);
+  } else if (val.numel() > 0) {
     static const OpDef& sort = get_op("sort");
     std::vector<Tensor> sorted = run_kernel(sort, {x}, {{"dim", dim}, {"descending", false}, {"stable", true}});
     Tensor sv = ops::contiguous(ops::to_dtype(sorted[0], c));
@@ -90,7 +150,10 @@ bool select_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attrs& 
 
 std::vector<std::pair<std::string, std::string>> select_kernel_sources() {
   std::vector<std::pair<std::string, std::string>> v;
-  for (DType c : {DType::Float32, DType::Float64, DType::Int64}) v.emplace_back(pick_name(c), pick_source(pick_name(c), c));
+  for (DType c : {DType::Float32, DType::Float64, DType::Int64}) {
+    v.emplace_back(pick_name(c), pick_source(pick_name(c), c));
+    v.emplace_back(qsel_name(c), qsel_source(qsel_name(c), c));
+  }
   return v;
 }
 

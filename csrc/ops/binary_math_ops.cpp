@@ -274,11 +274,22 @@ T clamp_one(T x, T lo, T hi) {  // NaN in x or in a bound propagates; lo > hi gi
 }
 
 template <Clamp K>
-void clamp_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs&) {
+void clamp_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& in, const Attrs& attrs) {
   const DType ct = out.dtype();
   const Tensor x = convert(in[0], ct);
   Tensor lo = K == Clamp::Max ? Tensor() : in[1];
   Tensor hi = K == Clamp::Min ? Tensor() : K == Clamp::Max ? in[1] : in[2];
+  if (attrs.has(kNarrowDTypeAttr)) {
+    // A narrow integer result (computed in int64): PyTorch converts each bound to that type first, so a
+    // Python number must fit it (unsigned types also take -max .. -1) and then wraps (uint8: -20 -> 236).
+    const DType narrow = attrs.get<DType>(kNarrowDTypeAttr);
+    if (is_integral(narrow, false))
+      for (Tensor* b : {&lo, &hi})
+        if (b->defined() && !is_floating(b->dtype())) {
+          if (b->is_wrapped_number()) check_scalar_fits(b->item(), narrow, op.name);
+          *b = convert(convert(*b, narrow), ct);
+        }
+  }
   TP_DISPATCH_NUMERIC(ct, op.name, ([&]<class T>() {
     const T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                           : std::numeric_limits<T>::lowest();

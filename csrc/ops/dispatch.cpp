@@ -1,5 +1,6 @@
 #include "ops/dispatch.h"
 
+#include <cstring>
 #include <string_view>
 
 #include "core/grad_mode.h"
@@ -106,8 +107,11 @@ std::vector<Tensor> run_in_compute_dtypes(const OpDef& op, const std::vector<Ten
       m.strides = contiguous_strides(m.sizes);
     }
   }
+  // 16-bit floats: for the kernels that round per step (floor/trunc division); narrow integers: for clamp,
+  // whose bounds are converted to the result's own type first (PyTorch's uint8 clamp(-20) bound is 236).
   const bool narrow_float = (op.has(kPointwise) || op.has(kInplace)) && !out_meta.empty() &&
-                            (out_meta[0].dtype == DType::Float16 || out_meta[0].dtype == DType::BFloat16);
+                            (out_meta[0].dtype == DType::Float16 || out_meta[0].dtype == DType::BFloat16 ||
+                             (is_integral(out_meta[0].dtype, false) && std::strncmp(op.name, "clamp", 5) == 0));
   Attrs narrowed;
   if (narrow_float) {
     narrowed = attrs;

@@ -849,8 +849,10 @@ std::vector<Tensor> scatter_reduce_backward(const BackwardArgs& a) {
                                          ops::gather(nzero, dim, index))));
     return grads;
   }
-  // amax / amin: the gradient is shared evenly by every value equal to the result.
-  Tensor self_hits = include_self ? ops::to_dtype(ops::eq(self, out), g.dtype()) : zeros_like(self);
+  // amax / amin: the gradient is shared evenly by every value equal to the result. As in PyTorch (whose
+  // gradients are matched), self's value counts among the ties even with include_self=False, where it
+  // receives no share: the sources' shares then sum to less than the gradient.
+  Tensor self_hits = ops::to_dtype(ops::eq(self, out), g.dtype());
   Tensor src_hits = ops::to_dtype(ops::eq(used, ops::gather(out, dim, index)), g.dtype());
   Tensor ties = ops::scatter_add(self_hits, dim, index, src_hits);
   Tensor share = ops::div(g, ops::maximum(ties, ops::scalar(Scalar(1.0))));
@@ -899,6 +901,9 @@ std::vector<Tensor> masked_fill_cpu(const OpDef& op, const std::vector<Tensor>& 
     dst = alloc_out(om[0]);
     move_elements(dst, in[0]);
   }
+  // The value (a Python number arrives as a wrapped 0-d tensor: the Tensor overload binds first) must fit
+  // self's dtype, as with the Scalar overload: PyTorch raises for uint8 masked_fill(300) and tensor(300).
+  if (in.size() > 2) check_scalar_fits(in[2].item(), in[0].dtype(), op.name);
   Tensor value = in.size() > 2 ? in[2] : scalar_of(attrs.get_scalar("value"), in[0].dtype());
   masked_fill_into(dst, in[1], value);
   return {dst};

@@ -214,6 +214,43 @@ std::vector<TensorMeta> kth_infer(const OpDef& op, const std::vector<TensorMeta>
   return {TensorMeta::contiguous(s, in[0].dtype), TensorMeta::contiguous(s, DType::Int64)};
 }
 
+// kthvalue's pick among equal values is the one PyTorch's CPU kernel returns: its selection is the
+// classic quickselect with a median-of-three pivot (the middle element swapped next to the left end,
+// the three ordered, then a two-sided partition around the left one), so the same swaps are made here
+// on (value, original index) pairs. NaN ranks as the largest value.
+template <class T>
+int64_t quickselect_index(std::vector<T>& a, std::vector<int64_t>& ix, int64_t k) {
+  auto gt = [](T x, T y) { return ranks_below(y, x); };
+  auto swp = [&](int64_t i, int64_t j) {
+    std::swap(a[static_cast<size_t>(i)], a[static_cast<size_t>(j)]);
+    std::swap(ix[static_cast<size_t>(i)], ix[static_cast<size_t>(j)]);
+  };
+  auto at = [&](int64_t i) { return a[static_cast<size_t>(i)]; };
+  int64_t lo = 0, hi = static_cast<int64_t>(a.size()) - 1;
+  while (hi > lo) {
+    if (hi == lo + 1) {
+      if (gt(at(lo), at(hi))) swp(lo, hi);
+      break;
+    }
+    swp(lo + (hi - lo) / 2, lo + 1);
+    if (gt(at(lo + 1), at(hi))) swp(lo + 1, hi);
+    if (gt(at(lo), at(hi))) swp(lo, hi);
+    if (gt(at(lo + 1), at(lo))) swp(lo + 1, lo);
+    const T pivot = at(lo);  // a[lo + 1] <= pivot <= a[hi]: both scans stop inside the range
+    int64_t i = lo + 1, j = hi;
+    for (;;) {
+      do ++i; while (gt(pivot, at(i)));
+      do --j; while (gt(at(j), pivot));
+      if (j < i) break;
+      swp(i, j);
+    }
+    swp(lo, j);
+    if (j <= k) lo = i;
+    if (j >= k) hi = j - 1;
+  }
+  return ix[static_cast<size_t>(k)];
+}
+
 // The median propagates NaN (the first NaN is the answer); kthvalue ranks NaN
 // as the largest value.
 template <bool IsMedian>
@@ -231,9 +268,16 @@ std::vector<Tensor> kth_cpu(const OpDef& op, const std::vector<Tensor>& in, cons
     parallel_for(0, s.count(), std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, s.D * 4)),
                  [&](int64_t b, int64_t e) {
                    std::vector<int64_t> idx(static_cast<size_t>(s.D));
+                   using Stored = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;  // not vector<bool>
+                   std::vector<Stored> vals(IsMedian ? 0 : static_cast<size_t>(s.D));
                    for (int64_t sl = b; sl < e; ++sl) {
                      const T* row = p + s.base(sl);
                      int64_t pick = -1;
+                     if (!IsMedian) {
+                       for (int64_t i = 0; i < s.D; ++i) vals[static_cast<size_t>(i)] = static_cast<Stored>(row[i * s.inner]);
+                       std::iota(idx.begin(), idx.end(), int64_t{0});
+                       pick = quickselect_index(vals, idx, kth);
+                     }
                      if (IsMedian)
                        for (int64_t i = 0; i < s.D && pick < 0; ++i)
                          if (is_nan(row[i * s.inner])) pick = i;

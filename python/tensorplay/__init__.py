@@ -47,6 +47,8 @@ from . import linalg  # noqa: F401,E402  (tp.linalg over LAPACK; also tp.det, Te
 linalg._install()
 from . import _composite_api  # noqa: E402
 _composite_api.install()  # ravel, tensordot, kron, fmax, cov, quantile, ...: compositions of operators
+from . import _scatter_api  # noqa: E402
+_scatter_api.install()  # index_reduce, put, diagonal_scatter: compositions of scatter operators
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)

@@ -18,7 +18,7 @@ LinAlgError = _C.LinAlgError
 __all__ = [
     "LinAlgError", "solve", "inv", "inv_ex", "det", "slogdet", "logdet", "cholesky", "cholesky_ex", "qr", "eigh",
     "eigvalsh", "svd", "svdvals", "lstsq", "matrix_norm", "vector_norm", "norm", "pinv", "matrix_rank", "cross",
-    "matmul", "multi_dot", "matrix_power", "vecdot", "diagonal", "solve_triangular",
+    "matmul", "multi_dot", "matrix_power", "vecdot", "diagonal", "solve_triangular", "matrix_exp",
 ]
 
 _lstsq_result = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
@@ -459,6 +459,55 @@ def matrix_power(A, n, *, out=None):
     return _finish(result if result is not A else tp.clone(result), out)
 
 
+# Padé [13/13] coefficients of exp and the 1-norm up to which that approximant is accurate to
+# double precision (Higham, "The scaling and squaring method for the matrix exponential revisited", 2005).
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A):
+    """exp(A) of (batches of) square matrices: each matrix is scaled by 2^-s so that its 1-norm is at
+    most theta13, the Padé [13/13] approximant is solved for, and the result squared s times (a batch
+    squares max(s) times, keeping each matrix once it has had its own s). Written in tensor ops, so
+    the gradient is autograd's derivative of the same computation (the Fréchet derivative's adjoint
+    to working precision)."""
+    tp = _tp()
+    if not isinstance(A, tp.Tensor):
+        raise TypeError(f"linalg.matrix_exp: A must be a Tensor, got {type(A).__name__}")
+    if A.dtype in (tp.float16, tp.bfloat16, tp.float32):
+        # computed in float64 and rounded once: the squarings multiply float32's rounding errors
+        # (PyTorch's float32 result is within its tolerance of this one; 16-bit: as PyTorch's CPU)
+        _check_square("matrix_exp", A)
+        return matrix_exp(A.double()).to(A.dtype)
+    _check_float("matrix_exp", A)
+    _check_square("matrix_exp", A)
+    if A.numel() == 0:
+        return A.clone()
+    n = A.shape[-1]
+    if n == 1:
+        return A.exp()
+    norm1 = A.detach().abs().sum(-2).amax(-1)  # (...,): max absolute column sum
+    s = tp.ceil(tp.log2(norm1.double() / _THETA13)).clamp(0, 1000)
+    s = tp.where(tp.isfinite(s), s, tp.zeros_like(s))  # a NaN/inf matrix stays NaN through the approximant
+    smax = int(s.max().item())
+    X = A / tp.exp2(s).to(A.dtype).unsqueeze(-1).unsqueeze(-1)
+    b = _PADE13
+    eye = _eye_like(X)
+    X2 = X @ X
+    X4 = X2 @ X2
+    X6 = X4 @ X2
+    U = X @ (X6 @ (b[13] * X6 + b[11] * X4 + b[9] * X2) + b[7] * X6 + b[5] * X4 + b[3] * X2 + b[1] * eye)
+    V = X6 @ (b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4 + b[2] * X2 + b[0] * eye
+    R = _prim("linalg_solve", "linalg.matrix_exp", V - U, V + U)
+    steps = s.to(A.dtype).unsqueeze(-1).unsqueeze(-1)
+    for k in range(smax):
+        sq = R @ R
+        R = tp.where(steps > k, sq, R)
+    return R
+
+
 # ---------------------------------------------------------------------------
 # PyTorch's older top-level names and Tensor methods (torch.det, Tensor.inverse, ...)
 
@@ -478,11 +527,43 @@ def _legacy_qr(A, some=True):
     return qr(A, "reduced" if some else "complete")
 
 
+def _norm_with_nuc(op):
+    """torch.norm / Tensor.norm with p='nuc' (the nuclear norm over two dims: all of a 2-D input's
+    when dim is None); every other p goes to the norm operator itself."""
+    unset = object()
+
+    def norm(input, p=unset, dim=unset, keepdim=unset, *args, **kwargs):
+        if isinstance(p, str) and p == "nuc":
+            dtype = kwargs.pop("dtype", None)
+            out = kwargs.pop("out", None)
+            if args or kwargs:
+                raise TypeError(f"norm: unexpected arguments {args or ''} {list(kwargs) or ''}")
+            keepdim = False if keepdim is unset else keepdim
+            dims = list(range(input.dim())) if dim in (None, unset) else ([dim] if isinstance(dim, int) else list(dim))
+            if len(dims) != 2:
+                raise RuntimeError(f"norm: 'nuc' needs exactly two dims, got {dims} (input of shape {list(input.shape)})")
+            try:
+                return matrix_norm(input, "nuc", dims, keepdim, dtype=dtype, out=out)
+            except (ValueError, TypeError) as e:
+                raise type(e)(str(e).replace("linalg.matrix_norm", "norm")) from None
+        given = [v for v in (p, dim, keepdim) if v is not unset]
+        if len(given) < 3 and not all(v is not unset for v in (p, dim, keepdim)[:len(given)]):
+            for name, v in (("p", p), ("dim", dim), ("keepdim", keepdim)):
+                if v is not unset:
+                    kwargs[name] = v
+            given = []
+        return op(input, *given, *args, **kwargs)
+    norm.__doc__ = op.__doc__
+    return norm
+
+
 def _install():
     tp = _tp()
+    tp.norm = _norm_with_nuc(tp.norm)
+    tp.Tensor.norm = _norm_with_nuc(tp.Tensor.norm)
     top = {
         "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "pinverse": pinv,
-        "matrix_power": matrix_power, "svd": _legacy_svd, "qr": _legacy_qr,
+        "matrix_power": matrix_power, "svd": _legacy_svd, "qr": _legacy_qr, "matrix_exp": matrix_exp,
         "cholesky": lambda A, upper=False: cholesky(A, upper=upper),
     }
     for name, fn in top.items():

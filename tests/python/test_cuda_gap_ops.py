@@ -13,7 +13,7 @@ import tensorplay as tp
 
 gpu = pytest.mark.skipif(not tp.cuda.is_available(), reason="no CUDA GPU")
 nvrtc = pytest.mark.skipif(not tp.cuda.is_nvrtc_available(), reason="NVRTC not installed")
-PREFIXES = ("tp_fill_", "tp_one_hot", "tp_searchsorted_", "tp_kth_pick_", "tp_special_erfinv_")
+PREFIXES = ("tp_fill_", "tp_one_hot", "tp_searchsorted_", "tp_kth_pick_", "tp_kth_qsel_", "tp_special_erfinv_")
 
 
 def _np(t):
@@ -32,7 +32,8 @@ def _same(got, want):
 def test_kernel_sources_compile(arch):
     names = [n for n, _ in tp.cuda._kernel_sources() if n.startswith(PREFIXES)]
     assert {"tp_fill_b1", "tp_fill_b8", "tp_one_hot_int64", "tp_one_hot_range_uint8", "tp_searchsorted_f64",
-            "tp_kth_pick_f32", "tp_kth_pick_i64", "tp_special_erfinv_f64"} <= set(names)
+            "tp_kth_pick_f32", "tp_kth_pick_i64", "tp_kth_qsel_f32", "tp_kth_qsel_f64", "tp_kth_qsel_i64",
+            "tp_special_erfinv_f64"} <= set(names)
     for name, src in tp.cuda._kernel_sources():
         if name in names:
             assert tp.cuda._nvrtc_compile(src, name, arch)[:4] == b"\x7fELF", name

@@ -9,7 +9,7 @@ from .modules import (  # noqa: F401
     TransformerEncoder, RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell, Dropout1d, Dropout2d, Threshold,
     Hardshrink, Softshrink, Tanhshrink, PReLU, CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
-    GaussianNLLLoss, MultiLabelSoftMarginLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
+    GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
 from . import functional, init, utils  # noqa: F401

@@ -671,3 +671,11 @@ from ._functional_blocks import *  # noqa: E402,F401,F403
 from ._functional_blocks import __all__ as _blocks_all  # noqa: E402
 
 __all__ += _blocks_all
+from ._functional_sampling import *  # noqa: E402,F401,F403
+from ._functional_sampling import __all__ as _sampling_all  # noqa: E402
+
+__all__ += _sampling_all
+from ._functional_ctc import *  # noqa: E402,F401,F403
+from ._functional_ctc import __all__ as _ctc_all  # noqa: E402
+
+__all__ += _ctc_all

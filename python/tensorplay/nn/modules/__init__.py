@@ -20,7 +20,7 @@ from .distance import (  # noqa: F401
 from .loss import (  # noqa: F401
     L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
-    GaussianNLLLoss, MultiLabelSoftMarginLoss,
+    GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss,
 )
 from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
