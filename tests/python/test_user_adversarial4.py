@@ -65,3 +65,75 @@ def test_a_view_of_an_inference_tensor_is_an_inference_tensor():
     with tp.inference_mode():
         v = n[1:]
     assert not v.is_inference()
+
+
+# ---------------------------------------------------------------- containers of tensors that grow
+def _grow_cases():
+    def loop(xs):
+        def f(y):
+            for x in xs:
+                y = y + x
+            return y
+        return f
+
+    return {
+        "sum over a closure list": (lambda xs: (lambda y: y + sum(xs)), list, lambda c: c.append(tp.full((2,), 5.0))),
+        "for loop over a closure list": (loop, list, lambda c: c.append(tp.full((2,), 5.0))),
+        "last element": (lambda xs: (lambda y: y + xs[-1]), list, lambda c: c.append(tp.full((2,), 5.0))),
+        "len of a list of tensors": (lambda xs: (lambda y: y + len(xs)), list, lambda c: c.pop()),
+        "dict values": (lambda d: (lambda y: y + sum(d.values())), dict, lambda c: c.__setitem__("b", tp.full((2,), 3.0))),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_grow_cases()))
+def test_a_list_or_dict_of_tensors_that_grows_between_calls_selects_another_version(case):
+    # A compiled function looping over a list (or dict) of tensors from its closure kept the
+    # loop of its first call: after `cache.append(t)` it silently returned the old sum.
+    make, kind, mutate = _grow_cases()[case]
+    results = []
+    for compiled in (False, True):
+        c = [tp.ones(2)] if kind is list else {"a": tp.ones(2)}
+        f = make(c)
+        f = tp.compile(f) if compiled else f
+        first = f(tp.zeros(2)).tolist()
+        mutate(c)
+        results.append((first, f(tp.zeros(2)).tolist(), f(tp.zeros(2)).tolist()))
+    assert results[1] == results[0]
+
+
+def test_a_list_of_tensors_on_a_module_that_grows_is_read_again():
+    class Extra(tp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tp.nn.Linear(2, 2)
+            self.extra = []  # a plain list (not registered): tensors the user adds over time
+
+        def forward(self, x):
+            y = self.lin(x)
+            for t in self.extra:
+                y = y + t
+            return y
+
+    m = Extra()
+    cm = tp.compile(m)
+    x = tp.randn(3, 2)
+    assert tp.allclose(cm(x), m(x))
+    m.extra.append(tp.ones(2))
+    assert tp.allclose(cm(x), m(x))
+    m.extra.append(tp.full((2,), 2.0))
+    assert tp.allclose(cm(x), m(x))
+    m.extra.clear()
+    assert tp.allclose(cm(x), m.lin(x))
+
+
+def test_a_list_of_tensors_of_unchanged_length_does_not_recompile():
+    xs = [tp.ones(2), tp.ones(2)]
+    f = tp.compile(lambda y: y + sum(xs))
+    f(tp.zeros(2))
+    tp.compiler.reset()
+    f = tp.compile(lambda y: y + sum(xs))
+    for _ in range(3):
+        assert f(tp.zeros(2)).tolist() == [2.0, 2.0]
+    xs[0] = tp.full((2,), 4.0)  # replaced, same length: re-read as a free tensor, same version
+    assert f(tp.zeros(2)).tolist() == [5.0, 5.0]
+    assert tp.compiler.metrics.recompiles == 0
