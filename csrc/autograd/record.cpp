@@ -30,8 +30,14 @@ void check_input_meta(const OpDef& op, const std::vector<Tensor>& inputs) {
   }
 }
 
-void mark_inference(const OpDef& op, const std::vector<Tensor>& outputs) {
-  if (op.has(kView) || op.has(kInplace)) return;  // views and writes keep the kind of their input
+// Results made under inference_mode are inference tensors; a write keeps the kind
+// of the tensor written; a view has the kind of its base, in or out of
+// inference_mode (a view of an inference tensor is one too: otherwise writing
+// through `x[1:]` outside inference_mode would slip past the rule above).
+void mark_inference(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  if (op.has(kInplace)) return;
+  const bool inference = op.has(kView) ? !inputs.empty() && is_inference(inputs[0]) : t_inference;
+  if (!inference) return;
   for (auto& o : outputs)
     if (o.defined()) meta(o).inference = true;
 }
@@ -220,7 +226,7 @@ std::vector<Tensor> reverse_hook(const OpDef& op, const std::vector<Tensor>& inp
                     "recorded) or both outside it (recorded)"));
   if (!wants_grad || !grad_mode) {
     std::vector<Tensor> out = run_kernel(op, inputs, attrs);
-    if (t_inference) mark_inference(op, out);
+    if (t_inference || (has_meta && op.has(kView))) mark_inference(op, inputs, out);
     if (op.has(kView)) {
       note_view_base(inputs[0], out);
       if (grad_mode) link_views(op, inputs[0], out);

@@ -10,6 +10,8 @@
 #include "compile/backend.h"
 #include "compile/dynamic_marks.h"
 #include "compile/metrics.h"
+#include "autograd/engine.h"
+#include "autograd/node.h"
 #include "graph/interpreter.h"
 #include "core/grad_mode.h"
 #include "core/warning.h"
@@ -81,6 +83,27 @@ std::string tensor_line(const std::string& name, const Tensor& t) {
 }
 
 bool shares_memory(const Tensor& a, const Tensor& b) { return a.impl()->storage == b.impl()->storage; }
+
+// Eager's results under inference_mode are inference tensors, and a view of an
+// inference tensor is one too; the backend's results are plain tensors until
+// marked here (otherwise a compiled call under inference_mode would hand back
+// tensors that a later in-place write or autograd accepts where eager refuses).
+// A result sharing an input's memory has that input's kind.
+void mark_inference_results(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs) {
+  const bool mode = autograd::inference_mode_enabled();
+  if (!mode && std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return autograd::is_inference(t); }))
+    return;
+  for (auto& o : out) {
+    if (!o.defined() || autograd::is_inference(o)) continue;
+    const Tensor* base = nullptr;
+    for (auto& in : inputs)
+      if (in.defined() && shares_memory(o, in)) {
+        base = &in;
+        break;
+      }
+    if (base ? autograd::is_inference(*base) : mode) autograd::meta(o).inference = true;
+  }
+}
 
 }  // namespace
 
@@ -919,6 +942,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
   if (a.hidden_outputs) out.resize(out.size() - a.hidden_outputs);  // bases of results' views, not results
+  mark_inference_results(out, all);
   return out;
 }
 

@@ -62,6 +62,8 @@ class PathCache {
     steps_.push_back({cur, nb::borrow(*dp), dict_version(*dp), type, type->tp_version_tag});
     ok_ = true;
   }
+  // A step whose result no version stamps (a container's length): walked every call.
+  void note_uncached() { ok_ = false; }
   void note_cell(const nb::object& cell) {
     if (!ok_) return;
     PyObject* v = PyCell_Check(cell.ptr()) ? PyCell_GET(cell.ptr()) : nullptr;
@@ -160,6 +162,9 @@ inline nb::object path_step(const nb::object& cur, PyObject* key, bool attr) {
 //   forward (pre-)hooks (traced into the capture: a hook added or removed later
 //   must not be skipped or kept silently) and its number attributes (`self.scale`,
 //   a dropout's `p`, an `eps`);
+// - the lengths of lists, tuples and dicts holding tensors or modules that the code
+//   can iterate (`for t in self.extra`, `sum(cache)`): appending one changes the
+//   program as a changed number does;
 // - numbers, short strings, None (and short lists/tuples of numbers) the code can
 //   read: in the globals and closure cells the compiled function's code names
 //   (`lr * g`, `x * k[0]`) and along attribute / item paths from them or from the
@@ -188,10 +193,12 @@ struct ModuleState {
     // Where the walk starts: a dict and its key, a cell (key None), or an object
     // itself (key None: a compiled module, a method's self, a function's defaults).
     std::shared_ptr<nb::object> owner, key;
-    // Then attribute / item steps (`cfg.optim.lr`, `CFG["lr"]`), re-walked per call.
+    // Then attribute / item steps (`cfg.optim.lr`, `CFG["lr"]`), re-walked per call;
+    // a last `len` step reads a container's length (how many tensors a loop adds).
     struct Step {
       bool attr;
       nb::object key;
+      bool len = false;
     };
     std::vector<Step> steps;
     // An nn.Module when listed (a global `model`): rebound to another, the
@@ -229,6 +236,18 @@ struct ModuleState {
         cur = nb::borrow(o);
       }
       for (const Step& st : steps) {
+        if (st.len) {
+#ifdef TP_DICT_VERSIONS
+          cache.note_uncached();  // (a list's length has no version; a dict's would, kept simple)
+#endif
+          Py_ssize_t n = PyObject_Length(cur.ptr());
+          if (n < 0) {
+            PyErr_Clear();
+            return {};
+          }
+          cur = nb::steal(PyLong_FromSsize_t(n));
+          continue;
+        }
 #ifdef TP_DICT_VERSIONS
         if (st.attr) cache.note_attr(cur, st.key.ptr());
         else cache.note_item(cur, st.key.ptr());
@@ -308,7 +327,10 @@ struct ModuleState {
     for (nb::handle src : found[1]) {
       // (name, owner, key, ((kind, key), ...)), kind "attr" or "item"
       Source s{nb::cast<std::string>(src[0]), keep_py(nb::borrow(src[1])), keep_py(nb::borrow(src[2])), {}, {}};
-      for (nb::handle st : src[3]) s.steps.push_back({nb::cast<std::string>(st[0]) == "attr", nb::borrow(st[1])});
+      for (nb::handle st : src[3]) {
+        std::string kind = nb::cast<std::string>(st[0]);
+        s.steps.push_back({kind == "attr", nb::borrow(st[1]), kind == "len"});
+      }
       sources.push_back(std::move(s));
       nb::object v = sources.back().value();
       if (v.is_valid() && PyObject_HasAttrString(v.ptr(), "_modules") &&

@@ -245,6 +245,14 @@ def _is_state_leaf(v, in_sequence=False):
     return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)
 
 
+def _holds_tensors_or_modules(container):
+    """Whether a list, tuple or dict (its values) holds a tensor or an nn.Module."""
+    from .nn import Module  # late: nn imports tensorplay
+
+    values = container.values() if isinstance(container, dict) else container
+    return any(isinstance(v, (_C.Tensor, Module)) for v in values)
+
+
 def _python_state_sources(fn):
     """The Python state a capture of `fn` bakes in and that selects its version
     (read at every call by the binding, python/src/python_state.cpp):
@@ -306,6 +314,11 @@ def _python_state_sources(fn):
             sources.append((name, owner, key, steps))
 
     def walk(value, owner, key, steps, name, depth, in_sequence=False):
+        if isinstance(value, (list, tuple, dict)) and (not value or _holds_tensors_or_modules(value)):
+            # How many tensors a loop over it adds (`sum(cache)`, `for t in self.extra`,
+            # an empty list filled later): the capture unrolled the loop, so its length
+            # selects the version (a ("len", None) step, read per call by the binding).
+            record(owner, key, steps + (("len", None),), f"len({name})")
         if _is_state_leaf(value, in_sequence):
             if not (in_sequence and type(value) is str):
                 record(owner, key, steps, name)
@@ -365,8 +378,10 @@ def _python_state_sources(fn):
                     walk(sub, owner, key, steps + (("attr", "_modules"), ("item", k)), f"{name}.{k}", depth)
             for k in sorted(names & d.keys()):
                 v = d[k]
-                if k not in ("_parameters", "_buffers", "_modules") and not _is_state_leaf(v):
-                    walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)  # numbers: ModuleState
+                if k not in ("_parameters", "_buffers", "_modules") and (
+                        not _is_state_leaf(v) or isinstance(v, (list, tuple))):
+                    # (numbers: ModuleState; a list is walked for its length and items)
+                    walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
             return
         cls = type(value)
         if _foreign_module_name(cls.__module__):
