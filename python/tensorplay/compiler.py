@@ -574,15 +574,17 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
                   strict_native=strict_native)
     if _state_reader(fn) is not None:  # optimizer.step: its float hyperparameters are inputs
         return _CompiledOptimizerStep(fn, kwargs)
+    from .nn import Module  # late: nn imports tensorplay
     adapter = _keyword_only_adapter(fn)
+    user_fn = fn
     if adapter is not None:
         cf, _ = _build(adapter[0], custom, backend, kwargs, signature=adapter[1:])
         fn = adapter[0]
     else:
         cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
-    cf._set_module_finder(lambda: _python_state_sources(fn))
-    from .nn import Module  # late: nn imports tensorplay
+    cf._set_module_finder(lambda: _python_state_sources(user_fn if isinstance(user_fn, Module) else fn))
+    fn = user_fn if isinstance(user_fn, Module) else fn
     if isinstance(fn, Module):
         # Forward hooks are Python code whose side effects a capture would run once:
         # while the tree has any, calls run them eagerly as module.compile() does.
@@ -598,6 +600,8 @@ def _module_attribute(self, name):
     fails: calls never pass here."""
     from .nn import Module  # late: nn imports tensorplay
     module = self.__wrapped__
+    if not isinstance(module, Module):  # a module whose forward takes keyword-only arguments: its adapter
+        module = getattr(module, "__wrapped__", module)
     if isinstance(module, Module) and not (name.startswith("__") and name.endswith("__")):
         return module if name == "_orig_mod" else getattr(module, name)
     raise AttributeError(f"'CompiledFunction' object has no attribute '{name}'")
@@ -622,10 +626,13 @@ def _keyword_only_adapter(fn):
     *args / **kwargs): (adapter, names, count, binder), the adapter taking them
     after the positional ones, so they are arguments like the others (tensors
     re-read, numbers in the key); None for other callables."""
-    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+    from .nn import Module  # late: nn imports tensorplay
+    # A module is called as itself (hooks, __call__), with its forward's signature.
+    target = fn.forward if isinstance(fn, Module) else fn
+    if not isinstance(target, (types.FunctionType, types.MethodType)):
         return None
     try:
-        sig = inspect.signature(fn)
+        sig = inspect.signature(target)
     except (TypeError, ValueError):
         return None
     params = list(sig.parameters.values())

@@ -5,6 +5,7 @@ Each test is a bug a user porting real code hit: a silent wrong result, a crash 
 misleading error. Compiled results are compared with eager ones ("compiling is
 unobservable"), eager ones with PyTorch's semantics.
 """
+import numpy as np
 import pytest
 
 import tensorplay as tp
@@ -137,3 +138,29 @@ def test_a_list_of_tensors_of_unchanged_length_does_not_recompile():
     xs[0] = tp.full((2,), 4.0)  # replaced, same length: re-read as a free tensor, same version
     assert f(tp.zeros(2)).tolist() == [5.0, 5.0]
     assert tp.compiler.metrics.recompiles == 0
+
+
+def test_compiled_module_with_keyword_only_forward_arguments():
+    # tp.compile(module) whose forward takes keyword-only arguments raised
+    # TypeError (plain functions already went through the keyword-only adapter);
+    # the module stays reachable through the compiled object.
+    class M(tp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = tp.nn.Linear(4, 3)
+
+        def forward(self, x, *, scale=1.0, bias=None):
+            y = self.fc(x) * scale
+            return y if bias is None else y + bias
+
+    m = M()
+    cm = tp.compile(m)
+    x, b = tp.randn(2, 4), tp.randn(3)
+    for kw in ({}, {"scale": 2.0}, {"scale": 3.0, "bias": b}, {"bias": b}):
+        np.testing.assert_allclose(cm(x, **kw).detach().numpy(), m(x, **kw).detach().numpy(), rtol=1e-6)
+    assert cm._orig_mod is m and cm.fc is m.fc and len(list(cm.parameters())) == 2
+    with tp.no_grad():  # a parameter written between calls is read again
+        m.fc.weight.mul_(0.5)
+    np.testing.assert_allclose(cm(x, scale=2.0).detach().numpy(), m(x, scale=2.0).detach().numpy(), rtol=1e-6)
+    cm(x, bias=b).sum().backward()
+    assert m.fc.weight.grad is not None and m.fc.weight.grad.shape == (3, 4)
