@@ -10,16 +10,8 @@ import time
 import warnings
 
 import tensorplay as tp
-
-
-def step(q, k, v, kc, vc, pos):
-    kc[:, pos] = k
-    vc[:, pos] = v
-    keys = kc[:, :pos + 1]
-    vals = vc[:, :pos + 1]
-    scores = (q.unsqueeze(1) * keys).sum(-1) * (q.shape[-1] ** -0.5)
-    w = scores.softmax(-1)
-    return (w.unsqueeze(-1) * vals).sum(1)
+# The step `python -m tensorplay.bench --suite dynamic` times in its decode row.
+from tensorplay.bench.dynamic import _decode_step as step
 
 
 def run(fn, b, d, steps, reps):
