@@ -69,6 +69,7 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
   j.num_outputs = static_cast<int>(out_node->args.size());
   std::vector<Tensor> examples = inputs;
   const Device device = region_device(inputs);
+  const bool moves = graph::has_device_moves(fw);
   std::vector<std::string> names;
   for (Node* p : fw.placeholders())
     if (p->input_index >= 0) {
@@ -82,7 +83,10 @@ JointGraph trace_joint_raw(const graph::Graph& fw, const std::vector<Tensor>& in
     j.differentiable.push_back(d);
     if (d) {
       const size_t k = examples.size() - inputs.size();
-      examples.push_back(tangents ? tangents->at(k) : ones_on(n->meta.sizes, n->meta.dtype, device));
+      // A graph that moves values between devices: each result's tangent on
+      // its result's device (the captured metas are the real values' there).
+      const Device on = moves ? n->meta.device : device;
+      examples.push_back(tangents ? tangents->at(k) : ones_on(n->meta.sizes, n->meta.dtype, on));
       names.push_back("tangent_" + std::to_string(j.differentiable.size() - 1));
     }
   }

@@ -54,26 +54,6 @@ int64_t recompute_cost(const Node* n) {
   return std::max<int64_t>(1, touched);
 }
 
-Node* copy_node(graph::Graph& dst, const Node* n, std::unordered_map<const Node*, Node*>& m) {
-  if (n->opcode == Opcode::GetAttr) return m[n] = dst.get_attr(n->name, n->constant);
-  std::vector<graph::Arg> args;
-  for (auto& a : n->args) {
-    if (auto* p = std::get_if<Node*>(&a)) {
-      args.push_back(*p ? m.at(*p) : static_cast<Node*>(nullptr));
-    } else {
-      args.push_back(a);
-    }
-  }
-  Node* c = dst.call(*n->target, std::move(args), n->attrs, n->meta);
-  c->output_metas = n->output_metas;
-  c->grad_enabled = n->grad_enabled;
-  // Dynamic shapes: the joint graph's symbolic data (one numbering for both sides).
-  c->sym_sizes = n->sym_sizes;
-  c->output_sym_sizes = n->output_sym_sizes;
-  c->sym_attrs = n->sym_attrs;
-  return m[n] = c;
-}
-
 JointSides joint_sides(const JointGraph& joint) {
   JointSides j;
   for (auto& up : joint.graph->nodes()) {

@@ -15,9 +15,7 @@ int64_t bytes_of(const TensorMeta& m);
 // Cheap, deterministic, of the size of its inputs: the backward may compute it again.
 bool recomputable(const graph::Node* n);
 bool is_gemm(const graph::Node* n);
-// Copies `n` into `dst`, its node arguments mapped through `m` (which gets n).
-graph::Node* copy_node(graph::Graph& dst, const graph::Node* n,
-                       std::unordered_map<const graph::Node*, graph::Node*>& m);
+using graph::copy_node;
 // The two sides of a joint graph: the tangent-dependent nodes (the backward,
 // tangent placeholders included), and the tangent and primal placeholders by
 // input position.

@@ -30,7 +30,10 @@ std::vector<Tensor> zeros_for(const graph::Graph& g, Device device) {
   std::vector<Tensor> r;
   for (graph::Node* p : g.placeholders()) {
     if (r.size() <= static_cast<size_t>(p->input_index)) r.resize(static_cast<size_t>(p->input_index) + 1);
-    r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, device);
+    // With moves between devices the values are not on one device: each
+    // placeholder's own (graph/graph.h, has_device_moves).
+    const Device on = graph::has_device_moves(g) ? p->meta.device : device;
+    r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, on);
   }
   return r;
 }

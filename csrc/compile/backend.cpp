@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "compile/device_split.h"
 #include "compile/metrics.h"
 #include "graph/interpreter.h"
 #include "passes/passes.h"
@@ -29,6 +30,10 @@ RegionFn interpret(const BackendRequest& r) {
 // Stax: composites decomposed into the primitives it lowers, then generated
 // code; a region it cannot lower runs eagerly (or raises under strict_native).
 RegionFn stax_compile(const BackendRequest& r) {
+  // Moves between devices (a region's buffers live on one device): one region
+  // per device and stage, the moves between them. A symbolic graph with a move
+  // is still refused below (lower_as_extern) and runs interpreted.
+  if (!r.graph->is_symbolic() && graph::has_device_moves(*r.graph)) return compile_device_split(r, &stax_compile);
   auto sg = r.graph->clone();
   passes::PassOptions po;
   po.decompose = true;

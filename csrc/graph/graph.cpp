@@ -279,4 +279,30 @@ std::unique_ptr<Graph> Graph::clone() const {
   return g;
 }
 
+Node* copy_node(Graph& dst, const Node* n, std::unordered_map<const Node*, Node*>& m) {
+  if (n->opcode == Opcode::GetAttr) return m[n] = dst.get_attr(n->name, n->constant);
+  std::vector<Arg> args;
+  for (auto& a : n->args) {
+    if (auto* p = std::get_if<Node*>(&a)) {
+      args.push_back(*p ? m.at(*p) : static_cast<Node*>(nullptr));
+    } else {
+      args.push_back(a);
+    }
+  }
+  Node* c = dst.call(*n->target, std::move(args), n->attrs, n->meta);
+  c->output_metas = n->output_metas;
+  c->grad_enabled = n->grad_enabled;
+  // Dynamic shapes: the source graph's symbolic data (one numbering for all parts).
+  c->sym_sizes = n->sym_sizes;
+  c->output_sym_sizes = n->output_sym_sizes;
+  c->sym_attrs = n->sym_attrs;
+  return m[n] = c;
+}
+
+bool has_device_moves(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (n->opcode == Opcode::CallFunction && n->target && n->target->has(kDeviceMove)) return true;
+  return false;
+}
+
 }  // namespace tp::graph

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -109,5 +110,14 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_set<std::string> used_names_;
 };
+
+// Copies the call or get_attr node `n` into `dst`, its node arguments mapped
+// through `m` (which then maps n to the copy): a pass cutting a graph into
+// parts (the AOT partition, the per-device split) builds each part this way.
+Node* copy_node(Graph& dst, const Node* n, std::unordered_map<const Node*, Node*>& m);
+
+// Whether `g` moves values between devices (a `_to_device` node,
+// ops/device_move_ops.cpp): its values then do not all live on one device.
+bool has_device_moves(const Graph& g);
 
 }  // namespace tp::graph

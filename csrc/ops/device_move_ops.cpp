@@ -5,7 +5,7 @@
 // of replaying the copy it made at capture. The kernel is the CUDA layer's copy
 // (`move_to_device`); the derivative moves the gradient back to the input's
 // device. No compiled region holds it (kDeviceMove: a region's buffers live on
-// one device), so a graph with a move runs through the interpreter.
+// one device): a graph with a move is split there (compile/device_split.h).
 #include "ops/dispatch.h"
 #include "ops/families.h"
 #include "ops/registry.h"

@@ -3,8 +3,9 @@ x.to("cuda:1"), y.cpu(), y.to("cpu"), x.to(other) of a tensor that requires grad
 result with history (ToCopyBackward0, as in PyTorch) whose backward moves the gradient
 back to the source's device; before the fix the result had no grad_fn and the source's
 .grad stayed None. Also: a move inside tp.compile of a value that comes from the call is
-the graph operator `_to_device` (each call moves its own value; the region runs through the
-interpreter, since a compiled region's buffers live on one device).
+the graph operator `_to_device` (each call moves its own value). A compiled region's buffers
+live on one device, so such a graph is split at its moves into one generated region per
+device and stage (compile/device_split.cpp); a symbolic graph with a move is interpreted.
 
 The CPU-only group runs everywhere (a move to the same device is the tensor itself and
 the dtype path still records); the rest needs one GPU (cuda:1 cases: two)."""
@@ -247,18 +248,129 @@ def test_compiled_download_of_cuda_value():
 
 
 @gpu
-def test_compiled_move_falls_back_with_a_reason_and_strict_native_raises():
-    x = tp.randn(5)
-    with pytest.warns(UserWarning, match="_to_device"):
-        tp.compile(lambda x: (x.cuda() * 2).cpu())(x)
-    with pytest.raises(Exception, match="_to_device"):
-        tp.compile(lambda x: (x.cuda() * 2).cpu(), strict_native=True)(x)
+def test_compiled_move_is_generated_code_on_both_sides():
+    # Split at the move: each side is a generated region, so strict_native
+    # holds and nothing falls back (it used to run the whole graph interpreted).
+    body = lambda x: ((x.cuda() * 2).exp().cpu() + x).sum(0)  # noqa: E731
+    f = tp.compile(body, strict_native=True)
+    for _ in range(3):
+        x = tp.randn(6, 5)
+        got = f(x)
+        assert _dev(got) == "cpu"
+        np.testing.assert_allclose(_np(got), _np(body(x)), rtol=1e-5)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning either
+        g = tp.compile(body)
+        np.testing.assert_allclose(_np(g(x)), _np(body(x)), rtol=1e-5)
+
+
+def _split_cases():
+    def transposed_across(x):  # a non-contiguous value crosses the move
+        return (x.t() * 3).cuda().sum(1).cpu()
+
+    def several_results(x):  # a multi-result op before the move, its results used after
+        v, i = x.cuda().max(1)
+        return v.cpu() * 2, i.cpu()
+
+    def round_trips(x):  # two moves each way, values reused across stages
+        a = x.cuda() + 1
+        b = a.cpu() * x
+        c = b.cuda() * a
+        return c.cpu() + b, a
+
+    def returns_input_and_scalar(x):
+        return x, (x.cuda() ** 2).mean().cpu(), x.cuda().sum()
+
+    def cpu_scalar_into_cuda(x):  # a 0-d CPU tensor read by a CUDA operator
+        s = x.sum()
+        return (x.cuda() * s).cpu()
+
+    def independent_sides(x):  # CPU work that does not depend on the GPU part
+        return (x.cuda().sin()).cpu(), x.cos() * 2
+
+    return [transposed_across, several_results, round_trips, returns_input_and_scalar, cpu_scalar_into_cuda,
+            independent_sides]
+
+
+@gpu
+@pytest.mark.parametrize("body", _split_cases(), ids=lambda f: f.__name__)
+def test_split_regions_match_eager(body):
+    f = tp.compile(body, strict_native=True)
+    for _ in range(3):
+        x = tp.randn(7, 5)
+        got, want = f(x), body(x)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert _dev(g) == _dev(w) and g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape)
+            np.testing.assert_allclose(_np(g), _np(w), rtol=1e-5, atol=1e-6)
+
+
+@gpu
+def test_split_returned_input_is_the_input():
+    f = tp.compile(lambda x: (x, (x.cuda() * 2).cpu()), strict_native=True)
+    x = tp.randn(3)
+    a, b = f(x)
+    assert a is x or a.data_ptr() == x.data_ptr()
+    np.testing.assert_allclose(_np(b), 2 * _np(x))
+
+
+@gpu
+def test_split_training_gradients_match_eager_under_strict_native():
+    w = tp.randn(5, 4, requires_grad=True)
+    b = tp.randn(4, device="cuda", requires_grad=True)
+
+    def loss(x, w, b):
+        h = (x @ w).cuda() + b
+        return (h.relu().cpu() * x[:, :4]).sum()
+
+    f = tp.compile(loss, strict_native=True)
+    for _ in range(2):
+        x = tp.randn(6, 5)
+        le = loss(x, w, b)
+        ge = tp.autograd.grad(le, [w, b])
+        lc = f(x, w, b)
+        gc = tp.autograd.grad(lc, [w, b])
+        np.testing.assert_allclose(_np(lc), _np(le), rtol=1e-5)
+        for a, e in zip(gc, ge):
+            assert _dev(a) == _dev(e)
+            np.testing.assert_allclose(_np(a), _np(e), rtol=1e-5, atol=1e-6)
+
+
+@gpu
+def test_split_with_dynamic_true_over_sizes():
+    body = lambda x: (x.cuda() * 2).exp().cpu() - x  # noqa: E731
+    f = tp.compile(body, dynamic=True, strict_native=True)
+    for n in (5, 7, 9):
+        x = tp.randn(n)
+        np.testing.assert_allclose(_np(f(x)), _np(body(x)), rtol=1e-5)
+
+
+@gpu
+def test_training_with_a_gpu_parameter_and_a_host_loss():
+    # The AOT layer made the loss's tangent on the first GPU input's device
+    # although the loss is on the host ("mul: Expected all tensors to be on
+    # the same device"): the region then ran with eager autograd.
+    b = tp.randn(4, device="cuda", requires_grad=True)
+    loss = lambda x, b: ((x.cuda() + b).relu().cpu() * x).sum()  # noqa: E731
+    f = tp.compile(loss, backend="aot_eager", options={"warn_fallback": False})
+    import warnings
+    x = tp.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lc = f(x, b)
+    (gc,) = tp.autograd.grad(lc, [b])
+    (ge,) = tp.autograd.grad(loss(x, b), [b])
+    assert _dev(gc) == "cuda:0"
+    np.testing.assert_allclose(_np(gc), _np(ge), rtol=1e-5, atol=1e-6)
 
 
 @gpu
 def test_compiled_module_moving_its_parameters_trains_like_eager():
     m = _HostParamsGpuCompute()
-    cm = tp.compile(m, options={"warn_fallback": False})
+    cm = tp.compile(m, strict_native=True)
     x = tp.randn(4, 6)
     ye = m(x)
     ye.sum().backward()
