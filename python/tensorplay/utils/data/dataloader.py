@@ -7,10 +7,12 @@ batch_size. `generator=` feeds the RandomSampler made for shuffle=True, so a see
 gives the same order every run; each new iteration continues the generator (epochs differ).
 
 num_workers > 0 is refused (NotImplementedError) rather than run in worker processes: eager
-operators already use every core through OpenMP, and a process forked after OpenMP has run can
-hang in the child's first parallel region (GNU libgomp does not survive fork), which would turn
-a ported training script into a silent deadlock; running the workers' share in the calling process
-instead would quietly change what get_worker_info() and worker_init_fn see. pin_memory is accepted
+operators already use every core through OpenMP, and a process forked after OpenMP/OpenBLAS have
+run hangs in its first large operator (measured here: a forked child's exp and matmul of a
+2000x2000 tensor never returned), which would turn a ported training script into a silent
+deadlock; running the workers' share in the calling process instead would quietly change what
+get_worker_info() and worker_init_fn see. Workers would need a spawn-based pool (fresh
+interpreters, picklable datasets). pin_memory is accepted
 and does nothing (CPU tensors are the only host tensors).
 """
 from .dataset import IterableDataset
