@@ -53,7 +53,8 @@ from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamm
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
-from . import utils  # noqa: F401,E402  (tp.utils.checkpoint: eager activation checkpointing)
+from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
+from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

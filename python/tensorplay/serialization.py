@@ -1,9 +1,20 @@
 """tp.save / tp.load: pickle-based checkpoints of tensors inside nested containers.
 
-Each tensor is pickled as (dtype name, shape, raw C-order bytes, requires_grad)
-and rebuilt as a fresh contiguous tensor: a view is saved as its own data, and
-tensors never alias each other after loading. nn.Parameter round-trips as
-Parameter. The same reducers make pickle.dumps(tensor) and copy.deepcopy work.
+File format 2 (tp.save) keeps storage sharing, as PyTorch's files do: CPU tensors of one saved
+object that view the same memory (a tensor and its slice, a parameter and a view of it, tied
+weights) are written as references (storage, dtype, offset, shape, strides) to one copy of that
+memory, and tp.load rebuilds them as views of one new storage, so a write through one is seen by
+the others and offsets and strides are what they were. A storage is written from its start to the
+end of the last element any saved tensor reaches (the storage offset is kept, so a small slice of
+a large tensor writes the prefix too, as in PyTorch). Storages are keyed by address *and* dtype:
+two views of one memory under different dtypes (`x.view(tp.int32)`) are saved as two copies.
+The file is the header, then a dict of the storages' bytes, then the object's pickle, whose
+tensors refer to the storages by persistent id.
+
+Format 1 files (each tensor as (dtype name, shape, raw C-order bytes, requires_grad), rebuilt as a
+fresh contiguous tensor) still load. That per-tensor form is also what pickle.dumps(tensor) and
+copy.deepcopy use, and what tp.save writes for tensors that are not plain CPU memory (a CUDA
+tensor, an empty one).
 
 tp.load defaults to weights_only=True: only tensors, dtypes and plain Python
 containers/values can be rebuilt, so loading a file never runs arbitrary code.
@@ -18,7 +29,8 @@ from . import _C
 
 __all__ = ["save", "load"]
 
-_HEADER = ("tensorplay.save", 1)
+_HEADER = ("tensorplay.save", 2)
+_OLDEST_SHARED = 2  # the first format version with a storage table
 _PROTOCOL = 4
 
 # How each dtype's elements are stored as bytes. bfloat16 has no NumPy dtype:
@@ -116,6 +128,93 @@ _C.Tensor.__reduce_ex__ = _reduce_tensor
 copyreg.pickle(_C.dtype, _reduce_dtype)
 
 
+# ---------------------------------------------------------------- shared storages (format 2)
+class _StorageRef:
+    """Stands for one saved storage inside the object's pickle (pickled as a persistent id)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+
+def _span(t):
+    """One past the last storage element (in t's dtype) that t reaches."""
+    return t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
+
+
+class _SharingPickler(pickle.Pickler):
+    """Pickles CPU tensors as references into a table of storages collected while pickling."""
+
+    def __init__(self, fh, protocol):
+        super().__init__(fh, protocol=protocol)
+        self.storages = {}  # (address, dtype name) -> [index, a tensor on it, elements needed]
+
+    def persistent_id(self, obj):
+        if type(obj) is _StorageRef:
+            return ("storage", obj.key)
+        return None
+
+    def reducer_override(self, obj):
+        if not isinstance(obj, _C.Tensor):
+            return NotImplemented
+        from .nn.parameter import Parameter
+        kind = type(obj)
+        if kind is not _C.Tensor and kind is not Parameter:
+            return NotImplemented  # a user's subclass keeps its own __reduce_ex__
+        name = _dtype_name(obj.dtype)
+        if (name not in _STORAGE_NP or obj.device.type != "cpu" or obj.numel() == 0
+                or any(st < 0 for st in obj.stride())):
+            return NotImplemented  # the per-tensor form
+        base = obj.data_ptr() - obj.storage_offset() * obj.element_size()
+        entry = self.storages.get((base, name))
+        if entry is None:
+            # The tensor is kept in the table so its memory (and so the address key) stays
+            # taken until the save ends, even if the object made it on the fly.
+            entry = self.storages[(base, name)] = [len(self.storages), obj, 0]
+        entry[2] = max(entry[2], _span(obj))
+        rebuild = _rebuild_parameter_v2 if kind is Parameter else _rebuild_tensor_v2
+        return rebuild, (_StorageRef(entry[0]), name, obj.storage_offset(), tuple(obj.shape), tuple(obj.stride()),
+                         bool(obj.requires_grad))
+
+    def storage_table(self):
+        table = {}
+        for index, t, n in self.storages.values():
+            flat = t.detach().as_strided((n,), (1,), 0)
+            table[index] = (_dtype_name(t.dtype), _to_array(flat).tobytes())
+        return table
+
+
+def _rebuild_tensor_v2(storage, dtype_name, offset, shape, stride, requires_grad):
+    if _dtype_name(storage.dtype) != dtype_name:
+        raise RuntimeError(f"tp.load: a {dtype_name} tensor refers to a {storage.dtype} storage (damaged file)")
+    need = offset + sum((n - 1) * st for n, st in zip(shape, stride)) + 1
+    if any(n < 0 for n in shape) or any(st < 0 for st in stride) or offset < 0 or need > storage.numel():
+        raise RuntimeError(f"tp.load: a tensor of shape {tuple(shape)} and strides {tuple(stride)} at offset "
+                           f"{offset} does not fit its storage of {storage.numel()} elements (damaged file)")
+    # detach(): a fresh leaf that shares the storage (not an autograd view of the loader's flat tensor).
+    t = storage.as_strided(tuple(shape), tuple(stride), offset).detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _rebuild_parameter_v2(storage, dtype_name, offset, shape, stride, requires_grad):
+    from .nn.parameter import Parameter
+    return Parameter(_rebuild_tensor_v2(storage, dtype_name, offset, shape, stride, False), requires_grad)
+
+
+def _storage_from_table(entry):
+    if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in _STORAGE_NP
+            and isinstance(entry[1], bytes)):
+        raise RuntimeError("tp.load: damaged storage table")
+    name, data = entry
+    np_dtype = getattr(np, _STORAGE_NP[name])
+    if len(data) % np.dtype(np_dtype).itemsize:
+        raise RuntimeError("tp.load: damaged storage table (a storage's size is not a whole number of elements)")
+    return _from_array(np.frombuffer(data, dtype=np_dtype).copy(), name)
+
+
 # ---------------------------------------------------------------- files
 class _WeightsOnlyUnpickler(pickle.Unpickler):
     """Rebuilds only tensors, dtypes and plain containers (no arbitrary callables)."""
@@ -124,6 +223,8 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
         (__name__, "_rebuild_tensor"): _rebuild_tensor,
         (__name__, "_rebuild_parameter"): _rebuild_parameter,
         (__name__, "_rebuild_dtype"): _rebuild_dtype,
+        (__name__, "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+        (__name__, "_rebuild_parameter_v2"): _rebuild_parameter_v2,
         ("collections", "OrderedDict"): __import__("collections").OrderedDict,
         ("builtins", "set"): set,
         ("builtins", "frozenset"): frozenset,
@@ -148,15 +249,39 @@ def _open(f, mode):
 
 
 def save(obj, f, pickle_protocol=_PROTOCOL):
-    """Writes obj (tensors, Parameters, and dicts/lists/tuples/numbers/strings of them) to a path or file object."""
+    """Writes obj (tensors, Parameters, and dicts/lists/tuples/numbers/strings of them) to a path or file
+    object; tensors that share memory are loaded sharing it again (see the module docstring)."""
+    import io
+    body = io.BytesIO()
+    # The object is pickled first: only then is each storage's extent known.
+    pickler = _SharingPickler(body, protocol=max(pickle_protocol, 2))
+    pickler.dump(obj)
+    table = pickler.storage_table()
     fh, owned = _open(f, "wb")
     try:
-        pickler = pickle.Pickler(fh, protocol=max(pickle_protocol, 2))
-        pickler.dump(_HEADER)
-        pickler.dump(obj)
+        head = pickle.Pickler(fh, protocol=max(pickle_protocol, 2))
+        head.dump(_HEADER)
+        head.dump(table)
+        fh.write(body.getbuffer())
     finally:
         if owned:
             fh.close()
+
+
+class _StorageLoader:
+    """persistent_load of format 2: ("storage", index) -> the storage's flat tensor, built once."""
+
+    def __init__(self, table):
+        self.table = table
+        self.built = {}
+
+    def __call__(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "storage" and pid[1] in self.table):
+            raise pickle.UnpicklingError(f"tp.load: unknown persistent id {pid!r} (damaged file)")
+        key = pid[1]
+        if key not in self.built:
+            self.built[key] = _storage_from_table(self.table[key])
+        return self.built[key]
 
 
 def load(f, map_location=None, weights_only=True):
@@ -176,6 +301,15 @@ def load(f, map_location=None, weights_only=True):
         if header[1] > _HEADER[1]:
             raise RuntimeError(f"tp.load: file format version {header[1]} is newer than this tensorplay "
                                f"supports ({_HEADER[1]})")
+        if header[1] >= _OLDEST_SHARED:
+            table = unpickler.load()
+            if not isinstance(table, dict):
+                raise RuntimeError("tp.load: damaged file (no storage table)")
+            # The object was pickled by a pickler of its own, so it is read by an unpickler of its own
+            # (memo indices start from zero again; clearing the old memo does not reset its count).
+            unpickler = unpickler_cls(fh)
+            # (The C Unpickler's persistent_load attribute; a class attribute would shadow it.)
+            unpickler.persistent_load = _StorageLoader(table)
         return unpickler.load()
     finally:
         if owned:

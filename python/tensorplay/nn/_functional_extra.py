@@ -9,7 +9,7 @@ import math
 
 import tensorplay as _tp
 from .. import _C
-from .functional import _names_errors, _op, _pair, layer_norm
+from .functional import _embedding_renorm_, _names_errors, _op, _pair, layer_norm
 
 __all__ = ["conv_transpose1d", "conv_transpose2d", "conv3d", "embedding_bag", "instance_norm", "local_response_norm"]
 
@@ -116,8 +116,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     input. Indices equal to padding_idx are left out of their bag (and of its count for
     'mean'); an empty bag gives zeros. per_sample_weights (mode='sum' only) scales each
     embedding before the sum."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse are not supported")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode has to be one of 'sum', 'mean' or 'max', but got {mode!r}")
     if weight.dim() != 2:
@@ -131,6 +131,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if tuple(per_sample_weights.shape) != tuple(input.shape):
             raise ValueError(f"embedding_bag: per_sample_weights of shape {tuple(per_sample_weights.shape)} must "
                              f"have the shape of input {tuple(input.shape)}")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)  # in place, as F.embedding's
     num_rows = weight.shape[0]
     if padding_idx is not None:
         if not -num_rows <= padding_idx < num_rows:

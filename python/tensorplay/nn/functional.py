@@ -340,15 +340,84 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    """Rows of `weight` at the indices `input`.
+
+    max_norm: first, under no_grad, every row that `input` looks up whose `norm_type` norm exceeds
+    max_norm is rescaled in place to norm max_norm (PyTorch's renormalization: the weight changes).
+    scale_grad_by_freq: a row's gradient is divided by how often its index occurs in `input`.
+    """
+    if sparse:
+        raise NotImplementedError("embedding: sparse=True (sparse gradients) is not supported; use sparse=False")
     if padding_idx is not None:
         n = weight.shape[0]
         if not -n <= padding_idx < n:
             raise ValueError(f"embedding: padding_idx ({padding_idx}) must be within num_embeddings ({n})")
         if padding_idx < 0:
             padding_idx += n
-    return _op("embedding")(input, weight, padding_idx=padding_idx)
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    out = _op("embedding")(input, weight, padding_idx=padding_idx)
+    if scale_grad_by_freq:
+        # Not conditioned on out.requires_grad: tp.compile captures without autograd and would drop it.
+        out = _scale_grad_by_freq(out, input, weight.shape[0])
+    return out
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescales, in place and outside autograd, the looked-up rows whose norm exceeds max_norm to
+    max_norm / (norm + 1e-7) times themselves; the factor is computed in float64 and rounded to the
+    weight's dtype once, as PyTorch's renorm multiplies by a double scalar.
+    Under tp.compile the write is a mutation of the weight like any other in-place update."""
+    if not isinstance(input, _tp.Tensor) or input.dtype not in (_tp.int64, _tp.int32):
+        raise TypeError("embedding: with max_norm, the indices must be an int64 or int32 tensor, got "
+                        f"{getattr(input, 'dtype', type(input).__name__)}")
+    if weight.dim() != 2:
+        raise ValueError(f"embedding: weight must be 2-D, got {weight.dim()}-D")
+    max_norm = float(max_norm)
+    with _tp.no_grad():
+        # Every looked-up position, duplicates included: a repeated row is rescaled from the same old
+        # value each time, so the copies write equal values; no unique() keeps the shapes static,
+        # so tp.compile can generate code for it.
+        flat = input.reshape(-1).to(_tp.int64)
+        if flat.numel() == 0:
+            return weight
+        try:
+            picked = weight.index_select(0, flat)
+        except IndexError as e:
+            raise IndexError(f"embedding: {e}") from None
+        # The norm in the weight's dtype (as PyTorch's), the factor in float64.
+        norms = _tp.linalg.vector_norm(picked, ord=float(norm_type), dim=1).to(_tp.float64)
+        scale = _tp.where(norms > max_norm, max_norm / (norms + 1e-7), _tp.ones_like(norms))
+        weight.index_copy_(0, flat, picked * scale.to(weight.dtype).unsqueeze(1))
+    return weight
+
+
+_scale_grad_by_freq_fn = []
+
+
+def _scale_grad_by_freq(out, input, num_weights):
+    """out unchanged; its gradient at each position divided by the number of times that position's
+    index occurs in the whole input, so a looked-up row receives the mean of its gradients.
+    (The autograd Function is made on first use: tp.autograd is imported after this module.)"""
+    if not _scale_grad_by_freq_fn:
+        class EmbeddingScaleGradByFreq(_tp.autograd.Function):
+            @staticmethod
+            def forward(ctx, out, input, num_weights):
+                flat = input.reshape(-1).to(_tp.int64)
+                # index_add rather than bincount: its shape does not depend on the data (compilable)
+                ones = _tp.ones_like(flat)
+                freq = _tp.zeros(num_weights, dtype=_tp.int64).index_add(0, flat, ones).index_select(0, flat)
+                ctx.save_for_backward(freq.reshape(tuple(input.shape) + (1,)))
+                return out.view_as(out)
+
+            @staticmethod
+            def backward(ctx, grad):
+                freq, = ctx.saved_tensors
+                # times 1/count rounded to grad's dtype, as PyTorch's backward scales each row
+                return grad * (1.0 / freq.to(_tp.float64)).to(grad.dtype), None, None
+
+        _scale_grad_by_freq_fn.append(EmbeddingScaleGradByFreq)
+    return _scale_grad_by_freq_fn[0].apply(out, input, num_weights)
 
 
 def linear(input, weight, bias=None):

@@ -176,8 +176,8 @@ class EmbeddingBag(Module):
                  dtype=None):
         super().__init__()
         _check_device(device)
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("EmbeddingBag: max_norm, scale_grad_by_freq and sparse are not supported")
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse are not supported")
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode has to be one of 'sum', 'mean' or 'max', but got {mode!r}")
         if padding_idx is not None:
@@ -204,7 +204,8 @@ class EmbeddingBag(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return F.embedding_bag(input, self.weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
+        return F.embedding_bag(input, self.weight, offsets, max_norm=self.max_norm, norm_type=self.norm_type,
+                               mode=self.mode, per_sample_weights=per_sample_weights,
                                include_last_offset=self.include_last_offset, padding_idx=self.padding_idx)
 
     def extra_repr(self):
