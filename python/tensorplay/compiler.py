@@ -580,6 +580,12 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     if adapter is not None:
         cf, _ = _build(adapter[0], custom, backend, kwargs, signature=adapter[1:])
         fn = adapter[0]
+    elif isinstance(fn, Module):
+        # Keywords bind against the forward's signature (the module's own __call__
+        # takes *args, **kwargs, which refused `model(x, mask=m)`); a positional call
+        # goes straight on whatever its count (-1), defaults filled by forward itself.
+        names, _ = _signature(fn.forward)
+        cf, _ = _build(fn, custom, backend, kwargs, signature=(names, -1, _make_binder(fn.forward)))
     else:
         cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
@@ -622,10 +628,12 @@ _C.CompiledFunction.__get__ = _bind_to_instance
 
 
 def _keyword_only_adapter(fn):
-    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
-    *args / **kwargs): (adapter, names, count, binder), the adapter taking them
-    after the positional ones, so they are arguments like the others (tensors
-    re-read, numbers in the key); None for other callables."""
+    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`) or a
+    **kwargs parameter (`def forward(self, ids, **extra)`), and no *args:
+    (adapter, names, count, binder), the adapter taking the keyword-only values
+    after the positional ones, then the extra keywords as one dict, so they are
+    arguments like the others (tensors re-read, numbers in the key, the dict's keys
+    part of the argument structure: _NestedInputs); None for other callables."""
     from .nn import Module  # late: nn imports tensorplay
     # A module is called as itself (hooks, __call__), with its forward's signature.
     target = fn.forward if isinstance(fn, Module) else fn
@@ -637,15 +645,17 @@ def _keyword_only_adapter(fn):
         return None
     params = list(sig.parameters.values())
     kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
-    if not kwonly or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+    varkw = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+    if (not kwonly and varkw is None) or any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    npos = len(positional)
+    npos, nkw = len(positional), len(kwonly)
 
     def adapter(*args, **kw):
         if kw:  # called as the user's function (forward-mode AD runs it eagerly)
             return fn(*args, **kw)
-        return fn(*args[:npos], **dict(zip(kwonly, args[npos:])))
+        extra = args[npos + nkw] if varkw is not None else {}
+        return fn(*args[:npos], **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
 
     def bind(args, kwargs):
         try:
@@ -653,11 +663,14 @@ def _keyword_only_adapter(fn):
         except TypeError as e:
             raise TypeError(f"compiled function: {e}") from None
         b.apply_defaults()
-        return tuple(b.args) + tuple(b.kwargs[k] for k in kwonly)
+        a = b.arguments
+        return (tuple(a[k] for k in positional) + tuple(a[k] for k in kwonly) +
+                ((dict(a[varkw]),) if varkw is not None else ()))
 
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
-    return adapter, positional + kwonly, npos + len(kwonly), bind
+    names = positional + kwonly + ([varkw] if varkw is not None else [])
+    return adapter, names, len(names), bind
 
 
 def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
