@@ -4,6 +4,7 @@ The run-time object returned by tp.compile is the C++ CompiledFunction: its
 __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
+import copy
 import inspect
 import os
 import types
@@ -627,6 +628,57 @@ def _bind_to_instance(self, obj, objtype=None):
 _C.CompiledFunction.__get__ = _bind_to_instance
 
 
+def _compiled_target(cf):
+    """What tp.compile was given (a module or a function; not its keyword adapter) and
+    its compile keywords, or None where unknown."""
+    nested = cf._nested
+    target = cf.__wrapped__
+    if getattr(target, "_tp_keyword_adapter", False):
+        target = target.__wrapped__
+    return target, (nested.kwargs if isinstance(nested, _NestedInputs) else None)
+
+
+def _rebuild_compiled(target, kwargs):
+    return compile(target, **kwargs)
+
+
+def _deepcopy_compiled(self, memo):
+    """copy.deepcopy(tp.compile(model)) (an EMA or teacher copy of a compiled model):
+    the module is deep-copied and compiled again with the same options (the copy's
+    parameters are its own; its versions are built at its first call). A compiled
+    function copies as itself, as Python functions do. (It raised "cannot pickle
+    'CompiledFunction' object".)"""
+    from .nn import Module  # late: nn imports tensorplay
+    target, kwargs = _compiled_target(self)
+    if not isinstance(target, Module) or kwargs is None:
+        return self
+    return compile(copy.deepcopy(target, memo), **kwargs)
+
+
+def _copy_compiled(self):
+    """copy.copy: a compiled module over the same module (as a shallow copy shares it)."""
+    from .nn import Module  # late: nn imports tensorplay
+    target, kwargs = _compiled_target(self)
+    if not isinstance(target, Module) or kwargs is None:
+        return self
+    return compile(target, **kwargs)
+
+
+def _reduce_compiled(self):
+    """pickle / tp.save of a compiled module or function: what was compiled (pickled as
+    Python pickles it: a module by value, a function by reference) and the compile
+    options; loading compiles again."""
+    target, kwargs = _compiled_target(self)
+    if kwargs is None:
+        raise TypeError("cannot pickle this CompiledFunction: its compile options are unknown")
+    return _rebuild_compiled, (target, kwargs)
+
+
+_C.CompiledFunction.__deepcopy__ = _deepcopy_compiled
+_C.CompiledFunction.__copy__ = _copy_compiled
+_C.CompiledFunction.__reduce__ = _reduce_compiled
+
+
 def _keyword_only_adapter(fn):
     """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`) or a
     **kwargs parameter (`def forward(self, ids, **extra)`), and no *args:
@@ -669,6 +721,7 @@ def _keyword_only_adapter(fn):
 
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
+    adapter._tp_keyword_adapter = True  # (not a user's functools.wraps: _compiled_target unwraps it)
     names = positional + kwonly + ([varkw] if varkw is not None else [])
     return adapter, names, len(names), bind
 
