@@ -328,25 +328,35 @@ bool CompiledFunction::read_free(const Artifact& a, std::vector<Tensor>* all) co
 }
 
 namespace {
-thread_local std::vector<Tensor>* t_grad_reads = nullptr;
+// What the binding reports during one capture: `.grad` reads, and `.data` aliases
+// with the tensor each was taken of.
+struct CaptureReads {
+  std::vector<Tensor> grads;
+  std::vector<std::pair<Tensor, Tensor>> data;
+};
+thread_local CaptureReads* t_capture_reads = nullptr;
 
-// Collects the `.grad` reads of one capture (restores an enclosing one's log).
-struct GradReadLog {
-  std::vector<Tensor>* outer;
+// Collects the reads of one capture (restores an enclosing one's log).
+struct CaptureReadLog {
+  CaptureReads* outer;
   bool active = true;
-  explicit GradReadLog(std::vector<Tensor>* log) : outer(t_grad_reads) { t_grad_reads = log; }
+  explicit CaptureReadLog(CaptureReads* log) : outer(t_capture_reads) { t_capture_reads = log; }
   void stop() {
-    if (active) t_grad_reads = outer;
+    if (active) t_capture_reads = outer;
     active = false;
   }
-  ~GradReadLog() { stop(); }
+  ~CaptureReadLog() { stop(); }
 };
 }  // namespace
 
 void note_grad_read(const Tensor& t) {
   // (Only a tensor that requires grad, or has a gradient, can gain or lose one:
   // the capture's intermediates never do.)
-  if (t_grad_reads && t.defined() && (t.requires_grad() || t.impl()->grad)) t_grad_reads->push_back(t);
+  if (t_capture_reads && t.defined() && (t.requires_grad() || t.impl()->grad)) t_capture_reads->grads.push_back(t);
+}
+
+void note_data_read(const Tensor& alias, const Tensor& of) {
+  if (t_capture_reads && alias.defined()) t_capture_reads->data.emplace_back(alias, of);
 }
 
 bool CompiledFunction::grads_match(const Artifact& a, const std::vector<Tensor>& all, std::string* why) const {
@@ -608,8 +618,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   if (dynamic && GradMode::is_enabled() && !backend)
     for (auto& t : tensors)
       if (t.requires_grad()) dynamic = nullptr;
-  std::vector<Tensor> grad_reads;
-  GradReadLog grad_log(&grad_reads);
+  CaptureReads reads;
+  CaptureReadLog read_log(&reads);
+  const std::vector<Tensor>& grad_reads = reads.grads;
   graph::TraceResult tr = graph::trace(
       [&](const std::vector<Tensor>& proxies) {
         std::vector<ArgValue> v = args;
@@ -617,7 +628,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
         return fn_(v, &a->structure);
       },
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
-  grad_log.stop();
+  read_log.stop();
   metrics().captures++;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
   // Called under no_grad, the function may turn recording on inside (`with
@@ -650,6 +661,35 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
         a->free[k].name = tensor_names[i] + ".grad";
         break;
       }
+  }
+  // A free tensor that is `w.data` of a tensor the capture never traced (an EMA
+  // update `q.data.lerp_(p.data, 0.1)`, `w.data.add_(...)`) is a new alias with no
+  // owner path: its write was dropped (no write-back) and each call read the
+  // capture's alias. It is read as `.data` of `w`, found through w's path, at
+  // every call (one alias kept while w's memory is the same) and written back.
+  for (size_t k = 0; k < a->free.size() && locator_; ++k) {
+    // (One that shares memory with an input or intermediate stays refused below:
+    // two placeholders of one memory cannot express the write.)
+    if (a->free[k].from_owner || tr.free_aliases_traced[k]) continue;
+    const Tensor* of = nullptr;
+    for (auto& [alias, w] : reads.data)
+      if (alias.impl() == tr.free_tensors[k].impl()) of = &w;
+    if (!of) continue;
+    std::vector<FreeTensorSource> found = locator_({*of});
+    if (found.empty() || !found[0].from_owner) continue;
+    auto owner = std::make_shared<FreeTensorSource>(std::move(found[0]));
+    auto last = std::make_shared<std::pair<Tensor, Tensor>>(*of, tr.free_tensors[k]);  // (w, its alias)
+    a->free[k].read = [owner, last] {
+      Tensor w = owner->read();
+      if (!w.defined()) return w;
+      const Tensor& d = last->second;
+      if (last->first.impl() != w.impl() || d.impl()->storage != w.impl()->storage || d.offset() != w.offset() ||
+          d.sizes() != w.sizes() || d.strides() != w.strides() || d.dtype() != w.dtype())
+        *last = {w, autograd::data_alias(w)};
+      return last->second;
+    };
+    a->free[k].name = owner->name + ".data";
+    a->free[k].from_owner = true;
   }
   for (size_t k = 0; k < a->free.size(); ++k)
     if (!a->free[k].from_owner && tr.free_aliases_traced[k])

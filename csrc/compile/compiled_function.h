@@ -66,6 +66,9 @@ struct FreeTensorSource {
 // `.grad` the function read: whether it had one is part of the program
 // (`if p.grad is not None:`), so it selects the version (Artifact::grad_reads).
 void note_grad_read(const Tensor& t);
+// During a capture, the binding's Tensor.data getter reports each alias it made
+// and of which tensor: a free tensor that is one is read through that tensor.
+void note_data_read(const Tensor& alias, const Tensor& of);
 // Given the free tensors a capture found (in graph-input order), says how to re-read
 // each. The default re-reads the very object (in-place updates are seen, rebinding
 // the owner's attribute is not: only a binding knows the owner).

@@ -196,3 +196,45 @@ def test_deepcopy_and_pickle_of_a_compiled_module():
     assert copy.copy(cm)._orig_mod is m
     f = tp.compile(lambda t: t + 1)
     assert copy.deepcopy(f) is f  # a function copies as itself
+
+
+# ---------------------------------------------------------------- writes through `.data`
+def test_an_ema_update_through_data_in_a_compiled_function_is_applied():
+    # `q.data.lerp_(p.data, d)` / `w.data.add_(u)` on tensors the capture never
+    # traced: each `.data` is a new alias without an owner path, so the write was
+    # dropped (no write-back) and every call was a silent no-op. It is now read as
+    # `.data` of its tensor, found through that tensor's path, and written back.
+    import copy
+
+    tp.manual_seed(0)
+    model = nn.Linear(3, 3)
+    ema, ema_ref = copy.deepcopy(model), copy.deepcopy(model)
+
+    def update(src, dst, decay):
+        for p, q in zip(src.parameters(), dst.parameters()):
+            q.data.lerp_(p.data, 1 - decay)
+
+    compiled = tp.compile(update)
+    for _ in range(3):
+        with tp.no_grad():
+            model.weight.add_(0.5)
+        compiled(model, ema, 0.9)
+        update(model, ema_ref, 0.9)
+        np.testing.assert_allclose(_np(ema.weight), _np(ema_ref.weight), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(_np(ema.bias), _np(ema_ref.bias), rtol=1e-6, atol=1e-7)
+    assert ema.weight.requires_grad and ema.weight.is_leaf
+
+    w = tp.zeros(3, requires_grad=True)
+    u = tp.ones(3)
+
+    def add():
+        w.data.add_(u.data)
+
+    step = tp.compile(add)
+    for i in range(3):
+        step()
+        np.testing.assert_array_equal(_np(w), [i + 1.0] * 3)
+    w.data = tp.zeros(4)  # another memory: read through w again
+    u.data = tp.ones(4)
+    step()
+    np.testing.assert_array_equal(_np(w), [1.0] * 4)
