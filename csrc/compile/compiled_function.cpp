@@ -314,9 +314,62 @@ bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) co
 
 bool CompiledFunction::read_free(const Artifact& a, std::vector<Tensor>* all) const {
   for (auto& src : a.free) {
-    Tensor t = src.read();
+    Tensor t;
+    if (src.grad_of >= 0) {
+      const Tensor& owner = (*all)[static_cast<size_t>(src.grad_of)];
+      if (owner.impl()->grad) t = Tensor(owner.impl()->grad);
+    } else {
+      t = src.read();
+    }
     if (!t.defined()) return false;
     all->push_back(std::move(t));
+  }
+  return true;
+}
+
+namespace {
+// What the binding reports during one capture: `.grad` reads, and `.data` aliases
+// with the tensor each was taken of.
+struct CaptureReads {
+  std::vector<Tensor> grads;
+  std::vector<std::pair<Tensor, Tensor>> data;
+};
+thread_local CaptureReads* t_capture_reads = nullptr;
+
+// Collects the reads of one capture (restores an enclosing one's log).
+struct CaptureReadLog {
+  CaptureReads* outer;
+  bool active = true;
+  explicit CaptureReadLog(CaptureReads* log) : outer(t_capture_reads) { t_capture_reads = log; }
+  void stop() {
+    if (active) t_capture_reads = outer;
+    active = false;
+  }
+  ~CaptureReadLog() { stop(); }
+};
+}  // namespace
+
+void note_grad_read(const Tensor& t) {
+  // (Only a tensor that requires grad, or has a gradient, can gain or lose one:
+  // the capture's intermediates never do.)
+  if (t_capture_reads && t.defined() && (t.requires_grad() || t.impl()->grad)) t_capture_reads->grads.push_back(t);
+}
+
+void note_data_read(const Tensor& alias, const Tensor& of) {
+  if (t_capture_reads && alias.defined()) t_capture_reads->data.emplace_back(alias, of);
+}
+
+bool CompiledFunction::grads_match(const Artifact& a, const std::vector<Tensor>& all, std::string* why) const {
+  for (const auto& g : a.grad_reads) {
+    Tensor t = g.input >= 0 ? (static_cast<size_t>(g.input) < all.size() ? all[static_cast<size_t>(g.input)] : Tensor())
+                            : g.source.read();
+    const bool defined = t.defined() && t.impl()->grad != nullptr;
+    if (t.defined() && defined == g.defined) continue;
+    if (why)
+      *why = !t.defined() ? str(g.source.name, " is no longer a tensor")
+                          : str(g.source.name, ".grad is ", defined ? "a tensor" : "None",
+                                " now (it was ", g.defined ? "a tensor" : "None", " when captured)");
+    return false;
   }
   return true;
 }
@@ -565,6 +618,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   if (dynamic && GradMode::is_enabled() && !backend)
     for (auto& t : tensors)
       if (t.requires_grad()) dynamic = nullptr;
+  CaptureReads reads;
+  CaptureReadLog read_log(&reads);
+  const std::vector<Tensor>& grad_reads = reads.grads;
   graph::TraceResult tr = graph::trace(
       [&](const std::vector<Tensor>& proxies) {
         std::vector<ArgValue> v = args;
@@ -572,6 +628,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
         return fn_(v, &a->structure);
       },
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
+  read_log.stop();
   metrics().captures++;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
   // Called under no_grad, the function may turn recording on inside (`with
@@ -591,6 +648,49 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   } else {
     for (auto& t : tr.free_tensors) a->free.push_back({[t] { return t; }, "free tensor", false});
   }
+  // A free tensor that is a tensor argument's gradient (`p.sub_(lr * p.grad)` with p
+  // an argument) has no owner path: read through the argument at every call (it
+  // used to be re-read as the capture's gradient object, stale after the next
+  // backward) and written back like one (`p.grad.zero_()`).
+  for (size_t k = 0; k < a->free.size(); ++k) {
+    if (a->free[k].from_owner) continue;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].defined() && tensors[i].impl()->grad.get() == tr.free_tensors[k].impl()) {
+        a->free[k].grad_of = static_cast<int>(i);
+        a->free[k].from_owner = true;
+        a->free[k].name = tensor_names[i] + ".grad";
+        break;
+      }
+  }
+  // A free tensor that is `w.data` of a tensor the capture never traced (an EMA
+  // update `q.data.lerp_(p.data, 0.1)`, `w.data.add_(...)`) is a new alias with no
+  // owner path: its write was dropped (no write-back) and each call read the
+  // capture's alias. It is read as `.data` of `w`, found through w's path, at
+  // every call (one alias kept while w's memory is the same) and written back.
+  for (size_t k = 0; k < a->free.size() && locator_; ++k) {
+    // (One that shares memory with an input or intermediate stays refused below:
+    // two placeholders of one memory cannot express the write.)
+    if (a->free[k].from_owner || tr.free_aliases_traced[k]) continue;
+    const Tensor* of = nullptr;
+    for (auto& [alias, w] : reads.data)
+      if (alias.impl() == tr.free_tensors[k].impl()) of = &w;
+    if (!of) continue;
+    std::vector<FreeTensorSource> found = locator_({*of});
+    if (found.empty() || !found[0].from_owner) continue;
+    auto owner = std::make_shared<FreeTensorSource>(std::move(found[0]));
+    auto last = std::make_shared<std::pair<Tensor, Tensor>>(*of, tr.free_tensors[k]);  // (w, its alias)
+    a->free[k].read = [owner, last] {
+      Tensor w = owner->read();
+      if (!w.defined()) return w;
+      const Tensor& d = last->second;
+      if (last->first.impl() != w.impl() || d.impl()->storage != w.impl()->storage || d.offset() != w.offset() ||
+          d.sizes() != w.sizes() || d.strides() != w.strides() || d.dtype() != w.dtype())
+        *last = {w, autograd::data_alias(w)};
+      return last->second;
+    };
+    a->free[k].name = owner->name + ".data";
+    a->free[k].from_owner = true;
+  }
   for (size_t k = 0; k < a->free.size(); ++k)
     if (!a->free[k].from_owner && tr.free_aliases_traced[k])
       throw CaptureError(str("cannot capture a tensor that shares memory with an input or intermediate but was made "
@@ -605,6 +705,40 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   std::vector<Tensor> all = tensors;
   all.insert(all.end(), tr.free_tensors.begin(), tr.free_tensors.end());
   a->free_key = free_key(all, tensors.size());
+  {
+    // The `.grad` reads: by input where the tensor is one, else located as a free tensor is.
+    std::set<const TensorImpl*> seen;
+    std::vector<Tensor> elsewhere;
+    for (const Tensor& t : grad_reads) {
+      if (!seen.insert(t.impl()).second) continue;
+      Artifact::GradRead gr;
+      gr.defined = t.impl()->grad != nullptr;
+      // A gradient the function went on to use is a free tensor, re-read through
+      // its owner (or the argument) at every call: gone, the version is missed anyway.
+      bool used = false;
+      for (size_t k = 0; k < tr.free_tensors.size() && gr.defined && !used; ++k)
+        used = tr.free_tensors[k].impl() == t.impl()->grad.get() && a->free[k].from_owner;
+      if (used) continue;
+      for (size_t j = 0; j < all.size() && gr.input < 0; ++j)
+        if (all[j].impl() == t.impl()) gr.input = static_cast<int>(j);
+      if (gr.input >= 0) {
+        const size_t j = static_cast<size_t>(gr.input);
+        gr.source.name = j < tensors.size() ? tensor_names[j] : a->free[j - tensors.size()].name;
+      } else {
+        elsewhere.push_back(t);
+      }
+      a->grad_reads.push_back(std::move(gr));
+    }
+    if (!elsewhere.empty()) {
+      std::vector<FreeTensorSource> found;
+      if (locator_) found = locator_(elsewhere);
+      for (size_t k = 0; k < elsewhere.size(); ++k)
+        if (k >= found.size()) found.push_back({[t = elsewhere[k]] { return t; }, "a tensor", false});
+      size_t k = 0;
+      for (auto& gr : a->grad_reads)
+        if (gr.input < 0) gr.source = std::move(found[k++]);
+    }
+  }
 
   // Aliasing of the results in eager (this run), from the graph before passes
   // rewrite it: the backend's results are made to alias the same way.
@@ -1000,6 +1134,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
       hit = true;
       for (size_t k = 0; k < first_.free.size() && hit; ++k) hit = first_.free[k].matches(all[n + k]);
     }
+    if (hit && !a->grad_reads.empty()) hit = grads_match(*a, all);
     if (hit) {
       metrics().first_level_hits++;
       if (structure) *structure = a->structure.get();
@@ -1024,7 +1159,8 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
     if (exact != cache_.end())
       for (auto& v : exact->second) {
         std::vector<Tensor> cur(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
-        if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v.get(), std::move(cur)});
+        if (read_free(*v, &cur) && free_key(cur, n) == v->free_key && grads_match(*v, cur))
+          cands.push_back({v.get(), std::move(cur)});
       }
     if (cands.empty() && !symbolic_cache_.empty()) {
       // Dynamic shapes: versions whose shape spec and guards admit the call's sizes.
@@ -1039,7 +1175,8 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
             if (shape_miss.empty()) shape_miss = why;
             continue;
           }
-          if (read_free(*v, &cur) && free_key(cur, n) == v->free_key) cands.push_back({v, std::move(cur)});
+          if (read_free(*v, &cur) && free_key(cur, n) == v->free_key && grads_match(*v, cur))
+            cands.push_back({v, std::move(cur)});
         }
       }
     }
@@ -1119,9 +1256,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
         for (auto it = cache_.begin(); !last && it != cache_.end(); ++it)
           if (!it->second.empty()) last = it->second.front().get();
         std::vector<Tensor> cur = all;
+        std::string why;
         if (last && read_free(*last, &cur))
           std::fprintf(stderr, "[tp.compile] recompiling: guard failed: %s\n",
-                       first_difference(describe(args, last->free, cur), last->description).c_str());
+                       (grads_match(*last, cur, &why) ? first_difference(describe(args, last->free, cur),
+                                                                         last->description) : why).c_str());
         else
           std::fprintf(stderr, "[tp.compile] recompiling: guard failed: a free tensor (parameter, global or "
                                "closure variable) is no longer a tensor\n");

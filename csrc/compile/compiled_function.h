@@ -56,7 +56,19 @@ struct FreeTensorSource {
   // Read through its owner (attribute, global, closure cell), so a re-bound owner
   // is seen; false: the very object is re-read.
   bool from_owner = true;
+  // >= 0: the `.grad` of the call's tensor argument at this index (`p.grad` in an
+  // update taking `p`), read through the argument at every call (`read` unused):
+  // backward() with set_to_none gives p another gradient object each step.
+  int grad_of = -1;
 };
+
+// During a capture, the binding's Tensor.grad getter reports each tensor whose
+// `.grad` the function read: whether it had one is part of the program
+// (`if p.grad is not None:`), so it selects the version (Artifact::grad_reads).
+void note_grad_read(const Tensor& t);
+// During a capture, the binding's Tensor.data getter reports each alias it made
+// and of which tensor: a free tensor that is one is read through that tensor.
+void note_data_read(const Tensor& alias, const Tensor& of);
 // Given the free tensors a capture found (in graph-input order), says how to re-read
 // each. The default re-reads the very object (in-place updates are seen, rebinding
 // the owner's attribute is not: only a binding knows the owner).
@@ -198,6 +210,17 @@ class CompiledFunction {
     // Random operators: per generator drawn from, the counters a call reserves;
     // the states are graph inputs after the free tensors (graph/tracer.h).
     std::vector<graph::TraceResult::RngInput> rng;
+    // The tensors whose `.grad` the capture read and whether each had one: a
+    // version that skipped `p` (its grad was None) must not run once p has a
+    // gradient, nor the reverse. The tensor is the call's input `input` (an
+    // argument or a free tensor), or else found through `source` (a parameter
+    // the function never passed to an operator, since its grad was None).
+    struct GradRead {
+      int input = -1;
+      FreeTensorSource source;
+      bool defined = false;
+    };
+    std::vector<GradRead> grad_reads;
   };
   struct FirstLevel {
     std::vector<Stamp> tensors;  // per argument; impl null for scalars
@@ -211,6 +234,9 @@ class CompiledFunction {
 
   bool first_level_matches(const std::vector<ArgValue>& args) const;
   bool read_free(const Artifact& a, std::vector<Tensor>* all) const;
+  // Whether every tensor whose `.grad` the version's capture read still has (or
+  // still lacks) one; `why` names the first that changed.
+  bool grads_match(const Artifact& a, const std::vector<Tensor>& all, std::string* why = nullptr) const;
   void remember_first_level(const std::vector<ArgValue>& args, const std::vector<Tensor>& all, const Artifact* a);
   std::string specialization_key(const std::vector<ArgValue>& args) const;
   std::string nonshape_key(const std::vector<ArgValue>& args) const;

@@ -11,6 +11,7 @@
 #include "aot/region_node.h"
 #include "autograd/engine.h"
 #include "common.h"
+#include "compile/compiled_function.h"
 #include "core/grad_mode.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
@@ -194,6 +195,7 @@ void bind_tensor_autograd() {
   cls.attr("grad") = property(
       nb::cpp_function([](const Tensor& t) -> nb::object {
         TensorImpl* impl = t.impl();
+        if (graph::is_tracing()) compile::note_grad_read(t);  // `p.grad is None` selects the version
         if (impl->grad_fn && !impl->retains_grad && !impl->grad)
           PyErr_WarnEx(PyExc_UserWarning,
                        "The .grad attribute of a non-leaf Tensor is being accessed; it is not populated during "

@@ -929,6 +929,8 @@ void bind_compile(nb::module_& m) {
   nb::class_<PyCompiled>(m, "CompiledFunction", nb::type_slots(compiled_function_slots))
       .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.wrapped; })
       .def("_set_nested", [](PyCompiled& c, nb::object n) { c.nested = std::move(n); })
+      // compiler._NestedInputs: its compile options rebuild the function (copy.deepcopy, pickle).
+      .def_prop_ro("_nested", [](const PyCompiled& c) { return c.nested.is_valid() ? c.nested : nb::none(); })
       // Python state the capture bakes in (an optimizer's state layout and
       // hyperparameters): `reader()` returns a str read at every call, part of the key.
       .def("_set_state_reader", [](PyCompiled& c, nb::object reader) {

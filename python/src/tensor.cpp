@@ -4,6 +4,7 @@
 
 #include "autograd/engine.h"
 #include "common.h"
+#include "compile/compiled_function.h"
 #include "cuda/copy.h"
 #include "graph/tracer.h"
 #include "ops/ops.h"
@@ -320,7 +321,11 @@ void bind_tensor(nb::module_& m) {
       // .data: the same memory without autograd history and with a version counter
       // of its own; assigning it swaps the tensor's memory and shape while the
       // object (its requires_grad and version count) stays.
-      .def_prop_rw("data", [](const Tensor& t) { return autograd::data_alias(t); },
+      .def_prop_rw("data", [](const Tensor& t) {
+                     Tensor d = autograd::data_alias(t);
+                     if (graph::is_tracing()) compile::note_data_read(d, t);  // read through t at every call
+                     return d;
+                   },
                    [](Tensor& t, const Tensor& src) { autograd::set_data(t, src); })
       .def_prop_ro("T", [](const Tensor& t) {
         Dims d;

@@ -4,6 +4,7 @@ The run-time object returned by tp.compile is the C++ CompiledFunction: its
 __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
+import copy
 import inspect
 import os
 import types
@@ -580,6 +581,12 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     if adapter is not None:
         cf, _ = _build(adapter[0], custom, backend, kwargs, signature=adapter[1:])
         fn = adapter[0]
+    elif isinstance(fn, Module):
+        # Keywords bind against the forward's signature (the module's own __call__
+        # takes *args, **kwargs, which refused `model(x, mask=m)`); a positional call
+        # goes straight on whatever its count (-1), defaults filled by forward itself.
+        names, _ = _signature(fn.forward)
+        cf, _ = _build(fn, custom, backend, kwargs, signature=(names, -1, _make_binder(fn.forward)))
     else:
         cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
@@ -621,11 +628,64 @@ def _bind_to_instance(self, obj, objtype=None):
 _C.CompiledFunction.__get__ = _bind_to_instance
 
 
+def _compiled_target(cf):
+    """What tp.compile was given (a module or a function; not its keyword adapter) and
+    its compile keywords, or None where unknown."""
+    nested = cf._nested
+    target = cf.__wrapped__
+    if getattr(target, "_tp_keyword_adapter", False):
+        target = target.__wrapped__
+    return target, (nested.kwargs if isinstance(nested, _NestedInputs) else None)
+
+
+def _rebuild_compiled(target, kwargs):
+    return compile(target, **kwargs)
+
+
+def _deepcopy_compiled(self, memo):
+    """copy.deepcopy(tp.compile(model)) (an EMA or teacher copy of a compiled model):
+    the module is deep-copied and compiled again with the same options (the copy's
+    parameters are its own; its versions are built at its first call). A compiled
+    function copies as itself, as Python functions do. (It raised "cannot pickle
+    'CompiledFunction' object".)"""
+    from .nn import Module  # late: nn imports tensorplay
+    target, kwargs = _compiled_target(self)
+    if not isinstance(target, Module) or kwargs is None:
+        return self
+    return compile(copy.deepcopy(target, memo), **kwargs)
+
+
+def _copy_compiled(self):
+    """copy.copy: a compiled module over the same module (as a shallow copy shares it)."""
+    from .nn import Module  # late: nn imports tensorplay
+    target, kwargs = _compiled_target(self)
+    if not isinstance(target, Module) or kwargs is None:
+        return self
+    return compile(target, **kwargs)
+
+
+def _reduce_compiled(self):
+    """pickle / tp.save of a compiled module or function: what was compiled (pickled as
+    Python pickles it: a module by value, a function by reference) and the compile
+    options; loading compiles again."""
+    target, kwargs = _compiled_target(self)
+    if kwargs is None:
+        raise TypeError("cannot pickle this CompiledFunction: its compile options are unknown")
+    return _rebuild_compiled, (target, kwargs)
+
+
+_C.CompiledFunction.__deepcopy__ = _deepcopy_compiled
+_C.CompiledFunction.__copy__ = _copy_compiled
+_C.CompiledFunction.__reduce__ = _reduce_compiled
+
+
 def _keyword_only_adapter(fn):
-    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`, no
-    *args / **kwargs): (adapter, names, count, binder), the adapter taking them
-    after the positional ones, so they are arguments like the others (tensors
-    re-read, numbers in the key); None for other callables."""
+    """For a function with keyword-only parameters (`def f(x, *, eps=1e-5)`) or a
+    **kwargs parameter (`def forward(self, ids, **extra)`), and no *args:
+    (adapter, names, count, binder), the adapter taking the keyword-only values
+    after the positional ones, then the extra keywords as one dict, so they are
+    arguments like the others (tensors re-read, numbers in the key, the dict's keys
+    part of the argument structure: _NestedInputs); None for other callables."""
     from .nn import Module  # late: nn imports tensorplay
     # A module is called as itself (hooks, __call__), with its forward's signature.
     target = fn.forward if isinstance(fn, Module) else fn
@@ -637,15 +697,17 @@ def _keyword_only_adapter(fn):
         return None
     params = list(sig.parameters.values())
     kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
-    if not kwonly or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+    varkw = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+    if (not kwonly and varkw is None) or any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    npos = len(positional)
+    npos, nkw = len(positional), len(kwonly)
 
     def adapter(*args, **kw):
         if kw:  # called as the user's function (forward-mode AD runs it eagerly)
             return fn(*args, **kw)
-        return fn(*args[:npos], **dict(zip(kwonly, args[npos:])))
+        extra = args[npos + nkw] if varkw is not None else {}
+        return fn(*args[:npos], **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
 
     def bind(args, kwargs):
         try:
@@ -653,11 +715,15 @@ def _keyword_only_adapter(fn):
         except TypeError as e:
             raise TypeError(f"compiled function: {e}") from None
         b.apply_defaults()
-        return tuple(b.args) + tuple(b.kwargs[k] for k in kwonly)
+        a = b.arguments
+        return (tuple(a[k] for k in positional) + tuple(a[k] for k in kwonly) +
+                ((dict(a[varkw]),) if varkw is not None else ()))
 
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
-    return adapter, positional + kwonly, npos + len(kwonly), bind
+    adapter._tp_keyword_adapter = True  # (not a user's functools.wraps: _compiled_target unwraps it)
+    names = positional + kwonly + ([varkw] if varkw is not None else [])
+    return adapter, names, len(names), bind
 
 
 def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
