@@ -329,7 +329,8 @@ class Tracer : public DispatchInterceptor {
         if (!enabled)
           for (size_t i = first_after(g, last); i < g.nodes().size(); ++i) g.nodes()[i]->grad_enabled = false;
       }
-    } mark{g_, g_.nodes().empty() ? nullptr : g_.nodes().back().get(), GradMode::is_enabled()};
+    } mark{g_, g_.nodes().empty() ? nullptr : g_.nodes().back().get(),
+           GradMode::is_enabled() && !write_without_grad(op, inputs)};
     user_grad_ = mark.enabled;
     call_last_node_ = mark.last;
     AutoGradMode no_grad(false);
@@ -412,6 +413,10 @@ class Tracer : public DispatchInterceptor {
     }
     gates_.push_back({n, kind, where, v});
     return v;
+  }
+  void note_detached(const Tensor& t) {
+    keep_.push_back(t);
+    detached_.insert(t.impl());
   }
   const std::vector<PendingGate>& gates() const { return gates_; }
   size_t random_calls() const { return random_calls_; }
@@ -682,6 +687,16 @@ class Tracer : public DispatchInterceptor {
         bool fresh = false;
         for (size_t i = first_after(g_, call_last_node_); i < g_.nodes().size() && !fresh; ++i)
           fresh = g_.nodes()[i].get() == value;
+        // An intermediate with a history (`h = x * 2` then `h.mul_(3)` under no_grad,
+        // or through h.detach()) keeps that history in eager; a node that stands for
+        // another one would dangle once passes remove or merge the old node, so the
+        // graph cannot say it: refused rather than a gradient that silently loses
+        // the history.
+        if (old->opcode != Opcode::Placeholder && requires_grad(t))
+          throw CaptureError(str("cannot capture ", opname, " under no_grad (or through detach()) into an "
+                                 "intermediate that requires grad: eager keeps its history across the write, which "
+                                 "the compiled graph cannot express; write into a clone(), or compute the new value "
+                                 "out of place"));
         if (old->opcode == Opcode::Placeholder && fresh && value->opcode == Opcode::CallFunction)
           value->grad_identity_of = old;
       }
@@ -732,6 +747,25 @@ class Tracer : public DispatchInterceptor {
       TP_CHECK(t.impl() != root || !is_grad_leaf(t), Error, op.name,
                ": a view of a leaf Variable that requires grad is being used in an in-place operation (view shape ",
                shape_str(self.sizes()), ", leaf shape ", shape_str(t.sizes()), ")");
+  }
+
+  // Whether a write into `t` goes through a view x.detach() made (note_detached).
+  bool through_detach(const Tensor& t) const {
+    for (const TensorImpl* v = t.impl();;) {
+      if (detached_.count(v)) return true;
+      auto it = views_.find(v);
+      if (it == views_.end() || it->second.inputs.empty()) return false;
+      v = it->second.inputs[0].impl();
+    }
+  }
+
+  // A write through x.detach() (`w.detach().mul_(2)` on a leaf that requires
+  // grad) is, for autograd, a write under no_grad: eager allows it, the value
+  // has no history, and the written tensor keeps its identity (Node::
+  // grad_identity_of: its gradient is still the tensor's own, not 2x through
+  // the mul; write() refuses an intermediate with a history).
+  bool write_without_grad(const OpDef& op, const std::vector<Tensor>& inputs) const {
+    return op.has(kInplace) && !inputs.empty() && inputs[0].defined() && through_detach(inputs[0]);
   }
 
   std::vector<Tensor> functionalize_inplace(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
@@ -1022,6 +1056,7 @@ class Tracer : public DispatchInterceptor {
   std::vector<Tensor> keep_;  // keeps every traced tensor alive so addresses stay unique
   std::vector<std::pair<Tensor, Node*>> placeholders_;  // arguments and lifted free tensors
   std::unordered_map<const TensorImpl*, ViewInfo> views_;
+  std::unordered_set<const TensorImpl*> detached_;        // views made by x.detach() (note_detached)
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
@@ -1041,6 +1076,10 @@ bool is_tracing() { return t_trace_depth > 0; }
 bool traced_requires_grad(const Tensor& t) {
   if (t_trace_depth > 0 && t_tracer) return t_tracer->requires_grad(t);
   return t.requires_grad();
+}
+
+void note_detached(const Tensor& t) {
+  if (t_trace_depth > 0 && t_tracer) t_tracer->note_detached(t);
 }
 
 size_t trace_gate_count() { return t_trace_depth > 0 && t_tracer ? t_tracer->gates().size() : 0; }

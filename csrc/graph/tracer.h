@@ -155,6 +155,11 @@ bool is_tracing();
 // t.requires_grad().
 bool traced_requires_grad(const Tensor& t);
 
+// During a trace: `t` is the view x.detach() made (the binding records detach as
+// a view under no_grad); a write through it into a leaf that requires grad is
+// allowed, as in eager, where the detached tensor has no autograd relation to x.
+void note_detached(const Tensor& t);
+
 // The number of data gates the running trace has recorded (0 when none runs).
 size_t trace_gate_count();
 // The number of random operators the running trace has recorded (0 when none runs).

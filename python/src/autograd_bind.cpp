@@ -108,7 +108,9 @@ void refuse_in_capture(const char* what, const char* instead) {
 Tensor detach_or_trace(const Tensor& t) {
   if (!graph::is_tracing()) return autograd::detach(t);
   AutoGradMode no_grad(false);
-  return ops::view(t, t.sizes());
+  Tensor v = ops::view(t, t.sizes());
+  graph::note_detached(v);
+  return v;
 }
 
 constexpr const char* kHookInstead =
@@ -183,9 +185,13 @@ void bind_tensor_autograd() {
 
   cls.attr("requires_grad") = property(
       nb::cpp_function([](const Tensor& t) { return t.requires_grad(); }),
-      nb::cpp_function([](const Tensor& t, bool v) { autograd::set_requires_grad(t, v); }));
+      nb::cpp_function([](const Tensor& t, bool v) {
+        refuse_requires_grad_change(t, v);
+        autograd::set_requires_grad(t, v);
+      }));
   // requires_grad_ and detach_ return the very object (an nn.Parameter stays one).
   method("requires_grad_", [](nb::handle self, bool v) {
+    refuse_requires_grad_change(nb::cast<const Tensor&>(self), v);
     autograd::set_requires_grad(nb::cast<const Tensor&>(self), v);
     return nb::borrow(self);
   }, nb::arg("requires_grad") = true);
@@ -301,6 +307,19 @@ void bind_tensor_autograd() {
 }
 
 }  // namespace
+
+// Turning requires_grad on or off inside a capture: the graph's values carry no
+// autograd state of their own (a new leaf made inside the function would come
+// out of the compiled call without requires_grad, its uses without grad_fn),
+// and switching an argument's flag is a change to the caller's tensor that the
+// compiled call would not repeat. Refused like the other autograd calls.
+void refuse_requires_grad_change(const Tensor& t, bool v) {
+  if (graph::is_tracing() && v != graph::traced_requires_grad(t))
+    refuse_in_capture(v ? "making a tensor require grad (requires_grad_(), requires_grad=True, nn.Parameter)"
+                        : "requires_grad_(False)",
+                      "create the tensor outside the compiled function and pass it in (or make it a module "
+                      "parameter)");
+}
 
 void bind_autograd(nb::module_& m) {
   bind_node(m);

@@ -60,6 +60,10 @@ bool interpreter_finalizing();
 // `x.view(...)._base is x`, as in PyTorch). No-op for anything else.
 void note_base_object(nb::handle src, const Tensor& result);
 
+// requires_grad set to `v` on `t` inside a capture where that changes it: a
+// CaptureError (autograd_bind.cpp says why). No-op outside a capture.
+void refuse_requires_grad_change(const Tensor& t, bool v);
+
 // A floating `t.item()` during a capture returns a 0-d tensor of the graph
 // (tensor.cpp); a compiled function that returns that tensor as it is gives the
 // caller a Python float, as eager does (compile.cpp, PyOutputStructure).

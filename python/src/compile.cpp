@@ -515,6 +515,13 @@ struct PyCompiled {
     return count;
   }
 
+  // A result that is a view of an argument: its `_base` is the caller's object,
+  // as in eager (`f(x)._base is x` for `f = lambda x: x[1:]`).
+  static void note_output_base(ArgArray args, const Tensor& out) {
+    if (!out.defined() || !out.impl()->view_base) return;
+    for (size_t i = 0; i < args.size() && !out.impl()->base_py; ++i) note_base_object(args[i], out);
+  }
+
   nb::object call_positional(ArgArray args) {
     // The argument vector is kept between calls (no allocation per call), and
     // emptied before returning: a call holds no reference to its arguments after.
@@ -653,6 +660,7 @@ struct PyCompiled {
         if (const Tensor* t = std::get_if<Tensor>(&values[i]); t && t->impl() == out.at(0).impl())
           return nb::borrow(args[i]);
       if (nb::object v = free_objects->find(out[0]); v.is_valid()) return v;
+      note_output_base(args, out[0]);
       return nb::cast(std::move(out[0]));
     }
     // A result that is an argument (eager returned its input) is the very Python
@@ -666,7 +674,10 @@ struct PyCompiled {
       for (size_t p = 0; p < o && !objs[o].is_valid(); ++p)
         if (out[p].defined() && out[p].impl() == out[o].impl()) objs[o] = objs[p];
       if (!objs[o].is_valid()) objs[o] = free_objects->find(out[o]);
-      if (!objs[o].is_valid()) objs[o] = nb::cast(out[o]);
+      if (!objs[o].is_valid()) {
+        note_output_base(args, out[o]);
+        objs[o] = nb::cast(out[o]);
+      }
     }
     return s->build(objs);
   }
@@ -1065,12 +1076,25 @@ void bind_compile(nb::module_& m) {
         }
       }
       nb::object r;
+      // During a capture print() is watched (compiler._PrintWatch: it warns that
+      // later calls will not print).
+      nb::object watch;
+      if (tracing) {
+        static PyObject* watch_type = nb::object(nb::module_::import_("tensorplay.compiler").attr("_PrintWatch")).release().ptr();
+        watch = nb::handle(watch_type)(fn);
+        watch.attr("__enter__")();
+      }
       try {
         r = fn(*nb::tuple(l));
       } catch (nb::python_error& e) {
+        if (watch.is_valid()) watch.attr("__exit__")(nb::bool_(true), nb::none(), nb::none());  // restore only
         name_user_line(e);
         throw;
+      } catch (...) {
+        if (watch.is_valid()) watch.attr("__exit__")(nb::bool_(true), nb::none(), nb::none());
+        throw;
       }
+      if (watch.is_valid()) watch.attr("__exit__")(nb::none(), nb::none(), nb::none());
       std::vector<Tensor> out;
       std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);
       if (structure) *structure = std::move(s);

@@ -420,7 +420,10 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
     if (p.cuda_device || like_to_host)
       for (auto& r : results) r = move_to(r, p.cuda_device);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
-      for (auto& r : results) autograd::set_requires_grad(r, true);
+      for (auto& r : results) {
+        refuse_requires_grad_change(r, true);
+        autograd::set_requires_grad(r, true);
+      }
     if (o.op->has(kInplace)) return nb::borrow(pos[0]);  // the very object, as PyTorch does
     if (out_obj) {
       if (results.size() == 1) {

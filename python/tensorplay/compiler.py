@@ -726,6 +726,47 @@ def _keyword_only_adapter(fn):
     return adapter, names, len(names), bind
 
 
+_PRINT_WARNED = set()
+
+
+class _PrintWatch:
+    """Around the user's function while a call is captured: print() runs then,
+    but later calls run the compiled program, which has no Python in it, so the
+    output is not repeated (Python side effects happen at capture only, as for
+    forward hooks). Say so once per compiled function rather than print silently
+    only sometimes. builtins.print is swapped only for the capture."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.used = False
+
+    def __enter__(self):
+        import builtins
+        self.orig = builtins.print
+
+        def watched(*args, **kwargs):
+            self.used = True
+            return self.orig(*args, **kwargs)
+
+        builtins.print = watched
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        import builtins
+        builtins.print = self.orig
+        if exc_type is not None:  # the capture failed: the error says what happened
+            return False
+        key = getattr(self.fn, "__code__", None) or id(self.fn)
+        if self.used and key not in _PRINT_WARNED:
+            _PRINT_WARNED.add(key)
+            name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+            warnings.warn(f"tp.compile: print() inside compiled function '{name}' ran while the call was captured; "
+                          "later calls run the compiled program and do not print again (Python side effects happen "
+                          "at capture only). Print the results after the call, or call the function without "
+                          "tp.compile while debugging.", UserWarning, stacklevel=2)
+        return False
+
+
 def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
     """The C++ CompiledFunction of fn and its nested-inputs companion."""
     if signature is None:
