@@ -1077,24 +1077,33 @@ void bind_compile(nb::module_& m) {
       }
       nb::object r;
       // During a capture print() is watched (compiler._PrintWatch: it warns that
-      // later calls will not print).
-      nb::object watch;
+      // later calls will not print). A failed call only restores print.
+      struct PrintWatch {
+        nb::object w;
+        void exit(bool failed) {
+          nb::object o = std::move(w);
+          if (o.is_valid()) o.attr("__exit__")(failed ? nb::object(nb::bool_(true)) : nb::none(), nb::none(), nb::none());
+        }
+        ~PrintWatch() {
+          try {
+            exit(true);
+          } catch (...) {  // (restoring print cannot fail; nothing may leave a destructor)
+          }
+        }
+      } watch;
       if (tracing) {
-        static PyObject* watch_type = nb::object(nb::module_::import_("tensorplay.compiler").attr("_PrintWatch")).release().ptr();
-        watch = nb::handle(watch_type)(fn);
-        watch.attr("__enter__")();
+        static PyObject* watch_type =
+            nb::object(nb::module_::import_("tensorplay.compiler").attr("_PrintWatch")).release().ptr();
+        watch.w = nb::handle(watch_type)(fn);
+        watch.w.attr("__enter__")();
       }
       try {
         r = fn(*nb::tuple(l));
       } catch (nb::python_error& e) {
-        if (watch.is_valid()) watch.attr("__exit__")(nb::bool_(true), nb::none(), nb::none());  // restore only
         name_user_line(e);
         throw;
-      } catch (...) {
-        if (watch.is_valid()) watch.attr("__exit__")(nb::bool_(true), nb::none(), nb::none());
-        throw;
       }
-      if (watch.is_valid()) watch.attr("__exit__")(nb::none(), nb::none(), nb::none());
+      watch.exit(false);
       std::vector<Tensor> out;
       std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);
       if (structure) *structure = std::move(s);
