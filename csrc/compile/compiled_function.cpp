@@ -865,6 +865,16 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       return false;
     }();
     bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
+    // Random draws: each draw's offset in the call's counter range and the
+    // counters a call reserves are numbers measured at the capture's sizes
+    // (graph/tracer.cpp); at another size eager draws other numbers and moves
+    // the generator by another amount. Such a capture is kept for its sizes.
+    if (keep && !a->rng.empty()) {
+      keep = false;
+      if (log_enabled("guards") || log_enabled("recompiles"))
+        std::fprintf(stderr, "[tp.compile] the capture is made static: it draws random numbers, whose counter "
+                             "offsets are those of its sizes\n");
+    }
     // An activation memory budget stays symbolic: the AOT layer plans the
     // checkpointing on the byte sizes at the hints (a choice of what to save;
     // the gradients do not depend on it), so the budget holds at those sizes.
@@ -994,7 +1004,10 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       // The data is there; only the version bump of eager's write remains.
       // Backends are given the pairs only for calls whose writes are not
       // recorded, so the recorded path below never sees such a result.
-      const bool recorded = GradMode::is_enabled() && dst.requires_grad() && a.write_recorded[k];
+      // A value that requires grad written into a tensor that does not makes it
+      // require grad, as eager's in-place write does (a buffer given a new state).
+      const bool recorded = GradMode::is_enabled() && a.write_recorded[k] &&
+                            (dst.requires_grad() || (v.defined() && v.requires_grad()));
       const bool in_place = v.defined() && v.impl()->storage == dst.impl()->storage && v.data() == dst.data() &&
                             v.sizes() == dst.sizes() && v.strides() == dst.strides() && v.dtype() == dst.dtype();
       if (in_place && !recorded) {
@@ -1071,7 +1084,11 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
       int j = al.view_of_output[i];
       if (j < 0) return;
       resolve(static_cast<size_t>(j));
-      if (!shares_memory(out[i], out[j])) out[i] = replay_views(out[j], al.view_steps[i]);
+      // A view of that very result, as eager's (`r._base is h`), not a view of
+      // the backend's buffer that merely shares its memory.
+      const TensorImpl* base = out[j].impl()->view_base ? out[j].impl()->view_base.get() : out[j].impl();
+      if (!shares_memory(out[i], out[j]) || out[i].impl()->view_base.get() != base)
+        out[i] = replay_views(out[j], al.view_steps[i]);
     };
     for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }

@@ -1015,6 +1015,9 @@ class Tracer : public DispatchInterceptor {
     }
     // ... and the update as pure arithmetic: r' = (1 - m) r + m * stat, with the
     // unbiased batch variance for running_var (the kernel's formula).
+    // The kernel updates them outside autograd: eager's running statistics never
+    // require grad, so these nodes are recorded as under no_grad.
+    const Node* before_update = g_.nodes().empty() ? nullptr : g_.nodes().back().get();
     const double m = attrs.get_double("momentum");
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
@@ -1028,6 +1031,7 @@ class Tracer : public DispatchInterceptor {
       Node* moved = replay(get_op("add"), {keep, stat}, {{"alpha", Scalar(m)}});
       write(r, convert(moved, r), op.name);
     }
+    for (size_t i = first_after(g_, before_update); i < g_.nodes().size(); ++i) g_.nodes()[i]->grad_enabled = false;
     return out;
   }
 

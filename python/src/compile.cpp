@@ -679,6 +679,12 @@ struct PyCompiled {
         objs[o] = nb::cast(out[o]);
       }
     }
+    // A result that views another result (`h, h[:, 0]`): its _base is that
+    // result's object, as in eager.
+    for (size_t o = 0; o < out.size(); ++o)
+      if (out[o].defined() && out[o].impl()->view_base && !out[o].impl()->base_py)
+        for (size_t p = 0; p < out.size(); ++p)
+          if (p != o) note_base_object(objs[p], out[o]);
     return s->build(objs);
   }
 };

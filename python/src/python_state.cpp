@@ -60,13 +60,14 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
 template <class Visit>
 void visit_modules(const ModuleState& st, Visit&& visit) {
   for (size_t m = 0; m < st.mods.size(); ++m) {
-    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
-      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
-      Py_ssize_t pos = 0;
-      PyObject *key, *value;
-      while (d && PyDict_Next(d, &pos, &key, &value)) visit(key);
-      visit(nullptr);
-    }
+    for (auto* dicts : {&st.hook_dicts, &st.backward_hook_dicts})
+      for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
+        PyObject* d = (*dicts)[k] ? (*dicts)[k]->ptr() : nullptr;
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (d && PyDict_Next(d, &pos, &key, &value)) visit(key);
+        visit(nullptr);
+      }
     for (auto& dict : {st.attr_dicts[m], st.child_dicts[m]}) {
       PyObject* d = dict ? dict->ptr() : nullptr;
       Py_ssize_t pos = 0;
@@ -100,6 +101,8 @@ void visit_module_dict_versions(const ModuleState& st, Visit&& visit) {
   for (size_t m = 0; m < st.mods.size(); ++m) {
     visit(version(st.hook_dicts[2 * m]));
     visit(version(st.hook_dicts[2 * m + 1]));
+    visit(version(st.backward_hook_dicts[2 * m]));
+    visit(version(st.backward_hook_dicts[2 * m + 1]));
     visit(version(st.attr_dicts[m]));
     visit(version(st.child_dicts[m]));
   }
@@ -119,10 +122,14 @@ std::string state_text(const ModuleState& st) {
       s += PyObject_IsTrue(t) == 1 ? '1' : '0';
       Py_DECREF(t);
     }
-    for (size_t k = 2 * m; k < 2 * m + 2; ++k) {
-      PyObject* d = st.hook_dicts[k] ? st.hook_dicts[k]->ptr() : nullptr;
+    // Forward hooks, then full backward hooks: a capture that met the latter
+    // refused (module.py), so one registered after a capture selects a new one.
+    for (size_t k = 0; k < 4; ++k) {
+      const auto& dict = k < 2 ? st.hook_dicts[2 * m + k] : st.backward_hook_dicts[2 * m + k - 2];
+      PyObject* d = dict ? dict->ptr() : nullptr;
       if (!d || PyDict_Size(d) == 0) continue;
-      s += k == 2 * m ? " pre hooks" : " hooks";
+      static const char* const kinds[] = {" pre hooks", " hooks", " backward pre hooks", " backward hooks"};
+      s += kinds[k];
       Py_ssize_t pos = 0;
       PyObject *key, *value;
       while (PyDict_Next(d, &pos, &key, &value)) {

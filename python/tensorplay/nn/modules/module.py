@@ -96,21 +96,18 @@ def _warn_hooks_in_capture(module, backward=False):
     operations become part of the compiled program, but its Python side effects
     (appending to a list, counting calls) happen once, at capture, not at every
     call. Say so once per hook rather than drop them silently. Full backward hooks
-    are not called for a module run inside a capture (tp.compile(module) and
-    module.compile() run such a module eagerly)."""
+    cannot be called for a module run inside a capture: the capture refuses
+    (tp.compile(module) and module.compile() run such a module eagerly)."""
     import warnings
 
     if backward:
-        ids = ("backward",) + tuple(module._backward_pre_hooks) + tuple(module._backward_hooks)
-        key = (id(module), ids)
-        if key not in _WARNED_HOOKS:
-            _WARNED_HOOKS.add(key)
-            warnings.warn(
-                f"tp.compile: a {type(module).__name__} with full backward hooks ran inside a compiled function: the "
-                "hooks are not called for it. Compile the module itself (tp.compile(module) or module.compile(), "
-                "which run hooked modules eagerly) or call it outside the compiled function.", UserWarning,
-                stacklevel=3)
-        return
+        # Dropping them would silently change the gradients (a pre-hook that
+        # scales grad_output) or skip their side effects at every step.
+        raise _C.CaptureError(
+            f"tp.compile: a {type(module).__name__} with full backward hooks (register_full_backward_hook / "
+            "register_full_backward_pre_hook) runs inside a compiled function, whose backward cannot call them. "
+            "Compile the module itself (tp.compile(module) or module.compile(), which run hooked modules "
+            "eagerly), call it outside the compiled function, or remove the hooks.")
     ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
     key = (id(module), ids)
     if key in _WARNED_HOOKS:
