@@ -844,6 +844,8 @@ class _CompiledOptimizerStep:
         self._opt, self._step = opt, step
         self._slots = []
         self._key = ""
+        # Keys whose capture wrote Python state (see __call__): run eagerly from then on.
+        self._eager_keys = set()
         self._tensor = lambda v: tensor(v, dtype=float64)
         self.__wrapped__ = step
         me = self
@@ -860,7 +862,7 @@ class _CompiledOptimizerStep:
         lifted_step.__name__ = getattr(step, "__name__", "step")
         custom, backend = (kwargs["backend"], getattr(kwargs["backend"], "__name__", "custom")) \
             if callable(kwargs["backend"]) else (None, kwargs["backend"])
-        # The key is computed once per call by __call__.
+        # The key is computed once per call by __call__ (it also picks eager calls).
         self._cf, _ = _build(lifted_step, custom, backend, kwargs, lambda: me._key)
         try:
             self._sig = inspect.signature(step)
@@ -875,12 +877,39 @@ class _CompiledOptimizerStep:
         opt = self._opt
         slots, values = _hyper_slots(opt)
         key = _optimizer_key(opt, set(slots))
+        if key in self._eager_keys:
+            return self._step(*args, **kwargs)
         self._slots, self._key = slots, key
+        before = _python_side_state(opt)
         with no_grad():
-            return self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
+            r = self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
+        if _python_side_state(opt) != before:
+            # The call captured (a cached version runs no Python), and the capture
+            # inserted or rebound entries of opt.state (the first step creating
+            # momentum buffers / Adam moments): the compiled version does not
+            # replay that, so a later call with this key (after opt.state.clear(),
+            # or load_state_dict of a fresh optimizer's state) runs the step eagerly.
+            self._eager_keys.add(key)
+        return r
 
     def __getattr__(self, name):
         return getattr(self._cf, name)
+
+
+def _python_side_state(opt):
+    """The identities of what opt.state and the param groups hold: a step that
+    changes them ran Python code (a capture), which a cached version does not replay."""
+    out = [id(opt.state), id(opt.param_groups)]
+    for p, s in opt.state.items():
+        out += (id(p), id(s))
+        if isinstance(s, dict):
+            for k, v in s.items():
+                out += (k, id(v))
+    for g in opt.param_groups:
+        out.append(id(g))
+        for k, v in g.items():
+            out += (k, id(v))
+    return out
 
 
 def _optimizer_key(opt, slots=()):
