@@ -853,9 +853,11 @@ class _CompiledOptimizerStep:
         def lifted_step(*args):
             n = len(me._slots)
             saved = _install_hyper(opt, me._slots, args[:n])
+            opt._capturing_own_step = True  # Optimizer._refuse_step_in_capture lets this capture through
             try:
                 return step(*args[n:])
             finally:
+                opt._capturing_own_step = False
                 for group, k, v in reversed(saved):
                     group[k] = v
 
@@ -871,6 +873,10 @@ class _CompiledOptimizerStep:
 
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
+        if _C._is_tracing():
+            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state.
+            from .optim.optimizer import _STEP_IN_CAPTURE
+            raise CaptureError(_STEP_IN_CAPTURE.format(type(self._opt).__name__))
         if kwargs and self._sig is not None:
             b = self._sig.bind(*args, **kwargs)
             args, kwargs = b.args, b.kwargs
