@@ -843,6 +843,9 @@ class _CompiledOptimizerStep:
         opt = step.__self__
         self._opt, self._step = opt, step
         self._slots = []
+        self._key = ""
+        # Keys whose capture wrote Python state (see __call__): run eagerly from then on.
+        self._eager_keys = set()
         self._tensor = lambda v: tensor(v, dtype=float64)
         self.__wrapped__ = step
         me = self
@@ -850,16 +853,19 @@ class _CompiledOptimizerStep:
         def lifted_step(*args):
             n = len(me._slots)
             saved = _install_hyper(opt, me._slots, args[:n])
+            opt._capturing_own_step = True  # Optimizer._refuse_step_in_capture lets this capture through
             try:
                 return step(*args[n:])
             finally:
+                opt._capturing_own_step = False
                 for group, k, v in reversed(saved):
                     group[k] = v
 
         lifted_step.__name__ = getattr(step, "__name__", "step")
         custom, backend = (kwargs["backend"], getattr(kwargs["backend"], "__name__", "custom")) \
             if callable(kwargs["backend"]) else (None, kwargs["backend"])
-        self._cf, _ = _build(lifted_step, custom, backend, kwargs, _state_reader(step, lifted=True))
+        # The key is computed once per call by __call__ (it also picks eager calls).
+        self._cf, _ = _build(lifted_step, custom, backend, kwargs, lambda: me._key)
         try:
             self._sig = inspect.signature(step)
         except (TypeError, ValueError):
@@ -867,53 +873,95 @@ class _CompiledOptimizerStep:
 
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
+        if _C._is_tracing():
+            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state.
+            from .optim.optimizer import _STEP_IN_CAPTURE
+            raise CaptureError(_STEP_IN_CAPTURE.format(type(self._opt).__name__))
         if kwargs and self._sig is not None:
             b = self._sig.bind(*args, **kwargs)
             args, kwargs = b.args, b.kwargs
-        slots, values = _hyper_slots(self._opt)
-        self._slots = slots
+        opt = self._opt
+        slots, values = _hyper_slots(opt)
+        key = _optimizer_key(opt, set(slots))
+        if key in self._eager_keys:
+            return self._step(*args, **kwargs)
+        self._slots, self._key = slots, key
+        before = _python_side_state(opt)
         with no_grad():
-            return self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
+            r = self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
+        if _python_side_state(opt) != before:
+            # The call captured (a cached version runs no Python), and the capture
+            # inserted or rebound entries of opt.state (the first step creating
+            # momentum buffers / Adam moments): the compiled version does not
+            # replay that, so a later call with this key (after opt.state.clear(),
+            # or load_state_dict of a fresh optimizer's state) runs the step eagerly.
+            self._eager_keys.add(key)
+        return r
 
     def __getattr__(self, name):
         return getattr(self._cf, name)
 
 
-def _state_reader(fn, lifted=False):
+def _python_side_state(opt):
+    """The identities of what opt.state and the param groups hold: a step that
+    changes them ran Python code (a capture), which a cached version does not replay."""
+    out = [id(opt.state), id(opt.param_groups)]
+    for p, s in opt.state.items():
+        out += (id(p), id(s))
+        if isinstance(s, dict):
+            for k, v in s.items():
+                out += (k, id(v))
+    for g in opt.param_groups:
+        out.append(id(g))
+        for k, v in g.items():
+            out += (k, id(v))
+    return out
+
+
+def _optimizer_key(opt, slots=()):
+    """The optimizer's Python state a capture of its step bakes in: hyperparameters
+    (those in `slots`, lifted to inputs, count by their place only), which
+    parameters there are (by identity: the per-parameter state is found through the
+    parameter object, a key of opt.state), which have a gradient, and which state
+    entries exist (non-tensor entries by value)."""
+    parts = []
+    state = opt.state
+    for gi, group in enumerate(opt.param_groups):
+        items = []
+        for k, v in sorted(group.items()):
+            if k == "params":
+                continue
+            if (gi, k, None) in slots:
+                v = "<input>"
+            elif type(v) is tuple and any((gi, k, j) in slots for j in range(len(v))):
+                v = tuple("<input>" if (gi, k, j) in slots else e for j, e in enumerate(v))
+            items.append((k, v))
+        parts.append(repr(items))
+        get = state.get if hasattr(state, "get") else None  # (dict.get: a defaultdict's [] would insert)
+        for p in group["params"]:
+            parts += (id(p), p.grad is not None)
+            st = get(p) if get is not None else None
+            if st:
+                # Entry names in insertion order (another order is only another version);
+                # a Python number entry by value.
+                for k, v in st.items():
+                    parts.append(k if isinstance(v, _C.Tensor) else (k, v))
+            parts.append(None)
+    return repr(parts)
+
+
+def _state_reader(fn):
     """For `tp.compile(optimizer.step)`: the capture bakes in the optimizer's Python
-    state (hyperparameters, which state entries exist, which parameters have a
-    grad), so that state selects the version, read at every call. The first step
-    (creating momentum buffers) and the later ones are two versions; the tensors
-    themselves are free tensors, updated in place through functionalization.
-    With `lifted`, the lifted hyperparameters (_hyper_slots) count by their place only."""
+    state (_optimizer_key), so that state selects the version, read at every call.
+    The first step (creating momentum buffers) and the later ones are two versions;
+    the tensors themselves are free tensors, updated in place through functionalization."""
     opt = getattr(fn, "__self__", None)
     if opt is None or getattr(fn, "__name__", "") != "step":
         return None
     from .optim.optimizer import Optimizer
     if not isinstance(opt, Optimizer):
         return None
-
-    def key():
-        parts = []
-        slots = set(_hyper_slots(opt)[0]) if lifted else ()
-        for gi, group in enumerate(opt.param_groups):
-            items = []
-            for k, v in sorted(group.items()):
-                if k == "params":
-                    continue
-                if (gi, k, None) in slots:
-                    v = "<input>"
-                elif type(v) is tuple and any((gi, k, j) in slots for j in range(len(v))):
-                    v = tuple("<input>" if (gi, k, j) in slots else e for j, e in enumerate(v))
-                items.append((k, v))
-            parts.append(repr(items))
-            for p in group["params"]:
-                st = opt.state.get(p) if hasattr(opt.state, "get") else None
-                parts.append(("g" if p.grad is not None else "-") + ",".join(sorted(st)) if st else
-                             ("g" if p.grad is not None else "-"))
-        return "|".join(parts)
-
-    return key
+    return lambda: _optimizer_key(opt)
 
 
 # ---------------------------------------------------------------- nested inputs

@@ -17,6 +17,12 @@ class _RequiredParameter:
 
 required = _RequiredParameter()
 
+_STEP_IN_CAPTURE = ("{}.step() inside a compiled function (tp.compile) is not supported: the optimizer's state "
+                    "(momentum buffers and Adam moments, created at the first step and kept in opt.state) and its "
+                    "hyperparameters (an lr a scheduler changes) are Python state a capture would bake in. Compile "
+                    "the step itself, step = tp.compile(opt.step), and call it outside the compiled function (e.g. "
+                    "after a compiled clip_grad_norm_)")
+
 
 class Optimizer:
     def __init__(self, params, defaults):
@@ -98,6 +104,7 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient, through the subclass's
         `_update(p, group)`; the closure (if any) is evaluated first, with grad on."""
+        self._refuse_step_in_capture()
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
@@ -105,6 +112,14 @@ class Optimizer:
                     if p.grad is not None:
                         self._update(p, group)
         return loss
+
+    def _refuse_step_in_capture(self):
+        # Only tp.compile(opt.step) (compiler._CompiledOptimizerStep) captures a step:
+        # its key follows the state layout and parameters, its hyperparameters are
+        # inputs, and a call whose capture created state is not replayed. A step
+        # reached from another compiled function would run its Python once, at capture.
+        if _C._is_tracing() and not getattr(self, "_capturing_own_step", False):
+            raise _C.CaptureError(_STEP_IN_CAPTURE.format(type(self).__name__))
 
     def _update(self, p, group):
         raise NotImplementedError(f"{type(self).__name__} does not define an update")
