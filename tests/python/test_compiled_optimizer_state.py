@@ -200,3 +200,27 @@ def test_a_scheduler_step_alone_inside_a_compiled_function_is_still_refused():
     with pytest.raises(tp.compiler.CaptureError, match=r"StepLR\.step\(\) inside a compiled function"):
         tp.compile(lambda x: (sched.step(), x * 2)[1])(tp.tensor(1.0))
     assert opt.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize("name,versions", [("Adamax", 2), ("NAdam", 2), ("RAdam", 3), ("Adam", 2)])
+def test_compiled_step_keeps_few_versions_and_equals_eager(name, versions):
+    # Step-dependent factors (Adamax's lr / (1 - beta1^t), NAdam's mu product,
+    # RAdam's rectification) read as Python numbers (addcdiv's value=, math.sqrt)
+    # were data gates: a new version at every step until the version limit.
+    # Versions: the state-creating first step, the steady one (RAdam: one more
+    # when rho_t passes 5).
+    tp.manual_seed(0)
+    a, b = nn.Linear(8, 4), nn.Linear(8, 4)
+    b.load_state_dict(a.state_dict())
+    cls = getattr(optim, name)
+    oa, ob = cls(a.parameters(), lr=0.01), cls(b.parameters(), lr=0.01)
+    step = tp.compile(ob.step)
+    x = tp.randn(16, 8)
+    for _ in range(20):
+        for m, o, s in ((a, oa, oa.step), (b, ob, step)):
+            o.zero_grad()
+            m(x).pow(2).mean().backward()
+            s()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        np.testing.assert_array_equal(pb.detach().numpy(), pa.detach().numpy())
+    assert step.num_specializations == versions

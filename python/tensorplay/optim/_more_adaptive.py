@@ -111,7 +111,13 @@ class Adamax(_Simple):
         exp_avg.lerp_(grad, 1 - beta1)
         exp_inf.mul_(beta2)
         _tp.maximum(exp_inf, grad.abs().add_(eps), out=exp_inf)
-        p.addcdiv_(exp_avg, exp_inf, value=-lr / (1 - beta1 ** step))
+        step_size = lr / (1 - beta1 ** step)
+        if isinstance(step_size, float):
+            p.addcdiv_(exp_avg, exp_inf, value=-step_size)
+        else:
+            # Under tp.compile(optimizer.step) the factor is a 0-d tensor of the graph: a
+            # tensor product, not addcdiv's number (a data gate: a new version every step).
+            p.sub_(exp_avg / exp_inf * step_size)
 
 
 class NAdam(_Simple):
@@ -157,8 +163,14 @@ class NAdam(_Simple):
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         denom = exp_avg_sq.div(1 - beta2 ** step).sqrt().add_(eps)
-        p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - mu_product))
-        p.addcdiv_(exp_avg, denom, value=-lr * mu_next / (1.0 - mu_product * mu_next))
+        grad_factor = lr * (1.0 - mu) / (1.0 - mu_product)
+        avg_factor = lr * mu_next / (1.0 - mu_product * mu_next)
+        if isinstance(grad_factor, float):
+            p.addcdiv_(grad, denom, value=-grad_factor)
+            p.addcdiv_(exp_avg, denom, value=-avg_factor)
+        else:  # under capture: tensor products, not data gates (Adamax says why)
+            p.sub_(grad / denom * grad_factor)
+            p.sub_(exp_avg / denom * avg_factor)
 
 
 class RAdam(_Simple):
@@ -189,9 +201,12 @@ class RAdam(_Simple):
         corrected = exp_avg / bias_correction1
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+        # Under tp.compile(optimizer.step) the factors are 0-d tensors: math.sqrt would read
+        # each as a float (a data gate: a new version every step); only the branch is a gate.
+        sqrt = math.sqrt if isinstance(rho_t, float) else _tp.sqrt
         if rho_t > 5.0:
-            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            adaptive_lr = math.sqrt(bias_correction2) / exp_avg_sq.sqrt().add_(eps)
+            rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            adaptive_lr = sqrt(bias_correction2) / exp_avg_sq.sqrt().add_(eps)
             p.add_(corrected * lr * adaptive_lr * rect, alpha=-1.0)
         else:
             p.add_(corrected * lr, alpha=-1.0)
