@@ -42,3 +42,144 @@ def test_double_backward_through_a_write_into_a_view():
         return L.autograd.grad(g.sum(), [a])[0]
     ours, theirs = _both(run)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+# ---- forward-over-reverse through indexing backward (bug02) ----
+_INDEXING = {
+    "select": lambda a: a[0] * a[0] + a[1] * a[2],
+    "slice": lambda a: (a ** 3).sum() * a[1:].sum(),
+    "narrow": lambda a: (a.narrow(0, 1, 2) ** 2).prod(),
+    "split": lambda a: (a.split([1, 2])[1].exp() * a.split([1, 2])[0]).sum(),
+    "chunk": lambda a: (a.reshape(3, 1).chunk(3)[2] ** 3).sum() * a[0],
+    "unbind": lambda a: a.unbind(0)[0] * a.unbind(0)[2].sin(),
+    "glu": lambda a: _glu(a),
+    "cross": lambda a: _cross(a),
+    "inplace_view": lambda a: _inplace_view(a),
+}
+
+
+def _glu(a):
+    L = tp if isinstance(a, tp.Tensor) else torch
+    return L.nn.functional.glu(L.cat([a, a.flip(0) * 2]), -1).pow(2).sum()
+
+
+def _cross(a):
+    L = tp if isinstance(a, tp.Tensor) else torch
+    b = L.stack([a[1], a[2] * a[0], a[0] ** 2])
+    return (L.linalg.cross(a, b) ** 2).sum()
+
+
+def _inplace_view(a):
+    L = tp if isinstance(a, tp.Tensor) else torch
+    z = L.zeros(2, 3, dtype=a.dtype)
+    z[1].copy_(a * a)
+    z[0, 1:].mul_(a[:2])
+    return (z.sum(0) * a.exp()).sum()
+
+
+@pytest.mark.parametrize("name", sorted(_INDEXING))
+@pytest.mark.parametrize("route", ["jvp", "jacfwd"])
+def test_forward_over_reverse_through_indexing_backward(name, route):
+    fn = _INDEXING[name]
+    x = np.array(X)
+    thess = torch.func.jacrev(torch.func.grad(fn))(torch.tensor(x)).numpy()
+    if route == "jacfwd":
+        got = _np(tp.func.jacfwd(tp.func.grad(fn))(tp.tensor(x)))
+        np.testing.assert_allclose(got, thess, rtol=1e-10, atol=1e-12)
+    else:
+        for k in range(3):
+            e = np.eye(3)[k]
+            got = _np(tp.func.jvp(tp.func.grad(fn), (tp.tensor(x),), (tp.tensor(e),))[1])
+            np.testing.assert_allclose(got, thess @ e, rtol=1e-10, atol=1e-12)
+
+
+def test_write_of_a_dual_into_a_view_of_a_plain_tensor_under_no_grad():
+    def run(L, A):
+        with A.dual_level():
+            d = A.make_dual(_t(L, [1.0, 2.0]), _t(L, [3.0, 4.0]))
+            with L.no_grad():
+                z = L.zeros(3, 2, dtype=L.float64)
+                z.select(0, 1).copy_(d)
+            return A.unpack_dual(z).tangent
+    ours, theirs = _np(run(tp, fwAD)), _np(run(torch, tfwAD))
+    np.testing.assert_array_equal(ours, [[0, 0], [3, 4], [0, 0]])
+    np.testing.assert_array_equal(ours, theirs)
+
+
+# ---- forward-over-reverse when the primal requires grad (bug07) ----
+@pytest.mark.parametrize("op", ["exp", "sigmoid", "tanh", "sqrt", "reciprocal"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_hvp_of_ops_reading_their_result(op, requires_grad):
+    x = np.array([0.3, 0.8, 1.5])
+    v = np.array(V)
+
+    def f(L):
+        return lambda a: (getattr(a, op)() * a).sum()
+    h = tp.func.jvp(tp.func.grad(f(tp)), (tp.tensor(x).requires_grad_(requires_grad),), (tp.tensor(v),))[1]
+    th = torch.func.jvp(torch.func.grad(f(torch)), (torch.tensor(x),), (torch.tensor(v),))[1]
+    np.testing.assert_allclose(_np(h), th.numpy(), rtol=1e-12)
+
+
+def test_hvp_with_respect_to_module_parameters():
+    def hvp(L):
+        m = L.nn.Linear(3, 2).double()
+        with L.no_grad():
+            m.weight.copy_(_t(L, [[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]]))
+            m.bias.copy_(_t(L, [0.05, -0.1]))
+        params = dict(m.named_parameters())
+        x = _t(L, [[1.0, 2.0, 3.0]])
+        loss = lambda p: L.func.functional_call(m, p, (x,)).tanh().sum()  # noqa: E731
+        v = {k: L.ones_like(p) for k, p in params.items()}
+        out = L.func.jvp(L.func.grad(loss), (params,), (v,))[1]
+        return [out["weight"], out["bias"]]
+    ours, theirs = hvp(tp), hvp(torch)
+    for a, b in zip(ours, theirs):
+        assert np.abs(_np(b)).max() > 1e-3
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12)
+
+
+# ---- a view taken before its base gets a tangent (bug03) ----
+def test_view_taken_before_base_gets_tangent():
+    P, T = [[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0], [2.0, 3.0]]
+
+    def run(L, A):
+        with A.dual_level():
+            buf = L.zeros(2, 2, dtype=L.float64)
+            row = buf[0]
+            col = buf[:, 1]
+            buf.copy_(A.make_dual(_t(L, P), _t(L, T)))
+            return [A.unpack_dual(row * 1).tangent, A.unpack_dual(col).tangent]
+    for a, b in zip(run(tp, fwAD), run(torch, tfwAD)):
+        assert a is not None
+        np.testing.assert_array_equal(_np(a), _np(b))
+
+    def g(L):
+        def f(x):
+            buf = L.zeros(2, 2, dtype=L.float64)
+            row = buf[0]
+            buf.copy_(x)
+            return row.sum()
+        return L.func.jvp(f, (_t(L, P),), (_t(L, T),))[1]
+    ours, theirs = _both(g)
+    np.testing.assert_allclose(ours, theirs)
+    assert float(ours) == -0.5
+
+
+def test_unpacked_primal_and_its_views_have_no_tangent():
+    with fwAD.dual_level():
+        buf = tp.zeros(2, 2, dtype=tp.float64)
+        buf.copy_(fwAD.make_dual(tp.ones(2, 2, dtype=tp.float64), tp.ones(2, 2, dtype=tp.float64)))
+        p = fwAD.unpack_dual(buf).primal
+        assert fwAD.unpack_dual(p).tangent is None
+        assert fwAD.unpack_dual(p[0]).tangent is None
+        assert fwAD.unpack_dual(buf[0]).tangent is not None
+
+
+def test_copy_of_a_dual_gives_an_own_tangent():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(tp.ones(3, dtype=tp.float64), tp.ones(3, dtype=tp.float64))
+        z = tp.zeros(3, dtype=tp.float64)
+        z.copy_(d)
+        z.mul_(2.0)  # writes z's tangent, not d's
+        np.testing.assert_array_equal(_np(fwAD.unpack_dual(d).tangent), [1, 1, 1])
+        np.testing.assert_array_equal(_np(fwAD.unpack_dual(z).tangent), [2, 2, 2])
