@@ -138,6 +138,30 @@ def test_hvp_with_respect_to_module_parameters():
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12)
 
 
+# ---- second derivatives of prod with zeros (bug08) ----
+@pytest.mark.parametrize("x", [[0.0, 2.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0, 0.0], [1.5, -2.0, 3.0]])
+@pytest.mark.parametrize("route", ["jacrev", "jacfwd"])
+def test_prod_hessian_with_zeros(x, route):
+    want = torch.func.jacrev(torch.func.grad(lambda a: a.prod()))(torch.tensor(x, dtype=torch.float64)).numpy()
+    got = getattr(tp.func, route)(tp.func.grad(lambda a: a.prod()))(tp.tensor(x, dtype=tp.float64))
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("route", ["jacrev", "jacfwd"])
+def test_prod_dim_hessian_with_zeros(route):
+    x = [[0.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0.0, 0.0, 5.0]]
+    want = torch.func.jacrev(torch.func.grad(lambda a: a.prod(1).sum()))(torch.tensor(x, dtype=torch.float64))
+    got = getattr(tp.func, route)(tp.func.grad(lambda a: a.prod(1).sum()))(tp.tensor(x, dtype=tp.float64))
+    np.testing.assert_allclose(_np(got), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_prod_grad_of_grad_with_zero():
+    x = tp.tensor([0.0, 2.0, 3.0], dtype=tp.float64, requires_grad=True)
+    (g,) = tp.autograd.grad(x.prod(), [x], create_graph=True)
+    (h,) = tp.autograd.grad(g[1], [x])
+    np.testing.assert_allclose(_np(h), [3.0, 0.0, 0.0])
+
+
 # ---- a view taken before its base gets a tangent (bug03) ----
 def test_view_taken_before_base_gets_tangent():
     P, T = [[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0], [2.0, 3.0]]
