@@ -162,6 +162,25 @@ def test_prod_grad_of_grad_with_zero():
     np.testing.assert_allclose(_np(h), [3.0, 0.0, 0.0])
 
 
+# ---- tp.compile of forward AD (bug06) ----
+def test_compile_refuses_forward_ad_inside():
+    x = tp.tensor([0.0, 1.0, 2.0], dtype=tp.float64)
+
+    def m(a):
+        return tp.func.jvp(lambda z: z.sin(), (a,), (tp.ones_like(a),))[1]
+
+    def m2(a):
+        with fwAD.dual_level():
+            d = fwAD.make_dual(a, tp.ones_like(a) * 2)
+            return fwAD.unpack_dual(d.exp()).tangent
+
+    for fn in (m, m2):
+        with pytest.raises(tp.compiler.CaptureError, match="forward-mode AD"):
+            tp.compile(fn)(x)
+    # eager still right
+    np.testing.assert_allclose(_np(m(x)), np.cos([0.0, 1.0, 2.0]), rtol=1e-12)
+
+
 # ---- a view taken before its base gets a tangent (bug03) ----
 def test_view_taken_before_base_gets_tangent():
     P, T = [[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0], [2.0, 3.0]]
