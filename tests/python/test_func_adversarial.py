@@ -226,3 +226,38 @@ def test_copy_of_a_dual_gives_an_own_tangent():
         z.mul_(2.0)  # writes z's tangent, not d's
         np.testing.assert_array_equal(_np(fwAD.unpack_dual(d).tangent), [1, 1, 1])
         np.testing.assert_array_equal(_np(fwAD.unpack_dual(z).tangent), [2, 2, 2])
+
+
+# ---- fill_ with a 0-d tensor value (bug09) ----
+def test_fill_with_a_dual_value():
+    def run(L, A):
+        with A.dual_level():
+            v = A.make_dual(_t(L, 2.0), _t(L, 3.0))
+            z = L.zeros(2, 3, dtype=L.float64)
+            z.fill_(v)
+            w = L.zeros(2, 3, dtype=L.float64)
+            w[0].fill_(v)
+            return [A.unpack_dual(z).tangent, A.unpack_dual(w).tangent, A.unpack_dual(z).primal]
+    for a, b in zip(run(tp, fwAD), run(torch, tfwAD)):
+        np.testing.assert_array_equal(_np(a), _np(b))
+
+    def j(L):
+        return L.func.jvp(lambda s: L.zeros(3, dtype=L.float64).fill_(s) * 2, (_t(L, 1.0),), (_t(L, 1.0),))[1]
+    ours, theirs = _both(j)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_fill_with_a_tensor_value_backpropagates():
+    def g(L):
+        return L.func.grad(lambda s: (L.zeros(3, dtype=L.float64).fill_(s) * _t(L, [1.0, 2.0, 4.0])).sum())(_t(L, 1.5))
+    ours, theirs = _both(g)
+    assert float(ours) == 7.0
+    np.testing.assert_array_equal(ours, theirs)
+    s = tp.tensor(2.5, dtype=tp.float64, requires_grad=True)
+    z = tp.zeros(2, 2, dtype=tp.float64)
+    z[0].fill_(s)
+    z.sum().backward()
+    assert float(s.grad) == 2.0
+    np.testing.assert_array_equal(_np(z), [[2.5, 2.5], [0, 0]])
+    # a plain tensor value still fills
+    np.testing.assert_array_equal(_np(tp.zeros(2).fill_(tp.tensor(3.0))), [3.0, 3.0])
