@@ -57,6 +57,24 @@ def _unflatten(leaves, spec):
     return kind(out)
 
 
+def _map_tensors(tree, fn):
+    """tree (tensors, or anything, in tuples/lists/dicts) with fn applied to its tensors."""
+    if isinstance(tree, Tensor):
+        return fn(tree)
+    if isinstance(tree, dict):
+        return type(tree)((k, _map_tensors(v, fn)) for k, v in tree.items())
+    if isinstance(tree, (tuple, list)):
+        vals = [_map_tensors(x, fn) for x in tree]
+        return type(tree)(*vals) if hasattr(type(tree), "_fields") else type(tree)(vals)
+    return tree
+
+
+def _tensors_in(tree):
+    out = []
+    _map_tensors(tree, out.append)
+    return out
+
+
 def _zeros_like(x):
     from . import zeros_like
     return zeros_like(x)
@@ -107,30 +125,50 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 # ---- reverse mode ----
-def _track(p):
-    """A tensor standing for input p whose gradient can be asked for: p's own
-    alias when an outer transform already tracks p, else a fresh leaf (keeping
-    p's tangent when a dual level is open)."""
+def _track(p, who):
+    """(t, leaf): t stands for input p, its gradient can be asked for: p's own
+    alias when an outer transform (or the caller's autograd) already tracks p
+    (leaf None), else a fresh leaf (keeping p's tangent when a dual level is
+    open)."""
+    if not (p.dtype.is_floating_point or getattr(p.dtype, "is_complex", False)):
+        raise RuntimeError(f"{who}: only Tensors of floating point dtype can require gradients (an input has dtype "
+                           f"{p.dtype}); differentiate with respect to floating point tensors only, e.g. x.float()")
     if p.requires_grad:
-        return p.view_as(p)
+        return p.view_as(p), None
     tangent = fwAD.unpack_dual(p).tangent
-    leaf = p.detach().requires_grad_(p.dtype.is_floating_point)
-    return leaf if tangent is None else fwAD.make_dual(leaf, tangent)
+    leaf = p.detach().requires_grad_(True)
+    return (leaf if tangent is None else fwAD.make_dual(leaf, tangent)), leaf
+
+
+def _reaches_outside(tree, leaves, grad_mode):
+    """Whether tensors of `tree` depend on a tensor that requires grad other than
+    this transform's own leaves: an outer transform's input (also one f closes
+    over) or a tensor the caller's autograd tracks. Then the gradients are
+    computed with create_graph, so that the outer derivative sees them, as with
+    torch.func's levels."""
+    ts = [t for t in _tensors_in(tree) if t.requires_grad]
+    return bool(grad_mode and ts and _C._reaches_other_leaves(ts, leaves))
 
 
 def _reverse(func, primals, who, has_aux):
-    from . import enable_grad
+    from . import enable_grad, is_grad_enabled
     _refuse_in_vmap_capture(who)
+    grad_mode = is_grad_enabled()
     flat_p, spec_p = _flatten(primals, who, "primals")
-    nested = any(p.requires_grad for p in flat_p)  # an outer reverse transform: keep the graph of the gradients
     with enable_grad():
-        tracked = [_track(p) for p in flat_p]
+        pairs = [_track(p, who) for p in flat_p]
+        tracked = [t for t, _ in pairs]
         out = func(*_unflatten(tracked, spec_p))
+    leaves = [leaf for _, leaf in pairs if leaf is not None]
     aux = None
     if has_aux:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise RuntimeError(f"{who}(f, ..., has_aux=True): expected f to return a (output, aux) tuple")
         out, aux = out
+        # aux comes back detached (torch.func), unless an outer derivative needs its graph
+        if not _reaches_outside(aux, leaves, grad_mode):
+            aux = _map_tensors(aux, lambda t: t.detach())
+    nested = _reaches_outside(out, leaves, grad_mode)
     return tracked, spec_p, out, aux, nested
 
 

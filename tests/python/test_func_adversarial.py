@@ -44,6 +44,40 @@ def test_double_backward_through_a_write_into_a_view():
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
+# ---- nested reverse transforms closing over the outer variable (bug01) ----
+def test_grad_of_grad_closing_over_the_outer_input():
+    ours, theirs = _both(lambda L: L.func.grad(
+        lambda x: L.func.grad(lambda y: (x * y ** 2).sum())(_t(L, Y)).sum())(_t(L, X)))
+    np.testing.assert_allclose(ours, 2 * np.array(Y), rtol=1e-12)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_grad_of_vjp_closing_over_the_outer_input():
+    ours, theirs = _both(lambda L: L.func.grad(
+        lambda x: L.func.vjp(lambda y: x * y.sin(), _t(L, Y))[1](_t(L, V))[0].sum())(_t(L, X)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_jacrev_of_grad_closing_over_the_outer_input():
+    # d/dx of grad_y sum(x_i * y_j^3 * x_j): a cross term the closure carries
+    def f(L):
+        return L.func.jacrev(lambda x: L.func.grad(lambda y: (x * y ** 3).sum() * x.sum())(_t(L, Y)))(_t(L, X))
+    ours, theirs = _both(f)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_grad_result_keeps_graph_only_towards_outer_tensors():
+    w = tp.tensor([1.0, 2.0], dtype=tp.float64, requires_grad=True)
+    y = tp.tensor([3.0, 4.0], dtype=tp.float64)
+    g = tp.func.grad(lambda a: (w * a ** 2).sum())(y)
+    assert g.requires_grad  # torch.func: the gradient depends on w, which the caller's autograd tracks
+    (gw,) = tp.autograd.grad(g.sum(), [w])
+    np.testing.assert_allclose(_np(gw), 2 * _np(y))
+    assert not tp.func.grad(lambda a: (a ** 2).sum())(y).requires_grad
+    with tp.no_grad():
+        assert not tp.func.grad(lambda a: (w * a ** 2).sum())(y).requires_grad
+
+
 # ---- forward-over-reverse through indexing backward (bug02) ----
 _INDEXING = {
     "select": lambda a: a[0] * a[0] + a[1] * a[2],
@@ -261,3 +295,33 @@ def test_fill_with_a_tensor_value_backpropagates():
     np.testing.assert_array_equal(_np(z), [[2.5, 2.5], [0, 0]])
     # a plain tensor value still fills
     np.testing.assert_array_equal(_np(tp.zeros(2).fill_(tp.tensor(3.0))), [3.0, 3.0])
+
+
+# ---- integer inputs (bug10), detached aux (bug11) ----
+def test_reverse_transforms_refuse_integer_inputs():
+    x = tp.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+        tp.func.grad(lambda a: (a * 2.0).sum())(x)
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+        tp.func.vjp(lambda a: a * 2.0, x)
+    # an integer argument not differentiated is fine
+    g = tp.func.grad(lambda a, n: (a * n).sum())(tp.tensor([1.0, 2.0]), x)
+    np.testing.assert_array_equal(_np(g), [1.0, 2.0])
+
+
+def test_aux_comes_back_detached():
+    x = _t(tp, [1.0, 2.0, 3.0])
+    _, aux = tp.func.grad(lambda a: ((a ** 3).sum(), {"d": a * 2, "n": 3}), has_aux=True)(x)
+    assert not aux["d"].requires_grad and aux["n"] == 3
+    _, _, aux2 = tp.func.vjp(lambda a: (a ** 3, a.exp()), x, has_aux=True)
+    assert not aux2.requires_grad
+    _, (val, aux3) = tp.func.grad_and_value(lambda a: ((a ** 3).sum(), a.sin()), has_aux=True)(x)
+    assert not aux3.requires_grad and not val.requires_grad
+
+    # inside an outer transform the aux keeps its dependence on the outer input (torch.func does)
+    def run(L):
+        def inner(y):
+            return L.func.grad(lambda z: ((z ** 2).sum(), (z * y).sum()), has_aux=True)(y)[1]
+        return L.func.grad(inner)(_t(L, [1.0, 2.0, 3.0]))
+    ours, theirs = _both(run)
+    np.testing.assert_allclose(ours, theirs)
