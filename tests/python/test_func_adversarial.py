@@ -297,6 +297,72 @@ def test_fill_with_a_tensor_value_backpropagates():
     np.testing.assert_array_equal(_np(tp.zeros(2).fill_(tp.tensor(3.0))), [3.0, 3.0])
 
 
+# ---- pytrees: namedtuple outputs, dict cotangents, jacobians (bug04, bug05, bug12) ----
+def test_namedtuple_outputs():
+    x, t = [[1.0, 3.0], [2.0, 0.0]], [[1.0, 2.0], [3.0, 4.0]]
+    for L in (tp, torch):
+        out, tan = L.func.jvp(lambda a: L.aminmax(a, dim=1), (_t(L, x),), (_t(L, t),))
+        assert type(tan).__name__ == type(out).__name__ and hasattr(tan, "min")
+    ours = tp.func.jvp(lambda a: tp.aminmax(a, dim=1), (_t(tp, x),), (_t(tp, t),))[1]
+    theirs = torch.func.jvp(lambda a: torch.aminmax(a, dim=1), (_t(torch, x),), (_t(torch, t),))[1]
+    np.testing.assert_array_equal(_np(ours.min), _np(theirs.min))
+    np.testing.assert_array_equal(_np(ours.max), _np(theirs.max))
+    out, fn = tp.func.vjp(lambda a: tp.aminmax(a, dim=1), _t(tp, x))
+    assert hasattr(out, "max")
+    tout, tfn = torch.func.vjp(lambda a: torch.aminmax(a, dim=1), _t(torch, x))
+    cot = ([1.0, 2.0], [3.0, 4.0])
+    (g,) = fn(type(out)(_t(tp, cot[0]), _t(tp, cot[1])))
+    (tg,) = tfn(type(tout)((_t(torch, cot[0]), _t(torch, cot[1]))))
+    np.testing.assert_array_equal(_np(g), _np(tg))
+    (g2,) = fn((_t(tp, cot[0]), _t(tp, cot[1])))  # a plain tuple for a namedtuple output
+    np.testing.assert_array_equal(_np(g2), _np(tg))
+
+
+def test_vjp_fn_takes_dict_cotangents():
+    def run(L):
+        out, fn = L.func.vjp(lambda a: {"s": a.sin(), "c": a.cos()}, _t(L, [1.0, 2.0]))
+        return fn({"s": _t(L, [1.0, 2.0]), "c": _t(L, [0.5, -1.0])})[0]
+    ours, theirs = _both(run)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["jacrev", "jacfwd"])
+def test_jacobians_of_trees(kind):
+    xs, ys = [1.0, 2.0], [0.5, -1.0, 2.0]
+
+    def f(L, d):
+        return (d["a"] * d["b"].sum(), {"p": d["a"].sin().sum(), "q": d["b"] ** 2})
+
+    def run(L):
+        return getattr(L.func, kind)(lambda d: f(L, d))({"a": _t(L, xs), "b": _t(L, ys)})
+    ours, theirs = run(tp), run(torch)
+    for path in [(0, "a"), (0, "b"), (1, "p", "a"), (1, "p", "b"), (1, "q", "a"), (1, "q", "b")]:
+        a, b = ours, theirs
+        for k in path:
+            a, b = a[k], b[k]
+        assert tuple(a.shape) == tuple(b.shape), path
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12, err_msg=str(path))
+
+
+@pytest.mark.parametrize("kind", ["jacrev", "jacfwd"])
+def test_jacobians_tuple_argnums_and_tuple_outputs(kind):
+    def run(L):
+        return getattr(L.func, kind)(lambda a, b: (a * b, (a ** 2).sum() * b), argnums=(0, 1))(
+            _t(L, [1.0, 2.0]), _t(L, [3.0, -1.0]))
+    ours, theirs = run(tp), run(torch)
+    for i in range(2):
+        for k in range(2):
+            np.testing.assert_allclose(_np(ours[i][k]), _np(theirs[i][k]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["jacrev", "jacfwd"])
+def test_empty_jacobian_dtype(kind):
+    x = tp.tensor([1.0, 2.0], dtype=tp.float64)
+    j = getattr(tp.func, kind)(lambda a: a[:0])(x)
+    tj = getattr(torch.func, kind)(lambda a: a[:0])(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert tuple(j.shape) == tuple(tj.shape) and j.dtype == tp.float64
+
+
 # ---- integer inputs (bug10), detached aux (bug11) ----
 def test_reverse_transforms_refuse_integer_inputs():
     x = tp.tensor([1, 2])
@@ -325,3 +391,13 @@ def test_aux_comes_back_detached():
         return L.func.grad(inner)(_t(L, [1.0, 2.0, 3.0]))
     ours, theirs = _both(run)
     np.testing.assert_allclose(ours, theirs)
+
+
+# ---- forward-over-forward (bug13): a clear error; hessian ----
+def test_forward_over_forward_is_a_clear_error_and_hessian_works():
+    x = _t(tp, [0.3, -0.8, 1.5])
+    with pytest.raises(RuntimeError, match="nested forward-mode AD levels are not supported"):
+        tp.func.jacfwd(tp.func.jacfwd(lambda a: (a ** 3).sum()))(x)
+    h = tp.func.hessian(lambda a: (a ** 3).sum() * a[0])(x)
+    th = torch.func.hessian(lambda a: (a ** 3).sum() * a[0])(_t(torch, [0.3, -0.8, 1.5]))
+    np.testing.assert_allclose(_np(h), th.numpy(), rtol=1e-12)
