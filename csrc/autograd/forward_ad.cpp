@@ -54,8 +54,8 @@ void ensure_rules() {
   std::call_once(once, [] { register_all_jvp_rules(); });
 }
 
-Tensor lookup(const Tensor& t) {
-  if (!t.defined()) return Tensor();
+// The tangent stored for t itself (none: undefined).
+Tensor lookup_own(const Tensor& t) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.table.find(t.impl());
@@ -65,6 +65,32 @@ Tensor lookup(const Tensor& t) {
     return Tensor();
   }
   return it->second.tangent;
+}
+
+// The tensor whose memory view `t` reads: Tensor._base, recorded for every view
+// in every grad mode (a view made under no_grad, as in a derivative formula,
+// has one too); undefined for unpack_dual's primal.
+Tensor base_of(const Tensor& t) { return t.impl()->view_base ? Tensor(t.impl()->view_base) : Tensor(); }
+
+// View `self`'s region of its base's tangent `tb` (undefined when tb's layout
+// is not the base's: the region would not be where the view's elements are).
+Tensor region_of_base_tangent(const Tensor& self, const Tensor& base, const Tensor& tb) {
+  if (!tb.defined() || tb.sizes() != base.sizes() || tb.strides() != base.strides() || tb.dtype() != self.dtype() ||
+      tb.device() != self.device())
+    return Tensor();
+  return tb.as_strided(self.sizes(), self.strides(), tb.offset() + self.offset() - base.offset());
+}
+
+// The tangent of t: its own, else (a view without one of its own) its region of
+// its base's tangent, so that a view taken before its base got a tangent (by an
+// in-place write) sees it, as the view sees the write.
+Tensor lookup(const Tensor& t) {
+  if (!t.defined()) return Tensor();
+  Tensor own = lookup_own(t);
+  if (own.defined()) return own;
+  const Tensor base = base_of(t);
+  if (!base.defined() || base.impl() == t.impl() || !is_floating(t.dtype())) return Tensor();
+  return region_of_base_tangent(t, base, lookup_own(base));
 }
 
 void store(const Tensor& t, const Tensor& tangent) {
@@ -138,19 +164,19 @@ const OpDef* twin_of(const OpDef& op) {
 }
 
 // The region of `base`'s tangent that view `self` covers, creating a zero
-// tangent for the base when it has none (undefined when the layout does not
-// allow it: the base must be contiguous, as its tangent then is).
+// tangent for the base when it has none (undefined when the layouts do not
+// allow it: the base's tangent must have the base's strides).
 Tensor tangent_region_of_base(const Tensor& self) {
-  const Tensor base = view_base(self);
-  if (!base.defined() || !is_floating(base.dtype()) || !base.is_contiguous()) return Tensor();
-  Tensor tb = lookup(base);
+  const Tensor base = base_of(self);
+  if (!base.defined() || base.impl() == self.impl() || !is_floating(base.dtype())) return Tensor();
+  Tensor tb = lookup_own(base);
   if (!tb.defined()) {
+    if (!base.is_contiguous()) return Tensor();
     tb = ops::zeros_like(base);
+    if (!tb.is_contiguous()) return Tensor();
     store(base, tb);
   }
-  if (!tb.is_contiguous() || tb.offset() != 0 || tb.sizes() != base.sizes() || tb.dtype() != self.dtype())
-    return Tensor();
-  return ops::as_strided(tb, self.sizes(), self.strides(), self.offset() - base.offset());
+  return region_of_base_tangent(self, base, tb);
 }
 
 // After an in-place op, self's new tangent `t` (undefined: zero) is written
@@ -164,6 +190,16 @@ void write_tangent(const Tensor& self, const Tensor& t, Tensor current) {
   const bool writable = current.defined() && current.sizes() == self.sizes() && current.dtype() == self.dtype() &&
                         !(current.requires_grad() && !current.impl()->grad_fn);
   if (!writable) {
+    // A tangent of its own (t may be another tensor's tangent, e.g. copy_'s
+    // source's, expanded): a later in-place op on self writes into it.
+    if (t.defined() && self.is_contiguous()) {
+      Tensor own = ops::zeros_like(self);
+      if (own.is_contiguous()) {
+        ops::copy_(own, t);
+        store_result(self, own);
+        return;
+      }
+    }
     store_result(self, t);
     return;
   }
@@ -295,7 +331,18 @@ std::pair<Tensor, Tensor> unpack_dual(const Tensor& t, int64_t level) {
   Tensor tangent = lookup(t);
   if (!tangent.defined()) return {t, Tensor()};
   Suspend s;
-  return {ops::view(t, t.sizes()), tangent};  // the primal as a view without tangent
+  // The primal as a view without tangent; not a view of t's base for forward
+  // AD (Tensor._base None), so that its views do not find the base's tangent.
+  Tensor primal = ops::view(t, t.sizes());
+  primal.impl()->view_base.reset();
+  primal.impl()->base_py.reset();
+  return {primal, tangent};
+}
+
+void copy_tangent(const Tensor& from, const Tensor& to) {
+  if (!g_active || !from.defined() || !to.defined()) return;
+  Tensor t = lookup(from);
+  if (t.defined()) store(to, t);
 }
 
 std::vector<Tensor> dispatch(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,

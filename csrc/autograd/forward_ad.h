@@ -47,6 +47,8 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level);
 // (primal view, tangent or undefined) at `level`.
 std::pair<Tensor, Tensor> unpack_dual(const Tensor& t, int64_t level);
 Tensor tangent_of(const Tensor& t);  // at the current level; undefined if none
+// Gives `to` (an alias of `from`) from's tangent, if a level is open and it has one.
+void copy_tangent(const Tensor& from, const Tensor& to);
 
 // The forward-mode part of the dispatcher hook: `inner` computes the primal results.
 using InnerHook = std::vector<Tensor> (*)(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);

@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "autograd/forward_ad.h"
 #include "autograd/views.h"
 
 #include <atomic>
@@ -212,6 +213,9 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
   if (is_output_ && requires_grad_ && GradMode::is_enabled()) {
     Tensor t = detached(data_);
     set_history(t, owner, output_nr_);
+    // Forward-over-reverse with create_graph (jvp of grad of a tensor that
+    // requires grad): the alias stands for the saved result, tangent included.
+    forward_ad::copy_tangent(data_, t);
     return t;
   }
   return data_;

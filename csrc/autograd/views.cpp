@@ -7,8 +7,12 @@
 namespace tp::autograd {
 namespace {
 
+// A view operator call (not Tensor::as_strided): with create_graph the write of
+// the gradient into the region is recorded through the view (buf gets the
+// history), and under forward AD (jacfwd of grad) buf gets the tangent written
+// into the region, as with any write through a view.
 Tensor region_of(const Tensor& buf, const Geometry& base, const Geometry& view) {
-  return buf.as_strided(view.sizes, view.strides, buf.offset() + view.offset - base.offset);
+  return ops::as_strided(buf, view.sizes, view.strides, buf.offset() + view.offset - base.offset);
 }
 
 bool is_stale(const Tensor& t) {

@@ -183,8 +183,12 @@ std::vector<Tensor> mean_symbolic_backward(const BackwardArgs& a) {
 }
 
 // d prod / d x_i = product of the other elements. Without zeros that is
-// prod / x_i; a slice with one zero passes the product of its non-zeros to
-// the zero's position only; a slice with two or more zeros has gradient 0.
+// prod / x_i; a slice with one zero z passes the product of its non-zeros P to
+// z's position and x_z * P / x_i (0, but not constant: d/dx_z is P / x_i) to
+// the others; a slice with two zeros a, b passes x_b * P to a (and x_a * P to
+// b) and 0 to the others; with three or more zeros the gradient and its
+// derivative are 0. Written so that the formula is itself differentiable (grad
+// of grad, jacfwd(grad(f))) at inputs with zeros.
 std::vector<Tensor> prod_backward(const BackwardArgs& a) {
   const Tensor& g = ops::grad_out(a);
   if (!g.defined() || !a.needs_grad[0]) return {Tensor()};
@@ -197,15 +201,19 @@ std::vector<Tensor> prod_backward(const BackwardArgs& a) {
   const bool keep = keepdim_of(a.attrs);
   const std::optional<int64_t> dim = a.attrs.get_optional_int("dim");
   Tensor gk = ops::as_keepdim(g, x, mask, keep);
-  Tensor zero = ops::eq(x, ops::scalar(Scalar(0.0)));
+  const Tensor zero_s = ops::scalar(Scalar(0.0));
+  Tensor zero = ops::eq(x, zero_s);
   Tensor zeros_in_slice = ops::sum(zero, dims, true);
   Tensor nonzero = ops::where(zero, ops::scalar(Scalar(1.0)), x);
   Tensor prod_nz = dim ? ops::prod(nonzero, dim, true) : ops::as_keepdim(ops::prod(nonzero), x, mask, false);
+  Tensor zero_sum = ops::sum(ops::where(zero, x, zero_s), dims, true);  // the sum of the zeros: 0, with a derivative
   Tensor no_zero = ops::eq(zeros_in_slice, ops::scalar(Scalar(int64_t{0})));
   Tensor one_zero = ops::eq(zeros_in_slice, ops::scalar(Scalar(int64_t{1})));
-  Tensor others = ops::where(no_zero, ops::div(prod_nz, nonzero),
-                             ops::where(one_zero, ops::where(zero, prod_nz, ops::scalar(Scalar(0.0))),
-                                        ops::scalar(Scalar(0.0))));
+  Tensor two_zeros = ops::eq(zeros_in_slice, ops::scalar(Scalar(int64_t{2})));
+  Tensor others_nz = ops::div(prod_nz, nonzero);
+  Tensor if_one = ops::where(zero, prod_nz, ops::mul(zero_sum, others_nz));
+  Tensor if_two = ops::where(zero, ops::mul(ops::sub(zero_sum, x), prod_nz), zero_s);
+  Tensor others = ops::where(no_zero, others_nz, ops::where(one_zero, if_one, ops::where(two_zeros, if_two, zero_s)));
   return {ops::reduce_grad(ops::mul(gk, others), x)};
 }
 

@@ -8,6 +8,8 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/shared_ptr.h>
 
+#include <unordered_set>
+
 #include "aot/region_node.h"
 #include "autograd/engine.h"
 #include "common.h"
@@ -144,6 +146,38 @@ void bind_engine(nb::module_& m) {
     return to_optional(autograd::grad(roots, inputs, defined_or_empty(grads), retain, allow_unused, create_graph));
   }, nb::arg("roots"), nb::arg("inputs"), nb::arg("grads"), nb::arg("retain_graph"), nb::arg("allow_unused"),
         nb::arg("create_graph") = false);
+  // tp.func: whether the history of `roots` reaches a leaf that requires grad
+  // other than `leaves` (a tensor an enclosing transform, or the caller's
+  // autograd, tracks): then the transform's gradients keep their graph.
+  m.def("_reaches_other_leaves", [](const std::vector<Tensor>& roots, const std::vector<Tensor>& leaves) {
+    std::unordered_set<const TensorImpl*> own;
+    for (const Tensor& l : leaves)
+      if (l.defined()) own.insert(l.impl());
+    std::unordered_set<const Node*> seen;
+    std::vector<const Node*> stack;
+    auto push = [&](const Node* n) {
+      if (n && seen.insert(n).second) stack.push_back(n);
+    };
+    for (const Tensor& r : roots) {
+      if (!r.defined() || !r.requires_grad()) continue;
+      if (!r.impl()->grad_fn) {  // a leaf itself
+        if (!own.count(r.impl())) return true;
+        continue;
+      }
+      push(r.impl()->grad_fn.get());
+    }
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(n)) {
+        auto leaf = acc->leaf_.lock();
+        if (!leaf || !own.count(leaf.get())) return true;
+        continue;
+      }
+      for (const autograd::Edge& e : n->next_edges) push(e.fn.get());
+    }
+    return false;
+  }, nb::arg("roots"), nb::arg("leaves"));
   // gradcheck: a 0-d alias of element k (row-major) of `t`, to move it in place.
   m.def("_element_alias", [](const Tensor& t, int64_t k) {
     TP_CHECK(k >= 0 && k < t.numel(), IndexError, "_element_alias: index ", k, " out of range");

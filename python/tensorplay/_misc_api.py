@@ -185,6 +185,23 @@ _INPLACE_FUNCTIONS = (
 )
 
 
+def _fill_with_tensor(generated):
+    """Tensor.fill_(value) where value is a 0-d tensor carrying a derivative
+    (requires grad, or a dual level is open): fill_ takes a number, which would
+    drop value's gradient and tangent, so it is written as a copy of the value
+    expanded to self's shape (PyTorch's fill_.Tensor has these derivatives)."""
+
+    def fill_(self, value):
+        if (isinstance(value, Tensor) and value.dim() == 0 and value.dtype.is_floating_point
+                and self.dtype.is_floating_point and (value.requires_grad or _C._fwd_current_level() >= 0)):
+            return self.copy_(value.expand(tuple(self.shape)))
+        return generated(self, value)
+
+    fill_._tp_generated = generated
+    fill_.__doc__ = generated.__doc__
+    return fill_
+
+
 def detach(input):
     return input.detach()
 
@@ -228,6 +245,8 @@ def install():
     for fn in (allclose, equal, meshgrid, cartesian_prod, block_diag, histogram, isin, is_tensor, is_floating_point,
                numel, is_nonzero, as_tensor, detach, get_device):
         setattr(tp, fn.__name__, fn)
+    if not hasattr(Tensor.fill_, "_tp_generated"):
+        Tensor.fill_ = _fill_with_tensor(Tensor.fill_)
     for name in _INPLACE_FUNCTIONS:
         method = getattr(Tensor, name, None)
         if method is not None and not hasattr(tp, name):

@@ -20,7 +20,7 @@ from .nn.utils.stateless import functional_call  # noqa: F401
 from ._vmap import vmap, refuse_in_capture as _refuse_in_vmap_capture
 from ._vmap import fallback_counts as vmap_fallback_counts  # noqa: F401
 
-__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd", "functional_call", "vmap"]
+__all__ = ["jvp", "vjp", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian", "functional_call", "vmap"]
 
 Tensor = _C.Tensor
 
@@ -44,6 +44,7 @@ def _flatten(tree, who, what):
 
 
 def _unflatten(leaves, spec):
+    """The tree of `spec` with `leaves` (any objects) in place of its tensors."""
     if spec is None:
         return leaves[0]
     kind, specs = spec
@@ -54,7 +55,38 @@ def _unflatten(leaves, spec):
     for n, s in specs:
         out.append(_unflatten(leaves[i:i + n], s))
         i += n
-    return kind(out)
+    return kind(*out) if hasattr(kind, "_fields") else kind(out)  # a namedtuple takes its fields as arguments
+
+
+def _same_structure(a, b):
+    """Specs equal up to namedtuple vs tuple (a namedtuple output takes a plain tuple of cotangents)."""
+    if a is None or b is None:
+        return a is b
+    (ka, sa), (kb, sb) = a, b
+    norm = lambda k: tuple if k is not dict and issubclass(k, tuple) else k  # noqa: E731
+    if norm(ka) is not norm(kb):
+        return False
+    if ka is dict:
+        return sa[0] == sb[0] and _same_structure(sa[1], sb[1])
+    return len(sa) == len(sb) and all(na == nb and _same_structure(x, y) for (na, x), (nb, y) in zip(sa, sb))
+
+
+def _map_tensors(tree, fn):
+    """tree (tensors, or anything, in tuples/lists/dicts) with fn applied to its tensors."""
+    if isinstance(tree, Tensor):
+        return fn(tree)
+    if isinstance(tree, dict):
+        return type(tree)((k, _map_tensors(v, fn)) for k, v in tree.items())
+    if isinstance(tree, (tuple, list)):
+        vals = [_map_tensors(x, fn) for x in tree]
+        return type(tree)(*vals) if hasattr(type(tree), "_fields") else type(tree)(vals)
+    return tree
+
+
+def _tensors_in(tree):
+    out = []
+    _map_tensors(tree, out.append)
+    return out
 
 
 def _zeros_like(x):
@@ -85,7 +117,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError(f"jvp(f, primals, tangents): expected tangents to be a tuple, got {type(tangents).__name__}")
     flat_p, spec_p = _flatten(primals, "jvp", "primals")
     flat_t, spec_t = _flatten(tangents, "jvp", "tangents")
-    if spec_p != spec_t:
+    if not _same_structure(spec_p, spec_t):
         raise RuntimeError("jvp: expected tangents to have the same structure as primals")
     _check_pairs("jvp", flat_p, flat_t)
     with fwAD.dual_level():
@@ -107,30 +139,50 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 # ---- reverse mode ----
-def _track(p):
-    """A tensor standing for input p whose gradient can be asked for: p's own
-    alias when an outer transform already tracks p, else a fresh leaf (keeping
-    p's tangent when a dual level is open)."""
+def _track(p, who):
+    """(t, leaf): t stands for input p, its gradient can be asked for: p's own
+    alias when an outer transform (or the caller's autograd) already tracks p
+    (leaf None), else a fresh leaf (keeping p's tangent when a dual level is
+    open)."""
+    if not (p.dtype.is_floating_point or getattr(p.dtype, "is_complex", False)):
+        raise RuntimeError(f"{who}: only Tensors of floating point dtype can require gradients (an input has dtype "
+                           f"{p.dtype}); differentiate with respect to floating point tensors only, e.g. x.float()")
     if p.requires_grad:
-        return p.view_as(p)
+        return p.view_as(p), None
     tangent = fwAD.unpack_dual(p).tangent
-    leaf = p.detach().requires_grad_(p.dtype.is_floating_point)
-    return leaf if tangent is None else fwAD.make_dual(leaf, tangent)
+    leaf = p.detach().requires_grad_(True)
+    return (leaf if tangent is None else fwAD.make_dual(leaf, tangent)), leaf
+
+
+def _reaches_outside(tree, leaves, grad_mode):
+    """Whether tensors of `tree` depend on a tensor that requires grad other than
+    this transform's own leaves: an outer transform's input (also one f closes
+    over) or a tensor the caller's autograd tracks. Then the gradients are
+    computed with create_graph, so that the outer derivative sees them, as with
+    torch.func's levels."""
+    ts = [t for t in _tensors_in(tree) if t.requires_grad]
+    return bool(grad_mode and ts and _C._reaches_other_leaves(ts, leaves))
 
 
 def _reverse(func, primals, who, has_aux):
-    from . import enable_grad
+    from . import enable_grad, is_grad_enabled
     _refuse_in_vmap_capture(who)
+    grad_mode = is_grad_enabled()
     flat_p, spec_p = _flatten(primals, who, "primals")
-    nested = any(p.requires_grad for p in flat_p)  # an outer reverse transform: keep the graph of the gradients
     with enable_grad():
-        tracked = [_track(p) for p in flat_p]
+        pairs = [_track(p, who) for p in flat_p]
+        tracked = [t for t, _ in pairs]
         out = func(*_unflatten(tracked, spec_p))
+    leaves = [leaf for _, leaf in pairs if leaf is not None]
     aux = None
     if has_aux:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise RuntimeError(f"{who}(f, ..., has_aux=True): expected f to return a (output, aux) tuple")
         out, aux = out
+        # aux comes back detached (torch.func), unless an outer derivative needs its graph
+        if not _reaches_outside(aux, leaves, grad_mode):
+            aux = _map_tensors(aux, lambda t: t.detach())
+    nested = _reaches_outside(out, leaves, grad_mode)
     return tracked, spec_p, out, aux, nested
 
 
@@ -156,11 +208,15 @@ def vjp(func, *primals, has_aux=False):
     flat_o, spec_o = _flatten(out, "vjp", "the outputs of f")
 
     def vjp_fn(*cotangents):
-        cot = cotangents[0] if len(cotangents) == 1 and spec_o is None else cotangents
-        if spec_o is not None and len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)):
-            cot = cotangents[0]
-        flat_c, spec_c = _flatten(cot, "vjp_fn", "cotangents")
-        if spec_c != spec_o:
+        # one argument with the outputs' structure (a tensor, tuple, dict, ...), or the outputs' tuple spread out
+        candidates = ([cotangents[0]] if len(cotangents) == 1 else []) + [cotangents]
+        flat_c = None
+        for cot in candidates:
+            flat, spec_c = _flatten(cot, "vjp_fn", "cotangents")
+            if _same_structure(spec_c, spec_o):
+                flat_c = flat
+                break
+        if flat_c is None:
             raise RuntimeError("vjp_fn: expected the cotangents to have the same structure as the outputs of f")
         _check_pairs("vjp_fn", flat_o, flat_c, "outputs", "cotangents")
         return _unflatten(_grads(flat_o, flat_c, tracked, nested), spec_p)
@@ -231,36 +287,57 @@ def _basis(x):
         yield e.reshape(tuple(x.shape))
 
 
-def _stack_jac(cols, out_shape, in_shape, rows_are_outputs):
+def _stack_jac(cols, out_shape, in_shape, rows_are_outputs, dtype):
     from . import stack, zeros
-    from . import float32
     if not cols:
-        return zeros(tuple(out_shape) + tuple(in_shape), dtype=float32)
+        return zeros(tuple(out_shape) + tuple(in_shape), dtype=dtype)
     j = stack([c.reshape(-1) for c in cols])  # (rows, cols)
     if not rows_are_outputs:
         j = j.transpose(0, 1)
     return j.reshape(tuple(out_shape) + tuple(in_shape))
 
 
+def _with_args(func, args, nums):
+    def f(*xs):
+        full = list(args)
+        for i, x in zip(nums, xs):
+            full[i] = x
+        return func(*full)
+    return f
+
+
+def _jacobian_tree(per_out_in, flat_o, spec_o, spec_in, argnums):
+    """Jacobian blocks [output leaf][input leaf] arranged as torch.func does: the
+    outputs' structure outside, the differentiated arguments' inside (one
+    argument's tree for an int argnums, a tuple over argnums otherwise)."""
+    trees = []
+    for blocks in per_out_in:
+        t = _unflatten(blocks, spec_in)  # a tuple over the differentiated arguments
+        trees.append(t[0] if isinstance(argnums, int) else t)
+    return _unflatten(trees, spec_o)
+
+
 def jacrev(func, argnums=0, *, has_aux=False):
-    """The Jacobian of tensor-valued `func` (output shape + input shape) by reverse mode, one vjp per output element."""
+    """The Jacobian of `func` (output shape + input shape per output and input
+    tensor) by reverse mode, one vjp per output element. Inputs and outputs may
+    be trees of tensors."""
 
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
-
-        def f(*xs):
-            full = list(args)
-            for i, x in zip(nums, xs):
-                full[i] = x
-            return func(*full)
-
-        res = vjp(f, *(args[i] for i in nums), has_aux=has_aux)
+        chosen = tuple(args[i] for i in nums)
+        flat_in, spec_in = _flatten(chosen, "jacrev", "the differentiated arguments")
+        res = vjp(_with_args(func, args, nums), *chosen, has_aux=has_aux)
         out, fn = res[0], res[1]
-        if not isinstance(out, Tensor):
-            raise RuntimeError("jacrev: expected f to return a single Tensor")
-        rows = [fn(e) for e in _basis(out)]
-        jacs = tuple(_stack_jac([r[k] for r in rows], out.shape, args[i].shape, True) for k, i in enumerate(nums))
-        j = jacs[0] if isinstance(argnums, int) else jacs
+        flat_o, spec_o = _flatten(out, "jacrev", "the outputs of f")
+        per_out = []
+        for k, o in enumerate(flat_o):
+            rows = []
+            for e in _basis(o):
+                cots = [e if j == k else _zeros_like(oj) for j, oj in enumerate(flat_o)]
+                rows.append(_flatten(fn(_unflatten(cots, spec_o)), "jacrev", "gradients")[0])
+            per_out.append([_stack_jac([r[m] for r in rows], o.shape, x.shape, True, x.dtype)
+                            for m, x in enumerate(flat_in)])
+        j = _jacobian_tree(per_out, flat_o, spec_o, spec_in, argnums)
         return (j, res[2]) if has_aux else j
 
     wrapper._tp_transform = ("jacrev", func, argnums, has_aux)
@@ -268,34 +345,40 @@ def jacrev(func, argnums=0, *, has_aux=False):
 
 
 def jacfwd(func, argnums=0, has_aux=False):
-    """The Jacobian of tensor-valued `func` (output shape + input shape) by forward mode, one jvp per input element."""
+    """The Jacobian of `func` (output shape + input shape per output and input
+    tensor) by forward mode, one jvp per input element. Inputs and outputs may
+    be trees of tensors."""
 
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacfwd")
-        jacs, aux, out_shape = [], None, None
-        for i in nums:
+        chosen = tuple(args[i] for i in nums)
+        flat_in, spec_in = _flatten(chosen, "jacfwd", "the differentiated arguments")
+        f = _with_args(func, args, nums)
+        cols_per_in, aux, flat_o, spec_o = [], None, None, None
+        for m, x in enumerate(flat_in):
             cols = []
-            for e in _basis(args[i]):
-                ts = tuple(e if k == i else _zeros_like(args[k]) for k in nums)
-
-                def f(*xs):
-                    full = list(args)
-                    for k, x in zip(nums, xs):
-                        full[k] = x
-                    return func(*full)
-
-                r = jvp(f, tuple(args[k] for k in nums), ts, has_aux=has_aux)
-                if not isinstance(r[0], Tensor):
-                    raise RuntimeError("jacfwd: expected f to return a single Tensor")
-                out_shape = r[0].shape
-                cols.append(r[1])
+            for e in _basis(x):
+                ts = [e if k == m else _zeros_like(xk) for k, xk in enumerate(flat_in)]
+                r = jvp(f, chosen, _unflatten(ts, spec_in), has_aux=has_aux)
+                flat_o, spec_o = _flatten(r[0], "jacfwd", "the outputs of f")
+                cols.append(_flatten(r[1], "jacfwd", "the outputs of f")[0])
                 if has_aux:
                     aux = r[2]
-            if out_shape is None:
-                out_shape = func(*args).shape
-            jacs.append(_stack_jac(cols, out_shape, args[i].shape, False))
-        j = jacs[0] if isinstance(argnums, int) else tuple(jacs)
+            cols_per_in.append(cols)
+        if flat_o is None:  # no input element: the outputs' structure from one call
+            out = f(*chosen)
+            if has_aux:
+                out, aux = out
+            flat_o, spec_o = _flatten(out, "jacfwd", "the outputs of f")
+        per_out = [[_stack_jac([c[k] for c in cols_per_in[m]], o.shape, x.shape, False, o.dtype)
+                    for m, x in enumerate(flat_in)] for k, o in enumerate(flat_o)]
+        j = _jacobian_tree(per_out, flat_o, spec_o, spec_in, argnums)
         return (j, aux) if has_aux else j
 
     wrapper._tp_transform = ("jacfwd", func, argnums, has_aux)
     return wrapper
+
+
+def hessian(func, argnums=0):
+    """The Hessian of scalar-valued `func`: jacfwd(jacrev(func)) (forward-over-reverse)."""
+    return jacfwd(jacrev(func, argnums), argnums)
