@@ -300,13 +300,11 @@ def test_fill_with_a_tensor_value_backpropagates():
 # ---- pytrees: namedtuple outputs, dict cotangents, jacobians (bug04, bug05, bug12) ----
 def test_namedtuple_outputs():
     x, t = [[1.0, 3.0], [2.0, 0.0]], [[1.0, 2.0], [3.0, 4.0]]
-    for L in (tp, torch):
-        out, tan = L.func.jvp(lambda a: L.aminmax(a, dim=1), (_t(L, x),), (_t(L, t),))
-        assert type(tan).__name__ == type(out).__name__ and hasattr(tan, "min")
-    ours = tp.func.jvp(lambda a: tp.aminmax(a, dim=1), (_t(tp, x),), (_t(tp, t),))[1]
-    theirs = torch.func.jvp(lambda a: torch.aminmax(a, dim=1), (_t(torch, x),), (_t(torch, t),))[1]
-    np.testing.assert_array_equal(_np(ours.min), _np(theirs.min))
-    np.testing.assert_array_equal(_np(ours.max), _np(theirs.max))
+    out, tan = tp.func.jvp(lambda a: tp.aminmax(a, dim=1), (_t(tp, x),), (_t(tp, t),))
+    assert type(tan).__name__ == type(out).__name__ and hasattr(tan, "min")
+    # The tangent at each row's argmin / argmax (torch 2.11 has no forward AD for aminmax).
+    np.testing.assert_array_equal(_np(tan.min), [1.0, 4.0])
+    np.testing.assert_array_equal(_np(tan.max), [2.0, 3.0])
     out, fn = tp.func.vjp(lambda a: tp.aminmax(a, dim=1), _t(tp, x))
     assert hasattr(out, "max")
     tout, tfn = torch.func.vjp(lambda a: torch.aminmax(a, dim=1), _t(torch, x))
