@@ -846,6 +846,7 @@ class _CompiledOptimizerStep:
         self._key = ""
         # Keys whose capture wrote Python state (see __call__): run eagerly from then on.
         self._eager_keys = set()
+        self._capture_wrote_state = False  # set by lifted_step, which runs only when the call captures
         self._tensor = lambda v: tensor(v, dtype=float64)
         self.__wrapped__ = step
         me = self
@@ -854,10 +855,13 @@ class _CompiledOptimizerStep:
             n = len(me._slots)
             saved = _install_hyper(opt, me._slots, args[:n])
             opt._capturing_own_step = True  # Optimizer._refuse_step_in_capture lets this capture through
+            before = _python_side_state(opt)
             try:
                 return step(*args[n:])
             finally:
                 opt._capturing_own_step = False
+                if _python_side_state(opt) != before:
+                    me._capture_wrote_state = True
                 for group, k, v in reversed(saved):
                     group[k] = v
 
@@ -886,10 +890,10 @@ class _CompiledOptimizerStep:
         if key in self._eager_keys:
             return self._step(*args, **kwargs)
         self._slots, self._key = slots, key
-        before = _python_side_state(opt)
+        self._capture_wrote_state = False
         with no_grad():
             r = self._cf(*[self._tensor(v) for v in values], *args, **kwargs)
-        if _python_side_state(opt) != before:
+        if self._capture_wrote_state:
             # The call captured (a cached version runs no Python), and the capture
             # inserted or rebound entries of opt.state (the first step creating
             # momentum buffers / Adam moments): the compiled version does not
