@@ -43,7 +43,6 @@ class _Simple(Optimizer):
     """step(): each parameter with a gradient, under no_grad, through _update(p, grad, state, group)."""
 
     def step(self, closure=None):
-        self._refuse_step_in_capture()
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:

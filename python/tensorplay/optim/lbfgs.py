@@ -145,7 +145,6 @@ class LBFGS(Optimizer):
         return loss
 
     def step(self, closure=None):
-        self._refuse_step_in_capture()
         if closure is None:
             raise TypeError("LBFGS.step() needs a closure that reevaluates the model and returns the loss")
         group = self.param_groups[0]

@@ -4,6 +4,7 @@ State is keyed by the parameter objects themselves (as in PyTorch). Parameters
 are compared by identity (id), never with ==, because Tensor.__eq__ is
 elementwise.
 """
+import functools
 from collections import defaultdict
 
 from .. import _C
@@ -25,6 +26,24 @@ _STEP_IN_CAPTURE = ("{}.step() inside a compiled function (tp.compile) is not su
 
 
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        # A subclass's own step() (a user's optimizer that never calls
+        # super().step()) is refused inside other captures too: the capture would
+        # run its Python once, so state it creates (momentum after
+        # opt.state.clear()) would never be created again by the cached version.
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is None or getattr(step, "_tp_refuses_capture", False):
+            return
+
+        @functools.wraps(step)
+        def refusing_step(self, *args, **kwargs):
+            self._refuse_step_in_capture()
+            return step(self, *args, **kwargs)
+
+        refusing_step._tp_refuses_capture = True
+        cls.step = refusing_step
+
     def __init__(self, params, defaults):
         self.defaults = defaults
         self.state = defaultdict(dict)
