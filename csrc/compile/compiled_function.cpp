@@ -105,6 +105,35 @@ void mark_inference_results(const std::vector<Tensor>& out, const std::vector<Te
   }
 }
 
+// The random draws as the capture made them (example inputs for the backends).
+std::vector<PhiloxDraw> capture_draws(const std::vector<graph::TraceResult::RngInput>& rng) {
+  std::vector<PhiloxDraw> d;
+  for (auto& r : rng) d.push_back({r.generator, r.counters});
+  return d;
+}
+
+// The random draws of one call: in a version built from a symbolic graph, a
+// draw's counters follow its element count at this call's sizes (eager's
+// ceil(numel / per)), and so do the places of the draws after it.
+// `g` is the version's graph when it is symbolic, else null.
+std::vector<PhiloxDraw> call_draws(const std::vector<graph::TraceResult::RngInput>& rng, const graph::Graph* g,
+                                   const std::vector<Tensor>& all) {
+  std::vector<PhiloxDraw> d;
+  d.reserve(rng.size());
+  std::unordered_map<int, int64_t> values;
+  bool have_values = false;
+  for (auto& r : rng) {
+    uint64_t counters = r.counters;
+    if (g && !r.numel.is_const()) {
+      if (!have_values) values = graph::symbol_values(*g, all), have_values = true;
+      const int64_t n = stax::ir::evaluate(r.numel, values);
+      counters = static_cast<uint64_t>((n + r.per - 1) / r.per);
+    }
+    d.push_back({r.generator, counters});
+  }
+  return d;
+}
+
 }  // namespace
 
 CompiledFunction::CompiledFunction(UserFn fn, CompileOptions options, std::vector<std::string> arg_names,
@@ -865,16 +894,6 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       return false;
     }();
     bool keep = backend && (backend->symbolic || (options_.backend == "stax" && explicit_dynamic));
-    // Random draws: each draw's offset in the call's counter range and the
-    // counters a call reserves are numbers measured at the capture's sizes
-    // (graph/tracer.cpp); at another size eager draws other numbers and moves
-    // the generator by another amount. Such a capture is kept for its sizes.
-    if (keep && !a->rng.empty()) {
-      keep = false;
-      if (log_enabled("guards") || log_enabled("recompiles"))
-        std::fprintf(stderr, "[tp.compile] the capture is made static: it draws random numbers, whose counter "
-                             "offsets are those of its sizes\n");
-    }
     // An activation memory budget stays symbolic: the AOT layer plans the
     // checkpointing on the byte sizes at the hints (a choice of what to save;
     // the gradients do not depend on it), so the budget holds at those sizes.
@@ -889,7 +908,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       // every size. A derivative formula that baked in a size (or any other
       // reason trace_joint_symbolic gives) makes the version static.
       std::vector<Tensor> ex = all;
-      for (auto& r : a->rng) ex.push_back(peek_philox_state(r.generator));
+      for (Tensor& t : philox_draw_states(capture_draws(a->rng), false)) ex.push_back(std::move(t));
       std::vector<bool> needs(ex.size());
       for (size_t i = 0; i < ex.size(); ++i) needs[i] = ex[i].defined() && ex[i].requires_grad();
       std::string why;
@@ -958,7 +977,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   last_kernels_.clear();
   last_fallback_reason_.clear();
   std::vector<Tensor> examples = all;  // + the generators' states as they stand (the first call's draw)
-  for (auto& r : a->rng) examples.push_back(peek_philox_state(r.generator));
+  for (Tensor& t : philox_draw_states(capture_draws(a->rng), false)) examples.push_back(std::move(t));
   // In-place reuse candidates: each written input the call copies its final
   // value into (write_back), at graph output nout + k. The backend decides
   // where that is legal; run() sees it as a result that is the input itself.
@@ -986,7 +1005,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
   } else {
     // Random operators: reserve this call's counters, as eager's calls would.
     std::vector<Tensor> in = all;
-    for (auto& r : a.rng) in.push_back(reserve_philox_state(r.generator, r.counters));
+    for (Tensor& t : philox_draw_states(call_draws(a.rng, a.shape ? a.graph.get() : nullptr, all), true)) in.push_back(std::move(t));
     out = a.run(in);
   }
   if (!a.mutated_inputs.empty()) {

@@ -831,23 +831,33 @@ class Tracer : public DispatchInterceptor {
   };
   struct RngUse {
     int64_t gen;
-    Node* state;
     uint64_t key, start, next;  // the generator at capture: key, first counter, next unused counter
+  };
+  // One draw: its own state placeholder ([key, first counter of this draw]: the
+  // call places it after the draws before it), its philox_random node (whose
+  // sizes give the draw's element count at any size) and eager's counters.
+  struct Draw {
+    int64_t gen;
+    Node* state;
+    Node* node;
+    uint64_t counters;
+    int64_t per;
   };
   // The generator's use in this trace; a new one starts at `st` (its state before this draw).
   RngUse& rng_use(int64_t gen, GeneratorState st) {
     for (auto& u : rng_)
       if (u.gen == gen) return u;
-    Node* p = g_.placeholder(gen == kDefaultGenerator ? "rng_state" : "rng_state_g" + std::to_string(gen),
-                             TensorMeta::contiguous({2}, DType::Int64), -1);
-    rng_.push_back({gen, p, st.seed, st.offset, st.offset});
+    rng_.push_back({gen, st.seed, st.offset, st.offset});
     return rng_.back();
   }
 
   // Counters eager's kernels use per draw (ops/factory_ops.cpp and friends): a
   // float64 sample or a 64-bit integer takes two 32-bit words, anything else one.
+  static int64_t elements_per_counter(const std::string& dist, DType dt) {
+    return dist == "randint" || dist == "randperm" || dt == DType::Float64 ? 2 : 4;
+  }
   static uint64_t counters_for(const std::string& dist, int64_t n, DType dt) {
-    const int64_t per = dist == "randint" || dist == "randperm" || dt == DType::Float64 ? 2 : 4;
+    const int64_t per = elements_per_counter(dist, dt);
     return static_cast<uint64_t>((n + per - 1) / per);
   }
 
@@ -886,19 +896,21 @@ class Tracer : public DispatchInterceptor {
                op.name, " drew from counter ", first, " of its generator, expected ", u.next);
     }
     u.next = first + drawn;
-    const int64_t offset = static_cast<int64_t>(first - u.start);
-    Node* state = u.state;
     auto draw = [&](const char* dist, const Shape& size, DType dt, Attrs extra = {}) -> Node* {
       TP_CHECK(counters_for(dist, numel(size), dt) == drawn, CaptureError, "internal: the functional form of ",
                op.name, " would draw ", counters_for(dist, numel(size), dt), " counters, eager drew ", drawn);
+      Node* state = g_.placeholder(gen == kDefaultGenerator ? "rng_state" : "rng_state_g" + std::to_string(gen),
+                                   TensorMeta::contiguous({2}, DType::Int64), -1);
       Attrs a = extra;
       a.set("size", size);
       a.set("dtype", dt);
       a.set("distribution", std::string(dist));
-      a.set("offset", offset);
+      a.set("offset", int64_t{0});  // the draw's own state input is placed at its counters
       SymAttrs sa;
       if (!inputs.empty() && inputs[0].defined() && inputs[0].sizes() == size) sa = size_attr(inputs[0]);
-      return replay(get_op("philox_random"), {state}, a, -1, sa.empty() ? nullptr : &sa);
+      Node* n = replay(get_op("philox_random"), {state}, a, -1, sa.empty() ? nullptr : &sa);
+      draws_.push_back({gen, state, n, drawn, elements_per_counter(dist, dt)});
+      return n;
     };
     auto call = [&](const char* o, std::vector<Arg> args) { return replay(get_op(o), std::move(args), {}); };
     auto to = [&](Node* n, DType dt) { return n->meta.dtype == dt ? n : replay(get_op("to"), {n}, {{"dtype", dt}}); };
@@ -962,13 +974,26 @@ class Tracer : public DispatchInterceptor {
       throw CaptureError("cannot capture a function that draws random numbers and reseeds a generator (tp.manual_seed, "
                          "Generator.manual_seed or set_state): compiled code cannot replay the reseed; seed outside "
                          "the compiled function");
-    for (size_t k = 0; k < rng_.size(); ++k) {
-      RngUse& u = rng_[k];
-      u.state->input_index = num_inputs_ + static_cast<int>(free_.size() + k);
-      r.push_back({u.gen, u.next - u.start});
-      generator_set_state(u.gen, {u.key, u.start});
+    for (size_t k = 0; k < draws_.size(); ++k) {
+      const Draw& d = draws_[k];
+      d.state->input_index = num_inputs_ + static_cast<int>(free_.size() + k);
+      r.push_back({d.gen, d.counters, SymDim(numel(d.node->meta.sizes)), d.per});
     }
+    for (const RngUse& u : rng_) generator_set_state(u.gen, {u.key, u.start});
     return r;
+  }
+  // After the shape environment finished the graph: each draw's element count,
+  // symbolic where its sizes are (the call then reserves eager's counters at its sizes).
+  void set_draw_sizes(std::vector<TraceResult::RngInput>& r) const {
+    for (size_t k = 0; k < draws_.size() && k < r.size(); ++k) {
+      const Node* n = draws_[k].node;
+      SymDim e(int64_t{1});
+      if (n->sym_sizes.size() == n->meta.sizes.size())
+        for (const SymDim& d : n->sym_sizes) e = e * d;
+      else
+        e = SymDim(numel(n->meta.sizes));
+      r[k].numel = e;
+    }
   }
   int first_rng_input() const { return num_inputs_ + static_cast<int>(free_.size()); }
   // A failed trace: the generators it drew from go back to where they were (a
@@ -1066,6 +1091,7 @@ class Tracer : public DispatchInterceptor {
   std::vector<PendingGate> gates_;
   size_t random_calls_ = 0;  // random operators recorded so far
   std::vector<RngUse> rng_;  // generators random operators drew from, in first-use order
+  std::vector<Draw> draws_;  // the random operators' draws, in order
   uint64_t rng_epoch_;       // generator_epoch() when the trace started
 };
 
@@ -1289,6 +1315,7 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   if (dynamic) {
     // Replacements (specializations, unifications) into every node; live symbols renumbered.
     r.shape_guards = env.finish(*r.graph);
+    tracer.set_draw_sizes(r.rng_inputs);
     for (auto& steps : r.output_view_sym_attrs)
       for (auto& sa : steps) {
         for (auto& [name, vec] : sa)

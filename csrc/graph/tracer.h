@@ -78,15 +78,20 @@ struct TraceResult {
   size_t hidden_outputs = 0;
   // The data gates the function passed, in order.
   std::vector<DataGate> gates;
-  // Random operators (ops/random_functional.h): each generator the function drew
-  // from and the counters one call draws (eager's count, measured at capture).
-  // Its state is a placeholder after the free tensors, in this order: a caller
-  // passes reserve_philox_state(generator, counters) for each at every call,
-  // which advances the generator exactly as far as eager's calls would. The
-  // generators are back where they were when trace() returns.
+  // Random operators (ops/random_functional.h): each draw, in order: the
+  // generator it drew from, the counters it took (eager's count, measured at
+  // capture), its element count (symbolic in a dynamic capture: the graph's
+  // symbols) and the elements per counter, so that a call at other sizes takes
+  // ceil(numel / per). Each draw's state is a placeholder after the free
+  // tensors, in this order: a caller passes philox_draw_states(...) at every
+  // call, which advances each generator exactly as far as eager's calls would
+  // and places each draw where eager's would start. The generators are back
+  // where they were when trace() returns.
   struct RngInput {
     int64_t generator;
     uint64_t counters;
+    SymDim numel = SymDim(int64_t{0});
+    int64_t per = 4;
   };
   std::vector<RngInput> rng_inputs;
   // Dynamic shapes: the run-time shape guards of a symbolic capture (the graph's

@@ -88,6 +88,31 @@ Tensor peek_philox_state(int64_t gen) {
   return t;
 }
 
+std::vector<Tensor> philox_draw_states(const std::vector<PhiloxDraw>& draws, bool reserve) {
+  std::vector<Tensor> out(draws.size());
+  std::vector<bool> done(draws.size(), false);
+  for (size_t k = 0; k < draws.size(); ++k) {
+    if (done[k]) continue;
+    const int64_t gen = draws[k].generator;
+    uint64_t total = 0;
+    for (size_t j = k; j < draws.size(); ++j)
+      if (draws[j].generator == gen) total += draws[j].counters;
+    Tensor base = reserve ? reserve_philox_state(gen, total) : peek_philox_state(gen);
+    const int64_t key = base.data_as<int64_t>()[0];
+    uint64_t next = static_cast<uint64_t>(base.data_as<int64_t>()[1]);
+    for (size_t j = k; j < draws.size(); ++j) {
+      if (draws[j].generator != gen) continue;
+      Tensor t = Tensor::empty({2}, DType::Int64);
+      t.data_as<int64_t>()[0] = key;
+      t.data_as<int64_t>()[1] = static_cast<int64_t>(next);
+      next += draws[j].counters;
+      out[j] = std::move(t);
+      done[j] = true;
+    }
+  }
+  return out;
+}
+
 void register_random_functional_ops() {
   // Internal (no schema, no Python binding): only the tracer makes it. kAllDTypes:
   // the eager operator it runs widens and narrows 16-bit dtypes itself.

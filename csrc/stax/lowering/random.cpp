@@ -26,7 +26,8 @@ Value lower_philox_random(LoweringContext& c) {
   const int64_t offset = c.attrs().get_int("offset");
   Expr first = state.at(Index{IndexExpr(1)});
   if (offset != 0) first = call(CallOp::Add, {first, constant(Scalar(offset), DType::Int64)}, DType::Int64);
-  const Shape strides = contiguous_strides(c.out_sizes());
+  // Row-major position at this call's sizes (a symbolic draw's strides are expressions).
+  const SymShape strides = sym_contiguous_strides(c.out_size_exprs());
   return c.pointwise([=](const Index& idx) { return call(fn, {key, first, index_value(linear_index(idx, strides))}, dt); });
 }
 

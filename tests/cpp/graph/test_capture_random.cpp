@@ -34,14 +34,16 @@ TEST(CaptureRandom, DrawsReadTheGeneratorStateInputAtEagersOffsets) {
   const GeneratorState after = generator_get_state(kDefaultGenerator);
   EXPECT_EQ(after.seed, before.seed);
   EXPECT_EQ(after.offset, before.offset);  // the trace's own draws are undone
-  ASSERT_EQ(r.rng_inputs.size(), 1u);
-  EXPECT_EQ(r.rng_inputs[0].generator, kDefaultGenerator);
-  EXPECT_EQ(r.rng_inputs[0].counters, 7u);
+  // One state input per draw, each placed by the call after the draws before it.
+  ASSERT_EQ(r.rng_inputs.size(), 3u);
+  const uint64_t counters[] = {3, 2, 2};
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(r.rng_inputs[k].generator, kDefaultGenerator);
+    EXPECT_EQ(r.rng_inputs[k].counters, counters[k]);
+  }
   std::string code = r.graph->code();
-  EXPECT_NE(code.find("def forward(x, y, rng_state):"), std::string::npos) << code;
+  EXPECT_NE(code.find("def forward(x, y, rng_state, rng_state_1, rng_state_2):"), std::string::npos) << code;
   EXPECT_NE(code.find("distribution='normal', offset=0)"), std::string::npos) << code;
-  EXPECT_NE(code.find("distribution='uniform', offset=3)"), std::string::npos) << code;
-  EXPECT_NE(code.find("distribution='uniform', offset=5)"), std::string::npos) << code;
   r.graph->lint();
 
   // Eager twice from seed 17, then the graph twice with the call's reservations.
@@ -49,8 +51,14 @@ TEST(CaptureRandom, DrawsReadTheGeneratorStateInputAtEagersOffsets) {
   auto e1 = noisy({x, y}), e2 = noisy({x, y});
   const GeneratorState eager_end = generator_get_state(kDefaultGenerator);
   ops::manual_seed(17);
-  auto c1 = interpret(*r.graph, {x, y, reserve_philox_state(kDefaultGenerator, 7)});
-  auto c2 = interpret(*r.graph, {x, y, reserve_philox_state(kDefaultGenerator, 7)});
+  std::vector<PhiloxDraw> draws;
+  for (auto& d : r.rng_inputs) draws.push_back({d.generator, d.counters});
+  auto call = [&] {
+    std::vector<Tensor> in{x, y};
+    for (Tensor& t : philox_draw_states(draws, true)) in.push_back(t);
+    return interpret(*r.graph, in);
+  };
+  auto c1 = call(), c2 = call();
   EXPECT_EQ(generator_get_state(kDefaultGenerator).offset, eager_end.offset);
   for (size_t i = 0; i < e1.size(); ++i) {
     EXPECT_TRUE(same_bits(e1[i], c1[i])) << i;
