@@ -593,6 +593,36 @@ def test_vectorize_uses_vmap_and_no_per_row_loop(monkeypatch):
     _close(_np(J), d[:, None] * _W, 1e-12)
 
 
+def test_vectorized_hessian_batches_the_gradient(monkeypatch):
+    # the outer Jacobian vmaps tp.func.grad by vmap's own rule: no per-row loop, no per-example fallback
+    monkeypatch.setattr(AF, "_jacobian_rows", lambda *a: (_ for _ in ()).throw(AssertionError("loop ran")))
+    tp.func.vmap_fallback_counts.clear()
+    arrays = _arrays([(2,), (3,)], seed=13)
+    H = AF.hessian(_scalar_tuple(tp), tuple(tp.tensor(a) for a in arrays), vectorize=True)
+    for gi, wi in zip(_blocks(H, True, True), _fd_hessian(_scalar_tuple, arrays)):
+        for g, w in zip(gi, wi):
+            _close(g, w, 1e-5)
+    assert not tp.func.vmap_fallback_counts
+    x = _tp([0.3, -0.8, 1.5], True)
+    H = AF.hessian(lambda a: (a ** 3).sum() * a[0], x, vectorize=True, create_graph=True)
+    (d,) = tp.autograd.grad((H * tp.eye(3, dtype=F64)).sum(), [x])  # diag: 12 x0^2, 6 x_i x0
+    _close(_np(d), [24 * 0.3 + 6 * (-0.8 + 1.5), 6 * 0.3, 6 * 0.3], 1e-12)
+
+
+def test_vmap_over_functional_calls_matches_a_loop():
+    xs = tp.tensor(np.random.default_rng(14).standard_normal((4, 3)))
+    v = _tp([1.0, -2.0, 0.5])
+    calls = [lambda x: AF.jacobian(lambda y: y.sin() * y, x),
+             lambda x: AF.vjp(lambda y: y.sin() * y, x, v)[1],
+             lambda x: AF.jvp(lambda y: y.sin() * y, x, v)[1],
+             lambda x: AF.hvp(lambda y: (y.sin() * y).sum(), x, v)[1],
+             lambda x: AF.hessian(lambda y: (y.sin() * y).sum(), x)]
+    for fn in calls:
+        got = tp.vmap(fn)(xs)
+        want = np.stack([_np(fn(xs[i])) for i in range(4)])
+        _close(_np(got), want, 1e-12)
+
+
 def test_vectorize_falls_back_for_data_dependent_functions(monkeypatch):
     calls = []
     real = AF._jacobian_rows

@@ -15,9 +15,11 @@ reverse-mode rows through tp.vmap (one batched call of the function and one
 backward instead of one backward per output element), falling back to the
 loop if the function cannot be vmapped; strategy="forward-mode" (vectorize
 only) takes one forward-AD jvp per input element (tp.func.jacfwd).
+hessian(vectorize=True) vmaps tp.func.grad, which tp.vmap batches by its rule.
 """
 from .. import _C
 from .._grad_mode import enable_grad, set_grad_enabled
+from .._vmap import refuse_in_capture as _refuse_in_vmap_capture
 from ..func import _stack_jac
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
@@ -60,8 +62,11 @@ def _restructure(res, was_tuple):
 def _prepare(xs, create_graph, need_graph, who=""):
     """Fresh leaves standing for xs; with create_graph, an x already in a graph
     stays connected to it (an alias), so the results can be differentiated
-    further with respect to it."""
+    further with respect to it. Inside a tp.vmap capture (which records no
+    backward) the vmapped function runs per example instead."""
     from .. import is_floating_point
+    if need_graph:
+        _refuse_in_vmap_capture(who)
     out = []
     for x in xs:
         if need_graph and not (is_floating_point(x) or getattr(x.dtype, "is_complex", False)):
@@ -360,6 +365,9 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
                                   "independent of the input (is the function twice differentiable?).")
         return g
 
+    if vectorize and outer_jacobian_strategy == "reverse-mode":  # tp.vmap batches tp.func.grad by its own rule
+        from ..func import grad
+        gradient = grad(scalar, argnums=tuple(range(len(ins))))
     res = jacobian(gradient, ins, create_graph=create_graph, strict=strict, vectorize=vectorize,
                    strategy=outer_jacobian_strategy)
     return _restructure(res, (ins_tuple, ins_tuple))
