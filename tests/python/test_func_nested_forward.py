@@ -119,3 +119,44 @@ def test_inner_output_independent_of_input():
     assert tuple(H.shape) == (2, 3, 3) and not np.any(_np(H))
     H = tp.func.jacfwd(tp.func.jacfwd(lambda a: a * 2))(tp.tensor(np.array(X)))  # linear: zero second derivative
     assert tuple(H.shape) == (3, 3, 3) and not np.any(_np(H))
+
+
+# Operators through jacfwd(jacfwd(f)), against torch's reverse-over-reverse (torch 2.13's own
+# jacfwd(jacfwd(layer_norm)) and nested torch.autograd.functional.jvp of layer_norm disagree with finite
+# differences; its jacrev(jacrev) agrees).
+OPS = {
+    "softmax": (lambda L, x: L.nn.functional.softmax(x, dim=-1), (2, 3)),
+    "layer_norm": (lambda L, x: L.nn.functional.layer_norm(x, (3,)), (2, 3)),
+    "max_pool2d": (lambda L, x: L.nn.functional.max_pool2d(x, 2) ** 2, (1, 1, 4, 4)),
+    "conv2d": (lambda L, x: L.nn.functional.conv2d(x, x[:, :, :2, :2].transpose(0, 1) * 1), (1, 1, 3, 3)),
+    "gelu": (lambda L, x: L.nn.functional.gelu(x), (4,)),
+    "prod": (lambda L, x: x.prod(0), (2, 3)),
+    "logsumexp": (lambda L, x: x.logsumexp(0) * x, (3,)),
+    "linalg.inv": (lambda L, x: L.linalg.inv(x + 3 * L.eye(3, dtype=x.dtype)), (3, 3)),
+    "where/index": (lambda L, x: L.where(x > 0, x ** 2, x ** 3)[L.tensor([0, 2, 2])], (4,)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", list(OPS))
+def test_operators_forward_over_forward(name):
+    fn, shape = OPS[name]
+    a = np.random.default_rng(0).standard_normal(shape) + 0.1
+    ours = tp.func.jacfwd(tp.func.jacfwd(lambda x: fn(tp, x)))(tp.tensor(a))
+    theirs = torch.func.jacrev(torch.func.jacrev(lambda x: fn(torch, x)))(torch.tensor(a))
+    np.testing.assert_allclose(_np(ours), theirs.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_forward_over_forward_matches_finite_differences():
+    a = np.random.default_rng(0).standard_normal((2, 3)) + 0.1
+    ln = lambda x: tp.nn.functional.layer_norm(x, (3,))  # noqa: E731
+    H = _np(tp.func.jacfwd(tp.func.jacfwd(ln))(tp.tensor(a)))
+    eps = 1e-6
+    fd = np.zeros_like(H)
+    for idx in np.ndindex(*a.shape):
+        p, m = a.copy(), a.copy()
+        p[idx] += eps
+        m[idx] -= eps
+        jp, jm = (_np(tp.func.jacrev(ln)(tp.tensor(q))) for q in (p, m))
+        fd[(Ellipsis,) + idx] = (jp - jm) / (2 * eps)
+    np.testing.assert_allclose(H, fd, rtol=1e-6, atol=1e-6)
