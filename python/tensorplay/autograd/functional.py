@@ -282,10 +282,10 @@ def _jacobian_vmapped(func, ins, outs, create_graph):
     if len(bouts) != len(outs) or any(tuple(b.shape) != (n,) + tuple(o.shape) for b, o in zip(bouts, outs)):
         raise RuntimeError("jacobian: the vmapped function's outputs do not match its unbatched outputs")
     picked = cat([b.reshape(n, -1) for b in bouts], 1)  # (n, n): copy k, output element j
-    eye = _eye(n, dtype=picked.dtype)
+    eye = _eye(n, dtype=picked.dtype, device=picked.device)
     with set_grad_enabled(_outer_grad_mode(create_graph)):
         gs = _grad((picked,), copies, (eye,), create_graph)
-    gs = [zeros((n,) + tuple(x.shape), dtype=x.dtype) if g is None else g for g, x in zip(gs, ins)]
+    gs = [zeros((n,) + tuple(x.shape), dtype=x.dtype, device=x.device) if g is None else g for g, x in zip(gs, ins)]
     blocks, start = [], 0
     for o in outs:
         k = o.numel()
