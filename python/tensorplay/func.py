@@ -4,7 +4,9 @@ jvp (forward mode, through tp.autograd.forward_ad), vjp and grad (reverse
 mode, through tp.autograd.grad), jacrev / jacfwd (one vjp / jvp per basis
 vector). They compose: jacfwd(grad(f)) is forward-over-reverse (the
 derivative formulas of the backward pass get tangents), vjp of a jvp is
-reverse-over-forward (the tangent formulas are recorded by reverse mode).
+reverse-over-forward (the tangent formulas are recorded by reverse mode);
+a jvp inside another (jacfwd(jacfwd(f))) cannot open a second dual level and
+computes its tangent by double vjp, which the open level differentiates.
 Inputs and outputs are Tensors or (nested) tuples/lists/dicts of Tensors;
 functional_call (from tp.nn.utils.stateless) runs a module on a dict of
 parameters, so grad / vjp / jvp can differentiate with respect to them.
@@ -94,6 +96,14 @@ def _zeros_like(x):
     return zeros_like(x)
 
 
+def _detached(t):
+    """t.detach(), keeping t's tangent at the open dual level (if any), so that
+    a forward transform around a reverse one (jvp of vjp's outputs, of
+    grad_and_value's value, of has_aux outputs) still sees it."""
+    tangent = fwAD.unpack_dual(t).tangent
+    return t.detach() if tangent is None else fwAD.make_dual(t.detach(), tangent.detach())
+
+
 def _check_pairs(who, primals, tangents, pname="primals", tname="tangents"):
     if len(primals) != len(tangents):
         raise RuntimeError(f"{who}: expected {tname} to have the same structure as {pname}: "
@@ -120,6 +130,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if not _same_structure(spec_p, spec_t):
         raise RuntimeError("jvp: expected tangents to have the same structure as primals")
     _check_pairs("jvp", flat_p, flat_t)
+    if _C._fwd_current_level() >= 0:  # inside another forward transform: one dual level at a time
+        return _jvp_in_open_level(func, primals, flat_t, has_aux)
     with fwAD.dual_level():
         duals = [fwAD.make_dual(p, t) for p, t in zip(flat_p, flat_t)]
         out = func(*_unflatten(duals, spec_p))
@@ -135,6 +147,24 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             prim.append(p)
             tang.append(_zeros_like(o) if t is None else t)
     res = (_unflatten(prim, spec_o), _unflatten(tang, spec_o))
+    return res + (aux,) if has_aux else res
+
+
+def _jvp_in_open_level(func, primals, flat_t, has_aux):
+    """jvp while a dual level is already open (jvp of jvp, jacfwd(jacfwd(f))):
+    the tangent J t by the double-vjp trick on the reverse engine (the vjp
+    u -> J^T u is linear in u, its own vjp along t is J t), whose operators the
+    open level differentiates, as it does a backward pass for jacfwd(grad(f)).
+    Results keep the open level's tangents; their reverse graph only when it
+    reaches an outer transform's input (as vjp/grad do)."""
+    from .autograd.functional import _double_vjp
+    from . import enable_grad
+    tracked, _, out, aux, nested = _reverse(func, primals, "jvp", has_aux)
+    flat_o, spec_o = _flatten(out, "jvp", "the outputs of f")
+    with enable_grad():
+        tang = _double_vjp(flat_o, flat_o, tracked, tuple(flat_t), nested, False, "")
+    keep = (lambda t: t) if nested else _detached  # noqa: E731
+    res = (_unflatten([keep(o) for o in flat_o], spec_o), _unflatten([keep(t) for t in tang], spec_o))
     return res + (aux,) if has_aux else res
 
 
@@ -181,7 +211,7 @@ def _reverse(func, primals, who, has_aux):
         out, aux = out
         # aux comes back detached (torch.func), unless an outer derivative needs its graph
         if not _reaches_outside(aux, leaves, grad_mode):
-            aux = _map_tensors(aux, lambda t: t.detach())
+            aux = _map_tensors(aux, _detached)
     nested = _reaches_outside(out, leaves, grad_mode)
     return tracked, spec_p, out, aux, nested
 
@@ -221,7 +251,7 @@ def vjp(func, *primals, has_aux=False):
         _check_pairs("vjp_fn", flat_o, flat_c, "outputs", "cotangents")
         return _unflatten(_grads(flat_o, flat_c, tracked, nested), spec_p)
 
-    out_value = _unflatten([o if nested else o.detach() for o in flat_o], spec_o)
+    out_value = _unflatten([o if nested else _detached(o) for o in flat_o], spec_o)
     return (out_value, vjp_fn, aux) if has_aux else (out_value, vjp_fn)
 
 
@@ -257,7 +287,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         gs = _grads([out], [ones_like(out)], tracked, nested)
         g = _unflatten(gs, spec_p)
         g = g[0] if isinstance(argnums, int) else g
-        value = out if nested else out.detach()
+        value = out if nested else _detached(out)
         return (g, (value, aux)) if has_aux else (g, value)
 
     wrapper._tp_transform = ("grad", func, argnums, has_aux, True)

@@ -391,11 +391,14 @@ def test_aux_comes_back_detached():
     np.testing.assert_allclose(ours, theirs)
 
 
-# ---- forward-over-forward (bug13): a clear error; hessian ----
-def test_forward_over_forward_is_a_clear_error_and_hessian_works():
+# ---- forward-over-forward (bug13): works (the inner jvp by double vjp, test_func_nested_forward.py); hessian ----
+def test_forward_over_forward_and_hessian_work():
     x = _t(tp, [0.3, -0.8, 1.5])
-    with pytest.raises(RuntimeError, match="nested forward-mode AD levels are not supported"):
-        tp.func.jacfwd(tp.func.jacfwd(lambda a: (a ** 3).sum()))(x)
+    ours = tp.func.jacfwd(tp.func.jacfwd(lambda a: (a ** 3).sum()))(x)
+    np.testing.assert_allclose(_np(ours), np.diag(6 * np.array([0.3, -0.8, 1.5])), rtol=1e-12)
+    with fwAD.dual_level():  # the dual level itself still does not nest
+        with pytest.raises(RuntimeError, match="nested forward-mode AD levels are not supported"):
+            fwAD.enter_dual_level()
     h = tp.func.hessian(lambda a: (a ** 3).sum() * a[0])(x)
     th = torch.func.hessian(lambda a: (a ** 3).sum() * a[0])(_t(torch, [0.3, -0.8, 1.5]))
     np.testing.assert_allclose(_np(h), th.numpy(), rtol=1e-12)

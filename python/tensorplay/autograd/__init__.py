@@ -58,3 +58,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         from .. import zeros
         result = [zeros(tuple(x.shape), dtype=x.dtype) if g is None else g for x, g in zip(ins, result)]
     return tuple(result)
+
+
+from . import functional  # noqa: E402,F401  (after grad: functional's helpers call it)
