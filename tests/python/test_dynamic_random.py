@@ -80,3 +80,22 @@ def test_transformer_training_with_dropout_over_sequence_lengths(budget):
         for a, b in zip(e, c):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
     assert cf.num_specializations == 1
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("backend", ["stax", "eager"])
+def test_cuda_dropout_one_version_draws_eagers_numbers(backend):
+    def f(x):
+        return F.dropout(x, 0.5, training=True) * 2, F.dropout(x.t() + 1, 0.25), tp.rand_like(x)
+
+    def run(g):
+        tp.manual_seed(3)
+        outs = []
+        for n in [8, 3, 5, 8, 13]:
+            outs += [t.cpu().numpy().copy() for t in g(tp.ones(n, 4, device="cuda") + n)]
+        return outs
+
+    cf = tp.compile(f, dynamic=True, backend=backend)
+    for e, c in zip(run(f), run(cf)):
+        np.testing.assert_array_equal(c, e)
+    assert cf.num_specializations == 1
