@@ -1015,7 +1015,16 @@ void bind_compile(nb::module_& m) {
         return l;
       })
       .def_prop_ro("last_fallback_reason", [](const PyCompiled& c) { return c.fn->last_fallback_reason(); })
-      .def_prop_ro("num_specializations", [](const PyCompiled& c) { return c.fn->num_specializations(); })
+      .def_prop_ro("num_specializations",
+                   [](const PyCompiled& c) {
+                     // Calls with structured or object arguments run in the nested
+                     // compiled functions (one per argument structure): theirs count too.
+                     size_t n = c.fn->num_specializations();
+                     if (c.nested.is_valid() && !c.nested.is_none())
+                       for (nb::handle inner : c.nested.attr("by_structure").attr("values")())
+                         n += nb::cast<size_t>(inner.attr("num_specializations"));
+                     return n;
+                   })
       .def_prop_ro("last_call_bucketed", [](const PyCompiled& c) { return c.fn->last_call_bucketed(); })
       .def_prop_ro("bucketed_calls", [](const PyCompiled& c) { return c.fn->bucketed_calls(); })
       .def_prop_ro("last_bucket_refusal", [](const PyCompiled& c) { return c.fn->last_bucket_refusal(); });

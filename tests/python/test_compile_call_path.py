@@ -272,3 +272,19 @@ def test_config_attribute_shadowed_by_a_class_property():
     _same(cf(x), x * 5.0)
     del Cfg.scale
     _same(cf(x), x * 2.0)
+
+
+def test_num_specializations_counts_versions_of_structured_and_object_arguments():
+    # Calls with tuple/list/dict arguments or objects (a Generator) run in nested compiled
+    # functions, one per argument structure; num_specializations reported 0 for them.
+    gen = tp.Generator().manual_seed(3)
+    cf = tp.compile(lambda x, g: x + tp.randn(x.shape[0], generator=g))
+    cf(tp.ones(3), gen)
+    cf(tp.ones(3), gen)
+    assert cf.num_specializations == 1
+    cf(tp.ones(4), gen)
+    assert cf.num_specializations == 2
+    pair = tp.compile(lambda xs: xs[0] * xs[1])
+    pair((tp.ones(2), tp.ones(2)))
+    pair([tp.ones(2), tp.ones(2)])  # another structure: another compiled function
+    assert pair.num_specializations == 2
