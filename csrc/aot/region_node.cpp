@@ -1,5 +1,7 @@
 #include "aot/region_node.h"
 
+#include <algorithm>
+
 #include "aot/device_constants.h"
 #include "core/grad_mode.h"
 #include "ops/ops.h"
@@ -28,11 +30,13 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
   in.reserve(saved.size() + tangent_metas.size());
   for (auto& s : saved) in.push_back(ops::contiguous(s));
   in.resize(saved.size() + tangent_metas.size());
+  std::vector<bool> tangent_given(tangent_metas.size(), false);
   for (size_t o = 0; o < tangent_of_output.size(); ++o) {
     int k = tangent_of_output[o];
     if (k < 0) continue;
     Tensor g = o < grad_outputs.size() ? grad_outputs[o] : Tensor();
     const TensorMeta& m = tangent_metas[static_cast<size_t>(k)];
+    if (g.defined()) tangent_given[static_cast<size_t>(k)] = true;
     if (!g.defined()) g = zeros_on(m.sizes, m.dtype, m.device);
     else if (g.dtype() != m.dtype) g = ops::to_dtype(g, m.dtype);
     in[saved.size() + static_cast<size_t>(k)] = ops::contiguous(g);
@@ -41,7 +45,12 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
   std::vector<Tensor> grads(next_edges.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     int k = i < grad_of_input.size() ? grad_of_input[i] : -1;
-    if (k >= 0 && next_edges[i].fn) grads[i] = r.at(static_cast<size_t>(k));
+    if (k < 0 || !next_edges[i].fn) continue;
+    if (i < tangents_of_input.size() && !tangents_of_input[i].empty() &&
+        std::none_of(tangents_of_input[i].begin(), tangents_of_input[i].end(),
+                     [&](int t) { return tangent_given[static_cast<size_t>(t)]; }))
+      continue;  // not reached in eager: no gradient (None), not zeros
+    grads[i] = r.at(static_cast<size_t>(k));
   }
   return grads;
 }

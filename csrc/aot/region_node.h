@@ -25,6 +25,12 @@ class CompiledRegionNode : public autograd::Node {
   std::vector<TensorMeta> tangent_metas;  // per differentiable output, in order
   std::vector<int> tangent_of_output;     // per output: its tangent index, or -1
   std::vector<int> grad_of_input;         // per input (edge): index into the backward's results, or -1
+  // Per input (edge): the tangents its gradient reads. When none of them got a
+  // gradient (the caller differentiated only other results), the input gets no
+  // gradient, as in eager, where its part of the graph is not reached: its
+  // .grad stays None instead of becoming zeros (which weight decay or momentum
+  // would then act on). Empty: always given (a gradient that reads no tangent).
+  std::vector<std::vector<int>> tangents_of_input;
 
  private:
   std::string region_;

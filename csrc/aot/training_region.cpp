@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <unordered_map>
 
 #include "aot/device_constants.h"
 #include "aot/region_node.h"
@@ -36,6 +37,42 @@ std::vector<Tensor> zeros_for(const graph::Graph& g, Device device) {
     r[static_cast<size_t>(p->input_index)] = zeros_on(p->meta.sizes, p->meta.dtype, on);
   }
   return r;
+}
+
+// Per primal: the tangents (by index) its gradient in the joint graph reads,
+// directly or through other nodes.
+std::vector<std::vector<int>> tangents_read_by_grads(const JointGraph& joint) {
+  std::vector<std::vector<int>> res(static_cast<size_t>(joint.num_primals));
+  const graph::Graph& g = *joint.graph;
+  const size_t nt = static_cast<size_t>(std::count(joint.differentiable.begin(), joint.differentiable.end(), true));
+  if (nt == 0) return res;
+  std::unordered_map<const graph::Node*, std::vector<bool>> reads;
+  for (const auto& up : g.nodes()) {
+    const graph::Node* n = up.get();
+    if (n->opcode == graph::Opcode::Output) break;
+    std::vector<bool> r(nt, false);
+    if (n->opcode == graph::Opcode::Placeholder) {
+      const int t = n->input_index - joint.num_primals;
+      if (t >= 0 && static_cast<size_t>(t) < nt) r[static_cast<size_t>(t)] = true;
+    }
+    for (const graph::Node* a : n->input_nodes())
+      if (auto it = reads.find(a); it != reads.end())
+        for (size_t t = 0; t < nt; ++t)
+          if (it->second[t]) r[t] = true;
+    reads.emplace(n, std::move(r));
+  }
+  const graph::Node* out = g.output_node();
+  for (size_t i = 0; i < res.size() && i < joint.grad_output.size(); ++i) {
+    const int gi = joint.grad_output[i];
+    if (gi < 0 || static_cast<size_t>(gi) >= out->args.size()) continue;
+    const auto* np = std::get_if<graph::Node*>(&out->args[static_cast<size_t>(gi)]);
+    if (!np || !*np) continue;
+    auto it = reads.find(*np);
+    if (it == reads.end()) continue;
+    for (size_t t = 0; t < nt; ++t)
+      if (it->second[t]) res[i].push_back(static_cast<int>(t));
+  }
+  return res;
 }
 
 }  // namespace
@@ -96,6 +133,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     std::vector<TensorMeta> tangent_metas;
     std::vector<int> tangent_of_output;
     std::vector<int> grad_of_input;
+    std::vector<std::vector<int>> tangents_of_input;
     std::string region;
     bool symbolic = false;  // results change size with the call: tangent metas are per call
   };
@@ -119,6 +157,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     }
   }
   for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
+  plan->tangents_of_input = tangents_read_by_grads(joint);
   plan->region = options.region;
   plan->symbolic = symbolic;
 
@@ -155,6 +194,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
         }
     node->tangent_of_output = plan->tangent_of_output;
     node->grad_of_input = plan->grad_of_input;
+    node->tangents_of_input = plan->tangents_of_input;
     for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));
     r.resize(plan->num_results);
     node->num_outputs = static_cast<uint32_t>(r.size());
