@@ -55,6 +55,30 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
   return grads;
 }
 
+void CompiledRegionNode::check_observed(const std::vector<Tensor>& grad_outputs, const std::vector<uint32_t>& captured) {
+  if (downstream_of_output.empty()) return;
+  auto shape_of = [&](size_t o) -> std::string {
+    const int k = o < tangent_of_output.size() ? tangent_of_output[o] : -1;
+    return k >= 0 ? shape_str(tangent_metas[static_cast<size_t>(k)].sizes) : std::string("?");
+  };
+  auto check = [&](uint32_t o, const char* how) {
+    if (o >= downstream_of_output.size()) return;
+    for (int k : downstream_of_output[o])
+      TP_CHECK(static_cast<size_t>(k) >= grad_outputs.size() || !grad_outputs[static_cast<size_t>(k)].defined(),
+               Error, "the gradient of a result of the compiled region ", region_, " (shape ", shape_of(o),
+               ") is observed (", how, "), but another result of the same call (shape ",
+               shape_of(static_cast<size_t>(k)), ") is computed from it inside the region and got a gradient too: "
+               "the compiled backward takes that gradient to the inputs without passing through the first result, "
+               "so what is observed would miss it (eager includes it). Compute the second result from the first "
+               "after the compiled call, observe the gradient of a tensor outside the compiled function, or run "
+               "the function without tp.compile");
+  };
+  for (const auto& [o, h] : pre_hooks) check(o, "a hook registered on it");
+  for (const auto& [o, w] : retained)
+    if (!w.expired()) check(o, "retain_grad()");
+  for (uint32_t o : captured) check(o, "autograd.grad with respect to it");
+}
+
 void CompiledRegionNode::release_saved() {
   saved.clear();
   released_ = true;

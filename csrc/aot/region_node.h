@@ -19,6 +19,7 @@ class CompiledRegionNode : public autograd::Node {
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override;
+  void check_observed(const std::vector<Tensor>& grad_outputs, const std::vector<uint32_t>& captured) override;
 
   std::vector<Tensor> saved;          // detached; activations then primals
   std::vector<uint64_t> saved_versions;
@@ -31,6 +32,11 @@ class CompiledRegionNode : public autograd::Node {
   // .grad stays None instead of becoming zeros (which weight decay or momentum
   // would then act on). Empty: always given (a gradient that reads no tangent).
   std::vector<std::vector<int>> tangents_of_input;
+  // Per output: the other outputs the region computes from it (differentiably).
+  // Their gradients reach the inputs inside the compiled backward without
+  // passing through this output, so a hook, retain_grad() or autograd.grad on
+  // it would miss them: refused when they got a gradient (check_observed).
+  std::vector<std::vector<int>> downstream_of_output;
 
  private:
   std::string region_;

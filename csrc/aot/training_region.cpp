@@ -77,6 +77,44 @@ std::vector<std::vector<int>> tangents_read_by_grads(const JointGraph& joint) {
 
 }  // namespace
 
+std::vector<std::vector<int>> results_computed_from_results(const graph::Graph& g) {
+  const graph::Node* out = g.output_node();
+  const size_t nout = out->args.size();
+  std::vector<std::vector<int>> res(nout);
+  std::unordered_map<const graph::Node*, std::vector<int>> results_at;  // node -> the results it is
+  for (size_t o = 0; o < nout; ++o)
+    if (const auto* np = std::get_if<graph::Node*>(&out->args[o]); np && *np) results_at[*np].push_back(static_cast<int>(o));
+  if (results_at.empty()) return res;
+  // node -> the results it is computed from
+  std::unordered_map<const graph::Node*, std::vector<int>> from;
+  for (const auto& up : g.nodes()) {
+    const graph::Node* n = up.get();
+    if (n->opcode == graph::Opcode::Output) break;
+    if (n->opcode != graph::Opcode::CallFunction || !n->grad_enabled || n->is_op("detach") ||
+        !is_floating(n->meta.dtype))
+      continue;
+    std::vector<int> f;
+    for (const graph::Node* a : n->input_nodes()) {
+      if (!a) continue;
+      if (auto it = results_at.find(a); it != results_at.end()) f.insert(f.end(), it->second.begin(), it->second.end());
+      if (auto it = from.find(a); it != from.end()) f.insert(f.end(), it->second.begin(), it->second.end());
+    }
+    if (f.empty()) continue;
+    std::sort(f.begin(), f.end());
+    f.erase(std::unique(f.begin(), f.end()), f.end());
+    from.emplace(n, std::move(f));
+  }
+  for (const auto& [n, ks] : results_at) {
+    auto it = from.find(n);
+    if (it == from.end()) continue;
+    for (int o : it->second)
+      for (int k : ks)
+        if (std::find(ks.begin(), ks.end(), o) == ks.end())
+          res[static_cast<size_t>(o)].push_back(k);
+  }
+  return res;
+}
+
 AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
                                   const RegionCompiler& compile, const AotOptions& options) {
   std::vector<bool> needs(inputs.size());
@@ -134,6 +172,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     std::vector<int> tangent_of_output;
     std::vector<int> grad_of_input;
     std::vector<std::vector<int>> tangents_of_input;
+    std::vector<std::vector<int>> downstream_of_output;
     std::string region;
     bool symbolic = false;  // results change size with the call: tangent metas are per call
   };
@@ -158,6 +197,19 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
   }
   for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
   plan->tangents_of_input = tangents_read_by_grads(joint);
+  if (options.results_from_results) {
+    // Only between results that carry a gradient.
+    const auto& d = joint.differentiable;
+    auto diff = [&](int o) { return o >= 0 && static_cast<size_t>(o) < d.size() && d[static_cast<size_t>(o)]; };
+    plan->downstream_of_output.resize(d.size());
+    for (size_t o = 0; o < d.size() && o < options.results_from_results->size(); ++o)
+      if (diff(static_cast<int>(o)))
+        for (int k : (*options.results_from_results)[o])
+          if (diff(k)) plan->downstream_of_output[o].push_back(k);
+  }
+  if (std::all_of(plan->downstream_of_output.begin(), plan->downstream_of_output.end(),
+                  [](const std::vector<int>& d) { return d.empty(); }))
+    plan->downstream_of_output.clear();
   plan->region = options.region;
   plan->symbolic = symbolic;
 
@@ -195,6 +247,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     node->tangent_of_output = plan->tangent_of_output;
     node->grad_of_input = plan->grad_of_input;
     node->tangents_of_input = plan->tangents_of_input;
+    node->downstream_of_output = plan->downstream_of_output;
     for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));
     r.resize(plan->num_results);
     node->num_outputs = static_cast<uint32_t>(r.size());

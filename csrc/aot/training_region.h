@@ -33,6 +33,10 @@ struct AotOptions {
   // trace_joint_symbolic) while deciding the version's guards; the region
   // partitions it instead of tracing a static one.
   std::shared_ptr<JointGraph> joint;
+  // Per result: the results computed from it in eager (results_computed_from_results
+  // of the graph before CSE merged equal values): the node refuses hooks,
+  // retain_grad() and autograd.grad on a result whose gradient would miss theirs.
+  std::shared_ptr<const std::vector<std::vector<int>>> results_from_results;
 };
 
 struct AotResult {
@@ -43,6 +47,12 @@ struct AotResult {
 
 // `inputs`: the call's tensors (arguments, then free tensors); which of them
 // require grad decides what is differentiated.
+// Per result of the graph: the other floating results computed from it through
+// differentiable operators (grad mode on, no detach). On the graph as captured,
+// before passes: CSE would make `tanh(x @ w)` read a returned `x @ w` that eager
+// computed twice.
+std::vector<std::vector<int>> results_computed_from_results(const graph::Graph& g);
+
 AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
                                   const RegionCompiler& compile, const AotOptions& options);
 

@@ -99,3 +99,80 @@ def test_an_explicit_zero_gradient_for_a_result_still_reaches_its_inputs():
         la, lb = C(lambda a, b: ((a * 2).sum(), (b * 3).sum()))(a, b)
         tp.autograd.backward([la, lb], [tp.tensor(1.0), tp.tensor(0.0)])
         np.testing.assert_allclose(b.grad.numpy(), np.zeros(3))
+
+
+# --------------------------- observing the gradient of a result other results read
+
+def _features_and_loss(x, w):
+    h = x @ w
+    return h, tp.tanh(h).sum()
+
+
+@pytest.mark.parametrize("observe", ["hook", "retain_grad", "autograd.grad"])
+def test_observing_a_result_that_another_result_is_computed_from_is_refused(observe):
+    # `features, loss = f(x)` with the loss computed from the features inside
+    # the function: in eager a hook on `features` sees (and may change) the
+    # gradient coming from the loss, retain_grad() keeps it and autograd.grad
+    # returns it. The compiled backward takes the loss's gradient to the inputs
+    # without passing through `features`: the hook's change was lost (a wrong
+    # w.grad), .grad and allow_unused autograd.grad gave None. Now refused.
+    def observe_and_backward(h, loss):
+        if observe == "hook":
+            h.register_hook(lambda g: g * 2)
+            loss.backward()
+            return None
+        if observe == "retain_grad":
+            h.retain_grad()
+            loss.backward()
+            return h.grad
+        return tp.autograd.grad(loss, [h], allow_unused=True)[0]
+
+    tp.manual_seed(0)
+    w = tp.randn(3, 3, requires_grad=True)
+    x = tp.randn(2, 3)
+    seen = observe_and_backward(*_features_and_loss(x, w))
+    if seen is not None:
+        np.testing.assert_allclose(seen.numpy(), (1 - tp.tanh(x @ w) ** 2).detach().numpy(), rtol=1e-5)
+    w.grad = None
+    h, loss = tp.compile(_features_and_loss)(x, w)
+    with pytest.raises(RuntimeError, match="computed from it inside the region"):
+        observe_and_backward(h, loss)
+
+
+def test_observing_such_a_result_is_fine_when_only_it_is_differentiated():
+    def run(C):
+        tp.manual_seed(0)
+        w = tp.randn(3, 3, requires_grad=True)
+        h, loss = C(_features_and_loss)(tp.randn(2, 3), w)
+        h.register_hook(lambda g: g * 2)
+        h.retain_grad()
+        (h * h).sum().backward()
+        return h.grad.numpy(), w.grad.numpy()
+
+    for a, b in zip(run(tp.compile), run(_eager)):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("body", ["computed twice", "view of it"])
+def test_results_eager_computes_apart_or_as_views_keep_their_hooks(body):
+    # Not refused: the second result is `tanh(x @ w)` with `x @ w` computed
+    # again (eager: another tensor; CSE merges the two in the graph), or a view
+    # of the first (the caller makes it one, so its gradient passes through it).
+    def f(x, w):
+        h = x @ w
+        return (h, tp.tanh(x @ w).sum()) if body == "computed twice" else (h, h.t())
+
+    def run(C):
+        tp.manual_seed(0)
+        w = tp.randn(3, 3, requires_grad=True)
+        h, second = C(f)(tp.randn(2, 3), w)
+        h.register_hook(lambda g: g * 3)
+        h.retain_grad()
+        (second * second).sum().backward()
+        return (None if h.grad is None else h.grad.numpy()), w.grad.numpy()
+
+    got, want = run(tp.compile), run(_eager)
+    assert (got[0] is None) == (want[0] is None)
+    if got[0] is not None:
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
