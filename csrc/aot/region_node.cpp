@@ -24,6 +24,16 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
              dtype_name(saved[i].dtype()), " ", shape_str(saved[i].sizes()), "] is at version ",
              saved[i].autograd_version(),
              "; expected version ", saved_versions[i], " instead (the compiled region ", region_, " saved it)");
+  for (const WatchedResult& w : watched_results) {
+    const bool read = std::any_of(w.triggers.begin(), w.triggers.end(), [&](int k) {
+      return static_cast<size_t>(k) < grad_outputs.size() && grad_outputs[static_cast<size_t>(k)].defined();
+    });
+    TP_CHECK(!read || w.result.autograd_version() == w.version, Error,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+             dtype_name(w.result.dtype()), " ", shape_str(w.result.sizes()), "] is at version ",
+             w.result.autograd_version(), "; expected version ", w.version, " instead (a result of the compiled region ",
+             region_, " that the backward reads; clone() it before the in-place write)");
+  }
   // The backward graph's inputs are contiguous (partition.cpp): expanded
   // gradients (`y.sum().backward()`) and strided saved values are copied once.
   std::vector<Tensor> in;
@@ -81,6 +91,7 @@ void CompiledRegionNode::check_observed(const std::vector<Tensor>& grad_outputs,
 
 void CompiledRegionNode::release_saved() {
   saved.clear();
+  watched_results.clear();
   released_ = true;
 }
 

@@ -37,6 +37,16 @@ class CompiledRegionNode : public autograd::Node {
   // passing through this output, so a hook, retain_grad() or autograd.grad on
   // it would miss them: refused when they got a gradient (check_observed).
   std::vector<std::vector<int>> downstream_of_output;
+  // Results eager's backward reads (an exp, tanh or sigmoid result; a result a
+  // later product used): a write into one after the call, with a gradient for
+  // one of `triggers`, raises as eager does. The compiled backward kept its
+  // own copy or recomputes it, and would silently use the old values.
+  struct WatchedResult {
+    Tensor result;  // detached alias: the result's version counter
+    uint64_t version;
+    std::vector<int> triggers;
+  };
+  std::vector<WatchedResult> watched_results;
 
  private:
   std::string region_;

@@ -37,6 +37,10 @@ struct AotOptions {
   // of the graph before CSE merged equal values): the node refuses hooks,
   // retain_grad() and autograd.grad on a result whose gradient would miss theirs.
   std::shared_ptr<const std::vector<std::vector<int>>> results_from_results;
+  // Per result: the results whose gradient makes eager's backward read it
+  // (results_eager_reads): written in place after the call, the backward then
+  // raises as eager does instead of using the values it kept.
+  std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads;
 };
 
 struct AotResult {
@@ -52,6 +56,12 @@ struct AotResult {
 // before passes: CSE would make `tanh(x @ w)` read a returned `x @ w` that eager
 // computed twice.
 std::vector<std::vector<int>> results_computed_from_results(const graph::Graph& g);
+
+// Per result: the results whose gradient makes eager's backward read that
+// result's value (saved by the formula of the operator that made it, of one
+// that used it, or of one that used a view of the same base), given which
+// inputs require grad. On the graph as captured, before passes.
+std::vector<std::vector<int>> results_eager_reads(const graph::Graph& g, const std::vector<bool>& input_requires_grad);
 
 AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
                                   const RegionCompiler& compile, const AotOptions& options);

@@ -176,3 +176,80 @@ def test_results_eager_computes_apart_or_as_views_keep_their_hooks(body):
     if got[0] is not None:
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+
+
+# ------------------------------- a result written in place after the call, then backward
+
+_READ_BY_EAGER = {
+    "tanh": lambda x, w: tp.tanh(x @ w),
+    "sigmoid": lambda x, w: tp.sigmoid(x @ w),
+    "softmax": lambda x, w: tp.softmax(x @ w, -1),
+    "exp": lambda x, w: (x @ w).exp(),
+    "read by a product inside": lambda x, w: (lambda h: (h, (h * w[0]).sum()))(x @ w),
+    "view of a tanh": lambda x, w: tp.tanh(x @ w).t(),
+}
+_NOT_READ_BY_EAGER = {
+    "matmul": lambda x, w: x @ w,
+    "add": lambda x, w: (x @ w) + 1,
+    "dropout": lambda x, w: F.dropout(x @ w, 0.5, training=True),
+    "layer_norm": lambda x, w: F.layer_norm(x @ w, (3,)),
+    "max(dim)": lambda x, w: (x @ w).max(1).values,
+    "read by a product with a constant": lambda x, w: (lambda h: (h, (h * 2).sum()))(x @ w),
+}
+
+
+def _write_then_backward(C, f, write):
+    tp.manual_seed(0)
+    w = tp.randn(3, 3, requires_grad=True)
+    outs = C(lambda x: f(x, w))(tp.randn(4, 3))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    write(outs[0])
+    sum((o * tp.arange(float(o.numel())).reshape(o.shape)).sum() for o in outs).backward()
+    return w.grad.numpy()
+
+
+def _mul_(y):
+    y.mul_(2)
+
+
+def _slice_add_(y):
+    y[0].add_(1)
+
+
+def _no_grad_add_(y):
+    with tp.no_grad():
+        y.add_(1)
+
+
+@pytest.mark.parametrize("write", [_mul_, _slice_add_, _no_grad_add_])
+@pytest.mark.parametrize("name", list(_READ_BY_EAGER))
+def test_writing_into_a_result_the_backward_reads_raises_as_eager(name, write):
+    # tanh's (sigmoid's, exp's, softmax's) backward reads its result: eager
+    # raises when that result was written in place before the backward. The
+    # compiled backward kept its own copy (or recomputed it) and silently gave
+    # the gradient of the values before the write.
+    f = _READ_BY_EAGER[name]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as eager:
+        _write_then_backward(_eager, f, write)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as compiled:
+        _write_then_backward(tp.compile, f, write)
+    assert type(compiled.value) is type(eager.value)
+
+
+@pytest.mark.parametrize("name", list(_NOT_READ_BY_EAGER))
+def test_writing_into_a_result_the_backward_does_not_read_still_trains(name):
+    f = _NOT_READ_BY_EAGER[name]
+    np.testing.assert_allclose(_write_then_backward(tp.compile, f, _mul_), _write_then_backward(_eager, f, _mul_),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_written_result_is_not_read_when_only_other_results_are_differentiated():
+    def run(C):
+        tp.manual_seed(0)
+        w = tp.randn(3, 3, requires_grad=True)
+        y, s = C(lambda x: (tp.tanh(x @ w), (x @ w.t()).sum()))(tp.randn(2, 3))
+        y.mul_(2)
+        s.backward()
+        return w.grad.numpy()
+
+    np.testing.assert_allclose(run(tp.compile), run(_eager), rtol=1e-5)
