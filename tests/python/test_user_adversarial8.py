@@ -253,3 +253,47 @@ def test_a_written_result_is_not_read_when_only_other_results_are_differentiated
         return w.grad.numpy()
 
     np.testing.assert_allclose(run(tp.compile), run(_eager), rtol=1e-5)
+
+
+# ------------------------------------------- printing a loss inside a compiled function
+
+@pytest.mark.parametrize("show", [
+    lambda l: print("loss", l),
+    lambda l: print(f"loss {l}"),
+    lambda l: print("loss", l.item()),
+    lambda l: print(f"loss {l.item():.4f}"),
+    lambda l: print(f"loss {l:.4f}"),
+    lambda l: print("loss", round(l.item(), 3)),
+])
+def test_printing_a_loss_inside_a_compiled_function(show, capsys):
+    # print(loss) raised "cannot capture Tensor.numpy()" (the user never called
+    # numpy), f"{loss.item():.4f}" raised "unsupported format string passed to
+    # Tensor.__format__" and round(loss.item(), 3) "type Tensor doesn't define
+    # __round__": inside a capture item() is a 0-d tensor. The capture runs on
+    # the call's values; printing shows them as eager does (a float for item()).
+    w = tp.tensor([0.5, -1.25, 2.0], requires_grad=True)
+
+    def f(x):
+        loss = (x * w).sum()
+        show(loss)
+        return loss * 2
+
+    x = tp.tensor([1.0, 2.0, 3.0])
+    want = f(x)
+    eager_out = capsys.readouterr().out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # print() inside a compiled function runs at capture only
+        got = tp.compile(f)(x)
+    compiled_out = capsys.readouterr().out
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy())
+    # eager's tensor repr carries grad_fn; the capture runs without autograd
+    assert compiled_out.split(", grad_fn")[0].rstrip(")\n") == eager_out.split(", grad_fn")[0].rstrip(")\n")
+
+
+def test_a_zero_d_tensor_formats_as_its_number():
+    assert f"{tp.tensor(1.23456):.3f}" == "1.235"
+    assert f"{tp.tensor(3):d}" == "3"
+    assert f"{tp.tensor(1.5, requires_grad=True):.2f}" == "1.50"
+    assert f"{tp.tensor([1.0, 2.0])}" == str(tp.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError):
+        f"{tp.tensor([1.0, 2.0]):.2f}"
