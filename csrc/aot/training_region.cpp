@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <unordered_map>
 
 #include "aot/device_constants.h"
 #include "aot/region_node.h"
@@ -38,7 +39,202 @@ std::vector<Tensor> zeros_for(const graph::Graph& g, Device device) {
   return r;
 }
 
+// Per primal: the tangents (by index) its gradient in the joint graph reads,
+// directly or through other nodes.
+std::vector<std::vector<int>> tangents_read_by_grads(const JointGraph& joint) {
+  std::vector<std::vector<int>> res(static_cast<size_t>(joint.num_primals));
+  const graph::Graph& g = *joint.graph;
+  const size_t nt = static_cast<size_t>(std::count(joint.differentiable.begin(), joint.differentiable.end(), true));
+  if (nt == 0) return res;
+  std::unordered_map<const graph::Node*, std::vector<bool>> reads;
+  for (const auto& up : g.nodes()) {
+    const graph::Node* n = up.get();
+    if (n->opcode == graph::Opcode::Output) break;
+    std::vector<bool> r(nt, false);
+    if (n->opcode == graph::Opcode::Placeholder) {
+      const int t = n->input_index - joint.num_primals;
+      if (t >= 0 && static_cast<size_t>(t) < nt) r[static_cast<size_t>(t)] = true;
+    }
+    for (const graph::Node* a : n->input_nodes())
+      if (auto it = reads.find(a); it != reads.end())
+        for (size_t t = 0; t < nt; ++t)
+          if (it->second[t]) r[t] = true;
+    reads.emplace(n, std::move(r));
+  }
+  const graph::Node* out = g.output_node();
+  for (size_t i = 0; i < res.size() && i < joint.grad_output.size(); ++i) {
+    const int gi = joint.grad_output[i];
+    if (gi < 0 || static_cast<size_t>(gi) >= out->args.size()) continue;
+    const auto* np = std::get_if<graph::Node*>(&out->args[static_cast<size_t>(gi)]);
+    if (!np || !*np) continue;
+    auto it = reads.find(*np);
+    if (it == reads.end()) continue;
+    for (size_t t = 0; t < nt; ++t)
+      if (it->second[t]) res[i].push_back(static_cast<int>(t));
+  }
+  return res;
+}
+
 }  // namespace
+
+std::vector<std::vector<int>> results_computed_from_results(const graph::Graph& g) {
+  const graph::Node* out = g.output_node();
+  const size_t nout = out->args.size();
+  std::vector<std::vector<int>> res(nout);
+  std::unordered_map<const graph::Node*, std::vector<int>> results_at;  // node -> the results it is
+  for (size_t o = 0; o < nout; ++o)
+    if (const auto* np = std::get_if<graph::Node*>(&out->args[o]); np && *np) results_at[*np].push_back(static_cast<int>(o));
+  if (results_at.empty()) return res;
+  // node -> the results it is computed from
+  std::unordered_map<const graph::Node*, std::vector<int>> from;
+  for (const auto& up : g.nodes()) {
+    const graph::Node* n = up.get();
+    if (n->opcode == graph::Opcode::Output) break;
+    if (n->opcode != graph::Opcode::CallFunction || !n->grad_enabled || n->is_op("detach") ||
+        !is_floating(n->meta.dtype))
+      continue;
+    std::vector<int> f;
+    for (const graph::Node* a : n->input_nodes()) {
+      if (!a) continue;
+      if (auto it = results_at.find(a); it != results_at.end()) f.insert(f.end(), it->second.begin(), it->second.end());
+      if (auto it = from.find(a); it != from.end()) f.insert(f.end(), it->second.begin(), it->second.end());
+    }
+    if (f.empty()) continue;
+    std::sort(f.begin(), f.end());
+    f.erase(std::unique(f.begin(), f.end()), f.end());
+    from.emplace(n, std::move(f));
+  }
+  for (const auto& [n, ks] : results_at) {
+    auto it = from.find(n);
+    if (it == from.end()) continue;
+    for (int o : it->second)
+      for (int k : ks)
+        if (std::find(ks.begin(), ks.end(), o) == ks.end())
+          res[static_cast<size_t>(o)].push_back(k);
+  }
+  return res;
+}
+
+std::vector<std::vector<int>> results_eager_reads(const graph::Graph& g, const std::vector<bool>& input_requires_grad) {
+  using graph::Node;
+  const Node* out = g.output_node();
+  const size_t nout = out->args.size();
+  std::vector<std::vector<int>> res(nout);
+  std::unordered_map<const Node*, std::vector<int>> results_at;
+  for (size_t o = 0; o < nout; ++o)
+    if (const auto* np = std::get_if<Node*>(&out->args[o]); np && *np) results_at[*np].push_back(static_cast<int>(o));
+  if (results_at.empty()) return res;
+  // Which values eager records (they have history): as the eager dispatcher decides.
+  std::unordered_map<const Node*, bool> rg;
+  auto has_history = [&](const Node* n) { auto it = rg.find(n); return it != rg.end() && it->second; };
+  auto recorded_op = [](const Node* n) -> const OpDef* {
+    if (n->opcode != graph::Opcode::CallFunction || !n->target || n->is_getitem()) return nullptr;
+    const OpDef* op = n->target;
+    if (op->recorded_as)
+      if (const OpDef* r = find_op(op->recorded_as)) op = r;
+    return op;
+  };
+  std::vector<const Node*> order;
+  for (const auto& up : g.nodes()) {
+    const Node* n = up.get();
+    if (n->opcode == graph::Opcode::Output) break;
+    order.push_back(n);
+    bool r = false;
+    if (n->opcode == graph::Opcode::Placeholder) {
+      r = n->input_index >= 0 && static_cast<size_t>(n->input_index) < input_requires_grad.size() &&
+          input_requires_grad[static_cast<size_t>(n->input_index)];
+    } else if (n->is_getitem()) {
+      const auto ins = n->input_nodes();
+      r = !ins.empty() && ins[0] && has_history(ins[0]);
+    } else if (const OpDef* op = recorded_op(n); op && n->grad_enabled && op->backward) {
+      for (const Node* a : n->input_nodes()) r = r || (a && has_history(a));
+    }
+    rg[n] = r && is_floating(n->meta.dtype);
+    if (r && !n->is_getitem() && n->opcode == graph::Opcode::CallFunction) rg[n] = true;  // multi-result parents
+  }
+  // Per node: the results whose gradient reaches it (the results it is, and
+  // those computed from it through recorded operators).
+  std::unordered_map<const Node*, std::vector<int>> reach;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node* n = *it;
+    std::vector<int> r;
+    if (auto ra = results_at.find(n); ra != results_at.end()) r = ra->second;
+    for (const Node* u : n->users) {
+      if (!has_history(u)) continue;
+      if (auto ru = reach.find(u); ru != reach.end()) r.insert(r.end(), ru->second.begin(), ru->second.end());
+    }
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    reach[n] = std::move(r);
+  }
+  // Views share their base's version counter: a write into any of them is seen
+  // by what any of them saved.
+  auto base_of = [](const Node* n) {
+    while (n->opcode == graph::Opcode::CallFunction && n->target && n->target->has(kView)) {
+      const auto ins = n->input_nodes();
+      if (ins.empty() || !ins[0]) break;
+      n = ins[0];
+    }
+    return n;
+  };
+  std::unordered_map<const Node*, std::vector<const Node*>> group;
+  for (const Node* n : order) group[base_of(n)].push_back(n);
+  // Per node: the results whose gradient makes eager read it in the backward
+  // (its producer's formula saves it, or a recorded user's does).
+  auto readers = [&](const Node* m) {
+    std::vector<int> t;
+    auto add = [&](const Node* via) {
+      auto r = reach.find(via);
+      if (r != reach.end()) t.insert(t.end(), r->second.begin(), r->second.end());
+    };
+    if (has_history(m)) {
+      const Node* prod = m;
+      size_t out_nr = 0;
+      if (m->is_getitem()) {
+        const auto ins = m->input_nodes();
+        prod = ins.empty() ? nullptr : ins[0];
+        out_nr = static_cast<size_t>(m->getitem_index());
+      }
+      if (const OpDef* op = prod ? recorded_op(prod) : nullptr) {
+        std::vector<bool> needs;
+        for (const Node* a : prod->input_nodes()) needs.push_back(a && has_history(a));
+        needs.resize(std::max(needs.size(), prod->args.size()));
+        // Undeclared: eager keeps everything but raises only for what the formula
+        // reads, unknown here: no watch rather than a refusal eager would not make.
+        const SavedSet keep = op->saved ? op->saved(needs) : SavedSet{};
+        if (keep.output(out_nr)) add(m);
+      }
+    }
+    for (const Node* u : m->users) {
+      const OpDef* op = recorded_op(u);
+      if (!op || !u->grad_enabled || !op->backward || !has_history(u)) continue;
+      std::vector<bool> needs;
+      for (const auto& a : u->args) {
+        const auto* np = std::get_if<Node*>(&a);
+        needs.push_back(np && *np && has_history(*np));
+      }
+      // Undeclared: eager keeps everything but raises only for what the formula
+        // reads, unknown here: no watch rather than a refusal eager would not make.
+        const SavedSet keep = op->saved ? op->saved(needs) : SavedSet{};
+      for (size_t i = 0; i < u->args.size(); ++i) {
+        const auto* np = std::get_if<Node*>(&u->args[i]);
+        if (np && *np == m && keep.input(i)) add(u);
+      }
+    }
+    return t;
+  };
+  for (const auto& [n, os] : results_at) {
+    std::vector<int> t;
+    for (const Node* m : group[base_of(n)]) {
+      std::vector<int> r = readers(m);
+      t.insert(t.end(), r.begin(), r.end());
+    }
+    std::sort(t.begin(), t.end());
+    t.erase(std::unique(t.begin(), t.end()), t.end());
+    for (int o : os) res[static_cast<size_t>(o)] = t;
+  }
+  return res;
+}
 
 AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
                                   const RegionCompiler& compile, const AotOptions& options) {
@@ -96,6 +292,9 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     std::vector<TensorMeta> tangent_metas;
     std::vector<int> tangent_of_output;
     std::vector<int> grad_of_input;
+    std::vector<std::vector<int>> tangents_of_input;
+    std::vector<std::vector<int>> downstream_of_output;
+    std::vector<std::vector<int>> watched_triggers;  // per result: results whose gradient makes eager read it
     std::string region;
     bool symbolic = false;  // results change size with the call: tangent metas are per call
   };
@@ -119,6 +318,28 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     }
   }
   for (int gi : joint.grad_output) plan->grad_of_input.push_back(gi < 0 ? -1 : gi - joint.num_outputs);
+  plan->tangents_of_input = tangents_read_by_grads(joint);
+  if (options.results_from_results) {
+    // Only between results that carry a gradient.
+    const auto& d = joint.differentiable;
+    auto diff = [&](int o) { return o >= 0 && static_cast<size_t>(o) < d.size() && d[static_cast<size_t>(o)]; };
+    plan->downstream_of_output.resize(d.size());
+    for (size_t o = 0; o < d.size() && o < options.results_from_results->size(); ++o)
+      if (diff(static_cast<int>(o)))
+        for (int k : (*options.results_from_results)[o])
+          if (diff(k)) plan->downstream_of_output[o].push_back(k);
+  }
+  if (options.results_eager_reads) {
+    const auto& d = joint.differentiable;
+    for (size_t o = 0; o < d.size() && o < options.results_eager_reads->size(); ++o)
+      if (d[o] && !(*options.results_eager_reads)[o].empty()) {
+        if (plan->watched_triggers.size() < d.size()) plan->watched_triggers.resize(d.size());
+        plan->watched_triggers[o] = (*options.results_eager_reads)[o];
+      }
+  }
+  if (std::all_of(plan->downstream_of_output.begin(), plan->downstream_of_output.end(),
+                  [](const std::vector<int>& d) { return d.empty(); }))
+    plan->downstream_of_output.clear();
   plan->region = options.region;
   plan->symbolic = symbolic;
 
@@ -155,9 +376,16 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
         }
     node->tangent_of_output = plan->tangent_of_output;
     node->grad_of_input = plan->grad_of_input;
+    node->tangents_of_input = plan->tangents_of_input;
+    node->downstream_of_output = plan->downstream_of_output;
     for (auto& t : in) node->next_edges.push_back(autograd::gradient_edge(t));
     r.resize(plan->num_results);
     node->num_outputs = static_cast<uint32_t>(r.size());
+    for (size_t o = 0; o < plan->watched_triggers.size() && o < r.size(); ++o)
+      if (!plan->watched_triggers[o].empty() && r[o].defined()) {
+        Tensor t = autograd::detached(r[o]);
+        node->watched_results.push_back({t, t.autograd_version(), plan->watched_triggers[o]});
+      }
     for (size_t o = 0; o < r.size(); ++o) {
       if (plan->tangent_of_output[o] < 0 || !r[o].defined()) continue;
       // A fresh alias: the backend may hand back an input object, whose own

@@ -33,6 +33,14 @@ struct AotOptions {
   // trace_joint_symbolic) while deciding the version's guards; the region
   // partitions it instead of tracing a static one.
   std::shared_ptr<JointGraph> joint;
+  // Per result: the results computed from it in eager (results_computed_from_results
+  // of the graph before CSE merged equal values): the node refuses hooks,
+  // retain_grad() and autograd.grad on a result whose gradient would miss theirs.
+  std::shared_ptr<const std::vector<std::vector<int>>> results_from_results;
+  // Per result: the results whose gradient makes eager's backward read it
+  // (results_eager_reads): written in place after the call, the backward then
+  // raises as eager does instead of using the values it kept.
+  std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads;
 };
 
 struct AotResult {
@@ -43,6 +51,18 @@ struct AotResult {
 
 // `inputs`: the call's tensors (arguments, then free tensors); which of them
 // require grad decides what is differentiated.
+// Per result of the graph: the other floating results computed from it through
+// differentiable operators (grad mode on, no detach). On the graph as captured,
+// before passes: CSE would make `tanh(x @ w)` read a returned `x @ w` that eager
+// computed twice.
+std::vector<std::vector<int>> results_computed_from_results(const graph::Graph& g);
+
+// Per result: the results whose gradient makes eager's backward read that
+// result's value (saved by the formula of the operator that made it, of one
+// that used it, or of one that used a view of the same base), given which
+// inputs require grad. On the graph as captured, before passes.
+std::vector<std::vector<int>> results_eager_reads(const graph::Graph& g, const std::vector<bool>& input_requires_grad);
+
 AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const std::vector<Tensor>& inputs,
                                   const RegionCompiler& compile, const AotOptions& options);
 

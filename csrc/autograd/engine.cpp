@@ -115,6 +115,13 @@ void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool 
     std::vector<Tensor> in = std::move(buffers[n.get()]);
     buffers.erase(n.get());
     in.resize(std::max<size_t>(n->num_outputs, in.size()));
+    {
+      std::vector<uint32_t> observed;
+      if (capture)
+        for (const Edge& e : *capture)
+          if (e.fn == n) observed.push_back(e.input_nr);
+      n->check_observed(in, observed);
+    }
     n->run_pre_hooks(in);
     std::vector<Tensor> out;
     // grad() runs a node only if it leads to a captured tensor; it never writes .grad.

@@ -78,6 +78,11 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
   // Runs the hooks and retain_grad for the incoming gradients (before apply).
   virtual void run_pre_hooks(std::vector<Tensor>& grad_outputs);
+  // Before the pre-hooks: `captured` are the outputs whose gradient autograd.grad
+  // returns. A node whose outputs' gradients are not all they are in eager (a
+  // compiled region: the gradient of one result computed from another does not
+  // pass through it) refuses to let them be observed.
+  virtual void check_observed(const std::vector<Tensor>& /*grad_outputs*/, const std::vector<uint32_t>& /*captured*/) {}
 };
 
 // The storage of every placeholder for a value autograd did not keep

@@ -528,7 +528,9 @@ std::set<std::string> CompiledFunction::disabled_passes() const { return compile
 RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                                        const std::string& grad_reason, const std::vector<int>& written_inputs,
                                        std::string* source, const std::vector<std::pair<int, int>>& write_into,
-                                       std::shared_ptr<aot::JointGraph> joint) {
+                                       std::shared_ptr<aot::JointGraph> joint,
+                                       std::shared_ptr<const std::vector<std::vector<int>>> results_from_results,
+                                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -586,6 +588,8 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.backward_first = b.builds_in_background && !options_.strict_native;
   ao.written_inputs = written_inputs;
   ao.joint = std::move(joint);
+  ao.results_from_results = std::move(results_from_results);
+  ao.results_eager_reads = std::move(results_eager_reads);
   auto budget = options_.options.find("activation_memory_budget");
   if (budget != options_.options.end()) {
     // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
@@ -859,6 +863,16 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   a->gates = tr.gates;
   a->rng = tr.rng_inputs;
 
+  // Which results eager computes from which (the graph before CSE merges equal values).
+  auto results_from_results =
+      std::make_shared<const std::vector<std::vector<int>>>(aot::results_computed_from_results(*g));
+  std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads;
+  {
+    std::vector<bool> input_rg;
+    for (const Tensor& t : all) input_rg.push_back(t.defined() && t.requires_grad());
+    results_eager_reads =
+        std::make_shared<const std::vector<std::vector<int>>>(aot::results_eager_reads(*g, input_rg));
+  }
   passes::PassOptions po;
   po.decompose = false;
   po.disabled = disabled_passes();
@@ -984,7 +998,8 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   std::vector<std::pair<int, int>> write_into;
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
     if (a->write_back[k]) write_into.push_back({static_cast<int>(graph_nout + k), a->mutated_inputs[k]});
-  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint));
+  a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint),
+                       std::move(results_from_results), std::move(results_eager_reads));
   if (grad_inside && !grad_reason.empty())
     a->run = [inner = std::move(a->run)](const std::vector<Tensor>& in) {
       AutoGradMode on(true);  // the region's nodes outside the enable_grad block stay undifferentiated

@@ -251,7 +251,9 @@ class CompiledFunction {
   RegionFn run_backend(std::shared_ptr<graph::Graph> g, const std::vector<Tensor>& tensors,
                        const std::string& grad_reason, const std::vector<int>& written_inputs, std::string* source,
                        const std::vector<std::pair<int, int>>& write_into = {},
-                       std::shared_ptr<aot::JointGraph> joint = nullptr);
+                       std::shared_ptr<aot::JointGraph> joint = nullptr,
+                       std::shared_ptr<const std::vector<std::vector<int>>> results_from_results = nullptr,
+                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads = nullptr);
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]

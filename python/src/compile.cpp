@@ -1135,7 +1135,10 @@ void bind_compile(nb::module_& m) {
      nb::arg("dynamic").none(), nb::arg("fullgraph"), nb::arg("strict_native"), nb::arg("arg_names"), nb::arg("num_params"),
      nb::arg("binder").none());
 
-  m.def("_is_tracing", [] { return graph::is_tracing(); });  // a capture is running on this thread
+  m.def("_is_tracing", [] { return graph::is_tracing(); });
+  // A 0-d tensor that is a Python float in eager (`t.item()` during a capture,
+  // and arithmetic on it): printing and round() treat it as that number.
+  m.def("_is_capture_item", [](const Tensor& t) { return graph::is_tracing() && is_capture_item(t); });  // a capture is running on this thread
   // tp.autograd.Function.apply in a capture that needs gradients (graph/custom_function.h).
   m.def("_traced_requires_grad", [](const Tensor& t) { return graph::traced_requires_grad(t); });
   // `backward(grads, outputs, saved, tracing)` gives one gradient (or None) per

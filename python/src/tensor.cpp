@@ -185,8 +185,10 @@ nb::object sym_strides_py(const Tensor& t, int64_t dim) {
   return nb::tuple(nb::cast(t.strides()));
 }
 
-nb::object to_numpy(const Tensor& t) {
-  refuse_while_tracing("Tensor.numpy()");
+// `peek`: printing inside a capture (repr, format) reads the call's values,
+// which the capture runs on, without making them part of the program.
+nb::object to_numpy(const Tensor& t, bool peek = false) {
+  if (!peek) refuse_while_tracing("Tensor.numpy()");
   TP_CHECK(t.device().kind == Device::Kind::CPU, TypeError, "can't convert ", t.device().str(),
            " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
   TP_CHECK(!t.requires_grad(), Error,
@@ -277,7 +279,10 @@ void bind_tensor(nb::module_& m) {
         }
         return scalar_to_py(gate(host_copy(t), "item"));  // a CUDA tensor is read on the host
       })
-      .def("numpy", &to_numpy)
+      .def("numpy", [](const Tensor& t) { return to_numpy(t); })
+      // The values as a NumPy array, also while a call is captured (printing
+      // there shows that call's values; Python runs at capture only).
+      .def("_peek_numpy", [](const Tensor& t) { return to_numpy(t, true); })
       .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle copy) {
             nb::object a = to_numpy(ops::contiguous(t));
             return dtype.is_none() ? a : a.attr("astype")(dtype);

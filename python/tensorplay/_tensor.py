@@ -166,6 +166,28 @@ def _repr(self):
     return tensor_repr(self)
 
 
+def _format(self, spec):
+    # A 0-d tensor formats as its number (f"{loss:.4f}", f"{loss.item():.4f}":
+    # inside a capture item() is a 0-d tensor), as in PyTorch.
+    if spec and self.dim() == 0:
+        if _C._is_tracing():
+            from ._tensor_str import _values  # the capture's values (host, float32 for halves)
+            v = _values(self).item()
+        else:
+            v = self.item()
+        return format(v, spec)
+    return object.__format__(self, spec)
+
+
+def _round(self, ndigits=None):
+    # round(loss.item(), 4) inside a compiled function: item() is a 0-d tensor
+    # there, a float in eager. float() makes the value a data gate (a result
+    # computed from the rounded number stays right at every call).
+    if _C._is_capture_item(self):
+        return builtins.round(float(self), ndigits)
+    raise TypeError("type Tensor doesn't define __round__ method")
+
+
 def _iter(self):
     if self.dim() == 0:
         raise TypeError("iteration over a 0-d tensor")
@@ -175,4 +197,6 @@ def _iter(self):
 def _install_tensor_extras():
     _C.Tensor.__repr__ = _repr
     _C.Tensor.__str__ = _repr
+    _C.Tensor.__format__ = _format
+    _C.Tensor.__round__ = _round
     _C.Tensor.__iter__ = _iter

@@ -124,7 +124,9 @@ def _values(t):
         t = t.cpu()  # printing reads the values on the host
     if t.dtype in (_C.dtype.float16, _C.dtype.bfloat16):
         t = t.float()
-    return t.numpy()
+    # Inside a capture (print(loss) in a compiled function) numpy() is refused;
+    # the capture runs on the call's values, and printing shows them.
+    return t._peek_numpy() if _C._is_tracing() else t.numpy()
 
 
 def _body(t, indent):
@@ -148,6 +150,8 @@ def _with_suffixes(text, suffixes, indent):
 
 
 def tensor_repr(t):
+    if _C._is_capture_item(t):  # `loss.item()` inside a compiled function: a float in eager
+        return repr(float(_values(t).item()))
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
