@@ -1,0 +1,287 @@
+"""What runs inside a DataLoader worker process, and what crosses the process boundary.
+
+A worker reads tasks `(send_idx, index)` from its own index queue, fetches and collates the batch
+(map-style: `dataset[i]` / `__getitems__`; iterable: the next items of the worker's own iterator
+over its copy of the dataset) and sends `(send_idx, batch)` back on the result queue shared by all
+workers. The main process (`_multiprocess_iter.py`) puts the batches back in sampler order.
+
+Messages on an index queue: a task, `_ResumeIteration` (a persistent worker starts a new epoch:
+an iterable dataset's iterator is made again; answered with the same marker), or None (exit).
+Messages on the result queue: `(send_idx, batch)`, `(send_idx, _ExceptionWrapper)` when the
+fetch, the collate or pickling the batch raised, `(send_idx, _IterableDatasetStopIteration)`
+when a worker's iterator is exhausted, or `(None, _ResumeIteration)`.
+"""
+import os
+import queue
+import random
+import sys
+import traceback
+from dataclasses import dataclass
+
+# How often a waiting worker checks that the process that started it is still alive, and how often
+# the main process checks that its workers are (seconds).
+_STATUS_CHECK_INTERVAL = 0.5
+
+
+class WorkerInfo:
+    """What `get_worker_info()` returns inside a worker: id, num_workers, seed, dataset (read-only)."""
+
+    __slots__ = ("id", "num_workers", "seed", "dataset")
+
+    def __init__(self, id, num_workers, seed, dataset):  # noqa: A002 - PyTorch's attribute names
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "num_workers", num_workers)
+        object.__setattr__(self, "seed", seed)
+        object.__setattr__(self, "dataset", dataset)
+
+    def __setattr__(self, name, value):
+        raise RuntimeError(f"Cannot assign attributes to {type(self).__name__} objects")
+
+    def __repr__(self):
+        return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
+                f"dataset={type(self.dataset).__name__})")
+
+
+_worker_info = None
+
+
+def get_worker_info():
+    """In a DataLoader worker process: its WorkerInfo (id in [0, num_workers), num_workers, the seed
+    it was given, and its own copy of the dataset). In any other process: None.
+
+    An IterableDataset reads it in `__iter__` to give each worker its own share of the stream."""
+    return _worker_info
+
+
+@dataclass(frozen=True)
+class _IterableDatasetStopIteration:
+    worker_id: int
+
+
+@dataclass(frozen=True)
+class _ResumeIteration:
+    pass
+
+
+class _KeyErrorMessage(str):
+    """KeyError shows its argument's repr; this keeps a multi-line message readable."""
+
+    def __repr__(self):
+        return self
+
+
+class _ExceptionWrapper:
+    """An exception raised in a worker, carried to the main process as its type and traceback text."""
+
+    def __init__(self, exc_info, where):
+        exc_type = exc_info[0]
+        self.exc_type = exc_type
+        self.type_name = exc_type.__name__
+        self.where = where
+        self.text = "".join(traceback.format_exception(*exc_info))
+
+    def __reduce__(self):
+        # The type travels by reference; one the main process cannot import (a class made inside a
+        # function) is replaced by None, and the error is raised as a RuntimeError there.
+        from multiprocessing.reduction import ForkingPickler
+        exc_type = self.exc_type
+        try:
+            ForkingPickler.dumps(exc_type)
+        except Exception:
+            exc_type = None
+        return _rebuild_exception_wrapper, (exc_type, self.type_name, self.where, self.text)
+
+    def reraise(self):
+        # The new exception is never bound to a local name here: a frame of its own traceback holding
+        # it would make a reference cycle that keeps the iterator (and its workers) alive until the
+        # garbage collector runs.
+        msg = f"Caught {self.type_name} {self.where}.\nOriginal {self.text}"
+        raise _rebuilt_exception(self.exc_type, msg)
+
+
+def _rebuilt_exception(exc_type, msg):
+    if exc_type is KeyError:
+        msg = _KeyErrorMessage(msg)
+    if exc_type is not None:
+        try:
+            return exc_type(msg)
+        except Exception:
+            pass  # an exception type whose constructor wants other arguments
+    return RuntimeError(msg)
+
+
+def _rebuild_exception_wrapper(exc_type, type_name, where, text):
+    w = _ExceptionWrapper.__new__(_ExceptionWrapper)
+    w.exc_type, w.type_name, w.where, w.text = exc_type, type_name, where, text
+    return w
+
+
+class _ResultQueue:
+    """Worker -> main process: one pipe, written under a lock by any worker, read by the main process.
+
+    A batch is pickled by the worker itself (not by a feeder thread as in multiprocessing.Queue),
+    so a batch that cannot be pickled becomes an error the main process sees instead of an item
+    silently dropped while the main process waits for it."""
+
+    def __init__(self, ctx):
+        self._reader, self._writer = ctx.Pipe(duplex=False)
+        self._wlock = ctx.Lock()
+
+    def put(self, obj):
+        from multiprocessing.reduction import ForkingPickler
+        buf = ForkingPickler.dumps(obj)
+        with self._wlock:
+            self._writer.send_bytes(buf)
+
+    def get(self, timeout):
+        """The next message; queue.Empty when none came within `timeout` seconds."""
+        from multiprocessing.reduction import ForkingPickler
+        if not self._reader.poll(timeout):
+            raise queue.Empty
+        return ForkingPickler.loads(self._reader.recv_bytes())
+
+    def drain(self):
+        """Reads and drops whatever is waiting (so a worker blocked writing a batch can go on)."""
+        try:
+            while self._reader.poll(0):
+                self._reader.recv_bytes()
+        except (OSError, EOFError):
+            pass
+
+    def close(self):
+        for conn in (self._reader, self._writer):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+def _seed_worker(seed, worker_id):
+    """Seeds every generator a transform may draw from: tensorplay's default generator, Python's
+    `random`, and NumPy's global generator when NumPy is imported."""
+    import tensorplay as tp
+    tp.manual_seed(seed)
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        # NumPy's legacy seed takes 32-bit words; the worker id keeps workers apart even when two
+        # seeds share their low bits.
+        np.random.seed([seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF, worker_id])
+
+
+class _MapFetcher:
+    def __init__(self, dataset, auto_collation, collate_fn):
+        self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
+
+    def fetch(self, index):
+        if not self.auto_collation:
+            return self.collate_fn(self.dataset[index])
+        getitems = getattr(self.dataset, "__getitems__", None)
+        samples = getitems(index) if callable(getitems) else [self.dataset[i] for i in index]
+        return self.collate_fn(samples)
+
+
+class _IterableFetcher:
+    def __init__(self, dataset, auto_collation, collate_fn, drop_last):
+        self.it = iter(dataset)
+        self.auto_collation, self.collate_fn, self.drop_last = auto_collation, collate_fn, drop_last
+        self.ended = False
+
+    def fetch(self, index):
+        if self.ended:
+            raise StopIteration
+        if not self.auto_collation:
+            return self.collate_fn(next(self.it))
+        batch = []
+        for _ in index:
+            try:
+                batch.append(next(self.it))
+            except StopIteration:
+                self.ended = True
+                break
+        if not batch or (self.drop_last and len(batch) < len(index)):
+            raise StopIteration
+        return self.collate_fn(batch)
+
+
+def _make_fetcher(kind, dataset, auto_collation, collate_fn, drop_last):
+    if kind == "iterable":
+        return _IterableFetcher(dataset, auto_collation, collate_fn, drop_last)
+    return _MapFetcher(dataset, auto_collation, collate_fn)
+
+
+def _worker_loop(kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
+                 base_seed, init_fn, worker_id, num_workers):
+    """The body of a worker process (the target given to multiprocessing)."""
+    global _worker_info
+    try:
+        import tensorplay as tp
+        # A forked child must not enter the parent's OpenMP pool (libgomp's threads are gone after
+        # fork and its first parallel region never returns); one thread per worker, as PyTorch does.
+        tp.set_num_threads(1)
+        parent_pid = os.getppid()
+        seed = base_seed + worker_id
+        _seed_worker(seed, worker_id)
+        _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
+        where = f"in DataLoader worker process {worker_id}"
+
+        init_error = None  # worker_init_fn or iter(dataset) raised: every task answers with it
+        init_error_sent = False
+        fetcher = None
+        try:
+            if init_fn is not None:
+                init_fn(worker_id)
+            fetcher = _make_fetcher(kind, dataset, auto_collation, collate_fn, drop_last)
+        except Exception:
+            init_error = _ExceptionWrapper(sys.exc_info(), where)
+
+        iteration_end = False
+        while True:
+            try:
+                task = index_queue.get(timeout=_STATUS_CHECK_INTERVAL)
+            except queue.Empty:
+                if os.getppid() != parent_pid:
+                    return  # the main process is gone: nobody will read what we would make
+                continue
+            if task is None:
+                return
+            if done_event.is_set() or iteration_end and not isinstance(task, _ResumeIteration):
+                continue  # shutting down, or exhausted until the next epoch: drop the task
+            if isinstance(task, _ResumeIteration):
+                result_queue.put((None, task))
+                iteration_end = init_error_sent = False
+                if kind == "iterable" and init_error is None:
+                    try:
+                        fetcher = _make_fetcher(kind, dataset, auto_collation, collate_fn, drop_last)
+                    except Exception:
+                        init_error = _ExceptionWrapper(sys.exc_info(), where)
+                continue
+            idx, index = task
+            if init_error is not None:
+                data = init_error
+                if kind == "iterable" and init_error_sent:
+                    # An iterable dataset that could not start has nothing more to give this epoch.
+                    data = _IterableDatasetStopIteration(worker_id)
+                    iteration_end = True
+                init_error_sent = True
+            else:
+                try:
+                    data = fetcher.fetch(index)
+                except StopIteration:
+                    if kind != "iterable":
+                        data = _ExceptionWrapper(sys.exc_info(), where)
+                    else:
+                        data = _IterableDatasetStopIteration(worker_id)
+                        iteration_end = True
+                except Exception:
+                    data = _ExceptionWrapper(sys.exc_info(), where)
+            try:
+                result_queue.put((idx, data))
+            except (OSError, EOFError):
+                return  # the pipe is closed: the main process is gone or has shut us down
+            except Exception:
+                # The batch could not be pickled: say so instead of leaving the main process waiting.
+                result_queue.put((idx, _ExceptionWrapper(sys.exc_info(), where)))
+            data = task = index = None
+    except KeyboardInterrupt:
+        pass  # the main process sees it too and shuts the workers down
