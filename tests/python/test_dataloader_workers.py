@@ -347,6 +347,38 @@ def test_killed_worker_raises_instead_of_hanging():
     assert _no_children()
 
 
+class BigSecond(Dataset):
+    """Task 2 (worker 0's second) is a 32 MB batch: its worker is still writing it while nobody reads."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return tp.zeros(8 << 20) if i == 2 else tp.tensor([os.getpid()])
+
+
+def test_worker_killed_while_writing_a_batch_raises(subprocess_env):
+    # Run in a child so that a hang (the main process blocked reading the rest of a message that
+    # never comes) fails the test instead of stalling the suite.
+    script = textwrap.dedent("""
+        import os, signal, sys, time
+        sys.path.insert(0, sys.argv[1])
+        from test_dataloader_workers import BigSecond, DataLoader
+        it = iter(DataLoader(BigSecond(), batch_size=None, num_workers=2, timeout=60))
+        victim = int(next(it))
+        time.sleep(1.0)  # worker 0 has made batch 2 and is blocked part way through writing it
+        os.kill(victim, signal.SIGKILL)
+        try:
+            list(it)
+        except RuntimeError as e:
+            print("raised:", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], env=subprocess_env,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "raised: DataLoader worker (pid(s)" in out.stdout and "SIGKILL" in out.stdout
+
+
 def test_timeout_raises():
     loader = DataLoader(Slow(1.0, n=2), batch_size=1, num_workers=1, timeout=0.2)
     start = time.monotonic()

@@ -95,6 +95,7 @@ class _MultiProcessingDataLoaderIter:
                 self._index_queues.append(index_queue)
                 w.start()
                 self._workers.append(w)
+            self._result_queue.close_writer()
         except BaseException:
             self._shutdown_workers()
             raise

@@ -14,7 +14,9 @@ when a worker's iterator is exhausted, or `(None, _ResumeIteration)`.
 import os
 import queue
 import random
+import struct
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -121,31 +123,77 @@ class _ResultQueue:
 
     A batch is pickled by the worker itself (not by a feeder thread as in multiprocessing.Queue),
     so a batch that cannot be pickled becomes an error the main process sees instead of an item
-    silently dropped while the main process waits for it."""
+    silently dropped while the main process waits for it. Messages are an 8-byte length and the
+    pickle; the main process reads whatever has arrived without ever blocking on the rest of a
+    message, so a worker killed in the middle of writing one leaves a partial message (and a
+    timeout that lets the main process notice the death), not a main process stuck in a read."""
+
+    _HEADER = struct.Struct("<Q")
 
     def __init__(self, ctx):
         self._reader, self._writer = ctx.Pipe(duplex=False)
         self._wlock = ctx.Lock()
+        self._reset_reading()
+
+    def __getstate__(self):  # what a spawned worker gets: the writing end only
+        return {"_writer": self._writer, "_wlock": self._wlock}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reader = None
+
+    def _reset_reading(self):
+        self._header = bytearray(self._HEADER.size)
+        self._body = None  # the message being read, once its length is known
+        self._pos = 0
 
     def put(self, obj):
+        """Worker side. Raises what pickling raises; OSError when the main process has closed the pipe."""
         from multiprocessing.reduction import ForkingPickler
         buf = ForkingPickler.dumps(obj)
+        fd = self._writer.fileno()
         with self._wlock:
-            self._writer.send_bytes(buf)
+            for part in (self._HEADER.pack(len(buf)), buf):
+                view = memoryview(part)
+                while len(view):
+                    view = view[os.write(fd, view):]
+
+    def close_writer(self):
+        """Main side, once every worker has started: then the pipe ends when the workers are gone."""
+        self._writer.close()
 
     def get(self, timeout):
-        """The next message; queue.Empty when none came within `timeout` seconds."""
+        """Main side: the next message; queue.Empty when none was complete within `timeout` seconds."""
         from multiprocessing.reduction import ForkingPickler
-        if not self._reader.poll(timeout):
-            raise queue.Empty
-        return ForkingPickler.loads(self._reader.recv_bytes())
+        deadline = time.monotonic() + timeout
+        fd = self._reader.fileno()
+        while True:
+            if not self._reader.poll(max(0.0, deadline - time.monotonic())):
+                raise queue.Empty
+            if self._body is None:
+                view = memoryview(self._header)[self._pos:]
+            else:
+                view = memoryview(self._body)[self._pos:]
+            n = os.readv(fd, [view])
+            if n == 0:  # every writer is gone: the caller finds out which worker died
+                time.sleep(min(timeout, 0.01))
+                raise queue.Empty
+            self._pos += n
+            if self._body is None and self._pos == len(self._header):
+                self._body, self._pos = bytearray(self._HEADER.unpack(self._header)[0]), 0
+            if self._body is not None and self._pos == len(self._body):
+                body = self._body
+                self._reset_reading()
+                return ForkingPickler.loads(body)
 
     def drain(self):
-        """Reads and drops whatever is waiting (so a worker blocked writing a batch can go on)."""
+        """Main side, at shutdown: reads and drops whatever is waiting (so a worker blocked writing a
+        batch can go on and see its exit message)."""
         try:
             while self._reader.poll(0):
-                self._reader.recv_bytes()
-        except (OSError, EOFError):
+                if not os.read(self._reader.fileno(), 1 << 20):
+                    break
+        except (OSError, EOFError, ValueError):
             pass
 
     def close(self):
