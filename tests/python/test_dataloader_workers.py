@@ -459,7 +459,7 @@ def test_in_order_false_gives_every_batch_and_pin_memory_warns_without_cuda():
             assert len(list(DataLoader(Squares(4), batch_size=2, num_workers=1, pin_memory=True))) == 2
 
 
-def test_spawn_context_with_module_level_dataset():
+def test_spawn_and_forkserver_contexts_with_module_level_dataset():
     ctx = multiprocessing.get_context("spawn")
     tp.manual_seed(1)
     ref = _batches(DataLoader(Squares(11), batch_size=3, shuffle=True))
@@ -469,4 +469,6 @@ def test_spawn_context_with_module_level_dataset():
     items = [int(v) for b in DataLoader(Range(0, 7), batch_size=2, num_workers=2, multiprocessing_context="spawn")
              for v in b.tolist()]
     assert sorted(items) == list(range(7))
+    got = _batches(DataLoader(Squares(5), batch_size=2, num_workers=1, multiprocessing_context="forkserver"))
+    assert got == _batches(DataLoader(Squares(5), batch_size=2))
     assert _no_children()

@@ -16,6 +16,7 @@ import atexit
 import itertools
 import multiprocessing
 import multiprocessing.context
+import os
 import queue
 import signal
 import time
@@ -74,6 +75,7 @@ class _MultiProcessingDataLoaderIter:
         self._dataset = loader.dataset
         self._batch_size, self._drop_last = loader.batch_size, loader.drop_last
         self._workers, self._index_queues = [], []
+        self._owner_pid = os.getpid()  # a forked copy of this iterator (in any child) must not stop them
         self._shutdown = False
         ctx = resolve_context(loader.multiprocessing_context)
         self._result_queue = _ResultQueue(ctx)
@@ -222,7 +224,7 @@ class _MultiProcessingDataLoaderIter:
             self._index_queues[worker_id].put(None)
 
     def _shutdown_workers(self):
-        if self._shutdown:
+        if self._shutdown or os.getpid() != self._owner_pid:
             return
         self._shutdown = True
         _live_iterators.discard(self)
