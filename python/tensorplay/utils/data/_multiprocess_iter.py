@@ -1,7 +1,8 @@
 """The main process's side of DataLoader(num_workers > 0): starts the workers, hands out indices,
 puts batches back in sampler order, notices dead workers and shuts everything down.
 
-Each worker has an index queue; all send on one result queue (`_worker.py`). At most
+Each worker has an index queue and a result pipe (`_worker.py`); no lock is shared between
+processes, so a worker killed at any moment cannot stall the others or the main process. At most
 `prefetch_factor * num_workers` tasks are outstanding; task i goes to the next worker in turn
 (skipping workers whose iterable dataset is exhausted) and a batch that arrives before its
 predecessors waits in `_task_info` until they have been returned (unless in_order=False).
@@ -13,8 +14,10 @@ While waiting for a batch, the main process checks every `_STATUS_CHECK_INTERVAL
 its workers are alive, so a worker killed by a signal raises instead of hanging.
 """
 import atexit
+import ctypes
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.context
 import os
 import queue
@@ -22,7 +25,7 @@ import signal
 import time
 import weakref
 
-from ._worker import (_STATUS_CHECK_INTERVAL, _ExceptionWrapper, _IterableDatasetStopIteration, _ResultQueue,
+from ._worker import (_STATUS_CHECK_INTERVAL, _ExceptionWrapper, _IterableDatasetStopIteration, _ResultPipe,
                       _ResumeIteration, _worker_loop)
 
 # How long shutdown waits for workers to leave on their own before terminating them (seconds).
@@ -74,12 +77,12 @@ class _MultiProcessingDataLoaderIter:
         self._in_order = loader.in_order
         self._dataset = loader.dataset
         self._batch_size, self._drop_last = loader.batch_size, loader.drop_last
-        self._workers, self._index_queues = [], []
+        self._workers, self._index_queues, self._result_pipes = [], [], []
+        self._open_pipes = {}  # reader connection -> worker id, until the worker closes its end
         self._owner_pid = os.getpid()  # a forked copy of this iterator (in any child) must not stop them
         self._shutdown = False
         ctx = resolve_context(loader.multiprocessing_context)
-        self._result_queue = _ResultQueue(ctx)
-        self._done_event = ctx.Event()
+        self._done_flag = ctx.RawValue(ctypes.c_bool, False)
         if not _atexit_registered:
             atexit.register(_shutdown_live_iterators)
             _atexit_registered = True
@@ -89,15 +92,20 @@ class _MultiProcessingDataLoaderIter:
                 index_queue = ctx.Queue()
                 # Leaving the process must not wait on a feeder thread writing to a worker that is gone.
                 index_queue.cancel_join_thread()
+                pipe = _ResultPipe(ctx)
                 w = ctx.Process(
                     target=_worker_loop, daemon=True,
-                    args=(self._kind, loader.dataset, index_queue, self._result_queue, self._done_event,
+                    args=(self._kind, loader.dataset, index_queue, pipe, self._done_flag,
                           loader._auto_collation, loader.collate_fn, loader.drop_last, base_seed,
                           loader.worker_init_fn, worker_id, self._num_workers))
                 self._index_queues.append(index_queue)
+                self._result_pipes.append(pipe)
                 w.start()
                 self._workers.append(w)
-            self._result_queue.close_writer()
+                # Closed before the next worker is forked, so that only worker k holds pipe k's writing
+                # end: the pipe ends (EOF) as soon as that worker is gone.
+                pipe.close_writer()
+                self._open_pipes[pipe.reader] = worker_id
         except BaseException:
             self._shutdown_workers()
             raise
@@ -161,15 +169,38 @@ class _MultiProcessingDataLoaderIter:
             self._shutdown_workers()
             raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly ({how})")
 
+    def _read_message(self, timeout):
+        """The next complete message from any worker's pipe; queue.Empty after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = multiprocessing.connection.wait(list(self._open_pipes),
+                                                    max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise queue.Empty
+            for reader in ready:
+                worker_id = self._open_pipes[reader]
+                try:
+                    message = self._result_pipes[worker_id].read_some()
+                except (EOFError, OSError):
+                    # The worker is gone; wait for its exit status, then _check_workers says whether
+                    # it should have gone.
+                    del self._open_pipes[reader]
+                    self._workers[worker_id].join(_STATUS_CHECK_INTERVAL)
+                    raise queue.Empty from None
+                if message is not None:
+                    return message
+            if not self._open_pipes:
+                time.sleep(max(0.0, min(0.01, deadline - time.monotonic())))
+
     def _get_data(self):
-        """The next message on the result queue; raises when a worker died or `timeout` passed."""
+        """The next message from a worker; raises when a worker died or `timeout` passed."""
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
             wait = _STATUS_CHECK_INTERVAL
             if deadline is not None:
                 wait = max(0.0, min(wait, deadline - time.monotonic()))
             try:
-                return self._result_queue.get(wait)
+                return self._read_message(wait)
             except queue.Empty:
                 pass
             self._check_workers()
@@ -229,7 +260,7 @@ class _MultiProcessingDataLoaderIter:
         self._shutdown = True
         _live_iterators.discard(self)
         try:
-            self._done_event.set()
+            self._done_flag.value = True
             for q in self._index_queues:
                 try:
                     q.put(None)
@@ -238,7 +269,8 @@ class _MultiProcessingDataLoaderIter:
             deadline = time.monotonic() + _JOIN_TIMEOUT
             for w in self._workers:
                 while w.is_alive() and time.monotonic() < deadline:
-                    self._result_queue.drain()
+                    for pipe in self._result_pipes:
+                        pipe.drain()
                     w.join(0.01)
         finally:
             for w in self._workers:
@@ -251,7 +283,8 @@ class _MultiProcessingDataLoaderIter:
             for q in self._index_queues:
                 q.cancel_join_thread()
                 q.close()
-            self._result_queue.close()
+            for pipe in self._result_pipes:
+                pipe.close()
 
     def __del__(self):
         if not getattr(self, "_shutdown", True):

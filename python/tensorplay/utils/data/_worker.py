@@ -2,21 +2,20 @@
 
 A worker reads tasks `(send_idx, index)` from its own index queue, fetches and collates the batch
 (map-style: `dataset[i]` / `__getitems__`; iterable: the next items of the worker's own iterator
-over its copy of the dataset) and sends `(send_idx, batch)` back on the result queue shared by all
-workers. The main process (`_multiprocess_iter.py`) puts the batches back in sampler order.
+over its copy of the dataset) and sends `(send_idx, batch)` back on its own result pipe. The main
+process (`_multiprocess_iter.py`) puts the batches back in sampler order.
 
 Messages on an index queue: a task, `_ResumeIteration` (a persistent worker starts a new epoch:
 an iterable dataset's iterator is made again; answered with the same marker), or None (exit).
-Messages on the result queue: `(send_idx, batch)`, `(send_idx, _ExceptionWrapper)` when the
-fetch, the collate or pickling the batch raised, `(send_idx, _IterableDatasetStopIteration)`
-when a worker's iterator is exhausted, or `(None, _ResumeIteration)`.
+Messages on a result pipe: `(send_idx, batch)`, `(send_idx, _ExceptionWrapper)` when the fetch,
+the collate or pickling the batch raised, `(send_idx, _IterableDatasetStopIteration)` when the
+worker's iterator is exhausted, or `(None, _ResumeIteration)`.
 """
 import os
 import queue
 import random
 import struct
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -118,29 +117,29 @@ def _rebuild_exception_wrapper(exc_type, type_name, where, text):
     return w
 
 
-class _ResultQueue:
-    """Worker -> main process: one pipe, written under a lock by any worker, read by the main process.
+class _ResultPipe:
+    """Worker -> main process: one pipe per worker, so no lock is shared between processes (a worker
+    killed while holding one would stall every other worker, or the main process at shutdown).
 
-    A batch is pickled by the worker itself (not by a feeder thread as in multiprocessing.Queue),
-    so a batch that cannot be pickled becomes an error the main process sees instead of an item
-    silently dropped while the main process waits for it. Messages are an 8-byte length and the
-    pickle; the main process reads whatever has arrived without ever blocking on the rest of a
-    message, so a worker killed in the middle of writing one leaves a partial message (and a
-    timeout that lets the main process notice the death), not a main process stuck in a read."""
+    The worker pickles each batch itself (not a feeder thread as in multiprocessing.Queue), so a
+    batch that cannot be pickled becomes an error the main process sees instead of an item
+    silently dropped while the main process waits for it. A message is an 8-byte length and the
+    pickle. The main process reads only what has arrived (`read_some` after `wait` says the pipe
+    is readable), never blocking on the rest of a message: a worker killed in the middle of one
+    leaves a partial message and a wait that times out, so its death is noticed."""
 
     _HEADER = struct.Struct("<Q")
 
     def __init__(self, ctx):
-        self._reader, self._writer = ctx.Pipe(duplex=False)
-        self._wlock = ctx.Lock()
+        self.reader, self._writer = ctx.Pipe(duplex=False)
         self._reset_reading()
 
     def __getstate__(self):  # what a spawned worker gets: the writing end only
-        return {"_writer": self._writer, "_wlock": self._wlock}
+        return {"_writer": self._writer}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._reader = None
+        self.reader = None
 
     def _reset_reading(self):
         self._header = bytearray(self._HEADER.size)
@@ -152,52 +151,44 @@ class _ResultQueue:
         from multiprocessing.reduction import ForkingPickler
         buf = ForkingPickler.dumps(obj)
         fd = self._writer.fileno()
-        with self._wlock:
-            for part in (self._HEADER.pack(len(buf)), buf):
-                view = memoryview(part)
-                while len(view):
-                    view = view[os.write(fd, view):]
+        for part in (self._HEADER.pack(len(buf)), buf):
+            view = memoryview(part)
+            while len(view):
+                view = view[os.write(fd, view):]
 
     def close_writer(self):
-        """Main side, once every worker has started: then the pipe ends when the workers are gone."""
+        """Main side, once the worker has started: then the pipe ends (EOF) when the worker is gone."""
         self._writer.close()
 
-    def get(self, timeout):
-        """Main side: the next message; queue.Empty when none was complete within `timeout` seconds."""
+    def read_some(self):
+        """Main side, when the pipe is readable: reads what is there; the message once it is complete
+        (unpickled), else None. EOFError when the worker has closed its end."""
         from multiprocessing.reduction import ForkingPickler
-        deadline = time.monotonic() + timeout
-        fd = self._reader.fileno()
-        while True:
-            if not self._reader.poll(max(0.0, deadline - time.monotonic())):
-                raise queue.Empty
-            if self._body is None:
-                view = memoryview(self._header)[self._pos:]
-            else:
-                view = memoryview(self._body)[self._pos:]
-            n = os.readv(fd, [view])
-            if n == 0:  # every writer is gone: the caller finds out which worker died
-                time.sleep(min(timeout, 0.01))
-                raise queue.Empty
-            self._pos += n
-            if self._body is None and self._pos == len(self._header):
-                self._body, self._pos = bytearray(self._HEADER.unpack(self._header)[0]), 0
-            if self._body is not None and self._pos == len(self._body):
-                body = self._body
-                self._reset_reading()
-                return ForkingPickler.loads(body)
+        view = memoryview(self._header if self._body is None else self._body)[self._pos:]
+        n = os.readv(self.reader.fileno(), [view])
+        if n == 0:
+            raise EOFError
+        self._pos += n
+        if self._body is None and self._pos == len(self._header):
+            self._body, self._pos = bytearray(self._HEADER.unpack(self._header)[0]), 0
+        if self._body is not None and self._pos == len(self._body):
+            body = self._body
+            self._reset_reading()
+            return ForkingPickler.loads(body)
+        return None
 
     def drain(self):
         """Main side, at shutdown: reads and drops whatever is waiting (so a worker blocked writing a
         batch can go on and see its exit message)."""
         try:
-            while self._reader.poll(0):
-                if not os.read(self._reader.fileno(), 1 << 20):
+            while self.reader.poll(0):
+                if not os.read(self.reader.fileno(), 1 << 20):
                     break
         except (OSError, EOFError, ValueError):
             pass
 
     def close(self):
-        for conn in (self._reader, self._writer):
+        for conn in (self.reader, self._writer):
             try:
                 conn.close()
             except OSError:
@@ -258,9 +249,11 @@ def _make_fetcher(kind, dataset, auto_collation, collate_fn, drop_last):
     return _MapFetcher(dataset, auto_collation, collate_fn)
 
 
-def _worker_loop(kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
+def _worker_loop(kind, dataset, index_queue, result_pipe, done_flag, auto_collation, collate_fn, drop_last,
                  base_seed, init_fn, worker_id, num_workers):
-    """The body of a worker process (the target given to multiprocessing)."""
+    """The body of a worker process (the target given to multiprocessing). `done_flag` is a shared
+    boolean without a lock (RawValue): set by the main process at shutdown, after which tasks
+    still queued are skipped until the None that ends the loop."""
     global _worker_info
     try:
         import tensorplay as tp
@@ -293,10 +286,10 @@ def _worker_loop(kind, dataset, index_queue, result_queue, done_event, auto_coll
                 continue
             if task is None:
                 return
-            if done_event.is_set() or iteration_end and not isinstance(task, _ResumeIteration):
+            if done_flag.value or iteration_end and not isinstance(task, _ResumeIteration):
                 continue  # shutting down, or exhausted until the next epoch: drop the task
             if isinstance(task, _ResumeIteration):
-                result_queue.put((None, task))
+                result_pipe.put((None, task))
                 iteration_end = init_error_sent = False
                 if kind == "iterable" and init_error is None:
                     try:
@@ -324,12 +317,12 @@ def _worker_loop(kind, dataset, index_queue, result_queue, done_event, auto_coll
                 except Exception:
                     data = _ExceptionWrapper(sys.exc_info(), where)
             try:
-                result_queue.put((idx, data))
+                result_pipe.put((idx, data))
             except (OSError, EOFError):
                 return  # the pipe is closed: the main process is gone or has shut us down
             except Exception:
                 # The batch could not be pickled: say so instead of leaving the main process waiting.
-                result_queue.put((idx, _ExceptionWrapper(sys.exc_info(), where)))
+                result_pipe.put((idx, _ExceptionWrapper(sys.exc_info(), where)))
             data = task = index = None
     except KeyboardInterrupt:
         pass  # the main process sees it too and shuts the workers down
