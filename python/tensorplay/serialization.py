@@ -132,6 +132,37 @@ def _reduce_tensor(t, protocol=None):
     return _rebuild_tensor, _payload(t)
 
 
+def _reduce_tensor_out_of_band(t):
+    """The DataLoader workers' reduction (pickle protocol 5 with a buffer_callback): the elements
+    travel as a PickleBuffer over the tensor's own memory (no copy for a contiguous tensor whose
+    dtype NumPy has), and are rebuilt over the buffer the reader hands back (no copy either).
+    Strides are kept as `_reduce_tensor` keeps them."""
+    name = _dtype_name(t.dtype)
+    if t.device.type != "cpu" or t.numel() == 0 or name not in _STORAGE_NP:
+        return _reduce_tensor(t)
+    shape, stride, requires_grad = tuple(t.shape), None, bool(t.requires_grad)
+    if not t.is_contiguous() and _is_dense_permuted(t):
+        stride = tuple(t.stride())
+        t = t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
+    arr = _to_array(t).reshape(-1)
+    return _rebuild_tensor_out_of_band, (name, shape, stride, pickle.PickleBuffer(arr), requires_grad)
+
+
+def _rebuild_tensor_out_of_band(dtype_name, shape, stride, buf, requires_grad):
+    arr = np.frombuffer(buf, dtype=getattr(np, _STORAGE_NP[dtype_name]))
+    if not arr.flags.writeable:
+        arr = arr.copy()  # pickled in band (bytes): the tensor needs memory of its own
+    flat = _from_array(arr, dtype_name)
+    if stride is None:
+        t = flat.reshape(tuple(shape))
+    else:
+        t = flat.as_strided(tuple(shape), tuple(stride), 0)
+    t = t.detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def _rebuild_tensor_strided(dtype_name, shape, stride, data, requires_grad):
     flat = _rebuild_tensor(dtype_name, (len(data) // np.dtype(_STORAGE_NP[dtype_name]).itemsize,), data, False)
     need = sum((n - 1) * st for n, st in zip(shape, stride)) + 1

@@ -117,21 +117,51 @@ def _rebuild_exception_wrapper(exc_type, type_name, where, text):
     return w
 
 
+def _pickler_class():
+    """ForkingPickler whose tensors leave their elements out of band (pickle protocol 5): they are
+    written to the pipe straight from the tensor's memory and read into buffers the rebuilt tensors
+    then own, instead of being copied into and out of the pickle stream."""
+    global _BatchPickler
+    if _BatchPickler is None:
+        from multiprocessing.reduction import ForkingPickler
+        from ... import _C
+        from ...serialization import _reduce_tensor_out_of_band
+
+        class BatchPickler(ForkingPickler):
+            def reducer_override(self, obj):
+                if type(obj) is _C.Tensor:
+                    return _reduce_tensor_out_of_band(obj)
+                return NotImplemented
+
+        _BatchPickler = BatchPickler
+    return _BatchPickler
+
+
+_BatchPickler = None
+
+
 class _ResultPipe:
     """Worker -> main process: one pipe per worker, so no lock is shared between processes (a worker
     killed while holding one would stall every other worker, or the main process at shutdown).
 
     The worker pickles each batch itself (not a feeder thread as in multiprocessing.Queue), so a
     batch that cannot be pickled becomes an error the main process sees instead of an item
-    silently dropped while the main process waits for it. A message is an 8-byte length and the
-    pickle. The main process reads only what has arrived (`read_some` after `wait` says the pipe
-    is readable), never blocking on the rest of a message: a worker killed in the middle of one
-    leaves a partial message and a wait that times out, so its death is noticed."""
+    silently dropped while the main process waits for it. A message: its pickle's length and its
+    number of out-of-band buffers (two 8-byte words), the buffers' lengths, the pickle, the
+    buffers. The main process reads only what has arrived (`read_some` on a non-blocking reader,
+    after `wait` says it is readable), never blocking on the rest of a message: a worker killed in
+    the middle of one leaves a partial message and a wait that times out, so its death is noticed."""
 
-    _HEADER = struct.Struct("<Q")
+    _HEADER = struct.Struct("<QQ")
+    _PIPE_SIZE = 1 << 20  # fewer wake-ups per large batch than the default 64 KiB
 
     def __init__(self, ctx):
         self.reader, self._writer = ctx.Pipe(duplex=False)
+        try:
+            import fcntl
+            fcntl.fcntl(self.reader.fileno(), fcntl.F_SETPIPE_SZ, self._PIPE_SIZE)
+        except (ImportError, AttributeError, OSError):
+            pass  # not Linux, or over /proc/sys/fs/pipe-max-size: the default size works too
         self._reset_reading()
 
     def __getstate__(self):  # what a spawned worker gets: the writing end only
@@ -142,40 +172,74 @@ class _ResultPipe:
         self.reader = None
 
     def _reset_reading(self):
-        self._header = bytearray(self._HEADER.size)
-        self._body = None  # the message being read, once its length is known
-        self._pos = 0
+        self._parts = [bytearray(self._HEADER.size)]  # header, [lengths], pickle, buffers...
+        self._index = 0  # the part being read
+        self._pos = 0  # bytes of it read
+        self._lengths = None  # (pickle length, number of buffers) once the header is in
 
     def put(self, obj):
         """Worker side. Raises what pickling raises; OSError when the main process has closed the pipe."""
-        from multiprocessing.reduction import ForkingPickler
-        buf = ForkingPickler.dumps(obj)
+        import io
+        buffers = []
+        stream = io.BytesIO()
+        _pickler_class()(stream, 5, True, buffers.append).dump(obj)  # ForkingPickler takes no keywords
+        raws = [b.raw() for b in buffers]
+        data = stream.getbuffer()
+        parts = [self._HEADER.pack(len(data), len(raws))]
+        if raws:
+            parts.append(struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws)))
         fd = self._writer.fileno()
-        for part in (self._HEADER.pack(len(buf)), buf):
-            view = memoryview(part)
+        for part in parts + [data] + raws:
+            view = memoryview(part).cast("B")
             while len(view):
                 view = view[os.write(fd, view):]
 
     def close_writer(self):
-        """Main side, once the worker has started: then the pipe ends (EOF) when the worker is gone."""
+        """Main side, once the worker has started: then the pipe ends (EOF) when the worker is gone.
+        The reading end becomes non-blocking: read_some takes what is there and returns."""
         self._writer.close()
+        os.set_blocking(self.reader.fileno(), False)
+
+    @staticmethod
+    def _buffer(n):
+        # Uninitialized: a bytearray would zero every page first, then the read writes them again.
+        import numpy as np
+        return np.empty(n, dtype=np.uint8)
+
+    def _part_done(self):
+        """The part being read is complete: work out the parts that follow from it."""
+        self._index += 1
+        self._pos = 0
+        if self._lengths is None:
+            self._lengths = self._HEADER.unpack(self._parts[0])
+            size, count = self._lengths
+            self._parts.append(bytearray(8 * count) if count else self._buffer(size))
+        elif len(self._parts) == 2 and self._lengths[1]:
+            size, count = self._lengths
+            self._parts.append(self._buffer(size))
+            self._parts += [self._buffer(n) for n in struct.unpack(f"<{count}Q", self._parts[1])]
 
     def read_some(self):
-        """Main side, when the pipe is readable: reads what is there; the message once it is complete
-        (unpickled), else None. EOFError when the worker has closed its end."""
+        """Main side: reads what is there; the message once it is complete (unpickled), else None.
+        EOFError when the worker has closed its end."""
         from multiprocessing.reduction import ForkingPickler
-        view = memoryview(self._header if self._body is None else self._body)[self._pos:]
-        n = os.readv(self.reader.fileno(), [view])
-        if n == 0:
-            raise EOFError
-        self._pos += n
-        if self._body is None and self._pos == len(self._header):
-            self._body, self._pos = bytearray(self._HEADER.unpack(self._header)[0]), 0
-        if self._body is not None and self._pos == len(self._body):
-            body = self._body
-            self._reset_reading()
-            return ForkingPickler.loads(body)
-        return None
+        fd = self.reader.fileno()
+        while True:
+            part = self._parts[self._index]
+            try:
+                n = os.readv(fd, [memoryview(part)[self._pos:]]) if len(part) > self._pos else 0
+            except BlockingIOError:
+                return None
+            if n == 0 and len(part) > self._pos:
+                raise EOFError
+            self._pos += n
+            while self._pos == len(self._parts[self._index]):
+                self._part_done()
+                if self._index == len(self._parts):
+                    first = 2 if self._lengths[1] else 1
+                    pickled, buffers = self._parts[first], self._parts[first + 1:]
+                    self._reset_reading()
+                    return ForkingPickler.loads(pickled, buffers=buffers)
 
     def drain(self):
         """Main side, at shutdown: reads and drops whatever is waiting (so a worker blocked writing a
