@@ -45,6 +45,7 @@ class WhoAmI(Dataset):
         info = get_worker_info()
         return {"i": i, "pid": os.getpid(), "id": info.id, "num_workers": info.num_workers, "seed": info.seed,
                 "same_type": type(info.dataset) is WhoAmI, "init_calls": _INIT_CALLS[0],
+                "initial_seed": tp.initial_seed(),
                 "tp": tp.rand(1).item(), "random": random.random(), "np": float(np.random.rand())}
 
 
@@ -251,6 +252,7 @@ def test_worker_info_and_worker_init_fn():
     assert len({s["pid"] for s in samples}) == 3 and os.getpid() not in {s["pid"] for s in samples}
     seeds = {s["id"]: s["seed"] for s in samples}
     assert seeds[1] == seeds[0] + 1 and seeds[2] == seeds[0] + 2
+    assert all(s["initial_seed"] == s["seed"] for s in samples)  # tp's default generator is seeded with it
     assert _INIT_CALLS[0] == 0 and get_worker_info() is None  # nothing ran in this process
 
 

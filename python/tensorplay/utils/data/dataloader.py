@@ -24,7 +24,7 @@ import warnings
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from ._collate import default_collate, default_convert
-from ._worker import WorkerInfo, get_worker_info  # noqa: F401
+from ._worker import get_worker_info  # noqa: F401 - public here, as in PyTorch
 
 __all__ = ["DataLoader", "get_worker_info"]
 
