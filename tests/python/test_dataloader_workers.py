@@ -18,6 +18,10 @@ from tensorplay.utils.data import (BatchSampler, DataLoader, Dataset, IterableDa
                                    TensorDataset, get_worker_info)
 
 
+# Several tests use more workers than the 2 CPUs of the test machine; that warning is tested once.
+pytestmark = pytest.mark.filterwarnings("ignore:DataLoader will create")
+
+
 # ------------------------------------------------------------------ datasets (module level: picklable)
 class Squares(Dataset):
     """Sample i: (a transposed (non-contiguous) 2x2 float tensor, the int i)."""
@@ -451,6 +455,9 @@ def test_argument_validation():
     assert DataLoader(ds).prefetch_factor is None
     loader = DataLoader(ds, batch_size=1, num_workers=3, prefetch_factor=1)
     assert [int(y) for _, y in loader] == [0, 1, 2, 3]
+    many = len(os.sched_getaffinity(0)) + 1
+    with pytest.warns(UserWarning, match=f"DataLoader will create {many} worker processes, more than the"):
+        assert len(list(DataLoader(ds, batch_size=2, num_workers=many))) == 2
 
 
 def test_in_order_false_gives_every_batch_and_pin_memory_warns_without_cuda():

@@ -23,6 +23,7 @@ import os
 import queue
 import signal
 import time
+import warnings
 import weakref
 
 from ._worker import (_STATUS_CHECK_INTERVAL, _ExceptionWrapper, _IterableDatasetStopIteration, _ResultPipe,
@@ -56,6 +57,18 @@ def resolve_context(ctx):
     return ctx
 
 
+def _warn_if_more_workers_than_cpus(num_workers):
+    """As PyTorch: more workers than the CPUs this process may run on only adds contention."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    if cpus and num_workers > cpus:
+        warnings.warn(f"DataLoader will create {num_workers} worker processes, more than the {cpus} CPUs this "
+                      f"process can use: the workers compete for them (and with the main process), which can "
+                      f"make loading slower; consider num_workers <= {cpus}.", UserWarning, stacklevel=4)
+
+
 def _describe_exit(code):
     if code is not None and code < 0:
         try:
@@ -81,6 +94,7 @@ class _MultiProcessingDataLoaderIter:
         self._open_pipes = {}  # reader connection -> worker id, until the worker closes its end
         self._owner_pid = os.getpid()  # a forked copy of this iterator (in any child) must not stop them
         self._shutdown = False
+        _warn_if_more_workers_than_cpus(self._num_workers)
         ctx = resolve_context(loader.multiprocessing_context)
         self._done_flag = ctx.RawValue(ctypes.c_bool, False)
         if not _atexit_registered:
