@@ -481,3 +481,45 @@ def test_spawn_and_forkserver_contexts_with_module_level_dataset():
     got = _batches(DataLoader(Squares(5), batch_size=2, num_workers=1, multiprocessing_context="forkserver"))
     assert got == _batches(DataLoader(Squares(5), batch_size=2))
     assert _no_children()
+
+
+def test_training_loop_gives_the_same_losses_with_workers():
+    """A ported training loop: a seeded shuffled DataLoader with a random augmentation done in the
+    dataset (drawn from the default generator), two epochs; with workers the run is reproducible,
+    and without augmentation it equals the single-process run."""
+
+    class Noisy(Dataset):
+        def __init__(self, x, y, noise):
+            self.x, self.y, self.noise = x, y, noise
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            # Without noise nothing is drawn: in the calling process a draw would advance the default
+            # generator that the next epoch's shuffle uses (so would PyTorch's).
+            return (self.x[i] + self.noise * tp.randn(4) if self.noise else self.x[i]), self.y[i]
+
+    def run(noise, **kw):
+        tp.manual_seed(0)
+        x = tp.randn(40, 4)
+        y = (x.sum(1) > 0).long()
+        model = tp.nn.Sequential(tp.nn.Linear(4, 8), tp.nn.ReLU(), tp.nn.Linear(8, 2))
+        opt = tp.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(Noisy(x, y, noise), batch_size=8, shuffle=True, **kw)
+        losses = []
+        for _ in range(2):
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss = tp.nn.functional.cross_entropy(model(xb), yb)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+
+    ref = run(0.0)
+    assert len(ref) == 10
+    assert run(0.0, num_workers=2) == ref
+    assert run(0.0, num_workers=2, persistent_workers=True) == ref
+    noisy = run(0.1, num_workers=2)
+    assert noisy == run(0.1, num_workers=2) and noisy != ref
