@@ -71,6 +71,11 @@ class Range(IterableDataset):
         return iter(range(lo, min(lo + per, self.stop)))
 
 
+class Unsharded(IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+
 class Failing(Dataset):
     def __init__(self, bad, exc):
         self.bad, self.exc = bad, exc
@@ -235,7 +240,10 @@ def test_iterable_dataset_sharded_with_worker_info(batch_size):
     assert sorted(items) == list(range(5, 30))  # every item exactly once
     assert len(loader) == len(iter(loader)) == (25 if batch_size is None else 9)
     # Without sharding every worker reads its own full copy, as in PyTorch.
-    assert get_worker_info() is None
+    items = []
+    for b in DataLoader(Unsharded(), batch_size=batch_size, num_workers=2):
+        items += b.tolist() if batch_size else [b]
+    assert sorted(items) == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_iterable_dataset_drop_last_per_worker_and_persistent_epochs():
