@@ -393,6 +393,44 @@ def test_worker_killed_while_writing_a_batch_raises(subprocess_env):
     assert "raised: DataLoader worker (pid(s)" in out.stdout and "SIGKILL" in out.stdout
 
 
+def _gone(pid):
+    """The process has exited (a zombie left to a parent that does not reap counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_workers_leave_when_the_main_process_is_killed(subprocess_env):
+    script = textwrap.dedent("""
+        import multiprocessing, sys, time
+        sys.path.insert(0, sys.argv[1])
+        from test_dataloader_workers import BigSecond, DataLoader
+        it = iter(DataLoader(BigSecond(), batch_size=None, num_workers=2))
+        next(it)
+        print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script, os.path.dirname(__file__)], env=subprocess_env,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        time.sleep(1.0)  # worker 0 is blocked writing its 32 MB batch into the full pipe
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if not _gone(p)]
+    for p in left:  # do not leave them running if the test fails
+        os.kill(p, signal.SIGKILL)
+    assert not left
+
+
 def test_timeout_raises():
     loader = DataLoader(Slow(1.0, n=2), batch_size=1, num_workers=1, timeout=0.2)
     start = time.monotonic()

@@ -16,6 +16,8 @@ import queue
 import random
 import struct
 import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -177,6 +179,11 @@ class _ResultPipe:
         self._pos = 0  # bytes of it read
         self._lengths = None  # (pickle length, number of buffers) once the header is in
 
+    def start_writing(self):
+        """Worker side, once at start: a forked worker drops its copy of the main process's end."""
+        if self.reader is not None:
+            self.reader.close()
+
     def put(self, obj):
         """Worker side. Raises what pickling raises; OSError when the main process has closed the pipe."""
         import io
@@ -313,6 +320,17 @@ def _make_fetcher(kind, dataset, auto_collation, collate_fn, drop_last):
     return _MapFetcher(dataset, auto_collation, collate_fn)
 
 
+def _watch_parent(parent_pid):
+    """Ends the worker when the process that started it is gone, whatever the worker is doing: a main
+    process SIGKILLed while this worker's batch fills the pipe would otherwise leave it blocked in the
+    write forever (the workers forked after it, and itself, hold copies of the reading end, so the
+    write never fails)."""
+    while True:
+        time.sleep(_STATUS_CHECK_INTERVAL)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
 def _worker_loop(kind, dataset, index_queue, result_pipe, done_flag, auto_collation, collate_fn, drop_last,
                  base_seed, init_fn, worker_id, num_workers):
     """The body of a worker process (the target given to multiprocessing). `done_flag` is a shared
@@ -325,6 +343,9 @@ def _worker_loop(kind, dataset, index_queue, result_pipe, done_flag, auto_collat
         # fork and its first parallel region never returns); one thread per worker, as PyTorch does.
         tp.set_num_threads(1)
         parent_pid = os.getppid()
+        result_pipe.start_writing()
+        threading.Thread(target=_watch_parent, args=(parent_pid,), name="DataLoader worker watchdog",
+                         daemon=True).start()
         seed = base_seed + worker_id
         _seed_worker(seed, worker_id)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
