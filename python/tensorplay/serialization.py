@@ -108,8 +108,71 @@ def _rebuild_parameter(dtype_name, shape, data, requires_grad):
     return Parameter(_rebuild_tensor(dtype_name, shape, data, False), requires_grad)
 
 
+def _is_dense_permuted(t):
+    """True when t's elements fill a block of memory exactly, in some order of its dimensions (a
+    transpose or permute of a contiguous tensor): its layout can travel with its bytes."""
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1)
+    expected = 1
+    for st, n in dims:
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
 def _reduce_tensor(t, protocol=None):
+    # A non-contiguous tensor that is a permutation of a dense block (a transposed batch, an HWC
+    # image permuted to CHW) keeps its strides, as in PyTorch; other views (slices with gaps, expanded
+    # dims) travel as their elements, contiguous: the same values, dtype and shape.
+    if (t.device.type == "cpu" and t.numel() > 1 and not t.is_contiguous() and _is_dense_permuted(t)
+            and _dtype_name(t.dtype) in _STORAGE_NP):
+        flat = t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
+        return _rebuild_tensor_strided, (_dtype_name(t.dtype), tuple(t.shape), tuple(t.stride()),
+                                         _to_array(flat).tobytes(), bool(t.requires_grad))
     return _rebuild_tensor, _payload(t)
+
+
+def _reduce_tensor_out_of_band(t):
+    """The DataLoader workers' reduction (pickle protocol 5 with a buffer_callback): the elements
+    travel as a PickleBuffer over the tensor's own memory (no copy for a contiguous tensor whose
+    dtype NumPy has), and are rebuilt over the buffer the reader hands back (no copy either).
+    Strides are kept as `_reduce_tensor` keeps them."""
+    name = _dtype_name(t.dtype)
+    if t.device.type != "cpu" or t.numel() == 0 or name not in _STORAGE_NP:
+        return _reduce_tensor(t)
+    shape, stride, requires_grad = tuple(t.shape), None, bool(t.requires_grad)
+    if not t.is_contiguous() and _is_dense_permuted(t):
+        stride = tuple(t.stride())
+        t = t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
+    arr = _to_array(t).reshape(-1)
+    return _rebuild_tensor_out_of_band, (name, shape, stride, pickle.PickleBuffer(arr), requires_grad)
+
+
+def _rebuild_tensor_out_of_band(dtype_name, shape, stride, buf, requires_grad):
+    arr = np.frombuffer(buf, dtype=getattr(np, _STORAGE_NP[dtype_name]))
+    if not arr.flags.writeable:
+        arr = arr.copy()  # pickled in band (bytes): the tensor needs memory of its own
+    flat = _from_array(arr, dtype_name)
+    if stride is None:
+        t = flat.reshape(tuple(shape))
+    else:
+        t = flat.as_strided(tuple(shape), tuple(stride), 0)
+    t = t.detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _rebuild_tensor_strided(dtype_name, shape, stride, data, requires_grad):
+    flat = _rebuild_tensor(dtype_name, (len(data) // np.dtype(_STORAGE_NP[dtype_name]).itemsize,), data, False)
+    need = sum((n - 1) * st for n, st in zip(shape, stride)) + 1
+    if any(n < 0 for n in shape) or any(st < 0 for st in stride) or need > flat.numel():
+        raise RuntimeError(f"tp.load: a tensor of shape {tuple(shape)} and strides {tuple(stride)} does not fit "
+                           f"its {flat.numel()} elements (damaged data)")
+    t = flat.as_strided(tuple(shape), tuple(stride), 0).detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def _reduce_parameter(p):
@@ -221,6 +284,7 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
 
     _ALLOWED = {
         (__name__, "_rebuild_tensor"): _rebuild_tensor,
+        (__name__, "_rebuild_tensor_strided"): _rebuild_tensor_strided,
         (__name__, "_rebuild_parameter"): _rebuild_parameter,
         (__name__, "_rebuild_dtype"): _rebuild_dtype,
         (__name__, "_rebuild_tensor_v2"): _rebuild_tensor_v2,

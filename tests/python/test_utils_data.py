@@ -424,7 +424,11 @@ def test_dataloader_iterable_with_batch_sampler_list_sizes():
 
 def test_dataloader_pin_memory_is_accepted():
     a, _ = _pair_datasets(4)
-    assert len(list(tpd.DataLoader(a, batch_size=2, pin_memory=True))) == 2
+    if tp.cuda.is_available():
+        assert len(list(tpd.DataLoader(a, batch_size=2, pin_memory=True))) == 2
+    else:
+        with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator"):
+            assert len(list(tpd.DataLoader(a, batch_size=2, pin_memory=True))) == 2
 
 
 def test_dataloader_conflicting_arguments_raise_like_torch():
@@ -461,10 +465,14 @@ def test_dataloader_attributes_frozen_after_init():
     dl.collate_fn = tpd.default_collate  # allowed, as in torch
 
 
-def test_dataloader_workers_are_refused_clearly():
+def test_dataloader_workers_give_the_same_batches():
+    # Worker processes are tested in test_dataloader_workers.py; here only that they are not refused.
     a, _ = _pair_datasets()
-    with pytest.raises(NotImplementedError, match=r"DataLoader\(num_workers=2\).*num_workers=0"):
-        tpd.DataLoader(a, num_workers=2)
+    tp.manual_seed(4)
+    one = [yb.tolist() for _, yb in tpd.DataLoader(a, batch_size=3, shuffle=True)]
+    tp.manual_seed(4)
+    two = [yb.tolist() for _, yb in tpd.DataLoader(a, batch_size=3, shuffle=True, num_workers=2)]
+    assert one == two
     assert tpd.get_worker_info() is None
 
 

@@ -1,30 +1,32 @@
-"""DataLoader: batches of a dataset, in the calling process.
+"""DataLoader: batches of a dataset, in the calling process or in worker processes.
 
 Arguments and their conflicts follow PyTorch's DataLoader (the same ValueErrors). Map-style
 datasets are read through a sampler (SequentialSampler, RandomSampler when shuffle=True, or the
 user's) grouped by a BatchSampler; iterable datasets are read in order and grouped by
 batch_size. `generator=` feeds the RandomSampler made for shuffle=True, so a seeded generator
 gives the same order every run; each new iteration continues the generator (epochs differ).
+As in PyTorch, every iteration first draws a base seed from `generator` (or the default
+generator), whatever num_workers is, so the sampler's order does not depend on num_workers.
 
-num_workers > 0 is refused (NotImplementedError) rather than run in worker processes: eager
-operators already use every core through OpenMP, and a process forked after OpenMP/OpenBLAS have
-run hangs in its first large operator (measured here: a forked child's exp and matmul of a
-2000x2000 tensor never returned), which would turn a ported training script into a silent
-deadlock; running the workers' share in the calling process instead would quietly change what
-get_worker_info() and worker_init_fn see. Workers would need a spawn-based pool (fresh
-interpreters, picklable datasets). pin_memory is accepted
-and does nothing (CPU tensors are the only host tensors).
+num_workers > 0 loads in worker processes (`_multiprocess_iter.py` for the main process's side,
+`_worker.py` for the workers'), started with `multiprocessing_context` (default: the platform's
+start method; 'spawn' and 'forkserver' need a picklable dataset). The main process sends each
+worker batches of indices (at most prefetch_factor per worker outstanding), workers fetch and
+collate, and batches come back in sampler order. Worker k is seeded with base seed + k
+(tensorplay's default generator, `random`, NumPy) and sees its WorkerInfo through
+get_worker_info(); an IterableDataset is iterated by every worker on its own copy, so the
+dataset shards itself with get_worker_info() as in PyTorch. Each worker runs operators on one
+thread: a forked child entering the parent's OpenMP pool would hang. pin_memory is accepted and
+does nothing (CPU tensors are the only host tensors); without CUDA it warns, as PyTorch does.
 """
+import warnings
+
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from ._collate import default_collate, default_convert
+from ._worker import get_worker_info  # noqa: F401 - public here, as in PyTorch
 
 __all__ = ["DataLoader", "get_worker_info"]
-
-
-def get_worker_info():
-    """None: data is always loaded in the calling process (see num_workers)."""
-    return None
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -47,18 +49,27 @@ class DataLoader:
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")
-        if num_workers > 0:
-            raise NotImplementedError(
-                f"DataLoader(num_workers={num_workers}): worker processes are not supported in TensorPlay; "
-                "use num_workers=0 (loading runs in the calling process; operators already use every core, "
-                "and forking after OpenMP has run can hang the workers)")
         if timeout < 0:
             raise ValueError("DataLoader: timeout option should be non-negative")
-        if prefetch_factor is not None:
-            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
-                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
-        if persistent_workers:
-            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if num_workers == 0:
+            if prefetch_factor is not None:
+                raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
+                                 "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor "
+                                 "to None.")
+            if persistent_workers:
+                raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+            if multiprocessing_context is not None:
+                raise ValueError("DataLoader: multiprocessing_context can only be used with multi-process loading "
+                                 "(num_workers > 0), but got num_workers=0")
+        else:
+            if prefetch_factor is None:
+                prefetch_factor = 2
+            elif isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int) or prefetch_factor <= 0:
+                raise ValueError(f"DataLoader: prefetch_factor option should be a positive integer, but got "
+                                 f"prefetch_factor={prefetch_factor!r}")
+            if multiprocessing_context is not None:
+                from ._multiprocess_iter import resolve_context
+                resolve_context(multiprocessing_context)  # the same ValueError/TypeError as PyTorch, early
         if generator is not None:
             from ..._C import Generator
             if not isinstance(generator, Generator):
@@ -75,6 +86,7 @@ class DataLoader:
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers = persistent_workers
         self.in_order = in_order
+        self._iterator = None  # the live iterator of persistent workers
 
         if isinstance(dataset, IterableDataset):
             self._dataset_kind = "iterable"
@@ -142,7 +154,29 @@ class DataLoader:
     def _index_sampler(self):
         return self.batch_sampler if self._auto_collation else self.sampler
 
+    def _draw_base_seed(self):
+        """One draw from `generator` (or the default generator) per iteration, as PyTorch: the workers'
+        seeds, drawn whatever num_workers is so that the sampler sees the same generator state."""
+        from ... import randint
+        return int(randint(0, 2 ** 63 - 1, (1,), generator=self.generator).item())
+
     def __iter__(self):
+        if self.pin_memory:
+            from ... import cuda
+            if not cuda.is_available():
+                warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, "
+                              "then device pinned memory won't be used.", stacklevel=2)
+        base_seed = self._draw_base_seed()
+        if self.num_workers > 0:
+            from ._multiprocess_iter import _MultiProcessingDataLoaderIter
+            if not self.persistent_workers:
+                return _MultiProcessingDataLoaderIter(self, base_seed)
+            # Persistent workers keep their first seeds; later epochs reuse them (and their processes).
+            if self._iterator is None or self._iterator._shutdown:
+                self._iterator = _MultiProcessingDataLoaderIter(self, base_seed)
+            else:
+                self._iterator._reset()
+            return self._iterator
         if self._dataset_kind == "iterable":
             return self._iter_iterable()
         return self._iter_map()
