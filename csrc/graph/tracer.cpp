@@ -896,6 +896,9 @@ class Tracer : public DispatchInterceptor {
                op.name, " drew from counter ", first, " of its generator, expected ", u.next);
     }
     u.next = first + drawn;
+    // A CUDA tensor's draw: eager's CUDA kernels compute the host's Philox stream
+    // (same counters, same elements), so the draw is the host's, moved to the device.
+    const Device dev = op.has(kInplace) ? inputs[0].device() : out.at(0).device();
     auto draw = [&](const char* dist, const Shape& size, DType dt, Attrs extra = {}) -> Node* {
       TP_CHECK(counters_for(dist, numel(size), dt) == drawn, CaptureError, "internal: the functional form of ",
                op.name, " would draw ", counters_for(dist, numel(size), dt), " counters, eager drew ", drawn);
@@ -910,6 +913,8 @@ class Tracer : public DispatchInterceptor {
       if (!inputs.empty() && inputs[0].defined() && inputs[0].sizes() == size) sa = size_attr(inputs[0]);
       Node* n = replay(get_op("philox_random"), {state}, a, -1, sa.empty() ? nullptr : &sa);
       draws_.push_back({gen, state, n, drawn, elements_per_counter(dist, dt)});
+      if (dev.kind != Device::Kind::CPU)
+        n = replay(get_op("_to_device"), {n}, {{"device", static_cast<int64_t>(dev.index)}});
       return n;
     };
     auto call = [&](const char* o, std::vector<Arg> args) { return replay(get_op(o), std::move(args), {}); };

@@ -307,13 +307,14 @@ def test_namedtuple_outputs():
     np.testing.assert_array_equal(_np(tan.max), [2.0, 3.0])
     out, fn = tp.func.vjp(lambda a: tp.aminmax(a, dim=1), _t(tp, x))
     assert hasattr(out, "max")
-    tout, tfn = torch.func.vjp(lambda a: torch.aminmax(a, dim=1), _t(torch, x))
     cot = ([1.0, 2.0], [3.0, 4.0])
     (g,) = fn(type(out)(_t(tp, cot[0]), _t(tp, cot[1])))
-    (tg,) = tfn(type(tout)((_t(torch, cot[0]), _t(torch, cot[1]))))
-    np.testing.assert_array_equal(_np(g), _np(tg))
+    # Each row's min cotangent at its argmin, max cotangent at its argmax (analytic: torch
+    # 2.11, on the GPU machine, has no aminmax derivative in either mode).
+    expected = [[1.0, 3.0], [4.0, 2.0]]
+    np.testing.assert_array_equal(_np(g), expected)
     (g2,) = fn((_t(tp, cot[0]), _t(tp, cot[1])))  # a plain tuple for a namedtuple output
-    np.testing.assert_array_equal(_np(g2), _np(tg))
+    np.testing.assert_array_equal(_np(g2), expected)
 
 
 def test_vjp_fn_takes_dict_cotangents():
