@@ -418,7 +418,11 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
     }
     if (p.memory_format) results[0] = apply_memory_format(results[0], *p.memory_format, f.name);
     if (p.cuda_device || like_to_host)
-      for (auto& r : results) r = move_to(r, p.cuda_device);
+      // Recorded when tracing: rand_like of a CUDA tensor drew on the host, and an
+      // unrecorded copy would be a free tensor of the graph (the capture's numbers
+      // at every call).
+      for (auto& r : results) r = graph::depends_on_call(r) ? move_recorded(r, p.cuda_device, false, f.name.c_str())
+                                                             : move_to(r, p.cuda_device);
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) {
         refuse_requires_grad_change(r, true);
