@@ -105,17 +105,11 @@ void mark_inference_results(const std::vector<Tensor>& out, const std::vector<Te
   }
 }
 
-// The random draws as the capture made them (example inputs for the backends).
-std::vector<PhiloxDraw> capture_draws(const std::vector<graph::TraceResult::RngInput>& rng) {
-  std::vector<PhiloxDraw> d;
-  for (auto& r : rng) d.push_back({r.generator, r.counters});
-  return d;
-}
-
 // The random draws of one call: in a version built from a symbolic graph, a
 // draw's counters follow its element count at this call's sizes (eager's
 // ceil(numel / per)), and so do the places of the draws after it.
-// `g` is the version's graph when it is symbolic, else null.
+// `g` is the version's graph when it is symbolic, else null (the capture's
+// counters: also the backends' example inputs).
 std::vector<PhiloxDraw> call_draws(const std::vector<graph::TraceResult::RngInput>& rng, const graph::Graph* g,
                                    const std::vector<Tensor>& all) {
   std::vector<PhiloxDraw> d;
@@ -922,7 +916,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       // every size. A derivative formula that baked in a size (or any other
       // reason trace_joint_symbolic gives) makes the version static.
       std::vector<Tensor> ex = all;
-      for (Tensor& t : philox_draw_states(capture_draws(a->rng), false)) ex.push_back(std::move(t));
+      for (Tensor& t : philox_draw_states(call_draws(a->rng, nullptr, {}), false)) ex.push_back(std::move(t));
       std::vector<bool> needs(ex.size());
       for (size_t i = 0; i < ex.size(); ++i) needs[i] = ex[i].defined() && ex[i].requires_grad();
       std::string why;
@@ -991,7 +985,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   last_kernels_.clear();
   last_fallback_reason_.clear();
   std::vector<Tensor> examples = all;  // + the generators' states as they stand (the first call's draw)
-  for (Tensor& t : philox_draw_states(capture_draws(a->rng), false)) examples.push_back(std::move(t));
+  for (Tensor& t : philox_draw_states(call_draws(a->rng, nullptr, {}), false)) examples.push_back(std::move(t));
   // In-place reuse candidates: each written input the call copies its final
   // value into (write_back), at graph output nout + k. The backend decides
   // where that is legal; run() sees it as a result that is the input itself.
@@ -1020,7 +1014,8 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
   } else {
     // Random operators: reserve this call's counters, as eager's calls would.
     std::vector<Tensor> in = all;
-    for (Tensor& t : philox_draw_states(call_draws(a.rng, a.shape ? a.graph.get() : nullptr, all), true)) in.push_back(std::move(t));
+    for (Tensor& t : philox_draw_states(call_draws(a.rng, a.shape ? a.graph.get() : nullptr, all), true))
+      in.push_back(std::move(t));
     out = a.run(in);
   }
   if (!a.mutated_inputs.empty()) {
