@@ -421,8 +421,8 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
       // Recorded when tracing: rand_like of a CUDA tensor drew on the host, and an
       // unrecorded copy would be a free tensor of the graph (the capture's numbers
       // at every call).
-      for (auto& r : results) r = graph::depends_on_call(r) ? move_recorded(r, p.cuda_device, false, f.name.c_str())
-                                                             : move_to(r, p.cuda_device);
+      // (move_recorded moves an untraced result with a plain copy, like move_to.)
+      for (auto& r : results) r = move_recorded(r, p.cuda_device, false, f.name.c_str());
     if (o.has_requires_grad && p.attrs.get_or<bool>("requires_grad", false))
       for (auto& r : results) {
         refuse_requires_grad_change(r, true);
