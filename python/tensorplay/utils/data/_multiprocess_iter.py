@@ -26,6 +26,7 @@ import time
 import warnings
 import weakref
 
+from ._pin_memory import pin_memory
 from ._worker import (_STATUS_CHECK_INTERVAL, _ExceptionWrapper, _IterableDatasetStopIteration, _ResultPipe,
                       _ResumeIteration, _worker_loop)
 
@@ -79,7 +80,7 @@ def _describe_exit(code):
 
 
 class _MultiProcessingDataLoaderIter:
-    def __init__(self, loader, base_seed):
+    def __init__(self, loader, base_seed, pins=False):
         global _atexit_registered
         self._kind = loader._dataset_kind
         self._index_sampler = loader._index_sampler
@@ -88,6 +89,7 @@ class _MultiProcessingDataLoaderIter:
         self._timeout = loader.timeout
         self._persistent = loader.persistent_workers
         self._in_order = loader.in_order
+        self._pins = pins  # copy each batch into pinned memory (main process: the workers have no CUDA)
         self._dataset = loader.dataset
         self._batch_size, self._drop_last = loader.batch_size, loader.drop_last
         self._workers, self._index_queues, self._result_pipes = [], [], []
@@ -259,7 +261,7 @@ class _MultiProcessingDataLoaderIter:
         self._try_put_index()
         if isinstance(data, _ExceptionWrapper):
             data.reraise()
-        return data
+        return pin_memory(data) if self._pins else data
 
     def _stop_worker(self, worker_id):
         """A worker's iterable dataset is exhausted: no more tasks for it this epoch (and, when workers

@@ -16,14 +16,16 @@ collate, and batches come back in sampler order. Worker k is seeded with base se
 (tensorplay's default generator, `random`, NumPy) and sees its WorkerInfo through
 get_worker_info(); an IterableDataset is iterated by every worker on its own copy, so the
 dataset shards itself with get_worker_info() as in PyTorch. Each worker runs operators on one
-thread: a forked child entering the parent's OpenMP pool would hang. pin_memory is accepted and
-does nothing (CPU tensors are the only host tensors); without CUDA it warns, as PyTorch does.
+thread: a forked child entering the parent's OpenMP pool would hang. pin_memory=True copies each
+batch's tensors into page-locked memory in the main process (`_pin_memory.py`) when CUDA is
+available; without CUDA it warns and hands the batches over as they are, as PyTorch does.
 """
 import warnings
 
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from ._collate import default_collate, default_convert
+from ._pin_memory import pin_memory
 from ._worker import get_worker_info  # noqa: F401 - public here, as in PyTorch
 
 __all__ = ["DataLoader", "get_worker_info"]
@@ -160,26 +162,32 @@ class DataLoader:
         from ... import randint
         return int(randint(0, 2 ** 63 - 1, (1,), generator=self.generator).item())
 
+    def _pins(self):
+        """Whether batches are copied into pinned memory (pin_memory=True and CUDA is available)."""
+        if not self.pin_memory:
+            return False
+        from ... import cuda
+        if cuda.is_available():
+            return True
+        warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, "
+                      "then device pinned memory won't be used.", stacklevel=3)
+        return False
+
     def __iter__(self):
-        if self.pin_memory:
-            from ... import cuda
-            if not cuda.is_available():
-                warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, "
-                              "then device pinned memory won't be used.", stacklevel=2)
+        pins = self._pins()
         base_seed = self._draw_base_seed()
         if self.num_workers > 0:
             from ._multiprocess_iter import _MultiProcessingDataLoaderIter
             if not self.persistent_workers:
-                return _MultiProcessingDataLoaderIter(self, base_seed)
+                return _MultiProcessingDataLoaderIter(self, base_seed, pins)
             # Persistent workers keep their first seeds; later epochs reuse them (and their processes).
             if self._iterator is None or self._iterator._shutdown:
-                self._iterator = _MultiProcessingDataLoaderIter(self, base_seed)
+                self._iterator = _MultiProcessingDataLoaderIter(self, base_seed, pins)
             else:
                 self._iterator._reset()
             return self._iterator
-        if self._dataset_kind == "iterable":
-            return self._iter_iterable()
-        return self._iter_map()
+        batches = self._iter_iterable() if self._dataset_kind == "iterable" else self._iter_map()
+        return map(pin_memory, batches) if pins else batches
 
     def _iter_map(self):
         dataset, collate = self.dataset, self.collate_fn
