@@ -205,6 +205,19 @@ class Tracer : public DispatchInterceptor {
 
   const std::vector<bool>& free_aliases() const { return free_aliases_; }
 
+  // A tensor an operator recorded in this trace made, neither a view nor an
+  // input or free tensor: its storage belongs to the captured program alone.
+  bool is_own_value(const Tensor& t) const {
+    return values_.count(t.impl()) && !views_.count(t.impl()) && !is_placeholder(t);
+  }
+
+  // `t` stands for `src`'s value from now on (t.detach_(): its detached view).
+  void rebind(const Tensor& t, const Tensor& src) {
+    auto it = values_.find(src.impl());
+    TP_CHECK(it != values_.end(), CaptureError, "internal: rebinding to a tensor the trace does not know");
+    values_[t.impl()] = it->second;
+  }
+
   bool depends_on_call(const Tensor& t) {
     auto it = values_.find(t.impl());
     if (it == values_.end()) return true;  // not read by an operator yet: a free tensor
@@ -1127,6 +1140,12 @@ CustomBackwardScope::CustomBackwardScope(const std::string& who) : who_(who), pr
 CustomBackwardScope::~CustomBackwardScope() { t_custom_backward = prev_; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
+
+bool is_own_value(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->is_own_value(t); }
+
+void rebind_value(const Tensor& t, const Tensor& src) {
+  if (t_trace_depth > 0 && t_tracer) t_tracer->rebind(t, src);
+}
 
 bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
   return t_trace_depth > 0 && t_tracer && t_tracer->computed_only_from(t, roots);

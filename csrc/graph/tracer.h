@@ -194,6 +194,17 @@ class CustomBackwardScope {
 // operators (a device move), which the graph would otherwise keep as a stale copy.
 bool depends_on_call(const Tensor& t);
 
+// During a trace: whether `t` is a tensor an operator of the trace made (not a
+// view, not an input or free tensor), so that its storage is the captured
+// program's alone. The binding lets an out= resize (a storage swap the trace
+// does not record) through only for such a tensor. False when no trace runs.
+bool is_own_value(const Tensor& t);
+
+// During a trace: `t` stands for `src`'s value in the operators recorded from
+// now on (its earlier uses keep the old one). For an own value (is_own_value)
+// only: a view or an input would be recomputed from or written back to its base.
+void rebind_value(const Tensor& t, const Tensor& src);
+
 // During a trace: whether `t` is computed by operators from `roots` (at least one
 // of them) and constants only. The binding returns a 0-d result computed from
 // item() values as a Python number, as eager's arithmetic on floats gives one.
