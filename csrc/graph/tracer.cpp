@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "core/grad_mode.h"
 #include "ops/api_nn_linalg.h"
 #include "ops/dispatch.h"
@@ -331,6 +332,28 @@ class Tracer : public DispatchInterceptor {
   }
 
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
+    std::vector<Tensor> out = record(op, inputs, attrs);
+    // Eager's new tensors made under tp.inference_mode are inference tensors
+    // (a view keeps its base's kind; an in-place write does not change it):
+    // remembered so the compiled call marks such results as eager's are.
+    if (autograd::inference_mode_enabled() && !op.has(kInplace) && !op.has(kView))
+      for (auto& t : out) {
+        bool input = false;
+        for (auto& in : inputs) input |= in.defined() && in.impl() == t.impl();
+        if (t.defined() && !input) inference_.insert(t.impl());
+      }
+    return out;
+  }
+
+  // Whether eager's `t` is an inference tensor made inside the function: made
+  // under tp.inference_mode, or a view of such a tensor.
+  bool made_in_inference(const Tensor& t) const {
+    if (inference_.count(t.impl())) return true;
+    Tensor root = view_root(t);
+    return root.defined() && inference_.count(root.impl());
+  }
+
+  std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     // The grad mode the function called the operator under (a `with no_grad():`
     // inside it) is kept on the nodes this call records, so that compiled
     // training differentiates what eager does; the recording runs without autograd.
@@ -1104,6 +1127,7 @@ class Tracer : public DispatchInterceptor {
   std::vector<std::pair<Tensor, Node*>> placeholders_;  // arguments and lifted free tensors
   std::unordered_map<const TensorImpl*, ViewInfo> views_;
   std::unordered_set<const TensorImpl*> detached_;        // views made by x.detach() (note_detached)
+  std::unordered_set<const TensorImpl*> inference_;       // made under tp.inference_mode (made_in_inference)
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
@@ -1328,6 +1352,8 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     r.output_views.resize(r.outputs.size());
     r.output_view_sym_attrs.resize(r.outputs.size());
   }
+  r.inference_outputs.resize(r.outputs.size());
+  for (size_t i = 0; i < r.outputs.size(); ++i) r.inference_outputs[i] = tracer.made_in_inference(r.outputs[i]);
   // Mutated inputs: their final values are extra outputs after the function's results.
   for (auto& [index, node] : tracer.mutations()) {
     r.mutated_inputs.push_back(index);

@@ -76,6 +76,9 @@ struct TraceResult {
   // memory as in eager (their output_views name it). Callers drop them. Only
   // with lift_free_tensors (tp.compile's captures).
   size_t hidden_outputs = 0;
+  // Per result (hidden ones included): made inside the function under
+  // tp.inference_mode (or a view of such a tensor): eager's is an inference tensor.
+  std::vector<char> inference_outputs;
   // The data gates the function passed, in order.
   std::vector<DataGate> gates;
   // Random operators (ops/random_functional.h): each draw, in order: the

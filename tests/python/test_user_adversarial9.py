@@ -139,3 +139,37 @@ def test_detach_in_place_of_an_argument_inside_a_compiled_function_is_refused():
     a = tp.ones(3, requires_grad=True)
     with pytest.raises(tp.compiler.CaptureError, match=r"detach_\(\)"):
         tp.compile(f)(tp.ones(3), a * 2)
+
+
+# --------------------------------------------------- inference_mode inside
+
+def test_results_made_under_inference_mode_inside_a_compiled_function_are_inference_tensors():
+    # `@tp.compile` over an `@tp.inference_mode()` feature extractor: eager's
+    # features are inference tensors, which autograd and in-place writes outside
+    # inference_mode refuse. The compiled call gave plain tensors (only the
+    # caller's mode was looked at), so a head trained on them, or an in-place
+    # normalisation of them, ran silently where eager raises.
+    tp.manual_seed(0)
+    body = nn.Sequential(nn.Linear(4, 6), nn.ReLU())
+    head = nn.Linear(6, 2)
+
+    def feats(x):
+        with tp.inference_mode():
+            h = body(x)
+        return h, h.t(), h * 2, x + 1
+
+    cf = tp.compile(feats)
+    x = tp.randn(3, 4, generator=tp.Generator().manual_seed(1))
+    for _ in range(2):
+        want, got = feats(x), cf(x)
+        assert [r.is_inference() for r in want] == [True, True, False, False]
+        assert [r.is_inference() for r in got] == [True, True, False, False]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+        with pytest.raises(RuntimeError, match="inference tensor"):
+            head(got[0]).sum().backward()
+        with pytest.raises(RuntimeError, match="inference tensor"):
+            got[0].add_(1)
+    # Made outside the `with`: plain tensors, which train.
+    head(cf(x)[2]).sum().backward()
+    assert head.weight.grad is not None
