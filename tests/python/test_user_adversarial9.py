@@ -209,3 +209,32 @@ def test_an_in_place_write_inside_the_function_into_a_value_the_backward_saved_r
         run(lambda g: g)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         run(tp.compile)
+
+
+# ------------------------------------------- Python's and NumPy's random draws
+
+def test_python_and_numpy_random_draws_inside_a_compiled_function_are_refused_not_baked_in():
+    # A ported augmentation: `if random.random() < 0.5: flip`. The capture ran
+    # the draw once and baked the branch in: every compiled call flipped (or
+    # none did), and `x * np.random.rand()` scaled by one number forever.
+    import random
+
+    def augment(x):
+        if random.random() < 0.5:
+            x = x.flip(-1)
+        return x * 2
+
+    def jitter(x):
+        return x * (1 + 0.1 * np.random.rand())
+
+    for f, what in [(augment, r"random\.random\(\)"), (jitter, r"np\.random\.rand\(\)")]:
+        with pytest.raises(tp.compiler.CaptureError, match=what):
+            tp.compile(f)(tp.arange(4.0))
+    # Restored after the capture, also after a failed one.
+    assert random.random.__module__ is None or random.random.__name__ == "random"
+    assert np.random.rand.__name__ == "rand"
+    random.random()
+    np.random.rand()
+    # tensorplay's own random operators are recorded and drawn at every call.
+    f = tp.compile(lambda x: x + tp.rand(()))
+    assert not np.array_equal(f(tp.zeros(2)).numpy(), f(tp.zeros(2)).numpy())
