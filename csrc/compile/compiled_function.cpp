@@ -88,13 +88,23 @@ bool shares_memory(const Tensor& a, const Tensor& b) { return a.impl()->storage 
 // inference tensor is one too; the backend's results are plain tensors until
 // marked here (otherwise a compiled call under inference_mode would hand back
 // tensors that a later in-place write or autograd accepts where eager refuses).
-// A result sharing an input's memory has that input's kind.
-void mark_inference_results(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs) {
+// A result sharing an input's memory has that input's kind. A result the
+// function made inside its own `with tp.inference_mode():` (made_inside[i]) is
+// one whatever the caller's mode: otherwise such features went on into autograd
+// or an in-place write outside inference_mode, both of which eager refuses.
+void mark_inference_results(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs,
+                            const std::vector<char>& made_inside) {
   const bool mode = autograd::inference_mode_enabled();
-  if (!mode && std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return autograd::is_inference(t); }))
+  if (!mode && std::none_of(made_inside.begin(), made_inside.end(), [](char c) { return c != 0; }) &&
+      std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return autograd::is_inference(t); }))
     return;
-  for (auto& o : out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& o = out[i];
     if (!o.defined() || autograd::is_inference(o)) continue;
+    if (i < made_inside.size() && made_inside[i]) {
+      autograd::meta(o).inference = true;
+      continue;
+    }
     const Tensor* base = nullptr;
     for (auto& in : inputs)
       if (in.defined() && shares_memory(o, in)) {
@@ -772,6 +782,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   OutputAliasing& al = a->aliasing;
   size_t nout = tr.outputs.size();
   a->hidden_outputs = tr.hidden_outputs;
+  a->inference_results = tr.inference_outputs;
   al.same_as_input.assign(nout, -1);
   al.same_as_output.assign(nout, -1);
   al.view_of_input.assign(nout, -1);
@@ -1122,7 +1133,7 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
     for (size_t i = 0; i < out.size(); ++i) resolve(i);
   }
   if (a.hidden_outputs) out.resize(out.size() - a.hidden_outputs);  // bases of results' views, not results
-  mark_inference_results(out, all);
+  mark_inference_results(out, all, a.inference_results);
   return out;
 }
 

@@ -188,6 +188,9 @@ class CompiledFunction {
     // The graph's last results before the mutated inputs' values that are not the
     // function's (TraceResult::hidden_outputs): dropped after the aliasing is made.
     size_t hidden_outputs = 0;
+    // Per result: an inference tensor in eager whatever the caller's mode
+    // (TraceResult::inference_outputs: made under tp.inference_mode inside).
+    std::vector<char> inference_results;
     // Per result: not a graph output. A result that is an input (or a view of one)
     // in eager is that input (or the view replayed on it) after the call, so the
     // backend computing its value would be wasted work: `a.mul_(s).add_(b)` wrote

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "core/grad_mode.h"
 #include "ops/api_nn_linalg.h"
 #include "ops/dispatch.h"
@@ -205,6 +206,19 @@ class Tracer : public DispatchInterceptor {
 
   const std::vector<bool>& free_aliases() const { return free_aliases_; }
 
+  // A tensor an operator recorded in this trace made, neither a view nor an
+  // input or free tensor: its storage belongs to the captured program alone.
+  bool is_own_value(const Tensor& t) const {
+    return values_.count(t.impl()) && !views_.count(t.impl()) && !is_placeholder(t);
+  }
+
+  // `t` stands for `src`'s value from now on (t.detach_(): its detached view).
+  void rebind(const Tensor& t, const Tensor& src) {
+    auto it = values_.find(src.impl());
+    TP_CHECK(it != values_.end(), CaptureError, "internal: rebinding to a tensor the trace does not know");
+    values_[t.impl()] = it->second;
+  }
+
   bool depends_on_call(const Tensor& t) {
     auto it = values_.find(t.impl());
     if (it == values_.end()) return true;  // not read by an operator yet: a free tensor
@@ -318,6 +332,28 @@ class Tracer : public DispatchInterceptor {
   }
 
   std::vector<Tensor> intercept(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) override {
+    std::vector<Tensor> out = record(op, inputs, attrs);
+    // Eager's new tensors made under tp.inference_mode are inference tensors
+    // (a view keeps its base's kind; an in-place write does not change it):
+    // remembered so the compiled call marks such results as eager's are.
+    if (autograd::inference_mode_enabled() && !op.has(kInplace) && !op.has(kView))
+      for (auto& t : out) {
+        bool input = false;
+        for (auto& in : inputs) input |= in.defined() && in.impl() == t.impl();
+        if (t.defined() && !input) inference_.insert(t.impl());
+      }
+    return out;
+  }
+
+  // Whether eager's `t` is an inference tensor made inside the function: made
+  // under tp.inference_mode, or a view of such a tensor.
+  bool made_in_inference(const Tensor& t) const {
+    if (inference_.count(t.impl())) return true;
+    Tensor root = view_root(t);
+    return root.defined() && inference_.count(root.impl());
+  }
+
+  std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     // The grad mode the function called the operator under (a `with no_grad():`
     // inside it) is kept on the nodes this call records, so that compiled
     // training differentiates what eager does; the recording runs without autograd.
@@ -1091,6 +1127,7 @@ class Tracer : public DispatchInterceptor {
   std::vector<std::pair<Tensor, Node*>> placeholders_;  // arguments and lifted free tensors
   std::unordered_map<const TensorImpl*, ViewInfo> views_;
   std::unordered_set<const TensorImpl*> detached_;        // views made by x.detach() (note_detached)
+  std::unordered_set<const TensorImpl*> inference_;       // made under tp.inference_mode (made_in_inference)
   std::unordered_map<const TensorImpl*, uint64_t> gen_;  // writes into each root so far
   std::vector<std::pair<Tensor, Tensor>> saved_;          // inputs written during capture, and their data before
   std::vector<PendingGate> gates_;
@@ -1127,6 +1164,12 @@ CustomBackwardScope::CustomBackwardScope(const std::string& who) : who_(who), pr
 CustomBackwardScope::~CustomBackwardScope() { t_custom_backward = prev_; }
 
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
+
+bool is_own_value(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->is_own_value(t); }
+
+void rebind_value(const Tensor& t, const Tensor& src) {
+  if (t_trace_depth > 0 && t_tracer) t_tracer->rebind(t, src);
+}
 
 bool computed_only_from(const Tensor& t, const std::vector<Tensor>& roots) {
   return t_trace_depth > 0 && t_tracer && t_tracer->computed_only_from(t, roots);
@@ -1309,6 +1352,8 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     r.output_views.resize(r.outputs.size());
     r.output_view_sym_attrs.resize(r.outputs.size());
   }
+  r.inference_outputs.resize(r.outputs.size());
+  for (size_t i = 0; i < r.outputs.size(); ++i) r.inference_outputs[i] = tracer.made_in_inference(r.outputs[i]);
   // Mutated inputs: their final values are extra outputs after the function's results.
   for (auto& [index, node] : tracer.mutations()) {
     r.mutated_inputs.push_back(index);

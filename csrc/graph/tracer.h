@@ -76,6 +76,9 @@ struct TraceResult {
   // memory as in eager (their output_views name it). Callers drop them. Only
   // with lift_free_tensors (tp.compile's captures).
   size_t hidden_outputs = 0;
+  // Per result (hidden ones included): made inside the function under
+  // tp.inference_mode (or a view of such a tensor): eager's is an inference tensor.
+  std::vector<char> inference_outputs;
   // The data gates the function passed, in order.
   std::vector<DataGate> gates;
   // Random operators (ops/random_functional.h): each draw, in order: the
@@ -193,6 +196,17 @@ class CustomBackwardScope {
 // and when no trace runs. The binding refuses to copy such a value outside the
 // operators (a device move), which the graph would otherwise keep as a stale copy.
 bool depends_on_call(const Tensor& t);
+
+// During a trace: whether `t` is a tensor an operator of the trace made (not a
+// view, not an input or free tensor), so that its storage is the captured
+// program's alone. The binding lets an out= resize (a storage swap the trace
+// does not record) through only for such a tensor. False when no trace runs.
+bool is_own_value(const Tensor& t);
+
+// During a trace: `t` stands for `src`'s value in the operators recorded from
+// now on (its earlier uses keep the old one). For an own value (is_own_value)
+// only: a view or an input would be recomputed from or written back to its base.
+void rebind_value(const Tensor& t, const Tensor& src);
 
 // During a trace: whether `t` is computed by operators from `roots` (at least one
 // of them) and constants only. The binding returns a 0-d result computed from

@@ -301,7 +301,25 @@ void bind_tensor_autograd() {
      nb::arg("inputs") = nb::none());
   method("detach", [](const Tensor& t) { return detach_or_trace(t); });
   method("detach_", [](nb::handle self) {
-    autograd::detach_(nb::cast<const Tensor&>(self));
+    const Tensor& t = nb::cast<const Tensor&>(self);
+    if (graph::is_tracing()) {
+      // detach_ only clears autograd fields, which the capture's tensors do not
+      // use: the graph went on differentiating through t (`h = lin(x);
+      // h.detach_()` still sent gradients into lin's parameters under
+      // tp.compile). A tensor the function made stands for its detached view
+      // from here on, as detach() records it; an argument's, a parameter's or
+      // a view's autograd state the compiled program cannot change at later
+      // calls (nor tell a view's base apart), so that is refused.
+      if (!graph::is_own_value(t))
+        throw CaptureError(
+            "Tensor.detach_() of an argument, a module's tensor or a view inside a compiled function (tp.compile) is "
+            "not supported: the capture cannot change its autograd state at later calls; use y = x.detach() instead");
+      AutoGradMode no_grad(false);
+      Tensor v = ops::view(t, t.sizes());
+      graph::note_detached(v);
+      graph::rebind_value(t, v);
+    }
+    autograd::detach_(t);
     return nb::borrow(self);
   });
   method("retain_grad", [](const Tensor& t) {

@@ -347,6 +347,18 @@ void write_out(const std::string& name, Tensor& out, const Tensor& result) {
   TP_CHECK(can_cast(result.dtype(), out.dtype()), TypeError, name, ": result type ", dtype_name(result.dtype()),
            " can't be cast to the desired output type ", dtype_name(out.dtype()));
   if (out.sizes() != result.sizes()) {
+    // The resize below swaps the tensor's storage and sizes behind the
+    // dispatcher: a capture records nothing of it, so for an argument (or a
+    // parameter, a view) its graph kept out's old shape and then copied the
+    // result into it: an error at the compiled call (out=tp.empty(0), the
+    // common idiom) or, where the result broadcasts to the old shape
+    // (sum(x, 0, out=<[2, 3]>)), a silently wrong out. Refused; a tensor the
+    // function made itself is fine (the copy into it is traced at its new shape).
+    if (graph::is_tracing() && !graph::is_own_value(out))
+      throw CaptureError(str("cannot capture ", name, "(out=...) resizing its out= tensor of shape ",
+                             shape_str(out.sizes()), " to the result's shape ", shape_str(result.sizes()),
+                             ": the resize is not recorded in the compiled program; pass an out= tensor of the "
+                             "result's shape, or use the returned tensor"));
     if (out.numel() != 0)
       warn(str(name, ": an output with shape ", shape_str(out.sizes()), " was resized to ",
                shape_str(result.sizes()), " (resizing non-empty out= tensors is deprecated)"));

@@ -331,7 +331,21 @@ void bind_tensor(nb::module_& m) {
                      if (graph::is_tracing()) compile::note_data_read(d, t);  // read through t at every call
                      return d;
                    },
-                   [](Tensor& t, const Tensor& src) { autograd::set_data(t, src); })
+                   [](Tensor& t, const Tensor& src) {
+                     // The swap replaces the tensor's storage and sizes outside the
+                     // dispatcher, so a capture records nothing of it: the compiled
+                     // program kept reading the old tensor (`w.data = x * 2; return
+                     // w + 1` gave the first call's w + 1 and left w unchanged at
+                     // every later call; an intermediate's swap was lost even at the
+                     // first). Refused, as the capture's other unrecordable effects.
+                     if (graph::is_tracing())
+                       throw CaptureError(
+                           "cannot capture an assignment to Tensor.data inside a compiled function (tp.compile): "
+                           "swapping a tensor's memory is not recorded in the compiled program, so later calls would "
+                           "not make it; assign .data outside the compiled function, or write the new values in place "
+                           "(with tp.no_grad(): w.copy_(new))");
+                     autograd::set_data(t, src);
+                   })
       .def_prop_ro("T", [](const Tensor& t) {
         Dims d;
         for (int64_t i = t.dim() - 1; i >= 0; --i) d.push_back(i);

@@ -739,6 +739,7 @@ class _PrintWatch:
     def __init__(self, fn):
         self.fn = fn
         self.used = False
+        self.random_orig = []
 
     def __enter__(self):
         import builtins
@@ -749,11 +750,55 @@ class _PrintWatch:
             return self.orig(*args, **kwargs)
 
         builtins.print = watched
+        self._watch_python_random()
         return self
+
+    def _watch_python_random(self):
+        """Python's and NumPy's global random draws ran once, at capture, and
+        their numbers were baked into the compiled program: `if random.random()
+        < 0.5: x = x.flip(-1)` flipped at every call or at none, `x * (1 +
+        np.random.rand())` scaled by one number forever, silently. Refused while
+        a call is captured (module-level functions only: a function imported by
+        name, or a numpy Generator, is not seen)."""
+        import random
+        import sys
+        import threading
+        capturing = threading.get_ident()  # another thread's draws (a loader thread) are not the capture's
+        mods = [(random, "random", ("random", "uniform", "randint", "randrange", "choice", "choices",
+                                    "shuffle", "sample", "gauss", "normalvariate", "betavariate",
+                                    "expovariate", "triangular", "getrandbits"))]
+        # Only when numpy is loaded (no import of numpy here); numpy.random itself
+        # may still be unloaded (NumPy loads it at the first `np.random`).
+        np_random = getattr(sys.modules["numpy"], "random", None) if "numpy" in sys.modules else None
+        if np_random is not None:
+            mods.append((np_random, "np.random", ("rand", "randn", "random", "random_sample", "randint",
+                                                  "uniform", "normal", "choice", "shuffle", "permutation",
+                                                  "binomial", "poisson", "beta", "standard_normal")))
+        for mod, label, names in mods:
+            for name in names:
+                orig = getattr(mod, name, None)
+                if orig is None:
+                    continue
+
+                def refused(*args, _what=f"{label}.{name}()", _orig=orig, **kwargs):
+                    if threading.get_ident() != capturing:
+                        return _orig(*args, **kwargs)
+                    raise CaptureError(
+                        f"{_what} inside a compiled function (tp.compile) is not supported: it would draw once, "
+                        "at capture, and every later call would reuse that number (a branch on it would always "
+                        "go the same way); draw with tensorplay's random operators (tp.rand, tp.randint, "
+                        "tp.randperm: recorded and drawn at every call) or outside the compiled function and "
+                        "pass the value in")
+
+                self.random_orig.append((mod, name, orig))
+                setattr(mod, name, refused)
 
     def __exit__(self, exc_type, *rest):
         import builtins
         builtins.print = self.orig
+        for mod, name, orig in reversed(self.random_orig):
+            setattr(mod, name, orig)
+        self.random_orig = []
         if exc_type is not None:  # the capture failed: the error says what happened
             return False
         key = getattr(self.fn, "__code__", None) or id(self.fn)
