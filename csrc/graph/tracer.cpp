@@ -1076,6 +1076,7 @@ class Tracer : public DispatchInterceptor {
     }
     std::vector<Tensor> out;
     for (auto& m : op.infer(op, in_meta, attrs)) out.push_back(Tensor::empty_strided(m.sizes, m.strides, m.dtype));
+    if (yields_python_number(op, inputs)) mark_python_numbers(out);  // (as run_kernel does)
     return out;
   }
   Graph& g_;

@@ -37,17 +37,21 @@ Slot combine(const Slot& higher, const Slot& lower) {
 }  // namespace
 
 DType result_type(const std::vector<PromotionOperand>& operands) {
-  Slot dimmed, zero_dim, wrapped;
+  Slot dimmed, zero_dim, wrapped, numbers;
   for (const auto& o : operands) {
     if (o.wrapped) {
       // A Python float counts as the default float dtype, not float64.
       wrapped.add(is_floating(o.dtype) ? default_float_dtype() : o.dtype);
+      numbers.add(o.dtype);
     } else if (o.dim == 0) {
       zero_dim.add(o.dtype);
     } else {
       dimmed.add(o.dtype);
     }
   }
+  // Python numbers only (lifted float / int inputs and what is computed from
+  // them, `1 - t`): Python's own arithmetic, in float64 / int64.
+  if (!dimmed.set && !zero_dim.set && numbers.set) return numbers.dtype;
   Slot r = combine(dimmed, combine(zero_dim, wrapped));
   return r.set ? r.dtype : default_float_dtype();
 }

@@ -110,9 +110,13 @@ LoweringFn arithmetic(CallOp fn) {
     DType compute = c.out_dtype();
     if (is_comparison(fn)) {
       std::vector<PromotionOperand> operands;
-      for (size_t i = 0; i < in.size(); ++i)
+      for (size_t i = 0; i < in.size(); ++i) {
+        // A graph value that is a Python number (a lifted float input, `1 - t`) ranks as one.
+        const auto* arg = i < c.node().args.size() ? std::get_if<graph::Node*>(&c.node().args[i]) : nullptr;
+        const bool number = arg && *arg && (*arg)->meta.wrapped_number;
         operands.push_back(c.constant(i) ? PromotionOperand{c.constant(i)->natural_dtype(), 0, true}
-                                         : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
+                                         : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), number});
+      }
       compute = result_type(operands);
     }
     // add/sub(x, y, alpha=a) is x +- a*y; div's rounding modes: floats
