@@ -171,8 +171,10 @@ std::vector<Tensor> run_kernel_unmarked(const OpDef& op, const std::vector<Tenso
 }  // namespace
 
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (!yields_python_number(op, inputs)) return run_kernel_unmarked(op, inputs, attrs);
+  PythonNumberArithmetic numbers;
   std::vector<Tensor> out = run_kernel_unmarked(op, inputs, attrs);
-  if (yields_python_number(op, inputs)) mark_python_numbers(out);
+  mark_python_numbers(out);
   return out;
 }
 

@@ -403,17 +403,40 @@ struct AttrInstall {
       slots.push_back(std::move(s));
     }
   }
-  // Puts the floats back; the name of one the function wrote, or empty.
-  std::string restore(const ModuleState* st) {
+  // Puts the floats back; the name of one the function wrote, or empty. Also
+  // a number computed from them alone and stored in the state the function reads
+  // (`self.scale = self.t * 2`, `cfg.derived = cfg.t + 1`: a float in eager)
+  // counts: left there, the graph's tensor would reach the user's Python code.
+  // `written_id`: the written float's ModuleState::floats key (empty for a stored number).
+  std::string restore(const ModuleState* st, std::string* written_id = nullptr) {
     std::string written;
     for (size_t j = slots.size(); j-- > 0;) {
       Slot& s = slots[j];
       nb::object now = get(s);
-      if (written.empty() && st && (now.ptr() != s.installed.ptr() || s.t.version() != s.version))
+      if (written.empty() && st && (now.ptr() != s.installed.ptr() || s.t.version() != s.version)) {
         written = st->lifted.at(j).name;
+        if (written_id) *written_id = st->lifted.at(j).id;
+      }
       put(s, s.old);
     }
+    const bool check = st && written.empty() && !slots.empty();
     slots.clear();
+    if (!check) return written;
+    auto number_of_capture = [](PyObject* v) {
+      return v && nb::isinstance<Tensor>(v) && is_capture_item(nb::cast<const Tensor&>(nb::handle(v)));
+    };
+    for (size_t m = 0; m < st->attr_dicts.size(); ++m) {
+      PyObject* d = st->attr_dicts[m] ? st->attr_dicts[m]->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value))
+        if (number_of_capture(value)) {
+          nb::object k = nb::str(key);
+          return str(Py_TYPE(st->mods[m]->ptr())->tp_name, ".", nb::cast<std::string>(k));
+        }
+    }
+    for (const ModuleState::Source& src : st->sources)
+      if (number_of_capture(src.value().ptr())) return src.name;
     return written;
   }
   ~AttrInstall() { restore(nullptr); }
@@ -485,6 +508,7 @@ struct PyCompiled {
   struct AttrLift {
     std::shared_ptr<ModuleState> state;
     size_t count = 0, total = 0;  // appended this call; the call's argument count with them
+    std::string written;          // the float the failed capture wrote (its floats key)
   };
   std::shared_ptr<AttrLift> attr_lift = std::make_shared<AttrLift>();
   // module_state_reader(state), also given to fn (which then takes the text read here).
@@ -739,53 +763,72 @@ struct PyCompiled {
     if (any_lifted || ints > 0 || attrs > 0) {
       *captured = false;
       const uint64_t builds = fn->builds();
-      try {
-        out = fn->call(values, &structure);
-      } catch (...) {
-        if (!*captured) {
-          lifted->clear();
-          throw;
-        }
-        // Retry with the numbers; those arguments (and lifted floats of the
-        // Python state) stay by value.
-        std::vector<std::string> refused_attrs;
-        if (attrs > 0) {
-          for (size_t j = 0; j < attr_lift->count && j < state->lifted.size(); ++j)
-            refused_attrs.push_back(state->lifted[j].id);
-          refuse_attrs("the capture failed with it as an input");
-        }
-        std::vector<size_t> refused_ints;
-        for (size_t i = 0; i < args.size(); ++i) {
-          if (i < lifted->size() && (*lifted)[i]) {
-            float_args[i].refused = true;
-            values[i] = *to_scalar(args[i]);
-          }
-          if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
-            refuse_int(i, "the capture failed with it symbolic");
-            refused_ints.push_back(i);
-            values[i] = *to_scalar(args[i]);
-          }
-        }
-        values.resize(args.size());
-        int_lift->extra = 0;
-        int_lift->total = 0;
-        fn->set_extra_args(0);
-        lifted->clear();
-        // (the refused floats are numbers in the state text now; others may still be inputs)
-        if (const size_t again = lift_attrs(values); again > 0) fn->set_extra_args(static_cast<int>(again));
+      size_t attrs_now = attrs;
+      for (;;) {
+        attr_lift->written.clear();
         try {
           out = fn->call(values, &structure);
         } catch (...) {
-          // It fails by value too: the user's error at this value (an index out of
-          // range), not the symbolic int's; the ints stay automatic for other values.
-          for (size_t i : refused_ints) int_args[i].refused = false;
-          for (const std::string& id : refused_attrs) state->floats[id].refused = false;
-          if (!refused_attrs.empty()) state->rebuild = true;
-          throw;
+          if (!*captured) {
+            lifted->clear();
+            throw;
+          }
+          std::vector<size_t> written;
+          for (size_t j = 0; attrs_now > 0 && j < attr_lift->count && j < state->lifted.size(); ++j)
+            if (!attr_lift->written.empty() && state->lifted[j].id == attr_lift->written) written.push_back(j);
+          if (!written.empty()) {
+            // The function wrote one lifted float (`self.t *= 0.99`): that one is
+            // kept by value, the others stay inputs; captured again (each round
+            // refuses one more float, so this ends).
+            refuse_attrs("the function assigns it", &written);
+            values.resize(values.size() - attrs_now);
+            attrs_now = lift_attrs(values);
+            fn->set_extra_args(static_cast<int>(ints + attrs_now));
+            *captured = false;
+            continue;
+          }
+          // Retry with the numbers; those arguments (and lifted floats of the
+          // Python state) stay by value.
+          std::vector<std::string> refused_attrs;
+          if (attrs_now > 0) {
+            for (size_t j = 0; j < attr_lift->count && j < state->lifted.size(); ++j)
+              refused_attrs.push_back(state->lifted[j].id);
+            refuse_attrs("the capture failed with it as an input");
+          }
+          std::vector<size_t> refused_ints;
+          for (size_t i = 0; i < args.size(); ++i) {
+            if (i < lifted->size() && (*lifted)[i]) {
+              float_args[i].refused = true;
+              values[i] = *to_scalar(args[i]);
+            }
+            if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
+              refuse_int(i, "the capture failed with it symbolic");
+              refused_ints.push_back(i);
+              values[i] = *to_scalar(args[i]);
+            }
+          }
+          values.resize(args.size());
+          int_lift->extra = 0;
+          int_lift->total = 0;
+          fn->set_extra_args(0);
+          lifted->clear();
+          // (the refused floats are numbers in the state text now; others may still be inputs)
+          if (const size_t again = lift_attrs(values); again > 0) fn->set_extra_args(static_cast<int>(again));
+          try {
+            out = fn->call(values, &structure);
+          } catch (...) {
+            // It fails by value too: the user's error at this value (an index out of
+            // range), not the symbolic int's; the ints stay automatic for other values.
+            for (size_t i : refused_ints) int_args[i].refused = false;
+            for (const std::string& id : refused_attrs) state->floats[id].refused = false;
+            if (!refused_attrs.empty()) state->rebuild = true;
+            throw;
+          }
         }
+        break;
       }
       lifted->clear();
-      if (attrs > 0 && attr_lift->count == attrs && fn->builds() != builds) refuse_specialized_attrs(values);
+      if (attr_lift->count > 0 && fn->builds() != builds) refuse_specialized_attrs(values);
       if (ints > 0 && fn->builds() != builds) {
         // A version was built: an int it specialized is kept by value from now on.
         size_t ti = 0;
@@ -1292,10 +1335,10 @@ void bind_compile(nb::module_& m) {
       }
       watch.exit(false);
       if (!install.slots.empty()) {
-        std::string written = install.restore(attr_lift->state.get());
+        std::string written = install.restore(attr_lift->state.get(), &attr_lift->written);
         TP_CHECK(written.empty(), CaptureError, "the compiled function assigns ", written,
-                 ", a float it reads: a compiled version would not repeat the assignment (captured again with "
-                 "the number)");
+                 " from a float it reads: a compiled version would not repeat the assignment (captured again "
+                 "with the number)");
       }
       std::vector<Tensor> out;
       std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);

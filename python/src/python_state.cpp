@@ -27,6 +27,21 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
   } else if (PyFloat_CheckExact(v)) {
     auto r = std::to_chars(buf, buf + sizeof(buf), PyFloat_AS_DOUBLE(v));
     s.append(buf, r.ptr);
+  } else if (PyLong_Check(v) || PyFloat_Check(v) ||
+             (std::strncmp(Py_TYPE(v)->tp_name, "numpy.", 6) == 0 &&
+              std::strcmp(Py_TYPE(v)->tp_name, "numpy.ndarray") != 0 && PyObject_HasAttrString(v, "dtype"))) {
+    // A subclass (an IntEnum, numpy.float64) or a numpy scalar (numpy.float32):
+    // the capture baked its value in as a number's (it used to be left out of the
+    // state, so a changed `self.t = np.float64(3.0)` kept running the old value).
+    PyObject* r = PyObject_Repr(v);
+    const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
+    if (!u) {
+      PyErr_Clear();
+      Py_XDECREF(r);
+      return false;
+    }
+    ((((s += Py_TYPE(v)->tp_name) += '(') += u) += ')');
+    Py_DECREF(r);
   } else if (depth == 0 && v == Py_None) {
     s += "None";
   } else if (depth == 0 && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 64) {

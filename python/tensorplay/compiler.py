@@ -241,6 +241,8 @@ def _is_state_leaf(v, in_sequence=False):
     t = type(v)
     if t in (int, float, bool) or v is None:
         return True
+    if isinstance(v, (int, float)) or (t.__module__ == "numpy" and getattr(v, "ndim", None) == 0):
+        return True  # a subclass (an IntEnum, numpy.float64) or a numpy scalar: a number the capture bakes in
     if t is str:  # a mode string (`cfg.act == "relu"`) selects a branch as a number does
         return not in_sequence and len(v) <= 64
     return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)

@@ -479,3 +479,111 @@ def test_python_numbers_alone_keep_their_width_in_eager_ops():
     assert r == tp.float64
     x = tp.arange(4)
     assert (x * 0.5).dtype == tp.float32 and (x + 1).dtype == tp.int64  # mixed with tensors: unchanged
+    # Python numbers as where's values with a tensor mask: the default dtype, as before
+    # (grid_sample's reflection padding multiplies by such a sign).
+    assert tp.where(x > 1, -1.0, 1.0).dtype == tp.float32
+    g = tp.compile(lambda x, t: tp.where(x > 1, -t, t) * x, backend="aot_eager")
+    for t in (0.5, 0.3):
+        assert g(x.float(), t).dtype == tp.float32
+
+
+def test_a_number_derived_from_the_float_stored_in_the_state_stays_a_float():
+    # `cfg.derived = cfg.t + 1` inside the function: with cfg.t lifted, the
+    # capture would leave the graph's tensor in cfg.derived; it is captured again
+    # with the number instead, and the compiled calls are right.
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.t, cfg.derived = 1.0, 0.0
+
+    def f(x):
+        cfg.derived = cfg.t + 1
+        return x * cfg.t
+
+    g = tp.compile(f, backend="aot_eager")
+    x = tp.randn(3)
+    for t in (1.0, 2.0, 3.0):
+        cfg.t = t
+        same(g(x), x * t, "aot_eager")
+        assert type(cfg.derived) is float
+
+
+def test_nested_inputs_and_a_changing_float():
+    # A tuple argument goes through a compiled function per argument structure
+    # (compiler._NestedInputs): its floats are lifted the same way.
+    tp.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    lin.scale = 1.0
+
+    def f(pair):
+        a, b = pair
+        return lin(a) * lin.scale + b
+
+    g = tp.compile(f, backend="aot_eager")
+    x = tp.randn(2, 3)
+    for i in range(8):
+        lin.scale = 0.5 + 0.25 * i
+        same(g((x, x)), f((x, x)), "aot_eager")
+    assert g.num_specializations == 2
+
+
+@pytest.mark.parametrize("kind", ["np.float64", "np.float32", "IntEnum"])
+def test_numpy_scalar_and_enum_attributes_select_the_version(kind):
+    # Regression: a numpy.float64 (a float subclass), a numpy.float32 or an
+    # IntEnum attribute was left out of the state, so a changed value kept
+    # running the first capture's number.
+    import enum
+
+    class Level(enum.IntEnum):
+        ONE = 1
+        TWO = 2
+        THREE = 3
+
+    make = {"np.float64": np.float64, "np.float32": np.float32, "IntEnum": Level}[kind]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = make(1)
+
+        def forward(self, x):
+            return x * int(self.t) if kind == "IntEnum" else x * self.t
+
+    m = M()
+    cm = tp.compile(m, backend="aot_eager")
+    g = tp.compile(lambda x: m(x), backend="aot_eager")
+    x = tp.ones(3)
+    for v in (1, 2, 3, 2):
+        m.t = make(v)
+        same(cm(x), m(x), "aot_eager")
+        same(g(x), m(x), "aot_eager")
+
+
+def test_a_float_the_function_writes_is_refused_alone(capfd, monkeypatch):
+    monkeypatch.setenv("TP_LOGS", "recompiles")
+
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.scale, cfg.decay = 1.0, 1.0
+
+    def f(x):
+        y = x * cfg.scale * cfg.decay
+        cfg.decay *= 0.5  # Python state: eager halves it at every call
+        return y
+
+    g = tp.compile(f, backend="aot_eager")
+    x = tp.randn(3)
+    decay = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(5):
+            cfg.scale = 1.0 + i
+            same(g(x), x * (1.0 + i) * decay, "aot_eager")
+            decay *= 0.5
+            assert type(cfg.decay) is float and cfg.decay == decay
+    err = capfd.readouterr().err
+    assert "cfg.decay: a float kept by value from now on: the function assigns it" in err
+    assert "cfg.scale: a float kept by value" not in err
