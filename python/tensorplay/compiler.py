@@ -558,7 +558,13 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     a dim index) is kept by value for that argument. Bools are always by value.
 
     Parameters, buffers, globals and closure variables the function reads are
-    inputs of the compiled code, re-read at every call. A fallback to eager
+    inputs of the compiled code, re-read at every call. Python numbers it reads
+    (a module's `self.temperature`, `cfg.beta`, a global) select the version; a
+    float among them (or a float argument) that changed between calls is an
+    input from then on (automatic dynamic floats: one version for a schedule),
+    unless it is used where a number is needed (`alpha=`, `math.exp`, `round`)
+    or written by the function; options={"dynamic_float_attrs": False} keeps
+    such floats by value. A fallback to eager
     execution warns once per compiled function (a UserWarning starting with
     "tp.compile: running eagerly"); options={"warn_fallback": False} or the
     warnings module silence it.
