@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "core/grad_mode.h"
+#include "ops/type_promotion.h"
 #include "ops/api_nn_linalg.h"
 #include "ops/dispatch.h"
 #include "ops/generator.h"
@@ -1111,7 +1112,11 @@ class Tracer : public DispatchInterceptor {
       in_meta.push_back(m);
     }
     std::vector<Tensor> out;
+    const bool numbers = yields_python_number(op, inputs);  // (as run_kernel does)
+    std::optional<PythonNumberArithmetic> scope;
+    if (numbers) scope.emplace();
     for (auto& m : op.infer(op, in_meta, attrs)) out.push_back(Tensor::empty_strided(m.sizes, m.strides, m.dtype));
+    if (numbers) mark_python_numbers(out);
     return out;
   }
   Graph& g_;

@@ -150,7 +150,36 @@ Tensor host_copy_of(const Tensor& t) {
 }
 CudaKernelHook cuda_kernel_hook() { return g_cuda_hook; }
 
+bool yields_python_number(const OpDef& op, const std::vector<Tensor>& inputs) {
+  if (!op.has(kPointwise) || op.has(kInplace) || inputs.empty()) return false;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!t.is_wrapped_number()) return false;
+    any = true;
+  }
+  return any;
+}
+
+void mark_python_numbers(std::vector<Tensor>& out) {
+  for (Tensor& t : out)
+    if (t.defined() && t.dim() == 0) t.impl()->wrapped_number = true;
+}
+
+namespace {
+std::vector<Tensor> run_kernel_unmarked(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+}  // namespace
+
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (!yields_python_number(op, inputs)) return run_kernel_unmarked(op, inputs, attrs);
+  PythonNumberArithmetic numbers;
+  std::vector<Tensor> out = run_kernel_unmarked(op, inputs, attrs);
+  mark_python_numbers(out);
+  return out;
+}
+
+namespace {
+std::vector<Tensor> run_kernel_unmarked(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op.num_inputs >= 0 && static_cast<int>(inputs.size()) != op.num_inputs)
     throw TypeError(str(op.name, ": expected ", op.num_inputs, " tensor arguments but got ", inputs.size()));
   std::vector<TensorMeta> in_meta;
@@ -187,6 +216,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& input
   if (op.has(kInplace)) inputs[0].bump_version();
   return out;
 }
+}  // namespace
 
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   // Implicit composites run as their parts, each through this dispatcher.

@@ -17,6 +17,14 @@ Tensor call_op1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs&
 // Runs the eager kernel only: no interceptor, no autograd (used by the tracer
 // and by autograd itself).
 std::vector<Tensor> run_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+// Arithmetic among Python numbers only (every tensor operand a wrapped number:
+// a float or int argument or attribute lifted to a graph input, and results
+// computed from them, `1 - t`, `t > 0.5`): the result is a Python number too, as
+// in eager where Python computes it, so a pointwise operator's 0-d results are
+// wrapped numbers computed at full width (float64 / int64: result_type), not
+// rounded to the default float dtype; run_kernel marks them.
+bool yields_python_number(const OpDef& op, const std::vector<Tensor>& inputs);
+void mark_python_numbers(std::vector<Tensor>& out);
 
 class DispatchInterceptor {
  public:

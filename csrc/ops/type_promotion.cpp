@@ -36,18 +36,31 @@ Slot combine(const Slot& higher, const Slot& lower) {
 
 }  // namespace
 
+namespace {
+thread_local int t_python_numbers = 0;
+}  // namespace
+
+bool python_number_arithmetic() { return t_python_numbers > 0; }
+PythonNumberArithmetic::PythonNumberArithmetic() { ++t_python_numbers; }
+PythonNumberArithmetic::~PythonNumberArithmetic() { --t_python_numbers; }
+
 DType result_type(const std::vector<PromotionOperand>& operands) {
-  Slot dimmed, zero_dim, wrapped;
+  Slot dimmed, zero_dim, wrapped, numbers;
   for (const auto& o : operands) {
     if (o.wrapped) {
       // A Python float counts as the default float dtype, not float64.
       wrapped.add(is_floating(o.dtype) ? default_float_dtype() : o.dtype);
+      numbers.add(o.dtype);
     } else if (o.dim == 0) {
       zero_dim.add(o.dtype);
     } else {
       dimmed.add(o.dtype);
     }
   }
+  // An operator among Python numbers only (lifted float / int inputs and what is
+  // computed from them, `1 - t`): Python's own arithmetic, in float64 / int64.
+  // Not for where(mask, 1.0, 2.0), whose mask is a tensor: the scope says.
+  if (python_number_arithmetic() && !dimmed.set && !zero_dim.set && numbers.set) return numbers.dtype;
   Slot r = combine(dimmed, combine(zero_dim, wrapped));
   return r.set ? r.dtype : default_float_dtype();
 }

@@ -22,6 +22,17 @@ struct PromotionOperand {
 };
 
 DType result_type(const std::vector<PromotionOperand>& operands);
+// While one is alive (run_kernel of an operator whose every tensor operand is a
+// Python number: yields_python_number in ops/dispatch.h), operands that are all
+// wrapped numbers keep their own width (float64 / int64) instead of counting as
+// the default float dtype: `1 - t` of a lifted float is Python's double.
+struct PythonNumberArithmetic {
+  PythonNumberArithmetic();
+  ~PythonNumberArithmetic();
+  PythonNumberArithmetic(const PythonNumberArithmetic&) = delete;
+  PythonNumberArithmetic& operator=(const PythonNumberArithmetic&) = delete;
+};
+bool python_number_arithmetic();
 DType result_type(const std::vector<TensorMeta>& operands);
 DType result_type(const std::vector<Tensor>& operands);
 // PyTorch's canCast: floating -> integral and non-bool -> bool are refused.

@@ -356,6 +356,92 @@ struct ArgArray {
   }
 };
 
+// Automatic dynamic float attributes: while a capture runs, the owners of the
+// floats lifted to inputs (ModuleState::lifted) hold the graph inputs in their
+// place, so `self.temperature` or `cfg.beta` reads the 0-d float64 wrapped number
+// the graph takes (a result computed from it alone is a float again, as for float
+// arguments); restored afterwards. A write to one of them in the function
+// (`self.t *= 0.99`, `self.t = self.t * 2`, an in-place update of the tensor) is
+// Python state a compiled version would not repeat: finish() says so, and the
+// call is captured again with the numbers (kept by value from then on).
+struct AttrInstall {
+  struct Slot {
+    nb::object where, at, old, installed;  // a dict and key, or a cell (key None)
+    Tensor t;
+    uint64_t version = 0;
+  };
+  std::vector<Slot> slots;
+  static nb::object get(const Slot& s) {
+    PyObject* v = s.at.is_none() ? PyCell_GET(s.where.ptr()) : PyDict_GetItemWithError(s.where.ptr(), s.at.ptr());
+    if (!v) PyErr_Clear();
+    return v ? nb::borrow(v) : nb::object();
+  }
+  static void put(const Slot& s, const nb::object& v) {
+    int rc = s.at.is_none() ? PyCell_Set(s.where.ptr(), v.ptr()) : PyDict_SetItem(s.where.ptr(), s.at.ptr(), v.ptr());
+    if (rc != 0) PyErr_Clear();
+  }
+  void install(ModuleState& st, const ArgValue* inputs, size_t n) {
+    for (size_t j = 0; j < n; ++j) {
+      const ModuleState::Lift& lift = st.lifted.at(j);
+      Slot s;
+      bool ok;
+      if (lift.module >= 0) {
+        ok = instance_dict_slot(*st.mods.at(static_cast<size_t>(lift.module)), lift.key, &s.where);
+        s.at = lift.key;
+      } else {
+        ok = st.sources.at(static_cast<size_t>(lift.source)).place(&s.where, &s.at);
+      }
+      if (ok) s.old = get(s);
+      TP_CHECK(ok && s.old.ptr() == lift.value.ptr(), CaptureError, "the float ", lift.name,
+               " cannot be passed to the compiled code as an input (its owner cannot hold another object while "
+               "the call is captured)");
+      s.t = std::get<Tensor>(inputs[j]);
+      s.version = s.t.version();
+      s.installed = nb::cast(s.t);
+      note_capture_item(s.t);
+      put(s, s.installed);
+      slots.push_back(std::move(s));
+    }
+  }
+  // Puts the floats back; the name of one the function wrote, or empty. Also
+  // a number computed from them alone and stored in the state the function reads
+  // (`self.scale = self.t * 2`, `cfg.derived = cfg.t + 1`: a float in eager)
+  // counts: left there, the graph's tensor would reach the user's Python code.
+  // `written_id`: the written float's ModuleState::floats key (empty for a stored number).
+  std::string restore(const ModuleState* st, std::string* written_id = nullptr) {
+    std::string written;
+    for (size_t j = slots.size(); j-- > 0;) {
+      Slot& s = slots[j];
+      nb::object now = get(s);
+      if (written.empty() && st && (now.ptr() != s.installed.ptr() || s.t.version() != s.version)) {
+        written = st->lifted.at(j).name;
+        if (written_id) *written_id = st->lifted.at(j).id;
+      }
+      put(s, s.old);
+    }
+    const bool check = st && written.empty() && !slots.empty();
+    slots.clear();
+    if (!check) return written;
+    auto number_of_capture = [](PyObject* v) {
+      return v && nb::isinstance<Tensor>(v) && is_capture_item(nb::cast<const Tensor&>(nb::handle(v)));
+    };
+    for (size_t m = 0; m < st->attr_dicts.size(); ++m) {
+      PyObject* d = st->attr_dicts[m] ? st->attr_dicts[m]->ptr() : nullptr;
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (d && PyDict_Next(d, &pos, &key, &value))
+        if (number_of_capture(value)) {
+          nb::object k = nb::str(key);
+          return str(Py_TYPE(st->mods[m]->ptr())->tp_name, ".", nb::cast<std::string>(k));
+        }
+    }
+    for (const ModuleState::Source& src : st->sources)
+      if (number_of_capture(src.value().ptr())) return src.name;
+    return written;
+  }
+  ~AttrInstall() { restore(nullptr); }
+};
+
 struct PyCompiled {
   // First member, at the offset the type's tp_vectorcall_offset names (every
   // instance is made inline by _compile, so that offset is the same for all).
@@ -413,6 +499,23 @@ struct PyCompiled {
     size_t total = 0;       // the call's argument count with them
   };
   std::shared_ptr<IntLift> int_lift = std::make_shared<IntLift>();
+  // Automatic dynamic float attributes (ModuleState::floats): the floats of the
+  // Python state the capture can read (module attributes, `cfg.x`, globals,
+  // closure variables) that changed between calls are appended after the user's
+  // arguments and the int value tensors as 0-d float64 wrapped numbers, and put
+  // in their owners' place while a capture runs (AttrInstall): one version
+  // serves every value, as for float arguments.
+  struct AttrLift {
+    std::shared_ptr<ModuleState> state;
+    size_t count = 0, total = 0;  // appended this call; the call's argument count with them
+    std::string written;          // the float the failed capture wrote (its floats key)
+  };
+  std::shared_ptr<AttrLift> attr_lift = std::make_shared<AttrLift>();
+  // module_state_reader(state), also given to fn (which then takes the text read here).
+  std::function<const std::string&()> module_reader;
+  // Per lifted float: the float object and its tensor, reused while it repeats
+  // (so the first-level entry still hits while the value does not change).
+  std::vector<std::pair<nb::object, Tensor>> attr_tensors;
   std::vector<ArgValue> values_scratch;  // call_positional's argument vector, reused
   bool values_busy = false;
   // The state reader is module_state_reader(state), not yet found to read nothing.
@@ -515,6 +618,66 @@ struct PyCompiled {
     return count;
   }
 
+  // Automatic dynamic float attributes (AttrLift): reads the state (its text then
+  // stands for this call) and appends the lifted floats' tensors; returns how many.
+  size_t lift_attrs(std::vector<ArgValue>& values) {
+    attr_lift->count = 0;
+    attr_lift->total = 0;
+    if (!module_reader || !state || graph::is_tracing()) return 0;
+    state->fresh = false;
+    module_reader();
+    state->fresh = true;
+    const auto& lifted_now = state->lifted;
+    if (lifted_now.empty()) return 0;
+    if (attr_tensors.size() < lifted_now.size()) attr_tensors.resize(lifted_now.size());
+    for (size_t j = 0; j < lifted_now.size(); ++j) {
+      auto& [obj, t] = attr_tensors[j];
+      if (obj.ptr() != lifted_now[j].value.ptr() || !t.defined()) {
+        obj = lifted_now[j].value;
+        t = Tensor::wrapped_scalar(Scalar(PyFloat_AS_DOUBLE(obj.ptr())));
+      }
+      values.emplace_back(t);
+    }
+    attr_lift->count = lifted_now.size();
+    attr_lift->total = values.size();
+    return lifted_now.size();
+  }
+
+  // After a version was built with lifted floats: one that a data gate reads as a
+  // Python number (`float(self.t)`, `math.exp(self.t)`, `round(self.t, 2)`,
+  // `int(...)`) has its value baked in behind a guard on that value, so every new
+  // value would be one more gated version: it is kept by value from now on. A
+  // branch (`if self.t > 0.5:`, a bool gate) is a guard on the comparison and
+  // stays: a version per side.
+  void refuse_specialized_attrs(const std::vector<ArgValue>& values) {
+    size_t tensors = 0;
+    for (const ArgValue& v : values)
+      if (std::holds_alternative<Tensor>(v)) ++tensors;
+    const size_t first = tensors - attr_lift->count;  // the lifted floats are the call's last tensors
+    std::vector<size_t> which;
+    for (const graph::DataGate& gate : fn->last_gates()) {
+      if (gate.kind == "bool" || gate.kind == "numel" || !gate.guard) continue;
+      for (auto& n : gate.guard->nodes())
+        if (n->opcode == graph::Opcode::Placeholder && n->input_index >= static_cast<int>(first) &&
+            n->input_index < static_cast<int>(tensors) && !n->users.empty())
+          which.push_back(static_cast<size_t>(n->input_index) - first);
+    }
+    if (!which.empty()) refuse_attrs("the capture read it as a Python number (float(), int(), round(), math.*)", &which);
+  }
+
+  // Keeps the lifted floats of this call (all, or those at `which`) by value from now on.
+  void refuse_attrs(const char* why, const std::vector<size_t>* which = nullptr) {
+    const size_t n = std::min(attr_lift->count, state->lifted.size());
+    for (size_t j = 0; j < n; ++j) {
+      if (which && std::find(which->begin(), which->end(), j) == which->end()) continue;
+      const ModuleState::Lift& lift = state->lifted[j];
+      state->floats[lift.id].refused = true;
+      if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+        std::fprintf(stderr, "[tp.compile] %s: a float kept by value from now on: %s\n", lift.name.c_str(), why);
+    }
+    state->rebuild = true;
+  }
+
   // A result that is a view of an argument: its `_base` is the caller's object,
   // as in eager (`f(x)._base is x` for `f = lambda x: x[1:]`).
   static void note_output_base(ArgArray args, const Tensor& out) {
@@ -582,6 +745,8 @@ struct PyCompiled {
       }
     }
     const size_t ints = lift_ints(args, values);
+    const size_t attrs = lift_attrs(values);
+    if (attrs > 0) fn->set_extra_args(static_cast<int>(ints + attrs));
     struct ClearInts {
       PyCompiled* c;
       bool on;
@@ -590,47 +755,80 @@ struct PyCompiled {
         c->int_lift->pos.clear();
         c->int_lift->extra = 0;
         c->int_lift->total = 0;
+        c->attr_lift->count = 0;
+        c->attr_lift->total = 0;
         c->fn->set_extra_args(0);
       }
-    } clear_ints{this, ints > 0};
-    if (any_lifted || ints > 0) {
+    } clear_ints{this, ints > 0 || attrs > 0 || any_lifted};
+    if (any_lifted || ints > 0 || attrs > 0) {
       *captured = false;
       const uint64_t builds = fn->builds();
-      try {
-        out = fn->call(values, &structure);
-      } catch (...) {
-        if (!*captured) {
-          lifted->clear();
-          throw;
-        }
-        // Retry with the numbers; those arguments stay by value.
-        std::vector<size_t> refused_ints;
-        for (size_t i = 0; i < args.size(); ++i) {
-          if (i < lifted->size() && (*lifted)[i]) {
-            float_args[i].refused = true;
-            values[i] = *to_scalar(args[i]);
-          }
-          if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
-            refuse_int(i, "the capture failed with it symbolic");
-            refused_ints.push_back(i);
-            values[i] = *to_scalar(args[i]);
-          }
-        }
-        values.resize(args.size());
-        int_lift->extra = 0;
-        int_lift->total = 0;
-        fn->set_extra_args(0);
-        lifted->clear();
+      size_t attrs_now = attrs;
+      for (;;) {
+        attr_lift->written.clear();
         try {
           out = fn->call(values, &structure);
         } catch (...) {
-          // It fails by value too: the user's error at this value (an index out of
-          // range), not the symbolic int's; the ints stay automatic for other values.
-          for (size_t i : refused_ints) int_args[i].refused = false;
-          throw;
+          if (!*captured) {
+            lifted->clear();
+            throw;
+          }
+          std::vector<size_t> written;
+          for (size_t j = 0; attrs_now > 0 && j < attr_lift->count && j < state->lifted.size(); ++j)
+            if (!attr_lift->written.empty() && state->lifted[j].id == attr_lift->written) written.push_back(j);
+          if (!written.empty()) {
+            // The function wrote one lifted float (`self.t *= 0.99`): that one is
+            // kept by value, the others stay inputs; captured again (each round
+            // refuses one more float, so this ends).
+            refuse_attrs("the function assigns it", &written);
+            values.resize(values.size() - attrs_now);
+            attrs_now = lift_attrs(values);
+            fn->set_extra_args(static_cast<int>(ints + attrs_now));
+            *captured = false;
+            continue;
+          }
+          // Retry with the numbers; those arguments (and lifted floats of the
+          // Python state) stay by value.
+          std::vector<std::string> refused_attrs;
+          if (attrs_now > 0) {
+            for (size_t j = 0; j < attr_lift->count && j < state->lifted.size(); ++j)
+              refused_attrs.push_back(state->lifted[j].id);
+            refuse_attrs("the capture failed with it as an input");
+          }
+          std::vector<size_t> refused_ints;
+          for (size_t i = 0; i < args.size(); ++i) {
+            if (i < lifted->size() && (*lifted)[i]) {
+              float_args[i].refused = true;
+              values[i] = *to_scalar(args[i]);
+            }
+            if (ints > 0 && i < int_lift->pos.size() && int_lift->pos[i]) {
+              refuse_int(i, "the capture failed with it symbolic");
+              refused_ints.push_back(i);
+              values[i] = *to_scalar(args[i]);
+            }
+          }
+          values.resize(args.size());
+          int_lift->extra = 0;
+          int_lift->total = 0;
+          fn->set_extra_args(0);
+          lifted->clear();
+          // (the refused floats are numbers in the state text now; others may still be inputs)
+          if (const size_t again = lift_attrs(values); again > 0) fn->set_extra_args(static_cast<int>(again));
+          try {
+            out = fn->call(values, &structure);
+          } catch (...) {
+            // It fails by value too: the user's error at this value (an index out of
+            // range), not the symbolic int's; the ints stay automatic for other values.
+            for (size_t i : refused_ints) int_args[i].refused = false;
+            for (const std::string& id : refused_attrs) state->floats[id].refused = false;
+            if (!refused_attrs.empty()) state->rebuild = true;
+            throw;
+          }
         }
+        break;
       }
       lifted->clear();
+      if (attr_lift->count > 0 && fn->builds() != builds) refuse_specialized_attrs(values);
       if (ints > 0 && fn->builds() != builds) {
         // A version was built: an int it specialized is kept by value from now on.
         size_t ti = 0;
@@ -651,6 +849,7 @@ struct PyCompiled {
       // The capture can read no module and no Python number: the state is empty
       // for good (nothing to re-list), so later calls skip the reader.
       fn->set_state_reader(nullptr);
+      module_reader = nullptr;
       state_reader_droppable = false;
     }
     auto* s = static_cast<const PyOutputStructure*>(structure);
@@ -955,6 +1154,7 @@ void bind_compile(nb::module_& m) {
         c.state_reader_droppable = false;
         auto text = std::make_shared<std::string>();
         c.fn->set_state_reader([r, text]() -> const std::string& { return *text = nb::cast<std::string>((*r)()); });
+        c.module_reader = nullptr;  // (the Python state is this reader's: no float of it is lifted)
       })
       // A function that calls modules (a training step naming a global `model`):
       // `finder()` lists them, at the first call; their training flags and forward
@@ -964,7 +1164,14 @@ void bind_compile(nb::module_& m) {
         st->finder = keep_py(std::move(finder));
         c.state = st;
         c.state_reader_droppable = true;
-        c.fn->set_state_reader(module_state_reader(st));
+        c.module_reader = module_state_reader(st);
+        c.fn->set_state_reader(c.module_reader);
+        c.attr_lift->state = st;
+        // options={"dynamic_float_attrs": False}: the floats of the Python state stay by value.
+        const auto& o = c.fn->options().options;
+        if (auto it = o.find("dynamic_float_attrs");
+            it != o.end() && (it->second == "0" || it->second == "False" || it->second == "false"))
+          st->lift_floats = false;
       })
       .def("_set_hooked_call", [](PyCompiled& c, nb::object hooked) { c.hooked = std::move(hooked); })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
@@ -1053,16 +1260,24 @@ void bind_compile(nb::module_& m) {
     auto lifted = pc->lifted;
     auto captured = pc->captured;
     auto int_lift = pc->int_lift;
-    compile::StructuredUserFn user = [fn_ref, lifted, captured, int_lift](const std::vector<ArgValue>& args,
+    auto attr_lift = pc->attr_lift;
+    compile::StructuredUserFn user = [fn_ref, lifted, captured, int_lift, attr_lift](const std::vector<ArgValue>& args,
                                                                 std::shared_ptr<const compile::OutputStructure>* structure) {
       nb::object& fn = *fn_ref;
       nb::list l;
       const bool tracing = graph::is_tracing();
       if (tracing) *captured = true;
+      // Automatic dynamic float attributes (PyCompiled::AttrLift): the last
+      // arguments; their owners hold them while a capture runs (not while the
+      // function runs eagerly: the floats are in place then).
+      const bool attrs = attr_lift->count > 0 && args.size() == attr_lift->total && attr_lift->state;
+      const size_t n_args = attrs ? args.size() - attr_lift->count : args.size();
+      AttrInstall install;
+      if (attrs && tracing) install.install(*attr_lift->state, args.data() + n_args, attr_lift->count);
       // Automatic dynamic ints (PyCompiled::IntArg): the function gets `size - 2`
       // (a SymInt in a symbolic capture), not the tensors that carry it.
-      const bool ints = int_lift->extra > 0 && args.size() == int_lift->total;
-      const size_t n_user = ints ? args.size() - int_lift->extra : args.size();
+      const bool ints = int_lift->extra > 0 && n_args == int_lift->total;
+      const size_t n_user = ints ? n_args - int_lift->extra : n_args;
       struct ClearValues {
         bool on;
         ~ClearValues() {
@@ -1119,6 +1334,12 @@ void bind_compile(nb::module_& m) {
         throw;
       }
       watch.exit(false);
+      if (!install.slots.empty()) {
+        std::string written = install.restore(attr_lift->state.get(), &attr_lift->written);
+        TP_CHECK(written.empty(), CaptureError, "the compiled function assigns ", written,
+                 " from a float it reads: a compiled version would not repeat the assignment (captured again "
+                 "with the number)");
+      }
       std::vector<Tensor> out;
       std::shared_ptr<const compile::OutputStructure> s = PyOutputStructure::flatten(r, &out);
       if (structure) *structure = std::move(s);

@@ -2,6 +2,9 @@
 #include "python_state.h"
 
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace tp::py {
 namespace {
@@ -24,6 +27,21 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
   } else if (PyFloat_CheckExact(v)) {
     auto r = std::to_chars(buf, buf + sizeof(buf), PyFloat_AS_DOUBLE(v));
     s.append(buf, r.ptr);
+  } else if (PyLong_Check(v) || PyFloat_Check(v) ||
+             (std::strncmp(Py_TYPE(v)->tp_name, "numpy.", 6) == 0 &&
+              std::strcmp(Py_TYPE(v)->tp_name, "numpy.ndarray") != 0 && PyObject_HasAttrString(v, "dtype"))) {
+    // A subclass (an IntEnum, numpy.float64) or a numpy scalar (numpy.float32):
+    // the capture baked its value in as a number's (it used to be left out of the
+    // state, so a changed `self.t = np.float64(3.0)` kept running the old value).
+    PyObject* r = PyObject_Repr(v);
+    const char* u = r ? PyUnicode_AsUTF8(r) : nullptr;
+    if (!u) {
+      PyErr_Clear();
+      Py_XDECREF(r);
+      return false;
+    }
+    ((((s += Py_TYPE(v)->tp_name) += '(') += u) += ')');
+    Py_DECREF(r);
   } else if (depth == 0 && v == Py_None) {
     s += "None";
   } else if (depth == 0 && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 64) {
@@ -109,7 +127,33 @@ void visit_module_dict_versions(const ModuleState& st, Visit&& visit) {
 }
 #endif
 
-std::string state_text(const ModuleState& st) {
+// Automatic dynamic floats (ModuleState::floats): whether the float `v` read at
+// `id` is passed as an input in this call (it changed since the first value
+// seen there and was not refused); notes it in `st.lifted` then.
+bool lift_float(ModuleState& st, const std::string& id, PyObject* v, ModuleState::Lift lift) {
+  const double d = PyFloat_AS_DOUBLE(v);
+  auto [it, inserted] = st.floats.try_emplace(id);
+  ModuleState::FloatState& f = it->second;
+  if (inserted) {
+    f.first = d;
+    return false;
+  }
+  if (!st.lift_floats || f.refused) return false;
+  if (!f.dynamic) {
+    if (std::memcmp(&d, &f.first, sizeof d) == 0) return false;  // (bitwise: -0.0 and NaN too)
+    f.dynamic = true;
+    if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+      std::fprintf(stderr, "[tp.compile] %s: a float that changed between calls is an input from now on\n",
+                   lift.name.c_str());
+  }
+  lift.id = id;
+  lift.value = nb::borrow(v);
+  st.lifted.push_back(std::move(lift));
+  return true;
+}
+
+std::string state_text(ModuleState& st) {
+  st.lifted.clear();
   std::string s;
   if (st.generation) s += "tree " + std::to_string(st.generation) + ": ";
   static PyObject* const training = PyUnicode_InternFromString("training");
@@ -153,16 +197,29 @@ std::string state_text(const ModuleState& st) {
           continue;
         }
         ((s += ' ') += u) += '=';
+        if (PyFloat_CheckExact(value) &&
+            lift_float(st, "m" + std::to_string(m) + "." + u, value,
+                       {{}, std::string(Py_TYPE(st.mods[m]->ptr())->tp_name) + "." + u, {}, static_cast<int>(m), -1,
+                        nb::borrow(key)})) {
+          s += "<input>";  // any value: the version takes it as a graph input
+          continue;
+        }
         if (!append_number(s, value, 1)) s.resize(mark);  // module attributes: numbers only
       }
     }
     s += " |";
   }
-  for (auto& src : st.sources) {
+  for (size_t i = 0; i < st.sources.size(); ++i) {
+    const ModuleState::Source& src = st.sources[i];
     nb::object held = src.value();
     PyObject* v = held.ptr();
     size_t mark = s.size();
     ((s += ' ') += src.name) += '=';
+    if (v && PyFloat_CheckExact(v) &&
+        lift_float(st, "s" + std::to_string(i), v, {{}, src.name, {}, -1, static_cast<int>(i), {}})) {
+      s += "<input>";
+      continue;
+    }
     if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change
   }
   return s;
@@ -186,7 +243,12 @@ std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleSt
       st->resolved = true;
       st->resolve();
     }
-    if (*valid) {
+    if (st->fresh && *valid) {  // PyCompiled read it just before this call (lift_attrs)
+      st->fresh = false;
+      return last->text;
+    }
+    st->fresh = false;
+    if (*valid && !st->rebuild) {
       size_t i = 0;
       bool same = true;
       auto compare = [&](PyObject* o) {
@@ -221,6 +283,7 @@ std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleSt
     last->dict_versions.clear();
     visit_module_dict_versions(*st, [&](uint64_t v) { last->dict_versions.push_back(v); });
 #endif
+    st->rebuild = false;
     last->text = state_text(*st);
     *valid = true;
     return last->text;

@@ -2,6 +2,7 @@
 // compiled function (CompiledFunction::set_state_reader): see ModuleState.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -156,6 +157,31 @@ inline nb::object path_step(const nb::object& cur, PyObject* key, bool attr) {
   return nb::steal(r);
 }
 
+// The dict that holds attribute `name` of `obj` as Python reads it (the
+// instance's own __dict__, with no data descriptor of that name on its class and
+// no __getattribute__ of its own), so that putting another object there changes
+// what `obj.name` gives; false otherwise (a property, __slots__, a proxy).
+inline bool instance_dict_slot(const nb::object& obj, const nb::object& name, nb::object* dict) {
+  if (!PyUnicode_CheckExact(name.ptr())) return false;
+  PyTypeObject* type = Py_TYPE(obj.ptr());
+  static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
+  static PyObject* const generic = _PyType_Lookup(&PyBaseObject_Type, getattribute);
+  if (_PyType_Lookup(type, getattribute) != generic) return false;
+  if (PyObject* d = _PyType_Lookup(type, name.ptr()); d && Py_TYPE(d)->tp_descr_set) return false;
+  PyObject* dp = PyObject_GenericGetDict(obj.ptr(), nullptr);
+  if (!dp) {
+    PyErr_Clear();
+    return false;
+  }
+  nb::object dd = nb::steal(dp);
+  if (!PyDict_CheckExact(dp) || !PyDict_GetItemWithError(dp, name.ptr())) {
+    PyErr_Clear();
+    return false;
+  }
+  *dict = std::move(dd);
+  return true;
+}
+
 // The Python state a capture bakes in and that must select the version (read at
 // every call, part of the first-level entry and the key):
 // - per nn.Module, its `training` flag (dropout, batch norm trace one branch), its
@@ -215,6 +241,49 @@ struct ModuleState {
       return walk();
 #endif
     }
+    // Where the value lives, to put another object there while a capture runs
+    // (automatic dynamic floats): a dict and a key (a global, an item, an
+    // attribute in an instance's __dict__) or a cell (key None). Walked afresh;
+    // false where it cannot be replaced so (a tuple's item, a default argument,
+    // a property, a length).
+    bool place(nb::object* where, nb::object* at) const {
+      PyObject* o = owner->ptr();
+      if (steps.empty()) {
+        if (PyCell_Check(o) || (PyDict_CheckExact(o) && !key->is_none())) {
+          *where = nb::borrow(o);
+          *at = PyCell_Check(o) ? nb::none() : *key;
+          return true;
+        }
+        return false;
+      }
+      nb::object cur;
+      if (PyCell_Check(o)) {
+        PyObject* v = PyCell_GET(o);
+        if (!v) return false;
+        cur = nb::borrow(v);
+      } else if (PyDict_Check(o) && !key->is_none()) {
+        PyObject* v = PyDict_GetItem(o, key->ptr());
+        if (!v) return false;
+        cur = nb::borrow(v);
+      } else {
+        cur = nb::borrow(o);
+      }
+      for (size_t i = 0; i + 1 < steps.size(); ++i) {
+        if (steps[i].len) return false;
+        cur = path_step(cur, steps[i].key.ptr(), steps[i].attr);
+        if (!cur.is_valid()) return false;
+      }
+      const Step& last = steps.back();
+      if (last.len) return false;
+      if (!last.attr) {
+        if (!PyDict_CheckExact(cur.ptr())) return false;
+        *where = cur;
+        *at = last.key;
+        return true;
+      }
+      *at = last.key;
+      return instance_dict_slot(cur, last.key, where);
+    }
     nb::object walk() const {
       PyObject* o = owner->ptr();
       nb::object cur;
@@ -259,6 +328,31 @@ struct ModuleState {
     }
   };
   std::vector<Source> sources;
+  // Automatic dynamic float attributes (PyCompiled::lift_attrs): per Python float
+  // the capture can read (a module's attribute, a source path: `self.temperature`,
+  // `cfg.kl_weight`, a global `BETA`), its first value and whether it changed
+  // between calls (then it is a graph input, shown as `<input>` in the state text,
+  // so one version serves every value) or was refused (a capture failed with it,
+  // or read it as a Python number: kept by value from then on). Keyed "m<module
+  // index>.<name>" / "s<source index>"; cleared when the modules are listed again.
+  struct FloatState {
+    double first = 0;
+    bool dynamic = false, refused = false;
+  };
+  std::map<std::string, FloatState> floats;
+  // The floats passed as inputs in the current call, in input order (made with
+  // the state text, so valid while the reader returns the same text).
+  struct Lift {
+    std::string id, name;  // floats' key; for logs ("Net.temperature", "cfg.lr")
+    nb::object value;      // the float read (an object of the owner's, compared by identity)
+    int module = -1;       // where it lives: attr_dicts[module][key], or sources[source]
+    int source = -1;
+    nb::object key;        // the attribute name (module attributes)
+  };
+  std::vector<Lift> lifted;
+  bool lift_floats = true;    // options={"dynamic_float_attrs": False} turns it off
+  bool rebuild = false;       // a float was refused: the reader builds the text again
+  bool fresh = false;         // the reader ran just before this call: its text stands
   void add(nb::handle modules) {
     for (nb::handle mod : modules) {
       mods.push_back(keep_py(nb::borrow(mod)));
@@ -318,6 +412,8 @@ struct ModuleState {
     child_dicts.clear();
     children.clear();
     sources.clear();
+    floats.clear();
+    lifted.clear();
     nb::object found = (*finder)();
     if (modules_only) {
       add(found);

@@ -241,6 +241,8 @@ def _is_state_leaf(v, in_sequence=False):
     t = type(v)
     if t in (int, float, bool) or v is None:
         return True
+    if isinstance(v, (int, float)) or (t.__module__ == "numpy" and getattr(v, "ndim", None) == 0):
+        return True  # a subclass (an IntEnum, numpy.float64) or a numpy scalar: a number the capture bakes in
     if t is str:  # a mode string (`cfg.act == "relu"`) selects a branch as a number does
         return not in_sequence and len(v) <= 64
     return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)
@@ -556,7 +558,13 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     a dim index) is kept by value for that argument. Bools are always by value.
 
     Parameters, buffers, globals and closure variables the function reads are
-    inputs of the compiled code, re-read at every call. A fallback to eager
+    inputs of the compiled code, re-read at every call. Python numbers it reads
+    (a module's `self.temperature`, `cfg.beta`, a global) select the version; a
+    float among them (or a float argument) that changed between calls is an
+    input from then on (automatic dynamic floats: one version for a schedule),
+    unless it is used where a number is needed (`alpha=`, `math.exp`, `round`)
+    or written by the function; options={"dynamic_float_attrs": False} keeps
+    such floats by value. A fallback to eager
     execution warns once per compiled function (a UserWarning starting with
     "tp.compile: running eagerly"); options={"warn_fallback": False} or the
     warnings module silence it.

@@ -1,7 +1,9 @@
 // Pointwise lowerings: arithmetic, comparisons, logical operators, where,
 // masked_fill, dtype conversion and the libm-backed float math. Each composes
 // its operands' compute functions; nothing is written to memory.
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "ops/type_promotion.h"
 #include "stax/lowering/families.h"
@@ -110,9 +112,17 @@ LoweringFn arithmetic(CallOp fn) {
     DType compute = c.out_dtype();
     if (is_comparison(fn)) {
       std::vector<PromotionOperand> operands;
-      for (size_t i = 0; i < in.size(); ++i)
+      for (size_t i = 0; i < in.size(); ++i) {
+        // A graph value that is a Python number (a lifted float input, `1 - t`) ranks as one.
+        const auto* arg = i < c.node().args.size() ? std::get_if<graph::Node*>(&c.node().args[i]) : nullptr;
+        const bool number = arg && *arg && (*arg)->meta.wrapped_number;
         operands.push_back(c.constant(i) ? PromotionOperand{c.constant(i)->natural_dtype(), 0, true}
-                                         : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), false});
+                                         : PromotionOperand{in[i].dtype, static_cast<int64_t>(in[i].sizes.size()), number});
+      }
+      // Python numbers only (`t > 0.5` of a lifted float): compared as Python does, at full width.
+      std::optional<PythonNumberArithmetic> numbers;
+      if (std::all_of(operands.begin(), operands.end(), [](const PromotionOperand& o) { return o.wrapped; }))
+        numbers.emplace();
       compute = result_type(operands);
     }
     // add/sub(x, y, alpha=a) is x +- a*y; div's rounding modes: floats
