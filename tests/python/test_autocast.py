@@ -249,6 +249,15 @@ def test_listed_composite_casts_once():
     np.testing.assert_array_equal(got.float().numpy(), F.linear(x.bfloat16(), w.bfloat16(), b.bfloat16()).float().numpy())
 
 
+def test_cpp_callers_see_the_same_casts():
+    # _C._call_op enters the C++ dispatcher directly (no Python wrapper): the casts happen there.
+    a, _ = _pair((3, 3))
+    with tp.autocast("cpu"):
+        assert tp._C._call_op("mm", [a, a], {})[0].dtype == tp.bfloat16
+        assert tp._C._call_op("mse_loss", [a.bfloat16(), a.bfloat16()], {"reduction": "mean"})[0].dtype == tp.float32
+    assert tp._C._call_op("mm", [a, a], {})[0].dtype == tp.float32
+
+
 def test_explicit_dtype_argument_is_kept():
     h = tp.randn(3, 4).bfloat16()
     with tp.autocast("cpu"):
@@ -508,6 +517,15 @@ def test_grad_scaler_unscale_then_clip_and_errors():
         scaler.step(opt)
     scaler.update()
     np.testing.assert_allclose(p.detach().numpy(), 1 - 1 / math.sqrt(2), rtol=1e-5)
+
+
+def test_grad_scaler_refuses_float16_gradients():
+    p = tp.nn.Parameter(tp.ones(2).half())
+    opt = tp.optim.SGD([p], lr=1.0)
+    scaler = tp.amp.GradScaler("cpu")
+    scaler.scale(p.float().sum()).backward()
+    with pytest.raises(ValueError, match="FP16 gradients"):
+        scaler.step(opt)
 
 
 def test_grad_scaler_state_dict_and_disabled():

@@ -76,18 +76,21 @@ class GradScaler:
             raise RuntimeError("unscale_() is being called after step().")
         import tensorplay as tp
         inv = 1.0 / self._scale_value
-        found = None
+        found = {}  # device -> flag: one flag per gradient, combined on its device, read once below
         with tp.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     g = p.grad
                     if g is None:
                         continue
-                    # One flag per gradient, combined on the device; read once below.
+                    if g.dtype == tp.float16:
+                        # PyTorch's rule: float16 parameters defeat loss scaling (their update underflows).
+                        raise ValueError("Attempting to unscale FP16 gradients.")
                     bad = tp.logical_not(tp.isfinite(g)).any()
-                    found = bad if found is None else tp.logical_or(found, bad)
+                    key = str(g.device)
+                    found[key] = bad if key not in found else tp.logical_or(found[key], bad)
                     g.mul_(inv)
-        st["found_inf"] = bool(found.item()) if found is not None else False
+        st["found_inf"] = any(bool(f.item()) for f in found.values())
         st["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
