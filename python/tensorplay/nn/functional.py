@@ -71,6 +71,7 @@ def _pair(x, n=2):
 
 
 _MORE = __name__.rpartition(".")[0] + "._functional_more"
+_AUTOCAST = "tensorplay.amp.autocast_mode"  # its composite wrapper adds a frame too
 
 
 def _user_stacklevel():
@@ -78,7 +79,7 @@ def _user_stacklevel():
     the function that calls this one (composed functions and their error-naming wrapper
     add frames, so a fixed number would point inside tensorplay)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE):
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE, _AUTOCAST):
         frame, level = frame.f_back, level + 1
     return level
 
