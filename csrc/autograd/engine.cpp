@@ -3,6 +3,8 @@
 // captures the gradients of chosen tensors (grad).
 #include "autograd/engine.h"
 
+#include "ops/autocast.h"
+
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>
@@ -81,6 +83,10 @@ void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool 
          const std::vector<Edge>* capture, std::vector<Tensor>* captured) {
   RunningCall running(capture == nullptr);
   AutoGradMode mode(create_graph);
+  // Derivative formulas run in the dtypes the forward chose (the gradient of an
+  // autocast cast is a cast back), whether or not backward() is called inside
+  // an autocast region; casting them again would change the gradients' dtypes.
+  AutocastSuspend no_autocast;
   std::vector<Node*> order = topological(roots);
   std::unordered_set<Node*> active(order.begin(), order.end());
   if (capture) {

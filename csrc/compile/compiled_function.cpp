@@ -17,6 +17,7 @@
 #include "core/warning.h"
 #include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "ops/random_functional.h"
@@ -65,6 +66,11 @@ int earlier_sharing_storage(const std::vector<ArgValue>& args, size_t i) {
     if (u && u->defined() && u->impl()->storage.get() == t->impl()->storage.get()) return static_cast<int>(j);
   }
   return -1;
+}
+
+void append_autocast_key(std::string& k) {
+  const uint32_t code = autocast_state_code();
+  for (int b = 0; b < 4; ++b) k.push_back(static_cast<char>((code >> (8 * b)) & 0xff));
 }
 
 void append_alias_key(std::string& k, const std::vector<ArgValue>& args) {
@@ -230,6 +236,7 @@ std::string CompiledFunction::nonshape_key(const std::vector<ArgValue>& args) co
   std::string k;
   k.push_back(GradMode::is_enabled() ? '1' : '0');
   k.push_back(static_cast<char>(default_float_dtype()));  // see specialization_key
+  append_autocast_key(k);  // see specialization_key
   k += state_;
   k += '\0';
   for (auto& arg : args) {
@@ -329,7 +336,8 @@ bool CompiledFunction::Stamp::matches(const Tensor& t) const {
 
 bool CompiledFunction::first_level_matches(const std::vector<ArgValue>& args) const {
   if (!first_.artifact || args.size() != first_.tensors.size() || GradMode::is_enabled() != first_.grad_mode ||
-      default_float_dtype() != first_.default_dtype || state_ != first_.state)
+      default_float_dtype() != first_.default_dtype || autocast_state_code() != first_.autocast ||
+      state_ != first_.state)
     return false;
   size_t s = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -412,6 +420,7 @@ void CompiledFunction::remember_first_level(const std::vector<ArgValue>& args, c
   first_ = FirstLevel{};
   first_.grad_mode = GradMode::is_enabled();
   first_.default_dtype = default_float_dtype();
+  first_.autocast = autocast_state_code();
   first_.state = state_;
   size_t n = 0;
   for (auto& arg : args) {
@@ -437,6 +446,10 @@ std::string CompiledFunction::specialization_key(const std::vector<ArgValue>& ar
   // integer tensors and of integer true division; the capture bakes it in, so
   // tp.set_default_dtype(tp.float64) between calls must select another version.
   k.push_back(static_cast<char>(default_float_dtype()));
+  // tp.autocast's state (per device type: on/off and dtype): the capture records
+  // the casts it made, so a version captured outside autocast must not serve a
+  // call inside it (it would compute in float32), nor the reverse.
+  append_autocast_key(k);
   k += state_;
   k += '\0';
   for (auto& arg : args) {
@@ -480,6 +493,7 @@ std::string CompiledFunction::describe(const std::vector<ArgValue>& args, const 
   if (!state_.empty()) d += "captured Python state (module training flags and forward hook ids in modules() order, or optimizer state): " + state_ + "\n";
   if (!GradMode::is_enabled()) d += "grad mode: disabled\n";
   if (default_float_dtype() != DType::Float32) d += str("default dtype: ", dtype_name(default_float_dtype()), "\n");
+  if (const std::string ac = autocast_state_describe(); !ac.empty()) d += str("autocast: ", ac, "\n");
   return d;
 }
 
@@ -667,6 +681,9 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
   read_log.stop();
   metrics().captures++;
+  // Passes, the joint graph and backends work on the captured graph, whose
+  // casts are recorded: nothing after the capture may cast again.
+  AutocastSuspend no_autocast;
   std::shared_ptr<graph::Graph> g = std::move(tr.graph);
   // Called under no_grad, the function may turn recording on inside (`with
   // enable_grad():`): the nodes recorded then are differentiable, so the version
@@ -1019,6 +1036,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
 }
 
 std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<Tensor>& all) const {
+  // The graph holds the casts autocast made at capture; running its operators
+  // through an active autocast again would cast the parts of listed composites
+  // a second time (softmax inside attention) and differ from eager.
+  AutocastSuspend no_autocast;
   std::vector<Tensor> out;
   if (a.rng.empty()) {
     out = a.run(all);
@@ -1250,6 +1271,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
       Scalar value;
       {
         AutoGradMode no_grad(false);
+        AutocastSuspend no_autocast;  // the guard's graph holds its casts already
         value = graph::replay_gate(c0->gates[level], cands[0].second);
       }
       metrics().gate_replays++;

@@ -231,6 +231,7 @@ class CompiledFunction {
     std::vector<Stamp> free;
     bool grad_mode = true;
     DType default_dtype = DType::Float32;
+    uint32_t autocast = 0;  // autocast_state_code()
     std::string state;
     const Artifact* artifact = nullptr;
   };

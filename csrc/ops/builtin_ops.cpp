@@ -1,3 +1,4 @@
+#include "ops/autocast.h"
 #include "ops/families.h"
 
 namespace tp {
@@ -28,5 +29,6 @@ void register_builtin_ops() {
   register_special_ops();
   register_device_move_ops();
   register_saved_values();
+  declare_autocast_policies();
 }
 }  // namespace tp

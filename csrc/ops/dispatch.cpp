@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/grad_mode.h"
+#include "ops/autocast.h"
 #include "ops/kernel_util.h"
 #include "ops/type_promotion.h"
 
@@ -219,6 +220,14 @@ std::vector<Tensor> run_kernel_unmarked(const OpDef& op, const std::vector<Tenso
 }  // namespace
 
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  // tp.autocast: before everything else, so the casts are ordinary `to` calls the
+  // tracer and autograd below record. The op's own table is read first: an op
+  // without a policy (most) costs no thread-local read.
+  if ((op.autocast[0] | op.autocast[1]) != 0 && autocast_active()) {
+    bool handled = false;
+    std::vector<Tensor> r = autocast_call(op, inputs, attrs, &handled);
+    if (handled) return r;
+  }
   // Implicit composites run as their parts, each through this dispatcher.
   if (op.is_implicit_composite()) return op.decompose(inputs, attrs);
   if (t_interceptor) return t_interceptor->intercept(op, inputs, attrs);

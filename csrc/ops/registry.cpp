@@ -51,6 +51,14 @@ void declare_saved(const char* name, SavedFn fn) {
   const_cast<OpDef*>(it->second)->saved = fn;  // the deque owns the OpDef; by_name only points to it
 }
 
+void declare_autocast(const char* name, int device_kind, uint8_t policy) {
+  auto& r = registry();  // no ensure_registered: this runs inside it
+  auto it = r.by_name.find(name);
+  TP_CHECK(it != r.by_name.end(), Error, "internal: autocast policy for unknown operator '", name, "'");
+  TP_CHECK(device_kind == 0 || device_kind == 1, Error, "internal: autocast device kind ", device_kind);
+  const_cast<OpDef*>(it->second)->autocast[device_kind] = policy;
+}
+
 const OpDef* find_op(const std::string& name) {
   ensure_registered();
   auto& r = registry();

@@ -103,6 +103,10 @@ struct OpDef {
   // For pointwise ops: the lowering looks operators up by name; this names the
   // scalar math the code generator emits (e.g. "exp"); empty if none.
   const char* pointwise_fn = "";
+  // tp.autocast's category of this operator per device type (index: Device::Kind,
+  // values: AutocastPolicy in ops/autocast.h; 0 = runs in its inputs' dtypes).
+  // Set from one table (ops/autocast.cpp) while the builtin operators register.
+  uint8_t autocast[2] = {0, 0};
   bool has(OpTag t) const { return (tags & t) != 0; }
   bool is_implicit_composite() const { return cpu == nullptr && decompose != nullptr; }
 };
@@ -125,6 +129,8 @@ std::vector<const OpDef*> all_ops();
 // Sets the SavedSet declaration of an operator registered before (called while
 // the builtin operators register: ops/saved_values.cpp).
 void declare_saved(const char* name, SavedFn fn);
+// The same for tp.autocast's policy of an operator on one device type (ops/autocast.cpp).
+void declare_autocast(const char* name, int device_kind, uint8_t policy);
 struct Schema;
 // The parsed schema of an op (null when it has none). Parsed and checked
 // against the OpDef (name, number of tensor inputs) at registration.

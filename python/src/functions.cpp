@@ -7,6 +7,7 @@
 #include "core/deterministic.h"
 #include "core/host_allocator.h"
 #include "core/parallel.h"
+#include "ops/autocast.h"
 #include "ops/blas.h"
 #include "ops/ops.h"
 #include "ops/type_promotion.h"
@@ -96,6 +97,47 @@ void bind_functions(nb::module_& m) {
   m.def("_deterministic_algorithms", &deterministic_algorithms);
   m.def("_deterministic_algorithms_warn_only", &deterministic_algorithms_warn_only);
   m.def("_alert_not_deterministic", &alert_not_deterministic, nb::arg("what"));  // for Python-side operators
+  // ---- tp.autocast (tensorplay/amp/autocast_mode.py); the state is thread-local, read by the dispatcher ----
+  auto kind_of = [](const std::string& device_type) {
+    if (device_type == "cpu") return Device::Kind::CPU;
+    if (device_type == "cuda") return Device::Kind::CUDA;
+    throw ValueError(str("autocast: unsupported device_type '", device_type,
+                         "'; expected 'cpu' or 'cuda'"));
+  };
+  m.def("_set_autocast_enabled", [kind_of](const std::string& d, bool on) { set_autocast_enabled(kind_of(d), on); });
+  m.def("_is_autocast_enabled", [kind_of](const std::string& d) { return autocast_enabled(kind_of(d)); });
+  m.def("_set_autocast_dtype", [kind_of](const std::string& d, DType t) { set_autocast_dtype(kind_of(d), t); });
+  m.def("_get_autocast_dtype", [kind_of](const std::string& d) { return autocast_dtype(kind_of(d)); });
+  m.def("_set_autocast_cache_enabled", &set_autocast_cache_enabled);
+  m.def("_is_autocast_cache_enabled", &autocast_cache_enabled);
+  m.def("_autocast_increment_nesting", &autocast_increment_nesting);
+  m.def("_autocast_decrement_nesting", &autocast_decrement_nesting);
+  m.def("_clear_autocast_cache", &clear_autocast_cache);
+  m.def("_autocast_active", &autocast_active);
+  m.def("_autocast_push_suspend", &autocast_push_suspend);
+  m.def("_autocast_pop_suspend", &autocast_pop_suspend);
+  // A composite written in Python (tp.nn.functional.scaled_dot_product_attention,
+  // the Python losses) applies its policy by name: its tensor arguments are cast
+  // through the dispatcher (recorded) and the other items come back as they are.
+  m.def("_autocast_cast", [](const std::string& name, nb::list items) {
+    std::vector<Tensor> ts;
+    for (nb::handle h : items)
+      if (nb::isinstance<Tensor>(h)) ts.push_back(nb::cast<Tensor>(h));
+    const Device::Kind kind = autocast_device_of(ts);
+    const AutocastPolicy policy = autocast_policy(name, kind);
+    nb::list out;
+    if (policy == AutocastPolicy::None || !autocast_enabled(kind)) {
+      for (nb::handle h : items) out.append(h);
+      return nb::make_tuple(false, out);
+    }
+    std::vector<Tensor> cast = autocast_cast_inputs(policy, kind, ts);
+    size_t k = 0;
+    for (nb::handle h : items) {
+      if (nb::isinstance<Tensor>(h)) out.append(nb::cast(cast[k++]));
+      else out.append(h);
+    }
+    return nb::make_tuple(true, out);
+  });
 }
 
 }  // namespace tp::py

@@ -55,6 +55,12 @@ from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
+from . import amp  # noqa: F401,E402  (tp.amp: autocast + GradScaler; the casts happen in the dispatcher)
+from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spellings)
+    autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
+    is_autocast_cpu_enabled, get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled,
+    set_autocast_cache_enabled, clear_autocast_cache,
+)
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

@@ -6,6 +6,7 @@ import math
 import sys
 
 from ._C import Tensor
+from .amp.autocast_mode import _autocast_composite
 from .linalg import _finish  # out=: resized and written as PyTorch does
 
 
@@ -47,6 +48,7 @@ def mv(input, vec):
     return _tp().matmul(input, vec)
 
 
+@_autocast_composite("tensordot")
 def tensordot(a, b, dims=2, out=None):
     """Sum of products over the dims of `a` and `b` named by `dims` (an int: the last dims of a with the
     first of b; or a pair of lists)."""

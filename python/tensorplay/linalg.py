@@ -12,6 +12,7 @@ import sys
 from collections import namedtuple
 
 from . import _C
+from .amp.autocast_mode import _autocast_composite  # PyTorch runs linear algebra in float32 under autocast
 
 LinAlgError = _C.LinAlgError
 
@@ -67,6 +68,7 @@ def _mT(x):
 # ---------------------------------------------------------------------------
 # Linear systems, inverse, determinants
 
+@_autocast_composite("linalg_solve")
 def solve(A, B, *, left=True, out=None):
     """The solution X of A X = B (left=True) or X A = B; B is a vector when it has one dim
     fewer than A and matches A's leading shape (PyTorch's rule). Batch dims broadcast."""
@@ -129,6 +131,7 @@ def inv_ex(A, *, check_errors=False):
     return _inv_ex_result(tp.full(tuple(A.shape), float("nan"), dtype=A.dtype, device=A.device), info)
 
 
+@_autocast_composite("linalg_slogdet")
 def slogdet(A, *, out=None):
     """(sign, logabsdet) of each square matrix: det = sign * exp(logabsdet); (0, -inf) if singular."""
     _check_float("slogdet", A)
@@ -154,6 +157,7 @@ def logdet(A):
 # ---------------------------------------------------------------------------
 # Factorizations
 
+@_autocast_composite("linalg_cholesky")
 def cholesky(A, *, upper=False, out=None):
     """L with A = L L^T (upper=True: U with A = U^T U); LinAlgError if A is not positive-definite.
     Only the lower triangle of A is read."""
@@ -184,12 +188,14 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     return _cholesky_ex_result(L, tp.tensor(infos, dtype=tp.int32, device=A.device).reshape(tuple(A.shape[:-2])))
 
 
+@_autocast_composite("linalg_qr")
 def qr(A, mode="reduced", *, out=None):
     """(Q, R) with A = Q R: mode 'reduced' (Q m x k), 'complete' (Q m x m) or 'r' (R only, Q empty)."""
     _check_float("qr", A)
     return _prim("linalg_qr", "linalg.qr", A, mode)
 
 
+@_autocast_composite("linalg_eigh")
 def eigh(A, UPLO="L", *, out=None):
     """(eigenvalues ascending, eigenvectors as columns) of each symmetric matrix (reads one triangle)."""
     _check_float("eigh", A)
@@ -200,6 +206,7 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return _finish(eigh(A, UPLO).eigenvalues, out)
 
 
+@_autocast_composite("linalg_svd")
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """(U, S, Vh) with A = U diag(S) Vh, S descending."""
     _check_float("svd", A)
@@ -221,6 +228,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     return _finish(solve(T, B, left=left), out)
 
 
+@_autocast_composite("linalg_lstsq")
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution of A X = B per matrix (LAPACK, the C++ operator linalg_lstsq),
     as torch.linalg.lstsq on the CPU. A (*, m, n), B (*, m, k) or (*, m) (a vector), the batch

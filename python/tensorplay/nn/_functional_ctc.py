@@ -8,6 +8,7 @@ logits of a log_softmax; through a log_softmax both give the same logits gradien
 is 0 and whose gradient is exactly that is added per sample, so the gradients equal PyTorch's.
 Re-exported by functional.py."""
 import tensorplay as _tp
+from ..amp.autocast_mode import _autocast_composite
 from .functional import _check_reduction, _names_errors
 
 __all__ = ["ctc_loss"]
@@ -48,6 +49,7 @@ def _logsumexp(*xs):
 
 
 @_names_errors
+@_autocast_composite("ctc_loss")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """CTC loss of log_probs (T, N, C) (or (T, C)) against targets (N, S) padded, or all targets
     concatenated (sum(target_lengths),); mean: each loss divided by its target length, then averaged."""

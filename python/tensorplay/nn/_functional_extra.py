@@ -8,6 +8,7 @@ operators, so autograd, CUDA and tp.compile see ordinary operators.
 import math
 
 import tensorplay as _tp
+from ..amp.autocast_mode import _autocast_composite
 from .. import _C
 from .functional import _embedding_renorm_, _names_errors, _op, _pair, layer_norm
 
@@ -34,6 +35,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 # ---------------------------------------------------------------- conv3d
 @_names_errors
+@_autocast_composite("conv3d")
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """3-D convolution as kD 2-D convolutions: for each kernel depth index k, the input depth
     planes it meets (a strided slice) are folded into the batch and convolved with weight[:, :, k];

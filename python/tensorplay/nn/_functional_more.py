@@ -13,6 +13,7 @@ import warnings
 from .._lazy_numpy import np as _np
 
 import tensorplay as _tp
+from ..amp.autocast_mode import _autocast_composite
 from .functional import (_check_reduction, _maybe_inplace, _names_errors, _op, _reduce, _reduction,
                          _user_stacklevel, logsigmoid, softplus)
 
@@ -44,6 +45,7 @@ def tanhshrink(input):
 
 
 @_names_errors
+@_autocast_composite("prelu")
 def prelu(input, weight):
     """x for x >= 0, weight * x otherwise; weight has one value or one per channel (dim 1)."""
     n = weight.numel()
@@ -146,6 +148,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 @_names_errors
+@_autocast_composite("margin_ranking_loss")
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("margin_ranking_loss", reduction)
@@ -157,6 +160,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 
 @_names_errors
+@_autocast_composite("hinge_embedding_loss")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """input where target is 1, max(0, margin - input) where it is -1 (other labels get both terms)."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -167,6 +171,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 
 @_names_errors
+@_autocast_composite("soft_margin_loss")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)), as a softplus (no overflow for large margins)."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -175,6 +180,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 
 @_names_errors
+@_autocast_composite("cosine_embedding_loss")
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(x1, x2) for target 1, max(0, cos - margin) for target -1."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -192,6 +198,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 
 
 @_names_errors
+@_autocast_composite("triplet_margin_loss")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
@@ -209,6 +216,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 
 
 @_names_errors
+@_autocast_composite("poisson_nll_loss")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)

@@ -14,6 +14,7 @@ import sys
 import warnings
 
 import tensorplay as _tp
+from ..amp.autocast_mode import _autocast_composite
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "mish", "softplus", "elu", "leaky_relu", "hardtanh", "sigmoid", "tanh",
@@ -70,6 +71,7 @@ def _pair(x, n=2):
 
 
 _MORE = __name__.rpartition(".")[0] + "._functional_more"
+_AUTOCAST = "tensorplay.amp.autocast_mode"  # its composite wrapper adds a frame too
 
 
 def _user_stacklevel():
@@ -77,7 +79,7 @@ def _user_stacklevel():
     the function that calls this one (composed functions and their error-naming wrapper
     add frames, so a fixed number would point inside tensorplay)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE):
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, _MORE, _AUTOCAST):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -267,6 +269,7 @@ def _is_half(t):
 
 
 @_names_errors
+@_autocast_composite("group_norm")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalizes each group of num_groups channel groups over (its channels x spatial dims)."""
     if input.dim() < 2:
@@ -307,6 +310,7 @@ def _broadcast_pair(a, b):
 
 
 @_names_errors
+@_autocast_composite("cosine_similarity")
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     # Broadcast first: the norms are over `dim` of the broadcast shape (a size-1 side is repeated).
     x1, x2 = _broadcast_pair(x1, x2)
@@ -591,6 +595,7 @@ def _reduce(loss, reduction):
 
 
 @_names_errors
+@_autocast_composite("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
@@ -599,6 +604,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 @_names_errors
+@_autocast_composite("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
@@ -612,6 +618,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 @_names_errors
+@_autocast_composite("huber_loss")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
     _warn_if_broadcast(input, target)
@@ -622,6 +629,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 
 @_names_errors
+@_autocast_composite("kl_div")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Pointwise target * (log target - input) with input given as log-probabilities."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -691,6 +699,7 @@ def _causal_mask(L, S, device):
 
 
 @_names_errors
+@_autocast_composite("scaled_dot_product_attention")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v, composed from matmul/softmax (autograd and tracing see each step)."""
