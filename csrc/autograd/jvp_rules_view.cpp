@@ -55,7 +55,7 @@ void register_view_jvp_rules() {
   for (const char* n : {"permute", "expand", "slice", "select", "diagonal", "unfold", "to", "clone", "cat", "flip",
                         "roll", "repeat", "tril", "triu", "index", "index_put", "index_select", "index_add", "gather",
                         "scatter_add", "select_scatter", "slice_scatter", "as_strided_scatter", "masked_fill.Tensor",
-                        "masked_scatter", "_to_device"})
+                        "masked_scatter", "_to_device", "_value_check"})
     register_jvp(n, &linear_rule);
   register_jvp("view", &view_rule);
   register_jvp("as_strided", &as_strided_rule);

@@ -974,6 +974,10 @@ bool apply_sym_rule(Node& n, ShapeEnv& env, bool part, const UserCall* call) {
                   "log", "sqrt", "rsqrt", "_softmax", "_log_softmax", "dropout", "alias", "detach",
                   "softmax_backward", "log_softmax_backward"}))
     return rule_same_as_input0(c);
+  if (name_is(n, {"_value_check"})) {  // (failed flag, self): self's shape
+    c.n.sym_sizes = arg_shape(c.n, 1);
+    return true;
+  }
   return rule_generic_same_shape(c);
 }
 

@@ -28,6 +28,7 @@ void register_builtin_ops() {
   register_linalg_decomp_ops();
   register_special_ops();
   register_device_move_ops();
+  register_value_check_ops();
   register_saved_values();
   declare_autocast_policies();
 }

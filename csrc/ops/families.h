@@ -28,6 +28,7 @@ void register_random_functional_ops();  // ops/random_functional_ops.cpp (philox
 void register_linalg_decomp_ops();  // ops/linalg_decomp_ops.cpp (tp.linalg factorizations through LAPACK)
 void register_special_ops();  // ops/special_ops.cpp (lgamma, digamma, polygamma, i0, special_i1)
 void register_device_move_ops();  // ops/device_move_ops.cpp (_to_device: a captured Tensor.to(device))
+void register_value_check_ops();  // ops/value_check_ops.cpp (_value_check: data checks kept by compiled code)
 void register_saved_values();  // ops/saved_values.cpp (OpDef::saved of the operators above; runs last)
 void register_builtin_ops();     // ops/builtin_ops.cpp: calls all of the above
 }  // namespace tp

@@ -341,10 +341,23 @@ std::vector<Tensor> cross_entropy_decompose(const std::vector<Tensor>& in, const
   return {ops::add(ops::mul(loss, ops::scalar(1 - eps)), ops::mul(smooth, ops::scalar(eps / c)))};
 }
 
+// Probabilities outside [0, 1] (logits passed by mistake) would give a silent
+// NaN loss; PyTorch raises. The check is graph nodes (a flag, then
+// _value_check), so a compiled region raises too. A NaN input passes it (and
+// gives a NaN loss, as in PyTorch).
+Tensor checked_probabilities(const Tensor& x) {
+  Tensor failed = ops::any(ops::logical_or(ops::lt(x, ops::scalar(0.0)), ops::gt(x, ops::scalar(1.0))));
+  Attrs a;
+  a.set("message", std::string("binary_cross_entropy: all elements of input should be between 0 and 1 "
+                               "(for logits use binary_cross_entropy_with_logits)"));
+  return call_op1(get_op("_value_check"), {failed, x}, a);
+}
+
 std::vector<Tensor> bce_decompose(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const Tensor &x = in[0], &t = in[1], &w = in[2];
+  const Tensor &t = in[1], &w = in[2];
   const Reduction r = reduction_of("binary_cross_entropy", attrs);
-  check_same_shape("binary_cross_entropy", x, t);
+  check_same_shape("binary_cross_entropy", in[0], t);
+  const Tensor x = checked_probabilities(in[0]);
   // log is clamped at -100 so that x = 0 or 1 gives a finite loss (PyTorch's convention).
   // The log's argument is replaced by 1 where it is exactly 0: log(0) = -inf would make
   // its derivative 0 / 0 = NaN there even though the clamp passes it no gradient (a

@@ -98,7 +98,7 @@ void register_saved_values() {
       {"view", &nothing}, {"permute", &nothing}, {"expand", &nothing}, {"slice", &nothing},
       {"select", &nothing}, {"as_strided", &nothing}, {"diagonal", &nothing}, {"unfold", &nothing}, {"cat", &nothing},
       {"flip", &nothing}, {"roll", &nothing}, {"repeat", &nothing}, {"tril", &nothing}, {"triu", &nothing},
-      {"to", &nothing}, {"clone", &nothing},
+      {"to", &nothing}, {"clone", &nothing}, {"_value_check", &nothing},
       // matmul family (ops/matmul_ops.cpp)
       {"matmul", &product01}, {"mm", &product01}, {"bmm", &product01}, {"addmm", &product12},
       {"baddbmm", &product12},

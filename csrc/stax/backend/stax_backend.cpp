@@ -565,7 +565,9 @@ Tensor CompiledRegion::inplace_target(const Slot& s, const std::vector<Tensor>& 
 void CompiledRegion::raise_failed_check(long long status) const {
   if (status == 0) return;
   size_t k = static_cast<size_t>(status) - 1;
-  throw IndexError(k < checks_.size() ? checks_[k] : std::string("index out of range in a compiled region"));
+  if (k >= checks_.size()) throw IndexError("index out of range in a compiled region");
+  if (checks_[k].value_error) throw ValueError(checks_[k].message);
+  throw IndexError(checks_[k].message);
 }
 
 std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {

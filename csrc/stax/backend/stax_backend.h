@@ -132,7 +132,7 @@ class CompiledRegion {
   // or an undefined tensor when this call's input does not allow it.
   Tensor inplace_target(const Slot& s, const std::vector<Tensor>& inputs) const;
   std::vector<Tensor> constants_;
-  std::vector<std::string> checks_;  // message of a failed Guard, by code - 1
+  std::vector<ir::LoopProgram::Check> checks_;  // what a failed Guard raises, by code - 1
   std::vector<graph::SymbolInfo> symbols_;  // dynamic shapes: size_var(k) = symbols_[k]
   int num_outputs_ = 0;
   int kernel_count_ = 0;

@@ -142,7 +142,14 @@ struct LoopProgram {
   std::vector<int> output_buffers;  // per region output
   int num_sizes = 0;     // size variables 0 .. num_sizes-1 (entries of the entry point's `sizes`)
   int status_buffer = -1;           // the Status buffer, when some Guard exists
-  std::vector<std::string> checks;  // IndexError message of Guard code k at checks[k - 1]
+  // A failed Guard with code k raises checks[k - 1]: an IndexError (an index
+  // out of range) or a ValueError (an operator's data check, _value_check).
+  struct Check {
+    std::string message;
+    bool value_error = false;
+    bool operator==(const Check& o) const { return message == o.message && value_error == o.value_error; }
+  };
+  std::vector<Check> checks;
   int next_var_id = 0;
   IndexExpr new_var(const std::string& prefix);
   std::string to_string() const;

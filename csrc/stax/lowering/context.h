@@ -90,9 +90,9 @@ class LoweringContext {
   void reset_lowering_state() { results_.clear(); realized_.clear(); }
 
   // The code of a check (ir::guard) whose failure makes the compiled call raise
-  // IndexError(message). Call it in the rule, not in a compute function: the
-  // context does not outlive the rule.
-  int check_code(const std::string& message);
+  // IndexError(message), or ValueError(message) with value_error. Call it in
+  // the rule, not in a compute function: the context does not outlive the rule.
+  int check_code(const std::string& message, bool value_error = false);
 
   [[noreturn]] void fail(const std::string& why) const;
 

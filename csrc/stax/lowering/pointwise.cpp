@@ -243,6 +243,20 @@ Value lower_convert(LoweringContext& c) {
   return c.pointwise([x = c.input(0), dt](const Index& idx) { return cast(x.at(idx), dt); });
 }
 
+// _value_check(failed, self, message): self's value behind a Guard on the
+// 0-d flag (its reduction is an earlier node), so the call raises
+// ValueError(message) after the kernels ran. The condition is one value for
+// every element: vector code checks it once per vector (schedule.cpp).
+Value lower_value_check(LoweringContext& c) {
+  const Value& failed = c.input(0);
+  const Value& x = c.input(1);
+  if (!failed.sizes.empty()) c.fail("a failure flag that is not 0-d");
+  int code = c.check_code(c.attrs().get_str("message"), /*value_error=*/true);
+  return c.pointwise([failed, x, code](const Index& idx) {
+    return guard(call(CallOp::Not, {failed.at(Index{})}, DType::Bool), x.at(idx), code);
+  });
+}
+
 }  // namespace
 
 void register_pointwise_lowerings(LoweringTable& t) {
@@ -277,6 +291,7 @@ void register_pointwise_lowerings(LoweringTable& t) {
   t["masked_fill.Scalar"] = lower_masked_fill;
   t["to"] = lower_convert;
   t["clone"] = lower_convert;
+  t["_value_check"] = lower_value_check;
 }
 
 }  // namespace tp::stax

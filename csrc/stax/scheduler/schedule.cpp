@@ -287,7 +287,11 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
       if (!cpp_vectors || depends_on(e.index, j)) ok = false;
       else uniform.insert(&e);
     }
-    void visit_guard(const ExprNode&) override { ok = false; }  // checks are scalar code
+    // A check of one flag for every lane (_value_check) is scalar code inside
+    // the vector loop; a per-element check (an index in range) is not vectorized.
+    void visit_guard(const ExprNode& e) override {
+      ok = ok && cpp_vectors && uniform.count(e.args[0].get()) && of_lane(e.dtype);
+    }
   } check(lane, j, locals, cpp_vectors, f32_lanes);
   check.visit(nest.body);
   return check.ok;

@@ -669,12 +669,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
                          f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
-    # Probabilities outside [0, 1] (logits passed by mistake) gave a silent NaN loss; PyTorch raises.
-    # (A NaN input keeps giving NaN, as test_user_eager_losses asks.) Checked eagerly only: inside a
-    # capture it would be a data gate on every call.
-    if not _tp._C._is_tracing() and input.numel() and bool(((input < 0) | (input > 1)).any()):
-        raise _tp._C.TensorValueError("binary_cross_entropy: all elements of input should be between 0 and 1 "
-                                      "(for logits use binary_cross_entropy_with_logits)")
+    # Probabilities outside [0, 1] raise (eager and compiled): the decomposition's _value_check.
     return _op("binary_cross_entropy")(input, target, weight, reduction=reduction)
 
 

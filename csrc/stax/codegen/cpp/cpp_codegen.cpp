@@ -208,11 +208,11 @@ class Writer {
       case ExprOp::Index:  // a scalar (uniform in vector code)
         rhs = "(i64)(" + to_c(e->index, ranges_) + ")";
         break;
-      case ExprOp::Guard: {  // scalar code only
+      case ExprOp::Guard: {  // in vector code only with a uniform condition (the scheduler's rule)
         std::string ok = value(e->args[0], false, inner_var, os, indent);
         os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << e->value.to_int()
            << "LL, __ATOMIC_RELAXED);\n";
-        rhs = value(e->args[1], false, inner_var, os, indent);
+        rhs = emit(e->args[1], vec, inner_var, os, indent);
         break;
       }
       case ExprOp::Cast: {
