@@ -404,6 +404,9 @@ std::vector<Tensor> lse_decompose(const std::vector<Tensor>& in, const Attrs& at
   Tensor x = ops::to_dtype(in[0], dt);
   const Dims dims = dims_of(mask_of("logsumexp", x.dim(), attrs));
   const bool keep = keepdim_of(attrs);
+  for (int64_t d : dims)
+    if (x.size(d) == 0)  // an empty reduction is -inf, as the kernel's; amax would refuse it
+      return {ops::log(ops::sum(ops::exp(x), dims, keep))};
   Tensor m = ops::amax(x, dims, true);
   Tensor finite = ops::isfinite(m);
   Tensor shift = ops::where(finite, m, ops::scalar(Scalar(0.0)));

@@ -71,6 +71,102 @@ bool append_number(std::string& s, PyObject* v, int depth = 0) {
   return true;
 }
 
+// Appends an object's identity (its address, held in `st.pinned` so that no
+// other object takes it) and its qualified name (for the recompile log).
+void append_identity(ModuleState& st, std::string& s, PyObject* o) {
+  st.pinned.try_emplace(o, nb::borrow(o));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", static_cast<void*>(o));
+  s += '<';
+  PyObject* q = PyObject_GetAttrString(o, "__qualname__");
+  const char* u = q && PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : nullptr;
+  if (!u) PyErr_Clear();
+  (s += u ? u : Py_TYPE(o)->tp_name) += ' ';
+  Py_XDECREF(q);
+  (s += buf) += '>';
+}
+
+// A member of an enum.Enum (`self.mode = Mode.EVAL`): compared as a mode string
+// is, by identity (members are singletons). Int enums are numbers already.
+bool append_enum(ModuleState& st, std::string& s, PyObject* v) {
+  const char* meta = Py_TYPE(reinterpret_cast<PyObject*>(Py_TYPE(v)))->tp_name;
+  if (std::strcmp(meta, "EnumType") != 0 && std::strcmp(meta, "EnumMeta") != 0) return false;
+  append_identity(st, s, v);
+  return true;
+}
+
+// A function, bound method, functools.partial or other callable object (not a
+// class) held by a module or read through a source path: the capture traced the code it runs, so
+// another one there is another program (`ACT = tp.tanh` after `ACT = F.relu`
+// kept running relu). Shown by identity; a bound method by its function and
+// its self (a fresh method object per lookup is still the same program).
+bool append_callable(ModuleState& st, std::string& s, PyObject* v, int depth = 0) {
+  if (PyType_Check(v) || !PyCallable_Check(v)) return false;
+  if (depth == 0 && std::strcmp(Py_TYPE(v)->tp_name, "functools.partial") == 0) {
+    // A partial made anew at every step (`functools.partial(F.leaky_relu,
+    // negative_slope=0.2)`) is the same program: its function and its arguments.
+    nb::object fn = nb::steal(PyObject_GetAttrString(v, "func"));
+    nb::object args = nb::steal(PyObject_GetAttrString(v, "args"));
+    nb::object kw = nb::steal(PyObject_GetAttrString(v, "keywords"));
+    if (fn.is_valid() && args.is_valid() && kw.is_valid() && PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
+      s += "partial(";
+      auto arg = [&](PyObject* a) {
+        if (!append_number(s, a) && !append_enum(st, s, a) && !append_callable(st, s, a, 1)) append_identity(st, s, a);
+      };
+      arg(fn.ptr());
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args.ptr()); ++i) arg(((s += ','), PyTuple_GET_ITEM(args.ptr(), i)));
+      Py_ssize_t pos = 0;
+      PyObject *key, *value;
+      while (PyDict_Next(kw.ptr(), &pos, &key, &value)) {
+        const char* u = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+        if (!u) PyErr_Clear();
+        ((s += ',') += u ? u : "?") += '=';
+        arg(value);
+      }
+      s += ')';
+      return true;
+    }
+    PyErr_Clear();
+  }
+  if (PyMethod_Check(v)) {
+    append_identity(st, s, PyMethod_GET_FUNCTION(v));
+    append_identity(st, s, PyMethod_GET_SELF(v));
+    return true;
+  }
+  append_identity(st, s, v);
+  return true;
+}
+
+// Appends a module attribute's value: a number (as append_number), a short
+// string (a loss's `reduction`, an RNN's `nonlinearity`, a user's `self.mode`),
+// None (`self.mask = None`, later a tensor) or an enum member: each selects a
+// branch as a number does (they used to be left out, so `criterion.reduction =
+// "sum"` kept running the mean, and a mask set later was never applied); and a
+// function or other callable by identity (`self.act = F.gelu`, an instance's own
+// `model.forward = ...` or `self.helper = ...`, set before or after the first
+// call). Lists and other objects are not shown (the source paths see what the
+// code reads of them).
+bool append_module_attr(ModuleState& st, std::string& s, PyObject* v) {
+  if (v == Py_None || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 64)) return append_number(s, v, 0);
+  if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && PySequence_Fast_GET_SIZE(v) <= 16) {
+    // (a short tuple of mode strings, `self.acts = ("relu", "tanh")`, as well as of numbers)
+    size_t mark = s.size();
+    s += '[';
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) {
+      PyObject* e = PySequence_Fast_GET_ITEM(v, i);
+      if (i) s += ',';
+      bool text = PyUnicode_CheckExact(e) && PyUnicode_GET_LENGTH(e) <= 64;
+      if (!(text ? append_number(s, e, 0) : append_number(s, e, 1))) {
+        s.resize(mark);
+        return false;
+      }
+    }
+    s += ']';
+    return true;
+  }
+  return append_number(s, v, 1) || append_enum(st, s, v) || append_callable(st, s, v);
+}
+
 // The objects the state is made of, in a fixed order (nullptr separates groups):
 // Python numbers are immutable, so while every one is the same object as at the
 // last call the state is the same, and a call costs one pointer comparison per
@@ -154,6 +250,10 @@ bool lift_float(ModuleState& st, const std::string& id, PyObject* v, ModuleState
 
 std::string state_text(ModuleState& st) {
   st.lifted.clear();
+  if (st.pinned.size() > ModuleState::kMaxPinned) {  // (a new function at every call: let the old ones go)
+    st.pinned.clear();
+    ++st.generation;
+  }
   std::string s;
   if (st.generation) s += "tree " + std::to_string(st.generation) + ": ";
   static PyObject* const training = PyUnicode_InternFromString("training");
@@ -204,7 +304,7 @@ std::string state_text(ModuleState& st) {
           s += "<input>";  // any value: the version takes it as a graph input
           continue;
         }
-        if (!append_number(s, value, 1)) s.resize(mark);  // module attributes: numbers only
+        if (!append_module_attr(st, s, value)) s.resize(mark);  // module attributes: numbers and mode strings
       }
     }
     s += " |";
@@ -220,7 +320,8 @@ std::string state_text(ModuleState& st) {
       s += "<input>";
       continue;
     }
-    if (!v || !append_number(s, v)) s.resize(mark);  // not a number (now): the fingerprint still sees a change
+    if (!v || !(append_number(s, v) || append_enum(st, s, v) || (!src.object.is_valid() && append_callable(st, s, v))))
+      s.resize(mark);  // not a number (now): the fingerprint still sees a change
   }
   return s;
 }

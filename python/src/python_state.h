@@ -186,13 +186,14 @@ inline bool instance_dict_slot(const nb::object& obj, const nb::object& name, nb
 // every call, part of the first-level entry and the key):
 // - per nn.Module, its `training` flag (dropout, batch norm trace one branch), its
 //   forward (pre-)hooks (traced into the capture: a hook added or removed later
-//   must not be skipped or kept silently) and its number attributes (`self.scale`,
-//   a dropout's `p`, an `eps`);
+//   must not be skipped or kept silently) and its number and short string
+//   attributes (`self.scale`, a dropout's `p`, an `eps`, a loss's `reduction`);
 // - the lengths of lists, tuples and dicts holding tensors or modules that the code
 //   can iterate (`for t in self.extra`, `sum(cache)`): appending one changes the
 //   program as a changed number does;
 // - numbers, short strings, None (and short lists/tuples of numbers) the code can
-//   read: in the globals and closure cells the compiled function's code names
+//   read, and the identity of the functions it calls through a rebindable name
+//   (`ACT = F.gelu`, `self.act = tp.tanh`, `cfg.loss_fn`): in the globals and closure cells the compiled function's code names
 //   (`lr * g`, `x * k[0]`) and along attribute / item paths from them or from the
 //   compiled object (`CFG.scale`, `self.cfg.dropout`, `cfg["lr"]`, `config.LR`,
 //   a helper's or a method's reads), found by compiler._python_state_sources.
@@ -353,6 +354,13 @@ struct ModuleState {
   bool lift_floats = true;    // options={"dynamic_float_attrs": False} turns it off
   bool rebuild = false;       // a float was refused: the reader builds the text again
   bool fresh = false;         // the reader ran just before this call: its text stands
+  // Functions (and other callables) a source path held when the text was built,
+  // shown in it by address (`act = F.gelu` after `F.relu` is another program):
+  // held here so that no other object can take a shown address while a version
+  // built for it may still be selected. Past kMaxPinned the text starts a new
+  // generation (no older version is reused) and the old ones are let go.
+  std::map<PyObject*, nb::object> pinned;
+  static constexpr size_t kMaxPinned = 512;
   void add(nb::handle modules) {
     for (nb::handle mod : modules) {
       mods.push_back(keep_py(nb::borrow(mod)));

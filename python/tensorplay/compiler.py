@@ -5,6 +5,7 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
 import copy
+import enum
 import inspect
 import os
 import types
@@ -245,7 +246,17 @@ def _is_state_leaf(v, in_sequence=False):
         return True  # a subclass (an IntEnum, numpy.float64) or a numpy scalar: a number the capture bakes in
     if t is str:  # a mode string (`cfg.act == "relu"`) selects a branch as a number does
         return not in_sequence and len(v) <= 64
+    if isinstance(v, enum.Enum):  # so does an enum member (`cfg.mode = Mode.EVAL`), by identity
+        return True
     return t in (list, tuple) and len(v) <= 16 and all(type(e) in (int, float, bool) for e in v)
+
+
+def _is_rebindable_code(v):
+    """A function, method, functools.partial or other callable object whose
+    identity selects the program a capture traced (not a class, module or tensor)."""
+    from .nn import Module  # late: nn imports tensorplay
+
+    return callable(v) and not isinstance(v, (type, Module, _C.Tensor, types.ModuleType))
 
 
 def _holds_tensors_or_modules(container):
@@ -326,6 +337,13 @@ def _python_state_sources(fn):
             if not (in_sequence and type(value) is str):
                 record(owner, key, steps, name)
             return
+        if (steps or key is not None or isinstance(owner, types.CellType)) and _is_rebindable_code(value):
+            # The capture traced the code it runs: another function bound there
+            # (`self.act = F.gelu`, `ACT = tp.tanh`, a closure's `act`) is another
+            # program, compared by identity (python_state.cpp: append_callable). It
+            # used to be followed for its reads only, so the old function kept running.
+            # (Not the compiled object or a method's self itself: it cannot be rebound.)
+            record(owner, key, steps, name)
         if depth > _STATE_DEPTH or isinstance(value, (_C.Tensor, str, bytes, complex)):
             return
         # An object is expanded once per name set (a later pass sees names found since).
@@ -385,6 +403,17 @@ def _python_state_sources(fn):
                         not _is_state_leaf(v) or isinstance(v, (list, tuple))):
                     # (numbers: ModuleState; a list is walked for its length and items)
                     walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+            # A class-level setting of the user's subclass (`class Net(nn.Module): scale = 2.0`,
+            # then `Net.scale = 3.0`): not in the instance's __dict__, which ModuleState reads.
+            seen_names = set(d.keys())
+            for klass in type(value).__mro__:
+                if _foreign_module_name(klass.__module__):
+                    continue
+                for k in sorted((names & vars(klass).keys()) - seen_names):
+                    seen_names.add(k)
+                    v = vars(klass)[k]
+                    if _is_state_leaf(v):
+                        walk(v, owner, key, steps + (("attr", k),), f"{name}.{k}", depth + 1)
             return
         cls = type(value)
         if _foreign_module_name(cls.__module__):
