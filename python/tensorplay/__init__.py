@@ -55,6 +55,8 @@ from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
+from . import _extra_api  # noqa: E402
+_extra_api.install()  # normal, exponential_/cauchy_/..., finfo/iinfo, broadcast_tensors, in-place forms
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format
