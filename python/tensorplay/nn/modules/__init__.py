@@ -29,3 +29,4 @@ from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F4
 from .extra_layers import (  # noqa: F401
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
+from .more_layers import *  # noqa: F401,F403,E402  (padding layers, 1d/max adaptive pools, LPPool, Bilinear, ...)
