@@ -109,7 +109,13 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         _check_std_scalar(std)
     # The result has mean's dtype (std's when mean is a float) and the broadcast shape.
     ref = mean if mt else std
-    shape = tuple(tp.broadcast_shapes(tuple(mean.shape), tuple(std.shape))) if mt and st else tuple(ref.shape)
+    shape = tuple(ref.shape)
+    if mt and st:
+        try:
+            shape = tuple(broadcast_shapes(tuple(mean.shape), tuple(std.shape)))
+        except RuntimeError:
+            raise RuntimeError(f"normal: mean of shape {tuple(mean.shape)} and std of shape {tuple(std.shape)} "
+                               f"do not broadcast") from None
     eps = tp.empty(shape, dtype=ref.dtype, device=ref.device).normal_(0.0, 1.0, generator=generator)
     m = mean.to(ref.dtype) if mt else float(mean)
     s = std.to(ref.dtype) if st else float(std)
@@ -348,7 +354,11 @@ def sum_to_size(self, *size):
         size = tuple(size[0])
     size = tuple(size)
     shape = tuple(self.shape)
-    if tuple(broadcast_shapes(size, shape)) != shape:
+    try:
+        ok = tuple(broadcast_shapes(size, shape)) == shape and len(size) <= len(shape)
+    except RuntimeError:
+        ok = False
+    if not ok:
         raise RuntimeError(f"sum_to_size: size {size} is not expandable to the tensor's size {shape}")
     lead = len(shape) - len(size)
     out = self.sum(tuple(range(lead))) if lead else self
