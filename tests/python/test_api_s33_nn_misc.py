@@ -299,3 +299,64 @@ def test_misc_tensor_methods_match_torch():
     _close(m.H, torch.tensor(x[0]).H, 0)
     _close(t.adjoint(), tt.adjoint(), 0)
     _close(tp.sinc(t), torch.sinc(tt), 1e-12)
+
+
+# ---------------------------------------------------------------- Transformer
+def _copy_to_torch(m, tm):
+    missing = tm.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in m.state_dict().items()})
+    assert not missing.missing_keys and not missing.unexpected_keys
+
+
+@pytest.mark.parametrize("batch_first,norm_first", [(False, False), (True, True), (True, False)])
+def test_transformer_matches_torch(batch_first, norm_first):
+    m = tp.nn.Transformer(16, 4, 2, 2, 32, dropout=0.0, batch_first=batch_first, norm_first=norm_first).eval()
+    tm = torch.nn.Transformer(16, 4, 2, 2, 32, dropout=0.0, batch_first=batch_first, norm_first=norm_first).eval()
+    _copy_to_torch(m, tm)
+    r = np.random.default_rng(1)
+    src = r.standard_normal((5, 3, 16)).astype(np.float32)
+    tgt = r.standard_normal((4, 3, 16)).astype(np.float32)
+    if batch_first:
+        src, tgt = src.transpose(1, 0, 2).copy(), tgt.transpose(1, 0, 2).copy()
+    mask = tp.nn.Transformer.generate_square_subsequent_mask(4)
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    assert np.array_equal(mask.numpy(), tmask.numpy())
+    kpm = np.zeros((3, 5), bool)
+    kpm[1, 3:] = True
+    a = m(tp.tensor(src), tp.tensor(tgt), tgt_mask=mask, src_key_padding_mask=tp.tensor(kpm),
+          memory_key_padding_mask=tp.tensor(kpm))
+    b = tm(torch.tensor(src), torch.tensor(tgt), tgt_mask=tmask, src_key_padding_mask=torch.tensor(kpm),
+           memory_key_padding_mask=torch.tensor(kpm))
+    _close(a, b, 1e-5)
+    c = tp.compile(lambda s, t: m(s, t, tgt_mask=mask))(tp.tensor(src), tp.tensor(tgt))
+    _close(c, m(tp.tensor(src), tp.tensor(tgt), tgt_mask=mask), 1e-5)
+
+
+def test_transformer_decoder_gradients_match_torch():
+    layer = tp.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, activation="gelu")
+    dec = tp.nn.TransformerDecoder(layer, 2, norm=tp.nn.LayerNorm(8))
+    tlayer = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, activation="gelu")
+    tdec = torch.nn.TransformerDecoder(tlayer, 2, norm=torch.nn.LayerNorm(8))
+    _copy_to_torch(dec, tdec)
+    r = np.random.default_rng(2)
+    tgt = r.standard_normal((4, 2, 8)).astype(np.float32)
+    mem = r.standard_normal((6, 2, 8)).astype(np.float32)
+    a = dec(tp.tensor(tgt), tp.tensor(mem))
+    b = tdec(torch.tensor(tgt), torch.tensor(mem))
+    _close(a, b, 1e-5)
+    a.pow(2).sum().backward()
+    b.pow(2).sum().backward()
+    tparams = dict(tdec.named_parameters())
+    for name, p in dec.named_parameters():
+        _close(p.grad, tparams[name].grad, 1e-4)
+
+
+def test_transformer_errors_and_init():
+    m = tp.nn.Transformer(8, 2, 1, 1, 16)
+    with pytest.raises(RuntimeError, match="Transformer.*batch"):
+        m(tp.zeros(3, 2, 8), tp.zeros(3, 4, 8))
+    with pytest.raises(RuntimeError, match="Transformer.*d_model"):
+        m(tp.zeros(3, 2, 6), tp.zeros(3, 2, 6))
+    with pytest.raises(RuntimeError, match="TransformerDecoderLayer.*activation"):
+        tp.nn.TransformerDecoderLayer(8, 2, activation="tanh")
+    w = m.encoder.layers[0].linear1.weight  # xavier-uniform bound sqrt(6 / (fan_in + fan_out))
+    assert float(w.abs().max()) <= math.sqrt(6 / (8 + 16)) + 1e-6
