@@ -56,6 +56,8 @@ from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
 from . import _extra_api  # noqa: E402
+from . import amp  # noqa: F401,E402  (tp.amp: GradScaler; autocast)
+autocast = amp.autocast
 _extra_api.install()  # normal, exponential_/cauchy_/..., finfo/iinfo, broadcast_tensors, in-place forms
 from .serialization import save, load  # noqa: F401,E402
 
