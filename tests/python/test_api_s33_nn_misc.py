@@ -360,3 +360,60 @@ def test_transformer_errors_and_init():
         tp.nn.TransformerDecoderLayer(8, 2, activation="tanh")
     w = m.encoder.layers[0].linear1.weight  # xavier-uniform bound sqrt(6 / (fan_in + fan_out))
     assert float(w.abs().max()) <= math.sqrt(6 / (8 + 16)) + 1e-6
+
+
+# ------------------------------------------------------------------ 3-d pools
+X3D = rng.standard_normal((2, 3, 7, 8, 9))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(3, 2, 2), stride=(2, 1, 2), padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=2, divisor_override=3)])
+def test_avg_pool3d_matches_torch(kw):
+    a, ta = tp.tensor(X3D, requires_grad=True), torch.tensor(X3D, requires_grad=True)
+    y, ty = tp.nn.AvgPool3d(**kw)(a), torch.nn.AvgPool3d(**kw)(ta)
+    _close(y, ty, 1e-12)
+    y.pow(2).sum().backward()
+    ty.pow(2).sum().backward()
+    _close(a.grad, ta.grad, 1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(3, 2, 2), stride=(2, 1, 2), padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=2, dilation=2)])
+def test_max_pool3d_matches_torch_with_indices(kw):
+    a, ta = tp.tensor(X3D, requires_grad=True), torch.tensor(X3D, requires_grad=True)
+    (y, i), (ty, ti) = tp.nn.MaxPool3d(return_indices=True, **kw)(a), torch.nn.MaxPool3d(return_indices=True, **kw)(ta)
+    _close(y, ty, 0)
+    assert np.array_equal(i.numpy(), ti.numpy())
+    y.pow(2).sum().backward()
+    ty.pow(2).sum().backward()
+    _close(a.grad, ta.grad, 1e-12)
+    (y, i), (ty, ti) = F.max_pool3d_with_indices(tp.tensor(X3D[0]), 2), TF.max_pool3d_with_indices(
+        torch.tensor(X3D[0]), 2)
+    _close(y, ty, 0)
+    assert np.array_equal(i.numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("size", [(2, 3, 4), 3, (None, 2, 5), (7, 8, 9)])
+def test_adaptive_pool3d_matches_torch(size):
+    _close(tp.nn.AdaptiveAvgPool3d(size)(tp.tensor(X3D)), torch.nn.AdaptiveAvgPool3d(size)(torch.tensor(X3D)), 1e-12)
+    (y, i), (ty, ti) = (tp.nn.AdaptiveMaxPool3d(size, True)(tp.tensor(X3D)),
+                        torch.nn.AdaptiveMaxPool3d(size, True)(torch.tensor(X3D)))
+    _close(y, ty, 0)
+    assert np.array_equal(i.numpy(), ti.numpy())
+
+
+def test_pool3d_compiled_and_errors():
+    x = tp.tensor(X3D)
+
+    def f(x):
+        return F.max_pool3d(x, 2).sum() + F.avg_pool3d(x, 3, 2, 1).sum() + F.adaptive_avg_pool3d(x, 2).sum()
+
+    _close(tp.compile(f)(x), f(x), 1e-10)
+    with pytest.raises(ValueError, match="max_pool3d"):
+        F.max_pool3d(tp.zeros(3, 4, 5), 2)
+    with pytest.raises(ValueError, match="avg_pool3d"):
+        F.avg_pool3d(x, (2, 2))

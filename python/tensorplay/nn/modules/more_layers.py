@@ -1,5 +1,6 @@
 """nn layers PyTorch models use that tensorplay lacked: the padding layers (Zero/Constant/
-Reflection/Replication/Circular Pad1d-3d), AdaptiveAvgPool1d, AdaptiveMaxPool1d/2d, LPPool1d/2d,
+Reflection/Replication/Circular Pad1d-3d), AdaptiveAvgPool1d/3d, AdaptiveMaxPool1d/2d/3d,
+MaxPool3d, AvgPool3d, LPPool1d/2d,
 Softmax2d, ChannelShuffle, Dropout3d, AlphaDropout, FeatureAlphaDropout, RReLU, Bilinear and the
 MultiMargin / MultiLabelMargin / TripletMarginWithDistance losses. Each is a thin module over its
 functional form."""
@@ -18,7 +19,8 @@ __all__ = ["ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2
            "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d", "Softmax2d", "ChannelShuffle",
            "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Bilinear", "MultiMarginLoss",
-           "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss"]
+           "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
+           "AdaptiveMaxPool3d"]
 
 
 # ------------------------------------------------------------------ padding
@@ -102,6 +104,54 @@ class AdaptiveMaxPool1d(Module):
 class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class MaxPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class LPPool1d(Module):
