@@ -487,6 +487,10 @@ def install():
     for base in _INPLACE:
         if not hasattr(Tensor, base + "_"):
             setattr(Tensor, base + "_", _inplace(base))
+    # the in-place functions PyTorch also has at top level (torch.xlogy_(x, y), ...)
+    for name in ("addmv_", "i0_", "sinc_", "xlogy_", "rad2deg_", "deg2rad_", "lcm_", "gcd_", "ldexp_"):
+        if not hasattr(tp, name):
+            setattr(tp, name, getattr(Tensor, name))
     if not hasattr(Tensor, "sinc"):
         Tensor.sinc = lambda self: tp.special.sinc(self)
     if not hasattr(Tensor, "polygamma"):

@@ -417,3 +417,12 @@ def test_pool3d_compiled_and_errors():
         F.max_pool3d(tp.zeros(3, 4, 5), 2)
     with pytest.raises(ValueError, match="avg_pool3d"):
         F.avg_pool3d(x, (2, 2))
+
+
+def test_top_level_inplace_functions():
+    x = tp.tensor([0.5, 1.0])
+    assert tp.xlogy_(x, tp.tensor([2.0, 3.0])) is x
+    _close(x, torch.xlogy(torch.tensor([0.5, 1.0]), torch.tensor([2.0, 3.0])), 1e-7)
+    y = tp.tensor([90.0])
+    tp.deg2rad_(y)
+    _close(y, np.array([math.pi / 2], np.float32), 1e-7)
