@@ -361,6 +361,10 @@ def sum_to_size(self, *size):
     if not ok:
         raise RuntimeError(f"sum_to_size: size {size} is not expandable to the tensor's size {shape}")
     lead = len(shape) - len(size)
+    if size == shape and len(shape) > 0:
+        return self  # nothing to reduce: self, in its dtype
+    if not self.is_floating_point():
+        self = self.to(_tp().int64)  # integer sums are int64 (a 0-d one too), as PyTorch's
     out = self.sum(tuple(range(lead))) if lead else self
     dims = tuple(i for i, s in enumerate(size) if s == 1 and out.shape[i] != 1)
     if dims:
@@ -492,7 +496,7 @@ def install():
         if not hasattr(tp, name):
             setattr(tp, name, getattr(Tensor, name))
     if not hasattr(Tensor, "sinc"):
-        Tensor.sinc = lambda self: tp.special.sinc(self)
+        Tensor.sinc = _sinc_method
     if not hasattr(Tensor, "polygamma"):
         Tensor.polygamma = polygamma_method
         Tensor.polygamma_ = polygamma_
@@ -510,6 +514,14 @@ def install():
     Tensor.itemsize = property(lambda self: self.element_size())
     Tensor.adjoint = lambda self: self.transpose(-2, -1)
     Tensor.H = property(lambda self: self.t() if self.dim() in (0, 2) else _raise_H(self))
+
+
+def _sinc_method(self):
+    """sin(pi x) / (pi x), computed in float32 for 16-bit inputs (as PyTorch's opmath)."""
+    tp = _tp()
+    if self.dtype in (tp.float16, tp.bfloat16):
+        return tp.special.sinc(self.float()).to(self.dtype)
+    return tp.special.sinc(self)
 
 
 def _raise_H(self):

@@ -600,8 +600,12 @@ def cond(A, p=None, *, out=None):
 def vander(x, *, N=None):
     """The Vandermonde matrix [x**0, x**1, ..., x**(N-1)] along a new last dim (increasing powers)."""
     tp = _tp()
-    if x.dim() < 1:
-        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    if x.dim() == 0:
+        x = x.reshape([1])  # a scalar is one point, as PyTorch's
+    if x.dtype in (tp.float16, tp.bfloat16):
+        raise RuntimeError(f"linalg.vander supports floating point and integer tensors, but got {x.dtype}")
+    if not x.is_floating_point():
+        x = x.to(tp.int64)  # integer (and bool) powers are int64, as PyTorch's
     n = x.shape[-1] if N is None else N
     if n <= 1:
         raise RuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
@@ -633,9 +637,9 @@ def tensorsolve(A, B, dims=None, *, out=None):
     b_shape = tuple(B.shape)
     x_shape = tuple(A.shape[B.dim():])
     m = math.prod(b_shape)
-    if A.dim() < B.dim() or tuple(A.shape[:B.dim()]) != b_shape or math.prod(x_shape) != m:
-        raise RuntimeError(f"linalg.tensorsolve: expected A's leading dims to equal B's shape {b_shape} and the "
-                           f"rest to hold as many elements, got A of shape {tuple(A.shape)}")
+    if A.dim() < B.dim() or math.prod(A.shape[:B.dim()]) != m or math.prod(x_shape) != m:
+        raise RuntimeError(f"linalg.tensorsolve: expected A's leading dims to hold as many elements as B of shape "
+                           f"{b_shape}, and the rest as many, got A of shape {tuple(A.shape)}")
     return _finish(solve(A.reshape([m, m]), B.reshape([m])).reshape(list(x_shape)), out)
 
 

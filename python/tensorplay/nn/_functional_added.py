@@ -285,7 +285,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     st = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else \
         _triple(stride, "avg_pool3d", "stride")
     p = _triple(padding, "avg_pool3d", "padding")
-    if divisor_override is not None and divisor_override <= 0:
+    if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"avg_pool3d: divisor must be not zero, got {divisor_override}")
     div = None if divisor_override is None else 1  # sums in both passes, divided once below
     n, c = x.shape[0], x.shape[1]
