@@ -167,7 +167,7 @@ def pdist(input, p=2.0):
     if p < 0:
         raise ValueError(f"pdist: p must be non-negative, got {p}")
     n = input.shape[0]
-    idx = _tp.triu_indices(n, n, 1)
+    idx = _tp.triu_indices(n, n, 1).to(input.device)  # on the input's device (CUDA inputs)
     diff = input.index_select(0, idx[0]) - input.index_select(0, idx[1])
     return _tp.linalg.vector_norm(diff, p, dim=-1)
 
