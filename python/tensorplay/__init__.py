@@ -61,6 +61,8 @@ from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spell
     is_autocast_cpu_enabled, get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled,
     set_autocast_cache_enabled, clear_autocast_cache,
 )
+from . import _extra_api  # noqa: E402
+_extra_api.install()  # normal, exponential_/cauchy_/..., finfo/iinfo, broadcast_tensors, in-place forms
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

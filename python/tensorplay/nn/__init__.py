@@ -12,4 +12,6 @@ from .modules import (  # noqa: F401
     GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
+from .modules.more_layers import *  # noqa: F401,F403,E402
+from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401

@@ -757,3 +757,7 @@ from ._functional_ctc import *  # noqa: E402,F401,F403
 from ._functional_ctc import __all__ as _ctc_all  # noqa: E402
 
 __all__ += _ctc_all
+from ._functional_added import *  # noqa: E402,F401,F403
+from ._functional_added import __all__ as _added_all  # noqa: E402
+
+__all__ += _added_all

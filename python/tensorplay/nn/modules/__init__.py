@@ -24,8 +24,11 @@ from .loss import (  # noqa: F401
 )
 from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
-from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
+from .transformer import (  # noqa: F401
+    TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer,
+)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F401
 from .extra_layers import (  # noqa: F401
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
+from .more_layers import *  # noqa: F401,F403,E402  (padding layers, 1d/max adaptive pools, LPPool, Bilinear, ...)
