@@ -1,5 +1,5 @@
 """tp.amp.GradScaler step by step against torch.amp.GradScaler('cpu') (skipped steps, backoff,
-growth, state dicts), tp.autocast, window functions, float32 matmul precision and the added
+growth, state dicts), disabled tp.autocast, window functions, float32 matmul precision and the added
 linalg functions (solve_ex, cond, vander, tensorinv, tensorsolve) against PyTorch."""
 import numpy as np
 import pytest
@@ -37,7 +37,7 @@ def _run_scaler(lib, make_scaler, overflow_steps=(2, 3, 7), unscale_at=5, enable
 @pytest.mark.parametrize("enabled", [True, False])
 def test_grad_scaler_matches_torch(enabled):
     a, tsc = _run_scaler(torch, lambda **k: torch.amp.GradScaler("cpu", **k), enabled=enabled)
-    b, sc = _run_scaler(tp, tp.amp.GradScaler, enabled=enabled)
+    b, sc = _run_scaler(tp, lambda **k: tp.amp.GradScaler("cpu", **k), enabled=enabled)
     assert len(a) == len(b)
     for (s1, w1), (s2, w2) in zip(a, b):
         assert s1 == s2
@@ -49,48 +49,46 @@ def test_grad_scaler_matches_torch(enabled):
 def test_grad_scaler_skips_overflow_steps_and_state_roundtrip():
     w = tp.tensor(W0.copy(), requires_grad=True)
     opt = tp.optim.SGD([w], lr=0.1)
-    sc = tp.amp.GradScaler(init_scale=8.0, growth_interval=1)
+    sc = tp.amp.GradScaler("cpu", init_scale=8.0, growth_interval=1)
     (w.sum() * float("nan")).backward()
     before = w.detach().numpy().copy()
     assert sc.step(opt) is None
     sc.update()
     np.testing.assert_array_equal(w.detach().numpy(), before)
     assert sc.get_scale() == 4.0
-    sc2 = tp.amp.GradScaler()
+    sc2 = tp.amp.GradScaler("cpu")
     sc2.load_state_dict(sc.state_dict())
     assert sc2.get_scale() == 4.0 and sc2.get_growth_interval() == 1
-    with pytest.raises(RuntimeError, match="GradScaler.load_state_dict"):
-        sc2.load_state_dict(tp.amp.GradScaler(enabled=False).state_dict())
+    with pytest.raises(RuntimeError, match="state dict is empty"):
+        sc2.load_state_dict(tp.amp.GradScaler("cpu", enabled=False).state_dict())
 
 
 def test_grad_scaler_errors():
     w = tp.zeros(2, requires_grad=True)
     opt = tp.optim.SGD([w], lr=0.1)
-    sc = tp.amp.GradScaler()
+    sc = tp.amp.GradScaler("cpu")
     sc.scale(w.sum()).backward()
     sc.unscale_(opt)
     with pytest.raises(RuntimeError, match="unscale_.*already"):
         sc.unscale_(opt)
     sc.step(opt)
-    with pytest.raises(RuntimeError, match="GradScaler.step"):
+    with pytest.raises(RuntimeError, match=r"step\(\) has already been called"):
         sc.step(opt)
     sc.update()
-    with pytest.raises(RuntimeError, match="GradScaler.update"):
+    with pytest.raises(RuntimeError, match="No inf checks"):
         sc.update()
-    with pytest.raises(ValueError, match="GradScaler"):
-        tp.amp.GradScaler(growth_factor=0.5)
+    with pytest.raises(ValueError, match="growth factor"):
+        tp.amp.GradScaler("cpu", growth_factor=0.5)
     assert [t.numpy().tolist() for t in sc.scale([tp.ones(1), tp.ones(2)])] == [[sc.get_scale()], [sc.get_scale()] * 2]
 
 
-def test_autocast_disabled_is_noop_enabled_raises():
+def test_autocast_disabled_is_noop():
+    # (enabled autocast is covered by test_autocast.py)
     with tp.autocast("cpu", enabled=False):
-        y = tp.ones(2) * 2
+        y = tp.ones(2, 2) @ tp.ones(2, 2)
     assert y.dtype == tp.float32
     with tp.amp.autocast("cpu", dtype=tp.bfloat16, enabled=False):
-        pass
-    with pytest.raises(NotImplementedError, match="autocast"):
-        with tp.autocast("cpu", dtype=tp.bfloat16):
-            pass
+        assert (tp.ones(2, 2) @ tp.ones(2, 2)).dtype == tp.float32
 
 
 def test_float32_matmul_precision():
