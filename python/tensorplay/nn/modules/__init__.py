@@ -31,4 +31,13 @@ from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F4
 from .extra_layers import (  # noqa: F401
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
-from .more_layers import *  # noqa: F401,F403,E402  (padding layers, 1d/max adaptive pools, LPPool, Bilinear, ...)
+from .padding import *  # noqa: F401,F403,E402  (Zero/Constant/Reflection/Replication/CircularPad 1d-3d)
+from .pooling import (  # noqa: F401,E402
+    AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
+    AvgPool3d, LPPool1d, LPPool2d,
+)
+from .activation import Softmax2d, RReLU  # noqa: F401,E402
+from .channel_shuffle import ChannelShuffle  # noqa: F401,E402
+from .dropout import Dropout3d, AlphaDropout, FeatureAlphaDropout  # noqa: F401,E402
+from .linear import Bilinear  # noqa: F401,E402
+from .loss import MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss  # noqa: F401,E402
