@@ -30,7 +30,10 @@ def mvlgamma(input, p):
     if not _C._is_tracing() and input.numel() > 0 and not bool((input > (p - 1) / 2).all().item()):
         raise RuntimeError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
     offs = tp.arange(p, dtype=input.dtype, device=input.device) * -0.5
-    return tp.lgamma(input.unsqueeze(-1) + offs).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+    # lgamma widens 16-bit floats to float32: each term is rounded back, then summed in the input's
+    # dtype, as PyTorch's composition (terms in the input dtype)
+    terms = tp.lgamma(input.unsqueeze(-1) + offs).to(input.dtype)
+    return terms.sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
 
 def _sinc_method(self):

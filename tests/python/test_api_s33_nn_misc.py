@@ -426,3 +426,45 @@ def test_top_level_inplace_functions():
     y = tp.tensor([90.0])
     tp.deg2rad_(y)
     _close(y, np.array([math.pi / 2], np.float32), 1e-7)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=(2, 3, 2), stride=1, padding=(1, 1, 0), divisor_override=3)])
+def test_avg_pool3d_integer_input_matches_torch(kw):
+    # one truncating division of the exact box sum, in the input's dtype (two per-pass means round twice)
+    a = rng.integers(-9, 9, (2, 3, 5, 6, 7))
+    r, t = F.avg_pool3d(tp.tensor(a), **kw), TF.avg_pool3d(torch.tensor(a), **kw)
+    assert r.dtype == tp.int64
+    np.testing.assert_array_equal(r.numpy(), t.numpy())
+
+
+def test_adaptive_avg_pool3d_bfloat16_rounds_once():
+    a = rng.standard_normal((2, 3, 7, 9, 11)).astype(np.float32)
+    r = F.adaptive_avg_pool3d(tp.tensor(a).to(tp.bfloat16), (3, 4, 5))
+    # the float32 means of the bfloat16 values, rounded once to bfloat16 (not once per pass)
+    t = TF.adaptive_avg_pool3d(torch.tensor(a).to(torch.bfloat16).float(), (3, 4, 5)).to(torch.bfloat16)
+    assert r.dtype == tp.bfloat16
+    np.testing.assert_allclose(r.float().numpy(), t.float().numpy(), rtol=1e-2, atol=1e-3)
+
+
+def test_margin_losses_zero_dim_input_and_pdist_p0_grad():
+    for reduction in ("none", "mean"):
+        for fn, tfn in ((F.multi_margin_loss, TF.multi_margin_loss),
+                        (F.multilabel_margin_loss, TF.multilabel_margin_loss)):
+            r = fn(tp.tensor(0.5), tp.tensor(0), reduction=reduction)
+            t = tfn(torch.tensor(0.5), torch.tensor(0), reduction=reduction)
+            assert r.shape == tuple(t.shape) and float(r) == float(t)
+    x = tp.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    out = F.pdist(x, 0.0)
+    assert out.requires_grad
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((4, 3)))
+
+
+def test_mvlgamma_keeps_16bit_dtype():
+    a = rng.uniform(2.1, 9.0, (50,)).astype(np.float32)
+    for dt, tdt in ((tp.float16, torch.float16), (tp.bfloat16, torch.bfloat16)):
+        r, t = tp.tensor(a).to(dt).mvlgamma(3), torch.tensor(a).to(tdt).mvlgamma(3)
+        assert r.dtype == dt
+        np.testing.assert_allclose(r.float().numpy(), t.float().numpy(), rtol=2e-2)

@@ -16,9 +16,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     _check_reduction("multi_margin_loss", reduction)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
-    if input.dim() not in (1, 2):
-        raise ValueError(f"multi_margin_loss: expected 1D or 2D input, got shape {tuple(input.shape)}")
-    x = input if input.dim() == 2 else input.unsqueeze(0)
+    if input.dim() > 2:
+        raise ValueError(f"multi_margin_loss: expected 0D, 1D or 2D input, got shape {tuple(input.shape)}")
+    x = input if input.dim() == 2 else input.reshape([1, -1])  # a 0-d input is one sample of one class
     t = target.reshape([-1])
     if t.shape[0] != x.shape[0]:
         raise ValueError(f"multi_margin_loss: target of shape {tuple(target.shape)} does not match input of shape "
@@ -30,9 +30,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         z = z * z
     if weight is not None:
         z = z * weight.index_select(0, t).unsqueeze(1)
-    z = z.masked_fill(_tp.arange(c).unsqueeze(0) == t.unsqueeze(1), 0.0)
+    z = z.masked_fill(_tp.arange(c, device=x.device).unsqueeze(0) == t.unsqueeze(1), 0.0)
     loss = z.sum(1) / c
-    if input.dim() == 1 and reduction == "none":
+    if input.dim() < 2 and reduction == "none":
         loss = loss.reshape([])
     return _reduce(loss, reduction)
 
@@ -43,20 +43,20 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     sum over target classes j and non-target classes i of max(0, 1 - (x[j] - x[i])) / C."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("multilabel_margin_loss", reduction)
-    if input.dim() not in (1, 2) or tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"multilabel_margin_loss: expected 1D or 2D input and a target of its shape, got "
+    if input.dim() > 2 or tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"multilabel_margin_loss: expected 0D, 1D or 2D input and a target of its shape, got "
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
-    x = input if input.dim() == 2 else input.unsqueeze(0)
-    t = target if target.dim() == 2 else target.unsqueeze(0)
+    x = input if input.dim() == 2 else input.reshape([1, -1])  # a 0-d input is one sample of one class
+    t = target if target.dim() == 2 else target.reshape([1, -1])
     c = x.shape[1]
     valid = (t >= 0).to(_tp.int64).cumprod(1).to(_tp.bool)  # the entries before the first -1
     idx = _tp.where(valid, t, _tp.zeros_like(t))
-    is_target = _tp.zeros(tuple(x.shape), dtype=x.dtype).scatter_add(1, idx, valid.to(x.dtype)) > 0
+    is_target = _tp.zeros_like(x).scatter_add(1, idx, valid.to(x.dtype)) > 0
     xj = x.gather(1, idx)  # (N, C): the target classes' scores (slots past the end masked below)
     hinge = (1.0 - xj.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0.0)  # [n, slot j, class i]
     mask = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
     loss = _tp.where(mask, hinge, _tp.zeros_like(hinge)).sum((1, 2)) / c
-    if input.dim() == 1 and reduction == "none":
+    if input.dim() < 2 and reduction == "none":
         loss = loss.reshape([])
     return _reduce(loss, reduction)
 

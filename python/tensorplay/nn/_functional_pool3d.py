@@ -1,6 +1,7 @@
 """The 3-d pools of tensorplay.nn.functional: avg_pool3d, max_pool3d(_with_indices),
 adaptive_avg_pool3d, adaptive_max_pool3d(_with_indices), as separable compositions of the 2-d
 pools (equal to PyTorch's values and first-maximum indices). Re-exported by functional.py."""
+import tensorplay as _tp
 from .functional import (_names_errors, adaptive_avg_pool2d, avg_pool2d, max_pool2d)
 from ._functional_more import adaptive_max_pool2d
 
@@ -43,6 +44,12 @@ def _back(o, n, c, h, w):
     return o.reshape([n, c, h, w, o.shape[2]]).permute(0, 1, 4, 2, 3)
 
 
+def _widened(x):
+    """x in the dtype the two average passes run in: float32 for 16-bit floats (one rounding to
+    16 bits at the end, as PyTorch's float accumulation, not one per pass)."""
+    return x.float() if x.dtype in (_tp.float16, _tp.bfloat16) else x
+
+
 @_names_errors
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
@@ -54,14 +61,32 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     p = _triple(padding, "avg_pool3d", "padding")
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"avg_pool3d: divisor must be not zero, got {divisor_override}")
-    div = None if divisor_override is None else 1  # sums in both passes, divided once below
     n, c = x.shape[0], x.shape[1]
-    y = x.reshape([n * c] + list(x.shape[2:]))
-    y = avg_pool2d(y, k[1:], st[1:], p[1:], ceil_mode, count_include_pad, div)
-    y = y.reshape([n, c] + list(y.shape[1:]))
-    y = _over_depth(y, lambda z: avg_pool2d(z, (k[0], 1), (st[0], 1), (p[0], 0), ceil_mode, count_include_pad, div))
-    if divisor_override is not None:
-        y = y / divisor_override
+
+    def pool(t, div):
+        t = t.reshape([n * c] + list(t.shape[2:]))
+        t = avg_pool2d(t, k[1:], st[1:], p[1:], ceil_mode, count_include_pad, div)
+        t = t.reshape([n, c] + list(t.shape[1:]))
+        return _over_depth(t, lambda z: avg_pool2d(z, (k[0], 1), (st[0], 1), (p[0], 0), ceil_mode,
+                                                   count_include_pad, div))
+
+    if x.is_floating_point():
+        xw = _widened(x)
+        if divisor_override is None:
+            y = pool(xw, None)
+        else:
+            y = pool(xw, 1) / divisor_override  # sums in both passes, divided once
+        y = y.to(x.dtype)
+    else:
+        # integers: the exact box sum (float64 passes) divided once by the box's divisor with
+        # truncation, as PyTorch's integer average; per-pass integer means would round twice
+        total = pool(x.to(_tp.float64), 1)
+        if divisor_override is not None:
+            div = float(divisor_override)
+        else:
+            ones = _tp.ones(tuple(x.shape), dtype=_tp.float64, device=x.device)
+            div = (pool(ones, 1) / pool(ones, None)).round()  # count of the box / its mean of ones
+        y = _tp.div(total, div, rounding_mode="trunc").to(x.dtype)
     return y.squeeze(0) if unbatched else y
 
 
@@ -109,9 +134,9 @@ def adaptive_avg_pool3d(input, output_size):
     x, unbatched = _as_5d("adaptive_avg_pool3d", input)
     od, oh, ow = _adaptive_size3("adaptive_avg_pool3d", x, output_size)
     n, c = x.shape[0], x.shape[1]
-    y = adaptive_avg_pool2d(x.reshape([n * c] + list(x.shape[2:])), (oh, ow))
+    y = adaptive_avg_pool2d(_widened(x).reshape([n * c] + list(x.shape[2:])), (oh, ow))
     y = y.reshape([n, c] + list(y.shape[1:]))
-    y = _over_depth(y, lambda z: adaptive_avg_pool2d(z, (od, 1)))
+    y = _over_depth(y, lambda z: adaptive_avg_pool2d(z, (od, 1))).to(x.dtype)
     return y.squeeze(0) if unbatched else y
 
 
