@@ -17,8 +17,9 @@ def pdist(input, p=2.0):
     idx = _tp.triu_indices(n, n, 1).to(input.device)  # on the input's device (CUDA inputs)
     diff = input.index_select(0, idx[0]) - input.index_select(0, idx[1])
     out = _tp.linalg.vector_norm(diff, p, dim=-1)
-    if p == 0 and diff.requires_grad:
+    if p == 0:
         # the count of nonzeros is piecewise constant: attached with a zero gradient, as PyTorch's
-        # (through where, so an inf/NaN in diff does not reach the value)
+        # (through where, so an inf/NaN in diff does not reach the value). Unconditional: a
+        # compiled capture must hold the same differentiable path as eager.
         out = out + _tp.where(_tp.zeros_like(diff, dtype=_tp.bool), diff, 0.0).sum(-1)
     return out
