@@ -7,6 +7,7 @@
 Everything that computes lives in the C++ extension ``tensorplay._C``; this
 package only arranges the Python-facing names.
 """
+import math as _math
 import os as _os
 
 from . import _C
@@ -61,6 +62,15 @@ from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spell
     is_autocast_cpu_enabled, get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled,
     set_autocast_cache_enabled, clear_autocast_cache,
 )
+from . import (  # noqa: E402  (PyTorch names composed in Python, one concept per module)
+    _dtype_info, _random_fills, _broadcasting, _real_only_complex, _special_methods, _inplace_forms,
+    _matmul_precision, _window_functions, _tensor_properties,
+)
+for _m in (_dtype_info, _random_fills, _broadcasting, _real_only_complex, _special_methods, _inplace_forms,
+           _matmul_precision, _window_functions, _tensor_properties):
+    _m.install()
+del _m
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None  # noqa: E402
 from .serialization import save, load  # noqa: F401,E402
 
 contiguous_format = memory_format.contiguous_format

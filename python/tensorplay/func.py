@@ -412,3 +412,61 @@ def jacfwd(func, argnums=0, has_aux=False):
 def hessian(func, argnums=0):
     """The Hessian of scalar-valued `func`: jacfwd(jacrev(func)) (forward-over-reverse)."""
     return jacfwd(jacrev(func, argnums), argnums)
+
+
+def _stacked_leaf(tensors, name):
+    from . import stack
+    grads = {bool(t.requires_grad) for t in tensors}
+    if len(grads) > 1:
+        raise RuntimeError(f"stack_module_state: expected {name} from each model to have the same .requires_grad")
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack_module_state: {name} has different shapes across the models: {sorted(shapes)}")
+    out = stack([t.detach() for t in tensors])
+    return out.requires_grad_() if grads == {True} else out
+
+
+def stack_module_state(models):
+    """(params, buffers): dicts from each parameter / buffer name of the models to the models'
+    tensors stacked along a new leading dim, for vmap(functional_call) over an ensemble. The
+    stacked parameters are new leaves (requires_grad as the models'), not views of the models'
+    tensors. The models must have the same class, parameter names and training/eval mode."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: expected at least one model, got 0")
+    if len({bool(m.training) for m in models}) > 1:
+        raise RuntimeError("stack_module_state: expected all models to be in the same training/eval mode")
+    if len({type(m) for m in models}) > 1:
+        raise RuntimeError("stack_module_state: expected all models to be of the same class")
+    result = []
+    for getter in ("named_parameters", "named_buffers"):
+        per_model = [dict(getattr(m, getter)()) for m in models]
+        names = list(per_model[0])
+        for d in per_model[1:]:
+            if set(d) != set(names):
+                raise RuntimeError(f"stack_module_state: the models' {getter[6:]} differ in names: "
+                                   f"{sorted(set(d) ^ set(names))}")
+        result.append({k: _stacked_leaf([d[k] for d in per_model], k) for k in names})
+    return tuple(result)
+
+
+__all__.append("stack_module_state")
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the Jacobian-vector product of func at
+    `primals` (computed by jvp at each call, so it reruns func's forward)."""
+    if not primals:
+        raise RuntimeError("linearize: expected at least one primal")
+    primals = tuple(p.detach() if isinstance(p, Tensor) else p for p in primals)
+    out = func(*primals)
+
+    def jvp_fn(*tangents):
+        if len(tangents) != len(primals):
+            raise RuntimeError(f"linearize: jvp_fn expected {len(primals)} tangents, got {len(tangents)}")
+        return jvp(func, primals, tangents)[1]
+
+    return out, jvp_fn
+
+
+__all__.append("linearize")

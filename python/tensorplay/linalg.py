@@ -20,11 +20,13 @@ __all__ = [
     "LinAlgError", "solve", "inv", "inv_ex", "det", "slogdet", "logdet", "cholesky", "cholesky_ex", "qr", "eigh",
     "eigvalsh", "svd", "svdvals", "lstsq", "matrix_norm", "vector_norm", "norm", "pinv", "matrix_rank", "cross",
     "matmul", "multi_dot", "matrix_power", "vecdot", "diagonal", "solve_triangular", "matrix_exp",
+    "solve_ex", "cond", "vander", "tensorinv", "tensorsolve",
 ]
 
 _lstsq_result = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 _inv_ex_result = namedtuple("inv_ex", ["inverse", "info"])
 _cholesky_ex_result = namedtuple("cholesky_ex", ["L", "info"])
+_solve_ex_result = namedtuple("solve_ex", ["result", "info"])
 
 
 def _tp():
@@ -563,6 +565,90 @@ def _norm_with_nuc(op):
         return op(input, *given, *args, **kwargs)
     norm.__doc__ = op.__doc__
     return norm
+
+
+def solve_ex(A, B, *, left=True, check_errors=False, out=None):
+    """(solve(A, B), info): info 0 per matrix when A is invertible; for a singular A, with
+    check_errors=False, info > 0 and the result NaN (with check_errors=True: LinAlgError)."""
+    tp = _tp()
+    try:
+        res = solve(A, B, left=left)
+        return _solve_ex_result(res, tp.zeros(tuple(A.shape[:-2]), dtype=tp.int32, device=A.device))
+    except LinAlgError:
+        if check_errors:
+            raise
+    sign, _ = tp.linalg_slogdet(A)
+    info = (sign == 0).to(tp.int32)
+    shape = tuple(tp.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]))) + tuple(B.shape[-2:]) \
+        if B.dim() >= 2 and B.dim() == A.dim() else tuple(B.shape)
+    return _solve_ex_result(tp.full(shape, float("nan"), dtype=A.dtype, device=A.device), info)
+
+
+def cond(A, p=None, *, out=None):
+    """The condition number of each matrix in the p-norm: sigma_max / sigma_min for p None/2
+    (-2: the reciprocal), else norm(A, p) * norm(inv(A), p) ('fro', 'nuc', inf, -inf, 1, -1;
+    square matrices only); inf for a singular matrix."""
+    tp = _tp()
+    _check_float("cond", A)
+    if A.dim() < 2:
+        raise RuntimeError(f"linalg.cond: expected a tensor with at least 2 dims, got shape {tuple(A.shape)}")
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+        return _finish(r, out)
+    if p not in ("fro", "nuc", float("inf"), float("-inf"), 1, -1):
+        raise RuntimeError(f"linalg.cond: got an invalid norm type {p!r}")
+    _check_square("cond", A)
+    inv_a, info = inv_ex(A)
+    r = matrix_norm(A, p) * matrix_norm(tp.where(tp.isnan(inv_a), tp.zeros_like(inv_a), inv_a), p)
+    r = tp.where(info.to(tp.bool), tp.full_like(r, float("inf")), r)
+    return _finish(r, out)
+
+
+def vander(x, *, N=None):
+    """The Vandermonde matrix [x**0, x**1, ..., x**(N-1)] along a new last dim (increasing powers)."""
+    tp = _tp()
+    if x.dim() == 0:
+        x = x.reshape([1])  # a scalar is one point, as PyTorch's
+    if x.dtype in (tp.float16, tp.bfloat16):
+        raise RuntimeError(f"linalg.vander supports floating point and integer tensors, but got {x.dtype}")
+    if not x.is_floating_point():
+        x = x.to(tp.int64)  # integer (and bool) powers are int64, as PyTorch's
+    n = x.shape[-1] if N is None else N
+    if n <= 1:
+        raise RuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
+    cols = [tp.ones_like(x), x]
+    for _ in range(n - 2):
+        cols.append(cols[-1] * x)
+    return tp.stack(cols, -1)
+
+
+def tensorinv(A, ind=2, *, out=None):
+    """The tensor B with tensordot(A, B, ind) the identity: A reshaped to a square
+    prod(shape[:ind]) x prod(shape[ind:]) matrix, inverted, reshaped to shape[ind:] + shape[:ind]."""
+    if ind <= 0:
+        raise RuntimeError(f"linalg.tensorinv: expected a strictly positive integer for ind, got {ind}")
+    lead, rest = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    m = math.prod(lead)
+    if m != math.prod(rest):
+        raise RuntimeError(f"linalg.tensorinv: expected prod(A.shape[:ind]) == prod(A.shape[ind:]), got {lead} and "
+                           f"{rest}")
+    return _finish(inv(A.reshape([m, m])).reshape(list(rest + lead)), out)
+
+
+def tensorsolve(A, B, dims=None, *, out=None):
+    """X with tensordot(A, X, X.dim()) == B; dims (of A) are first moved to the end."""
+    if dims is not None:
+        dims = [d % A.dim() for d in dims]
+        keep = [d for d in range(A.dim()) if d not in dims]
+        A = A.permute(keep + dims)
+    b_shape = tuple(B.shape)
+    x_shape = tuple(A.shape[B.dim():])
+    m = math.prod(b_shape)
+    if A.dim() < B.dim() or math.prod(A.shape[:B.dim()]) != m or math.prod(x_shape) != m:
+        raise RuntimeError(f"linalg.tensorsolve: expected A's leading dims to hold as many elements as B of shape "
+                           f"{b_shape}, and the rest as many, got A of shape {tuple(A.shape)}")
+    return _finish(solve(A.reshape([m, m]), B.reshape([m])).reshape(list(x_shape)), out)
 
 
 def _install():

@@ -12,4 +12,11 @@ from .modules import (  # noqa: F401
     GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
+from .modules.padding import *  # noqa: F401,F403,E402
+from .modules import (  # noqa: F401,E402
+    AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
+    AvgPool3d, LPPool1d, LPPool2d, Softmax2d, RReLU, ChannelShuffle, Dropout3d, AlphaDropout, FeatureAlphaDropout,
+    Bilinear, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss,
+)
+from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401

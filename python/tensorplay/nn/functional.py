@@ -752,3 +752,35 @@ from ._functional_ctc import *  # noqa: E402,F401,F403
 from ._functional_ctc import __all__ as _ctc_all  # noqa: E402
 
 __all__ += _ctc_all
+from ._functional_inplace_activations import *  # noqa: E402,F401,F403
+from ._functional_inplace_activations import __all__ as _all_0  # noqa: E402
+
+__all__ += _all_0
+from ._functional_pooling import *  # noqa: E402,F401,F403
+from ._functional_pooling import __all__ as _all_1  # noqa: E402
+
+__all__ += _all_1
+from ._functional_pool3d import *  # noqa: E402,F401,F403
+from ._functional_pool3d import __all__ as _all_2  # noqa: E402
+
+__all__ += _all_2
+from ._functional_channel_shuffle import *  # noqa: E402,F401,F403
+from ._functional_channel_shuffle import __all__ as _all_3  # noqa: E402
+
+__all__ += _all_3
+from ._functional_feature_alpha_dropout import *  # noqa: E402,F401,F403
+from ._functional_feature_alpha_dropout import __all__ as _all_4  # noqa: E402
+
+__all__ += _all_4
+from ._functional_bilinear import *  # noqa: E402,F401,F403
+from ._functional_bilinear import __all__ as _all_5  # noqa: E402
+
+__all__ += _all_5
+from ._functional_pdist import *  # noqa: E402,F401,F403
+from ._functional_pdist import __all__ as _all_6  # noqa: E402
+
+__all__ += _all_6
+from ._functional_margin_losses import *  # noqa: E402,F401,F403
+from ._functional_margin_losses import __all__ as _all_7  # noqa: E402
+
+__all__ += _all_7

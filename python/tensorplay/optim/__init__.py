@@ -5,6 +5,6 @@ from .adam import Adam  # noqa: F401
 from .adamw import AdamW  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
-from ._more_adaptive import Adamax, NAdam, RAdam, Adadelta, ASGD  # noqa: F401
+from ._more_adaptive import Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop  # noqa: F401
 from .lbfgs import LBFGS  # noqa: F401
 from . import lr_scheduler  # noqa: F401

@@ -7,7 +7,7 @@ import tensorplay as _tp
 from .._grad_mode import no_grad
 from .optimizer import Optimizer
 
-__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "ASGD"]
+__all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"]
 
 
 def _check(name, lr, eps, weight_decay, betas=None):
@@ -283,3 +283,44 @@ class ASGD(_Simple):
         # into the state, which may be float64 after a load_state_dict: round the same way.
         state["eta"].fill_(_f32(lr / ((1 + lambd * lr * step) ** alpha)))
         state["mu"].fill_(_f32(1 / max(1, step - t0)))
+
+
+class Rprop(_Simple):
+    """Resilient backpropagation (Riedmiller & Braun): each coordinate keeps its own step size,
+    multiplied by etaplus while the gradient keeps its sign and by etaminus when it flips (the
+    step is then skipped and the stored gradient zeroed), clamped to step_sizes; the parameter
+    moves by -sign(grad) * step_size. PyTorch's arguments and state names (step, prev, step_size)."""
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
+                 maximize=False, differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        _no_extras("Rprop", capturable, differentiable)
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, capturable=capturable))
+
+    def _init_state(self, p, state):
+        state["step"] = _step_tensor()
+        state["prev"] = self._zeros(p)
+        state["step_size"] = _tp.full_like(p, self._group_of(p)["lr"])
+
+    def _group_of(self, p):
+        for g in self.param_groups:
+            if any(q is p for q in g["params"]):
+                return g
+        raise KeyError("Rprop: parameter not in any group")
+
+    def _update(self, p, grad, state, group, step):
+        etaminus, etaplus = group["etas"]
+        lo, hi = group["step_sizes"]
+        prev, step_size = state["prev"], state["step_size"]
+        s = grad.mul(prev).sign()
+        factor = _tp.where(s > 0, _tp.full_like(s, etaplus), _tp.where(s < 0, _tp.full_like(s, etaminus),
+                                                                        _tp.ones_like(s)))
+        step_size.mul_(factor).clamp_(lo, hi)
+        # after a sign flip the step is skipped and the flip is not remembered
+        grad = _tp.where(s < 0, _tp.zeros_like(grad), grad)
+        p.addcmul_(grad.sign(), step_size, value=-1)
+        prev.copy_(grad)

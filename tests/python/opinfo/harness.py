@@ -268,6 +268,11 @@ def to_tp(obj, grad_inputs):
         return getattr(tp, name)
     if isinstance(obj, (torch.layout, torch.Generator)):
         raise Unconvertible(f"{type(obj).__name__.replace('torch.', '')} argument {obj}")
+    if isinstance(obj, torch.nn.PairwiseDistance):
+        # a sample's distance_function (triplet_margin_with_distance_loss): the same module in TensorPlay
+        return tp.nn.PairwiseDistance(obj.norm, obj.eps, obj.keepdim)
+    if isinstance(obj, torch.nn.Module):
+        raise Unconvertible(f"module argument {type(obj).__name__}")
     if isinstance(obj, complex):
         raise Unconvertible("complex scalar")
     if isinstance(obj, list):
@@ -275,7 +280,9 @@ def to_tp(obj, grad_inputs):
     if isinstance(obj, tuple):
         return tuple(to_tp(o, grad_inputs) for o in obj)
     if isinstance(obj, dict):
-        return {k: to_tp(v, grad_inputs) for k, v in obj.items()}
+        # layout=torch.strided is the default and TensorPlay's only layout (it has no layout objects):
+        # the keyword is dropped; any other layout stays unconvertible
+        return {k: to_tp(v, grad_inputs) for k, v in obj.items() if not (k == "layout" and v is torch.strided)}
     return obj
 
 

@@ -7,7 +7,7 @@ from .module import Module
 
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Softplus", "ELU", "LeakyReLU", "Hardtanh", "Tanh", "Sigmoid",
            "LogSigmoid", "Softmax", "LogSoftmax", "SELU", "CELU", "Hardsigmoid", "Hardswish", "Softsign", "GLU",
-           "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "PReLU"]
+           "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "PReLU", "Softmax2d", "RReLU"]
 
 
 def _inplace_suffix(inplace, lead=", "):
@@ -246,3 +246,26 @@ class PReLU(Module):
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channel dim of (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input):
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected 3D or 4D input, got input of shape {tuple(input.shape)}")
+        return F.softmax(input, -3)
+
+
+class RReLU(Module):
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
