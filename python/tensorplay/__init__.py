@@ -51,6 +51,8 @@ from . import _scatter_api  # noqa: E402
 _scatter_api.install()  # index_reduce, put, diagonal_scatter: compositions of scatter operators
 from . import _inplace_views  # noqa: E402
 _inplace_views.install()  # squeeze_, unsqueeze_, t_, transpose_, resize_, ...
+from . import _linalg_lu  # noqa: E402
+_linalg_lu.install()  # linalg.lu_factor(_ex), lu, lu_solve, tp.lu_unpack over linalg_lu_factor_ex
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
