@@ -53,6 +53,10 @@ from . import _inplace_views  # noqa: E402
 _inplace_views.install()  # squeeze_, unsqueeze_, t_, transpose_, resize_, ...
 from . import _linalg_lu  # noqa: E402
 _linalg_lu.install()  # linalg.lu_factor(_ex), lu, lu_solve, tp.lu_unpack over linalg_lu_factor_ex
+from . import _creation_api  # noqa: E402
+_creation_api.install()  # asarray, frombuffer, set_default_device, get_default_device
+from . import _random_counts  # noqa: E402
+_random_counts.install()  # poisson, binomial
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
