@@ -12,4 +12,7 @@ from .modules import (  # noqa: F401
     GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
+from .modules.unpool import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d  # noqa: F401,E402
+from .modules.lazy import LazyLinear  # noqa: F401,E402
+from .modules.extra_layers import ConvTranspose3d  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401

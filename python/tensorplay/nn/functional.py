@@ -757,3 +757,10 @@ from ._functional_ctc import *  # noqa: E402,F401,F403
 from ._functional_ctc import __all__ as _ctc_all  # noqa: E402
 
 __all__ += _ctc_all
+from ._functional_unpool import *  # noqa: E402,F401,F403
+from ._functional_unpool import __all__ as _unpool_all  # noqa: E402
+
+__all__ += _unpool_all
+from ._functional_conv_transpose3d import conv_transpose3d  # noqa: E402,F401
+
+__all__ += ["conv_transpose3d"]
