@@ -2,7 +2,8 @@
 input's depth planes are folded into the batch and each kernel depth tap i gives one transposed
 2-D convolution, whose planes land at depths d * stride + i * dilation of the uncropped output
 (one index_add per tap); the padding is then cropped and the bias added. Autograd, CUDA and
-tp.compile see conv_transpose2d, index_add, slices and adds."""
+tp.compile see conv_transpose2d, index_add, slices and adds. 16-bit inputs are computed in
+float32 and rounded once."""
 import tensorplay as _tp
 from .functional import _names_errors, _pair
 
@@ -32,6 +33,10 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
         if not (output_padding[i] < stride[i] or output_padding[i] < dilation[i]):
             raise ValueError(f"{name}: output_padding {output_padding} must be smaller than either stride {stride} "
                              f"or dilation {dilation} in every dim")
+    narrow = input.dtype if input.dtype in (_tp.float16, _tp.bfloat16) else None
+    if narrow is not None:   # kD partial sums would each round to 16 bits: float32, rounded once at the end
+        input, weight = input.float(), weight.float()
+        bias = bias.float() if bias is not None else None
     kd = weight.shape[2]
     sd, pd, od, dd = stride[0], padding[0], output_padding[0], dilation[0]
     full = (d - 1) * sd + dd * (kd - 1) + 1 + od
@@ -53,4 +58,6 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = out[:, :, pd:pd + d_out]
     if bias is not None:
         out = out + bias.reshape(1, -1, 1, 1, 1)
+    if narrow is not None:
+        out = out.to(narrow)
     return out.squeeze(0) if unbatched else out
