@@ -245,3 +245,12 @@ def test_inplace_views_under_compile():
 
     with pytest.raises(tp.compiler.CaptureError, match="resize_"):
         tp.compile(res)(tp.randn(3))
+
+
+def test_trapezoid_with_a_0d_x_raises_instead_of_crashing():
+    # Found by test_errors' fuzz once new operator names shifted its draws: a 0-d x read
+    # x.sizes()[dim] out of bounds (a segfault); torch refuses it too.
+    for f in (tp.trapezoid, tp.cumulative_trapezoid, tp.trapz):
+        with pytest.raises(ValueError, match="at least one dimension"):
+            f(tp.ones(3), tp.tensor(2.0))
+    assert tp.trapezoid(tp.ones(3), tp.tensor([0.0, 1.0, 3.0])).item() == 3.0
