@@ -152,3 +152,12 @@ def test_lu_unpack_partial_and_compiled():
     for _ in range(2):
         np.testing.assert_allclose(cf(A, B).numpy(), f(A, B).numpy(), rtol=1e-12)
     np.testing.assert_allclose((A @ f(A, B)).numpy(), B.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3), (2, 3, 3)])
+def test_lu_factor_forward_mode_matches_torch(shape):
+    a = RNG.standard_normal(shape)
+    t = RNG.standard_normal(shape)
+    _, tan = tp.func.jvp(lambda x: tp.linalg.lu_factor(x).LU, (tp.tensor(a),), (tp.tensor(t),))
+    _, ttan = torch.func.jvp(lambda x: torch.linalg.lu_factor(x).LU, (torch.tensor(a),), (torch.tensor(t),))
+    np.testing.assert_allclose(tan.numpy(), ttan.numpy(), rtol=1e-9, atol=1e-10)
