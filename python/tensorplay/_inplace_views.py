@@ -93,3 +93,6 @@ def install():
     for fn in _METHODS:
         if not hasattr(Tensor, fn.__name__):
             setattr(Tensor, fn.__name__, fn)
+    tp = _tp()
+    if not hasattr(tp, "resize_as_"):
+        tp.resize_as_ = resize_as_  # torch.resize_as_(x, other) exists as a function too
