@@ -160,7 +160,42 @@ std::vector<Tensor> i1_jvp(const JvpArgs& a) {
 
 }  // namespace
 
+// LU (linalg_lu_factor_ex, packed): with P^T A = L U, k = min(m, n), from P^T dA = dL U + L dU
+// with dL strictly lower and dU upper.  m <= n: W = L^{-1} P^T dA = [W1 | W2],
+// C = W1 U1^{-1}, dL = L tril(C, -1), dU1 = triu(C) U1, dU2 = W2 - tril(C, -1) U2.
+// m > n: W = P^T dA U^{-1} = [W1 ; W2], C = L1^{-1} W1, dU = triu(C) U,
+// dL1 = L1 tril(C, -1), dL2 = W2 - L2 triu(C).
+std::vector<Tensor> lu_factor_jvp(const JvpArgs& a) {
+  const Tensor& LU = a.outputs[0];
+  const int64_t m = LU.sizes()[LU.dim() - 2], n = LU.sizes().back(), k = std::min(m, n);
+  const Tensor perm = call_op1(TP_OP("linalg_lu_pivots_to_permutation"), {a.outputs[1]}, {{"m", AttrValue(m)}});
+  const Tensor dA = a.tangents[0];
+  const Tensor PtdA = ops::gather(dA, -2, ops::expand(ops::unsqueeze(perm, -1), dA.sizes()));
+  auto unit_lower = [](const Tensor& x) { return ops::add(ops::tril(x, -1), eye_of(x)); };
+  Tensor dLU;
+  if (m <= n) {
+    const Tensor L = unit_lower(ops::narrow(LU, -1, 0, k));
+    const Tensor U1 = ops::triu(ops::narrow(LU, -1, 0, k));
+    const Tensor W = solve(L, PtdA);
+    const Tensor C = right_solve(ops::narrow(W, -1, 0, k), U1);
+    const Tensor Z = ops::tril(C, -1);
+    dLU = ops::add(mm(L, Z), mm(ops::triu(C), U1));
+    if (n > k) dLU = ops::cat({dLU, ops::sub(ops::narrow(W, -1, k, n - k), mm(Z, ops::narrow(LU, -1, k, n - k)))}, -1);
+  } else {
+    const Tensor L1 = unit_lower(ops::narrow(LU, -2, 0, k));
+    const Tensor L2 = ops::narrow(LU, -2, k, m - k);
+    const Tensor U = ops::triu(ops::narrow(LU, -2, 0, k));
+    const Tensor W = right_solve(PtdA, U);
+    const Tensor C = solve(L1, ops::narrow(W, -2, 0, k));
+    const Tensor V = ops::triu(C);
+    dLU = ops::cat({ops::add(mm(L1, ops::tril(C, -1)), mm(V, U)), ops::sub(ops::narrow(W, -2, k, m - k), mm(L2, V))},
+                   -2);
+  }
+  return {dLU, Tensor(), Tensor()};
+}
+
 void register_linalg_jvp_rules() {
+  register_jvp("linalg_lu_factor_ex", &lu_factor_jvp);
   register_jvp("linalg_solve", &solve_jvp);
   register_jvp("linalg_slogdet", &slogdet_jvp);
   register_jvp("linalg_cholesky", &cholesky_jvp);

@@ -212,6 +212,7 @@ class Tracer : public DispatchInterceptor {
   bool is_own_value(const Tensor& t) const {
     return values_.count(t.impl()) && !views_.count(t.impl()) && !is_placeholder(t);
   }
+  bool is_traced_result(const Tensor& t) const { return values_.count(t.impl()) && !is_placeholder(t); }
 
   // `t` stands for `src`'s value from now on (t.detach_(): its detached view).
   void rebind(const Tensor& t, const Tensor& src) {
@@ -1171,6 +1172,9 @@ CustomBackwardScope::~CustomBackwardScope() { t_custom_backward = prev_; }
 bool depends_on_call(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->depends_on_call(t); }
 
 bool is_own_value(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->is_own_value(t); }
+// Declared where it is used (python/src/inplace_view_bind.cpp).
+bool is_traced_result(const Tensor& t);
+bool is_traced_result(const Tensor& t) { return t_trace_depth > 0 && t_tracer && t_tracer->is_traced_result(t); }
 
 void rebind_value(const Tensor& t, const Tensor& src) {
   if (t_trace_depth > 0 && t_tracer) t_tracer->rebind(t, src);

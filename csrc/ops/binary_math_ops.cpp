@@ -56,7 +56,12 @@ std::vector<TensorMeta> binary_infer(const OpDef& op, const std::vector<TensorMe
   } else if constexpr (is_float_valued(K)) {
     out = pw::float_result(ct);
   } else if constexpr (K == Op::Pow) {
-    if (ct == DType::Bool) out = DType::Int64;
+    // PyTorch has no bool pow kernel: a bool tensor to a bool Python number stays bool (its x**0
+    // and x**1 shortcuts); bool ** bool tensors and a bool number to a bool tensor are refused.
+    if (ct == DType::Bool && !(in[1].wrapped_number && !in[0].wrapped_number))
+      throw NotImplementedError(str(op.name, ": not implemented for bool base and exponent (got shapes ",
+                                    shape_str(in[0].sizes), " and ", shape_str(in[1].sizes),
+                                    "); convert one of them to an integer or floating dtype"));
   } else {
     if (ct == DType::Bool) pw::throw_dtype(op.name, in, "not supported for bool tensors");
   }
@@ -162,6 +167,9 @@ void binary_into(const OpDef& op, const Tensor& out, const std::vector<Tensor>& 
       }
       pw::run_binary_float<T>(float_fn(K), out, a, b, {});
     }));
+  } else if (K == Op::Pow && ct == DType::Bool) {  // bool tensor ** bool number: x**0 is all true, x**1 is x
+    const bool e = scalar_value(in[1]).value_or(1.0) != 0.0;
+    pw::binary_loop<bool, bool>(out, a, b, [e](bool x, bool) -> bool { return e ? x : true; });
   } else if (ct == DType::Bool) {  // bitwise on bool
     pw::binary_loop<bool, bool>(out, a, b, [](bool x, bool y) -> bool {
       if constexpr (K == Op::BitAnd) return x && y;

@@ -2,6 +2,8 @@
 #include "ops/families.h"
 
 namespace tp {
+void register_linalg_lu_ops();  // ops/linalg_lu_ops.cpp (LU factorization through LAPACK getrf)
+
 void register_builtin_ops() {
   register_pointwise_ops();
   register_reduction_ops();
@@ -26,6 +28,7 @@ void register_builtin_ops() {
   register_random_functional_ops();
   register_masked_scatter_ops();
   register_linalg_decomp_ops();
+  register_linalg_lu_ops();
   register_special_ops();
   register_device_move_ops();
   register_value_check_ops();

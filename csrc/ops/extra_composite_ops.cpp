@@ -159,6 +159,8 @@ TVec trapezoid_x_dec(const TVec& in, const Attrs& at) {
     view[static_cast<size_t>(d)] = n - 1;
     dx = ops::reshape(ops::sub(ops::slice(x, 0, 1, n, 1), ops::slice(x, 0, 0, n - 1, 1)), view);
   } else {
+    TP_CHECK(x.dim() >= 1, ValueError, "trapezoid: x must be a tensor of sample points with at least one dimension, "
+             "got shape ", shape_str(x.sizes()), " (y has shape ", shape_str(y.sizes()), "); use dx= for a spacing");
     const int64_t xd = wrap_dim(at.get_int("dim"), x.dim(), "trapezoid");
     const int64_t xn = x.sizes()[xd];
     TP_CHECK(xn == n, ValueError, "trapezoid: x has shape ", shape_str(x.sizes()), " and y has shape ",
@@ -195,6 +197,9 @@ Tensor trapezoid_areas(const Tensor& y, const Tensor& x, const Scalar& dx, int64
     view[static_cast<size_t>(d)] = n - 1;
     step = ops::reshape(ops::sub(ops::slice(x, 0, 1, n, 1), ops::slice(x, 0, 0, n - 1, 1)), view);
   } else {
+    TP_CHECK(x.dim() >= 1, ValueError, "cumulative_trapezoid: x must be a tensor of sample points with at least one "
+             "dimension, got shape ", shape_str(x.sizes()), " (y has shape ", shape_str(y.sizes()), "); use dx= for a "
+             "spacing");
     const int64_t xd = wrap_dim(d - y.dim(), x.dim(), "cumulative_trapezoid");
     TP_CHECK(x.sizes()[static_cast<size_t>(xd)] == n, ValueError, "cumulative_trapezoid: x has shape ",
              shape_str(x.sizes()), " and y has shape ", shape_str(y.sizes()), "; they need the same size along dim ", d);

@@ -302,6 +302,10 @@ void bind_tensor_autograd() {
   method("detach", [](const Tensor& t) { return detach_or_trace(t); });
   method("detach_", [](nb::handle self) {
     const Tensor& t = nb::cast<const Tensor&>(self);
+    // As PyTorch: a view shares its base's autograd history, so it cannot leave it alone.
+    if (t.impl()->view_base)
+      throw Error(str("Tensor.detach_(): a view (shape ", shape_str(t.sizes()),
+                      ") cannot be detached in place; use y = x.detach() instead"));
     if (graph::is_tracing()) {
       // detach_ only clears autograd fields, which the capture's tensors do not
       // use: the graph went on differentiating through t (`h = lin(x);

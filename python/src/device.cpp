@@ -8,6 +8,8 @@
 #include <array>
 #include <string_view>
 
+#include <nanobind/stl/optional.h>
+
 #include "common.h"
 #include "cuda/driver.h"
 
@@ -106,6 +108,13 @@ std::optional<int> cuda_target(nb::handle h, std::string_view op) {
   return std::nullopt;
 }
 
+// tp.set_default_device: the CUDA device factories without device= build on (none: the CPU).
+std::optional<int>& default_cuda_slot() {
+  static std::optional<int> d;
+  return d;
+}
+std::optional<int> default_cuda_device() { return default_cuda_slot(); }
+
 nb::object cpu_device() {
   static nb::object* dev = new nb::object(nb::cast(PyDevice{"cpu", -1}));  // leaked: one shared instance
   return *dev;
@@ -152,6 +161,11 @@ void bind_device(nb::module_& m) {
         if (!target) return nb::borrow(t);
         return nb::cast(move_to(nb::cast<const Tensor&>(t), target));
       }, nb::arg("tensor"), nb::arg("device").none(), nb::arg("op"));
+  // tp.set_default_device: validated as a device= argument (CUDA without a GPU and unknown types raise).
+  m.def("_set_default_device", [](nb::handle d) {
+        default_cuda_slot() = d.is_none() ? std::nullopt : cuda_target(d, "set_default_device");
+      }, nb::arg("device").none());
+  m.def("_default_cuda_device", [] { return default_cuda_slot(); });
   m.def("_check_pin_memory", [](nb::handle pin, const std::string& op) {
     TP_CHECK(!PyObject_IsTrue(pin.ptr()), Error, op,
              ": pin_memory=True needs an accelerator device, which is not available: TensorPlay supports only the "

@@ -26,6 +26,11 @@
 #include "ops/type_promotion.h"
 
 namespace tp::py {
+// device.cpp: the CUDA index tp.set_default_device chose (factories without device= build there).
+std::optional<int> default_cuda_device();
+}  // namespace tp::py
+
+namespace tp::py {
 namespace {
 
 struct Overload {
@@ -413,6 +418,14 @@ nb::object call(const OpFunction& f, PyObject* const* pos, size_t npos, PyObject
                               !p.inputs.empty() && p.inputs[0].defined() &&
                               p.inputs[0].device().kind == Device::Kind::CUDA;
     if (like_of_cuda && !p.device_named && !p.cuda_device) p.cuda_device = p.inputs[0].device().index;
+    // A factory (no tensor inputs, a device= parameter) without device= builds on the default device.
+    if (!p.device_named && !p.cuda_device && p.inputs.empty())
+      if (const std::optional<int> d = default_cuda_device())
+        for (const auto& a : o.schema->args)
+          if (a.type == ArgType::Device) {
+            p.cuda_device = d;
+            break;
+          }
     const bool like_to_host = like_of_cuda && p.device_named && !p.cuda_device;
     std::vector<Tensor> results;
     if (graph::symbolic_tracing()) {

@@ -50,6 +50,14 @@ from . import _composite_api  # noqa: E402
 _composite_api.install()  # ravel, tensordot, kron, fmax, cov, quantile, ...: compositions of operators
 from . import _scatter_api  # noqa: E402
 _scatter_api.install()  # index_reduce, put, diagonal_scatter: compositions of scatter operators
+from . import _inplace_views  # noqa: E402
+_inplace_views.install()  # squeeze_, unsqueeze_, t_, transpose_, resize_, ...
+from . import _linalg_lu  # noqa: E402
+_linalg_lu.install()  # linalg.lu_factor(_ex), lu, lu_solve, tp.lu_unpack over linalg_lu_factor_ex
+from . import _creation_api  # noqa: E402
+_creation_api.install()  # asarray, frombuffer, set_default_device, get_default_device
+from . import _random_counts  # noqa: E402
+_random_counts.install()  # poisson, binomial
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
@@ -57,6 +65,7 @@ from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
 from . import amp  # noqa: F401,E402  (tp.amp: autocast + GradScaler; the casts happen in the dispatcher)
+from . import cpu  # noqa: F401,E402  (tp.cpu.amp spellings)
 from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spellings)
     autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
     is_autocast_cpu_enabled, get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled,

@@ -155,6 +155,8 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
             dtype = inferred
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
+    if device is None and _C._default_cuda_device() is not None:  # tp.set_default_device("cuda")
+        device = f"cuda:{_C._default_cuda_device()}"
     t = _C._to_target_device(t, device, "tensor")  # built on the host; moved to a GPU when asked
     if requires_grad:
         t.requires_grad_(True)

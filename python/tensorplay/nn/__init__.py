@@ -19,4 +19,7 @@ from .modules import (  # noqa: F401,E402
     Bilinear, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402
+from .modules.unpool import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d  # noqa: F401,E402
+from .modules.lazy import LazyLinear  # noqa: F401,E402
+from .modules.extra_layers import ConvTranspose3d  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401

@@ -784,3 +784,10 @@ from ._functional_margin_losses import *  # noqa: E402,F401,F403
 from ._functional_margin_losses import __all__ as _all_7  # noqa: E402
 
 __all__ += _all_7
+from ._functional_unpool import *  # noqa: E402,F401,F403
+from ._functional_unpool import __all__ as _unpool_all  # noqa: E402
+
+__all__ += _unpool_all
+from ._functional_conv_transpose3d import conv_transpose3d  # noqa: E402,F401
+
+__all__ += ["conv_transpose3d"]

@@ -20,6 +20,8 @@ FWD_SAMPLES, GRAD_SAMPLES = 3, 2
 KNOWN = {
     ("narrow", "fwd"): "a tensor start is data: the capture raises CaptureError asking for an int",
     ("narrow", "grad"): "a tensor start is data: the capture raises CaptureError asking for an int",
+    ("resize_", "fwd"): "resize_ may reallocate memory, which a capture cannot record: it raises CaptureError",
+    ("resize_as_", "fwd"): "resize_ may reallocate memory, which a capture cannot record: it raises CaptureError",
     ("zero_", "grad"): "x.clone().zero_() does not depend on x: the compiled result has no grad_fn "
                        "(eager's has one, with zero gradient)",
 }

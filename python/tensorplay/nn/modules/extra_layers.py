@@ -15,7 +15,7 @@ from .conv import _ntuple
 from .linear import _check_device
 from .module import Module
 
-__all__ = ["ConvTranspose1d", "ConvTranspose2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+__all__ = ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
            "LocalResponseNorm", "EmbeddingBag"]
 
 
@@ -114,6 +114,14 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _nd = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
 
