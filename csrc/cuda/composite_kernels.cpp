@@ -10,10 +10,7 @@
 //   select_scatter / slice_scatter / as_strided_scatter: the CPU kernel's
 //     recipe (ops/view_scatter_ops.cpp) with device copies: self copied into a
 //     fresh contiguous tensor, the view operator's own kernel (device-neutral:
-//     it re-describes the storage) names the region, src is copied into it;
-//   _value_check: the failure flag read back (one synchronization, as the
-//     CPU reads it), then a clone (a data check's eager form on the GPU and
-//     its extern form in a CUDA region, whose printer has no status word).
+//     it re-describes the storage) names the region, src is copied into it.
 #include <limits>
 
 #include "core/grad_mode.h"
@@ -115,11 +112,6 @@ bool composite_kernel(const OpDef& op, const std::vector<Tensor>& in, const Attr
   const std::string name = op.name;
   if (in.empty() || !in[0].defined() || in[0].device().kind != Device::Kind::CUDA) return false;
   if (name == "native_layer_norm") return native_layer_norm(in, attrs, om, out);
-  if (name == "_value_check") {  // a data check (ops/value_check_ops.cpp): the flag read back once
-    if (in[0].item().to<bool>()) throw ValueError(attrs.get_str("message"));
-    out = {call1("clone", {in[1]})};
-    return true;
-  }
   if (name == "select_scatter" || name == "slice_scatter" || name == "as_strided_scatter")
     return view_scatter(op, in, attrs, om, out);
   return false;

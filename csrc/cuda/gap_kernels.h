@@ -24,10 +24,11 @@
 //                       (device copies through the view operator's kernel);
 //   cum_kernels.cpp     _cumprod_backward and cummax / cummin (one thread per
 //                       slice, the CPU's order and rules);
-//   host_kernels.cpp    bincount, histc, histogram, mode, multinomial and
-//                       bernoulli(p): the CPU kernel on host copies of the
-//                       inputs, results uploaded (data-dependent sizes; the
-//                       random ones draw the CPU's numbers for one seed).
+//   host_kernels.cpp    bincount, histc, histogram, mode, multinomial,
+//                       bernoulli(p) and the linalg primitives: the CPU kernel
+//                       on host copies of the inputs, results uploaded
+//                       (data-dependent sizes; the random ones draw the CPU's
+//                       numbers for one seed); _value_check reads only its flag.
 // Each returns false for a call it does not cover (NotImplementedError naming
 // the operator and the device, unless Stax generates it).
 #pragma once

@@ -1,6 +1,7 @@
 // CUDA paths that run the CPU kernel on host copies (see gap_kernels.h):
 // bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p),
-// and the seven tp.linalg primitives (qr, cholesky, eigh, svd, solve, slogdet, lstsq).
+// the tp.linalg primitives (qr, cholesky, eigh, svd, solve, slogdet, lstsq, the LU
+// factorization and its pivots' permutation), and _value_check's flag.
 //
 // Why on the host: the counting operators read their data to size the result
 // (bincount) or need a data-dependent range first (histc, histogram), so PyTorch
@@ -27,7 +28,17 @@ bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
   static constexpr std::string_view kOps[] = {"bincount", "histc", "histogram.bins_tensor", "histogram.bin_ct",
                                               "mode", "cummax", "cummin", "multinomial", "bernoulli",
                                               "linalg_qr", "linalg_cholesky", "linalg_eigh", "linalg_svd",
-                                              "linalg_solve", "linalg_slogdet", "linalg_lstsq"};
+                                              "linalg_solve", "linalg_slogdet", "linalg_lstsq",
+                                              "linalg_lu_factor_ex", "linalg_lu_pivots_to_permutation"};
+  if (op.name == std::string_view("_value_check") && inputs[0].device().kind == Device::Kind::CUDA) {
+    // A data check (ops/value_check_ops.cpp): only the 0-d flag comes back (one
+    // synchronization, as the CPU reads it); self is cloned on the device. It is
+    // also the extern form in a CUDA region, whose printer has no status word.
+    check_not_capturing("a data check on CUDA (its flag is read back)");
+    if (to_cpu(inputs[0]).item().to<bool>()) throw ValueError(attrs.get_str("message"));
+    out = {run_kernel(get_op("clone"), {inputs[1]}, {})[0]};
+    return true;
+  }
   bool listed = false;
   for (std::string_view n : kOps) listed = listed || n == op.name;
   if (!listed) return false;

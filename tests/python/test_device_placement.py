@@ -33,7 +33,12 @@ from opinfo import device_walk as W  # noqa: E402
 # zero-safe form to run on a GPU).
 # cumprod's tangent reads its input with item(); `to`'s first sample gets a
 # tangent on CUDA where the CPU gives none (seen on the H200, not yet examined).
-KNOWN = {("cumprod", "jvp"), ("to", "jvp")}
+# max_unpool's OpInfo indices come from overlapping pools, so two pooled
+# values can name one output position: their primals are equal (one input
+# element), their random tangents are not, and which scatter write wins is
+# unspecified on CUDA (PyTorch documents max_unpool as nondeterministic there).
+KNOWN = {("cumprod", "jvp"), ("to", "jvp"), ("nn.functional.max_unpool1d", "jvp"),
+         ("nn.functional.max_unpool2d", "jvp"), ("nn.functional.max_unpool3d", "jvp")}
 # tp.linalg runs on the CPU only (host LAPACK; a CUDA input raises
 # NotImplementedError), so its formulas' constants are host tensors by design.
 HOST_ONLY = {"cholesky", "svd", "pinverse", "logdet", "det", "inverse", "slogdet", "qr", "lstsq"}
