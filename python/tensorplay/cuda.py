@@ -448,36 +448,6 @@ def _graph_region_stats():
     return {"captures": c, "replays": r, "plain_calls": p, "copied_inputs": i}
 
 
-def _make_amp():
-    """tp.cuda.amp: torch.cuda.amp's spellings of tp.amp for device_type "cuda"."""
-    import types
-    from .amp import autocast_mode as _am, grad_scaler as _gs
+from .amp.device_spellings import device_amp_module as _device_amp_module  # noqa: E402
 
-    m = types.ModuleType(__name__ + ".amp", _make_amp.__doc__)
-
-    class autocast(_am.autocast):
-        def __init__(self, enabled=True, dtype=None, cache_enabled=True):
-            super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-
-    class GradScaler(_gs.GradScaler):
-        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                     enabled=True):
-            super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
-                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
-
-    def custom_fwd(fwd=None, *, cast_inputs=None):
-        return _am.custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
-
-    def custom_bwd(bwd=None):
-        return _am.custom_bwd(bwd, device_type="cuda")
-
-    for name, obj in (("autocast", autocast), ("GradScaler", GradScaler), ("custom_fwd", custom_fwd),
-                      ("custom_bwd", custom_bwd)):
-        obj.__module__ = m.__name__
-        obj.__qualname__ = name
-        setattr(m, name, obj)
-    _sys.modules[m.__name__] = m
-    return m
-
-
-amp = _make_amp()
+amp = _device_amp_module(__name__ + ".amp", "cuda", custom_decorators=True)
