@@ -9,7 +9,7 @@ __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2
 
 
 class _MaxPoolNd(Module):
-    """MaxPool1d/2d: the same arguments, each subclass names its functional form."""
+    """MaxPool1d/2d/3d: the same arguments, each subclass names its functional form."""
 
     _pool = None
 
@@ -31,11 +31,12 @@ class _MaxPoolNd(Module):
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class MaxPool2d(_MaxPoolNd):
-    _pool = staticmethod(F.max_pool2d)
+class _AvgPoolNd(Module):
+    """AvgPool1d/2d/3d: the same arguments (1-d has no divisor_override), each subclass names its
+    functional form."""
 
+    _pool = None
 
-class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
@@ -47,32 +48,32 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        args = (input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+        if self.divisor_override is not None:
+            args += (self.divisor_override,)
+        return type(self)._pool(*args)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_MaxPoolNd):
+    _pool = staticmethod(F.max_pool2d)
+
+
+class AvgPool2d(_AvgPoolNd):
+    _pool = staticmethod(F.avg_pool2d)
 
 
 class MaxPool1d(_MaxPoolNd):
     _pool = staticmethod(F.max_pool1d)
 
 
-class AvgPool1d(Module):
+class AvgPool1d(_AvgPoolNd):
+    _pool = staticmethod(F.avg_pool1d)
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-
-    def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)  # (no divisor_override)
 
 
 class AdaptiveAvgPool2d(Module):
@@ -127,42 +128,12 @@ class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
-class MaxPool3d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = return_indices
-        self.ceil_mode = ceil_mode
-
-    def forward(self, input):
-        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                            self.return_indices)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+class MaxPool3d(_MaxPoolNd):
+    _pool = staticmethod(F.max_pool3d)
 
 
-class AvgPool3d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-        self.divisor_override = divisor_override
-
-    def forward(self, input):
-        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+class AvgPool3d(_AvgPoolNd):
+    _pool = staticmethod(F.avg_pool3d)
 
 
 class LPPool1d(Module):
