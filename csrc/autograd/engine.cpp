@@ -12,6 +12,7 @@
 
 #include "autograd/views.h"
 #include "core/grad_mode.h"
+#include "core/profiler.h"
 #include "ops/ops.h"
 
 namespace tp::autograd {
@@ -140,7 +141,13 @@ void run(const std::vector<Edge>& roots, const std::vector<Tensor>& grads, bool 
       }
     }
     if (runs && !all_undefined(in)) {
-      out = n->apply(in);
+      if (profiler::active()) [[unlikely]] {
+        profiler::Range range("backward", "autograd::" + n->name());
+        range.set_inputs(in);
+        out = n->apply(in);
+      } else {
+        out = n->apply(in);
+      }
       if (g_anomaly.load(std::memory_order_relaxed)) check_anomaly(*n, out);
       if (!keep_graph) n->release_saved();
     }

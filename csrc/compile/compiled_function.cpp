@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "compile/backend.h"
 #include "compile/dynamic_marks.h"
@@ -14,6 +15,7 @@
 #include "autograd/node.h"
 #include "graph/interpreter.h"
 #include "core/grad_mode.h"
+#include "core/profiler.h"
 #include "core/warning.h"
 #include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
@@ -1159,6 +1161,17 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
 }
 
 std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, const OutputStructure** structure) {
+  // tp.profiler: the call as one range; its regions, externs and any eager
+  // fallback's operators are its children.
+  if (profiler::active() && !graph::is_tracing()) [[unlikely]] {
+    profiler::Range range("compiled", "tp.compile: " + (name_.empty() ? std::string("<function>") : name_));
+    return call_unprofiled(args, structure);
+  }
+  return call_unprofiled(args, structure);
+}
+
+std::vector<Tensor> CompiledFunction::call_unprofiled(const std::vector<ArgValue>& args,
+                                                      const OutputStructure** structure) {
   // Called while an enclosing compiled function is being captured: inline the
   // body so its operators land in the enclosing graph (running our own
   // artifact here would hide them from the tracer).
@@ -1345,7 +1358,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
                                "closure variable) is no longer a tensor\n");
       }
     }
-    auto art = build(args, &all, dyn.empty() ? nullptr : &dyn);  // appends the free tensors the capture read
+    std::unique_ptr<Artifact> art;
+    {
+      std::optional<profiler::Range> range;
+      if (profiler::active()) range.emplace("compile", "tp.compile: capture and compile");
+      art = build(args, &all, dyn.empty() ? nullptr : &dyn);  // appends the free tensors the capture read
+    }
     found = art.get();
     ++builds_;
     last_build_sym_.assign(n, {});

@@ -82,6 +82,11 @@ class CompiledFunction {
   // `structure` (optional) receives the output structure of the version that ran; it
   // stays valid until the next call.
   std::vector<Tensor> call(const std::vector<ArgValue>& args, const OutputStructure** structure);
+
+ private:
+  std::vector<Tensor> call_unprofiled(const std::vector<ArgValue>& args, const OutputStructure** structure);
+
+ public:
   void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
   // Non-tensor state the capture bakes in that must select the version (a module's
   // training flags): read at every call, part of the first-level entry and the key.

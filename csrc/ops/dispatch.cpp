@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/grad_mode.h"
+#include "core/profiler.h"
 #include "ops/autocast.h"
 #include "ops/kernel_util.h"
 #include "ops/type_promotion.h"
@@ -219,7 +220,23 @@ std::vector<Tensor> run_kernel_unmarked(const OpDef& op, const std::vector<Tenso
 }
 }  // namespace
 
+namespace {
+std::vector<Tensor> call_op_unprofiled(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+}  // namespace
+
 std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  // tp.profiler: one range per call the program makes (a capture's tracing is
+  // not a run: its calls are part of the compiled function's range).
+  if (profiler::active() && !t_interceptor) [[unlikely]] {
+    profiler::Range range("op", op.name);
+    range.set_inputs(inputs);
+    return call_op_unprofiled(op, inputs, attrs);
+  }
+  return call_op_unprofiled(op, inputs, attrs);
+}
+
+namespace {
+std::vector<Tensor> call_op_unprofiled(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   // tp.autocast: before everything else, so the casts are ordinary `to` calls the
   // tracer and autograd below record. The op's own table is read first: an op
   // without a policy (most) costs no thread-local read.
@@ -234,6 +251,7 @@ std::vector<Tensor> call_op(const OpDef& op, const std::vector<Tensor>& inputs, 
   if (g_autograd_hook) return g_autograd_hook(op, inputs, attrs);
   return run_kernel(op, inputs, attrs);
 }
+}  // namespace
 
 Tensor call_op1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   return call_op(op, inputs, attrs)[0];

@@ -64,6 +64,7 @@ from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
+from . import profiler  # noqa: F401,E402  (tp.profiler: ranges recorded by the dispatcher, autograd and tp.compile)
 from . import amp  # noqa: F401,E402  (tp.amp: autocast + GradScaler; the casts happen in the dispatcher)
 from . import cpu  # noqa: F401,E402  (tp.cpu.amp spellings)
 from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spellings)

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/profiler.h"
 #include "graph/interpreter.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -470,6 +472,8 @@ void CompiledRegion::timed_step(RunState& st, int k) const {
 
 void CompiledRegion::run_extern(RunState& st, int k) const {
   const ExternStep& e = externs_.at(static_cast<size_t>(k));
+  std::optional<profiler::Range> range;
+  if (profiler::active()) [[unlikely]] range.emplace("extern", "extern: " + std::string(e.call.op));
   std::vector<Tensor> in;
   for (size_t i = 0; i < e.call.inputs.size(); ++i) {
     const ir::ExternOperand& o = e.call.inputs[i];
@@ -496,6 +500,7 @@ void CompiledRegion::run_extern(RunState& st, int k) const {
     const Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.kind == SlotKind::Output) (*st.outputs)[static_cast<size_t>(s.index)] = t;
   };
+  if (range) range->set_inputs(in);
   ScopedInterceptor no_tracer(nullptr);  // never recorded into an enclosing capture
   if (e.call.kind == ir::ExternKind::Gemm) {
     const size_t slot = static_cast<size_t>(e.out_slots.at(0));
@@ -571,6 +576,14 @@ void CompiledRegion::raise_failed_check(long long status) const {
 }
 
 std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {
+  std::optional<profiler::Range> range;  // tp.profiler: the region's generated code, its externs as children
+  if (profiler::active()) [[unlikely]] {
+    range.emplace("region", kernels_.empty() ? std::string("stax region")
+                                             : "stax region: " + kernels_.front().name +
+                                                   (kernels_.size() > 1 ? " +" + std::to_string(kernels_.size() - 1)
+                                                                        : std::string()));
+    range->set_inputs(inputs);
+  }
   std::vector<Tensor> outputs(num_outputs_);
   std::unique_lock<std::mutex> arena_lock(arena_->lock, std::try_to_lock);
   TempArena* arena = arena_lock.owns_lock() ? arena_.get() : nullptr;

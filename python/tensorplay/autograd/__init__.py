@@ -61,3 +61,5 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 from . import functional  # noqa: E402,F401  (after grad: functional's helpers call it)
+
+from . import profiler  # noqa: F401,E402  (tp.autograd.profiler: the older spelling of tp.profiler)
