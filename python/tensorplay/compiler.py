@@ -1162,9 +1162,23 @@ class _CompiledModule:
                 if m is not self.module and (m._forward_pre_hooks or m._forward_hooks or
                                              m.__dict__.get("_backward_pre_hooks") or m.__dict__.get("_backward_hooks"))]
 
+    def _lazy_submodules(self):
+        from .nn.modules.lazy import _LazyMixin  # late: nn imports tensorplay
+        return [name for name, m in self.module.named_modules() if isinstance(m, _LazyMixin)]
+
     def _compiled(self):
         key = self._state()
         cf = self.versions.get(key)
+        lazy = self._lazy_submodules() if cf is None else None
+        if lazy:
+            # Lazy modules take their shapes from this call's inputs (their pre-hooks
+            # create the parameters): it runs eagerly, as in eager mode; the hooks
+            # remove themselves and the next call compiles.
+            if self.kwargs.get("strict_native"):
+                raise BackendError(f"tp.compile(strict_native=True): lazy module(s) {', '.join(map(repr, lazy))} of "
+                                   f"{type(self.module).__name__} have no parameter shapes before the first call, "
+                                   "which therefore cannot be generated code; run one eager call first")
+            return self.module.forward
         if cf is None and self._hooked_submodules():
             # A submodule's hooks are Python code with possible side effects that a
             # compiled forward would run once, at capture (or, full backward hooks,

@@ -20,6 +20,9 @@ from .modules import (  # noqa: F401,E402
 )
 from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402
 from .modules.unpool import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d  # noqa: F401,E402
-from .modules.lazy import LazyLinear  # noqa: F401,E402
+from .modules.lazy import (  # noqa: F401,E402
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+    LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
+)
 from .modules.extra_layers import ConvTranspose3d  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401
