@@ -58,6 +58,12 @@ from . import _creation_api  # noqa: E402
 _creation_api.install()  # asarray, frombuffer, set_default_device, get_default_device
 from . import _random_counts  # noqa: E402
 _random_counts.install()  # poisson, binomial
+from . import _linalg_legacy  # noqa: E402
+_linalg_legacy.install()  # cholesky_solve, cholesky_inverse, triangular_solve over linalg.solve_triangular
+from . import _float_classify_api  # noqa: E402
+_float_classify_api.install()  # isposinf, isneginf, isreal, frexp, nextafter
+from . import _torch_spellings  # noqa: E402
+_torch_spellings.install()  # torch.<functional op> top-level names, vdot, rsub, empty_strided, ...
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)

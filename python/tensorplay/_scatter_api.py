@@ -96,6 +96,11 @@ def put(input, index, source, accumulate=False):
     return res.reshape(list(input.shape))
 
 
+def _scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+    """In-place scatter_reduce (self's dtype; the usual version-counter rules)."""
+    return self.copy_(self.scatter_reduce(dim, index, src, reduce, include_self=include_self))
+
+
 def _put_(self, index, source, accumulate=False):
     self.copy_(put(self, index, source, accumulate))
     return self
@@ -126,6 +131,6 @@ def install():
             setattr(tp, fn.__name__, fn)
         if not hasattr(Tensor, fn.__name__):
             setattr(Tensor, fn.__name__, fn)
-    for name, fn in (("index_reduce_", _index_reduce_), ("put_", _put_)):
+    for name, fn in (("index_reduce_", _index_reduce_), ("put_", _put_), ("scatter_reduce_", _scatter_reduce_)):
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)

@@ -1,0 +1,66 @@
+"""PyTorch's older linear-algebra spellings that code still calls:
+cholesky_solve, cholesky_inverse and triangular_solve, composed of
+tp.linalg.solve_triangular (so their gradients are its gradients)."""
+import collections
+import sys
+
+from ._C import Tensor
+
+_TriangularSolve = collections.namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _tp():
+    return sys.modules[__package__]
+
+
+def _check(fn, **tensors):
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: {name} must be a Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{fn}: {name} must have at least 2 dimensions, got shape {list(t.shape)}")
+
+
+def cholesky_solve(B, L, upper=False):
+    """X with A X = B, where A = L L^T (upper=False) or U^T U (upper=True) is
+    given by its Cholesky factor (tp.linalg.cholesky)."""
+    _check("cholesky_solve", B=B, L=L)
+    if L.shape[-1] != L.shape[-2]:
+        raise ValueError(f"cholesky_solve: the factor must be square, got shape {list(L.shape)}")
+    if B.shape[-2] != L.shape[-1]:
+        raise ValueError(f"cholesky_solve: B has {B.shape[-2]} rows but the factor is {L.shape[-1]}x{L.shape[-1]} "
+                         f"(B {list(B.shape)}, L {list(L.shape)})")
+    st = _tp().linalg.solve_triangular
+    if upper:  # A = U^T U: U^T Y = B, then U X = Y
+        return st(L, st(L.mT, B, upper=False), upper=True)
+    return st(L.mT, st(L, B, upper=False), upper=True)
+
+
+def cholesky_inverse(L, upper=False):
+    """The inverse of A = L L^T (or U^T U) from its Cholesky factor."""
+    _check("cholesky_inverse", L=L)
+    if L.shape[-1] != L.shape[-2]:
+        raise ValueError(f"cholesky_inverse: the factor must be square, got shape {list(L.shape)}")
+    n = L.shape[-1]
+    eye = _tp().eye(n, dtype=L.dtype, device=L.device).expand(list(L.shape))
+    return cholesky_solve(eye, L, upper)
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """(X, A copy) with A X = b (A^T X = b with transpose=True), A triangular:
+    the deprecated form of tp.linalg.solve_triangular, result order as PyTorch's."""
+    _check("triangular_solve", b=b, A=A)
+    if A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"triangular_solve: A must be square, got shape {list(A.shape)}")
+    M = A.mT if transpose else A
+    x = _tp().linalg.solve_triangular(M, b, upper=(not upper) if transpose else upper, unitriangular=unitriangular)
+    return _TriangularSolve(x, A.clone())
+
+
+def install():
+    tp = _tp()
+    for fn in (cholesky_solve, cholesky_inverse, triangular_solve):
+        if not hasattr(tp, fn.__name__):
+            setattr(tp, fn.__name__, fn)
+        if not hasattr(Tensor, fn.__name__):
+            setattr(Tensor, fn.__name__, fn)
