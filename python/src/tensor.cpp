@@ -1,5 +1,6 @@
 // The Tensor class: properties, operators, methods, NumPy interop, indexing.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <utility>
 
 #include "autograd/engine.h"
@@ -264,6 +265,12 @@ void bind_tensor(nb::module_& m) {
           }, nb::arg("memory_format") = nb::none())
       .def("storage_offset", &Tensor::offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
+      // (base address, bytes) of the memory behind the tensor: Tensor.untyped_storage() (tensorplay/_storage.py).
+      .def("_storage_info", [](const Tensor& t) {
+        const auto& st = t.impl()->storage;
+        if (!st) return std::make_pair(uintptr_t{0}, size_t{0});
+        return std::make_pair(reinterpret_cast<uintptr_t>(st->data()), st->nbytes());
+      })
       .def_prop_ro("_version", &Tensor::autograd_version)
       .def_prop_ro("device", &device_of)
       // requires_grad, grad, grad_fn, backward, detach, ...: autograd_bind.cpp

@@ -64,6 +64,8 @@ from . import _float_classify_api  # noqa: E402
 _float_classify_api.install()  # isposinf, isneginf, isreal, frexp, nextafter
 from . import _torch_spellings  # noqa: E402
 _torch_spellings.install()  # torch.<functional op> top-level names, vdot, rsub, empty_strided, ...
+from . import _storage  # noqa: E402
+_storage.install()  # Tensor.untyped_storage(), storage(), is_set_to
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
 from . import nn, optim  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
