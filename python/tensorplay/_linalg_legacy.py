@@ -1,6 +1,7 @@
 """PyTorch's older linear-algebra spellings that code still calls:
 cholesky_solve, cholesky_inverse and triangular_solve, composed of
-tp.linalg.solve_triangular (so their gradients are its gradients)."""
+tp.linalg.solve_triangular (so their gradients are its gradients), and orgqr
+(tp.linalg.householder_product)."""
 import collections
 import sys
 
@@ -57,9 +58,14 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     return _TriangularSolve(x, A.clone())
 
 
+def orgqr(input, tau):
+    """The older name of tp.linalg.householder_product."""
+    return _tp().linalg.householder_product(input, tau)
+
+
 def install():
     tp = _tp()
-    for fn in (cholesky_solve, cholesky_inverse, triangular_solve):
+    for fn in (cholesky_solve, cholesky_inverse, triangular_solve, orgqr):
         if not hasattr(tp, fn.__name__):
             setattr(tp, fn.__name__, fn)
         if not hasattr(Tensor, fn.__name__):

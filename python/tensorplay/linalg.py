@@ -20,7 +20,7 @@ __all__ = [
     "LinAlgError", "solve", "inv", "inv_ex", "det", "slogdet", "logdet", "cholesky", "cholesky_ex", "qr", "eigh",
     "eigvalsh", "svd", "svdvals", "lstsq", "matrix_norm", "vector_norm", "norm", "pinv", "matrix_rank", "cross",
     "matmul", "multi_dot", "matrix_power", "vecdot", "diagonal", "solve_triangular", "matrix_exp",
-    "solve_ex", "cond", "vander", "tensorinv", "tensorsolve",
+    "solve_ex", "cond", "vander", "tensorinv", "tensorsolve", "householder_product",
 ]
 
 _lstsq_result = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
@@ -217,6 +217,35 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
 
 def svdvals(A, *, driver=None, out=None):
     return _finish(svd(A, full_matrices=False).S, out)
+
+
+def householder_product(A, tau, *, out=None):
+    """The first n columns of H_1 H_2 ... H_k, H_i = I - tau_i v_i v_i^T with v_i
+    column i of A below the diagonal and 1 on it (LAPACK's orgqr, what geqrf's
+    reflectors give back as Q). A (*, m, n) with m >= n, tau (*, k), k <= n.
+    Composed of matrix products, so it differentiates in A and tau."""
+    tp = _tp()
+    _check_float("householder_product", A)
+    if A.dim() < 2:
+        raise ValueError(f"householder_product: A must have at least 2 dimensions, got shape {list(A.shape)}")
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:
+        raise ValueError(f"householder_product: A must have at least as many rows as columns, got {m}x{n}")
+    if tau.dim() != A.dim() - 1 or tau.shape[-1] > n or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise ValueError(f"householder_product: tau must have shape {list(A.shape[:-2])} + [k] with k <= {n}, "
+                         f"got {list(tau.shape)}")
+    if tau.dtype != A.dtype:
+        raise TypeError(f"householder_product: tau ({tau.dtype}) must have A's dtype ({A.dtype})")
+    k = tau.shape[-1]
+    eye = tp.eye(m, dtype=A.dtype, device=A.device)
+    # v_i: A's column i strictly below the diagonal, 1 on it, 0 above
+    V = tp.tril(A, -1)[..., :k] + eye[:, :k]
+    Q = eye[:, :n].expand(list(A.shape[:-2]) + [m, n])
+    for i in reversed(range(k)):  # Q = H_i Q, innermost reflector first
+        v = V[..., :, i:i + 1]
+        t = tau[..., i:i + 1].unsqueeze(-1)
+        Q = Q - t * (v @ (v.mT @ Q))
+    return _finish(Q, out)
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .bench import errormodel
 
-__all__ = ["assert_close", "default_tolerances", "summation_tolerance"]
+__all__ = ["assert_close", "assert_allclose", "default_tolerances", "make_tensor", "summation_tolerance"]
 
 # (rtol, atol) per dtype name; integers and bool compare exactly.
 _DEFAULTS = {
@@ -207,3 +207,63 @@ def assert_close(actual, expected, *, reference=None, terms=None, dim: int = -1,
         lines.append(f"  condition number kappa = sum|x|/|sum x|: {float(kappa[worst]):.3g} at that index, "
                      f"largest {k_worst:.3g}")
     raise AssertionError("\n".join(lines))
+
+
+# -- torch.testing's other helpers ---------------------------------------------------------------
+def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=False, noncontiguous=False,
+                exclude_zero=False, memory_format=None):
+    """A random tensor for tests, as torch.testing.make_tensor: uniform in [low, high)
+    (floats default [-9, 9), integers [-9, 10), uint8 [0, 10), bool True/False);
+    noncontiguous=True gives a strided view, exclude_zero=True replaces zeros (by
+    the dtype's tiny for floats, 1 for integers)."""
+    import tensorplay as tp
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = tuple(shape[0])
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"make_tensor: sizes must be non-negative, got {shape}")
+    if requires_grad and not dtype.is_floating_point:
+        raise ValueError(f"make_tensor: requires_grad=True needs a floating-point dtype, got {dtype}")
+    name = _dtype_name(dtype)
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"make_tensor: low ({low}) must not be greater than high ({high})")
+    n = int(np.prod(shape)) if shape else 1
+    # noncontiguous: twice as many elements along the last dim, every other one taken
+    full = shape[:-1] + (2 * shape[-1],) if noncontiguous and shape and n > 1 else shape
+    size = int(np.prod(full)) if full else 1
+    if name == "bool":
+        t = tp.randint(0, 2, full if full else [], dtype=tp.int64).to(tp.bool)
+    elif name in _EXACT:
+        info = np.iinfo(name)
+        lo = int(math.ceil(low)) if low is not None else (0 if name == "uint8" else -9)
+        hi = int(math.ceil(high)) if high is not None else 10
+        lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
+        if hi <= lo:  # low == high: that one value
+            hi = lo + 1
+        t = tp.randint(lo, hi, full if full else [], dtype=tp.int64).to(dtype)
+    else:
+        lo = -9.0 if low is None else float(low)
+        hi = 9.0 if high is None else float(high)
+        t = (tp.rand(size, dtype=tp.float64) * (hi - lo) + lo).reshape(list(full)).to(dtype)
+    if exclude_zero:
+        repl = tp.finfo(dtype).tiny if dtype.is_floating_point else 1
+        if name == "bool":
+            t = tp.ones_like(t)
+        else:
+            t = tp.where(t == 0, tp.full_like(t, repl), t)
+    if noncontiguous and shape and n > 1:
+        t = t[..., ::2]
+    if device is not None:
+        t = t.to(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """The deprecated torch.testing.assert_allclose: assert_close without the dtype
+    check, NaNs equal by default."""
+    import warnings
+    warnings.warn("tensorplay.testing.assert_allclose() is deprecated; use tensorplay.testing.assert_close()",
+                  FutureWarning, stacklevel=2)
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=False, msg=msg or None)

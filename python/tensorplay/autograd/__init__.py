@@ -63,3 +63,4 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 from . import functional  # noqa: E402,F401  (after grad: functional's helpers call it)
 
 from . import profiler  # noqa: F401,E402  (tp.autograd.profiler: the older spelling of tp.profiler)
+from .variable import Variable, is_tensor_like  # noqa: F401,E402

@@ -5,7 +5,7 @@ import math
 import tensorplay as _tp
 from ..._grad_mode import no_grad
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 
 def _as_list(parameters):
@@ -38,18 +38,35 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     return total
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
-    """Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)); returns the total norm."""
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)), total_norm
+    given (get_total_norm of these or of more gradients, e.g. across pipeline stages)."""
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
-    total = get_total_norm(grads, norm_type, error_if_nonfinite)
     if not grads:
-        return total
-    coef = min(1.0, float(max_norm) / (total.item() + 1e-6))
+        return
+    norm = total_norm.item() if isinstance(total_norm, _tp.Tensor) else float(total_norm)
+    coef = min(1.0, float(max_norm) / (norm + 1e-6))
     if coef < 1.0:
         with no_grad():
             for g in grads:
                 g.mul_(coef)
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)); returns the total norm."""
+    parameters = _as_list(parameters)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total)
     return total
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The deprecated name of clip_grad_norm_ (it warns, as PyTorch's does)."""
+    import warnings
+    warnings.warn("tensorplay.nn.utils.clip_grad_norm is now deprecated in favor of "
+                  "tensorplay.nn.utils.clip_grad_norm_.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):

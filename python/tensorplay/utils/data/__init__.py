@@ -7,8 +7,10 @@ from .sampler import (  # noqa: F401
 )
 from ._collate import default_collate, default_convert  # noqa: F401
 from .dataloader import DataLoader, get_worker_info  # noqa: F401
+from .distributed import DistributedSampler  # noqa: F401
 
 __all__ = [
+    "DistributedSampler",
     "Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
     "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
     "BatchSampler", "DataLoader", "default_collate", "default_convert", "get_worker_info",
