@@ -7,4 +7,5 @@ from .rmsprop import RMSprop  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
 from ._more_adaptive import Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop  # noqa: F401
 from .lbfgs import LBFGS  # noqa: F401
+from .adafactor import Adafactor  # noqa: F401
 from . import lr_scheduler  # noqa: F401
