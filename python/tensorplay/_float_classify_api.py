@@ -6,6 +6,7 @@ import collections
 import sys
 
 from ._C import Tensor
+from ._install import add_missing
 
 _Frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
 
@@ -102,11 +103,5 @@ _FUNCTIONS = (isposinf, isneginf, isreal, frexp, nextafter)
 
 
 def install():
-    tp = _tp()
-    for fn in _FUNCTIONS:
-        if not hasattr(tp, fn.__name__):
-            setattr(tp, fn.__name__, fn)
-        if not hasattr(Tensor, fn.__name__):
-            setattr(Tensor, fn.__name__, fn)
-    if not hasattr(Tensor, "nextafter_"):
-        Tensor.nextafter_ = _nextafter_
+    add_missing(_tp(), _FUNCTIONS)
+    add_missing(Tensor, _FUNCTIONS + (_nextafter_,), [f.__name__ for f in _FUNCTIONS] + ["nextafter_"])

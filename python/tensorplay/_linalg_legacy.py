@@ -6,6 +6,7 @@ import collections
 import sys
 
 from ._C import Tensor
+from ._install import add_missing
 
 _TriangularSolve = collections.namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 
@@ -64,9 +65,6 @@ def orgqr(input, tau):
 
 
 def install():
-    tp = _tp()
-    for fn in (cholesky_solve, cholesky_inverse, triangular_solve, orgqr):
-        if not hasattr(tp, fn.__name__):
-            setattr(tp, fn.__name__, fn)
-        if not hasattr(Tensor, fn.__name__):
-            setattr(Tensor, fn.__name__, fn)
+    functions = (cholesky_solve, cholesky_inverse, triangular_solve, orgqr)
+    add_missing(_tp(), functions)
+    add_missing(Tensor, functions)

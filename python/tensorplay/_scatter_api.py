@@ -7,6 +7,7 @@ compiled). The in-place forms copy the out-of-place result back, so a non-contig
 import sys
 
 from ._C import Tensor
+from ._install import add_missing
 
 _REDUCES = ("prod", "mean", "amax", "amin")
 
@@ -125,12 +126,6 @@ _FUNCTIONS = (index_reduce, put, diagonal_scatter)
 
 
 def install():
-    tp = _tp()
-    for fn in _FUNCTIONS:
-        if not hasattr(tp, fn.__name__):
-            setattr(tp, fn.__name__, fn)
-        if not hasattr(Tensor, fn.__name__):
-            setattr(Tensor, fn.__name__, fn)
-    for name, fn in (("index_reduce_", _index_reduce_), ("put_", _put_), ("scatter_reduce_", _scatter_reduce_)):
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
+    add_missing(_tp(), _FUNCTIONS)
+    add_missing(Tensor, _FUNCTIONS)
+    add_missing(Tensor, (_index_reduce_, _put_, _scatter_reduce_), ("index_reduce_", "put_", "scatter_reduce_"))

@@ -23,8 +23,8 @@ def _refuse_in_capture(what):
                            "tensor has no memory of its own yet; inspect storages outside the compiled function")
 
 
-class UntypedStorage:
-    """The bytes behind a tensor (every view of that memory gives an equal one)."""
+class _Storage:
+    """What both storage kinds answer from the tensor they were taken from."""
 
     def __init__(self, owner: Tensor):
         self._owner = owner  # keeps the memory alive
@@ -36,14 +36,6 @@ class UntypedStorage:
     def nbytes(self) -> int:
         return self._nbytes
 
-    def size(self) -> int:
-        return self._nbytes
-
-    __len__ = size
-
-    def element_size(self) -> int:
-        return 1
-
     @property
     def device(self):
         return self._owner.device
@@ -51,6 +43,19 @@ class UntypedStorage:
     @property
     def is_cuda(self) -> bool:
         return self._owner.is_cuda
+
+    def __len__(self):
+        return self.size()
+
+
+class UntypedStorage(_Storage):
+    """The bytes behind a tensor (every view of that memory gives an equal one)."""
+
+    def size(self) -> int:
+        return self._nbytes
+
+    def element_size(self) -> int:
+        return 1
 
     def _bytes(self):
         """The memory's bytes as a uint8 tensor (a copy for dtypes wider than a byte)."""
@@ -86,42 +91,24 @@ def _byte_view(t, nbytes):
     return tp.stack(parts, -1).reshape(-1).to(tp.uint8)
 
 
-class TypedStorage:
+class TypedStorage(_Storage):
     """The memory behind a tensor as elements of its dtype (Tensor.storage())."""
 
     def __init__(self, owner: Tensor):
-        self._owner = owner
-        self._untyped = UntypedStorage(owner)
+        super().__init__(owner)
         self.dtype = owner.dtype
 
     def _flat(self):
-        t = self._owner
-        return t.detach().as_strided([self.size()], [1], 0)
+        return self._owner.detach().as_strided([self.size()], [1], 0)
 
     def size(self) -> int:
-        return self._untyped.nbytes() // self._owner.element_size()
-
-    __len__ = size
+        return self._nbytes // self._owner.element_size()
 
     def element_size(self) -> int:
         return self._owner.element_size()
 
-    def nbytes(self) -> int:
-        return self._untyped.nbytes()
-
-    def data_ptr(self) -> int:
-        return self._untyped.data_ptr()
-
     def untyped(self) -> UntypedStorage:
-        return self._untyped
-
-    @property
-    def device(self):
-        return self._owner.device
-
-    @property
-    def is_cuda(self) -> bool:
-        return self._owner.is_cuda
+        return UntypedStorage(self._owner)
 
     def tolist(self):
         return self._flat().cpu().tolist()
@@ -145,10 +132,11 @@ class TypedStorage:
         return iter(self.tolist())
 
     def __eq__(self, other):
-        return isinstance(other, TypedStorage) and self._untyped == other._untyped and self.dtype == other.dtype
+        return isinstance(other, TypedStorage) and (self._base, self._nbytes, self.dtype) == \
+            (other._base, other._nbytes, other.dtype)
 
     def __hash__(self):
-        return hash((self._untyped, str(self.dtype)))
+        return hash((self._base, self._nbytes, str(self.dtype)))
 
     def __repr__(self):
         return f"tensorplay.TypedStorage(size={self.size()}, dtype={self.dtype}, device={self.device})"

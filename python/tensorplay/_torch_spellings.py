@@ -7,6 +7,7 @@ split_with_sizes, unsafe_split, ...)."""
 import sys
 
 from ._C import Tensor
+from ._install import add_missing
 
 # torch.<loss>(..., reduction=int): 0 none, 1 mean, 2 sum (at::Reduction)
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -230,12 +231,6 @@ _METHODS = ("hardshrink", "prelu", "vdot", "adjoint", "is_same_size", "split_wit
 
 def install():
     tp = _tp()
-    for name in _SAME_SIGNATURE:
-        if not hasattr(tp, name):
-            setattr(tp, name, _forward(name))
-    for fn in _TOP_LEVEL:
-        if not hasattr(tp, fn.__name__):
-            setattr(tp, fn.__name__, fn)
-    for name in _METHODS:
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, getattr(tp, name))
+    add_missing(tp, [_forward(name) for name in _SAME_SIGNATURE])
+    add_missing(tp, _TOP_LEVEL)
+    add_missing(Tensor, [getattr(tp, name) for name in _METHODS], _METHODS)

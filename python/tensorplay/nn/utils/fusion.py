@@ -32,16 +32,22 @@ def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, trans
     return Parameter(w, conv_w.requires_grad), Parameter(b, conv_b.requires_grad)
 
 
+def _fused_copy(fn, layer, bn, fuse_weights):
+    """A copy of `layer` with the weight and bias fuse_weights gives for it and `bn`."""
+    if layer.training or bn.training:
+        raise ValueError(f"{fn}: fusion only for eval! (call .eval() on both modules)")
+    if bn.running_mean is None or bn.running_var is None:
+        raise ValueError(f"{fn}: the batch norm must track running statistics")
+    fused = copy.deepcopy(layer)
+    fused.weight, fused.bias = fuse_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
+                                            bn.weight, bn.bias)
+    return fused
+
+
 def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of `conv` that computes bn(conv(x)); both must be in eval mode."""
-    if conv.training or bn.training:
-        raise ValueError("fuse_conv_bn_eval: fusion only for eval! (call .eval() on both modules)")
-    if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("fuse_conv_bn_eval: the batch norm must track running statistics")
-    fused = copy.deepcopy(conv)
-    fused.weight, fused.bias = fuse_conv_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
-                                                    bn.eps, bn.weight, bn.bias, transpose)
-    return fused
+    return _fused_copy("fuse_conv_bn_eval", conv, bn,
+                       lambda *args: fuse_conv_bn_weights(*args, transpose=transpose))
 
 
 def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
@@ -59,11 +65,4 @@ def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b)
 
 def fuse_linear_bn_eval(linear, bn):
     """A copy of `linear` that computes bn(linear(x)); both must be in eval mode."""
-    if linear.training or bn.training:
-        raise ValueError("fuse_linear_bn_eval: fusion only for eval! (call .eval() on both modules)")
-    if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("fuse_linear_bn_eval: the batch norm must track running statistics")
-    fused = copy.deepcopy(linear)
-    fused.weight, fused.bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
-                                                      bn.eps, bn.weight, bn.bias)
-    return fused
+    return _fused_copy("fuse_linear_bn_eval", linear, bn, fuse_linear_bn_weights)
