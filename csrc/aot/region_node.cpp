@@ -36,10 +36,21 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
   }
   // The backward graph's inputs are contiguous (partition.cpp): expanded
   // gradients (`y.sum().backward()`) and strided saved values are copied once.
+  std::vector<Tensor> unpacked;  // saved-tensor hooks: what the unpack hook gives back
+  for (size_t i = 0; i < packed_saved.size(); ++i) {
+    Tensor t = packed_saved[i]->unpack();
+    const TensorMeta& m = packed_metas[i];
+    TP_CHECK(t.sizes() == m.sizes && t.dtype() == m.dtype && t.device() == m.device, ValueError,
+             "saved_tensors_hooks: the unpack hook returned a ", dtype_name(t.dtype()), " ", shape_str(t.sizes()),
+             " tensor on ", t.device().str(), " for the compiled region ", region_, "'s saved ", dtype_name(m.dtype),
+             " ", shape_str(m.sizes), " tensor on ", m.device.str(), "; it must give back what pack received");
+    unpacked.push_back(std::move(t));
+  }
+  const std::vector<Tensor>& kept = packed_saved.empty() ? saved : unpacked;
   std::vector<Tensor> in;
-  in.reserve(saved.size() + tangent_metas.size());
-  for (auto& s : saved) in.push_back(ops::contiguous(s));
-  in.resize(saved.size() + tangent_metas.size());
+  in.reserve(kept.size() + tangent_metas.size());
+  for (auto& s : kept) in.push_back(ops::contiguous(s));
+  in.resize(kept.size() + tangent_metas.size());
   std::vector<bool> tangent_given(tangent_metas.size(), false);
   for (size_t o = 0; o < tangent_of_output.size(); ++o) {
     int k = tangent_of_output[o];
@@ -49,7 +60,7 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
     if (g.defined()) tangent_given[static_cast<size_t>(k)] = true;
     if (!g.defined()) g = zeros_on(m.sizes, m.dtype, m.device);
     else if (g.dtype() != m.dtype) g = ops::to_dtype(g, m.dtype);
-    in[saved.size() + static_cast<size_t>(k)] = ops::contiguous(g);
+    in[kept.size() + static_cast<size_t>(k)] = ops::contiguous(g);
   }
   std::vector<Tensor> r = backward_(in);
   std::vector<Tensor> grads(next_edges.size());
@@ -91,6 +102,7 @@ void CompiledRegionNode::check_observed(const std::vector<Tensor>& grad_outputs,
 
 void CompiledRegionNode::release_saved() {
   saved.clear();
+  packed_saved.clear();
   watched_results.clear();
   released_ = true;
 }

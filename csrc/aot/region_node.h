@@ -23,6 +23,11 @@ class CompiledRegionNode : public autograd::Node {
 
   std::vector<Tensor> saved;          // detached; activations then primals
   std::vector<uint64_t> saved_versions;
+  // Saved-tensor hooks were installed when the region ran (autograd/saved_hooks.h):
+  // `saved` is empty and these stand for it, with the metadata an unpacked value
+  // must have (the compiled backward reads it as that layout).
+  std::vector<std::shared_ptr<autograd::PackedSaved>> packed_saved;
+  std::vector<TensorMeta> packed_metas;
   std::vector<TensorMeta> tangent_metas;  // per differentiable output, in order
   std::vector<int> tangent_of_output;     // per output: its tangent index, or -1
   std::vector<int> grad_of_input;         // per input (edge): index into the backward's results, or -1

@@ -366,6 +366,14 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
       node->saved.push_back(t);
     }
     for (auto& s : node->saved) node->saved_versions.push_back(s.autograd_version());
+    if (autograd::SavedHooks* hooks = autograd::current_saved_hooks()) {
+      for (auto& s : node->saved) {
+        node->packed_metas.push_back(s.meta());
+        node->packed_saved.push_back(hooks->pack(s));
+      }
+      node->saved.clear();
+      node->saved_versions.clear();
+    }
     node->tangent_metas = plan->tangent_metas;
     if (plan->symbolic)  // a result's gradient absent: zeros of this call's size
       for (size_t o = 0; o < plan->num_results; ++o)

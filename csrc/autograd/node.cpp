@@ -152,6 +152,11 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, bool hold) : is_output
   } else {
     data_ = t;
   }
+  // A Python number lifted to a 0-d tensor is not a tensor the user saved: not packed.
+  if (SavedHooks* hooks = current_saved_hooks(); hooks && !data_.is_wrapped_number()) {
+    packed_ = hooks->pack(data_);
+    data_ = Tensor();
+  }
 }
 
 namespace {
@@ -198,6 +203,14 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
     impl->dtype = meta_.dtype;
     impl->wrapped_number = meta_.wrapped_number;
     return Tensor(std::move(impl));
+  }
+  if (packed_) {
+    Tensor t = packed_->unpack();
+    if (is_output_ && requires_grad_ && GradMode::is_enabled()) {
+      t = detached(t);
+      set_history(t, owner, output_nr_);
+    }
+    return t;
   }
   if (!data_.defined()) return data_;
   if (data_.autograd_version() != version_) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/saved_hooks.h"
 #include "ops/registry.h"
 
 namespace tp::autograd {
@@ -108,9 +109,12 @@ class SavedTensor {
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output, bool hold = true);
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
-  void reset() { data_ = Tensor(); }
-  bool defined() const { return data_.defined(); }
-  bool held() const { return data_.defined(); }
+  void reset() {
+    data_ = Tensor();
+    packed_.reset();
+  }
+  bool defined() const { return data_.defined() || packed_; }
+  bool held() const { return data_.defined() || packed_; }
   bool is_placeholder() const { return placeholder_; }  // a defined value kept as metadata only
   const Tensor& raw() const { return data_; }  // no version check, no history restored; undefined if not held
   void release_history(std::vector<std::shared_ptr<Node>>& out);  // see Node::release_children
@@ -126,6 +130,9 @@ class SavedTensor {
   // Placeholders only: the value's metadata.
   TensorMeta meta_;
   int64_t offset_ = 0;
+  // Saved-tensor hooks were installed at save time (saved_hooks.h): the packed
+  // value stands for data_, which is not kept; no version check is possible.
+  std::shared_ptr<PackedSaved> packed_;
 };
 
 // Backward of a registry operator: calls its OpDef::backward. For an in-place

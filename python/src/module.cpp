@@ -143,6 +143,7 @@ using namespace tp::py;
 namespace tp::py { void bind_forward_ad(nb::module_& m); }  // forward_ad_bind.cpp
 namespace tp::py { void bind_inplace_views(nb::module_& m); }  // inplace_view_bind.cpp
 namespace tp::py { void bind_profiler(nb::module_& m); }  // profiler_bind.cpp
+namespace tp::py { void bind_saved_hooks(nb::module_& m); }  // saved_hooks_bind.cpp
 
 NB_MODULE(_C, m) {
   // Compiled functions hold Python callables that the interpreter may not
@@ -228,5 +229,6 @@ NB_MODULE(_C, m) {
   bind_forward_ad(m);
   bind_inplace_views(m);
   bind_profiler(m);
+  bind_saved_hooks(m);
   bind_cuda(m);
 }

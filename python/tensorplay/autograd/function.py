@@ -50,13 +50,24 @@ class FunctionCtx:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward: argument {i} is a {type(t).__name__}, expected a Tensor or None "
                                 "(store other values as attributes of ctx)")
+        from .graph import current_hooks
+        hooks = current_hooks()
+        # saved_tensors_hooks: keep what pack gives (no version check then). Not while
+        # tp.compile captures: the compiled region's saved values go through the hooks when it runs.
+        if hooks is not None and not _C._is_tracing():
+            with no_grad():
+                self._saved = tuple((_Packed(hooks[0](t), hooks[1]), None) if t is not None else (None, 0)
+                                    for t in tensors)
+            return
         self._saved = tuple((t, t._version) if t is not None else (None, 0) for t in tensors)
 
     @property
     def saved_tensors(self):
         out = []
         for t, version in self._saved:
-            if t is not None and t._version != version:
+            if isinstance(t, _Packed):
+                t = t.unpack()
+            elif t is not None and t._version != version:
                 raise _version_error(t, version)
             out.append(t)
         return tuple(out)
@@ -69,6 +80,20 @@ class FunctionCtx:
 
     def set_materialize_grads(self, value):
         self.materialize_grads = bool(value)
+
+
+class _Packed:
+    """A value save_for_backward kept through a saved_tensors_hooks pack hook."""
+    __slots__ = ("value", "unpack_hook")
+
+    def __init__(self, value, unpack_hook):
+        self.value, self.unpack_hook = value, unpack_hook
+
+    def unpack(self):
+        t = self.unpack_hook(self.value)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"saved_tensors_hooks: the unpack hook must return a Tensor, got {type(t).__name__}")
+        return t
 
 
 def _as_tuple(x):
