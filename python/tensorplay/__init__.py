@@ -72,7 +72,6 @@ from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
 from . import random  # noqa: F401,E402  (tp.random: fork_rng and the seeding functions)
-from . import profiler  # noqa: F401,E402  (tp.profiler: ranges recorded by the dispatcher, autograd and tp.compile)
 from . import amp  # noqa: F401,E402  (tp.amp: autocast + GradScaler; the casts happen in the dispatcher)
 from . import cpu  # noqa: F401,E402  (tp.cpu.amp spellings)
 from .amp.autocast_mode import (  # noqa: F401,E402  (torch.autocast & co. spellings)
@@ -144,8 +143,9 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # tp.testing is imported on first use: `import tensorplay` stays as fast as
     # before (it is part of every cold start the benchmark measures).
-    if name == "testing":
+    # So are tp.profiler and tp.distributions.
+    if name in ("testing", "profiler", "distributions"):
         import importlib
 
-        return importlib.import_module(".testing", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'tensorplay' has no attribute {name!r}")

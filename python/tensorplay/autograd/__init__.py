@@ -62,5 +62,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 from . import functional  # noqa: E402,F401  (after grad: functional's helpers call it)
 
-from . import profiler  # noqa: F401,E402  (tp.autograd.profiler: the older spelling of tp.profiler)
 from .variable import Variable, is_tensor_like  # noqa: F401,E402
+
+
+def __getattr__(name):
+    # tp.autograd.profiler (the older spelling of tp.profiler) is imported on first use.
+    if name == "profiler":
+        import importlib
+        return importlib.import_module(".profiler", __name__)
+    raise AttributeError(f"module 'tensorplay.autograd' has no attribute {name!r}")

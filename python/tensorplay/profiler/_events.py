@@ -8,7 +8,6 @@ time is its duration; its self time is that minus its children's durations
 
 from __future__ import annotations
 
-import json
 import os
 from collections import OrderedDict
 from typing import Dict, Iterable, List, Optional
@@ -218,6 +217,7 @@ class EventList(list):
     def export_chrome_trace(self, path: str) -> None:
         """Writes the events as a Chrome trace (chrome://tracing, Perfetto):
         one complete event per range, its thread as tid."""
+        import json
         pid = os.getpid()
         trace = []
         for e in self:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import socket
 import time
 from typing import Callable, Iterable, Optional
 
@@ -84,6 +83,7 @@ def tensorboard_trace_handler(dir_name: str, worker_name: Optional[str] = None, 
     format, which TensorBoard's profile plugin and Perfetto read)."""
     def handler(prof: "profile") -> None:
         os.makedirs(dir_name, exist_ok=True)
+        import socket
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         path = os.path.join(dir_name, f"{worker}.{int(time.time() * 1000)}.pt.trace.json")
         if use_gzip:
