@@ -92,7 +92,9 @@ def nextafter(input, other):
     toward_zero_tiny = tp.where(y > x, tp.full_like(x, tiny), tp.full_like(x, -tiny))
     r = tp.where(x == 0, toward_zero_tiny, stepped)
     r = tp.where(x == y, y, r)
-    return tp.where(tp.isnan(x) | tp.isnan(y), x + y, r)
+    r = tp.where(tp.isnan(x) | tp.isnan(y), x + y, r)
+    # PyTorch's derivative: nextafter(x, y) ~ x, so d/dx = 1 and d/dy = 0.
+    return (x + (r - x).detach()) if input.requires_grad and tp.is_grad_enabled() else r.detach()
 
 
 def _nextafter_(self, other):

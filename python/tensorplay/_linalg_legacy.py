@@ -1,7 +1,6 @@
 """PyTorch's older linear-algebra spellings that code still calls:
 cholesky_solve, cholesky_inverse and triangular_solve, composed of
-tp.linalg.solve_triangular (so their gradients are its gradients), and orgqr
-(tp.linalg.householder_product)."""
+tp.linalg.solve_triangular, and orgqr (tp.linalg.householder_product)."""
 import collections
 import sys
 
@@ -32,10 +31,23 @@ def cholesky_solve(B, L, upper=False):
     if B.shape[-2] != L.shape[-1]:
         raise ValueError(f"cholesky_solve: B has {B.shape[-2]} rows but the factor is {L.shape[-1]}x{L.shape[-1]} "
                          f"(B {list(B.shape)}, L {list(L.shape)})")
-    st = _tp().linalg.solve_triangular
+    tp = _tp()
+    st = tp.linalg.solve_triangular
     if upper:  # A = U^T U: U^T Y = B, then U X = Y
-        return st(L, st(L.mT, B, upper=False), upper=True)
-    return st(L.mT, st(L, B, upper=False), upper=True)
+        X = st(L, st(L.mT, B, upper=False), upper=True)
+    else:
+        X = st(L.mT, st(L, B, upper=False), upper=True)
+    if tp.is_grad_enabled() and (L.requires_grad or B.requires_grad):
+        # PyTorch's gradient convention: the factor is differentiated as a full
+        # matrix in A = L L^T (its unread triangle gets a gradient too), while
+        # the value reads one triangle. The value stays the triangular solves';
+        # the gradient is that of X = (L L^T)^-1 B with L's other triangle fixed at 0.
+        tri = tp.triu(L) if upper else tp.tril(L)
+        Lf = L - (L - tri).detach()
+        A = Lf.mT @ Lf if upper else Lf @ Lf.mT
+        Xg = tp.linalg.solve(A, B)
+        X = X.detach() + (Xg - Xg.detach())
+    return X
 
 
 def cholesky_inverse(L, upper=False):

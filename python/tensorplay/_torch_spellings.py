@@ -152,8 +152,14 @@ def rsub(input, other, alpha=1):
 
 
 def fill(input, value):
-    """A new tensor of input's shape and dtype filled with value."""
-    return _tp().full_like(input, value.item() if isinstance(value, Tensor) else value)
+    """A new tensor of input's shape and dtype filled with value (differentiable as
+    PyTorch's: zero gradient for input; a tensor value gets the summed gradient)."""
+    tp = _tp()
+    if not isinstance(value, Tensor):
+        value = tp.tensor(value, dtype=input.dtype, device=input.device)
+    if value.dim() != 0:
+        raise ValueError(f"fill: value must be a number or a 0-d tensor, got shape {list(value.shape)}")
+    return tp.where(tp.ones_like(input, dtype=tp.bool), value.to(input.dtype), input)
 
 
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):

@@ -241,6 +241,8 @@ def householder_product(A, tau, *, out=None):
     # v_i: A's column i strictly below the diagonal, 1 on it, 0 above
     V = tp.tril(A, -1)[..., :k] + eye[:, :k]
     Q = eye[:, :n].expand(list(A.shape[:-2]) + [m, n])
+    if k == 0:  # no reflector: I, a function of the (empty) tau all the same, as PyTorch's result
+        Q = Q + tau.sum(-1)[..., None, None]
     for i in reversed(range(k)):  # Q = H_i Q, innermost reflector first
         v = V[..., :, i:i + 1]
         t = tau[..., i:i + 1].unsqueeze(-1)
