@@ -9,6 +9,8 @@ The draws run in float64 and are returned in the input dtype.
 """
 import tensorplay as tp
 
+from ._igamma import standard_gamma_grad
+
 
 def standard_gamma(alpha):
     with tp.no_grad():
@@ -33,3 +35,25 @@ def standard_gamma(alpha):
         out = tp.where(boosted, out * u ** (1.0 / a), out)
         tiny = tp.finfo(alpha.dtype).tiny
         return out.to(alpha.dtype).clamp(min=tiny)
+
+
+class _ReparamStandardGamma(tp.autograd.Function):
+    """A Gamma(alpha, 1) draw whose gradient w.r.t. alpha is the implicit one:
+    the sample moves with alpha at a fixed quantile of its distribution."""
+
+    @staticmethod
+    def forward(ctx, alpha):
+        x = standard_gamma(alpha)
+        ctx.save_for_backward(alpha, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        alpha, x = ctx.saved_tensors
+        return grad * standard_gamma_grad(alpha.detach(), x.detach()).to(grad.dtype)
+
+
+def rsample_standard_gamma(alpha):
+    if alpha.requires_grad and tp.is_grad_enabled():
+        return _ReparamStandardGamma.apply(alpha)
+    return standard_gamma(alpha)

@@ -2,9 +2,8 @@
 import tensorplay as tp
 
 from . import constraints
-from ._samplers import standard_gamma
+from ._samplers import rsample_standard_gamma
 from .distribution import Distribution
-from .gamma import _no_shape_gradient
 from .utils import broadcast_all
 
 
@@ -28,15 +27,11 @@ class Dirichlet(Distribution):
         return self._finish_expand(new, Dirichlet, batch_shape)
 
     def rsample(self, sample_shape=()):
-        _no_shape_gradient("Dirichlet", self.concentration)
-        return self.sample(sample_shape)
-
-    def sample(self, sample_shape=()):
-        with tp.no_grad():
-            g = standard_gamma(self.concentration.expand(*self._extended_shape(sample_shape)))
-            out = g / g.sum(-1, keepdim=True)
-            eps = tp.finfo(out.dtype).tiny
-            return out.clamp(min=eps, max=1 - tp.finfo(out.dtype).eps)
+        # Normalized reparameterized gammas: the gradient reaches the
+        # concentration through each gamma's implicit gradient.
+        g = rsample_standard_gamma(self.concentration.expand(*self._extended_shape(sample_shape)))
+        out = g / g.sum(-1, keepdim=True)
+        return out.clamp(min=tp.finfo(out.dtype).tiny, max=1 - tp.finfo(out.dtype).eps)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -112,11 +107,7 @@ class Beta(Distribution):
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
     def rsample(self, sample_shape=()):
-        _no_shape_gradient("Beta", self._dirichlet.concentration)
-        return self._dirichlet.sample(sample_shape)[..., 0]
-
-    def sample(self, sample_shape=()):
-        return self._dirichlet.sample(sample_shape)[..., 0]
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         if self._validate_args:

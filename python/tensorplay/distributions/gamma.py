@@ -4,19 +4,10 @@ import math
 import tensorplay as tp
 
 from . import constraints
-from ._samplers import standard_gamma
+from ._igamma import igamma
+from ._samplers import rsample_standard_gamma, standard_gamma
 from .distribution import Distribution
 from .utils import broadcast_all
-
-
-def _no_shape_gradient(name, param):
-    # Reparameterized gradients w.r.t. a gamma shape need the derivative of the
-    # incomplete gamma function (implicit reparameterization), which TensorPlay
-    # lacks; failing loudly beats returning a silently wrong zero gradient.
-    if param.requires_grad and tp.is_grad_enabled():
-        raise NotImplementedError(
-            f"{name}.rsample: gradients w.r.t. the concentration are not implemented "
-            "(needs the incomplete-gamma derivative); detach it or use sample()")
 
 
 class Gamma(Distribution):
@@ -48,9 +39,8 @@ class Gamma(Distribution):
         return self.concentration / self.rate.pow(2)
 
     def rsample(self, sample_shape=()):
-        _no_shape_gradient(type(self).__name__, self.concentration)
         shape = self._extended_shape(sample_shape)
-        draw = standard_gamma(self.concentration.detach().expand(*shape))
+        draw = rsample_standard_gamma(self.concentration.expand(*shape))
         return (draw / self.rate.expand(*shape)).clamp(min=tp.finfo(draw.dtype).tiny)
 
     def sample(self, sample_shape=()):
@@ -65,9 +55,33 @@ class Gamma(Distribution):
         a, b = self.concentration, self.rate
         return tp.xlogy(a, b) + tp.xlogy(a - 1, value) - b * value - tp.lgamma(a)
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return _GammaCDF.apply(self.concentration, self.rate * value)
+
     def entropy(self):
         a = self.concentration
         return a - tp.log(self.rate) + tp.lgamma(a) + (1.0 - a) * tp.digamma(a)
+
+
+class _GammaCDF(tp.autograd.Function):
+    """P(a, x) evaluated in float64; differentiable in x (the density), not in a,
+    like PyTorch's igamma."""
+
+    @staticmethod
+    def forward(ctx, a, x):
+        a, x = tp.broadcast_tensors(a, x)
+        ctx.save_for_backward(a, x)
+        return igamma(a.detach().to(tp.float64), x.detach().to(tp.float64).clamp(min=0)).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, x = ctx.saved_tensors
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError("Gamma.cdf: the derivative w.r.t. the concentration is not implemented")
+        pdf = tp.exp(tp.xlogy(a - 1, x) - x - tp.lgamma(a))
+        return None, grad * pdf
 
 
 class Chi2(Gamma):

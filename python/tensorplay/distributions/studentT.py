@@ -4,7 +4,7 @@ import math
 import tensorplay as tp
 
 from . import constraints
-from ._samplers import standard_gamma
+from ._samplers import rsample_standard_gamma
 from .distribution import Distribution
 from .utils import broadcast_all
 
@@ -41,13 +41,10 @@ class StudentT(Distribution):
 
     def rsample(self, sample_shape=()):
         # t = X / sqrt(V / df) with X ~ N(0, 1), V ~ Chi2(df) = 2 * Gamma(df / 2).
-        if self.df.requires_grad and tp.is_grad_enabled():
-            raise NotImplementedError("StudentT.rsample: gradients w.r.t. df are not implemented "
-                                      "(they need the incomplete-gamma derivative)")
         shape = self._extended_shape(sample_shape)
         x = tp.randn(shape, dtype=self.df.dtype, device=self.df.device)
-        v = 2 * standard_gamma((0.5 * self.df.detach()).expand(*shape))
-        return self.loc + self.scale * x * tp.rsqrt(v / self.df.detach())
+        v = 2 * rsample_standard_gamma((0.5 * self.df).expand(*shape))
+        return self.loc + self.scale * x * tp.rsqrt(v / self.df)
 
     def log_prob(self, value):
         if self._validate_args:
