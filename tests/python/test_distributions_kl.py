@@ -181,3 +181,48 @@ def test_compiled_with_validation_matches_eager():
     # The validation's data-dependent check is a guard: bad data later still raises.
     with pytest.raises(ValueError, match="scale"):
         tp.compile(f)(a, -b, x)
+
+
+def test_shape_errors_name_the_distribution():
+    with pytest.raises(ValueError, match=r"Normal.*\(2,\).*\(3,\)"):
+        D.Normal(tp.zeros(2), tp.ones(3))
+    with pytest.raises(ValueError, match=r"Gamma.*\(2,\).*\(3,\)"):
+        D.Gamma(tp.ones(2), tp.ones(3))
+    with pytest.raises(ValueError, match="Normal.*Tensor"):
+        D.Normal(0.0, 1.0).log_prob(1.0)
+    with pytest.raises(ValueError):
+        D.Normal(tp.zeros(2), 1.0).expand((3,))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: D.Normal(0.0, 1.0), lambda: D.Bernoulli(probs=0.5), lambda: D.Gamma(2.0, 1.0), lambda: D.Beta(2.0, 3.0),
+    lambda: D.Poisson(3.0), lambda: D.Binomial(5, probs=0.3), lambda: D.Geometric(probs=0.3),
+    lambda: D.StudentT(3.0), lambda: D.Uniform(0.0, 1.0), lambda: D.Exponential(2.0), lambda: D.LogNormal(0.0, 1.0),
+    lambda: D.Laplace(0.0, 1.0), lambda: D.Cauchy(0.0, 1.0), lambda: D.Chi2(3.0),
+    lambda: D.RelaxedBernoulli(tp.tensor(0.5), probs=0.3),
+])
+def test_scalar_distributions_sample_and_score(make):
+    d = make()
+    assert d.batch_shape == () and d.event_shape == ()
+    s = d.sample()
+    assert tuple(s.shape) == ()
+    assert tuple(d.sample((3,)).shape) == (3,)
+    assert tuple(d.log_prob(s).shape) == ()
+    assert tuple(d.expand((2, 2)).sample().shape) == (2, 2)
+
+
+def test_float32_with_python_scalars_and_extreme_parameters():
+    d = D.Normal(tp.zeros(3, dtype=tp.float32), 2.0)
+    assert d.scale.dtype == tp.float32 and d.log_prob(tp.zeros(3)).dtype == tp.float32
+    d64 = D.Gamma(tp.ones(2, dtype=tp.float64), 3)
+    assert d64.rate.dtype == tp.float64
+    # zero probabilities: entropy and KL stay finite / inf like torch's
+    logits = np.array([[0.0, -np.inf, 1.0]])
+    e = D.Categorical(logits=tp.tensor(logits)).entropy().numpy()
+    et = torch.distributions.Categorical(logits=torch.tensor(logits)).entropy().numpy()
+    np.testing.assert_allclose(e, et, rtol=1e-12)
+    big = np.array([-200.0, -30.0, 0.0, 30.0, 200.0])
+    v = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_allclose(D.Bernoulli(logits=tp.tensor(big)).log_prob(tp.tensor(v)).numpy(),
+                               torch.distributions.Bernoulli(logits=torch.tensor(big)).log_prob(torch.tensor(v)).numpy(),
+                               rtol=1e-12, atol=1e-14)  # at logit -30 ours is log1p(exp(-30)), torch's 1% off

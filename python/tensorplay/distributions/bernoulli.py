@@ -25,10 +25,10 @@ class _BinaryProbs(Distribution):
 
     def _set_probs(self, probs, logits, *extra):
         if probs is not None:
-            vals = broadcast_all(probs, *extra)
+            vals = broadcast_all(probs, *extra, owner=type(self).__name__)
             self.probs = vals[0]
         else:
-            vals = broadcast_all(logits, *extra)
+            vals = broadcast_all(logits, *extra, owner=type(self).__name__)
             self.logits = vals[0]
         self._param = vals[0]
         return vals[1:]
@@ -43,10 +43,10 @@ class _BinaryProbs(Distribution):
 
     def _expand_probs(self, new, batch_shape):
         if "probs" in self.__dict__:
-            new.probs = self.probs.expand(*batch_shape)
+            new.probs = self.probs.expand(batch_shape)
             new._param = new.probs
         if "logits" in self.__dict__:
-            new.logits = self.logits.expand(*batch_shape)
+            new.logits = self.logits.expand(batch_shape)
             new._param = new.logits
 
 
@@ -81,12 +81,12 @@ class Bernoulli(_BinaryProbs):
 
     def sample(self, sample_shape=()):
         with tp.no_grad():
-            return tp.bernoulli(self.probs.expand(*self._extended_shape(sample_shape)))
+            return tp.bernoulli(self.probs.expand(self._extended_shape(sample_shape)))
 
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        logits, value = broadcast_all(self.logits, value)
+        logits, value = broadcast_all(self.logits, value, owner=type(self).__name__)
         return -_bce_with_logits(logits, value)
 
     def entropy(self):
@@ -95,7 +95,7 @@ class Bernoulli(_BinaryProbs):
     def enumerate_support(self, expand=True):
         values = tp.arange(2, dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
-        return values.expand(*((2,) + self._batch_shape)) if expand else values
+        return values.expand(((2,) + self._batch_shape)) if expand else values
 
 
 class Geometric(_BinaryProbs):
@@ -138,7 +138,7 @@ class Geometric(_BinaryProbs):
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        value, probs = broadcast_all(value, self.probs)
+        value, probs = broadcast_all(value, self.probs, owner=type(self).__name__)
         # p == 1 puts all mass on 0; 0 * log(0) must read as 0 there.
         fail = tp.where((probs == 1) & (value == 0), tp.zeros_like(probs), value * tp.log1p(-probs))
         return fail + self.probs.log()
@@ -161,7 +161,7 @@ class Binomial(_BinaryProbs):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Binomial, _instance)
         batch_shape = tuple(batch_shape)
-        new.total_count = self.total_count.expand(*batch_shape)
+        new.total_count = self.total_count.expand(batch_shape)
         self._expand_probs(new, batch_shape)
         return self._finish_expand(new, Binomial, batch_shape)
 
@@ -184,7 +184,7 @@ class Binomial(_BinaryProbs):
     def sample(self, sample_shape=()):
         with tp.no_grad():
             shape = self._extended_shape(sample_shape)
-            return tp.binomial(self.total_count.expand(*shape), self.probs.expand(*shape))
+            return tp.binomial(self.total_count.expand(shape), self.probs.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:
@@ -210,4 +210,4 @@ class Binomial(_BinaryProbs):
             raise NotImplementedError("Binomial.enumerate_support needs one total_count for the whole batch")
         values = tp.arange(1 + n_max, dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
-        return values.expand(*((-1,) + self._batch_shape)) if expand else values
+        return values.expand(((-1,) + self._batch_shape)) if expand else values

@@ -31,10 +31,10 @@ class Categorical(Distribution):
         batch_shape = tuple(batch_shape)
         shape = batch_shape + (self._num_events,)
         if "probs" in self.__dict__:
-            new.probs = self.probs.expand(*shape)
+            new.probs = self.probs.expand(shape)
             new._param = new.probs
         if "logits" in self.__dict__:
-            new.logits = self.logits.expand(*shape)
+            new.logits = self.logits.expand(shape)
             new._param = new.logits
         new._num_events = self._num_events
         return self._finish_expand(new, Categorical, batch_shape)
@@ -90,7 +90,7 @@ class Categorical(Distribution):
     def enumerate_support(self, expand=True):
         values = tp.arange(self._num_events, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
-        return values.expand(*((-1,) + self._batch_shape)) if expand else values
+        return values.expand(((-1,) + self._batch_shape)) if expand else values
 
 
 class OneHotCategorical(Distribution):
@@ -145,4 +145,4 @@ class OneHotCategorical(Distribution):
         n = self._event_shape[0]
         values = tp.eye(n, dtype=self.probs.dtype, device=self.probs.device)
         values = values.reshape((n,) + (1,) * len(self._batch_shape) + (n,))
-        return values.expand(*((n,) + self._batch_shape + (n,))) if expand else values
+        return values.expand(((n,) + self._batch_shape + (n,))) if expand else values

@@ -23,13 +23,13 @@ class Dirichlet(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Dirichlet, _instance)
         batch_shape = tuple(batch_shape)
-        new.concentration = self.concentration.expand(*(batch_shape + self._event_shape))
+        new.concentration = self.concentration.expand((batch_shape + self._event_shape))
         return self._finish_expand(new, Dirichlet, batch_shape)
 
     def rsample(self, sample_shape=()):
         # Normalized reparameterized gammas: the gradient reaches the
         # concentration through each gamma's implicit gradient.
-        g = rsample_standard_gamma(self.concentration.expand(*self._extended_shape(sample_shape)))
+        g = rsample_standard_gamma(self.concentration.expand(self._extended_shape(sample_shape)))
         out = g / g.sum(-1, keepdim=True)
         return out.clamp(min=tp.finfo(out.dtype).tiny, max=1 - tp.finfo(out.dtype).eps)
 
@@ -75,7 +75,7 @@ class Beta(Distribution):
     has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
-        c1, c0 = broadcast_all(concentration1, concentration0)
+        c1, c0 = broadcast_all(concentration1, concentration0, owner=type(self).__name__)
         self._dirichlet = Dirichlet(tp.stack([c1, c0], -1), validate_args=validate_args)
         super().__init__(self._dirichlet.batch_shape, validate_args=validate_args)
 

@@ -16,14 +16,14 @@ class Gamma(Distribution):
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
+        self.concentration, self.rate = broadcast_all(concentration, rate, owner=type(self).__name__)
         super().__init__(tuple(self.rate.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Gamma, _instance)
         batch_shape = tuple(batch_shape)
-        new.concentration = self.concentration.expand(*batch_shape)
-        new.rate = self.rate.expand(*batch_shape)
+        new.concentration = self.concentration.expand(batch_shape)
+        new.rate = self.rate.expand(batch_shape)
         return self._finish_expand(new, Gamma, batch_shape)
 
     @property
@@ -40,13 +40,13 @@ class Gamma(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        draw = rsample_standard_gamma(self.concentration.expand(*shape))
-        return (draw / self.rate.expand(*shape)).clamp(min=tp.finfo(draw.dtype).tiny)
+        draw = rsample_standard_gamma(self.concentration.expand(shape))
+        return (draw / self.rate.expand(shape)).clamp(min=tp.finfo(draw.dtype).tiny)
 
     def sample(self, sample_shape=()):
         with tp.no_grad():
             shape = self._extended_shape(sample_shape)
-            return (standard_gamma(self.concentration.expand(*shape)) / self.rate.expand(*shape)).clamp(
+            return (standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)).clamp(
                 min=tp.finfo(self.rate.dtype).tiny)
 
     def log_prob(self, value):
@@ -88,7 +88,7 @@ class Chi2(Gamma):
     arg_constraints = {"df": constraints.positive}
 
     def __init__(self, df, validate_args=None):
-        df, = broadcast_all(df)
+        df, = broadcast_all(df, owner=type(self).__name__)
         super().__init__(0.5 * df, tp.full_like(df, 0.5), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -106,13 +106,13 @@ class Exponential(Distribution):
     has_rsample = True
 
     def __init__(self, rate, validate_args=None):
-        self.rate, = broadcast_all(rate)
+        self.rate, = broadcast_all(rate, owner=type(self).__name__)
         super().__init__(tuple(self.rate.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Exponential, _instance)
         batch_shape = tuple(batch_shape)
-        new.rate = self.rate.expand(*batch_shape)
+        new.rate = self.rate.expand(batch_shape)
         return self._finish_expand(new, Exponential, batch_shape)
 
     @property

@@ -120,8 +120,8 @@ def _kl_bernoulli_bernoulli(p, q):
 @register_kl(Categorical, Categorical)
 def _kl_categorical_categorical(p, q):
     t = p.probs * (p.logits - q.logits)
-    t = _inf_where((q.probs == 0).expand(*t.shape), t)
-    t = tp.where((p.probs == 0).expand(*t.shape), tp.zeros_like(t), t)
+    t = _inf_where((q.probs == 0).expand(t.shape), t)
+    t = tp.where((p.probs == 0).expand(t.shape), tp.zeros_like(t), t)
     return t.sum(-1)
 
 
@@ -145,7 +145,7 @@ def _kl_mvn_mvn(p, q):
     half_logdet = q._half_log_det() - p._half_log_det()
     batch = tuple(tp.broadcast_shapes(tuple(Lp.shape[:-2]), tuple(Lq.shape[:-2])))
     # tr(Sq^-1 Sp) = ||Lq^-1 Lp||_F^2
-    m = tp.linalg.solve_triangular(Lq.expand(*(batch + (n, n))), Lp.expand(*(batch + (n, n))), upper=False)
+    m = tp.linalg.solve_triangular(Lq.expand((batch + (n, n))), Lp.expand((batch + (n, n))), upper=False)
     trace = m.pow(2).sum(-1).sum(-1)
     from .multivariate_normal import _batch_mahalanobis
     maha = _batch_mahalanobis(Lq, q.loc - p.loc)

@@ -14,8 +14,8 @@ def _batch_mahalanobis(L, x):
     """x^T (L L^T)^{-1} x over the broadcast batch, by one triangular solve."""
     n = x.shape[-1]
     batch = tp.broadcast_shapes(tuple(L.shape[:-2]), tuple(x.shape[:-1]))
-    Lb = L.expand(*(tuple(batch) + (n, n)))
-    xb = x.expand(*(tuple(batch) + (n,)))
+    Lb = L.expand((tuple(batch) + (n, n)))
+    xb = x.expand((tuple(batch) + (n,)))
     z = tp.linalg.solve_triangular(Lb, xb.unsqueeze(-1), upper=False).squeeze(-1)
     return z.pow(2).sum(-1)
 
@@ -41,12 +41,12 @@ class MultivariateNormal(Distribution):
         batch_shape = tuple(tp.broadcast_shapes(tuple(mat.shape[:-2]), tuple(loc.shape[:-1])))
         n = loc.shape[-1]
         if scale_tril is not None:
-            self.scale_tril = scale_tril.expand(*(batch_shape + (n, n)))
+            self.scale_tril = scale_tril.expand((batch_shape + (n, n)))
         elif covariance_matrix is not None:
-            self.covariance_matrix = covariance_matrix.expand(*(batch_shape + (n, n)))
+            self.covariance_matrix = covariance_matrix.expand((batch_shape + (n, n)))
         else:
-            self.precision_matrix = precision_matrix.expand(*(batch_shape + (n, n)))
-        self.loc = loc.expand(*(batch_shape + (n,)))
+            self.precision_matrix = precision_matrix.expand((batch_shape + (n, n)))
+        self.loc = loc.expand((batch_shape + (n,)))
         super().__init__(batch_shape, (n,), validate_args=validate_args)
         if scale_tril is not None:
             self._unbroadcasted_scale_tril = scale_tril
@@ -59,11 +59,11 @@ class MultivariateNormal(Distribution):
         new = self._get_checked_instance(MultivariateNormal, _instance)
         batch_shape = tuple(batch_shape)
         n = self._event_shape[0]
-        new.loc = self.loc.expand(*(batch_shape + (n,)))
+        new.loc = self.loc.expand((batch_shape + (n,)))
         new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
         for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
             if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(*(batch_shape + (n, n))))
+                setattr(new, name, self.__dict__[name].expand((batch_shape + (n, n))))
         return self._finish_expand(new, MultivariateNormal, batch_shape)
 
     def _matrix_shape(self):
@@ -71,17 +71,17 @@ class MultivariateNormal(Distribution):
 
     @lazy_property
     def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(*self._matrix_shape())
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
 
     @lazy_property
     def covariance_matrix(self):
         L = self._unbroadcasted_scale_tril
-        return (L @ L.transpose(-1, -2)).expand(*self._matrix_shape())
+        return (L @ L.transpose(-1, -2)).expand(self._matrix_shape())
 
     @lazy_property
     def precision_matrix(self):
         L = self._unbroadcasted_scale_tril
-        return tp.linalg.inv(L @ L.transpose(-1, -2)).expand(*self._matrix_shape())
+        return tp.linalg.inv(L @ L.transpose(-1, -2)).expand(self._matrix_shape())
 
     @property
     def mean(self):
@@ -93,7 +93,7 @@ class MultivariateNormal(Distribution):
 
     @property
     def variance(self):
-        return self._unbroadcasted_scale_tril.pow(2).sum(-1).expand(*(self._batch_shape + self._event_shape))
+        return self._unbroadcasted_scale_tril.pow(2).sum(-1).expand((self._batch_shape + self._event_shape))
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -113,4 +113,4 @@ class MultivariateNormal(Distribution):
     def entropy(self):
         n = self._event_shape[0]
         h = 0.5 * n * (1.0 + math.log(2 * math.pi)) + self._half_log_det()
-        return h.expand(*self._batch_shape) if self._batch_shape else h
+        return h.expand(self._batch_shape) if self._batch_shape else h

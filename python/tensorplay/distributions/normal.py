@@ -16,15 +16,15 @@ class _LocScale(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
+        self.loc, self.scale = broadcast_all(loc, scale, owner=type(self).__name__)
         super().__init__(tuple(self.loc.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         cls = type(self)
         new = self._get_checked_instance(cls, _instance)
         batch_shape = tuple(batch_shape)
-        new.loc = self.loc.expand(*batch_shape)
-        new.scale = self.scale.expand(*batch_shape)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
         return self._finish_expand(new, _LocScale, batch_shape)
 
     @property

@@ -11,13 +11,13 @@ class Poisson(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, rate, validate_args=None):
-        self.rate, = broadcast_all(rate)
+        self.rate, = broadcast_all(rate, owner=type(self).__name__)
         super().__init__(tuple(self.rate.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Poisson, _instance)
         batch_shape = tuple(batch_shape)
-        new.rate = self.rate.expand(*batch_shape)
+        new.rate = self.rate.expand(batch_shape)
         return self._finish_expand(new, Poisson, batch_shape)
 
     @property
@@ -34,10 +34,10 @@ class Poisson(Distribution):
 
     def sample(self, sample_shape=()):
         with tp.no_grad():
-            return tp.poisson(self.rate.expand(*self._extended_shape(sample_shape)))
+            return tp.poisson(self.rate.expand(self._extended_shape(sample_shape)))
 
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        rate, value = broadcast_all(self.rate, value)
+        rate, value = broadcast_all(self.rate, value, owner=type(self).__name__)
         return tp.xlogy(value, rate) - rate - tp.lgamma(value + 1)

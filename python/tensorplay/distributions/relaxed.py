@@ -22,10 +22,10 @@ class LogitRelaxedBernoulli(Distribution):
             raise ValueError("LogitRelaxedBernoulli: either `probs` or `logits` must be specified, but not both")
         self.temperature = temperature
         if probs is not None:
-            self.probs, = broadcast_all(probs)
+            self.probs, = broadcast_all(probs, owner=type(self).__name__)
             self._param = self.probs
         else:
-            self.logits, = broadcast_all(logits)
+            self.logits, = broadcast_all(logits, owner=type(self).__name__)
             self._param = self.logits
         super().__init__(tuple(self._param.shape), validate_args=validate_args)
 
@@ -35,7 +35,7 @@ class LogitRelaxedBernoulli(Distribution):
         new.temperature = self.temperature
         for name in ("probs", "logits"):
             if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(*batch_shape))
+                setattr(new, name, self.__dict__[name].expand(batch_shape))
                 new._param = new.__dict__[name]
         return self._finish_expand(new, LogitRelaxedBernoulli, batch_shape)
 
@@ -49,14 +49,14 @@ class LogitRelaxedBernoulli(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        probs = clamp_probs(self.probs.expand(*shape))
+        probs = clamp_probs(self.probs.expand(shape))
         u = clamp_probs(tp.rand(shape, dtype=probs.dtype, device=probs.device))
         return (u.log() - (-u).log1p() + probs.log() - (-probs).log1p()) / self.temperature
 
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        logits, value = broadcast_all(self.logits, value)
+        logits, value = broadcast_all(self.logits, value, owner=type(self).__name__)
         diff = logits - value * self.temperature
         t = tp.as_tensor(self.temperature, dtype=diff.dtype)
         return t.log() + diff - 2 * tp.nn.functional.softplus(diff)
@@ -104,7 +104,7 @@ class ExpRelaxedCategorical(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        logits = self.logits.expand(*shape)
+        logits = self.logits.expand(shape)
         u = clamp_probs(tp.rand(shape, dtype=logits.dtype, device=logits.device))
         scores = (logits - (-u.log()).log()) / self.temperature
         return scores - scores.logsumexp(-1, keepdim=True)

@@ -15,13 +15,13 @@ class StudentT(Distribution):
     has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
-        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale, owner=type(self).__name__)
         super().__init__(tuple(self.df.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(StudentT, _instance)
         batch_shape = tuple(batch_shape)
-        new.df, new.loc, new.scale = (t.expand(*batch_shape) for t in (self.df, self.loc, self.scale))
+        new.df, new.loc, new.scale = (t.expand(batch_shape) for t in (self.df, self.loc, self.scale))
         return self._finish_expand(new, StudentT, batch_shape)
 
     @property
@@ -43,7 +43,7 @@ class StudentT(Distribution):
         # t = X / sqrt(V / df) with X ~ N(0, 1), V ~ Chi2(df) = 2 * Gamma(df / 2).
         shape = self._extended_shape(sample_shape)
         x = tp.randn(shape, dtype=self.df.dtype, device=self.df.device)
-        v = 2 * rsample_standard_gamma((0.5 * self.df).expand(*shape))
+        v = 2 * rsample_standard_gamma((0.5 * self.df).expand(shape))
         return self.loc + self.scale * x * tp.rsqrt(v / self.df)
 
     def log_prob(self, value):

@@ -286,7 +286,7 @@ class AffineTransform(Transform):
             result = scale.abs().log()
         shape = tuple(x.shape)
         if self._event_dim:
-            result = result.expand(*tuple(tp.broadcast_shapes(tuple(result.shape), shape)))
+            result = result.expand(tuple(tp.broadcast_shapes(tuple(result.shape), shape)))
             result = sum_rightmost(result, self._event_dim)
             shape = shape[:len(shape) - self._event_dim]
-        return result.expand(*tuple(tp.broadcast_shapes(tuple(result.shape), shape)))
+        return result.expand(tuple(tp.broadcast_shapes(tuple(result.shape), shape)))

@@ -14,7 +14,7 @@ class Uniform(Distribution):
     has_rsample = True
 
     def __init__(self, low, high, validate_args=None):
-        self.low, self.high = broadcast_all(low, high)
+        self.low, self.high = broadcast_all(low, high, owner=type(self).__name__)
         super().__init__(tuple(self.low.shape), validate_args=validate_args)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError(f"Uniform: low must be less than high (low shape {tuple(self.low.shape)}, "
@@ -23,7 +23,7 @@ class Uniform(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Uniform, _instance)
         batch_shape = tuple(batch_shape)
-        new.low, new.high = self.low.expand(*batch_shape), self.high.expand(*batch_shape)
+        new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
         return self._finish_expand(new, Uniform, batch_shape)
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)

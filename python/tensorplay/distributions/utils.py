@@ -4,19 +4,24 @@ import numbers
 import tensorplay as tp
 
 
-def broadcast_all(*values):
+def broadcast_all(*values, owner="distribution"):
     """Broadcast tensors and Python numbers to one shape; numbers take the
     dtype of the tensor arguments (or the default dtype) so a float64 loc
-    with a scalar scale stays float64."""
+    with a scalar scale stays float64.  `owner` names the distribution in
+    error messages."""
     tensors = [v for v in values if tp.is_tensor(v)]
     for v in values:
         if not tp.is_tensor(v) and not isinstance(v, numbers.Number):
-            raise TypeError(f"expected tensors or numbers, got {type(v).__name__}")
+            raise TypeError(f"{owner}: expected tensors or numbers, got {type(v).__name__}")
     dtype = tensors[0].dtype if tensors else tp.get_default_dtype()
     if not tp.is_floating_point(tp.empty(0, dtype=dtype)):
         dtype = tp.get_default_dtype()
     vals = [v if tp.is_tensor(v) else tp.tensor(float(v), dtype=dtype) for v in values]
-    return tuple(tp.broadcast_tensors(*vals))
+    try:
+        return tuple(tp.broadcast_tensors(*vals))
+    except RuntimeError as e:
+        shapes = ", ".join(str(tuple(v.shape)) for v in vals)
+        raise ValueError(f"{owner}: the arguments' shapes {shapes} do not broadcast to one shape") from e
 
 
 def _eps(t):
