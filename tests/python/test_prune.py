@@ -187,3 +187,20 @@ def test_pruning_method_prune_and_container():
     other._tensor_name = "v"
     with pytest.raises(ValueError, match="named 'w'"):
         c.add_pruning_method(other)
+
+
+def test_pruned_module_inside_compiled_function_matches_eager():
+    import warnings
+    mp, _ = _linear_pair()
+    prune.l1_unstructured(mp, "weight", amount=0.5)
+    x = tp.randn(3, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the pruning hook is pure: no capture warning
+        cf = tp.compile(lambda x: mp(x) * 2.0)
+        np.testing.assert_allclose(cf(x).detach().numpy(), (mp(x) * 2.0).detach().numpy(), rtol=1e-6)
+    # weight_orig and weight_mask are read at every call
+    with tp.no_grad():
+        mp.weight_orig.mul_(3.0)
+    np.testing.assert_allclose(cf(x).detach().numpy(), (mp(x) * 2.0).detach().numpy(), rtol=1e-6)
+    prune.l1_unstructured(mp, "weight", amount=3)
+    np.testing.assert_allclose(cf(x).detach().numpy(), (mp(x) * 2.0).detach().numpy(), rtol=1e-6)

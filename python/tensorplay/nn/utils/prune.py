@@ -26,9 +26,19 @@ class BasePruningMethod(ABC):
     """A pruning method computes a mask for one tensor; subclasses set
     PRUNING_TYPE ("unstructured", "structured" or "global") and compute_mask."""
     _tensor_name = None
+    _capture_safe = True  # tp.compile need not warn about this hook (see __call__)
 
     def __call__(self, module, inputs):
-        setattr(module, self._tensor_name, self.apply_mask(module))
+        value = self.apply_mask(module)
+        if tp._C._is_tracing():
+            # Inside tp.compile, Module.__setattr__ refuses to rebind a tensor
+            # attribute (the rebinding would happen only once, at capture). Here
+            # the value is mask * orig, recomputed in the captured graph from the
+            # parameter and buffer, which are read at every call; so the binding
+            # is safe and we bypass the check.
+            module.__dict__[self._tensor_name] = value
+        else:
+            setattr(module, self._tensor_name, value)
 
     @abstractmethod
     def compute_mask(self, t, default_mask):
