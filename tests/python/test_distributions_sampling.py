@@ -1,6 +1,5 @@
 """Sampling from tp.distributions with TensorPlay's RNG: shapes, seeding,
 sample moments, and reparameterized gradients (rsample)."""
-import math
 
 import numpy as np
 import pytest

@@ -1,5 +1,4 @@
 """Gamma, Exponential and Chi2 (a Gamma with rate 1/2)."""
-import math
 
 import tensorplay as tp
 

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 
 import tensorplay as tp
 
-from ..parameter import Parameter
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
            "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured",
