@@ -34,6 +34,14 @@ MOMENT_CASES = {
     "OneHotCategorical": lambda: D.OneHotCategorical(probs=_t([[0.2, 0.3, 0.5]])),
     "StudentT": lambda: D.StudentT(_t([5.0, 10.0]), _t([1.0, 0.0]), _t([1.0, 2.0])),
     "LogNormal": lambda: D.LogNormal(_t([0.0, 0.5]), _t([0.25, 0.5])),
+    "HalfNormal": lambda: D.HalfNormal(_t([0.5, 2.0])),
+    "Gumbel": lambda: D.Gumbel(_t([0.0, 1.0]), _t([1.0, 0.5])),
+    "Weibull": lambda: D.Weibull(_t([1.0, 2.0]), _t([1.5, 3.0])),
+    "Pareto": lambda: D.Pareto(_t([1.0, 2.0]), _t([5.0, 6.0])),
+    "Multinomial": lambda: D.Multinomial(7, probs=_t([[0.2, 0.3, 0.5]])),
+    "NegativeBinomial": lambda: D.NegativeBinomial(_t([3.0, 10.0]), probs=_t([0.4, 0.7])),
+    "MixtureSameFamily": lambda: D.MixtureSameFamily(D.Categorical(probs=_t([0.3, 0.7])),
+                                                     D.Normal(_t([-2.0, 1.0]), _t([0.5, 1.0]))),
     "MultivariateNormal": lambda: D.MultivariateNormal(
         _t([1.0, -1.0]), covariance_matrix=_t([[2.0, 0.5], [0.5, 1.0]])),
 }

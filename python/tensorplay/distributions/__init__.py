@@ -17,4 +17,6 @@ from .transforms import (Transform, ComposeTransform, ExpTransform, AffineTransf
 from .transformed_distribution import TransformedDistribution, LogNormal  # noqa: F401
 from .relaxed import (LogitRelaxedBernoulli, RelaxedBernoulli,  # noqa: F401
                       ExpRelaxedCategorical, RelaxedOneHotCategorical)
+from .heavy_tails import HalfNormal, HalfCauchy, Gumbel, Weibull, Pareto  # noqa: F401
+from .multinomial import Multinomial, NegativeBinomial, MixtureSameFamily  # noqa: F401
 from .kl import kl_divergence, register_kl  # noqa: F401
