@@ -59,7 +59,7 @@ _creation_api.install()  # asarray, frombuffer, set_default_device, get_default_
 from . import _random_counts  # noqa: E402
 _random_counts.install()  # poisson, binomial
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
-from . import nn, optim  # noqa: F401,E402
+from . import nn, optim, distributions  # noqa: F401,E402
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)

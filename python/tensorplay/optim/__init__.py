@@ -8,3 +8,4 @@ from .adagrad import Adagrad  # noqa: F401
 from ._more_adaptive import Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop  # noqa: F401
 from .lbfgs import LBFGS  # noqa: F401
 from . import lr_scheduler  # noqa: F401
+from . import swa_utils  # noqa: F401,E402
