@@ -9,3 +9,4 @@ from ._more_adaptive import Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop  # noqa:
 from .lbfgs import LBFGS  # noqa: F401
 from .adafactor import Adafactor  # noqa: F401
 from . import lr_scheduler  # noqa: F401
+from . import swa_utils  # noqa: F401,E402

@@ -108,6 +108,9 @@ def _warn_hooks_in_capture(module, backward=False):
             "register_full_backward_pre_hook) runs inside a compiled function, whose backward cannot call them. "
             "Compile the module itself (tp.compile(module) or module.compile(), which run hooked modules "
             "eagerly), call it outside the compiled function, or remove the hooks.")
+    hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values())
+    if all(getattr(h, "_capture_safe", False) for h in hooks):
+        return  # e.g. pruning's pre-hook: pure tensor work, no Python side effects
     ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
     key = (id(module), ids)
     if key in _WARNED_HOOKS:
