@@ -67,7 +67,7 @@ _torch_spellings.install()  # torch.<functional op> top-level names, vdot, rsub,
 from . import _storage  # noqa: E402
 _storage.install()  # Tensor.untyped_storage(), storage(), is_set_to
 from . import special  # noqa: F401,E402  (tp.special: lgamma, digamma, polygamma, i0, ... and torch.special aliases)
-from . import nn, optim, distributions  # noqa: F401,E402
+from . import nn, optim  # noqa: F401,E402  (tp.distributions loads on first use: __getattr__ below)
 from . import func  # noqa: F401,E402  (tp.func: jvp/vjp/grad/jacrev/jacfwd/vmap; also loads tp.autograd.forward_ad)
 from .func import vmap  # noqa: F401,E402  (torch.vmap spelling)
 from . import utils  # noqa: F401,E402  (tp.utils.checkpoint, tp.utils.data)
