@@ -22,4 +22,5 @@ from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Tr
 from .modules.unpool import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d  # noqa: F401,E402
 from .modules.lazy import LazyLinear  # noqa: F401,E402
 from .modules.extra_layers import ConvTranspose3d  # noqa: F401,E402
+from .modules.pooling import FractionalMaxPool2d, FractionalMaxPool3d  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401
