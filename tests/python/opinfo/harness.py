@@ -591,12 +591,33 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
             exact = _rounded_exact_reference(op, s, dtype_name, rounded=False)
             if exact is not None and _no_less_accurate(expected, actual, exact, dtype_name):
                 diff = None  # both carry rounding error; TensorPlay's is no larger than PyTorch's
+        if diff and diff[0].startswith("wrong value") and dtype_name == "float64" and op.name in _SCIPY_ORACLE:
+            exact = _scipy_reference(op.name, s)
+            if exact is not None and _no_less_accurate(expected, actual, exact, dtype_name):
+                diff = None  # PyTorch's float64 kernel is the inaccurate one (see _SCIPY_ORACLE)
     except Exception as e:
         diff = ("wrong structure", f"comparison raised {type(e).__name__}: {_first_line(e)}")
     if diff:
         result.samples.append(SampleResult(idx, kind, False, diff[0], diff[1]))
     else:
         result.samples.append(SampleResult(idx, kind, True))
+
+
+# PyTorch's float64 Bessel J/Y kernels are off by up to ~1e-6 absolute (around x = 5, measured against
+# mpmath), SciPy's (cephes) by 2e-15: for these a float64 value mismatch is re-judged against SciPy's
+# value, and passes when TensorPlay is no further from it than PyTorch is.
+_SCIPY_ORACLE = {"special.bessel_j0": "j0", "special.bessel_j1": "j1", "special.bessel_y0": "y0",
+                 "special.bessel_y1": "y1"}
+
+
+def _scipy_reference(name, s):
+    try:
+        import scipy.special
+    except ImportError:
+        return None
+    if s.args or s.kwargs or not isinstance(s.input, torch.Tensor):
+        return None
+    return torch.from_numpy(getattr(scipy.special, _SCIPY_ORACLE[name])(s.input.detach().double().numpy()))
 
 
 _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
