@@ -131,3 +131,17 @@ def test_empty_batch():
     a, ia = F.fractional_max_pool2d(tp.zeros(0, 2, 8, 8), 2, 4, return_indices=True,
                                     _random_samples=tp.zeros(0, 2, 2))
     assert tuple(a.shape) == (0, 2, 4, 4) and tuple(ia.shape) == (0, 2, 4, 4)
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs CUDA")
+def test_cuda_equals_cpu():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 11, 9)).astype("float32")
+    s = rng.random((2, 3, 2)).astype("float32")
+    xa = tp.tensor(x, device="cuda", requires_grad=True)
+    a, ia = F.fractional_max_pool2d(xa, 2, (5, 4), return_indices=True, _random_samples=tp.tensor(s, device="cuda"))
+    b, ib = F.fractional_max_pool2d(tp.tensor(x), 2, (5, 4), return_indices=True, _random_samples=tp.tensor(s))
+    np.testing.assert_array_equal(_np(a), _np(b))
+    np.testing.assert_array_equal(_np(ia), _np(ib))
+    a.sum().backward()
+    assert xa.grad.device.type == "cuda"

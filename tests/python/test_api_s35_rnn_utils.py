@@ -267,3 +267,20 @@ def test_proj_size_errors():
     m = tp.nn.LSTM(3, 4, proj_size=2)
     with pytest.raises(ValueError, match="Expected hidden size"):
         m(tp.zeros(2, 1, 3), (tp.zeros(1, 1, 4), tp.zeros(1, 1, 4)))
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs CUDA")
+def test_packed_lstm_on_cuda_equals_cpu():
+    torch.manual_seed(0)
+    m = tp.nn.LSTM(3, 4, num_layers=2, bidirectional=True, proj_size=2, dtype=tp.float64)
+    a, _ = _pair([2, 5, 3])
+    k = R.pack_sequence(a, enforce_sorted=False)
+    out, (h, c) = m(k)
+    m.to("cuda")
+    kg = R.pack_sequence([s.detach().to("cuda") for s in a], enforce_sorted=False)
+    og, (hg, cg) = m(kg)
+    assert og.data.device.type == "cuda"
+    for u, v in ((og.data, out.data), (hg, h), (cg, c)):
+        np.testing.assert_allclose(_np(u), _np(v), rtol=1e-10, atol=1e-12)
+    pg, lg = R.pad_packed_sequence(og, batch_first=True)
+    assert lg.tolist() == [2, 5, 3] and pg.device.type == "cuda"

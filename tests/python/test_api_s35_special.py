@@ -225,3 +225,28 @@ def test_bad_input_errors_name_the_op():
         tp.special.gammainc(tp.ones(3), tp.ones(4))
     with pytest.raises(TypeError, match="special.hermite_polynomial_h: n must be a Tensor or a real number"):
         tp.special.hermite_polynomial_h(tp.ones(3), "2")
+
+
+@pytest.mark.skipif(not tp.cuda.is_available(), reason="needs CUDA")
+def test_cuda_gives_the_cpu_results():
+    x = np.concatenate([np.linspace(-20, 20, 81), [0.0, math.inf, math.nan]])
+    p = np.linspace(0, 1, 41)
+    for name in sorted(UNARY) + ["ndtri"]:
+        v = p if name == "ndtri" else x
+        for dt in (tp.float32, tp.float64):
+            cpu = getattr(tp.special, name)(tp.tensor(v, dtype=dt))
+            gpu = getattr(tp.special, name)(tp.tensor(v, dtype=dt, device="cuda"))
+            assert gpu.device.type == "cuda"
+            np.testing.assert_array_equal(_np(gpu), _np(cpu), err_msg=name)
+    n = tp.tensor(np.arange(84) % 12, dtype=tp.float64)
+    for name in POLYS + ["zeta", "gammainc", "gammaincc"]:
+        a = tp.tensor(np.abs(x) + 1 if name in ("zeta", "gammainc", "gammaincc") else x / 20)
+        cpu = getattr(tp.special, name)(a, n)
+        gpu = getattr(tp.special, name)(a.to("cuda"), n.to("cuda"))
+        np.testing.assert_array_equal(_np(gpu), _np(cpu), err_msg=name)
+    xg = tp.tensor([0.5, -2.0, 3.0], dtype=tp.float64, device="cuda", requires_grad=True)
+    (g,) = tp.autograd.grad(tp.special.erfcx(xg).sum(), [xg])
+    assert g.device.type == "cuda"
+    np.testing.assert_allclose(_np(g), [2 * 0.5 * 0.6156903441929259 - 2 / math.sqrt(math.pi),
+                                        2 * -2.0 * 108.940904389977 - 2 / math.sqrt(math.pi),
+                                        2 * 3.0 * 0.1790011749595486 - 2 / math.sqrt(math.pi)], rtol=1e-12)
