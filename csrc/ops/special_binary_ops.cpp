@@ -386,8 +386,8 @@ void register_special_binary_ops() {
        &binary_cpu<f_legendre_p>, nullptr},
   };
   for (const Def& d : defs)
-    register_op(
-        {.name = d.name, .schema = d.schema, .num_inputs = 2, .infer = &binary_infer, .cpu = d.cpu, .backward = d.backward});
+    register_op({.name = d.name, .schema = d.schema, .num_inputs = 2, .infer = &binary_infer, .cpu = d.cpu,
+                 .backward = d.backward});
 }
 
 }  // namespace tp

@@ -10,7 +10,7 @@ __all__ = [
     "erf", "erfc", "erfinv", "exp2", "expm1", "log1p", "logsumexp", "softmax", "log_softmax", "round", "sinc",
     "entr", "ndtr", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
     "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
-    "spherical_bessel_j0", "i0e", "i1e", "erfcx", "log_ndtr", "ndtri", "zeta", "gammainc", "gammaincc",
+    "spherical_bessel_j0", "airy_ai", "i0e", "i1e", "erfcx", "log_ndtr", "ndtri", "zeta", "gammainc", "gammaincc",
     "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
     "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
     "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
@@ -169,6 +169,7 @@ modified_bessel_k1 = _unary("special_modified_bessel_k1", "Modified Bessel funct
 scaled_modified_bessel_k0 = _unary("special_scaled_modified_bessel_k0", "exp(x) * K0(x), without overflow.")
 scaled_modified_bessel_k1 = _unary("special_scaled_modified_bessel_k1", "exp(x) * K1(x), without overflow.")
 spherical_bessel_j0 = _unary("special_spherical_bessel_j0", "sin(x) / x, 1 at 0.")
+airy_ai = _unary("special_airy_ai", "The Airy function Ai(x).")
 i0e = _unary("special_i0e", "exp(-|x|) * I0(x).")
 i1e = _unary("special_i1e", "exp(-|x|) * I1(x).")
 erfcx = _unary("special_erfcx", "exp(x^2) * erfc(x), without overflow for large x.")

@@ -82,6 +82,24 @@ def test_bessel_j_y_accuracy_against_mpmath():
         assert err.max() < 1e-13, (name, err.max(), x[err.argmax()])
 
 
+def test_airy_ai_against_mpmath_and_torch():
+    mpmath = pytest.importorskip("mpmath")
+    x = np.concatenate([np.linspace(-60, 30, 451), [-12.0001, -11.9999, 0.9999, 1.0001, 0.0, 100.0]])
+    got = _np(tp.special.airy_ai(tp.tensor(x)))
+    want = np.array([float(mpmath.airyai(mpmath.mpf(float(v)))) for v in x])
+    envelope = np.where(x < 0, np.abs(x) ** -0.25 / math.sqrt(math.pi), np.abs(want))  # oscillation amplitude
+    # 1e-12: for x < 0 the phase zeta = 2/3 |x|^1.5 (310 at x = -60) carries its own rounding, ulp(zeta)
+    assert (np.abs(got - want) / np.maximum(envelope, 1e-300)).max() < 1e-12
+    # PyTorch's float64 Ai is off by up to 6e-6 near x = -2
+    _compare(got, torch.special.airy_ai(torch.tensor(x)).numpy(), 1e-5, 1e-5, x)
+    f32 = np.linspace(-20, 20, 401).astype("float32")
+    _compare(_np(tp.special.airy_ai(tp.tensor(f32))), torch.special.airy_ai(torch.tensor(f32)).numpy(), 2e-5, 2e-6,
+             f32)
+    # +-inf: the limit 0 (PyTorch gives NaN)
+    np.testing.assert_array_equal(_np(tp.special.airy_ai(tp.tensor([math.inf, -math.inf, math.nan]))),
+                                  [0, 0, math.nan])
+
+
 def test_unary_edge_values():
     s = tp.special
     inf, nan = math.inf, math.nan
@@ -231,7 +249,7 @@ def test_bad_input_errors_name_the_op():
 def test_cuda_gives_the_cpu_results():
     x = np.concatenate([np.linspace(-20, 20, 81), [0.0, math.inf, math.nan]])
     p = np.linspace(0, 1, 41)
-    for name in sorted(UNARY) + ["ndtri"]:
+    for name in sorted(UNARY) + ["ndtri", "airy_ai"]:
         v = p if name == "ndtri" else x
         for dt in (tp.float32, tp.float64):
             cpu = getattr(tp.special, name)(tp.tensor(v, dtype=dt))

@@ -603,11 +603,11 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
         result.samples.append(SampleResult(idx, kind, True))
 
 
-# PyTorch's float64 Bessel J/Y kernels are off by up to ~1e-6 absolute (around x = 5, measured against
-# mpmath), SciPy's (cephes) by 2e-15: for these a float64 value mismatch is re-judged against SciPy's
-# value, and passes when TensorPlay is no further from it than PyTorch is.
+# PyTorch's float64 Bessel J/Y and Airy Ai kernels are off by up to ~1e-6 (around x = 5 and x = -2,
+# measured against mpmath), SciPy's (cephes) by 2e-15: for these a float64 value mismatch is re-judged
+# against SciPy's value, and passes when TensorPlay is no further from it than PyTorch is.
 _SCIPY_ORACLE = {"special.bessel_j0": "j0", "special.bessel_j1": "j1", "special.bessel_y0": "y0",
-                 "special.bessel_y1": "y1"}
+                 "special.bessel_y1": "y1", "special.airy_ai": "airy"}
 
 
 def _scipy_reference(name, s):
@@ -617,7 +617,8 @@ def _scipy_reference(name, s):
         return None
     if s.args or s.kwargs or not isinstance(s.input, torch.Tensor):
         return None
-    return torch.from_numpy(getattr(scipy.special, _SCIPY_ORACLE[name])(s.input.detach().double().numpy()))
+    value = getattr(scipy.special, _SCIPY_ORACLE[name])(s.input.detach().double().numpy())
+    return torch.from_numpy(value[0] if isinstance(value, tuple) else value)  # airy gives (Ai, Ai', Bi, Bi')
 
 
 _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
