@@ -284,3 +284,19 @@ def test_packed_lstm_on_cuda_equals_cpu():
         np.testing.assert_allclose(_np(u), _np(v), rtol=1e-10, atol=1e-12)
     pg, lg = R.pad_packed_sequence(og, batch_first=True)
     assert lg.tolist() == [2, 5, 3] and pg.device.type == "cuda"
+
+
+def test_packed_gru_compiled_with_tensor_lengths_follows_new_lengths():
+    torch.manual_seed(0)
+    m = tp.nn.GRU(3, 4, num_layers=2)
+    x = tp.tensor(np.random.default_rng(3).standard_normal((5, 3, 3)).astype("float32"))
+
+    def f(x, lengths):
+        out, h = m(R.pack_padded_sequence(x, lengths, enforce_sorted=False))
+        return R.pad_packed_sequence(out)[0], h
+
+    cf = tp.compile(f)
+    for lengths in ([5, 2, 4], [3, 5, 1]):  # the lengths are data gates: new lengths, a new specialization
+        L = tp.tensor(lengths)
+        for u, v in zip(cf(x, L), f(x, L)):
+            np.testing.assert_allclose(_np(u), _np(v), rtol=1e-5, atol=1e-6)
