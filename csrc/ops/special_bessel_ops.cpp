@@ -16,6 +16,7 @@
 // calls these eager kernels (CPU only).
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "core/parallel.h"
 #include "ops/derivative_util.h"
@@ -23,6 +24,7 @@
 #include "ops/families.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
+#include "ops/special_derivatives.h"
 
 namespace tp {
 namespace {
@@ -398,46 +400,47 @@ Tensor sign_of(const Tensor& x) {
 }
 bool skip(const BackwardArgs& a) { return !a.needs_grad[0] || !a.grad_outputs[0].defined(); }
 
-// i0e' = i1e - sign(x) i0e
+Tensor unary_backward(const BackwardArgs& a, const char* op) {
+  return ops::mul(a.grad_outputs[0], special_unary_derivative(op, a.inputs[0], a.outputs[0]));
+}
 std::vector<Tensor> i0e_backward(const BackwardArgs& a) {
-  if (skip(a)) return {Tensor()};
-  const Tensor& x = a.inputs[0];
-  Tensor d = ops::sub(op1("special_i1e", x), ops::mul(sign_of(x), a.outputs[0]));
-  return {ops::mul(a.grad_outputs[0], d)};
+  return {skip(a) ? Tensor() : unary_backward(a, "special_i0e")};
 }
-// i1e' = i0e - i1e (sign(x) + 1/x), 1/2 at 0
 std::vector<Tensor> i1e_backward(const BackwardArgs& a) {
-  if (skip(a)) return {Tensor()};
-  const Tensor& x = a.inputs[0];
-  Tensor zero = ops::eq(x, ops::zeros_like(x));
-  Tensor safe = ops::where(zero, ops::ones_like(x), x);
-  Tensor d = ops::sub(op1("special_i0e", x),
-                      ops::mul(a.outputs[0], ops::add(sign_of(x), ops::div(ops::ones_like(x), safe))));
-  return {ops::mul(a.grad_outputs[0], ops::where(zero, scalar_like(x, 0.5), d))};
+  return {skip(a) ? Tensor() : unary_backward(a, "special_i1e")};
 }
-// erfcx' = 2 x erfcx - 2/sqrt(pi)
 std::vector<Tensor> erfcx_backward(const BackwardArgs& a) {
-  if (skip(a)) return {Tensor()};
-  const Tensor& x = a.inputs[0];
-  Tensor d = ops::sub(ops::mul(ops::mul(scalar_like(x, 2.0), x), a.outputs[0]), scalar_like(x, 2 / std::sqrt(kPi)));
-  return {ops::mul(a.grad_outputs[0], d)};
+  return {skip(a) ? Tensor() : unary_backward(a, "special_erfcx")};
 }
-// log_ndtr' = phi(x) / Phi(x) = sqrt(2/pi) / erfcx(-x/sqrt 2): no 0/0 in either tail
 std::vector<Tensor> log_ndtr_backward(const BackwardArgs& a) {
-  if (skip(a)) return {Tensor()};
-  const Tensor& x = a.inputs[0];
-  Tensor e = op1("special_erfcx", ops::mul(x, scalar_like(x, -0.70710678118654752440)));
-  return {ops::mul(a.grad_outputs[0], ops::div(scalar_like(x, std::sqrt(2 / kPi)), e))};
+  return {skip(a) ? Tensor() : unary_backward(a, "special_log_ndtr")};
 }
-// ndtri' = sqrt(2 pi) exp(ndtri(p)^2 / 2)
 std::vector<Tensor> ndtri_backward(const BackwardArgs& a) {
-  if (skip(a)) return {Tensor()};
-  const Tensor& y = a.outputs[0];
-  Tensor d = ops::mul(scalar_like(y, std::sqrt(2 * kPi)), ops::exp(ops::mul(ops::mul(y, y), scalar_like(y, 0.5))));
-  return {ops::mul(a.grad_outputs[0], d)};
+  return {skip(a) ? Tensor() : unary_backward(a, "special_ndtri")};
 }
 
 }  // namespace
+
+Tensor special_unary_derivative(const char* op, const Tensor& x, const Tensor& y) {
+  const std::string_view name(op);
+  if (name == "special_i0e")  // i0e' = i1e - sign(x) i0e
+    return ops::sub(op1("special_i1e", x), ops::mul(sign_of(x), y));
+  if (name == "special_i1e") {  // i1e' = i0e - i1e (sign(x) + 1/x), 1/2 at 0
+    Tensor zero = ops::eq(x, ops::zeros_like(x));
+    Tensor safe = ops::where(zero, ops::ones_like(x), x);
+    Tensor d = ops::sub(op1("special_i0e", x), ops::mul(y, ops::add(sign_of(x), ops::div(ops::ones_like(x), safe))));
+    return ops::where(zero, scalar_like(x, 0.5), d);
+  }
+  if (name == "special_erfcx")  // erfcx' = 2 x erfcx - 2/sqrt(pi)
+    return ops::sub(ops::mul(ops::mul(scalar_like(x, 2.0), x), y), scalar_like(x, 2 / std::sqrt(kPi)));
+  if (name == "special_log_ndtr") {  // phi(x) / Phi(x) = sqrt(2/pi) / erfcx(-x/sqrt 2): no 0/0 in either tail
+    Tensor e = op1("special_erfcx", ops::mul(x, scalar_like(x, -0.70710678118654752440)));
+    return ops::div(scalar_like(x, std::sqrt(2 / kPi)), e);
+  }
+  TP_CHECK(name == "special_ndtri", ValueError, "special_unary_derivative: no derivative for ", op);
+  // ndtri' = sqrt(2 pi) exp(ndtri(p)^2 / 2)
+  return ops::mul(scalar_like(y, std::sqrt(2 * kPi)), ops::exp(ops::mul(ops::mul(y, y), scalar_like(y, 0.5))));
+}
 
 void register_special_bessel_ops() {
   struct Def {

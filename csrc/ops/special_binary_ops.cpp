@@ -22,6 +22,7 @@
 #include "ops/kernel_util.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
+#include "ops/special_derivatives.h"
 #include "ops/type_promotion.h"
 
 namespace tp {
@@ -329,16 +330,9 @@ std::vector<Tensor> incomplete_gamma_backward(const BackwardArgs& args, bool upp
   TP_CHECK(!args.needs_grad[0], NotImplementedError, name,
            ": the derivative with respect to the first argument (a) is not implemented");
   if (!args.needs_grad[1] || !args.grad_outputs[0].defined()) return {Tensor(), Tensor()};
-  const Tensor& a = args.inputs[0];
   const Tensor& x = args.inputs[1];
-  const DType dt = args.outputs[0].dtype();
-  Tensor af = ops::to_dtype(a, dt), xf = ops::to_dtype(x, dt);
-  Tensor one = ops::ones_like(xf);
-  Tensor logd = ops::sub(ops::sub(ops::mul(ops::sub(af, one), ops::log(xf)), xf), call_op1(get_op("lgamma"), {af}));
-  Tensor d = ops::exp(logd);
-  if (upper) d = ops::neg(d);
-  Tensor g = ops::mul(args.grad_outputs[0], d);
-  return {Tensor(), ops::reduce_grad(g, x)};
+  Tensor d = incomplete_gamma_x_derivative(args.inputs[0], x, upper, args.outputs[0].dtype());
+  return {Tensor(), ops::reduce_grad(ops::mul(args.grad_outputs[0], d), x)};
 }
 std::vector<Tensor> gammainc_backward(const BackwardArgs& a) { return incomplete_gamma_backward(a, false, "gammainc"); }
 std::vector<Tensor> gammaincc_backward(const BackwardArgs& a) {
@@ -346,6 +340,14 @@ std::vector<Tensor> gammaincc_backward(const BackwardArgs& a) {
 }
 
 }  // namespace
+
+Tensor incomplete_gamma_x_derivative(const Tensor& a, const Tensor& x, bool upper, DType dtype) {
+  Tensor af = ops::to_dtype(a, dtype), xf = ops::to_dtype(x, dtype);
+  Tensor log_d = ops::sub(ops::sub(ops::mul(ops::sub(af, ops::ones_like(af)), ops::log(xf)), xf),
+                          call_op1(get_op("lgamma"), {af}));
+  Tensor d = ops::exp(log_d);
+  return upper ? ops::neg(d) : d;
+}
 
 void register_special_binary_ops() {
   struct Def {
