@@ -13,6 +13,7 @@ void register_view_jvp_rules();       // jvp_rules_view.cpp: views, shape copies
 void register_matmul_jvp_rules();     // jvp_rules_matmul.cpp: mm, bmm, matmul, addmm, linear
 void register_nn_jvp_rules();         // jvp_rules_nn.cpp: norms, dropout, conv, embedding, losses
 void register_linalg_jvp_rules();     // jvp_rules_linalg.cpp: linalg factorizations, special functions
+void register_special_jvp_rules();    // jvp_rules_special.cpp: i0e, i1e, erfcx, log_ndtr, ndtri, gammainc(c)
 inline void register_all_jvp_rules() {
   register_pointwise_jvp_rules();
   register_reduction_jvp_rules();
@@ -20,6 +21,7 @@ inline void register_all_jvp_rules() {
   register_matmul_jvp_rules();
   register_nn_jvp_rules();
   register_linalg_jvp_rules();
+  register_special_jvp_rules();
 }
 
 // The tangent of input i, zeros shaped like the input when it has none.

@@ -25,7 +25,8 @@
 //   cum_kernels.cpp     _cumprod_backward and cummax / cummin (one thread per
 //                       slice, the CPU's order and rules);
 //   host_kernels.cpp    bincount, histc, histogram, mode, multinomial,
-//                       bernoulli(p) and the linalg primitives: the CPU kernel
+//                       bernoulli(p), the linalg primitives and the Bessel /
+//                       erfcx / zeta / gammainc / polynomial tp.special ops: the CPU kernel
 //                       on host copies of the inputs, results uploaded
 //                       (data-dependent sizes; the random ones draw the CPU's
 //                       numbers for one seed); _value_check reads only its flag.

@@ -1,7 +1,10 @@
 // CUDA paths that run the CPU kernel on host copies (see gap_kernels.h):
 // bincount, histc, histogram, mode, cummax / cummin, multinomial and bernoulli(p),
 // the tp.linalg primitives (qr, cholesky, eigh, svd, solve, slogdet, lstsq, the LU
-// factorization and its pivots' permutation), and _value_check's flag.
+// factorization and its pivots' permutation), _value_check's flag, and the
+// tp.special functions of ops/special_bessel_ops.cpp and special_binary_ops.cpp
+// (until they get NVRTC kernels like special_kernels.cpp's; their results are
+// the CPU's bit for bit).
 //
 // Why on the host: the counting operators read their data to size the result
 // (bincount) or need a data-dependent range first (histc, histogram), so PyTorch
@@ -29,7 +32,24 @@ bool host_kernel(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs
                                               "mode", "cummax", "cummin", "multinomial", "bernoulli",
                                               "linalg_qr", "linalg_cholesky", "linalg_eigh", "linalg_svd",
                                               "linalg_solve", "linalg_slogdet", "linalg_lstsq",
-                                              "linalg_lu_factor_ex", "linalg_lu_pivots_to_permutation"};
+                                              "linalg_lu_factor_ex", "linalg_lu_pivots_to_permutation",
+                                              // tp.special functions with no CUDA kernel yet (their CPU
+                                              // algorithms in ops/special_bessel_ops.cpp, special_binary_ops.cpp)
+                                              "special_bessel_j0", "special_bessel_j1", "special_bessel_y0",
+                                              "special_bessel_y1", "special_modified_bessel_k0",
+                                              "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+                                              "special_scaled_modified_bessel_k1", "special_spherical_bessel_j0",
+                                              "special_airy_ai", "special_i0e", "special_i1e", "special_erfcx",
+                                              "special_log_ndtr", "special_ndtri", "special_zeta", "special_gammainc",
+                                              "special_gammaincc", "special_chebyshev_polynomial_t",
+                                              "special_chebyshev_polynomial_u", "special_chebyshev_polynomial_v",
+                                              "special_chebyshev_polynomial_w",
+                                              "special_shifted_chebyshev_polynomial_t",
+                                              "special_shifted_chebyshev_polynomial_u",
+                                              "special_shifted_chebyshev_polynomial_v",
+                                              "special_shifted_chebyshev_polynomial_w",
+                                              "special_hermite_polynomial_h", "special_hermite_polynomial_he",
+                                              "special_laguerre_polynomial_l", "special_legendre_polynomial_p"};
   if (op.name == std::string_view("_value_check") && inputs[0].device().kind == Device::Kind::CUDA) {
     // A data check (ops/value_check_ops.cpp): only the 0-d flag comes back (one
     // synchronization, as the CPU reads it); self is cloned on the device. It is

@@ -30,6 +30,8 @@ void register_builtin_ops() {
   register_linalg_decomp_ops();
   register_linalg_lu_ops();
   register_special_ops();
+  register_special_bessel_ops();
+  register_special_binary_ops();
   register_device_move_ops();
   register_value_check_ops();
   register_saved_values();

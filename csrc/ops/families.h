@@ -26,6 +26,8 @@ void register_view_scatter_ops(); // ops/view_scatter_ops.cpp (select/slice/as_s
 void register_masked_scatter_ops();  // ops/masked_scatter_ops.cpp
 void register_random_functional_ops();  // ops/random_functional_ops.cpp (philox_random: random draws of compiled regions)
 void register_linalg_decomp_ops();  // ops/linalg_decomp_ops.cpp (tp.linalg factorizations through LAPACK)
+void register_special_binary_ops();  // ops/special_binary_ops.cpp (zeta, gammainc(c), orthogonal polynomials)
+void register_special_bessel_ops();  // ops/special_bessel_ops.cpp (Bessel J/Y/K, i0e/i1e, erfcx, log_ndtr, ndtri)
 void register_special_ops();  // ops/special_ops.cpp (lgamma, digamma, polygamma, i0, special_i1)
 void register_device_move_ops();  // ops/device_move_ops.cpp (_to_device: a captured Tensor.to(device))
 void register_value_check_ops();  // ops/value_check_ops.cpp (_value_check: data checks kept by compiled code)

@@ -1,5 +1,6 @@
 """tp.special: the torch.special names TensorPlay has. lgamma, digamma, polygamma, i0 and i1 are
-C++ operators with derivatives (csrc/ops/special_ops.cpp); the rest are other names for existing
+C++ operators with derivatives (csrc/ops/special_ops.cpp), as are the Bessel functions, i0e/i1e,
+erfcx, log_ndtr and ndtri (csrc/ops/special_bessel_ops.cpp); the rest are other names for existing
 operators or short compositions of them (so autograd follows them)."""
 import math
 import sys
@@ -7,7 +8,13 @@ import sys
 __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "multigammaln", "i0", "i1", "xlogy", "xlog1py", "expit", "logit",
     "erf", "erfc", "erfinv", "exp2", "expm1", "log1p", "logsumexp", "softmax", "log_softmax", "round", "sinc",
-    "entr", "ndtr",
+    "entr", "ndtr", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+    "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+    "spherical_bessel_j0", "airy_ai", "i0e", "i1e", "erfcx", "log_ndtr", "ndtri", "zeta", "gammainc", "gammaincc",
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+    "legendre_polynomial_p",
 ]
 
 
@@ -140,3 +147,95 @@ def entr(input):
 def ndtr(input):
     """The standard normal CDF: erfc(-x / sqrt(2)) / 2."""
     return 0.5 * _tp().erfc(-input * (1 / math.sqrt(2)))
+
+
+def _unary(op_name, doc):
+    def fn(input):
+        tp = _tp()
+        if not isinstance(input, tp.Tensor):
+            raise TypeError(f"special.{fn.__name__}: expected a Tensor, got {type(input).__name__}")
+        return getattr(tp, op_name)(input)
+    fn.__name__ = op_name[len("special_"):]
+    fn.__doc__ = doc
+    return fn
+
+
+bessel_j0 = _unary("special_bessel_j0", "Bessel function of the first kind of order 0.")
+bessel_j1 = _unary("special_bessel_j1", "Bessel function of the first kind of order 1.")
+bessel_y0 = _unary("special_bessel_y0", "Bessel function of the second kind of order 0 (NaN for x < 0).")
+bessel_y1 = _unary("special_bessel_y1", "Bessel function of the second kind of order 1 (NaN for x < 0).")
+modified_bessel_k0 = _unary("special_modified_bessel_k0", "Modified Bessel function of the second kind, order 0.")
+modified_bessel_k1 = _unary("special_modified_bessel_k1", "Modified Bessel function of the second kind, order 1.")
+scaled_modified_bessel_k0 = _unary("special_scaled_modified_bessel_k0", "exp(x) * K0(x), without overflow.")
+scaled_modified_bessel_k1 = _unary("special_scaled_modified_bessel_k1", "exp(x) * K1(x), without overflow.")
+spherical_bessel_j0 = _unary("special_spherical_bessel_j0", "sin(x) / x, 1 at 0.")
+airy_ai = _unary("special_airy_ai", "The Airy function Ai(x).")
+i0e = _unary("special_i0e", "exp(-|x|) * I0(x).")
+i1e = _unary("special_i1e", "exp(-|x|) * I1(x).")
+erfcx = _unary("special_erfcx", "exp(x^2) * erfc(x), without overflow for large x.")
+log_ndtr = _unary("special_log_ndtr", "log of the standard normal CDF, accurate in both tails.")
+ndtri = _unary("special_ndtri", "The standard normal quantile: ndtr(ndtri(p)) = p.")
+
+
+def modified_bessel_i0(input):
+    """I0; the same function as special.i0."""
+    return _tp().i0(input)
+
+
+def modified_bessel_i1(input):
+    """I1; the same function as special.i1."""
+    return _tp().special_i1(input)
+
+
+def _binary(op_name, first, second, doc):
+    """A two-operand special function; either operand may be a Python number (as in PyTorch: a number
+    takes the other operand's dtype), not both."""
+    def fn(a, b):
+        tp = _tp()
+        name = f"special.{fn.__name__}"
+        a_t, b_t = isinstance(a, tp.Tensor), isinstance(b, tp.Tensor)
+        if not a_t and not b_t:
+            raise TypeError(f"{name}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
+        for v, what in ((a, first), (b, second)):
+            if not isinstance(v, (tp.Tensor, int, float)) or isinstance(v, complex):
+                raise TypeError(f"{name}: {what} must be a Tensor or a real number, got {type(v).__name__}")
+        if not a_t:
+            a = tp.tensor(a, dtype=b.dtype if b.dtype.is_floating_point else tp.get_default_dtype())
+        if not b_t:
+            b = tp.tensor(b, dtype=a.dtype if a.dtype.is_floating_point else tp.get_default_dtype())
+        return getattr(tp, op_name)(a, b)
+    fn.__name__ = op_name[len("special_"):]
+    fn.__doc__ = doc
+    return fn
+
+
+zeta = _binary("special_zeta", "input", "other", "Hurwitz zeta: sum over k >= 0 of (other + k)^-input.")
+gammainc = _binary("special_gammainc", "input", "other",
+                   "Regularized lower incomplete gamma P(input, other); differentiable in other only.")
+gammaincc = _binary("special_gammaincc", "input", "other",
+                    "Regularized upper incomplete gamma Q(input, other) = 1 - P; differentiable in other only.")
+_POLY = "{} of degree n (n rounded toward zero; 0 for negative n)."
+chebyshev_polynomial_t = _binary("special_chebyshev_polynomial_t", "input", "n",
+                                 _POLY.format("Chebyshev polynomial of the first kind T_n(x)"))
+chebyshev_polynomial_u = _binary("special_chebyshev_polynomial_u", "input", "n",
+                                 _POLY.format("Chebyshev polynomial of the second kind U_n(x)"))
+chebyshev_polynomial_v = _binary("special_chebyshev_polynomial_v", "input", "n",
+                                 _POLY.format("Chebyshev polynomial of the third kind V_n(x)"))
+chebyshev_polynomial_w = _binary("special_chebyshev_polynomial_w", "input", "n",
+                                 _POLY.format("Chebyshev polynomial of the fourth kind W_n(x)"))
+shifted_chebyshev_polynomial_t = _binary("special_shifted_chebyshev_polynomial_t", "input", "n",
+                                         _POLY.format("T_n(2x - 1)"))
+shifted_chebyshev_polynomial_u = _binary("special_shifted_chebyshev_polynomial_u", "input", "n",
+                                         _POLY.format("U_n(2x - 1)"))
+shifted_chebyshev_polynomial_v = _binary("special_shifted_chebyshev_polynomial_v", "input", "n",
+                                         _POLY.format("V_n(2x - 1)"))
+shifted_chebyshev_polynomial_w = _binary("special_shifted_chebyshev_polynomial_w", "input", "n",
+                                         _POLY.format("W_n(2x - 1)"))
+hermite_polynomial_h = _binary("special_hermite_polynomial_h", "input", "n",
+                               _POLY.format("Physicists' Hermite polynomial H_n(x)"))
+hermite_polynomial_he = _binary("special_hermite_polynomial_he", "input", "n",
+                                _POLY.format("Probabilists' Hermite polynomial He_n(x)"))
+laguerre_polynomial_l = _binary("special_laguerre_polynomial_l", "input", "n",
+                                _POLY.format("Laguerre polynomial L_n(x)"))
+legendre_polynomial_p = _binary("special_legendre_polynomial_p", "input", "n",
+                                _POLY.format("Legendre polynomial P_n(x)"))

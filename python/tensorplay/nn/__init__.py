@@ -25,4 +25,5 @@ from .modules.lazy import (  # noqa: F401,E402
     LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
 )
 from .modules.extra_layers import ConvTranspose3d  # noqa: F401,E402
+from .modules.pooling import FractionalMaxPool2d, FractionalMaxPool3d  # noqa: F401,E402
 from . import functional, init, utils  # noqa: F401

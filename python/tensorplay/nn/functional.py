@@ -789,5 +789,7 @@ from ._functional_unpool import __all__ as _unpool_all  # noqa: E402
 
 __all__ += _unpool_all
 from ._functional_conv_transpose3d import conv_transpose3d  # noqa: E402,F401
+from ._functional_fractional_pool import *  # noqa: E402,F401,F403
+from ._functional_fractional_pool import __all__ as _fractional_all  # noqa: E402
 
-__all__ += ["conv_transpose3d"]
+__all__ += ["conv_transpose3d"] + _fractional_all

@@ -63,7 +63,10 @@ CASE_TIMEOUT_S = float(os.environ.get("TP_OPINFO_CASE_TIMEOUT", "300"))
 
 # Operators whose values are random or uninitialized: only dtype/shape are compared.
 _RANDOM_WORDS = ("rand", "empty", "dropout", "bernoulli", "normal", "uniform",
-                 "multinomial", "exponential", "geometric", "cauchy", "poisson", "rrelu")
+                 "multinomial", "exponential", "geometric", "cauchy", "poisson", "rrelu",
+                 # OpInfo's samples draw the window placement (no _random_samples): values differ by stream;
+                 # test_api_s35_fractional_pool.py compares values with fixed samples
+                 "fractional_max_pool")
 
 
 def _is_random(name: str) -> bool:
@@ -588,12 +591,34 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
             exact = _rounded_exact_reference(op, s, dtype_name, rounded=False)
             if exact is not None and _no_less_accurate(expected, actual, exact, dtype_name):
                 diff = None  # both carry rounding error; TensorPlay's is no larger than PyTorch's
+        if diff and diff[0].startswith("wrong value") and dtype_name == "float64" and op.name in _SCIPY_ORACLE:
+            exact = _scipy_reference(op.name, s)
+            if exact is not None and _no_less_accurate(expected, actual, exact, dtype_name):
+                diff = None  # PyTorch's float64 kernel is the inaccurate one (see _SCIPY_ORACLE)
     except Exception as e:
         diff = ("wrong structure", f"comparison raised {type(e).__name__}: {_first_line(e)}")
     if diff:
         result.samples.append(SampleResult(idx, kind, False, diff[0], diff[1]))
     else:
         result.samples.append(SampleResult(idx, kind, True))
+
+
+# PyTorch's float64 Bessel J/Y and Airy Ai kernels are off by up to ~1e-6 (around x = 5 and x = -2,
+# measured against mpmath), SciPy's (cephes) by 2e-15: for these a float64 value mismatch is re-judged
+# against SciPy's value, and passes when TensorPlay is no further from it than PyTorch is.
+_SCIPY_ORACLE = {"special.bessel_j0": "j0", "special.bessel_j1": "j1", "special.bessel_y0": "y0",
+                 "special.bessel_y1": "y1", "special.airy_ai": "airy"}
+
+
+def _scipy_reference(name, s):
+    try:
+        import scipy.special
+    except ImportError:
+        return None
+    if s.args or s.kwargs or not isinstance(s.input, torch.Tensor):
+        return None
+    value = getattr(scipy.special, _SCIPY_ORACLE[name])(s.input.detach().double().numpy())
+    return torch.from_numpy(value[0] if isinstance(value, tuple) else value)  # airy gives (Ai, Ai', Bi, Bi')
 
 
 _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -3,7 +3,7 @@ trailing (spatial) dims."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d",
+__all__ = ["FractionalMaxPool2d", "FractionalMaxPool3d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "MaxPool3d",
            "AvgPool3d", "LPPool1d", "LPPool2d"]
 
@@ -134,6 +134,42 @@ class MaxPool3d(_MaxPoolNd):
 
 class AvgPool3d(_AvgPoolNd):
     _pool = staticmethod(F.avg_pool3d)
+
+
+class FractionalMaxPool2d(Module):
+    """Fractional max pooling over (H, W); see nn/_functional_fractional_pool.py. `_random_samples`
+    (N, C, 2) fixes the pseudo-random window placement (tests compare against PyTorch with it)."""
+    _nd = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        name = type(self).__name__
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError(f"{name}: only one of output_size and output_ratio may be specified")
+        if output_ratio is not None:
+            ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * self._nd
+            if not all(0 < r < 1 for r in ratios):
+                raise ValueError(f"{name}: output_ratio must be between 0 and 1 (got {output_ratio})")
+        self.kernel_size = kernel_size
+        self.output_size = output_size
+        self.output_ratio = output_ratio
+        self.return_indices = return_indices
+        self._random_samples = _random_samples
+
+    def forward(self, input):
+        pool = F.fractional_max_pool2d if self._nd == 2 else F.fractional_max_pool3d
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                    _random_samples=self._random_samples)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, output_size={self.output_size}, output_ratio={self.output_ratio}"
+
+
+class FractionalMaxPool3d(FractionalMaxPool2d):
+    _nd = 3
 
 
 class LPPool1d(Module):

@@ -5,7 +5,9 @@ initialization, so checkpoints load one-to-one.
 Each layer and direction multiplies the whole sequence by W_ih once (one GEMM), then
 runs the recurrence one time step at a time; autograd records every step like any other
 code. Gate order: LSTM (input, forget, cell, output), GRU (reset, update, new), where the
-GRU's new gate applies the reset to the hidden projection including its bias.
+GRU's new gate applies the reset to the hidden projection including its bias. An LSTM with
+proj_size projects h by weight_hr after each step. A PackedSequence input (nn/utils/rnn.py) runs
+the same loop with a per-step batch size (see _run_direction).
 """
 import math
 
@@ -13,6 +15,7 @@ import tensorplay as _tp
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence, _host_ints
 from .linear import _check_device
 from .module import Module
 
@@ -53,8 +56,13 @@ class RNNBase(Module):
             raise ValueError(f"num_layers must be a positive integer, got {num_layers}")
         if isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError(f"{mode}: dropout is a probability in [0, 1], got {dropout}")
-        if proj_size:
-            raise NotImplementedError(f"{mode}: proj_size is not supported")
+        if not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError(f"{mode}: proj_size should be a non-negative integer, got {proj_size}")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{mode}: proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{mode}: proj_size has to be smaller than hidden_size, got proj_size={proj_size} "
+                             f"and hidden_size={hidden_size}")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -66,14 +74,17 @@ class RNNBase(Module):
         self.proj_size = proj_size
         gate = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        out_size = proj_size or hidden_size  # the features of h (an LSTM with proj_size projects h)
         self._flat_weights_names = []
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * dirs
+            in_size = input_size if layer == 0 else out_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                names = [("weight_ih" + sfx, (gate, in_size)), ("weight_hh" + sfx, (gate, hidden_size))]
+                names = [("weight_ih" + sfx, (gate, in_size)), ("weight_hh" + sfx, (gate, out_size))]
                 if bias:
                     names += [("bias_ih" + sfx, (gate,)), ("bias_hh" + sfx, (gate,))]
+                if proj_size:
+                    names.append(("weight_hr" + sfx, (proj_size, hidden_size)))
                 for name, shape in names:
                     setattr(self, name, Parameter(_tp.empty(*shape, dtype=dtype)))
                     self._flat_weights_names.append(name)
@@ -86,20 +97,28 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        per = 4 if self.bias else 2
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
     def _layer_params(self, layer, direction):
         sfx = f"_l{layer}" + ("_reverse" if direction else "")
         get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None  # noqa: E731
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+        w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), w_hr
 
     def _check_input(self, input, hx):
         name = type(self).__name__
+        if isinstance(input, PackedSequence):
+            if input.data.dim() != 2:
+                raise ValueError(f"{name}: packed input data must be 2D (total steps, input_size), got shape "
+                                 f"{tuple(input.data.shape)}")
+            if input.data.shape[-1] != self.input_size:
+                raise ValueError(f"{name}: input.size(-1) is {input.data.shape[-1]} but input_size is "
+                                 f"{self.input_size} (packed data of shape {tuple(input.data.shape)})")
+            return
         if not isinstance(input, _tp.Tensor):
-            raise TypeError(f"{name}: expected a Tensor as input, got {type(input).__name__} "
-                            "(packed sequences are not supported)")
+            raise TypeError(f"{name}: expected a Tensor or a PackedSequence as input, got {type(input).__name__}")
         if input.dim() not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D input of shape "
                              f"{tuple(input.shape)}")
@@ -107,53 +126,101 @@ class RNNBase(Module):
             raise ValueError(f"{name}: input.size(-1) is {input.shape[-1]} but input_size is {self.input_size} "
                              f"(input of shape {tuple(input.shape)})")
 
-    def _initial_state(self, input, hx, batched, batch):
+    def _initial_state(self, input, hx, batched, batch, sorted_indices=None):
         dirs = 2 if self.bidirectional else 1
-        want = (self.num_layers * dirs, batch, self.hidden_size) if batched else \
-            (self.num_layers * dirs, self.hidden_size)
+        lead = (self.num_layers * dirs, batch) if batched else (self.num_layers * dirs,)
+        want_h = lead + (self.proj_size or self.hidden_size,)
+        want_c = lead + (self.hidden_size,)
         name = type(self).__name__
-        if hx is None:
-            z = _tp.zeros(*want, dtype=input.dtype)
-            return (z, z) if self.mode == "LSTM" else (z,)
+        if hx is None:  # zeros with the batch dimension (1 when unbatched: the input was unsqueezed)
+            full = (self.num_layers * dirs, batch)
+            h = _tp.zeros(*full, want_h[-1], dtype=input.dtype)
+            return (h, _tp.zeros(*full, want_c[-1], dtype=input.dtype) if want_c != want_h else h) \
+                if self.mode == "LSTM" else (h,)
         states = tuple(hx) if self.mode == "LSTM" else (hx,)
         if self.mode == "LSTM" and len(states) != 2:
             raise ValueError(f"{name}: hx must be a tuple (h_0, c_0)")
-        for s in states:
+        for s, want, what in zip(states, (want_h, want_c), ("hidden", "cell")):
             if tuple(s.shape) != want:
-                raise ValueError(f"{name}: Expected hidden size {want}, got {tuple(s.shape)}")
+                raise ValueError(f"{name}: Expected {what} size {want}, got {tuple(s.shape)}")
+        if sorted_indices is not None:  # the caller's batch order -> the packed (longest first) order
+            states = tuple(s.index_select(1, sorted_indices) for s in states)
         return tuple(s if batched else s.unsqueeze(1) for s in states)
+
+    def _run_direction(self, xw, batch_sizes, h, c, params, reverse):
+        """One layer in one direction. xw[t] is step t's input projection for the batch_sizes[t] sequences
+        still running at t (a prefix of the batch: packed batches are sorted longest first); h and c hold
+        the whole batch. Returns the per-step outputs and the final (h, c) of every sequence: in the forward
+        direction a sequence's final state is the one after its own last step, in the reverse direction
+        each sequence starts from its initial state at its own last step."""
+        _, w_hh, _, b_hh, w_hr = params
+        steps = len(xw)
+        seq = [None] * steps
+        lstm = self.mode == "LSTM"
+        if reverse:
+            h0, c0 = h, c
+            live = batch_sizes[-1] if steps else h0.shape[0]
+            h, c = h0.narrow(0, 0, live), (c0.narrow(0, 0, live) if lstm else None)
+        done = []  # forward: the final states of the sequences that ended, in the order they ended
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            bs = batch_sizes[t]
+            if bs != h.shape[0]:
+                if reverse:  # more sequences join; they start from their initial state
+                    h = _tp.cat([h, h0.narrow(0, h.shape[0], bs - h.shape[0])], 0)
+                    c = _tp.cat([c, c0.narrow(0, c.shape[0], bs - c.shape[0])], 0) if lstm else None
+                else:  # the last h.shape[0] - bs sequences have ended
+                    done.append((h.narrow(0, bs, h.shape[0] - bs), c.narrow(0, bs, c.shape[0] - bs) if lstm
+                                 else None))
+                    h, c = h.narrow(0, 0, bs), (c.narrow(0, 0, bs) if lstm else None)
+            if lstm:
+                h, c = _lstm_step(xw[t], h, c, w_hh, b_hh)
+                if w_hr is not None:
+                    h = F.linear(h, w_hr)
+            elif self.mode == "GRU":
+                h = _gru_step(xw[t], h, w_hh, b_hh)
+            else:
+                h = _rnn_step(xw[t], h, w_hh, b_hh, self.mode == "RNN_RELU")
+            seq[t] = h
+        if done:
+            h = _tp.cat([h] + [d[0] for d in reversed(done)], 0)
+            c = _tp.cat([c] + [d[1] for d in reversed(done)], 0) if lstm else None
+        return seq, h, c
 
     def forward(self, input, hx=None):
         self._check_input(input, hx)
-        batched = input.dim() == 3
-        if not batched:
-            input = input.unsqueeze(1)
-        elif self.batch_first:
-            input = input.transpose(0, 1)
-        steps, batch = input.shape[0], input.shape[1]
-        states = self._initial_state(input, hx, batched, batch)
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            batch_sizes = _host_ints(input.batch_sizes)
+            sorted_indices, unsorted_indices = input.sorted_indices, input.unsorted_indices
+            layer_in, batched = input.data, True
+            states = self._initial_state(layer_in, hx, True, batch_sizes[0], sorted_indices)
+        else:
+            batched = input.dim() == 3
+            if not batched:
+                input = input.unsqueeze(1)
+            elif self.batch_first:
+                input = input.transpose(0, 1)
+            steps, batch = input.shape[0], input.shape[1]
+            batch_sizes = [batch] * steps
+            states = self._initial_state(input, hx, batched, batch)
+            layer_in = input
         dirs = 2 if self.bidirectional else 1
-        layer_in = input
+        out_size = self.proj_size or self.hidden_size
         last_h, last_c = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
                 k = layer * dirs + d
-                w_ih, w_hh, b_ih, b_hh = self._layer_params(layer, d)
-                xw = F.linear(layer_in, w_ih, b_ih).unbind(0)  # the input projection of every step at once
-                h = states[0][k]
-                c = states[1][k] if self.mode == "LSTM" else None
-                seq = [None] * steps
-                for t in (range(steps - 1, -1, -1) if d else range(steps)):
-                    if self.mode == "LSTM":
-                        h, c = _lstm_step(xw[t], h, c, w_hh, b_hh)
-                    elif self.mode == "GRU":
-                        h = _gru_step(xw[t], h, w_hh, b_hh)
-                    else:
-                        h = _rnn_step(xw[t], h, w_hh, b_hh, self.mode == "RNN_RELU")
-                    seq[t] = h
-                outs.append(_tp.stack(seq, 0) if steps else _tp.zeros(0, batch, self.hidden_size,
-                                                                          dtype=input.dtype))
+                params = self._layer_params(layer, d)
+                xw = F.linear(layer_in, params[0], params[2])  # the input projection of every step at once
+                xw = xw.split(batch_sizes, 0) if packed else xw.unbind(0)
+                c0 = states[1][k] if self.mode == "LSTM" else None
+                seq, h, c = self._run_direction(xw, batch_sizes, states[0][k], c0, params, d == 1)
+                if packed:
+                    outs.append(_tp.cat(seq, 0))
+                else:
+                    outs.append(_tp.stack(seq, 0) if seq else _tp.zeros(0, layer_in.shape[1], out_size,
+                                                                        dtype=layer_in.dtype))
                 last_h.append(h)
                 last_c.append(c)
             layer_in = outs[0] if dirs == 1 else _tp.cat(outs, -1)
@@ -162,7 +229,12 @@ class RNNBase(Module):
         output = layer_in
         h_n = _tp.stack(last_h, 0)
         c_n = _tp.stack(last_c, 0) if self.mode == "LSTM" else None
-        if not batched:
+        if packed:
+            output = PackedSequence(output, input.batch_sizes, sorted_indices, unsorted_indices)
+            if unsorted_indices is not None:  # back to the caller's batch order
+                h_n = h_n.index_select(1, unsorted_indices)
+                c_n = c_n.index_select(1, unsorted_indices) if c_n is not None else None
+        elif not batched:
             output, h_n = output.squeeze(1), h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None
         elif self.batch_first:
@@ -183,6 +255,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 

@@ -10,3 +10,5 @@ from .fusion import (  # noqa: F401,E402
     fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights,
 )
 from .init import skip_init  # noqa: F401,E402
+from . import rnn  # noqa: F401,E402
+from .rnn import PackedSequence  # noqa: F401,E402
