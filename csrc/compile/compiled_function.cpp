@@ -1,6 +1,7 @@
 #include "compile/compiled_function.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "autograd/node.h"
 #include "graph/interpreter.h"
 #include "core/grad_mode.h"
+#include "core/named_message.h"
 #include "core/warning.h"
 #include "graph/sym_shape_rules.h"
 #include "graph/tracer.h"
@@ -681,6 +683,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
   read_log.stop();
   metrics().captures++;
+  for (auto& [op, composite] : tr.part_of) {
+    auto [it, inserted] = part_of_.try_emplace(op, composite);
+    if (!inserted && it->second != composite) it->second.clear();
+  }
   // Passes, the joint graph and backends work on the captured graph, whose
   // casts are recorded: nothing after the capture may cast again.
   AutocastSuspend no_autocast;
@@ -1158,7 +1164,39 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
   return out;
 }
 
+std::optional<std::string> CompiledFunction::named_for_caller(const char* what) const {
+  size_t i = 0;
+  while (what[i] && (std::isalnum(static_cast<unsigned char>(what[i])) || what[i] == '_' || what[i] == '.')) ++i;
+  if (i == 0 || what[i] != ':') return std::nullopt;
+  auto it = part_of_.find(std::string(what, i));
+  if (it == part_of_.end() || it->second.empty()) return std::nullopt;
+  return named_message(what, it->second);
+}
+
+// The message of an operator's error names the composite the user called when
+// the failing operator is one of its parts (off the hot path: only a raised
+// error pays).
 std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, const OutputStructure** structure) {
+  try {
+    return call_unnamed(args, structure);
+  } catch (const CaptureError&) {
+    throw;
+  } catch (const BackendError&) {
+    throw;
+  } catch (const IndexError& e) {
+    if (auto m = named_for_caller(e.what())) throw IndexError(*m);
+    throw;
+  } catch (const ValueError& e) {
+    if (auto m = named_for_caller(e.what())) throw ValueError(*m);
+    throw;
+  } catch (const TypeError& e) {
+    if (auto m = named_for_caller(e.what())) throw TypeError(*m);
+    throw;
+  }
+}
+
+std::vector<Tensor> CompiledFunction::call_unnamed(const std::vector<ArgValue>& args,
+                                                   const OutputStructure** structure) {
   // Called while an enclosing compiled function is being captured: inline the
   // body so its operators land in the enclosing graph (running our own
   // artifact here would hide them from the tracer).

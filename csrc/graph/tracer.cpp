@@ -13,6 +13,7 @@
 #include "core/grad_mode.h"
 #include "ops/type_promotion.h"
 #include "ops/api_nn_linalg.h"
+#include "ops/composite_scope.h"
 #include "ops/dispatch.h"
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
@@ -45,6 +46,13 @@ class Tracer : public DispatchInterceptor {
  public:
   Tracer(Graph& g, bool execute, bool lift, int num_inputs)
       : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs), rng_epoch_(generator_epoch()) {}
+  // TraceResult::part_of, as recorded so far.
+  std::map<std::string, std::string> part_of;
+  void note_part(const OpDef& op) {
+    const char* c = current_composite();
+    auto [it, inserted] = part_of.try_emplace(op.name, c ? c : "");
+    if (!inserted && it->second != (c ? c : "")) it->second.clear();
+  }
 
   const std::vector<Tensor>& free_tensors() const { return free_; }
 
@@ -390,6 +398,7 @@ class Tracer : public DispatchInterceptor {
     }
     TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
+    note_part(op);
     if (out.size() == 1) {
       sym(n);
       bind_input(out[0], n);
@@ -1321,6 +1330,7 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     outs.push_back(tracer.node_for(o));
   }
   // Results that are views of an input in eager (read before the inputs are put back).
+  r.part_of = std::move(tracer.part_of);
   r.output_views.resize(r.outputs.size());
   r.output_view_sym_attrs.resize(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i)

@@ -60,6 +60,11 @@ struct TraceResult {
   // caller copies them into its tensors. The inputs hold their original data
   // again when trace() returns (the capture's own writes are undone).
   std::vector<int> mutated_inputs;
+  // Per operator recorded only as a part of one composite the function called
+  // (nll_loss of cross_entropy): that composite's name; "" when it was also
+  // called directly or by another composite. A compiled call's error from such
+  // an operator names the composite, as eager does (CompiledFunction::call).
+  std::map<std::string, std::string> part_of;
   // Per result: a view of the placeholder input_index in eager (-1: not), and
   // the view operators from it, so a caller can return a view as eager does.
   // Not a view of an input but of another result (eager's `y, y[0]`): output_index
