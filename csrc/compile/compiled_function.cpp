@@ -550,7 +550,8 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
                                        std::string* source, const std::vector<std::pair<int, int>>& write_into,
                                        std::shared_ptr<aot::JointGraph> joint,
                                        std::shared_ptr<const std::vector<std::vector<int>>> results_from_results,
-                                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads) {
+                                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads,
+                                       std::string backward_error) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -610,6 +611,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.joint = std::move(joint);
   ao.results_from_results = std::move(results_from_results);
   ao.results_eager_reads = std::move(results_eager_reads);
+  ao.backward_error = std::move(backward_error);
   auto budget = options_.options.find("activation_memory_budget");
   if (budget != options_.options.end()) {
     // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
@@ -1027,7 +1029,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
     if (a->write_back[k]) write_into.push_back({static_cast<int>(graph_nout + k), a->mutated_inputs[k]});
   a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint),
-                       std::move(results_from_results), std::move(results_eager_reads));
+                       std::move(results_from_results), std::move(results_eager_reads), tr.backward_error);
   if (grad_inside && !grad_reason.empty())
     a->run = [inner = std::move(a->run)](const std::vector<Tensor>& in) {
       AutoGradMode on(true);  // the region's nodes outside the enable_grad block stay undifferentiated

@@ -266,7 +266,8 @@ class CompiledFunction {
                        const std::vector<std::pair<int, int>>& write_into = {},
                        std::shared_ptr<aot::JointGraph> joint = nullptr,
                        std::shared_ptr<const std::vector<std::vector<int>>> results_from_results = nullptr,
-                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads = nullptr);
+                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads = nullptr,
+                       std::string backward_error = {});
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]

@@ -65,6 +65,10 @@ struct TraceResult {
   // called directly or by another composite. A compiled call's error from such
   // an operator names the composite, as eager does (CompiledFunction::call).
   std::map<std::string, std::string> part_of;
+  // Eager's error when the function wrote in place into a value that a call
+  // before the write saved for its backward (relu_'s result, then `h[:, 0] =
+  // 0`): the compiled backward raises it, as eager's does; "" otherwise.
+  std::string backward_error;
   // Per result: a view of the placeholder input_index in eager (-1: not), and
   // the view operators from it, so a caller can return a view as eager does.
   // Not a view of an input but of another result (eager's `y, y[0]`): output_index
