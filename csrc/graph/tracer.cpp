@@ -596,6 +596,8 @@ class Tracer : public DispatchInterceptor {
     return r;
   }
   // Puts the inputs written during capture back as they were.
+  // The user's exception ended the trace: the writes stand, as eager's would.
+  void keep_writes() { saved_.clear(); }
   void restore_inputs() {
     ScopedInterceptor suspend(nullptr);
     for (auto& [t, saved] : saved_) {
@@ -1225,6 +1227,12 @@ thread_local int t_trace_depth = 0;
 
 bool is_tracing() { return t_trace_depth > 0; }
 
+thread_local bool t_user_exception = false;  // note_user_exception, read when a trace fails
+thread_local int t_restore_scopes = 0;       // open RestoreWritesOnError scopes
+void note_user_exception() { t_user_exception = t_trace_depth > 0; }
+RestoreWritesOnError::RestoreWritesOnError() { ++t_restore_scopes; }
+RestoreWritesOnError::~RestoreWritesOnError() { --t_restore_scopes; }
+
 bool traced_requires_grad(const Tensor& t) {
   if (t_trace_depth > 0 && t_tracer) return t_tracer->requires_grad(t);
   return t.requires_grad();
@@ -1376,13 +1384,20 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     t_tracer = &tracer;
     ++t_trace_depth;
     try {
+      t_user_exception = false;
       r.outputs = fn(proxies);
     } catch (...) {
       --t_trace_depth;
       t_tracer = outer;
       AutoGradMode no_grad(false);
-      tracer.restore_inputs();
-      tracer.restore_generators();
+      const bool keep = t_user_exception && t_restore_scopes == 0;  // (note_user_exception)
+      t_user_exception = false;
+      if (keep) {
+        tracer.keep_writes();
+      } else {
+        tracer.restore_inputs();
+        tracer.restore_generators();
+      }
       throw;
     }
     --t_trace_depth;

@@ -166,6 +166,21 @@ class UserCallScope {
 // data-dependent reads such as item() then: a capture failure, Section 11.3).
 bool is_tracing();
 
+// The traced function raised the user's own exception (not a capture failure:
+// the binding that saw it calls this). Eager would have raised it after the
+// same in-place writes (a BatchNorm's running statistics, a counter) and
+// random draws, which the capture ran for real: the trace keeps them instead
+// of putting the inputs and generators back as after a capture failure. Inside
+// a RestoreWritesOnError scope (a capture its caller retries, which would write
+// twice) they are put back as before.
+void note_user_exception();
+struct RestoreWritesOnError {
+  RestoreWritesOnError();
+  ~RestoreWritesOnError();
+  RestoreWritesOnError(const RestoreWritesOnError&) = delete;
+  RestoreWritesOnError& operator=(const RestoreWritesOnError&) = delete;
+};
+
 // During a trace: whether eager autograd would record `t` (computed through
 // differentiable operators called with grad mode on from a tensor that requires
 // grad). The capture's tensors carry no history themselves. Outside a trace:

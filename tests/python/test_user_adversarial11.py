@@ -53,3 +53,93 @@ def test_an_in_place_write_after_a_save_trains_or_raises_exactly_as_eager(name):
     want, got = run(lambda g: g), run(tp.compile)
     if not raises:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ----------------- the user's exception inside a compiled function (a recapture)
+
+def test_an_exception_raised_by_the_function_keeps_the_writes_eager_made_before_it():
+    # A new input shape recaptures; the function raises after its BatchNorm
+    # updated the running statistics and a counter was bumped. Eager (and
+    # torch.compile) keep those writes; the capture used to put them back, so
+    # the compiled module's statistics and counters fell behind eager's.
+    def run(C):
+        tp.manual_seed(0)
+        m = nn.BatchNorm1d(3)
+        cnt = tp.zeros(1)
+
+        def f(x):
+            y = m(x)
+            cnt.add_(1)
+            if x.shape[0] == 5:
+                raise ValueError("a bad batch")
+            return y
+
+        cf = C(f)
+        g = tp.Generator().manual_seed(2)
+        cf(tp.randn(4, 3, generator=g))
+        with pytest.raises(ValueError, match="a bad batch"):
+            cf(tp.randn(5, 3, generator=g))
+        cf(tp.randn(4, 3, generator=g))
+        return int(m.num_batches_tracked), float(cnt), m.running_mean.numpy().copy()
+
+    want, got = run(lambda f: f), run(tp.compile)
+    assert got[:2] == want[:2] == (3, 3.0)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+
+
+def test_an_exception_after_random_draws_leaves_the_generator_where_eager_does():
+    def run(C):
+        g = tp.Generator().manual_seed(1)
+        buf = tp.zeros(3)
+
+        def f(x, k):
+            y = x + tp.rand(3, generator=g)
+            buf.add_(y)
+            if k.shape[0] == 2:
+                raise KeyError("stop")
+            return y
+
+        cf = C(f)
+        cf(tp.ones(3), tp.ones(1))
+        with pytest.raises(KeyError):
+            cf(tp.ones(3), tp.ones(2))
+        return buf.numpy().copy(), tp.rand(2, generator=g).numpy()
+
+    want, got = run(lambda f: f), run(tp.compile)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_an_exception_with_a_lifted_float_argument_writes_once():
+    # A float argument that changed between calls is an input of a retried
+    # capture: the first attempt's writes are put back, the retry's kept.
+    def run(C):
+        cnt = tp.zeros(1)
+
+        def h(x, s):
+            cnt.add_(1)
+            if s > 2.5:
+                raise ValueError("big")
+            return x * s
+
+        ch = C(h)
+        ch(tp.ones(2), 1.0)
+        ch(tp.ones(2), 2.0)
+        with pytest.raises(ValueError):
+            ch(tp.ones(2), 3.0)
+        return float(cnt)
+
+    assert run(tp.compile) == run(lambda f: f) == 3.0
+
+
+def test_a_capture_failure_still_puts_the_inputs_back():
+    x = tp.ones(3)
+
+    def f(x):
+        x.add_(1)
+        x.numpy()  # data copied out of the program: a capture failure, not the user's error
+        return x * 2
+
+    with pytest.raises(tp.compiler.CaptureError, match="numpy"):
+        tp.compile(f)(x)
+    np.testing.assert_array_equal(x.numpy(), np.ones(3, np.float32))
