@@ -26,6 +26,9 @@ namespace tp::graph {
 namespace {
 
 thread_local UserCall* t_user_call = nullptr;
+// note_user_exception, read when a trace fails; cleared when the function goes on
+// recording (it caught the exception, say of an inner compiled function).
+thread_local bool t_user_exception = false;
 // Set while a custom Function's backward is traced (CustomBackwardScope): its name.
 thread_local const std::string* t_custom_backward = nullptr;
 std::string (*t_source_line)() = nullptr;  // set_source_line_provider
@@ -440,6 +443,7 @@ class Tracer : public DispatchInterceptor {
            GradMode::is_enabled() && !write_without_grad(op, inputs)};
     user_grad_ = mark.enabled;
     call_last_node_ = mark.last;
+    t_user_exception = false;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -1227,9 +1231,8 @@ thread_local int t_trace_depth = 0;
 
 bool is_tracing() { return t_trace_depth > 0; }
 
-thread_local bool t_user_exception = false;  // note_user_exception, read when a trace fails
 thread_local int t_restore_scopes = 0;       // open RestoreWritesOnError scopes
-void note_user_exception() { t_user_exception = t_trace_depth > 0; }
+void note_user_exception(bool users) { t_user_exception = users && t_trace_depth > 0; }
 RestoreWritesOnError::RestoreWritesOnError() { ++t_restore_scopes; }
 RestoreWritesOnError::~RestoreWritesOnError() { --t_restore_scopes; }
 

@@ -166,14 +166,15 @@ class UserCallScope {
 // data-dependent reads such as item() then: a capture failure, Section 11.3).
 bool is_tracing();
 
-// The traced function raised the user's own exception (not a capture failure:
-// the binding that saw it calls this). Eager would have raised it after the
+// Whether the exception leaving the traced function is the user's own (not a
+// capture failure): the binding that calls the function says so for each
+// exception it sees leave, so the outermost call's verdict stands. Eager would have raised it after the
 // same in-place writes (a BatchNorm's running statistics, a counter) and
 // random draws, which the capture ran for real: the trace keeps them instead
 // of putting the inputs and generators back as after a capture failure. Inside
 // a RestoreWritesOnError scope (a capture its caller retries, which would write
 // twice) they are put back as before.
-void note_user_exception();
+void note_user_exception(bool users);
 struct RestoreWritesOnError {
   RestoreWritesOnError();
   ~RestoreWritesOnError();

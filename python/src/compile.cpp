@@ -70,7 +70,7 @@ void note_if_users_exception(nb::python_error& e) {
       nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
   static PyObject* const backend_error =
       nb::object(nb::module_::import_("tensorplay._C").attr("BackendError")).release().ptr();
-  if (!e.matches(capture_error) && !e.matches(backend_error)) graph::note_user_exception();
+  graph::note_user_exception(!e.matches(capture_error) && !e.matches(backend_error));
 }
 
 // The graph handed to user backends and returned by tp.compiler.capture.
@@ -1341,6 +1341,7 @@ void bind_compile(nb::module_& m) {
       }
       try {
         r = fn(*nb::tuple(l));
+        if (tracing) graph::note_user_exception(false);  // (an inner one the function caught is not its exit)
       } catch (nb::python_error& e) {
         if (tracing) note_if_users_exception(e);
         name_user_line(e);

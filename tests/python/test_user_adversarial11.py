@@ -169,3 +169,29 @@ def test_transforms_of_a_compiled_function_match_eager():
 def test_compiling_a_grad_transform():
     x = tp.randn(4, generator=tp.Generator().manual_seed(0))
     np.testing.assert_allclose(tp.compile(tp.func.grad(_f))(x).numpy(), tp.func.grad(_f)(x).numpy(), rtol=1e-6)
+
+
+def test_an_inner_exception_the_function_caught_does_not_keep_writes_of_a_failed_capture():
+    # The inner compiled function raises the user's ValueError, which the outer
+    # function catches; the outer capture then fails (numpy()): a capture failure
+    # puts the input back, whatever exceptions were caught on the way.
+    def check(x):
+        if x.shape[0] == 3:
+            raise ValueError("inner")
+        return x * 2
+
+    inner = tp.compile(check)
+    x = tp.ones(3)
+
+    def outer(x):
+        x.add_(1)
+        try:
+            inner(x)
+        except ValueError:
+            pass
+        x.numpy()
+        return x
+
+    with pytest.raises(tp.compiler.CaptureError, match="numpy"):
+        tp.compile(outer)(x)
+    np.testing.assert_array_equal(x.numpy(), np.ones(3, np.float32))
