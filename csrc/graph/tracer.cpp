@@ -27,7 +27,7 @@ namespace {
 
 thread_local UserCall* t_user_call = nullptr;
 // note_user_exception, read when a trace fails; cleared when the function goes on
-// recording (it caught the exception, say of an inner compiled function).
+// recording or returns (it caught the exception, say of an inner compiled function).
 thread_local bool t_user_exception = false;
 // Set while a custom Function's backward is traced (CustomBackwardScope): its name.
 thread_local const std::string* t_custom_backward = nullptr;
@@ -599,9 +599,9 @@ class Tracer : public DispatchInterceptor {
     }
     return r;
   }
-  // Puts the inputs written during capture back as they were.
   // The user's exception ended the trace: the writes stand, as eager's would.
   void keep_writes() { saved_.clear(); }
+  // Puts the inputs written during capture back as they were.
   void restore_inputs() {
     ScopedInterceptor suspend(nullptr);
     for (auto& [t, saved] : saved_) {
