@@ -18,6 +18,7 @@ std::vector<Tensor> CompiledRegionNode::apply(const std::vector<Tensor>& grad_ou
   TP_CHECK(!released_, Error, "Trying to backward through the graph a second time: the compiled region ", region_,
            " has already freed the values it saved for backward. Pass retain_graph=True to the first backward()/"
            "autograd.grad() call to go through the same graph again.");
+  TP_CHECK(backward_error.empty(), Error, backward_error);
   for (size_t i = 0; i < saved.size(); ++i)
     TP_CHECK(saved[i].autograd_version() == saved_versions[i], Error,
              "one of the variables needed for gradient computation has been modified by an inplace operation: [",

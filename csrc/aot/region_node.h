@@ -52,6 +52,8 @@ class CompiledRegionNode : public autograd::Node {
     std::vector<int> triggers;
   };
   std::vector<WatchedResult> watched_results;
+  // AotOptions::backward_error: raised when the backward runs.
+  std::string backward_error;
 
  private:
   std::string region_;

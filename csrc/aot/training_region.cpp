@@ -296,6 +296,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     std::vector<std::vector<int>> downstream_of_output;
     std::vector<std::vector<int>> watched_triggers;  // per result: results whose gradient makes eager read it
     std::string region;
+    std::string backward_error;  // AotOptions::backward_error
     bool symbolic = false;  // results change size with the call: tangent metas are per call
   };
   auto plan = std::make_shared<Plan>();
@@ -342,6 +343,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
     plan->downstream_of_output.clear();
   plan->region = options.region;
   plan->symbolic = symbolic;
+  plan->backward_error = options.backward_error;
 
   res.run = [forward, lazy, plan](const std::vector<Tensor>& in) {
     std::vector<Tensor> r;
@@ -375,6 +377,7 @@ AotResult compile_training_region(std::shared_ptr<const graph::Graph> g, const s
       node->saved_versions.clear();
     }
     node->tangent_metas = plan->tangent_metas;
+    node->backward_error = plan->backward_error;
     if (plan->symbolic)  // a result's gradient absent: zeros of this call's size
       for (size_t o = 0; o < plan->num_results; ++o)
         if (int k = plan->tangent_of_output[o]; k >= 0 && r[o].defined()) {

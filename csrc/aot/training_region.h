@@ -41,6 +41,9 @@ struct AotOptions {
   // (results_eager_reads): written in place after the call, the backward then
   // raises as eager does instead of using the values it kept.
   std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads;
+  // Non-empty: the function wrote in place into a value its backward reads
+  // (graph::TraceResult::backward_error); the backward raises it, as eager's.
+  std::string backward_error;
 };
 
 struct AotResult {

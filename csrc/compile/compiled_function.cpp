@@ -1,6 +1,7 @@
 #include "compile/compiled_function.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "autograd/node.h"
 #include "graph/interpreter.h"
 #include "core/grad_mode.h"
+#include "core/named_message.h"
 #include "core/profiler.h"
 #include "core/warning.h"
 #include "graph/sym_shape_rules.h"
@@ -550,7 +552,8 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
                                        std::string* source, const std::vector<std::pair<int, int>>& write_into,
                                        std::shared_ptr<aot::JointGraph> joint,
                                        std::shared_ptr<const std::vector<std::vector<int>>> results_from_results,
-                                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads) {
+                                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads,
+                                       std::string backward_error) {
   std::shared_ptr<const graph::Graph> cg = g;
   Backend custom;
   const Backend* backend = nullptr;
@@ -610,6 +613,7 @@ RegionFn CompiledFunction::run_backend(std::shared_ptr<graph::Graph> g, const st
   ao.joint = std::move(joint);
   ao.results_from_results = std::move(results_from_results);
   ao.results_eager_reads = std::move(results_eager_reads);
+  ao.backward_error = std::move(backward_error);
   auto budget = options_.options.find("activation_memory_budget");
   if (budget != options_.options.end()) {
     // An int is bytes; a float in [0, 1] a fraction of what the unconstrained cut saves.
@@ -683,6 +687,10 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
       tensors, tensor_names, /*execute=*/true, /*lift_free_tensors=*/true, dynamic);
   read_log.stop();
   metrics().captures++;
+  for (auto& [op, composite] : tr.part_of) {
+    auto [it, inserted] = part_of_.try_emplace(op, composite);
+    if (!inserted && it->second != composite) it->second.clear();
+  }
   // Passes, the joint graph and backends work on the captured graph, whose
   // casts are recorded: nothing after the capture may cast again.
   AutocastSuspend no_autocast;
@@ -1023,7 +1031,7 @@ std::unique_ptr<CompiledFunction::Artifact> CompiledFunction::build(const std::v
   for (size_t k = 0; k < a->mutated_inputs.size(); ++k)
     if (a->write_back[k]) write_into.push_back({static_cast<int>(graph_nout + k), a->mutated_inputs[k]});
   a->run = run_backend(g, examples, grad_reason, a->mutated_inputs, &source, write_into, std::move(joint),
-                       std::move(results_from_results), std::move(results_eager_reads));
+                       std::move(results_from_results), std::move(results_eager_reads), tr.backward_error);
   if (grad_inside && !grad_reason.empty())
     a->run = [inner = std::move(a->run)](const std::vector<Tensor>& in) {
       AutoGradMode on(true);  // the region's nodes outside the enable_grad block stay undifferentiated
@@ -1160,6 +1168,15 @@ std::vector<Tensor> CompiledFunction::run(const Artifact& a, const std::vector<T
   return out;
 }
 
+std::optional<std::string> CompiledFunction::named_for_caller(const char* what) const {
+  size_t i = 0;
+  while (what[i] && (std::isalnum(static_cast<unsigned char>(what[i])) || what[i] == '_' || what[i] == '.')) ++i;
+  if (i == 0 || what[i] != ':') return std::nullopt;
+  auto it = part_of_.find(std::string(what, i));
+  if (it == part_of_.end() || it->second.empty()) return std::nullopt;
+  return named_message(what, it->second);
+}
+
 std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, const OutputStructure** structure) {
   // tp.profiler: the call as one range; its regions, externs and any eager
   // fallback's operators are its children.
@@ -1170,8 +1187,31 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<ArgValue>& args, co
   return call_unprofiled(args, structure);
 }
 
+// The message of an operator's error names the composite the user called when
+// the failing operator is one of its parts (off the hot path: only a raised
+// error pays).
 std::vector<Tensor> CompiledFunction::call_unprofiled(const std::vector<ArgValue>& args,
                                                       const OutputStructure** structure) {
+  try {
+    return call_unnamed(args, structure);
+  } catch (const CaptureError&) {
+    throw;
+  } catch (const BackendError&) {
+    throw;
+  } catch (const IndexError& e) {
+    if (auto m = named_for_caller(e.what())) throw IndexError(*m);
+    throw;
+  } catch (const ValueError& e) {
+    if (auto m = named_for_caller(e.what())) throw ValueError(*m);
+    throw;
+  } catch (const TypeError& e) {
+    if (auto m = named_for_caller(e.what())) throw TypeError(*m);
+    throw;
+  }
+}
+
+std::vector<Tensor> CompiledFunction::call_unnamed(const std::vector<ArgValue>& args,
+                                                   const OutputStructure** structure) {
   // Called while an enclosing compiled function is being captured: inline the
   // body so its operators land in the enclosing graph (running our own
   // artifact here would hide them from the tracer).

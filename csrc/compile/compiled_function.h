@@ -14,6 +14,7 @@
 // inputs read at every call, results alias inputs exactly where eager's do,
 // and the caller gets back eager's output structure (OutputStructure).
 #pragma once
+#include <optional>
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,11 +83,10 @@ class CompiledFunction {
   // `structure` (optional) receives the output structure of the version that ran; it
   // stays valid until the next call.
   std::vector<Tensor> call(const std::vector<ArgValue>& args, const OutputStructure** structure);
-
- private:
-  std::vector<Tensor> call_unprofiled(const std::vector<ArgValue>& args, const OutputStructure** structure);
-
- public:
+  // An error of a compiled call raised by an operator that the captures met only
+  // as a part of one composite (nll_loss of cross_entropy): its message renamed
+  // for that composite, as the eager binding names it; nullopt otherwise.
+  std::optional<std::string> named_for_caller(const char* what) const;
   void set_free_tensor_locator(FreeTensorLocator locator) { locator_ = std::move(locator); }
   // Non-tensor state the capture bakes in that must select the version (a module's
   // training flags): read at every call, part of the first-level entry and the key.
@@ -131,6 +131,12 @@ class CompiledFunction {
   const std::string& last_bucket_refusal() const { return last_bucket_refusal_; }
 
  private:
+  // call() = a profiler range around call_unprofiled() = error renaming around call_unnamed().
+  std::vector<Tensor> call_unprofiled(const std::vector<ArgValue>& args, const OutputStructure** structure);
+  std::vector<Tensor> call_unnamed(const std::vector<ArgValue>& args, const OutputStructure** structure);
+  // graph::TraceResult::part_of over every capture (an operator met in two
+  // roles maps to "").
+  std::map<std::string, std::string> part_of_;
   // What the first-level entry compares for one tensor: the object (alive: a
   // reused address cannot match), its version counter, and everything `.data =`
   // or a metadata change could alter without touching the version.
@@ -262,7 +268,8 @@ class CompiledFunction {
                        const std::vector<std::pair<int, int>>& write_into = {},
                        std::shared_ptr<aot::JointGraph> joint = nullptr,
                        std::shared_ptr<const std::vector<std::vector<int>>> results_from_results = nullptr,
-                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads = nullptr);
+                       std::shared_ptr<const std::vector<std::vector<int>>> results_eager_reads = nullptr,
+                       std::string backward_error = {});
   std::vector<Tensor> run(const Artifact& a, const std::vector<Tensor>& all) const;
   void warn_fallback(const std::string& reason);
   std::set<std::string> disabled_passes() const;  // options["disable_passes"]

@@ -13,6 +13,7 @@
 #include "core/grad_mode.h"
 #include "ops/type_promotion.h"
 #include "ops/api_nn_linalg.h"
+#include "ops/composite_scope.h"
 #include "ops/dispatch.h"
 #include "ops/generator.h"
 #include "ops/kernel_util.h"
@@ -25,6 +26,9 @@ namespace tp::graph {
 namespace {
 
 thread_local UserCall* t_user_call = nullptr;
+// note_user_exception, read when a trace fails; cleared when the function goes on
+// recording or returns (it caught the exception, say of an inner compiled function).
+thread_local bool t_user_exception = false;
 // Set while a custom Function's backward is traced (CustomBackwardScope): its name.
 thread_local const std::string* t_custom_backward = nullptr;
 std::string (*t_source_line)() = nullptr;  // set_source_line_provider
@@ -45,6 +49,74 @@ class Tracer : public DispatchInterceptor {
  public:
   Tracer(Graph& g, bool execute, bool lift, int num_inputs)
       : g_(g), execute_(execute), lift_(lift), num_inputs_(num_inputs), rng_epoch_(generator_epoch()) {}
+  // TraceResult::part_of, as recorded so far.
+  std::map<std::string, std::string> part_of;
+
+  // ---- values eager's backward would have saved (TraceResult::backward_error) ----
+  // The capture's operators run without autograd, and functionalization makes
+  // a later in-place write into a saved value invisible to the backward (which
+  // reads the value as it was): eager raises there. So, as eager's autograd
+  // does, each differentiable call notes the tensors its derivative reads
+  // (OpDef::saved) at their version; one written later (its version moved by
+  // the real in-place kernel) makes the compiled backward raise.
+  struct SavedRead {
+    Tensor t;
+    uint64_t version;
+    const Node* node;  // the call that saved it (is it on a result's path?)
+    const char* op;
+  };
+  std::vector<SavedRead> saved_reads;
+  std::unordered_set<const TensorImpl*> grad_values_;  // tensors eager would have given a grad_fn
+  bool needs_grad_value(const Tensor& t) const {
+    return t.defined() && (t.requires_grad() || grad_values_.count(t.impl()) > 0);
+  }
+  // After a call of `op` (its inputs, results, and for an in-place operator
+  // the twin whose saved set applies; `n` its node) under the function's grad mode.
+  void note_saved(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& out, const Node* n,
+                  bool inplace) {
+    if (!user_grad_ || !op.backward) return;
+    std::vector<bool> needs;
+    bool any = false;
+    for (auto& t : inputs) any |= needs.emplace_back(needs_grad_value(t));
+    if (!any) return;
+    const SavedSet set = op.saved ? op.saved(needs) : SavedSet{~uint64_t{0}, ~uint64_t{0}};
+    // (an in-place call's own input 0 is read before its write: eager keeps
+    // what the formula needs of it; its result is self, read at this version)
+    for (size_t i = inplace ? 1 : 0; i < inputs.size(); ++i)
+      if (set.input(i) && inputs[i].defined()) saved_reads.push_back({inputs[i], inputs[i].autograd_version(), n, op.name});
+    for (size_t j = 0; j < out.size(); ++j)
+      if (set.output(j) && out[j].defined()) saved_reads.push_back({out[j], out[j].autograd_version(), n, op.name});
+    for (auto& t : out)
+      if (t.defined() && is_floating(t.dtype())) grad_values_.insert(t.impl());
+  }
+  // The first saved value written after it was saved by a call on the path of
+  // `results` (eager's backward reaches only those): eager's error, or "".
+  std::string stale_saved_read(const std::vector<Node*>& results) const {
+    if (saved_reads.empty()) return {};
+    std::unordered_set<const Node*> reached;
+    std::vector<const Node*> stack(results.begin(), results.end());
+    while (!stack.empty()) {
+      const Node* v = stack.back();
+      stack.pop_back();
+      if (!v || !reached.insert(v).second) continue;
+      for (const Arg& a : v->args)
+        if (auto* p = std::get_if<Node*>(&a); p && *p) stack.push_back(*p);
+    }
+    for (const SavedRead& r : saved_reads) {
+      if (r.t.autograd_version() == r.version || !reached.count(r.node)) continue;
+      return str("one of the variables needed for gradient computation has been modified by an inplace operation: [",
+                 dtype_name(r.t.dtype()), " ", shape_str(r.t.sizes()), "] is at version ", r.t.autograd_version(),
+                 "; expected version ", r.version, " instead (", r.op,
+                 " saved it inside the compiled function; clone() it before the in-place write, or write out of "
+                 "place)");
+    }
+    return {};
+  }
+  void note_part(const OpDef& op) {
+    const char* c = current_composite();
+    auto [it, inserted] = part_of.try_emplace(op.name, c ? c : "");
+    if (!inserted && it->second != (c ? c : "")) it->second.clear();
+  }
 
   const std::vector<Tensor>& free_tensors() const { return free_; }
 
@@ -371,6 +443,7 @@ class Tracer : public DispatchInterceptor {
            GradMode::is_enabled() && !write_without_grad(op, inputs)};
     user_grad_ = mark.enabled;
     call_last_node_ = mark.last;
+    t_user_exception = false;
     AutoGradMode no_grad(false);
     if (op.has(kRandom)) return functionalize_random(op, inputs, attrs);
     if (op.has(kInplace)) return functionalize_inplace(op, inputs, attrs);
@@ -390,6 +463,8 @@ class Tracer : public DispatchInterceptor {
     }
     TP_CHECK(!out.empty(), CaptureError, "cannot capture operator ", op.name, ": it returned no tensor");
     Node* n = g_.call(op, std::move(args), attrs, out[0].meta());
+    note_part(op);
+    if (!custom) note_saved(op, inputs, out, n, false);
     if (out.size() == 1) {
       sym(n);
       bind_input(out[0], n);
@@ -524,6 +599,8 @@ class Tracer : public DispatchInterceptor {
     }
     return r;
   }
+  // The user's exception ended the trace: the writes stand, as eager's would.
+  void keep_writes() { saved_.clear(); }
   // Puts the inputs written during capture back as they were.
   void restore_inputs() {
     ScopedInterceptor suspend(nullptr);
@@ -812,6 +889,7 @@ class Tracer : public DispatchInterceptor {
     if (user_grad_) refuse_write_into_leaf(op, self);
     node_for(self);  // a free tensor written before it is read is lifted (and saved) now
     Node* value = nullptr;
+    const OpDef* saver = nullptr;  // the out-of-place twin, whose saved values eager keeps
     if (name == "copy_") {
       value = convert(node_for(inputs.at(1)), self);
       // Under no_grad the written tensor keeps its autograd identity, marked on the
@@ -840,6 +918,7 @@ class Tracer : public DispatchInterceptor {
       std::vector<Arg> args;
       for (auto& t : inputs) args.push_back(arg_for(t));
       value = convert(replay(*twin, std::move(args), attrs), self);
+      saver = twin;
     }
     save_before_write(self);
     std::vector<Tensor> out;
@@ -848,6 +927,7 @@ class Tracer : public DispatchInterceptor {
       out = run_kernel(op, inputs, attrs);
     }
     write(self, value, op.name);
+    if (saver) note_saved(*saver, inputs, {self}, value, true);
     return out;
   }
 
@@ -1151,6 +1231,11 @@ thread_local int t_trace_depth = 0;
 
 bool is_tracing() { return t_trace_depth > 0; }
 
+thread_local int t_restore_scopes = 0;       // open RestoreWritesOnError scopes
+void note_user_exception(bool users) { t_user_exception = users && t_trace_depth > 0; }
+RestoreWritesOnError::RestoreWritesOnError() { ++t_restore_scopes; }
+RestoreWritesOnError::~RestoreWritesOnError() { --t_restore_scopes; }
+
 bool traced_requires_grad(const Tensor& t) {
   if (t_trace_depth > 0 && t_tracer) return t_tracer->requires_grad(t);
   return t.requires_grad();
@@ -1302,13 +1387,20 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
     t_tracer = &tracer;
     ++t_trace_depth;
     try {
+      t_user_exception = false;
       r.outputs = fn(proxies);
     } catch (...) {
       --t_trace_depth;
       t_tracer = outer;
       AutoGradMode no_grad(false);
-      tracer.restore_inputs();
-      tracer.restore_generators();
+      const bool keep = t_user_exception && t_restore_scopes == 0;  // (note_user_exception)
+      t_user_exception = false;
+      if (keep) {
+        tracer.keep_writes();
+      } else {
+        tracer.restore_inputs();
+        tracer.restore_generators();
+      }
       throw;
     }
     --t_trace_depth;
@@ -1316,11 +1408,15 @@ TraceResult trace(const TraceableFn& fn, const std::vector<Tensor>& inputs, cons
   }
   AutoGradMode no_grad(false);  // the graph is what we want, not an autograd record of this run
   std::vector<Arg> outs;
+  std::vector<Node*> result_nodes;
   for (auto& o : r.outputs) {
     TP_CHECK(o.defined(), CaptureError, "compiled functions must return tensors");
     outs.push_back(tracer.node_for(o));
+    result_nodes.push_back(std::get<Node*>(outs.back()));
   }
+  r.backward_error = tracer.stale_saved_read(result_nodes);
   // Results that are views of an input in eager (read before the inputs are put back).
+  r.part_of = std::move(tracer.part_of);
   r.output_views.resize(r.outputs.size());
   r.output_view_sym_attrs.resize(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i)

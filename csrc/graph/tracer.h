@@ -60,6 +60,15 @@ struct TraceResult {
   // caller copies them into its tensors. The inputs hold their original data
   // again when trace() returns (the capture's own writes are undone).
   std::vector<int> mutated_inputs;
+  // Per operator recorded only as a part of one composite the function called
+  // (nll_loss of cross_entropy): that composite's name; "" when it was also
+  // called directly or by another composite. A compiled call's error from such
+  // an operator names the composite, as eager does (CompiledFunction::call).
+  std::map<std::string, std::string> part_of;
+  // Eager's error when the function wrote in place into a value that a call
+  // before the write saved for its backward (relu_'s result, then `h[:, 0] =
+  // 0`): the compiled backward raises it, as eager's does; "" otherwise.
+  std::string backward_error;
   // Per result: a view of the placeholder input_index in eager (-1: not), and
   // the view operators from it, so a caller can return a view as eager does.
   // Not a view of an input but of another result (eager's `y, y[0]`): output_index
@@ -156,6 +165,22 @@ class UserCallScope {
 // True while a trace is being recorded on this thread (the binding refuses
 // data-dependent reads such as item() then: a capture failure, Section 11.3).
 bool is_tracing();
+
+// Whether the exception leaving the traced function is the user's own (not a
+// capture failure): the binding that calls the function says so for each
+// exception it sees leave, so the outermost call's verdict stands. Eager would have raised it after the
+// same in-place writes (a BatchNorm's running statistics, a counter) and
+// random draws, which the capture ran for real: the trace keeps them instead
+// of putting the inputs and generators back as after a capture failure. Inside
+// a RestoreWritesOnError scope (a capture its caller retries, which would write
+// twice) they are put back as before.
+void note_user_exception(bool users);
+struct RestoreWritesOnError {
+  RestoreWritesOnError();
+  ~RestoreWritesOnError();
+  RestoreWritesOnError(const RestoreWritesOnError&) = delete;
+  RestoreWritesOnError& operator=(const RestoreWritesOnError&) = delete;
+};
 
 // During a trace: whether eager autograd would record `t` (computed through
 // differentiable operators called with grad mode on from a tensor that requires

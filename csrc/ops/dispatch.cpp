@@ -6,12 +6,14 @@
 #include "core/grad_mode.h"
 #include "core/profiler.h"
 #include "ops/autocast.h"
+#include "ops/composite_scope.h"
 #include "ops/kernel_util.h"
 #include "ops/type_promotion.h"
 
 namespace tp {
 namespace {
 thread_local DispatchInterceptor* t_interceptor = nullptr;
+thread_local const char* t_composite = nullptr;  // current_composite()
 AutogradHook g_autograd_hook = nullptr;
 CudaKernelHook g_cuda_hook = nullptr;
 HostCopyHook g_host_copy_hook = nullptr;
@@ -246,12 +248,21 @@ std::vector<Tensor> call_op_unprofiled(const OpDef& op, const std::vector<Tensor
     if (handled) return r;
   }
   // Implicit composites run as their parts, each through this dispatcher.
-  if (op.is_implicit_composite()) return op.decompose(inputs, attrs);
+  if (op.is_implicit_composite()) {
+    if (t_composite) return op.decompose(inputs, attrs);
+    struct Scope {
+      explicit Scope(const char* name) { t_composite = name; }
+      ~Scope() { t_composite = nullptr; }
+    } scope(op.name);
+    return op.decompose(inputs, attrs);
+  }
   if (t_interceptor) return t_interceptor->intercept(op, inputs, attrs);
   if (g_autograd_hook) return g_autograd_hook(op, inputs, attrs);
   return run_kernel(op, inputs, attrs);
 }
 }  // namespace
+
+const char* current_composite() { return t_composite; }
 
 Tensor call_op1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   return call_op(op, inputs, attrs)[0];

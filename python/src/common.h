@@ -10,6 +10,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "core/named_message.h"
 #include "core/tensor.h"
 #include "graph/sym_shape.h"
 
@@ -111,8 +112,7 @@ bool is_contiguous_as(const Tensor& t, MemoryFormat f);
 std::optional<MemoryFormat> to_memory_format(nb::handle h, std::string_view op);  // None -> nullopt
 
 // An error from an operator's parts ("mul: shapes ...") re-raised naming the
-// function the user called: "multiply: shapes ... (in mul)" (op_binding.cpp).
-std::string named_message(const char* what, const std::string& called);
+// function the user called: "multiply: shapes ... (in mul)" (tp::named_message).
 [[noreturn]] void rethrow_named(const std::string& called);  // call inside a catch block
 template <class F>
 auto with_op_name(const std::string& called, F&& f) {

@@ -62,6 +62,17 @@ void name_user_line(nb::python_error& e) {
   throw CaptureError(str(msg, "\n  at ", where, text.empty() ? "" : ": " + text));
 }
 
+// An exception of the user's own (`raise ValueError`, an operator's error in
+// eager's place) rather than a capture failure: the trace keeps the writes
+// eager would have made before it (graph::note_user_exception).
+void note_if_users_exception(nb::python_error& e) {
+  static PyObject* const capture_error =
+      nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
+  static PyObject* const backend_error =
+      nb::object(nb::module_::import_("tensorplay._C").attr("BackendError")).release().ptr();
+  graph::note_user_exception(!e.matches(capture_error) && !e.matches(backend_error));
+}
+
 // The graph handed to user backends and returned by tp.compiler.capture.
 struct GraphModule {
   std::shared_ptr<const graph::Graph> graph;
@@ -767,6 +778,7 @@ struct PyCompiled {
       for (;;) {
         attr_lift->written.clear();
         try {
+          graph::RestoreWritesOnError retried;  // (a failure here is captured again below)
           out = fn->call(values, &structure);
         } catch (...) {
           if (!*captured) {
@@ -1329,7 +1341,9 @@ void bind_compile(nb::module_& m) {
       }
       try {
         r = fn(*nb::tuple(l));
+        if (tracing) graph::note_user_exception(false);  // (an inner one the function caught is not its exit)
       } catch (nb::python_error& e) {
+        if (tracing) note_if_users_exception(e);
         name_user_line(e);
         throw;
       }

@@ -1,6 +1,7 @@
 // The Python state a compiled function's version depends on (python_state.h).
 #include "python_state.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -164,7 +165,64 @@ bool append_module_attr(ModuleState& st, std::string& s, PyObject* v) {
     s += ']';
     return true;
   }
+  if (PyAnySet_CheckExact(v) && PySet_GET_SIZE(v) <= 16) {
+    // A set of flags (`"triple" in self.flags`): its members, sorted (a set's
+    // order depends on its history, not only on what it holds).
+    std::vector<std::string> items;
+    Py_ssize_t pos = 0;
+    PyObject* e;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(v, &pos, &e, &hash)) {
+      std::string one;
+      if (!append_number(one, e, PyUnicode_CheckExact(e) ? 0 : 1)) return false;
+      items.push_back(std::move(one));
+    }
+    std::sort(items.begin(), items.end());
+    s += '{';
+    for (size_t i = 0; i < items.size(); ++i) (s += i ? "," : "") += items[i];
+    s += '}';
+    return true;
+  }
   return append_number(s, v, 1) || append_enum(st, s, v) || append_callable(st, s, v);
+}
+
+// The methods (and other descriptors) of a module's class and of its bases up
+// to nn.Module, by identity: the capture traced the code `self.helper(x)` ran,
+// so `Net.helper = other` (or `Net.forward = other`) after the first call is
+// another program. Read only when the class changed (its version tag).
+void append_class_methods(ModuleState& st, std::string& s, PyTypeObject* type) {
+  static PyObject* const module_base = [] {
+    PyObject* nn = PyImport_ImportModule("tensorplay.nn");
+    PyObject* m = nn ? PyObject_GetAttrString(nn, "Module") : nullptr;
+    Py_XDECREF(nn);
+    if (!m) PyErr_Clear();
+    return m;  // (kept for the process)
+  }();
+  PyObject* mro = type->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return;
+  (s += " class ") += type->tp_name;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    if (cls == module_base || cls == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) break;
+    PyObject* d = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (d && PyDict_Next(d, &pos, &key, &value)) {
+      if (!PyUnicode_Check(key) || PyType_Check(value)) continue;
+      Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+      if (n > 4 && PyUnicode_READ_CHAR(key, 0) == '_' && PyUnicode_READ_CHAR(key, 1) == '_' &&
+          PyUnicode_READ_CHAR(key, n - 1) == '_' && PyUnicode_CompareWithASCIIString(key, "__call__") != 0)
+        continue;  // (__init__, __module__, __doc__: not what a call runs)
+      if (!PyCallable_Check(value) && !Py_TYPE(value)->tp_descr_get) continue;  // numbers: the sources
+      const char* u = PyUnicode_AsUTF8(key);
+      if (!u) {
+        PyErr_Clear();
+        continue;
+      }
+      ((s += ' ') += u) += '=';
+      append_identity(st, s, value);
+    }
+  }
 }
 
 // The objects the state is made of, in a fixed order (nullptr separates groups):
@@ -248,6 +306,79 @@ bool lift_float(ModuleState& st, const std::string& id, PyObject* v, ModuleState
   return true;
 }
 
+// Each module's class and its version tag (CPython gives a class a new tag
+// whenever it or a base is changed: `Net.helper = other`), assigned first when
+// a change reset it.
+std::vector<std::pair<PyTypeObject*, unsigned>> class_tags(const ModuleState& st) {
+  static PyObject* const forward = PyUnicode_InternFromString("forward");
+  std::vector<std::pair<PyTypeObject*, unsigned>> tags;
+  tags.reserve(st.mods.size());
+  for (auto& mod : st.mods) {
+    PyTypeObject* type = Py_TYPE(mod->ptr());
+    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) _PyType_Lookup(type, forward);  // (assigns one)
+    tags.emplace_back(type, type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG ? type->tp_version_tag : 0);
+  }
+  return tags;
+}
+
+bool same_classes(const ModuleState& st, const std::vector<std::pair<PyTypeObject*, unsigned>>& last) {
+  if (last.size() != st.mods.size()) return false;
+  for (size_t m = 0; m < last.size(); ++m) {
+    PyTypeObject* type = Py_TYPE(st.mods[m]->ptr());
+    if (type != last[m].first || last[m].second == 0 || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        type->tp_version_tag != last[m].second)
+      return false;
+  }
+  return true;
+}
+
+// The items of a list or set (in iteration order).
+void container_items_of(PyObject* c, std::vector<nb::object>& out) {
+  if (PyList_CheckExact(c)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(c); ++i) out.push_back(nb::borrow(PyList_GET_ITEM(c, i)));
+    return;
+  }
+  Py_ssize_t pos = 0;
+  PyObject* e;
+  Py_hash_t hash;
+  while (_PySet_NextEntry(c, &pos, &e, &hash)) out.push_back(nb::borrow(e));
+}
+
+std::vector<std::pair<nb::object, std::vector<nb::object>>> container_items(const ModuleState& st) {
+  std::vector<std::pair<nb::object, std::vector<nb::object>>> out;
+  for (auto& dict : st.attr_dicts) {
+    PyObject* d = dict ? dict->ptr() : nullptr;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (d && PyDict_Next(d, &pos, &key, &value)) {
+      if (!PyList_CheckExact(value) && !PySet_CheckExact(value)) continue;
+      if (PyObject_Length(value) > 16) continue;  // (not shown in the text either)
+      out.emplace_back(nb::borrow(value), std::vector<nb::object>{});
+      container_items_of(value, out.back().second);
+    }
+  }
+  return out;
+}
+
+bool same_containers(const std::vector<std::pair<nb::object, std::vector<nb::object>>>& last) {
+  for (auto& [c, items] : last) {
+    PyObject* o = c.ptr();
+    if (PyList_CheckExact(o)) {
+      if (PyList_GET_SIZE(o) != static_cast<Py_ssize_t>(items.size())) return false;
+      for (size_t i = 0; i < items.size(); ++i)
+        if (PyList_GET_ITEM(o, i) != items[i].ptr()) return false;
+      continue;
+    }
+    if (PySet_GET_SIZE(o) != static_cast<Py_ssize_t>(items.size())) return false;
+    Py_ssize_t pos = 0;
+    PyObject* e;
+    Py_hash_t hash;
+    for (size_t i = 0; _PySet_NextEntry(o, &pos, &e, &hash); ++i)
+      if (i >= items.size() || e != items[i].ptr()) return false;
+  }
+  return true;
+}
+
 std::string state_text(ModuleState& st) {
   st.lifted.clear();
   if (st.pinned.size() > ModuleState::kMaxPinned) {  // (a new function at every call: let the old ones go)
@@ -309,6 +440,13 @@ std::string state_text(ModuleState& st) {
     }
     s += " |";
   }
+  std::vector<PyTypeObject*> classes;
+  for (auto& mod : st.mods) {
+    PyTypeObject* type = Py_TYPE(mod->ptr());
+    if (std::find(classes.begin(), classes.end(), type) != classes.end()) continue;
+    classes.push_back(type);
+    append_class_methods(st, s, type);
+  }
   for (size_t i = 0; i < st.sources.size(); ++i) {
     const ModuleState::Source& src = st.sources[i];
     nb::object held = src.value();
@@ -335,6 +473,12 @@ std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleSt
     std::vector<nb::object> objects;
     size_t module_objects = 0;
     std::vector<uint64_t> dict_versions;
+    // Each module's class and its version tag (0: none valid; a class whose
+    // tag cannot be kept is read again at every call).
+    std::vector<std::pair<PyTypeObject*, unsigned>> classes;
+    // The lists and sets the modules' __dicts__ held, with their items: changed
+    // in place (`self.flags.add("x")`), they leave every dict as it was.
+    std::vector<std::pair<nb::object, std::vector<nb::object>>> containers;
     std::string text;
   };
   auto last = std::make_shared<Last>();
@@ -369,6 +513,7 @@ std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleSt
       visit_modules(*st, compare);
 #endif
       if (same) visit_sources(*st, compare);
+      same = same && same_classes(*st, last->classes) && same_containers(last->containers);
       if (same && i == last->objects.size()) return last->text;
     }
     if (st->tree_changed()) {  // list the modules again; versions of the old tree are not reused
@@ -384,6 +529,8 @@ std::function<const std::string&()> module_state_reader(std::shared_ptr<ModuleSt
     last->dict_versions.clear();
     visit_module_dict_versions(*st, [&](uint64_t v) { last->dict_versions.push_back(v); });
 #endif
+    last->classes = class_tags(*st);
+    last->containers = container_items(*st);
     st->rebuild = false;
     last->text = state_text(*st);
     *valid = true;

@@ -190,9 +190,6 @@ def _normalise_in_place_by_its_own_norm(lin, x):
     return h.exp().sum()
 
 
-@pytest.mark.xfail(strict=True, reason="the capture functionalizes in-place writes and does not check, as eager's "
-                                       "version counters do, whether an earlier operator's backward saved the "
-                                       "written value: the compiled call trains where eager raises")
 @pytest.mark.parametrize("f", [_relu_then_zero_a_column, _normalise_in_place_by_its_own_norm])
 def test_an_in_place_write_inside_the_function_into_a_value_the_backward_saved_raises_as_eager(f):
     # Eager (and PyTorch) refuse the backward: "one of the variables needed for

@@ -569,10 +569,17 @@ Tensor CompiledRegion::inplace_target(const Slot& s, const std::vector<Tensor>& 
 
 void CompiledRegion::raise_failed_check(long long status) const {
   if (status == 0) return;
-  size_t k = static_cast<size_t>(status) - 1;
+  size_t k = static_cast<size_t>(status & 0xffff) - 1;
   if (k >= checks_.size()) throw IndexError("index out of range in a compiled region");
-  if (checks_[k].value_error) throw ValueError(checks_[k].message);
-  throw IndexError(checks_[k].message);
+  std::string message = checks_[k].message;
+  if (checks_[k].with_value) {
+    if (size_t at = message.find("{value}"); at != std::string::npos)
+      message.replace(at, 7, std::to_string(status >> 16));  // (arithmetic: a negative index stays negative)
+  } else if (status > 0xffff) {
+    throw IndexError("index out of range in a compiled region");
+  }
+  if (checks_[k].value_error) throw ValueError(message);
+  throw IndexError(message);
 }
 
 std::vector<Tensor> CompiledRegion::run(const std::vector<Tensor>& inputs) const {

@@ -132,12 +132,13 @@ Expr index_value(IndexExpr index) {
   return intern(std::move(n));
 }
 
-Expr guard(Expr ok, Expr value, int code) {
+Expr guard(Expr ok, Expr value, int code, Expr report) {
   ExprNode n;
   n.op = ExprOp::Guard;
   n.dtype = value->dtype;
   n.value = Scalar(int64_t{code});
   n.args = {std::move(ok), std::move(value)};
+  if (report) n.args.push_back(std::move(report));
   return intern(std::move(n));
 }
 

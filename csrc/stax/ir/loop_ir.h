@@ -62,8 +62,10 @@ Expr cast(Expr x, DType dtype);  // returns x itself when already that dtype
 Expr load_indirect(int buffer, IndexExpr index, Expr offset, DType dtype);
 // The loop-index expression's value as an int64 (a constant index folds to a Const).
 Expr index_value(IndexExpr index);
-// `value`, checked: where `ok` is false the region fails with check `code`.
-Expr guard(Expr ok, Expr value, int code);
+// `value`, checked: where `ok` is false the region fails with check `code`;
+// `report` (optional, an int64) is the value the check's message names (the
+// out-of-range index), stored with the code in one word so the two agree.
+Expr guard(Expr ok, Expr value, int code, Expr report = nullptr);
 
 // Prints e; an interior node reached along more than one path is printed once
 // as a binding `$k = ...` (listed first, in dependence order) and then as `$k`.
@@ -144,10 +146,15 @@ struct LoopProgram {
   int status_buffer = -1;           // the Status buffer, when some Guard exists
   // A failed Guard with code k raises checks[k - 1]: an IndexError (an index
   // out of range) or a ValueError (an operator's data check, _value_check).
+  // With a value (a Guard with a report), "{value}" in the message is replaced
+  // by the reported value: the status word holds code | value << 16.
   struct Check {
     std::string message;
     bool value_error = false;
-    bool operator==(const Check& o) const { return message == o.message && value_error == o.value_error; }
+    bool with_value = false;
+    bool operator==(const Check& o) const {
+      return message == o.message && value_error == o.value_error && with_value == o.with_value;
+    }
   };
   std::vector<Check> checks;
   int next_var_id = 0;

@@ -20,7 +20,7 @@ void cannot_lower(const graph::Node* n, const std::string& why) {
   throw BackendError(msg);
 }
 
-int LoweringContext::check_code(const std::string& message, bool value_error) {
+int LoweringContext::check_code(const std::string& message, bool value_error, bool with_value) {
   // The CUDA printer (the only target with 16-bit buffers) has no status word
   // yet: a rule with a checked index declines there, and the operator runs as
   // an extern call of its eager CUDA kernel, which checks on the device
@@ -28,7 +28,7 @@ int LoweringContext::check_code(const std::string& message, bool value_error) {
   if (region_.cuda) fail("checked indexing in a CUDA region (an extern call of the eager kernel instead)");
   LoopProgram& prog = region_.program;
   if (prog.status_buffer < 0) prog.status_buffer = add_buffer(BufferKind::Status, "status", DType::Int64, {1}, {1}, -1);
-  const LoopProgram::Check check{message, value_error};
+  const LoopProgram::Check check{message, value_error, with_value};
   int code = 0;
   for (size_t k = 0; k < prog.checks.size() && !code; ++k)
     if (prog.checks[k] == check) code = static_cast<int>(k) + 1;

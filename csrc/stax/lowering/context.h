@@ -92,7 +92,7 @@ class LoweringContext {
   // The code of a check (ir::guard) whose failure makes the compiled call raise
   // IndexError(message), or ValueError(message) with value_error. Call it in
   // the rule, not in a compute function: the context does not outlive the rule.
-  int check_code(const std::string& message, bool value_error = false);
+  int check_code(const std::string& message, bool value_error = false, bool with_value = false);
 
   [[noreturn]] void fail(const std::string& why) const;
 

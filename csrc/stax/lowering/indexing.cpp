@@ -24,16 +24,19 @@ Expr i64(const IndexExpr& e) { return e.is_const() ? i64(e.const_value()) : inde
 
 // A symbolic size is named by its expression (its value is known only at the call).
 std::string range_message(LoweringContext& c, int64_t dim, const IndexExpr& n) {
-  return str(c.op(), ": index out of range for dimension ", dim, " with size ", n.to_string(), " (in a compiled region)");
+  return str(c.op(), ": index {value} is out of bounds for dimension ", dim, " with size ", n.to_string(),
+             " (in a compiled region)");
 }
 
-// The checked (guard `code`), clamped position along a dim of size n from an index value v.
+// The checked (guard `code`), clamped position along a dim of size n from an
+// index value v; a failed check reports v as given (eager names the bad index).
 Expr position(Expr v, const IndexExpr& n, int code, bool allow_negative) {
   v = cast(v, DType::Int64);
+  const Expr given = v;
   if (allow_negative) v = where(call(CallOp::Lt, {v, i64(0)}, DType::Bool), call(CallOp::Add, {v, i64(n)}, DType::Int64), v);
   Expr ok = call(CallOp::And, {call(CallOp::Ge, {v, i64(0)}, DType::Bool), call(CallOp::Lt, {v, i64(n)}, DType::Bool)},
                  DType::Bool);
-  return guard(ok, where(ok, v, i64(0)), code);
+  return guard(ok, where(ok, v, i64(0)), code, given);
 }
 
 // x read at idx, except along `dim`, where the position is `pos` (an Expr).
@@ -59,7 +62,7 @@ Value lower_index_select(LoweringContext& c) {
   if (x.sizes.empty()) c.fail("a 0-d source");
   int64_t dim = wrap(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
   IndexExpr n = x.size(static_cast<size_t>(dim));
-  int code = c.check_code(range_message(c, dim, n));
+  int code = c.check_code(range_message(c, dim, n), false, /*with_value=*/true);
   return c.pointwise([code, x, index, dim, n](const Index& idx) {
     Index at = index.sizes.empty() ? Index{} : Index{idx[dim]};
     Expr pos = position(index.at(at), n, code, /*allow_negative=*/false);
@@ -73,7 +76,7 @@ Value lower_gather(LoweringContext& c) {
   if (x.sizes.empty() || index.sizes.size() != x.sizes.size()) c.fail("0-d or rank-mismatched operands");
   int64_t dim = wrap(c, c.attrs().get<int64_t>("dim"), static_cast<int64_t>(x.sizes.size()));
   IndexExpr n = x.size(static_cast<size_t>(dim));
-  int code = c.check_code(range_message(c, dim, n));
+  int code = c.check_code(range_message(c, dim, n), false, /*with_value=*/true);
   return c.pointwise([code, x, index, dim, n](const Index& idx) {
     Expr pos = position(index.at(idx), n, code, /*allow_negative=*/false);
     return read_at(x, idx, dim, pos);
@@ -87,7 +90,7 @@ Value lower_embedding(LoweringContext& c) {
   Value w = as_buffer(c, c.input(1));
   if (w.sizes.size() != 2) c.fail("a weight that is not 2-D");
   IndexExpr n = w.size(0);
-  int code = c.check_code(range_message(c, 0, n));
+  int code = c.check_code(range_message(c, 0, n), false, /*with_value=*/true);
   return c.pointwise([code, w, index, n](const Index& idx) {
     Index at(idx.begin(), idx.end() - 1);
     Expr pos = position(index.at(at), n, code, /*allow_negative=*/false);
@@ -104,7 +107,7 @@ Value lower_index(LoweringContext& c) {
   if (x.sizes.empty()) c.fail("a 0-d source");
   IndexExpr n = x.size(0);
   size_t k = index.sizes.size();
-  int code = c.check_code(range_message(c, 0, n));
+  int code = c.check_code(range_message(c, 0, n), false, /*with_value=*/true);
   return c.pointwise([code, x, index, n, k](const Index& idx) {
     Index at(idx.begin(), idx.begin() + static_cast<long>(k));
     Expr pos = position(index.at(at), n, code, /*allow_negative=*/true);

@@ -290,7 +290,8 @@ bool vectorizable_along(const LoopNest& nest, const LoopProgram& p, const std::s
     // A check of one flag for every lane (_value_check) is scalar code inside
     // the vector loop; a per-element check (an index in range) is not vectorized.
     void visit_guard(const ExprNode& e) override {
-      ok = ok && cpp_vectors && uniform.count(e.args[0].get()) && of_lane(e.dtype);
+      ok = ok && cpp_vectors && uniform.count(e.args[0].get()) && of_lane(e.dtype) &&
+           (e.args.size() < 3 || uniform.count(e.args[2].get()));
     }
   } check(lane, j, locals, cpp_vectors, f32_lanes);
   check.visit(nest.body);

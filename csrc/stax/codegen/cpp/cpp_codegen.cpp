@@ -210,8 +210,12 @@ class Writer {
         break;
       case ExprOp::Guard: {  // in vector code only with a uniform condition (the scheduler's rule)
         std::string ok = value(e->args[0], false, inner_var, os, indent);
-        os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << e->value.to_int()
-           << "LL, __ATOMIC_RELAXED);\n";
+        std::string word = std::to_string(e->value.to_int()) + "LL";
+        if (e->args.size() > 2)  // the code and the reported value in one store (LoopProgram::Check)
+          word = "(i64)((unsigned long long)" + word + " | ((unsigned long long)(" +
+                 value(e->args[2], false, inner_var, os, indent) + ") << 16))";
+        os << indent << "if (__builtin_expect(!(" << ok << "), 0)) __atomic_store_n(tp_status, " << word
+           << ", __ATOMIC_RELAXED);\n";
         rhs = emit(e->args[1], vec, inner_var, os, indent);
         break;
       }
