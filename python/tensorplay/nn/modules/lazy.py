@@ -89,10 +89,16 @@ class _LazyMixin:
                              f"(input shape {list(input.shape)})")
         real = self.cls_to_become(size, *self._lazy_args, **self._lazy_kwargs)
         with _tp.no_grad():
+            # .to(device) / .double() before the first call moved the empty tensors:
+            # the real values follow them there
             for name, p in real._parameters.items():
                 if p is not None:
-                    self._parameters[name].data = p.data
+                    old = self._parameters[name]
+                    self._parameters[name].data = p.data.to(device=old.device, dtype=old.dtype)
             for name, b in real._buffers.items():
+                old = self._buffers.get(name)
+                if b is not None and old is not None:
+                    b = b.to(device=old.device, dtype=old.dtype if b.is_floating_point() else b.dtype)
                 self._buffers[name] = b
         for k, v in real.__dict__.items():
             if k not in _OWN:

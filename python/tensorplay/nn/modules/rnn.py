@@ -134,8 +134,8 @@ class RNNBase(Module):
         name = type(self).__name__
         if hx is None:  # zeros with the batch dimension (1 when unbatched: the input was unsqueezed)
             full = (self.num_layers * dirs, batch)
-            h = _tp.zeros(*full, want_h[-1], dtype=input.dtype)
-            return (h, _tp.zeros(*full, want_c[-1], dtype=input.dtype) if want_c != want_h else h) \
+            h = _tp.zeros(*full, want_h[-1], dtype=input.dtype, device=input.device)
+            return (h, _tp.zeros(*full, want_c[-1], dtype=input.dtype, device=input.device) if want_c != want_h else h) \
                 if self.mode == "LSTM" else (h,)
         states = tuple(hx) if self.mode == "LSTM" else (hx,)
         if self.mode == "LSTM" and len(states) != 2:
@@ -144,7 +144,7 @@ class RNNBase(Module):
             if tuple(s.shape) != want:
                 raise ValueError(f"{name}: Expected {what} size {want}, got {tuple(s.shape)}")
         if sorted_indices is not None:  # the caller's batch order -> the packed (longest first) order
-            states = tuple(s.index_select(1, sorted_indices) for s in states)
+            states = tuple(s.index_select(1, sorted_indices.to(s.device)) for s in states)
         return tuple(s if batched else s.unsqueeze(1) for s in states)
 
     def _run_direction(self, xw, batch_sizes, h, c, params, reverse):
@@ -220,7 +220,8 @@ class RNNBase(Module):
                     outs.append(_tp.cat(seq, 0))
                 else:
                     outs.append(_tp.stack(seq, 0) if seq else _tp.zeros(0, layer_in.shape[1], out_size,
-                                                                        dtype=layer_in.dtype))
+                                                                        dtype=layer_in.dtype,
+                                                                        device=layer_in.device))
                 last_h.append(h)
                 last_c.append(c)
             layer_in = outs[0] if dirs == 1 else _tp.cat(outs, -1)
@@ -232,6 +233,7 @@ class RNNBase(Module):
         if packed:
             output = PackedSequence(output, input.batch_sizes, sorted_indices, unsorted_indices)
             if unsorted_indices is not None:  # back to the caller's batch order
+                unsorted_indices = unsorted_indices.to(h_n.device)
                 h_n = h_n.index_select(1, unsorted_indices)
                 c_n = c_n.index_select(1, unsorted_indices) if c_n is not None else None
         elif not batched:

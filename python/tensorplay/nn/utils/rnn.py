@@ -37,7 +37,7 @@ def invert_permutation(permutation):
     inv = [0] * permutation.numel()
     for i, p in enumerate(_host_ints(permutation)):
         inv[p] = i
-    return _tp.tensor(inv, dtype=_tp.int64)
+    return _tp.tensor(inv, dtype=_tp.int64, device=permutation.device)
 
 
 class PackedSequence(_PackedSequenceFields):
@@ -162,8 +162,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     else:
         # A stable sort by decreasing length, as the reference does, so ties keep the caller's order.
         order = sorted(range(batch), key=lambda i: -lengths[i])
-        sorted_indices = _tp.tensor(order, dtype=_tp.int64)
-        input = input.index_select(bdim, sorted_indices.to(input.device))
+        sorted_indices = _tp.tensor(order, dtype=_tp.int64, device=input.device)  # on the data's device, as torch
+        input = input.index_select(bdim, sorted_indices)
         lengths = [lengths[i] for i in order]
     if batch_first:
         input = input.transpose(0, 1)
