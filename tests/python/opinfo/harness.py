@@ -604,21 +604,40 @@ def _check_call(op, fn, idx, s, dtype_name, result, expected, kind):
 
 
 # PyTorch's float64 Bessel J/Y and Airy Ai kernels are off by up to ~1e-6 (around x = 5 and x = -2,
-# measured against mpmath), SciPy's (cephes) by 2e-15: for these a float64 value mismatch is re-judged
-# against SciPy's value, and passes when TensorPlay is no further from it than PyTorch is.
-_SCIPY_ORACLE = {"special.bessel_j0": "j0", "special.bessel_j1": "j1", "special.bessel_y0": "y0",
-                 "special.bessel_y1": "y1", "special.airy_ai": "airy"}
+# measured against mpmath): for these a float64 value mismatch is re-judged against mpmath's value
+# (30 digits; mpmath comes with PyTorch, through sympy, so a fresh machine has it), and passes when
+# TensorPlay is no further from it than PyTorch is.
+_SCIPY_ORACLE = {"special.bessel_j0": ("besselj", 0), "special.bessel_j1": ("besselj", 1),
+                 "special.bessel_y0": ("bessely", 0), "special.bessel_y1": ("bessely", 1),
+                 "special.airy_ai": ("airyai", None)}
+
+
+def _exact_value(mp, fn, order, x):
+    if x != x:
+        return float("nan")
+    if x in (float("inf"), float("-inf")):  # the limits: 0, except where the function has none
+        return 0.0 if x > 0 or fn == "besselj" else float("nan")
+    try:
+        with mp.workdps(30):
+            v = getattr(mp, fn)(order, x) if order is not None else getattr(mp, fn)(x)
+        if isinstance(v, mp.mpc):
+            return float("nan") if v.imag != 0 else float(v.real)
+        return float(v)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return float("nan")
 
 
 def _scipy_reference(name, s):
     try:
-        import scipy.special
+        import mpmath
     except ImportError:
         return None
     if s.args or s.kwargs or not isinstance(s.input, torch.Tensor):
         return None
-    value = getattr(scipy.special, _SCIPY_ORACLE[name])(s.input.detach().double().numpy())
-    return torch.from_numpy(value[0] if isinstance(value, tuple) else value)  # airy gives (Ai, Ai', Bi, Bi')
+    fn, order = _SCIPY_ORACLE[name]
+    x = s.input.detach().double()
+    flat = [_exact_value(mpmath, fn, order, float(v)) for v in x.reshape(-1).tolist()]
+    return torch.tensor(flat, dtype=torch.float64).reshape(x.shape)
 
 
 _LOW_PRECISION = {"bfloat16": torch.bfloat16, "float16": torch.float16}
