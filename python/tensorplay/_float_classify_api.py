@@ -65,13 +65,10 @@ def frexp(input):
     return _Frexp(m.to(input.dtype), e.to(tp.int32))
 
 
-_INT_OF = {}
-
-
-def _int_of(tp, dtype):
-    if not _INT_OF:
-        _INT_OF.update({tp.float32: tp.int32, tp.float64: tp.int64, tp.float16: tp.int16, tp.bfloat16: tp.int16})
-    return _INT_OF[dtype]
+def same_width_int(t):
+    """The integer dtype of t's element width (for bit-level views of floats)."""
+    tp = _tp()
+    return {1: tp.uint8, 2: tp.int16, 4: tp.int32, 8: tp.int64}[t.element_size()]
 
 
 def nextafter(input, other):
@@ -85,7 +82,7 @@ def nextafter(input, other):
         raise TypeError(f"nextafter: expected floating-point tensors, got {input.dtype} and {other.dtype}")
     x, y = tp.broadcast_tensors(input.to(dt), other.to(dt))
     x = x.contiguous()
-    bits = x.view(_int_of(tp, dt))
+    bits = x.view(same_width_int(x))
     away_from_zero = (y > x) == (x > 0)
     stepped = tp.where(away_from_zero, bits + 1, bits - 1).view(dt)
     tiny = tp.finfo(dt).smallest_subnormal

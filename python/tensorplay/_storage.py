@@ -9,6 +9,7 @@ Both are refused inside tp.compile: a captured tensor has no memory yet."""
 import sys
 
 from ._C import Tensor
+from ._float_classify_api import same_width_int
 
 
 def _tp():
@@ -86,7 +87,7 @@ def _byte_view(t, nbytes):
     flat = t.detach().as_strided([nbytes // es], [1], 0)
     if es == 1:
         return flat.view(tp.uint8)
-    ints = flat.view({2: tp.int16, 4: tp.int32, 8: tp.int64}[es])
+    ints = flat.view(same_width_int(flat))
     parts = [(ints >> (8 * k)) & 255 for k in range(es)]
     return tp.stack(parts, -1).reshape(-1).to(tp.uint8)
 
