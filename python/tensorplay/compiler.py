@@ -6,6 +6,7 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 import collections
 import copy
 import enum
+import functools
 import inspect
 import os
 import types
@@ -610,6 +611,9 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         raise TypeError("backend must be a string or a callable")
     kwargs = dict(backend=custom or backend, mode=mode, options=options, dynamic=dynamic, fullgraph=fullgraph,
                   strict_native=strict_native)
+    reverse = _compiled_reverse_transform(fn, kwargs)
+    if reverse is not None:
+        return reverse
     if _state_reader(fn) is not None:  # optimizer.step: its float hyperparameters are inputs
         return _CompiledOptimizerStep(fn, kwargs)
     from .nn import Module  # late: nn imports tensorplay
@@ -634,6 +638,51 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         # while the tree has any, calls run them eagerly as module.compile() does.
         cf._set_hooked_call(_CompiledModule(fn, (), kwargs))
     return cf
+
+
+def _compiled_reverse_transform(fn, kwargs):
+    """tp.compile(tp.func.grad(f)) (also grad_and_value, jacrev): the transform
+    applied to tp.compile(f), or None when fn is no such transform.
+
+    A capture runs the function without autograd (the AOT layer differentiates
+    the captured graph instead), so tracing the transform itself would meet its
+    requires_grad_() and autograd.grad and refuse them. Compiling f instead
+    gives the same program: the transform marks the differentiated arguments as
+    requiring grad, the compiled call of f runs its generated forward and
+    returns results whose grad_fn is the region's node, and the transform's
+    autograd.grad runs the generated backward (both native under
+    strict_native). What stays in Python is the transform's glue, one engine
+    call per gradient. A gradient that must itself be differentiable (nested
+    transforms, grad(grad(f)), or f reading tensors that require grad outside
+    the transform while grad mode is on) needs a double backward through the
+    compiled region, which raises an error saying so."""
+    tag = getattr(fn, "_tp_transform", None)
+    if not tag or tag[0] not in ("grad", "jacrev"):
+        return None
+    from . import func as tf
+    inner = compile(tag[1], **kwargs)
+    if tag[0] == "jacrev":
+        transform = tf.jacrev(inner, tag[2], has_aux=tag[3])
+    else:
+        transform = (tf.grad_and_value if tag[4] else tf.grad)(inner, tag[2], has_aux=tag[3])
+
+    @functools.wraps(fn)
+    def compiled_transform(*args, **kw):
+        try:
+            return transform(*args, **kw)
+        except RuntimeError as e:
+            if not str(e).startswith("double backward (create_graph=True) through the compiled region"):
+                raise
+            raise RuntimeError(
+                f"tp.compile(tp.func.{tag[0]}(f)): the gradient has to stay differentiable because f's result "
+                "depends on tensors that require grad outside the transform (a parameter f reads, an argument "
+                "that already requires grad, or an enclosing transform), and a compiled backward has no "
+                "derivative; pass detached tensors (params = {k: v.detach() for k, v in "
+                "model.named_parameters()}) or call it under tp.no_grad() when no outer derivative is wanted"
+            ) from e
+
+    compiled_transform._tp_transform = tag[:1] + (inner,) + tag[2:]  # vmap of it batches through its own rule
+    return compiled_transform
 
 
 def _module_attribute(self, name):

@@ -163,9 +163,6 @@ def test_transforms_of_a_compiled_function_match_eager():
     np.testing.assert_allclose([float(o1), float(t1)], [float(o2), float(t2)], rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="a capture refuses the requires_grad_() that tp.func.grad does on its "
-                   "input (CaptureError): the transform is not traced into a joint graph, so compiling a grad "
-                   "transform (torch.compile(torch.func.grad(f)) works in PyTorch) raises instead of compiling")
 def test_compiling_a_grad_transform():
     x = tp.randn(4, generator=tp.Generator().manual_seed(0))
     np.testing.assert_allclose(tp.compile(tp.func.grad(_f))(x).numpy(), tp.func.grad(_f)(x).numpy(), rtol=1e-6)
