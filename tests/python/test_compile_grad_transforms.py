@@ -7,6 +7,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import nn
+from tensorplay.utils._pytree import tree_leaves
 
 
 def _gen(seed):
@@ -15,14 +16,6 @@ def _gen(seed):
 
 def _f(x):
     return (x.sin() * x).sum()
-
-
-def _leaves(tree):
-    if isinstance(tree, dict):
-        return [t for k in sorted(tree) for t in _leaves(tree[k])]
-    if isinstance(tree, (tuple, list)):
-        return [t for v in tree for t in _leaves(v)]
-    return [tree]
 
 
 def _np(t):
@@ -52,7 +45,7 @@ def test_grad_and_value_argnums_and_aux():
     for transform in (tp.func.grad, tp.func.grad_and_value):
         eager = transform(f, argnums=(0, 1), has_aux=True)(a, b, 0.5)
         comp = tp.compile(transform(f, argnums=(0, 1), has_aux=True))(a, b, 0.5)
-        flat_e, flat_c = _leaves(eager), _leaves(comp)
+        flat_e, flat_c = tree_leaves(eager), tree_leaves(comp)
         assert len(flat_e) == len(flat_c)
         for e, c in zip(flat_e, flat_c):
             np.testing.assert_allclose(_np(c), _np(e), rtol=1e-5, atol=1e-6)
