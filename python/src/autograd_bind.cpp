@@ -99,8 +99,9 @@ void bind_node(nb::module_& m) {
 // "does not require grad") or take effect only at capture (a hook registered on
 // an input, `p.grad = None` of optimizer.zero_grad()). Refused with the way out.
 void refuse_in_capture(const char* what, const char* instead) {
-  if (graph::is_tracing())
-    throw CaptureError(str(what, " inside a compiled function (tp.compile) is not supported: the capture runs the "
+  if (!graph::is_tracing()) return;
+  note_step_refusal();  // (an autograd call: a step-wise run makes it eagerly, compile.cpp)
+  throw CaptureError(str(what, " inside a compiled function (tp.compile) is not supported: the capture runs the "
                            "function once, without autograd; ", instead, ", or run the function without tp.compile"));
 }
 // `x.detach()` during a capture: a view of x recorded with grad mode off, so the

@@ -65,6 +65,13 @@ void note_base_object(nb::handle src, const Tensor& result);
 // CaptureError (autograd_bind.cpp says why). No-op outside a capture.
 void refuse_requires_grad_change(const Tensor& t, bool v);
 
+// A capture refused a training-step call (backward(), autograd.grad, setting
+// .grad, optimizer.zero_grad() or step()): noted so that the compiled call that
+// started the capture can run the function step-wise instead of raising
+// (compiler's _stepwise.py; compile.cpp). take_step_refusal() reads and clears it.
+void note_step_refusal();
+bool take_step_refusal();
+
 // A floating `t.item()` during a capture returns a 0-d tensor of the graph
 // (tensor.cpp); a compiled function that returns that tensor as it is gives the
 // caller a Python float, as eager does (compile.cpp, PyOutputStructure).

@@ -138,6 +138,13 @@ bool is_capture_item(const Tensor& t) {
   return !roots.empty() && t.dim() == 0 && is_floating(t.dtype()) && graph::computed_only_from(t, roots);
 }
 
+// (common.h) Set by the binding's refusals of autograd calls during a capture.
+namespace {
+thread_local bool t_step_refusal_flag = false;
+}  // namespace
+void note_step_refusal() { t_step_refusal_flag = true; }
+bool take_step_refusal() { return std::exchange(t_step_refusal_flag, false); }
+
 namespace {
 
 // What a compiled function returned, with its tensors taken out: containers
@@ -468,6 +475,12 @@ struct PyCompiled {
   // `hooked` (compiler._CompiledModule: the hooks run eagerly at every call, as
   // module.compile() does) rather than into a capture that would run them once.
   nb::object hooked;
+  // compiler's _stepwise.Runner (None under fullgraph=True or strict_native): a
+  // function whose capture was refused an autograd call (loss.backward(),
+  // opt.zero_grad(), opt.step() of a training step) runs as Python from then on,
+  // its module calls and optimizer steps compiled; `stepwise_on` once switched.
+  nb::object stepwise;
+  bool stepwise_on = false;
   std::shared_ptr<ModuleState> state;
   std::shared_ptr<FreeObjects> free_objects = std::make_shared<FreeObjects>();
   // Automatic dynamic floats: a Python float argument whose value changed between
@@ -534,14 +547,36 @@ struct PyCompiled {
 
   // args[0..n) positional, then one value per name of `kwnames` (a tuple, or null).
   nb::object call(PyObject* const* args, size_t n, PyObject* kwnames) {
-    const size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
     // The slow paths below take the arguments as Python calls do.
     auto forward = [&](nb::handle callee) {
       PyObject* r = PyObject_Vectorcall(callee.ptr(), args, n, kwnames);
       if (!r) throw nb::python_error();
       return nb::steal(r);
     };
+    if (stepwise_on) return forward(stepwise);
     if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return forward(hooked);
+    if (stepwise.is_valid() && !stepwise.is_none() && !graph::is_tracing()) {
+      take_step_refusal();  // (a refusal left over from a capture the user's code caught)
+      try {
+        return call_unhooked(args, n, kwnames, forward);
+      } catch (...) {
+        // The failed capture put back the writes and draws it made, so the
+        // step-wise run starts from the caller's state (Python side effects
+        // before the refused call ran once more: the static check in compiler.py
+        // switches a function that names backward/zero_grad before any capture).
+        if (!take_step_refusal()) throw;
+      }
+      stepwise_on = true;
+      if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
+        std::fprintf(stderr, "[tp.compile] an autograd call inside the function: it runs step-wise from now on\n");
+      return forward(stepwise);
+    }
+    return call_unhooked(args, n, kwnames, forward);
+  }
+
+  template <class Forward>
+  nb::object call_unhooked(PyObject* const* args, size_t n, PyObject* kwnames, Forward& forward) {
+    const size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
     // Forward-mode AD propagates tangents in the dispatcher hook, which the
     // generated code and the first-level entry never reach: while a dual level
     // is open the function runs eagerly, so its results carry tangents as
@@ -1186,6 +1221,11 @@ void bind_compile(nb::module_& m) {
           st->lift_floats = false;
       })
       .def("_set_hooked_call", [](PyCompiled& c, nb::object hooked) { c.hooked = std::move(hooked); })
+      .def("_set_stepwise", [](PyCompiled& c, nb::object runner, bool on) {
+        c.stepwise = std::move(runner);
+        c.stepwise_on = on && !c.stepwise.is_none();
+      }, nb::arg("runner").none(), nb::arg("on") = false)
+      .def_prop_ro("_stepwise_on", [](const PyCompiled& c) { return c.stepwise_on; })
       .def_prop_ro("last_graph", [](const PyCompiled& c) -> nb::object {
         auto g = c.fn->last_graph();
         if (!g) return nb::none();
@@ -1371,6 +1411,10 @@ void bind_compile(nb::module_& m) {
      nb::arg("binder").none());
 
   m.def("_is_tracing", [] { return graph::is_tracing(); });
+  // Python's refusals of training-step calls (optimizer.zero_grad(), step()) note themselves as the binding's do.
+  m.def("_note_step_refusal", [] {
+    if (graph::is_tracing()) note_step_refusal();
+  });
   // A 0-d tensor that is a Python float in eager (`t.item()` during a capture,
   // and arithmetic on it): printing and round() treat it as that number.
   m.def("_is_capture_item", [](const Tensor& t) { return graph::is_tracing() && is_capture_item(t); });  // a capture is running on this thread

@@ -21,6 +21,7 @@ def _tp():
 def _refuse_capture(name):
     if _C._is_tracing():
         from .compiler import CaptureError
+        _C._note_step_refusal()  # (the compiled function then runs step-wise)
         raise CaptureError(f"tp.{name} inside a compiled function (tp.compile) is not supported: its rejection "
                            f"loop reads on the host whether every draw was accepted; draw outside the compiled "
                            f"function and pass the counts in")

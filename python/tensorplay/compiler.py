@@ -558,7 +558,7 @@ def _signature(fn):
     return names, len(names)
 
 
-def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, fullgraph=True,
+def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, fullgraph=False,
             strict_native=False):
     """Compile `fn` (a function over tensors) into fused native kernels.
 
@@ -568,6 +568,14 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
     execution when Stax cannot generate code for a region; when a call needs
     autograd (an argument, parameter or other free tensor requires grad) the
     forward and the backward region must both be generated code.
+
+    A function that makes autograd or training-step calls a capture cannot
+    record (loss.backward(), tp.autograd.grad, optimizer.zero_grad() / step(),
+    a scheduler's step(), hooks, new leaves: the whole training step, as
+    PyTorch 2 users write it) runs step-wise: as Python, with every module it
+    calls and every optimizer step compiled (tensorplay/_stepwise.py); results
+    and side effects are eager's. fullgraph=True (or strict_native=True) makes
+    such a call a CaptureError instead.
 
     options={"activation_memory_budget": N} caps the activation bytes a training
     region saves for its backward (an int: bytes; a float in [0, 1]: a fraction of
@@ -632,6 +640,12 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
     cf._set_module_finder(lambda: _python_state_sources(user_fn if isinstance(user_fn, Module) else fn))
+    if not isinstance(user_fn, Module) and not fullgraph and not strict_native:
+        # A training step (backward, zero_grad, opt.step inside): run step-wise
+        # (_stepwise.py) rather than refuse it; from the first call when its code
+        # names backward or zero_grad, else once a capture is refused one.
+        from . import _stepwise
+        cf._set_stepwise(_stepwise.Runner(user_fn, kwargs), _stepwise.names_autograd_calls(user_fn))
     fn = user_fn if isinstance(user_fn, Module) else fn
     if isinstance(fn, Module):
         # Forward hooks are Python code whose side effects a capture would run once:

@@ -144,25 +144,31 @@ def test_write_through_plain_view_of_grad_leaf_still_refused():
     lambda x: tp.zeros(3, requires_grad=True) + x,
     lambda x: tp.nn.Parameter(x.clone()),
 ], ids=["detach_requires_grad_", "clone_requires_grad_", "factory_requires_grad", "parameter"])
-def test_new_leaf_inside_compiled_function_raises(make):
+def test_new_leaf_inside_compiled_function(make):
     # Eager gives a tensor that requires grad; the compiled call used to return
     # one without requires_grad (and without grad_fn downstream): silently
-    # different. The capture now refuses, naming the call.
+    # different. The capture refuses, naming the call: an error under
+    # fullgraph=True; by default the function runs step-wise, as eager.
     x = tp.ones(3)
     assert make(x).requires_grad
     with pytest.raises(tp.compiler.CaptureError, match="require grad"):
-        tp.compile(make)(x)
+        tp.compile(make, fullgraph=True)(x)
+    out = tp.compile(make)(x)
+    assert out.requires_grad
+    out.sum().backward()  # its graph is eager's
 
 
-def test_requires_grad_false_on_argument_inside_compiled_function_raises():
+def test_requires_grad_false_on_argument_inside_compiled_function():
     def f(w):
         w.requires_grad_(False)
         return w * 2
 
     w = _leaf([1.0, 2.0])
     with pytest.raises(tp.compiler.CaptureError, match=r"requires_grad_\(False\)"):
-        tp.compile(f)(w)
+        tp.compile(f, fullgraph=True)(w)
     assert w.requires_grad  # the failed capture left the caller's tensor as it was
+    out = tp.compile(f)(w)  # step-wise: the change happens, as in eager
+    assert not w.requires_grad and not out.requires_grad
 
 
 def test_requires_grad_unchanged_inside_compiled_function_is_fine():

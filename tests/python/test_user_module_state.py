@@ -101,10 +101,13 @@ def test_forward_hooks_added_or_removed_after_the_first_call(how):
 
 
 @pytest.mark.parametrize("method", ["register_hook", "retain_grad"])
-def test_gradient_hooks_inside_a_compiled_function_raise_clearly(method):
+def test_gradient_hooks_inside_a_compiled_function(method):
     # They used to fail with "doesn't require gradient" (the capture runs the
-    # forward without autograd) or, on a leaf, to register once at capture.
+    # forward without autograd) or, on a leaf, to register once at capture. With
+    # fullgraph=True they raise clearly; by default the function runs step-wise
+    # (its autograd calls eagerly, as without tp.compile).
     w = tp.randn(4, 4, requires_grad=True)
+    kept = []
 
     def f(x):
         h = x @ w
@@ -112,10 +115,20 @@ def test_gradient_hooks_inside_a_compiled_function_raise_clearly(method):
             h.register_hook(lambda g: g * 2)
         else:
             h.retain_grad()
+            kept.append(h)
         return h.sin().sum()
 
+    x = tp.randn(3, 4, generator=tp.Generator().manual_seed(0))
     with pytest.raises(tp.compiler.CaptureError, match=f"Tensor.{method} inside a compiled function"):
-        tp.compile(f)(tp.randn(3, 4))
+        tp.compile(f, fullgraph=True)(x)
+    grads = []
+    for fn in (f, tp.compile(f)):
+        w.grad = None
+        fn(x).backward()
+        grads.append((w.grad.numpy().copy(), kept[-1].grad.numpy().copy() if kept else None))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
+    if kept:
+        np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-6)
 
 
 def test_hooks_outside_the_compiled_function_still_run():
@@ -135,30 +148,49 @@ def test_hooks_outside_the_compiled_function_still_run():
 
 
 @pytest.mark.parametrize("body", ["backward", "autograd.grad", "opt.zero_grad", "model.zero_grad", "grad = None"])
-def test_autograd_calls_inside_a_compiled_function_raise_clearly(body):
+def test_autograd_calls_inside_a_compiled_function(body):
     # backward() used to fail with "does not require grad" (the capture runs the
     # forward without autograd); zero_grad() ran once, at capture, so the
-    # gradients of later calls accumulated silently.
-    model = nn.Linear(3, 1)
-    opt = tp.optim.SGD(model.parameters(), lr=0.1)
-    model(tp.ones(2, 3)).sum().backward()
+    # gradients of later calls accumulated silently. With fullgraph=True they
+    # raise clearly; by default the function runs step-wise, and every call
+    # clears and accumulates the gradients as eager does.
+    results = []
+    for mode in ("eager", "fullgraph", "default"):
+        tp.manual_seed(0)
+        model = nn.Linear(3, 1)
+        opt = tp.optim.SGD(model.parameters(), lr=0.1)
+        model(tp.ones(2, 3)).sum().backward()
+        got = []
 
-    def step(x):
-        if body == "opt.zero_grad":
-            opt.zero_grad()
-        elif body == "model.zero_grad":
-            model.zero_grad()
-        elif body == "grad = None":
-            model.weight.grad = None
-        loss = model(x).sum()
-        if body == "backward":
-            loss.backward()
-        elif body == "autograd.grad":
-            tp.autograd.grad(loss, [model.weight])
-        return loss
+        def step(x):
+            if body == "opt.zero_grad":
+                opt.zero_grad()
+            elif body == "model.zero_grad":
+                model.zero_grad()
+            elif body == "grad = None":
+                model.weight.grad = None
+            loss = model(x).sum()
+            if body == "backward":
+                loss.backward()
+            elif body == "autograd.grad":
+                got.append(tp.autograd.grad(loss, [model.weight])[0])
+            return loss
 
-    with pytest.raises(tp.compiler.CaptureError, match="inside a compiled function"):
-        tp.compile(step)(tp.ones(2, 3))
+        if mode == "fullgraph":
+            with pytest.raises(tp.compiler.CaptureError, match="inside a compiled function"):
+                tp.compile(step, fullgraph=True)(tp.ones(2, 3))
+            continue
+        fn = step if mode == "eager" else tp.compile(step)
+        for _ in range(3):
+            loss = fn(tp.ones(2, 3))
+            if body in ("opt.zero_grad", "model.zero_grad", "grad = None"):
+                loss.backward()
+        results.append((model.weight.grad.numpy().copy(), [g.numpy() for g in got]))
+    (ge, ae), (gc, ac) = results
+    np.testing.assert_allclose(gc, ge, rtol=1e-6)
+    assert len(ac) == len(ae)
+    for a, b in zip(ac, ae):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
 @pytest.mark.parametrize("how", ["module", "function"])

@@ -171,7 +171,7 @@ def test_a_data_dependent_size_change_is_logged_as_a_data_gate(capfd, monkeypatc
     lambda o: tp.optim.lr_scheduler.ReduceLROnPlateau(o),
     lambda o: tp.optim.lr_scheduler.ChainedScheduler([tp.optim.lr_scheduler.ExponentialLR(o, 0.9)]),
 ])
-def test_a_scheduler_step_inside_a_compiled_function_is_refused(make):
+def test_a_scheduler_step_inside_a_compiled_function(make):
     # `tp.compile(lambda: (opt.step(), sched.step()))`: the schedule's epoch
     # counter and the lr it writes are Python state, so the step ran once, at
     # capture, and the lr stayed there for every later call.
@@ -188,7 +188,32 @@ def test_a_scheduler_step_inside_a_compiled_function_is_refused(make):
 
     m(tp.randn(4, 3)).sum().backward()
     with pytest.raises(tp.compiler.CaptureError, match=r"\.step\(\) inside a compiled function.*call it outside"):
-        tp.compile(update)(tp.tensor(1.0))
+        tp.compile(update, fullgraph=True)(tp.tensor(1.0))
+    # By default the function runs step-wise: the schedule advances at every call, as in eager.
+    runs = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+        sched = make(opt)
+
+        def update2(loss):
+            opt.step()
+            if isinstance(sched, tp.optim.lr_scheduler.ReduceLROnPlateau):
+                sched.step(loss)
+            else:
+                sched.step()
+
+        f = tp.compile(update2) if compiled else update2
+        lrs = []
+        for i in range(5):
+            m.zero_grad()
+            m(tp.randn(4, 3, generator=tp.Generator().manual_seed(i))).sum().backward()
+            f(tp.tensor(1.0))
+            lrs.append(opt.param_groups[0]["lr"])
+        runs.append((lrs, m.weight.detach().numpy().copy()))
+    assert runs[1][0] == runs[0][0]
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
 
 
 def test_a_compiled_optimizer_step_follows_a_scheduler_stepped_outside():
@@ -751,4 +776,6 @@ def test_a_module_built_inside_a_compiled_function_is_refused_at_its_parameters(
     want = nn.Linear(4, 2)(tp.ones(3, 4)).sum()
     assert want.grad_fn is not None
     with pytest.raises(tp.compiler.CaptureError, match=r"require grad .*nn\.Parameter"):
-        tp.compile(lambda x: nn.Linear(4, 2)(x).sum())(tp.ones(3, 4))
+        tp.compile(lambda x: nn.Linear(4, 2)(x).sum(), fullgraph=True)(tp.ones(3, 4))
+    got = tp.compile(lambda x: nn.Linear(4, 2)(x).sum())(tp.ones(3, 4))  # step-wise, as eager
+    assert got.grad_fn is not None

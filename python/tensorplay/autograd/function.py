@@ -233,6 +233,7 @@ def _apply_in_capture(cls, args, kwargs):
         return result  # eager records nothing either
     name = cls.__name__
     if ctx._dirty:
+        _C._note_step_refusal()  # (the compiled function then runs step-wise)
         raise _C.CaptureError(
             f"tp.autograd.Function {name}.apply inside a compiled function (tp.compile) with gradients enabled: "
             "its forward marks an input dirty (an in-place write), which the capture cannot give this Function's "

@@ -23,6 +23,7 @@ def _refuse_in_capture(sched):
     # Python state: inside tp.compile the step would run once, at capture, and
     # every later call would keep that lr (as optimizer.zero_grad()).
     if _C._is_tracing():
+        _C._note_step_refusal()  # (the compiled function then runs step-wise)
         raise _C.CaptureError(f"{type(sched).__name__}.step() inside a compiled function (tp.compile) is not "
                               "supported: it would run only once, at capture; call it outside the compiled function "
                               "(the compiled optimizer step reads the new lr at every call)")

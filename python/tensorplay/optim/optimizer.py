@@ -7,7 +7,7 @@ elementwise.
 import functools
 from collections import defaultdict
 
-from .. import _C
+from .. import _C, _stepwise
 from .._grad_mode import no_grad
 
 
@@ -38,6 +38,8 @@ class Optimizer:
 
         @functools.wraps(step)
         def refusing_step(self, *args, **kwargs):
+            if _stepwise.ACTIVE:  # inside a step-wise compiled training step: tp.compile(opt.step)
+                return _stepwise.optimizer_step(self, step, args, kwargs)
             self._refuse_step_in_capture()
             return step(self, *args, **kwargs)
 
@@ -103,6 +105,7 @@ class Optimizer:
         if _C._is_tracing():
             # Which gradients exist is Python state: a capture would clear them
             # once, and later calls of the compiled function would accumulate.
+            _C._note_step_refusal()  # (the compiled training step then runs step-wise)
             raise _C.CaptureError("optimizer.zero_grad() inside a compiled function (tp.compile) is not supported: "
                                   "it would run only once, at capture; call it outside the compiled function")
         for group in self.param_groups:
@@ -123,6 +126,12 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient, through the subclass's
         `_update(p, group)`; the closure (if any) is evaluated first, with grad on."""
+        if _stepwise.ACTIVE:  # inside a step-wise compiled training step: tp.compile(opt.step)
+            return _stepwise.optimizer_step(self, Optimizer._step_updates, (),
+                                            {} if closure is None else {"closure": closure})
+        return self._step_updates(closure)
+
+    def _step_updates(self, closure=None):
         self._refuse_step_in_capture()
         loss = self._closure_loss(closure)
         with no_grad():
@@ -138,6 +147,7 @@ class Optimizer:
         # inputs, and a call whose capture created state is not replayed. A step
         # reached from another compiled function would run its Python once, at capture.
         if _C._is_tracing() and not getattr(self, "_capturing_own_step", False):
+            _C._note_step_refusal()
             raise _C.CaptureError(_STEP_IN_CAPTURE.format(type(self).__name__))
 
     def _update(self, p, group):

@@ -10,7 +10,7 @@ import itertools
 
 from ..._lazy_numpy import is_ndarray, np
 
-from ... import _C
+from ... import _C, _stepwise
 from ..._grad_mode import no_grad
 from ..parameter import Parameter
 
@@ -388,6 +388,7 @@ class Module:
     def zero_grad(self, set_to_none=True):
         if _C._is_tracing():
             # As Optimizer.zero_grad: it would run only once, at capture.
+            _C._note_step_refusal()  # (the compiled function then runs step-wise)
             raise _C.CaptureError("module.zero_grad() inside a compiled function (tp.compile) is not supported: "
                                   "it would run only once, at capture; call it outside the compiled function")
         for p in self.parameters():
@@ -622,6 +623,8 @@ class Module:
         compiled = self.__dict__.get("_compiled_call")
         if compiled is not None:
             return compiled(*args, **kwargs)
+        if _stepwise.ACTIVE:  # a compiled training step running step-wise: this call compiled
+            return _stepwise.module_call(self, args, kwargs)
         return self._call_impl(*args, **kwargs)
 
     def compile(self, *args, **kwargs):
