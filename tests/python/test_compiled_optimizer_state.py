@@ -147,17 +147,18 @@ def test_a_step_inside_another_compiled_function(name):
     # nothing of opt.state or lr, so the state was re-created at every call and never
     # written back, and a scheduler's lr was ignored. fullgraph=True refuses it; by
     # default the function runs step-wise (the step compiled on its own), as eager.
+    def clip_and_step_of(m, opt):
+        def clip_and_step():
+            nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+        return clip_and_step
+
     tp.manual_seed(0)
     m = nn.Linear(3, 2)
     opt = OPTIMIZERS[name](m.parameters())
-
-    def clip_and_step():
-        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-
     _grads_lin3(m)
     with pytest.raises(tp.compiler.CaptureError, match=r"step\(\) inside a compiled function.*tp\.compile\(opt\.step\)"):
-        tp.compile(clip_and_step, fullgraph=True)()
+        tp.compile(clip_and_step_of(m, opt), fullgraph=True)()
     # Nor through a compiled step called inside (it would be inlined into that capture).
     cstep = tp.compile(opt.step)
     with pytest.raises(tp.compiler.CaptureError, match=r"step\(\) inside a compiled function"):
@@ -167,12 +168,8 @@ def test_a_step_inside_another_compiled_function(name):
         tp.manual_seed(0)
         m2 = nn.Linear(4, 3)
         opt2 = OPTIMIZERS[name](m2.parameters())
-
-        def clip_and_step2():
-            nn.utils.clip_grad_norm_(m2.parameters(), 1.0)
-            opt2.step()
-
-        f = tp.compile(clip_and_step2) if compiled else clip_and_step2
+        f = clip_and_step_of(m2, opt2)
+        f = tp.compile(f) if compiled else f
         out = []
         for i in range(4):
             _grads(m2, i)

@@ -175,36 +175,28 @@ def test_a_scheduler_step_inside_a_compiled_function(make):
     # `tp.compile(lambda: (opt.step(), sched.step()))`: the schedule's epoch
     # counter and the lr it writes are Python state, so the step ran once, at
     # capture, and the lr stayed there for every later call.
+    def updater(opt, sched):
+        def update(loss):
+            opt.step()
+            if isinstance(sched, tp.optim.lr_scheduler.ReduceLROnPlateau):
+                sched.step(loss)
+            else:
+                sched.step()
+        return update
+
     m = nn.Linear(3, 2)
     opt = tp.optim.SGD(m.parameters(), lr=0.1)
-    sched = make(opt)
-
-    def update(loss):
-        opt.step()
-        if isinstance(sched, tp.optim.lr_scheduler.ReduceLROnPlateau):
-            sched.step(loss)
-        else:
-            sched.step()
-
     m(tp.randn(4, 3)).sum().backward()
     with pytest.raises(tp.compiler.CaptureError, match=r"\.step\(\) inside a compiled function.*call it outside"):
-        tp.compile(update, fullgraph=True)(tp.tensor(1.0))
+        tp.compile(updater(opt, make(opt)), fullgraph=True)(tp.tensor(1.0))
     # By default the function runs step-wise: the schedule advances at every call, as in eager.
     runs = []
     for compiled in (False, True):
         tp.manual_seed(0)
         m = nn.Linear(3, 2)
         opt = tp.optim.SGD(m.parameters(), lr=0.1)
-        sched = make(opt)
-
-        def update2(loss):
-            opt.step()
-            if isinstance(sched, tp.optim.lr_scheduler.ReduceLROnPlateau):
-                sched.step(loss)
-            else:
-                sched.step()
-
-        f = tp.compile(update2) if compiled else update2
+        update = updater(opt, make(opt))
+        f = tp.compile(update) if compiled else update
         lrs = []
         for i in range(5):
             m.zero_grad()
