@@ -185,3 +185,30 @@ def test_a_compiled_model_inside_a_compiled_step():
         step = tp.compile(step) if compiled else step
         runs.append([float(step(x, y)) for x, y in _data(3)])
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+
+
+def test_an_amp_training_step_with_grad_scaler_and_clipping():
+    def run(compiled):
+        model = _mlp(7)
+        opt = tp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        scaler = tp.amp.GradScaler("cpu")
+
+        def step(x, y):
+            opt.zero_grad()
+            with tp.autocast("cpu", dtype=tp.bfloat16):
+                loss = nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            scaler.step(opt)
+            scaler.update()
+            return loss
+
+        f = tp.compile(step) if compiled else step
+        losses = [float(f(x, y)) for x, y in _data(4)]
+        return losses, [p.detach().numpy().copy() for p in model.parameters()]
+
+    (le, pe), (lc, pc) = run(False), run(True)
+    np.testing.assert_allclose(lc, le, rtol=1e-5)
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
