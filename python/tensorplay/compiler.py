@@ -6,6 +6,7 @@ __call__ is the first-level entry, so no Python runs on a compiled call.
 import collections
 import copy
 import enum
+import functools
 import inspect
 import os
 import types
@@ -126,7 +127,12 @@ def _locate_free_tensors(fn, ids):
         queue.append((value, root, steps, name, depth))
 
     target = fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):
+        # Its bound arguments (a model: its buffers' writes, its parameters) and
+        # its function's globals and closure; partial.__call__ is a C slot.
+        push(fn, fn, (), "partial", 0)
+        target = None
+    elif isinstance(fn, types.MethodType):
         push(fn.__self__, fn.__self__, (), "self", 0)
         target = fn.__func__
     elif not isinstance(fn, types.FunctionType):
@@ -203,10 +209,34 @@ def _locate_free_tensors(fn, ids):
                 push(value.__self__, root, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
                 for r in _function_roots(value.__func__, name + "."):
                     push(*r, depth + 1)
+            elif isinstance(value, functools.partial):
+                # (func, args and keywords are slots, not __dict__ entries)
+                push(value.func, root, steps + (("attr", "func"),), f"{name}.func", depth + 1)
+                push(value.args, root, steps + (("attr", "args"),), f"{name}.args", depth + 1)
+                push(value.keywords, root, steps + (("attr", "keywords"),), f"{name}.keywords", depth + 1)
+            elif isinstance(value, collections.deque):
+                for i, v in enumerate(list(value)):
+                    push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
             else:
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):
                     for k, v in list(d.items()):
+                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                # An object of a class with __slots__ keeps those attributes out of
+                # its __dict__ (or has none): without a path its tensors were re-read
+                # as the capture's objects and, having no owner, their writes were
+                # dropped (a state holder with __slots__ never saw its buffer change).
+                for klass in type(value).__mro__:
+                    slots = vars(klass).get("__slots__", ())
+                    for k in ((slots,) if isinstance(slots, str) else slots):
+                        if k in ("__dict__", "__weakref__") or not isinstance(k, str):
+                            continue
+                        if k.startswith("__") and not k.endswith("__"):
+                            k = f"_{klass.__name__.lstrip('_')}{k}"  # (a private slot's mangled name)
+                        try:
+                            v = getattr(value, k)
+                        except AttributeError:  # (an unset slot)
+                            continue
                         push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
         except Exception:  # an object that refuses inspection: not a path
             continue
@@ -309,7 +339,30 @@ def _python_state_sources(fn):
 
     roots = []  # (value, owner, key, steps, name)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):
+        # tp.compile(functools.partial(loss_fn, model, smooth=0.1)): the bound
+        # arguments (the model whose training flag selects the version) and the
+        # wrapped function's reads, not partial.__call__'s (a C slot: nothing).
+        # A partial used to be searched as an opaque callable object, so
+        # model.eval() left the train-mode program running.
+        for i, v in enumerate(fn.args):
+            roots.append((v, fn, None, (("attr", "args"), ("item", i)), f"<partial arg {i}>"))
+        for k, v in (fn.keywords or {}).items():
+            roots.append((v, fn, None, (("attr", "keywords"), ("item", k)), f"<partial {k}=>"))
+        inner = fn.func
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        if isinstance(inner, types.MethodType):
+            roots.append((inner.__self__, inner.__self__, None, (), "self"))
+            add_class_functions(type(inner.__self__))
+            target = inner.__func__
+        elif isinstance(inner, types.FunctionType):
+            target = inner
+        else:
+            roots.append((inner, inner, None, (), "self"))
+            add_class_functions(type(inner))
+            target = getattr(type(inner), "forward", None) or getattr(type(inner), "__call__", None)
+    elif isinstance(fn, types.MethodType):
         roots.append((fn.__self__, fn.__self__, None, (), "self"))
         add_class_functions(type(fn.__self__))
     elif not isinstance(fn, types.FunctionType):  # a module or callable object: its forward / __call__
@@ -482,7 +535,12 @@ def _modules_reached(fn):
     out, seen = [], set()
     queue = collections.deque()
     target = fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):  # (its function, then its bound arguments)
+        queue.append((fn.func, 0))
+        queue.extend((v, 0) for v in fn.args)
+        queue.extend((v, 0) for v in (fn.keywords or {}).values())
+        target = None
+    elif isinstance(fn, types.MethodType):
         queue.append((fn.__self__, 0))
         target = fn.__func__
     elif not isinstance(fn, types.FunctionType):
@@ -513,6 +571,10 @@ def _modules_reached(fn):
             elif isinstance(value, types.MethodType):
                 queue.append((value.__self__, depth + 1))
                 queue.extend((r[0], depth + 1) for r in _function_roots(value.__func__))
+            elif isinstance(value, functools.partial):  # (no __dict__ entries: its slots)
+                queue.append((value.func, depth + 1))
+                queue.extend((v, depth + 1) for v in value.args)
+                queue.extend((v, depth + 1) for v in (value.keywords or {}).values())
             else:
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):

@@ -98,3 +98,71 @@ def test_a_fallback_warning_raises_under_the_error_filter(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "raised: True" in out.stdout, out.stdout + out.stderr
     assert "later call: True" in out.stdout, out.stdout + out.stderr
+
+
+# ------------------- state reached through a functools.partial, __slots__ or a deque
+
+def test_a_compiled_partial_over_a_model_follows_eval_and_keeps_batch_norm_statistics():
+    # tp.compile(functools.partial(loss_fn, model)): the partial's bound model was
+    # never searched (partial.__call__ is a C slot and its arguments are not in a
+    # __dict__), so its running statistics' writes were dropped and model.eval()
+    # kept running the train-mode program.
+    import functools
+
+    F = tp.nn.functional
+    rng = np.random.default_rng(0)
+    data = [(tp.tensor(rng.standard_normal((4, 6)).astype(np.float32)), tp.tensor(rng.integers(0, 3, 4)))
+            for _ in range(6)]
+
+    def loss_fn(model, x, y, smoothing):
+        return F.cross_entropy(model(x), y, label_smoothing=smoothing)
+
+    def run(compiled):
+        tp.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+        f = functools.partial(loss_fn, m, smoothing=0.1)
+        f = tp.compile(f) if compiled else f
+        losses = []
+        for i, (x, y) in enumerate(data):
+            m.train(i < 4)
+            opt.zero_grad()
+            loss = f(x, y)
+            if m.training:
+                loss.backward()
+                opt.step()
+            losses.append(loss.item())
+        return losses, [b.numpy().copy() for b in m.buffers()]
+
+    (le, be), (lc, bc) = run(False), run(True)
+    np.testing.assert_allclose(lc, le, rtol=1e-5, atol=1e-6)
+    assert int(bc[2]) == int(be[2]) == 4  # num_batches_tracked: four training steps
+    for a, b in zip(bc[:2], be[:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_writes_into_tensors_held_in_slots_or_a_deque_persist_and_rebinding_is_seen():
+    # Such a tensor had no owner path: it was re-read as the capture's object and,
+    # with no owner, its in-place writes were dropped, even at the first call.
+    import collections
+
+    class State:
+        __slots__ = ("buf", "scale")
+
+    s = State()
+    s.buf = tp.zeros(3)
+    s.scale = tp.ones(3)
+    dq = collections.deque([tp.zeros(3)])
+
+    def f(x):
+        s.buf.add_(x)
+        dq[0].mul_(0.5).add_(x)
+        return x * s.scale
+
+    cf = tp.compile(f)
+    for _ in range(3):
+        cf(tp.ones(3))
+    np.testing.assert_allclose(s.buf.numpy(), [3.0] * 3)
+    np.testing.assert_allclose(dq[0].numpy(), [1.75] * 3)
+    s.scale = tp.full((3,), 5.0)  # another tensor bound to the slot
+    np.testing.assert_allclose(cf(tp.ones(3)).numpy(), [5.0] * 3)
