@@ -166,3 +166,101 @@ def test_writes_into_tensors_held_in_slots_or_a_deque_persist_and_rebinding_is_s
     np.testing.assert_allclose(dq[0].numpy(), [1.75] * 3)
     s.scale = tp.full((3,), 5.0)  # another tensor bound to the slot
     np.testing.assert_allclose(cf(tp.ones(3)).numpy(), [5.0] * 3)
+
+
+# ------------------- verified behaviours no other test covered
+
+def test_compiled_backward_accumulates_into_gradients_that_are_views_of_one_bucket():
+    # A data-parallel style bucket: each p.grad a view into one flat buffer. The
+    # compiled backward must accumulate into those very objects, as eager does.
+    def run(compiled):
+        tp.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2))
+        f = tp.compile(m) if compiled else m
+        ps = list(m.parameters())
+        flat = tp.zeros(sum(p.numel() for p in ps))
+        off = 0
+        for p in ps:
+            p.grad = flat[off:off + p.numel()].view_as(p)
+            off += p.numel()
+        grads = [p.grad for p in ps]
+        tp.manual_seed(1)
+        x = tp.randn(5, 4)
+        for _ in range(2):
+            f(x).pow(2).sum().backward()
+        assert all(p.grad is g for p, g in zip(ps, grads))
+        return flat.numpy().copy()
+
+    eager, compiled = run(False), run(True)
+    assert np.abs(eager).max() > 0
+    np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_optimizer_in_backward_through_post_accumulate_grad_hooks_with_a_compiled_model():
+    def run(compiled):
+        tp.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+        f = tp.compile(m) if compiled else m
+
+        def update(p):
+            p.data.add_(p.grad, alpha=-0.1)
+            p.grad = None
+
+        for p in m.parameters():
+            p.register_post_accumulate_grad_hook(update)
+        tp.manual_seed(1)
+        for _ in range(4):
+            f(tp.randn(4, 6)).pow(2).sum().backward()
+        assert all(p.grad is None for p in m.parameters())
+        return [p.detach().numpy().copy() for p in m.parameters()]
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_parameter_and_module_containers_changed_between_compiled_training_steps():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pl = nn.ParameterList([nn.Parameter(tp.randn(4, 4) * 0.3) for _ in range(2)])
+            self.pd = nn.ParameterDict({"a": nn.Parameter(tp.randn(4)), "b": nn.Parameter(tp.randn(4))})
+            self.md = nn.ModuleDict({"x": nn.Linear(4, 4), "y": nn.Linear(4, 4)})
+            self.order = ["x", "y"]
+
+        def forward(self, x):
+            for w in self.pl:
+                x = (x @ w).tanh()
+            for k in self.order:
+                x = self.md[k](x)
+            return x * self.pd["a"] + self.pd["b"]
+
+    def run(compiled):
+        tp.manual_seed(0)
+        m = Net()
+        f = tp.compile(m) if compiled else m
+        x = tp.randn(3, 4)
+        losses = []
+        for i in range(6):
+            if i == 2:
+                m.pl.append(nn.Parameter(tp.eye(4) * 0.5))
+            if i == 3:
+                m.pd["a"] = nn.Parameter(tp.ones(4) * 2)
+            if i == 4:
+                m.order = ["y", "x"]
+            if i == 5:
+                m.md["x"] = nn.Identity()
+            for p in m.parameters():
+                p.grad = None
+            loss = f(x).pow(2).sum()
+            loss.backward()
+            losses.append(loss.item())
+            with tp.no_grad():
+                for p in m.parameters():
+                    p -= 0.05 * p.grad
+        return losses, [p.detach().numpy().copy() for p in m.parameters()]
+
+    (le, pe), (lc, pc) = run(False), run(True)
+    np.testing.assert_allclose(lc, le, rtol=1e-5)
+    assert len(pc) == len(pe)
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
