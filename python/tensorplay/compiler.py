@@ -104,6 +104,24 @@ def _function_roots(f, prefix=""):
     return roots
 
 
+def _slot_values(obj):
+    """(name, value) of each set __slots__ attribute of obj's classes (mangled
+    names for private ones), which its __dict__ does not hold."""
+    out = []
+    for klass in type(obj).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for k in ((slots,) if isinstance(slots, str) else slots):
+            if not isinstance(k, str) or k in ("__dict__", "__weakref__"):
+                continue
+            if k.startswith("__") and not k.endswith("__"):
+                k = f"_{klass.__name__.lstrip('_')}{k}"
+            try:
+                out.append((k, getattr(obj, k)))
+            except AttributeError:  # (an unset slot)
+                continue
+    return out
+
+
 def _locate_free_tensors(fn, ids):
     """Where the compiled function's free tensors live, so each call re-reads them.
 
@@ -226,18 +244,8 @@ def _locate_free_tensors(fn, ids):
                 # its __dict__ (or has none): without a path its tensors were re-read
                 # as the capture's objects and, having no owner, their writes were
                 # dropped (a state holder with __slots__ never saw its buffer change).
-                for klass in type(value).__mro__:
-                    slots = vars(klass).get("__slots__", ())
-                    for k in ((slots,) if isinstance(slots, str) else slots):
-                        if k in ("__dict__", "__weakref__") or not isinstance(k, str):
-                            continue
-                        if k.startswith("__") and not k.endswith("__"):
-                            k = f"_{klass.__name__.lstrip('_')}{k}"  # (a private slot's mangled name)
-                        try:
-                            v = getattr(value, k)
-                        except AttributeError:  # (an unset slot)
-                            continue
-                        push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                for k, v in _slot_values(value):
+                    push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
         except Exception:  # an object that refuses inspection: not a path
             continue
     return found
@@ -579,6 +587,8 @@ def _modules_reached(fn):
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):
                     queue.extend((v, depth + 1) for v in list(d.values()))
+                # (a callable object with __slots__ holding the model: its flags too)
+                queue.extend((v, depth + 1) for _, v in _slot_values(value))
         except Exception:  # an object that refuses inspection
             continue
     return out

@@ -168,6 +168,32 @@ def test_writes_into_tensors_held_in_slots_or_a_deque_persist_and_rebinding_is_s
     np.testing.assert_allclose(cf(tp.ones(3)).numpy(), [5.0] * 3)
 
 
+
+def test_a_compiled_callable_object_with_slots_follows_its_models_eval():
+    # The modules a compiled callable reaches were searched through __dict__
+    # only: a step object with __slots__ hid its model, so model.eval() kept the
+    # train-mode program (dropout on, batch statistics) running.
+    class Step:
+        __slots__ = ("model",)
+
+        def __init__(self, model):
+            self.model = model
+
+        def __call__(self, x):
+            return self.model(x).sum()
+
+    tp.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.BatchNorm1d(4))
+    step = Step(m)
+    cstep = tp.compile(step)
+    x = tp.randn(5, 4)
+    cstep(x)
+    mean_after_train = m[2].running_mean.numpy().copy()
+    assert np.abs(mean_after_train).max() > 0
+    m.eval()
+    np.testing.assert_allclose(cstep(x).item(), step(x).item(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m[2].running_mean.numpy(), mean_after_train)  # eval: no update
+
 # ------------------- verified behaviours no other test covered
 
 def test_compiled_backward_accumulates_into_gradients_that_are_views_of_one_bucket():
