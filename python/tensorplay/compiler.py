@@ -11,6 +11,7 @@ import inspect
 import os
 import types
 import warnings
+import weakref
 
 from . import _C
 
@@ -235,6 +236,15 @@ def _locate_free_tensors(fn, ids):
             elif isinstance(value, collections.deque):
                 for i, v in enumerate(list(value)):
                     push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
+            elif isinstance(value, weakref.ref):
+                # A model held weakly (`ref = weakref.ref(model)`, `ref()(x)`): no
+                # attribute or item step reaches through the reference, so the
+                # referent becomes a root itself (the path holds it, as a capture
+                # holds the tensors it read). Unfollowed, its buffers' writes were
+                # dropped.
+                target = value()
+                if target is not None:
+                    push(target, target, (), f"{name}()", depth + 1)
             else:
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):
@@ -579,6 +589,8 @@ def _modules_reached(fn):
             elif isinstance(value, types.MethodType):
                 queue.append((value.__self__, depth + 1))
                 queue.extend((r[0], depth + 1) for r in _function_roots(value.__func__))
+            elif isinstance(value, weakref.ref):  # (its referent's flags select the version)
+                queue.append((value(), depth + 1))
             elif isinstance(value, functools.partial):  # (no __dict__ entries: its slots)
                 queue.append((value.func, depth + 1))
                 queue.extend((v, depth + 1) for v in value.args)

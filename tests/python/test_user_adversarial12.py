@@ -195,17 +195,41 @@ def test_a_compiled_callable_object_with_slots_follows_its_models_eval():
     np.testing.assert_allclose(m[2].running_mean.numpy(), mean_after_train)  # eval: no update
 
 
+def test_a_model_reached_through_a_weak_reference_keeps_its_statistics_and_follows_eval():
+    # `ref = weakref.ref(model)` (a callback or trainer that must not keep the
+    # model alive) then `ref()(x)` in the compiled function: the search did not
+    # follow the reference, so the batch-norm statistics' writes were dropped and
+    # model.eval() kept the train-mode program.
+    import weakref
+
+    tp.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    ref = weakref.ref(m)
+
+    def f(x):
+        return ref()(x).sum()
+
+    cf = tp.compile(f)
+    x = tp.randn(5, 4)
+    cf(x)
+    assert int(m[1].num_batches_tracked) == 1
+    assert np.abs(m[1].running_mean.numpy()).max() > 0
+    m.eval()
+    np.testing.assert_allclose(cf(x).item(), f(x).item(), rtol=1e-5, atol=1e-5)
+    assert int(m[1].num_batches_tracked) == 1
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "a tensor reached only through an owner the free-tensor search cannot walk (here a "
-    "WeakValueDictionary) gets no path; it is re-read as the capture's object and, with no "
+    "read-only mapping proxy) gets no path; it is re-read as the capture's object and, with no "
     "owner to write back to, its in-place writes are dropped. The capture cannot yet tell it "
     "from a tensor made inside the function outside the operators (tp.tensor(...)), whose "
     "writes must not persist between calls, so it can neither write back nor refuse"))
 def test_writes_into_a_tensor_reached_through_an_unsearchable_owner_persist():
-    import weakref
+    import types
 
     acc = tp.zeros(3)
-    cache = weakref.WeakValueDictionary({"acc": acc})
+    cache = types.MappingProxyType({"acc": acc})
 
     def f(x):
         cache["acc"].add_(x)
