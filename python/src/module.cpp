@@ -30,7 +30,13 @@ PyObject* dual_exception(const char* name, PyObject* base, const char* doc) {
 
 void python_warning(const std::string& msg) {
   // Called from C++ code that holds the GIL (compilation runs on the caller's thread).
-  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) PyErr_Clear();
+  // A filter that turns the warning into an error (warnings.simplefilter("error"),
+  // python -W error, pytest's filterwarnings = error) makes PyErr_WarnEx fail
+  // with the exception set: it is raised, as for a warning from Python code.
+  // Clearing it instead dropped the warning silently, so a fallback to eager
+  // (or a nondeterministic kernel under warn_only) passed unnoticed exactly
+  // where the user had asked for it to stop the program.
+  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) throw nb::python_error();
 }
 
 }  // namespace

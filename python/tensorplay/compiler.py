@@ -11,6 +11,7 @@ import inspect
 import os
 import types
 import warnings
+import weakref
 
 from . import _C
 
@@ -104,6 +105,24 @@ def _function_roots(f, prefix=""):
     return roots
 
 
+def _slot_values(obj):
+    """(name, value) of each set __slots__ attribute of obj's classes (mangled
+    names for private ones), which its __dict__ does not hold."""
+    out = []
+    for klass in type(obj).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for k in ((slots,) if isinstance(slots, str) else slots):
+            if not isinstance(k, str) or k in ("__dict__", "__weakref__"):
+                continue
+            if k.startswith("__") and not k.endswith("__"):
+                k = f"_{klass.__name__.lstrip('_')}{k}"
+            try:
+                out.append((k, getattr(obj, k)))
+            except AttributeError:  # (an unset slot)
+                continue
+    return out
+
+
 def _locate_free_tensors(fn, ids):
     """Where the compiled function's free tensors live, so each call re-reads them.
 
@@ -127,7 +146,12 @@ def _locate_free_tensors(fn, ids):
         queue.append((value, root, steps, name, depth))
 
     target = fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):
+        # Its bound arguments (a model: its buffers' writes, its parameters) and
+        # its function's globals and closure; partial.__call__ is a C slot.
+        push(fn, fn, (), "partial", 0)
+        target = None
+    elif isinstance(fn, types.MethodType):
         push(fn.__self__, fn.__self__, (), "self", 0)
         target = fn.__func__
     elif not isinstance(fn, types.FunctionType):
@@ -204,11 +228,34 @@ def _locate_free_tensors(fn, ids):
                 push(value.__self__, root, steps + (("attr", "__self__"),), name + ".__self__", depth + 1)
                 for r in _function_roots(value.__func__, name + "."):
                     push(*r, depth + 1)
+            elif isinstance(value, functools.partial):
+                # (func, args and keywords are slots, not __dict__ entries)
+                push(value.func, root, steps + (("attr", "func"),), f"{name}.func", depth + 1)
+                push(value.args, root, steps + (("attr", "args"),), f"{name}.args", depth + 1)
+                push(value.keywords, root, steps + (("attr", "keywords"),), f"{name}.keywords", depth + 1)
+            elif isinstance(value, collections.deque):
+                for i, v in enumerate(list(value)):
+                    push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
+            elif isinstance(value, weakref.ref):
+                # A model held weakly (`ref = weakref.ref(model)`, `ref()(x)`): no
+                # attribute or item step reaches through the reference, so the
+                # referent becomes a root itself (the path holds it, as a capture
+                # holds the tensors it read). Unfollowed, its buffers' writes were
+                # dropped.
+                target = value()
+                if target is not None:
+                    push(target, target, (), f"{name}()", depth + 1)
             else:
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):
                     for k, v in list(d.items()):
                         push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
+                # An object of a class with __slots__ keeps those attributes out of
+                # its __dict__ (or has none): without a path its tensors were re-read
+                # as the capture's objects and, having no owner, their writes were
+                # dropped (a state holder with __slots__ never saw its buffer change).
+                for k, v in _slot_values(value):
+                    push(v, root, steps + (("attr", k),), f"{name}.{k}", depth + 1)
         except Exception:  # an object that refuses inspection: not a path
             continue
     return found
@@ -310,7 +357,30 @@ def _python_state_sources(fn):
 
     roots = []  # (value, owner, key, steps, name)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):
+        # tp.compile(functools.partial(loss_fn, model, smooth=0.1)): the bound
+        # arguments (the model whose training flag selects the version) and the
+        # wrapped function's reads, not partial.__call__'s (a C slot: nothing).
+        # A partial used to be searched as an opaque callable object, so
+        # model.eval() left the train-mode program running.
+        for i, v in enumerate(fn.args):
+            roots.append((v, fn, None, (("attr", "args"), ("item", i)), f"<partial arg {i}>"))
+        for k, v in (fn.keywords or {}).items():
+            roots.append((v, fn, None, (("attr", "keywords"), ("item", k)), f"<partial {k}=>"))
+        inner = fn.func
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        if isinstance(inner, types.MethodType):
+            roots.append((inner.__self__, inner.__self__, None, (), "self"))
+            add_class_functions(type(inner.__self__))
+            target = inner.__func__
+        elif isinstance(inner, types.FunctionType):
+            target = inner
+        else:
+            roots.append((inner, inner, None, (), "self"))
+            add_class_functions(type(inner))
+            target = getattr(type(inner), "forward", None) or getattr(type(inner), "__call__", None)
+    elif isinstance(fn, types.MethodType):
         roots.append((fn.__self__, fn.__self__, None, (), "self"))
         add_class_functions(type(fn.__self__))
     elif not isinstance(fn, types.FunctionType):  # a module or callable object: its forward / __call__
@@ -483,7 +553,12 @@ def _modules_reached(fn):
     out, seen = [], set()
     queue = collections.deque()
     target = fn
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, functools.partial):  # (its function, then its bound arguments)
+        queue.append((fn.func, 0))
+        queue.extend((v, 0) for v in fn.args)
+        queue.extend((v, 0) for v in (fn.keywords or {}).values())
+        target = None
+    elif isinstance(fn, types.MethodType):
         queue.append((fn.__self__, 0))
         target = fn.__func__
     elif not isinstance(fn, types.FunctionType):
@@ -514,10 +589,18 @@ def _modules_reached(fn):
             elif isinstance(value, types.MethodType):
                 queue.append((value.__self__, depth + 1))
                 queue.extend((r[0], depth + 1) for r in _function_roots(value.__func__))
+            elif isinstance(value, weakref.ref):  # (its referent's flags select the version)
+                queue.append((value(), depth + 1))
+            elif isinstance(value, functools.partial):  # (no __dict__ entries: its slots)
+                queue.append((value.func, depth + 1))
+                queue.extend((v, depth + 1) for v in value.args)
+                queue.extend((v, depth + 1) for v in (value.keywords or {}).values())
             else:
                 d = getattr(value, "__dict__", None)
                 if isinstance(d, dict):
                     queue.extend((v, depth + 1) for v in list(d.values()))
+                # (a callable object with __slots__ holding the model: its flags too)
+                queue.extend((v, depth + 1) for _, v in _slot_values(value))
         except Exception:  # an object that refuses inspection
             continue
     return out

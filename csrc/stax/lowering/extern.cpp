@@ -24,9 +24,18 @@ using namespace tp::stax::ir;
 
 namespace {
 
+bool blas_layout(const Value& v);
+
 // The operand as a buffer view: in place when it already is one, otherwise
-// written into a contiguous temp buffer by a compute node.
-Value as_buffer_view(LoweringContext& c, size_t i) {
+// written into a contiguous temp buffer by a compute node. `readable`, when
+// given, says which layouts the caller can read: a permuted value is written
+// in its source's order (read through permuted strides) only if the permuted
+// view passes it, otherwise contiguously. Deciding before any node is made
+// matters: a source realized and then passed over (a GEMM operand whose
+// permutation leaves no unit stride in its last two dims, tanh(x).permute(2,
+// 0, 1) @ w) left a compute node writing a buffer nobody reads, so no buffer
+// slot was planned for it and the generated unit did not compile.
+Value as_buffer_view(LoweringContext& c, size_t i, bool (*readable)(const Value&) = nullptr) {
   const Value& v = c.input(i);
   if (v.buffer >= 0) return v;
   // The same graph value passed twice (x @ x) is written once.
@@ -38,22 +47,26 @@ Value as_buffer_view(LoweringContext& c, size_t i) {
     // A permutation of a computed value (a transposed gradient): its source is
     // written contiguously and read through permuted strides.
     const Value& src = *v.permuted_from;
-    int buf = c.realize(src, BufferKind::Temp, -1, c.origin());
-    if (src.symbolic()) {
-      SymShape base = sym_contiguous_strides(src.sym_sizes), strides;
+    auto view_of = [&](int buf) {
+      if (src.symbolic()) {
+        SymShape base = sym_contiguous_strides(src.sym_sizes), strides;
+        for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
+        return c.from_buffer_exprs(buf, v.size_exprs(), strides, v.dtype);
+      }
+      Shape base = contiguous_strides(src.sizes), strides;
       for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
-      b = c.from_buffer_exprs(buf, v.size_exprs(), strides, v.dtype);
+      return LoweringContext::from_buffer(buf, v.sizes, strides, v.dtype);
+    };
+    // (buffer id 0 stands in for the one not made yet: only the layout is judged)
+    if (readable == nullptr || readable(view_of(0))) {
+      b = view_of(c.realize(src, BufferKind::Temp, -1, c.origin()));
       c.set_realized(i, b);
       return b;
     }
-    Shape base = contiguous_strides(src.sizes), strides;
-    for (auto d : v.perm) strides.push_back(base[static_cast<size_t>(d)]);
-    b = LoweringContext::from_buffer(buf, v.sizes, strides, v.dtype);
-  } else {
-    int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
-    b = v.symbolic() ? c.from_contiguous_buffer(buf, v.sym_sizes, v.dtype)
-                     : LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
   }
+  int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
+  b = v.symbolic() ? c.from_contiguous_buffer(buf, v.sym_sizes, v.dtype)
+                   : LoweringContext::from_buffer(buf, v.sizes, contiguous_strides(v.sizes), v.dtype);
   c.set_realized(i, b);
   return b;
 }
@@ -224,7 +237,7 @@ LoweringFn gemm(bool bias_first) {
     if (bias_first) call.inputs.push_back(buffer_operand(as_buffer_view(c, 0)));
     for (size_t i = a; i < a + 2; ++i) {
       const Value& v = c.input(i);
-      Value in_place = blas_layout(v) ? v : as_buffer_view(c, i);
+      Value in_place = blas_layout(v) ? v : as_buffer_view(c, i, blas_layout);
       if (!blas_layout(in_place)) {  // a view BLAS cannot read (e.g. stride 2 in both dims): copy it
         int buf = c.realize(v, BufferKind::Temp, -1, c.origin());
         in_place = v.symbolic() ? c.from_contiguous_buffer(buf, v.sym_sizes, v.dtype)
