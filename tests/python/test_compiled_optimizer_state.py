@@ -211,15 +211,19 @@ def test_the_recommended_split_matches_eager_with_a_schedule():
         np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
 
 
-def test_a_scheduler_step_alone_inside_a_compiled_function_is_still_refused():
+def test_a_scheduler_step_alone_inside_a_compiled_function():
     # (test_user_training_adversarial2 compiles opt.step() with sched.step(): the
-    # optimizer's refusal now comes first; the scheduler's own stays.)
+    # optimizer's refusal comes first; the scheduler's own stays under fullgraph.)
     m = nn.Linear(3, 2)
     opt = optim.SGD(m.parameters(), lr=0.1)
     sched = optim.lr_scheduler.StepLR(opt, 2, 0.5)
     with pytest.raises(tp.compiler.CaptureError, match=r"StepLR\.step\(\) inside a compiled function"):
-        tp.compile(lambda x: (sched.step(), x * 2)[1])(tp.tensor(1.0))
+        tp.compile(lambda x: (sched.step(), x * 2)[1], fullgraph=True)(tp.tensor(1.0))
     assert opt.param_groups[0]["lr"] == 0.1
+    f = tp.compile(lambda x: (sched.step(), x * 2)[1])  # step-wise: the schedule advances every call
+    for _ in range(4):
+        assert float(f(tp.tensor(1.0))) == 2.0
+    assert opt.param_groups[0]["lr"] == 0.025
 
 
 @pytest.mark.parametrize("name,versions", [("Adamax", 2), ("NAdam", 2), ("RAdam", 3), ("Adam", 2)])

@@ -88,3 +88,28 @@ def test_lbfgs_on_cuda_matches_cpu():
         opt.step(closure)
         res.append(x)
     _close(res[1], res[0], 1e-9)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: tp.optim.Adam(ps, lr=0.05),
+    lambda ps: tp.optim.AdamW(ps, lr=0.05, amsgrad=True),
+    lambda ps: tp.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True),
+    lambda ps: tp.optim.Adagrad(ps, lr=0.05, initial_accumulator_value=0.1),
+], ids=["adam", "adamw_amsgrad", "rmsprop_centered", "adagrad"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled_step"])
+def test_adam_rmsprop_adagrad_state_lives_on_the_parameters_device(make, compiled):
+    # Their state was made on the CPU whatever the parameter's device, so the
+    # first step on CUDA raised a device mismatch (found by a compiled CUDA
+    # training step of the H200 run).
+    wc, wg = _pair(5, 3)
+    oc, og = make([wc]), make([wg])
+    steps = [o.step for o in (oc, og)]
+    if compiled:
+        steps = [tp.compile(s) for s in steps]
+    for _ in range(5):
+        for w, o, step in ((wc, oc, steps[0]), (wg, og, steps[1])):
+            o.zero_grad()
+            (w ** 3).sum().backward()
+            step()
+    _close(wg, wc, 1e-5)
+    assert all(v.device.type == "cuda" for k, v in og.state[wg].items() if k != "step")

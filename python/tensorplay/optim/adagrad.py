@@ -38,7 +38,8 @@ class Adagrad(Optimizer):
         state = self.state[p]
         if not state:
             state["step"] = _tp.zeros(1, dtype=_tp.float32).reshape([])
-            state["sum"] = _tp.full(tuple(p.shape), float(group["initial_accumulator_value"]), dtype=p.dtype)
+            state["sum"] = _tp.full(tuple(p.shape), float(group["initial_accumulator_value"]), dtype=p.dtype,
+                                       device=p.device)
 
     def _update(self, p, group):
         grad = p.grad

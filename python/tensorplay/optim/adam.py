@@ -34,10 +34,10 @@ class Adam(Optimizer):
         if not state:
             # The step count is a 0-d float32 tensor, as in PyTorch's state dicts.
             state["step"] = _tp.zeros(1, dtype=_tp.float32).reshape([])
-            state["exp_avg"] = _tp.zeros(*p.shape, dtype=p.dtype)
-            state["exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype)
+            state["exp_avg"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
+            state["exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
             if amsgrad:
-                state["max_exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype)
+                state["max_exp_avg_sq"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
         return state
 
     def _update(self, p, group):

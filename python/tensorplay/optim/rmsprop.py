@@ -31,11 +31,11 @@ class RMSprop(Optimizer):
         state = self.state[p]
         if not state:
             state["step"] = _tp.zeros(1, dtype=_tp.float32).reshape([])
-            state["square_avg"] = _tp.zeros(*p.shape, dtype=p.dtype)
+            state["square_avg"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
             if group["momentum"] > 0:
-                state["momentum_buffer"] = _tp.zeros(*p.shape, dtype=p.dtype)
+                state["momentum_buffer"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
             if group["centered"]:
-                state["grad_avg"] = _tp.zeros(*p.shape, dtype=p.dtype)
+                state["grad_avg"] = _tp.zeros(*p.shape, dtype=p.dtype, device=p.device)
         return state
 
     def _update(self, p, group):
