@@ -152,9 +152,7 @@ def optimizer_step(opt, step, args, kwargs):
 
     def make(runner):
         bound = types.MethodType(type(opt).step, opt)  # the class's step, not a scheduler's wrapper
-        kw = dict(runner.kwargs)
-        kw.pop("backend", None)
-        return tp_compile(bound, backend=runner.kwargs["backend"], **kw)
+        return tp_compile(bound, **runner.kwargs)
 
     return _compiled_piece(st, st.runner.steps, opt, make, f"{type(opt).__name__}.step()",
                            lambda cs: step(opt, **kwargs) if cs is None else cs(**kwargs))
