@@ -28,6 +28,10 @@ Tensor buffer_like(const Tensor& t, int device) {
 }
 
 void copy_into(Tensor dst, const Tensor& src) {
+  if (src.device().kind == Device::Kind::CPU) {  // a host scalar input: through a device copy
+    cuda::copy_device_to_device(dst, cuda::to_device(src, dst.device().index));
+    return;
+  }
   if (dst.is_contiguous() && src.is_contiguous())
     cuda::copy_device_to_device(dst, src);
   else
@@ -122,6 +126,15 @@ std::vector<Tensor> CudaGraphRegion::run(const std::vector<Tensor>& inputs) {
     return region_->run(inputs);
   }
   if (inputs_.size() != inputs.size()) inputs_.assign(inputs.size(), InputState{});
+  // A 0-d CPU input (a scalar eager accepts beside CUDA tensors) is read through
+  // a device buffer: a graph cannot record the plain run's copy from host memory.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    InputState& st = inputs_[i];
+    if (st.copied || !inputs[i].defined() || inputs[i].device().kind != Device::Kind::CPU) continue;
+    st.copied = true;
+    st.static_buffer = cuda::empty(inputs[i].sizes(), inputs[i].dtype(), device_);
+    graph_.reset();
+  }
   // Dynamic shapes: a symbolic region is called at other sizes; the graph
   // recorded its launches (grids, size arguments, buffers) at one, so another
   // size captures again (one graph at a time, for the latest sizes).

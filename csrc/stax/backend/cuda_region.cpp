@@ -182,8 +182,11 @@ int cuda_region_device(const std::vector<Tensor>& examples) {
         throw BackendError(str("the region's inputs are on several GPUs (cuda:", dev, " and cuda:", t.device().index,
                                ")"));
       dev = t.device().index;
-    } else {
-      cpu = true;  // even a 0-d tensor: the kernels would read it from device memory
+    } else if (t.dim() != 0) {
+      // A 0-d CPU tensor is a scalar eager accepts beside CUDA tensors (as
+      // PyTorch does; tp.compile(opt.step) passes its hyperparameters so):
+      // CudaRegion::run copies it over. Any other CPU tensor is a mix eager refuses.
+      cpu = true;
     }
   }
   if (dev >= 0 && cpu)
