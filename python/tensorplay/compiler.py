@@ -4,6 +4,7 @@ The run-time object returned by tp.compile is the C++ CompiledFunction: its
 __call__ is the first-level entry, so no Python runs on a compiled call.
 """
 import collections
+import collections.abc
 import copy
 import enum
 import functools
@@ -216,6 +217,13 @@ def _locate_free_tensors(fn, ids):
             elif isinstance(value, (list, tuple)):
                 for i, v in enumerate(value):
                     push(v, root, steps + (("item", i),), f"{name}[{i}]", depth + 1)
+            elif isinstance(value, collections.abc.Mapping):
+                # A read-only view of a dict (types.MappingProxyType), a ChainMap or a
+                # user's Mapping: its entries are items too. Unfollowed, a tensor held
+                # only there had no owner and its in-place writes were dropped.
+                for k, v in list(value.items()):
+                    if isinstance(k, (str, int)):
+                        push(v, root, steps + (("item", k),), f"{name}[{k!r}]", depth + 1)
             elif isinstance(value, types.FunctionType):
                 # A helper the function calls: its globals and closure are read too.
                 _code_names(value.__code__, names_read)
