@@ -476,9 +476,10 @@ struct PyCompiled {
   // module.compile() does) rather than into a capture that would run them once.
   nb::object hooked;
   // compiler's _stepwise.Runner (None under fullgraph=True or strict_native): a
-  // function whose capture was refused an autograd call (loss.backward(),
-  // opt.zero_grad(), opt.step() of a training step) runs as Python from then on,
-  // its module calls and optimizer steps compiled; `stepwise_on` once switched.
+  // function whose capture was refused (an autograd call of a training step:
+  // loss.backward(), opt.zero_grad(), opt.step(); or any other CaptureError, a
+  // graph break) runs as Python from then on, its module calls and optimizer
+  // steps compiled; `stepwise_on` once switched.
   nb::object stepwise;
   bool stepwise_on = false;
   std::shared_ptr<ModuleState> state;
@@ -557,18 +558,32 @@ struct PyCompiled {
     if (state && hooked.is_valid() && !hooked.is_none() && state->has_hooks()) return forward(hooked);
     if (stepwise.is_valid() && !stepwise.is_none() && !graph::is_tracing()) {
       take_step_refusal();  // (a refusal left over from a capture the user's code caught)
+      std::string graph_break;  // a capture refused for another reason: its message
       try {
         return call_unhooked(args, n, kwnames, forward);
-      } catch (...) {
+      } catch (nb::python_error& e) {
         // The failed capture put back the writes and draws it made, so the
         // step-wise run starts from the caller's state (Python side effects
         // before the refused call ran once more: the static check in compiler.py
         // switches a function that names backward/zero_grad before any capture).
-        if (!take_step_refusal()) throw;
+        static PyObject* const capture_error =
+            nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
+        if (!take_step_refusal()) {
+          if (!e.matches(capture_error)) throw;
+          graph_break = nb::cast<std::string>(nb::str(e.value()));
+        }
+      } catch (const CaptureError& e) {
+        if (!take_step_refusal()) graph_break = e.what();
       }
+      // fullgraph=False (PyTorch's default): what the capture refuses (t.numpy(),
+      // a dual level, a hook on an interior result...) is a graph break. The
+      // function runs as Python from then on, its modules and optimizer steps
+      // compiled, with one warning naming the reason (the Runner warns).
+      if (!graph_break.empty()) stepwise.attr("graph_break")(graph_break);
       stepwise_on = true;
       if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
-        std::fprintf(stderr, "[tp.compile] an autograd call inside the function: it runs step-wise from now on\n");
+        std::fprintf(stderr, "[tp.compile] %s: it runs step-wise from now on\n",
+                     graph_break.empty() ? "an autograd call inside the function" : "a graph break");
       return forward(stepwise);
     }
     return call_unhooked(args, n, kwnames, forward);

@@ -69,9 +69,10 @@ class Runner:
     module calls and optimizer steps compiled (one compiled form per module and
     optimizer, kept while they live)."""
 
-    def __init__(self, fn, kwargs):
+    def __init__(self, fn, kwargs, name=None):
         self.fn = fn
         self.kwargs = kwargs
+        self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
         self.modules = weakref.WeakKeyDictionary()   # module -> _CompiledModule, or None: eager
         self.steps = weakref.WeakKeyDictionary()     # optimizer -> its compiled step, or None: eager
 
@@ -88,6 +89,15 @@ class Runner:
             with _lock:
                 ACTIVE -= 1
             st.runner, st.depth = outer
+
+    def graph_break(self, message):
+        """The capture of the whole function was refused for a reason other than an
+        autograd call (compile.cpp): it runs step-wise from now on, as PyTorch runs
+        the pieces around a graph break; one warning says why."""
+        opts = self.kwargs.get("options") or {}
+        if str(opts.get("warn_fallback", True)) not in ("0", "False", "false"):
+            warnings.warn(f"tp.compile: graph break in {self.name}: it runs as Python, its modules and optimizer steps "
+                          f"compiled (fullgraph=True makes this an error): {message}", UserWarning, stacklevel=2)
 
     def _warn_eager(self, what, err):
         opts = self.kwargs.get("options") or {}

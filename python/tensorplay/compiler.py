@@ -731,12 +731,17 @@ def compile(fn=None, *, backend="stax", mode=None, options=None, dynamic=None, f
         cf, _ = _build(fn, custom, backend, kwargs)
     # Its modules' flags and hooks and the Python numbers it reads select the version.
     cf._set_module_finder(lambda: _python_state_sources(user_fn if isinstance(user_fn, Module) else fn))
-    if not isinstance(user_fn, Module) and not fullgraph and not strict_native:
+    if not fullgraph and not strict_native:
         # A training step (backward, zero_grad, opt.step inside): run step-wise
         # (_stepwise.py) rather than refuse it; from the first call when its code
-        # names backward or zero_grad, else once a capture is refused one.
+        # names backward or zero_grad, else once a capture is refused one. Any
+        # other refusal is a graph break that switches the same way (compile.cpp).
         from . import _stepwise
-        cf._set_stepwise(_stepwise.Runner(user_fn, kwargs), _stepwise.names_autograd_calls(user_fn))
+        if isinstance(user_fn, Module):
+            # The module's own forward runs as Python; the submodules it calls are compiled.
+            cf._set_stepwise(_stepwise.Runner(user_fn._call_impl, kwargs, name=type(user_fn).__name__), False)
+        else:
+            cf._set_stepwise(_stepwise.Runner(user_fn, kwargs), _stepwise.names_autograd_calls(user_fn))
     fn = user_fn if isinstance(user_fn, Module) else fn
     if isinstance(fn, Module):
         # Forward hooks are Python code whose side effects a capture would run once:

@@ -224,7 +224,7 @@ def test_inplace_views_under_compile():
         y.transpose_(0, 1)
         return y + 1
 
-    cf = tp.compile(own)
+    cf = tp.compile(own, fullgraph=True)
     x = tp.randn(3)
     for _ in range(2):
         r = cf(x)
@@ -236,7 +236,7 @@ def test_inplace_views_under_compile():
         return x + 1
 
     with pytest.raises(tp.compiler.CaptureError, match="squeeze_"):
-        tp.compile(arg)(tp.randn(3, 1))
+        tp.compile(arg, fullgraph=True)(tp.randn(3, 1))
 
     def res(x):
         y = x * 1
@@ -244,7 +244,7 @@ def test_inplace_views_under_compile():
         return y
 
     with pytest.raises(tp.compiler.CaptureError, match="resize_"):
-        tp.compile(res)(tp.randn(3))
+        tp.compile(res, fullgraph=True)(tp.randn(3))
 
 
 def test_trapezoid_with_a_0d_x_raises_instead_of_crashing():

@@ -775,7 +775,7 @@ def test_mark_dirty_is_refused_naming_the_function():
     # first: test_user_adversarial6.py)
     with pytest.raises(tp.compiler.CaptureError,
                        match=r"Function Dirty\.apply .*marks an input dirty|mul_ under no_grad .*intermediate"):
-        tp.compile(lambda x: Dirty.apply(x * w).sum())(tp.ones(2))
+        tp.compile(lambda x: Dirty.apply(x * w).sum(), fullgraph=True)(tp.ones(2))
 
 
 def test_a_wrong_number_of_gradients_raises_as_in_eager():

@@ -172,7 +172,7 @@ def test_remaining_capture_failure_names_the_operation_and_the_users_line():
         return y
 
     with pytest.raises(tp.compiler.CaptureError) as info:
-        tp.compile(f)(tp.randn(3))
+        tp.compile(f, fullgraph=True)(tp.randn(3))
     msg = str(info.value)
     assert "normal_" in msg and "seed outside the compiled function" in msg
     assert re.search(r"at .*test_compile_gates\.py:\d+: y\.normal_\(\)  # the failing line", msg), msg
@@ -183,7 +183,7 @@ def test_failure_inside_the_library_names_the_users_call():
         return tp.tensor(x.numpy()) + 1
 
     with pytest.raises(tp.compiler.CaptureError, match=r"numpy\(\)(.|\n)*test_compile_gates\.py:\d+: return tp\.tensor"):
-        tp.compile(f)(tp.randn(3))
+        tp.compile(f, fullgraph=True)(tp.randn(3))
 
 
 def test_capture_returns_the_functionalized_graph_gates_and_guards():

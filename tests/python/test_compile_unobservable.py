@@ -506,7 +506,7 @@ def test_structure_of_a_nested_compiled_function_is_kept():
 
 def test_unsupported_result_type_is_a_capture_error():
     with pytest.raises(tp.compiler.CaptureError, match="object"):
-        tp.compile(lambda a: object())(tp.ones(2))
+        tp.compile(lambda a: object(), fullgraph=True)(tp.ones(2))
 
 
 # ------------------------------------------------------ 7. fallback warnings

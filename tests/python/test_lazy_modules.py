@@ -153,7 +153,7 @@ def test_strict_native_refuses_the_eager_first_call():
 
 def test_lazy_module_first_called_inside_a_compiled_function_says_what_to_do():
     m = nn.Sequential(nn.LazyLinear(3))
-    f = tp.compile(lambda x: m(x), options={"warn_fallback": False})
+    f = tp.compile(lambda x: m(x), options={"warn_fallback": False}, fullgraph=True)
     with pytest.warns(UserWarning):
         with pytest.raises(tp.compiler.CaptureError, match="run one eager call first"):
             f(tp.randn(2, 4))

@@ -65,9 +65,9 @@ def test_is_set_to():
 
 
 def test_refused_inside_compile():
-    f = tp.compile(lambda x: x * x.untyped_storage().nbytes())
+    f = tp.compile(lambda x: x * x.untyped_storage().nbytes(), fullgraph=True)
     with pytest.raises(tp.compiler.CaptureError, match="untyped_storage"):
         f(tp.ones(3))
-    g = tp.compile(lambda x: x + x.storage()[0])
+    g = tp.compile(lambda x: x + x.storage()[0], fullgraph=True)
     with pytest.raises(tp.compiler.CaptureError, match="storage"):
         g(tp.ones(3))

@@ -351,7 +351,7 @@ def test_tensor_int_argument_refused_while_capturing():
     def f(x, start):
         return x.narrow(0, start, 1) * 2
 
-    cf = tp.compile(f)
+    cf = tp.compile(f, fullgraph=True)
     with pytest.raises(tp.compiler.CaptureError, match="narrow"):
         cf(tp.ones(3), tp.tensor(1))
 

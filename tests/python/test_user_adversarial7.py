@@ -107,7 +107,7 @@ def _hooked_setup():
 
 def test_backward_hook_registered_after_the_first_call_is_refused_not_ignored():
     m, x, y = _hooked_setup()
-    cf = tp.compile(lambda x, y: F.mse_loss(m(x), y))
+    cf = tp.compile(lambda x, y: F.mse_loss(m(x), y), fullgraph=True)
     cf(x, y).backward()
     handle = m[2].register_full_backward_pre_hook(lambda mod, go: (go[0] * 3,))
     with pytest.raises(tp.compiler.CaptureError, match="full backward hooks"):
@@ -124,7 +124,7 @@ def test_backward_hook_registered_after_the_first_call_is_refused_not_ignored():
 def test_backward_hook_registered_before_the_first_call_is_refused():
     m, x, y = _hooked_setup()
     m[0].register_full_backward_hook(lambda mod, gi, go: None)
-    cf = tp.compile(lambda x, y: F.mse_loss(m(x), y))
+    cf = tp.compile(lambda x, y: F.mse_loss(m(x), y), fullgraph=True)
     with pytest.raises(tp.compiler.CaptureError, match="register_full_backward_hook"):
         cf(x, y)
     with tp.no_grad():  # no backward, nothing to call: compiles

@@ -148,7 +148,7 @@ def test_data_dependent_sizes_of_unique_and_bincount_select_the_version():
 
 def test_a_size_decided_by_a_random_mask_is_refused_clearly():
     # A random mask's count differs at every call: no version of the graph fits.
-    f = tp.compile(lambda x: x[tp.rand(8) > 0.5].sum())
+    f = tp.compile(lambda x: x[tp.rand(8) > 0.5].sum(), fullgraph=True)
     with pytest.raises(tp.compiler.CaptureError, match=r"element count of nonzero's result at .*random operator"):
         f(tp.randn(8))
 
@@ -756,9 +756,32 @@ def test_rebinding_a_module_tensor_in_a_compiled_forward_is_refused(update):
     # losses and gradients drifted from eager's).
     m = _EMA(update)
     with pytest.raises(tp.compiler.CaptureError, match=r"assigning a tensor to _EMA\.(ema|last) inside a compiled"):
-        tp.compile(m)(tp.randn(5, 4))
+        tp.compile(m, fullgraph=True)(tp.randn(5, 4))
     m.eval()  # no assignment: compiles
     np.testing.assert_allclose(tp.compile(m)(tp.ones(2, 4)).detach().numpy(), m(tp.ones(2, 4)).detach().numpy())
+
+
+@pytest.mark.parametrize("update", ["rebind buffer", "rebind attribute"])
+def test_rebinding_a_module_tensor_is_a_graph_break_by_default(update):
+    # Without fullgraph=True the refusal is a graph break: the module's forward
+    # runs as Python (its Linear compiled), so the EMA, the counter, the losses
+    # and the gradients follow eager's step by step.
+    def scenario(C):
+        tp.manual_seed(0)
+        m = _EMA(update)
+        cm = C(m)
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+        out = []
+        for i in range(4):
+            opt.zero_grad()
+            loss = cm(tp.randn(5, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            out.append(("loss", loss.item()))
+            _state(out, m)
+        return out
+
+    _same_run(scenario)
 
 
 def test_a_module_built_inside_a_compiled_function_is_refused_at_its_parameters():

@@ -86,7 +86,7 @@ def check_sample(key, fn, s, dtype_name: str, grads: bool, device: str = "cpu"):
             return fn(inp, *a, **kwargs2)
 
         try:
-            compiled = tp.compile(call, options={"warn_fallback": False})
+            compiled = tp.compile(call, options={"warn_fallback": False}, fullgraph=True)
             actual = compiled(x2, *args2)
             if not grads:
                 actual = compiled(x2, *args2)  # the first-level entry too
