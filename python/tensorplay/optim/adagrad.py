@@ -3,7 +3,7 @@ gradients), with learning-rate decay, L2 weight decay and maximize; PyTorch's up
 and state (step, sum), created at construction as PyTorch does, so a state_dict taken
 before the first step already lists every parameter."""
 import tensorplay as _tp
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled
 
 __all__ = ["Adagrad"]
 
@@ -52,7 +52,7 @@ class Adagrad(Optimizer):
         state["step"].add_(1)
         step = state["step"].item()
         if group["weight_decay"] != 0:
-            grad = grad.add(p, alpha=group["weight_decay"])
+            grad = _add_scaled(grad, p, group["weight_decay"])
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
         state["sum"].addcmul_(grad, grad, value=1)
         std = state["sum"].sqrt().add_(group["eps"])
