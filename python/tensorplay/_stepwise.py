@@ -46,22 +46,78 @@ def _state():
 
 
 def names_autograd_calls(fn):
-    """Whether fn's code (nested functions included) names backward or zero_grad:
-    such a function is a training step, run step-wise from its first call."""
+    """Whether fn's code (nested functions included), or the code of the user's
+    functions it calls by name (globals, closure variables, methods of its own
+    `self`, a few calls deep), names backward or zero_grad: such a function is a
+    training step, run step-wise from its first call. (A step that delegates to
+    `self._update(x)` or a global `inner(x)` was first captured, and its Python
+    side effects before the refused backward, `self.steps += 1`, ran twice.)"""
+    from .compiler import _foreign_module_name
+
+    seen = set()
+
+    def user_function(f):
+        f = getattr(f, "__func__", f)
+        if not isinstance(f, types.FunctionType):
+            return None
+        return None if _foreign_module_name(getattr(f, "__module__", None)) else f
+
+    def callees(f, owner_cls, names):
+        out = []
+        g = getattr(f, "__globals__", {})
+        cells = dict(zip(f.__code__.co_freevars, f.__closure__ or ()))
+        for n in names:
+            cands = []
+            if n in g:
+                cands.append(g[n])
+            if n in cells:
+                try:
+                    cands.append(cells[n].cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+            if owner_cls is not None:
+                for klass in owner_cls.__mro__:
+                    if n in klass.__dict__:
+                        cands.append(klass.__dict__[n])
+                        break
+            for c in cands:
+                if isinstance(c, (staticmethod, classmethod)):
+                    c = c.__func__
+                u = user_function(c)
+                if u is not None:
+                    out.append((u, owner_cls))
+        return out
+
+    def walk(f, owner_cls, depth):
+        if f.__code__ in seen:
+            return False
+        seen.add(f.__code__)
+        names = set()
+
+        def collect(c):
+            names.update(c.co_names)
+            names.update(c.co_freevars)
+            for k in c.co_consts:
+                if isinstance(k, types.CodeType):
+                    collect(k)
+
+        collect(f.__code__)
+        if names & {"backward", "zero_grad"}:
+            return True
+        if depth >= 4:
+            return False
+        return any(walk(c, cls, depth + 1) for c, cls in callees(f, owner_cls, names))
+
+    owner = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return False
-    found = set()
-
-    def walk(c):
-        found.update(n for n in c.co_names if n in ("backward", "zero_grad"))
-        for k in c.co_consts:
-            if isinstance(k, types.CodeType):
-                walk(k)
-
-    walk(code)
-    return bool(found)
+    if not isinstance(f, types.FunctionType):
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return False
+        # a code object alone: its own names only
+        f = types.FunctionType(code, {}, None, None, tuple(types.CellType() for _ in code.co_freevars))
+        owner = None
+    return walk(f, type(owner) if owner is not None else None, 0)
 
 
 class Runner:
@@ -104,10 +160,13 @@ def _current():
     return st
 
 
-def _compiled_piece(st, table, key, make, what, call):
+def _compiled_piece(st, table, key, make, what, call, snapshot=None):
     """Calls `call(piece)` with depth raised (what the piece runs, eagerly or in a
     capture, is not redirected again); a piece whose capture fails is replaced by
-    None (eager) and `call(None)` runs instead."""
+    None (eager) and `call(None)` runs instead. `snapshot()`, taken before a call
+    of the piece, returns a function that puts back the Python attributes the
+    failed capture rebound (`self.calls += 1` before the refused statement would
+    otherwise count twice: once in the capture, once in the eager call)."""
     runner = st.runner
     piece = table.get(key, False)
     if piece is False:
@@ -116,15 +175,38 @@ def _compiled_piece(st, table, key, make, what, call):
     try:
         if piece is None:
             return call(None)
+        restore = snapshot() if snapshot is not None else None
         try:
             return call(piece)
         except _C.CaptureError as e:
-            # (the failed capture put back what it wrote; the eager call starts clean)
+            # (the failed capture put back the tensors it wrote; the eager call starts clean)
+            if restore is not None:
+                restore()
             table[key] = None
             runner._warn_eager(what, e)
             return call(None)
     finally:
         st.depth -= 1
+
+
+_MISSING = object()
+
+
+def _module_attributes(module):
+    """What a failed capture of `module` may have rebound: the attributes (not
+    the parameter, buffer and submodule tables, which the capture puts back as
+    tensor state) of it and its submodules. Returns the function that restores them."""
+    saved = [(m, dict(m.__dict__)) for m in module.modules()]
+
+    def restore():
+        for m, d in saved:
+            cur = m.__dict__
+            for k in [k for k in cur if k not in d]:
+                del cur[k]
+            for k, v in d.items():
+                if cur.get(k, _MISSING) is not v:
+                    cur[k] = v
+    return restore
 
 
 def module_call(module, args, kwargs):
@@ -138,7 +220,8 @@ def module_call(module, args, kwargs):
         return _CompiledModule(module, (), runner.kwargs)
 
     return _compiled_piece(st, st.runner.modules, module, make, f"module {type(module).__name__}",
-                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs))
+                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs),
+                           lambda: _module_attributes(module))
 
 
 def optimizer_step(opt, step, args, kwargs):

@@ -81,3 +81,97 @@ def test_asgd_under_compile_trains_as_eager(how):
                     s["mu"].numpy().copy()])
     for a, b in zip(*res):
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------- Python side effects of a step-wise training step
+
+class _CountingNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.calls = 0
+        self.last = None
+
+    def forward(self, x):
+        self.calls += 1
+        h = self.lin(x)
+        self.last = h.detach()  # a capture refuses this: the module runs eagerly
+        return h.relu()
+
+
+def test_a_module_whose_capture_fails_counts_its_calls_once():
+    # In a step-wise training step each module call is compiled; the capture of
+    # this forward ran `self.calls += 1` and was refused at the tensor
+    # assignment, and the eager fallback ran it again: 5 calls after 4 steps.
+    out = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = _CountingNet()
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).sum()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        f = tp.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(4):
+                f(tp.randn(3, 4))
+        out.append((m.calls, m.last.numpy().copy(), m.lin.weight.detach().numpy().copy()))
+    assert out[0][0] == out[1][0] == 4
+    np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out[1][2], out[0][2], rtol=1e-6, atol=1e-7)
+
+
+_steps = {"n": 0}
+_log = []
+
+
+def _delegated_update(model, opt, x):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_a_step_that_delegates_backward_to_a_helper_runs_its_python_once():
+    # A compiled function that does not itself name backward was captured first;
+    # the backward in the helper it calls was refused and the function re-ran
+    # step-wise, so the step counter and the log saw the first step twice.
+    tp.manual_seed(0)
+    m = nn.Linear(4, 2)
+    opt = tp.optim.SGD(m.parameters(), lr=0.1)
+    _steps["n"] = 0
+    _log.clear()
+
+    def train_step(x):
+        _steps["n"] += 1
+        _log.append(_steps["n"])
+        return _delegated_update(m, opt, x).detach()
+
+    class Trainer:
+        def __init__(self):
+            self.n = 0
+
+        def fit(self, x):
+            self.n += 1
+            return self._update(x)
+
+        def _update(self, x):
+            return _delegated_update(m, opt, x).item()
+
+    cf = tp.compile(train_step)
+    t = Trainer()
+    ct = tp.compile(t.fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            cf(tp.randn(3, 4))
+            ct(tp.randn(3, 4))
+    assert _steps["n"] == 3 and _log == [1, 2, 3]
+    assert t.n == 3
