@@ -22,11 +22,13 @@ def _fallbacks(seen):
     ("RMSprop", {}),
     ("RMSprop", {"momentum": 0.9, "centered": True, "weight_decay": 0.1}),
     ("Adadelta", {"weight_decay": 0.1}),
+    ("Adafactor", {"weight_decay": 0.1}),
 ])
 def test_a_compiled_step_under_a_schedule_keeps_one_version(name, kw):
     # RMSprop and Adadelta passed the lifted lr (a 0-d tensor of the graph) as
-    # add_'s alpha / addcdiv_'s value, a number: a data gate, so every new lr
-    # compiled another version and after 8 the step ran eagerly with a warning.
+    # add_'s alpha / addcdiv_'s value, a number, and Adafactor read float(lr):
+    # a data gate, so every new lr compiled another version and after 8 the
+    # step ran eagerly with a warning.
     res = []
     for compiled in (False, True):
         tp.manual_seed(0)
