@@ -45,16 +45,36 @@ def _state():
     return st
 
 
+_TRAINING_NAMES = frozenset({"backward", "zero_grad"})
+# Second-order autograd: a compiled module's backward region has no derivative.
+_SECOND_ORDER_NAMES = frozenset({"create_graph", "hessian", "hvp", "vhp"})
+
+
 def names_autograd_calls(fn):
-    """Whether fn's code (nested functions included), or the code of the user's
+    return bool(_names_reached(fn) & _TRAINING_NAMES)
+
+
+def differentiates_twice(fn):
+    """Whether fn (or a function it calls by name) asks for a differentiable
+    gradient (create_graph=True: a gradient penalty, MAML) or a Hessian: its
+    modules then run eagerly in the step-wise run, since a compiled module's
+    backward region raises at a double backward."""
+    return bool(_names_reached(fn) & _SECOND_ORDER_NAMES)
+
+
+def _names_reached(fn):
+    """Of the names in _TRAINING_NAMES and _SECOND_ORDER_NAMES (keyword names
+    included), those that fn's code (nested functions included), or the code of the user's
     functions it calls by name (globals, closure variables, methods of its own
-    `self`, a few calls deep), names backward or zero_grad: such a function is a
+    `self`, a few calls deep) names. One naming backward or zero_grad is a
     training step, run step-wise from its first call. (A step that delegates to
     `self._update(x)` or a global `inner(x)` was first captured, and its Python
     side effects before the refused backward, `self.steps += 1`, ran twice.)"""
     from .compiler import _foreign_module_name
 
     seen = set()
+    wanted = _TRAINING_NAMES | _SECOND_ORDER_NAMES
+    found = set()
 
     def user_function(f):
         f = getattr(f, "__func__", f)
@@ -90,7 +110,7 @@ def names_autograd_calls(fn):
 
     def walk(f, owner_cls, depth):
         if f.__code__ in seen:
-            return False
+            return
         seen.add(f.__code__)
         names = set()
 
@@ -100,24 +120,26 @@ def names_autograd_calls(fn):
             for k in c.co_consts:
                 if isinstance(k, types.CodeType):
                     collect(k)
+                elif isinstance(k, tuple):  # keyword names of a call (create_graph=True)
+                    names.update(e for e in k if isinstance(e, str))
 
         collect(f.__code__)
-        if names & {"backward", "zero_grad"}:
-            return True
-        if depth >= 4:
-            return False
-        return any(walk(c, cls, depth + 1) for c, cls in callees(f, owner_cls, names))
+        found.update(names & wanted)
+        if depth < 4:
+            for c, cls in callees(f, owner_cls, names):
+                walk(c, cls, depth + 1)
 
     owner = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
     if not isinstance(f, types.FunctionType):
         code = getattr(f, "__code__", None)
         if code is None:
-            return False
+            return found
         # a code object alone: its own names only
         f = types.FunctionType(code, {}, None, None, tuple(types.CellType() for _ in code.co_freevars))
         owner = None
-    return walk(f, type(owner) if owner is not None else None, 0)
+    walk(f, type(owner) if owner is not None else None, 0)
+    return found
 
 
 class Runner:
@@ -130,6 +152,10 @@ class Runner:
         self.kwargs = kwargs
         self.modules = weakref.WeakKeyDictionary()   # module -> _CompiledModule, or None: eager
         self.steps = weakref.WeakKeyDictionary()     # optimizer -> its compiled step, or None: eager
+        # A step that differentiates a gradient (create_graph=True) runs its modules
+        # eagerly: a compiled module's backward region has no derivative.
+        self.second_order = differentiates_twice(fn)
+        self.warned_second_order = False
 
     def __call__(self, *args, **kwargs):
         global ACTIVE
@@ -217,6 +243,13 @@ def module_call(module, args, kwargs):
     from .compiler import _CompiledModule
 
     def make(runner):
+        if runner.second_order:
+            if not runner.warned_second_order:
+                runner.warned_second_order = True
+                runner._warn_eager("every module", RuntimeError(
+                    "the step differentiates a gradient (create_graph=True or a Hessian), and a compiled "
+                    "module's backward has no derivative"))
+            return None
         return _CompiledModule(module, (), runner.kwargs)
 
     return _compiled_piece(st, st.runner.modules, module, make, f"module {type(module).__name__}",

@@ -177,3 +177,38 @@ def test_a_step_that_delegates_backward_to_a_helper_runs_its_python_once():
             ct(tp.randn(3, 4))
     assert _steps["n"] == 3 and _log == [1, 2, 3]
     assert t.n == 3
+
+
+def test_a_training_step_with_a_gradient_penalty_trains_as_eager():
+    # WGAN-GP's penalty differentiates a gradient (autograd.grad with
+    # create_graph=True). The step-wise run compiled the critic, whose backward
+    # region has no derivative: the compiled step raised "double backward
+    # through the compiled region" where eager (and the same code uncompiled)
+    # trains. Its modules now run eagerly (with a warning saying why).
+    out = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        critic = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+        opt = tp.optim.Adam(critic.parameters(), lr=0.01)
+
+        def step(real, fake):
+            opt.zero_grad()
+            eps = tp.rand(real.shape[0], 1)
+            mix = (eps * real + (1 - eps) * fake).requires_grad_(True)
+            score = critic(mix)
+            g, = tp.autograd.grad(score.sum(), mix, create_graph=True)
+            loss = critic(fake).mean() - critic(real).mean() + 10 * (g.norm(2, dim=1) - 1).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        f = tp.compile(step) if compiled else step
+        rs = np.random.RandomState(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            losses = [f(tp.tensor(rs.randn(6, 2).astype(np.float32)), tp.tensor(rs.randn(6, 2).astype(np.float32)))
+                      for _ in range(4)]
+        out.append((losses, [p.detach().numpy().copy() for p in critic.parameters()]))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(out[1][1], out[0][1]):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
