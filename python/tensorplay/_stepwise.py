@@ -77,8 +77,10 @@ def _names_reached(fn):
     found = set()
 
     def user_function(f):
-        f = getattr(f, "__func__", f)
-        if not isinstance(f, types.FunctionType):
+        # (type(), not getattr/isinstance: a user's object may refuse inspection)
+        if type(f) in (types.MethodType, staticmethod, classmethod):
+            f = f.__func__
+        if type(f) is not types.FunctionType:
             return None
         return None if _foreign_module_name(getattr(f, "__module__", None)) else f
 
@@ -101,8 +103,6 @@ def _names_reached(fn):
                         cands.append(klass.__dict__[n])
                         break
             for c in cands:
-                if isinstance(c, (staticmethod, classmethod)):
-                    c = c.__func__
                 u = user_function(c)
                 if u is not None:
                     out.append((u, owner_cls))
