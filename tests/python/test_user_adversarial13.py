@@ -2,6 +2,9 @@
 tp.compile (optimizers with a learning-rate schedule, compiled opt.step, the
 step-wise whole training step) compared with eager TensorPlay and PyTorch."""
 
+import collections
+import dataclasses
+import typing
 import warnings
 
 import numpy as np
@@ -212,3 +215,89 @@ def test_a_training_step_with_a_gradient_penalty_trains_as_eager():
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-5, atol=1e-6)
     for a, b in zip(out[1][1], out[0][1]):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+# ------------------- model outputs as dataclasses (transformers' ModelOutput style)
+
+@dataclasses.dataclass
+class _Output:
+    loss: typing.Any = None
+    logits: typing.Any = None
+    hidden: typing.Any = None
+    n_tokens: int = dataclasses.field(default=0, init=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenOutput:
+    logits: typing.Any
+    scale: float
+
+
+class _RecordNet(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.kind = kind
+
+    def forward(self, x, labels=None):
+        logits = self.lin(x)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        if self.kind == "dataclass":
+            out = _Output(loss=loss, logits=logits, hidden=(x.tanh(), None))
+            out.n_tokens = 7
+            return out
+        if self.kind == "frozen":
+            return _FrozenOutput(logits=logits, scale=0.5)
+        return collections.OrderedDict([("logits", logits), ("loss", loss)])
+
+
+@pytest.mark.parametrize("kind", ["dataclass", "frozen", "ordereddict"])
+def test_a_model_returning_a_dataclass_or_ordereddict_compiles(kind):
+    # tp.compile(model) raised CaptureError "compiled functions must return
+    # tensors, numbers, None, or tuples/lists/dicts of them, got _Output", and in
+    # a compiled training step such a model ran eagerly with a warning.
+    def loss_of(o):
+        if kind == "frozen":
+            return o.logits.pow(2).mean() * o.scale
+        return o["loss"] if kind == "ordereddict" else o.loss
+
+    tp.manual_seed(0)
+    m = _RecordNet(kind)
+    x, y = tp.randn(5, 4), tp.tensor([0, 1, 2, 1, 0])
+    cm = tp.compile(m)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        oc = cm(x, labels=y)
+    assert not _fallbacks(seen)
+    oe = m(x, labels=y)
+    assert type(oc) is type(oe)
+    if kind == "dataclass":
+        assert oc.n_tokens == 7 and oc.hidden[1] is None
+        np.testing.assert_allclose(oc.hidden[0].numpy(), oe.hidden[0].numpy(), rtol=1e-6)
+    gc = tp.autograd.grad(loss_of(oc), [m.lin.weight])[0]
+    ge = tp.autograd.grad(loss_of(oe), [m.lin.weight])[0]
+    np.testing.assert_allclose(loss_of(oc).item(), loss_of(oe).item(), rtol=1e-6)
+    np.testing.assert_allclose(gc.numpy(), ge.numpy(), rtol=1e-5, atol=1e-7)
+
+    # and inside a compiled training step (the model is a step-wise piece)
+    res = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = _RecordNet(kind)
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_of(m(x, labels=y))
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        f = tp.compile(step) if compiled else step
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            losses = [f(x, y) for _ in range(3)]
+        assert not _fallbacks(seen)
+        res.append((losses, m.lin.weight.detach().numpy().copy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-7)
