@@ -1021,20 +1021,38 @@ def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
 _LIFTED_HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "eps", "betas")
 
 
+def _hyper_float(v):
+    """v as a Python float when it is a float hyperparameter the step can take as an
+    input: a Python float, or a NumPy floating scalar (a schedule precomputed with
+    np.linspace / np.cos sets np.float64 lrs: by value they made a version per step,
+    and `lr * wd` with a lifted wd asked NumPy to convert the graph tensor); else None."""
+    t = type(v)
+    if t is float:
+        return v
+    if t is bool or t is int:
+        return None
+    if isinstance(v, float) or (t.__module__ == "numpy" and getattr(getattr(v, "dtype", None), "kind", "") == "f"
+                                and getattr(v, "ndim", 1) == 0):
+        return float(v)
+    return None
+
+
 def _hyper_slots(opt):
     """[(group index, key, tuple position or None)] of the lifted hyperparameters, and their values."""
     slots, values = [], []
     for gi, group in enumerate(opt.param_groups):
         for k in _LIFTED_HYPERPARAMETERS:
             v = group.get(k)
-            if type(v) is float and (v != 0.0 or k == "lr"):
+            f = _hyper_float(v)
+            if f is not None and (f != 0.0 or k == "lr"):
                 slots.append((gi, k, None))
-                values.append(v)
+                values.append(f)
             elif type(v) is tuple:
                 for j, e in enumerate(v):
-                    if type(e) is float and e != 0.0:
+                    f = _hyper_float(e)
+                    if f is not None and f != 0.0:
                         slots.append((gi, k, j))
-                        values.append(e)
+                        values.append(f)
     return slots, values
 
 

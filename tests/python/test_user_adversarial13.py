@@ -301,3 +301,34 @@ def test_a_model_returning_a_dataclass_or_ordereddict_compiles(kind):
         res.append((losses, m.lin.weight.detach().numpy().copy()))
     np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["SGD", "AdamW"])
+@pytest.mark.parametrize("np_type", [np.float64, np.float32])
+def test_a_numpy_learning_rate_schedule_under_a_compiled_step(name, np_type):
+    # `for g in opt.param_groups: g["lr"] = lrs[i]` with lrs from np.linspace:
+    # only exact Python floats were lifted to inputs, so each np.float64 lr was
+    # a new version (compiled at every step, and SGD's update then differed
+    # from eager in the last bit), and AdamW's `lr * wd` with the lifted wd
+    # made NumPy convert the graph tensor: CaptureError "cannot capture Tensor.numpy()".
+    lrs = np.linspace(0.01, 0.001, 10)
+    res = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = getattr(tp.optim, name)(m.parameters(), lr=0.01, weight_decay=0.01, momentum=0.9) \
+            if name == "SGD" else tp.optim.AdamW(m.parameters(), lr=0.01, weight_decay=0.01)
+        st = tp.compile(opt.step) if compiled else opt.step
+        x = tp.randn(4, 3)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for i in range(10):
+                for g in opt.param_groups:
+                    g["lr"] = np_type(lrs[i])
+                opt.zero_grad()
+                m(x).pow(2).sum().backward()
+                st()
+        assert not _fallbacks(seen)
+        res.append([p.detach().numpy().copy() for p in m.parameters()])
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)
