@@ -733,7 +733,7 @@ struct PyCompiled {
       auto& [obj, t] = attr_tensors[j];
       if (obj.ptr() != lifted_now[j].value.ptr() || !t.defined()) {
         obj = lifted_now[j].value;
-        t = Tensor::wrapped_scalar(Scalar(PyFloat_AS_DOUBLE(obj.ptr())));
+        t = Tensor::wrapped_scalar(Scalar(float_number_value(obj.ptr())));
       }
       values.emplace_back(t);
     }
@@ -824,9 +824,9 @@ struct PyCompiled {
       if (float_args.size() < values.size()) float_args.resize(values.size());
       for (size_t i = 0; i < values.size(); ++i) {
         PyObject* h = args[i].ptr();
-        if (!PyFloat_CheckExact(h)) continue;
+        if (!is_float_number(h)) continue;  // (numpy.float64 / numpy.float32 too)
         FloatArg& fa = float_args[i];
-        double v = PyFloat_AS_DOUBLE(h);
+        double v = float_number_value(h);
         if (!fa.seen) {
           fa.seen = true;
           fa.first = v;

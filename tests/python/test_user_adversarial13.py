@@ -332,3 +332,34 @@ def test_a_numpy_learning_rate_schedule_under_a_compiled_step(name, np_type):
         res.append([p.detach().numpy().copy() for p in m.parameters()])
     for a, b in zip(*res):
         np.testing.assert_array_equal(a, b)
+
+
+class _Tempered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.t = 1.0
+
+    def forward(self, x):
+        return (x / self.t).softmax(-1)
+
+
+@pytest.mark.parametrize("np_type", [np.float64, np.float32])
+def test_numpy_float_arguments_and_attributes_become_inputs_after_a_change(np_type):
+    # A scale passed as a NumPy float (or a module's `self.t = np.float32(...)`,
+    # values taken from a NumPy schedule) was kept by value: every new value
+    # compiled a new version, without bound; Python floats become inputs once
+    # they change (automatic dynamic floats), and NumPy ones now do too.
+    def f(x, s):
+        return (x * s).sin()
+
+    cf = tp.compile(f)
+    m = _Tempered()
+    cm = tp.compile(m)
+    x = tp.randn(4, 5)
+    for i in range(10):
+        s = np_type(0.1 * (i + 1))
+        np.testing.assert_allclose(cf(x, s).numpy(), f(x, s).numpy(), rtol=1e-6, atol=1e-7)
+        m.t = np_type(0.5 + 0.1 * i)
+        np.testing.assert_allclose(cm(x).numpy(), m(x).numpy(), rtol=1e-6, atol=1e-7)
+    assert cf.num_specializations <= 3, cf.num_specializations
+    assert cm.num_specializations <= 3, cm.num_specializations
