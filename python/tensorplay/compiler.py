@@ -1124,8 +1124,12 @@ class _CompiledOptimizerStep:
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
         if _C._is_tracing():
-            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state.
+            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state:
+            # refused as the optimizer's own step is, so that the enclosing function runs
+            # step-wise (`opt.step = tp.compile(opt.step)`, then a compiled function calling
+            # opt.step() raised this error instead).
             from .optim.optimizer import _STEP_IN_CAPTURE
+            _C._note_step_refusal()
             raise CaptureError(_STEP_IN_CAPTURE.format(type(self._opt).__name__))
         if kwargs and self._sig is not None:
             b = self._sig.bind(*args, **kwargs)

@@ -363,3 +363,32 @@ def test_numpy_float_arguments_and_attributes_become_inputs_after_a_change(np_ty
         np.testing.assert_allclose(cm(x).numpy(), m(x).numpy(), rtol=1e-6, atol=1e-7)
     assert cf.num_specializations <= 3, cf.num_specializations
     assert cm.num_specializations <= 3, cm.num_specializations
+
+
+def test_a_compiled_function_calling_an_optimizer_step_that_was_itself_compiled():
+    # `opt.step = tp.compile(opt.step)` and then, as PyTorch's "compiling the
+    # optimizer" recipe does, a compiled function that calls opt.step(): the
+    # compiled step refused the enclosing capture without noting the refusal,
+    # so instead of running step-wise the call raised CaptureError.
+    res = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = tp.optim.Adam(m.parameters(), lr=0.01)
+        sch = tp.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+        if compiled:
+            opt.step = tp.compile(opt.step)
+
+        def fn():
+            opt.step()
+
+        f = tp.compile(fn) if compiled else fn
+        x = tp.randn(4, 3)
+        for _ in range(6):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            f()
+            sch.step()
+        res.append([p.detach().numpy().copy() for p in m.parameters()])
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)
