@@ -45,7 +45,9 @@ def _state():
     return st
 
 
-_TRAINING_NAMES = frozenset({"backward", "zero_grad"})
+# (unscale_: GradScaler.unscale_ records in Python that it ran; a capture refused later,
+# at scaler.step(opt), then re-ran it step-wise: "unscale_() has already been called")
+_TRAINING_NAMES = frozenset({"backward", "zero_grad", "unscale_"})
 # Second-order autograd: a compiled module's backward region has no derivative.
 _SECOND_ORDER_NAMES = frozenset({"create_graph", "hessian", "hvp", "vhp"})
 
@@ -66,7 +68,7 @@ def _names_reached(fn):
     """Of the names in _TRAINING_NAMES and _SECOND_ORDER_NAMES (keyword names
     included), those that fn's code (nested functions included), or the code of the user's
     functions it calls by name (globals, closure variables, methods of its own
-    `self`, a few calls deep) names. One naming backward or zero_grad is a
+    `self`, a few calls deep) names. One naming backward, zero_grad or unscale_ is a
     training step, run step-wise from its first call. (A step that delegates to
     `self._update(x)` or a global `inner(x)` was first captured, and its Python
     side effects before the refused backward, `self.steps += 1`, ran twice.)"""

@@ -392,3 +392,35 @@ def test_a_compiled_function_calling_an_optimizer_step_that_was_itself_compiled(
         res.append([p.detach().numpy().copy() for p in m.parameters()])
     for a, b in zip(*res):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_compiled_grad_scaler_update_unscales_once():
+    # A compiled function doing the GradScaler tail of a step (unscale_, clip,
+    # scaler.step, scaler.update) was captured first: unscale_ ran and recorded
+    # it, the capture was refused at scaler.step(opt), and the step-wise re-run
+    # called unscale_ again: "unscale_() has already been called".
+    res = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = tp.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        scaler = tp.amp.GradScaler("cpu", init_scale=1024.0)
+
+        def finish():
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(m.parameters(), 0.1)
+            scaler.step(opt)
+            scaler.update()
+
+        f = tp.compile(finish) if compiled else finish
+        x = tp.randn(4, 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(4):
+                opt.zero_grad()
+                scaler.scale(m(x).pow(2).sum()).backward()
+                f()
+        res.append(([p.detach().numpy().copy() for p in m.parameters()], scaler.get_scale()))
+    assert res[0][1] == res[1][1]
+    for a, b in zip(res[0][0], res[1][0]):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
