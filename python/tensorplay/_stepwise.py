@@ -53,7 +53,7 @@ _SECOND_ORDER_NAMES = frozenset({"create_graph", "hessian", "hvp", "vhp"})
 
 
 def names_autograd_calls(fn):
-    return bool(_names_reached(fn) & _TRAINING_NAMES)
+    return bool(_names_reached(fn) & (_TRAINING_NAMES | {"<optimizer>"}))
 
 
 def differentiates_twice(fn):
@@ -68,12 +68,18 @@ def _names_reached(fn):
     """Of the names in _TRAINING_NAMES and _SECOND_ORDER_NAMES (keyword names
     included), those that fn's code (nested functions included), or the code of the user's
     functions it calls by name (globals, closure variables, methods of its own
-    `self`, a few calls deep) names. One naming backward, zero_grad or unscale_ is a
-    training step, run step-wise from its first call. (A step that delegates to
-    `self._update(x)` or a global `inner(x)` was first captured, and its Python
-    side effects before the refused backward, `self.steps += 1`, ran twice.)"""
+    `self`, a few calls deep) names; plus "<optimizer>" when such a name (or an
+    attribute of `self`) holds an optimizer, a scheduler or a GradScaler. Either
+    makes a training step, run step-wise from its first call. (A step that
+    delegates to `self._update(x)` or a global `inner(x)`, or a function that
+    logs `hist.append(v)` before `opt.step()`, was first captured, and its Python
+    side effects before the refused call ran twice.)"""
     from .compiler import _foreign_module_name
+    from .amp.grad_scaler import GradScaler
+    from .optim.lr_scheduler import LRScheduler
+    from .optim.optimizer import Optimizer
 
+    stateful = (Optimizer, LRScheduler, GradScaler)
     seen = set()
     wanted = _TRAINING_NAMES | _SECOND_ORDER_NAMES
     found = set()
@@ -86,10 +92,23 @@ def _names_reached(fn):
             return None
         return None if _foreign_module_name(getattr(f, "__module__", None)) else f
 
-    def callees(f, owner_cls, names):
+    def training_object(v):
+        if type(v) is types.MethodType:  # opt.step held as a bound method
+            v = v.__self__
+        return any(k in stateful for k in type(v).__mro__)
+
+    def callees(f, owner, names):
         out = []
+        owner_cls = type(owner) if owner is not None else None
         g = getattr(f, "__globals__", {})
         cells = dict(zip(f.__code__.co_freevars, f.__closure__ or ()))
+        inst = {}
+        if owner is not None:  # self.opt, self.scheduler (not through a custom __getattr__)
+            try:
+                d = object.__getattribute__(owner, "__dict__")
+                inst = d if type(d) is dict else {}
+            except Exception:
+                pass
         for n in names:
             cands = []
             if n in g:
@@ -104,13 +123,17 @@ def _names_reached(fn):
                     if n in klass.__dict__:
                         cands.append(klass.__dict__[n])
                         break
+            if n in inst:
+                cands.append(inst[n])
             for c in cands:
+                if training_object(c):
+                    found.add("<optimizer>")
                 u = user_function(c)
                 if u is not None:
-                    out.append((u, owner_cls))
+                    out.append((u, owner))
         return out
 
-    def walk(f, owner_cls, depth):
+    def walk(f, owner, depth):
         if f.__code__ in seen:
             return
         seen.add(f.__code__)
@@ -127,9 +150,10 @@ def _names_reached(fn):
 
         collect(f.__code__)
         found.update(names & wanted)
+        cs = callees(f, owner, names)
         if depth < 4:
-            for c, cls in callees(f, owner_cls, names):
-                walk(c, cls, depth + 1)
+            for c, o in cs:
+                walk(c, o, depth + 1)
 
     owner = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
@@ -140,7 +164,10 @@ def _names_reached(fn):
         # a code object alone: its own names only
         f = types.FunctionType(code, {}, None, None, tuple(types.CellType() for _ in code.co_freevars))
         owner = None
-    walk(f, type(owner) if owner is not None else None, 0)
+    try:
+        walk(f, owner, 0)
+    except Exception:  # a user's object that refuses inspection: what was found so far
+        pass
     return found
 
 

@@ -424,3 +424,44 @@ def test_a_compiled_grad_scaler_update_unscales_once():
     assert res[0][1] == res[1][1]
     for a, b in zip(res[0][0], res[1][0]):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+
+
+def test_python_side_effects_before_a_compiled_optimizer_step_run_once():
+    # A compiled function that logs and then steps the optimizer and the
+    # scheduler (naming neither backward nor zero_grad) was captured first: the
+    # append and `self.n += 1` ran, the capture was refused at opt.step(), and
+    # the step-wise re-run ran them again (history [0, 0, 1, 2], n == 4).
+    tp.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = tp.optim.SGD(m.parameters(), lr=0.1)
+    sch = tp.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+    hist = []
+
+    def finish(v):
+        hist.append(v)
+        opt.step()
+        sch.step()
+
+    class Trainer:
+        def __init__(self):
+            self.opt = opt
+            self.n = 0
+
+        def finish(self):
+            self.n += 1
+            self.opt.step()
+
+    t = Trainer()
+    f, g = tp.compile(finish), tp.compile(t.finish)
+    x = tp.randn(4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(3):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            f(float(i))
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            g()
+    assert hist == [0.0, 1.0, 2.0]
+    assert t.n == 3
