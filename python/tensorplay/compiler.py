@@ -881,16 +881,21 @@ def _keyword_only_adapter(fn):
     params = list(sig.parameters.values())
     kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
     varkw = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
-    if (not kwonly and varkw is None) or any(p.kind == p.VAR_POSITIONAL for p in params):
+    # *args too (`def forward(self, x, *extra, mode="sum", **kw)`): taken as one tuple
+    # argument after the positional ones (a nested input); the binder used to refuse
+    # such a call ("keyword-only and **kwargs parameters are not supported").
+    varpos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    if not kwonly and varkw is None:
         return None
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    npos, nkw = len(positional), len(kwonly)
+    npos, nkw = len(positional) + (varpos is not None), len(kwonly)
 
     def adapter(*args, **kw):
         if kw:  # called as the user's function (forward-mode AD runs it eagerly)
             return fn(*args, **kw)
         extra = args[npos + nkw] if varkw is not None else {}
-        return fn(*args[:npos], **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
+        lead = (*args[:npos - 1], *args[npos - 1]) if varpos is not None else args[:npos]
+        return fn(*lead, **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
 
     def bind(args, kwargs):
         try:
@@ -899,13 +904,13 @@ def _keyword_only_adapter(fn):
             raise TypeError(f"compiled function: {e}") from None
         b.apply_defaults()
         a = b.arguments
-        return (tuple(a[k] for k in positional) + tuple(a[k] for k in kwonly) +
-                ((dict(a[varkw]),) if varkw is not None else ()))
+        return (tuple(a[k] for k in positional) + ((tuple(a[varpos]),) if varpos is not None else ()) +
+                tuple(a[k] for k in kwonly) + ((dict(a[varkw]),) if varkw is not None else ()))
 
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
     adapter._tp_keyword_adapter = True  # (not a user's functools.wraps: _compiled_target unwraps it)
-    names = positional + kwonly + ([varkw] if varkw is not None else [])
+    names = positional + ([varpos] if varpos is not None else []) + kwonly + ([varkw] if varkw is not None else [])
     return adapter, names, len(names), bind
 
 

@@ -465,3 +465,57 @@ def test_python_side_effects_before_a_compiled_optimizer_step_run_once():
             g()
     assert hist == [0.0, 1.0, 2.0]
     assert t.n == 3
+
+
+class _VarArgsNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 3)
+
+    def forward(self, x, *extra, mode="sum", **kw):
+        h = self.a(x)
+        for e in extra:
+            h = h * e
+        if mode == "sum":
+            h = h + kw.get("bias", 0.0)
+        return h
+
+
+def test_a_forward_with_star_args_and_keyword_parameters_compiles():
+    # forward(self, x, *extra, mode="sum", **kw): the binder refused any call
+    # with "keyword-only and **kwargs parameters are not supported" (TypeError),
+    # in tp.compile(model) and inside a compiled training step alike.
+    tp.manual_seed(0)
+    m = _VarArgsNet()
+    cm = tp.compile(m)
+    x, e = tp.randn(2, 4), tp.randn(3)
+    for args, kw in [((x,), {}), ((x, e), {}), ((x, e, e), {"mode": "none"}), ((x, e, e * 2), {"bias": 1.0}),
+                     ((x,), {"bias": 2.0})]:
+        np.testing.assert_allclose(cm(*args, **kw).detach().numpy(), m(*args, **kw).detach().numpy(),
+                                   rtol=1e-6, atol=1e-7)
+
+    def f(x, *extra, scale=1.0):
+        for t in extra:
+            x = x + t
+        return x * scale
+
+    cf = tp.compile(f)
+    np.testing.assert_allclose(cf(x, x, x, scale=3.0).numpy(), f(x, x, x, scale=3.0).numpy(), rtol=1e-6)
+
+    res = []
+    for compiled in (False, True):
+        tp.manual_seed(0)
+        m = _VarArgsNet()
+        opt = tp.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, i):
+            opt.zero_grad()
+            loss = m(x, tp.ones(3) * i, mode="sum" if i % 2 else "none", bias=0.5 * i).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        g = tp.compile(step) if compiled else step
+        res.append(([g(x, i) for i in range(4)], m.a.weight.detach().numpy().copy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-7)
