@@ -519,3 +519,29 @@ def test_a_forward_with_star_args_and_keyword_parameters_compiles():
         res.append(([g(x, i) for i in range(4)], m.a.weight.detach().numpy().copy()))
     np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name,flag", [("AdamW", "fused"), ("Adam", "capturable"), ("SGD", "fused"),
+                                       ("Adagrad", "fused"), ("RMSprop", "capturable"), ("NAdam", "capturable")])
+def test_optimizers_accept_pytorchs_fused_and_capturable_flags(name, flag):
+    # Code written for PyTorch (nanoGPT's AdamW(..., fused=True) on CUDA, capturable=True
+    # for CUDA graphs) raised NotImplementedError at construction; the flags name
+    # implementations of the same update, which they now run (eagerly and compiled).
+    res = []
+    for kw, compiled in [({}, False), ({flag: True}, False), ({flag: True}, True)]:
+        tp.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = getattr(tp.optim, name)(m.parameters(), lr=0.01, **kw)
+        assert opt.param_groups[0][flag] is (kw.get(flag, opt.param_groups[0][flag]))
+        st = tp.compile(opt.step) if compiled else opt.step
+        x = tp.randn(4, 3)
+        for _ in range(4):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            st()
+        res.append([p.detach().numpy().copy() for p in m.parameters()])
+    for r in res[1:]:
+        for a, b in zip(res[0], r):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(NotImplementedError):
+        getattr(tp.optim, name)(nn.Linear(3, 2).parameters(), lr=0.01, differentiable=True)

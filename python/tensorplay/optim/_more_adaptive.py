@@ -25,8 +25,9 @@ def _check(name, lr, eps, weight_decay, betas=None):
 
 
 def _no_extras(name, capturable=False, differentiable=False, fused=None):
-    if capturable or differentiable or fused:
-        raise NotImplementedError(f"{name}: capturable, differentiable and fused are not supported")
+    # (capturable=True names PyTorch's CUDA-graph form of the same update: accepted, as Adam's)
+    if differentiable or fused:
+        raise NotImplementedError(f"{name}: differentiable and fused are not supported")
 
 
 def _f32(x):

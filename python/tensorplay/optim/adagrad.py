@@ -21,8 +21,8 @@ class Adagrad(Optimizer):
             raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        if differentiable or fused:
-            raise NotImplementedError("Adagrad: differentiable and fused are not supported")
+        if differentiable:  # (fused=True: the same update, as for Adam)
+            raise NotImplementedError("Adagrad: differentiable is not supported")
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)

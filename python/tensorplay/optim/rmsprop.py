@@ -21,8 +21,8 @@ class RMSprop(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
-        if capturable or differentiable:
-            raise NotImplementedError("RMSprop: capturable and differentiable are not supported")
+        if differentiable:  # (capturable=True: the same update, as for Adam)
+            raise NotImplementedError("RMSprop: differentiable is not supported")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
