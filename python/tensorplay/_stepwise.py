@@ -24,6 +24,7 @@ capture puts back tensor writes and random draws, but not the function's
 Python side effects before the refused call). fullgraph=True or
 strict_native=True keep the refusal an error.
 """
+import functools
 import threading
 import types
 import warnings
@@ -155,6 +156,13 @@ def _names_reached(fn):
             for c, o in cs:
                 walk(c, o, depth + 1)
 
+    # functools.partial(train_step, model, opt): the function it wraps (and an
+    # optimizer among its bound arguments) decide, as for the function itself.
+    while type(fn) is functools.partial:
+        for v in (*fn.args, *(fn.keywords or {}).values()):
+            if training_object(v):
+                found.add("<optimizer>")
+        fn = fn.func
     owner = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
     if not isinstance(f, types.FunctionType):

@@ -4,6 +4,7 @@ step-wise whole training step) compared with eager TensorPlay and PyTorch."""
 
 import collections
 import dataclasses
+import functools
 import typing
 import warnings
 
@@ -545,3 +546,31 @@ def test_optimizers_accept_pytorchs_fused_and_capturable_flags(name, flag):
             np.testing.assert_array_equal(a, b)
     with pytest.raises(NotImplementedError):
         getattr(tp.optim, name)(nn.Linear(3, 2).parameters(), lr=0.01, differentiable=True)
+
+
+_partial_log = []
+
+
+def _partial_train_step(model, optimizer, x):
+    _partial_log.append(1)
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def test_a_compiled_partial_training_step_runs_its_python_once():
+    # tp.compile(functools.partial(train_step, model, opt)): the check for a
+    # training step looked only at a plain function's code, so the partial was
+    # captured first and its Python before the refused zero_grad ran twice.
+    tp.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = tp.optim.SGD(m.parameters(), lr=0.1)
+    _partial_log.clear()
+    f = tp.compile(functools.partial(_partial_train_step, m, opt))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        losses = [f(tp.randn(4, 3)) for _ in range(3)]
+    assert _partial_log == [1, 1, 1]
+    assert losses[0] > 0
