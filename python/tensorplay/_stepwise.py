@@ -163,6 +163,15 @@ def _names_reached(fn):
             if training_object(v):
                 found.add("<optimizer>")
         fn = fn.func
+    if type(fn) not in (types.FunctionType, types.MethodType):
+        # a callable object (a Step class with __call__): its class's __call__, with it as self
+        call = None
+        for klass in type(fn).__mro__:
+            if "__call__" in klass.__dict__:
+                call = klass.__dict__["__call__"]
+                break
+        if type(call) is types.FunctionType and not _foreign_module_name(getattr(call, "__module__", None)):
+            fn = types.MethodType(call, fn)
     owner = getattr(fn, "__self__", None)
     f = getattr(fn, "__func__", fn)
     if not isinstance(f, types.FunctionType):

@@ -574,3 +574,32 @@ def test_a_compiled_partial_training_step_runs_its_python_once():
         losses = [f(tp.randn(4, 3)) for _ in range(3)]
     assert _partial_log == [1, 1, 1]
     assert losses[0] > 0
+
+
+class _StepObject:
+    def __init__(self, model, opt):
+        self.model, self.opt, self.n = model, opt, 0
+
+    def __call__(self, x):
+        self.n += 1
+        loss = self.model(x).pow(2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+def test_a_compiled_callable_training_step_object_runs_its_python_once():
+    # tp.compile(step_object) where the object's __call__ trains: only plain
+    # functions were checked for training calls, so the first call was captured,
+    # refused at zero_grad and re-run step-wise (n == 4 after 3 calls).
+    tp.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = tp.optim.SGD(m.parameters(), lr=0.1)
+    st = _StepObject(m, opt)
+    f = tp.compile(st)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            f(tp.randn(4, 3))
+    assert st.n == 3
