@@ -153,10 +153,15 @@ namespace {
 struct PyOutputStructure : compile::OutputStructure {
   // kItem: a tensor that is `t.item()` of a floating t in eager: returned as a Python float
   // (or the value of an int argument made symbolic: returned as a Python int).
-  enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant } kind = kTensor;
+  // kDataclass: a dataclass instance (a model's output record, as transformers'
+  // ModelOutput) rebuilt from its fields; kOrderedDict: an OrderedDict (or a subclass
+  // built from its pairs).
+  enum Kind { kTensor, kItem, kTuple, kList, kDict, kNamedTuple, kConstant, kDataclass, kOrderedDict } kind = kTensor;
   size_t index = 0;                                        // kTensor: position among the tensors
   std::vector<std::unique_ptr<PyOutputStructure>> items;   // containers
-  std::shared_ptr<nb::object> object;                      // kConstant value, kDict keys, kNamedTuple type
+  // kConstant value, kDict keys, kNamedTuple type, kDataclass (type, field names, init flags),
+  // kOrderedDict (type, keys)
+  std::shared_ptr<nb::object> object;
 
   static std::unique_ptr<PyOutputStructure> flatten(nb::handle r, std::vector<Tensor>* tensors) {
     auto s = std::make_unique<PyOutputStructure>();
@@ -209,8 +214,31 @@ struct PyOutputStructure : compile::OutputStructure {
       s->object = keep_py(std::move(keys));
       return s;
     }
-    throw CaptureError(str("compiled functions must return tensors, numbers, None, or tuples/lists/dicts of them, got ",
-                           nb::inst_name(r).c_str()));
+    if (!PyType_Check(p) && nb::hasattr(r, "__dataclass_fields__")) {
+      // A dataclass instance (checked before dicts: transformers' ModelOutput is both).
+      s->kind = kDataclass;
+      nb::list names, inits;
+      for (nb::handle f : nb::module_::import_("dataclasses").attr("fields")(r)) {
+        nb::object name = f.attr("name");
+        names.append(name);
+        inits.append(f.attr("init"));
+        s->items.push_back(flatten(nb::getattr(r, name), tensors));
+      }
+      s->object = keep_py(nb::make_tuple(nb::borrow(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(p)))), names, inits));
+      return s;
+    }
+    if (PyDict_Check(p) && PyObject_IsInstance(p, nb::module_::import_("collections").attr("OrderedDict").ptr()) == 1) {
+      s->kind = kOrderedDict;
+      nb::list keys;
+      for (auto [k, v] : nb::borrow<nb::dict>(r)) {
+        keys.append(k);
+        s->items.push_back(flatten(v, tensors));
+      }
+      s->object = keep_py(nb::make_tuple(nb::borrow(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(p)))), keys));
+      return s;
+    }
+    throw CaptureError(str("compiled functions must return tensors, numbers, None, or tuples/lists/dicts ",
+                           "(OrderedDicts, dataclasses) of them, got ", nb::inst_name(r).c_str()));
   }
 
   // `tensors`: the Python objects of the results, in flattening order.
@@ -239,6 +267,31 @@ struct PyOutputStructure : compile::OutputStructure {
         nb::list keys = nb::borrow<nb::list>(*object);
         for (size_t i = 0; i < items.size(); ++i) d[keys[i]] = items[i]->build(tensors);
         return d;
+      }
+      case kDataclass: {
+        nb::tuple spec = nb::borrow<nb::tuple>(*object);
+        nb::list names = nb::borrow<nb::list>(spec[1]), inits = nb::borrow<nb::list>(spec[2]);
+        nb::dict kw;
+        std::vector<std::pair<nb::object, nb::object>> later;  // init=False fields: set after construction
+        for (size_t i = 0; i < items.size(); ++i) {
+          nb::object v = items[i]->build(tensors);
+          if (nb::cast<bool>(inits[i])) kw[names[i]] = v;
+          else later.emplace_back(names[i], std::move(v));
+        }
+        nb::object args = nb::steal(PyTuple_New(0));
+        PyObject* made = PyObject_Call(spec[0].ptr(), args.ptr(), kw.ptr());
+        if (!made) throw nb::python_error();
+        nb::object obj = nb::steal(made);
+        nb::object setattr = nb::module_::import_("builtins").attr("object").attr("__setattr__");
+        for (auto& [k, v] : later) setattr(obj, k, v);  // (a frozen dataclass refuses setattr)
+        return obj;
+      }
+      case kOrderedDict: {
+        nb::tuple spec = nb::borrow<nb::tuple>(*object);
+        nb::list keys = nb::borrow<nb::list>(spec[1]);
+        nb::list pairs;
+        for (size_t i = 0; i < items.size(); ++i) pairs.append(nb::make_tuple(keys[i], items[i]->build(tensors)));
+        return spec[0](pairs);
       }
     }
     return nb::none();
@@ -695,7 +748,7 @@ struct PyCompiled {
       auto& [obj, t] = attr_tensors[j];
       if (obj.ptr() != lifted_now[j].value.ptr() || !t.defined()) {
         obj = lifted_now[j].value;
-        t = Tensor::wrapped_scalar(Scalar(PyFloat_AS_DOUBLE(obj.ptr())));
+        t = Tensor::wrapped_scalar(Scalar(float_number_value(obj.ptr())));
       }
       values.emplace_back(t);
     }
@@ -786,9 +839,9 @@ struct PyCompiled {
       if (float_args.size() < values.size()) float_args.resize(values.size());
       for (size_t i = 0; i < values.size(); ++i) {
         PyObject* h = args[i].ptr();
-        if (!PyFloat_CheckExact(h)) continue;
+        if (!is_float_number(h)) continue;  // (numpy.float64 / numpy.float32 too)
         FloatArg& fa = float_args[i];
-        double v = PyFloat_AS_DOUBLE(h);
+        double v = float_number_value(h);
         if (!fa.seen) {
           fa.seen = true;
           fa.first = v;

@@ -285,7 +285,7 @@ void visit_module_dict_versions(const ModuleState& st, Visit&& visit) {
 // `id` is passed as an input in this call (it changed since the first value
 // seen there and was not refused); notes it in `st.lifted` then.
 bool lift_float(ModuleState& st, const std::string& id, PyObject* v, ModuleState::Lift lift) {
-  const double d = PyFloat_AS_DOUBLE(v);
+  const double d = float_number_value(v);
   auto [it, inserted] = st.floats.try_emplace(id);
   ModuleState::FloatState& f = it->second;
   if (inserted) {
@@ -428,7 +428,7 @@ std::string state_text(ModuleState& st) {
           continue;
         }
         ((s += ' ') += u) += '=';
-        if (PyFloat_CheckExact(value) &&
+        if (is_float_number(value) &&  // (numpy.float64 / numpy.float32 too)
             lift_float(st, "m" + std::to_string(m) + "." + u, value,
                        {{}, std::string(Py_TYPE(st.mods[m]->ptr())->tp_name) + "." + u, {}, static_cast<int>(m), -1,
                         nb::borrow(key)})) {
@@ -453,7 +453,7 @@ std::string state_text(ModuleState& st) {
     PyObject* v = held.ptr();
     size_t mark = s.size();
     ((s += ' ') += src.name) += '=';
-    if (v && PyFloat_CheckExact(v) &&
+    if (v && is_float_number(v) &&  // (numpy.float64 / numpy.float32 too)
         lift_float(st, "s" + std::to_string(i), v, {{}, src.name, {}, -1, static_cast<int>(i), {}})) {
       s += "<input>";
       continue;

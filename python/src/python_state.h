@@ -11,6 +11,21 @@
 
 namespace tp::py {
 
+// Automatic dynamic floats take a Python float, a float subclass (numpy.float64)
+// or a NumPy floating scalar (numpy.float32, numpy.float16: not float subclasses);
+// by value, a schedule of NumPy floats made a new version at every call.
+inline bool is_float_number(PyObject* v) {
+  return PyFloat_Check(v) || std::string_view(Py_TYPE(v)->tp_name).substr(0, 11) == "numpy.float";
+}
+// Its value (float(v): exact for the NumPy scalars, whose values are doubles' subsets).
+inline double float_number_value(PyObject* v) {
+  if (PyFloat_Check(v)) return PyFloat_AS_DOUBLE(v);
+  const double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return d;
+}
+
+
 // CPython 3.11 stamps every dict with a version that changes whenever the dict
 // does (PEP 509; deprecated from 3.12): an unchanged version proves unchanged
 // contents, so per-call checks of module state and of the paths to free

@@ -24,6 +24,7 @@ capture puts back tensor writes and random draws, but not the function's
 Python side effects before the refused call). fullgraph=True or
 strict_native=True keep the refusal an error.
 """
+import functools
 import threading
 import types
 import warnings
@@ -45,23 +46,146 @@ def _state():
     return st
 
 
+# (unscale_: GradScaler.unscale_ records in Python that it ran; a capture refused later,
+# at scaler.step(opt), then re-ran it step-wise: "unscale_() has already been called")
+_TRAINING_NAMES = frozenset({"backward", "zero_grad", "unscale_"})
+# Second-order autograd: a compiled module's backward region has no derivative.
+_SECOND_ORDER_NAMES = frozenset({"create_graph", "hessian", "hvp", "vhp"})
+
+
 def names_autograd_calls(fn):
-    """Whether fn's code (nested functions included) names backward or zero_grad:
-    such a function is a training step, run step-wise from its first call."""
-    f = getattr(fn, "__func__", fn)
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return False
+    return bool(_names_reached(fn) & (_TRAINING_NAMES | {"<optimizer>"}))
+
+
+def differentiates_twice(fn):
+    """Whether fn (or a function it calls by name) asks for a differentiable
+    gradient (create_graph=True: a gradient penalty, MAML) or a Hessian: its
+    modules then run eagerly in the step-wise run, since a compiled module's
+    backward region raises at a double backward."""
+    return bool(_names_reached(fn) & _SECOND_ORDER_NAMES)
+
+
+def _names_reached(fn):
+    """Of the names in _TRAINING_NAMES and _SECOND_ORDER_NAMES (keyword names
+    included), those that fn's code (nested functions included), or the code of the user's
+    functions it calls by name (globals, closure variables, methods of its own
+    `self`, a few calls deep) names; plus "<optimizer>" when such a name (or an
+    attribute of `self`) holds an optimizer, a scheduler or a GradScaler. Either
+    makes a training step, run step-wise from its first call. (A step that
+    delegates to `self._update(x)` or a global `inner(x)`, or a function that
+    logs `hist.append(v)` before `opt.step()`, was first captured, and its Python
+    side effects before the refused call ran twice.)"""
+    from .compiler import _foreign_module_name
+    from .amp.grad_scaler import GradScaler
+    from .optim.lr_scheduler import LRScheduler
+    from .optim.optimizer import Optimizer
+
+    stateful = (Optimizer, LRScheduler, GradScaler)
+    seen = set()
+    wanted = _TRAINING_NAMES | _SECOND_ORDER_NAMES
     found = set()
 
-    def walk(c):
-        found.update(n for n in c.co_names if n in ("backward", "zero_grad"))
-        for k in c.co_consts:
-            if isinstance(k, types.CodeType):
-                walk(k)
+    def user_function(f):
+        # (type(), not getattr/isinstance: a user's object may refuse inspection)
+        if type(f) in (types.MethodType, staticmethod, classmethod):
+            f = f.__func__
+        if type(f) is not types.FunctionType:
+            return None
+        return None if _foreign_module_name(getattr(f, "__module__", None)) else f
 
-    walk(code)
-    return bool(found)
+    def training_object(v):
+        if type(v) is types.MethodType:  # opt.step held as a bound method
+            v = v.__self__
+        return any(k in stateful for k in type(v).__mro__)
+
+    def callees(f, owner, names):
+        out = []
+        owner_cls = type(owner) if owner is not None else None
+        g = getattr(f, "__globals__", {})
+        cells = dict(zip(f.__code__.co_freevars, f.__closure__ or ()))
+        inst = {}
+        if owner is not None:  # self.opt, self.scheduler (not through a custom __getattr__)
+            try:
+                d = object.__getattribute__(owner, "__dict__")
+                inst = d if type(d) is dict else {}
+            except Exception:
+                pass
+        for n in names:
+            cands = []
+            if n in g:
+                cands.append(g[n])
+            if n in cells:
+                try:
+                    cands.append(cells[n].cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+            if owner_cls is not None:
+                for klass in owner_cls.__mro__:
+                    if n in klass.__dict__:
+                        cands.append(klass.__dict__[n])
+                        break
+            if n in inst:
+                cands.append(inst[n])
+            for c in cands:
+                if training_object(c):
+                    found.add("<optimizer>")
+                u = user_function(c)
+                if u is not None:
+                    out.append((u, owner))
+        return out
+
+    def walk(f, owner, depth):
+        if f.__code__ in seen:
+            return
+        seen.add(f.__code__)
+        names = set()
+
+        def collect(c):
+            names.update(c.co_names)
+            names.update(c.co_freevars)
+            for k in c.co_consts:
+                if isinstance(k, types.CodeType):
+                    collect(k)
+                elif isinstance(k, tuple):  # keyword names of a call (create_graph=True)
+                    names.update(e for e in k if isinstance(e, str))
+
+        collect(f.__code__)
+        found.update(names & wanted)
+        cs = callees(f, owner, names)
+        if depth < 4:
+            for c, o in cs:
+                walk(c, o, depth + 1)
+
+    # functools.partial(train_step, model, opt): the function it wraps (and an
+    # optimizer among its bound arguments) decide, as for the function itself.
+    while type(fn) is functools.partial:
+        for v in (*fn.args, *(fn.keywords or {}).values()):
+            if training_object(v):
+                found.add("<optimizer>")
+        fn = fn.func
+    if type(fn) not in (types.FunctionType, types.MethodType):
+        # a callable object (a Step class with __call__): its class's __call__, with it as self
+        call = None
+        for klass in type(fn).__mro__:
+            if "__call__" in klass.__dict__:
+                call = klass.__dict__["__call__"]
+                break
+        if type(call) is types.FunctionType and not _foreign_module_name(getattr(call, "__module__", None)):
+            fn = types.MethodType(call, fn)
+    owner = getattr(fn, "__self__", None)
+    f = getattr(fn, "__func__", fn)
+    if not isinstance(f, types.FunctionType):
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return found
+        # a code object alone: its own names only
+        f = types.FunctionType(code, {}, None, None, tuple(types.CellType() for _ in code.co_freevars))
+        owner = None
+    try:
+        walk(f, owner, 0)
+    except Exception:  # a user's object that refuses inspection: what was found so far
+        pass
+    return found
 
 
 class Runner:
@@ -75,6 +199,10 @@ class Runner:
         self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
         self.modules = weakref.WeakKeyDictionary()   # module -> _CompiledModule, or None: eager
         self.steps = weakref.WeakKeyDictionary()     # optimizer -> its compiled step, or None: eager
+        # A step that differentiates a gradient (create_graph=True) runs its modules
+        # eagerly: a compiled module's backward region has no derivative.
+        self.second_order = differentiates_twice(fn)
+        self.warned_second_order = False
 
     def __call__(self, *args, **kwargs):
         global ACTIVE
@@ -114,10 +242,13 @@ def _current():
     return st
 
 
-def _compiled_piece(st, table, key, make, what, call):
+def _compiled_piece(st, table, key, make, what, call, snapshot=None):
     """Calls `call(piece)` with depth raised (what the piece runs, eagerly or in a
     capture, is not redirected again); a piece whose capture fails is replaced by
-    None (eager) and `call(None)` runs instead."""
+    None (eager) and `call(None)` runs instead. `snapshot()`, taken before a call
+    of the piece, returns a function that puts back the Python attributes the
+    failed capture rebound (`self.calls += 1` before the refused statement would
+    otherwise count twice: once in the capture, once in the eager call)."""
     runner = st.runner
     piece = table.get(key, False)
     if piece is False:
@@ -126,15 +257,38 @@ def _compiled_piece(st, table, key, make, what, call):
     try:
         if piece is None:
             return call(None)
+        restore = snapshot() if snapshot is not None else None
         try:
             return call(piece)
         except _C.CaptureError as e:
-            # (the failed capture put back what it wrote; the eager call starts clean)
+            # (the failed capture put back the tensors it wrote; the eager call starts clean)
+            if restore is not None:
+                restore()
             table[key] = None
             runner._warn_eager(what, e)
             return call(None)
     finally:
         st.depth -= 1
+
+
+_MISSING = object()
+
+
+def _module_attributes(module):
+    """What a failed capture of `module` may have rebound: the attributes (not
+    the parameter, buffer and submodule tables, which the capture puts back as
+    tensor state) of it and its submodules. Returns the function that restores them."""
+    saved = [(m, dict(m.__dict__)) for m in module.modules()]
+
+    def restore():
+        for m, d in saved:
+            cur = m.__dict__
+            for k in [k for k in cur if k not in d]:
+                del cur[k]
+            for k, v in d.items():
+                if cur.get(k, _MISSING) is not v:
+                    cur[k] = v
+    return restore
 
 
 def module_call(module, args, kwargs):
@@ -145,10 +299,18 @@ def module_call(module, args, kwargs):
     from .compiler import _CompiledModule
 
     def make(runner):
+        if runner.second_order:
+            if not runner.warned_second_order:
+                runner.warned_second_order = True
+                runner._warn_eager("every module", RuntimeError(
+                    "the step differentiates a gradient (create_graph=True or a Hessian), and a compiled "
+                    "module's backward has no derivative"))
+            return None
         return _CompiledModule(module, (), runner.kwargs)
 
     return _compiled_piece(st, st.runner.modules, module, make, f"module {type(module).__name__}",
-                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs))
+                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs),
+                           lambda: _module_attributes(module))
 
 
 def optimizer_step(opt, step, args, kwargs):

@@ -894,16 +894,21 @@ def _keyword_only_adapter(fn):
     params = list(sig.parameters.values())
     kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
     varkw = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
-    if (not kwonly and varkw is None) or any(p.kind == p.VAR_POSITIONAL for p in params):
+    # *args too (`def forward(self, x, *extra, mode="sum", **kw)`): taken as one tuple
+    # argument after the positional ones (a nested input); the binder used to refuse
+    # such a call ("keyword-only and **kwargs parameters are not supported").
+    varpos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    if not kwonly and varkw is None:
         return None
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    npos, nkw = len(positional), len(kwonly)
+    npos, nkw = len(positional) + (varpos is not None), len(kwonly)
 
     def adapter(*args, **kw):
         if kw:  # called as the user's function (forward-mode AD runs it eagerly)
             return fn(*args, **kw)
         extra = args[npos + nkw] if varkw is not None else {}
-        return fn(*args[:npos], **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
+        lead = (*args[:npos - 1], *args[npos - 1]) if varpos is not None else args[:npos]
+        return fn(*lead, **dict(zip(kwonly, args[npos:npos + nkw])), **extra)
 
     def bind(args, kwargs):
         try:
@@ -912,13 +917,13 @@ def _keyword_only_adapter(fn):
             raise TypeError(f"compiled function: {e}") from None
         b.apply_defaults()
         a = b.arguments
-        return (tuple(a[k] for k in positional) + tuple(a[k] for k in kwonly) +
-                ((dict(a[varkw]),) if varkw is not None else ()))
+        return (tuple(a[k] for k in positional) + ((tuple(a[varpos]),) if varpos is not None else ()) +
+                tuple(a[k] for k in kwonly) + ((dict(a[varkw]),) if varkw is not None else ()))
 
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
     adapter._tp_keyword_adapter = True  # (not a user's functools.wraps: _compiled_target unwraps it)
-    names = positional + kwonly + ([varkw] if varkw is not None else [])
+    names = positional + ([varpos] if varpos is not None else []) + kwonly + ([varkw] if varkw is not None else [])
     return adapter, names, len(names), bind
 
 
@@ -1034,20 +1039,38 @@ def _build(fn, custom, backend, kwargs, state_reader=None, signature=None):
 _LIFTED_HYPERPARAMETERS = ("lr", "momentum", "dampening", "weight_decay", "eps", "betas")
 
 
+def _hyper_float(v):
+    """v as a Python float when it is a float hyperparameter the step can take as an
+    input: a Python float, or a NumPy floating scalar (a schedule precomputed with
+    np.linspace / np.cos sets np.float64 lrs: by value they made a version per step,
+    and `lr * wd` with a lifted wd asked NumPy to convert the graph tensor); else None."""
+    t = type(v)
+    if t is float:
+        return v
+    if t is bool or t is int:
+        return None
+    if isinstance(v, float) or (t.__module__ == "numpy" and getattr(getattr(v, "dtype", None), "kind", "") == "f"
+                                and getattr(v, "ndim", 1) == 0):
+        return float(v)
+    return None
+
+
 def _hyper_slots(opt):
     """[(group index, key, tuple position or None)] of the lifted hyperparameters, and their values."""
     slots, values = [], []
     for gi, group in enumerate(opt.param_groups):
         for k in _LIFTED_HYPERPARAMETERS:
             v = group.get(k)
-            if type(v) is float and (v != 0.0 or k == "lr"):
+            f = _hyper_float(v)
+            if f is not None and (f != 0.0 or k == "lr"):
                 slots.append((gi, k, None))
-                values.append(v)
+                values.append(f)
             elif type(v) is tuple:
                 for j, e in enumerate(v):
-                    if type(e) is float and e != 0.0:
+                    f = _hyper_float(e)
+                    if f is not None and f != 0.0:
                         slots.append((gi, k, j))
-                        values.append(e)
+                        values.append(f)
     return slots, values
 
 
@@ -1119,8 +1142,12 @@ class _CompiledOptimizerStep:
     def __call__(self, *args, **kwargs):
         from ._grad_mode import no_grad
         if _C._is_tracing():
-            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state.
+            # Inlined into an enclosing capture, whose key knows nothing of the optimizer's state:
+            # refused as the optimizer's own step is, so that the enclosing function runs
+            # step-wise (`opt.step = tp.compile(opt.step)`, then a compiled function calling
+            # opt.step() raised this error instead).
             from .optim.optimizer import _STEP_IN_CAPTURE
+            _C._note_step_refusal()
             raise CaptureError(_STEP_IN_CAPTURE.format(type(self._opt).__name__))
         if kwargs and self._sig is not None:
             b = self._sig.bind(*args, **kwargs)

@@ -5,7 +5,7 @@ import struct
 
 import tensorplay as _tp
 from .._grad_mode import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled
 
 __all__ = ["Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"]
 
@@ -25,8 +25,9 @@ def _check(name, lr, eps, weight_decay, betas=None):
 
 
 def _no_extras(name, capturable=False, differentiable=False, fused=None):
-    if capturable or differentiable or fused:
-        raise NotImplementedError(f"{name}: capturable, differentiable and fused are not supported")
+    # (capturable=True names PyTorch's CUDA-graph form of the same update: accepted, as Adam's)
+    if differentiable or fused:
+        raise NotImplementedError(f"{name}: differentiable and fused are not supported")
 
 
 def _f32(x):
@@ -81,7 +82,7 @@ class _Simple(Optimizer):
         if group.get("decoupled_weight_decay"):
             p.mul_(1 - group["lr"] * wd)
             return grad
-        return grad.add(p, alpha=wd)
+        return _add_scaled(grad, p, wd)
 
     @staticmethod
     def _zeros(p):
@@ -236,7 +237,7 @@ class Adadelta(_Simple):
         std = square_avg.add(eps).sqrt_()
         delta = acc_delta.add(eps).sqrt_().div_(std).mul_(grad)
         acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
-        p.add_(delta, alpha=-lr)
+        _add_scaled(p, delta, -lr, inplace=True)
 
 
 class ASGD(_Simple):
@@ -267,9 +268,9 @@ class ASGD(_Simple):
         raise KeyError("ASGD: parameter not in any group")
 
     def _update(self, p, grad, state, group, step):
-        if isinstance(step, _tp.Tensor) or isinstance(group["lr"], _tp.Tensor):
-            raise NotImplementedError("ASGD under tp.compile(optimizer.step) is not supported")
         lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
+        if isinstance(step, _tp.Tensor) or isinstance(lr, _tp.Tensor):
+            return self._captured_update(p, grad, state, group, step)
         grad = self._with_weight_decay(p, grad, group)
         eta = state["eta"].item()
         p.mul_(1 - lambd * eta)
@@ -283,6 +284,25 @@ class ASGD(_Simple):
         # into the state, which may be float64 after a load_state_dict: round the same way.
         state["eta"].fill_(_f32(lr / ((1 + lambd * lr * step) ** alpha)))
         state["mu"].fill_(_f32(1 / max(1, step - t0)))
+
+    def _captured_update(self, p, grad, state, group, step):
+        """The update under tp.compile(optimizer.step): `step` (and a lifted lr) are 0-d
+        tensors of the graph, so eta and mu stay tensors (reading them as numbers would make
+        a version per step); the arithmetic is eager's, in double, rounded where eager's is."""
+        lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
+        step = step if isinstance(step, _tp.Tensor) else _tp.tensor(float(step), dtype=_tp.float64)
+        lr = lr if isinstance(lr, _tp.Tensor) else _tp.tensor(float(lr), dtype=_tp.float64)
+        grad = self._with_weight_decay(p, grad, group)
+        eta = state["eta"].double()
+        p.mul_((1 - lambd * eta).to(p.dtype))
+        _add_scaled(p, grad, -eta, inplace=True)
+        mu = state["mu"]
+        if bool(mu != 1):
+            state["ax"].add_(p.sub(state["ax"]).mul_(mu.to(p.dtype)))
+        else:
+            state["ax"].copy_(p)
+        state["eta"].copy_(lr / ((1 + lambd * lr * step) ** alpha))
+        state["mu"].copy_(1 / _tp.clamp(step - t0, min=1))
 
 
 class Rprop(_Simple):

@@ -45,7 +45,11 @@ class Adafactor(_Simple):
             state["variance"] = _tp.zeros_like(p)
 
     def _update(self, p, grad, state, group, step):
-        lr, d, wd = float(group["lr"]), group["d"], group["weight_decay"]
+        lr, d, wd = group["lr"], group["d"], group["weight_decay"]
+        if not isinstance(step, _tp.Tensor):
+            lr = float(lr)
+        # (inside tp.compile(optimizer.step) a lifted lr stays a graph value: float() of it
+        # was a data gate, a new version for every lr of a schedule and eager after 8)
         eps1, eps2 = group["eps"]
         if eps1 is None:
             eps1 = _tp.finfo(p.dtype).eps

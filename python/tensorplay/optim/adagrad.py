@@ -3,7 +3,7 @@ gradients), with learning-rate decay, L2 weight decay and maximize; PyTorch's up
 and state (step, sum), created at construction as PyTorch does, so a state_dict taken
 before the first step already lists every parameter."""
 import tensorplay as _tp
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled
 
 __all__ = ["Adagrad"]
 
@@ -21,8 +21,8 @@ class Adagrad(Optimizer):
             raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        if differentiable or fused:
-            raise NotImplementedError("Adagrad: differentiable and fused are not supported")
+        if differentiable:  # (fused=True: the same update, as for Adam)
+            raise NotImplementedError("Adagrad: differentiable is not supported")
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)
@@ -52,7 +52,7 @@ class Adagrad(Optimizer):
         state["step"].add_(1)
         step = state["step"].item()
         if group["weight_decay"] != 0:
-            grad = grad.add(p, alpha=group["weight_decay"])
+            grad = _add_scaled(grad, p, group["weight_decay"])
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
         state["sum"].addcmul_(grad, grad, value=1)
         std = state["sum"].sqrt().add_(group["eps"])

@@ -22,8 +22,11 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if capturable or differentiable or fused:
-            raise NotImplementedError(f"{type(self).__name__}: capturable, differentiable and fused are not supported")
+        # fused=True / capturable=True (PyTorch's CUDA kernels, CUDA graphs) name implementations
+        # of the same update: accepted, the update is this one (tp.compile(opt.step) is the fused
+        # form here). They used to raise, so code written for PyTorch's fused AdamW failed at once.
+        if differentiable:
+            raise NotImplementedError(f"{type(self).__name__}: differentiable is not supported")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
                         fused=fused, decoupled_weight_decay=decoupled_weight_decay)

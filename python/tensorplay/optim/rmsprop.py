@@ -3,7 +3,7 @@ its recent magnitudes; optional momentum, centering (subtracting the running mea
 gradient from the second moment), L2 weight decay and maximize, with PyTorch's update rule
 and state names (step, square_avg, momentum_buffer, grad_avg)."""
 import tensorplay as _tp
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _add_scaled
 
 __all__ = ["RMSprop"]
 
@@ -21,8 +21,8 @@ class RMSprop(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
-        if capturable or differentiable:
-            raise NotImplementedError("RMSprop: capturable and differentiable are not supported")
+        if differentiable:  # (capturable=True: the same update, as for Adam)
+            raise NotImplementedError("RMSprop: differentiable is not supported")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
@@ -45,7 +45,7 @@ class RMSprop(Optimizer):
         if group["maximize"]:
             grad = -grad
         if group["weight_decay"] != 0:
-            grad = grad.add(p, alpha=group["weight_decay"])
+            grad = _add_scaled(grad, p, group["weight_decay"])
         state = self._state(p, group)
         state["step"].add_(1)
         alpha = group["alpha"]
@@ -61,6 +61,8 @@ class RMSprop(Optimizer):
         if group["momentum"] > 0:
             buf = state["momentum_buffer"]
             buf.mul_(group["momentum"]).addcdiv_(grad, avg)
-            p.add_(buf, alpha=-group["lr"])
-        else:
+            _add_scaled(p, buf, -group["lr"], inplace=True)
+        elif isinstance(group["lr"], float):
             p.addcdiv_(grad, avg, value=-group["lr"])
+        else:  # a 0-d tensor under tp.compile(optimizer.step) (as in adam.py): kept in the graph
+            p.sub_(grad / avg * group["lr"])

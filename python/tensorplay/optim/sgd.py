@@ -15,8 +15,8 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        if differentiable or fused:
-            raise NotImplementedError("SGD: differentiable and fused are not supported")
+        if differentiable:  # (fused=True: the same update, as for Adam)
+            raise NotImplementedError("SGD: differentiable is not supported")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
                         fused=fused)
