@@ -632,7 +632,7 @@ struct PyCompiled {
       // a dual level, a hook on an interior result...) is a graph break. The
       // function runs as Python from then on, its modules and optimizer steps
       // compiled, with one warning naming the reason (the Runner warns).
-      if (!graph_break.empty()) stepwise.attr("graph_break")(graph_break);
+      stepwise.attr("switched")(graph_break.empty() ? nb::none() : nb::object(nb::str(graph_break.c_str())));
       stepwise_on = true;
       if (const char* e = std::getenv("TP_LOGS"); e && std::string(e).find("recompiles") != std::string::npos)
         std::fprintf(stderr, "[tp.compile] %s: it runs step-wise from now on\n",

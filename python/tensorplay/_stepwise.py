@@ -218,6 +218,17 @@ class Runner:
                 ACTIVE -= 1
             st.runner, st.depth = outer
 
+    def switched(self, message=None):
+        """compile.cpp, when the function's capture was refused and it switches to
+        step-wise: the module attributes the failed capture rebound are put back
+        (capture_entered), then a graph break (message: the refusal) is warned about."""
+        st = _state()
+        restore, st.capture_restore = getattr(st, "capture_restore", None), None
+        if restore is not None:
+            restore()
+        if message:
+            self.graph_break(message)
+
     def graph_break(self, message):
         """The capture of the whole function was refused for a reason other than an
         autograd call (compile.cpp): it runs step-wise from now on, as PyTorch runs
@@ -291,6 +302,48 @@ def _module_attributes(module):
     return restore
 
 
+def capture_entered(fn):
+    """compiler._PrintWatch, as a capture of `fn` starts: the attributes of the
+    modules fn reaches are noted (outermost capture only), so that a capture that
+    fails and switches the function to step-wise (Runner.switched) can put back
+    what its Python rebound before the refusal (`self.calls += 1` would count
+    twice: once in the capture, once in the step-wise run)."""
+    st = _state()
+    depth = getattr(st, "captures", 0)
+    st.captures = depth + 1
+    if depth:
+        return
+    st.capture_restore = None
+    try:
+        from .compiler import _python_state_sources
+        modules = _python_state_sources(fn)[0]
+    except Exception:  # an object that refuses inspection: nothing to put back
+        return
+    seen, saved = set(), []
+    for root in modules:
+        for m in root.modules():
+            if id(m) not in seen:
+                seen.add(id(m))
+                saved.append((m, dict(m.__dict__)))
+
+    def restore():
+        for m, d in saved:
+            cur = m.__dict__
+            for k in [k for k in cur if k not in d]:
+                del cur[k]
+            for k, v in d.items():
+                if cur.get(k, _MISSING) is not v:
+                    cur[k] = v
+    st.capture_restore = restore
+
+
+def capture_left(failed):
+    st = _state()
+    st.captures = max(getattr(st, "captures", 1) - 1, 0)
+    if not failed and st.captures == 0:
+        st.capture_restore = None
+
+
 def module_call(module, args, kwargs):
     """Module.__call__ while a step-wise function runs: the module compiled."""
     st = _current()
@@ -306,7 +359,9 @@ def module_call(module, args, kwargs):
                     "the step differentiates a gradient (create_graph=True or a Hessian), and a compiled "
                     "module's backward has no derivative"))
             return None
-        return _CompiledModule(module, (), runner.kwargs)
+        # fullgraph: a refused capture of the piece raises here (its attributes put
+        # back by _compiled_piece, then an eager call) rather than breaking inside it.
+        return _CompiledModule(module, (), dict(runner.kwargs, fullgraph=True))
 
     return _compiled_piece(st, st.runner.modules, module, make, f"module {type(module).__name__}",
                            lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs),

@@ -14,7 +14,7 @@ import types
 import warnings
 import weakref
 
-from . import _C
+from . import _C, _stepwise
 
 CaptureError = _C.CaptureError
 BackendError = _C.BackendError
@@ -952,6 +952,7 @@ class _PrintWatch:
 
         builtins.print = watched
         self._watch_python_random()
+        _stepwise.capture_entered(self.fn)
         return self
 
     def _watch_python_random(self):
@@ -1000,6 +1001,7 @@ class _PrintWatch:
         for mod, name, orig in reversed(self.random_orig):
             setattr(mod, name, orig)
         self.random_orig = []
+        _stepwise.capture_left(exc_type is not None)
         if exc_type is not None:  # the capture failed: the error says what happened
             return False
         key = getattr(self.fn, "__code__", None) or id(self.fn)

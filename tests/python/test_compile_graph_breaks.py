@@ -165,3 +165,27 @@ def test_a_module_whose_forward_breaks_runs_its_submodules_compiled(how):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(tp.compiler.CaptureError, match="numpy"):
         tp.compile(_Breaks(), fullgraph=True)(x)
+
+
+class _CountsCalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # before the refused statement: the failed capture ran it too
+        h = self.lin(x)
+        return h * float(np.abs(h.detach().numpy()).max())
+
+
+@pytest.mark.parametrize("how", ["module", "function"])
+def test_module_attributes_rebound_before_the_break_change_once(how):
+    tp.manual_seed(0)
+    m = _CountsCalls()
+    f = tp.compile(m) if how == "module" else tp.compile(lambda x: m(x) + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            f(tp.randn(2, 4))
+    assert m.calls == 3
