@@ -521,6 +521,10 @@ struct PyCompiled {
   nb::object wrapped;  // the user's function (kept for __wrapped__)
 
   nb::object binder;   // compiler._make_binder(fn): resolves keywords and defaults, or None
+  // The binder runs for every call, positional ones too (a function with *args,
+  // whose tuple is one argument of the compiled function: any count of positional
+  // arguments may be a call that needs binding). Set by `binder._tp_always`.
+  bool bind_always = false;
   // compiler._NestedInputs: calls with tuple/list/dict arguments go there (flattened
   // into a compiled function of the leaves, one per argument structure).
   nb::object nested;
@@ -658,7 +662,7 @@ struct PyCompiled {
     // Keyword arguments and defaults are resolved against the signature on a
     // slow path; the common positional call goes straight to C++.
     int num_params = fn->num_params();
-    if ((nkw > 0 || (num_params >= 0 && static_cast<int>(n) != num_params)) && !binder.is_none()) {
+    if ((nkw > 0 || bind_always || (num_params >= 0 && static_cast<int>(n) != num_params)) && !binder.is_none()) {
       nb::dict kwargs;
       for (size_t k = 0; k < nkw; ++k) kwargs[nb::handle(PyTuple_GET_ITEM(kwnames, static_cast<Py_ssize_t>(k)))] = nb::handle(args[n + k]);
       nb::object bound = binder(ArgArray{args, n}.tuple(), kwargs);
@@ -1376,6 +1380,7 @@ void bind_compile(nb::module_& m) {
     nb::inst_mark_ready(self);
     pc->wrapped = fn;
     pc->binder = binder;
+    pc->bind_always = !binder.is_none() && nb::hasattr(binder, "_tp_always");
     auto fn_ref = keep_py(fn);
     auto lifted = pc->lifted;
     auto captured = pc->captured;

@@ -920,6 +920,10 @@ def _keyword_only_adapter(fn):
         return (tuple(a[k] for k in positional) + ((tuple(a[varpos]),) if varpos is not None else ()) +
                 tuple(a[k] for k in kwonly) + ((dict(a[varkw]),) if varkw is not None else ()))
 
+    if varpos is not None:
+        # A positional call of any count may need binding (its *args become one
+        # tuple argument): the binder runs for every call (compile.cpp, bind_always).
+        bind._tp_always = True
     adapter.__name__ = getattr(fn, "__name__", "adapter")
     adapter.__wrapped__ = fn
     adapter._tp_keyword_adapter = True  # (not a user's functools.wraps: _compiled_target unwraps it)

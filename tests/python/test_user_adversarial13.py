@@ -603,3 +603,18 @@ def test_a_compiled_callable_training_step_object_runs_its_python_once():
         for _ in range(3):
             f(tp.randn(4, 3))
     assert st.n == 3
+
+
+def test_a_star_args_function_called_with_as_many_arguments_as_its_parameters():
+    # The *args support above bound a positional call only when its count differed
+    # from the adapter's parameter count: a wrapper `def w(*args, **kwargs)` (vmap's)
+    # called with two tensors passed them as (args tuple, kwargs dict) and raised
+    # "argument after ** must be a mapping".
+    def w(*args, **kwargs):
+        return args[0] * 2 + args[1] + kwargs.get("bias", 0)
+
+    f = tp.compile(w)
+    x, y = tp.randn(3), tp.randn(3)
+    for call in ((x, y), (x, y, x)):
+        np.testing.assert_allclose(f(*call).numpy(), w(*call).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(x, y, bias=1.0).numpy(), w(x, y, bias=1.0).numpy(), rtol=1e-6)
