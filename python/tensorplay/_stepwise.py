@@ -233,16 +233,32 @@ class Runner:
         """The capture of the whole function was refused for a reason other than an
         autograd call (compile.cpp): it runs step-wise from now on, as PyTorch runs
         the pieces around a graph break; one warning says why."""
+        from .compiler import _restore_numbers
+        _restore_numbers()  # the step-wise run does again what the refused capture did
         opts = self.kwargs.get("options") or {}
         if str(opts.get("warn_fallback", True)) not in ("0", "False", "false"):
             warnings.warn(f"tp.compile: graph break in {self.name}: it runs as Python, its modules and optimizer steps "
-                          f"compiled (fullgraph=True makes this an error): {message}", UserWarning, stacklevel=2)
+                          f"compiled (fullgraph=True makes this an error): {message}", UserWarning,
+                          stacklevel=_user_stacklevel())
 
     def _warn_eager(self, what, err):
         opts = self.kwargs.get("options") or {}
         if str(opts.get("warn_fallback", True)) not in ("0", "False", "false"):
             warnings.warn(f"tp.compile: {what} runs eagerly inside the step-wise training step: "
                           f"{type(err).__name__}: {str(err).splitlines()[0]}", UserWarning, stacklevel=4)
+
+
+def _user_stacklevel():
+    """The warnings.warn stacklevel (from graph_break's caller) of the first frame
+    outside tensorplay: the user's call of the compiled function, not a line of
+    compiler.py (_CompiledModule, nested arguments) that forwarded it."""
+    import os
+    import sys
+    pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    f, level = sys._getframe(1), 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(pkg):
+        f, level = f.f_back, level + 1
+    return level if f is not None else 2
 
 
 def _current():

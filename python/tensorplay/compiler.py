@@ -46,6 +46,37 @@ def reset():
     _C._reset()
 
 
+def is_compiling():
+    """True while tp.compile captures a call on this thread (torch.compiler.is_compiling):
+    code that must not be captured (logging, NumPy) can test it. A step-wise run
+    (after a graph break) runs as Python: False there."""
+    return _C._is_tracing()
+
+
+def disable(fn=None, recursive=True):
+    """torch.compiler.disable: `fn` always runs as Python. Called while a compiled
+    function is captured, it is a graph break (the caller runs step-wise, its modules
+    compiled; under fullgraph=True a CaptureError), so it runs at every call, not
+    once at capture. Usable as a decorator, with or without arguments."""
+    if fn is None:
+        return lambda f: disable(f, recursive=recursive)
+    if not callable(fn):
+        raise TypeError(f"tp.compiler.disable expects a callable, got {type(fn).__name__}")
+    if getattr(fn, "_tp_compiler_disabled", False):
+        return fn
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+
+    @functools.wraps(fn)
+    def disabled(*args, **kwargs):
+        if _C._is_tracing():
+            raise CaptureError(f"{name} is marked tp.compiler.disable: it runs as Python at every call, outside the "
+                               "compiled program (a graph break)")
+        return fn(*args, **kwargs)
+
+    disabled._tp_compiler_disabled = True
+    return disabled
+
+
 def region_times():
     """With TP_LOGS=region_times: each compiled CPU region's mean time per call,
     split into generated code and its extern calls (GEMMs, ...) by operator, as
@@ -934,6 +965,26 @@ def _keyword_only_adapter(fn):
 _PRINT_WARNED = set()
 
 
+_SNAPSHOT = __import__("threading").local()  # _PrintWatch._snapshot_numbers
+
+
+def _is_plain_scalar(v):
+    return v is None or type(v) in (int, float, bool, str)
+
+
+def _restore_numbers():
+    """Puts back the numbers the last refused capture on this thread changed
+    (see _PrintWatch._snapshot_numbers)."""
+    saved, _SNAPSHOT.failed = getattr(_SNAPSHOT, "failed", None), None
+    for d, values in saved or ():
+        try:
+            for k, v in values.items():
+                if d.get(k, v) is not v:
+                    d[k] = v
+        except Exception:
+            pass
+
+
 class _PrintWatch:
     """Around the user's function while a call is captured: print() runs then,
     but later calls run the compiled program, which has no Python in it, so the
@@ -957,7 +1008,41 @@ class _PrintWatch:
         builtins.print = watched
         self._watch_python_random()
         _stepwise.capture_entered(self.fn)
+        self._snapshot_numbers()
         return self
+
+    def _snapshot_numbers(self):
+        """The outermost capture on this thread notes the Python numbers, strings,
+        bools and None its function can write (the attributes of the modules it
+        reaches: `self.calls += 1`; the globals its code names: `global STEP`).
+        A capture refused by a graph break is followed by a step-wise run of the
+        whole function (_stepwise.Runner.graph_break), which puts them back first:
+        the Python before the refused call ran in the capture and runs again, so a
+        counter was bumped twice by the first call."""
+        st = _SNAPSHOT
+        st.depth = getattr(st, "depth", 0) + 1
+        if st.depth != 1:
+            return
+        st.failed = None
+        saved = []
+        try:
+            for m in _modules_reached(self.fn):
+                d = m.__dict__
+                saved.append((d, {k: v for k, v in d.items() if _is_plain_scalar(v)}))
+            f = getattr(self.fn, "__func__", self.fn)
+            g, code = getattr(f, "__globals__", None), getattr(f, "__code__", None)
+            if g is not None and code is not None:
+                names = _code_names(code, set())
+                saved.append((g, {k: g[k] for k in names if k in g and _is_plain_scalar(g[k])}))
+        except Exception:  # an object that refuses inspection: what was found
+            pass
+        self.snapshot = saved
+
+    def _end_snapshot(self, failed):
+        st = _SNAPSHOT
+        st.depth -= 1
+        if st.depth == 0:
+            st.failed = getattr(self, "snapshot", None) if failed else None
 
     def _watch_python_random(self):
         """Python's and NumPy's global random draws ran once, at capture, and
@@ -1006,6 +1091,7 @@ class _PrintWatch:
             setattr(mod, name, orig)
         self.random_orig = []
         _stepwise.capture_left(exc_type is not None)
+        self._end_snapshot(exc_type is not None)
         if exc_type is not None:  # the capture failed: the error says what happened
             return False
         key = getattr(self.fn, "__code__", None) or id(self.fn)
@@ -1324,6 +1410,11 @@ class _NestedInputs:
                 return fn(*[_unflatten_arg(s, it) for s in spec])
 
             cf = self.by_structure[key] = compile(flat, **self.kwargs)
+            # A refused capture (a graph break, an autograd call) reaches the outer
+            # compiled function, which switches to step-wise as a whole: one warning
+            # naming the user's function, not `flat`, and not one more capture
+            # attempt (and warning) per new argument structure or string value.
+            cf._set_stepwise(None, False)
             if self.state_reader is not None:
                 cf._set_state_reader(self.state_reader)
         return cf(*leaves)
@@ -1393,6 +1484,12 @@ class _CompiledModule:
                 print(f"[tp.compile] recompiling {type(module).__name__}: module state changed "
                       f"(training={module.training}, or a submodule's mode or hooks)", file=sys.stderr)
             cf = self.versions[key] = compile(forward, *self.args, **self.kwargs)
+            if any(getattr(v, "_stepwise_on", False) for v in self.versions.values()):
+                # The forward broke the graph in another mode (train/eval) or hook
+                # state: it runs step-wise in this one too, rather than being captured
+                # once more (its Python side effects run twice) and warning again.
+                from . import _stepwise
+                cf._set_stepwise(_stepwise.Runner(forward, self.kwargs), True)
         return cf
 
     def __call__(self, *args, **kwargs):

@@ -1,0 +1,161 @@
+"""Session 37 (hunt 2): a PyTorch 2 user's view of graph breaks (fullgraph=False)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn as nn
+
+
+def _break_warnings(fn, *args, **kwargs):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = fn(*args, **kwargs)
+    return r, [x for x in w if "graph break" in str(x.message)]
+
+
+def test_graph_break_with_string_or_nested_arguments_warns_once_naming_the_function():
+    # A string or container argument routes the call through one compiled function
+    # per argument structure (_NestedInputs): each one broke on its own, warning
+    # "graph break in _NestedInputs.__call__.<locals>.flat" from compiler.py, once
+    # per new string value, and capturing again (the Python before the break ran
+    # twice each time).
+    seen = []
+    lin = nn.Linear(3, 3)
+
+    def scaled(x, mode, cfg):
+        seen.append(mode)
+        y = lin(x) if mode == "a" else -lin(x)
+        return y * cfg["k"] + float(np.abs(y.detach().numpy()).max())
+
+    cf = tp.compile(scaled)
+    x = tp.randn(2, 3)
+    r, w = _break_warnings(cf, x, "a", {"k": tp.tensor(2.0)})
+    assert len(w) == 1 and "scaled: it runs as Python" in str(w[0].message)
+    assert w[0].filename == __file__
+    del seen[:]
+    for mode in ["b", "a", "c"]:
+        k = {"k": tp.tensor(3.0)}
+        r, w = _break_warnings(cf, x, mode, k)
+        assert w == []
+        want = scaled(x, mode, k)
+        np.testing.assert_allclose(r.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    assert seen == ["b", "b", "a", "a", "c", "c"]  # step-wise: once per call (plus eager's)
+
+
+class _BreaksWithDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.drop = nn.Dropout(0.25)
+        self.forwards = 0
+
+    def forward(self, x):
+        self.forwards += 1
+        h = self.drop(self.lin(x))
+        return h / float(np.abs(h.detach().numpy()).max())
+
+
+def test_module_compile_breaking_forward_breaks_once_across_train_eval():
+    # module.compile() keeps one compiled forward per train/eval state: each one
+    # captured the forward again after the other had broken, warning a second time
+    # (from compiler.py) and running the forward's Python twice in that call.
+    tp.manual_seed(0)
+    m = _BreaksWithDropout()
+    m.compile()
+    x = tp.randn(4, 3)
+    _, w = _break_warnings(m, x)
+    assert len(w) == 1 and w[0].filename == __file__
+    m.eval()
+    before = m.forwards
+    r, w = _break_warnings(m, x)
+    assert w == [] and m.forwards == before + 1
+    with tp.no_grad():
+        want = m.forward(x)
+    np.testing.assert_allclose(r.detach().numpy(), want.numpy(), rtol=1e-6)
+
+
+STEPS = 0
+
+
+def _count_and_break(x):
+    global STEPS
+    STEPS += 1
+    return x * float(x.numpy().sum()) + STEPS
+
+
+class _Counts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = self.lin(x)
+        return y * float(np.abs(y.detach().numpy()).max()) + self.calls
+
+
+def test_counters_before_a_graph_break_count_the_first_call_once():
+    # The refused capture ran the Python before the break (self.calls += 1,
+    # `global STEPS; STEPS += 1`), then the step-wise run ran it again: the first
+    # call counted twice, and every later result was off by one (a silent
+    # difference from eager, where tp.compile without the break counts right).
+    global STEPS
+    STEPS = 0
+    cf = tp.compile(_count_and_break)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = [float(cf(tp.ones(2))[0]) for _ in range(3)]
+    assert STEPS == 3 and got == [3.0, 4.0, 5.0]
+
+    tp.manual_seed(0)
+    m, ref = _Counts(), _Counts()
+    ref.load_state_dict(m.state_dict())
+    cm = tp.compile(m)
+    x = tp.randn(3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            r, e = cm(x), ref(x)
+            np.testing.assert_allclose(r.detach().numpy(), e.detach().numpy(), rtol=1e-6)
+    assert m.calls == ref.calls == 3
+
+
+def test_compiler_disable_and_is_compiling_exist_and_run_python_at_every_call():
+    # A PyTorch 2 user marks logging/NumPy helpers @torch.compiler.disable and
+    # tests torch.compiler.is_compiling(): tp.compiler had neither
+    # (AttributeError). A disabled helper called by a compiled function is a graph
+    # break, so it runs at every call rather than once at capture.
+    log = []
+
+    @tp.compiler.disable
+    def record(t):
+        log.append(float(t.sum()))
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            h = self.lin(x)
+            record(h)
+            return h.relu()
+
+    tp.manual_seed(0)
+    m = M()
+    cm = tp.compile(m)
+    x = tp.randn(3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            r = cm(x)
+    assert len(log) == 3
+    np.testing.assert_allclose(r.detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    with pytest.raises(tp.compiler.CaptureError, match="disable"):
+        tp.compile(M(), fullgraph=True)(x)
+    seen = []
+    tp.compile(lambda t: seen.append(tp.compiler.is_compiling()) or t * 2)(tp.ones(2))
+    assert seen == [True] and not tp.compiler.is_compiling()
