@@ -46,6 +46,45 @@ def reset():
     _C._reset()
 
 
+def _object_output_parts(r):
+    """A result that is a dataclass instance or a dict subclass (an OrderedDict, a
+    ModelOutput-like class): (attribute names, their values, keys, their values)
+    (_object_template makes the copy it is rebuilt from); None for other objects.
+    PyTorch 2 compiles such returns; they were a graph break."""
+    import dataclasses
+    is_dc = dataclasses.is_dataclass(r) and not isinstance(r, type)
+    is_dict = isinstance(r, dict) and type(r) is not dict
+    if not (is_dc or is_dict):
+        return None
+    names = []
+    if is_dc:
+        names = [f.name for f in dataclasses.fields(r)]
+        names += [k for k in getattr(r, "__dict__", {}) if k not in names]
+    keys = list(dict.keys(r)) if is_dict else []
+    values = [getattr(r, n) for n in names]
+    key_values = [dict.__getitem__(r, k) for k in keys]
+    return names, values, keys, key_values
+
+
+def _object_template(r, names, keys):
+    template = copy.copy(r)
+    for n in names:
+        object.__setattr__(template, n, None)
+    for k in keys:
+        dict.__setitem__(template, k, None)
+    return template
+
+
+def _object_output_build(template, names, values, keys, key_values):
+    """The result of a call: a shallow copy of the template with this call's values."""
+    r = copy.copy(template)
+    for n, v in zip(names, values):
+        object.__setattr__(r, n, v)
+    for k, v in zip(keys, key_values):
+        dict.__setitem__(r, k, v)
+    return r
+
+
 def is_compiling():
     """True while tp.compile captures a call on this thread (torch.compiler.is_compiling):
     code that must not be captured (logging, NumPy) can test it. A step-wise run
@@ -1342,8 +1381,22 @@ def _flatten_arg(a, leaves):
         return ("tuple", tuple(_flatten_arg(v, leaves) for v in a))
     if isinstance(a, list):
         return ("list", tuple(_flatten_arg(v, leaves) for v in a))
+    if isinstance(a, dict) and type(a) is not dict:
+        # An OrderedDict, a defaultdict, a ModelOutput-like class: rebuilt as its own
+        # type (a copy of a template: a defaultdict keeps its default_factory; it used
+        # to arrive as a plain dict, so d["missing"] raised KeyError).
+        parts = _object_output_parts(a)
+        if parts is not None:
+            return _object_arg_spec(a, parts, leaves)
     if isinstance(a, dict):
         return ("dict", tuple(a.keys()), tuple(_flatten_arg(v, leaves) for v in a.values()))
+    if not isinstance(a, type) and hasattr(type(a), "__dataclass_fields__"):
+        # A dataclass instance (a batch, a config): its fields are flattened like a
+        # namedtuple's, so a new instance per call reuses the version (held by
+        # identity, every call with a new batch object captured and compiled again).
+        parts = _object_output_parts(a)
+        if parts is not None:
+            return _object_arg_spec(a, parts, leaves)
     if a is None or type(a) in (str, bytes, complex):
         return ("const", a)  # part of the key by value, passed as it is
     # Any other object (an nn.Module, a Generator, a config object): passed as it is,
@@ -1351,6 +1404,31 @@ def _flatten_arg(a, leaves):
     # structure holds it, so its tensors (a module's parameters) are found by the
     # free-tensor search and re-read at every call, and its numbers select the version.
     return ("obj", a)
+
+
+def _object_arg_spec(a, parts, leaves):
+    names, values, keys, key_values = parts
+    # (a itself, not a template: copied by _templated only for a new structure)
+    return ("object", type(a), tuple(names), tuple(keys), a,
+            tuple(_flatten_arg(v, leaves) for v in values), tuple(_flatten_arg(v, leaves) for v in key_values))
+
+
+def _templated(spec):
+    """The spec a new structure's compiled function keeps: each dataclass or dict
+    subclass argument replaced by a template (its copy with the flattened slots
+    None), so the first call's tensors are not held."""
+    if spec == "leaf" or spec[0] in ("const", "obj"):
+        return spec
+    kind = spec[0]
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_templated(s) for s in spec[1]))
+    if kind in ("namedtuple", "dict"):
+        return (kind, spec[1], tuple(_templated(s) for s in spec[2]))
+    if kind == "object":
+        template = _object_template(spec[4], spec[2], spec[3])
+        return (kind, spec[1], spec[2], spec[3], template, tuple(_templated(s) for s in spec[5]),
+                tuple(_templated(s) for s in spec[6]))
+    return spec
 
 
 def _spec_key(spec):
@@ -1366,6 +1444,9 @@ def _spec_key(spec):
         return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
     if kind == "dict":
         return (kind, spec[1], tuple(_spec_key(s) for s in spec[2]))
+    if kind == "object":  # (the template is not part of the key)
+        return (kind, spec[1], spec[2], spec[3], tuple(_spec_key(s) for s in spec[5]),
+                tuple(_spec_key(s) for s in spec[6]))
     return spec
 
 
@@ -1381,7 +1462,40 @@ def _unflatten_arg(spec, it):
         return [_unflatten_arg(s, it) for s in spec[1]]
     if kind == "dict":
         return {k: _unflatten_arg(s, it) for k, s in zip(spec[1], spec[2])}
+    if kind == "object":
+        values = [_unflatten_arg(s, it) for s in spec[5]]
+        key_values = [_unflatten_arg(s, it) for s in spec[6]]
+        return _object_output_build(spec[4], spec[2], values, spec[3], key_values)
     return spec[1]
+
+
+def _container_shape(obj):
+    """What a function can change in an argument container: its items' identities."""
+    if isinstance(obj, list):
+        return [id(v) for v in obj]
+    if isinstance(obj, dict):
+        items = [(k, id(v)) for k, v in dict.items(obj)]
+        return items + sorted((k, id(v)) for k, v in getattr(obj, "__dict__", {}).items())
+    if not isinstance(obj, tuple):  # a dataclass instance
+        names = [f for f in getattr(type(obj), "__dataclass_fields__", ())]
+        return sorted((n, id(getattr(obj, n, None))) for n in set(names) | set(getattr(obj, "__dict__", {})))
+    return None
+
+
+def _note_containers(v, out):
+    """(container, _container_shape) of each list, dict and dataclass rebuilt from an
+    argument structure (tuples are walked, not noted)."""
+    if isinstance(v, (_C.Tensor, str, bytes, int, float, complex)) or v is None:
+        return
+    if isinstance(v, tuple):
+        for x in v:
+            _note_containers(x, out)
+    elif isinstance(v, (list, dict)) or hasattr(type(v), "__dataclass_fields__"):
+        out.append((v, _container_shape(v)))
+        children = v if isinstance(v, list) else list(dict.values(v)) if isinstance(v, dict) else \
+            [getattr(v, n, None) for n in type(v).__dataclass_fields__]
+        for x in children:
+            _note_containers(x, out)
 
 
 class _NestedInputs:
@@ -1400,14 +1514,27 @@ class _NestedInputs:
         spec = tuple(_flatten_arg(a, leaves) for a in args)
         key = tuple(_spec_key(s) for s in spec)
         if hasattr(self.fn, "modules") and hasattr(self.fn, "training"):
-            key = (spec, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
+            key = (key, tuple(m.training for m in self.fn.modules()))  # a module: its modes are baked in
         cf = self.by_structure.get(key)
         if cf is None:
             fn = self.fn
+            spec = tuple(_templated(s) for s in spec)
 
             def flat(*ls):
                 it = iter(ls)
-                return fn(*[_unflatten_arg(s, it) for s in spec])
+                built = [_unflatten_arg(s, it) for s in spec]
+                if not _C._is_tracing():
+                    return fn(*built)
+                before = []
+                _note_containers(built, before)
+                r = fn(*built)
+                for obj, shape in before:
+                    if _container_shape(obj) != shape:
+                        raise CaptureError(
+                            f"the compiled function changes its {type(obj).__name__} argument (an item added, "
+                            "removed or replaced, an attribute assigned): the function gets rebuilt containers "
+                            "whose changes a compiled call would not make; a graph break runs it as Python")
+                return r
 
             cf = self.by_structure[key] = compile(flat, **self.kwargs)
             # A refused capture (a graph break, an autograd call) reaches the outer

@@ -159,3 +159,83 @@ def test_compiler_disable_and_is_compiling_exist_and_run_python_at_every_call():
     seen = []
     tp.compile(lambda t: seen.append(tp.compiler.is_compiling()) or t * 2)(tp.ones(2))
     assert seen == [True] and not tp.compiler.is_compiling()
+
+
+def test_container_argument_mutations_reach_the_caller():
+    # Container arguments are flattened and rebuilt for the compiled function, so
+    # `acc.append(...)` or `cache["k"] = ...` went to the rebuilt copy: the caller's
+    # list stayed empty and the dict lost the new key, silently. Such a change is
+    # now a graph break (the function runs as Python with the caller's objects).
+    def collect(x, acc, cache):
+        y = x * 2
+        acc.append(y)
+        cache["y"] = y + 1
+        return y.sum()
+
+    cf = tp.compile(collect)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(3):
+            acc, cache = [], {"x": tp.ones(2)}
+            r = cf(tp.ones(2) * i, acc, cache)
+            assert float(r) == 4.0 * i and len(acc) == 1 and sorted(cache) == ["x", "y"]
+            np.testing.assert_allclose(cache["y"].numpy(), [2.0 * i + 1] * 2)
+    readonly = tp.compile(lambda d, lst: d["x"] + lst[0])
+    assert float(readonly({"x": tp.ones(1)}, [tp.ones(1)])[0]) == 2.0 and not readonly._stepwise_on
+
+
+def test_dataclass_and_dict_subclass_arguments_and_results():
+    # A dataclass argument was held by identity: every call with a new batch object
+    # captured and compiled again (and kept the version). A defaultdict argument
+    # arrived as a plain dict (d["missing"] raised KeyError); a dataclass or
+    # OrderedDict result was a graph break (the whole function ran eagerly).
+    import collections
+    from dataclasses import dataclass
+
+    @dataclass
+    class Batch:
+        x: tp.Tensor
+        y: tp.Tensor
+        tag: str = "train"
+
+    @dataclass(frozen=True)
+    class Out:
+        logits: tp.Tensor
+        loss: tp.Tensor
+        n: int
+
+    tp.manual_seed(0)
+    lin = nn.Linear(3, 2)
+
+    def step(b):
+        logits = lin(b.x)
+        return Out(logits, (logits - b.y).square().mean(), 7)
+
+    cf = tp.compile(step)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            b = Batch(tp.randn(4, 3), tp.randn(4, 2))
+            r, e = cf(b), step(b)
+            assert type(r) is Out and r.n == 7
+            np.testing.assert_allclose(r.logits.detach().numpy(), e.logits.detach().numpy(), rtol=1e-6)
+            np.testing.assert_allclose(float(r.loss), float(e.loss), rtol=1e-6)
+    assert not [x for x in w if "graph break" in str(x.message)]
+    assert cf.num_specializations == 1 and not cf._stepwise_on
+    r.loss.backward()
+    assert lin.weight.grad is not None
+
+    def counts(d):
+        return collections.OrderedDict(total=d["a"] * (2 if d.default_factory is list else 1) + 1)
+
+    cd = tp.compile(counts)
+    dd = collections.defaultdict(list, a=tp.ones(2))
+    r = cd(dd)
+    assert type(r) is collections.OrderedDict and list(r) == ["total"]
+    np.testing.assert_allclose(r["total"].numpy(), [3.0, 3.0])
+    assert not cd._stepwise_on
+    grows = tp.compile(lambda d: d["a"] * len(d["missing"]))  # the read adds the key, as in eager
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grows(dd)
+    assert sorted(dd) == ["a", "missing"]
