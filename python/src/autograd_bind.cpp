@@ -218,12 +218,21 @@ void bind_tensor_autograd() {
   };
   auto prop = [&](const char* name, auto&& get) { cls.attr(name) = property(nb::cpp_function(get)); };
 
+  // While a call is captured the operators run without autograd, so an
+  // intermediate's own flag is False: it reads what eager would give (`return
+  // y, y.requires_grad`, `if h.requires_grad: h.register_hook(...)` took the
+  // no-grad branch at every call).
   cls.attr("requires_grad") = property(
-      nb::cpp_function([](const Tensor& t) { return t.requires_grad(); }),
+      nb::cpp_function([](const Tensor& t) {
+        return graph::is_tracing() ? graph::traced_requires_grad(t) : t.requires_grad();
+      }),
       nb::cpp_function([](const Tensor& t, bool v) {
         refuse_requires_grad_change(t, v);
         autograd::set_requires_grad(t, v);
       }));
+  // The tensor's own flag, whatever a capture would read (tensor repr: a traced
+  // intermediate that eager gives a grad_fn is not shown as a leaf requiring grad).
+  method("_own_requires_grad", [](const Tensor& t) { return t.requires_grad(); });
   // requires_grad_ and detach_ return the very object (an nn.Parameter stays one).
   method("requires_grad_", [](nb::handle self, bool v) {
     refuse_requires_grad_change(nb::cast<const Tensor&>(self), v);

@@ -169,6 +169,6 @@ def tensor_repr(t):
         body = _body(t, indent)
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
+    elif t._own_requires_grad():  # (in a capture, an intermediate eager gives a grad_fn has none)
         suffixes.append("requires_grad=True")
     return _with_suffixes(prefix + body, suffixes, indent)
