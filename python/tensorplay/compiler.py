@@ -883,6 +883,26 @@ def _module_attribute(self, name):
 _C.CompiledFunction.__getattr__ = _module_attribute
 
 
+def _compiled_module_or_raise(self, what):
+    from .nn import Module  # late: nn imports tensorplay
+    module = self.__wrapped__
+    if not isinstance(module, Module):
+        module = getattr(module, "__wrapped__", module)
+    if not isinstance(module, Module):
+        raise TypeError(f"'CompiledFunction' object {what}")
+    return module
+
+
+# Container protocols of a compiled container module (`model = tp.compile(model)`
+# of an nn.Sequential / ModuleList / ModuleDict): special methods are looked up on
+# the type, not through __getattr__, so len(model), model[0] and `for layer in
+# model` raised TypeError (PyTorch's compiled module answers them).
+_C.CompiledFunction.__len__ = lambda self: len(_compiled_module_or_raise(self, "has no len()"))
+_C.CompiledFunction.__getitem__ = lambda self, i: _compiled_module_or_raise(self, "is not subscriptable")[i]
+_C.CompiledFunction.__iter__ = lambda self: iter(_compiled_module_or_raise(self, "is not iterable"))
+_C.CompiledFunction.__bool__ = lambda self: True  # (not len(): a compiled Linear or function is true)
+
+
 def _bind_to_instance(self, obj, objtype=None):
     """`@tp.compile` on a method (`def forward(self, x)` in a class body): read
     through an instance, the compiled function binds it as a Python function

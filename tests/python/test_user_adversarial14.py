@@ -263,3 +263,17 @@ def test_requires_grad_of_an_intermediate_reads_as_in_eager():
         r, e = cf(x), f(x)
     assert r[1:] == e[1:] == (False, False)
     np.testing.assert_allclose(r[0].numpy(), e[0].numpy(), rtol=1e-6)
+
+
+def test_compiled_sequential_supports_len_indexing_and_iteration():
+    # `model = tp.compile(model)` of an nn.Sequential: len(model), model[0] and
+    # `for layer in model` raised TypeError (special methods are looked up on the
+    # type, not through the attribute forwarding); torch.compile's module answers.
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    cm = tp.compile(seq)
+    assert len(cm) == 3 and cm[0] is seq[0] and [type(m) for m in cm] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert bool(cm) and bool(tp.compile(nn.Linear(2, 2))) and bool(tp.compile(lambda x: x + 1))
+    with pytest.raises(TypeError):
+        len(tp.compile(lambda x: x + 1))
+    x = tp.randn(4, 2)
+    np.testing.assert_allclose(cm(x).detach().numpy(), seq(x).detach().numpy(), rtol=1e-6)
