@@ -1024,7 +1024,19 @@ def _keyword_only_adapter(fn):
 _PRINT_WARNED = set()
 
 
-_SNAPSHOT = __import__("threading").local()  # _PrintWatch._snapshot_numbers
+_SNAPSHOT = __import__("threading").local()  # _PrintWatch._snapshot_numbers; .refused
+
+
+def _capture_error_init(self, *args):
+    """CaptureError.__init__: a refusal raised while a call is captured is noted
+    (_SNAPSHOT.refused), so that one the user's code catches still fails the capture
+    (_PrintWatch._end_snapshot). C++ refusals are made here too, when Python sees them."""
+    RuntimeError.__init__(self, *args)
+    if _C._is_tracing() and getattr(_SNAPSHOT, "depth", 0) > 0 and getattr(_SNAPSHOT, "refused", None) is None:
+        _SNAPSHOT.refused = str(args[0]).splitlines()[0] if args else "a refused operation"
+
+
+CaptureError.__init__ = _capture_error_init
 
 
 def _is_plain_scalar(v):
@@ -1083,6 +1095,7 @@ class _PrintWatch:
         if st.depth != 1:
             return
         st.failed = None
+        st.refused = None
         saved = []
         try:
             for m in _modules_reached(self.fn):
@@ -1102,6 +1115,15 @@ class _PrintWatch:
         st.depth -= 1
         if st.depth == 0:
             st.failed = getattr(self, "snapshot", None) if failed else None
+            refused, st.refused = getattr(st, "refused", None), None
+            if refused is not None and not failed:
+                # The function caught a refusal (`try: v = x.numpy() except
+                # Exception: v = None`): the capture went on down the except branch,
+                # which eager never takes, and every call gave that result. The
+                # capture fails with the refusal instead (a graph break).
+                st.failed = getattr(self, "snapshot", None)
+                raise CaptureError(f"{refused} (the compiled function caught this error and went on; eager "
+                                   "would not have raised it)")
 
     def _watch_python_random(self):
         """Python's and NumPy's global random draws ran once, at capture, and

@@ -277,3 +277,41 @@ def test_compiled_sequential_supports_len_indexing_and_iteration():
         len(tp.compile(lambda x: x + 1))
     x = tp.randn(4, 2)
     np.testing.assert_allclose(cm(x).detach().numpy(), seq(x).detach().numpy(), rtol=1e-6)
+
+
+def test_a_refusal_the_function_catches_still_breaks_the_graph():
+    # `try: s = float(x.numpy().sum()) except Exception: s = -1.0`: the capture's
+    # refusal of numpy() was caught by the user's code, the capture went on down the
+    # except branch (which eager never takes) and every call returned x - 1. The
+    # same for Python's random and for a buffer rebinding wrapped in try/except.
+    def f(x):
+        try:
+            s = float(x.numpy().sum())
+        except Exception:
+            s = -1.0
+        return x + s
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", tp.zeros(1))
+
+        def forward(self, x):
+            try:
+                self.steps = self.steps + 1
+            except Exception:
+                pass
+            return x + self.steps
+
+    cf = tp.compile(f)
+    m = M()
+    cm = tp.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(1, 4):
+            x = tp.ones(2) * i
+            np.testing.assert_allclose(cf(x).numpy(), f(x).numpy())
+            np.testing.assert_allclose(cm(tp.zeros(1)).numpy(), [float(i)])
+    assert float(m.steps) == 3.0
+    with pytest.raises(tp.compiler.CaptureError, match="caught"):
+        tp.compile(f, fullgraph=True)(tp.ones(2))
