@@ -1109,6 +1109,7 @@ class _PrintWatch:
         except Exception:  # an object that refuses inspection: what was found
             pass
         self.snapshot = saved
+        st.refused = None  # (only the function's own refusals count)
 
     def _end_snapshot(self, failed):
         st = _SNAPSHOT
