@@ -281,7 +281,12 @@ void bind_tensor_autograd() {
         autograd::drop_grad_wrapper(*t.impl());
         if (g) autograd::meta(t).grad_wrapper = keep_py(nb::borrow(gh));
       }, nb::arg("self"), nb::arg("grad").none()));
-  prop("is_leaf", [](const Tensor& t) { return t.impl()->grad_fn == nullptr; });
+  // In a capture an intermediate has no grad_fn of its own: it is a leaf only where
+  // eager's would be (it does not require grad there; see requires_grad).
+  prop("is_leaf", [](const Tensor& t) {
+    if (t.impl()->grad_fn != nullptr) return false;
+    return !graph::is_tracing() || t.requires_grad() || !graph::traced_requires_grad(t);
+  });
   prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
   // The tensor a view reads (the root of a chain of views); None for a non-view.

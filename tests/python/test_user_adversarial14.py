@@ -244,7 +244,8 @@ def test_dataclass_and_dict_subclass_arguments_and_results():
 def test_requires_grad_of_an_intermediate_reads_as_in_eager():
     # A capture runs the operators without autograd, so `h.requires_grad` of an
     # intermediate read False: `if h.requires_grad: ...` took the other branch at
-    # every call and `return y, y.requires_grad` gave False (eager, torch.compile: True).
+    # every call and `return y, y.requires_grad` gave False (eager, torch.compile: True);
+    # h.is_leaf gave True.
     tp.manual_seed(0)
     lin = nn.Linear(3, 3)
 
@@ -252,16 +253,16 @@ def test_requires_grad_of_an_intermediate_reads_as_in_eager():
         h = lin(x)
         if h.requires_grad:
             h = h * 2
-        return h, h.requires_grad, x.requires_grad
+        return h, h.requires_grad, x.requires_grad, h.is_leaf
 
     cf = tp.compile(f)
     x = tp.randn(2, 3)
     r, e = cf(x), f(x)
-    assert r[1:] == e[1:] == (True, False)
+    assert r[1:] == e[1:] == (True, False, False)
     np.testing.assert_allclose(r[0].detach().numpy(), e[0].detach().numpy(), rtol=1e-6)
     with tp.no_grad():
         r, e = cf(x), f(x)
-    assert r[1:] == e[1:] == (False, False)
+    assert r[1:] == e[1:] == (False, False, True)
     np.testing.assert_allclose(r[0].numpy(), e[0].numpy(), rtol=1e-6)
 
 
