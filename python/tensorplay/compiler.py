@@ -47,10 +47,10 @@ def reset():
 
 
 def _object_output_parts(r):
-    """A result that is a dataclass instance or a dict subclass (an OrderedDict, a
-    ModelOutput-like class): (attribute names, their values, keys, their values)
-    (_object_template makes the copy it is rebuilt from); None for other objects.
-    PyTorch 2 compiles such returns; they were a graph break."""
+    """An argument that is a dataclass instance or a dict subclass (an OrderedDict,
+    a defaultdict, a ModelOutput-like class): (attribute names, their values, keys,
+    their values) (_object_template makes the copy it is rebuilt from,
+    _object_output_build rebuilds it); None for other objects."""
     import dataclasses
     is_dc = dataclasses.is_dataclass(r) and not isinstance(r, type)
     is_dict = isinstance(r, dict) and type(r) is not dict
