@@ -305,7 +305,17 @@ def _module_attributes(module):
     """What a failed capture of `module` may have rebound: the attributes (not
     the parameter, buffer and submodule tables, which the capture puts back as
     tensor state) of it and its submodules. Returns the function that restores them."""
-    saved = [(m, dict(m.__dict__)) for m in module.modules()]
+    return _attributes_of(module.modules())
+
+
+def _attributes_of(modules):
+    """Notes the __dict__ entries of `modules` (each once); returns the function
+    that puts them back (entries added since are removed)."""
+    seen, saved = set(), []
+    for m in modules:
+        if id(m) not in seen:
+            seen.add(id(m))
+            saved.append((m, dict(m.__dict__)))
 
     def restore():
         for m, d in saved:
@@ -335,22 +345,7 @@ def capture_entered(fn):
         modules = _python_state_sources(fn)[0]
     except Exception:  # an object that refuses inspection: nothing to put back
         return
-    seen, saved = set(), []
-    for root in modules:
-        for m in root.modules():
-            if id(m) not in seen:
-                seen.add(id(m))
-                saved.append((m, dict(m.__dict__)))
-
-    def restore():
-        for m, d in saved:
-            cur = m.__dict__
-            for k in [k for k in cur if k not in d]:
-                del cur[k]
-            for k, v in d.items():
-                if cur.get(k, _MISSING) is not v:
-                    cur[k] = v
-    st.capture_restore = restore
+    st.capture_restore = _attributes_of(m for root in modules for m in root.modules())
 
 
 def capture_left(failed):

@@ -727,16 +727,16 @@ class _EMA(nn.Module):
         return (h - self.ema).relu()
 
 
-@pytest.mark.parametrize("update", ["in place", "lerp under no_grad"])
-def test_buffers_updated_in_place_in_forward_match_eager(update):
+def _ema_training(update, steps, eval_at=None):
+    """scenario(C) for _same_run: SGD steps of an _EMA model called through C(model)."""
     def scenario(C):
         tp.manual_seed(0)
         m = _EMA(update)
         cm = C(m)
         opt = tp.optim.SGD(m.parameters(), lr=0.1)
         out = []
-        for i in range(5):
-            if i == 3:
+        for i in range(steps):
+            if i == eval_at:
                 m.eval()
             opt.zero_grad()
             loss = cm(tp.randn(5, 4)).pow(2).mean()
@@ -745,8 +745,12 @@ def test_buffers_updated_in_place_in_forward_match_eager(update):
             out.append(("loss", loss.item()))
             _state(out, m)
         return out
+    return scenario
 
-    _same_run(scenario)
+
+@pytest.mark.parametrize("update", ["in place", "lerp under no_grad"])
+def test_buffers_updated_in_place_in_forward_match_eager(update):
+    _same_run(_ema_training(update, 5, eval_at=3))
 
 
 @pytest.mark.parametrize("update", ["rebind buffer", "rebind attribute"])
@@ -766,22 +770,7 @@ def test_rebinding_a_module_tensor_is_a_graph_break_by_default(update):
     # Without fullgraph=True the refusal is a graph break: the module's forward
     # runs as Python (its Linear compiled), so the EMA, the counter, the losses
     # and the gradients follow eager's step by step.
-    def scenario(C):
-        tp.manual_seed(0)
-        m = _EMA(update)
-        cm = C(m)
-        opt = tp.optim.SGD(m.parameters(), lr=0.1)
-        out = []
-        for i in range(4):
-            opt.zero_grad()
-            loss = cm(tp.randn(5, 4)).pow(2).mean()
-            loss.backward()
-            opt.step()
-            out.append(("loss", loss.item()))
-            _state(out, m)
-        return out
-
-    _same_run(scenario)
+    _same_run(_ema_training(update, 4))
 
 
 def test_a_module_built_inside_a_compiled_function_is_refused_at_its_parameters():
