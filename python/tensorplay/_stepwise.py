@@ -220,12 +220,12 @@ class Runner:
 
     def switched(self, message=None):
         """compile.cpp, when the function's capture was refused and it switches to
-        step-wise: the module attributes the failed capture rebound are put back
-        (capture_entered), then a graph break (message: the refusal) is warned about."""
-        st = _state()
-        restore, st.capture_restore = getattr(st, "capture_restore", None), None
-        if restore is not None:
-            restore()
+        step-wise: what the failed capture's Python changed in the modules it reaches
+        and in the global numbers its code names is put back (the step-wise run does
+        it again: compiler._PrintWatch._snapshot_numbers), then a graph break
+        (message: the refusal) is warned about."""
+        from .compiler import _restore_numbers
+        _restore_numbers()
         if message:
             self.graph_break(message)
 
@@ -233,8 +233,6 @@ class Runner:
         """The capture of the whole function was refused for a reason other than an
         autograd call (compile.cpp): it runs step-wise from now on, as PyTorch runs
         the pieces around a graph break; one warning says why."""
-        from .compiler import _restore_numbers
-        _restore_numbers()  # the step-wise run does again what the refused capture did
         opts = self.kwargs.get("options") or {}
         if str(opts.get("warn_fallback", True)) not in ("0", "False", "false"):
             warnings.warn(f"tp.compile: graph break in {self.name}: it runs as Python, its modules and optimizer steps "
@@ -326,33 +324,6 @@ def _attributes_of(modules):
                 if cur.get(k, _MISSING) is not v:
                     cur[k] = v
     return restore
-
-
-def capture_entered(fn):
-    """compiler._PrintWatch, as a capture of `fn` starts: the attributes of the
-    modules fn reaches are noted (outermost capture only), so that a capture that
-    fails and switches the function to step-wise (Runner.switched) can put back
-    what its Python rebound before the refusal (`self.calls += 1` would count
-    twice: once in the capture, once in the step-wise run)."""
-    st = _state()
-    depth = getattr(st, "captures", 0)
-    st.captures = depth + 1
-    if depth:
-        return
-    st.capture_restore = None
-    try:
-        from .compiler import _python_state_sources
-        modules = _python_state_sources(fn)[0]
-    except Exception:  # an object that refuses inspection: nothing to put back
-        return
-    st.capture_restore = _attributes_of(m for root in modules for m in root.modules())
-
-
-def capture_left(failed):
-    st = _state()
-    st.captures = max(getattr(st, "captures", 1) - 1, 0)
-    if not failed and st.captures == 0:
-        st.capture_restore = None
 
 
 def module_call(module, args, kwargs):

@@ -1047,7 +1047,10 @@ def _restore_numbers():
     """Puts back the numbers the last refused capture on this thread changed
     (see _PrintWatch._snapshot_numbers)."""
     saved, _SNAPSHOT.failed = getattr(_SNAPSHOT, "failed", None), None
-    for d, values in saved or ():
+    restore_modules, numbers = saved or (None, ())
+    if restore_modules is not None:
+        restore_modules()
+    for d, values in numbers:
         try:
             for k, v in values.items():
                 if d.get(k, v) is not v:
@@ -1078,29 +1081,27 @@ class _PrintWatch:
 
         builtins.print = watched
         self._watch_python_random()
-        _stepwise.capture_entered(self.fn)
         self._snapshot_numbers()
         return self
 
     def _snapshot_numbers(self):
-        """The outermost capture on this thread notes the Python numbers, strings,
-        bools and None its function can write (the attributes of the modules it
-        reaches: `self.calls += 1`; the globals its code names: `global STEP`).
-        A capture refused by a graph break is followed by a step-wise run of the
-        whole function (_stepwise.Runner.graph_break), which puts them back first:
-        the Python before the refused call ran in the capture and runs again, so a
-        counter was bumped twice by the first call."""
+        """The outermost capture on this thread notes what its function's Python can
+        rebind: the attributes of the modules it reaches (`self.calls += 1`, all of
+        them: _stepwise._attributes_of) and the Python numbers, strings, bools and
+        None among the globals its code names (`global STEP`). A refused capture is
+        followed by a step-wise run of the whole function (_stepwise.Runner.switched),
+        which puts them back first: the Python before the refused call ran in the
+        capture and runs again, so a counter was bumped twice by the first call."""
         st = _SNAPSHOT
         st.depth = getattr(st, "depth", 0) + 1
         if st.depth != 1:
             return
         st.failed = None
         st.refused = None
-        saved = []
+        saved, restore_modules = [], None
         try:
-            for m in _modules_reached(self.fn):
-                d = m.__dict__
-                saved.append((d, {k: v for k, v in d.items() if _is_plain_scalar(v)}))
+            restore_modules = _stepwise._attributes_of(
+                m for root in _modules_reached(self.fn) for m in root.modules())
             f = getattr(self.fn, "__func__", self.fn)
             g, code = getattr(f, "__globals__", None), getattr(f, "__code__", None)
             if g is not None and code is not None:
@@ -1108,7 +1109,7 @@ class _PrintWatch:
                 saved.append((g, {k: g[k] for k in names if k in g and _is_plain_scalar(g[k])}))
         except Exception:  # an object that refuses inspection: what was found
             pass
-        self.snapshot = saved
+        self.snapshot = (restore_modules, saved)
         st.refused = None  # (only the function's own refusals count)
 
     def _end_snapshot(self, failed):
@@ -1172,7 +1173,6 @@ class _PrintWatch:
         for mod, name, orig in reversed(self.random_orig):
             setattr(mod, name, orig)
         self.random_orig = []
-        _stepwise.capture_left(exc_type is not None)
         self._end_snapshot(exc_type is not None)
         if exc_type is not None:  # the capture failed: the error says what happened
             return False
