@@ -25,7 +25,6 @@ inline double float_number_value(PyObject* v) {
   return d;
 }
 
-
 // CPython 3.11 stamps every dict with a version that changes whenever the dict
 // does (PEP 509; deprecated from 3.12): an unchanged version proves unchanged
 // contents, so per-call checks of module state and of the paths to free

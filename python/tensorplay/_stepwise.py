@@ -267,13 +267,15 @@ def _current():
     return st
 
 
-def _compiled_piece(st, table, key, make, what, call, snapshot=None):
+def _compiled_piece(st, table, key, make, what, call):
     """Calls `call(piece)` with depth raised (what the piece runs, eagerly or in a
     capture, is not redirected again); a piece whose capture fails is replaced by
-    None (eager) and `call(None)` runs instead. `snapshot()`, taken before a call
-    of the piece, returns a function that puts back the Python attributes the
-    failed capture rebound (`self.calls += 1` before the refused statement would
-    otherwise count twice: once in the capture, once in the eager call)."""
+    None (eager) and `call(None)` runs instead, after the Python state the failed
+    capture's code rebound is put back (`self.calls += 1` before the refused
+    statement would otherwise count twice: once in the capture, once in the eager
+    call). The capture noted that state as it started (compiler._PrintWatch), so a
+    call of a compiled piece pays nothing for it."""
+    from .compiler import _SNAPSHOT, _restore_numbers
     runner = st.runner
     piece = table.get(key, False)
     if piece is False:
@@ -282,13 +284,12 @@ def _compiled_piece(st, table, key, make, what, call, snapshot=None):
     try:
         if piece is None:
             return call(None)
-        restore = snapshot() if snapshot is not None else None
+        _SNAPSHOT.failed = None  # (only this call's failed capture may be put back)
         try:
             return call(piece)
         except _C.CaptureError as e:
             # (the failed capture put back the tensors it wrote; the eager call starts clean)
-            if restore is not None:
-                restore()
+            _restore_numbers()
             table[key] = None
             runner._warn_eager(what, e)
             return call(None)
@@ -297,13 +298,6 @@ def _compiled_piece(st, table, key, make, what, call, snapshot=None):
 
 
 _MISSING = object()
-
-
-def _module_attributes(module):
-    """What a failed capture of `module` may have rebound: the attributes (not
-    the parameter, buffer and submodule tables, which the capture puts back as
-    tensor state) of it and its submodules. Returns the function that restores them."""
-    return _attributes_of(module.modules())
 
 
 def _attributes_of(modules):
@@ -346,8 +340,7 @@ def module_call(module, args, kwargs):
         return _CompiledModule(module, (), dict(runner.kwargs, fullgraph=True))
 
     return _compiled_piece(st, st.runner.modules, module, make, f"module {type(module).__name__}",
-                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs),
-                           lambda: _module_attributes(module))
+                           lambda cm: module._call_impl(*args, **kwargs) if cm is None else cm(*args, **kwargs))
 
 
 def optimizer_step(opt, step, args, kwargs):
