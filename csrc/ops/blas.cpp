@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "ops/vec/vec_kernels.h"
 
 namespace tp {
 namespace {
@@ -179,8 +181,36 @@ void blas_gemm(Fn f, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
 }
 }  // namespace
 
+namespace {
+// TensorPlay's own float32 kernel (AVX-512 CPUs; vec::table() picks it, so
+// TP_VEC_ISA=avx2 turns it off, as does TP_GEMM=blas), or null: the BLAS library.
+vec::GemmF32 native_sgemm() {
+  static const vec::GemmF32 f = [] {
+    const char* env = std::getenv("TP_GEMM");
+    if (env && *env) {
+      const std::string v = env;
+      TP_CHECK(v == "blas" || v == "native", ValueError, "TP_GEMM='", v, "' is not a GEMM choice (blas, native)");
+      if (v == "blas") return vec::GemmF32{nullptr};
+    }
+    return vec::table().sgemm;
+  }();
+  return f;
+}
+}  // namespace
+
+const char* float32_gemm_kernel() { return native_sgemm() ? "avx512" : "blas"; }
+
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // Thin products (a row or a few columns, a short K) leave most of the
+  // kernel's 14 x 32 register tile empty or spend their time packing; the BLAS
+  // library's GEMV-like paths are faster there.
+  if (const vec::GemmF32 f = native_sgemm(); f && M >= 16 && N >= 32 && K >= 16) {
+    split_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, [&](int64_t m, int64_t n, const float* a, const float* b, float* c) {
+      f(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    });
+    return;
+  }
   blas_gemm(loaded(1).sgemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,

@@ -29,11 +29,17 @@ namespace blas {
 // beta == 0). trans_a: A is stored as its transpose (K x M, leading dimension
 // lda), likewise trans_b. BLAS itself runs on one thread; a large product is
 // split into blocks of C across tp::num_threads() OpenMP threads (one thread
-// pool in the process, so tp.set_num_threads governs it).
+// pool in the process, so tp.set_num_threads governs it). On a CPU with
+// AVX-512, float32 products that are not thin run TensorPlay's own kernel
+// (ops/vec/sgemm_avx512.cpp) instead of the library's; TP_GEMM=blas keeps the
+// library's.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+// Which kernel runs float32 products that are not thin: "avx512" (TensorPlay's
+// own) or "blas" (the library's). Throws tp::Error for a bad TP_GEMM.
+const char* float32_gemm_kernel();
 // Call before a parallel region whose threads each run GEMMs or LAPACK
 // routines: BLAS then runs one thread per call (its thread count is global, so
 // it cannot be set from inside the region). LAPACK's count returns to

@@ -92,6 +92,7 @@ void bind_functions(nb::module_& m) {
   m.def("_set_blas_library", &set_blas_library);
   m.def("_prefer_blas_library", &prefer_blas_library);
   m.def("_blas_library", &blas_library);
+  m.def("_float32_gemm_kernel", &blas::float32_gemm_kernel);
   // tp.use_deterministic_algorithms (tensorplay/_deterministic.py)
   m.def("_set_deterministic_algorithms", &set_deterministic_algorithms, nb::arg("mode"), nb::arg("warn_only"));
   m.def("_deterministic_algorithms", &deterministic_algorithms);

@@ -67,7 +67,8 @@ CHILD = textwrap.dedent("""
     import tensorplay as tp
 
     tp.set_num_threads(2)
-    a, b = tp.randn(512, 512), tp.randn(512, 512)
+    # float64 (float32 products may run TensorPlay's own kernel instead of OpenBLAS)
+    a, b = tp.randn(512, 512, dtype=tp.float64), tp.randn(512, 512, dtype=tp.float64)
     c = a @ b  # large enough to split across our two threads
     lib_dir = os.path.join(list(importlib.util.find_spec("scipy_openblas32").submodule_search_locations)[0], "lib")
     name = [n for n in os.listdir(lib_dir) if n.startswith("libscipy_openblas") and n.endswith(".so")][0]

@@ -659,6 +659,9 @@ const Table& get_table() {
     r.pred_f32[1] = &pred_f32<PredFn::IsInf>;
     r.pred_f32[2] = &pred_f32<PredFn::IsFinite>;
     r.pred_f32[3] = &pred_f32<PredFn::LogicalNot>;
+#ifdef TP_VEC_SGEMM
+    r.sgemm = &TP_VEC_SGEMM;
+#endif
     return r;
   }();
   return t;

@@ -46,6 +46,12 @@ using BinaryF64 = void (*)(const double* a, int64_t sa, const double* b, int64_t
 
 using PredF32 = void (*)(const float* x, bool* y, int64_t n);
 
+// Row-major C[M,N] = alpha * op(A) op(B) + beta * C on the calling thread, as
+// blas::gemm defines it (ta/tb: A/B stored transposed). Only the AVX-512 table
+// has one (sgemm_avx512.cpp); ops/blas.cpp falls back to the BLAS library.
+using GemmF32 = void (*)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                         const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 struct Table {
   const char* isa;
   UnaryF32 unary_f32[static_cast<int>(UnaryFn::Count)];
@@ -53,6 +59,7 @@ struct Table {
   BinaryF32 binary_f32[static_cast<int>(BinaryFn::Count)];
   BinaryF64 binary_f64[static_cast<int>(BinaryFn::Count)];
   PredF32 pred_f32[static_cast<int>(PredFn::Count)];
+  GemmF32 sgemm = nullptr;
 };
 
 // The table for the best ISA of this CPU (TP_VEC_ISA=avx512|avx2|base lowers it).

@@ -380,7 +380,7 @@ def blas_environment() -> Dict[str, object]:
     import os
     env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY",
                                           "GOMP_SPINCOUNT")}
-    out: Dict[str, object] = {"env": env, "blas_core": None}
+    out: Dict[str, object] = {"env": env, "blas_core": None, "float32_gemm": tp._C._float32_gemm_kernel()}
     try:
         import scipy_openblas32 as ob
         path = os.path.join(ob.get_lib_dir(), "lib" + ob.get_library() + ".so")
@@ -407,8 +407,11 @@ def prepare(report: Report) -> dict:
         torch.set_num_threads(tp.get_num_threads())
     env = blas_environment()
     report.section("BLAS and threads")
+    report.figure("float32 GEMM kernel", str(env["float32_gemm"]),
+                  "avx512: TensorPlay's own (eager and compiled alike); blas: OpenBLAS's (TP_GEMM=blas, or no AVX-512)")
     report.figure("OpenBLAS kernel set", str(env["blas_core"]),
-                  "GEMM speed; an AVX2 set (Haswell, Zen) on an AVX-512 CPU runs sgemm at half speed")
+                  "float64 GEMMs, LAPACK, thin float32 products; an AVX2 set (Haswell, Zen) on an AVX-512 CPU runs "
+                  "at half speed")
     report.figure("environment", "  ".join(f"{k}={v}" for k, v in env["env"].items() if v is not None) or "(none set)")
     report.figure("threads", f"tensorplay {tp.get_num_threads()}"
                   + (f", torch {torch.get_num_threads()}" if torch is not None else ""))
