@@ -287,7 +287,17 @@ void bind_tensor_autograd() {
     if (t.impl()->grad_fn != nullptr) return false;
     return !graph::is_tracing() || t.requires_grad() || !graph::traced_requires_grad(t);
   });
-  prop("grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
+  // In a capture an intermediate that eager would give a backward node has none
+  // (the capture records no autograd): answering None sent `if h.grad_fn is None`
+  // down the wrong branch, silently. It is refused instead (a graph break).
+  prop("grad_fn", [](const Tensor& t) {
+    if (graph::is_tracing() && !t.impl()->grad_fn && !t.requires_grad() && graph::traced_requires_grad(t))
+      throw CaptureError(
+          "reading grad_fn of a result computed from tensors that require grad inside a compiled function "
+          "(tp.compile) is not supported: the capture records no autograd, so it has none; read it on a result "
+          "of the compiled call, or run the function without tp.compile");
+    return node_or_none(autograd::grad_fn(t));
+  });
   prop("retains_grad", [](const Tensor& t) { return t.impl()->retains_grad; });
   // The tensor a view reads (the root of a chain of views); None for a non-view.
   // The very Python object the view was made from when known (note_base_object),

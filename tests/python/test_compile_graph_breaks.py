@@ -189,3 +189,28 @@ def test_module_attributes_rebound_before_the_break_change_once(how):
         for _ in range(3):
             f(tp.randn(2, 4))
     assert m.calls == 3
+
+
+def test_a_branch_on_grad_fn_takes_eagers_way():
+    # The capture records no autograd, so an intermediate computed from a tensor
+    # that requires grad had grad_fn None there: `if h.grad_fn is None` took the
+    # other branch than eager's, silently (the compiled call returned zeros).
+    w = tp.randn(3, 3, requires_grad=True)
+
+    def f(x):
+        h = x @ w
+        if h.grad_fn is None:
+            return h * 0
+        return h.relu()
+
+    x = tp.randn(4, 3)
+    r, warned = _calls_with_warnings(tp.compile(f), x)
+    np.testing.assert_allclose(r.detach().numpy(), f(x).detach().numpy(), rtol=1e-6)
+    assert len(warned) == 1 and "grad_fn" in warned[0]
+    with pytest.raises(tp.compiler.CaptureError, match="grad_fn"):
+        tp.compile(f, fullgraph=True)(x)
+    # a leaf's and a no-grad value's grad_fn (None, as in eager) do not break the graph
+    g = tp.compile(lambda x: (x @ w.detach()) * (w.grad_fn is None) * ((x + 1).grad_fn is None))
+    r, warned = _calls_with_warnings(g, x)
+    assert warned == []
+    np.testing.assert_allclose(r.numpy(), (x @ w.detach()).numpy(), rtol=1e-6)
