@@ -38,13 +38,18 @@ namespace {
 
 using compile::ArgValue;
 
+// The Python type of CaptureError (tensorplay._C.CaptureError), looked up once.
+PyObject* capture_error_type() {
+  static PyObject* const t = nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
+  return t;
+}
+
 // A capture failure raised inside the user's function: re-raised naming the
 // user's source line (the innermost traceback frame outside the tensorplay
 // package) and its text, so the message says where to change the code.
 void name_user_line(nb::python_error& e) {
   if (!graph::is_tracing()) return;
-  nb::object capture_error = nb::module_::import_("tensorplay._C").attr("CaptureError");
-  if (!e.matches(capture_error)) return;
+  if (!e.matches(capture_error_type())) return;
   std::string msg = nb::cast<std::string>(nb::str(e.value()));
   if (msg.find("\n  at ") != std::string::npos) return;  // an inner capture already named it
   nb::object os = nb::module_::import_("os");
@@ -66,11 +71,9 @@ void name_user_line(nb::python_error& e) {
 // eager's place) rather than a capture failure: the trace keeps the writes
 // eager would have made before it (graph::note_user_exception).
 void note_if_users_exception(nb::python_error& e) {
-  static PyObject* const capture_error =
-      nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
   static PyObject* const backend_error =
       nb::object(nb::module_::import_("tensorplay._C").attr("BackendError")).release().ptr();
-  graph::note_user_exception(!e.matches(capture_error) && !e.matches(backend_error));
+  graph::note_user_exception(!e.matches(capture_error_type()) && !e.matches(backend_error));
 }
 
 // The graph handed to user backends and returned by tp.compiler.capture.
@@ -623,10 +626,8 @@ struct PyCompiled {
         // step-wise run starts from the caller's state (Python side effects
         // before the refused call ran once more: the static check in compiler.py
         // switches a function that names backward/zero_grad before any capture).
-        static PyObject* const capture_error =
-            nb::object(nb::module_::import_("tensorplay._C").attr("CaptureError")).release().ptr();
         if (!take_step_refusal()) {
-          if (!e.matches(capture_error)) throw;
+          if (!e.matches(capture_error_type())) throw;
           graph_break = nb::cast<std::string>(nb::str(e.value()));
         }
       } catch (const CaptureError& e) {
