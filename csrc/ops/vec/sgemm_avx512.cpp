@@ -54,56 +54,53 @@ struct Scratch {
 
 inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
 
-// Rows [0, mc) and columns [0, kc) of op(A) into panels of MR rows: panel p
-// holds, for each k, the MR values A(p*MR + r, k). Reads follow the storage
-// order (contiguous runs), writes go to the panel.
-void pack_a(bool ta, const float* A, int64_t lda, int64_t mc, int64_t kc, float* out) {
-  for (int64_t i0 = 0; i0 < mc; i0 += MR, out += MR * kc) {
-    const int64_t m = std::min(MR, mc - i0);
-    if (ta) {  // A stored K x M: the MR values of one k are adjacent
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = A + k * lda + i0;
-        float* dst = out + k * MR;
-        for (int64_t r = 0; r < m; ++r) dst[r] = src[r];
-        for (int64_t r = m; r < MR; ++r) dst[r] = 0.f;
-      }
-    } else {  // A stored M x K: walk each row along k
-      for (int64_t r = 0; r < MR; ++r) {
-        float* dst = out + r;
-        if (r < m) {
-          const float* src = A + (i0 + r) * lda;
-          for (int64_t k = 0; k < kc; ++k) dst[k * MR] = src[k];
-        } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * MR] = 0.f;
-        }
-      }
+// Packing: a panel holds, for each k, W adjacent values (W = MR rows of A or
+// NR columns of B), zero past `valid`. Two storage orders reach it.
+// The W values of one k are adjacent in memory (A transposed, B as stored),
+// `step` apart from one k to the next: masked vector copies.
+template <int64_t W>
+void pack_adjacent(const float* src, int64_t step, int64_t valid, int64_t kc, float* out) {
+  static_assert(W <= 32, "two vectors per k at most");
+  const __mmask16 m0 = lanes(valid), m1 = lanes(valid - 16), s0 = lanes(W), s1 = lanes(W - 16);
+  for (int64_t k = 0; k < kc; ++k, src += step, out += W) {
+    _mm512_mask_storeu_ps(out, s0, _mm512_maskz_loadu_ps(m0, src));
+    if (W > 16) _mm512_mask_storeu_ps(out + 16, s1, _mm512_maskz_loadu_ps(m1, src + 16));
+  }
+}
+// Each of the W lanes is a run along k (A as stored, B transposed), the runs
+// `ld` apart: read run by run (contiguous), written W apart.
+template <int64_t W>
+void pack_runs(const float* src, int64_t ld, int64_t valid, int64_t kc, float* out) {
+  for (int64_t w = 0; w < W; ++w) {
+    float* dst = out + w;
+    if (w < valid) {
+      const float* run = src + w * ld;
+      for (int64_t k = 0; k < kc; ++k) dst[k * W] = run[k];
+    } else {
+      for (int64_t k = 0; k < kc; ++k) dst[k * W] = 0.f;
     }
   }
 }
 
-// Rows [0, kc) and columns [0, nc) of op(B) into panels of NR columns: panel
-// q holds, for each k, the NR values B(k, q*NR + c).
+// Rows [0, mc) and columns [0, kc) of op(A) into panels of MR rows.
+void pack_a(bool ta, const float* A, int64_t lda, int64_t mc, int64_t kc, float* out) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR, out += MR * kc) {
+    const int64_t m = std::min(MR, mc - i0);
+    if (ta)
+      pack_adjacent<MR>(A + i0, lda, m, kc, out);
+    else
+      pack_runs<MR>(A + i0 * lda, lda, m, kc, out);
+  }
+}
+
+// Rows [0, kc) and columns [0, nc) of op(B) into panels of NR columns.
 void pack_b(bool tb, const float* B, int64_t ldb, int64_t kc, int64_t nc, float* out) {
   for (int64_t j0 = 0; j0 < nc; j0 += NR, out += NR * kc) {
     const int64_t n = std::min(NR, nc - j0);
-    if (!tb) {  // B stored K x N: one k's NR values are adjacent
-      const __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = B + k * ldb + j0;
-        _mm512_store_ps(out + k * NR, _mm512_maskz_loadu_ps(m0, src));
-        _mm512_store_ps(out + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
-      }
-    } else {  // B stored N x K: walk each column along k
-      for (int64_t c = 0; c < NR; ++c) {
-        float* dst = out + c;
-        if (c < n) {
-          const float* src = B + (j0 + c) * ldb;
-          for (int64_t k = 0; k < kc; ++k) dst[k * NR] = src[k];
-        } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * NR] = 0.f;
-        }
-      }
-    }
+    if (tb)
+      pack_runs<NR>(B + j0 * ldb, ldb, n, kc, out);
+    else
+      pack_adjacent<NR>(B + j0, ldb, n, kc, out);
   }
 }
 
