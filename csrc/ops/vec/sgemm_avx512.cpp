@@ -18,6 +18,10 @@
 // Each element of C sums its K products in the same order whatever the
 // thread split, so results do not depend on the thread count.
 #if defined(__AVX512F__)
+// GCC 12's AVX-512 headers pass an undefined vector (_mm512_undefined_ps) as
+// the unused operand of the shuffles' unmasked forms, which -Wmaybe-uninitialized
+// reports inside the header once transpose16 is inlined: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -67,17 +71,47 @@ void pack_adjacent(const float* src, int64_t step, int64_t valid, int64_t kc, fl
     if (W > 16) _mm512_mask_storeu_ps(out + 16, s1, _mm512_maskz_loadu_ps(m1, src + 16));
   }
 }
+// r[i] := column i of the 16 x 16 block whose rows are r[0..15], in registers
+// (four rounds of 16 shuffles).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {  // 128-bit lane L: (r_i, r_i+1) at columns 4L, 4L+1 / 4L+2, 4L+3
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // r[i + j], lane L: rows i..i+3 at column 4L + j
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  for (int j = 0; j < 4; ++j) {  // gather the four 128-bit lanes of column 4L + j
+    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 c = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD), d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    t[j] = _mm512_shuffle_f32x4(a, b, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(a, b, 0xDD);
+    t[4 + j] = _mm512_shuffle_f32x4(c, d, 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(c, d, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
 // Each of the W lanes is a run along k (A as stored, B transposed), the runs
-// `ld` apart: read run by run (contiguous), written W apart.
+// `ld` apart: 16 runs x 16 k at a time are loaded (contiguous), transposed in
+// registers and stored as 16 k-steps of the panel.
 template <int64_t W>
 void pack_runs(const float* src, int64_t ld, int64_t valid, int64_t kc, float* out) {
-  for (int64_t w = 0; w < W; ++w) {
-    float* dst = out + w;
-    if (w < valid) {
-      const float* run = src + w * ld;
-      for (int64_t k = 0; k < kc; ++k) dst[k * W] = run[k];
-    } else {
-      for (int64_t k = 0; k < kc; ++k) dst[k * W] = 0.f;
+  for (int64_t g = 0; g < W; g += 16) {
+    const int64_t width = std::min<int64_t>(16, W - g), live = std::min(width, valid - g);
+    const __mmask16 store = lanes(width);
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      const int64_t steps = std::min<int64_t>(16, kc - k0);
+      const __mmask16 load = lanes(steps);
+      __m512 r[16];
+      for (int64_t w = 0; w < 16; ++w)
+        r[w] = w < live ? _mm512_maskz_loadu_ps(load, src + (g + w) * ld + k0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t i = 0; i < steps; ++i) _mm512_mask_storeu_ps(out + (k0 + i) * W + g, store, r[i]);
     }
   }
 }
