@@ -121,6 +121,10 @@ constexpr const char* kHookInstead =
 constexpr const char* kBackwardInstead = "return the loss and call backward() on it after the compiled call";
 
 void bind_engine(nb::module_& m) {
+  // grad_fn as recorded, without the capture's refusal of Tensor.grad_fn: the
+  // tensor repr (_tensor_str.py) shows it, and a print(loss) inside a compiled
+  // function (its values at capture, as eager's print) must not break the graph.
+  m.def("_recorded_grad_fn", [](const Tensor& t) { return node_or_none(autograd::grad_fn(t)); });
   m.def("_backward", [](std::vector<Tensor> roots, std::vector<std::optional<Tensor>> grads, bool retain,
                         bool create_graph, std::vector<Tensor> inputs) {
     refuse_in_capture("backward()", kBackwardInstead);

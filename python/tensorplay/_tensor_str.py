@@ -167,8 +167,9 @@ def tensor_repr(t):
         if t.dtype not in _DEFAULT_DTYPES:
             suffixes.append(f"dtype={t.dtype!r}")
         body = _body(t, indent)
-    if t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+    grad_fn = _C._recorded_grad_fn(t)
+    if grad_fn is not None:
+        suffixes.append(f"grad_fn=<{grad_fn.name()}>")
     elif t._own_requires_grad():  # (in a capture, an intermediate eager gives a grad_fn has none)
         suffixes.append("requires_grad=True")
     return _with_suffixes(prefix + body, suffixes, indent)

@@ -214,3 +214,17 @@ def test_a_branch_on_grad_fn_takes_eagers_way():
     r, warned = _calls_with_warnings(g, x)
     assert warned == []
     np.testing.assert_allclose(r.numpy(), (x @ w.detach()).numpy(), rtol=1e-6)
+
+
+def test_printing_a_result_that_requires_grad_does_not_break_the_graph(capsys):
+    # The repr reads grad_fn; with grad_fn refused inside a capture, print(h)
+    # broke the graph and the first call printed twice.
+    w = tp.randn(3, requires_grad=True)
+
+    def f(x):
+        h = (x * w).sum()
+        print("h", h)
+        return h * 2
+
+    r, warned = _calls_with_warnings(tp.compile(f), tp.ones(3))
+    assert warned == [] and capsys.readouterr().out.count("h tensor(") == 1
