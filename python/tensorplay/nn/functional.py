@@ -698,8 +698,16 @@ def _causal_mask(L, S, device):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v, composed from matmul/softmax (autograd and tracing see each step)."""
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
+    if enable_gqa and query.dim() >= 3 and key.dim() >= 3:
+        # Grouped-query attention: each group of Hq / Hkv query heads shares one key/value head
+        # (PyTorch's math kernel repeats key and value along the head dim, -3).
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hv or hk == 0 or hq % hk:
+            raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa=True the number of query heads "
+                               f"({hq}) must be a multiple of the number of key/value heads (key {hk}, value {hv})")
+        if hq != hk:
+            key = key.repeat_interleave(hq // hk, -3)
+            value = value.repeat_interleave(hq // hk, -3)
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
     if _is_half(query):
@@ -707,7 +715,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask is not None and attn_mask.dtype != _tp.bool:
             attn_mask = attn_mask.float()
         out = scaled_dot_product_attention(query.float(), key.float(), value.float(), attn_mask, dropout_p,
-                                           is_causal, scale)
+                                           is_causal, scale, enable_gqa)
         return out.to(query.dtype)
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:

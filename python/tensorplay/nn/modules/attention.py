@@ -149,18 +149,23 @@ class MultiheadAttention(Module):
             v = F._op("cat")([v, _tp.zeros(N, H, 1, D, dtype=v.dtype)], 2)
             attn_mask, key_padding_mask = self._pad_last(attn_mask), self._pad_last(key_padding_mask)
             S += 1
+        if key_padding_mask is not None:
+            kpm = key_padding_mask.reshape([N, 1, 1, S])
+            attn_mask = kpm if attn_mask is None else attn_mask + kpm
+        if not need_weights:
+            # PyTorch runs scaled_dot_product_attention here: a query whose every key is masked
+            # (a padded sequence under a causal mask) gives 0, not softmax's NaN.
+            p = self.dropout if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+            return self.out_proj(out.transpose(1, 2).reshape([N, L, E])), None
         scores = _tp.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
         if attn_mask is not None:
             scores = scores + attn_mask
-        if key_padding_mask is not None:
-            scores = scores + key_padding_mask.reshape([N, 1, 1, S])
         weights = F.softmax(scores, -1)
         if self.training and self.dropout > 0.0:
             weights = F.dropout(weights, self.dropout, True)
         out = _tp.matmul(weights, v).transpose(1, 2).reshape([N, L, E])
         out = self.out_proj(out)
-        if not need_weights:
-            return out, None
         if average_attn_weights:
             weights = weights.mean(1)
         return out, weights

@@ -1,0 +1,81 @@
+"""Outside testing, sixteenth round: nn layers, optimizers and schedulers against PyTorch"""
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn as nn
+import tensorplay.nn.functional as F
+
+torch = pytest.importorskip("torch")
+
+
+def _copy(tm, pm):
+    pm.load_state_dict({k: tp.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+def test_mha_without_weights_gives_zero_for_a_query_with_every_key_masked():
+    # A padded sequence under a causal mask leaves query 0 with no key to attend to.
+    # PyTorch's need_weights=False path (what TransformerEncoderLayer uses) runs
+    # scaled_dot_product_attention, which gives such a row 0; TensorPlay's softmax
+    # gave NaN, which then spread through the layer norm and every gradient.
+    rng = np.random.RandomState(0)
+    x = rng.randn(3, 1, 4).astype(np.float32)
+    kpm = np.array([[True, False, False]])
+    am = np.triu(np.ones((3, 3), bool), 1)
+    tm = torch.nn.MultiheadAttention(4, 2)
+    pm = nn.MultiheadAttention(4, 2)
+    _copy(tm, pm)
+    tx = torch.tensor(x, requires_grad=True)
+    px = tp.tensor(x, requires_grad=True)
+    a, _ = tm(tx, tx, tx, key_padding_mask=torch.tensor(kpm), attn_mask=torch.tensor(am), need_weights=False)
+    b, w = pm(px, px, px, key_padding_mask=tp.tensor(kpm), attn_mask=tp.tensor(am), need_weights=False)
+    assert w is None
+    np.testing.assert_allclose(_np(b), _np(a), atol=1e-5)
+    a.pow(2).sum().backward()
+    b.pow(2).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-5)
+    # need_weights=True keeps PyTorch's NaN row in both the output and the weights.
+    b2, w2 = pm(px, px, px, key_padding_mask=tp.tensor(kpm), attn_mask=tp.tensor(am))
+    assert np.isnan(_np(w2)[0, 0]).all() and np.isnan(_np(b2)[0]).all()
+
+
+def test_encoder_layer_with_padding_and_causal_mask_stays_finite():
+    rng = np.random.RandomState(0)
+    x = rng.randn(4, 2, 8).astype(np.float32)
+    kpm = np.array([[0, 1, 0, 0], [1, 1, 0, 0]], bool)
+    causal = np.triu(np.ones((4, 4), bool), 1)
+    tm = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True)
+    pm = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True)
+    _copy(tm, pm)
+    a = tm(torch.tensor(x), src_mask=torch.tensor(causal), src_key_padding_mask=torch.tensor(kpm))
+    for run in (pm, tp.compile(pm)):
+        b = run(tp.tensor(x), src_mask=tp.tensor(causal), src_key_padding_mask=tp.tensor(kpm))
+        np.testing.assert_allclose(_np(b), _np(a), atol=1e-5)
+
+
+def test_sdpa_enable_gqa_shares_key_value_heads():
+    # enable_gqa=True (Llama-style grouped-query attention) raised NotImplementedError.
+    rng = np.random.RandomState(1)
+    q = rng.randn(2, 6, 4, 8).astype(np.float32)
+    k = rng.randn(2, 2, 5, 8).astype(np.float32)
+    v = rng.randn(2, 2, 5, 3).astype(np.float32)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    pq, pk, pv = (tp.tensor(a, requires_grad=True) for a in (q, k, v))
+    a = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+    b = F.scaled_dot_product_attention(pq, pk, pv, is_causal=True, enable_gqa=True)
+    np.testing.assert_allclose(_np(b), _np(a), atol=1e-5)
+    a.sum().backward()
+    b.sum().backward()
+    for t, p in ((tq, pq), (tk, pk), (tv, pv)):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), atol=1e-5)
+    fn = tp.compile(lambda x, y, z: F.scaled_dot_product_attention(x, y, z, enable_gqa=True))
+    np.testing.assert_allclose(_np(fn(pq, pk, pv)),
+                               _np(torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True)),
+                               atol=1e-5)
+    with pytest.raises(RuntimeError, match="multiple of the number of key/value heads"):
+        F.scaled_dot_product_attention(pq, pk[:, :1].expand(2, 4, 5, 8), pv[:, :1].expand(2, 4, 5, 3),
+                                       enable_gqa=True)
