@@ -79,3 +79,50 @@ def test_sdpa_enable_gqa_shares_key_value_heads():
     with pytest.raises(RuntimeError, match="multiple of the number of key/value heads"):
         F.scaled_dot_product_attention(pq, pk[:, :1].expand(2, 4, 5, 8), pv[:, :1].expand(2, 4, 5, 3),
                                        enable_gqa=True)
+
+
+@pytest.mark.parametrize("which", ["prelu", "rrelu"])
+def test_prelu_and_eval_rrelu_gradient_at_zero_is_the_slope(which):
+    # PyTorch's PReLU/RReLU take the identity branch only for x > 0; TensorPlay used
+    # x >= 0, so an input of exactly 0 (common after a ReLU or padding) got gradient 1.
+    x = np.array([-1.0, 0.0, -0.0, 2.0], np.float32)
+    tx, px = torch.tensor(x, requires_grad=True), tp.tensor(x, requires_grad=True)
+    if which == "prelu":
+        torch.nn.functional.prelu(tx, torch.tensor([0.25])).sum().backward()
+        F.prelu(px, tp.tensor([0.25])).sum().backward()
+    else:
+        torch.nn.functional.rrelu(tx, 0.1, 0.3, training=False).sum().backward()
+        F.rrelu(px, 0.1, 0.3, training=False).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kw", [dict(size=(5, 4)), dict(scale_factor=0.37), dict(size=(20, 9), align_corners=True),
+                                dict(scale_factor=0.3, recompute_scale_factor=True)])
+def test_interpolate_antialias_matches_torch(mode, kw):
+    # antialias=True (torchvision's Resize on tensors) raised NotImplementedError.
+    x = np.random.RandomState(0).randn(2, 3, 13, 17).astype(np.float32)
+    tx, px = torch.tensor(x, requires_grad=True), tp.tensor(x, requires_grad=True)
+    a = torch.nn.functional.interpolate(tx, mode=mode, antialias=True, **kw)
+    b = F.interpolate(px, mode=mode, antialias=True, **kw)
+    np.testing.assert_allclose(_np(b), _np(a), atol=1e-5)
+    w = np.random.RandomState(1).randn(*a.shape).astype(np.float32)
+    (a * torch.tensor(w)).sum().backward()
+    (b * tp.tensor(w)).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-5)
+    c = tp.compile(lambda t: F.interpolate(t, mode=mode, antialias=True, **kw))(px)
+    np.testing.assert_allclose(_np(c), _np(a), atol=1e-5)
+    with pytest.raises(ValueError, match="anti-alias option is restricted"):
+        F.interpolate(px, scale_factor=0.5, mode="nearest", antialias=True)
+
+
+def test_interpolate_area_on_volumes():
+    # mode='area' on a 5-D input raised NotImplementedError; it is adaptive_avg_pool3d.
+    x = np.random.RandomState(2).randn(1, 2, 7, 8, 9)
+    tx, px = torch.tensor(x, requires_grad=True), tp.tensor(x, requires_grad=True)
+    a = torch.nn.functional.interpolate(tx, size=(3, 5, 4), mode="area")
+    b = F.interpolate(px, size=(3, 5, 4), mode="area")
+    np.testing.assert_allclose(_np(b), _np(a), atol=1e-12)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-12)
