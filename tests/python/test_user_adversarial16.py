@@ -126,3 +126,34 @@ def test_interpolate_area_on_volumes():
     a.sum().backward()
     b.sum().backward()
     np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("norm_type", [-float("inf"), 0, 0.5, float("inf")])
+def test_clip_grad_norm_with_unusual_norm_types(norm_type):
+    # -inf gave the largest |element| (it is the smallest), and 0 (a count of nonzero
+    # tensors in PyTorch) raised ZeroDivisionError.
+    rng = np.random.RandomState(0)
+    gs = [rng.randn(4, 3).astype(np.float32) * 3, rng.randn(3).astype(np.float32) * 0.1,
+          np.zeros(2, np.float32)]
+    tps = [torch.zeros(g.shape, requires_grad=True) for g in gs]
+    pps = [tp.zeros(*g.shape, requires_grad=True) for g in gs]
+    for t, p, g in zip(tps, pps, gs):
+        t.grad, p.grad = torch.tensor(g), tp.tensor(g)
+    a = torch.nn.utils.clip_grad_norm_(tps, 0.1, norm_type=norm_type)
+    b = nn.utils.clip_grad_norm_(pps, 0.1, norm_type=norm_type)
+    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5)
+    for t, p in zip(tps, pps):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_clip_grad_norm_with_a_nan_gradient_poisons_all_as_torch():
+    # The coefficient was computed on the host with min(1.0, max_norm / nan) == 1.0,
+    # so a NaN norm left every gradient as it was; PyTorch multiplies by the NaN.
+    tps = [torch.zeros(2, requires_grad=True), torch.zeros(2, requires_grad=True)]
+    pps = [tp.zeros(2, requires_grad=True), tp.zeros(2, requires_grad=True)]
+    for lib, ps in ((torch, tps), (tp, pps)):
+        ps[0].grad = lib.tensor([float("nan"), 1.0])
+        ps[1].grad = lib.tensor([3.0, 4.0])
+    torch.nn.utils.clip_grad_norm_(tps, 1.0)
+    nn.utils.clip_grad_norm_(pps, 1.0)
+    assert np.isnan(pps[1].grad.numpy()).all() and np.isnan(tps[1].grad.numpy()).all()
