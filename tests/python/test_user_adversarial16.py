@@ -157,3 +157,99 @@ def test_clip_grad_norm_with_a_nan_gradient_poisons_all_as_torch():
     torch.nn.utils.clip_grad_norm_(tps, 1.0)
     nn.utils.clip_grad_norm_(pps, 1.0)
     assert np.isnan(pps[1].grad.numpy()).all() and np.isnan(tps[1].grad.numpy()).all()
+
+
+def test_load_from_state_dict_override_with_torch_signature():
+    # Checkpoint-compatibility code overrides _load_from_state_dict(state_dict, prefix,
+    # local_metadata, strict, missing_keys, unexpected_keys, error_msgs) and calls super();
+    # TensorPlay's had no local_metadata, so the arguments shifted and loading crashed.
+    class Renamed(nn.Linear):
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                  unexpected_keys, error_msgs):
+            old = prefix + "w"
+            if old in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(old)
+            assert local_metadata.get("version") == 1
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                          unexpected_keys, error_msgs)
+
+    m = nn.Sequential(Renamed(2, 2))
+    sd = m.state_dict()
+    assert sd._metadata["0"] == {"version": 1}
+    sd["0.w"] = tp.ones(2, 2)
+    del sd["0.weight"]
+    assert repr(m.load_state_dict(sd)) == "<All keys matched successfully>"
+    assert m[0].weight.sum().item() == 4.0
+
+
+def test_extra_state_and_state_dict_hooks():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(1, 1)
+            self.steps = 0
+
+        def get_extra_state(self):
+            return {"steps": self.steps}
+
+        def set_extra_state(self, state):
+            self.steps = state["steps"]
+
+    a, b = Counter(), Counter()
+    a.steps = 7
+    sd = a.state_dict()
+    assert list(sd) == ["_extra_state", "lin.weight", "lin.bias"]
+    b.load_state_dict(sd)
+    assert b.steps == 7
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "_extra_state"'):
+        b.load_state_dict({k: v for k, v in sd.items() if k != "_extra_state"})
+
+    log = []
+    m = nn.Linear(1, 1)
+    m.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: log.append(("pre", prefix)))
+    m.register_state_dict_post_hook(lambda mod, sd, prefix, meta: log.append(("post", sorted(sd))))
+    m.register_load_state_dict_pre_hook(lambda mod, sd, prefix, *rest: log.append(("lpre", sorted(sd))))
+
+    def drop_missing(mod, keys):
+        log.append(("lpost", list(keys.missing_keys)))
+        keys.missing_keys.clear()  # a post hook may forgive keys, as in PyTorch
+
+    m.register_load_state_dict_post_hook(drop_missing)
+    m.load_state_dict({"weight": tp.ones(1, 1)})
+    m.state_dict()
+    assert log == [("lpre", ["weight"]), ("lpost", ["bias"]), ("pre", ""), ("post", ["bias", "weight"])]
+
+
+def test_batchnorm_loads_a_checkpoint_without_num_batches_tracked():
+    # PyTorch (state dict version < 2, or no version, as in a dict of arrays) keeps the
+    # counter; TensorPlay raised 'Missing key(s) in state_dict: "1.num_batches_tracked"'.
+    m = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2))
+    m[1].num_batches_tracked.fill_(3)
+    sd = {k: v.clone() for k, v in m.state_dict().items() if "num_batches" not in k}
+    assert repr(m.load_state_dict(sd)) == "<All keys matched successfully>"
+    assert m[1].num_batches_tracked.item() == 3
+    sd = m.state_dict()  # a current checkpoint (version 2) must still have it
+    del sd["1.num_batches_tracked"]
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):
+        m.load_state_dict(sd)
+
+
+def test_set_submodule_containers_pop_and_always_call_hooks():
+    s = nn.Sequential(nn.Linear(1, 1), nn.Sequential(nn.ReLU()))
+    s.set_submodule("1.0", nn.Tanh())
+    assert isinstance(s[1][0], nn.Tanh)
+    with pytest.raises(AttributeError, match="has no attribute `x`"):
+        s.set_submodule("1.x", nn.Tanh(), strict=True)
+    ml = nn.ModuleList([nn.ReLU(), nn.Tanh(), nn.ELU()])
+    assert isinstance(ml.pop(1), nn.Tanh)
+    assert [type(x).__name__ for x in ml] == ["ReLU", "ELU"] and list(ml._modules) == ["0", "1"]
+    assert isinstance(s.pop(0), nn.Linear) and len(s) == 1
+
+    seen = []
+    lin = nn.Linear(2, 2)
+    lin.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    with pytest.raises(RuntimeError):
+        lin(tp.ones(3))
+    assert seen == [None]
+    lin(tp.ones(2))
+    assert len(seen) == 2 and seen[1] is not None
