@@ -253,3 +253,33 @@ def test_set_submodule_containers_pop_and_always_call_hooks():
     assert seen == [None]
     lin(tp.ones(2))
     assert len(seen) == 2 and seen[1] is not None
+
+
+def test_nn_buffer_assignment_registers_a_buffer():
+    # nn.Buffer (PyTorch 2.4+: `self.x = nn.Buffer(t, persistent=False)`) did not exist.
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Buffer(tp.ones(2))
+            self.b = nn.Buffer(tp.zeros(1), persistent=False)
+            self.c = tp.ones(3)  # a plain tensor stays a plain attribute
+
+    m = M()
+    assert list(m.state_dict()) == ["a"]
+    assert [n for n, _ in m.named_buffers()] == ["a", "b"]
+    assert isinstance(m.a, nn.Buffer) and not m.a.requires_grad
+    m.a = nn.Buffer(tp.ones(4), persistent=False)
+    assert list(m.state_dict()) == [] and tuple(m.a.shape) == (4,)
+    assert m.double().b.dtype == tp.float64
+
+
+def test_lp_pool3d_matches_torch():
+    x = np.abs(np.random.RandomState(3).randn(2, 3, 4, 5, 6))
+    tx, px = torch.tensor(x, requires_grad=True), tp.tensor(x, requires_grad=True)
+    a = torch.nn.functional.lp_pool3d(tx, 3, (2, 1, 3), stride=2, ceil_mode=True)
+    b = F.lp_pool3d(px, 3, (2, 1, 3), stride=2, ceil_mode=True)
+    np.testing.assert_allclose(_np(b), _np(a), rtol=1e-10)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(_np(nn.LPPool3d(2, 2)(px)), _np(torch.nn.LPPool3d(2, 2)(tx)), rtol=1e-10)

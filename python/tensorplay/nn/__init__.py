@@ -1,5 +1,5 @@
 """tensorplay.nn: modules, parameters, initializers and functional ops with PyTorch's API."""
-from .parameter import Parameter  # noqa: F401
+from .parameter import Buffer, Parameter  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d, Conv3d,
     LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, Fold, Unfold, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
@@ -15,7 +15,7 @@ from .modules import (  # noqa: F401
 from .modules.padding import *  # noqa: F401,F403,E402
 from .modules import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
-    AvgPool3d, LPPool1d, LPPool2d, Softmax2d, RReLU, ChannelShuffle, Dropout3d, AlphaDropout, FeatureAlphaDropout,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, Softmax2d, RReLU, ChannelShuffle, Dropout3d, AlphaDropout, FeatureAlphaDropout,
     Bilinear, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402

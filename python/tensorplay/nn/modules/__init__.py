@@ -34,7 +34,7 @@ from .extra_layers import (  # noqa: F401
 from .padding import *  # noqa: F401,F403,E402  (Zero/Constant/Reflection/Replication/CircularPad 1d-3d)
 from .pooling import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
-    AvgPool3d, LPPool1d, LPPool2d, FractionalMaxPool2d, FractionalMaxPool3d,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, FractionalMaxPool2d, FractionalMaxPool3d,
 )
 from .activation import Softmax2d, RReLU  # noqa: F401,E402
 from .channel_shuffle import ChannelShuffle  # noqa: F401,E402

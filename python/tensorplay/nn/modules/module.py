@@ -12,7 +12,7 @@ from ..._lazy_numpy import is_ndarray, np
 
 from ... import _C, _stepwise
 from ..._grad_mode import no_grad
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter
 
 __all__ = ["Module"]
 
@@ -259,6 +259,11 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
                                 "(tensorplay.nn.Module or None expected)")
             self._modules[name] = None
+        elif isinstance(value, Buffer):
+            if "_buffers" not in self.__dict__:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            self._drop_name(name, self._buffers)
+            self.register_buffer(name, value, value.persistent)
         elif name in self.__dict__.get("_buffers", {}):
             if value is not None and not isinstance(value, _C.Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
