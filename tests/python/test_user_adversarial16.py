@@ -283,3 +283,27 @@ def test_lp_pool3d_matches_torch():
     b.sum().backward()
     np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-10)
     np.testing.assert_allclose(_np(nn.LPPool3d(2, 2)(px)), _np(torch.nn.LPPool3d(2, 2)(tx)), rtol=1e-10)
+
+
+def test_functional_multi_head_attention_forward():
+    # F.multi_head_attention_forward (called by code that keeps its own projection weights)
+    # did not exist.
+    rng = np.random.RandomState(0)
+    L, S, N, E, H = 4, 5, 2, 8, 2
+    q, k, v = rng.randn(L, N, E), rng.randn(S, N, E), rng.randn(S, N, E)
+    w, b, ow, ob = rng.randn(3 * E, E) * 0.3, rng.randn(3 * E) * 0.1, rng.randn(E, E) * 0.3, rng.randn(E) * 0.1
+    kpm = np.zeros((N, S), bool)
+    kpm[0, 3:] = True
+    res = []
+    for lib, fn in ((torch, torch.nn.functional), (tp, F)):
+        c = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out, wts = fn.multi_head_attention_forward(*c, E, H, lib.tensor(w), lib.tensor(b), None, None, False, 0.0,
+                                                   lib.tensor(ow), lib.tensor(ob), training=False,
+                                                   key_padding_mask=lib.tensor(kpm), average_attn_weights=False)
+        (out.sum() + wts.pow(2).sum()).backward()
+        res.append((out, wts, c))
+    (a, aw, ac), (p, pw, pc) = res
+    np.testing.assert_allclose(_np(p), _np(a), atol=1e-10)
+    np.testing.assert_allclose(_np(pw), _np(aw), atol=1e-10)
+    for t, x in zip(ac, pc):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-10)

@@ -801,3 +801,13 @@ from ._functional_fractional_pool import *  # noqa: E402,F401,F403
 from ._functional_fractional_pool import __all__ as _fractional_all  # noqa: E402
 
 __all__ += ["conv_transpose3d"] + _fractional_all
+
+
+def multi_head_attention_forward(*args, **kwargs):
+    """PyTorch's functional multi-head attention ((L, N, E) inputs, weights passed in); see
+    modules/attention.py, which MultiheadAttention shares."""
+    from .modules.attention import multi_head_attention_forward as impl
+    return impl(*args, **kwargs)
+
+
+__all__ += ["multi_head_attention_forward"]
