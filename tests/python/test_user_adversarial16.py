@@ -307,3 +307,38 @@ def test_functional_multi_head_attention_forward():
     np.testing.assert_allclose(_np(pw), _np(aw), atol=1e-10)
     for t, x in zip(ac, pc):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "huber_loss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_regression_losses_take_weight(name, reduction):
+    # PyTorch 2.13's mse_loss / l1_loss / huber_loss take weight= (mse and l1 average by
+    # sum(weight), huber by the element count); TensorPlay raised TypeError / NotImplementedError.
+    rng = np.random.RandomState(0)
+    x, y, w = rng.randn(3, 4), rng.randn(3, 4), rng.rand(3, 4)
+    tx, px = torch.tensor(x, requires_grad=True), tp.tensor(x, requires_grad=True)
+    a = getattr(torch.nn.functional, name)(tx, torch.tensor(y), reduction=reduction, weight=torch.tensor(w))
+    b = getattr(F, name)(px, tp.tensor(y), reduction=reduction, weight=tp.tensor(w))
+    np.testing.assert_allclose(_np(b), _np(a), rtol=1e-12)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="Weights and input must have the same size"):
+        getattr(F, name)(px, tp.tensor(y), weight=tp.ones(4))
+
+
+def test_bad_arguments_raise_naming_the_layer():
+    # huber_loss with delta <= 0 returned a (negative) loss where PyTorch raises; GroupNorm
+    # and MultiheadAttention reported shape mistakes as a reshape or add deep inside.
+    with pytest.raises(ValueError, match="huber_loss: .*non-positive values for delta"):
+        F.huber_loss(tp.ones(2), tp.zeros(2), delta=-1.0)
+    with pytest.raises(ValueError, match=r"group_norm: .*weight of shape \(6,\) and input of shape \(2, 4, 3\)"):
+        nn.GroupNorm(2, 6)(tp.ones(2, 4, 3))
+    mha = nn.MultiheadAttention(8, 2)
+    q, kv = tp.ones(4, 2, 8), tp.ones(5, 2, 8)
+    with pytest.raises(ValueError, match=r"attn_mask is \(3, 3\), but should be \(4, 5\)"):
+        mha(q, kv, kv, attn_mask=tp.ones(3, 3, dtype=tp.bool))
+    with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 5\), but got \(2, 4\)"):
+        mha(q, kv, kv, key_padding_mask=tp.ones(2, 4, dtype=tp.bool))
+    with pytest.raises(ValueError, match="key of shape .* and value of shape"):
+        mha(q, kv, tp.ones(6, 2, 8))

@@ -282,6 +282,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = group_norm(input.float(), num_groups, None if weight is None else weight.float(),
                          None if bias is None else bias.float(), eps)
         return out.to(input.dtype)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"group_norm: expected {name} to be a vector of size equal to the number of channels "
+                             f"in input, but got {name} of shape {tuple(t.shape)} and input of shape "
+                             f"{tuple(input.shape)}")
     grouped = input.reshape([n, num_groups, -1])
     out = layer_norm(grouped, [grouped.shape[-1]], eps=eps).reshape(list(input.shape))
     affine_shape = [1, c] + [1] * (input.dim() - 2)
@@ -579,10 +584,24 @@ def _warn_if_broadcast(input, target):
                       "the same shape.", UserWarning, stacklevel=_user_stacklevel())
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def _weighted_loss(name, loss, weight, input, reduction, mean_by_weight):
+    """PyTorch's weight= of mse/l1/huber loss: elementwise loss * weight (same size as input),
+    then 'mean' divides by sum(weight) (mse, l1) or by the element count (huber)."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"{name}: Weights and input must have the same size, got weight of shape "
+                         f"{tuple(weight.shape)} and input of shape {tuple(input.shape)}")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _warn_if_broadcast(input, target)
+    if weight is not None:
+        return _weighted_loss("mse_loss", (input - target).pow(2), weight, input, reduction, True)
     return _op("mse_loss")(input, target, reduction=reduction)
 
 
@@ -596,10 +615,12 @@ def _reduce(loss, reduction):
 
 @_names_errors
 @_autocast_composite("l1_loss")
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     _warn_if_broadcast(input, target)
+    if weight is not None:
+        return _weighted_loss("l1_loss", (input - target).abs(), weight, input, reduction, True)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -622,10 +643,13 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
     _warn_if_broadcast(input, target)
-    if weight is not None:
-        raise NotImplementedError("huber_loss: weight is not supported")
+    if not delta > 0:
+        raise ValueError(f"huber_loss: does not support non-positive values for delta, got delta={delta}")
     d = (input - target).abs()
-    return _reduce(_tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+    loss = _tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        return _weighted_loss("huber_loss", loss, weight, input, reduction, False)
+    return _reduce(loss, reduction)
 
 
 @_names_errors

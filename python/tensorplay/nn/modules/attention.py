@@ -141,6 +141,22 @@ def _attention(query, key, value, embed_dim, num_heads, ws, bs, bias_k, bias_v, 
     D = embed_dim // H
     if E != embed_dim:
         raise ValueError(f"was expecting embedding dimension of {embed_dim}, but got {E}")
+    # Shape errors name the argument, as PyTorch's do (else a reshape deep inside reported them).
+    if key.shape[0] != N or value.shape[0] != N or value.shape[1] != S:
+        raise ValueError(f"MultiheadAttention: key of shape {tuple(key.shape)} and value of shape "
+                         f"{tuple(value.shape)} must match each other in batch and sequence length, and the query "
+                         f"of shape {tuple(query.shape)} in batch (shapes here are batch-first)")
+    if key_padding_mask is not None and tuple(key_padding_mask.shape) != (N, S):
+        raise ValueError(f"MultiheadAttention: expecting key_padding_mask of shape {(N, S)}, but got "
+                         f"{tuple(key_padding_mask.shape)}")
+    if attn_mask is not None:
+        want = {2: (L, S), 3: (N * H, L, S)}.get(attn_mask.dim())
+        if want is None:
+            raise ValueError(f"MultiheadAttention: attn_mask's dimension {attn_mask.dim()} is not supported "
+                             f"(2-D (L, S) or 3-D (N * num_heads, L, S))")
+        if tuple(attn_mask.shape) != want:
+            raise ValueError(f"MultiheadAttention: the shape of the {attn_mask.dim()}D attn_mask is "
+                             f"{tuple(attn_mask.shape)}, but should be {want}")
     (wq, wk, wv), (bq, bk, bv) = ws, bs
     q, k, v = F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
     attn_mask = _float_mask(attn_mask, q.dtype, "attn_mask")
