@@ -342,3 +342,29 @@ def test_bad_arguments_raise_naming_the_layer():
         mha(q, kv, kv, key_padding_mask=tp.ones(2, 4, dtype=tp.bool))
     with pytest.raises(ValueError, match="key of shape .* and value of shape"):
         mha(q, kv, tp.ones(6, 2, 8))
+
+
+def test_global_module_forward_hooks():
+    # torch.nn.modules.module.register_module_forward_(pre_)hook (FLOP counters, tracers)
+    # did not exist; they run before each module's own hooks.
+    from tensorplay.nn.modules import module as mm
+    log = []
+    h1 = mm.register_module_forward_pre_hook(lambda m, a: log.append(("pre", type(m).__name__)))
+    h2 = mm.register_module_forward_hook(lambda m, a, o: log.append(("post", type(m).__name__)))
+    h3 = mm.register_module_forward_hook(lambda m, a, o: o * 2 if isinstance(m, nn.Linear) else None)
+    try:
+        net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+        net[0].register_forward_hook(lambda m, a, o: log.append("local"))
+        with tp.no_grad():
+            net[0].weight.fill_(1.0)
+            net[0].bias.zero_()
+        y = net(tp.ones(1, 2))
+    finally:
+        h1.remove()
+        h2.remove()
+        h3.remove()
+    assert y.tolist() == [[4.0, 4.0]]
+    assert log == [("pre", "Sequential"), ("pre", "Linear"), ("post", "Linear"), "local", ("pre", "ReLU"),
+                   ("post", "ReLU"), ("post", "Sequential")]
+    log.clear()
+    assert net(tp.ones(1, 2)).tolist() == [[2.0, 2.0]] and log == ["local"]

@@ -14,7 +14,7 @@ from ... import _C, _stepwise
 from ..._grad_mode import no_grad
 from ..parameter import Buffer, Parameter
 
-__all__ = ["Module"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook"]
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
@@ -63,9 +63,33 @@ def _add_hook(hooks, hook, prepend, with_kwargs):
     return handle
 
 
+# Hooks of every module (torch.nn.modules.module.register_module_forward_(pre_)hook, which FLOP
+# counters and tracers use): run before each module's own hooks, as in PyTorch.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_always_called = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """hook(module, args) -> None or new args, called before every module's forward."""
+    return _add_hook(_global_forward_pre_hooks, hook, False, False)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """hook(module, args, output) -> None or a replacement output, called after every module's
+    forward (with_kwargs=True: hook(module, args, kwargs, output))."""
+    handle = _add_hook(_global_forward_hooks, hook, False, with_kwargs)
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
 def _run_forward_pre_hooks(module, args, kwargs):
-    """(args, kwargs) after the module's forward pre-hooks (also used by compiled modules)."""
-    for hook in list(module._forward_pre_hooks.values()):
+    """(args, kwargs) after the global and the module's forward pre-hooks (also used by compiled modules)."""
+    hooks = list(module._forward_pre_hooks.values())
+    if _global_forward_pre_hooks:
+        hooks = list(_global_forward_pre_hooks.values()) + hooks
+    for hook in hooks:
         if isinstance(hook, _KwargsHook):
             new = hook.fn(module, args, kwargs)
             if new is not None:
@@ -82,8 +106,11 @@ def _run_forward_pre_hooks(module, args, kwargs):
 
 
 def _run_forward_hooks(module, args, kwargs, out):
-    """The output after the module's forward hooks (also used by compiled modules)."""
-    for hook in list(module._forward_hooks.values()):
+    """The output after the global and the module's forward hooks (also used by compiled modules)."""
+    hooks = list(module._forward_hooks.values())
+    if _global_forward_hooks:
+        hooks = list(_global_forward_hooks.values()) + hooks
+    for hook in hooks:
         new = hook.fn(module, args, kwargs, out) if isinstance(hook, _KwargsHook) else hook(module, args, out)
         if new is not None:
             out = new
@@ -96,9 +123,9 @@ def _run_always_called_hooks(module, args, kwargs):
     import warnings
 
     always = module.__dict__.get("_forward_hooks_always_called") or {}
-    for hook_id, hook in list(module._forward_hooks.items()):
-        if hook_id not in always:
-            continue
+    hooks = [h for i, h in _global_forward_hooks.items() if i in _global_forward_hooks_always_called]
+    hooks += [h for i, h in module._forward_hooks.items() if i in always]
+    for hook in hooks:
         try:
             if isinstance(hook, _KwargsHook):
                 hook.fn(module, args, kwargs, None)
@@ -129,10 +156,12 @@ def _warn_hooks_in_capture(module, backward=False):
             "register_full_backward_pre_hook) runs inside a compiled function, whose backward cannot call them. "
             "Compile the module itself (tp.compile(module) or module.compile(), which run hooked modules "
             "eagerly), call it outside the compiled function, or remove the hooks.")
-    hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values())
+    hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values()) + \
+        list(_global_forward_pre_hooks.values()) + list(_global_forward_hooks.values())
     if all(getattr(h, "_capture_safe", False) for h in hooks):
         return  # e.g. pruning's pre-hook: pure tensor work, no Python side effects
-    ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
+    ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks) + tuple(_global_forward_pre_hooks) + \
+        tuple(_global_forward_hooks)
     key = (id(module), ids)
     if key in _WARNED_HOOKS:
         return
@@ -733,9 +762,10 @@ class Module:
         return handle
 
     def _call_impl(self, *args, **kwargs):
-        if (self._forward_pre_hooks or self._forward_hooks) and _C._is_tracing():
+        hooked = _global_forward_pre_hooks or _global_forward_hooks
+        if (self._forward_pre_hooks or self._forward_hooks or hooked) and _C._is_tracing():
             _warn_hooks_in_capture(self)
-        if self._forward_pre_hooks:
+        if self._forward_pre_hooks or _global_forward_pre_hooks:
             args, kwargs = _run_forward_pre_hooks(self, args, kwargs)
         d = self.__dict__
         bw = None
@@ -749,10 +779,10 @@ class Module:
         try:
             out = self.forward(*args, **kwargs)
         except Exception:
-            if d.get("_forward_hooks_always_called"):
+            if d.get("_forward_hooks_always_called") or _global_forward_hooks_always_called:
                 _run_always_called_hooks(self, args, kwargs)
             raise
-        if self._forward_hooks:
+        if self._forward_hooks or _global_forward_hooks:
             out = _run_forward_hooks(self, args, kwargs, out)
         if bw is not None:
             out = bw.setup_outputs(out)
