@@ -368,3 +368,40 @@ def test_global_module_forward_hooks():
                    ("post", "ReLU"), ("post", "Sequential")]
     log.clear()
     assert net(tp.ones(1, 2)).tolist() == [[2.0, 2.0]] and log == ["local"]
+
+
+def test_optimizer_step_and_state_dict_hooks():
+    # register_step_pre_hook / register_step_post_hook (EMA and logging utilities), the global
+    # optimizer step hooks and the state-dict hooks did not exist.
+    from tensorplay.optim import optimizer as om
+    log = []
+    p = nn.Parameter(tp.ones(2))
+    opt = tp.optim.SGD([p], lr=0.1)
+    h = opt.register_step_pre_hook(lambda o, args, kwargs: log.append(("pre", args[0] is o)))
+    opt.register_step_post_hook(lambda o, args, kwargs: log.append("post"))
+    g = om.register_optimizer_step_pre_hook(lambda o, args, kwargs: log.append("global"))
+    try:
+        p.grad = tp.ones(2)
+        opt.step()
+        lbfgs = tp.optim.LBFGS([p])  # an optimizer with its own step(): hooks once per step
+        lbfgs.register_step_post_hook(lambda o, args, kwargs: log.append("lbfgs"))
+        lbfgs.step(lambda: (p * p).sum())
+    finally:
+        g.remove()
+    h.remove()
+    assert log == ["global", ("pre", True), "post", "global", "lbfgs"]
+    opt.register_state_dict_post_hook(lambda o, sd: sd.update(extra=1))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: {k: v for k, v in sd.items() if k != "extra"})
+    sd = opt.state_dict()
+    assert sd["extra"] == 1
+    opt.load_state_dict(sd)
+
+    log.clear()
+    q = nn.Parameter(tp.ones(2))
+    adam = tp.optim.Adam([q], lr=0.1)
+    adam.register_step_post_hook(lambda o, args, kwargs: log.append("post"))
+    step = tp.compile(adam.step)  # the hooks run at every compiled call, not once at capture
+    for _ in range(3):
+        q.grad = tp.ones(2)
+        step()
+    assert log == ["post"] * 3
