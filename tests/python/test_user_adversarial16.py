@@ -405,3 +405,36 @@ def test_optimizer_step_and_state_dict_hooks():
         q.grad = tp.ones(2)
         step()
     assert log == ["post"] * 3
+
+
+def test_module_methods_ported_code_calls():
+    # lstm.flatten_parameters() (in most RNN code written for cuDNN), cell.reset_parameters(),
+    # Conv._conv_forward (weight-standardized convolutions) and
+    # Embedding._fill_padding_idx_with_zero raised AttributeError; nn.RNNCellBase did not exist.
+    nn.LSTM(2, 3).flatten_parameters()
+    cell = nn.LSTMCell(3, 4)
+    with tp.no_grad():
+        cell.weight_ih.fill_(9.0)
+    cell.reset_parameters()
+    assert float(cell.weight_ih.abs().max()) <= 0.5
+    assert isinstance(cell, nn.RNNCellBase) and isinstance(nn.GRUCell(1, 1), nn.RNNCellBase)
+
+    class WSConv(torch.nn.Conv2d):
+        def forward(self, x):
+            w = self.weight
+            w = (w - w.mean((1, 2, 3), keepdim=True)) / (w.std((1, 2, 3), keepdim=True) + 1e-5)
+            return self._conv_forward(x, w, self.bias)
+
+    class PWSConv(nn.Conv2d):
+        forward = WSConv.forward
+
+    tm, pm = WSConv(3, 4, 3, padding=1, padding_mode="reflect"), PWSConv(3, 4, 3, padding=1, padding_mode="reflect")
+    _copy(tm, pm)
+    x = np.random.RandomState(0).randn(1, 3, 5, 5).astype(np.float32)
+    np.testing.assert_allclose(_np(pm(tp.tensor(x))), _np(tm(torch.tensor(x))), atol=1e-5)
+
+    emb = nn.Embedding(4, 2, padding_idx=1)
+    with tp.no_grad():
+        emb.weight.fill_(1.0)
+    emb._fill_padding_idx_with_zero()
+    assert emb.weight[1].tolist() == [0.0, 0.0]
