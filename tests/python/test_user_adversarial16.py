@@ -438,3 +438,16 @@ def test_module_methods_ported_code_calls():
         emb.weight.fill_(1.0)
     emb._fill_padding_idx_with_zero()
     assert emb.weight[1].tolist() == [0.0, 0.0]
+
+
+def test_module_to_an_integer_dtype_is_refused():
+    # model.to(tp.int64) truncated every floating weight to an integer where PyTorch raises.
+    m = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="only accepts floating point or complex dtypes"):
+        m.to(tp.int64)
+    with pytest.raises(TypeError, match="only accepts floating point"):
+        m.to(tp.ones(1, dtype=tp.int32))
+    assert m.weight.dtype == tp.float32
+    # Module.type casts everything, integer buffers included, as PyTorch's
+    bn = nn.BatchNorm1d(2).type(tp.float64)
+    assert bn.num_batches_tracked.dtype == tp.float64 and bn.share_memory() is bn

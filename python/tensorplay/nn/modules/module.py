@@ -523,6 +523,11 @@ class Module:
                 device = a.device
         if dtype is None and memory_format is None and device is None:
             return self
+        if dtype is not None and not _is_float(dtype):
+            # PyTorch refuses: converting the floating parameters to an integer type would
+            # silently truncate every weight (and break training).
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                            f"dtype={dtype}")
 
         # Like PyTorch, only floating tensors change dtype (integer buffers such as counters stay),
         # and memory_format applies to the 4-d and 5-d ones (conv weights).
@@ -535,6 +540,14 @@ class Module:
                 t = t.to(memory_format=memory_format)
             return t
         return self._apply(convert)
+
+    def type(self, dst_type):
+        """Casts every parameter and buffer to dst_type (integer ones too, as PyTorch's)."""
+        return self._apply(lambda t: t.to(dst_type))
+
+    def share_memory(self):
+        """A no-op returning self: tensors live in ordinary process memory (no torch.multiprocessing)."""
+        return self
 
     def float(self):
         return self.to(_C.dtype.float32)
