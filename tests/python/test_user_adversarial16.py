@@ -451,3 +451,32 @@ def test_module_to_an_integer_dtype_is_refused():
     # Module.type casts everything, integer buffers included, as PyTorch's
     bn = nn.BatchNorm1d(2).type(tp.float64)
     assert bn.num_batches_tracked.dtype == tp.float64 and bn.share_memory() is bn
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3)])
+@pytest.mark.parametrize("omap", [None, "matrix_exp", "cayley", "householder"])
+def test_orthogonal_parametrization_matches_torch(shape, omap):
+    # nn.utils.parametrizations.orthogonal did not exist.
+    rng = np.random.RandomState(0)
+    w = rng.randn(*shape)
+    tm = torch.nn.Linear(shape[1], shape[0], dtype=torch.float64)
+    pm = nn.Linear(shape[1], shape[0], dtype=tp.float64)
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(w))
+    with tp.no_grad():
+        pm.weight.copy_(tp.tensor(w))
+    torch.nn.utils.parametrizations.orthogonal(tm, orthogonal_map=omap)
+    nn.utils.parametrizations.orthogonal(pm, orthogonal_map=omap)
+    pw = _np(pm.weight)
+    gram = pw @ pw.T if shape[0] <= shape[1] else pw.T @ pw
+    np.testing.assert_allclose(gram, np.eye(min(shape)), atol=1e-10)
+    assert sorted(pm.state_dict()) == sorted(tm.state_dict())
+    # a non-square base is random: take PyTorch's, then values and gradients agree
+    pm.load_state_dict({k: tp.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = rng.randn(2, shape[1])
+    a, b = tm(torch.tensor(x)), pm(tp.tensor(x))
+    np.testing.assert_allclose(_np(b), _np(a), atol=1e-10)
+    a.pow(3).sum().backward()
+    b.pow(3).sum().backward()
+    np.testing.assert_allclose(pm.parametrizations.weight.original.grad.numpy(),
+                               tm.parametrizations.weight.original.grad.numpy(), atol=1e-10)
