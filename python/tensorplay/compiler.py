@@ -1323,6 +1323,13 @@ class _CompiledOptimizerStep:
             from .optim.optimizer import _STEP_IN_CAPTURE
             _C._note_step_refusal()
             raise CaptureError(_STEP_IN_CAPTURE.format(type(self._opt).__name__))
+        # The optimizer's step hooks are Python around the step: they run here, at every call,
+        # not in the capture (which would run them once).
+        from .optim.optimizer import _with_step_hooks
+        return _with_step_hooks(self._opt, self._call, args, kwargs)
+
+    def _call(self, *args, **kwargs):
+        from ._grad_mode import no_grad
         if kwargs and self._sig is not None:
             b = self._sig.bind(*args, **kwargs)
             args, kwargs = b.args, b.kwargs

@@ -1,12 +1,13 @@
 """tensorplay.nn: modules, parameters, initializers and functional ops with PyTorch's API."""
-from .parameter import Parameter  # noqa: F401
+from .parameter import Buffer, Parameter  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, Identity, Linear, Conv1d, Conv2d, Conv3d,
     LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Dropout, Flatten, Unflatten, Fold, Unfold, ReLU, ReLU6, GELU, SiLU, Mish, Softplus,
     ELU, LeakyReLU, Hardtanh, Tanh, Sigmoid, LogSigmoid, Softmax, LogSoftmax, SELU, CELU, Hardsigmoid,
     Hardswish, Softsign, GLU, Softmin, L1Loss, MSELoss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
     HuberLoss, KLDivLoss, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, MultiheadAttention, TransformerEncoderLayer,
-    TransformerEncoder, RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell, Dropout1d, Dropout2d, Threshold,
+    TransformerEncoder, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell, Dropout1d, Dropout2d,
+    Threshold,
     Hardshrink, Softshrink, Tanhshrink, PReLU, CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, PoissonNLLLoss,
     GaussianNLLLoss, MultiLabelSoftMarginLoss, CTCLoss, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
@@ -15,7 +16,8 @@ from .modules import (  # noqa: F401
 from .modules.padding import *  # noqa: F401,F403,E402
 from .modules import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
-    AvgPool3d, LPPool1d, LPPool2d, Softmax2d, RReLU, ChannelShuffle, Dropout3d, AlphaDropout, FeatureAlphaDropout,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, Softmax2d, RReLU, ChannelShuffle, Dropout3d, AlphaDropout,
+    FeatureAlphaDropout,
     Bilinear, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401,E402

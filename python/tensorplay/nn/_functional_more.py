@@ -47,7 +47,8 @@ def tanhshrink(input):
 @_names_errors
 @_autocast_composite("prelu")
 def prelu(input, weight):
-    """x for x >= 0, weight * x otherwise; weight has one value or one per channel (dim 1)."""
+    """x for x > 0, weight * x otherwise (so the gradient at 0 is the weight, as PyTorch's); weight has one
+    value or one per channel (dim 1)."""
     n = weight.numel()
     if n == 1:
         weight = weight.reshape([])  # a single slope broadcasts as a number (a 0-d input stays 0-d)
@@ -57,7 +58,7 @@ def prelu(input, weight):
             raise ValueError(f"prelu: mismatch of parameter numbers and input channel size: the weight has {n} "
                              f"values but the input of shape {tuple(input.shape)} has {channels} channels")
         weight = weight.reshape([n] + [1] * (input.dim() - 2))
-    return _tp.where(input >= 0, input, weight * input)
+    return _tp.where(input > 0, input, weight * input)
 
 
 # ---------------------------------------------------------------- channel dropout
@@ -333,6 +334,44 @@ def _resample_dim(x, dim, n_in, n_out, scale, mode, align_corners):
     return a + (b - a) * w1
 
 
+def _resample_dim_aa(x, dim, n_in, n_out, scale, mode, align_corners):
+    """Anti-aliased resampling of one spatial dim (PyTorch's and PIL's separable filter): when
+    shrinking, the triangle (bilinear) or cubic (a = -0.5, bicubic) filter is widened by the scale
+    so every input pixel contributes; each output's weights are normalized to sum to 1. The
+    weights form an (n_out, n_in) matrix applied by one matmul, whose gradient is the transpose."""
+    n_in, n_out = int(n_in), int(n_out)
+    if align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        step = 1.0 / scale if scale is not None else n_in / n_out
+    if mode == "bilinear":
+        interp_size = 2
+
+        def filt(v):
+            return _np.maximum(0.0, 1.0 - _np.abs(v))
+    else:
+        interp_size = 4
+        a = -0.5
+
+        def filt(v):
+            v = _np.abs(v)
+            return _np.where(v < 1.0, ((a + 2) * v - (a + 3)) * v * v + 1,
+                             _np.where(v < 2.0, ((a * v - 5 * a) * v + 8 * a) * v - 4 * a, 0.0))
+    support = interp_size * 0.5 * step if step >= 1.0 else interp_size * 0.5
+    invscale = 1.0 / step if step >= 1.0 else 1.0
+    w = _np.zeros((n_out, n_in), dtype=_np.float64)
+    for i in range(n_out):
+        center = step * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        js = _np.arange(lo, hi)
+        wi = filt((js - center + 0.5) * invscale)
+        total = wi.sum()
+        w[i, lo:hi] = wi / total if total != 0.0 else wi
+    mat = _tp.tensor(w.T.copy(), dtype=x.dtype, device=x.device)  # (n_in, n_out)
+    return _tp.matmul(x.movedim(dim, -1), mat).movedim(-1, dim)
+
+
 @_names_errors
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
@@ -341,8 +380,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     nd = input.dim() - 2
     if nd < 1:
         raise ValueError(f"interpolate: expected a 3-D or 4-D (batched) input, got shape {tuple(input.shape)}")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or nd != 2):
+        raise ValueError(f"interpolate: anti-alias option is restricted to bilinear and bicubic modes and requires "
+                         f"a 4-D tensor as input, got mode '{mode}' and an input of shape {tuple(input.shape)}")
     linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
     if mode in linear_modes:
         if nd != linear_modes[mode]:
@@ -369,8 +409,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":  # adaptive average pooling; a 1-D input as a 2-D one of height 1
         if nd == 1:
             return _op("adaptive_avg_pool2d")(input.unsqueeze(2), [1, sizes[0]]).squeeze(2)
-        if nd != 2:
-            raise NotImplementedError("interpolate: mode 'area' is supported for 3-D and 4-D inputs")
+        if nd == 3:
+            from ._functional_pool3d import adaptive_avg_pool3d
+            return adaptive_avg_pool3d(input, sizes)
         return _op("adaptive_avg_pool2d")(input, sizes)
     dtype = input.dtype
     weighted = mode not in ("nearest", "nearest-exact")
@@ -380,7 +421,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         else input
     for i in range(nd):
         dim = 2 + i
-        out = _resample_dim(out, dim, input.shape[dim], sizes[i], scales[i], mode, bool(align_corners))
+        if antialias:
+            out = _resample_dim_aa(out, dim, input.shape[dim], sizes[i], scales[i], mode, bool(align_corners))
+        else:
+            out = _resample_dim(out, dim, input.shape[dim], sizes[i], scales[i], mode, bool(align_corners))
     if out.dtype != dtype:
         if not dtype.is_floating_point:
             out = out.round()
@@ -437,9 +481,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         raise TypeError(f"rrelu: expected a floating-point input, got {input.dtype}")
     if not training:
         slope = (lower + upper) / 2
-        return _maybe_inplace(input, lambda x: _tp.where(x >= 0, x, x * slope), inplace)
+        return _maybe_inplace(input, lambda x: _tp.where(x > 0, x, x * slope), inplace)
     slope = input.new_empty(list(input.shape)).uniform_(lower, upper)
-    return _maybe_inplace(input, lambda x: _tp.where(x >= 0, x, x * slope), inplace)
+    return _maybe_inplace(input, lambda x: _tp.where(x > 0, x, x * slope), inplace)
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):

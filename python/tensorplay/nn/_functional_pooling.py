@@ -6,7 +6,7 @@ from .functional import (_names_errors, adaptive_avg_pool2d, avg_pool1d, avg_poo
 from ._functional_more import (adaptive_max_pool1d, adaptive_max_pool2d)
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
-           "max_pool1d_with_indices", "max_pool2d_with_indices", "lp_pool1d", "lp_pool2d"]
+           "max_pool1d_with_indices", "max_pool2d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d"]
 
 
 @_names_errors
@@ -58,3 +58,12 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     kh, kw = kernel_size if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
     out = avg_pool2d(input.pow(norm_type), (kh, kw), stride if stride is not None else (kh, kw), 0, ceil_mode)
     return _lp_finish(out, norm_type, kh * kw)
+
+
+@_names_errors
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x**p) ** (1/p) over the three trailing dims."""
+    from ._functional_pool3d import avg_pool3d
+    kd, kh, kw = kernel_size if isinstance(kernel_size, (list, tuple)) else (kernel_size,) * 3
+    out = avg_pool3d(input.pow(norm_type), (kd, kh, kw), stride if stride is not None else (kd, kh, kw), 0, ceil_mode)
+    return _lp_finish(out, norm_type, kd * kh * kw)

@@ -282,6 +282,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         out = group_norm(input.float(), num_groups, None if weight is None else weight.float(),
                          None if bias is None else bias.float(), eps)
         return out.to(input.dtype)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"group_norm: expected {name} to be a vector of size equal to the number of channels "
+                             f"in input, but got {name} of shape {tuple(t.shape)} and input of shape "
+                             f"{tuple(input.shape)}")
     grouped = input.reshape([n, num_groups, -1])
     out = layer_norm(grouped, [grouped.shape[-1]], eps=eps).reshape(list(input.shape))
     affine_shape = [1, c] + [1] * (input.dim() - 2)
@@ -579,10 +584,24 @@ def _warn_if_broadcast(input, target):
                       "the same shape.", UserWarning, stacklevel=_user_stacklevel())
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def _weighted_loss(name, loss, weight, input, reduction, mean_by_weight):
+    """PyTorch's weight= of mse/l1/huber loss: elementwise loss * weight (same size as input),
+    then 'mean' divides by sum(weight) (mse, l1) or by the element count (huber)."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"{name}: Weights and input must have the same size, got weight of shape "
+                         f"{tuple(weight.shape)} and input of shape {tuple(input.shape)}")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _warn_if_broadcast(input, target)
+    if weight is not None:
+        return _weighted_loss("mse_loss", (input - target).pow(2), weight, input, reduction, True)
     return _op("mse_loss")(input, target, reduction=reduction)
 
 
@@ -596,10 +615,12 @@ def _reduce(loss, reduction):
 
 @_names_errors
 @_autocast_composite("l1_loss")
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     _warn_if_broadcast(input, target)
+    if weight is not None:
+        return _weighted_loss("l1_loss", (input - target).abs(), weight, input, reduction, True)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -622,10 +643,13 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
     _warn_if_broadcast(input, target)
-    if weight is not None:
-        raise NotImplementedError("huber_loss: weight is not supported")
+    if not delta > 0:
+        raise ValueError(f"huber_loss: does not support non-positive values for delta, got delta={delta}")
     d = (input - target).abs()
-    return _reduce(_tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+    loss = _tp.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        return _weighted_loss("huber_loss", loss, weight, input, reduction, False)
+    return _reduce(loss, reduction)
 
 
 @_names_errors
@@ -698,8 +722,16 @@ def _causal_mask(L, S, device):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v, composed from matmul/softmax (autograd and tracing see each step)."""
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
+    if enable_gqa and query.dim() >= 3 and key.dim() >= 3:
+        # Grouped-query attention: each group of Hq / Hkv query heads shares one key/value head
+        # (PyTorch's math kernel repeats key and value along the head dim, -3).
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hv or hk == 0 or hq % hk:
+            raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa=True the number of query heads "
+                               f"({hq}) must be a multiple of the number of key/value heads (key {hk}, value {hv})")
+        if hq != hk:
+            key = key.repeat_interleave(hq // hk, -3)
+            value = value.repeat_interleave(hq // hk, -3)
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
     if _is_half(query):
@@ -707,7 +739,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask is not None and attn_mask.dtype != _tp.bool:
             attn_mask = attn_mask.float()
         out = scaled_dot_product_attention(query.float(), key.float(), value.float(), attn_mask, dropout_p,
-                                           is_causal, scale)
+                                           is_causal, scale, enable_gqa)
         return out.to(query.dtype)
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
@@ -793,3 +825,13 @@ from ._functional_fractional_pool import *  # noqa: E402,F401,F403
 from ._functional_fractional_pool import __all__ as _fractional_all  # noqa: E402
 
 __all__ += ["conv_transpose3d"] + _fractional_all
+
+
+def multi_head_attention_forward(*args, **kwargs):
+    """PyTorch's functional multi-head attention ((L, N, E) inputs, weights passed in); see
+    modules/attention.py, which MultiheadAttention shares."""
+    from .modules.attention import multi_head_attention_forward as impl
+    return impl(*args, **kwargs)
+
+
+__all__ += ["multi_head_attention_forward"]

@@ -34,3 +34,17 @@ class Parameter(_C.Tensor):
         # Pickled as its data plus the flag; see serialization.py.
         from ..serialization import _reduce_parameter
         return _reduce_parameter(self)
+
+
+class Buffer(_C.Tensor):
+    """A tensor that a Module registers as a buffer when assigned as an attribute
+    (`self.running = nn.Buffer(t, persistent=False)`), as PyTorch's nn.Buffer."""
+
+    def __init__(self, data=None, *, persistent=True):
+        if data is None:
+            data = _C._op_functions["empty"](0)
+        if not isinstance(data, _C.Tensor):
+            raise TypeError(f"Buffer: expected a Tensor as data, got {type(data).__name__}")
+        super().__init__(data.detach())
+        self.requires_grad_(bool(data.requires_grad))
+        self.persistent = persistent

@@ -5,7 +5,7 @@ are compared by identity (id), never with ==, because Tensor.__eq__ is
 elementwise.
 """
 import functools
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 from .. import _C, _stepwise
 from .._grad_mode import no_grad
@@ -25,6 +25,76 @@ _STEP_IN_CAPTURE = ("{}.step() inside a compiled function (tp.compile) is not su
                     "after a compiled clip_grad_norm_)")
 
 
+class _HookHandle:
+    """Returned by the register_*_hook methods; remove() unregisters the hook."""
+    _next = [0]
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self.id = _HookHandle._next[0]
+        _HookHandle._next[0] += 1
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _add_hook(hooks, hook, prepend=False):
+    handle = _HookHandle(hooks)
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
+# Step hooks of every optimizer (torch.optim.optimizer.register_optimizer_step_pre/post_hook).
+_global_step_pre_hooks = OrderedDict()
+_global_step_post_hooks = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs), before every optimizer's step."""
+    return _add_hook(_global_step_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    """hook(optimizer, args, kwargs) -> None, after every optimizer's step."""
+    return _add_hook(_global_step_post_hooks, hook)
+
+
+def _with_step_hooks(opt, fn, args, kwargs):
+    """fn(*args, **kwargs) between the step pre- and post-hooks (global ones first), as PyTorch
+    runs them around step(). Once per step: a step reached from inside another (a subclass's step
+    calling super().step(), the eager fallback of a compiled step) runs none; nor does a capture,
+    since tp.compile(opt.step) runs the hooks around its compiled call, as Python."""
+    d = opt.__dict__
+    own_pre, own_post = d.get("_optimizer_step_pre_hooks"), d.get("_optimizer_step_post_hooks")
+    if d.get("_in_step_hooks") or not (own_pre or own_post or _global_step_pre_hooks or _global_step_post_hooks) \
+            or _C._is_tracing():
+        return fn(*args, **kwargs)
+    d["_in_step_hooks"] = True
+    args = (opt,) + tuple(args)  # as PyTorch's hooks see them: the optimizer is args[0]
+    try:
+        for hook in list(_global_step_pre_hooks.values()) + list((own_pre or {}).values()):
+            result = hook(opt, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"{hook} must return None or a tuple of (new_args, new_kwargs), but got "
+                                       f"{result}.")
+                args, kwargs = result
+        out = fn(*args[1:], **kwargs)
+        for hook in list(_global_step_post_hooks.values()) + list((own_post or {}).values()):
+            hook(opt, args, kwargs)
+        return out
+    finally:
+        d["_in_step_hooks"] = False
+
+
 class Optimizer:
     def __init_subclass__(cls, **kwargs):
         # A subclass's own step() (a user's optimizer that never calls
@@ -36,12 +106,15 @@ class Optimizer:
         if step is None or getattr(step, "_tp_refuses_capture", False):
             return
 
-        @functools.wraps(step)
-        def refusing_step(self, *args, **kwargs):
+        def run(self, *args, **kwargs):
             if _stepwise.ACTIVE:  # inside a step-wise compiled training step: tp.compile(opt.step)
                 return _stepwise.optimizer_step(self, step, args, kwargs)
             self._refuse_step_in_capture()
             return step(self, *args, **kwargs)
+
+        @functools.wraps(step)
+        def refusing_step(self, *args, **kwargs):
+            return _with_step_hooks(self, functools.partial(run, self), args, kwargs)
 
         refusing_step._tp_refuses_capture = True
         cls.step = refusing_step
@@ -126,6 +199,9 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient, through the subclass's
         `_update(p, group)`; the closure (if any) is evaluated first, with grad on."""
+        return _with_step_hooks(self, self._step, () if closure is None else (closure,), {})
+
+    def _step(self, closure=None):
         if _stepwise.ACTIVE:  # inside a step-wise compiled training step: tp.compile(opt.step)
             return _stepwise.optimizer_step(self, Optimizer._step_updates, (),
                                             {} if closure is None else {"closure": closure})
@@ -160,8 +236,58 @@ class Optimizer:
         with enable_grad():
             return closure()
 
+    # ------------------------------------------------------------ hooks (PyTorch's API)
+    def _hooks(self, name):
+        hooks = self.__dict__.get(name)
+        if hooks is None:
+            hooks = self.__dict__[name] = OrderedDict()
+        return hooks
+
+    def register_step_pre_hook(self, hook):
+        """hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs), before each step()."""
+        return _add_hook(self._hooks("_optimizer_step_pre_hooks"), hook)
+
+    def register_step_post_hook(self, hook):
+        """hook(optimizer, args, kwargs) -> None, after each step()."""
+        return _add_hook(self._hooks("_optimizer_step_post_hooks"), hook)
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer) -> None, before state_dict() builds the dict."""
+        return _add_hook(self._hooks("_optimizer_state_dict_pre_hooks"), hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> None or a new state dict, after state_dict()."""
+        return _add_hook(self._hooks("_optimizer_state_dict_post_hooks"), hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> None or a state dict to load instead."""
+        return _add_hook(self._hooks("_optimizer_load_state_dict_pre_hooks"), hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer) -> None, after load_state_dict()."""
+        return _add_hook(self._hooks("_optimizer_load_state_dict_post_hooks"), hook, prepend)
+
     # ------------------------------------------------------------ state dict
     def state_dict(self):
+        for hook in list((self.__dict__.get("_optimizer_state_dict_pre_hooks") or {}).values()):
+            hook(self)
+        sd = self._state_dict()
+        for hook in list((self.__dict__.get("_optimizer_state_dict_post_hooks") or {}).values()):
+            result = hook(self, sd)
+            if result is not None:
+                sd = result
+        return sd
+
+    def load_state_dict(self, state_dict):
+        for hook in list((self.__dict__.get("_optimizer_load_state_dict_pre_hooks") or {}).values()):
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        self._load_state_dict(state_dict)
+        for hook in list((self.__dict__.get("_optimizer_load_state_dict_post_hooks") or {}).values()):
+            hook(self)
+
+    def _state_dict(self):
         """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}; indices count
         parameters across groups in order, as in PyTorch."""
         index_of = {}
@@ -178,7 +304,7 @@ class Optimizer:
             state[key] = dict(s)
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def _load_state_dict(self, state_dict):
         groups, saved_groups = self.param_groups, state_dict["param_groups"]
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")

@@ -27,14 +27,14 @@ from .attention import MultiheadAttention  # noqa: F401
 from .transformer import (  # noqa: F401
     TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer,
 )
-from .rnn import RNNBase, RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell  # noqa: F401
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
 from .extra_layers import (  # noqa: F401
     ConvTranspose1d, ConvTranspose2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, EmbeddingBag,
 )
 from .padding import *  # noqa: F401,F403,E402  (Zero/Constant/Reflection/Replication/CircularPad 1d-3d)
 from .pooling import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxPool3d,
-    AvgPool3d, LPPool1d, LPPool2d, FractionalMaxPool2d, FractionalMaxPool3d,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, FractionalMaxPool2d, FractionalMaxPool3d,
 )
 from .activation import Softmax2d, RReLU  # noqa: F401,E402
 from .channel_shuffle import ChannelShuffle  # noqa: F401,E402

@@ -62,6 +62,12 @@ class Sequential(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def pop(self, key):
+        """Removes and returns the module(s) at key (an index or a slice), renumbering the rest."""
+        v = self[key]
+        del self[key]
+        return v
+
     def extend(self, modules):
         for m in modules:
             self.append(m)
@@ -143,6 +149,12 @@ class ModuleList(Module):
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
+
+    def pop(self, key):
+        """Removes and returns the module(s) at key (an index or a slice), renumbering the rest."""
+        v = self[key]
+        del self[key]
+        return v
 
     def extend(self, modules):
         for m in modules:

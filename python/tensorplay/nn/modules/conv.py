@@ -96,22 +96,37 @@ class _ConvNd(Module):
 class Conv1d(_ConvNd):
     _nd = 1
 
-    def forward(self, input):
+    def _conv_forward(self, input, weight, bias):
+        """The convolution with the given weight and bias (PyTorch's hook for subclasses that
+        transform the weight, such as weight standardization)."""
         input, padding = self._pad_input(input)
-        return F.conv1d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.conv1d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv2d(_ConvNd):
     _nd = 2
 
-    def forward(self, input):
+    def _conv_forward(self, input, weight, bias):
+        """The convolution with the given weight and bias (PyTorch's hook for subclasses that
+        transform the weight, such as weight standardization)."""
         input, padding = self._pad_input(input)
-        return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv3d(_ConvNd):
     _nd = 3
 
-    def forward(self, input):
+    def _conv_forward(self, input, weight, bias):
+        """The convolution with the given weight and bias (PyTorch's hook for subclasses that
+        transform the weight, such as weight standardization)."""
         input, padding = self._pad_input(input)
-        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.conv3d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)

@@ -207,6 +207,9 @@ class EmbeddingBag(Module):
 
     def reset_parameters(self):
         init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self):
         if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)

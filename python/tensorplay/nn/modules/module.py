@@ -12,9 +12,11 @@ from ..._lazy_numpy import is_ndarray, np
 
 from ... import _C, _stepwise
 from ..._grad_mode import no_grad
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter
 
-__all__ = ["Module"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook"]
+
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -61,9 +63,33 @@ def _add_hook(hooks, hook, prepend, with_kwargs):
     return handle
 
 
+# Hooks of every module (torch.nn.modules.module.register_module_forward_(pre_)hook, which FLOP
+# counters and tracers use): run before each module's own hooks, as in PyTorch.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_always_called = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """hook(module, args) -> None or new args, called before every module's forward."""
+    return _add_hook(_global_forward_pre_hooks, hook, False, False)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """hook(module, args, output) -> None or a replacement output, called after every module's
+    forward (with_kwargs=True: hook(module, args, kwargs, output))."""
+    handle = _add_hook(_global_forward_hooks, hook, False, with_kwargs)
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
 def _run_forward_pre_hooks(module, args, kwargs):
-    """(args, kwargs) after the module's forward pre-hooks (also used by compiled modules)."""
-    for hook in list(module._forward_pre_hooks.values()):
+    """(args, kwargs) after the global and the module's forward pre-hooks (also used by compiled modules)."""
+    hooks = list(module._forward_pre_hooks.values())
+    if _global_forward_pre_hooks:
+        hooks = list(_global_forward_pre_hooks.values()) + hooks
+    for hook in hooks:
         if isinstance(hook, _KwargsHook):
             new = hook.fn(module, args, kwargs)
             if new is not None:
@@ -80,12 +106,34 @@ def _run_forward_pre_hooks(module, args, kwargs):
 
 
 def _run_forward_hooks(module, args, kwargs, out):
-    """The output after the module's forward hooks (also used by compiled modules)."""
-    for hook in list(module._forward_hooks.values()):
+    """The output after the global and the module's forward hooks (also used by compiled modules)."""
+    hooks = list(module._forward_hooks.values())
+    if _global_forward_hooks:
+        hooks = list(_global_forward_hooks.values()) + hooks
+    for hook in hooks:
         new = hook.fn(module, args, kwargs, out) if isinstance(hook, _KwargsHook) else hook(module, args, out)
         if new is not None:
             out = new
     return out
+
+
+def _run_always_called_hooks(module, args, kwargs):
+    """forward raised: the hooks registered with always_call=True still run (output None); an
+    error of theirs is only warned about, so the forward's error is the one raised."""
+    import warnings
+
+    always = module.__dict__.get("_forward_hooks_always_called") or {}
+    hooks = [h for i, h in _global_forward_hooks.items() if i in _global_forward_hooks_always_called]
+    hooks += [h for i, h in module._forward_hooks.items() if i in always]
+    for hook in hooks:
+        try:
+            if isinstance(hook, _KwargsHook):
+                hook.fn(module, args, kwargs, None)
+            else:
+                hook(module, args, None)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
+                          f"another error was raised in forward: {e}")
 
 
 _WARNED_HOOKS = set()
@@ -108,10 +156,12 @@ def _warn_hooks_in_capture(module, backward=False):
             "register_full_backward_pre_hook) runs inside a compiled function, whose backward cannot call them. "
             "Compile the module itself (tp.compile(module) or module.compile(), which run hooked modules "
             "eagerly), call it outside the compiled function, or remove the hooks.")
-    hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values())
+    hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values()) + \
+        list(_global_forward_pre_hooks.values()) + list(_global_forward_hooks.values())
     if all(getattr(h, "_capture_safe", False) for h in hooks):
         return  # e.g. pruning's pre-hook: pure tensor work, no Python side effects
-    ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks)
+    ids = tuple(module._forward_pre_hooks) + tuple(module._forward_hooks) + tuple(_global_forward_pre_hooks) + \
+        tuple(_global_forward_hooks)
     key = (id(module), ids)
     if key in _WARNED_HOOKS:
         return
@@ -238,6 +288,11 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
                                 "(tensorplay.nn.Module or None expected)")
             self._modules[name] = None
+        elif isinstance(value, Buffer):
+            if "_buffers" not in self.__dict__:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            self._drop_name(name, self._buffers)
+            self.register_buffer(name, value, value.persistent)
         elif name in self.__dict__.get("_buffers", {}):
             if value is not None and not isinstance(value, _C.Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
@@ -354,6 +409,20 @@ class Module:
             mod = mod._modules[item]
         return mod
 
+    def set_submodule(self, target, module, strict=False):
+        """Replaces (or, unless strict, adds) the submodule at the dotted path target."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
     def get_parameter(self, target):
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
@@ -454,6 +523,11 @@ class Module:
                 device = a.device
         if dtype is None and memory_format is None and device is None:
             return self
+        if dtype is not None and not _is_float(dtype):
+            # PyTorch refuses: converting the floating parameters to an integer type would
+            # silently truncate every weight (and break training).
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                            f"dtype={dtype}")
 
         # Like PyTorch, only floating tensors change dtype (integer buffers such as counters stay),
         # and memory_format applies to the 4-d and 5-d ones (conv weights).
@@ -466,6 +540,14 @@ class Module:
                 t = t.to(memory_format=memory_format)
             return t
         return self._apply(convert)
+
+    def type(self, dst_type):
+        """Casts every parameter and buffer to dst_type (integer ones too, as PyTorch's)."""
+        return self._apply(lambda t: t.to(dst_type))
+
+    def share_memory(self):
+        """A no-op returning self: tensors live in ordinary process memory (no torch.multiprocessing)."""
+        return self
 
     def float(self):
         return self.to(_C.dtype.float32)
@@ -487,6 +569,28 @@ class Module:
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     # ---------------------------------------------------------------- state dict
+    # PyTorch's protocol, so subclasses written for it (overriding _save_to_state_dict /
+    # _load_from_state_dict with local_metadata, get_extra_state / set_extra_state, or
+    # registering state-dict hooks, as checkpoint-compatibility code does) work unchanged.
+    _version = 1
+
+    def _hooks_of(self, kind):
+        """The ordered dict of state-dict hooks of one kind, made on first registration."""
+        hooks = self.__dict__.get(kind)
+        if hooks is None:
+            hooks = OrderedDict()
+            object.__setattr__(self, kind, hooks)
+        return hooks
+
+    def get_extra_state(self):
+        """Extra (non-tensor) state for state_dict(); override together with set_extra_state."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called. "
+                           "Please file an issue.")
+
+    def set_extra_state(self, state):
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called. "
+                           "Please file an issue.")
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, p in self._parameters.items():
             if p is not None:
@@ -494,6 +598,8 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         if args:  # the old positional form state_dict(destination, prefix, keep_vars)
@@ -502,14 +608,28 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        d = self.__dict__
+        for hook in list((d.get("_state_dict_pre_hooks") or {}).values()):
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in list((d.get("_state_dict_hooks") or {}).values()):
+            result = hook(self, destination, prefix, local_metadata)
+            if result is not None:
+                destination = result
         return destination
 
-    def _load_from_state_dict(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs,
-                              assign=False):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        for hook in list((self.__dict__.get("_load_state_dict_pre_hooks") or {}).values()):
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        assign = bool(local_metadata.get("assign_to_params_buffers", False))
         local = {k: v for k, v in self._parameters.items() if v is not None}
         local.update((k, v) for k, v in self._buffers.items()
                      if v is not None and k not in self._non_persistent_buffers_set)
@@ -533,9 +653,17 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{tuple(current.shape)} and whose dimensions in the checkpoint are "
                                   f"{tuple(value.shape)}, an exception occurred : {e}.")
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
         if strict:
             for key in state_dict:
-                if key.startswith(prefix):
+                if key.startswith(prefix) and key != extra_key:
                     first = key[len(prefix):].split(".", 1)[0]
                     if first not in self._modules and first not in local:
                         unexpected_keys.append(key)
@@ -553,14 +681,29 @@ class Module:
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
         missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata
 
-        def load(module, prefix):
-            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected, errors, assign)
+        def load(module, local_state_dict, prefix):
+            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing, unexpected, errors)
             for name, child in module._modules.items():
                 if child is not None:
-                    load(child, prefix + name + ".")
+                    child_prefix = prefix + name + "."
+                    load(child, {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
+                         child_prefix)
+            keys = _IncompatibleKeys(missing, unexpected)
+            for hook in list((module.__dict__.get("_load_state_dict_post_hooks") or {}).values()):
+                if hook(module, keys) is not None:
+                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                       "expected to return new values, if incompatible_keys need to be modified,"
+                                       "it should be done inplace.")
 
-        load(self, "")
+        load(self, state_dict, "")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
@@ -569,6 +712,38 @@ class Module:
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         return _IncompatibleKeys(missing, unexpected)
+
+    def register_state_dict_pre_hook(self, hook):
+        """hook(module, prefix, keep_vars), called before state_dict() saves this module."""
+        return _add_hook(self._hooks_of("_state_dict_pre_hooks"), hook, False, False)
+
+    def register_state_dict_post_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None, called after state_dict() saved
+        this module and its children; it may change state_dict in place."""
+        def checked(module, state_dict, prefix, local_metadata):
+            if hook(module, state_dict, prefix, local_metadata) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+        return _add_hook(self._hooks_of("_state_dict_hooks"), checked, False, False)
+
+    def _register_state_dict_hook(self, hook):
+        """The older form: hook(module, state_dict, prefix, local_metadata) may return a new state dict."""
+        return _add_hook(self._hooks_of("_state_dict_hooks"), hook, False, False)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs), called before this module loads its entries (it may edit state_dict in place)."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        if with_module:
+            import functools
+            hook = functools.partial(hook, self)
+        return _add_hook(self._hooks_of("_load_state_dict_pre_hooks"), hook, False, False)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) -> None, called after load_state_dict() loaded this module
+        and its children; it may edit incompatible_keys.missing_keys / unexpected_keys in place."""
+        return _add_hook(self._hooks_of("_load_state_dict_post_hooks"), hook, False, False)
 
     # ---------------------------------------------------------------- calling
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -580,9 +755,10 @@ class Module:
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """hook(module, args, output) -> None or a replacement output; with_kwargs=True:
         hook(module, args, kwargs, output). prepend=True runs it before the hooks already registered."""
-        if always_call:
-            raise NotImplementedError("register_forward_hook: always_call=True is not supported")
-        return _add_hook(self._forward_hooks, hook, prepend, with_kwargs)
+        handle = _add_hook(self._forward_hooks, hook, prepend, with_kwargs)
+        if always_call:  # also called (with output None) when forward raises; the error is re-raised
+            self._hooks_of("_forward_hooks_always_called")[handle.id] = True
+        return handle
 
     def register_full_backward_hook(self, hook):
         """hook(module, grad_input, grad_output) -> None or a new grad_input tuple, called when
@@ -599,9 +775,10 @@ class Module:
         return handle
 
     def _call_impl(self, *args, **kwargs):
-        if (self._forward_pre_hooks or self._forward_hooks) and _C._is_tracing():
+        hooked = _global_forward_pre_hooks or _global_forward_hooks
+        if (self._forward_pre_hooks or self._forward_hooks or hooked) and _C._is_tracing():
             _warn_hooks_in_capture(self)
-        if self._forward_pre_hooks:
+        if self._forward_pre_hooks or _global_forward_pre_hooks:
             args, kwargs = _run_forward_pre_hooks(self, args, kwargs)
         d = self.__dict__
         bw = None
@@ -612,8 +789,13 @@ class Module:
                 from ._backward_hooks import BackwardHook
                 bw = BackwardHook(self)
                 args = bw.setup_inputs(args)
-        out = self.forward(*args, **kwargs)
-        if self._forward_hooks:
+        try:
+            out = self.forward(*args, **kwargs)
+        except Exception:
+            if d.get("_forward_hooks_always_called") or _global_forward_hooks_always_called:
+                _run_always_called_hooks(self, args, kwargs)
+            raise
+        if self._forward_hooks or _global_forward_hooks:
             out = _run_forward_hooks(self, args, kwargs, out)
         if bw is not None:
             out = bw.setup_outputs(out)

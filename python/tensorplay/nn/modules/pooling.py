@@ -5,7 +5,7 @@ from .module import Module
 
 __all__ = ["FractionalMaxPool2d", "FractionalMaxPool3d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "MaxPool3d",
-           "AvgPool3d", "LPPool1d", "LPPool2d"]
+           "AvgPool3d", "LPPool1d", "LPPool2d", "LPPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -190,3 +190,8 @@ class LPPool1d(Module):
 class LPPool2d(LPPool1d):
     def forward(self, input):
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(LPPool1d):
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)

@@ -19,7 +19,7 @@ from ..utils.rnn import PackedSequence, _host_ints
 from .linear import _check_device
 from .module import Module
 
-__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -94,6 +94,10 @@ class RNNBase(Module):
         bound = 1.0 / math.sqrt(self.hidden_size)
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
+
+    def flatten_parameters(self):
+        """A no-op, as PyTorch's on the CPU: the weights are used where they are (code written for
+        cuDNN calls it after moving or replicating the module)."""
 
     @property
     def all_weights(self):
@@ -288,7 +292,7 @@ class GRU(RNNBase):
                          device, dtype)
 
 
-class _CellBase(Module):
+class RNNCellBase(Module):
     def __init__(self, input_size, hidden_size, bias, gates, device, dtype):
         super().__init__()
         _check_device(device)
@@ -303,7 +307,10 @@ class _CellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        bound = 1.0 / math.sqrt(hidden_size)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
@@ -333,7 +340,7 @@ class _CellBase(Module):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
@@ -347,7 +354,7 @@ class RNNCell(_CellBase):
         return h if batched else h.squeeze(0)
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
@@ -357,7 +364,7 @@ class LSTMCell(_CellBase):
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
@@ -365,3 +372,6 @@ class GRUCell(_CellBase):
         input, (h,), batched = self._prepare(input, hx)
         h = _gru_step(F.linear(input, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
         return h if batched else h.squeeze(0)
+
+
+_CellBase = RNNCellBase

@@ -41,6 +41,9 @@ class Embedding(Module):
         init.normal_(self.weight)
         self._zero_padding_row()
 
+    def _fill_padding_idx_with_zero(self):  # PyTorch's name, which subclasses' reset_parameters call
+        self._zero_padding_row()
+
     def _zero_padding_row(self):
         if self.padding_idx is not None:
             with no_grad():

@@ -24,9 +24,18 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     # function can capture it (a detached gradient is a second tensor over the
     # gradient's memory, which the capture cannot tell apart from an unrelated one).
     with no_grad():
+        # PyTorch's rule: the norm of the per-tensor norms (vector_norm of their stack), which
+        # for -inf is the smallest |element| and for 0 counts the tensors with a nonzero element.
         if math.isinf(norm_type):
-            per = [t.abs().amax().to(_tp.float64) for t in tensors]
-            total = _tp.stack(per).amax()
+            if norm_type > 0:
+                per = [t.abs().amax().to(_tp.float64) for t in tensors]
+                total = _tp.stack(per).amax()
+            else:
+                per = [t.abs().amin().to(_tp.float64) for t in tensors]
+                total = _tp.stack(per).amin()
+        elif norm_type == 0:
+            per = [(t != 0).sum().to(_tp.float64) for t in tensors]
+            total = (_tp.stack(per) != 0).sum().to(_tp.float64)
         else:
             per = [_tp.pow(t.abs().to(_tp.float64), norm_type).sum() for t in tensors]
             total = _tp.pow(_tp.stack(per).sum(), 1.0 / norm_type)
@@ -44,12 +53,14 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
     if not grads:
         return
-    norm = total_norm.item() if isinstance(total_norm, _tp.Tensor) else float(total_norm)
-    coef = min(1.0, float(max_norm) / (norm + 1e-6))
-    if coef < 1.0:
-        with no_grad():
-            for g in grads:
-                g.mul_(coef)
+    if not isinstance(total_norm, _tp.Tensor):
+        total_norm = _tp.tensor(float(total_norm), dtype=_tp.float64)
+    with no_grad():
+        # As PyTorch: a tensor coefficient (no host read), so a NaN norm makes the gradients NaN
+        # rather than leaving them unclipped (Python's min(1.0, nan) is 1.0).
+        coef = _tp.clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.dtype))
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
