@@ -1317,7 +1317,7 @@ Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   if (kind == "numel") return Scalar(static_cast<int64_t>(t.numel()));  // a data-dependent result size
   Scalar s = host_copy_of(t).item();  // several elements: item()'s own error, as in eager; CUDA read on the host
   if (kind == "bool") return Scalar(s.to_bool());
-  if (kind == "int") return Scalar(s.to_int());
+  if (kind == "int" || kind == "index") return Scalar(s.to_int());  // index: a 0-d tensor indexing (x[i])
   if (kind == "float") return Scalar(s.to_double());
   return s;
 }

@@ -217,6 +217,10 @@ def _run_graph(func, args, leaves, flags, B, randomness):
         for m, f in saved.items():
             setattr(Tensor, m, f)
         _state["capturing"] -= 1
+    if gm.gates and all(g["kind"] == "index" for g in gm.gates):
+        # x[i] with a 0-d index tensor: a select by a value that may differ per
+        # example (torch.func batches it); each example runs as written.
+        raise _PerExample("x[i] with a 0-d index tensor")
     if gm.gates:
         raise RuntimeError("vmap: the function's Python control flow depends on tensor values ("
                            f"{gm.gates[0]['read']}); it would differ per example and cannot be vmapped. "

@@ -1,0 +1,90 @@
+"""Outside testing, fifteenth round: dynamic shapes and data read as indices
+under tp.compile, the tp.func transforms (vmap, jacfwd, jacrev) against
+torch.func, activation checkpointing, eager operator edge cases and state_dict
+round trips, as a PyTorch user porting code meets them. Each test reproduces a
+bug the suite missed: a silent wrong result, a crash or a missing option."""
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+nn = tp.nn
+F = tp.nn.functional
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
+
+
+# ------------------- a 0-d index tensor under tp.compile and tp.func.vmap
+
+def test_compiled_indexing_with_a_0d_tensor_reads_its_value_each_call():
+    # x[i] with a 0-d integer tensor i is a select by i's value. The capture
+    # read the value as a plain number, so the graph held `select(x, 0, 0)`
+    # and every later call returned x[first i], silently.
+    x = tp.arange(12.).reshape(3, 4)
+    f = tp.compile(lambda x, i: x[i] * 2)
+    for i in (0, 2, 1, 2, -1):
+        assert tp.equal(f(x, tp.tensor(i)), x[i] * 2)
+    g = tp.compile(lambda x, i: x[:, i])
+    for i in (3, 0, 1):
+        assert tp.equal(g(x, tp.tensor(i)), x[:, i])
+
+    def write(x, i):
+        x = x.clone()
+        x[i] = -1.0
+        return x
+    h = tp.compile(write)
+    for i in (0, 2):
+        assert tp.equal(h(x, tp.tensor(i)), write(x, tp.tensor(i)))
+    m = tp.compile(lambda x, keep: x[keep])  # a 0-d bool tensor: a new dim of length 1 or 0
+    assert m(x, tp.tensor(True)).shape == (1, 3, 4)
+    assert m(x, tp.tensor(False)).shape == (0, 3, 4)
+
+
+@needs_torch
+def test_vmap_indexing_with_a_mapped_0d_index():
+    # vmap(lambda x, i: x[i]) with one index per example gave x[b, i[0]] for
+    # every b (the capture baked example 0's index in).
+    x = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    i = [0, 3, 1]
+    got = tp.func.vmap(lambda x, i: x[i])(tp.tensor(x), tp.tensor(i))
+    want = torch.func.vmap(lambda x, i: x[i])(torch.tensor(x), torch.tensor(i))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+# ------------------- jacfwd / jacrev options of torch.func
+
+def test_jacfwd_refuses_random_draws_unless_told_how():
+    # jacfwd runs the function once per column: with dropout inside, every
+    # column had its own mask, a matrix that is no function's Jacobian.
+    # torch.func.jacfwd raises by default and takes randomness='same'/'different'.
+    x = tp.ones(6)
+    drop = lambda x: F.dropout(x, 0.5)  # noqa: E731
+    with pytest.raises(RuntimeError, match="randomness"):
+        tp.func.jacfwd(drop)(x)
+    tp.manual_seed(3)
+    mask = drop(x)
+    tp.manual_seed(3)
+    j = tp.func.jacfwd(drop, randomness="same")(x)
+    assert tp.equal(j, tp.diag(mask))  # every column saw the one mask
+    assert tp.func.jacfwd(drop, randomness="different")(x).shape == (6, 6)
+    with pytest.raises(RuntimeError, match="randomness"):
+        tp.func.jacfwd(drop, randomness="sometimes")
+    # deterministic functions are unaffected, also under vmap and hessian
+    assert tp.allclose(tp.func.jacfwd(tp.sin)(x), tp.diag(x.cos()))
+    assert tp.allclose(tp.func.hessian(lambda x: x.sin().sum())(x), tp.diag(-x.sin()))
+    assert tp.func.vmap(tp.func.jacfwd(tp.sin))(tp.ones(2, 3)).shape == (2, 3, 3)
+
+
+def test_jacrev_takes_chunk_size():
+    # torch.func.jacrev(f, chunk_size=k) is common in ported code (memory);
+    # it was a TypeError.
+    x = tp.arange(4.)
+    assert tp.allclose(tp.func.jacrev(tp.sin, chunk_size=1)(x), tp.diag(x.cos()))
+    with pytest.raises(ValueError, match="chunk_size"):
+        tp.func.jacrev(tp.sin, chunk_size=0)
