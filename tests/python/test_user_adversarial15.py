@@ -88,3 +88,63 @@ def test_jacrev_takes_chunk_size():
     assert tp.allclose(tp.func.jacrev(tp.sin, chunk_size=1)(x), tp.diag(x.cos()))
     with pytest.raises(ValueError, match="chunk_size"):
         tp.func.jacrev(tp.sin, chunk_size=0)
+
+
+# ------------------- activation checkpointing
+
+def _ckpt_case(lib, ck, how):
+    rng = np.random.RandomState(0)
+    w = lib.tensor(rng.randn(4, 4).astype(np.float32)).requires_grad_()
+    x = lib.tensor(rng.randn(3, 4).astype(np.float32)).requires_grad_()
+    h = x * 2  # the inputs have a history before the checkpoint
+    if how == "list":
+        out = ck.checkpoint(lambda a, extra: (a @ w + extra[0]).tanh(), h, [h * 3], use_reentrant=False)
+    else:  # a cross-attention-like keyword tensor
+        out = ck.checkpoint(lambda a, memory=None: (a @ w + memory).tanh(), h, memory=h.exp(),
+                            use_reentrant=False)
+    out.sum().backward()
+    return [w.grad.numpy(), x.grad.numpy()]
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["list", "kwarg"])
+def test_checkpoint_differentiates_tensors_in_lists_and_keyword_arguments(how):
+    # A tensor reaching the function inside a list or as a keyword argument was
+    # kept as a plain object: the recomputation backpropagated into its history
+    # itself, and the outer backward then raised "Trying to backward through
+    # the graph a second time" (PyTorch gives both gradients).
+    from tensorplay.utils import checkpoint as tck
+    import torch.utils.checkpoint as ck
+    got = _ckpt_case(tp, tck, how)
+    want = _ckpt_case(torch, ck, how)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+def test_checkpoint_recomputes_under_the_forwards_autocast():
+    # Under tp.autocast the forward ran its matmul in bfloat16, but the
+    # recomputation in backward ran with autocast suspended (the engine does
+    # that around every node), in float32: the gradients were those of another
+    # function. PyTorch's checkpoint restores the autocast state.
+    from tensorplay.utils import checkpoint as tck
+    import torch.utils.checkpoint as ck
+    rng = np.random.RandomState(0)
+    res = []
+    for lib, c in ((tp, tck), (torch, ck)):
+        w = lib.tensor(rng.randn(4, 4).astype(np.float32) if lib is tp else res[0][2]).requires_grad_()
+        x = lib.tensor(rng.randn(3, 4).astype(np.float32) if lib is tp else res[0][3]).requires_grad_()
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            y = c.checkpoint(lambda a: (a @ w).relu(), x, use_reentrant=False)
+        assert y.dtype == lib.bfloat16
+        y.float().sum().backward()
+        res.append((w.grad.numpy(), x.grad.numpy(), w.detach().numpy(), x.detach().numpy()))
+    for a, b in zip(res[0][:2], res[1][:2]):
+        np.testing.assert_array_equal(a, b)
+    # and without checkpoint, tp's own eager gradients are the same
+    w = tp.tensor(res[0][2]).requires_grad_()
+    x = tp.tensor(res[0][3]).requires_grad_()
+    with tp.autocast("cpu", dtype=tp.bfloat16):
+        y = (x @ w).relu()
+    y.float().sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), res[0][0])
