@@ -148,3 +148,41 @@ def test_checkpoint_recomputes_under_the_forwards_autocast():
         y = (x @ w).relu()
     y.float().sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), res[0][0])
+
+
+# ------------------- vmap of operators that see the whole example
+
+@needs_torch
+def test_vmap_roll_without_dims_rolls_each_example():
+    # roll without dims rolls the flattened tensor; the batch rule kept
+    # dims=[] and rolled the flattened batch, mixing examples.
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    for shift in (1, -2, 4):
+        got = tp.func.vmap(lambda x: x.roll(shift))(tp.tensor(x))
+        want = torch.func.vmap(lambda x: x.roll(shift))(torch.tensor(x))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    got = tp.func.vmap(lambda x: x.roll(1), in_dims=1)(tp.tensor(x.reshape(3, 5, 1)))
+    want = torch.func.vmap(lambda x: x.roll(1), in_dims=1)(torch.tensor(x.reshape(3, 5, 1)))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["take", "put", "quantile", "matrix_exp"])
+def test_vmap_of_library_functions_that_read_values_internally(name):
+    # take/put check their index bounds with item(), quantile checks q, and
+    # matrix_exp picks its scaling steps: vmap refused them ("the function
+    # calls Tensor.item()"), though the user wrote no data dependence and
+    # torch.func batches them. They now run per example.
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) * 0.1 - 1
+    fns = {
+        "take": lambda L: (lambda x: x.take(L.tensor([0, 5, 11]))),
+        "put": lambda L: (lambda x: x.put(L.tensor([0, 5]), L.tensor([9., 8.]))),
+        "quantile": lambda L: (lambda x: x.quantile(0.3, dim=1)),
+        "matrix_exp": lambda L: (lambda x: L.linalg.matrix_exp(x[:, :3])),
+    }
+    got = tp.func.vmap(fns[name](tp))(tp.tensor(x))
+    want = torch.func.vmap(fns[name](torch))(torch.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    # a user's own item() still refuses
+    with pytest.raises(RuntimeError, match="item"):
+        tp.func.vmap(lambda x: x * x.sum().item())(tp.tensor(x))
