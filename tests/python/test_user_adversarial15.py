@@ -186,3 +186,30 @@ def test_vmap_of_library_functions_that_read_values_internally(name):
     # a user's own item() still refuses
     with pytest.raises(RuntimeError, match="item"):
         tp.func.vmap(lambda x: x * x.sum().item())(tp.tensor(x))
+
+
+# ------------------- NumPy scalars on the left of an operator
+
+@needs_torch
+def test_numpy_scalar_on_the_left_gives_a_tensor_with_its_history():
+    # `np.float32(0.5) * loss` (a scale computed with NumPy) returned an ndarray:
+    # NumPy's scalar converted the tensor with __array__, dropping autograd
+    # (and raising "Can't call numpy() on Tensor that requires grad" for a
+    # tensor that requires grad). torch.Tensor sets __array_priority__ so that
+    # NumPy defers to its reflected operators.
+    import operator
+    x = tp.ones(3, requires_grad=True)
+    y = np.float32(0.5) * (x * 2).sum()
+    assert isinstance(y, tp.Tensor)
+    y.backward()
+    assert tp.equal(x.grad, tp.ones(3))
+    for s in (np.float32(2.0), np.float64(2.0), np.int64(2)):
+        for op in ("mul", "add", "sub", "truediv", "pow", "floordiv", "gt", "eq"):
+            f = getattr(operator, op)
+            got = f(s, tp.arange(1, 4))
+            want = f(s, torch.arange(1, 4))
+            assert isinstance(got, tp.Tensor), (s, op)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], (s, op)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    # NumPy functions still read tensors as arrays
+    np.testing.assert_array_equal(np.asarray(tp.arange(3)), np.arange(3))
