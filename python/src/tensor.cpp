@@ -15,15 +15,29 @@ namespace {
 
 using ops::Dims;
 
+// A NumPy array beside a tensor in an arithmetic operator (`x + pe` with pe
+// computed in NumPy) is a tensor of its dtype, as torch reads it; otherwise
+// NumPy took the operator over and the result was an ndarray, detached from
+// autograd (and an error about numpy() when x requires grad).
+std::optional<Tensor> ndarray_operand(nb::handle h) {
+  if (nb::isinstance<Tensor>(h) || !PyObject_HasAttrString(h.ptr(), "__array_interface__")) return std::nullopt;
+  nb::object type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())));
+  if (nb::cast<std::string>(type.attr("__module__")) != "numpy") return std::nullopt;
+  return nb::cast<Tensor>(nb::module_::import_("tensorplay").attr("as_tensor")(h));
+}
+
 nb::object binary(nb::handle a, nb::handle b, Tensor (*fn)(const Tensor&, const Tensor&)) {
   auto x = to_operand(a), y = to_operand(b);
+  if (!x && y) x = ndarray_operand(a);
+  if (x && !y) y = ndarray_operand(b);
   if (!x || !y) return nb::borrow(Py_NotImplemented);
   return nb::cast(fn(*x, *y));
 }
 
 nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, const Tensor&), const char* name) {
   Tensor& t = nb::cast<Tensor&>(self);
-  fn(t, require_operand(other, name));
+  auto array = ndarray_operand(other);
+  fn(t, array ? *array : require_operand(other, name));
   return nb::borrow(self);
 }
 

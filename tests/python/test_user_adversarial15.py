@@ -213,3 +213,25 @@ def test_numpy_scalar_on_the_left_gives_a_tensor_with_its_history():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     # NumPy functions still read tensors as arrays
     np.testing.assert_array_equal(np.asarray(tp.arange(3)), np.arange(3))
+
+
+@needs_torch
+def test_a_numpy_array_operand_is_a_tensor_as_in_torch():
+    # `x + pe` with pe a NumPy array returned an ndarray (NumPy took the
+    # operator over), detached from autograd; torch reads the array as a
+    # tensor of its dtype (torch then raises for an x that requires grad; here
+    # the history is kept).
+    pe = np.linspace(0, 1, 3)  # float64
+    for lib in (tp, torch):
+        y = lib.ones(3) * np.ones(3, dtype=np.float32) + pe
+        assert isinstance(y, lib.Tensor) and str(y.dtype).endswith("float64")
+    x = tp.ones(3, requires_grad=True)
+    y = x * np.ones(3, dtype=np.float32) + pe
+    assert y.grad_fn is not None
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(3))
+    assert isinstance(tp.arange(3) == np.arange(3), tp.Tensor)
+    x = tp.ones(3)
+    x += pe  # in place: x keeps its dtype
+    assert x.dtype == tp.float32
+    np.testing.assert_allclose(x.numpy(), 1 + pe, rtol=1e-6)
