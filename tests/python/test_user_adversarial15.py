@@ -235,3 +235,33 @@ def test_a_numpy_array_operand_is_a_tensor_as_in_torch():
     x += pe  # in place: x keeps its dtype
     assert x.dtype == tp.float32
     np.testing.assert_allclose(x.numpy(), 1 + pe, rtol=1e-6)
+
+
+# ------------------- view(dtype) to another element size
+
+@needs_torch
+def test_view_as_a_dtype_of_another_element_size():
+    # x.view(torch.uint8) (bytes of a tensor: hashing, packing, quantization
+    # code) and back were refused here; PyTorch scales the last dim.
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for lib in (tp, torch):
+        t = lib.tensor(x)
+        b = t.view(lib.uint8)
+        assert tuple(b.shape) == (3, 16) and tuple(b.stride()) == (16, 1)
+        np.testing.assert_array_equal(b.numpy(), x.view(np.uint8))
+        assert lib.equal(b.view(lib.float32), t)
+        d = t.view(lib.float64)
+        assert tuple(d.shape) == (3, 2)
+        np.testing.assert_array_equal(d.numpy(), x.view(np.float64))
+        s = t[:, 1:3].view(lib.int16)  # a strided view with an offset
+        assert tuple(s.shape) == (3, 4) and tuple(s.stride()) == (8, 1) and s.storage_offset() == 2
+        np.testing.assert_array_equal(s.numpy(), x[:, 1:3].copy().view(np.int16))
+        b[0, 4:8] = 0  # the bytes alias the tensor
+        assert float(t[0, 1]) == 0.0
+        for bad in (lambda: t.t().view(lib.int8), lambda: t[0, 0].view(lib.int8),
+                    lambda: t[:, :3].view(lib.float64), lambda: t.view(lib.int8)[:, 1:5].view(lib.float32)):
+            with pytest.raises(RuntimeError):
+                bad()
+    f = lambda x: (x * 2).view(tp.int16).long().sum(-1)  # noqa: E731
+    t = tp.tensor(x)
+    assert tp.equal(tp.compile(f)(t), f(t))
