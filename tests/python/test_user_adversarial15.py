@@ -265,3 +265,29 @@ def test_view_as_a_dtype_of_another_element_size():
     f = lambda x: (x * 2).view(tp.int16).long().sum(-1)  # noqa: E731
     t = tp.tensor(x)
     assert tp.equal(tp.compile(f)(t), f(t))
+
+
+# ------------------- tp.tensor with an integer dtype
+
+@needs_torch
+@pytest.mark.parametrize("data,dtype", [
+    ([300], "uint8"), ([-300], "uint8"), ([200], "int8"), ([1e10], "int32"), ([2 ** 40], "int32"),
+    ([True, 300], "uint8"), ([[300]], "uint8"), (300, "uint8"), ([-3.7], "uint8"), ([float("nan")], "int64"),
+    ([float("inf")], "int32"), ([255.5], "uint8"), ([9.3e18], "int64"),
+    # these fit (unsigned types take -max .. -1, which wrap, as in PyTorch)
+    ([-1], "uint8"), ([-255], "uint8"), ([255], "uint8"), ([-128, 127], "int8"), ([3.7], "uint8"),
+    ([1.5], "int64"), ([70000.0], "float16"), (300, "bool"), ([], "uint8"),
+])
+def test_tensor_refuses_numbers_its_integer_dtype_cannot_hold(data, dtype):
+    # tp.tensor([300], dtype=tp.uint8) wrapped silently to 44 (and nan to
+    # int64's minimum); torch.tensor raises "value cannot be converted to type
+    # uint8 without overflow".
+    try:
+        want = torch.tensor(data, dtype=getattr(torch, dtype)).tolist()
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            tp.tensor(data, dtype=getattr(tp, dtype))
+    else:
+        assert tp.tensor(data, dtype=getattr(tp, dtype)).tolist() == want
+    # a NumPy array keeps NumPy's casting, as in PyTorch
+    assert tp.tensor(np.array([300]), dtype=tp.uint8).tolist() == [44]
