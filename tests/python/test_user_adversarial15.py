@@ -291,3 +291,79 @@ def test_tensor_refuses_numbers_its_integer_dtype_cannot_hold(data, dtype):
         assert tp.tensor(data, dtype=getattr(tp, dtype)).tolist() == want
     # a NumPy array keeps NumPy's casting, as in PyTorch
     assert tp.tensor(np.array([300]), dtype=tp.uint8).tolist() == [44]
+
+
+# ------------------- state_dict / load_state_dict machinery of PyTorch
+
+def _hooked_results(lib):
+    out = {}
+
+    class Renamed(lib.nn.Module):  # an override with PyTorch's signature, renaming an old key
+        def __init__(self):
+            super().__init__()
+            self.proj = lib.nn.Linear(2, 2)
+
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                  unexpected_keys, error_msgs):
+            old = prefix + "old_proj.weight"
+            if old in state_dict:
+                state_dict[prefix + "proj.weight"] = state_dict.pop(old)
+            out["version"] = local_metadata.get("version")
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                          unexpected_keys, error_msgs)
+
+    m = lib.nn.Sequential(Renamed())
+    sd = m.state_dict()
+    sd["0.old_proj.weight"] = sd.pop("0.proj.weight") * 0 + 3
+    m.load_state_dict(sd)
+    out["renamed"] = m[0].proj.weight.detach().numpy().tolist()
+
+    m = lib.nn.Linear(2, 2)
+    m.register_load_state_dict_pre_hook(
+        lambda mod, sd, prefix, *rest: sd.__setitem__(prefix + "bias", lib.full((2,), 7.0)))
+    m.register_load_state_dict_post_hook(lambda mod, keys: keys.missing_keys.clear())
+    r = m.load_state_dict({"weight": lib.ones(2, 2)})
+    out["pre_post"] = (m.bias.detach().numpy().tolist(), list(r.missing_keys))
+
+    m = lib.nn.Linear(2, 2)
+    calls = []
+    m.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: calls.append(prefix))
+    m.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd.__setitem__(prefix + "note", lib.ones(1)))
+    out["sd_hooks"] = (sorted(lib.nn.Sequential(m).state_dict()), calls)
+
+    class Counter(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = lib.nn.Parameter(lib.ones(2))
+            self.seen = 0
+
+        def get_extra_state(self):
+            return {"seen": self.seen}
+
+        def set_extra_state(self, state):
+            self.seen = state["seen"]
+
+    a, b = Counter(), Counter()
+    a.seen = 5
+    sd = a.state_dict()
+    b.load_state_dict(sd)
+    out["extra"] = (sorted(sd), b.seen)
+    with pytest.raises(RuntimeError, match="_extra_state"):
+        b.load_state_dict({"w": lib.ones(2)})
+
+    bn = lib.nn.BatchNorm1d(2)
+    sd = {k: v for k, v in bn.state_dict().items() if k != "num_batches_tracked"}  # metadata gone
+    out["bn_old"] = list(bn.load_state_dict(sd).missing_keys)
+    return out
+
+
+@needs_torch
+def test_state_dict_hooks_extra_state_and_metadata_as_in_torch():
+    # _load_from_state_dict had another signature (an override written for
+    # PyTorch, `(state_dict, prefix, local_metadata, strict, missing_keys,
+    # unexpected_keys, error_msgs)`, got its lists shifted by one), the
+    # state_dict/load_state_dict hooks did not exist, get_extra_state was never
+    # saved (silently lost), and a BatchNorm state dict without its metadata
+    # (rebuilt with a dict comprehension) refused a missing num_batches_tracked.
+    got, want = _hooked_results(tp), _hooked_results(torch)
+    assert got == want

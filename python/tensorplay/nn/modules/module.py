@@ -159,6 +159,9 @@ class Module:
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_backward_hooks", OrderedDict())
+        for name in ("_state_dict_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
+                     "_load_state_dict_post_hooks"):
+            object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "_compiled_call", None)
 
     def forward(self, *args, **kwargs):
@@ -487,6 +490,19 @@ class Module:
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     # ---------------------------------------------------------------- state dict
+    # PyTorch's machinery, hook for hook: pre/post hooks of state_dict and
+    # load_state_dict, get_extra_state/set_extra_state, and the per-module
+    # metadata (`state_dict()._metadata[prefix] = {"version": cls._version}`)
+    # that _load_from_state_dict overrides read to convert old checkpoints.
+    _version = 1
+
+    def _hooks(self, name):
+        hooks = self.__dict__.get(name)
+        if hooks is None:  # a module made before these existed (unpickled) or without __init__
+            hooks = OrderedDict()
+            object.__setattr__(self, name, hooks)
+        return hooks
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, p in self._parameters.items():
             if p is not None:
@@ -494,6 +510,17 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + "_extra_state"] = self.get_extra_state()
+
+    def get_extra_state(self):
+        """State beyond parameters and buffers to keep in the state_dict (under `_extra_state`);
+        a module that overrides it also overrides set_extra_state."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called.")
+
+    def set_extra_state(self, state):
+        """Restores what get_extra_state returned, from load_state_dict."""
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called.")
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         if args:  # the old positional form state_dict(destination, prefix, keep_vars)
@@ -502,21 +529,81 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in list(self._hooks("_state_dict_pre_hooks").values()):
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in list(self._hooks("_state_dict_hooks").values()):
+            result = hook(self, destination, prefix, local_metadata)
+            if getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
+            elif result is not None:
+                destination = result
         return destination
 
-    def _load_from_state_dict(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs,
-                              assign=False):
+    def register_state_dict_pre_hook(self, hook):
+        """hook(module, prefix, keep_vars), called before the module's state_dict is made."""
+        hooks = self._hooks("_state_dict_pre_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None; may change state_dict in place."""
+        hook._from_public_api = True
+        return self._register_state_dict_hook(hook)
+
+    def _register_state_dict_hook(self, hook):
+        """The old form: hook(module, state_dict, prefix, local_metadata) may return a new state_dict."""
+        hooks = self._hooks("_state_dict_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        (with the module first when with_module=True), called before the module loads its part."""
+        hooks = self._hooks("_load_state_dict_pre_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = (lambda *a: hook(self, *a)) if with_module else hook
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs), called before the module loads its part (it may rename keys in place)."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) -> None, called after the module and its children
+        loaded; it may change incompatible_keys.missing_keys/unexpected_keys in place (before
+        strict=True raises for them)."""
+        hooks = self._hooks("_load_state_dict_post_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """PyTorch's signature: modules porting an override (renaming old keys, then calling super())
+        work unchanged."""
+        for hook in list(self._hooks("_load_state_dict_pre_hooks").values()):
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        assign = bool(local_metadata.get("assign_to_params_buffers", False))
         local = {k: v for k, v in self._parameters.items() if v is not None}
         local.update((k, v) for k, v in self._buffers.items()
                      if v is not None and k not in self._non_persistent_buffers_set)
         for name, current in local.items():
             key = prefix + name
             if key not in state_dict:
-                missing_keys.append(key)
+                if strict:
+                    missing_keys.append(key)
                 continue
             value = _as_tensor(state_dict[key])
             if value is None:
@@ -533,11 +620,22 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{tuple(current.shape)} and whose dimensions in the checkpoint are "
                                   f"{tuple(value.shape)}, an exception occurred : {e}.")
+        extra_state_key = prefix + "_extra_state"
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_state_key in state_dict:
+                self.set_extra_state(state_dict[extra_state_key])
+            elif strict:
+                missing_keys.append(extra_state_key)
+        elif strict and extra_state_key in state_dict:
+            unexpected_keys.append(extra_state_key)
         if strict:
             for key in state_dict:
-                if key.startswith(prefix):
-                    first = key[len(prefix):].split(".", 1)[0]
-                    if first not in self._modules and first not in local:
+                if key.startswith(prefix) and key != extra_state_key:
+                    first = key[len(prefix):].split(".", 1)
+                    if len(first) > 1:
+                        if first[0] not in self._modules:
+                            unexpected_keys.append(key)
+                    elif first[0] not in local:
                         unexpected_keys.append(key)
 
     def _load_one(self, name, current, value, assign):
@@ -553,14 +651,29 @@ class Module:
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
         missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)  # a copy: load hooks may rename its keys
+        if metadata is not None:
+            state_dict._metadata = metadata
 
-        def load(module, prefix):
-            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected, errors, assign)
+        def load(module, local_state_dict, prefix):
+            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing, unexpected, errors)
             for name, child in module._modules.items():
                 if child is not None:
-                    load(child, prefix + name + ".")
+                    child_prefix = prefix + name + "."
+                    load(child, {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
+                         child_prefix)
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in list(module._hooks("_load_state_dict_post_hooks").values()):
+                if hook(module, incompatible) is not None:
+                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                       "expected to return new values, if incompatible_keys need to be modified, "
+                                       "it should be done inplace.")
 
-        load(self, "")
+        load(self, state_dict, "")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
