@@ -367,3 +367,20 @@ def test_state_dict_hooks_extra_state_and_metadata_as_in_torch():
     # (rebuilt with a dict comprehension) refused a missing num_batches_tracked.
     got, want = _hooked_results(tp), _hooked_results(torch)
     assert got == want
+
+
+# ------------------- one_hot with a given num_classes compiles
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_one_hot_with_num_classes_needs_no_eager_fallback(dynamic):
+    # F.one_hot(y, 10) has a known shape (the tracer records no size gate for
+    # it), but Stax refused it as data-dependent and the whole function ran
+    # eagerly with a fallback warning.
+    import warnings
+    f = tp.compile(lambda x, i: (F.one_hot(i, 5).float() * x).sum(-1), dynamic=dynamic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (2, 3, 7, 4, 1):
+            i = tp.arange(n) % 5
+            x = tp.arange(n * 5.0).reshape(n, 5)
+            assert tp.equal(f(x, i), (F.one_hot(i, 5).float() * x).sum(-1))
