@@ -384,3 +384,25 @@ def test_compiled_one_hot_with_num_classes_needs_no_eager_fallback(dynamic):
             i = tp.arange(n) % 5
             x = tp.arange(n * 5.0).reshape(n, 5)
             assert tp.equal(f(x, i), (F.one_hot(i, 5).float() * x).sum(-1))
+
+
+# ------------------- gradients at the edges of their domains
+
+@needs_torch
+def test_atan2_gradient_at_the_origin_is_zero_as_in_torch():
+    # atan2(y, x) of a zero vector (the angle of a zero displacement) had the
+    # gradient 0 * inf = NaN, poisoning every parameter; PyTorch gives 0.
+    res = []
+    for lib in (tp, torch):
+        y = lib.tensor([0.0, 1.0, 0.0, 2.0], requires_grad=True)
+        x = lib.tensor([0.0, 0.0, -3.0, 1.0], requires_grad=True)
+        lib.atan2(y, x).sum().backward()
+        res.append((y.grad.numpy(), x.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    f = tp.compile(lambda a, b: tp.atan2(a, b).sum())
+    y = tp.tensor([0.0, 1.0], requires_grad=True)
+    f(y, tp.tensor([0.0, 2.0])).backward()
+    assert not bool(tp.isnan(y.grad).any())
+    _, t = tp.func.jvp(lambda a: tp.atan2(a, a), (tp.tensor([0.0, 1.0]),), (tp.ones(2),))
+    assert tp.equal(t, tp.zeros(2))
