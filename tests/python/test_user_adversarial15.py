@@ -406,3 +406,88 @@ def test_atan2_gradient_at_the_origin_is_zero_as_in_torch():
     assert not bool(tp.isnan(y.grad).any())
     _, t = tp.func.jvp(lambda a: tp.atan2(a, a), (tp.tensor([0.0, 1.0]),), (tp.ones(2),))
     assert tp.equal(t, tp.zeros(2))
+
+
+# ------------------- autograd.Function: PyTorch 2's setup_context form, under tp.func
+
+def _sin_function(lib):
+    class ScaledSin(lib.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x, k=1.0):
+            return x.sin() * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, k = inputs
+            ctx.save_for_backward(x)
+            ctx.k = k
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x.cos() * ctx.k, None
+    return ScaledSin
+
+
+@needs_torch
+def test_function_with_setup_context_as_in_torch():
+    # The form torch.func requires (forward without ctx, then
+    # setup_context(ctx, inputs, output)) raised "forward() takes 2 positional
+    # arguments but 3 were given".
+    x0 = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+    res = []
+    for lib in (tp, torch):
+        fn = _sin_function(lib)
+        x = lib.tensor(x0, requires_grad=True)
+        y = fn.apply(x, k=2.0)  # a keyword argument is bound like the others
+        y.sum().backward()
+        g = lib.func.grad(lambda v: fn.apply(v, 3.0).sum())(lib.tensor(x0))
+        pv = lib.func.vmap(lib.func.grad(lambda v: fn.apply(v, 2.0).sum()))(lib.tensor(x0))
+        res.append([y.detach().numpy(), x.grad.numpy(), g.numpy(), pv.numpy(), fn.apply(lib.tensor(x0)).numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    fn = _sin_function(tp)
+    w = tp.tensor(x0, requires_grad=True)
+    tp.compile(lambda v: fn.apply(v, 2.0).sum())(w).backward()
+    np.testing.assert_allclose(w.grad.numpy(), res[1][1], rtol=1e-6)
+
+
+def test_vmap_keeps_a_custom_functions_backward_and_jvp():
+    # In vmap's capture a custom Function became its forward's operators
+    # recorded without gradient: vmap(grad(f)) returned zeros, a vmapped output
+    # had no grad_fn, and jvp differentiated the implementation (round: 0)
+    # instead of the Function's jvp (straight-through: 1).
+    class Exp(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x.exp()
+
+    class STE(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t
+
+    x = tp.randn(4, 3)
+    assert tp.allclose(tp.func.vmap(tp.func.grad(lambda v: Exp.apply(v).sum()))(x), x.exp())
+    xs = x.clone().requires_grad_()
+    tp.func.vmap(Exp.apply)(xs).sum().backward()
+    assert tp.allclose(xs.grad, x.exp())
+    _, t = tp.func.jvp(tp.func.vmap(lambda v: STE.apply(v) * 2), (x,), (tp.ones(4, 3),))
+    assert tp.equal(t, tp.full((4, 3), 2.0))
+    assert tp.equal(tp.func.vmap(tp.func.grad(lambda v: STE.apply(v * 3).sum()))(x), tp.full((4, 3), 3.0))
