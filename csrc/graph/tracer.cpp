@@ -820,6 +820,37 @@ class Tracer : public DispatchInterceptor {
       return;
     }
     ViewInfo v = it->second;
+    // A parent that shares elements (an expand: stride 0 over a dim longer than 1)
+    // cannot take the write back as a value: scattering it into its own base writes
+    // every copy, the last one winning, so a write through one copy
+    // (`x[None].expand(2, n)[0].fill_(v)`) was lost in the compiled graph. Such a
+    // write goes past those views, into the nearest ancestor without shared
+    // elements, by t's own strides (t itself never shares elements: eager refuses
+    // such a write).
+    auto shares_elements = [](const Tensor& u) {
+      for (int64_t d = 0; d < u.dim(); ++d)
+        if (u.sizes()[d] > 1 && u.strides()[d] == 0) return true;
+      return false;
+    };
+    if (shares_elements(v.inputs[0]) && !shares_elements(t)) {
+      Tensor anc = v.inputs[0];
+      while (shares_elements(anc)) {
+        auto a = views_.find(anc.impl());
+        if (a == views_.end() || a->second.inputs.size() != 1 || a->second.out_index >= 0) break;
+        anc = a->second.inputs[0];
+      }
+      Node* pa = shares_elements(anc) ? nullptr : node_for(anc);
+      if (!pa || !anc.is_contiguous() || pa->meta.sizes != anc.sizes())
+        throw CaptureError(str("cannot capture ", opname, ": it writes through an expanded view of size ",
+                               shape_str(v.inputs[0].sizes()), " and strides ", shape_str(v.inputs[0].strides()),
+                               " whose base is not a dense tensor; write into the base tensor directly"));
+      Node* scattered = replay(get_op("as_strided_scatter"), {pa, value},
+                               {{"size", t.sizes()}, {"stride", t.strides()}, {"storage_offset", t.offset() - anc.offset()}});
+      write(anc, scattered, opname);
+      values_[t.impl()] = value;
+      views_[t.impl()].gen = gen_[v.root];
+      return;
+    }
     const Tensor& parent = v.inputs[0];
     Node* p = node_for(parent);
     Node* scattered = nullptr;

@@ -491,3 +491,37 @@ def test_vmap_keeps_a_custom_functions_backward_and_jvp():
     _, t = tp.func.jvp(tp.func.vmap(lambda v: STE.apply(v) * 2), (x,), (tp.ones(4, 3),))
     assert tp.equal(t, tp.full((4, 3), 2.0))
     assert tp.equal(tp.func.vmap(tp.func.grad(lambda v: STE.apply(v * 3).sum()))(x), tp.full((4, 3), 3.0))
+
+
+# ------------------- writes through one copy of an expanded view, compiled
+
+@pytest.mark.parametrize("write", [
+    lambda x: x.unsqueeze(0).expand(2, *x.shape)[0].fill_(3.0),
+    lambda x: x[:, None].expand(x.shape[0], 5, x.shape[1])[:, 2].add_(1.0),
+    lambda x: x[None].expand(3, *x.shape).narrow(0, 1, 1).squeeze(0).mul_(2.0),
+    lambda x: x[None].expand(2, *x.shape).unbind(0)[0].zero_(),
+])
+def test_compiled_write_through_one_copy_of_an_expanded_view(write):
+    # The write was scattered into the expanded view's value and that value
+    # into its base copy by copy, the last copy winning: writing through copy 0
+    # was silently lost in the compiled function (eager writes x).
+    def f(x):
+        write(x)
+        return x * 1
+
+    for n in (4, 6):
+        a = tp.arange(n * 3.0).reshape(n, 3)
+        xe, xc = a.clone(), a.clone()
+        assert tp.equal(tp.compile(f)(xc), f(xe))
+        assert tp.equal(xc, xe)
+
+    def g(x):  # an intermediate, differentiated
+        h = x * 2
+        write(h)
+        return (h * h).sum()
+
+    x1 = tp.arange(12.0).reshape(4, 3).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    g(x1).backward()
+    tp.compile(g)(x2).backward()
+    assert tp.equal(x1.grad, x2.grad)
