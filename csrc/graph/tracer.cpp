@@ -827,9 +827,18 @@ class Tracer : public DispatchInterceptor {
     // write goes past those views, into the nearest ancestor without shared
     // elements, by t's own strides (t itself never shares elements: eager refuses
     // such a write).
+    // (Sufficient test of no overlap: dims of size > 1 by increasing stride, each
+    // stride beyond the extent of the smaller ones; an unfold's windows fail it.)
     auto shares_elements = [](const Tensor& u) {
+      std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
       for (int64_t d = 0; d < u.dim(); ++d)
-        if (u.sizes()[d] > 1 && u.strides()[d] == 0) return true;
+        if (u.sizes()[d] > 1) dims.push_back({u.strides()[d], u.sizes()[d]});
+      std::sort(dims.begin(), dims.end());
+      int64_t extent = 0;
+      for (auto& [stride, size] : dims) {
+        if (stride <= extent) return true;
+        extent += stride * (size - 1);
+      }
       return false;
     };
     if (shares_elements(v.inputs[0]) && !shares_elements(t)) {
@@ -855,7 +864,11 @@ class Tracer : public DispatchInterceptor {
     Node* p = node_for(parent);
     Node* scattered = nullptr;
     std::string name = v.op->name;
-    if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
+    if (name == "view.dtype") {
+      // The same bits as the parent's dtype: the inverse reinterpretation (a reshape
+      // back, as the branch below does, converted the values instead of the bits).
+      scattered = replay(get_op("view.dtype"), {value}, {{"dtype", parent.dtype()}});
+    } else if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
       scattered = replay(get_op(name == "select" ? "select_scatter" : "slice_scatter"), {p, value}, v.attrs, -1,
                          &v.sym_attrs);
     } else if (t.is_contiguous() && parent.is_contiguous() && t.offset() == parent.offset() &&

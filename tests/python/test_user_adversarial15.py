@@ -525,3 +525,23 @@ def test_compiled_write_through_one_copy_of_an_expanded_view(write):
     g(x1).backward()
     tp.compile(g)(x2).backward()
     assert tp.equal(x1.grad, x2.grad)
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: x.view(-1).unfold(0, 3, 1)[2].fill_(9.0),  # windows that overlap
+    lambda x: x.view(tp.int32)[0].fill_(0),  # the bits of another dtype
+    lambda x: x.view(tp.uint8)[:, :4].zero_(),
+])
+def test_compiled_write_through_overlapping_windows_and_dtype_views(write):
+    # An unfold with overlapping windows was scattered back window by window,
+    # the last window restoring the old values; a write through x.view(int32)
+    # was reshaped back into the float32 parent, converting the integers'
+    # values instead of keeping their bits (x[1:] became ~1e9).
+    def f(x):
+        write(x)
+        return x * 1
+
+    a = tp.arange(12.0).reshape(4, 3) + 1
+    xe, xc = a.clone(), a.clone()
+    assert tp.equal(tp.compile(f)(xc), f(xe))
+    assert tp.equal(xc, xe)
