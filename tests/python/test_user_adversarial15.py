@@ -545,3 +545,30 @@ def test_compiled_write_through_overlapping_windows_and_dtype_views(write):
     xe, xc = a.clone(), a.clone()
     assert tp.equal(tp.compile(f)(xc), f(xe))
     assert tp.equal(xc, xe)
+
+
+# ------------------- torch.gradient and angle
+
+@needs_torch
+@pytest.mark.parametrize("kw", [
+    {}, {"edge_order": 2}, {"dim": 1, "spacing": 2.0}, {"dim": (-1, 0), "edge_order": 2, "spacing": [0.3, 2]},
+    {"dim": 1, "edge_order": 2, "coords": [0.0, 0.5, 2.0, 2.5, 4.0]},
+    {"dim": 1, "edge_order": 1, "coords": [0.0, 0.5, 2.0, 2.5, 4.0]},
+])
+def test_gradient_matches_torch(kw):
+    # torch.gradient (finite differences, NumPy's rules) did not exist.
+    a = np.random.RandomState(0).randn(4, 5).astype(np.float32)
+    res = []
+    for lib in (tp, torch):
+        k = dict(kw)
+        if "coords" in k:
+            k["spacing"] = [lib.tensor(k.pop("coords"))]
+        res.append([t.numpy() for t in lib.gradient(lib.tensor(a), **k)])
+    assert len(res[0]) == len(res[1])
+    for x, y in zip(*res):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+    got = tp.gradient(tp.tensor([1, 4, 9, 16]))[0]  # integers: a floating result
+    assert got.dtype == tp.float32 and got.tolist() == [3.0, 4.0, 6.0, 7.0]
+    with pytest.raises(RuntimeError, match="edge_order"):
+        tp.gradient(tp.tensor([1.0, 2.0]), edge_order=2)
+    assert tp.angle(tp.tensor([-1.0, 2.0])).tolist() == pytest.approx([np.pi, 0.0])
