@@ -572,3 +572,24 @@ def test_gradient_matches_torch(kw):
     with pytest.raises(RuntimeError, match="edge_order"):
         tp.gradient(tp.tensor([1.0, 2.0]), edge_order=2)
     assert tp.angle(tp.tensor([-1.0, 2.0])).tolist() == pytest.approx([np.pi, 0.0])
+
+
+# ------------------- tp.save / tp.load with PyTorch's arguments
+
+def test_load_takes_torchs_cpu_map_locations_and_devices_pickle(tmp_path):
+    # tp.load(f, map_location=tp.device("cpu")) raised a TypeError from the
+    # device's __eq__, `map_location=lambda storage, loc: storage` and
+    # {"cuda:0": "cpu"} raised "only the cpu device exists", a checkpoint
+    # holding a device could not be saved ("cannot pickle 'device' object"),
+    # and mmap= / pickle_module= were TypeErrors.
+    import pickle
+    path = tmp_path / "ckpt.pt"
+    tp.save({"w": tp.ones(2), "device": tp.device("cpu"), "gpu": tp.device("cuda", 1)}, path,
+            pickle_module=pickle)
+    for loc in (None, "cpu", tp.device("cpu"), lambda storage, loc: storage, {"cuda:0": "cpu"}):
+        got = tp.load(path, map_location=loc)
+        assert tp.equal(got["w"], tp.ones(2))
+        assert got["device"] == tp.device("cpu") and str(got["gpu"]) == "cuda:1"
+    assert tp.equal(tp.load(path, mmap=True, weights_only=True)["w"], tp.ones(2))
+    with pytest.raises(ValueError, match="cpu"):
+        tp.load(path, map_location="cuda:0")
