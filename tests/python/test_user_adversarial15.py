@@ -593,3 +593,19 @@ def test_load_takes_torchs_cpu_map_locations_and_devices_pickle(tmp_path):
     assert tp.equal(tp.load(path, mmap=True, weights_only=True)["w"], tp.ones(2))
     with pytest.raises(ValueError, match="cpu"):
         tp.load(path, map_location="cuda:0")
+
+
+@needs_torch
+def test_comparing_tensors_and_devices_with_none():
+    # `mask == None`, `x in [None, ...]` and `x.device == None` raised
+    # nanobind's "incompatible function arguments" TypeError; PyTorch gives
+    # False (True for !=), and a TypeError only for ordering and arithmetic.
+    for lib in (tp, torch):
+        t, d = lib.ones(2), lib.device("cpu")
+        assert (t == None) is False and (t != None) is True  # noqa: E711
+        assert (None == t) is False and t not in [None]  # noqa: E711
+        assert (d == None) is False and (d != None) is True and d not in (None, "cpu")  # noqa: E711
+        assert (t.device == None) is False  # noqa: E711
+        for bad in (lambda: t < None, lambda: t + None, lambda: None * t):
+            with pytest.raises(TypeError):
+                bad()
