@@ -609,3 +609,12 @@ def test_comparing_tensors_and_devices_with_none():
         for bad in (lambda: t < None, lambda: t + None, lambda: None * t):
             with pytest.raises(TypeError):
                 bad()
+
+
+@needs_torch
+def test_dims_none_means_the_default_as_in_torch():
+    # x.amax(dim=None) / x.roll(1, dims=None) were TypeErrors ("must be int[1], not None").
+    for lib in (tp, torch):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert float(x.amax(dim=None)) == 5.0 and float(x.amin(None)) == 0.0
+        assert x.view(-1).roll(1, dims=None).tolist() == [5.0, 0.0, 1.0, 2.0, 3.0, 4.0]
