@@ -618,3 +618,25 @@ def test_dims_none_means_the_default_as_in_torch():
         x = lib.arange(6.0).reshape(2, 3)
         assert float(x.amax(dim=None)) == 5.0 and float(x.amin(None)) == 0.0
         assert x.view(-1).roll(1, dims=None).tolist() == [5.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@needs_torch
+def test_set_submodule_as_in_torch():
+    # model.set_submodule("2.0", new) (LoRA / quantization code swapping layers
+    # by name) was an AttributeError.
+    res = []
+    for lib in (tp, torch):
+        m = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.Sequential(lib.nn.ReLU(), lib.nn.Linear(3, 1)))
+        m.set_submodule("1.0", lib.nn.Tanh())
+        m.set_submodule("extra", lib.nn.Identity())
+        errs = []
+        for bad in (lambda: m.set_submodule("1.9", lib.nn.ReLU(), strict=True),
+                    lambda: m.set_submodule("0.weight", lib.nn.ReLU()),
+                    lambda: m.set_submodule("0", 3), lambda: m.set_submodule("", lib.nn.ReLU())):
+            try:
+                bad()
+                errs.append(None)
+            except (AttributeError, ValueError) as e:
+                errs.append(type(e).__name__)
+        res.append(([type(x).__name__ for x in m.modules()], errs))
+    assert res[0] == res[1]
