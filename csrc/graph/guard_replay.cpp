@@ -56,7 +56,9 @@ std::unique_ptr<Graph> slice_to(const Graph& g, const Node* target) {
 
 std::string DataGate::describe() const {
   if (kind == "numel") return "the data-dependent element count of " + where;  // where: "nonzero's result at f.py:3"
-  std::string what = kind == "item" ? "Tensor.item()" : kind + "(Tensor)";
+  std::string what = kind == "item"    ? "Tensor.item()"
+                     : kind == "index" ? "the value of a 0-d index tensor (x[i])"
+                                       : kind + "(Tensor)";
   return where.empty() ? what : what + " at " + where;
 }
 

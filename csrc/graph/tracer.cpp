@@ -820,11 +820,55 @@ class Tracer : public DispatchInterceptor {
       return;
     }
     ViewInfo v = it->second;
+    // A parent that shares elements (an expand: stride 0 over a dim longer than 1)
+    // cannot take the write back as a value: scattering it into its own base writes
+    // every copy, the last one winning, so a write through one copy
+    // (`x[None].expand(2, n)[0].fill_(v)`) was lost in the compiled graph. Such a
+    // write goes past those views, into the nearest ancestor without shared
+    // elements, by t's own strides (t itself never shares elements: eager refuses
+    // such a write).
+    // (Sufficient test of no overlap: dims of size > 1 by increasing stride, each
+    // stride beyond the extent of the smaller ones; an unfold's windows fail it.)
+    auto shares_elements = [](const Tensor& u) {
+      std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+      for (int64_t d = 0; d < u.dim(); ++d)
+        if (u.sizes()[d] > 1) dims.push_back({u.strides()[d], u.sizes()[d]});
+      std::sort(dims.begin(), dims.end());
+      int64_t extent = 0;
+      for (auto& [stride, size] : dims) {
+        if (stride <= extent) return true;
+        extent += stride * (size - 1);
+      }
+      return false;
+    };
+    if (shares_elements(v.inputs[0]) && !shares_elements(t)) {
+      Tensor anc = v.inputs[0];
+      while (shares_elements(anc)) {
+        auto a = views_.find(anc.impl());
+        if (a == views_.end() || a->second.inputs.size() != 1 || a->second.out_index >= 0) break;
+        anc = a->second.inputs[0];
+      }
+      Node* pa = shares_elements(anc) ? nullptr : node_for(anc);
+      if (!pa || !anc.is_contiguous() || pa->meta.sizes != anc.sizes())
+        throw CaptureError(str("cannot capture ", opname, ": it writes through an expanded view of size ",
+                               shape_str(v.inputs[0].sizes()), " and strides ", shape_str(v.inputs[0].strides()),
+                               " whose base is not a dense tensor; write into the base tensor directly"));
+      Node* scattered = replay(get_op("as_strided_scatter"), {pa, value},
+                               {{"size", t.sizes()}, {"stride", t.strides()}, {"storage_offset", t.offset() - anc.offset()}});
+      write(anc, scattered, opname);
+      values_[t.impl()] = value;
+      views_[t.impl()].gen = gen_[v.root];
+      return;
+    }
     const Tensor& parent = v.inputs[0];
     Node* p = node_for(parent);
     Node* scattered = nullptr;
     std::string name = v.op->name;
-    if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
+    if (name == "view.dtype") {
+      // The same bits as the parent's dtype: the inverse reinterpretation (a reshape
+      // back, as the branch below does, converted the values instead of the bits).
+      scattered = replay(get_op("view.dtype"), {value}, {{"dtype", parent.dtype()}});
+    } else if (v.out_index < 0 && v.inputs.size() == 1 && (name == "select" || name == "slice")) {
       scattered = replay(get_op(name == "select" ? "select_scatter" : "slice_scatter"), {p, value}, v.attrs, -1,
                          &v.sym_attrs);
     } else if (t.is_contiguous() && parent.is_contiguous() && t.offset() == parent.offset() &&
@@ -1317,7 +1361,7 @@ Scalar read_gate_value(const std::string& kind, const Tensor& t) {
   if (kind == "numel") return Scalar(static_cast<int64_t>(t.numel()));  // a data-dependent result size
   Scalar s = host_copy_of(t).item();  // several elements: item()'s own error, as in eager; CUDA read on the host
   if (kind == "bool") return Scalar(s.to_bool());
-  if (kind == "int") return Scalar(s.to_int());
+  if (kind == "int" || kind == "index") return Scalar(s.to_int());  // index: a 0-d tensor indexing (x[i])
   if (kind == "float") return Scalar(s.to_double());
   return s;
 }

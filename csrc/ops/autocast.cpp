@@ -214,6 +214,12 @@ void autocast_pop_suspend() {
   if (t_state.suspended > 0) --t_state.suspended;
   t_state.refresh();
 }
+int autocast_swap_suspended(int depth) {
+  const int old = t_state.suspended;
+  t_state.suspended = depth < 0 ? 0 : depth;
+  t_state.refresh();
+  return old;
+}
 AutocastSuspend::AutocastSuspend() { autocast_push_suspend(); }
 AutocastSuspend::~AutocastSuspend() { autocast_pop_suspend(); }
 

@@ -63,6 +63,10 @@ class AutocastSuspend {
 // The same as a pair of calls, for a Python context manager.
 void autocast_push_suspend();
 void autocast_pop_suspend();
+// Sets the suspension depth and returns the old one: a recomputation inside a
+// backward pass (activation checkpointing) runs under the forward's autocast
+// state although the engine suspended autocast around it.
+int autocast_swap_suspended(int depth);
 
 // The autocast part of a compiled function's specialization key: the enabled
 // device types and their dtypes (0 when autocast is off or suspended).

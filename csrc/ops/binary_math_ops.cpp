@@ -376,9 +376,14 @@ std::vector<Tensor> atan2_backward(const BackwardArgs& a) {
   const Tensor& g = grad_out(a);
   if (!g.defined()) return {Tensor(), Tensor()};
   const Tensor &y = a.inputs[0], &x = a.inputs[1];
+  // 1 / (x^2 + y^2), taken as 0 at the origin (PyTorch's gradient there is 0,
+  // not the NaN of 0 * inf: atan2 of a zero vector in an angle loss would
+  // otherwise poison every gradient).
   Tensor r2 = ops::add(ops::mul(x, x), ops::mul(y, y));
-  return {a.needs_grad[0] ? reduce_grad(ops::div(ops::mul(g, x), r2), y) : Tensor(),
-          a.needs_grad[1] ? reduce_grad(ops::neg(ops::div(ops::mul(g, y), r2)), x) : Tensor()};
+  Tensor origin = ops::eq(r2, ops::scalar(0.0));
+  Tensor inv = ops::where(origin, ops::scalar(0.0), ops::reciprocal(ops::where(origin, ops::scalar(1.0), r2)));
+  return {a.needs_grad[0] ? reduce_grad(ops::mul(ops::mul(g, x), inv), y) : Tensor(),
+          a.needs_grad[1] ? reduce_grad(ops::neg(ops::mul(ops::mul(g, y), inv)), x) : Tensor()};
 }
 
 std::vector<Tensor> hypot_backward(const BackwardArgs& a) {

@@ -415,24 +415,52 @@ std::vector<Tensor> diagonal_backward(const BackwardArgs& a) {
   return {z};
 }
 
-// ---- view.dtype: the same bits read as another dtype of the same size ----
+// ---- view.dtype: the same bits read as another dtype ----
+// Of another element size (PyTorch's rule): the last dim, which must have
+// stride 1, is scaled by the size ratio, and so are the other strides (and the
+// offset, checked by the kernel); a narrower dtype multiplies them, a wider one
+// divides them, which must be exact.
 std::vector<TensorMeta> view_dtype_infer(const OpDef& op, const std::vector<TensorMeta>& in, const Attrs& attrs) {
   const DType to = attrs.get<DType>("dtype");
-  TP_CHECK(itemsize(to) == itemsize(in[0].dtype), ValueError, op.name, ": cannot view a tensor of dtype ",
-           dtype_name(in[0].dtype), " (", itemsize(in[0].dtype), " bytes per element) as ", dtype_name(to), " (",
-           itemsize(to), " bytes per element)");
+  const DType from = in[0].dtype;
+  const int64_t old_size = itemsize(from), new_size = itemsize(to);
   TensorMeta m = view_meta(in[0], in[0].sizes, in[0].strides);
   m.dtype = to;
+  if (old_size == new_size) return {m};
+  const int64_t rank = static_cast<int64_t>(m.sizes.size());
+  auto what = [&] { return str("to view ", dtype_name(from), " as ", dtype_name(to), " (different element sizes)"); };
+  TP_CHECK(rank > 0, ValueError, op.name, ": self.dim() cannot be 0 ", what());
+  TP_CHECK(m.strides[rank - 1] == 1, ValueError, op.name, ": self.stride(-1) must be 1 ", what(), ", but got ",
+           m.strides[rank - 1]);
+  if (old_size > new_size) {
+    const int64_t ratio = old_size / new_size;
+    m.sizes[rank - 1] *= ratio;
+    for (int64_t d = 0; d < rank - 1; ++d) m.strides[d] *= ratio;
+  } else {
+    const int64_t ratio = new_size / old_size;
+    TP_CHECK(m.sizes[rank - 1] % ratio == 0, ValueError, op.name, ": self.size(-1) must be divisible by ", ratio,
+             " ", what(), ", but got ", m.sizes[rank - 1]);
+    for (int64_t d = 0; d < rank - 1; ++d)
+      TP_CHECK(m.strides[d] % ratio == 0, ValueError, op.name, ": self.stride(", d, ") must be divisible by ", ratio,
+               " ", what(), ", but got ", m.strides[d]);
+    m.sizes[rank - 1] /= ratio;
+    for (int64_t d = 0; d < rank - 1; ++d) m.strides[d] /= ratio;
+  }
   return {m};
 }
 
-std::vector<Tensor> view_dtype_cpu(const OpDef&, const std::vector<Tensor>& in, const Attrs&,
+std::vector<Tensor> view_dtype_cpu(const OpDef& op, const std::vector<Tensor>& in, const Attrs&,
                                    const std::vector<TensorMeta>& om) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = in[0].impl()->storage;
   impl->sizes = om[0].sizes;
   impl->strides = om[0].strides;
-  impl->offset = in[0].offset();
+  const int64_t old_size = itemsize(in[0].dtype()), new_size = itemsize(om[0].dtype);
+  const int64_t bytes = in[0].offset() * old_size;  // the offset is counted in elements
+  TP_CHECK(bytes % new_size == 0, ValueError, op.name, ": self.storage_offset() must be divisible by ",
+           new_size / old_size, " to view ", dtype_name(in[0].dtype()), " as ", dtype_name(om[0].dtype),
+           " (different element sizes), but got ", in[0].offset());
+  impl->offset = bytes / new_size;
   impl->dtype = om[0].dtype;
   impl->own_counter = in[0].impl()->own_counter;
   return {Tensor(std::move(impl))};

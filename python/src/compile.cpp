@@ -1210,11 +1210,12 @@ void bind_compile(nb::module_& m) {
       .def("__repr__", [](const GraphModule& g) { return "GraphModule(\n" + g.code() + ")"; })
       .def("print_readable", [](const GraphModule& g) { nb::print(nb::str(g.code().c_str())); })
       .def_prop_ro("gates", [](const GraphModule& g) {
-        // [{"read": "bool(Tensor) at f.py:3", "value": True, "guard": GraphModule}, ...]
+        // [{"read": "bool(Tensor) at f.py:3", "kind": "bool", "value": True, "guard": GraphModule}, ...]
         nb::list l;
         for (auto& gate : g.gates) {
           nb::dict d;
           d["read"] = gate.describe();
+          d["kind"] = gate.kind;
           d["value"] = scalar_to_py(gate.value);
           d["guard"] = nb::cast(GraphModule{gate.guard, {}, {}});
           l.append(d);

@@ -147,7 +147,7 @@ void bind_device(nb::module_& m) {
         if (!nb::isinstance<PyDevice>(b)) return nb::borrow(Py_NotImplemented);
         const PyDevice& o = nb::cast<const PyDevice&>(b);
         return nb::bool_(a.type == o.type && a.index == o.index);
-      })
+      }, nb::arg("other").none())  // `device == None` is False (it raised a TypeError)
       .def("__hash__", [](const PyDevice& d) { return std::hash<std::string>()(d.str()); });
   // For the Python-level constructors (tp.tensor, as_tensor, new_*, nn modules).
   m.def("_check_device", [](nb::handle d, const std::string& op) { check_device(d, op); }, nb::arg("device").none(),

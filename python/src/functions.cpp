@@ -117,6 +117,7 @@ void bind_functions(nb::module_& m) {
   m.def("_autocast_active", &autocast_active);
   m.def("_autocast_push_suspend", &autocast_push_suspend);
   m.def("_autocast_pop_suspend", &autocast_pop_suspend);
+  m.def("_autocast_swap_suspended", &autocast_swap_suspended, nb::arg("depth"));
   // A composite written in Python (tp.nn.functional.scaled_dot_product_attention,
   // the Python losses) applies its policy by name: its tensor arguments are cast
   // through the dispatcher (recorded) and the other items come back as they are.

@@ -22,6 +22,7 @@ struct Item {
   nb::handle slice;   // Slice
   Tensor tensor;      // Mask (bool, >= 1 dim) / Index (integer)
   nb::handle symint;  // Int given as a tp.SymInt (value: its hint): kept symbolic
+  bool user_mask = false;  // Mask: a 0-d bool tensor the caller passed (not a Python bool)
 };
 
 bool is_int_like(nb::handle h) {
@@ -69,7 +70,7 @@ Item classify(nb::handle h) {
     throw IndexError(str("only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors are valid "
                          "indices (got ",
                          nb::inst_name(h).c_str(), ")"));
-  if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t};
+  if (t.dtype() == DType::Bool) return {Kind::Mask, 0, {}, t, {}, t.dim() == 0};
   // PyTorch reads a uint8 index tensor as a mask (deprecated); taking its values as positions
   // gave other elements than PyTorch, silently. Refused, naming both meanings.
   TP_CHECK(t.dtype() != DType::UInt8, IndexError,
@@ -78,7 +79,9 @@ Item classify(nb::handle h) {
   TP_CHECK(is_integral(t.dtype(), false), IndexError,
            "tensors used as indices must be long, int, byte or bool tensors, got ", dtype_name(t.dtype()));
   // A 0-d integer tensor acts like the int it holds (a select), as in PyTorch.
-  if (t.dim() == 0) return {Kind::Int, host_copy(t).item().to_int()};  // a CUDA 0-d index: read on the host
+  // Inside a capture its value is a data gate: read as a plain number it was
+  // baked into the graph, and a compiled `x[i]` returned x[first i] for every i.
+  if (t.dim() == 0) return {Kind::Int, gate(t, "index").to_int()};  // a CUDA 0-d index: read on the host
   return {Kind::Index, 0, {}, t};
 }
 
@@ -202,7 +205,7 @@ Indexed apply_index(const Tensor& self, const std::vector<Item>& items) {
       case Kind::Mask:
         if (it.tensor.dim() == 0) {  // True/False: a new dim of length 1 or 0
           r.view = ops::unsqueeze(r.view, dim);
-          const bool keep = host_copy(it.tensor).item().to_bool();
+          const bool keep = it.user_mask ? gate(it.tensor, "bool").to_bool() : host_copy(it.tensor).item().to_bool();
           Tensor pick = Tensor::empty({keep ? 1 : 0}, DType::Int64);
           if (keep) *pick.data_as<int64_t>() = 0;
           adv.emplace_back(dim++, pick);

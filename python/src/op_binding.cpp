@@ -120,6 +120,12 @@ bool convert_arg(const Schema& s, const SchemaArg& a, PyObject* v, Parsed& p, st
     return false;
   };
   if (v == Py_None) {
+    // x.amax(dim=None), x.roll(1, dims=None): PyTorch takes None for a dims list
+    // with a default as that default (all dims / the flattened tensor).
+    if (!a.optional && a.type == ArgType::IntList && a.has_default && dim_like(a.attr_name)) {
+      p.attrs.set(a.attr_name, a.default_value);
+      return true;
+    }
     if (!a.optional) return mismatch(arg_type_name(a).c_str());
     if (a.type == ArgType::Tensor) p.inputs.emplace_back();
     else if (a.type == ArgType::Device || a.type == ArgType::MemoryFormat) return true;

@@ -15,15 +15,29 @@ namespace {
 
 using ops::Dims;
 
+// A NumPy array beside a tensor in an arithmetic operator (`x + pe` with pe
+// computed in NumPy) is a tensor of its dtype, as torch reads it; otherwise
+// NumPy took the operator over and the result was an ndarray, detached from
+// autograd (and an error about numpy() when x requires grad).
+std::optional<Tensor> ndarray_operand(nb::handle h) {
+  if (nb::isinstance<Tensor>(h) || !PyObject_HasAttrString(h.ptr(), "__array_interface__")) return std::nullopt;
+  nb::object type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())));
+  if (nb::cast<std::string>(type.attr("__module__")) != "numpy") return std::nullopt;
+  return nb::cast<Tensor>(nb::module_::import_("tensorplay").attr("as_tensor")(h));
+}
+
 nb::object binary(nb::handle a, nb::handle b, Tensor (*fn)(const Tensor&, const Tensor&)) {
   auto x = to_operand(a), y = to_operand(b);
+  if (!x && y) x = ndarray_operand(a);
+  if (x && !y) y = ndarray_operand(b);
   if (!x || !y) return nb::borrow(Py_NotImplemented);
   return nb::cast(fn(*x, *y));
 }
 
 nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, const Tensor&), const char* name) {
   Tensor& t = nb::cast<Tensor&>(self);
-  fn(t, require_operand(other, name));
+  auto array = ndarray_operand(other);
+  fn(t, array ? *array : require_operand(other, name));
   return nb::borrow(self);
 }
 
@@ -305,30 +319,32 @@ void bind_tensor(nb::module_& m) {
       .def("__float__", [](const Tensor& t) { return gate(host_copy(t), "float").to_double(); })
       .def("__int__", [](const Tensor& t) { return gate(host_copy(t), "int").to_int(); })
       // ---- arithmetic ----
-      .def("__add__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::add); })
-      .def("__radd__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::add); })
-      .def("__sub__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::sub); })
-      .def("__rsub__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::sub); })
-      .def("__mul__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::mul); })
-      .def("__rmul__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::mul); })
-      .def("__truediv__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::div); })
-      .def("__rtruediv__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::div); })
-      .def("__matmul__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::matmul); })
-      .def("__rmatmul__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::matmul); })
-      .def("__eq__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::eq); })
-      .def("__ne__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::ne); })
-      .def("__lt__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::lt); })
-      .def("__le__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::le); })
-      .def("__gt__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::gt); })
-      .def("__ge__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::ge); })
+      // (`other` may be None: `t == None` is False and `t != None` True, as in PyTorch,
+      // through NotImplemented; nanobind refused None with a TypeError.)
+      .def("__add__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::add); }, nb::arg("other").none())
+      .def("__radd__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::add); }, nb::arg("other").none())
+      .def("__sub__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::sub); }, nb::arg("other").none())
+      .def("__rsub__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::sub); }, nb::arg("other").none())
+      .def("__mul__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::mul); }, nb::arg("other").none())
+      .def("__rmul__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::mul); }, nb::arg("other").none())
+      .def("__truediv__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::div); }, nb::arg("other").none())
+      .def("__rtruediv__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::div); }, nb::arg("other").none())
+      .def("__matmul__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::matmul); }, nb::arg("other").none())
+      .def("__rmatmul__", [](nb::handle a, nb::handle b) { return binary(b, a, ops::matmul); }, nb::arg("other").none())
+      .def("__eq__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::eq); }, nb::arg("other").none())
+      .def("__ne__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::ne); }, nb::arg("other").none())
+      .def("__lt__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::lt); }, nb::arg("other").none())
+      .def("__le__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::le); }, nb::arg("other").none())
+      .def("__gt__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::gt); }, nb::arg("other").none())
+      .def("__ge__", [](nb::handle a, nb::handle b) { return binary(a, b, ops::ge); }, nb::arg("other").none())
       .def("__neg__", &ops::neg)
       .def("__abs__", &ops::abs)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
       // In-place operators return the very object (an nn.Parameter stays one).
-      .def("__iadd__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::add_, "add_"); })
-      .def("__isub__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::sub_, "sub_"); })
-      .def("__imul__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::mul_, "mul_"); })
-      .def("__itruediv__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::div_, "div_"); })
+      .def("__iadd__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::add_, "add_"); }, nb::arg("other").none())
+      .def("__isub__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::sub_, "sub_"); }, nb::arg("other").none())
+      .def("__imul__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::mul_, "mul_"); }, nb::arg("other").none())
+      .def("__itruediv__", [](nb::handle a, nb::handle b) { return inplace(a, b, ops::div_, "div_"); }, nb::arg("other").none())
       // ---- methods that are not operators (operators are generated: op_binding.cpp) ----
       // .data: the same memory without autograd history and with a version counter
       // of its own; assigning it swaps the tensor's memory and shape while the

@@ -97,6 +97,12 @@ def _shift_dims(node, vals, shapes):
         raise NoRule
     attrs = dict(node["attrs"])
     rank = len(shapes[0]) if src == "in" else len(node["shape"])
+    if name == "roll" and not attrs.get("dims"):
+        # roll without dims rolls the flattened example (not the flattened batch)
+        if any(b for _, b in vals[1:]):
+            raise NoRule
+        flat = t.reshape(t.shape[0], -1)
+        return [_call(node["target"], [flat], dict(attrs, dims=[1]))[0].reshape(tuple(t.shape))]
     for k in keys:
         if k not in attrs:
             continue

@@ -559,10 +559,78 @@ def vander(x, N=None, increasing=False):
     return res if increasing else res.flip(1)
 
 
-_FUNCTIONS = (ravel, mv, inner, tensordot, kron, tensor_split, hsplit, vsplit, dsplit, fmax, fmin, sgn,
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """torch.gradient (NumPy's): per dim, central differences inside and one-sided ones of
+    order `edge_order` at the ends; `spacing` a number (per dim or for all) or 1-D coordinate
+    tensors (non-uniform second-order differences). A tuple, one tensor per dim."""
+    tp = _tp()
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    nd = input.dim()
+    dims = list(range(nd)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    dims = [d + nd if d < 0 else d for d in dims]
+    if isinstance(spacing, (int, float)) or (isinstance(spacing, Tensor) and spacing.dim() == 0):
+        spacings = [spacing] * len(dims)
+    else:
+        spacings = list(spacing)
+        if len(spacings) != len(dims):
+            raise RuntimeError("torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+                               f"arguments to have the same length, but got a spacing argument of length "
+                               f"{len(spacings)} and a dim argument of length {len(dims)}.")
+    f = input if input.is_floating_point() else input.to(tp.get_default_dtype())
+    out = []
+    for d, h in zip(dims, spacings):
+        n = f.shape[d]
+        if n < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+
+        def part(a, b, d=d):
+            return f.narrow(d, a, b - a)
+
+        if isinstance(h, Tensor) and h.dim() == 1:
+            shape = [1] * nd
+            shape[d] = -1
+            dx = (h[1:] - h[:-1]).to(f.dtype).reshape(shape)
+
+            def at(k, dx=dx, d=d):
+                return dx.narrow(d, k % dx.shape[d], 1)
+            hl, hr = dx.narrow(d, 0, n - 2), dx.narrow(d, 1, n - 2)
+            inner = (-hr / (hl * (hl + hr)) * part(0, n - 2) + (hr - hl) / (hl * hr) * part(1, n - 1)
+                     + hl / (hr * (hl + hr)) * part(2, n))
+            if edge_order == 1:
+                first = (part(1, 2) - part(0, 1)) / at(0)
+                last = (part(n - 1, n) - part(n - 2, n - 1)) / at(-1)
+            else:
+                d1, d2 = at(0), at(1)
+                first = (-(2 * d1 + d2) / (d1 * (d1 + d2)) * part(0, 1) + (d1 + d2) / (d1 * d2) * part(1, 2)
+                         - d1 / (d2 * (d1 + d2)) * part(2, 3))
+                d1, d2 = at(-2), at(-1)
+                last = (d2 / (d1 * (d1 + d2)) * part(n - 3, n - 2) - (d2 + d1) / (d1 * d2) * part(n - 2, n - 1)
+                        + (2 * d2 + d1) / (d2 * (d1 + d2)) * part(n - 1, n))
+        else:
+            h = h.item() if isinstance(h, Tensor) else h
+            inner = (part(2, n) - part(0, n - 2)) / (2 * h)
+            if edge_order == 1:
+                first = (part(1, 2) - part(0, 1)) / h
+                last = (part(n - 1, n) - part(n - 2, n - 1)) / h
+            else:
+                first = (-1.5 * part(0, 1) + 2 * part(1, 2) - 0.5 * part(2, 3)) / h
+                last = (0.5 * part(n - 3, n - 2) - 2 * part(n - 2, n - 1) + 1.5 * part(n - 1, n)) / h
+        out.append(tp.cat([first, inner, last], d))
+    return tuple(out)
+
+
+def angle(input):
+    """torch.angle of a real tensor: 0 where x >= 0, pi where x < 0, NaN kept (floating result)."""
+    tp = _tp()
+    x = input if input.is_floating_point() else input.to(tp.get_default_dtype())
+    return tp.where(x.isnan(), x, tp.where(x < 0, tp.full_like(x, 3.141592653589793), tp.zeros_like(x)))
+
+
+_FUNCTIONS = (gradient, angle, ravel, mv, inner, tensordot, kron, tensor_split, hsplit, vsplit, dsplit, fmax, fmin, sgn,
               addmv, addr, addbmm, chain_matmul, diag_embed, diagflat, take, gcd, lcm, ldexp, cov, corrcoef,
               quantile, nanquantile, vander)
-_METHODS = (type_as, ravel, mv, inner, kron, tensor_split, hsplit, vsplit, dsplit, fmax, fmin, sgn,
+_METHODS = (angle, type_as, ravel, mv, inner, kron, tensor_split, hsplit, vsplit, dsplit, fmax, fmin, sgn,
             addmv, addr, addbmm, diag_embed, diagflat, take, gcd, lcm, ldexp, cov, corrcoef, quantile,
             nanquantile)
 

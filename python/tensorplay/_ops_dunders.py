@@ -57,6 +57,11 @@ def install():
         setattr(T, f"__r{dunder}__", _reflected(op))
         setattr(T, f"__i{dunder}__", _inplace(op))
     T.__invert__ = lambda self: _op("bitwise_not")(self)
+    # As torch.Tensor: NumPy defers to the tensor's reflected operator, so
+    # `np.float32(0.5) * t` is a Tensor (with its autograd history). Without it
+    # the NumPy scalar converted t with __array__: an ndarray, detached from the
+    # graph, and for a tensor that requires grad an error about numpy().
+    T.__array_priority__ = 1000
     if not hasattr(T, "__abs__"):
         T.__abs__ = lambda self: _op("abs")(self)
 

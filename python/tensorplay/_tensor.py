@@ -93,6 +93,29 @@ def _as_array(data):
     return arr, inferred
 
 
+def _check_fits(arr, dtype):
+    """PyTorch's check of Python numbers converted to an integer dtype (c10::overflows):
+    tp.tensor([300], dtype=tp.uint8) wrapped to 44 silently; PyTorch raises. Floats must be
+    finite and within [lowest, max]; ints within [min, max], for unsigned types also -max .. -1
+    (which wrap). A NumPy array keeps NumPy's casting, as in PyTorch."""
+    if dtype == _C.dtype.bool or not arr.size or arr.dtype.kind not in "fiu" or dtype.is_floating_point:
+        return
+    info = np.iinfo({_C.dtype.uint8: np.uint8, _C.dtype.int8: np.int8, _C.dtype.int16: np.int16,
+                     _C.dtype.int32: np.int32, _C.dtype.int64: np.int64}[dtype])
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr < info.min) | (arr > float(info.max))
+        if dtype == _C.dtype.int64:
+            bad |= arr >= 2.0 ** 63
+    elif info.min == 0:
+        bad = (arr > info.max) | (arr < -int(info.max))
+    else:
+        bad = (arr < info.min) | (arr > info.max)
+    if bad.any():
+        v = arr[bad].flat[0]
+        raise _C.TensorValueError(f"tensor: value {v.item()!r} cannot be converted to type {str(dtype).split('.')[-1]} "
+                                  "without overflow")
+
+
 def _has_huge_int(data):
     """The first Python int leaf of `data` outside int64's range, else None."""
     stack = [data]
@@ -150,6 +173,8 @@ def tensor(data, dtype=None, *, device=None, requires_grad=False, pin_memory=Fal
             dtype = _C.dtype.int64
     else:
         arr, inferred = _as_array(data)
+        if dtype is not None and not is_ndarray(data):
+            _check_fits(arr, dtype)
         t = _C.from_numpy(np.array(arr, copy=True, order="C"))
         if dtype is None:
             dtype = inferred

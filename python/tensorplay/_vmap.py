@@ -177,8 +177,19 @@ def _check_outputs(out, who):
 _VALUE_READS = ("item", "tolist")
 
 
+_PACKAGE_DIR = __import__("os").path.dirname(__file__)
+
+
 def _value_read(name):
     def refuse(self, *a, **k):
+        import sys
+        caller = sys._getframe(1).f_code
+        if caller.co_filename.startswith(_PACKAGE_DIR):
+            # A read inside one of TensorPlay's own Python functions (take's and
+            # put's bounds check, quantile's argument check, matrix_exp's scaling
+            # steps): the user wrote no data dependence, and torch.func batches
+            # these; running the function per example gives each example's value.
+            raise _PerExample(f"Tensor.{name}() inside tensorplay's {caller.co_name}")
         raise RuntimeError(f"vmap: the function calls Tensor.{name}() on a tensor whose value differs per "
                            "example; reading values into Python (item(), tolist(), data-dependent control "
                            "flow) cannot be vmapped. Keep the computation in tensor operators")
@@ -217,6 +228,10 @@ def _run_graph(func, args, leaves, flags, B, randomness):
         for m, f in saved.items():
             setattr(Tensor, m, f)
         _state["capturing"] -= 1
+    if gm.gates and all(g["kind"] == "index" for g in gm.gates):
+        # x[i] with a 0-d index tensor: a select by a value that may differ per
+        # example (torch.func batches it); each example runs as written.
+        raise _PerExample("x[i] with a 0-d index tensor")
     if gm.gates:
         raise RuntimeError("vmap: the function's Python control flow depends on tensor values ("
                            f"{gm.gates[0]['read']}); it would differ per example and cannot be vmapped. "

@@ -113,7 +113,8 @@ def _grad(tag, args, leaves, flags, B, randomness):
 
 def _jac(tag, args, leaves, flags, B, randomness):
     from . import func as F
-    kind, f, argnums, has_aux = tag
+    kind, f, argnums, has_aux = tag[:4]
+    extra = {"randomness": tag[4]} if kind == "jacfwd" else {}
     if has_aux:
         return None
     nums = F._argnums(argnums, len(args), kind)
@@ -129,7 +130,7 @@ def _jac(tag, args, leaves, flags, B, randomness):
         return out.sum(0)
 
     transform = F.jacrev if kind == "jacrev" else F.jacfwd
-    js = transform(summed, argnums=tuple(range(len(nums))))(*(vals[i] for i in nums))
+    js = transform(summed, argnums=tuple(range(len(nums))), **extra)(*(vals[i] for i in nums))
     # each: out_shape + (B,) + in_shape -> batch first
     js = tuple(j.movedim(j.dim() - vals[i].dim(), 0) for j, i in zip(js, nums))
     res = js[0] if isinstance(argnums, int) else js

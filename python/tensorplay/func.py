@@ -347,10 +347,14 @@ def _jacobian_tree(per_out_in, flat_o, spec_o, spec_in, argnums):
     return _unflatten(trees, spec_o)
 
 
-def jacrev(func, argnums=0, *, has_aux=False):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """The Jacobian of `func` (output shape + input shape per output and input
     tensor) by reverse mode, one vjp per output element. Inputs and outputs may
-    be trees of tensors."""
+    be trees of tensors. `chunk_size` (torch.func's: how many vjps one vmap
+    batches) changes nothing here, where the vjps run one at a time; it is
+    checked as torch.func checks it."""
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
@@ -374,22 +378,45 @@ def jacrev(func, argnums=0, *, has_aux=False):
     return wrapper
 
 
-def jacfwd(func, argnums=0, has_aux=False):
+def _rng_states():
+    from . import get_rng_state
+    return get_rng_state()
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian of `func` (output shape + input shape per output and input
     tensor) by forward mode, one jvp per input element. Inputs and outputs may
-    be trees of tensors."""
+    be trees of tensors.
+
+    Each jvp runs `func` again, so a random draw inside it (dropout) would give
+    every column of the Jacobian its own draw. As torch.func (whose columns are
+    one vmap over the jvps): randomness="error" (the default) raises when func
+    draws from the default generator, "same" gives every jvp the same draws
+    (the generator state is reset before each), "different" draws anew per jvp."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. "
+                           f"Got {randomness}")
 
     def wrapper(*args):
+        from . import equal, set_rng_state
         nums = _argnums(argnums, len(args), "jacfwd")
         chosen = tuple(args[i] for i in nums)
         flat_in, spec_in = _flatten(chosen, "jacfwd", "the differentiated arguments")
         f = _with_args(func, args, nums)
         cols_per_in, aux, flat_o, spec_o = [], None, None, None
+        start = _rng_states() if randomness != "different" else None
         for m, x in enumerate(flat_in):
             cols = []
             for e in _basis(x):
                 ts = [e if k == m else _zeros_like(xk) for k, xk in enumerate(flat_in)]
+                if randomness == "same":
+                    set_rng_state(start)
                 r = jvp(f, chosen, _unflatten(ts, spec_in), has_aux=has_aux)
+                if randomness == "error" and not equal(_rng_states(), start):
+                    raise RuntimeError("jacfwd: called a random operation while in randomness error mode "
+                                       "(each column of the Jacobian runs func again, so each would see "
+                                       "other random numbers). Pass randomness='same' or 'different' to "
+                                       "jacfwd, or draw the random numbers outside the function")
                 flat_o, spec_o = _flatten(r[0], "jacfwd", "the outputs of f")
                 cols.append(_flatten(r[1], "jacfwd", "the outputs of f")[0])
                 if has_aux:
@@ -405,7 +432,7 @@ def jacfwd(func, argnums=0, has_aux=False):
         j = _jacobian_tree(per_out, flat_o, spec_o, spec_in, argnums)
         return (j, aux) if has_aux else j
 
-    wrapper._tp_transform = ("jacfwd", func, argnums, has_aux)
+    wrapper._tp_transform = ("jacfwd", func, argnums, has_aux, randomness)
     return wrapper
 
 

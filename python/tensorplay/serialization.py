@@ -187,8 +187,19 @@ def _reduce_dtype(d):
     return _rebuild_dtype, (_dtype_name(d),)
 
 
+def _rebuild_device(name):
+    return _C.device(name)
+
+
+def _reduce_device(d):
+    return _rebuild_device, (str(d),)
+
+
 _C.Tensor.__reduce_ex__ = _reduce_tensor
 copyreg.pickle(_C.dtype, _reduce_dtype)
+# A device in a saved config or checkpoint (`{"device": tp.device("cpu")}`) pickled
+# as "cannot pickle 'device' object"; torch.device pickles, weights_only included.
+copyreg.pickle(_C.device, _reduce_device)
 
 
 # ---------------------------------------------------------------- shared storages (format 2)
@@ -287,6 +298,7 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
         (__name__, "_rebuild_tensor_strided"): _rebuild_tensor_strided,
         (__name__, "_rebuild_parameter"): _rebuild_parameter,
         (__name__, "_rebuild_dtype"): _rebuild_dtype,
+        (__name__, "_rebuild_device"): _rebuild_device,
         (__name__, "_rebuild_tensor_v2"): _rebuild_tensor_v2,
         (__name__, "_rebuild_parameter_v2"): _rebuild_parameter_v2,
         ("collections", "OrderedDict"): __import__("collections").OrderedDict,
@@ -312,7 +324,8 @@ def _open(f, mode):
     return f, False
 
 
-def save(obj, f, pickle_protocol=_PROTOCOL):
+def save(obj, f, pickle_module=pickle, pickle_protocol=_PROTOCOL, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
     """Writes obj (tensors, Parameters, and dicts/lists/tuples/numbers/strings of them) to a path or file
     object; tensors that share memory are loaded sharing it again (see the module docstring)."""
     import io
@@ -348,10 +361,29 @@ class _StorageLoader:
         return self.built[key]
 
 
-def load(f, map_location=None, weights_only=True):
-    """Reads an object written by tp.save from a path or file object (map_location: only 'cpu'/None)."""
-    if map_location not in (None, "cpu") and str(map_location) != "cpu":
-        raise ValueError(f"tp.load: only the cpu device exists today (map_location={map_location!r})")
+def _check_map_location(map_location):
+    """Tensors load on the CPU. PyTorch's spellings of that are accepted: None, "cpu",
+    tp.device("cpu"), a dict mapping locations to the CPU, or a function (the idiom
+    `lambda storage, loc: storage`); before, a device object raised a TypeError from
+    its __eq__ and the other forms a ValueError."""
+    if callable(map_location) and not isinstance(map_location, (str, _C.device)):
+        return
+    targets = list(map_location.values()) if isinstance(map_location, dict) else [map_location]
+    for m in targets:
+        if m is None:
+            continue
+        if not isinstance(m, (str, _C.device)):
+            raise TypeError(f"tp.load: map_location should be a string, a device, a dict or a function, "
+                            f"got {type(m).__name__}")
+        if str(m).split(":")[0] != "cpu":
+            raise ValueError(f"tp.load: tensors load on the cpu device; move them with .to({str(m)!r}) after loading "
+                             f"(map_location={map_location!r})")
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+    """Reads an object written by tp.save from a path or file object; tensors load on the CPU
+    (map_location: PyTorch's forms of the CPU). mmap is accepted and changes nothing."""
+    _check_map_location(map_location)
     fh, owned = _open(f, "rb")
     try:
         unpickler_cls = _WeightsOnlyUnpickler if weights_only else pickle.Unpickler

@@ -166,8 +166,10 @@ def test_view_dtype_reinterprets_bits():
     np.testing.assert_array_equal(h.numpy(), a.astype(np.float16).view(np.int16))
     back = b.view(tp.bfloat16)
     np.testing.assert_array_equal(back.float().numpy(), a)
+    # another element size scales the last dim, as PyTorch (and NumPy) do
+    np.testing.assert_array_equal(x.view(tp.int16).numpy(), a.view(np.int16))
     with pytest.raises(ValueError, match=r"view.dtype.*float32.*int16"):
-        x.view(tp.int16)
+        x[0].view(tp.int16)  # a 0-d tensor has no last dim to scale
 
 
 def test_as_strided():

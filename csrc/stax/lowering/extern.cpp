@@ -272,7 +272,14 @@ const std::set<std::string>& extern_ops() {
 Value lower_as_extern(LoweringContext& c) {
   const OpDef& op = *c.node().target;
   if (op.has(kRandom)) c.fail("a random operator cannot run inside a compiled region");
-  if (op.has(kNondeterministicShape))
+  // The caller gave the size (F.one_hot(y, 10), repeat_interleave's output_size): the
+  // result's shape is known, as the tracer's size gate knows (no gate recorded).
+  const Attrs& attrs = c.node().attrs;
+  const std::string name = op.name;
+  const bool sized = (name == "one_hot" && attrs.has("num_classes") && attrs.get_int("num_classes") >= 0) ||
+                     (name == "repeat_interleave.Tensor" && attrs.has("output_size") &&
+                      !attrs.is_none("output_size"));
+  if (op.has(kNondeterministicShape) && !sized)
     c.fail("its result's shape depends on the data, so no buffer can be planned for it");
   if (op.has(kInplace)) c.fail("an in-place operator inside a functional region");
   if (op.has(kDeviceMove)) c.fail("a move between devices: a compiled region's buffers live on one device");

@@ -21,6 +21,7 @@ into the compiled backward (see _apply_in_capture below); a backward that
 cannot be traced makes that region run with eager autograd.
 """
 import functools
+import inspect
 
 from .. import _C
 from .._grad_mode import no_grad
@@ -120,12 +121,35 @@ class Function:
         raise NotImplementedError("a Function subclass used with forward-mode AD must define a static "
                                   "jvp(ctx, *input_tangents)")
 
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """PyTorch 2's split form: a Function that overrides it has `forward(*args)` without ctx,
+        and setup_context(ctx, inputs, output) saves what backward/jvp need."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    # torch.func's vmap options of a Function; TensorPlay's vmap batches the operators
+    # forward calls (or runs per example), so neither is needed.
+    generate_vmap_rule = False
+
     # True for a Function whose backward is what the capture derives anyway
     # (an identity), so tp.compile may capture its forward in training.
     _capture_derives_backward = False
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if cls.setup_context is not Function.setup_context:
+            # the setup_context form: keyword arguments and defaults are inputs like the
+            # others (PyTorch binds them, so setup_context sees every input)
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = tuple(bound.args), {}
+        if _C._is_tracing() and not cls._capture_derives_backward:
+            from .. import _vmap
+            # Inside tp.func.vmap's capture (traced on detached examples) the Function
+            # was recorded as its forward's operators only: gradients through it were
+            # lost (vmap(grad(f)) gave zeros) and forward AD differentiated the
+            # implementation instead of cls.jvp. The vmapped function runs per example.
+            _vmap.refuse_in_capture(f"tp.autograd.Function {cls.__name__}")
         if _C._is_tracing() and _C.is_grad_enabled() and not cls._capture_derives_backward:
             return _apply_in_capture(cls, args, kwargs)
         ctx = FunctionCtx()
@@ -137,7 +161,7 @@ class Function:
         tangents = _input_tangents(args)
         fw_args = args if tangents is None else tuple(_primal(a, t) for a, t in zip(args, tangents))
         with no_grad():
-            result = cls.forward(ctx, *fw_args, **kwargs)
+            result = _forward(cls, ctx, fw_args, kwargs)
         if not recording and tangents is None:
             return result
         outs = list(_as_tuple(result))
@@ -152,6 +176,17 @@ class Function:
         if tangents is not None:
             _attach_tangents(cls, ctx, fw_args, tangents, outs)
         return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+
+def _forward(cls, ctx, args, kwargs):
+    """cls.forward(ctx, *args, **kwargs), or for the setup_context form (PyTorch 2:
+    forward without ctx, needed by torch.func) forward(*args) then
+    setup_context(ctx, inputs, output), the inputs with their defaults bound."""
+    if cls.setup_context is Function.setup_context:
+        return cls.forward(ctx, *args, **kwargs)
+    output = cls.forward(*args)  # (apply bound any keyword arguments)
+    cls.setup_context(ctx, tuple(args), output)
+    return output
 
 
 # ---- inside tp.compile, with gradients (graph/custom_function.h) ----
@@ -228,7 +263,7 @@ def _apply_in_capture(cls, args, kwargs):
     # record this call is read from the graph.
     ctx.needs_input_grad = tuple(isinstance(a, Tensor) and _C._traced_requires_grad(a) for a in args)
     with no_grad():
-        result = cls.forward(ctx, *args, **kwargs)
+        result = _forward(cls, ctx, args, kwargs)
     if not any(ctx.needs_input_grad):
         return result  # eager records nothing either
     name = cls.__name__

@@ -11,6 +11,20 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 class _BatchNorm(Module):
     _allowed_dims = ()
+    _version = 2  # version 2 added num_batches_tracked (PyTorch's numbering)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # A checkpoint older than num_batches_tracked, or a state dict rebuilt without its
+        # metadata (`{k.replace("module.", ""): v ...}`), loads with the count as it is, as in
+        # PyTorch; a strict load of one made by state_dict() (version 2) still requires it.
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
+                               else _tp.tensor(0, dtype=_tp.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None, *, bias=True):
@@ -39,21 +53,6 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
-
-    _version = 2  # version 2 added num_batches_tracked (PyTorch's numbering, kept in state_dict metadata)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        # A checkpoint from before num_batches_tracked (or one with no version, such as a plain dict
-        # of arrays) loads with the counter kept, as PyTorch does, instead of a missing key.
-        version = local_metadata.get("version", None)
-        if (version is None or version < 2) and self.track_running_stats:
-            key = prefix + "num_batches_tracked"
-            if key not in state_dict:
-                state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
-                                   else _tp.tensor(0, dtype=_tp.int64))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
 
     def reset_running_stats(self):
         if self.track_running_stats:
