@@ -569,6 +569,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     nd = input.dim()
     dims = list(range(nd)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
     dims = [d + nd if d < 0 else d for d in dims]
+    if spacing is None:  # torch's default, also when passed explicitly
+        spacing = 1
     if isinstance(spacing, (int, float)) or (isinstance(spacing, Tensor) and spacing.dim() == 0):
         spacings = [spacing] * len(dims)
     else:

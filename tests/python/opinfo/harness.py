@@ -492,11 +492,21 @@ def compare(expected, actual, dtype_name: str, values: bool = True, tol=None, in
 # Running one case
 
 
+def _random_sample(op, s) -> bool:
+    """A sample of an operator that is random only with some arguments: attention with
+    dropout in training (multi_head_attention_forward's positional dropout_p, training=True).
+    Its values follow each library's random stream, so the walks leave it out."""
+    if op.name == "nn.functional.multi_head_attention_forward":
+        return bool(s.kwargs.get("training", True)) and len(s.args) > 9 and float(s.args[9]) > 0
+    return False
+
+
 def _samples(op, dtype_name, requires_grad):
     torch.manual_seed(SEED)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return list(op.sample_inputs("cpu", TORCH_DTYPES[dtype_name], requires_grad=requires_grad))
+        samples = op.sample_inputs("cpu", TORCH_DTYPES[dtype_name], requires_grad=requires_grad)
+        return [s for s in samples if not _random_sample(op, s)]
 
 
 def select_indices(n: int, limit):
