@@ -9,6 +9,7 @@ from collections import OrderedDict, defaultdict
 
 from .. import _C, _stepwise
 from .._grad_mode import no_grad
+from ..nn.modules.module import RemovableHandle
 
 
 class _RequiredParameter:
@@ -25,27 +26,8 @@ _STEP_IN_CAPTURE = ("{}.step() inside a compiled function (tp.compile) is not su
                     "after a compiled clip_grad_norm_)")
 
 
-class _HookHandle:
-    """Returned by the register_*_hook methods; remove() unregisters the hook."""
-    _next = [0]
-
-    def __init__(self, hooks):
-        self._hooks = hooks
-        self.id = _HookHandle._next[0]
-        _HookHandle._next[0] += 1
-
-    def remove(self):
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
-
-
 def _add_hook(hooks, hook, prepend=False):
-    handle = _HookHandle(hooks)
+    handle = RemovableHandle(hooks)
     hooks[handle.id] = hook
     if prepend:
         hooks.move_to_end(handle.id, last=False)
