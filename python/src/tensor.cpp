@@ -36,8 +36,11 @@ nb::object binary(nb::handle a, nb::handle b, Tensor (*fn)(const Tensor&, const 
 
 nb::object inplace(nb::handle self, nb::handle other, Tensor& (*fn)(Tensor&, const Tensor&), const char* name) {
   Tensor& t = nb::cast<Tensor&>(self);
-  auto array = ndarray_operand(other);
-  fn(t, array ? *array : require_operand(other, name));
+  // A tensor or a number first: the NumPy check looks up an attribute, which
+  // `x += 1.0` should not pay for.
+  auto y = to_operand(other);
+  if (!y) y = ndarray_operand(other);
+  fn(t, y ? *y : require_operand(other, name));
   return nb::borrow(self);
 }
 
